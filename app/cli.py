@@ -1,0 +1,231 @@
+"""The ``tollgate`` command: serve the gateway, and administer teams, keys, credits and the ledger.
+
+Every command takes ``--config PATH`` (or ``TOLLGATE_CONFIG``). Scripts rely on these forms:
+``serve``, ``team create NAME --credits X``, ``key create --team NAME`` (the key is the last line of
+stdout), ``credits add --team NAME AMOUNT`` and ``ledger verify`` (exit 0 only if the ledger is whole).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from domain.ledger import LedgerError
+from domain.money import AmountError, format_credits, micros_from_credits
+from domain.settings import ConfigError, Settings, parse_settings, require_upstream_secrets
+
+CONFIG_ENV = "TOLLGATE_CONFIG"
+
+
+class CommandError(Exception):
+    """A command that cannot be carried out; its message is for the user."""
+
+
+def load_settings(config: str | None) -> tuple[Settings, Path]:
+    path_text = config or os.environ.get(CONFIG_ENV)
+    if not path_text:
+        raise CommandError(f"no configuration file: pass --config PATH or set {CONFIG_ENV}")
+    path = Path(path_text)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(str(path), "", f"cannot read the file: {exc.strerror or exc}") from None
+    return parse_settings(text, str(path), os.environ), path.resolve().parent
+
+
+@contextmanager
+def ledger_writer(settings: Settings, base_dir: Path) -> Iterator[object]:
+    from app.ledger_writer import LedgerWriter
+    from projections.event_store import open_ledger_store
+
+    store = open_ledger_store(settings.database_url, base_dir)
+    try:
+        with LedgerWriter(store) as writer:
+            yield writer
+    finally:
+        store.close()
+
+
+def _credits(text: str) -> int:
+    try:
+        micros = micros_from_credits(text)
+    except AmountError as exc:
+        raise CommandError(f"invalid credit amount: {exc}") from None
+    if micros < 0:
+        raise CommandError(f"invalid credit amount: {text} is negative")
+    return micros
+
+
+def cmd_team_create(args: argparse.Namespace) -> None:
+    from app.admin import create_team
+
+    settings, base = load_settings(args.config)
+    with ledger_writer(settings, base) as writer:
+        team = create_team(writer, args.name, _credits(args.credits))  # type: ignore[arg-type]
+    print(f"Opened team {team.name} with {format_credits(team.balance)} credits.")
+
+
+def cmd_team_show(args: argparse.Namespace) -> None:
+    from app.admin import team_summary
+
+    settings, base = load_settings(args.config)
+    with ledger_writer(settings, base) as writer:
+        team = team_summary(writer, args.name)  # type: ignore[arg-type]
+    print(f"team {team.name}: balance {format_credits(team.balance)} credits, "
+          f"held {format_credits(team.held)}, available {format_credits(team.balance - team.held)}")
+
+
+def cmd_key_create(args: argparse.Namespace) -> None:
+    from app.admin import issue_key
+
+    settings, base = load_settings(args.config)
+    with ledger_writer(settings, base) as writer:
+        secret = issue_key(writer, args.team, args.name or "")  # type: ignore[arg-type]
+    print(f"Issued an API key for team {args.team}. It is shown only once:")
+    print(secret)
+
+
+def cmd_credits_add(args: argparse.Namespace) -> None:
+    from app.admin import add_credits
+
+    amount = _credits(args.amount)
+    if amount == 0:
+        raise CommandError("invalid credit amount: must be greater than 0")
+    settings, base = load_settings(args.config)
+    with ledger_writer(settings, base) as writer:
+        balance = add_credits(writer, args.team, amount, args.reference or "")  # type: ignore[arg-type]
+    print(f"Added {format_credits(amount)} credits to team {args.team}; balance {format_credits(balance)}.")
+
+
+def cmd_ledger_verify(args: argparse.Namespace) -> int:
+    from projections.audit import verify_ledger
+    from projections.event_store import open_ledger_store
+
+    settings, base = load_settings(args.config)
+    store = open_ledger_store(settings.database_url, base)
+    try:
+        report = verify_ledger(store, progress=lambda n: print(f"  replayed {n} events…", file=sys.stderr))
+    finally:
+        store.close()
+    if report.ok:
+        print(f"Ledger verified: {report.events} events, {report.teams} teams, {report.charges} charges; "
+              "every recorded balance matches the replay.")
+        return 0
+    print(f"Ledger verification FAILED after {report.events} events: {report.problems[0]}", file=sys.stderr)
+    for problem in report.problems[1:]:
+        print(f"  also: {problem}", file=sys.stderr)
+    return 1
+
+
+def cmd_serve(args: argparse.Namespace) -> None:
+    settings, base = load_settings(args.config)
+    require_upstream_secrets(settings, str(args.config or os.environ.get(CONFIG_ENV)), os.environ)
+    serve(settings, base, args.host, args.port)
+
+
+def serve(settings: Settings, base_dir: Path, host: str, port: int) -> None:
+    import uvicorn
+
+    from app.runtime import build_runtime
+    from app.server import create_app
+
+    runtime = build_runtime(settings, base_dir)
+    print(f"Tollgate: serving {len(settings.models)} model(s) on http://{host}:{port}/v1", flush=True)
+    uvicorn.run(create_app(runtime), host=host, port=port, log_level="warning", access_log=False)
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    """Open the demo team (once), issue a key, print how to use it, and serve."""
+    from app.admin import add_credits, create_team, issue_key, team_summary
+    from domain.ledger import TeamAlreadyExists
+
+    settings, base = load_settings(args.config)
+    with ledger_writer(settings, base) as writer:
+        try:
+            create_team(writer, args.team, _credits(args.credits))  # type: ignore[arg-type]
+        except TeamAlreadyExists:
+            if team_summary(writer, args.team).balance == 0:  # type: ignore[arg-type]
+                add_credits(writer, args.team, _credits(args.credits), "demo top-up")  # type: ignore[arg-type]
+        secret = issue_key(writer, args.team, "demo")  # type: ignore[arg-type]
+        balance = team_summary(writer, args.team).balance  # type: ignore[arg-type]
+    model = settings.models[0].id
+    base_url = f"http://{args.host}:{args.port}/v1"
+    print(f"""
+Tollgate demo: team '{args.team}' has {format_credits(balance)} credits.
+API key (shown once): {secret}
+
+Try it:
+  curl -s {base_url}/chat/completions -H "Authorization: Bearer {secret}" \\
+    -H "Content-Type: application/json" \\
+    -d '{{"model": "{model}", "messages": [{{"role": "user", "content": "Hello, Tollgate!"}}]}}'
+
+Or with the OpenAI SDK: OpenAI(base_url="{base_url}", api_key="{secret}")
+""", flush=True)
+    serve(settings, base, args.host, args.port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config", help=f"configuration file (TOML); default: ${CONFIG_ENV}")
+
+    parser = argparse.ArgumentParser(prog="tollgate", description="An LLM gateway with a prepaid, event-sourced ledger.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve_p = commands.add_parser("serve", parents=[common], help="run the gateway")
+    serve_p.add_argument("--host", default="127.0.0.1")
+    serve_p.add_argument("--port", type=int, default=8080)
+    serve_p.set_defaults(func=cmd_serve)
+
+    demo = commands.add_parser("demo", parents=[common], help="open a demo team, print a key, and serve")
+    demo.add_argument("--host", default="127.0.0.1")
+    demo.add_argument("--port", type=int, default=8080)
+    demo.add_argument("--team", default="demo")
+    demo.add_argument("--credits", default="100")
+    demo.set_defaults(func=cmd_demo)
+
+    team = commands.add_parser("team", help="teams").add_subparsers(dest="action", required=True, metavar="ACTION")
+    create = team.add_parser("create", parents=[common], help="open a team with some credits")
+    create.add_argument("name")
+    create.add_argument("--credits", default="0", help="opening balance in credits (e.g. 100 or 12.5)")
+    create.set_defaults(func=cmd_team_create)
+    show = team.add_parser("show", parents=[common], help="a team's balance")
+    show.add_argument("name")
+    show.set_defaults(func=cmd_team_show)
+
+    key = commands.add_parser("key", help="API keys").add_subparsers(dest="action", required=True, metavar="ACTION")
+    key_create = key.add_parser("create", parents=[common], help="issue a key (printed once, as the last line)")
+    key_create.add_argument("--team", required=True)
+    key_create.add_argument("--name", help="a label for the key")
+    key_create.set_defaults(func=cmd_key_create)
+
+    credits = commands.add_parser("credits", help="credits").add_subparsers(dest="action", required=True, metavar="ACTION")
+    add = credits.add_parser("add", parents=[common], help="top up a team")
+    add.add_argument("--team", required=True)
+    add.add_argument("amount", help="credits to add (e.g. 50 or 0.25)")
+    add.add_argument("--reference", help="a note kept with the top-up (invoice number, …)")
+    add.set_defaults(func=cmd_credits_add)
+
+    ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(dest="action", required=True, metavar="ACTION")
+    verify = ledger.add_parser("verify", parents=[common], help="replay every event and check every recorded balance")
+    verify.set_defaults(func=cmd_ledger_verify)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.func(args)
+    except (ConfigError, CommandError, LedgerError) as exc:
+        print(f"tollgate: error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, ConfigError | CommandError) else 1
+    except KeyboardInterrupt:
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""One error hierarchy for every endpoint: each error knows its HTTP status and its type.
+
+Handlers raise these; one exception handler renders them in the endpoint's wire shape (for the
+OpenAI-style endpoints: ``{"error": {"message", "type", "param", "code"}}``). Nothing else ever
+reaches a client, so a bug shows up as a clean 500 ``server_error``, never a traceback.
+"""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    status: int = 500
+    type: str = "server_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        status: int | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+        if status is not None:
+            self.status = status
+        self.headers = headers or {}
+
+    def openai_body(self) -> dict[str, object]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+class InvalidRequest(GatewayError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class AuthenticationFailed(GatewayError):
+    status = 401
+    type = "authentication_error"
+
+
+class InsufficientCreditsError(GatewayError):
+    status = 402
+    type = "billing_error"
+
+    def __init__(self, message: str) -> None:
+        # A hard budget failure: tell SDKs not to retry it.
+        super().__init__(message, headers={"x-should-retry": "false"})
+
+
+class PermissionDenied(GatewayError):
+    status = 403
+    type = "permission_error"
+
+
+class ModelNotFound(GatewayError):
+    status = 404
+    type = "invalid_request_error"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(f"The model `{model}` does not exist or you do not have access to it.", param="model")
+
+
+class NotFound(GatewayError):
+    status = 404
+    type = "invalid_request_error"
+
+
+class RateLimited(GatewayError):
+    status = 429
+    type = "rate_limit_error"
+
+
+class UpstreamFailure(GatewayError):
+    """The upstream provider failed; nothing was charged."""
+
+    status = 502
+    type = "server_error"
+
+
+class ServiceUnavailable(GatewayError):
+    status = 503
+    type = "server_error"

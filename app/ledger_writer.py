@@ -1,0 +1,203 @@
+"""The ledger writer: one thread per process that owns the team aggregates and group-commits.
+
+A per-request get → command → save would serialise every request on a database round trip and
+collapse under contention (eventsourcing-notes §3). Instead, handlers queue commands here; the writer
+thread takes everything queued (up to ``max_batch``), applies each command to the in-memory
+aggregate in order — so each caller gets the state right after *its own* event — and appends all the
+resulting events of all teams in ONE transaction. Callers' futures complete only after that commit,
+so nothing a client is told is ever ahead of what is durable.
+
+Other processes (the CLI, other gateways) may append to the same teams. Optimistic concurrency on the
+event store catches that: a conflicting save is discarded, the touched teams are reloaded, and the
+whole batch is applied again (commands are idempotent per request id). A refusal for lack of credits
+is re-checked against the stored history first, so credits added from elsewhere are seen at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+from uuid import UUID
+
+from eventsourcing.persistence import IntegrityError
+
+from domain.ledger import InsufficientCredits, LedgerError, TeamLedger
+from projections.event_store import LedgerStore
+
+log = logging.getLogger("tollgate.ledger")
+
+R = TypeVar("R")
+
+#: A command gets the team's aggregate (``None`` if the team does not exist yet) and returns the
+#: aggregate to keep (a new one when it opens the team) and the caller's result.
+Command = Callable[[TeamLedger | None], tuple[TeamLedger, Any]]
+
+
+class LedgerUnavailable(Exception):
+    """The event store could not be written; nothing in the batch was recorded."""
+
+
+@dataclass(slots=True)
+class _Queued:
+    team_id: UUID
+    command: Command
+    future: Future[Any] = field(default_factory=Future)
+
+
+_STOP = object()
+
+
+class LedgerWriter:
+    """Owns the in-memory team aggregates of this process and writes them in group commits."""
+
+    def __init__(self, store: LedgerStore, *, max_batch: int = 64, max_attempts: int = 8) -> None:
+        self.store = store
+        self.max_batch = max_batch
+        self.max_attempts = max_attempts
+        self._teams: dict[UUID, TeamLedger] = {}
+        self._queue: queue.SimpleQueue[_Queued | object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> LedgerWriter:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tollgate-ledger-writer", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Finish every queued command, then stop the thread."""
+        if self._thread is not None:
+            self._queue.put(_STOP)
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> LedgerWriter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- submitting -----------------------------------------------------------------------------
+
+    def submit(self, team_id: UUID, command: Command) -> Future[Any]:
+        """Queue a command; the future completes after its events are durable (or it was refused)."""
+        if self._thread is None:
+            raise RuntimeError("the ledger writer is not running")
+        item = _Queued(team_id, command)
+        self._queue.put(item)
+        return item.future
+
+    def on_team(self, team_id: UUID, name: str, action: Callable[[TeamLedger], R]) -> Future[R]:
+        """Queue ``action`` on an existing team (``TeamNotFound`` if there is none)."""
+        from domain.ledger import TeamNotFound
+
+        def command(team: TeamLedger | None) -> tuple[TeamLedger, R]:
+            if team is None:
+                raise TeamNotFound(name)
+            return team, action(team)
+
+        return self.submit(team_id, command)
+
+    async def run_on_team(self, team_id: UUID, name: str, action: Callable[[TeamLedger], R]) -> R:
+        return await asyncio.wrap_future(self.on_team(team_id, name, action))
+
+    # -- the writer thread ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is _STOP:
+                return
+            batch: list[_Queued] = [first]  # type: ignore[list-item]
+            stop_after = False
+            while len(batch) < self.max_batch:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is _STOP:
+                    stop_after = True
+                    break
+                batch.append(item)  # type: ignore[arg-type]
+            try:
+                self._commit(batch)
+            except BaseException as exc:  # never let the writer thread die with callers waiting
+                log.exception("ledger writer failed a batch")
+                self._fail(batch, LedgerUnavailable(str(exc)))
+            if stop_after:
+                return
+
+    def _commit(self, batch: list[_Queued]) -> None:
+        for _attempt in range(self.max_attempts):
+            touched: dict[UUID, TeamLedger] = {}
+            outcomes: list[tuple[_Queued, bool, Any]] = []
+            for item in batch:
+                team = touched.get(item.team_id) or self._load(item.team_id)
+                try:
+                    team, result = self._apply(item, team)
+                except LedgerError as exc:
+                    outcomes.append((item, False, exc))
+                    if team is not None:
+                        touched[item.team_id] = team
+                    continue
+                touched[item.team_id] = team
+                outcomes.append((item, True, result))
+            try:
+                self.store.save_teams(touched.values())
+            except IntegrityError:
+                # Another process appended to one of these teams (or opened the same team):
+                # forget our copies, reload, and decide the whole batch again.
+                for tid in touched:
+                    self._teams.pop(tid, None)
+                continue
+            except Exception as exc:
+                for tid in touched:
+                    self._teams.pop(tid, None)
+                log.error("ledger write failed: %s", exc)
+                self._fail(batch, LedgerUnavailable(f"the ledger could not be written: {exc}"))
+                return
+            self._teams.update(touched)
+            for item, ok, value in outcomes:
+                if ok:
+                    item.future.set_result(value)
+                else:
+                    item.future.set_exception(value)
+            return
+        self._fail(batch, LedgerUnavailable("the ledger kept conflicting with another writer; try again"))
+
+    def _apply(self, item: _Queued, team: TeamLedger | None) -> tuple[TeamLedger, Any]:
+        try:
+            return item.command(team)
+        except InsufficientCredits:
+            # Credits may have been added by another process since we loaded this team. Re-check
+            # against the stored history (only possible while this batch has not touched it yet).
+            if team is None or team.pending_events:
+                raise
+            newer = self.store.newer_events(team)
+            if not newer:
+                raise
+            for event in newer:
+                event.mutate(team)
+            return item.command(team)
+
+    def _load(self, team_id: UUID) -> TeamLedger | None:
+        team = self._teams.get(team_id)
+        if team is None:
+            team = self.store.find_team(team_id)
+            if team is not None:
+                self._teams[team_id] = team
+        return team
+
+    @staticmethod
+    def _fail(batch: list[_Queued], exc: Exception) -> None:
+        for item in batch:
+            if not item.future.done():
+                item.future.set_exception(exc)

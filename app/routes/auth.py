@@ -1,0 +1,32 @@
+"""Reading the caller's API key and finding the team it bills to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from litestar import Request
+
+from app.errors import AuthenticationFailed
+from app.keys import Principal
+from app.runtime import Runtime
+
+
+def presented_key(request: Request[Any, Any, Any]) -> str | None:
+    authorization = request.headers.get("authorization")
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    return request.headers.get("x-api-key") or None
+
+
+async def authenticate(request: Request[Any, Any, Any], runtime: Runtime) -> Principal:
+    key = presented_key(request)
+    if key is None:
+        raise AuthenticationFailed(
+            "You didn't provide an API key. Send it in the Authorization header as 'Bearer YOUR_KEY'."
+        )
+    principal = await runtime.keys.principal_for(key)
+    if principal is None:
+        raise AuthenticationFailed("Incorrect API key provided.")
+    return principal

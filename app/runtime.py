@@ -1,0 +1,60 @@
+"""Everything a running gateway holds: settings, ledger, writer, keys, upstream clients."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from app.billing import Billing
+from app.keys import KeyDirectory
+from app.ledger_writer import LedgerWriter
+from app.routes.models import model_list_body
+from app.upstream import ChatUpstream, DemoUpstream, OpenAIUpstream
+from domain.settings import Settings
+from projections.event_store import LedgerStore, open_ledger_store
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: LedgerStore
+    writer: LedgerWriter
+    keys: KeyDirectory
+    billing: Billing
+    upstreams: dict[str, ChatUpstream]
+    http: httpx.AsyncClient
+    model_list_body: bytes
+    started_at: float = field(default_factory=time.time)
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+        self.writer.stop()
+        self.store.close()
+
+
+def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
+    store = open_ledger_store(settings.database_url, base_dir)
+    writer = LedgerWriter(store).start()
+    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
+    upstreams: dict[str, ChatUpstream] = {}
+    for model in settings.models:
+        up = model.upstream
+        if up.kind == "demo":
+            upstreams[model.id] = DemoUpstream()
+        else:
+            api_key = os.environ.get(up.api_key_env) if up.api_key_env else None
+            upstreams[model.id] = OpenAIUpstream(up.base_url or "", api_key, timeout=float(up.timeout), client=http)
+    return Runtime(
+        settings=settings,
+        store=store,
+        writer=writer,
+        keys=KeyDirectory(store),
+        billing=Billing(writer, settings),
+        upstreams=upstreams,
+        http=http,
+        model_list_body=model_list_body(settings, int(time.time())),
+    )

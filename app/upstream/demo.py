@@ -1,0 +1,102 @@
+"""The built-in ``demo`` upstream: answers locally, so the quick start needs no network or key.
+
+It is a real model as far as billing is concerned: it counts prompt and completion tokens with one
+deterministic tokenizer (a word and the whitespace after it is one token) and reports them as an
+OpenAI-compatible provider would, so costs and balances behave exactly as with a real upstream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import secrets
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+_TOKEN = re.compile(r"\S+\s*")
+_GREETING = "Hello from the Tollgate demo model. You said: "
+
+
+def demo_tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+class _DemoStream:
+    def __init__(self, chunks: list[dict[str, Any]]) -> None:
+        self._chunks = chunks
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        for chunk in self._chunks:
+            await asyncio.sleep(0)
+            yield chunk
+
+    async def aclose(self) -> None:
+        self._chunks = []
+
+
+class DemoUpstream:
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        pieces, finish, usage = self._answer(body)
+        return {
+            "id": "chatcmpl-" + secrets.token_hex(12),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "".join(pieces), "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": usage,
+        }
+
+    async def open_stream(self, body: dict[str, Any]) -> _DemoStream:
+        pieces, finish, usage = self._answer(body)
+        base = {"id": "chatcmpl-" + secrets.token_hex(12), "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": body["model"]}
+
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+
+        chunks = [chunk({"role": "assistant", "content": ""})]
+        chunks += [chunk({"content": piece}) for piece in pieces]
+        chunks.append(chunk({}, finish))
+        chunks.append({**base, "choices": [], "usage": usage})
+        return _DemoStream(chunks)
+
+    async def aclose(self) -> None:
+        return None
+
+    @staticmethod
+    def _answer(body: dict[str, Any]) -> tuple[list[str], str, dict[str, Any]]:
+        messages = body.get("messages") or []
+        prompt_tokens = sum(len(demo_tokens(_text_of(m.get("content")))) + 3 for m in messages if isinstance(m, dict))
+        last_user = next(
+            (_text_of(m.get("content")) for m in reversed(messages) if isinstance(m, dict) and m.get("role") == "user"),
+            "",
+        )
+        pieces = demo_tokens(_GREETING + (last_user.strip() or "nothing"))
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        finish = "stop"
+        if isinstance(limit, int) and 0 < limit < len(pieces):
+            pieces, finish = pieces[:limit], "length"
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(pieces),
+            "total_tokens": prompt_tokens + len(pieces),
+            "prompt_tokens_details": {"cached_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0},
+        }
+        return pieces, finish, usage

@@ -1,0 +1,245 @@
+"""The team ledger: one event-sourced aggregate per team, holding its prepaid credits.
+
+Every fact about a team's money is an event, named in the past tense: the team was opened, credits
+were added, a key was issued, a hold was placed before a request went upstream, the request was
+charged (which also closes its hold), or the hold was released because nothing was delivered.
+
+Commands check their guards *before* recording an event, so replaying history never re-judges old
+facts by today's rules; the events' ``apply`` methods only move numbers. Balances move by the amounts
+in the events, and every event that changes the balance also records ``balance_after``: replaying
+the amounts and comparing with the recorded balances is how ``tollgate ledger verify`` proves the
+history is whole.
+
+Invariant, at every version: ``0 <= held <= balance``, i.e. available = balance − held ≥ 0.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+from uuid import NAMESPACE_URL, UUID, uuid5
+
+from eventsourcing.domain import Aggregate
+
+from domain.pricing import Price, TokenUsage, cost_in_micros
+
+TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+class LedgerError(Exception):
+    """A command the ledger refuses; nothing was recorded."""
+
+
+class InvalidTeamName(LedgerError):
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"invalid team name {name!r}: use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+
+
+class TeamNotFound(LedgerError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"team {name!r} does not exist")
+        self.name = name
+
+
+class TeamAlreadyExists(LedgerError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"team {name!r} already exists")
+        self.name = name
+
+
+class InvalidAmount(LedgerError):
+    pass
+
+
+class InsufficientCredits(LedgerError):
+    def __init__(self, team: str, needed: int, available: int) -> None:
+        super().__init__(f"team {team!r} needs {needed} micro-credits but has {available} available")
+        self.team = team
+        self.needed = needed
+        self.available = available
+
+
+class HoldNotFound(LedgerError):
+    def __init__(self, team: str, request_id: str) -> None:
+        super().__init__(f"team {team!r} has no open hold for request {request_id!r}")
+        self.request_id = request_id
+
+
+def team_id(name: str) -> UUID:
+    """A team's aggregate id, derived from its name: no lookup table is needed to find a team."""
+    return uuid5(NAMESPACE_URL, f"tollgate:team/{name}")
+
+
+class TeamLedger(Aggregate):
+    """A team's prepaid credit account (amounts in integer micro-credits)."""
+
+    class Opened(Aggregate.Created):
+        name: str
+
+    class CreditsAdded(Aggregate.Event):
+        amount: int
+        reference: str
+        balance_after: int
+
+        def apply(self, team: TeamLedger) -> None:
+            team.balance += self.amount
+
+    class KeyIssued(Aggregate.Event):
+        key_id: str
+        key_hash: str
+        label: str
+
+        def apply(self, team: TeamLedger) -> None:
+            team.keys[self.key_id] = {"hash": self.key_hash, "label": self.label, "revoked": False}
+
+    class HoldPlaced(Aggregate.Event):
+        request_id: str
+        amount: int
+        key_id: str
+        model: str
+        endpoint: str
+
+        def apply(self, team: TeamLedger) -> None:
+            team.holds[self.request_id] = self.amount
+            team.held += self.amount
+
+    class Charged(Aggregate.Event):
+        """A request was served: its cost is debited and its hold closed, in one fact.
+
+        ``cost`` is what ``usage`` at ``price`` comes to; ``charged`` is what was debited. They differ
+        only if the upstream reported more than the hold covered and the team could not pay the
+        rest: the shortfall is kept as ``uncollected`` rather than overdrawing the account.
+        """
+
+        request_id: str
+        key_id: str
+        model: str
+        endpoint: str
+        usage: dict[str, int]
+        price: dict[str, str]
+        credits_per_usd: str
+        cost: int
+        charged: int
+        uncollected: int
+        hold: int
+        balance_after: int
+
+        def apply(self, team: TeamLedger) -> None:
+            team.holds.pop(self.request_id)
+            team.held -= self.hold
+            team.balance -= self.charged
+
+    class HoldReleased(Aggregate.Event):
+        request_id: str
+        amount: int
+        reason: str
+
+        def apply(self, team: TeamLedger) -> None:
+            team.holds.pop(self.request_id)
+            team.held -= self.amount
+
+    @staticmethod
+    def create_id(name: str) -> UUID:
+        return team_id(name)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.balance = 0
+        self.held = 0
+        self.holds: dict[str, int] = {}
+        self.keys: dict[str, dict[str, Any]] = {}
+
+    # -- commands ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, name: str) -> TeamLedger:
+        if not TEAM_NAME.match(name):
+            raise InvalidTeamName(name)
+        return cls(name=name)
+
+    @property
+    def available(self) -> int:
+        return self.balance - self.held
+
+    def add_credits(self, amount: int, reference: str = "") -> int:
+        """Top up the balance; returns the balance after."""
+        self._check_positive(amount, "a top-up")
+        self.trigger_event(
+            self.CreditsAdded, amount=amount, reference=reference, balance_after=self.balance + amount
+        )
+        return self.balance
+
+    def issue_key(self, key_id: str, key_hash: str, label: str = "") -> None:
+        if key_id in self.keys:
+            raise LedgerError(f"key id {key_id!r} is already issued")
+        self.trigger_event(self.KeyIssued, key_id=key_id, key_hash=key_hash, label=label)
+
+    def place_hold(self, request_id: str, amount: int, key_id: str, model: str, endpoint: str) -> int:
+        """Reserve ``amount`` for a request about to go upstream; returns what is still available.
+
+        Placing the same request's hold again is a no-op, so a command replayed after a write
+        conflict never reserves twice.
+        """
+        if request_id not in self.holds:
+            if amount < 0:
+                raise InvalidAmount(f"a hold cannot be negative: {amount}")
+            if amount > self.available:
+                raise InsufficientCredits(self.name, amount, self.available)
+            self.trigger_event(
+                self.HoldPlaced, request_id=request_id, amount=amount, key_id=key_id, model=model, endpoint=endpoint
+            )
+        return self.available
+
+    def charge(
+        self,
+        request_id: str,
+        usage: TokenUsage,
+        price: Price,
+        credits_per_usd: Decimal,
+        *,
+        key_id: str,
+        model: str,
+        endpoint: str,
+    ) -> TeamLedger.Charged:
+        """Debit what ``usage`` cost and close the request's hold; returns the recorded event."""
+        hold = self._open_hold(request_id)
+        cost = cost_in_micros(usage, price, credits_per_usd)
+        charged = min(cost, hold + self.available)
+        self.trigger_event(
+            self.Charged,
+            request_id=request_id,
+            key_id=key_id,
+            model=model,
+            endpoint=endpoint,
+            usage=usage.as_record(),
+            price=price.as_record(),
+            credits_per_usd=str(credits_per_usd),
+            cost=cost,
+            charged=charged,
+            uncollected=cost - charged,
+            hold=hold,
+            balance_after=self.balance - charged,
+        )
+        return self.pending_events[-1]  # type: ignore[return-value]
+
+    def release_hold(self, request_id: str, reason: str) -> int:
+        """Close a request's hold without charging (nothing was delivered); returns available."""
+        hold = self._open_hold(request_id)
+        self.trigger_event(self.HoldReleased, request_id=request_id, amount=hold, reason=reason)
+        return self.available
+
+    # -- guards -----------------------------------------------------------------------------
+
+    def _open_hold(self, request_id: str) -> int:
+        try:
+            return self.holds[request_id]
+        except KeyError:
+            raise HoldNotFound(self.name, request_id) from None
+
+    @staticmethod
+    def _check_positive(amount: int, what: str) -> None:
+        if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0:
+            raise InvalidAmount(f"{what} must be a positive number of micro-credits, got {amount!r}")

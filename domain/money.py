@@ -1,0 +1,65 @@
+"""Money in Tollgate: integer micro-credits, and the one rounding rule.
+
+Every amount the ledger stores is an ``int`` number of micro-credits (1 credit = 1,000,000
+micro-credits), like TigerBeetle's integer amounts: sums are exact, and there is no float anywhere.
+
+**The rounding rule** (the only place a money amount is rounded): a request's cost is first computed
+exactly, as a ``Decimal`` number of micro-credits (tokens × USD-per-million price × credits-per-USD),
+and that exact total is rounded **up** to a whole micro-credit, once per request
+(:func:`round_up_to_micros`). Holds use the same rule, so a hold always covers the charge it
+guards when the usage stays within the hold's token bound.
+
+USD figures are never stored as the source of truth: they are derived from micro-credits by an
+exact division (:func:`usd_from_micros`), shown with up to 28 significant digits.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+
+MICROS_PER_CREDIT = 1_000_000
+_MICROS = Decimal(MICROS_PER_CREDIT)
+
+
+class AmountError(ValueError):
+    """A credit amount that cannot be represented exactly in micro-credits."""
+
+
+def round_up_to_micros(exact_micros: Decimal) -> int:
+    """Apply the rounding rule: an exact micro-credit amount, rounded up to a whole micro-credit."""
+    return int(exact_micros.to_integral_value(rounding=ROUND_CEILING))
+
+
+def micros_from_credits(credits: str | int | Decimal) -> int:
+    """Parse a credit amount typed by a person (``"12.5"``) into exact micro-credits.
+
+    Amounts with more than six decimals are refused rather than rounded: a top-up is an
+    operator's statement of fact, not a computed cost.
+    """
+    try:
+        value = Decimal(str(credits).strip())
+    except InvalidOperation:
+        raise AmountError(f"not a number: {credits!r}") from None
+    if not value.is_finite():
+        raise AmountError(f"not a finite number: {credits!r}")
+    micros = value * _MICROS
+    if micros != micros.to_integral_value():
+        raise AmountError(f"{credits!r} has more than 6 decimals (1 micro-credit is the smallest unit)")
+    return int(micros)
+
+
+def credits_from_micros(micros: int) -> Decimal:
+    """Micro-credits as an exact ``Decimal`` number of credits (for responses and reports)."""
+    return (Decimal(micros) / _MICROS).normalize() if micros else Decimal(0)
+
+
+def usd_from_micros(micros: int, credits_per_usd: Decimal) -> Decimal:
+    """The USD value of an amount of micro-credits, derived (never stored as the truth)."""
+    if not micros:
+        return Decimal(0)
+    return (Decimal(micros) / (_MICROS * credits_per_usd)).normalize()
+
+
+def format_credits(micros: int) -> str:
+    """A human-readable credit amount, e.g. ``12.500001``."""
+    return f"{credits_from_micros(micros):f}"

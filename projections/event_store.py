@@ -1,0 +1,170 @@
+"""The event store, and the read models written in the same transaction as the events.
+
+The library owns the events table. Two small read models are kept *strongly* consistent with it by
+writing them inside the very transaction that appends the events (the recorder's
+``_insert_events`` hook): the key directory (key hash → team), which authentication reads, and the
+team balances, which operators and ``ledger verify`` read. Both can be rebuilt from the events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.application import Application
+from eventsourcing.persistence import Notification, StoredEvent
+from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
+
+from domain.ledger import TeamLedger
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    """What authentication needs to know about an API key."""
+
+    team_id: UUID
+    team_name: str
+    key_id: str
+    revoked: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BalanceRecord:
+    team_id: UUID
+    team_name: str
+    balance: int
+    held: int
+    version: int
+
+
+class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
+    """The SQLite events recorder, plus the key directory and balances in the same transaction."""
+
+    def construct_create_table_statements(self) -> list[str]:
+        return [
+            *super().construct_create_table_statements(),
+            "CREATE TABLE IF NOT EXISTS api_keys ("
+            "key_hash TEXT PRIMARY KEY, team_id TEXT NOT NULL, team_name TEXT NOT NULL, "
+            "key_id TEXT NOT NULL, revoked INTEGER NOT NULL DEFAULT 0)",
+            "CREATE TABLE IF NOT EXISTS team_balances ("
+            "team_id TEXT PRIMARY KEY, team_name TEXT NOT NULL UNIQUE, balance INTEGER NOT NULL, "
+            "held INTEGER NOT NULL, version INTEGER NOT NULL, CHECK (held >= 0 AND balance >= held))",
+        ]
+
+    def _insert_events(
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
+        keys: Sequence[IssuedKey] = kwargs.get("keys", ())
+        balances: Sequence[BalanceRecord] = kwargs.get("balances", ())
+        notification_ids = super()._insert_events(c, stored_events, **kwargs)
+        for k in keys:
+            c.execute(
+                "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?)",
+                (k.key_id_hash, k.team_id.hex, k.team_name, k.key_id, int(k.revoked)),
+            )
+        for b in balances:
+            c.execute(
+                "INSERT INTO team_balances VALUES (?, ?, ?, ?, ?) ON CONFLICT (team_id) DO UPDATE SET "
+                "balance = excluded.balance, held = excluded.held, version = excluded.version "
+                "WHERE team_balances.version < excluded.version",
+                (b.team_id.hex, b.team_name, b.balance, b.held, b.version),
+            )
+        return notification_ids
+
+    def find_key(self, key_hash: str) -> KeyRecord | None:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT team_id, team_name, key_id, revoked FROM api_keys WHERE key_hash = ?", (key_hash,))
+            row = c.fetchone()
+        if row is None:
+            return None
+        return KeyRecord(UUID(row["team_id"]), row["team_name"], row["key_id"], bool(row["revoked"]))
+
+    def balances(self) -> list[BalanceRecord]:
+        with self.datastore.transaction(commit=False) as c:
+            c.execute("SELECT team_id, team_name, balance, held, version FROM team_balances ORDER BY team_name")
+            rows = c.fetchall()
+        return [BalanceRecord(UUID(r["team_id"]), r["team_name"], r["balance"], r["held"], r["version"]) for r in rows]
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedKey:
+    """A key row for the directory, made from a ``KeyIssued`` event about to be saved."""
+
+    key_id_hash: str
+    team_id: UUID
+    team_name: str
+    key_id: str
+    revoked: bool = False
+
+
+class LedgerStore(Application[UUID]):
+    """The team ledgers' event store (a thin eventsourcing application)."""
+
+    name = "Ledger"
+
+    def save_teams(self, teams: Iterable[TeamLedger]) -> None:
+        """Append the teams' pending events and update the read models, in one transaction."""
+        teams = [t for t in teams if t.pending_events]
+        if not teams:
+            return
+        keys = [
+            IssuedKey(e.key_hash, t.id, t.name, e.key_id)
+            for t in teams
+            for e in t.pending_events
+            if isinstance(e, TeamLedger.KeyIssued)
+        ]
+        balances = [BalanceRecord(t.id, t.name, t.balance, t.held, t.version) for t in teams]
+        self.save(*teams, keys=keys, balances=balances)
+
+    def find_team(self, team_id: UUID) -> TeamLedger | None:
+        from eventsourcing.application import AggregateNotFoundError
+
+        try:
+            return self.repository.get(team_id)  # type: ignore[return-value]
+        except AggregateNotFoundError:
+            return None
+
+    def newer_events(self, team: TeamLedger) -> list[TeamLedger.Event]:
+        """Events another process appended to ``team`` since this copy was loaded."""
+        return list(self.events.get(team.id, gt=team.version))  # type: ignore[arg-type]
+
+    def find_key(self, key_hash: str) -> KeyRecord | None:
+        return self.recorder.find_key(key_hash)  # type: ignore[attr-defined]
+
+    def balances(self) -> list[BalanceRecord]:
+        return self.recorder.balances()  # type: ignore[attr-defined]
+
+    def notifications(self, batch: int = 1000) -> Iterator[Notification]:
+        """Every stored event in commit order (the notification log), read in batches."""
+        last = 0
+        while True:
+            page = self.recorder.select_notifications(last, batch, inclusive_of_start=False)
+            if not page:
+                return
+            yield from page
+            last = page[-1].id
+
+
+def sqlite_path(database_url: str, base_dir: Path) -> Path:
+    """``sqlite:///relative.db`` is relative to the config file's folder; ``sqlite:////abs.db`` is absolute."""
+    raw = database_url.removeprefix("sqlite:///")
+    path = Path(raw)
+    return path if path.is_absolute() else (base_dir / path)
+
+
+def open_ledger_store(database_url: str, base_dir: Path) -> LedgerStore:
+    """Open (creating if needed) the event store named by a ``database_url``."""
+    path = sqlite_path(database_url, base_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    env = {
+        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+        "SQLITE_DBNAME": str(path),
+        "SQLITE_LOCK_TIMEOUT": "30",
+        "APPLICATION_RECORDER_TOPIC": f"{SQLiteLedgerRecorder.__module__}:{SQLiteLedgerRecorder.__qualname__}",
+        "CREATE_TABLE": "y",
+        "IS_SNAPSHOTTING_ENABLED": "n",
+    }
+    return LedgerStore(env=env)
