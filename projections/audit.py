@@ -37,7 +37,11 @@ def verify_ledger(store: LedgerStore, progress: Callable[[int], None] | None = N
         report.events += 1
         if progress and report.events % 10_000 == 0:
             progress(report.events)
-        event = store.mapper.to_domain_event(notification)
+        try:
+            event = store.mapper.to_domain_event(notification)
+        except Exception as exc:
+            report.problems.append(f"event #{notification.id}: cannot be read: {exc}")
+            break
         where = f"event #{notification.id} ({type(event).__qualname__}, version {event.originator_version})"
         try:
             team = event.mutate(teams.get(event.originator_id))  # type: ignore[arg-type]

@@ -1,0 +1,70 @@
+"""The single writer under contention: two writers (as two processes would) on one ledger."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from app.admin import add_credits, create_team
+from app.ledger_writer import LedgerWriter
+from domain.ledger import InsufficientCredits, team_id
+from projections.audit import verify_ledger
+from projections.event_store import open_ledger_store
+
+
+@pytest.fixture
+def stores(tmp_path):
+    opened = [open_ledger_store("sqlite:///ledger.db", tmp_path) for _ in range(2)]
+    yield opened
+    for store in opened:
+        store.close()
+
+
+def test_two_writers_on_one_team_never_reserve_more_than_the_balance(stores):
+    first, second = (LedgerWriter(s).start() for s in stores)
+    try:
+        create_team(first, "hot", 1_000)
+        tid = team_id("hot")
+
+        def hold(i: int) -> bool:
+            writer = first if i % 2 else second
+            try:
+                writer.on_team(tid, "hot", lambda t: t.place_hold(f"r{i}", 7, "k", "m", "chat")).result()
+                return True
+            except InsufficientCredits:
+                return False
+
+        with ThreadPoolExecutor(16) as pool:
+            granted = sum(pool.map(hold, range(400)))
+        assert granted == 1_000 // 7  # exactly what the balance covers, whichever writer won each race
+    finally:
+        first.stop()
+        second.stop()
+    team = stores[0].find_team(tid)
+    assert team.held == 7 * granted and team.available >= 0
+    assert verify_ledger(stores[0]).ok
+
+
+def test_credits_added_by_another_writer_are_seen_before_refusing(stores):
+    first, second = (LedgerWriter(s).start() for s in stores)
+    try:
+        create_team(first, "t", 10)
+        tid = team_id("t")
+        first.on_team(tid, "t", lambda t: t.place_hold("r1", 10, "k", "m", "chat")).result()
+        add_credits(second, "t", 50)
+        assert first.on_team(tid, "t", lambda t: t.place_hold("r2", 50, "k", "m", "chat")).result() == 0
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_a_batch_gives_each_caller_the_state_right_after_its_own_command(stores):
+    writer = LedgerWriter(stores[0]).start()
+    try:
+        create_team(writer, "t", 100)
+        tid = team_id("t")
+        futures = [writer.on_team(tid, "t", lambda t, i=i: t.place_hold(f"r{i}", 10, "k", "m", "chat")) for i in range(10)]
+        assert sorted(f.result() for f in futures) == list(range(0, 100, 10))
+    finally:
+        writer.stop()

@@ -1,0 +1,82 @@
+"""Shared fixtures: the fake upstream and a gateway process on real loopback ports."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import openai
+import pytest
+
+from app.admin import create_team, issue_key
+from app.ledger_writer import LedgerWriter
+from domain.money import micros_from_credits
+from domain.settings import parse_settings
+from projections.event_store import open_ledger_store
+from tests.fake_upstream import FakeUpstream
+from tests.gateway import UPSTREAM_KEY, Gateway, write_config
+
+_team_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def fake_upstream() -> Iterator[FakeUpstream]:
+    with FakeUpstream(api_key=UPSTREAM_KEY) as upstream:
+        yield upstream
+
+
+@pytest.fixture(scope="session")
+def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
+    config = write_config(tmp_path_factory.mktemp("gateway"), fake_upstream.base_url)
+    gw = Gateway(config).start()
+    yield gw
+    gw.stop()
+
+
+@dataclass(frozen=True)
+class Team:
+    name: str
+    key: str
+
+
+class Teams:
+    """Opens teams on a gateway's ledger, as an operator would from another process."""
+
+    def __init__(self, config: Path) -> None:
+        settings = parse_settings(config.read_text(), str(config))
+        self._store = open_ledger_store(settings.database_url, config.parent)
+        self._writer = LedgerWriter(self._store).start()
+
+    def open(self, credits: str = "100") -> Team:
+        name = f"team-{next(_team_numbers)}"
+        create_team(self._writer, name, micros_from_credits(credits))
+        return Team(name, issue_key(self._writer, name))
+
+    def close(self) -> None:
+        self._writer.stop()
+        self._store.close()
+
+
+@pytest.fixture(scope="session")
+def teams(gateway: Gateway) -> Iterator[Teams]:
+    t = Teams(gateway.config)
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def team(teams: Teams) -> Team:
+    return teams.open("100")
+
+
+@pytest.fixture
+def client(gateway: Gateway, team: Team) -> openai.OpenAI:
+    return openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+
+
+@pytest.fixture(autouse=True)
+def _forget_upstream_requests(request: pytest.FixtureRequest) -> None:
+    if "fake_upstream" in request.fixturenames:
+        request.getfixturevalue("fake_upstream").clear()

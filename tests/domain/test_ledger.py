@@ -1,0 +1,121 @@
+from decimal import Decimal
+
+import pytest
+
+from domain.ledger import (
+    HoldNotFound,
+    InsufficientCredits,
+    InvalidAmount,
+    InvalidTeamName,
+    TeamLedger,
+    team_id,
+)
+from domain.pricing import Price, TokenUsage
+
+PRICE = Price(input=Decimal("2.5"), output=Decimal("10"), cache_create=Decimal("3.125"), cache_hit=Decimal("1.25"))
+CPU = Decimal(100)
+
+
+def charge(team: TeamLedger, request_id: str, usage: TokenUsage) -> TeamLedger.Charged:
+    return team.charge(request_id, usage, PRICE, CPU, key_id="k1", model="m", endpoint="chat.completions")
+
+
+def funded(micros: int = 1_000_000) -> TeamLedger:
+    team = TeamLedger.open("acme")
+    team.add_credits(micros, "opening")
+    return team
+
+
+def replay(team: TeamLedger) -> TeamLedger:
+    copy = None
+    for event in team.collect_events():
+        copy = event.mutate(copy)
+    assert isinstance(copy, TeamLedger)
+    return copy
+
+
+def test_a_team_id_is_derived_from_its_name():
+    assert TeamLedger.open("acme").id == team_id("acme") != team_id("other")
+
+
+@pytest.mark.parametrize("name", ["", "-lead", "has space", "x" * 65, "semi;colon"])
+def test_team_names_are_checked(name):
+    with pytest.raises(InvalidTeamName):
+        TeamLedger.open(name)
+
+
+def test_a_charge_debits_the_cost_and_closes_the_hold():
+    team = funded(1_000_000)
+    team.place_hold("r1", 500_000, "k1", "m", "chat.completions")
+    assert (team.balance, team.held, team.available) == (1_000_000, 500_000, 500_000)
+
+    event = charge(team, "r1", TokenUsage(input_tokens=100, output_tokens=50))
+
+    # (100 * 2.5 + 50 * 10) * 100 credits/USD = 75,000 micro-credits
+    assert (event.cost, event.charged, event.uncollected) == (75_000, 75_000, 0)
+    assert event.balance_after == team.balance == 925_000
+    assert team.held == 0 and team.holds == {}
+
+
+def test_a_hold_the_team_cannot_afford_is_refused_and_nothing_is_recorded():
+    team = funded(1_000)
+    team.place_hold("r1", 600, "k1", "m", "chat")
+    version = team.version
+    with pytest.raises(InsufficientCredits) as refused:
+        team.place_hold("r2", 401, "k1", "m", "chat")
+    assert (refused.value.needed, refused.value.available) == (401, 400)
+    assert team.version == version and team.held == 600
+
+
+def test_placing_the_same_hold_twice_reserves_once():
+    team = funded(1_000)
+    team.place_hold("r1", 600, "k1", "m", "chat")
+    team.place_hold("r1", 600, "k1", "m", "chat")
+    assert team.held == 600
+
+
+def test_a_request_is_charged_at_most_once():
+    team = funded()
+    team.place_hold("r1", 500_000, "k1", "m", "chat")
+    charge(team, "r1", TokenUsage(input_tokens=1))
+    with pytest.raises(HoldNotFound):
+        charge(team, "r1", TokenUsage(input_tokens=1))
+
+
+def test_a_released_hold_charges_nothing():
+    team = funded(1_000)
+    team.place_hold("r1", 600, "k1", "m", "chat")
+    assert team.release_hold("r1", "upstream failed") == 1_000
+    assert (team.balance, team.held) == (1_000, 0)
+    with pytest.raises(HoldNotFound):
+        team.release_hold("r1", "again")
+
+
+def test_a_cost_beyond_the_hold_never_overdraws_the_team():
+    team = funded(100_000)
+    team.place_hold("r1", 50_000, "k1", "m", "chat")
+    event = charge(team, "r1", TokenUsage(output_tokens=1_000))  # costs 1,000,000
+    assert event.charged == 100_000 and event.uncollected == 900_000
+    assert team.balance == 0 and event.balance_after == 0
+
+
+@pytest.mark.parametrize("amount", [0, -5])
+def test_top_ups_must_be_positive(amount):
+    with pytest.raises(InvalidAmount):
+        funded().add_credits(amount)
+
+
+def test_replaying_the_events_reproduces_the_state():
+    team = funded(2_000_000)
+    team.issue_key("key_1", "hash", "ci")
+    team.place_hold("r1", 500_000, "key_1", "m", "chat")
+    team.place_hold("r2", 500_000, "key_1", "m", "chat")
+    charge(team, "r1", TokenUsage(input_tokens=10, output_tokens=10, cache_hit_tokens=5))
+    team.release_hold("r2", "failed")
+    team.add_credits(1, "top-up")
+
+    copy = replay(team)
+
+    assert (copy.balance, copy.held, copy.holds, copy.keys, copy.version) == (
+        team.balance, team.held, team.holds, team.keys, team.version
+    )

@@ -1,0 +1,37 @@
+from decimal import Decimal
+
+import pytest
+
+from domain.money import (
+    AmountError,
+    credits_from_micros,
+    micros_from_credits,
+    round_up_to_micros,
+    usd_from_micros,
+)
+
+
+def test_credit_amounts_parse_exactly_to_micro_credits():
+    assert micros_from_credits("100") == 100_000_000
+    assert micros_from_credits("12.5") == 12_500_000
+    assert micros_from_credits("0.000001") == 1
+
+
+@pytest.mark.parametrize("text", ["0.0000001", "abc", "nan", "inf", ""])
+def test_credit_amounts_that_are_not_exact_micro_credits_are_refused(text):
+    with pytest.raises(AmountError):
+        micros_from_credits(text)
+
+
+def test_the_rounding_rule_rounds_up_to_a_whole_micro_credit():
+    assert round_up_to_micros(Decimal("10")) == 10
+    assert round_up_to_micros(Decimal("10.0001")) == 11
+    assert round_up_to_micros(Decimal("0.5")) == 1
+    assert round_up_to_micros(Decimal("0")) == 0
+
+
+def test_usd_is_derived_exactly_from_micro_credits():
+    assert usd_from_micros(1_000_000, Decimal(100)) == Decimal("0.01")
+    assert usd_from_micros(11_250, Decimal(100)) == Decimal("0.0001125")
+    assert credits_from_micros(11_250) == Decimal("0.01125")
+    assert credits_from_micros(0) == 0

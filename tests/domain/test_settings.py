@@ -1,0 +1,68 @@
+from decimal import Decimal
+
+import pytest
+
+from domain.settings import ConfigError, parse_settings, require_upstream_secrets
+
+GOOD = '''
+database_url = "sqlite:///tollgate.db"
+credits_per_usd = 100
+[[models]]
+id = "fake-gpt"
+display_name = "Fake GPT"
+owned_by = "acme"
+context_window = 8192
+max_output_tokens = 1024
+vision = false
+default_effort_level = "medium"
+effort_levels = [{value = "low", display = "Low"}, {value = "medium", display = "Medium"}, {value = "high", display = "High"}]
+pricing = {input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}   # USD per million tokens
+upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}
+'''
+
+
+def test_the_documented_example_parses_with_exact_prices():
+    settings = parse_settings(GOOD, "t.toml")
+    model = settings.model("fake-gpt")
+    assert model is not None and model.upstream_model == "gpt-x"
+    assert model.pricing.cache_create == Decimal("3.125")
+    assert settings.credits_per_usd == Decimal(100)
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "problem"),
+    [
+        (("context_window = 8192", 'context_window = "big"'), "models[0].context_window", "expected `int`"),
+        (('id = "fake-gpt"\n', ""), "models[0].id", "required key is missing"),
+        (("vision = false", "vision = false\ncolour = 1"), "models[0].colour", "unknown key"),
+        (('kind = "openai"', 'kind = "grpc"'), "models[0].upstream.kind", "unknown kind"),
+        (("input = 2.5", "input = -1"), "models[0].pricing.input", "must not be negative"),
+        (("credits_per_usd = 100", "credits_per_usd = 0"), "credits_per_usd", "greater than 0"),
+        (('default_effort_level = "medium"', 'default_effort_level = "max"'), "models[0].default_effort_level", "not one of"),
+        (('base_url = "http://127.0.0.1:9100/v1", ', ""), "models[0].upstream.base_url", "required"),
+        (("sqlite:///tollgate.db", "mysql://db"), "database_url", "unsupported URL"),
+    ],
+)
+def test_an_invalid_file_is_refused_naming_the_file_the_key_and_the_problem(change, key, problem):
+    with pytest.raises(ConfigError) as error:
+        parse_settings(GOOD.replace(*change), "conf/t.toml")
+    assert error.value.key == key
+    assert problem in error.value.problem
+    assert str(error.value).startswith(f"conf/t.toml: {key}: ")
+
+
+def test_broken_toml_is_refused_with_the_file_name():
+    with pytest.raises(ConfigError, match=r"^t.toml: not valid TOML"):
+        parse_settings("models = [", "t.toml")
+
+
+def test_a_missing_upstream_secret_names_the_variable():
+    settings = parse_settings(GOOD, "t.toml")
+    with pytest.raises(ConfigError, match="UPSTREAM_KEY is not set"):
+        require_upstream_secrets(settings, "t.toml", {})
+    require_upstream_secrets(settings, "t.toml", {"UPSTREAM_KEY": "x"})
+
+
+def test_the_database_url_can_come_from_the_environment():
+    settings = parse_settings(GOOD, "t.toml", {"TOLLGATE_DATABASE_URL": "sqlite:////var/lib/tollgate.db"})
+    assert settings.database_url == "sqlite:////var/lib/tollgate.db"

@@ -1,0 +1,128 @@
+"""Running Tollgate as a user does: a config file, the ``tollgate`` command, a real port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+UPSTREAM_KEY = "upstream-secret"
+
+
+def tollgate_command() -> list[str]:
+    script = Path(sys.executable).parent / "tollgate"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_config(directory: Path, upstream_base_url: str, *, database: str = "tollgate.db") -> Path:
+    """A configuration with a model on the fake upstream, one on the built-in demo upstream, and
+    one whose upstream is down (nothing listens on its port)."""
+    config = directory / "tollgate.toml"
+    config.write_text(f'''
+database_url = "sqlite:///{database}"
+credits_per_usd = 100
+
+[[models]]
+id = "fake-gpt"
+display_name = "Fake GPT"
+owned_by = "acme"
+context_window = 8192
+max_output_tokens = 1024
+vision = false
+default_effort_level = "medium"
+effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}}, {{value = "high", display = "High"}}]
+pricing = {{input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}}
+upstream = {{kind = "openai", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}}
+
+[[models]]
+id = "demo-gpt"
+display_name = "Demo GPT"
+owned_by = "tollgate"
+context_window = 4096
+max_output_tokens = 256
+pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
+upstream = {{kind = "demo"}}
+
+[[models]]
+id = "dead-gpt"
+display_name = "Dead GPT"
+owned_by = "nobody"
+context_window = 4096
+max_output_tokens = 256
+pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
+upstream = {{kind = "openai", base_url = "http://127.0.0.1:{free_port()}/v1", timeout = 5}}
+''')
+    return config
+
+
+def run_cli(config: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [*tollgate_command(), *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "UPSTREAM_KEY": UPSTREAM_KEY},
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"tollgate {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+    return result
+
+
+@dataclass
+class Gateway:
+    """A ``tollgate serve`` process on a free loopback port."""
+
+    config: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[str] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> Gateway:
+        self.process = subprocess.Popen(
+            [*tollgate_command(), "serve", "--config", str(self.config), "--port", str(self.port)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "UPSTREAM_KEY": UPSTREAM_KEY},
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"tollgate serve exited: {self.process.stdout.read() if self.process.stdout else ''}")
+            try:
+                if httpx.get(self.base_url + "/models", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("tollgate serve did not become ready within 30 s")
+
+    def stop(self) -> str:
+        """Stop the gateway the way an operator does (SIGTERM) and return what it printed."""
+        if self.process is None:
+            return ""
+        self.process.terminate()
+        try:
+            output, _ = self.process.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            output, _ = self.process.communicate()
+        self.process = None
+        return output or ""
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return run_cli(self.config, *args, check=check)
