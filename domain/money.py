@@ -48,16 +48,20 @@ def micros_from_credits(credits: str | int | Decimal) -> int:
     return int(micros)
 
 
+def _plain(value: Decimal) -> Decimal:
+    """Drop trailing zeros without switching to exponent form (``100``, never ``1E+2``)."""
+    value = value.normalize()
+    return value.quantize(Decimal(1)) if value.as_tuple().exponent > 0 else value  # type: ignore[operator]
+
+
 def credits_from_micros(micros: int) -> Decimal:
     """Micro-credits as an exact ``Decimal`` number of credits (for responses and reports)."""
-    return (Decimal(micros) / _MICROS).normalize() if micros else Decimal(0)
+    return _plain(Decimal(micros) / _MICROS)
 
 
 def usd_from_micros(micros: int, credits_per_usd: Decimal) -> Decimal:
     """The USD value of an amount of micro-credits, derived (never stored as the truth)."""
-    if not micros:
-        return Decimal(0)
-    return (Decimal(micros) / (_MICROS * credits_per_usd)).normalize()
+    return _plain(Decimal(micros) / (_MICROS * credits_per_usd))
 
 
 def format_credits(micros: int) -> str:

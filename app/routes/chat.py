@@ -50,6 +50,7 @@ class ChatRequest(msgspec.Struct):
     temperature: float | None = None
     max_tokens: int | None = None
     max_completion_tokens: int | None = None
+    n: int | None = None
     stream_options: _StreamOptions | None = None
     tools: list[dict[str, Any]] | None = None
 
@@ -75,7 +76,7 @@ def parse_chat_request(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
             f"Invalid 'temperature': expected a value between 0 and 2, but got {request.temperature} instead.",
             param="temperature",
         )
-    for name in ("max_tokens", "max_completion_tokens"):
+    for name in ("max_tokens", "max_completion_tokens", "n"):
         value = getattr(request, name)
         if value is not None and value < 1:
             raise InvalidRequest(f"Invalid '{name}': expected a value >= 1, but got {value} instead.", param=name)
@@ -101,7 +102,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     request_id = "req_" + secrets.token_hex(12)
     bill = RequestBill(principal, model, request_id, ENDPOINT)
     prompt_bound = prompt_token_bound(body)
-    max_output = chat.max_completion_tokens or chat.max_tokens or model.max_output_tokens
+    # Every one of the ``n`` choices may use the whole output allowance.
+    max_output = (chat.max_completion_tokens or chat.max_tokens or model.max_output_tokens) * (chat.n or 1)
     await runtime.billing.hold(bill, runtime.billing.worst_case(model, prompt_bound, max_output))
 
     headers = {"x-request-id": request_id}
@@ -123,8 +125,12 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         await runtime.billing.release(bill, "upstream failed")
         raise
     include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
+    relay = _relay(runtime, bill, stream, prompt_bound, include_usage)
+    # Start the relay here: a started generator is always closed (by the event loop's finalizer
+    # if nobody iterates it, e.g. the client left before the headers), so its hold is always settled.
+    first = await relay.__anext__()
     return Stream(
-        _relay(runtime, bill, stream, prompt_bound, include_usage),
+        _prepend(first, relay),
         media_type="text/event-stream",
         headers={**headers, "cache-control": "no-cache", "x-accel-buffering": "no"},
     )
@@ -155,6 +161,12 @@ def _delivered_bytes(choices: Any, key: str) -> int:
             if isinstance(function, dict):
                 total += len(str(function.get("name") or "").encode()) + len(str(function.get("arguments") or "").encode())
     return total
+
+
+async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    yield first
+    async for frame in rest:
+        yield frame
 
 
 def _frame(obj: Any) -> bytes:

@@ -200,7 +200,9 @@ def test_a_client_that_disconnects_mid_stream_leaves_no_open_hold(gateway: Gatew
         headers={"Authorization": f"Bearer {team.key}"},
         json={"model": "fake-gpt", "messages": [{"role": "user", "content": words}], "stream": True},
     ) as response:
-        next(response.iter_lines())  # the first frame, then hang up
+        for line in response.iter_lines():  # hang up as soon as some text has arrived
+            if '"content":"Echo' in line:
+                break
     deadline = time.monotonic() + 10
     while True:
         shown = gateway.cli("team", "show", team.name).stdout
@@ -208,4 +210,22 @@ def test_a_client_that_disconnects_mid_stream_leaves_no_open_hold(gateway: Gatew
             break
         time.sleep(0.1)
     assert "held 0," in shown
-    assert balance_of(gateway, team.name) < 100
+    assert balance_of(gateway, team.name) < 100  # what was delivered is paid for
+
+
+def test_a_client_that_gives_up_before_the_upstream_answers_leaves_no_open_hold(gateway: Gateway, team):
+    import time
+
+    import httpx
+
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(
+            gateway.base_url + "/chat/completions",
+            headers={"Authorization": f"Bearer {team.key}"},
+            json={"model": "fake-gpt", "messages": [{"role": "user", "content": "slow [[latency:1500]]"}], "stream": True},
+            timeout=0.3,
+        )
+    deadline = time.monotonic() + 10
+    while "held 0," not in (shown := gateway.cli("team", "show", team.name).stdout) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert "held 0," in shown

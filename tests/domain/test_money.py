@@ -35,3 +35,9 @@ def test_usd_is_derived_exactly_from_micro_credits():
     assert usd_from_micros(11_250, Decimal(100)) == Decimal("0.0001125")
     assert credits_from_micros(11_250) == Decimal("0.01125")
     assert credits_from_micros(0) == 0
+
+
+def test_round_amounts_are_written_without_an_exponent():
+    assert str(credits_from_micros(100_000_000)) == "100"
+    assert str(usd_from_micros(100_000_000, Decimal(1))) == "100"
+    assert str(credits_from_micros(-2_500_000)) == "-2.5"
