@@ -121,6 +121,14 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
     return 1
 
 
+def cmd_db_upgrade(args: argparse.Namespace) -> None:
+    from projections.event_store import open_ledger_store
+
+    settings, base = load_settings(args.config)
+    open_ledger_store(settings.database_url, base).close()
+    print(f"Database ready: {settings.database_url} (event store created, read models migrated).")
+
+
 def cmd_serve(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     require_upstream_secrets(settings, str(args.config or os.environ.get(CONFIG_ENV)), os.environ)
@@ -212,6 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
     ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(dest="action", required=True, metavar="ACTION")
     verify = ledger.add_parser("verify", parents=[common], help="replay every event and check every recorded balance")
     verify.set_defaults(func=cmd_ledger_verify)
+
+    db = commands.add_parser("db", help="the database").add_subparsers(dest="action", required=True, metavar="ACTION")
+    upgrade = db.add_parser("upgrade", parents=[common], help="create the event store and migrate the read models")
+    upgrade.set_defaults(func=cmd_db_upgrade)
     return parser
 
 

@@ -8,7 +8,9 @@ team balances, which operators and ``ledger verify`` read. Both can be rebuilt f
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
 from domain.ledger import TeamLedger
+from projections.migrations import HEAD
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,18 +44,11 @@ class BalanceRecord:
 
 
 class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
-    """The SQLite events recorder, plus the key directory and balances in the same transaction."""
+    """The SQLite events recorder, plus the key directory and balances in the same transaction.
 
-    def construct_create_table_statements(self) -> list[str]:
-        return [
-            *super().construct_create_table_statements(),
-            "CREATE TABLE IF NOT EXISTS api_keys ("
-            "key_hash TEXT PRIMARY KEY, team_id TEXT NOT NULL, team_name TEXT NOT NULL, "
-            "key_id TEXT NOT NULL, revoked INTEGER NOT NULL DEFAULT 0)",
-            "CREATE TABLE IF NOT EXISTS team_balances ("
-            "team_id TEXT PRIMARY KEY, team_name TEXT NOT NULL UNIQUE, balance INTEGER NOT NULL, "
-            "held INTEGER NOT NULL, version INTEGER NOT NULL, CHECK (held >= 0 AND balance >= held))",
-        ]
+    The library creates the events table; the read-model tables are alembic's
+    (:mod:`projections.schema`), created by :func:`open_ledger_store` before this recorder runs.
+    """
 
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -155,10 +151,34 @@ def sqlite_path(database_url: str, base_dir: Path) -> Path:
     return path if path.is_absolute() else (base_dir / path)
 
 
+def _read_models_revision(path: Path) -> str | None:
+    """The alembic revision an SQLite file is at (None for a new or unmigrated file)."""
+    if not path.exists():
+        return None
+    with closing(sqlite3.connect(path)) as db:
+        try:
+            row = db.execute("SELECT version_num FROM alembic_version").fetchone()
+        except sqlite3.OperationalError:
+            return None
+    return row[0] if row else None
+
+
+def sqlalchemy_url(database_url: str, base_dir: Path) -> str:
+    """The same database as SQLAlchemy (and so alembic) names it."""
+    return f"sqlite:///{sqlite_path(database_url, base_dir).resolve()}"
+
+
 def open_ledger_store(database_url: str, base_dir: Path) -> LedgerStore:
-    """Open (creating if needed) the event store named by a ``database_url``."""
+    """Open the event store named by a ``database_url``, creating it and migrating its read models.
+
+    SQLite is the zero-setup store, so every open brings it up to date (a no-op when current).
+    """
     path = sqlite_path(database_url, base_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if _read_models_revision(path) != HEAD:
+        from projections.schema import upgrade_read_models
+
+        upgrade_read_models(sqlalchemy_url(database_url, base_dir))
     env = {
         "PERSISTENCE_MODULE": "eventsourcing.sqlite",
         "SQLITE_DBNAME": str(path),
