@@ -27,7 +27,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
-from domain.ledger import InsufficientCredits, LedgerError, TeamLedger
+from domain.ledger import InsufficientCredits, LedgerError, TeamLedger, TeamNotFound
 from projections.event_store import LedgerStore
 
 log = logging.getLogger("tollgate.ledger")
@@ -97,7 +97,6 @@ class LedgerWriter:
 
     def on_team(self, team_id: UUID, name: str, action: Callable[[TeamLedger], R]) -> Future[R]:
         """Queue ``action`` on an existing team (``TeamNotFound`` if there is none)."""
-        from domain.ledger import TeamNotFound
 
         def command(team: TeamLedger | None) -> tuple[TeamLedger, R]:
             if team is None:

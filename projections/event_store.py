@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.application import Application
+from eventsourcing.application import AggregateNotFoundError, Application
 from eventsourcing.persistence import Notification, StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
@@ -116,8 +116,6 @@ class LedgerStore(Application[UUID]):
         self.save(*teams, keys=keys, balances=balances)
 
     def find_team(self, team_id: UUID) -> TeamLedger | None:
-        from eventsourcing.application import AggregateNotFoundError
-
         try:
             return self.repository.get(team_id)  # type: ignore[return-value]
         except AggregateNotFoundError:
