@@ -25,66 +25,41 @@ MESSAGE_OVERHEAD_TOKENS = 4
 REPLY_PRIMING_TOKENS = 3
 
 
+#: A bound on what one image costs in prompt tokens (OpenAI high detail and Anthropic both stay
+#: well below it); images are counted by this, not by the size of their base64 data.
+IMAGE_TOKEN_BOUND = 8_000
+_IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
+_PROMPT_FIELDS = ("system", "instructions", "messages", "input", "tools")
+
+
 def prompt_token_bound(body: dict[str, Any]) -> int:
-    """An upper bound on the prompt's tokens, without a tokenizer.
+    """An upper bound on the prompt's tokens, without a tokenizer, for any of the three protocols.
 
     Byte-level BPE tokenizers never make a token out of less than one byte, so the UTF-8 size of
-    every string in the messages and tools (plus per-message overhead) bounds the real count. It
-    is deliberately pessimistic: it sizes holds, which are released in full after the request.
+    every string in the prompt fields (plus per-message overhead, and a fixed bound per image)
+    bounds the real count. It is deliberately pessimistic: it sizes holds, which are released in
+    full after the request.
     """
-    messages = body.get("messages") or []
-    size = _utf8_size(messages) + _utf8_size(body.get("tools"))
-    return size + MESSAGE_OVERHEAD_TOKENS * len(messages) + REPLY_PRIMING_TOKENS
+    turns = sum(len(body[f]) for f in ("messages", "input") if isinstance(body.get(f), list))
+    size = sum(_utf8_size(body.get(f)) for f in _PROMPT_FIELDS)
+    return size + MESSAGE_OVERHEAD_TOKENS * max(turns, 1) + REPLY_PRIMING_TOKENS
 
 
 def _utf8_size(value: Any) -> int:
     if isinstance(value, str):
         return len(value.encode())
     if isinstance(value, dict):
+        if value.get("type") in _IMAGE_PARTS:
+            return IMAGE_TOKEN_BOUND
         return sum(_utf8_size(v) for v in value.values())
     if isinstance(value, list):
         return sum(_utf8_size(v) for v in value)
     return 0
 
 
-def usage_from_openai(usage: Any) -> TokenUsage | None:
-    """Token usage as an OpenAI-compatible provider reports it, by billing kind (None if absent)."""
-    if not isinstance(usage, dict):
-        return None
-    prompt = usage.get("prompt_tokens")
-    completion = usage.get("completion_tokens")
-    if not isinstance(prompt, int) or not isinstance(completion, int) or prompt < 0 or completion < 0:
-        return None
-    details = usage.get("prompt_tokens_details") or {}
-    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
-    written = details.get("cache_write_tokens") if isinstance(details, dict) else 0
-    cached = cached if isinstance(cached, int) and cached > 0 else 0
-    written = written if isinstance(written, int) and written > 0 else 0
-    cached = min(cached, prompt)
-    written = min(written, prompt - cached)
-    return TokenUsage(
-        input_tokens=prompt - cached - written,
-        output_tokens=completion,
-        cache_write_tokens=written,
-        cache_hit_tokens=cached,
-    )
-
-
 def estimated_usage(prompt_bound: int, delivered_bytes: int) -> TokenUsage:
     """Usage when the upstream reported none: the prompt bound, and one token per byte delivered."""
     return TokenUsage(input_tokens=prompt_bound, output_tokens=delivered_bytes)
-
-
-def openai_usage_dict(usage: TokenUsage) -> dict[str, Any]:
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.output_tokens,
-        "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {
-            "cached_tokens": usage.cache_hit_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
-        },
-    }
 
 
 @dataclass(frozen=True, slots=True)

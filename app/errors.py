@@ -11,6 +11,8 @@ from __future__ import annotations
 class GatewayError(Exception):
     status: int = 500
     type: str = "server_error"
+    #: The type in the Messages error shape (interface spec 7.2).
+    anthropic_type: str = "api_error"
 
     def __init__(
         self,
@@ -32,20 +34,26 @@ class GatewayError(Exception):
     def openai_body(self) -> dict[str, object]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
+    def anthropic_body(self) -> dict[str, object]:
+        return {"type": "error", "error": {"type": self.anthropic_type, "message": self.message}}
+
 
 class InvalidRequest(GatewayError):
     status = 400
     type = "invalid_request_error"
+    anthropic_type = "invalid_request_error"
 
 
 class AuthenticationFailed(GatewayError):
     status = 401
     type = "authentication_error"
+    anthropic_type = "authentication_error"
 
 
 class InsufficientCreditsError(GatewayError):
     status = 402
     type = "billing_error"
+    anthropic_type = "billing_error"
 
     def __init__(self, message: str) -> None:
         # A hard budget failure: tell SDKs not to retry it.
@@ -55,11 +63,13 @@ class InsufficientCreditsError(GatewayError):
 class PermissionDenied(GatewayError):
     status = 403
     type = "permission_error"
+    anthropic_type = "permission_error"
 
 
 class ModelNotFound(GatewayError):
     status = 404
     type = "invalid_request_error"
+    anthropic_type = "not_found_error"
 
     def __init__(self, model: str) -> None:
         super().__init__(f"The model `{model}` does not exist or you do not have access to it.", param="model")
@@ -68,11 +78,13 @@ class ModelNotFound(GatewayError):
 class NotFound(GatewayError):
     status = 404
     type = "invalid_request_error"
+    anthropic_type = "not_found_error"
 
 
 class RateLimited(GatewayError):
     status = 429
     type = "rate_limit_error"
+    anthropic_type = "rate_limit_error"
 
 
 class UpstreamFailure(GatewayError):
@@ -85,3 +97,11 @@ class UpstreamFailure(GatewayError):
 class ServiceUnavailable(GatewayError):
     status = 503
     type = "server_error"
+
+
+class Overloaded(GatewayError):
+    """The upstream provider is overloaded (Anthropic's 529); transient."""
+
+    status = 503
+    type = "server_error"
+    anthropic_type = "overloaded_error"

@@ -18,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import queue
+import random
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -56,7 +58,7 @@ _STOP = object()
 class LedgerWriter:
     """Owns the in-memory team aggregates of this process and writes them in group commits."""
 
-    def __init__(self, store: LedgerStore, *, max_batch: int = 64, max_attempts: int = 8) -> None:
+    def __init__(self, store: LedgerStore, *, max_batch: int = 64, max_attempts: int = 20) -> None:
         self.store = store
         self.max_batch = max_batch
         self.max_attempts = max_attempts
@@ -135,7 +137,9 @@ class LedgerWriter:
                 return
 
     def _commit(self, batch: list[_Queued]) -> None:
-        for _attempt in range(self.max_attempts):
+        for attempt in range(self.max_attempts):
+            if attempt:  # another writer won the last round: let it finish before trying again
+                time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
             touched: dict[UUID, TeamLedger] = {}
             outcomes: list[tuple[_Queued, bool, Any]] = []
             for item in batch:

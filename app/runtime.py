@@ -13,7 +13,7 @@ from app.billing import Billing
 from app.keys import KeyDirectory
 from app.ledger_writer import LedgerWriter
 from app.routes.models import model_list_body
-from app.upstream import ChatUpstream, DemoUpstream, OpenAIUpstream
+from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIUpstream, Upstream
 from domain.settings import Settings
 from projections.event_store import LedgerStore, open_ledger_store
 
@@ -25,7 +25,7 @@ class Runtime:
     writer: LedgerWriter
     keys: KeyDirectory
     billing: Billing
-    upstreams: dict[str, ChatUpstream]
+    upstreams: dict[str, Upstream]
     http: httpx.AsyncClient
     model_list_body: bytes
     started_at: float = field(default_factory=time.time)
@@ -40,14 +40,15 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     store = open_ledger_store(settings.database_url, base_dir)
     writer = LedgerWriter(store).start()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
-    upstreams: dict[str, ChatUpstream] = {}
+    upstreams: dict[str, Upstream] = {}
     for model in settings.models:
         up = model.upstream
         if up.kind == "demo":
             upstreams[model.id] = DemoUpstream()
         else:
             api_key = os.environ.get(up.api_key_env) if up.api_key_env else None
-            upstreams[model.id] = OpenAIUpstream(up.base_url or "", api_key, timeout=float(up.timeout), client=http)
+            kind = AnthropicUpstream if up.kind == "anthropic" else OpenAIUpstream
+            upstreams[model.id] = kind(up.base_url or "", api_key, timeout=float(up.timeout), client=http)
     return Runtime(
         settings=settings,
         store=store,

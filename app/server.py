@@ -8,10 +8,12 @@ from typing import Any
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
 
-from app.errors import GatewayError
+from app.errors import GatewayError, InvalidRequest, NotFound
 from app.json import encode
 from app.routes.chat import chat_completions
+from app.routes.messages import count_tokens, create_message
 from app.routes.models import list_models
+from app.routes.responses import create_response
 from app.runtime import Runtime
 
 log = logging.getLogger("tollgate")
@@ -21,22 +23,26 @@ def _error_response(status: int, body: dict[str, Any], headers: dict[str, str] |
     return Response(encode(body), status_code=status, media_type="application/json", headers=headers)
 
 
-def _gateway_error(_: Request[Any, Any, Any], exc: GatewayError) -> Response[bytes]:
-    return _error_response(exc.status, exc.openai_body(), exc.headers)
+def _speaks_messages(request: Request[Any, Any, Any]) -> bool:
+    """The Messages endpoints answer errors in their own shape (spec 7.2); the others in OpenAI's."""
+    return request.url.path.startswith("/v1/messages")
 
 
-def _http_exception(_: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
+def _gateway_error(request: Request[Any, Any, Any], exc: GatewayError) -> Response[bytes]:
+    body = exc.anthropic_body() if _speaks_messages(request) else exc.openai_body()
+    return _error_response(exc.status, body, exc.headers)
+
+
+def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
     status = exc.status_code
-    kind = "invalid_request_error" if status < 500 else "server_error"
     message = exc.detail if status != 404 else "Unknown request URL. Please check the URL and method."
-    return _error_response(status, {"error": {"message": message, "type": kind, "param": None, "code": None}})
+    error = (NotFound if status == 404 else InvalidRequest if status < 500 else GatewayError)(message, status=status)
+    return _gateway_error(request, error)
 
 
-def _unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     log.exception("unhandled error", exc_info=exc)
-    return _error_response(
-        500, {"error": {"message": "The gateway hit an internal error.", "type": "server_error", "param": None, "code": None}}
-    )
+    return _gateway_error(request, GatewayError("The gateway hit an internal error."))
 
 
 def create_app(runtime: Runtime) -> Litestar:
@@ -44,7 +50,7 @@ def create_app(runtime: Runtime) -> Litestar:
         await runtime.aclose()
 
     app = Litestar(
-        route_handlers=[list_models, chat_completions],
+        route_handlers=[list_models, chat_completions, create_response, create_message, count_tokens],
         exception_handlers={GatewayError: _gateway_error, HTTPException: _http_exception, Exception: _unexpected},
         on_shutdown=[close_runtime],
         openapi_config=None,

@@ -17,7 +17,7 @@ import msgspec
 
 from domain.pricing import Price
 
-UPSTREAM_KINDS = ("openai", "demo")
+UPSTREAM_KINDS = ("openai", "anthropic", "demo")
 DATABASE_URL_ENV = "TOLLGATE_DATABASE_URL"
 
 

@@ -11,23 +11,21 @@ import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import msgspec
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from app.billing import (
-    RequestBill,
-    estimated_usage,
-    openai_usage_dict,
-    prompt_token_bound,
-    usage_from_openai,
-)
+from app.billing import RequestBill, estimated_usage, prompt_token_bound
+from app.translate.chat import usage_dict as openai_usage_dict
+from app.translate.chat import usage_from_openai
 from app.errors import GatewayError, InvalidRequest, ModelNotFound
-from app.json import decode, encode
+from app.json import encode
 from app.routes.auth import authenticate
+from app.routes.request_body import check_positive, read_json_object, require, validate
+from app.routes.flow import close_quietly, prepare, serve_translated, settle_partial, settle_soon, start_stream
 from app.runtime import Runtime
-from app.upstream import ChatStream
+from app.translate.chat import ChatStreamWriter, canonical_to_chat_response, chat_request_to_canonical
+from app.upstream import RawStream
 
 ENDPOINT = "chat.completions"
 
@@ -56,19 +54,9 @@ class ChatRequest(msgspec.Struct):
 
 
 def parse_chat_request(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
-    try:
-        body = decode(raw)
-    except msgspec.DecodeError as exc:
-        raise InvalidRequest(f"We could not parse the JSON body of your request: {exc}") from None
-    if not isinstance(body, dict):
-        raise InvalidRequest("The request body must be a JSON object.")
-    for name in ("model", "messages"):
-        if name not in body or body[name] is None:
-            raise InvalidRequest(f"Missing required parameter: '{name}'.", param=name)
-    try:
-        request = msgspec.convert(body, ChatRequest)
-    except msgspec.ValidationError as exc:
-        raise _invalid(str(exc)) from None
+    body = read_json_object(raw)
+    require(body, "model", "messages")
+    request = validate(body, ChatRequest)
     if not request.messages:
         raise InvalidRequest("'messages' must contain at least one message.", param="messages")
     if request.temperature is not None and not 0 <= request.temperature <= 2:
@@ -77,17 +65,8 @@ def parse_chat_request(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
             param="temperature",
         )
     for name in ("max_tokens", "max_completion_tokens", "n"):
-        value = getattr(request, name)
-        if value is not None and value < 1:
-            raise InvalidRequest(f"Invalid '{name}': expected a value >= 1, but got {value} instead.", param=name)
+        check_positive(getattr(request, name), name)
     return body, request
-
-
-def _invalid(message: str) -> InvalidRequest:
-    problem, _, where = message.partition(" - at `$")
-    param = where.rstrip("`").lstrip(".") or None
-    text = f"Invalid value for '{param}': {problem}." if param else f"Invalid request: {problem}."
-    return InvalidRequest(text, param=param)
 
 
 @post("/v1/chat/completions", status_code=200)
@@ -107,8 +86,18 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     await runtime.billing.hold(bill, runtime.billing.worst_case(model, prompt_bound, max_output))
 
     headers = {"x-request-id": request_id}
-    forward = {**body, "model": model.upstream_model}
     upstream = runtime.upstreams[model.id]
+    if upstream.wire != "chat":
+        include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
+        return await serve_translated(
+            runtime, bill, prepare(chat_request_to_canonical(body), model), prompt_bound,
+            render=lambda answer, extra: canonical_to_chat_response(answer, model.id, extra),
+            writer=lambda: ChatStreamWriter(model.id, include_usage),
+            headers=headers,
+        )
+
+    # Same protocol on both sides: pass the client's body through, every parameter untouched.
+    forward = {**body, "model": model.upstream_model}
     if not chat.stream:
         try:
             answer = await upstream.complete(forward)
@@ -125,15 +114,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         await runtime.billing.release(bill, "upstream failed")
         raise
     include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
-    relay = _relay(runtime, bill, stream, prompt_bound, include_usage)
-    # Start the relay here: a started generator is always closed (by the event loop's finalizer
-    # if nobody iterates it, e.g. the client left before the headers), so its hold is always settled.
-    first = await relay.__anext__()
-    return Stream(
-        _prepend(first, relay),
-        media_type="text/event-stream",
-        headers={**headers, "cache-control": "no-cache", "x-accel-buffering": "no"},
-    )
+    return await start_stream(_relay(runtime, bill, stream, prompt_bound, include_usage), headers)
 
 
 async def _bill_answer(runtime: Runtime, bill: RequestBill, answer: dict[str, Any], prompt_bound: int) -> dict[str, Any]:
@@ -163,18 +144,12 @@ def _delivered_bytes(choices: Any, key: str) -> int:
     return total
 
 
-async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    yield first
-    async for frame in rest:
-        yield frame
-
-
 def _frame(obj: Any) -> bytes:
     return b"data: " + encode(obj) + b"\n\n"
 
 
 async def _relay(
-    runtime: Runtime, bill: RequestBill, stream: ChatStream, prompt_bound: int, include_usage: bool
+    runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_bound: int, include_usage: bool
 ) -> AsyncIterator[bytes]:
     """Relay upstream chunks as they come; charge before the final usage chunk and ``[DONE]``."""
     reported: Any = None
@@ -197,10 +172,7 @@ async def _relay(
                 yield _frame(chunk)
         except GatewayError as exc:
             # The upstream failed after the stream began: bill what was delivered, then say so in-stream.
-            if delivered:
-                await runtime.billing.charge(bill, estimated_usage(prompt_bound, delivered))
-            else:
-                await runtime.billing.release(bill, "upstream failed mid-stream")
+            await settle_partial(runtime, bill, prompt_bound, delivered)
             settled = True
             yield _frame(exc.openai_body())
             return
@@ -229,10 +201,5 @@ async def _relay(
         yield b"data: [DONE]\n\n"
     finally:
         if not settled:
-            # The client went away (or the charge itself failed): bill what it was sent, or release.
-            if delivered:
-                runtime.billing.charge_soon(bill, estimated_usage(prompt_bound, delivered))
-            else:
-                runtime.billing.release_soon(bill, "client disconnected")
-        with anyio.CancelScope(shield=True):
-            await stream.aclose()
+            settle_soon(runtime, bill, prompt_bound, delivered)
+        await close_quietly(stream)

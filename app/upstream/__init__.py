@@ -1,11 +1,12 @@
 """Upstream adapters: the code that knows how to talk to model providers.
 
-Every adapter speaks OpenAI Chat Completions bodies (``dict``) on its Tollgate side, which is the
-gateway's canonical form for now; an adapter for another protocol translates at its edge.
+Each adapter speaks one wire protocol as JSON dicts (``wire`` says which); :mod:`.canonical` speaks
+to any of them in the gateway's canonical terms.
 """
 
-from app.upstream.base import ChatStream, ChatUpstream
+from app.upstream.anthropic import AnthropicUpstream
+from app.upstream.base import RawStream, Upstream
 from app.upstream.demo import DemoUpstream
 from app.upstream.openai import OpenAIUpstream
 
-__all__ = ["ChatStream", "ChatUpstream", "DemoUpstream", "OpenAIUpstream"]
+__all__ = ["AnthropicUpstream", "DemoUpstream", "OpenAIUpstream", "RawStream", "Upstream"]

@@ -1,13 +1,13 @@
-"""What every upstream adapter provides."""
+"""What every upstream adapter provides: its wire protocol, spoken as JSON dicts."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 
-class ChatStream(Protocol):
-    """An open streaming answer: chat-completion chunks, as dicts, in order.
+class RawStream(Protocol):
+    """An open streaming answer: the wire's chunks or events, as dicts, in order.
 
     Iteration raises :class:`app.errors.GatewayError` if the upstream fails mid-stream.
     """
@@ -17,13 +17,16 @@ class ChatStream(Protocol):
     async def aclose(self) -> None: ...
 
 
-class ChatUpstream(Protocol):
-    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A non-streaming chat completion (raises ``GatewayError`` on failure)."""
+class Upstream(Protocol):
+    #: ``chat`` (OpenAI Chat Completions) or ``messages`` (Anthropic Messages).
+    wire: Literal["chat", "messages"]
+
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+        """A non-streaming answer (raises ``GatewayError`` on failure)."""
         ...
 
-    async def open_stream(self, body: dict[str, Any]) -> ChatStream:
-        """Start a streaming chat completion; raises before the first chunk if the upstream refuses."""
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> RawStream:
+        """Start a streaming answer; raises before the first item if the upstream refuses."""
         ...
 
     async def aclose(self) -> None: ...

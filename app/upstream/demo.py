@@ -44,7 +44,11 @@ class _DemoStream:
 
 
 class DemoUpstream:
-    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+    """Speaks the chat wire, in process."""
+
+    wire = "chat"
+
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
         pieces, finish, usage = self._answer(body)
         return {
             "id": "chatcmpl-" + secrets.token_hex(12),
@@ -62,7 +66,7 @@ class DemoUpstream:
             "usage": usage,
         }
 
-    async def open_stream(self, body: dict[str, Any]) -> _DemoStream:
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> _DemoStream:
         pieces, finish, usage = self._answer(body)
         base = {"id": "chatcmpl-" + secrets.token_hex(12), "object": "chat.completion.chunk",
                 "created": int(time.time()), "model": body["model"]}
@@ -78,6 +82,10 @@ class DemoUpstream:
 
     async def aclose(self) -> None:
         return None
+
+    def count_prompt_tokens(self, body: dict[str, Any]) -> int:
+        """The exact prompt count this model bills (its own tokenizer)."""
+        return self._answer(body)[2]["prompt_tokens"]
 
     @staticmethod
     def _answer(body: dict[str, Any]) -> tuple[list[str], str, dict[str, Any]]:

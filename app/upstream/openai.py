@@ -8,39 +8,12 @@ from typing import Any
 import httpx
 import msgspec
 
-from app.errors import GatewayError, InvalidRequest, RateLimited, UpstreamFailure
+from app.errors import UpstreamFailure
+from app.upstream.errors import error_from_exception, error_from_status, error_from_stream_event
 from app.upstream.sse import iter_sse_data
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
-
-
-def _upstream_message(content: bytes) -> str:
-    try:
-        body = _decode(content)
-        message = body["error"]["message"]
-        return str(message)
-    except Exception:
-        return content[:300].decode("utf-8", "replace")
-
-
-def error_from_status(status: int, content: bytes, retry_after: str | None) -> GatewayError:
-    """Map an upstream HTTP error to what the client should see."""
-    message = _upstream_message(content)
-    if status == 429:
-        headers = {"retry-after": retry_after} if retry_after else {}
-        return RateLimited(f"The upstream provider is rate limiting: {message}", headers=headers)
-    if status in (400, 413, 422):
-        return InvalidRequest(message)
-    if status in (401, 403):
-        return UpstreamFailure("The upstream provider rejected the gateway's credentials.")
-    return UpstreamFailure(f"The upstream provider failed with status {status}: {message}")
-
-
-def error_from_exception(exc: httpx.HTTPError) -> GatewayError:
-    if isinstance(exc, httpx.TimeoutException):
-        return UpstreamFailure("The upstream provider timed out.", status=504)
-    return UpstreamFailure(f"The upstream provider could not be reached: {type(exc).__name__}")
 
 
 class _SSEChatStream:
@@ -57,9 +30,7 @@ class _SSEChatStream:
                 except msgspec.DecodeError:
                     raise UpstreamFailure("The upstream provider sent an invalid stream chunk.") from None
                 if isinstance(chunk, dict) and chunk.get("error"):
-                    error = chunk["error"]
-                    message = error.get("message") if isinstance(error, dict) else str(error)
-                    raise UpstreamFailure(f"The upstream provider failed mid-stream: {message}")
+                    raise error_from_stream_event(chunk["error"])
                 yield chunk
         except httpx.HTTPError as exc:
             raise error_from_exception(exc) from None
@@ -71,6 +42,10 @@ class _SSEChatStream:
 
 
 class OpenAIUpstream:
+    """Speaks the chat wire: ``complete`` and ``open_stream`` take and give chat-completions JSON."""
+
+    wire = "chat"
+
     def __init__(self, base_url: str, api_key: str | None, *, timeout: float, client: httpx.AsyncClient) -> None:
         self._url = base_url.rstrip("/") + "/chat/completions"
         self._headers = {"content-type": "application/json", "accept": "application/json"}
@@ -79,7 +54,7 @@ class OpenAIUpstream:
         self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
         self._client = client
 
-    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
         try:
             response = await self._client.post(
                 self._url, content=_encode(body), headers=self._headers, timeout=self._timeout
@@ -96,7 +71,7 @@ class OpenAIUpstream:
             raise UpstreamFailure("The upstream provider sent an answer without choices.")
         return answer
 
-    async def open_stream(self, body: dict[str, Any]) -> _SSEChatStream:
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> _SSEChatStream:
         request = self._client.build_request(
             "POST",
             self._url,

@@ -1,0 +1,184 @@
+"""POST /v1/messages and /v1/messages/count_tokens: Anthropic Messages, billed to the caller's team.
+
+To an Anthropic upstream the client's body, version and beta headers pass through untouched (coding
+agents depend on every field and on the upstream's own error wording); to any other upstream the
+request is translated through the canonical model. Errors use the Messages shape (spec 7.2).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, post
+from litestar.response import Stream
+
+from app.billing import RequestBill, estimated_usage, prompt_token_bound
+from app.errors import GatewayError, InvalidRequest, ModelNotFound
+from app.json import encode
+from app.keys import Principal
+from app.routes.auth import authenticate
+from app.routes.flow import close_quietly, prepare, serve_translated, settle_partial, settle_soon, start_stream
+from app.routes.request_body import check_positive, read_json_object, require, validate
+from app.runtime import Runtime
+from app.translate import canonical as c
+from app.translate.chat import canonical_to_chat_body
+from app.translate.messages import (
+    MessagesEventReader,
+    MessagesStreamWriter,
+    canonical_to_message,
+    messages_request_to_canonical,
+    sse,
+    usage_from_anthropic,
+)
+from app.upstream import AnthropicUpstream, DemoUpstream, RawStream
+from domain.pricing import TokenUsage
+from domain.settings import Model
+
+ENDPOINT = "messages"
+
+
+class MessagesRequest(msgspec.Struct):
+    model: str
+    max_tokens: int
+    messages: list[dict[str, Any]]
+    stream: bool | None = None
+    temperature: float | None = None
+    system: str | list[dict[str, Any]] | None = None
+
+
+def upstream_headers(request: Request[Any, Any, Any]) -> dict[str, str]:
+    """The client's API version (``anthropic-version`` or ``compat-version``) and betas, forwarded."""
+    headers = {}
+    version = request.headers.get("anthropic-version") or request.headers.get("compat-version")
+    if version:
+        headers["anthropic-version"] = version
+    if request.headers.get("anthropic-beta"):
+        headers["anthropic-beta"] = request.headers["anthropic-beta"]
+    return headers
+
+
+async def _read(request: Request[Any, Any, Any], runtime: Runtime, *required: str) -> tuple[Principal, dict[str, Any], Model]:
+    principal = await authenticate(request, runtime)
+    body = read_json_object(await request.body())
+    require(body, *required)
+    if not isinstance(body.get("messages"), list):
+        raise InvalidRequest("messages: expected an array of messages.", param="messages")
+    model = runtime.settings.model(str(body["model"]))
+    if model is None:
+        raise ModelNotFound(str(body["model"]))
+    return principal, body, model
+
+
+@post("/v1/messages", status_code=200)
+async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | Stream:
+    runtime: Runtime = request.app.state.runtime
+    principal, body, model = await _read(request, runtime, "model", "messages", "max_tokens")
+    parsed = validate(body, MessagesRequest)
+    check_positive(parsed.max_tokens, "max_tokens")
+    if parsed.temperature is not None and not 0 <= parsed.temperature <= 1:
+        raise InvalidRequest(f"temperature: must be between 0 and 1, got {parsed.temperature}.", param="temperature")
+    req = prepare(messages_request_to_canonical(body), model)
+
+    request_id = "req_" + secrets.token_hex(12)
+    bill = RequestBill(principal, model, request_id, ENDPOINT)
+    prompt_bound = prompt_token_bound(body)
+    await runtime.billing.hold(bill, runtime.billing.worst_case(model, prompt_bound, parsed.max_tokens))
+    headers = {"x-request-id": request_id, "request-id": request_id}
+    upstream = runtime.upstreams[model.id]
+    if upstream.wire != "messages":
+        return await serve_translated(
+            runtime, bill, req, prompt_bound,
+            render=lambda answer, extra: canonical_to_message(answer, model.id, extra),
+            writer=lambda: MessagesStreamWriter(model.id, prompt_bound),
+            headers=headers,
+        )
+
+    forward = {**body, "model": model.upstream_model}
+    extra_headers = upstream_headers(request)
+    if not parsed.stream:
+        try:
+            answer = await upstream.complete(forward, extra_headers)
+        except BaseException:
+            await runtime.billing.release(bill, "upstream failed")
+            raise
+        usage = usage_from_anthropic(answer.get("usage")) or estimated_usage(prompt_bound, len(encode(answer.get("content"))))
+        charge = await runtime.billing.charge(bill, usage)
+        answer["model"] = model.id
+        answer["usage"] = {**(answer.get("usage") or {}), **charge.usage_fields()}
+        return Response(encode(answer), headers=headers, media_type="application/json")
+
+    try:
+        stream = await upstream.open_stream(forward, extra_headers)
+    except BaseException:
+        await runtime.billing.release(bill, "upstream failed")
+        raise
+    return await start_stream(_relay(runtime, bill, stream, prompt_bound), headers)
+
+
+async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_bound: int) -> AsyncIterator[bytes]:
+    """Relay the upstream's frames as they are; hold back ``message_delta`` until the charge is durable,
+    then send it with the cost and the remaining balance in its usage."""
+    reader = MessagesEventReader()
+    usage: TokenUsage | None = None
+    final_delta: dict[str, Any] | None = None
+    delivered = 0
+    settled = False
+    try:
+        try:
+            async for event in stream:
+                for seen in reader.events(event):
+                    if isinstance(seen, c.UsageReported):
+                        usage = seen.usage
+                    else:
+                        delivered += c.delivered_bytes(seen)
+                kind = event.get("type")
+                if kind == "message_start" and isinstance(event.get("message"), dict):
+                    event["message"]["model"] = bill.model.id
+                if kind == "message_delta":
+                    final_delta = event
+                    continue
+                if kind == "message_stop":
+                    break
+                yield sse(event)
+        except GatewayError as exc:
+            await settle_partial(runtime, bill, prompt_bound, delivered)
+            settled = True
+            yield sse(exc.anthropic_body())
+            return
+        try:
+            charge = await runtime.billing.charge(bill, usage or estimated_usage(prompt_bound, delivered))
+        except GatewayError as exc:
+            settled = True
+            yield sse(exc.anthropic_body())
+            return
+        settled = True
+        delta = final_delta or {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                "usage": {}}
+        delta["usage"] = {**(delta.get("usage") or {}), **charge.usage_fields()}
+        yield sse(delta)
+        yield sse({"type": "message_stop"})
+    finally:
+        if not settled:
+            settle_soon(runtime, bill, prompt_bound, delivered)
+        await close_quietly(stream)
+
+
+@post("/v1/messages/count_tokens", status_code=200)
+async def count_tokens(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """The prompt's size in tokens: the upstream's own count where it has one (Anthropic, demo),
+    else the gateway's upper bound."""
+    runtime: Runtime = request.app.state.runtime
+    _, body, model = await _read(request, runtime, "model", "messages")
+    upstream = runtime.upstreams[model.id]
+    if isinstance(upstream, AnthropicUpstream):
+        forward = {k: v for k, v in body.items() if k not in ("max_tokens", "stream")}
+        tokens = await upstream.count_tokens({**forward, "model": model.upstream_model}, upstream_headers(request))
+    elif isinstance(upstream, DemoUpstream):
+        req = messages_request_to_canonical(body)
+        tokens = upstream.count_prompt_tokens(canonical_to_chat_body(req, model.upstream_model))
+    else:
+        tokens = prompt_token_bound(body)
+    return Response(encode({"input_tokens": tokens}), media_type="application/json")

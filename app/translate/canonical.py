@@ -1,0 +1,216 @@
+"""The canonical request, response and stream events every protocol translates to and from.
+
+It holds what the three protocols share — system text, turns of text, images, tool calls and their
+results, thinking, sampling parameters, limits — with finish reasons in the OpenAI vocabulary
+(``stop``, ``length``, ``tool_calls``, ``content_filter``). Anything a protocol has that the others
+cannot express is either mapped (reasoning effort ↔ thinking budgets) or dropped at the edge.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from domain.pricing import TokenUsage
+
+
+@dataclass(slots=True)
+class Text:
+    text: str
+
+
+@dataclass(slots=True)
+class Image:
+    """An image as base64 data with its media type, or as a URL."""
+
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+
+
+@dataclass(slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: str  # JSON text, as OpenAI carries it
+
+
+@dataclass(slots=True)
+class ToolResult:
+    call_id: str
+    content: list[Text | Image]
+    is_error: bool = False
+
+
+@dataclass(slots=True)
+class Thinking:
+    text: str
+    signature: str | None = None
+
+
+Part = Text | Image | ToolCall | ToolResult | Thinking
+
+
+@dataclass(slots=True)
+class Message:
+    role: Literal["user", "assistant"]
+    parts: list[Part]
+
+
+@dataclass(slots=True)
+class Tool:
+    name: str
+    description: str | None
+    parameters: dict[str, Any]
+
+
+@dataclass(slots=True)
+class NamedTool:
+    name: str
+
+
+ToolChoice = Literal["auto", "none", "required"] | NamedTool
+
+
+@dataclass(slots=True)
+class Request:
+    model: str
+    messages: list[Message]
+    system: list[Text] = field(default_factory=list)
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    stop: list[str] = field(default_factory=list)
+    tools: list[Tool] = field(default_factory=list)
+    tool_choice: ToolChoice | None = None
+    parallel_tool_calls: bool | None = None
+    effort: str | None = None
+    response_format: dict[str, Any] | None = None
+    user: str | None = None
+    stream: bool = False
+
+    @property
+    def has_images(self) -> bool:
+        return any(
+            isinstance(p, Image) or (isinstance(p, ToolResult) and any(isinstance(c, Image) for c in p.content))
+            for m in self.messages
+            for p in m.parts
+        )
+
+
+Finish = Literal["stop", "length", "tool_calls", "content_filter"]
+
+
+@dataclass(slots=True)
+class Response:
+    id: str
+    model: str
+    parts: list[Text | ToolCall | Thinking]
+    finish: Finish
+    usage: TokenUsage | None
+    stop_sequence: str | None = None
+    reasoning_tokens: int = 0
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, Text))
+
+
+# -- stream events --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(slots=True)
+class ThinkingDelta:
+    text: str
+
+
+@dataclass(slots=True)
+class SignatureDelta:
+    signature: str
+
+
+@dataclass(slots=True)
+class ToolCallStarted:
+    id: str
+    name: str
+
+
+@dataclass(slots=True)
+class ToolArgumentsDelta:
+    fragment: str
+
+
+@dataclass(slots=True)
+class Finished:
+    reason: Finish
+    stop_sequence: str | None = None
+
+
+@dataclass(slots=True)
+class UsageReported:
+    """Usage so far; later reports replace earlier ones (Anthropic's counts are cumulative)."""
+
+    usage: TokenUsage
+    reasoning_tokens: int = 0
+
+
+Event = TextDelta | ThinkingDelta | SignatureDelta | ToolCallStarted | ToolArgumentsDelta | Finished | UsageReported
+
+
+def delivered_bytes(event: Event) -> int:
+    """What a client was sent, for billing a stream that ended without usage."""
+    if isinstance(event, TextDelta | ThinkingDelta):
+        return len(event.text.encode())
+    if isinstance(event, ToolArgumentsDelta):
+        return len(event.fragment.encode())
+    if isinstance(event, ToolCallStarted):
+        return len(event.name.encode())
+    return 0
+
+
+# -- mappings shared by the codecs ---------------------------------------------------------------
+
+#: Effort levels from least to most; a request's effort is mapped onto the model's levels.
+EFFORT_SCALE = ("none", "minimal", "low", "medium", "high", "xhigh", "max")
+
+
+def effort_for_model(requested: str | None, levels: list[str]) -> str | None:
+    """The model's level for a requested effort: itself if offered, else the nearest one."""
+    if requested is None or not levels:
+        return None
+    if requested in levels:
+        return requested
+    rank = {name: i for i, name in enumerate(EFFORT_SCALE)}
+    if requested not in rank:
+        return None
+    known = [level for level in levels if level in rank]
+    if not known:
+        return None
+    return min(known, key=lambda level: (abs(rank[level] - rank[requested]), -rank[level]))
+
+
+#: Anthropic thinking budgets (tokens) for effort levels, and back.
+THINKING_BUDGETS = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 16384, "xhigh": 32768, "max": 65536}
+
+
+def effort_from_budget(budget: int) -> str:
+    for level in ("minimal", "low", "medium", "high", "xhigh"):
+        if budget <= THINKING_BUDGETS[level]:
+            return level
+    return "max"
+
+
+_TOOL_ID_UNSAFE = re.compile(r"[^a-zA-Z0-9_-]")
+
+
+def safe_tool_id(call_id: str) -> str:
+    """Anthropic accepts ``^[a-zA-Z0-9_-]+$``; other providers' ids are mapped the same way on
+    both the call and its result, so they still match."""
+    return _TOOL_ID_UNSAFE.sub("_", call_id) or "call"

@@ -1,0 +1,51 @@
+"""Upstream HTTP failures, mapped once for every provider and every inbound protocol.
+
+Both OpenAI and Anthropic put the reason in ``error.message``; it is kept word for word (coding
+agents match on it). Nothing here is charged: a failed upstream call releases its hold.
+"""
+
+from __future__ import annotations
+
+import httpx
+import msgspec
+
+from app.errors import GatewayError, InvalidRequest, Overloaded, RateLimited, UpstreamFailure
+
+
+def upstream_message(content: bytes) -> str:
+    try:
+        message = msgspec.json.decode(content)["error"]["message"]
+        return str(message)
+    except Exception:
+        return content[:300].decode("utf-8", "replace")
+
+
+def error_from_status(status: int, content: bytes, retry_after: str | None) -> GatewayError:
+    message = upstream_message(content)
+    if status == 429:
+        headers = {"retry-after": retry_after} if retry_after else {}
+        return RateLimited(f"The upstream provider is rate limiting: {message}", headers=headers)
+    if status in (400, 413, 422):
+        return InvalidRequest(message)
+    if status in (401, 403):
+        return UpstreamFailure("The upstream provider rejected the gateway's credentials.")
+    if status in (503, 529):
+        return Overloaded(f"The upstream provider is overloaded: {message}")
+    return UpstreamFailure(f"The upstream provider failed with status {status}: {message}")
+
+
+def error_from_exception(exc: httpx.HTTPError) -> GatewayError:
+    if isinstance(exc, httpx.TimeoutException):
+        return UpstreamFailure("The upstream provider timed out.", status=504)
+    return UpstreamFailure(f"The upstream provider could not be reached: {type(exc).__name__}")
+
+
+def error_from_stream_event(error: object) -> GatewayError:
+    """An error reported inside a stream that had started (HTTP status 200)."""
+    kind = error.get("type") if isinstance(error, dict) else None
+    message = str(error.get("message") if isinstance(error, dict) else error)
+    if kind == "overloaded_error":
+        return Overloaded(f"The upstream provider is overloaded: {message}")
+    if kind == "rate_limit_error":
+        return RateLimited(f"The upstream provider is rate limiting: {message}")
+    return UpstreamFailure(f"The upstream provider failed mid-stream: {message}")
