@@ -11,7 +11,11 @@ keeps it usable from both sync and async tests.
 Behaviour is deterministic and driven by the request itself: the reply echoes
 the last user message, token counts come from a whitespace tokenizer, and
 ``[[directive]]`` markers in the user text inject failures, latency, dropped
-connections, cached tokens, missing usage, or tool calls.
+connections, cached/cache-write/reasoning tokens, missing usage, or tool calls.
+
+The same server is also a fake of the Anthropic Messages API (``POST
+/v1/messages`` and ``/v1/messages/count_tokens``, see ``tests/fake_anthropic.py``);
+point Anthropic clients at ``anthropic_base_url``.
 
 Run standalone with ``python -m tests.fake_upstream --port 9100``.
 """
@@ -38,8 +42,12 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 MODELS = {"object": "list", "data": [{"id": "gpt-x", "object": "model", "created": 1700000000, "owned_by": "fake"}]}
-_DIRECTIVE = re.compile(r"\[\[(fail|latency|drop-after|cached|tool):([^\]]*)\]\]|\[\[(no-usage)\]\]")
-_INT_DIRECTIVES = {"fail": "fail", "latency": "latency_ms", "drop-after": "drop_after", "cached": "cached"}
+_DIRECTIVE = re.compile(r"\[\[(fail|latency|drop-after|cached|cache-write|reason|tool):([^\]]*)\]\]"
+                        r"|\[\[(no-usage|think|stream-error)\]\]")
+_INT_DIRECTIVES = {"fail": "fail", "latency": "latency_ms", "drop-after": "drop_after", "cached": "cached",
+                   "cache-write": "cache_write", "reason": "reason"}
+_FLAG_DIRECTIVES = {"no-usage": "no_usage", "think": "think", "stream-error": "stream_error"}
+_OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 _TOKEN = re.compile(r"\S+\s*")
 
 
@@ -58,9 +66,9 @@ def message_text(message: dict[str, Any]) -> str:
     return ""
 
 
-def error_body(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
+def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
     """OpenAI's error envelope; SDKs read ``error.message``/``type``/``code`` from it."""
-    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
 
 
 class _Reject(Exception):
@@ -69,6 +77,10 @@ class _Reject(Exception):
     def __init__(self, status: int, body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None):
         super().__init__(status)
         self.status, self.body, self.headers = status, body, headers or []
+
+
+def _bad(message: str, param: str | None = None) -> _Reject:
+    return _Reject(400, error_body(message, "invalid_request_error", param=param))
 
 
 class _Drop(Exception):
@@ -93,28 +105,44 @@ class _Directives:
     latency_ms: int = 0
     drop_after: int | None = None
     cached: int = 0
+    cache_write: int | None = None
+    reason: int = 0
     tool: str | None = None
     no_usage: bool = False
+    think: bool = False
+    stream_error: bool = False
 
 
-def _parse_directives(text: str) -> tuple[str, _Directives]:
-    """Strip ``[[...]]`` directives from ``text``; returns (clean text, directives)."""
+def _parse_directives(text: str, reject: Callable[[str], _Reject] | None = None) -> tuple[str, _Directives]:
+    """Strip ``[[...]]`` directives from ``text``; returns (clean text, directives).
+
+    ``reject`` builds the error for a malformed directive (the Anthropic side passes its own envelope).
+    """
     d = _Directives()
     for m in _DIRECTIVE.finditer(text):
         name, value = m.group(1) or m.group(3), m.group(2)
-        if name == "no-usage":
-            d.no_usage = True
+        if name in _FLAG_DIRECTIVES:
+            setattr(d, _FLAG_DIRECTIVES[name], True)
         elif name == "tool":
             d.tool = value
         elif not value.isdigit():
-            raise _Reject(400, error_body(f"bad directive {m.group(0)}", "invalid_request_error"))
+            raise (reject or _bad)(f"bad directive {m.group(0)}")
         else:
             setattr(d, _INT_DIRECTIVES[name], int(value))
     return _DIRECTIVE.sub("", text).strip(), d
 
 
+def cut_at_stop(text: str, stops: list[str]) -> tuple[str, str | None]:
+    """Cut ``text`` before the earliest occurrence of any stop string; returns (text, the stop that matched)."""
+    hits = [(i, s) for s in stops if s and (i := text.find(s)) >= 0]
+    if not hits:
+        return text, None
+    i, stop = min(hits, key=lambda h: h[0])
+    return text[:i], stop
+
+
 class FakeUpstream:
-    """Fake OpenAI upstream on a loopback port; use as a context manager or start()/stop()."""
+    """Fake OpenAI (and Anthropic) upstream on a loopback port; use as a context manager or start()/stop()."""
 
     def __init__(self, api_key: str | None = "upstream-secret", host: str = "127.0.0.1", port: int = 0) -> None:
         self.api_key = api_key
@@ -129,6 +157,11 @@ class FakeUpstream:
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def anthropic_base_url(self) -> str:
+        """Anthropic clients append ``/v1/messages`` themselves, so no ``/v1`` here."""
+        return f"http://{self.host}:{self.port}"
 
     # ----------------------------------------------------------------- lifecycle
     def _build(self, log_config: Any = None) -> tuple[uvicorn.Server, socket.socket]:
@@ -208,6 +241,10 @@ class FakeUpstream:
                 await _send_json(send, 200, MODELS)
             elif method == "POST" and path == "/v1/chat/completions":
                 await self._chat(raw, headers, receive, send)
+            elif path == "/v1/messages" or path.startswith("/v1/messages/"):
+                from tests.fake_anthropic import handle_anthropic  # lazy: fake_anthropic imports this module
+
+                await handle_anthropic(self.api_key, method, path, raw, headers, receive, send)
             else:
                 await _send_json(send, 404, error_body("Unknown path", "invalid_request_error"))
         except _Reject as r:
@@ -226,9 +263,20 @@ class FakeUpstream:
         messages = req.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise _Reject(400, error_body("'messages' must be a non-empty array of objects", "invalid_request_error"))
+        stops = _validate_chat(req, messages)
 
-        user = next((m for m in reversed(messages) if m.get("role") == "user"), None)
-        text, d = _parse_directives(message_text(user) if user else "")
+        # The reply echoes the last user message, or the trailing tool results when a tool turn came last.
+        last = max((i for i, m in enumerate(messages) if m.get("role") in ("user", "tool")), default=None)
+        prefix = "Echo: "
+        if last is not None and messages[last].get("role") == "tool":
+            first = last
+            while first > 0 and messages[first - 1].get("role") == "tool":
+                first -= 1
+            source = " ".join(message_text(m) for m in messages[first:last + 1])
+            prefix = "Echo: tool result: "
+        else:
+            source = message_text(messages[last]) if last is not None else ""
+        text, d = _parse_directives(source)
         if d.latency_ms:
             await asyncio.sleep(d.latency_ms / 1000)
         if d.fail is not None:
@@ -247,18 +295,22 @@ class FakeUpstream:
                          "function": {"name": d.tool, "arguments": args}}
             completion_tokens, finish = len(tokens(args)) + 3, "tool_calls"
         else:
-            pieces = tokens("Echo: " + text)
+            pieces = tokens(cut_at_stop(prefix + text, stops)[0])
             limit = req.get("max_completion_tokens")
             limit = req.get("max_tokens") if limit is None else limit
             if isinstance(limit, int) and len(pieces) > limit:
                 pieces, finish = pieces[:limit], "length"
             completion_tokens = len(pieces)
+        completion_tokens += d.reason  # hidden reasoning is billed as completion tokens
+        prompt_details: dict[str, int] = {"cached_tokens": d.cached, "audio_tokens": 0}
+        if d.cache_write is not None:
+            prompt_details["cache_write_tokens"] = d.cache_write
         usage = None if d.no_usage else {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": {"cached_tokens": d.cached, "audio_tokens": 0},
-            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0,
+            "prompt_tokens_details": prompt_details,
+            "completion_tokens_details": {"reasoning_tokens": d.reason, "audio_tokens": 0,
                                           "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
         }
         head = {"id": "chatcmpl-" + secrets.token_hex(12), "created": int(time.time()), "model": req["model"],
@@ -314,6 +366,43 @@ class FakeUpstream:
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
+def _validate_chat(req: dict[str, Any], messages: list[dict[str, Any]]) -> list[str]:
+    """The checks OpenAI makes that a translating gateway can get wrong; returns the stop strings."""
+    temperature = req.get("temperature")
+    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
+                                    or not 0 <= temperature <= 2):
+        raise _bad(f"Invalid 'temperature': expected a number between 0 and 2, got {temperature!r}.", "temperature")
+    stop = req.get("stop")
+    if stop is not None and not isinstance(stop, str) and not (
+            isinstance(stop, list) and all(isinstance(x, str) for x in stop)):
+        raise _bad("Invalid 'stop': expected a string or an array of strings.", "stop")
+    seen_calls: set[str] = set()
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role not in _OPENAI_ROLES:
+            raise _bad(f"Invalid value: {role!r}. Supported values are: 'system', 'assistant', 'user', "
+                       f"'function', 'tool', and 'developer'.", f"messages[{i}].role")
+        if role == "assistant" and m.get("tool_calls") is not None:
+            calls = m["tool_calls"]
+            if not isinstance(calls, list):
+                raise _bad("Invalid type: expected an array.", f"messages[{i}].tool_calls")
+            for j, call in enumerate(calls):
+                fn = call.get("function") if isinstance(call, dict) else None
+                if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
+                    raise _bad("Invalid type: expected a string.", f"messages[{i}].tool_calls[{j}].function.arguments")
+                if isinstance(call.get("id"), str):
+                    seen_calls.add(call["id"])
+        elif role == "tool":
+            call_id = m.get("tool_call_id")
+            if not isinstance(call_id, str):
+                raise _bad(f"Missing parameter 'tool_call_id': messages with role 'tool' must have a "
+                           f"'tool_call_id'.", f"messages[{i}].tool_call_id")
+            if call_id not in seen_calls:
+                raise _bad("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                           "message with 'tool_calls'.", f"messages[{i}].role")
+    return [stop] if isinstance(stop, str) else list(stop or [])
+
+
 async def _send_json(send: Send, status: int, body: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:
     data = msgspec.json.encode(body)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
@@ -349,14 +438,14 @@ async def _drop(send: Send, receive: Receive) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Serve in the foreground (Ctrl-C to stop) for manual poking with curl or the gateway."""
-    p = argparse.ArgumentParser(description="Fake OpenAI-compatible upstream")
+    p = argparse.ArgumentParser(description="Fake OpenAI-compatible and Anthropic Messages upstream")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=9100)
     p.add_argument("--api-key", default="upstream-secret", help="required bearer key ('' disables auth)")
     a = p.parse_args(argv)
     fake = FakeUpstream(api_key=a.api_key or None, host=a.host, port=a.port)
     server, sock = fake._build(log_config=uvicorn.config.LOGGING_CONFIG)
-    print(f"fake upstream listening on {fake.base_url}", flush=True)
+    print(f"fake upstream listening on {fake.base_url} (Anthropic clients: {fake.anthropic_base_url})", flush=True)
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn re-raises the captured signal after a graceful shutdown

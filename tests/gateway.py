@@ -56,6 +56,17 @@ pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
 upstream = {{kind = "demo"}}
 
 [[models]]
+id = "fake-claude"
+display_name = "Fake Claude"
+owned_by = "anthropic"
+context_window = 200000
+max_output_tokens = 4096
+vision = true
+effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}}, {{value = "high", display = "High"}}, {{value = "xhigh", display = "Extra high"}}]
+pricing = {{input = 3, output = 15, cache_create = 3.75, cache_hit = 0.3}}
+upstream = {{kind = "anthropic", base_url = "{upstream_base_url.removesuffix("/v1")}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
+
+[[models]]
 id = "dead-gpt"
 display_name = "Dead GPT"
 owned_by = "nobody"

@@ -110,9 +110,14 @@ def messages_request_to_canonical(body: dict[str, Any]) -> c.Request:
         else:
             messages.append(c.Message(role, parts))
     thinking = body.get("thinking") or {}
-    effort = None
-    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+    output_config = body.get("output_config") if isinstance(body.get("output_config"), dict) else {}
+    effort = output_config.get("effort")
+    if effort is None and isinstance(thinking, dict) and thinking.get("type") == "enabled":
         effort = c.effort_from_budget(int(thinking.get("budget_tokens") or 0))
+    fmt = output_config.get("format") if isinstance(output_config.get("format"), dict) else None
+    response_format = None
+    if fmt and fmt.get("type") == "json_schema":
+        response_format = {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt.get("schema") or {}}}
     choice = body.get("tool_choice") or {}
     kinds = {"auto": "auto", "any": "required", "none": "none"}
     tool_choice: c.ToolChoice | None = (
@@ -133,6 +138,7 @@ def messages_request_to_canonical(body: dict[str, Any]) -> c.Request:
         tool_choice=tool_choice,
         parallel_tool_calls=False if choice.get("disable_parallel_tool_use") else None,
         effort=effort,
+        response_format=response_format,
         user=(body.get("metadata") or {}).get("user_id"),
         stream=bool(body.get("stream")),
     )
@@ -313,6 +319,9 @@ def canonical_to_messages_body(req: c.Request, upstream_model: str, max_output_t
             choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
         if choice:
             body["tool_choice"] = choice
+    schema = (req.response_format or {}).get("json_schema") or {}
+    if schema.get("schema"):
+        body["output_config"] = {"format": {"type": "json_schema", "schema": schema["schema"]}}
     if req.user:
         body["metadata"] = {"user_id": req.user}
     if req.stream:
