@@ -303,6 +303,8 @@ async def _messages(req: dict[str, Any], receive: Receive, send: Send) -> None:
         for delta in _deltas(block):
             if limit is not None and sent >= limit:
                 return await _cut(send, receive, dropped=d.drop_after is not None)
+            if d.chunk_delay_ms:
+                await asyncio.sleep(d.chunk_delay_ms / 1000)
             await _event(send, {"type": "content_block_delta", "index": index, "delta": delta})
             sent += 1
         await _event(send, {"type": "content_block_stop", "index": index})

@@ -42,9 +42,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 MODELS = {"object": "list", "data": [{"id": "gpt-x", "object": "model", "created": 1700000000, "owned_by": "fake"}]}
-_DIRECTIVE = re.compile(r"\[\[(fail|latency|drop-after|cached|cache-write|reason|tool):([^\]]*)\]\]"
+_DIRECTIVE = re.compile(r"\[\[(fail|latency|chunk-delay|drop-after|cached|cache-write|reason|tool):([^\]]*)\]\]"
                         r"|\[\[(no-usage|think|stream-error)\]\]")
-_INT_DIRECTIVES = {"fail": "fail", "latency": "latency_ms", "drop-after": "drop_after", "cached": "cached",
+_INT_DIRECTIVES = {"fail": "fail", "latency": "latency_ms", "chunk-delay": "chunk_delay_ms", "drop-after": "drop_after",
+                   "cached": "cached",
                    "cache-write": "cache_write", "reason": "reason"}
 _FLAG_DIRECTIVES = {"no-usage": "no_usage", "think": "think", "stream-error": "stream_error"}
 _OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
@@ -103,6 +104,7 @@ class _Directives:
 
     fail: int | None = None
     latency_ms: int = 0
+    chunk_delay_ms: int = 0  # a pause before every streamed delta, to tell a relay from a buffer
     drop_after: int | None = None
     cached: int = 0
     cache_write: int | None = None
@@ -356,6 +358,8 @@ class FakeUpstream:
         for i, delta in enumerate(bodies):
             if d.drop_after is not None and i >= d.drop_after:
                 return await _drop(send, receive)
+            if d.chunk_delay_ms:
+                await asyncio.sleep(d.chunk_delay_ms / 1000)
             await _sse(send, chunk(delta))
         if d.drop_after is not None:
             return await _drop(send, receive)
