@@ -58,6 +58,15 @@ class Message:
     parts: list[Part]
 
 
+def append_turn(messages: list[Message], role: Literal["user", "assistant"], parts: list[Part]) -> None:
+    """Add parts as a turn, joining them to the last turn when it has the same role (tool results and
+    the user's next words, or several tool calls, belong to one turn)."""
+    if messages and messages[-1].role == role:
+        messages[-1].parts.extend(parts)
+    else:
+        messages.append(Message(role, parts))
+
+
 @dataclass(slots=True)
 class Tool:
     name: str

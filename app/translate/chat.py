@@ -75,19 +75,13 @@ def chat_request_to_canonical(body: dict[str, Any]) -> c.Request:
     system: list[c.Text] = []
     messages: list[c.Message] = []
 
-    def add(role: str, parts: list[c.Part]) -> None:
-        if messages and messages[-1].role == role:
-            messages[-1].parts.extend(parts)
-        else:
-            messages.append(c.Message(role, parts))  # type: ignore[arg-type]
-
     for i, m in enumerate(body.get("messages") or []):
         where = f"messages[{i}]"
         role = m.get("role")
         if role in ("system", "developer"):
             system.append(c.Text(_text_of(m.get("content"), where)))
         elif role == "user":
-            add("user", _user_parts(m.get("content"), where))
+            c.append_turn(messages, "user", _user_parts(m.get("content"), where))
         elif role == "assistant":
             parts: list[c.Part] = []
             text = _text_of(m.get("content"), where)
@@ -96,12 +90,12 @@ def chat_request_to_canonical(body: dict[str, Any]) -> c.Request:
             for call in m.get("tool_calls") or []:
                 fn = call.get("function") or {}
                 parts.append(c.ToolCall(str(call.get("id", "")), str(fn.get("name", "")), str(fn.get("arguments") or "{}")))
-            add("assistant", parts or [c.Text("")])
+            c.append_turn(messages, "assistant", parts or [c.Text("")])
         elif role in ("tool", "function"):
             call_id = m.get("tool_call_id") or m.get("name")
             if not call_id:
                 raise InvalidRequest(f"Missing 'tool_call_id' in {where}.", param=f"{where}.tool_call_id")
-            add("user", [c.ToolResult(str(call_id), [c.Text(_text_of(m.get("content"), where))])])
+            c.append_turn(messages, "user", [c.ToolResult(str(call_id), [c.Text(_text_of(m.get("content"), where))])])
         else:
             raise InvalidRequest(f"Invalid role {role!r} in {where}.", param=f"{where}.role")
 

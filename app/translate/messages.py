@@ -105,10 +105,7 @@ def messages_request_to_canonical(body: dict[str, Any]) -> c.Request:
                 continue
             else:
                 raise InvalidRequest(f"{where}: content blocks of type {kind!r} are not supported for this model.")
-        if messages and messages[-1].role == role:
-            messages[-1].parts.extend(parts)
-        else:
-            messages.append(c.Message(role, parts))
+        c.append_turn(messages, role, parts)
     thinking = body.get("thinking") or {}
     output_config = body.get("output_config") if isinstance(body.get("output_config"), dict) else {}
     effort = output_config.get("effort")

@@ -42,12 +42,6 @@ def responses_request_to_canonical(body: dict[str, Any]) -> c.Request:
     system = [c.Text(str(body["instructions"]))] if body.get("instructions") else []
     messages: list[c.Message] = []
 
-    def add(role: str, parts: list[c.Part]) -> None:
-        if messages and messages[-1].role == role:
-            messages[-1].parts.extend(parts)
-        else:
-            messages.append(c.Message(role, parts))  # type: ignore[arg-type]
-
     items = body.get("input")
     if isinstance(items, str):
         items = [{"role": "user", "content": items}]
@@ -59,16 +53,16 @@ def responses_request_to_canonical(body: dict[str, Any]) -> c.Request:
             if role in ("system", "developer"):
                 system.extend(p for p in _text_parts(item.get("content"), where) if isinstance(p, c.Text))
             elif role in ("user", "assistant"):
-                add(role, _text_parts(item.get("content"), where))
+                c.append_turn(messages, role, _text_parts(item.get("content"), where))
             else:
                 raise InvalidRequest(f"Invalid role {role!r} in {where}.", param=f"{where}.role")
         elif kind == "function_call":
-            add("assistant", [c.ToolCall(str(item.get("call_id")), str(item.get("name")), str(item.get("arguments") or "{}"))])
+            c.append_turn(messages, "assistant", [c.ToolCall(str(item.get("call_id")), str(item.get("name")), str(item.get("arguments") or "{}"))])
         elif kind == "function_call_output":
             output = item.get("output")
             content = [c.Text(output)] if isinstance(output, str) else [
                 p for p in _text_parts(output, where) if isinstance(p, c.Text | c.Image)]
-            add("user", [c.ToolResult(str(item.get("call_id")), content)])  # type: ignore[arg-type]
+            c.append_turn(messages, "user", [c.ToolResult(str(item.get("call_id")), content)])  # type: ignore[arg-type]
         elif kind == "reasoning":
             continue  # summaries of earlier reasoning: nothing an upstream can take back
         else:

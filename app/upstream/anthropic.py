@@ -9,11 +9,11 @@ import httpx
 import msgspec
 
 from app.errors import UpstreamFailure
-from app.upstream.errors import error_from_exception, error_from_status, error_from_stream_event
+from app.upstream.errors import error_from_exception, error_from_stream_event
+from app.upstream.http import HttpUpstream
 from app.upstream.sse import iter_sse_data
 
 DEFAULT_VERSION = "2023-06-01"
-_encode = msgspec.json.encode
 _decode = msgspec.json.decode
 
 
@@ -44,7 +44,7 @@ class _MessagesStream:
         await self._response.aclose()
 
 
-class AnthropicUpstream:
+class AnthropicUpstream(HttpUpstream):
     """Speaks the messages wire: ``complete`` and ``open_stream`` take and give Messages JSON.
 
     ``headers`` may carry the client's ``anthropic-version`` and ``anthropic-beta``, which are
@@ -54,63 +54,23 @@ class AnthropicUpstream:
     wire = "messages"
 
     def __init__(self, base_url: str, api_key: str | None, *, timeout: float, client: httpx.AsyncClient) -> None:
+        headers = {"anthropic-version": DEFAULT_VERSION, **({"x-api-key": api_key} if api_key else {})}
+        super().__init__(headers, timeout=timeout, client=client)
         root = base_url.rstrip("/")
         self._url = root + "/v1/messages"
         self._count_url = root + "/v1/messages/count_tokens"
-        self._headers = {"content-type": "application/json", "anthropic-version": DEFAULT_VERSION}
-        if api_key:
-            self._headers["x-api-key"] = api_key
-        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
-        self._client = client
-
-    def _with(self, headers: dict[str, str] | None) -> dict[str, str]:
-        return {**self._headers, **(headers or {})}
-
-    async def _post(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> dict[str, Any]:
-        try:
-            response = await self._client.post(url, content=_encode(body), headers=self._with(headers),
-                                               timeout=self._timeout)
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc) from None
-        if response.status_code >= 400:
-            raise error_from_status(response.status_code, response.content, response.headers.get("retry-after"))
-        try:
-            answer = _decode(response.content)
-        except msgspec.DecodeError:
-            raise UpstreamFailure("The upstream provider sent invalid JSON.") from None
-        if not isinstance(answer, dict):
-            raise UpstreamFailure("The upstream provider sent an unexpected answer.")
-        return answer
 
     async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
-        answer = await self._post(self._url, body, headers)
+        answer = await self._post_json(self._url, body, headers)
         if not isinstance(answer.get("content"), list):
             raise UpstreamFailure("The upstream provider sent a message without content.")
         return answer
 
     async def count_tokens(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> int:
-        answer = await self._post(self._count_url, body, headers)
-        tokens = answer.get("input_tokens")
+        tokens = (await self._post_json(self._count_url, body, headers)).get("input_tokens")
         if not isinstance(tokens, int):
             raise UpstreamFailure("The upstream provider sent no token count.")
         return tokens
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> _MessagesStream:
-        request = self._client.build_request("POST", self._url, content=_encode(body),
-                                             headers={**self._with(headers), "accept": "text/event-stream"},
-                                             timeout=self._timeout)
-        try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc) from None
-        if response.status_code >= 400:
-            try:
-                content = await response.aread()
-            except httpx.HTTPError:
-                content = b""
-            await response.aclose()
-            raise error_from_status(response.status_code, content, response.headers.get("retry-after"))
-        return _MessagesStream(response)
-
-    async def aclose(self) -> None:
-        """The shared HTTP client is closed by its owner."""
+        return _MessagesStream(await self._post_stream(self._url, body, headers))

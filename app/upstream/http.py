@@ -1,0 +1,62 @@
+"""The HTTP half every provider adapter shares: one pooled client, JSON posts, streamed posts,
+and failures mapped the same way for every provider."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import msgspec
+
+from app.errors import UpstreamFailure
+from app.upstream.errors import error_from_exception, error_from_status
+
+_encode = msgspec.json.encode
+_decode = msgspec.json.decode
+
+
+class HttpUpstream:
+    def __init__(self, headers: dict[str, str], *, timeout: float, client: httpx.AsyncClient) -> None:
+        self._headers = {"content-type": "application/json", **headers}
+        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+        self._client = client
+
+    def _with(self, headers: dict[str, str] | None) -> dict[str, str]:
+        return {**self._headers, **headers} if headers else self._headers
+
+    async def _post_json(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> dict[str, Any]:
+        try:
+            response = await self._client.post(url, content=_encode(body), headers=self._with(headers),
+                                               timeout=self._timeout)
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc) from None
+        if response.status_code >= 400:
+            raise error_from_status(response.status_code, response.content, response.headers.get("retry-after"))
+        try:
+            answer = _decode(response.content)
+        except msgspec.DecodeError:
+            raise UpstreamFailure("The upstream provider sent invalid JSON.") from None
+        if not isinstance(answer, dict):
+            raise UpstreamFailure("The upstream provider sent an unexpected answer.")
+        return answer
+
+    async def _post_stream(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> httpx.Response:
+        """Start a streamed POST; an error status is raised before any of the body is read."""
+        request = self._client.build_request("POST", url, content=_encode(body),
+                                             headers={**self._with(headers), "accept": "text/event-stream"},
+                                             timeout=self._timeout)
+        try:
+            response = await self._client.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc) from None
+        if response.status_code >= 400:
+            try:
+                content = await response.aread()
+            except httpx.HTTPError:
+                content = b""
+            await response.aclose()
+            raise error_from_status(response.status_code, content, response.headers.get("retry-after"))
+        return response
+
+    async def aclose(self) -> None:
+        """The shared HTTP client is closed by its owner."""
