@@ -1,10 +1,12 @@
 # The two quick-start commands: `make demo` and `make test`.
 # Both create .venv on first use and install the project into it.
+# `make test` runs the whole suite twice: on SQLite, then on PostgreSQL (TOLLGATE_TEST_POSTGRES_URL,
+# default postgresql://postgres@127.0.0.1:5432/postgres); an unreachable server fails the run.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test install
+.PHONY: demo test test-sqlite test-postgresql install
 
 install: $(VENV)/.installed
 
@@ -16,5 +18,10 @@ $(VENV)/.installed: pyproject.toml
 demo: install
 	$(BIN)/tollgate demo --config examples/demo.toml
 
-test: install
-	$(BIN)/python -m pytest
+test: test-sqlite test-postgresql
+
+test-sqlite: install
+	TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest
+
+test-postgresql: install
+	TOLLGATE_TEST_BACKEND=postgresql $(BIN)/python -m pytest

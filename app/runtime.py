@@ -37,7 +37,7 @@ class Runtime:
 
 
 def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
-    store = open_ledger_store(settings.database_url, base_dir)
+    store = open_ledger_store(settings.database_url, base_dir, settings.database_pool_size)
     writer = LedgerWriter(store).start()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
     upstreams: dict[str, Upstream] = {}

@@ -84,6 +84,7 @@ class Model(_Strict):
 class Settings(_Strict):
     models: list[Model]
     database_url: str = "sqlite:///tollgate.db"
+    database_pool_size: int = 10
     credits_per_usd: Decimal = Decimal(100)
 
     def model(self, model_id: str) -> Model | None:
@@ -138,11 +139,14 @@ def _check_semantics(settings: Settings, origin: str) -> None:
 
     if settings.credits_per_usd <= 0:
         fail("credits_per_usd", "must be greater than 0")
-    if not (settings.database_url.startswith("sqlite:///") and len(settings.database_url) > len("sqlite:///")):
-        fail(
-            "database_url",
-            f"unsupported URL {settings.database_url!r}: use sqlite:///PATH (PostgreSQL is not supported yet)",
-        )
+    url = settings.database_url
+    if not (
+        (url.startswith("sqlite:///") and len(url) > len("sqlite:///"))
+        or re.match(r"^postgres(ql)?://[^/]*/[^/?#]+", url)
+    ):
+        fail("database_url", f"unsupported URL {url!r}: use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DBNAME")
+    if settings.database_pool_size < 1:
+        fail("database_pool_size", "must be at least 1")
     if not settings.models:
         fail("models", "at least one [[models]] entry is required")
     seen: set[str] = set()

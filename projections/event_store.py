@@ -4,97 +4,21 @@ The library owns the events table. Two small read models are kept *strongly* con
 writing them inside the very transaction that appends the events (the recorder's
 ``_insert_events`` hook): the key directory (key hash → team), which authentication reads, and the
 team balances, which operators and ``ledger verify`` read. Both can be rebuilt from the events.
+SQLite and PostgreSQL recorders are in ``sqlite_store`` and ``postgres_store``.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import closing
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
-from eventsourcing.persistence import Notification, StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
+from eventsourcing.persistence import Notification
 
 from domain.ledger import TeamLedger
-from projections.migrations import HEAD
-
-
-@dataclass(frozen=True, slots=True)
-class KeyRecord:
-    """What authentication needs to know about an API key."""
-
-    team_id: UUID
-    team_name: str
-    key_id: str
-    revoked: bool
-
-
-@dataclass(frozen=True, slots=True)
-class BalanceRecord:
-    team_id: UUID
-    team_name: str
-    balance: int
-    held: int
-    version: int
-
-
-class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
-    """The SQLite events recorder, plus the key directory and balances in the same transaction.
-
-    The library creates the events table; the read-model tables are alembic's
-    (:mod:`projections.schema`), created by :func:`open_ledger_store` before this recorder runs.
-    """
-
-    def _insert_events(
-        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
-    ) -> Sequence[int] | None:
-        keys: Sequence[IssuedKey] = kwargs.get("keys", ())
-        balances: Sequence[BalanceRecord] = kwargs.get("balances", ())
-        notification_ids = super()._insert_events(c, stored_events, **kwargs)
-        for k in keys:
-            c.execute(
-                "INSERT INTO api_keys VALUES (?, ?, ?, ?, ?)",
-                (k.key_id_hash, k.team_id.hex, k.team_name, k.key_id, int(k.revoked)),
-            )
-        for b in balances:
-            c.execute(
-                "INSERT INTO team_balances VALUES (?, ?, ?, ?, ?) ON CONFLICT (team_id) DO UPDATE SET "
-                "balance = excluded.balance, held = excluded.held, version = excluded.version "
-                "WHERE team_balances.version < excluded.version",
-                (b.team_id.hex, b.team_name, b.balance, b.held, b.version),
-            )
-        return notification_ids
-
-    def find_key(self, key_hash: str) -> KeyRecord | None:
-        with self.datastore.transaction(commit=False) as c:
-            c.execute("SELECT team_id, team_name, key_id, revoked FROM api_keys WHERE key_hash = ?", (key_hash,))
-            row = c.fetchone()
-        if row is None:
-            return None
-        return KeyRecord(UUID(row["team_id"]), row["team_name"], row["key_id"], bool(row["revoked"]))
-
-    def balances(self) -> list[BalanceRecord]:
-        with self.datastore.transaction(commit=False) as c:
-            c.execute("SELECT team_id, team_name, balance, held, version FROM team_balances ORDER BY team_name")
-            rows = c.fetchall()
-        return [BalanceRecord(UUID(r["team_id"]), r["team_name"], r["balance"], r["held"], r["version"]) for r in rows]
-
-
-@dataclass(frozen=True, slots=True)
-class IssuedKey:
-    """A key row for the directory, made from a ``KeyIssued`` event about to be saved."""
-
-    key_id_hash: str
-    team_id: UUID
-    team_name: str
-    key_id: str
-    revoked: bool = False
-
+from projections.database import Database
+from projections.read_models import BalanceRecord, IssuedKey, KeyRecord
 
 class LedgerStore(Application[UUID]):
     """The team ledgers' event store (a thin eventsourcing application)."""
@@ -142,47 +66,10 @@ class LedgerStore(Application[UUID]):
             last = page[-1].id
 
 
-def sqlite_path(database_url: str, base_dir: Path) -> Path:
-    """``sqlite:///relative.db`` is relative to the config file's folder; ``sqlite:////abs.db`` is absolute."""
-    raw = database_url.removeprefix("sqlite:///")
-    path = Path(raw)
-    return path if path.is_absolute() else (base_dir / path)
-
-
-def _read_models_revision(path: Path) -> str | None:
-    """The alembic revision an SQLite file is at (None for a new or unmigrated file)."""
-    if not path.exists():
-        return None
-    with closing(sqlite3.connect(path)) as db:
-        try:
-            row = db.execute("SELECT version_num FROM alembic_version").fetchone()
-        except sqlite3.OperationalError:
-            return None
-    return row[0] if row else None
-
-
-def sqlalchemy_url(database_url: str, base_dir: Path) -> str:
-    """The same database as SQLAlchemy (and so alembic) names it."""
-    return f"sqlite:///{sqlite_path(database_url, base_dir).resolve()}"
-
-
-def open_ledger_store(database_url: str, base_dir: Path) -> LedgerStore:
-    """Open the event store named by a ``database_url``, creating it and migrating its read models.
-
-    SQLite is the zero-setup store, so every open brings it up to date (a no-op when current).
-    """
-    path = sqlite_path(database_url, base_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if _read_models_revision(path) != HEAD:
-        from projections.schema import upgrade_read_models
-
-        upgrade_read_models(sqlalchemy_url(database_url, base_dir))
-    env = {
-        "PERSISTENCE_MODULE": "eventsourcing.sqlite",
-        "SQLITE_DBNAME": str(path),
-        "SQLITE_LOCK_TIMEOUT": "30",
-        "APPLICATION_RECORDER_TOPIC": f"{SQLiteLedgerRecorder.__module__}:{SQLiteLedgerRecorder.__qualname__}",
-        "CREATE_TABLE": "y",
-        "IS_SNAPSHOTTING_ENABLED": "n",
-    }
-    return LedgerStore(env=env)
+def open_ledger_store(database_url: str, base_dir: Path, pool_size: int = 10) -> LedgerStore:
+    """Open the ledger named by a ``database_url``; create its tables and migrate its read models
+    first if they are not current (racing processes do it once)."""
+    database = Database.from_url(database_url, base_dir)
+    if not database.schema_is_current():
+        database.create_schema(lambda: LedgerStore(env=database.eventsourcing_env(1, create_tables=True)).close())
+    return LedgerStore(env=database.eventsourcing_env(pool_size, create_tables=False))

@@ -15,10 +15,25 @@ from app.ledger_writer import LedgerWriter
 from domain.money import micros_from_credits
 from domain.settings import parse_settings
 from projections.event_store import open_ledger_store
+from tests.backend import BACKEND, check_server, drop_created_databases
 from tests.fake_upstream import FakeUpstream
 from tests.gateway import UPSTREAM_KEY, Gateway, write_config
 
 _team_numbers = itertools.count(1)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    problem = check_server()
+    if problem:
+        pytest.exit(problem, returncode=3)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    drop_created_databases()
+
+
+def pytest_report_header() -> str:
+    return f"tollgate ledger backend: {BACKEND}"
 
 
 @pytest.fixture(scope="session")

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.backend import new_database_url
+
 UPSTREAM_KEY = "upstream-secret"
 
 
@@ -26,12 +28,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_config(directory: Path, upstream_base_url: str, *, database: str = "tollgate.db") -> Path:
+def write_config(directory: Path, upstream_base_url: str, *, database: str | None = None) -> Path:
     """A configuration with a model on the fake upstream, one on the built-in demo upstream, and
     one whose upstream is down (nothing listens on its port)."""
     config = directory / "tollgate.toml"
     config.write_text(f'''
-database_url = "sqlite:///{database}"
+database_url = "{database or new_database_url()}"
 credits_per_usd = 100
 
 [[models]]

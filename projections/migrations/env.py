@@ -25,13 +25,13 @@ def database_url() -> str:
     if url:
         return url
     from domain.settings import parse_settings
-    from projections.event_store import sqlalchemy_url
+    from projections.database import Database
 
     path = context.get_x_argument(as_dictionary=True).get("config") or os.environ.get("TOLLGATE_CONFIG")
     if not path:
         raise SystemExit("alembic: pass -x config=tollgate.toml or set TOLLGATE_CONFIG")
     settings = parse_settings(Path(path).read_text(), path, os.environ)
-    return sqlalchemy_url(settings.database_url, Path(path).resolve().parent)
+    return Database.from_url(settings.database_url, Path(path).resolve().parent).sqlalchemy_url()
 
 
 def include_name(name: str | None, type_: str, parent_names: object) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 from decimal import Decimal
 
@@ -11,6 +10,7 @@ import openai
 import pytest
 
 from tests.fake_upstream import FakeUpstream
+from tests.backend import RawDatabase
 from tests.gateway import Gateway, run_cli, tollgate_command, write_config
 
 
@@ -45,8 +45,8 @@ def test_team_key_and_credits_commands_drive_a_working_account(config):
 def test_only_the_key_hash_is_stored(config):
     run_cli(config, "team", "create", "acme")
     key = run_cli(config, "key", "create", "--team", "acme").stdout.splitlines()[-1]
-    database = (config.parent / "tollgate.db").read_bytes()
-    assert key.encode() not in database
+    stored = RawDatabase.of_config(config).everything_stored()
+    assert b"acme" in stored and key.encode() not in stored
 
 
 def test_top_ups_the_ledger_cannot_record_exactly_are_refused(config):
@@ -100,12 +100,9 @@ def test_ledger_verify_fails_on_a_tampered_event(config):
     run_cli(config, "credits", "add", "--team", "acme", "5")
     assert run_cli(config, "ledger", "verify").returncode == 0
 
-    with sqlite3.connect(config.parent / "tollgate.db") as db:
-        (rowid, state), = db.execute(
-            "SELECT rowid, state FROM stored_events WHERE topic LIKE '%CreditsAdded' ORDER BY rowid DESC LIMIT 1"
-        )
-        db.execute("UPDATE stored_events SET state = ? WHERE rowid = ?",
-                   (state.replace(b'"amount":5000000', b'"amount":6000000'), rowid))
+    raw = RawDatabase.of_config(config)
+    event_id, state = raw.events("CreditsAdded")[-1]
+    raw.set_event_state(event_id, state.replace(b'"amount":5000000', b'"amount":6000000'))
 
     result = run_cli(config, "ledger", "verify", check=False)
     assert result.returncode == 1

@@ -11,11 +11,13 @@ from app.ledger_writer import LedgerWriter
 from domain.ledger import InsufficientCredits, team_id
 from projections.audit import verify_ledger
 from projections.event_store import open_ledger_store
+from tests.backend import new_database_url
 
 
 @pytest.fixture
 def stores(tmp_path):
-    opened = [open_ledger_store("sqlite:///ledger.db", tmp_path) for _ in range(2)]
+    url = new_database_url()
+    opened = [open_ledger_store(url, tmp_path) for _ in range(2)]
     yield opened
     for store in opened:
         store.close()

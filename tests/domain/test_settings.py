@@ -41,6 +41,7 @@ def test_the_documented_example_parses_with_exact_prices():
         (('default_effort_level = "medium"', 'default_effort_level = "max"'), "models[0].default_effort_level", "not one of"),
         (('base_url = "http://127.0.0.1:9100/v1", ', ""), "models[0].upstream.base_url", "required"),
         (("sqlite:///tollgate.db", "mysql://db"), "database_url", "unsupported URL"),
+        (("sqlite:///tollgate.db", "postgresql://host-without-database"), "database_url", "unsupported URL"),
     ],
 )
 def test_an_invalid_file_is_refused_naming_the_file_the_key_and_the_problem(change, key, problem):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.backend import RawDatabase
 from tests.gateway import run_cli, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,8 +24,8 @@ def test_db_upgrade_creates_the_event_store_and_the_read_models(tmp_path):
     config = write_config(tmp_path, "http://127.0.0.1:9/v1")
     result = run_cli(config, "db", "upgrade")
     assert "Database ready" in result.stdout
-    tables = {r[0] for r in sqlite3.connect(tmp_path / "tollgate.db").execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"stored_events", "api_keys", "team_balances", "alembic_version"} <= tables
+    raw = RawDatabase.of_config(config)
+    assert {raw.db.events_table, "api_keys", "team_balances", "alembic_version"} <= raw.tables()
 
 
 def test_the_migrations_match_the_schema_and_leave_the_event_store_alone(tmp_path):

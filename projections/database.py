@@ -1,0 +1,133 @@
+"""Where the ledger lives: one ``database_url``, SQLite or PostgreSQL, seen by every tool the same way.
+
+``sqlite:///relative.db`` is relative to the configuration file's folder (``sqlite:////abs.db`` is
+absolute); ``postgresql://user:password@host:port/dbname`` is a PostgreSQL database.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from projections.migrations import HEAD
+
+EVENTS_TABLE = {"sqlite": "stored_events", "postgresql": "ledger_events"}
+_SCHEMA_LOCK = 0x746F6C6C  # the advisory lock that serialises schema creation across processes
+
+
+@dataclass(frozen=True)
+class Database:
+    kind: str  # "sqlite" or "postgresql"
+    path: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = 5432
+    user: str = ""
+    password: str = ""
+    dbname: str = ""
+
+    @classmethod
+    def from_url(cls, url: str, base_dir: Path) -> Database:
+        if url.startswith("sqlite:///"):
+            path = Path(url.removeprefix("sqlite:///"))
+            return cls("sqlite", path=(path if path.is_absolute() else base_dir / path).resolve())
+        parts = urlsplit(url)
+        if parts.scheme not in ("postgresql", "postgres") or not parts.path.strip("/"):
+            raise ValueError(f"unsupported database URL {url!r}")
+        return cls("postgresql", host=parts.hostname or "127.0.0.1", port=parts.port or 5432,
+                   user=unquote(parts.username or ""), password=unquote(parts.password or ""),
+                   dbname=unquote(parts.path.strip("/")))
+
+    @property
+    def events_table(self) -> str:
+        return EVENTS_TABLE[self.kind]
+
+    def conninfo(self) -> str:
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(host=self.host, port=self.port, user=self.user or None, password=self.password or None,
+                             dbname=self.dbname)
+
+    def sqlalchemy_url(self) -> str:
+        if self.kind == "sqlite":
+            return f"sqlite:///{self.path}"
+        from sqlalchemy import URL
+
+        return URL.create("postgresql+psycopg", username=self.user or None, password=self.password or None,
+                          host=self.host, port=self.port, database=self.dbname).render_as_string(hide_password=False)
+
+    def eventsourcing_env(self, pool_size: int, *, create_tables: bool) -> dict[str, str]:
+        if self.kind == "sqlite":
+            assert self.path is not None
+            return {
+                "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                "SQLITE_DBNAME": str(self.path),
+                "SQLITE_LOCK_TIMEOUT": "30",
+                "APPLICATION_RECORDER_TOPIC": "projections.sqlite_store:SQLiteLedgerRecorder",
+                "CREATE_TABLE": "y" if create_tables else "n",
+            }
+        return {
+            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "POSTGRES_DBNAME": self.dbname,
+            "POSTGRES_HOST": self.host,
+            "POSTGRES_PORT": str(self.port),
+            "POSTGRES_USER": self.user,
+            "POSTGRES_PASSWORD": self.password,
+            "POSTGRES_POOL_SIZE": str(pool_size),
+            "POSTGRES_MAX_OVERFLOW": str(pool_size),
+            "POSTGRES_LOCK_TIMEOUT": "5",
+            "POSTGRES_CONNECT_TIMEOUT": "10",
+            "POSTGRES_PRE_PING": "y",
+            "APPLICATION_RECORDER_TOPIC": "projections.postgres_store:PostgresLedgerRecorder",
+            "CREATE_TABLE": "y" if create_tables else "n",
+        }
+
+    def schema_is_current(self) -> bool:
+        """Whether the event store exists and the read models are at the newest migration."""
+        if self.kind == "sqlite":
+            assert self.path is not None
+            if not self.path.exists():
+                return False
+            with closing(sqlite3.connect(self.path)) as db:
+                try:
+                    row = db.execute("SELECT version_num FROM alembic_version").fetchone()
+                    db.execute(f"SELECT 1 FROM {self.events_table} LIMIT 1")
+                except sqlite3.OperationalError:
+                    return False
+            return bool(row) and row[0] == HEAD
+        import psycopg
+
+        with psycopg.connect(self.conninfo(), connect_timeout=10) as conn:
+            return self._pg_schema_is_current(conn)
+
+    def _pg_schema_is_current(self, conn: object) -> bool:
+        row = conn.execute(  # type: ignore[attr-defined]
+            "SELECT to_regclass(%s) IS NOT NULL, to_regclass('alembic_version') IS NOT NULL", (self.events_table,)
+        ).fetchone()
+        if not (row[0] and row[1]):
+            return False
+        version = conn.execute("SELECT version_num FROM alembic_version").fetchone()  # type: ignore[attr-defined]
+        return bool(version) and version[0] == HEAD
+
+    def create_schema(self, create_event_store: object) -> None:
+        """Create the event store and migrate the read models, once, even with racing processes."""
+        from projections.schema import upgrade_read_models
+
+        if self.kind == "sqlite":
+            assert self.path is not None
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            create_event_store()  # type: ignore[operator]
+            upgrade_read_models(self.sqlalchemy_url())
+            return
+        import psycopg
+
+        with psycopg.connect(self.conninfo(), autocommit=True, connect_timeout=10) as conn:
+            conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+            try:
+                if not self._pg_schema_is_current(conn):
+                    create_event_store()  # type: ignore[operator]
+                    upgrade_read_models(self.sqlalchemy_url())
+            finally:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))

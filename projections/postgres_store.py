@@ -1,0 +1,36 @@
+"""The PostgreSQL recorder: events, plus the read models written in the same transaction.
+
+The library's insert transaction runs this hook first, then locks the events table and appends; a
+version conflict rolls the read-model rows back with the events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from eventsourcing.persistence import StoredEvent
+from eventsourcing.postgres import PostgresApplicationRecorder
+from psycopg import Cursor
+from psycopg.rows import DictRow
+
+from projections.read_models import SELECT_BALANCES, BalanceRecord, KeyRecord, ReadModelWriter, balance_record, key_record
+
+
+class PostgresLedgerRecorder(PostgresApplicationRecorder):
+    read_models = ReadModelWriter("%s")
+
+    def _insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
+        super()._insert_events(curs, stored_events, **kwargs)
+        self.read_models.write(curs, kwargs.get("keys", ()), kwargs.get("balances", ()))
+
+    def find_key(self, key_hash: str) -> KeyRecord | None:
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(self.read_models.select_key, (key_hash,))
+            row = curs.fetchone()
+        return None if row is None else key_record(row)
+
+    def balances(self) -> list[BalanceRecord]:
+        with self.datastore.transaction(commit=False) as curs:
+            curs.execute(SELECT_BALANCES)
+            return [balance_record(r) for r in curs.fetchall()]
