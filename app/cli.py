@@ -101,24 +101,101 @@ def cmd_credits_add(args: argparse.Namespace) -> None:
     print(f"Added {format_credits(amount)} credits to team {args.team}; balance {format_credits(balance)}.")
 
 
-def cmd_ledger_verify(args: argparse.Namespace) -> int:
-    from projections.audit import verify_ledger
+@contextmanager
+def ledger_store(config: str | None) -> Iterator[object]:
     from projections.event_store import open_ledger_store
 
-    settings, base = load_settings(args.config)
-    store = open_ledger_store(settings.database_url, base)
+    settings, base = load_settings(config)
+    store = open_ledger_store(settings.database_url, base, pool_size=2)
     try:
-        report = verify_ledger(store, progress=lambda n: print(f"  replayed {n} events…", file=sys.stderr))
+        yield store
     finally:
         store.close()
+
+
+def _total_events(store: object) -> int:
+    return store.recorder.max_notification_id() or 0  # type: ignore[attr-defined]
+
+
+def cmd_ledger_verify(args: argparse.Namespace) -> int:
+    from app.progress import progress_bar
+    from projections.audit import verify_ledger
+    from projections.history import HistoryProjection
+
+    with ledger_store(args.config) as store:
+        report = verify_ledger(store, store.database, progress=progress_bar("verify", _total_events(store)))  # type: ignore[attr-defined]
+        history = HistoryProjection(store, store.database)  # type: ignore[arg-type, attr-defined]
+        position, total = history.position(), _total_events(store)
+        history.close()
     if report.ok:
         print(f"Ledger verified: {report.events} events, {report.teams} teams, {report.charges} charges; "
               "every recorded balance matches the replay.")
+        lag = "" if position >= total else f" (the projections are {total - position} events behind; they catch up)"
+        print(f"Audit history and usage match the events up to event #{position}{lag}.")
         return 0
     print(f"Ledger verification FAILED after {report.events} events: {report.problems[0]}", file=sys.stderr)
     for problem in report.problems[1:]:
         print(f"  also: {problem}", file=sys.stderr)
     return 1
+
+
+def cmd_ledger_rebuild(args: argparse.Namespace) -> None:
+    from app.progress import progress_bar
+    from projections.history import HistoryProjection
+
+    with ledger_store(args.config) as store:
+        history = HistoryProjection(store, store.database)  # type: ignore[arg-type, attr-defined]
+        try:
+            done = history.rebuild(progress=progress_bar("rebuild", _total_events(store)))
+        finally:
+            history.close()
+    print(f"Rebuilt the audit history, usage, balances and key directory from {done} events.")
+
+
+def _caught_up_history(store: object) -> object:
+    from app.progress import progress_bar
+    from projections.history import HistoryProjection
+
+    history = HistoryProjection(store, store.database)  # type: ignore[arg-type, attr-defined]
+    behind = _total_events(store) - history.position()
+    history.catch_up(progress=progress_bar("catching up", behind) if behind > 5000 else None)
+    return history
+
+
+def cmd_ledger_export(args: argparse.Namespace) -> None:
+    import csv
+    import json
+
+    from projections.history import ENTRY_COLUMNS
+
+    with ledger_store(args.config) as store:
+        history = _caught_up_history(store)
+        rows = history.entries(team=args.team, since=args.since)  # type: ignore[attr-defined]
+        history.close()  # type: ignore[attr-defined]
+    if args.format == "jsonl":
+        for row in rows:
+            print(json.dumps({c: row[c] for c in ENTRY_COLUMNS}))
+    else:
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(ENTRY_COLUMNS)
+        writer.writerows([row[c] for c in ENTRY_COLUMNS] for row in rows)
+
+
+def cmd_ledger_history(args: argparse.Namespace) -> None:
+    with ledger_store(args.config) as store:
+        history = _caught_up_history(store)
+        total = history.count(team=args.team)  # type: ignore[attr-defined]
+        rows = history.entries(team=args.team, limit=args.per_page, offset=(args.page - 1) * args.per_page)  # type: ignore[attr-defined]
+        history.close()  # type: ignore[attr-defined]
+    pages = max(1, -(-total // args.per_page))
+    print(f"Team {args.team}: {total} ledger entries, page {args.page} of {pages}")
+    print(f"{'time (UTC)':<20} {'entry':<7} {'model':<14} {'tokens in/out':>14} {'amount':>14} {'balance':>14}  request")
+    for r in rows:
+        tokens = f"{r['input_tokens'] + r['cache_write_tokens'] + r['cache_hit_tokens']}/{r['output_tokens']}" \
+            if r["kind"] == "charge" else ""
+        amount = ("+" if r["amount"] > 0 else "-") + format_credits(abs(int(r["amount"])))
+        print(f"{r['occurred_at'][:19].replace('T', ' '):<20} {r['kind']:<7} {r['model'][:14]:<14} {tokens:>14} "
+              f"{amount:>14} {format_credits(int(r['balance_after'])):>14}  {r['request_id'] or r['reference']}")
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
@@ -218,8 +295,22 @@ def build_parser() -> argparse.ArgumentParser:
     add.set_defaults(func=cmd_credits_add)
 
     ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(dest="action", required=True, metavar="ACTION")
-    verify = ledger.add_parser("verify", parents=[common], help="replay every event and check every recorded balance")
+    verify = ledger.add_parser("verify", parents=[common],
+                               help="replay every event; check every recorded balance and every projection row")
     verify.set_defaults(func=cmd_ledger_verify)
+    rebuild = ledger.add_parser("rebuild", parents=[common],
+                                help="rebuild every read model from the events into fresh tables, then swap them in")
+    rebuild.set_defaults(func=cmd_ledger_rebuild)
+    export = ledger.add_parser("export", parents=[common], help="a team's audit history, as CSV or JSON lines")
+    export.add_argument("--team", required=True)
+    export.add_argument("--since", help="only entries at or after this date or time (ISO, UTC), e.g. 2026-11-01")
+    export.add_argument("--format", choices=("csv", "jsonl"), default="csv")
+    export.set_defaults(func=cmd_ledger_export)
+    history = ledger.add_parser("history", parents=[common], help="a team's ledger entries, readable, a page at a time")
+    history.add_argument("--team", required=True)
+    history.add_argument("--page", type=int, default=1)
+    history.add_argument("--per-page", type=int, default=20)
+    history.set_defaults(func=cmd_ledger_history)
 
     db = commands.add_parser("db", help="the database").add_subparsers(dest="action", required=True, metavar="ACTION")
     upgrade = db.add_parser("upgrade", parents=[common], help="create the event store and migrate the read models")

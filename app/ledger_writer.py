@@ -58,8 +58,10 @@ _STOP = object()
 class LedgerWriter:
     """Owns the in-memory team aggregates of this process and writes them in group commits."""
 
-    def __init__(self, store: LedgerStore, *, max_batch: int = 64, max_attempts: int = 20) -> None:
+    def __init__(self, store: LedgerStore, *, max_batch: int = 64, max_attempts: int = 20,
+                 on_commit: Callable[[], None] | None = None) -> None:
         self.store = store
+        self._on_commit = on_commit
         self.max_batch = max_batch
         self.max_attempts = max_attempts
         self._teams: dict[UUID, TeamLedger] = {}
@@ -168,6 +170,8 @@ class LedgerWriter:
                 self._fail(batch, LedgerUnavailable(f"the ledger could not be written: {exc}"))
                 return
             self._teams.update(touched)
+            if self._on_commit is not None:
+                self._on_commit()
             for item, ok, value in outcomes:
                 if ok:
                     item.future.set_result(value)

@@ -12,6 +12,7 @@ import httpx
 from app.billing import Billing
 from app.keys import KeyDirectory
 from app.ledger_writer import LedgerWriter
+from app.projector import Projector
 from app.routes.models import model_list_body
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIUpstream, Upstream
 from domain.settings import Settings
@@ -28,17 +29,20 @@ class Runtime:
     upstreams: dict[str, Upstream]
     http: httpx.AsyncClient
     model_list_body: bytes
+    projector: Projector
     started_at: float = field(default_factory=time.time)
 
     async def aclose(self) -> None:
         await self.http.aclose()
         self.writer.stop()
+        self.projector.stop()
         self.store.close()
 
 
 def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     store = open_ledger_store(settings.database_url, base_dir, settings.database_pool_size)
-    writer = LedgerWriter(store).start()
+    projector = Projector(store).start()
+    writer = LedgerWriter(store, on_commit=projector.wake).start()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
     upstreams: dict[str, Upstream] = {}
     for model in settings.models:
@@ -54,6 +58,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         store=store,
         writer=writer,
         keys=KeyDirectory(store),
+        projector=projector,
         billing=Billing(writer, settings),
         upstreams=upstreams,
         http=http,

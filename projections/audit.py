@@ -8,14 +8,18 @@ proves that no event was altered, lost or double-applied — and that the invari
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 from uuid import UUID
 
 from domain.ledger import TeamLedger
 from domain.pricing import Price, TokenUsage, cost_in_micros
+from projections.database import Database
 from projections.event_store import LedgerStore
+from projections.history import ENTRY_COLUMNS, USAGE_COLUMNS, HistoryProjection, entry_row, usage_row
 
 
 @dataclass
@@ -30,9 +34,27 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_ledger(store: LedgerStore, progress: Callable[[int], None] | None = None) -> VerifyReport:
+def replay_teams(store: LedgerStore, upto: int | None = None) -> list[TeamLedger]:
+    """Every team as its events up to notification ``upto`` (all, if None) make it."""
+    teams: dict[UUID, TeamLedger] = {}
+    for notification in store.notifications():
+        if upto is not None and notification.id > upto:
+            break
+        event = store.mapper.to_domain_event(notification)
+        teams[event.originator_id] = event.mutate(teams.get(event.originator_id))  # type: ignore[assignment]
+    return list(teams.values())
+
+
+def verify_ledger(store: LedgerStore, database: Database | None = None,
+                  progress: Callable[[int], None] | None = None) -> VerifyReport:
+    """Replay every event and check every recorded balance, the balances read model and, given the
+    ``database``, every row of the audit history and usage projections."""
     report = VerifyReport()
     teams: dict[UUID, TeamLedger] = {}
+    history = HistoryProjection(store, database) if database is not None else None
+    position = history.position() if history else 0
+    entries: dict[int, tuple[Any, ...]] = {}
+    usage: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0] * 6)
     for notification in store.notifications():
         report.events += 1
         if progress and report.events % 10_000 == 0:
@@ -58,10 +80,46 @@ def verify_ledger(store: LedgerStore, progress: Callable[[int], None] | None = N
             break
         if isinstance(event, TeamLedger.Charged):
             report.charges += 1
+        if history and notification.id <= position:
+            if (row := entry_row(notification.id, team.name, event)) is not None:
+                entries[notification.id] = row
+            if (used := usage_row(team.name, event)) is not None:
+                for i, value in enumerate(used[4:]):
+                    usage[used[:4]][i] += value
     report.teams = len(teams)
     if report.ok:
         report.problems.extend(_check_balances_read_model(store, teams))
+    if report.ok and history:
+        report.problems.extend(_check_history(history, entries, usage))
+    if history:
+        history.close()
     return report
+
+
+def _check_history(history: HistoryProjection, entries: dict[int, tuple[Any, ...]],
+                   usage: dict[tuple[Any, ...], list[int]]) -> list[str]:
+    problems = []
+    for row in history.entries():
+        actual = tuple(row[c] for c in ENTRY_COLUMNS)
+        expected = entries.pop(int(row["notification_id"]), None)
+        if expected is None:
+            problems.append(f"audit history row for event #{row['notification_id']} has no ledger entry behind it")
+        elif tuple(str(v) for v in expected) != tuple(str(v) for v in actual):
+            problems.append(f"audit history row for event #{row['notification_id']} differs from its event: "
+                            f"{actual} != {expected}")
+        if problems:
+            return problems
+    if entries:
+        return [f"audit history is missing the rows of events {sorted(entries)[:5]}"]
+    for row in history.usage():
+        key = tuple(row[c] for c in USAGE_COLUMNS[:4])
+        actual = [int(row[c]) for c in USAGE_COLUMNS[4:]]
+        expected = usage.pop(key, None)
+        if expected != actual:
+            return [f"usage for {key} is {actual}, the events say {expected}"]
+    if usage:
+        return [f"usage is missing {sorted(usage)[:3]}"]
+    return []
 
 
 def _check_event(team: TeamLedger, event: object) -> str | None:

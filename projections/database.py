@@ -7,9 +7,11 @@ absolute); ``postgresql://user:password@host:port/dbname`` is a PostgreSQL datab
 from __future__ import annotations
 
 import sqlite3
-from contextlib import closing
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from projections.migrations import HEAD
@@ -131,3 +133,55 @@ class Database:
                     upgrade_read_models(self.sqlalchemy_url())
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
+
+
+class Sql:
+    """A plain DB-API connection to the ledger's database, for the projections (write SQL with ``?``)."""
+
+    def __init__(self, database: Database) -> None:
+        self.kind = database.kind
+        if database.kind == "sqlite":
+            self._conn: Any = sqlite3.connect(database.path, timeout=30, isolation_level=None)  # type: ignore[arg-type]
+            self._conn.row_factory = sqlite3.Row
+        else:
+            import psycopg
+            from psycopg.rows import dict_row
+
+            self._conn = psycopg.connect(database.conninfo(), autocommit=True, row_factory=dict_row, connect_timeout=10)
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.kind == "sqlite" else sql.replace("?", "%s")
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+        return [dict(row) for row in self._conn.execute(self._sql(sql), params).fetchall()]
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        if self.kind == "sqlite":
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield Transaction(self._conn.cursor(), self._sql)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+        else:
+            with self._conn.transaction(), self._conn.cursor() as cursor:
+                yield Transaction(cursor, self._sql)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+class Transaction:
+    def __init__(self, cursor: Any, translate: Any) -> None:
+        self._cursor = cursor
+        self._translate = translate
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        self._cursor.execute(self._translate(sql), params)
+        return self._cursor.rowcount
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if rows:
+            self._cursor.executemany(self._translate(sql), rows)

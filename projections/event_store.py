@@ -24,6 +24,7 @@ class LedgerStore(Application[UUID]):
     """The team ledgers' event store (a thin eventsourcing application)."""
 
     name = "Ledger"
+    database: Database
 
     def save_teams(self, teams: Iterable[TeamLedger]) -> None:
         """Append the teams' pending events and update the read models, in one transaction."""
@@ -72,4 +73,6 @@ def open_ledger_store(database_url: str, base_dir: Path, pool_size: int = 10) ->
     database = Database.from_url(database_url, base_dir)
     if not database.schema_is_current():
         database.create_schema(lambda: LedgerStore(env=database.eventsourcing_env(1, create_tables=True)).close())
-    return LedgerStore(env=database.eventsourcing_env(pool_size, create_tables=False))
+    store = LedgerStore(env=database.eventsourcing_env(pool_size, create_tables=False))
+    store.database = database
+    return store

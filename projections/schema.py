@@ -6,7 +6,7 @@ tables below, so ``alembic revision --autogenerate`` never proposes to drop the 
 
 from __future__ import annotations
 
-from sqlalchemy import CheckConstraint, Column, Integer, MetaData, String, Table
+from sqlalchemy import BigInteger, CheckConstraint, Column, Index, Integer, MetaData, String, Table
 
 metadata = MetaData()
 
@@ -25,10 +25,57 @@ team_balances = Table(
     metadata,
     Column("team_id", String, primary_key=True),
     Column("team_name", String, nullable=False, unique=True),
-    Column("balance", Integer, nullable=False),
-    Column("held", Integer, nullable=False),
-    Column("version", Integer, nullable=False),
+    Column("balance", BigInteger, nullable=False),
+    Column("held", BigInteger, nullable=False),
+    Column("version", BigInteger, nullable=False),
     CheckConstraint("held >= 0 AND balance >= held", name="team_balances_available_not_negative"),
+)
+
+ledger_entries = Table(
+    "ledger_entries",
+    metadata,
+    Column("notification_id", BigInteger, primary_key=True),
+    Column("team_id", String, nullable=False),
+    Column("team_name", String, nullable=False),
+    Column("version", BigInteger, nullable=False),
+    Column("occurred_at", String, nullable=False),
+    Column("kind", String, nullable=False),
+    Column("key_id", String, nullable=False, server_default=""),
+    Column("request_id", String, nullable=False, server_default=""),
+    Column("endpoint", String, nullable=False, server_default=""),
+    Column("model", String, nullable=False, server_default=""),
+    Column("input_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("output_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cache_write_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("cache_hit_tokens", BigInteger, nullable=False, server_default="0"),
+    Column("price", String, nullable=False, server_default=""),
+    Column("amount", BigInteger, nullable=False),
+    Column("cost_usd", String, nullable=False, server_default="0"),
+    Column("balance_after", BigInteger, nullable=False),
+    Column("reference", String, nullable=False, server_default=""),
+    Index("ledger_entries_team_time", "team_name", "occurred_at"),
+)
+
+usage_daily = Table(
+    "usage_daily",
+    metadata,
+    Column("team_name", String, primary_key=True),
+    Column("key_id", String, primary_key=True),
+    Column("model", String, primary_key=True),
+    Column("day", String, primary_key=True),
+    Column("requests", BigInteger, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("cache_hit_tokens", BigInteger, nullable=False),
+    Column("cost", BigInteger, nullable=False),
+)
+
+projection_tracking = Table(
+    "projection_tracking",
+    metadata,
+    Column("name", String, primary_key=True),
+    Column("notification_id", BigInteger, nullable=False),
 )
 
 READ_MODEL_TABLES = frozenset(metadata.tables)

@@ -108,3 +108,10 @@ def test_ledger_verify_fails_on_a_tampered_event(config):
     assert result.returncode == 1
     assert "FAILED" in result.stderr and "team 'acme'" in result.stderr
     assert "balance_after 15000000 but replay gives 16000000" in result.stderr
+
+
+def test_balances_beyond_32_bits_of_micro_credits_are_kept(config):
+    run_cli(config, "team", "create", "whale", "--credits", "5000000")  # 5e12 micro-credits
+    run_cli(config, "credits", "add", "--team", "whale", "0.000001")
+    assert "balance 5000000.000001 credits" in run_cli(config, "team", "show", "whale").stdout
+    assert run_cli(config, "ledger", "verify").returncode == 0

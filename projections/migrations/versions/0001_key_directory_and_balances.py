@@ -28,9 +28,9 @@ def upgrade() -> None:
         "team_balances",
         sa.Column("team_id", sa.String(), primary_key=True),
         sa.Column("team_name", sa.String(), nullable=False, unique=True),
-        sa.Column("balance", sa.Integer(), nullable=False),
-        sa.Column("held", sa.Integer(), nullable=False),
-        sa.Column("version", sa.Integer(), nullable=False),
+        sa.Column("balance", sa.BigInteger(), nullable=False),
+        sa.Column("held", sa.BigInteger(), nullable=False),
+        sa.Column("version", sa.BigInteger(), nullable=False),
         sa.CheckConstraint("held >= 0 AND balance >= held", name="team_balances_available_not_negative"),
         if_not_exists=True,
     )

@@ -1,0 +1,206 @@
+"""The audit history and usage projections, fed by the event notification log.
+
+Each batch of events becomes rows in ``ledger_entries`` (one per top-up or charge) and increments in
+``usage_daily`` (team × key × model × day), written in ONE transaction together with the position
+reached in ``projection_tracking``. The position is advanced with an optimistic check, so two
+projectors racing (two gateway processes, or a gateway and the CLI) never apply an event twice:
+exactly once, whatever the delivery.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
+from typing import Any
+from uuid import UUID
+
+from domain.ledger import TeamLedger
+from domain.money import usd_from_micros
+from projections.database import Database, Sql, Transaction
+from projections.event_store import LedgerStore
+
+NAME = "history"
+ENTRY_COLUMNS = (
+    "notification_id", "team_id", "team_name", "version", "occurred_at", "kind", "key_id", "request_id", "endpoint",
+    "model", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "price", "amount", "cost_usd",
+    "balance_after", "reference",
+)
+USAGE_COLUMNS = ("team_name", "key_id", "model", "day", "requests", "input_tokens", "output_tokens",
+                 "cache_write_tokens", "cache_hit_tokens", "cost")
+_INSERT_ENTRY = f"INSERT INTO {{table}} ({', '.join(ENTRY_COLUMNS)}) VALUES ({', '.join('?' * len(ENTRY_COLUMNS))})"
+_ADD_USAGE = (
+    f"INSERT INTO {{table}} ({', '.join(USAGE_COLUMNS)}) VALUES ({', '.join('?' * len(USAGE_COLUMNS))}) "
+    "ON CONFLICT (team_name, key_id, model, day) DO UPDATE SET requests = {table}.requests + excluded.requests, "
+    "input_tokens = {table}.input_tokens + excluded.input_tokens, "
+    "output_tokens = {table}.output_tokens + excluded.output_tokens, "
+    "cache_write_tokens = {table}.cache_write_tokens + excluded.cache_write_tokens, "
+    "cache_hit_tokens = {table}.cache_hit_tokens + excluded.cache_hit_tokens, cost = {table}.cost + excluded.cost"
+)
+
+
+def entry_row(notification_id: int, team_name: str, event: Any) -> tuple[Any, ...] | None:
+    """The audit-history row of a ledger entry (a top-up or a charge), or None for other events."""
+    when = event.timestamp.isoformat()
+    common = (notification_id, event.originator_id.hex, team_name, event.originator_version, when)
+    if isinstance(event, TeamLedger.CreditsAdded):
+        return (*common, "top_up", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
+                event.reference)
+    if isinstance(event, TeamLedger.Charged):
+        u = event.usage
+        price = ",".join(f"{k}={v}" for k, v in event.price.items())
+        usd = usd_from_micros(event.charged, Decimal(event.credits_per_usd))
+        return (*common, "charge", event.key_id, event.request_id, event.endpoint, event.model, u["input_tokens"],
+                u["output_tokens"], u["cache_write_tokens"], u["cache_hit_tokens"], price, -event.charged,
+                f"{usd:f}", event.balance_after, "")
+    return None
+
+
+def usage_row(team_name: str, event: Any) -> tuple[Any, ...] | None:
+    if not isinstance(event, TeamLedger.Charged):
+        return None
+    u = event.usage
+    return (team_name, event.key_id, event.model, event.timestamp.date().isoformat(), 1, u["input_tokens"],
+            u["output_tokens"], u["cache_write_tokens"], u["cache_hit_tokens"], event.charged)
+
+
+class HistoryProjection:
+    def __init__(self, store: LedgerStore, database: Database) -> None:
+        self._store = store
+        self._sql = Sql(database)
+        self._names: dict[UUID, str] = {}
+
+    def close(self) -> None:
+        self._sql.close()
+
+    def position(self) -> int:
+        rows = self._sql.query("SELECT notification_id FROM projection_tracking WHERE name = ?", (NAME,))
+        return int(rows[0]["notification_id"]) if rows else 0
+
+    def _team_name(self, event: Any) -> str:
+        if isinstance(event, TeamLedger.Opened):
+            self._names[event.originator_id] = event.name
+        name = self._names.get(event.originator_id)
+        if name is None:
+            rows = self._sql.query("SELECT team_name FROM team_balances WHERE team_id = ?", (event.originator_id.hex,))
+            name = self._names[event.originator_id] = rows[0]["team_name"] if rows else event.originator_id.hex
+        return name
+
+    def _rows(self, notifications: Iterable[Any]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        entries, usage = [], []
+        for n in notifications:
+            event = self._store.mapper.to_domain_event(n)
+            name = self._team_name(event)
+            if (entry := entry_row(n.id, name, event)) is not None:
+                entries.append(entry)
+            if (row := usage_row(name, event)) is not None:
+                usage.append(row)
+        return entries, usage
+
+    def catch_up(self, batch: int = 500, progress: Callable[[int], None] | None = None) -> int:
+        """Apply every event not yet projected; returns how many were read."""
+        done = 0
+        while True:
+            start = self.position()
+            page = self._store.recorder.select_notifications(start, batch, inclusive_of_start=False)
+            if not page:
+                return done
+            entries, usage = self._rows(page)
+            with self._sql.transaction() as tx:
+                moved = tx.execute("UPDATE projection_tracking SET notification_id = ? WHERE name = ? AND notification_id = ?",
+                                   (page[-1].id, NAME, start))
+                if moved != 1:
+                    continue  # another projector got there first: its rows stand, ours are dropped
+                _write(tx, "ledger_entries", "usage_daily", entries, usage)
+            done += len(page)
+            if progress:
+                progress(done)
+
+    # -- rebuild ---------------------------------------------------------------------------------
+
+    def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
+        """Rebuild every read model from the events into fresh staging tables, then swap them in."""
+        from projections.audit import replay_teams
+
+        with self._sql.transaction() as tx:
+            for table in ("ledger_entries", "usage_daily", "team_balances", "api_keys"):
+                tx.execute(f"DROP TABLE IF EXISTS {table}_rebuild")
+                tx.execute(f"CREATE TABLE {table}_rebuild AS SELECT * FROM {table} WHERE 1 = 0")
+        done, last = 0, 0
+        usage: dict[tuple[str, str, str, str], list[int]] = defaultdict(lambda: [0] * 6)
+        while True:
+            page = self._store.recorder.select_notifications(last, 1000, inclusive_of_start=False)
+            if not page:
+                break
+            entries, rows = self._rows(page)
+            for row in rows:
+                totals = usage[row[:4]]
+                for i, value in enumerate(row[4:]):
+                    totals[i] += value
+            with self._sql.transaction() as tx:
+                tx.executemany(_INSERT_ENTRY.format(table="ledger_entries_rebuild"), entries)
+            done, last = done + len(page), page[-1].id
+            if progress:
+                progress(done)
+        teams = replay_teams(self._store, upto=last)
+        with self._sql.transaction() as tx:
+            tx.executemany(f"INSERT INTO usage_daily_rebuild ({', '.join(USAGE_COLUMNS)}) VALUES "
+                           f"({', '.join('?' * len(USAGE_COLUMNS))})", [(*k, *v) for k, v in usage.items()])
+            tx.executemany("INSERT INTO team_balances_rebuild (team_id, team_name, balance, held, version) "
+                           "VALUES (?, ?, ?, ?, ?)", [(t.id.hex, t.name, t.balance, t.held, t.version) for t in teams])
+            tx.executemany("INSERT INTO api_keys_rebuild (key_hash, team_id, team_name, key_id, revoked) VALUES "
+                           "(?, ?, ?, ?, ?)", [(k["hash"], t.id.hex, t.name, key_id, int(k["revoked"]))
+                                              for t in teams for key_id, k in t.keys.items()])
+            self._swap(tx, last)
+        return done
+
+    @staticmethod
+    def _swap(tx: Transaction, last: int) -> None:
+        # The history is replaced whole, at the position the rebuild reached; projectors carry on from there.
+        for table in ("ledger_entries", "usage_daily"):
+            tx.execute(f"DELETE FROM {table}")
+            tx.execute(f"INSERT INTO {table} SELECT * FROM {table}_rebuild")
+        tx.execute("UPDATE projection_tracking SET notification_id = ? WHERE name = ?", (last, NAME))
+        # Balances and keys are written with every event, possibly since the rebuild read them: a row
+        # newer than the rebuild's stays, any other row is replaced by the rebuilt one.
+        tx.execute("INSERT INTO team_balances SELECT * FROM team_balances_rebuild WHERE true ON CONFLICT (team_id) DO UPDATE SET "
+                   "team_name = excluded.team_name, balance = excluded.balance, held = excluded.held, "
+                   "version = excluded.version WHERE team_balances.version <= excluded.version")
+        tx.execute("INSERT INTO api_keys SELECT * FROM api_keys_rebuild WHERE true ON CONFLICT (key_hash) DO UPDATE SET "
+                   "team_id = excluded.team_id, team_name = excluded.team_name, key_id = excluded.key_id, "
+                   "revoked = CASE WHEN excluded.revoked > api_keys.revoked THEN excluded.revoked ELSE api_keys.revoked END")
+        for table in ("ledger_entries", "usage_daily", "team_balances", "api_keys"):
+            tx.execute(f"DROP TABLE {table}_rebuild")
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def entries(self, team: str | None = None, since: str | None = None, limit: int | None = None,
+                offset: int = 0) -> list[dict[str, Any]]:
+        where, params = _filters(team, since)
+        page = f" LIMIT {int(limit)} OFFSET {int(offset)}" if limit is not None else ""
+        return self._sql.query(f"SELECT * FROM ledger_entries{where} ORDER BY notification_id{page}", params)
+
+    def count(self, team: str | None = None, since: str | None = None) -> int:
+        where, params = _filters(team, since)
+        return int(self._sql.query(f"SELECT COUNT(*) AS n FROM ledger_entries{where}", params)[0]["n"])
+
+    def usage(self, team: str | None = None) -> list[dict[str, Any]]:
+        where, params = (" WHERE team_name = ?", [team]) if team else ("", [])
+        return self._sql.query(f"SELECT * FROM usage_daily{where} ORDER BY team_name, day, model, key_id", params)
+
+
+def _write(tx: Transaction, entries_table: str, usage_table: str, entries: Sequence[tuple[Any, ...]],
+           usage: Sequence[tuple[Any, ...]]) -> None:
+    tx.executemany(_INSERT_ENTRY.format(table=entries_table), entries)
+    tx.executemany(_ADD_USAGE.format(table=usage_table), usage)
+
+
+def _filters(team: str | None, since: str | None) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    if team:
+        clauses.append("team_name = ?")
+        params.append(team)
+    if since:
+        clauses.append("occurred_at >= ?")
+        params.append(since)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
