@@ -35,13 +35,40 @@ def create_team(writer: LedgerWriter, name: str, credits: int) -> TeamSummary:
     return writer.submit(team_id(name), command).result()
 
 
-def issue_key(writer: LedgerWriter, team_name: str, label: str = "") -> str:
-    """Issue a key for a team and return its secret (the only time it is seen)."""
+def issue_key(writer: LedgerWriter, team_name: str, label: str = "", models: list[str] | None = None) -> str:
+    """Issue a key for a team (optionally only for some models) and return its secret, the only
+    time it is seen."""
     key = new_key()
-    writer.on_team(
-        team_id(team_name), team_name, lambda team: team.issue_key(key.key_id, key.key_hash, label)
-    ).result()
+
+    def issue(team: TeamLedger) -> None:
+        team.issue_key(key.key_id, key.key_hash, label)
+        if models:
+            team.restrict_key(key.key_id, models)
+
+    writer.on_team(team_id(team_name), team_name, issue).result()
     return key.secret
+
+
+def revoke_key(writer: LedgerWriter, team_name: str, key_id: str) -> None:
+    writer.on_team(team_id(team_name), team_name, lambda team: team.revoke_key(key_id)).result()
+
+
+def restrict_key(writer: LedgerWriter, team_name: str, key_id: str, models: list[str]) -> None:
+    writer.on_team(team_id(team_name), team_name, lambda team: team.restrict_key(key_id, models)).result()
+
+
+@dataclass(frozen=True, slots=True)
+class KeySummary:
+    key_id: str
+    label: str
+    revoked: bool
+    models: tuple[str, ...]
+
+
+def list_keys(writer: LedgerWriter, team_name: str) -> list[KeySummary]:
+    return writer.on_team(team_id(team_name), team_name, lambda team: [
+        KeySummary(key_id, k["label"], k["revoked"], tuple(k.get("models", ()))) for key_id, k in team.keys.items()
+    ]).result()
 
 
 def add_credits(writer: LedgerWriter, team_name: str, amount: int, reference: str = "") -> int:

@@ -79,14 +79,57 @@ def cmd_team_show(args: argparse.Namespace) -> None:
           f"held {format_credits(team.held)}, available {format_credits(team.balance - team.held)}")
 
 
+def _models(text: str | None) -> list[str]:
+    return [m.strip() for m in (text or "").split(",") if m.strip()]
+
+
+def _known_models(settings: Settings, models: list[str]) -> list[str]:
+    unknown = [m for m in models if settings.model(m) is None]
+    if unknown:
+        raise CommandError(f"unknown model(s): {', '.join(unknown)}")
+    return models
+
+
 def cmd_key_create(args: argparse.Namespace) -> None:
     from app.admin import issue_key
 
     settings, base = load_settings(args.config)
+    models = _known_models(settings, _models(args.models))
     with ledger_writer(settings, base) as writer:
-        secret = issue_key(writer, args.team, args.name or "")  # type: ignore[arg-type]
-    print(f"Issued an API key for team {args.team}. It is shown only once:")
+        secret = issue_key(writer, args.team, args.name or "", models)  # type: ignore[arg-type]
+    only = f" (models: {', '.join(models)})" if models else ""
+    print(f"Issued an API key for team {args.team}{only}. It is shown only once:")
     print(secret)
+
+
+def cmd_key_revoke(args: argparse.Namespace) -> None:
+    from app.admin import revoke_key
+
+    settings, base = load_settings(args.config)
+    with ledger_writer(settings, base) as writer:
+        revoke_key(writer, args.team, args.key_id)  # type: ignore[arg-type]
+    print(f"Revoked key {args.key_id} of team {args.team}; every gateway process refuses it from now on.")
+
+
+def cmd_key_restrict(args: argparse.Namespace) -> None:
+    from app.admin import restrict_key
+
+    settings, base = load_settings(args.config)
+    models = _known_models(settings, _models(args.models))
+    with ledger_writer(settings, base) as writer:
+        restrict_key(writer, args.team, args.key_id, models)  # type: ignore[arg-type]
+    print(f"Key {args.key_id} of team {args.team} may use: {', '.join(models) or 'any model'}.")
+
+
+def cmd_key_list(args: argparse.Namespace) -> None:
+    from app.admin import list_keys
+
+    settings, base = load_settings(args.config)
+    with ledger_writer(settings, base) as writer:
+        keys = list_keys(writer, args.team)  # type: ignore[arg-type]
+    for k in keys:
+        state = "revoked" if k.revoked else "active"
+        print(f"{k.key_id}  {state:<8} models={','.join(k.models) or '*'}  {k.label}")
 
 
 def cmd_credits_add(args: argparse.Namespace) -> None:
@@ -285,7 +328,20 @@ def build_parser() -> argparse.ArgumentParser:
     key_create = key.add_parser("create", parents=[common], help="issue a key (printed once, as the last line)")
     key_create.add_argument("--team", required=True)
     key_create.add_argument("--name", help="a label for the key")
+    key_create.add_argument("--models", help="comma-separated model ids the key may use (default: any)")
     key_create.set_defaults(func=cmd_key_create)
+    key_revoke = key.add_parser("revoke", parents=[common], help="revoke a key, at once, in every process")
+    key_revoke.add_argument("--team", required=True)
+    key_revoke.add_argument("key_id")
+    key_revoke.set_defaults(func=cmd_key_revoke)
+    key_restrict = key.add_parser("restrict", parents=[common], help="limit a key to some models")
+    key_restrict.add_argument("--team", required=True)
+    key_restrict.add_argument("key_id")
+    key_restrict.add_argument("--models", required=True, help="comma-separated model ids ('' for any)")
+    key_restrict.set_defaults(func=cmd_key_restrict)
+    key_list = key.add_parser("list", parents=[common], help="a team's keys (ids, state, models; never secrets)")
+    key_list.add_argument("--team", required=True)
+    key_list.set_defaults(func=cmd_key_list)
 
     credits = commands.add_parser("credits", help="credits").add_subparsers(dest="action", required=True, metavar="ACTION")
     add = credits.add_parser("add", parents=[common], help="top up a team")

@@ -27,11 +27,15 @@ class NewKey:
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who a request is billed to."""
+    """Who a request is billed to, and what its key may use."""
 
     team_id: UUID
     team_name: str
     key_id: str
+    models: tuple[str, ...] = ()  # empty: any model
+
+    def may_use(self, model_id: str) -> bool:
+        return not self.models or model_id in self.models
 
 
 def hash_key(secret: str) -> str:
@@ -48,12 +52,20 @@ class KeyDirectory:
     """Resolves presented keys to principals, remembering the ones it has seen.
 
     A key issued by another process (the CLI) is found on first use: a miss reads the key
-    directory table, which is written in the same transaction as the ``KeyIssued`` event.
+    directory table, which is written in the same transaction as the ``KeyIssued`` event. A key
+    revoked or restricted anywhere is forgotten here as soon as this process's projector sees the
+    event (:meth:`forget`), so the next request reads its new state.
     """
 
     def __init__(self, store: LedgerStore) -> None:
         self._store = store
         self._known: dict[str, Principal] = {}
+        self._hash_of: dict[str, str] = {}
+
+    def forget(self, key_id: str) -> None:
+        key_hash = self._hash_of.pop(key_id, None)
+        if key_hash is not None:
+            self._known.pop(key_hash, None)
 
     async def principal_for(self, secret: str) -> Principal | None:
         key_hash = hash_key(secret)
@@ -63,6 +75,7 @@ class KeyDirectory:
         record = await asyncio.to_thread(self._store.find_key, key_hash)
         if record is None or record.revoked:
             return None
-        principal = Principal(record.team_id, record.team_name, record.key_id)
+        principal = Principal(record.team_id, record.team_name, record.key_id, record.models)
         self._known[key_hash] = principal
+        self._hash_of[record.key_id] = key_hash
         return principal

@@ -10,15 +10,28 @@ from __future__ import annotations
 import logging
 import threading
 
+from collections.abc import Callable
+
+from domain.ledger import TeamLedger
 from projections.event_store import LedgerStore
 
 log = logging.getLogger("tollgate.projector")
 
 
+_KEY_EVENTS = tuple(f"{TeamLedger.__module__}:{cls.__qualname__}"
+                    for cls in (TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted))
+
+
 class Projector:
-    def __init__(self, store: LedgerStore, poll_seconds: float = 5.0) -> None:
+    """Also tells this process when a key changed anywhere (``on_key_change(key_id)``), by following
+    the log on its own cursor: the shared projection position says nothing about this process."""
+
+    def __init__(self, store: LedgerStore, poll_seconds: float = 0.25,
+                 on_key_change: Callable[[str], None] | None = None) -> None:
         self._store = store
         self._poll = poll_seconds
+        self._on_key_change = on_key_change
+        self._seen = store.recorder.max_notification_id() or 0
         self._wake = threading.Event()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="tollgate-projector", daemon=True)
@@ -42,6 +55,7 @@ class Projector:
         try:
             while not self._stopping:
                 try:
+                    self._follow_key_changes()
                     history.catch_up()
                 except Exception:
                     log.exception("the audit history projection could not catch up; retrying")
@@ -50,3 +64,13 @@ class Projector:
             history.catch_up()
         finally:
             history.close()
+
+    def _follow_key_changes(self) -> None:
+        top = self._store.recorder.max_notification_id() or 0
+        if top <= self._seen:
+            return
+        if self._on_key_change is not None:
+            for n in self._store.recorder.select_notifications(self._seen, 100_000, stop=top, topics=_KEY_EVENTS,
+                                                                inclusive_of_start=False):
+                self._on_key_change(self._store.mapper.to_domain_event(n).key_id)  # type: ignore[attr-defined]
+        self._seen = top

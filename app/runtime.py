@@ -41,7 +41,8 @@ class Runtime:
 
 def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     store = open_ledger_store(settings.database_url, base_dir, settings.database_pool_size)
-    projector = Projector(store).start()
+    keys = KeyDirectory(store)
+    projector = Projector(store, on_key_change=keys.forget).start()
     writer = LedgerWriter(store, on_commit=projector.wake).start()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
     upstreams: dict[str, Upstream] = {}
@@ -57,7 +58,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         settings=settings,
         store=store,
         writer=writer,
-        keys=KeyDirectory(store),
+        keys=keys,
         projector=projector,
         billing=Billing(writer, settings),
         upstreams=upstreams,

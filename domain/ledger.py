@@ -62,6 +62,11 @@ class InsufficientCredits(LedgerError):
         self.available = available
 
 
+class KeyNotFound(LedgerError):
+    def __init__(self, team: str, key_id: str) -> None:
+        super().__init__(f"team {team!r} has no key {key_id!r}")
+
+
 class HoldNotFound(LedgerError):
     def __init__(self, team: str, request_id: str) -> None:
         super().__init__(f"team {team!r} has no open hold for request {request_id!r}")
@@ -94,6 +99,21 @@ class TeamLedger(Aggregate):
 
         def apply(self, team: TeamLedger) -> None:
             team.keys[self.key_id] = {"hash": self.key_hash, "label": self.label, "revoked": False}
+
+    class KeyRevoked(Aggregate.Event):
+        key_id: str
+
+        def apply(self, team: TeamLedger) -> None:
+            team.keys[self.key_id]["revoked"] = True
+
+    class KeyModelsRestricted(Aggregate.Event):
+        """The key may use only these models from now on (an empty list lifts the restriction)."""
+
+        key_id: str
+        models: list[str]
+
+        def apply(self, team: TeamLedger) -> None:
+            team.keys[self.key_id]["models"] = list(self.models)
 
     class HoldPlaced(Aggregate.Event):
         request_id: str
@@ -177,6 +197,15 @@ class TeamLedger(Aggregate):
             raise LedgerError(f"key id {key_id!r} is already issued")
         self.trigger_event(self.KeyIssued, key_id=key_id, key_hash=key_hash, label=label)
 
+    def revoke_key(self, key_id: str) -> None:
+        if self._key(key_id)["revoked"]:
+            raise LedgerError(f"key {key_id!r} of team {self.name!r} is already revoked")
+        self.trigger_event(self.KeyRevoked, key_id=key_id)
+
+    def restrict_key(self, key_id: str, models: list[str]) -> None:
+        self._key(key_id)
+        self.trigger_event(self.KeyModelsRestricted, key_id=key_id, models=sorted(set(models)))
+
     def place_hold(self, request_id: str, amount: int, key_id: str, model: str, endpoint: str) -> int:
         """Reserve ``amount`` for a request about to go upstream; returns what is still available.
 
@@ -232,6 +261,12 @@ class TeamLedger(Aggregate):
         return self.available
 
     # -- guards -----------------------------------------------------------------------------
+
+    def _key(self, key_id: str) -> dict[str, Any]:
+        try:
+            return self.keys[key_id]
+        except KeyError:
+            raise KeyNotFound(self.name, key_id) from None
 
     def _open_hold(self, request_id: str) -> int:
         try:

@@ -18,7 +18,7 @@ from eventsourcing.persistence import Notification
 
 from domain.ledger import TeamLedger
 from projections.database import Database
-from projections.read_models import BalanceRecord, IssuedKey, KeyRecord
+from projections.read_models import BalanceRecord, IssuedKey, KeyChange, KeyRecord
 
 class LedgerStore(Application[UUID]):
     """The team ledgers' event store (a thin eventsourcing application)."""
@@ -37,8 +37,15 @@ class LedgerStore(Application[UUID]):
             for e in t.pending_events
             if isinstance(e, TeamLedger.KeyIssued)
         ]
+        key_changes = [
+            KeyChange(t.keys[e.key_id]["hash"], revoked=True) if isinstance(e, TeamLedger.KeyRevoked)
+            else KeyChange(t.keys[e.key_id]["hash"], models=tuple(e.models))
+            for t in teams
+            for e in t.pending_events
+            if isinstance(e, TeamLedger.KeyRevoked | TeamLedger.KeyModelsRestricted)
+        ]
         balances = [BalanceRecord(t.id, t.name, t.balance, t.held, t.version) for t in teams]
-        self.save(*teams, keys=keys, balances=balances)
+        self.save(*teams, keys=keys, balances=balances, key_changes=key_changes)
 
     def find_team(self, team_id: UUID) -> TeamLedger | None:
         try:

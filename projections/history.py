@@ -148,9 +148,10 @@ class HistoryProjection:
                            f"({', '.join('?' * len(USAGE_COLUMNS))})", [(*k, *v) for k, v in usage.items()])
             tx.executemany("INSERT INTO team_balances_rebuild (team_id, team_name, balance, held, version) "
                            "VALUES (?, ?, ?, ?, ?)", [(t.id.hex, t.name, t.balance, t.held, t.version) for t in teams])
-            tx.executemany("INSERT INTO api_keys_rebuild (key_hash, team_id, team_name, key_id, revoked) VALUES "
-                           "(?, ?, ?, ?, ?)", [(k["hash"], t.id.hex, t.name, key_id, int(k["revoked"]))
-                                              for t in teams for key_id, k in t.keys.items()])
+            tx.executemany("INSERT INTO api_keys_rebuild (key_hash, team_id, team_name, key_id, revoked, models) "
+                           "VALUES (?, ?, ?, ?, ?, ?)",
+                           [(k["hash"], t.id.hex, t.name, key_id, int(k["revoked"]), ",".join(k.get("models", ())))
+                            for t in teams for key_id, k in t.keys.items()])
             self._swap(tx, last)
         return done
 
@@ -168,7 +169,8 @@ class HistoryProjection:
                    "version = excluded.version WHERE team_balances.version <= excluded.version")
         tx.execute("INSERT INTO api_keys SELECT * FROM api_keys_rebuild WHERE true ON CONFLICT (key_hash) DO UPDATE SET "
                    "team_id = excluded.team_id, team_name = excluded.team_name, key_id = excluded.key_id, "
-                   "revoked = CASE WHEN excluded.revoked > api_keys.revoked THEN excluded.revoked ELSE api_keys.revoked END")
+                   "revoked = CASE WHEN excluded.revoked > api_keys.revoked THEN excluded.revoked ELSE api_keys.revoked END, "
+                   "models = excluded.models")
         for table in ("ledger_entries", "usage_daily", "team_balances", "api_keys"):
             tx.execute(f"DROP TABLE {table}_rebuild")
 

@@ -22,7 +22,7 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
 
     def _insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         super()._insert_events(curs, stored_events, **kwargs)
-        self.read_models.write(curs, kwargs.get("keys", ()), kwargs.get("balances", ()))
+        self.read_models.write(curs, kwargs.get("keys", ()), kwargs.get("balances", ()), kwargs.get("key_changes", ()))
 
     def find_key(self, key_hash: str) -> KeyRecord | None:
         with self.datastore.transaction(commit=False) as curs:

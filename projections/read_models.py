@@ -20,6 +20,7 @@ class KeyRecord:
     team_name: str
     key_id: str
     revoked: bool
+    models: tuple[str, ...] = ()  # the models it may use; empty = any
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +31,15 @@ class IssuedKey:
     team_id: UUID
     team_name: str
     key_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyChange:
+    """A change to an issued key (revoked, or its models restricted), from an event about to be saved."""
+
+    key_hash: str
+    revoked: bool | None = None
+    models: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +57,9 @@ UPSERT_BALANCE = (
     "ON CONFLICT (team_id) DO UPDATE SET balance = excluded.balance, held = excluded.held, "
     "version = excluded.version WHERE team_balances.version < excluded.version"
 )
-SELECT_KEY = "SELECT team_id, team_name, key_id, revoked FROM api_keys WHERE key_hash = {p}"
+REVOKE_KEY = "UPDATE api_keys SET revoked = 1 WHERE key_hash = {p}"
+RESTRICT_KEY = "UPDATE api_keys SET models = {p} WHERE key_hash = {p}"
+SELECT_KEY = "SELECT team_id, team_name, key_id, revoked, models FROM api_keys WHERE key_hash = {p}"
 SELECT_BALANCES = "SELECT team_id, team_name, balance, held, version FROM team_balances ORDER BY team_name"
 
 
@@ -58,17 +70,26 @@ class ReadModelWriter:
         self.insert_key = INSERT_KEY.format(p=marker)
         self.upsert_balance = UPSERT_BALANCE.format(p=marker)
         self.select_key = SELECT_KEY.format(p=marker)
+        self.revoke_key = REVOKE_KEY.format(p=marker)
+        self.restrict_key = RESTRICT_KEY.format(p=marker)
 
-    def write(self, cursor: Any, keys: Sequence[IssuedKey], balances: Sequence[BalanceRecord]) -> None:
+    def write(self, cursor: Any, keys: Sequence[IssuedKey], balances: Sequence[BalanceRecord],
+              key_changes: Sequence[KeyChange] = ()) -> None:
         for k in keys:
             cursor.execute(self.insert_key, (k.key_hash, k.team_id.hex, k.team_name, k.key_id))
+        for change in key_changes:
+            if change.revoked:
+                cursor.execute(self.revoke_key, (change.key_hash,))
+            if change.models is not None:
+                cursor.execute(self.restrict_key, (",".join(change.models), change.key_hash))
         # One lock order for every writer: concurrent batches touching the same teams cannot deadlock.
         for b in sorted(balances, key=lambda b: b.team_id.hex):
             cursor.execute(self.upsert_balance, (b.team_id.hex, b.team_name, b.balance, b.held, b.version))
 
 
 def key_record(row: Any) -> KeyRecord:
-    return KeyRecord(UUID(row["team_id"]), row["team_name"], row["key_id"], bool(row["revoked"]))
+    models = tuple(m for m in (row["models"] or "").split(",") if m)
+    return KeyRecord(UUID(row["team_id"]), row["team_name"], row["key_id"], bool(row["revoked"]), models)
 
 
 def balance_record(row: Any) -> BalanceRecord:

@@ -18,6 +18,7 @@ api_keys = Table(
     Column("team_name", String, nullable=False),
     Column("key_id", String, nullable=False),
     Column("revoked", Integer, nullable=False, server_default="0"),
+    Column("models", String, nullable=False, server_default=""),
 )
 
 team_balances = Table(

@@ -6,7 +6,7 @@ from typing import Any
 
 from litestar import Request
 
-from app.errors import AuthenticationFailed
+from app.errors import AuthenticationFailed, PermissionDenied
 from app.keys import Principal
 from app.runtime import Runtime
 
@@ -30,3 +30,8 @@ async def authenticate(request: Request[Any, Any, Any], runtime: Runtime) -> Pri
     if principal is None:
         raise AuthenticationFailed("Incorrect API key provided.")
     return principal
+
+
+def authorize(principal: Principal, model_id: str) -> None:
+    if not principal.may_use(model_id):
+        raise PermissionDenied(f"This API key may not use the model `{model_id}`.")

@@ -20,7 +20,7 @@ from app.translate.chat import usage_dict as openai_usage_dict
 from app.translate.chat import usage_from_openai
 from app.errors import GatewayError, InvalidRequest, ModelNotFound
 from app.json import encode
-from app.routes.auth import authenticate
+from app.routes.auth import authenticate, authorize
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.routes.flow import close_quietly, prepare, serve_translated, settle_partial, settle_soon, start_stream
 from app.runtime import Runtime
@@ -77,6 +77,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     model = runtime.settings.model(chat.model)
     if model is None:
         raise ModelNotFound(chat.model)
+    authorize(principal, model.id)
 
     request_id = "req_" + secrets.token_hex(12)
     bill = RequestBill(principal, model, request_id, ENDPOINT)

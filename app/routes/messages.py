@@ -19,7 +19,7 @@ from app.billing import RequestBill, estimated_usage, prompt_token_bound
 from app.errors import GatewayError, InvalidRequest, ModelNotFound
 from app.json import encode
 from app.keys import Principal
-from app.routes.auth import authenticate
+from app.routes.auth import authenticate, authorize
 from app.routes.flow import close_quietly, prepare, serve_translated, settle_partial, settle_soon, start_stream
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
@@ -69,6 +69,7 @@ async def _read(request: Request[Any, Any, Any], runtime: Runtime, *required: st
     model = runtime.settings.model(str(body["model"]))
     if model is None:
         raise ModelNotFound(str(body["model"]))
+    authorize(principal, model.id)
     return principal, body, model
 
 

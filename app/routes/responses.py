@@ -15,7 +15,7 @@ from litestar.response import Stream
 
 from app.billing import RequestBill, prompt_token_bound
 from app.errors import ModelNotFound
-from app.routes.auth import authenticate
+from app.routes.auth import authenticate, authorize
 from app.routes.flow import prepare, serve_translated
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
@@ -56,6 +56,7 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
     model = runtime.settings.model(parsed.model)
     if model is None:
         raise ModelNotFound(parsed.model)
+    authorize(principal, model.id)
     req = prepare(responses_request_to_canonical(body), model)
 
     request_id = "req_" + secrets.token_hex(12)
