@@ -12,6 +12,7 @@ import httpx
 from app.billing import Billing
 from app.keys import KeyDirectory
 from app.ledger_writer import LedgerWriter
+from app.hold_sweeper import HoldSweeper
 from app.projector import Projector
 from app.routes.models import model_list_body
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIUpstream, Upstream
@@ -30,10 +31,12 @@ class Runtime:
     http: httpx.AsyncClient
     model_list_body: bytes
     projector: Projector
+    sweeper: HoldSweeper
     started_at: float = field(default_factory=time.time)
 
     async def aclose(self) -> None:
         await self.http.aclose()
+        self.sweeper.stop()
         self.writer.stop()
         self.projector.stop()
         self.store.close()
@@ -44,6 +47,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     keys = KeyDirectory(store)
     projector = Projector(store, on_key_change=keys.forget).start()
     writer = LedgerWriter(store, on_commit=projector.wake).start()
+    sweeper = HoldSweeper(store, writer, float(settings.hold_timeout)).start()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
     upstreams: dict[str, Upstream] = {}
     for model in settings.models:
@@ -60,6 +64,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         writer=writer,
         keys=keys,
         projector=projector,
+        sweeper=sweeper,
         billing=Billing(writer, settings),
         upstreams=upstreams,
         http=http,

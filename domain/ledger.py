@@ -25,6 +25,8 @@ from eventsourcing.domain import Aggregate
 from domain.pricing import Price, TokenUsage, cost_in_micros
 
 TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+EXPIRED = "expired"
+MAX_REMEMBERED_EXPIRIES = 1000
 
 
 class LedgerError(Exception):
@@ -125,6 +127,7 @@ class TeamLedger(Aggregate):
         def apply(self, team: TeamLedger) -> None:
             team.holds[self.request_id] = self.amount
             team.held += self.amount
+            team.hold_times[self.request_id] = self.timestamp.timestamp()
 
     class Charged(Aggregate.Event):
         """A request was served: its cost is debited and its hold closed, in one fact.
@@ -148,7 +151,11 @@ class TeamLedger(Aggregate):
         balance_after: int
 
         def apply(self, team: TeamLedger) -> None:
-            team.holds.pop(self.request_id)
+            if self.request_id in team.holds:
+                team.holds.pop(self.request_id)
+                team.hold_times.pop(self.request_id, None)
+            else:  # a late charge: its hold had expired
+                team.expired.pop(self.request_id, None)
             team.held -= self.hold
             team.balance -= self.charged
 
@@ -159,7 +166,12 @@ class TeamLedger(Aggregate):
 
         def apply(self, team: TeamLedger) -> None:
             team.holds.pop(self.request_id)
+            team.hold_times.pop(self.request_id, None)
             team.held -= self.amount
+            if self.reason == EXPIRED:
+                team.expired[self.request_id] = self.amount
+                while len(team.expired) > MAX_REMEMBERED_EXPIRIES:
+                    team.expired.pop(next(iter(team.expired)))
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -170,6 +182,8 @@ class TeamLedger(Aggregate):
         self.balance = 0
         self.held = 0
         self.holds: dict[str, int] = {}
+        self.hold_times: dict[str, float] = {}  # request id → when its hold was placed (Unix time)
+        self.expired: dict[str, int] = {}  # holds released as expired, whose request may yet be charged
         self.keys: dict[str, dict[str, Any]] = {}
 
     # -- commands ---------------------------------------------------------------------------
@@ -233,8 +247,12 @@ class TeamLedger(Aggregate):
         model: str,
         endpoint: str,
     ) -> TeamLedger.Charged:
-        """Debit what ``usage`` cost and close the request's hold; returns the recorded event."""
-        hold = self._open_hold(request_id)
+        """Debit what ``usage`` cost and close the request's hold; returns the recorded event.
+
+        A request whose hold expired (its process looked dead) is still charged when it does finish,
+        as far as the available balance goes: it was served.
+        """
+        hold = 0 if request_id in self.expired and request_id not in self.holds else self._open_hold(request_id)
         cost = cost_in_micros(usage, price, credits_per_usd)
         charged = min(cost, hold + self.available)
         self.trigger_event(
@@ -253,6 +271,14 @@ class TeamLedger(Aggregate):
             balance_after=self.balance - charged,
         )
         return self.pending_events[-1]  # type: ignore[return-value]
+
+    def release_expired(self, now: float, timeout: float) -> list[str]:
+        """Release the holds placed more than ``timeout`` seconds before ``now``: their requests'
+        processes died, or their streams outlived any sane bound. Returns their request ids."""
+        stale = [rid for rid, placed in self.hold_times.items() if placed + timeout < now]
+        for request_id in stale:
+            self.trigger_event(self.HoldReleased, request_id=request_id, amount=self.holds[request_id], reason=EXPIRED)
+        return stale
 
     def release_hold(self, request_id: str, reason: str) -> int:
         """Close a request's hold without charging (nothing was delivered); returns available."""

@@ -85,6 +85,8 @@ class Settings(_Strict):
     models: list[Model]
     database_url: str = "sqlite:///tollgate.db"
     database_pool_size: int = 10
+    #: Seconds after which an unsettled hold counts as abandoned (its process died) and is released.
+    hold_timeout: Decimal = Decimal(900)
     credits_per_usd: Decimal = Decimal(100)
 
     def model(self, model_id: str) -> Model | None:
@@ -147,6 +149,8 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("database_url", f"unsupported URL {url!r}: use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DBNAME")
     if settings.database_pool_size < 1:
         fail("database_pool_size", "must be at least 1")
+    if settings.hold_timeout <= 0:
+        fail("hold_timeout", "must be greater than 0 (seconds)")
     if not settings.models:
         fail("models", "at least one [[models]] entry is required")
     seen: set[str] = set()

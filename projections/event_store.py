@@ -60,8 +60,8 @@ class LedgerStore(Application[UUID]):
     def find_key(self, key_hash: str) -> KeyRecord | None:
         return self.recorder.find_key(key_hash)  # type: ignore[attr-defined]
 
-    def balances(self) -> list[BalanceRecord]:
-        return self.recorder.balances()  # type: ignore[attr-defined]
+    def balances(self, holding_only: bool = False) -> list[BalanceRecord]:
+        return self.recorder.balances(holding_only)  # type: ignore[attr-defined]
 
     def notifications(self, batch: int = 1000) -> Iterator[Notification]:
         """Every stored event in commit order (the notification log), read in batches."""

@@ -14,7 +14,7 @@ from eventsourcing.postgres import PostgresApplicationRecorder
 from psycopg import Cursor
 from psycopg.rows import DictRow
 
-from projections.read_models import SELECT_BALANCES, BalanceRecord, KeyRecord, ReadModelWriter, balance_record, key_record
+from projections.read_models import SELECT_BALANCES, SELECT_HOLDING, BalanceRecord, KeyRecord, ReadModelWriter, balance_record, key_record
 
 
 class PostgresLedgerRecorder(PostgresApplicationRecorder):
@@ -30,7 +30,7 @@ class PostgresLedgerRecorder(PostgresApplicationRecorder):
             row = curs.fetchone()
         return None if row is None else key_record(row)
 
-    def balances(self) -> list[BalanceRecord]:
+    def balances(self, holding_only: bool = False) -> list[BalanceRecord]:
         with self.datastore.transaction(commit=False) as curs:
-            curs.execute(SELECT_BALANCES)
+            curs.execute(SELECT_HOLDING if holding_only else SELECT_BALANCES)
             return [balance_record(r) for r in curs.fetchall()]

@@ -61,6 +61,7 @@ REVOKE_KEY = "UPDATE api_keys SET revoked = 1 WHERE key_hash = {p}"
 RESTRICT_KEY = "UPDATE api_keys SET models = {p} WHERE key_hash = {p}"
 SELECT_KEY = "SELECT team_id, team_name, key_id, revoked, models FROM api_keys WHERE key_hash = {p}"
 SELECT_BALANCES = "SELECT team_id, team_name, balance, held, version FROM team_balances ORDER BY team_name"
+SELECT_HOLDING = "SELECT team_id, team_name, balance, held, version FROM team_balances WHERE held > 0"
 
 
 class ReadModelWriter:

@@ -8,7 +8,7 @@ from typing import Any
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
-from projections.read_models import SELECT_BALANCES, BalanceRecord, KeyRecord, ReadModelWriter, balance_record, key_record
+from projections.read_models import SELECT_BALANCES, SELECT_HOLDING, BalanceRecord, KeyRecord, ReadModelWriter, balance_record, key_record
 
 
 class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
@@ -27,7 +27,7 @@ class SQLiteLedgerRecorder(SQLiteApplicationRecorder):
             row = c.fetchone()
         return None if row is None else key_record(row)
 
-    def balances(self) -> list[BalanceRecord]:
+    def balances(self, holding_only: bool = False) -> list[BalanceRecord]:
         with self.datastore.transaction(commit=False) as c:
-            c.execute(SELECT_BALANCES)
+            c.execute(SELECT_HOLDING if holding_only else SELECT_BALANCES)
             return [balance_record(r) for r in c.fetchall()]

@@ -119,3 +119,36 @@ def test_replaying_the_events_reproduces_the_state():
     assert (copy.balance, copy.held, copy.holds, copy.keys, copy.version) == (
         team.balance, team.held, team.holds, team.keys, team.version
     )
+
+
+def test_holds_older_than_the_timeout_are_released_and_can_still_be_charged_once():
+    team = funded(1_000_000)
+    team.place_hold("old", 600_000, "k1", "m", "chat")
+    placed = team.hold_times["old"]
+    assert team.release_expired(now=placed + 10, timeout=60) == []
+    assert team.release_expired(now=placed + 61, timeout=60) == ["old"]
+    assert (team.held, team.available) == (0, 1_000_000)
+
+    # The request was served after all (its process was slow, not dead): charge it, without a hold.
+    event = charge(team, "old", TokenUsage(input_tokens=100, output_tokens=50))
+    assert (event.hold, event.charged, event.balance_after) == (0, 75_000, 925_000)
+    with pytest.raises(HoldNotFound):
+        charge(team, "old", TokenUsage(input_tokens=1))
+    assert replay(team).balance == 925_000
+
+
+def test_a_late_charge_after_expiry_never_overdraws():
+    team = funded(100_000)
+    team.place_hold("old", 100_000, "k1", "m", "chat")
+    team.release_expired(now=team.hold_times["old"] + 1_000, timeout=60)
+    team.place_hold("new", 90_000, "k1", "m", "chat")
+    event = charge(team, "old", TokenUsage(output_tokens=1_000))  # costs 1,000,000
+    assert event.charged == 10_000 and team.balance == 90_000 == team.held
+
+
+def test_a_free_model_s_zero_hold_is_closed_by_its_charge():
+    team = funded(1_000)
+    team.place_hold("free", 0, "k1", "m", "chat")
+    event = team.charge("free", TokenUsage(input_tokens=10), Price(*(Decimal(0),) * 4), CPU,
+                        key_id="k1", model="m", endpoint="chat")
+    assert event.charged == 0 and team.holds == {} and replay(team).holds == {}
