@@ -10,6 +10,7 @@ from litestar.exceptions import HTTPException
 
 from app.errors import GatewayError, InvalidRequest, NotFound
 from app.json import encode
+from app.routes.admin import admin_router
 from app.routes.chat import chat_completions
 from app.routes.messages import count_tokens, create_message
 from app.routes.models import list_models
@@ -50,7 +51,7 @@ def create_app(runtime: Runtime) -> Litestar:
         await runtime.aclose()
 
     app = Litestar(
-        route_handlers=[list_models, chat_completions, create_response, create_message, count_tokens],
+        route_handlers=[list_models, chat_completions, create_response, create_message, count_tokens, admin_router],
         exception_handlers={GatewayError: _gateway_error, HTTPException: _http_exception, Exception: _unexpected},
         on_shutdown=[close_runtime],
         openapi_config=None,

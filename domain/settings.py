@@ -85,6 +85,8 @@ class Settings(_Strict):
     models: list[Model]
     database_url: str = "sqlite:///tollgate.db"
     database_pool_size: int = 10
+    #: The environment variable holding the admin API key (the admin API is off while it is unset).
+    admin_key_env: str = "TOLLGATE_ADMIN_KEY"
     #: Seconds after which an unsettled hold counts as abandoned (its process died) and is released.
     hold_timeout: Decimal = Decimal(900)
     credits_per_usd: Decimal = Decimal(100)

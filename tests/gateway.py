@@ -15,6 +15,8 @@ import httpx
 from tests.backend import new_database_url
 
 UPSTREAM_KEY = "upstream-secret"
+ADMIN_KEY = "admin-secret-for-tests"
+GATEWAY_ENV = {"UPSTREAM_KEY": UPSTREAM_KEY, "TOLLGATE_ADMIN_KEY": ADMIN_KEY}
 
 
 def tollgate_command() -> list[str]:
@@ -86,7 +88,7 @@ def run_cli(config: Path, *args: str, check: bool = True) -> subprocess.Complete
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "UPSTREAM_KEY": UPSTREAM_KEY},
+        env={**os.environ, **GATEWAY_ENV},
     )
     if check and result.returncode != 0:
         raise AssertionError(f"tollgate {' '.join(args)} failed ({result.returncode}): {result.stderr}")
@@ -111,7 +113,7 @@ class Gateway:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env={**os.environ, "UPSTREAM_KEY": UPSTREAM_KEY},
+            env={**os.environ, **GATEWAY_ENV},
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
