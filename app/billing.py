@@ -7,18 +7,21 @@ decides *what* to ask the ledger and turns its answers into the ``usage`` fields
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-from app.errors import InsufficientCreditsError, ServiceUnavailable
+from app.errors import Conflict, InsufficientCreditsError, ServiceUnavailable
 from app.keys import Principal
-from app.ledger_writer import LedgerUnavailable, LedgerWriter
-from domain.ledger import InsufficientCredits, TeamLedger
+from app.ledger_writer import LedgerUnavailable, LedgerWriter, Recorded
+from domain.ledger import InsufficientCredits, LedgerError, RequestInProgress, TeamLedger
 from domain.money import credits_from_micros, format_credits, usd_from_micros
 from domain.pricing import TokenUsage, worst_case_in_micros
 from domain.settings import Model, Settings
+from projections.read_models import IdempotentResponse
 
 #: Tokens a chat message costs beyond its text (role and separators), per OpenAI's accounting.
 MESSAGE_OVERHEAD_TOKENS = 4
@@ -70,8 +73,21 @@ class Charge:
     usd: Decimal
     remaining_credits: Decimal
 
+    @classmethod
+    def of(cls, event: TeamLedger.Charged, credits_per_usd: Decimal) -> Charge:
+        return cls(credits_from_micros(event.charged), usd_from_micros(event.charged, credits_per_usd),
+                   credits_from_micros(event.balance_after))
+
     def usage_fields(self) -> dict[str, Any]:
         return {"cost": {"usd": self.usd, "credits": self.credits}, "remaining": {"credits": self.remaining_credits}}
+
+
+@dataclass(frozen=True, slots=True)
+class Idempotency:
+    """The client's Idempotency-Key, and a hash of the request it was first used for."""
+
+    key: str
+    body_hash: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,25 +98,56 @@ class RequestBill:
     model: Model
     request_id: str
     endpoint: str
+    idempotency: Idempotency | None = None
+
+
+class AlreadyCompleted(LedgerError):
+    """The request under this Idempotency-Key was served before; its answer is stored."""
+
+    def __init__(self, answer: IdempotentResponse) -> None:
+        super().__init__(f"request {answer.request_id!r} already completed")
+        self.answer = answer
+
+
+#: Renders a request's answer (or a stream's final frames) once its charge is known.
+Render = Callable[[Charge], bytes]
 
 
 class Billing:
     def __init__(self, writer: LedgerWriter, settings: Settings) -> None:
         self._writer = writer
+        self._store = writer.store
         self._credits_per_usd = settings.credits_per_usd
 
     def worst_case(self, model: Model, prompt_bound: int, max_output_tokens: int) -> int:
         return worst_case_in_micros(prompt_bound, max_output_tokens, model.price, self._credits_per_usd)
 
-    async def hold(self, bill: RequestBill, amount: int) -> None:
-        """Reserve ``amount`` before going upstream (402 if the team cannot afford it)."""
-        p = bill.principal
+    async def hold(self, bill: RequestBill, amount: int) -> IdempotentResponse | None:
+        """Reserve ``amount`` before going upstream (402 if the team cannot afford it).
+
+        With an Idempotency-Key, returns the stored answer instead if the request was served
+        before, and refuses (409) a retry while the first attempt runs or a reuse for another body.
+        The stored answer is looked up inside the ledger writer, against the very team state the
+        hold is decided on, so no retry can slip between a charge and its stored answer.
+        """
+        p, idem = bill.principal, bill.idempotency
+
+        def place(team: TeamLedger) -> int:
+            if idem is not None:
+                answer = self._store.find_idempotent(team.id, idem.key)
+                if answer is not None:
+                    raise AlreadyCompleted(answer)
+            return team.place_hold(bill.request_id, amount, p.key_id, bill.model.id, bill.endpoint,
+                                   exclusive=idem is not None)
+
         try:
-            await self._writer.run_on_team(
-                p.team_id,
-                p.team_name,
-                lambda team: team.place_hold(bill.request_id, amount, p.key_id, bill.model.id, bill.endpoint),
-            )
+            await self._writer.run_on_team(p.team_id, p.team_name, place)
+        except AlreadyCompleted as done:
+            if idem is not None and done.answer.body_hash != idem.body_hash:
+                raise Conflict("This Idempotency-Key was already used for a different request body.") from None
+            return done.answer
+        except RequestInProgress:
+            raise Conflict("A request with this Idempotency-Key is still in progress; retry when it has finished.") from None
         except InsufficientCredits as exc:
             raise InsufficientCreditsError(
                 f"Insufficient credits: this request can cost up to {format_credits(exc.needed)} credits "
@@ -109,34 +156,39 @@ class Billing:
             ) from None
         except LedgerUnavailable as exc:
             raise ServiceUnavailable(f"The billing ledger is unavailable: {exc}") from None
+        return None
 
-    def _submit_charge(self, bill: RequestBill, usage: TokenUsage) -> Future[TeamLedger.Charged]:
-        p = bill.principal
-        return self._writer.on_team(
-            p.team_id,
-            p.team_name,
-            lambda team: team.charge(
-                bill.request_id,
-                usage,
-                bill.model.price,
-                self._credits_per_usd,
-                key_id=p.key_id,
-                model=bill.model.id,
-                endpoint=bill.endpoint,
-            ),
-        )
+    def _submit_charge(self, bill: RequestBill, usage: TokenUsage, render: Render | None = None,
+                       prefix: bytes = b"", content_type: str = "application/json") -> Future[Any]:
+        p, idem = bill.principal, bill.idempotency
 
-    async def charge(self, bill: RequestBill, usage: TokenUsage) -> Charge:
-        """Charge the actual cost and close the hold; returns once the charge is durable."""
+        def charge(team: TeamLedger) -> Any:
+            event = team.charge(bill.request_id, usage, bill.model.price, self._credits_per_usd,
+                                key_id=p.key_id, model=bill.model.id, endpoint=bill.endpoint)
+            if idem is None or render is None:
+                return event
+            # Rendered here, once per decision, so the stored answer is exactly the one sent.
+            body = render(Charge.of(event, self._credits_per_usd))
+            stored = IdempotentResponse(team.id, idem.key, idem.body_hash, bill.request_id, content_type,
+                                        prefix + body, datetime.now(timezone.utc).isoformat())
+            return Recorded((event, body), [stored])
+
+        return self._writer.on_team(p.team_id, p.team_name, charge)
+
+    async def charge(self, bill: RequestBill, usage: TokenUsage, render: Render | None = None,
+                     prefix: bytes = b"", content_type: str = "application/json") -> tuple[Charge, bytes]:
+        """Charge the actual cost and close the hold; returns once the charge is durable, with the
+        answer ``render`` made of it (stored under the request's Idempotency-Key, after ``prefix``:
+        the frames a stream already sent)."""
         try:
-            event = await asyncio.wrap_future(self._submit_charge(bill, usage))
+            result = await asyncio.wrap_future(self._submit_charge(bill, usage, render, prefix, content_type))
         except LedgerUnavailable as exc:
             raise ServiceUnavailable(f"The billing ledger is unavailable: {exc}") from None
-        return Charge(
-            credits=credits_from_micros(event.charged),
-            usd=usd_from_micros(event.charged, self._credits_per_usd),
-            remaining_credits=credits_from_micros(event.balance_after),
-        )
+        event, body = result if isinstance(result, tuple) else (result, None)
+        charge = Charge.of(event, self._credits_per_usd)
+        if body is None:
+            body = render(charge) if render is not None else b""
+        return charge, body
 
     def charge_soon(self, bill: RequestBill, usage: TokenUsage) -> None:
         """Queue a charge without waiting (for streams the client abandoned)."""

@@ -81,6 +81,14 @@ class NotFound(GatewayError):
     anthropic_type = "not_found_error"
 
 
+class Conflict(GatewayError):
+    """An Idempotency-Key reused for a different request, or while its first attempt still runs."""
+
+    status = 409
+    type = "invalid_request_error"
+    anthropic_type = "invalid_request_error"
+
+
 class RateLimited(GatewayError):
     status = 429
     type = "rate_limit_error"

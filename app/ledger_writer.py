@@ -31,6 +31,7 @@ from eventsourcing.persistence import IntegrityError
 
 from domain.ledger import InsufficientCredits, LedgerError, TeamLedger, TeamNotFound
 from projections.event_store import LedgerStore
+from projections.read_models import IdempotentResponse
 
 log = logging.getLogger("tollgate.ledger")
 
@@ -39,6 +40,14 @@ R = TypeVar("R")
 #: A command gets the team's aggregate (``None`` if the team does not exist yet) and returns the
 #: aggregate to keep (a new one when it opens the team) and the caller's result.
 Command = Callable[[TeamLedger | None], tuple[TeamLedger, Any]]
+
+
+@dataclass(slots=True)
+class Recorded:
+    """A command's result plus read-model rows to write in the same transaction as its events."""
+
+    value: Any
+    idempotent: list[IdempotentResponse]
 
 
 class LedgerUnavailable(Exception):
@@ -144,6 +153,7 @@ class LedgerWriter:
                 time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
             touched: dict[UUID, TeamLedger] = {}
             outcomes: list[tuple[_Queued, bool, Any]] = []
+            idempotent: list[IdempotentResponse] = []
             for item in batch:
                 team = touched.get(item.team_id) or self._load(item.team_id)
                 try:
@@ -154,9 +164,12 @@ class LedgerWriter:
                         touched[item.team_id] = team
                     continue
                 touched[item.team_id] = team
+                if isinstance(result, Recorded):
+                    idempotent.extend(result.idempotent)
+                    result = result.value
                 outcomes.append((item, True, result))
             try:
-                self.store.save_teams(touched.values())
+                self.store.save_teams(touched.values(), idempotent)
             except IntegrityError:
                 # Another process appended to one of these teams (or opened the same team):
                 # forget our copies, reload, and decide the whole batch again.

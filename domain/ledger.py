@@ -64,6 +64,13 @@ class InsufficientCredits(LedgerError):
         self.available = available
 
 
+class RequestInProgress(LedgerError):
+    """The same request (same Idempotency-Key) already holds credits and has not finished."""
+
+    def __init__(self, team: str, request_id: str) -> None:
+        super().__init__(f"request {request_id!r} of team {team!r} is already in progress")
+
+
 class KeyNotFound(LedgerError):
     def __init__(self, team: str, key_id: str) -> None:
         super().__init__(f"team {team!r} has no key {key_id!r}")
@@ -220,12 +227,16 @@ class TeamLedger(Aggregate):
         self._key(key_id)
         self.trigger_event(self.KeyModelsRestricted, key_id=key_id, models=sorted(set(models)))
 
-    def place_hold(self, request_id: str, amount: int, key_id: str, model: str, endpoint: str) -> int:
+    def place_hold(self, request_id: str, amount: int, key_id: str, model: str, endpoint: str,
+                   *, exclusive: bool = False) -> int:
         """Reserve ``amount`` for a request about to go upstream; returns what is still available.
 
         Placing the same request's hold again is a no-op, so a command replayed after a write
-        conflict never reserves twice.
+        conflict never reserves twice — unless ``exclusive``: a client retrying with the same
+        Idempotency-Key while the first attempt still runs is refused (``RequestInProgress``).
         """
+        if exclusive and request_id in self.holds:
+            raise RequestInProgress(self.name, request_id)
         if request_id not in self.holds:
             if amount < 0:
                 raise InvalidAmount(f"a hold cannot be negative: {amount}")

@@ -9,7 +9,7 @@ SQLite and PostgreSQL recorders are in ``sqlite_store`` and ``postgres_store``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from uuid import UUID
 
@@ -18,7 +18,7 @@ from eventsourcing.persistence import Notification
 
 from domain.ledger import TeamLedger
 from projections.database import Database
-from projections.read_models import BalanceRecord, IssuedKey, KeyChange, KeyRecord
+from projections.read_models import BalanceRecord, IdempotentResponse, IssuedKey, KeyChange, KeyRecord
 
 class LedgerStore(Application[UUID]):
     """The team ledgers' event store (a thin eventsourcing application)."""
@@ -26,7 +26,7 @@ class LedgerStore(Application[UUID]):
     name = "Ledger"
     database: Database
 
-    def save_teams(self, teams: Iterable[TeamLedger]) -> None:
+    def save_teams(self, teams: Iterable[TeamLedger], idempotent: Sequence[IdempotentResponse] = ()) -> None:
         """Append the teams' pending events and update the read models, in one transaction."""
         teams = [t for t in teams if t.pending_events]
         if not teams:
@@ -45,7 +45,7 @@ class LedgerStore(Application[UUID]):
             if isinstance(e, TeamLedger.KeyRevoked | TeamLedger.KeyModelsRestricted)
         ]
         balances = [BalanceRecord(t.id, t.name, t.balance, t.held, t.version) for t in teams]
-        self.save(*teams, keys=keys, balances=balances, key_changes=key_changes)
+        self.save(*teams, keys=keys, balances=balances, key_changes=key_changes, idempotent=idempotent)
 
     def find_team(self, team_id: UUID) -> TeamLedger | None:
         try:
@@ -56,6 +56,9 @@ class LedgerStore(Application[UUID]):
     def newer_events(self, team: TeamLedger) -> list[TeamLedger.Event]:
         """Events another process appended to ``team`` since this copy was loaded."""
         return list(self.events.get(team.id, gt=team.version))  # type: ignore[arg-type]
+
+    def find_idempotent(self, team_id: UUID, idem_key: str) -> IdempotentResponse | None:
+        return self.recorder.find_idempotent(team_id, idem_key)  # type: ignore[attr-defined]
 
     def find_key(self, key_hash: str) -> KeyRecord | None:
         return self.recorder.find_key(key_hash)  # type: ignore[attr-defined]

@@ -51,6 +51,23 @@ class BalanceRecord:
     version: int
 
 
+@dataclass(frozen=True, slots=True)
+class IdempotentResponse:
+    """A completed request's answer, kept under the client's Idempotency-Key."""
+
+    team_id: UUID
+    idem_key: str
+    body_hash: str
+    request_id: str
+    content_type: str
+    response: bytes
+    created_at: str
+
+
+INSERT_IDEMPOTENT = ("INSERT INTO idempotency_keys (team_id, idem_key, body_hash, request_id, content_type, response, "
+                     "created_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})")
+SELECT_IDEMPOTENT = ("SELECT body_hash, request_id, content_type, response, created_at FROM idempotency_keys "
+                     "WHERE team_id = {p} AND idem_key = {p}")
 INSERT_KEY = "INSERT INTO api_keys (key_hash, team_id, team_name, key_id, revoked) VALUES ({p}, {p}, {p}, {p}, 0)"
 UPSERT_BALANCE = (
     "INSERT INTO team_balances (team_id, team_name, balance, held, version) VALUES ({p}, {p}, {p}, {p}, {p}) "
@@ -73,9 +90,14 @@ class ReadModelWriter:
         self.select_key = SELECT_KEY.format(p=marker)
         self.revoke_key = REVOKE_KEY.format(p=marker)
         self.restrict_key = RESTRICT_KEY.format(p=marker)
+        self.insert_idempotent = INSERT_IDEMPOTENT.format(p=marker)
+        self.select_idempotent = SELECT_IDEMPOTENT.format(p=marker)
 
     def write(self, cursor: Any, keys: Sequence[IssuedKey], balances: Sequence[BalanceRecord],
-              key_changes: Sequence[KeyChange] = ()) -> None:
+              key_changes: Sequence[KeyChange] = (), idempotent: Sequence[IdempotentResponse] = ()) -> None:
+        for r in idempotent:
+            cursor.execute(self.insert_idempotent, (r.team_id.hex, r.idem_key, r.body_hash, r.request_id,
+                                                    r.content_type, r.response, r.created_at))
         for k in keys:
             cursor.execute(self.insert_key, (k.key_hash, k.team_id.hex, k.team_name, k.key_id))
         for change in key_changes:
@@ -95,3 +117,8 @@ def key_record(row: Any) -> KeyRecord:
 
 def balance_record(row: Any) -> BalanceRecord:
     return BalanceRecord(UUID(row["team_id"]), row["team_name"], row["balance"], row["held"], row["version"])
+
+
+def idempotent_response(team_id: UUID, idem_key: str, row: Any) -> IdempotentResponse:
+    return IdempotentResponse(team_id, idem_key, row["body_hash"], row["request_id"], row["content_type"],
+                              bytes(row["response"]), row["created_at"])

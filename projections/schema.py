@@ -6,7 +6,7 @@ tables below, so ``alembic revision --autogenerate`` never proposes to drop the 
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, CheckConstraint, Column, Index, Integer, MetaData, String, Table
+from sqlalchemy import BigInteger, CheckConstraint, Column, Index, Integer, LargeBinary, MetaData, String, Table
 
 metadata = MetaData()
 
@@ -77,6 +77,18 @@ projection_tracking = Table(
     metadata,
     Column("name", String, primary_key=True),
     Column("notification_id", BigInteger, nullable=False),
+)
+
+idempotency_keys = Table(
+    "idempotency_keys",
+    metadata,
+    Column("team_id", String, primary_key=True),
+    Column("idem_key", String, primary_key=True),
+    Column("body_hash", String, nullable=False),
+    Column("request_id", String, nullable=False),
+    Column("content_type", String, nullable=False),
+    Column("response", LargeBinary, nullable=False),
+    Column("created_at", String, nullable=False),
 )
 
 READ_MODEL_TABLES = frozenset(metadata.tables)

@@ -7,7 +7,6 @@ with ``usage.cost`` and ``usage.remaining``. An upstream failure releases the ho
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,7 +21,17 @@ from app.errors import GatewayError, InvalidRequest, ModelNotFound
 from app.json import encode
 from app.routes.auth import authenticate, authorize
 from app.routes.request_body import check_positive, read_json_object, require, validate
-from app.routes.flow import close_quietly, prepare, serve_translated, settle_partial, settle_soon, start_stream
+from app.routes.flow import (
+    charge_stream,
+    close_quietly,
+    open_bill,
+    prepare,
+    serve_translated,
+    settle_partial,
+    settle_soon,
+    start_stream,
+    transcript_for,
+)
 from app.runtime import Runtime
 from app.translate.chat import ChatStreamWriter, canonical_to_chat_response, chat_request_to_canonical
 from app.upstream import RawStream
@@ -79,14 +88,13 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         raise ModelNotFound(chat.model)
     authorize(principal, model.id)
 
-    request_id = "req_" + secrets.token_hex(12)
-    bill = RequestBill(principal, model, request_id, ENDPOINT)
     prompt_bound = prompt_token_bound(body)
     # Every one of the ``n`` choices may use the whole output allowance.
     max_output = (chat.max_completion_tokens or chat.max_tokens or model.max_output_tokens) * (chat.n or 1)
-    await runtime.billing.hold(bill, runtime.billing.worst_case(model, prompt_bound, max_output))
-
-    headers = {"x-request-id": request_id}
+    bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINT, await request.body(),
+                                            runtime.billing.worst_case(model, prompt_bound, max_output))
+    if replay is not None:
+        return replay
     upstream = runtime.upstreams[model.id]
     if upstream.wire != "chat":
         include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
@@ -105,7 +113,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         except BaseException:
             await runtime.billing.release(bill, "upstream failed")
             raise
-        return Response(encode(await _bill_answer(runtime, bill, answer, prompt_bound)), headers=headers,
+        return Response(await _bill_answer(runtime, bill, answer, prompt_bound), headers=headers,
                         media_type="application/json")
 
     forward["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
@@ -115,18 +123,20 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         await runtime.billing.release(bill, "upstream failed")
         raise
     include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
-    return await start_stream(_relay(runtime, bill, stream, prompt_bound, include_usage), headers)
+    transcript = transcript_for(bill)
+    return await start_stream(_relay(runtime, bill, stream, prompt_bound, include_usage, transcript), headers, transcript)
 
 
-async def _bill_answer(runtime: Runtime, bill: RequestBill, answer: dict[str, Any], prompt_bound: int) -> dict[str, Any]:
+async def _bill_answer(runtime: Runtime, bill: RequestBill, answer: dict[str, Any], prompt_bound: int) -> bytes:
     usage = usage_from_openai(answer.get("usage"))
     reported = answer.get("usage") if usage is not None else None
     if usage is None:
         usage = estimated_usage(prompt_bound, _delivered_bytes(answer.get("choices"), "message"))
-    charge = await runtime.billing.charge(bill, usage)
     answer["model"] = bill.model.id
-    answer["usage"] = {**(reported or openai_usage_dict(usage)), **charge.usage_fields()}
-    return answer
+    base_usage = reported or openai_usage_dict(usage)
+    _, body = await runtime.billing.charge(
+        bill, usage, lambda ch: encode({**answer, "usage": {**base_usage, **ch.usage_fields()}}))
+    return body
 
 
 def _delivered_bytes(choices: Any, key: str) -> int:
@@ -150,7 +160,8 @@ def _frame(obj: Any) -> bytes:
 
 
 async def _relay(
-    runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_bound: int, include_usage: bool
+    runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_bound: int, include_usage: bool,
+    transcript: list[bytes] | None,
 ) -> AsyncIterator[bytes]:
     """Relay upstream chunks as they come; charge before the final usage chunk and ``[DONE]``."""
     reported: Any = None
@@ -180,26 +191,23 @@ async def _relay(
         usage = usage_from_openai(reported)
         if usage is None:
             reported, usage = None, estimated_usage(prompt_bound, delivered)
+        def final(extra: dict[str, Any]) -> list[bytes]:
+            if not include_usage:
+                return [b"data: [DONE]\n\n"]
+            chunk = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"),
+                     "model": bill.model.id, "choices": [], "usage": {**(reported or openai_usage_dict(usage)), **extra}}
+            if "system_fingerprint" in last:
+                chunk["system_fingerprint"] = last["system_fingerprint"]
+            return [_frame(chunk), b"data: [DONE]\n\n"]
+
         try:
-            charge = await runtime.billing.charge(bill, usage)
+            frames = await charge_stream(runtime, bill, usage, final, transcript)
         except GatewayError as exc:
             settled = True  # the hold stays open and visible; the client is told nothing was billed
             yield _frame(exc.openai_body())
             return
         settled = True
-        if include_usage:
-            final = {
-                "id": last.get("id"),
-                "object": "chat.completion.chunk",
-                "created": last.get("created"),
-                "model": bill.model.id,
-                "choices": [],
-                "usage": {**(reported or openai_usage_dict(usage)), **charge.usage_fields()},
-            }
-            if "system_fingerprint" in last:
-                final["system_fingerprint"] = last["system_fingerprint"]
-            yield _frame(final)
-        yield b"data: [DONE]\n\n"
+        yield frames
     finally:
         if not settled:
             settle_soon(runtime, bill, prompt_bound, delivered)

@@ -10,12 +10,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Protocol
 
+import copy
+import hashlib
+import secrets
+
 import anyio
-from litestar import Response
+from litestar import Request, Response
 from litestar.response import Stream
 
-from app.billing import RequestBill, estimated_usage
+from app.billing import Idempotency, RequestBill, estimated_usage
 from app.errors import GatewayError, InvalidRequest
+from app.keys import Principal
 from app.json import encode
 from app.runtime import Runtime
 from app.translate import canonical as c
@@ -31,6 +36,31 @@ class StreamWriter(Protocol):
     def event(self, event: c.Event) -> list[bytes]: ...
     def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]: ...
     def error(self, exc: GatewayError) -> list[bytes]: ...
+
+
+async def open_bill(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
+                    endpoint: str, raw_body: bytes, worst_case: int) -> tuple[RequestBill, dict[str, str], Response[bytes] | None]:
+    """Hold the worst case for a request; with an Idempotency-Key, the request id is derived from
+    the key (so the ledger sees retries as the same request) and a request already served gets its
+    stored answer back instead (the third value), charged nothing more."""
+    idem_key = request.headers.get("idempotency-key")
+    idempotency = None
+    if idem_key is not None:
+        if not 0 < len(idem_key) <= 255:
+            raise InvalidRequest("The Idempotency-Key header must be 1 to 255 characters long.")
+        idempotency = Idempotency(idem_key, hashlib.sha256(raw_body).hexdigest())
+        digest = hashlib.sha256(f"{principal.team_id}:{idem_key}".encode()).hexdigest()
+        request_id = "req_" + digest[:24]
+    else:
+        request_id = "req_" + secrets.token_hex(12)
+    bill = RequestBill(principal, model, request_id, endpoint, idempotency)
+    headers = {"x-request-id": request_id}
+    stored = await runtime.billing.hold(bill, worst_case)
+    if stored is None:
+        return bill, headers, None
+    replay = Response(stored.response, media_type=stored.content_type,
+                      headers={**headers, "idempotent-replayed": "true"})
+    return bill, headers, replay
 
 
 def prepare(req: c.Request, model: Model) -> c.Request:
@@ -61,24 +91,48 @@ async def serve_translated(
         if answer.usage is None:
             answer.usage = estimated_usage(prompt_bound, sum(len(p.text.encode()) if isinstance(p, c.Text | c.Thinking)
                                                              else len(p.arguments.encode()) for p in answer.parts))
-        charge = await runtime.billing.charge(bill, answer.usage)
-        return Response(encode(render(answer, charge.usage_fields())), headers=headers, media_type="application/json")
+        _, body = await runtime.billing.charge(bill, answer.usage, lambda ch: encode(render(answer, ch.usage_fields())))
+        return Response(body, headers=headers, media_type="application/json")
 
     try:
         stream = await upstream_calls.open_stream(upstream, req, bill.model, upstream_headers)
     except BaseException:
         await runtime.billing.release(bill, "upstream failed")
         raise
-    relay = _relay(runtime, bill, stream, writer(), prompt_bound)
-    return await start_stream(relay, headers)
+    transcript = transcript_for(bill)
+    return await start_stream(_relay(runtime, bill, stream, writer(), prompt_bound, transcript), headers, transcript)
 
 
-async def start_stream(relay: AsyncIterator[bytes], headers: dict[str, str]) -> Stream:
+def transcript_for(bill: RequestBill) -> list[bytes] | None:
+    """Where an idempotent stream's frames are kept, to be stored with its charge."""
+    return [] if bill.idempotency is not None else None
+
+
+async def start_stream(relay: AsyncIterator[bytes], headers: dict[str, str],
+                       transcript: list[bytes] | None = None) -> Stream:
     """Start the relay before answering: a started generator is always closed (by the event loop's
     finalizer if nobody iterates it, e.g. the client left before the headers), so its hold is
     always settled, whereas one that never started would never run its ``finally``."""
+    if transcript is not None:
+        relay = _recorded(relay, transcript)
     first = await relay.__anext__()  # type: ignore[attr-defined]
     return Stream(_prepend(first, relay), media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
+
+
+async def _recorded(relay: AsyncIterator[bytes], transcript: list[bytes]) -> AsyncIterator[bytes]:
+    async for frame in relay:
+        transcript.append(frame)
+        yield frame
+
+
+async def charge_stream(runtime: Runtime, bill: RequestBill, usage: TokenUsage, final: Callable[[dict[str, Any]], list[bytes]],
+                        transcript: list[bytes] | None) -> bytes:
+    """Charge a finished stream and return its final frames, which report the charge. ``final`` may
+    run more than once (if the ledger must decide again), so it must not change what it reads."""
+    _, body = await runtime.billing.charge(
+        bill, usage, lambda ch: b"".join(final(ch.usage_fields())),
+        prefix=b"".join(transcript or ()), content_type="text/event-stream")
+    return body
 
 
 async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
@@ -88,7 +142,8 @@ async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[by
 
 
 async def _relay(
-    runtime: Runtime, bill: RequestBill, stream: upstream_calls.CanonicalStream, writer: StreamWriter, prompt_bound: int
+    runtime: Runtime, bill: RequestBill, stream: upstream_calls.CanonicalStream, writer: StreamWriter, prompt_bound: int,
+    transcript: list[bytes] | None,
 ) -> AsyncIterator[bytes]:
     usage: TokenUsage | None = None
     reasoning = 0
@@ -114,15 +169,15 @@ async def _relay(
             return
         usage = usage or estimated_usage(prompt_bound, delivered)
         try:
-            charge = await runtime.billing.charge(bill, usage)
+            final = await charge_stream(runtime, bill, usage,
+                                        lambda extra: copy.deepcopy(writer).finish(usage, reasoning, extra), transcript)
         except GatewayError as exc:
             settled = True  # the hold stays open and visible; the client is told nothing was billed
             for frame in writer.error(exc):
                 yield frame
             return
         settled = True
-        for frame in writer.finish(usage, reasoning, charge.usage_fields()):
-            yield frame
+        yield final
     finally:
         if not settled:
             settle_soon(runtime, bill, prompt_bound, delivered)

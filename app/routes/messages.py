@@ -7,7 +7,6 @@ request is translated through the canonical model. Errors use the Messages shape
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +19,17 @@ from app.errors import GatewayError, InvalidRequest, ModelNotFound
 from app.json import encode
 from app.keys import Principal
 from app.routes.auth import authenticate, authorize
-from app.routes.flow import close_quietly, prepare, serve_translated, settle_partial, settle_soon, start_stream
+from app.routes.flow import (
+    charge_stream,
+    close_quietly,
+    open_bill,
+    prepare,
+    serve_translated,
+    settle_partial,
+    settle_soon,
+    start_stream,
+    transcript_for,
+)
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 from app.translate import canonical as c
@@ -83,11 +92,12 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
         raise InvalidRequest(f"temperature: must be between 0 and 1, got {parsed.temperature}.", param="temperature")
     req = prepare(messages_request_to_canonical(body), model)
 
-    request_id = "req_" + secrets.token_hex(12)
-    bill = RequestBill(principal, model, request_id, ENDPOINT)
     prompt_bound = prompt_token_bound(body)
-    await runtime.billing.hold(bill, runtime.billing.worst_case(model, prompt_bound, parsed.max_tokens))
-    headers = {"x-request-id": request_id, "request-id": request_id}
+    bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINT, await request.body(),
+                                            runtime.billing.worst_case(model, prompt_bound, parsed.max_tokens))
+    if replay is not None:
+        return replay
+    headers["request-id"] = bill.request_id
     upstream = runtime.upstreams[model.id]
     if upstream.wire != "messages":
         return await serve_translated(
@@ -106,20 +116,23 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
             await runtime.billing.release(bill, "upstream failed")
             raise
         usage = usage_from_anthropic(answer.get("usage")) or estimated_usage(prompt_bound, len(encode(answer.get("content"))))
-        charge = await runtime.billing.charge(bill, usage)
         answer["model"] = model.id
-        answer["usage"] = {**(answer.get("usage") or {}), **charge.usage_fields()}
-        return Response(encode(answer), headers=headers, media_type="application/json")
+        reported = answer.get("usage") or {}
+        _, body_bytes = await runtime.billing.charge(
+            bill, usage, lambda ch: encode({**answer, "usage": {**reported, **ch.usage_fields()}}))
+        return Response(body_bytes, headers=headers, media_type="application/json")
 
     try:
         stream = await upstream.open_stream(forward, extra_headers)
     except BaseException:
         await runtime.billing.release(bill, "upstream failed")
         raise
-    return await start_stream(_relay(runtime, bill, stream, prompt_bound), headers)
+    transcript = transcript_for(bill)
+    return await start_stream(_relay(runtime, bill, stream, prompt_bound, transcript), headers, transcript)
 
 
-async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_bound: int) -> AsyncIterator[bytes]:
+async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_bound: int,
+                 transcript: list[bytes] | None) -> AsyncIterator[bytes]:
     """Relay the upstream's frames as they are; hold back ``message_delta`` until the charge is durable,
     then send it with the cost and the remaining balance in its usage."""
     reader = MessagesEventReader()
@@ -149,18 +162,21 @@ async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_
             settled = True
             yield sse(exc.anthropic_body())
             return
+        delta = final_delta or {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                                "usage": {}}
+
+        def final(extra: dict[str, Any]) -> list[bytes]:
+            return [sse({**delta, "usage": {**(delta.get("usage") or {}), **extra}}), sse({"type": "message_stop"})]
+
         try:
-            charge = await runtime.billing.charge(bill, usage or estimated_usage(prompt_bound, delivered))
+            frames = await charge_stream(runtime, bill, usage or estimated_usage(prompt_bound, delivered), final,
+                                         transcript)
         except GatewayError as exc:
             settled = True
             yield sse(exc.anthropic_body())
             return
         settled = True
-        delta = final_delta or {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                                "usage": {}}
-        delta["usage"] = {**(delta.get("usage") or {}), **charge.usage_fields()}
-        yield sse(delta)
-        yield sse({"type": "message_stop"})
+        yield frames
     finally:
         if not settled:
             settle_soon(runtime, bill, prompt_bound, delivered)

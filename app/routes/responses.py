@@ -6,17 +6,16 @@ model's upstream (chat completions or Anthropic messages) and the answer transla
 
 from __future__ import annotations
 
-import secrets
 from typing import Any
 
 import msgspec
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from app.billing import RequestBill, prompt_token_bound
+from app.billing import prompt_token_bound
 from app.errors import ModelNotFound
 from app.routes.auth import authenticate, authorize
-from app.routes.flow import prepare, serve_translated
+from app.routes.flow import open_bill, prepare, serve_translated
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 from app.translate.responses import (
@@ -59,15 +58,16 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
     authorize(principal, model.id)
     req = prepare(responses_request_to_canonical(body), model)
 
-    request_id = "req_" + secrets.token_hex(12)
-    bill = RequestBill(principal, model, request_id, ENDPOINT)
     prompt_bound = prompt_token_bound(body)
     max_output = parsed.max_output_tokens or model.max_output_tokens
-    await runtime.billing.hold(bill, runtime.billing.worst_case(model, prompt_bound, max_output))
+    bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINT, await request.body(),
+                                            runtime.billing.worst_case(model, prompt_bound, max_output))
+    if replay is not None:
+        return replay
     shell = ResponseShell(body, model.id)
     return await serve_translated(
         runtime, bill, req, prompt_bound,
         render=lambda answer, extra: canonical_to_response(answer, shell, extra),
         writer=lambda: ResponsesStreamWriter(shell),
-        headers={"x-request-id": request_id},
+        headers=headers,
     )

@@ -35,7 +35,7 @@ def test_the_migrations_match_the_schema_and_leave_the_event_store_alone(tmp_pat
     assert check.returncode == 0, check.stderr
     assert "No new upgrade operations detected" in check.stdout + check.stderr
     current = alembic(config, "current")
-    assert "0003 (head)" in current.stdout
+    assert "0004 (head)" in current.stdout
 
 
 def test_the_recorded_head_revision_is_the_newest_migration():
