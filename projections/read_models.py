@@ -6,7 +6,7 @@ parameter marker differs, so each statement is written once with ``{p}`` for it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -122,3 +122,21 @@ def balance_record(row: Any) -> BalanceRecord:
 def idempotent_response(team_id: UUID, idem_key: str, row: Any) -> IdempotentResponse:
     return IdempotentResponse(team_id, idem_key, row["body_hash"], row["request_id"], row["content_type"],
                               bytes(row["response"]), row["created_at"])
+
+
+class ReadModelQueries:
+    """The read-model lookups, written once; each recorder supplies ``_fetch`` on its own datastore."""
+
+    read_models: ReadModelWriter
+    _fetch: Callable[..., list[Any]]  # (sql, params) -> rows, on the recorder's own connections
+
+    def find_key(self, key_hash: str) -> KeyRecord | None:
+        rows = self._fetch(self.read_models.select_key, (key_hash,))
+        return key_record(rows[0]) if rows else None
+
+    def balances(self, holding_only: bool = False) -> list[BalanceRecord]:
+        return [balance_record(r) for r in self._fetch(SELECT_HOLDING if holding_only else SELECT_BALANCES)]
+
+    def find_idempotent(self, team_id: UUID, idem_key: str) -> IdempotentResponse | None:
+        rows = self._fetch(self.read_models.select_idempotent, (team_id.hex, idem_key))
+        return idempotent_response(team_id, idem_key, rows[0]) if rows else None
