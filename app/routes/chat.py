@@ -23,6 +23,7 @@ from app.routes.auth import authenticate, authorize
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.routes.flow import (
     charge_stream,
+    check_output_limit,
     close_quietly,
     open_bill,
     prepare,
@@ -87,6 +88,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     if model is None:
         raise ModelNotFound(chat.model)
     authorize(principal, model.id)
+    check_output_limit(chat.max_tokens, model, "max_tokens")
+    check_output_limit(chat.max_completion_tokens, model, "max_completion_tokens")
 
     prompt_bound = prompt_token_bound(body)
     # Every one of the ``n`` choices may use the whole output allowance.

@@ -63,6 +63,13 @@ async def open_bill(runtime: Runtime, request: Request[Any, Any, Any], principal
     return bill, headers, replay
 
 
+def check_output_limit(requested: int | None, model: Model, param: str) -> None:
+    """An output limit above what the model can produce is a client error, not a silent clamp."""
+    if requested is not None and requested > model.max_output_tokens:
+        raise InvalidRequest(f"'{param}' is {requested}, but the model `{model.id}` produces at most "
+                             f"{model.max_output_tokens} output tokens.", param=param)
+
+
 def prepare(req: c.Request, model: Model) -> c.Request:
     """Fit a canonical request to the model: its effort levels, its image support."""
     if req.has_images and not model.vision:

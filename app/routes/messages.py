@@ -21,6 +21,7 @@ from app.keys import Principal
 from app.routes.auth import authenticate, authorize
 from app.routes.flow import (
     charge_stream,
+    check_output_limit,
     close_quietly,
     open_bill,
     prepare,
@@ -88,6 +89,7 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
     principal, body, model = await _read(request, runtime, "model", "messages", "max_tokens")
     parsed = validate(body, MessagesRequest)
     check_positive(parsed.max_tokens, "max_tokens")
+    check_output_limit(parsed.max_tokens, model, "max_tokens")
     if parsed.temperature is not None and not 0 <= parsed.temperature <= 1:
         raise InvalidRequest(f"temperature: must be between 0 and 1, got {parsed.temperature}.", param="temperature")
     req = prepare(messages_request_to_canonical(body), model)

@@ -15,7 +15,7 @@ from litestar.response import Stream
 from app.billing import prompt_token_bound
 from app.errors import ModelNotFound
 from app.routes.auth import authenticate, authorize
-from app.routes.flow import open_bill, prepare, serve_translated
+from app.routes.flow import check_output_limit, open_bill, prepare, serve_translated
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 from app.translate.responses import (
@@ -56,6 +56,7 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
     if model is None:
         raise ModelNotFound(parsed.model)
     authorize(principal, model.id)
+    check_output_limit(parsed.max_output_tokens, model, "max_output_tokens")
     req = prepare(responses_request_to_canonical(body), model)
 
     prompt_bound = prompt_token_bound(body)
