@@ -147,7 +147,8 @@ class Billing:
                 raise Conflict("This Idempotency-Key was already used for a different request body.") from None
             return done.answer
         except RequestInProgress:
-            raise Conflict("A request with this Idempotency-Key is still in progress; retry when it has finished.") from None
+            raise Conflict("A request with this Idempotency-Key is still in progress; retry when it has finished.",
+                           headers={"x-should-retry": "true", "retry-after": "1"}) from None
         except InsufficientCredits as exc:
             raise InsufficientCreditsError(
                 f"Insufficient credits: this request can cost up to {format_credits(exc.needed)} credits "

@@ -13,6 +13,8 @@ class GatewayError(Exception):
     type: str = "server_error"
     #: The type in the Messages error shape (interface spec 7.2).
     anthropic_type: str = "api_error"
+    #: Sent as ``x-should-retry``, which the official SDKs obey: transient failures say true.
+    retryable: bool = True
 
     def __init__(
         self,
@@ -34,6 +36,9 @@ class GatewayError(Exception):
     def openai_body(self) -> dict[str, object]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
 
+    def response_headers(self) -> dict[str, str]:
+        return {"x-should-retry": "true" if self.retryable else "false", **self.headers}
+
     def anthropic_body(self) -> dict[str, object]:
         return {"type": "error", "error": {"type": self.anthropic_type, "message": self.message}}
 
@@ -42,34 +47,38 @@ class InvalidRequest(GatewayError):
     status = 400
     type = "invalid_request_error"
     anthropic_type = "invalid_request_error"
+    retryable = False
 
 
 class AuthenticationFailed(GatewayError):
     status = 401
     type = "authentication_error"
     anthropic_type = "authentication_error"
+    retryable = False
 
 
 class InsufficientCreditsError(GatewayError):
     status = 402
     type = "billing_error"
     anthropic_type = "billing_error"
+    retryable = False
 
     def __init__(self, message: str) -> None:
-        # A hard budget failure: tell SDKs not to retry it.
-        super().__init__(message, headers={"x-should-retry": "false"})
+        super().__init__(message)  # a hard budget failure: retrying cannot help
 
 
 class PermissionDenied(GatewayError):
     status = 403
     type = "permission_error"
     anthropic_type = "permission_error"
+    retryable = False
 
 
 class ModelNotFound(GatewayError):
     status = 404
     type = "invalid_request_error"
     anthropic_type = "not_found_error"
+    retryable = False
 
     def __init__(self, model: str) -> None:
         super().__init__(f"The model `{model}` does not exist or you do not have access to it.", param="model")
@@ -79,6 +88,7 @@ class NotFound(GatewayError):
     status = 404
     type = "invalid_request_error"
     anthropic_type = "not_found_error"
+    retryable = False
 
 
 class Conflict(GatewayError):
@@ -87,6 +97,7 @@ class Conflict(GatewayError):
     status = 409
     type = "invalid_request_error"
     anthropic_type = "invalid_request_error"
+    retryable = False
 
 
 class RateLimited(GatewayError):

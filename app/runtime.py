@@ -57,7 +57,8 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         else:
             api_key = os.environ.get(up.api_key_env) if up.api_key_env else None
             kind = AnthropicUpstream if up.kind == "anthropic" else OpenAIUpstream
-            upstreams[model.id] = kind(up.base_url or "", api_key, timeout=float(up.timeout), client=http)
+            timeout = httpx.Timeout(float(up.timeout), connect=float(up.connect_timeout))
+            upstreams[model.id] = kind(up.base_url or "", api_key, timeout=timeout, client=http)
     return Runtime(
         settings=settings,
         store=store,

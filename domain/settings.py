@@ -52,7 +52,8 @@ class Upstream(_Strict):
     base_url: str | None = None
     api_key_env: str | None = None
     model: str | None = None
-    timeout: Decimal = Decimal(600)
+    timeout: Decimal = Decimal(600)  # seconds to wait for each read (a stream may run longer in all)
+    connect_timeout: Decimal = Decimal(10)
 
 
 class Model(_Strict):
@@ -180,8 +181,9 @@ def _check_semantics(settings: Settings, origin: str) -> None:
                 fail(f"{key}.upstream.base_url", f"required for kind {upstream.kind!r}")
             elif not re.match(r"^https?://[^/\s]+", upstream.base_url):
                 fail(f"{key}.upstream.base_url", f"not an http(s) URL: {upstream.base_url!r}")
-        if upstream.timeout <= 0:
-            fail(f"{key}.upstream.timeout", "must be greater than 0")
+        for name in ("timeout", "connect_timeout"):
+            if getattr(upstream, name) <= 0:
+                fail(f"{key}.upstream.{name}", "must be greater than 0")
 
 
 def require_upstream_secrets(settings: Settings, origin: str, environ: Mapping[str, str]) -> None:

@@ -71,6 +71,15 @@ pricing = {{input = 3, output = 15, cache_create = 3.75, cache_hit = 0.3}}
 upstream = {{kind = "anthropic", base_url = "{upstream_base_url.removesuffix("/v1")}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
 
 [[models]]
+id = "slow-gpt"
+display_name = "Slow GPT"
+owned_by = "acme"
+context_window = 4096
+max_output_tokens = 256
+pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
+upstream = {{kind = "openai", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-x", timeout = 1, connect_timeout = 1}}
+
+[[models]]
 id = "dead-gpt"
 display_name = "Dead GPT"
 owned_by = "nobody"

@@ -53,7 +53,7 @@ class AnthropicUpstream(HttpUpstream):
 
     wire = "messages"
 
-    def __init__(self, base_url: str, api_key: str | None, *, timeout: float, client: httpx.AsyncClient) -> None:
+    def __init__(self, base_url: str, api_key: str | None, *, timeout: httpx.Timeout, client: httpx.AsyncClient) -> None:
         headers = {"anthropic-version": DEFAULT_VERSION, **({"x-api-key": api_key} if api_key else {})}
         super().__init__(headers, timeout=timeout, client=client)
         root = base_url.rstrip("/")

@@ -16,9 +16,9 @@ _decode = msgspec.json.decode
 
 
 class HttpUpstream:
-    def __init__(self, headers: dict[str, str], *, timeout: float, client: httpx.AsyncClient) -> None:
+    def __init__(self, headers: dict[str, str], *, timeout: httpx.Timeout, client: httpx.AsyncClient) -> None:
         self._headers = {"content-type": "application/json", **headers}
-        self._timeout = httpx.Timeout(timeout, connect=min(timeout, 10.0))
+        self._timeout = timeout
         self._client = client
 
     def _with(self, headers: dict[str, str] | None) -> dict[str, str]:

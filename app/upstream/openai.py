@@ -46,7 +46,7 @@ class OpenAIUpstream(HttpUpstream):
 
     wire = "chat"
 
-    def __init__(self, base_url: str, api_key: str | None, *, timeout: float, client: httpx.AsyncClient) -> None:
+    def __init__(self, base_url: str, api_key: str | None, *, timeout: httpx.Timeout, client: httpx.AsyncClient) -> None:
         super().__init__({"authorization": f"Bearer {api_key}"} if api_key else {}, timeout=timeout, client=client)
         self._url = base_url.rstrip("/") + "/chat/completions"
 

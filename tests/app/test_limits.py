@@ -30,3 +30,28 @@ def test_responses_and_messages_refuse_it_in_their_own_shapes(gateway: Gateway, 
     with pytest.raises(anthropic.BadRequestError) as refused:
         claude.messages.create(model="fake-claude", max_tokens=4097, messages=HI)  # fake-claude: 4096
     assert refused.value.body["error"]["type"] == "invalid_request_error" and "4096" in refused.value.body["error"]["message"]
+
+
+def test_an_upstream_that_does_not_answer_in_time_is_a_504_that_charges_nothing(gateway: Gateway, team):
+    from tests.app.test_billing import balance_of
+
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    with pytest.raises(openai.InternalServerError) as error:  # slow-gpt's read timeout is 1 s
+        client.chat.completions.create(model="slow-gpt", messages=[{"role": "user", "content": "x [[latency:2500]]"}])
+    assert error.value.status_code == 504 and error.value.response.headers["x-should-retry"] == "true"
+    assert balance_of(gateway, team.name) == 100
+
+
+def test_should_retry_is_said_deliberately(gateway: Gateway, team, client: openai.OpenAI):
+    import httpx
+
+    def retry_header(body: dict) -> tuple[int, str]:
+        r = httpx.post(gateway.base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {team.key}"})
+        return r.status_code, r.headers["x-should-retry"]
+
+    assert retry_header({"model": "fake-gpt"}) == (400, "false")
+    assert retry_header({"model": "nope", "messages": HI}) == (404, "false")
+    assert retry_header({"model": "fake-gpt", "messages": [{"role": "user", "content": "x [[fail:429]]"}]}) == (429, "true")
+    assert retry_header({"model": "fake-gpt", "messages": [{"role": "user", "content": "x [[fail:500]]"}]}) == (502, "true")
+    assert retry_header({"model": "dead-gpt", "messages": HI}) == (502, "true")
+    assert retry_header({"model": "fake-gpt", "messages": HI, "max_tokens": 5000}) == (400, "false")
