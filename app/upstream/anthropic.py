@@ -2,46 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import msgspec
 
 from app.errors import UpstreamFailure
-from app.upstream.errors import error_from_exception, error_from_stream_event
-from app.upstream.http import HttpUpstream
-from app.upstream.sse import iter_sse_data
+from app.upstream.http import HttpUpstream, SSEJsonStream
 
 DEFAULT_VERSION = "2023-06-01"
-_decode = msgspec.json.decode
 
 
-class _MessagesStream:
-    def __init__(self, response: httpx.Response) -> None:
-        self._response = response
-
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        try:
-            async for data in iter_sse_data(self._response.aiter_lines()):
-                try:
-                    event = _decode(data)
-                except msgspec.DecodeError:
-                    raise UpstreamFailure("The upstream provider sent an invalid stream event.") from None
-                if not isinstance(event, dict):
-                    continue
-                if event.get("type") == "error":
-                    raise error_from_stream_event(event.get("error"))
-                yield event
-                if event.get("type") == "message_stop":
-                    return
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc) from None
-        finally:
-            await self._response.aclose()
-
-    async def aclose(self) -> None:
-        await self._response.aclose()
+def _messages_stream(response: httpx.Response) -> SSEJsonStream:
+    return SSEJsonStream(response, is_last=lambda e: e.get("type") == "message_stop",
+                         error_of=lambda e: e.get("error") if e.get("type") == "error" else None)
 
 
 class AnthropicUpstream(HttpUpstream):
@@ -72,5 +45,5 @@ class AnthropicUpstream(HttpUpstream):
             raise UpstreamFailure("The upstream provider sent no token count.")
         return tokens
 
-    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> _MessagesStream:
-        return _MessagesStream(await self._post_stream(self._url, body, headers))
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEJsonStream:
+        return _messages_stream(await self._post_stream(self._url, body, headers))

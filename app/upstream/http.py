@@ -3,13 +3,15 @@ and failures mapped the same way for every provider."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import msgspec
 
 from app.errors import UpstreamFailure
-from app.upstream.errors import error_from_exception, error_from_status
+from app.upstream.errors import error_from_exception, error_from_status, error_from_stream_event
+from app.upstream.sse import iter_sse_data
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
@@ -60,3 +62,39 @@ class HttpUpstream:
 
     async def aclose(self) -> None:
         """The shared HTTP client is closed by its owner."""
+
+
+class SSEJsonStream:
+    """An upstream's SSE stream as JSON objects, until its end: ``[DONE]`` (OpenAI) or a final event
+    (Anthropic's ``message_stop``). A stream error event, or a broken connection, raises."""
+
+    def __init__(self, response: httpx.Response, *, is_last: Callable[[dict[str, Any]], bool],
+                 error_of: Callable[[dict[str, Any]], object | None]) -> None:
+        self._response = response
+        self._is_last = is_last
+        self._error_of = error_of
+
+    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for data in iter_sse_data(self._response.aiter_lines()):
+                if data == "[DONE]":
+                    return
+                try:
+                    item = _decode(data)
+                except msgspec.DecodeError:
+                    raise UpstreamFailure("The upstream provider sent an invalid stream event.") from None
+                if not isinstance(item, dict):
+                    continue
+                error = self._error_of(item)
+                if error:
+                    raise error_from_stream_event(error)
+                yield item
+                if self._is_last(item):
+                    return
+        except httpx.HTTPError as exc:
+            raise error_from_exception(exc) from None
+        finally:
+            await self._response.aclose()
+
+    async def aclose(self) -> None:
+        await self._response.aclose()

@@ -2,43 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import msgspec
 
 from app.errors import UpstreamFailure
-from app.upstream.errors import error_from_exception, error_from_stream_event
-from app.upstream.http import HttpUpstream
-from app.upstream.sse import iter_sse_data
-
-_decode = msgspec.json.decode
+from app.upstream.http import HttpUpstream, SSEJsonStream
 
 
-class _SSEChatStream:
-    def __init__(self, response: httpx.Response) -> None:
-        self._response = response
-
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        try:
-            async for data in iter_sse_data(self._response.aiter_lines()):
-                if data == "[DONE]":
-                    return
-                try:
-                    chunk = _decode(data)
-                except msgspec.DecodeError:
-                    raise UpstreamFailure("The upstream provider sent an invalid stream chunk.") from None
-                if isinstance(chunk, dict) and chunk.get("error"):
-                    raise error_from_stream_event(chunk["error"])
-                yield chunk
-        except httpx.HTTPError as exc:
-            raise error_from_exception(exc) from None
-        finally:
-            await self._response.aclose()
-
-    async def aclose(self) -> None:
-        await self._response.aclose()
+def _chat_stream(response: httpx.Response) -> SSEJsonStream:
+    return SSEJsonStream(response, is_last=lambda chunk: False, error_of=lambda chunk: chunk.get("error"))
 
 
 class OpenAIUpstream(HttpUpstream):
@@ -56,5 +29,5 @@ class OpenAIUpstream(HttpUpstream):
             raise UpstreamFailure("The upstream provider sent an answer without choices.")
         return answer
 
-    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> _SSEChatStream:
-        return _SSEChatStream(await self._post_stream(self._url, body, None))
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEJsonStream:
+        return _chat_stream(await self._post_stream(self._url, body, None))
