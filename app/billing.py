@@ -14,10 +14,11 @@ from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-from app.errors import Conflict, InsufficientCreditsError, ServiceUnavailable
+from app.errors import Conflict, InsufficientCreditsError, PermissionDenied, ServiceUnavailable
 from app.keys import Principal
 from app.ledger_writer import LedgerUnavailable, LedgerWriter, Recorded
-from domain.ledger import InsufficientCredits, LedgerError, RequestInProgress, TeamLedger
+from app.ratelimit import Admission, RateLimiter
+from domain.ledger import InsufficientCredits, LedgerError, RequestInProgress, TeamLedger, TeamSuspended
 from domain.money import credits_from_micros, format_credits, usd_from_micros
 from domain.pricing import TokenUsage, worst_case_in_micros
 from domain.settings import Model, Settings
@@ -99,6 +100,7 @@ class RequestBill:
     request_id: str
     endpoint: str
     idempotency: Idempotency | None = None
+    admission: Admission | None = None  # what it took from its rate limits, corrected once settled
 
 
 class AlreadyCompleted(LedgerError):
@@ -114,10 +116,16 @@ Render = Callable[[Charge], bytes]
 
 
 class Billing:
-    def __init__(self, writer: LedgerWriter, settings: Settings) -> None:
+    def __init__(self, writer: LedgerWriter, settings: Settings, limiter: RateLimiter | None = None) -> None:
         self._writer = writer
         self._store = writer.store
         self._credits_per_usd = settings.credits_per_usd
+        self._limiter = limiter
+
+    def _used(self, bill: RequestBill, tokens: int) -> None:
+        """The request is settled: its rate-limit token estimate becomes what it really used."""
+        if self._limiter is not None and bill.admission is not None:
+            self._limiter.correct_soon(bill.admission, tokens)
 
     def worst_case(self, model: Model, prompt_bound: int, max_output_tokens: int) -> int:
         return worst_case_in_micros(prompt_bound, max_output_tokens, model.price, self._credits_per_usd)
@@ -149,6 +157,8 @@ class Billing:
         except RequestInProgress:
             raise Conflict("A request with this Idempotency-Key is still in progress; retry when it has finished.",
                            headers={"x-should-retry": "true", "retry-after": "1"}) from None
+        except TeamSuspended:
+            raise PermissionDenied(f"Team '{p.team_name}' is suspended.") from None
         except InsufficientCredits as exc:
             raise InsufficientCreditsError(
                 f"Insufficient credits: this request can cost up to {format_credits(exc.needed)} credits "
@@ -186,6 +196,7 @@ class Billing:
         except LedgerUnavailable as exc:
             raise ServiceUnavailable(f"The billing ledger is unavailable: {exc}") from None
         event, body = result if isinstance(result, tuple) else (result, None)
+        self._used(bill, usage.prompt_tokens + usage.output_tokens)
         charge = Charge.of(event, self._credits_per_usd)
         if body is None:
             body = render(charge) if render is not None else b""
@@ -194,9 +205,11 @@ class Billing:
     def charge_soon(self, bill: RequestBill, usage: TokenUsage) -> None:
         """Queue a charge without waiting (for streams the client abandoned)."""
         self._submit_charge(bill, usage)
+        self._used(bill, usage.prompt_tokens + usage.output_tokens)
 
     def release_soon(self, bill: RequestBill, reason: str) -> Future[int]:
         """Queue the hold's release (nothing was delivered); awaitable via ``asyncio.wrap_future``."""
+        self._used(bill, 0)
         p = bill.principal
         return self._writer.on_team(p.team_id, p.team_name, lambda team: team.release_hold(bill.request_id, reason))
 

@@ -14,128 +14,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from app.cli_keys import add_key_commands, add_team_commands
+from app.ratelimit.choice import StartupRefused
+from app.cli_support import CONFIG_ENV, CommandError, credits_amount, ledger_writer, load_settings
 from domain.ledger import LedgerError
-from domain.money import AmountError, format_credits, micros_from_credits
-from domain.settings import ConfigError, Settings, parse_settings, require_upstream_secrets
-
-CONFIG_ENV = "TOLLGATE_CONFIG"
-
-
-class CommandError(Exception):
-    """A command that cannot be carried out; its message is for the user."""
-
-
-def load_settings(config: str | None) -> tuple[Settings, Path]:
-    path_text = config or os.environ.get(CONFIG_ENV)
-    if not path_text:
-        raise CommandError(f"no configuration file: pass --config PATH or set {CONFIG_ENV}")
-    path = Path(path_text)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(str(path), "", f"cannot read the file: {exc.strerror or exc}") from None
-    return parse_settings(text, str(path), os.environ), path.resolve().parent
-
-
-@contextmanager
-def ledger_writer(settings: Settings, base_dir: Path) -> Iterator[object]:
-    from app.ledger_writer import LedgerWriter
-    from projections.event_store import open_ledger_store
-
-    store = open_ledger_store(settings.database_url, base_dir)
-    try:
-        with LedgerWriter(store) as writer:
-            yield writer
-    finally:
-        store.close()
-
-
-def _credits(text: str) -> int:
-    try:
-        micros = micros_from_credits(text)
-    except AmountError as exc:
-        raise CommandError(f"invalid credit amount: {exc}") from None
-    if micros < 0:
-        raise CommandError(f"invalid credit amount: {text} is negative")
-    return micros
-
-
-def cmd_team_create(args: argparse.Namespace) -> None:
-    from app.admin import create_team
-
-    settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        team = create_team(writer, args.name, _credits(args.credits))  # type: ignore[arg-type]
-    print(f"Opened team {team.name} with {format_credits(team.balance)} credits.")
-
-
-def cmd_team_show(args: argparse.Namespace) -> None:
-    from app.admin import team_summary
-
-    settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        team = team_summary(writer, args.name)  # type: ignore[arg-type]
-    print(f"team {team.name}: balance {format_credits(team.balance)} credits, "
-          f"held {format_credits(team.held)}, available {format_credits(team.balance - team.held)}")
-
-
-def _models(text: str | None) -> list[str]:
-    return [m.strip() for m in (text or "").split(",") if m.strip()]
-
-
-def _known_models(settings: Settings, models: list[str]) -> list[str]:
-    unknown = [m for m in models if settings.model(m) is None]
-    if unknown:
-        raise CommandError(f"unknown model(s): {', '.join(unknown)}")
-    return models
-
-
-def cmd_key_create(args: argparse.Namespace) -> None:
-    from app.admin import issue_key
-
-    settings, base = load_settings(args.config)
-    models = _known_models(settings, _models(args.models))
-    with ledger_writer(settings, base) as writer:
-        secret = issue_key(writer, args.team, args.name or "", models)  # type: ignore[arg-type]
-    only = f" (models: {', '.join(models)})" if models else ""
-    print(f"Issued an API key for team {args.team}{only}. It is shown only once:")
-    print(secret)
-
-
-def cmd_key_revoke(args: argparse.Namespace) -> None:
-    from app.admin import revoke_key
-
-    settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        revoke_key(writer, args.team, args.key_id)  # type: ignore[arg-type]
-    print(f"Revoked key {args.key_id} of team {args.team}; every gateway process refuses it from now on.")
-
-
-def cmd_key_restrict(args: argparse.Namespace) -> None:
-    from app.admin import restrict_key
-
-    settings, base = load_settings(args.config)
-    models = _known_models(settings, _models(args.models))
-    with ledger_writer(settings, base) as writer:
-        restrict_key(writer, args.team, args.key_id, models)  # type: ignore[arg-type]
-    print(f"Key {args.key_id} of team {args.team} may use: {', '.join(models) or 'any model'}.")
-
-
-def cmd_key_list(args: argparse.Namespace) -> None:
-    from app.admin import list_keys
-
-    settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        keys = list_keys(writer, args.team)  # type: ignore[arg-type]
-    for k in keys:
-        state = "revoked" if k.revoked else "active"
-        print(f"{k.key_id}  {state:<8} models={','.join(k.models) or '*'}  {k.label}")
-
+from domain.money import format_credits
+from domain.settings import ConfigError, Settings, require_upstream_secrets
 
 def cmd_credits_add(args: argparse.Namespace) -> None:
     from app.admin import add_credits
 
-    amount = _credits(args.amount)
+    amount = credits_amount(args.amount)
     if amount == 0:
         raise CommandError("invalid credit amount: must be greater than 0")
     settings, base = load_settings(args.config)
@@ -274,10 +163,10 @@ def cmd_demo(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     with ledger_writer(settings, base) as writer:
         try:
-            create_team(writer, args.team, _credits(args.credits))  # type: ignore[arg-type]
+            create_team(writer, args.team, credits_amount(args.credits))  # type: ignore[arg-type]
         except TeamAlreadyExists:
             if team_summary(writer, args.team).balance == 0:  # type: ignore[arg-type]
-                add_credits(writer, args.team, _credits(args.credits), "demo top-up")  # type: ignore[arg-type]
+                add_credits(writer, args.team, credits_amount(args.credits), "demo top-up")  # type: ignore[arg-type]
         secret = issue_key(writer, args.team, "demo")  # type: ignore[arg-type]
         balance = team_summary(writer, args.team).balance  # type: ignore[arg-type]
     model = settings.models[0].id
@@ -315,33 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--credits", default="100")
     demo.set_defaults(func=cmd_demo)
 
-    team = commands.add_parser("team", help="teams").add_subparsers(dest="action", required=True, metavar="ACTION")
-    create = team.add_parser("create", parents=[common], help="open a team with some credits")
-    create.add_argument("name")
-    create.add_argument("--credits", default="0", help="opening balance in credits (e.g. 100 or 12.5)")
-    create.set_defaults(func=cmd_team_create)
-    show = team.add_parser("show", parents=[common], help="a team's balance")
-    show.add_argument("name")
-    show.set_defaults(func=cmd_team_show)
-
-    key = commands.add_parser("key", help="API keys").add_subparsers(dest="action", required=True, metavar="ACTION")
-    key_create = key.add_parser("create", parents=[common], help="issue a key (printed once, as the last line)")
-    key_create.add_argument("--team", required=True)
-    key_create.add_argument("--name", help="a label for the key")
-    key_create.add_argument("--models", help="comma-separated model ids the key may use (default: any)")
-    key_create.set_defaults(func=cmd_key_create)
-    key_revoke = key.add_parser("revoke", parents=[common], help="revoke a key, at once, in every process")
-    key_revoke.add_argument("--team", required=True)
-    key_revoke.add_argument("key_id")
-    key_revoke.set_defaults(func=cmd_key_revoke)
-    key_restrict = key.add_parser("restrict", parents=[common], help="limit a key to some models")
-    key_restrict.add_argument("--team", required=True)
-    key_restrict.add_argument("key_id")
-    key_restrict.add_argument("--models", required=True, help="comma-separated model ids ('' for any)")
-    key_restrict.set_defaults(func=cmd_key_restrict)
-    key_list = key.add_parser("list", parents=[common], help="a team's keys (ids, state, models; never secrets)")
-    key_list.add_argument("--team", required=True)
-    key_list.set_defaults(func=cmd_key_list)
+    add_team_commands(commands, common)
+    add_key_commands(commands, common)
 
     credits = commands.add_parser("credits", help="credits").add_subparsers(dest="action", required=True, metavar="ACTION")
     add = credits.add_parser("add", parents=[common], help="top up a team")
@@ -378,9 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)
-    except (ConfigError, CommandError, LedgerError) as exc:
+    except (ConfigError, CommandError, LedgerError, StartupRefused) as exc:
         print(f"tollgate: error: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, ConfigError | CommandError) else 1
+        return 2 if isinstance(exc, ConfigError | CommandError | StartupRefused) else 1
     except KeyboardInterrupt:
         return 130
     return int(result or 0)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from projections.event_store import LedgerStore
+from projections.read_models import KeyRecord
 
 KEY_PREFIX = "tg-"
 
@@ -33,9 +34,23 @@ class Principal:
     team_name: str
     key_id: str
     models: tuple[str, ...] = ()  # empty: any model
+    endpoints: tuple[str, ...] = ()  # empty: any endpoint
+    suspended: bool = False  # the team's
+    key_rpm: int | None = None
+    key_tpm: int | None = None
+    team_rpm: int | None = None
+    team_tpm: int | None = None
 
     def may_use(self, model_id: str) -> bool:
         return not self.models or model_id in self.models
+
+    def may_call(self, endpoint: str) -> bool:
+        return not self.endpoints or endpoint in self.endpoints
+
+    @classmethod
+    def of(cls, record: KeyRecord) -> Principal:
+        return cls(record.team_id, record.team_name, record.key_id, record.models, record.endpoints, record.suspended,
+                   record.key_rpm, record.key_tpm, record.team_rpm, record.team_tpm)
 
 
 def hash_key(secret: str) -> str:
@@ -53,8 +68,9 @@ class KeyDirectory:
 
     A key issued by another process (the CLI) is found on first use: a miss reads the key
     directory table, which is written in the same transaction as the ``KeyIssued`` event. A key
-    revoked or restricted anywhere is forgotten here as soon as this process's projector sees the
-    event (:meth:`forget`), so the next request reads its new state.
+    revoked, restricted or limited anywhere — or whose team was suspended or limited — is forgotten
+    here as soon as this process's projector sees the event (:meth:`forget`, :meth:`forget_team`),
+    so the next request reads its new state.
     """
 
     def __init__(self, store: LedgerStore) -> None:
@@ -67,6 +83,12 @@ class KeyDirectory:
         if key_hash is not None:
             self._known.pop(key_hash, None)
 
+    def forget_team(self, team_id: UUID) -> None:
+        """The team's policy changed (suspension, limits): every key of it is read afresh."""
+        for key_hash, principal in list(self._known.items()):
+            if principal.team_id == team_id:
+                self.forget(principal.key_id)
+
     async def principal_for(self, secret: str) -> Principal | None:
         key_hash = hash_key(secret)
         principal = self._known.get(key_hash)
@@ -75,7 +97,7 @@ class KeyDirectory:
         record = await asyncio.to_thread(self._store.find_key, key_hash)
         if record is None or record.revoked:
             return None
-        principal = Principal(record.team_id, record.team_name, record.key_id, record.models)
+        principal = Principal.of(record)
         self._known[key_hash] = principal
         self._hash_of[record.key_id] = key_hash
         return principal

@@ -11,6 +11,7 @@ import logging
 import threading
 
 from collections.abc import Callable
+from uuid import UUID
 
 from domain.ledger import TeamLedger
 from projections.event_store import LedgerStore
@@ -19,18 +20,23 @@ log = logging.getLogger("tollgate.projector")
 
 
 _KEY_EVENTS = tuple(f"{TeamLedger.__module__}:{cls.__qualname__}"
-                    for cls in (TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted))
+                    for cls in (TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted, TeamLedger.KeyEndpointsRestricted,
+                                TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet, TeamLedger.Suspended,
+                                TeamLedger.Reinstated))
 
 
 class Projector:
-    """Also tells this process when a key changed anywhere (``on_key_change(key_id)``), by following
-    the log on its own cursor: the shared projection position says nothing about this process."""
+    """Also tells this process when a key or a team's policy changed anywhere (``on_key_change(key_id)``,
+    ``on_team_change(team_id)``), by following the log on its own cursor: the shared projection
+    position says nothing about this process."""
 
     def __init__(self, store: LedgerStore, poll_seconds: float = 0.25,
-                 on_key_change: Callable[[str], None] | None = None) -> None:
+                 on_key_change: Callable[[str], None] | None = None,
+                 on_team_change: Callable[[UUID], None] | None = None) -> None:
         self._store = store
         self._poll = poll_seconds
         self._on_key_change = on_key_change
+        self._on_team_change = on_team_change
         self._seen = store.recorder.max_notification_id() or 0
         self._wake = threading.Event()
         self._stopping = False
@@ -69,8 +75,12 @@ class Projector:
         top = self._store.recorder.max_notification_id() or 0
         if top <= self._seen:
             return
-        if self._on_key_change is not None:
-            for n in self._store.recorder.select_notifications(self._seen, 100_000, stop=top, topics=_KEY_EVENTS,
-                                                                inclusive_of_start=False):
-                self._on_key_change(self._store.mapper.to_domain_event(n).key_id)  # type: ignore[attr-defined]
+        for n in self._store.recorder.select_notifications(self._seen, 100_000, stop=top, topics=_KEY_EVENTS,
+                                                            inclusive_of_start=False):
+            event = self._store.mapper.to_domain_event(n)
+            key_id = getattr(event, "key_id", None)
+            if key_id is not None and self._on_key_change is not None:
+                self._on_key_change(key_id)
+            elif key_id is None and self._on_team_change is not None:
+                self._on_team_change(event.originator_id)
         self._seen = top

@@ -14,9 +14,12 @@ from app.keys import KeyDirectory
 from app.ledger_writer import LedgerWriter
 from app.hold_sweeper import HoldSweeper
 from app.projector import Projector
+from app.ratelimit import RateLimiter
+from app.ratelimit.choice import limiter_store
 from app.routes.models import model_list_body
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIUpstream, Upstream
 from domain.settings import Settings
+from projections.instances import InstanceRegistry
 from projections.event_store import LedgerStore, open_ledger_store
 
 
@@ -32,20 +35,30 @@ class Runtime:
     model_list_body: bytes
     projector: Projector
     sweeper: HoldSweeper
+    limiter: RateLimiter
+    instances: InstanceRegistry
     started_at: float = field(default_factory=time.time)
 
     async def aclose(self) -> None:
+        await self.limiter.aclose()
         await self.http.aclose()
         self.sweeper.stop()
         self.writer.stop()
         self.projector.stop()
+        self.instances.stop()
         self.store.close()
 
 
 def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     store = open_ledger_store(settings.database_url, base_dir, settings.database_pool_size)
+    try:
+        limits, instances = limiter_store(settings, store)
+    except BaseException:
+        store.close()
+        raise
+    limiter = RateLimiter(limits)
     keys = KeyDirectory(store)
-    projector = Projector(store, on_key_change=keys.forget).start()
+    projector = Projector(store, on_key_change=keys.forget, on_team_change=keys.forget_team).start()
     writer = LedgerWriter(store, on_commit=projector.wake).start()
     sweeper = HoldSweeper(store, writer, float(settings.hold_timeout)).start()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
@@ -66,7 +79,9 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         keys=keys,
         projector=projector,
         sweeper=sweeper,
-        billing=Billing(writer, settings),
+        billing=Billing(writer, settings, limiter),
+        limiter=limiter,
+        instances=instances,
         upstreams=upstreams,
         http=http,
         model_list_body=model_list_body(settings, int(time.time())),

@@ -31,7 +31,8 @@ def _speaks_messages(request: Request[Any, Any, Any]) -> bool:
 
 def _gateway_error(request: Request[Any, Any, Any], exc: GatewayError) -> Response[bytes]:
     body = exc.anthropic_body() if _speaks_messages(request) else exc.openai_body()
-    return _error_response(exc.status, body, exc.response_headers())
+    rate_limits = request.state.get("rate_limit_headers") or {}  # set once the request was admitted
+    return _error_response(exc.status, body, {**rate_limits, **exc.response_headers()})
 
 
 def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:

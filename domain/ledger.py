@@ -71,6 +71,14 @@ class RequestInProgress(LedgerError):
         super().__init__(f"request {request_id!r} of team {team!r} is already in progress")
 
 
+class TeamSuspended(LedgerError):
+    """A suspended team's request: refused before any credit is held."""
+
+    def __init__(self, team: str) -> None:
+        super().__init__(f"team {team!r} is suspended")
+        self.team = team
+
+
 class KeyNotFound(LedgerError):
     def __init__(self, team: str, key_id: str) -> None:
         super().__init__(f"team {team!r} has no key {key_id!r}")
@@ -80,6 +88,15 @@ class HoldNotFound(LedgerError):
     def __init__(self, team: str, request_id: str) -> None:
         super().__init__(f"team {team!r} has no open hold for request {request_id!r}")
         self.request_id = request_id
+
+
+def _limit(value: int | None, what: str) -> int | None:
+    """A per-minute limit: a positive integer, or ``None`` (or 0) for none."""
+    if value is None or value == 0:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise LedgerError(f"{what} must be a positive whole number (0 for no limit), got {value!r}")
+    return value
 
 
 def team_id(name: str) -> UUID:
@@ -107,12 +124,14 @@ class TeamLedger(Aggregate):
         label: str
 
         def apply(self, team: TeamLedger) -> None:
+            team.policy_version = self.originator_version
             team.keys[self.key_id] = {"hash": self.key_hash, "label": self.label, "revoked": False}
 
     class KeyRevoked(Aggregate.Event):
         key_id: str
 
         def apply(self, team: TeamLedger) -> None:
+            team.policy_version = self.originator_version
             team.keys[self.key_id]["revoked"] = True
 
     class KeyModelsRestricted(Aggregate.Event):
@@ -122,7 +141,54 @@ class TeamLedger(Aggregate):
         models: list[str]
 
         def apply(self, team: TeamLedger) -> None:
+            team.policy_version = self.originator_version
             team.keys[self.key_id]["models"] = list(self.models)
+
+    class KeyEndpointsRestricted(Aggregate.Event):
+        """The key may call only these endpoints from now on (an empty list lifts the restriction)."""
+
+        key_id: str
+        endpoints: list[str]
+
+        def apply(self, team: TeamLedger) -> None:
+            team.policy_version = self.originator_version
+            team.keys[self.key_id]["endpoints"] = list(self.endpoints)
+
+    class KeyLimitsSet(Aggregate.Event):
+        """The key's own rate limits, per minute (``None``: no limit of that kind)."""
+
+        key_id: str
+        rpm: int | None
+        tpm: int | None
+
+        def apply(self, team: TeamLedger) -> None:
+            team.policy_version = self.originator_version
+            team.keys[self.key_id]["rpm"] = self.rpm
+            team.keys[self.key_id]["tpm"] = self.tpm
+
+    class TeamLimitsSet(Aggregate.Event):
+        """Rate limits shared by all the team's keys, per minute (``None``: no limit of that kind)."""
+
+        rpm: int | None
+        tpm: int | None
+
+        def apply(self, team: TeamLedger) -> None:
+            team.policy_version = self.originator_version
+            team.rpm, team.tpm = self.rpm, self.tpm
+
+    class Suspended(Aggregate.Event):
+        """The team may not make requests until reinstated; its credits and history are untouched."""
+
+        reason: str
+
+        def apply(self, team: TeamLedger) -> None:
+            team.policy_version = self.originator_version
+            team.suspended = True
+
+    class Reinstated(Aggregate.Event):
+        def apply(self, team: TeamLedger) -> None:
+            team.policy_version = self.originator_version
+            team.suspended = False
 
     class HoldPlaced(Aggregate.Event):
         request_id: str
@@ -192,6 +258,10 @@ class TeamLedger(Aggregate):
         self.hold_times: dict[str, float] = {}  # request id → when its hold was placed (Unix time)
         self.expired: dict[str, int] = {}  # holds released as expired, whose request may yet be charged
         self.keys: dict[str, dict[str, Any]] = {}
+        self.suspended = False
+        self.policy_version = 0  # the version of the last event that changed what the team's keys may do
+        self.rpm: int | None = None  # the team's rate limits per minute, shared by its keys
+        self.tpm: int | None = None
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -227,6 +297,27 @@ class TeamLedger(Aggregate):
         self._key(key_id)
         self.trigger_event(self.KeyModelsRestricted, key_id=key_id, models=sorted(set(models)))
 
+    def restrict_key_endpoints(self, key_id: str, endpoints: list[str]) -> None:
+        self._key(key_id)
+        self.trigger_event(self.KeyEndpointsRestricted, key_id=key_id, endpoints=sorted(set(endpoints)))
+
+    def limit_key(self, key_id: str, rpm: int | None, tpm: int | None) -> None:
+        self._key(key_id)
+        self.trigger_event(self.KeyLimitsSet, key_id=key_id, rpm=_limit(rpm, "rpm"), tpm=_limit(tpm, "tpm"))
+
+    def limit(self, rpm: int | None, tpm: int | None) -> None:
+        self.trigger_event(self.TeamLimitsSet, rpm=_limit(rpm, "rpm"), tpm=_limit(tpm, "tpm"))
+
+    def suspend(self, reason: str = "") -> None:
+        if self.suspended:
+            raise LedgerError(f"team {self.name!r} is already suspended")
+        self.trigger_event(self.Suspended, reason=reason)
+
+    def reinstate(self) -> None:
+        if not self.suspended:
+            raise LedgerError(f"team {self.name!r} is not suspended")
+        self.trigger_event(self.Reinstated)
+
     def place_hold(self, request_id: str, amount: int, key_id: str, model: str, endpoint: str,
                    *, exclusive: bool = False) -> int:
         """Reserve ``amount`` for a request about to go upstream; returns what is still available.
@@ -235,6 +326,8 @@ class TeamLedger(Aggregate):
         conflict never reserves twice — unless ``exclusive``: a client retrying with the same
         Idempotency-Key while the first attempt still runs is refused (``RequestInProgress``).
         """
+        if self.suspended and request_id not in self.holds:
+            raise TeamSuspended(self.name)
         if exclusive and request_id in self.holds:
             raise RequestInProgress(self.name, request_id)
         if request_id not in self.holds:

@@ -19,6 +19,7 @@ from domain.pricing import Price
 
 UPSTREAM_KINDS = ("openai", "anthropic", "demo")
 DATABASE_URL_ENV = "TOLLGATE_DATABASE_URL"
+REDIS_URL_ENV = "TOLLGATE_REDIS_URL"
 
 
 class ConfigError(Exception):
@@ -91,6 +92,9 @@ class Settings(_Strict):
     #: Seconds after which an unsettled hold counts as abandoned (its process died) and is released.
     hold_timeout: Decimal = Decimal(900)
     credits_per_usd: Decimal = Decimal(100)
+    #: Where rate limits live when several gateway processes share the database (unset: in memory,
+    #: and the gateway refuses to start beside another one).
+    redis_url: str | None = None
 
     def model(self, model_id: str) -> Model | None:
         for model in self.models:
@@ -111,6 +115,8 @@ def parse_settings(text: str, origin: str, environ: Mapping[str, str] | None = N
         raise ConfigError(origin, "", f"not valid TOML: {exc}") from None
     if environ and environ.get(DATABASE_URL_ENV):
         data["database_url"] = environ[DATABASE_URL_ENV]
+    if environ and environ.get(REDIS_URL_ENV):
+        data["redis_url"] = environ[REDIS_URL_ENV]
     try:
         settings = msgspec.convert(data, Settings, strict=False)
     except msgspec.ValidationError as exc:
@@ -150,6 +156,8 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         or re.match(r"^postgres(ql)?://[^/]*/[^/?#]+", url)
     ):
         fail("database_url", f"unsupported URL {url!r}: use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DBNAME")
+    if settings.redis_url is not None and not re.match(r"^rediss?://[^/\s]+(/\d+)?$", settings.redis_url):
+        fail("redis_url", f"unsupported URL {settings.redis_url!r}: use redis://HOST:PORT/DB (or rediss:// for TLS)")
     if settings.database_pool_size < 1:
         fail("database_pool_size", "must be at least 1")
     if settings.hold_timeout <= 0:

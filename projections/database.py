@@ -138,10 +138,12 @@ class Database:
 class Sql:
     """A plain DB-API connection to the ledger's database, for the projections (write SQL with ``?``)."""
 
-    def __init__(self, database: Database) -> None:
+    def __init__(self, database: Database, *, any_thread: bool = False) -> None:
+        """``any_thread``: the caller serialises use of the connection across threads itself."""
         self.kind = database.kind
         if database.kind == "sqlite":
-            self._conn: Any = sqlite3.connect(database.path, timeout=30, isolation_level=None)  # type: ignore[arg-type]
+            self._conn: Any = sqlite3.connect(database.path, timeout=30, isolation_level=None,  # type: ignore[arg-type]
+                                              check_same_thread=not any_thread)
             self._conn.row_factory = sqlite3.Row
         else:
             import psycopg

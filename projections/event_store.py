@@ -18,7 +18,12 @@ from eventsourcing.persistence import Notification
 
 from domain.ledger import TeamLedger
 from projections.database import Database
-from projections.read_models import BalanceRecord, IdempotentResponse, IssuedKey, KeyChange, KeyRecord
+from projections.read_models import BalanceRecord, IdempotentResponse, KeyRecord, key_records
+
+#: Events that change what a team's keys may do: the team's key rows are rewritten when one is saved.
+POLICY_EVENTS = (TeamLedger.KeyIssued, TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
+                 TeamLedger.KeyEndpointsRestricted, TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet,
+                 TeamLedger.Suspended, TeamLedger.Reinstated)
 
 class LedgerStore(Application[UUID]):
     """The team ledgers' event store (a thin eventsourcing application)."""
@@ -31,21 +36,10 @@ class LedgerStore(Application[UUID]):
         teams = [t for t in teams if t.pending_events]
         if not teams:
             return
-        keys = [
-            IssuedKey(e.key_hash, t.id, t.name, e.key_id)
-            for t in teams
-            for e in t.pending_events
-            if isinstance(e, TeamLedger.KeyIssued)
-        ]
-        key_changes = [
-            KeyChange(t.keys[e.key_id]["hash"], revoked=True) if isinstance(e, TeamLedger.KeyRevoked)
-            else KeyChange(t.keys[e.key_id]["hash"], models=tuple(e.models))
-            for t in teams
-            for e in t.pending_events
-            if isinstance(e, TeamLedger.KeyRevoked | TeamLedger.KeyModelsRestricted)
-        ]
+        keys = [k for t in teams if any(isinstance(e, POLICY_EVENTS) for e in t.pending_events)
+                for k in key_records(t)]
         balances = [BalanceRecord(t.id, t.name, t.balance, t.held, t.version) for t in teams]
-        self.save(*teams, keys=keys, balances=balances, key_changes=key_changes, idempotent=idempotent)
+        self.save(*teams, keys=keys, balances=balances, idempotent=idempotent)
 
     def find_team(self, team_id: UUID) -> TeamLedger | None:
         try:

@@ -19,6 +19,7 @@ from domain.ledger import TeamLedger
 from domain.money import usd_from_micros
 from projections.database import Database, Sql, Transaction
 from projections.event_store import LedgerStore
+from projections.read_models import KEY_COLUMNS, key_records
 
 NAME = "history"
 ENTRY_COLUMNS = (
@@ -148,10 +149,9 @@ class HistoryProjection:
                            f"({', '.join('?' * len(USAGE_COLUMNS))})", [(*k, *v) for k, v in usage.items()])
             tx.executemany("INSERT INTO team_balances_rebuild (team_id, team_name, balance, held, version) "
                            "VALUES (?, ?, ?, ?, ?)", [(t.id.hex, t.name, t.balance, t.held, t.version) for t in teams])
-            tx.executemany("INSERT INTO api_keys_rebuild (key_hash, team_id, team_name, key_id, revoked, models) "
-                           "VALUES (?, ?, ?, ?, ?, ?)",
-                           [(k["hash"], t.id.hex, t.name, key_id, int(k["revoked"]), ",".join(k.get("models", ())))
-                            for t in teams for key_id, k in t.keys.items()])
+            tx.executemany(f"INSERT INTO api_keys_rebuild ({', '.join(KEY_COLUMNS)}) "
+                           f"VALUES ({', '.join('?' * len(KEY_COLUMNS))})",
+                           [k.as_row() for t in teams for k in key_records(t)])
             self._swap(tx, last)
         return done
 
@@ -167,10 +167,10 @@ class HistoryProjection:
         tx.execute("INSERT INTO team_balances SELECT * FROM team_balances_rebuild WHERE true ON CONFLICT (team_id) DO UPDATE SET "
                    "team_name = excluded.team_name, balance = excluded.balance, held = excluded.held, "
                    "version = excluded.version WHERE team_balances.version <= excluded.version")
-        tx.execute("INSERT INTO api_keys SELECT * FROM api_keys_rebuild WHERE true ON CONFLICT (key_hash) DO UPDATE SET "
-                   "team_id = excluded.team_id, team_name = excluded.team_name, key_id = excluded.key_id, "
-                   "revoked = CASE WHEN excluded.revoked > api_keys.revoked THEN excluded.revoked ELSE api_keys.revoked END, "
-                   "models = excluded.models")
+        columns = ", ".join(KEY_COLUMNS)
+        updates = ", ".join(f"{c} = excluded.{c}" for c in KEY_COLUMNS[1:])
+        tx.execute(f"INSERT INTO api_keys ({columns}) SELECT {columns} FROM api_keys_rebuild WHERE true "
+                   f"ON CONFLICT (key_hash) DO UPDATE SET {updates} WHERE api_keys.version <= excluded.version")
         for table in ("ledger_entries", "usage_daily", "team_balances", "api_keys"):
             tx.execute(f"DROP TABLE {table}_rebuild")
 

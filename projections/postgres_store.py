@@ -22,7 +22,7 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
 
     def _insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         super()._insert_events(curs, stored_events, **kwargs)
-        self.read_models.write(curs, kwargs.get("keys", ()), kwargs.get("balances", ()), kwargs.get("key_changes", ()),
+        self.read_models.write(curs, kwargs.get("keys", ()), kwargs.get("balances", ()),
                                kwargs.get("idempotent", ()))
 
     def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:

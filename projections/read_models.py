@@ -14,32 +14,44 @@ from uuid import UUID
 
 @dataclass(frozen=True, slots=True)
 class KeyRecord:
-    """What authentication needs to know about an API key."""
+    """What authentication needs to know about an API key: its team, and what it may do.
 
+    A row carries its team's policy too (suspension, team rate limits), copied onto every key of
+    the team, so a request's key is resolved with one primary-key lookup.
+    """
+
+    key_hash: str
     team_id: UUID
     team_name: str
     key_id: str
-    revoked: bool
+    revoked: bool = False
     models: tuple[str, ...] = ()  # the models it may use; empty = any
+    endpoints: tuple[str, ...] = ()  # the endpoints it may call; empty = any
+    key_rpm: int | None = None
+    key_tpm: int | None = None
+    team_rpm: int | None = None
+    team_tpm: int | None = None
+    suspended: bool = False
+    version: int = 0  # the team's version this row reflects: an older row never replaces a newer one
+
+    def as_row(self) -> tuple[Any, ...]:
+        return (self.key_hash, self.team_id.hex, self.team_name, self.key_id, int(self.revoked), ",".join(self.models),
+                ",".join(self.endpoints), self.key_rpm, self.key_tpm, self.team_rpm, self.team_tpm, int(self.suspended),
+                self.version)
 
 
-@dataclass(frozen=True, slots=True)
-class IssuedKey:
-    """A key row for the directory, made from a ``KeyIssued`` event about to be saved."""
-
-    key_hash: str
-    team_id: UUID
-    team_name: str
-    key_id: str
+KEY_COLUMNS = ("key_hash", "team_id", "team_name", "key_id", "revoked", "models", "endpoints", "key_rpm", "key_tpm",
+               "team_rpm", "team_tpm", "suspended", "version")
 
 
-@dataclass(frozen=True, slots=True)
-class KeyChange:
-    """A change to an issued key (revoked, or its models restricted), from an event about to be saved."""
-
-    key_hash: str
-    revoked: bool | None = None
-    models: tuple[str, ...] | None = None
+def key_records(team: Any) -> list[KeyRecord]:
+    """The key rows a team's state implies (``team`` is a ``TeamLedger``)."""
+    return [
+        KeyRecord(k["hash"], team.id, team.name, key_id, k["revoked"], tuple(k.get("models", ())),
+                  tuple(k.get("endpoints", ())), k.get("rpm"), k.get("tpm"), team.rpm, team.tpm, team.suspended,
+                  team.policy_version)
+        for key_id, k in team.keys.items()
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,15 +80,17 @@ INSERT_IDEMPOTENT = ("INSERT INTO idempotency_keys (team_id, idem_key, body_hash
                      "created_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})")
 SELECT_IDEMPOTENT = ("SELECT body_hash, request_id, content_type, response, created_at FROM idempotency_keys "
                      "WHERE team_id = {p} AND idem_key = {p}")
-INSERT_KEY = "INSERT INTO api_keys (key_hash, team_id, team_name, key_id, revoked) VALUES ({p}, {p}, {p}, {p}, 0)"
+UPSERT_KEY = (
+    f"INSERT INTO api_keys ({', '.join(KEY_COLUMNS)}) VALUES ({', '.join(['{p}'] * len(KEY_COLUMNS))}) "
+    f"ON CONFLICT (key_hash) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in KEY_COLUMNS[1:])} "
+    "WHERE api_keys.version < excluded.version"
+)
 UPSERT_BALANCE = (
     "INSERT INTO team_balances (team_id, team_name, balance, held, version) VALUES ({p}, {p}, {p}, {p}, {p}) "
     "ON CONFLICT (team_id) DO UPDATE SET balance = excluded.balance, held = excluded.held, "
     "version = excluded.version WHERE team_balances.version < excluded.version"
 )
-REVOKE_KEY = "UPDATE api_keys SET revoked = 1 WHERE key_hash = {p}"
-RESTRICT_KEY = "UPDATE api_keys SET models = {p} WHERE key_hash = {p}"
-SELECT_KEY = "SELECT team_id, team_name, key_id, revoked, models FROM api_keys WHERE key_hash = {p}"
+SELECT_KEY = f"SELECT {', '.join(KEY_COLUMNS)} FROM api_keys WHERE key_hash = {{p}}"
 SELECT_BALANCES = "SELECT team_id, team_name, balance, held, version FROM team_balances ORDER BY team_name"
 SELECT_HOLDING = "SELECT team_id, team_name, balance, held, version FROM team_balances WHERE held > 0"
 
@@ -85,34 +99,31 @@ class ReadModelWriter:
     """Writes the read-model rows of a batch with a DB-API cursor, in the caller's transaction."""
 
     def __init__(self, marker: str) -> None:
-        self.insert_key = INSERT_KEY.format(p=marker)
+        self.upsert_key = UPSERT_KEY.format(p=marker)
         self.upsert_balance = UPSERT_BALANCE.format(p=marker)
         self.select_key = SELECT_KEY.format(p=marker)
-        self.revoke_key = REVOKE_KEY.format(p=marker)
-        self.restrict_key = RESTRICT_KEY.format(p=marker)
         self.insert_idempotent = INSERT_IDEMPOTENT.format(p=marker)
         self.select_idempotent = SELECT_IDEMPOTENT.format(p=marker)
 
-    def write(self, cursor: Any, keys: Sequence[IssuedKey], balances: Sequence[BalanceRecord],
-              key_changes: Sequence[KeyChange] = (), idempotent: Sequence[IdempotentResponse] = ()) -> None:
+    def write(self, cursor: Any, keys: Sequence[KeyRecord], balances: Sequence[BalanceRecord],
+              idempotent: Sequence[IdempotentResponse] = ()) -> None:
         for r in idempotent:
             cursor.execute(self.insert_idempotent, (r.team_id.hex, r.idem_key, r.body_hash, r.request_id,
                                                     r.content_type, r.response, r.created_at))
         for k in keys:
-            cursor.execute(self.insert_key, (k.key_hash, k.team_id.hex, k.team_name, k.key_id))
-        for change in key_changes:
-            if change.revoked:
-                cursor.execute(self.revoke_key, (change.key_hash,))
-            if change.models is not None:
-                cursor.execute(self.restrict_key, (",".join(change.models), change.key_hash))
+            cursor.execute(self.upsert_key, k.as_row())
         # One lock order for every writer: concurrent batches touching the same teams cannot deadlock.
         for b in sorted(balances, key=lambda b: b.team_id.hex):
             cursor.execute(self.upsert_balance, (b.team_id.hex, b.team_name, b.balance, b.held, b.version))
 
 
 def key_record(row: Any) -> KeyRecord:
-    models = tuple(m for m in (row["models"] or "").split(",") if m)
-    return KeyRecord(UUID(row["team_id"]), row["team_name"], row["key_id"], bool(row["revoked"]), models)
+    def listed(column: str) -> tuple[str, ...]:
+        return tuple(m for m in (row[column] or "").split(",") if m)
+
+    return KeyRecord(row["key_hash"], UUID(row["team_id"]), row["team_name"], row["key_id"], bool(row["revoked"]),
+                     listed("models"), listed("endpoints"), row["key_rpm"], row["key_tpm"], row["team_rpm"],
+                     row["team_tpm"], bool(row["suspended"]), row["version"])
 
 
 def balance_record(row: Any) -> BalanceRecord:

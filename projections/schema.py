@@ -6,7 +6,7 @@ tables below, so ``alembic revision --autogenerate`` never proposes to drop the 
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, CheckConstraint, Column, Index, Integer, LargeBinary, MetaData, String, Table
+from sqlalchemy import BigInteger, CheckConstraint, Column, Float, Index, Integer, LargeBinary, MetaData, String, Table
 
 metadata = MetaData()
 
@@ -19,6 +19,13 @@ api_keys = Table(
     Column("key_id", String, nullable=False),
     Column("revoked", Integer, nullable=False, server_default="0"),
     Column("models", String, nullable=False, server_default=""),
+    Column("endpoints", String, nullable=False, server_default=""),
+    Column("key_rpm", BigInteger, nullable=True),
+    Column("key_tpm", BigInteger, nullable=True),
+    Column("team_rpm", BigInteger, nullable=True),
+    Column("team_tpm", BigInteger, nullable=True),
+    Column("suspended", Integer, nullable=False, server_default="0"),
+    Column("version", BigInteger, nullable=False, server_default="0"),
 )
 
 team_balances = Table(
@@ -90,6 +97,25 @@ idempotency_keys = Table(
     Column("response", LargeBinary, nullable=False),
     Column("created_at", String, nullable=False),
 )
+
+
+#: Gateway processes serving this database, each refreshing ``last_seen`` every few seconds: how a
+#: process learns it is not alone (rate limits kept in memory would then not hold across processes).
+gateway_instances = Table(
+    "gateway_instances",
+    metadata,
+    Column("instance_id", String, primary_key=True),
+    Column("host", String, nullable=False),
+    Column("pid", BigInteger, nullable=False),
+    Column("shared_limits", Integer, nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("last_seen", Float, nullable=False),
+)
+
+
+#: One row: a random id made when the database was, naming this ledger's state kept elsewhere (Redis).
+ledger_identity = Table("ledger_identity", metadata, Column("id", String, primary_key=True))
+
 
 READ_MODEL_TABLES = frozenset(metadata.tables)
 

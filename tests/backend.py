@@ -28,17 +28,30 @@ def _admin() -> Any:
                            connect_timeout=5)
 
 
+def check_redis() -> str | None:
+    """Why Redis (rate limits shared by gateway processes; required by the suite) cannot be used, or None."""
+    import redis
+
+    url = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    try:
+        redis.Redis.from_url(url, socket_connect_timeout=3).ping()
+    except Exception as exc:
+        return f"Redis at {url} is unreachable ({exc}); start it or set TOLLGATE_TEST_REDIS_URL"
+    return None
+
+
 def check_server() -> str | None:
-    """Why the chosen backend cannot be used, or None."""
+    """Why the chosen backend (or Redis) cannot be used, or None."""
     if BACKEND == "sqlite":
-        return None
+        return check_redis()
     if BACKEND != "postgresql":
         return f"TOLLGATE_TEST_BACKEND must be sqlite or postgresql, not {BACKEND!r}"
     try:
         with _admin():
-            return None
+            pass
     except Exception as exc:
         return f"PostgreSQL at {POSTGRES_ADMIN_URL} is unreachable ({exc}); start it or set TOLLGATE_TEST_POSTGRES_URL"
+    return check_redis()
 
 
 def new_database_url(name: str = "tollgate.db") -> str:

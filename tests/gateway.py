@@ -30,13 +30,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def write_config(directory: Path, upstream_base_url: str, *, database: str | None = None) -> Path:
+REDIS_URL = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def write_config(directory: Path, upstream_base_url: str, *, database: str | None = None, redis: bool = False) -> Path:
     """A configuration with a model on the fake upstream, one on the built-in demo upstream, and
-    one whose upstream is down (nothing listens on its port)."""
+    one whose upstream is down (nothing listens on its port). ``redis``: rate limits in Redis, as
+    several gateway processes on one database need."""
     config = directory / "tollgate.toml"
     config.write_text(f'''
 database_url = "{database or new_database_url()}"
 credits_per_usd = 100
+{f'redis_url = "{REDIS_URL}"' if redis else ""}
 
 [[models]]
 id = "fake-gpt"

@@ -9,6 +9,7 @@ from litestar import Request
 from app.errors import AuthenticationFailed, PermissionDenied
 from app.keys import Principal
 from app.runtime import Runtime
+from domain.endpoints import ENDPOINT_PATHS
 
 
 def presented_key(request: Request[Any, Any, Any]) -> str | None:
@@ -32,6 +33,11 @@ async def authenticate(request: Request[Any, Any, Any], runtime: Runtime) -> Pri
     return principal
 
 
-def authorize(principal: Principal, model_id: str) -> None:
+def authorize(principal: Principal, model_id: str, endpoint: str) -> None:
+    """403 for a suspended team, an endpoint or a model the key is not allowed (checked in that order)."""
+    if principal.suspended:
+        raise PermissionDenied(f"Team '{principal.team_name}' is suspended; contact your administrator.")
+    if not principal.may_call(endpoint):
+        raise PermissionDenied(f"This API key may not call {ENDPOINT_PATHS.get(endpoint, endpoint)}.")
     if not principal.may_use(model_id):
         raise PermissionDenied(f"This API key may not use the model `{model_id}`.")

@@ -14,6 +14,7 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.response import Stream
 
+from domain import endpoints
 from app.billing import RequestBill, estimated_usage, prompt_token_bound
 from app.translate.chat import usage_dict as openai_usage_dict
 from app.translate.chat import usage_from_openai
@@ -37,7 +38,7 @@ from app.runtime import Runtime
 from app.translate.chat import ChatStreamWriter, canonical_to_chat_response, chat_request_to_canonical
 from app.upstream import RawStream
 
-ENDPOINT = "chat.completions"
+ENDPOINT = endpoints.CHAT
 
 
 class _Message(msgspec.Struct):
@@ -87,7 +88,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     model = runtime.settings.model(chat.model)
     if model is None:
         raise ModelNotFound(chat.model)
-    authorize(principal, model.id)
+    authorize(principal, model.id, ENDPOINT)
     check_output_limit(chat.max_tokens, model, "max_tokens")
     check_output_limit(chat.max_completion_tokens, model, "max_completion_tokens")
 
@@ -95,7 +96,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     # Every one of the ``n`` choices may use the whole output allowance.
     max_output = (chat.max_completion_tokens or chat.max_tokens or model.max_output_tokens) * (chat.n or 1)
     bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINT, await request.body(),
-                                            runtime.billing.worst_case(model, prompt_bound, max_output))
+                                            runtime.billing.worst_case(model, prompt_bound, max_output),
+                                            prompt_bound + (chat.max_completion_tokens or chat.max_tokens or 0) * (chat.n or 1))
     if replay is not None:
         return replay
     upstream = runtime.upstreams[model.id]

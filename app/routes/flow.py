@@ -39,10 +39,12 @@ class StreamWriter(Protocol):
 
 
 async def open_bill(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
-                    endpoint: str, raw_body: bytes, worst_case: int) -> tuple[RequestBill, dict[str, str], Response[bytes] | None]:
-    """Hold the worst case for a request; with an Idempotency-Key, the request id is derived from
-    the key (so the ledger sees retries as the same request) and a request already served gets its
-    stored answer back instead (the third value), charged nothing more."""
+                    endpoint: str, raw_body: bytes, worst_case: int,
+                    admitted_tokens: int = 0) -> tuple[RequestBill, dict[str, str], Response[bytes] | None]:
+    """Admit a request against its rate limits (``admitted_tokens``: its token estimate), then hold
+    the worst case for it; with an Idempotency-Key, the request id is derived from the key (so the
+    ledger sees retries as the same request) and a request already served gets its stored answer
+    back instead (the third value), charged nothing more."""
     idem_key = request.headers.get("idempotency-key")
     idempotency = None
     if idem_key is not None:
@@ -53,11 +55,18 @@ async def open_bill(runtime: Runtime, request: Request[Any, Any, Any], principal
         request_id = "req_" + digest[:24]
     else:
         request_id = "req_" + secrets.token_hex(12)
-    bill = RequestBill(principal, model, request_id, endpoint, idempotency)
-    headers = {"x-request-id": request_id}
-    stored = await runtime.billing.hold(bill, worst_case)
+    admission = await runtime.limiter.admit(principal, admitted_tokens)
+    request.state.rate_limit_headers = admission.headers  # sent with any error from here on
+    bill = RequestBill(principal, model, request_id, endpoint, idempotency, admission)
+    headers = {"x-request-id": request_id, **admission.headers}
+    try:
+        stored = await runtime.billing.hold(bill, worst_case)
+    except GatewayError:
+        runtime.limiter.correct_soon(admission, 0)  # refused before any token was used
+        raise
     if stored is None:
         return bill, headers, None
+    runtime.limiter.correct_soon(admission, 0)  # a replay uses no tokens
     replay = Response(stored.response, media_type=stored.content_type,
                       headers={**headers, "idempotent-replayed": "true"})
     return bill, headers, replay

@@ -14,6 +14,7 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.response import Stream
 
+from domain import endpoints
 from app.billing import RequestBill, estimated_usage, prompt_token_bound
 from app.errors import GatewayError, InvalidRequest, ModelNotFound
 from app.json import encode
@@ -47,7 +48,7 @@ from app.upstream import AnthropicUpstream, DemoUpstream, RawStream
 from domain.pricing import TokenUsage
 from domain.settings import Model
 
-ENDPOINT = "messages"
+ENDPOINT = endpoints.MESSAGES
 
 
 class MessagesRequest(msgspec.Struct):
@@ -79,7 +80,7 @@ async def _read(request: Request[Any, Any, Any], runtime: Runtime, *required: st
     model = runtime.settings.model(str(body["model"]))
     if model is None:
         raise ModelNotFound(str(body["model"]))
-    authorize(principal, model.id)
+    authorize(principal, model.id, ENDPOINT)
     return principal, body, model
 
 
@@ -96,7 +97,8 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
 
     prompt_bound = prompt_token_bound(body)
     bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINT, await request.body(),
-                                            runtime.billing.worst_case(model, prompt_bound, parsed.max_tokens))
+                                            runtime.billing.worst_case(model, prompt_bound, parsed.max_tokens),
+                                            prompt_bound + parsed.max_tokens)
     if replay is not None:
         return replay
     headers["request-id"] = bill.request_id

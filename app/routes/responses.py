@@ -12,6 +12,7 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.response import Stream
 
+from domain import endpoints
 from app.billing import prompt_token_bound
 from app.errors import ModelNotFound
 from app.routes.auth import authenticate, authorize
@@ -25,7 +26,7 @@ from app.translate.responses import (
     responses_request_to_canonical,
 )
 
-ENDPOINT = "responses"
+ENDPOINT = endpoints.RESPONSES
 
 
 class _Reasoning(msgspec.Struct):
@@ -55,14 +56,15 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
     model = runtime.settings.model(parsed.model)
     if model is None:
         raise ModelNotFound(parsed.model)
-    authorize(principal, model.id)
+    authorize(principal, model.id, ENDPOINT)
     check_output_limit(parsed.max_output_tokens, model, "max_output_tokens")
     req = prepare(responses_request_to_canonical(body), model)
 
     prompt_bound = prompt_token_bound(body)
     max_output = parsed.max_output_tokens or model.max_output_tokens
     bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINT, await request.body(),
-                                            runtime.billing.worst_case(model, prompt_bound, max_output))
+                                            runtime.billing.worst_case(model, prompt_bound, max_output),
+                                            prompt_bound + (parsed.max_output_tokens or 0))
     if replay is not None:
         return replay
     shell = ResponseShell(body, model.id)

@@ -58,7 +58,8 @@ def test_keys_issue_restrict_revoke_and_their_effect(admin: httpx.Client, gatewa
     assert admin.put(f"/teams/keyed/keys/{issued['id']}/models", json={"models": []}).status_code == 200
     client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
     keys = admin.get("/teams/keyed/keys").json()["data"]
-    assert keys == [{"id": issued["id"], "name": "ci", "revoked": False, "models": []}]
+    assert keys == [{"id": issued["id"], "name": "ci", "revoked": False, "models": [], "endpoints": [], "rpm": None,
+                     "tpm": None}]
     assert "key" not in keys[0]  # secrets are shown once, at issue
 
     assert admin.post(f"/teams/keyed/keys/{issued['id']}/revoke").status_code == 200

@@ -91,7 +91,7 @@ def test_requests_without_a_key_get_an_id_the_ledger_records(gateway: Gateway, t
 
 
 async def test_concurrent_retries_across_processes_are_charged_once(tmp_path, fake_upstream: FakeUpstream):
-    config = write_config(tmp_path, fake_upstream.base_url)
+    config = write_config(tmp_path, fake_upstream.base_url, redis=True)
     gateways = [Gateway(config).start() for _ in range(2 if BACKEND == "postgresql" else 1)]
     try:
         gateways[0].cli("team", "create", "acme", "--credits", "10")

@@ -17,7 +17,7 @@ HI = [{"role": "user", "content": "hi"}]
 
 @pytest.fixture
 def gateways(tmp_path, fake_upstream: FakeUpstream):
-    config = write_config(tmp_path, fake_upstream.base_url)
+    config = write_config(tmp_path, fake_upstream.base_url, redis=True)
     started = [Gateway(config).start() for _ in range(2 if BACKEND == "postgresql" else 1)]
     yield started
     for g in started:

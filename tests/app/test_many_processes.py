@@ -18,7 +18,7 @@ PROCESSES = 3 if BACKEND == "postgresql" else 1
 
 
 async def test_concurrent_requests_across_gateway_processes_never_overspend(tmp_path, fake_upstream: FakeUpstream):
-    config = write_config(tmp_path, fake_upstream.base_url)
+    config = write_config(tmp_path, fake_upstream.base_url, redis=True)
     gateways = [Gateway(config).start() for _ in range(PROCESSES)]
     try:
         teams = Teams(config)

@@ -7,6 +7,8 @@ from domain.ledger import (
     InsufficientCredits,
     InvalidAmount,
     InvalidTeamName,
+    KeyNotFound,
+    LedgerError,
     TeamLedger,
     team_id,
 )
@@ -152,3 +154,38 @@ def test_a_free_model_s_zero_hold_is_closed_by_its_charge():
     event = team.charge("free", TokenUsage(input_tokens=10), Price(*(Decimal(0),) * 4), CPU,
                         key_id="k1", model="m", endpoint="chat")
     assert event.charged == 0 and team.holds == {} and replay(team).holds == {}
+
+
+def test_a_suspended_team_cannot_place_holds_until_reinstated():
+    from domain.ledger import TeamSuspended
+
+    team = TeamLedger.open("acme")
+    team.add_credits(1_000_000)
+    team.issue_key("key_1", "hash", "ci")
+    team.place_hold("r1", 10, "key_1", "m", "chat.completions")
+    team.suspend("unpaid invoice")
+    with pytest.raises(TeamSuspended):
+        team.place_hold("r2", 10, "key_1", "m", "chat.completions")
+    team.charge("r1", TokenUsage(input_tokens=1), Price(Decimal(1), Decimal(1), Decimal(1), Decimal(1)), Decimal(100),
+                key_id="key_1", model="m", endpoint="chat.completions")  # a request already running still settles
+    with pytest.raises(LedgerError):
+        team.suspend("again")
+    team.reinstate()
+    team.place_hold("r3", 10, "key_1", "m", "chat.completions")
+
+
+def test_key_and_team_policies_are_recorded_as_events():
+    team = TeamLedger.open("acme")
+    team.issue_key("key_1", "hash", "ci")
+    team.restrict_key_endpoints("key_1", ["messages", "chat.completions", "messages"])
+    team.limit_key("key_1", 60, 0)
+    team.limit(600, 100_000)
+    key = team.keys["key_1"]
+    assert key["endpoints"] == ["chat.completions", "messages"]
+    assert (key["rpm"], key["tpm"]) == (60, None)  # 0 means no limit
+    assert (team.rpm, team.tpm) == (600, 100_000)
+    assert team.policy_version == team.version
+    with pytest.raises(LedgerError):
+        team.limit_key("key_1", -1, None)
+    with pytest.raises(KeyNotFound):
+        team.limit_key("key_9", 1, 1)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tests.backend import RawDatabase
 from tests.gateway import run_cli, write_config
+from projections.migrations import HEAD
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +36,7 @@ def test_the_migrations_match_the_schema_and_leave_the_event_store_alone(tmp_pat
     assert check.returncode == 0, check.stderr
     assert "No new upgrade operations detected" in check.stdout + check.stderr
     current = alembic(config, "current")
-    assert "0004 (head)" in current.stdout
+    assert f"{HEAD} (head)" in current.stdout
 
 
 def test_the_recorded_head_revision_is_the_newest_migration():

@@ -1,0 +1,104 @@
+"""Token buckets in Redis, shared by every gateway process that names the same ``redis_url``.
+
+One Lua script decides over all of a request's buckets atomically (Redis runs scripts one at a
+time), with Redis's own clock, so processes on different hosts agree on time. The arithmetic is
+that of ``domain.rate_limits``; a bucket untouched for two minutes expires (it would be full).
+Bucket names carry the ledger's identity, so two ledgers sharing one Redis never share limits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import redis.asyncio as aioredis
+
+from domain.rate_limits import Decision, Level, Limit
+
+_ADMIT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local n = #KEYS
+local levels = {}
+local ok = true
+for i = 1, n do
+  local cap = tonumber(ARGV[2 * i - 1])
+  local cost = tonumber(ARGV[2 * i])
+  local state = redis.call('HMGET', KEYS[i], 'level', 'ts')
+  local level = cap
+  if state[1] then
+    level = math.min(cap, tonumber(state[1]) + math.max(0, now - tonumber(state[2])) * cap / 60)
+  end
+  levels[i] = level
+  if level < cost then ok = false end
+end
+local out = {}
+for i = 1, n do
+  local level = levels[i]
+  if ok then
+    level = level - tonumber(ARGV[2 * i])
+    redis.call('HSET', KEYS[i], 'level', tostring(level), 'ts', tostring(now))
+    redis.call('EXPIRE', KEYS[i], 120)
+  end
+  out[i] = tostring(level)
+end
+table.insert(out, 1, ok and 1 or 0)
+return out
+"""
+
+_CORRECT = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local delta = tonumber(ARGV[1])
+for i = 1, #KEYS do
+  local cap = tonumber(ARGV[i + 1])
+  local state = redis.call('HMGET', KEYS[i], 'level', 'ts')
+  local level = cap
+  if state[1] then
+    level = math.min(cap, tonumber(state[1]) + math.max(0, now - tonumber(state[2])) * cap / 60)
+  end
+  level = math.min(cap, level - delta)
+  redis.call('HSET', KEYS[i], 'level', tostring(level), 'ts', tostring(now))
+  redis.call('EXPIRE', KEYS[i], 120)
+end
+return 1
+"""
+
+
+class RedisLimiter:
+    shared = True
+
+    def __init__(self, url: str, namespace: str) -> None:
+        self._redis = aioredis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        self._prefix = f"tollgate:{namespace}:rl:"
+        self._admit = self._redis.register_script(_ADMIT)
+        self._correct = self._redis.register_script(_CORRECT)
+
+    async def admit(self, limits: list[Limit]) -> Decision:
+        args: list[int] = []
+        for limit in limits:
+            args += [limit.per_minute, limit.cost]
+        result = await self._admit(keys=[self._prefix + limit.name for limit in limits], args=args)
+        admitted = int(result[0]) == 1
+        levels = tuple(Level(limit, float(value)) for limit, value in zip(limits, result[1:]))
+        if admitted:
+            return Decision(True, levels)
+        short = [level for level in levels if level.remaining < level.limit.cost]
+        wait = max((level.wait_for(level.limit.cost) for level in short), default=math.inf)
+        return Decision(False, levels, wait)
+
+    async def correct(self, limits: list[Limit], delta: int) -> None:
+        if limits and delta:
+            await self._correct(keys=[self._prefix + limit.name for limit in limits],
+                                args=[delta, *(limit.per_minute for limit in limits)])
+
+    async def aclose(self) -> None:
+        await self._redis.aclose()
+
+
+async def reachable(url: str) -> None:
+    """Raise if Redis at ``url`` does not answer (a client of its own: clients belong to one event loop)."""
+    client = aioredis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    try:
+        await client.ping()
+    finally:
+        await client.aclose()

@@ -1,0 +1,94 @@
+"""What every admin route shares: the admin-key check, JSON answers, parameter checks, and ledger
+commands run off the event loop with their refusals mapped to HTTP errors."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import os
+from typing import Any
+
+from litestar import Request, Response
+
+from app import admin
+from app.errors import AuthenticationFailed, InvalidRequest, NotFound, PermissionDenied
+from app.json import encode
+from app.routes.auth import presented_key
+from app.runtime import Runtime
+from domain.endpoints import parse_endpoints
+from domain.ledger import KeyNotFound, LedgerError, TeamAlreadyExists, TeamNotFound
+from domain.money import AmountError, credits_from_micros, micros_from_credits
+
+
+async def require_admin(request: Request[Any, Any, Any]) -> None:
+    runtime: Runtime = request.app.state.runtime
+    expected = os.environ.get(runtime.settings.admin_key_env)
+    key = presented_key(request)
+    if key is None:
+        raise AuthenticationFailed("The admin API needs the admin key as 'Authorization: Bearer ADMIN_KEY'.")
+    if expected and hmac.compare_digest(key.encode(), expected.encode()):
+        return
+    if await runtime.keys.principal_for(key) is not None:
+        raise PermissionDenied("A team key cannot use the admin API.")
+    if not expected:
+        raise PermissionDenied(f"The admin API is off: set {runtime.settings.admin_key_env} to enable it.")
+    raise AuthenticationFailed("Incorrect admin key provided.")
+
+
+def json_response(body: Any, status: int = 200) -> Response[bytes]:
+    return Response(encode(body), status_code=status, media_type="application/json")
+
+
+def credits_param(value: Any, name: str) -> int:
+    try:
+        micros = micros_from_credits(str(value))
+    except AmountError as exc:
+        raise InvalidRequest(f"Invalid '{name}': {exc}", param=name) from None
+    if micros < 0:
+        raise InvalidRequest(f"Invalid '{name}': must not be negative.", param=name)
+    return micros
+
+
+async def ledger_call(call: Any, *args: Any) -> Any:
+    """Run an admin command (which waits for the ledger writer) off the event loop, mapping refusals."""
+    try:
+        return await asyncio.to_thread(call, *args)
+    except (TeamNotFound, KeyNotFound) as exc:
+        raise NotFound(str(exc)) from None
+    except TeamAlreadyExists as exc:
+        raise InvalidRequest(str(exc), status=409) from None
+    except LedgerError as exc:
+        raise InvalidRequest(str(exc)) from None
+
+
+def team_fields(summary: admin.TeamSummary) -> dict[str, Any]:
+    return {"name": summary.name, "balance": credits_from_micros(summary.balance),
+            "held": credits_from_micros(summary.held), "available": credits_from_micros(summary.balance - summary.held),
+            "suspended": summary.suspended, "rpm": summary.rpm, "tpm": summary.tpm}
+
+
+def key_fields(k: admin.KeySummary) -> dict[str, Any]:
+    return {"id": k.key_id, "name": k.label, "revoked": k.revoked, "models": list(k.models),
+            "endpoints": list(k.endpoints), "rpm": k.rpm, "tpm": k.tpm}
+
+
+def limits(rpm: int | None, tpm: int | None) -> admin.Limits:
+    for name, value in (("rpm", rpm), ("tpm", tpm)):
+        if value is not None and value < 0:
+            raise InvalidRequest(f"Invalid '{name}': a per-minute limit must be a whole number >= 0 (0 removes it).",
+                                 param=name)
+    return admin.Limits(rpm, tpm)
+
+
+def endpoint_names(names: list[str]) -> list[str]:
+    try:
+        return parse_endpoints(",".join(names))
+    except ValueError as exc:
+        raise InvalidRequest(f"Invalid 'endpoints': {exc}.", param="endpoints") from None
+
+
+def check_models(runtime: Runtime, models: list[str]) -> list[str]:
+    unknown = [m for m in models if runtime.settings.model(m) is None]
+    if unknown:
+        raise InvalidRequest(f"Unknown model(s): {', '.join(unknown)}.", param="models")
+    return models

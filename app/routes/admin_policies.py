@@ -1,0 +1,81 @@
+"""Admin routes for what keys and teams may do: endpoints, rate limits, suspension.
+
+Each change is a ledger event, so it is audited like money, and every gateway process sees it
+(its projector evicts the affected keys from its cache within a poll interval).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar import Request, Response, post, put
+
+from app import admin
+from app.routes.admin_common import endpoint_names, json_response, ledger_call, limits, team_fields
+from app.routes.request_body import read_json_object, validate
+from app.runtime import Runtime
+from domain.ledger import team_id
+
+
+class KeyEndpoints(msgspec.Struct):
+    endpoints: list[str]
+
+
+class NewLimits(msgspec.Struct):
+    """Per-minute limits; a field left out stays as it is, 0 removes that limit."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+
+
+class Suspension(msgspec.Struct):
+    reason: str = ""
+
+
+@put("/teams/{name:str}/keys/{key_id:str}/endpoints")
+async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    endpoints = endpoint_names(validate(read_json_object(await request.body()), KeyEndpoints).endpoints)
+    await ledger_call(admin.restrict_key_endpoints, runtime.writer, name, key_id, endpoints)
+    runtime.keys.forget(key_id)
+    return json_response({"id": key_id, "endpoints": sorted(set(endpoints))})
+
+
+@put("/teams/{name:str}/keys/{key_id:str}/limits")
+async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    new = validate(read_json_object(await request.body()), NewLimits)
+    await ledger_call(admin.limit_key, runtime.writer, name, key_id, limits(new.rpm, new.tpm))
+    runtime.keys.forget(key_id)
+    key = next(k for k in await ledger_call(admin.list_keys, runtime.writer, name) if k.key_id == key_id)
+    return json_response({"id": key_id, "rpm": key.rpm, "tpm": key.tpm})
+
+
+@put("/teams/{name:str}/limits")
+async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    new = validate(read_json_object(await request.body()), NewLimits)
+    summary = await ledger_call(admin.limit_team, runtime.writer, name, limits(new.rpm, new.tpm))
+    runtime.keys.forget_team(team_id(name))
+    return json_response(team_fields(summary))
+
+
+@post("/teams/{name:str}/suspend", status_code=200)
+async def suspend_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    reason = validate(read_json_object(await request.body() or b"{}"), Suspension).reason
+    await ledger_call(admin.suspend_team, runtime.writer, name, reason)
+    runtime.keys.forget_team(team_id(name))
+    return json_response(team_fields(await ledger_call(admin.team_summary, runtime.writer, name)))
+
+
+@post("/teams/{name:str}/reinstate", status_code=200)
+async def reinstate_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    await ledger_call(admin.reinstate_team, runtime.writer, name)
+    runtime.keys.forget_team(team_id(name))
+    return json_response(team_fields(await ledger_call(admin.team_summary, runtime.writer, name)))
+
+
+policy_handlers = [restrict_key_endpoints, limit_key, limit_team, suspend_team, reinstate_team]
