@@ -91,6 +91,15 @@ def client(gateway: Gateway, team: Team) -> openai.OpenAI:
     return openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
 
 
+@pytest.fixture(scope="module")
+def ledger_verified_after(gateway: Gateway) -> Iterator[None]:
+    """After a module of fault tests, the session gateway's ledger must still replay clean: every
+    failure charged exactly once or not at all (``pytestmark = pytest.mark.usefixtures(...)``)."""
+    yield
+    result = gateway.cli("ledger", "verify", check=False)
+    assert result.returncode == 0, f"ledger verify failed after the module's faults:\n{result.stdout}{result.stderr}"
+
+
 @pytest.fixture(autouse=True)
 def _forget_upstream_requests(request: pytest.FixtureRequest) -> None:
     if "fake_upstream" in request.fixturenames:

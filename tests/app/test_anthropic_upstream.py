@@ -12,6 +12,8 @@ import pytest
 from tests.fake_upstream import FakeUpstream
 from tests.gateway import UPSTREAM_KEY, Gateway
 
+pytestmark = pytest.mark.usefixtures("ledger_verified_after")
+
 HI = [{"role": "user", "content": "hello there gateway"}]
 LOOKUP_CHAT = {"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "properties": {}}}}
 LOOKUP_MESSAGES = {"name": "lookup", "input_schema": {"type": "object", "properties": {}}}

@@ -9,6 +9,8 @@ import pytest
 from tests.fake_upstream import FakeUpstream
 from tests.gateway import Gateway
 
+pytestmark = pytest.mark.usefixtures("ledger_verified_after")
+
 HI = [{"role": "user", "content": "hi"}]
 
 

@@ -11,6 +11,8 @@ import pytest
 
 from tests.gateway import ADMIN_KEY, Gateway
 
+pytestmark = pytest.mark.usefixtures("ledger_verified_after")
+
 HI = [{"role": "user", "content": "hi"}]
 
 

@@ -17,6 +17,8 @@ import pytest
 from tests.fake_upstream import FakeUpstream
 from tests.gateway import ADMIN_KEY, GATEWAY_ENV, Gateway, free_port, tollgate_command, write_config
 
+pytestmark = pytest.mark.usefixtures("ledger_verified_after")
+
 HI = [{"role": "user", "content": "hi"}]
 
 
