@@ -1,0 +1,64 @@
+"""The commands a team ledger refuses, and why; nothing is recorded when one is raised."""
+
+from __future__ import annotations
+
+
+class LedgerError(Exception):
+    """A command the ledger refuses; nothing was recorded."""
+
+
+class InvalidTeamName(LedgerError):
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"invalid team name {name!r}: use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
+        )
+
+
+class TeamNotFound(LedgerError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"team {name!r} does not exist")
+        self.name = name
+
+
+class TeamAlreadyExists(LedgerError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"team {name!r} already exists")
+        self.name = name
+
+
+class InvalidAmount(LedgerError):
+    pass
+
+
+class InsufficientCredits(LedgerError):
+    def __init__(self, team: str, needed: int, available: int) -> None:
+        super().__init__(f"team {team!r} needs {needed} micro-credits but has {available} available")
+        self.team = team
+        self.needed = needed
+        self.available = available
+
+
+class RequestInProgress(LedgerError):
+    """The same request (same Idempotency-Key) already holds credits and has not finished."""
+
+    def __init__(self, team: str, request_id: str) -> None:
+        super().__init__(f"request {request_id!r} of team {team!r} is already in progress")
+
+
+class TeamSuspended(LedgerError):
+    """A suspended team's request: refused before any credit is held."""
+
+    def __init__(self, team: str) -> None:
+        super().__init__(f"team {team!r} is suspended")
+        self.team = team
+
+
+class KeyNotFound(LedgerError):
+    def __init__(self, team: str, key_id: str) -> None:
+        super().__init__(f"team {team!r} has no key {key_id!r}")
+
+
+class HoldNotFound(LedgerError):
+    def __init__(self, team: str, request_id: str) -> None:
+        super().__init__(f"team {team!r} has no open hold for request {request_id!r}")
+        self.request_id = request_id
