@@ -1,0 +1,1 @@
+"""Counting tokens offline: OpenAI's o200k_base tokenizer, vendored (``encoding``)."""
