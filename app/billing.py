@@ -24,46 +24,9 @@ from domain.pricing import TokenUsage, worst_case_in_micros
 from domain.settings import Model, Settings
 from projections.read_models import IdempotentResponse
 
-#: Tokens a chat message costs beyond its text (role and separators), per OpenAI's accounting.
-MESSAGE_OVERHEAD_TOKENS = 4
-REPLY_PRIMING_TOKENS = 3
-
-
-#: A bound on what one image costs in prompt tokens (OpenAI high detail and Anthropic both stay
-#: well below it); images are counted by this, not by the size of their base64 data.
-IMAGE_TOKEN_BOUND = 8_000
-_IMAGE_PARTS = frozenset({"image_url", "image", "input_image"})
-_PROMPT_FIELDS = ("system", "instructions", "messages", "input", "tools")
-
-
-def prompt_token_bound(body: dict[str, Any]) -> int:
-    """An upper bound on the prompt's tokens, without a tokenizer, for any of the three protocols.
-
-    Byte-level BPE tokenizers never make a token out of less than one byte, so the UTF-8 size of
-    every string in the prompt fields (plus per-message overhead, and a fixed bound per image)
-    bounds the real count. It is deliberately pessimistic: it sizes holds, which are released in
-    full after the request.
-    """
-    turns = sum(len(body[f]) for f in ("messages", "input") if isinstance(body.get(f), list))
-    size = sum(_utf8_size(body.get(f)) for f in _PROMPT_FIELDS)
-    return size + MESSAGE_OVERHEAD_TOKENS * max(turns, 1) + REPLY_PRIMING_TOKENS
-
-
-def _utf8_size(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value.encode())
-    if isinstance(value, dict):
-        if value.get("type") in _IMAGE_PARTS:
-            return IMAGE_TOKEN_BOUND
-        return sum(_utf8_size(v) for v in value.values())
-    if isinstance(value, list):
-        return sum(_utf8_size(v) for v in value)
-    return 0
-
-
-def estimated_usage(prompt_bound: int, delivered_bytes: int) -> TokenUsage:
-    """Usage when the upstream reported none: the prompt bound, and one token per byte delivered."""
-    return TokenUsage(input_tokens=prompt_bound, output_tokens=delivered_bytes)
+def estimated_usage(prompt_tokens: int, delivered_bytes: int) -> TokenUsage:
+    """Usage when the upstream reported none: the gateway's prompt count, and one token per byte delivered."""
+    return TokenUsage(input_tokens=prompt_tokens, output_tokens=delivered_bytes)
 
 
 @dataclass(frozen=True, slots=True)

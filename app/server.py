@@ -16,6 +16,7 @@ from app.routes.messages import count_tokens, create_message
 from app.routes.models import list_models
 from app.routes.responses import create_response
 from app.runtime import Runtime
+from app.tokens.encoding import warm_up
 
 log = logging.getLogger("tollgate")
 
@@ -54,6 +55,7 @@ def create_app(runtime: Runtime) -> Litestar:
     app = Litestar(
         route_handlers=[list_models, chat_completions, create_response, create_message, count_tokens, admin_router],
         exception_handlers={GatewayError: _gateway_error, HTTPException: _http_exception, Exception: _unexpected},
+        on_startup=[warm_up],
         on_shutdown=[close_runtime],
         openapi_config=None,
         debug=False,

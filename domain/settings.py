@@ -19,6 +19,7 @@ from domain.pricing import Price
 
 UPSTREAM_KINDS = ("openai", "anthropic", "demo")
 DATABASE_URL_ENV = "TOLLGATE_DATABASE_URL"
+TOKENIZERS = ("o200k", "anthropic", "bytes")
 REDIS_URL_ENV = "TOLLGATE_REDIS_URL"
 
 
@@ -71,6 +72,9 @@ class Model(_Strict):
         default_factory=lambda: [EffortLevel("low", "Low"), EffortLevel("medium", "Medium"), EffortLevel("high", "High")]
     )
     created: int = 0
+    #: How the gateway counts this model's tokens: "o200k", "anthropic" or "bytes" (default: by the
+    #: upstream's wire, o200k for OpenAI-compatible and demo upstreams, anthropic for Anthropic's).
+    tokenizer: str | None = None
 
     @property
     def price(self) -> Price:
@@ -178,6 +182,8 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         for name in ("input", "output", "cache_create", "cache_hit"):
             if getattr(model.pricing, name) < 0:
                 fail(f"{key}.pricing.{name}", "must not be negative")
+        if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
+            fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
         values = [level.value for level in model.effort_levels]
         if model.default_effort_level not in values:
             fail(f"{key}.default_effort_level", f"{model.default_effort_level!r} is not one of effort_levels {values}")

@@ -67,6 +67,11 @@ def message_text(message: dict[str, Any]) -> str:
     return ""
 
 
+def chat_prompt_tokens(messages: list[dict[str, Any]]) -> int:
+    """The prompt tokens the fake reports for a chat request: each message's text tokens + 3."""
+    return sum(len(tokens(message_text(m))) + 3 for m in messages)
+
+
 def error_body(message: str, type_: str, code: str | None = None, param: str | None = None) -> dict[str, Any]:
     """OpenAI's error envelope; SDKs read ``error.message``/``type``/``code`` from it."""
     return {"error": {"message": message, "type": type_, "param": param, "code": code}}
@@ -287,7 +292,7 @@ class FakeUpstream:
             extra = [(b"retry-after", b"1")] if d.fail == 429 else []
             raise _Reject(d.fail, error_body(f"fake upstream failure {d.fail}", type_), extra)
 
-        prompt_tokens = sum(len(tokens(message_text(m))) + 3 for m in messages)
+        prompt_tokens = chat_prompt_tokens(messages)
         tool_call: dict[str, Any] | None = None
         pieces: list[str] = []
         finish = "stop"

@@ -92,6 +92,16 @@ context_window = 4096
 max_output_tokens = 256
 pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
 upstream = {{kind = "openai", base_url = "http://127.0.0.1:{free_port()}/v1", timeout = 5}}
+
+[[models]]
+id = "small-claude"
+display_name = "Small Claude"
+owned_by = "anthropic"
+context_window = 2048
+max_output_tokens = 256
+vision = true
+pricing = {{input = 3, output = 15, cache_create = 3.75, cache_hit = 0.3}}
+upstream = {{kind = "anthropic", base_url = "{upstream_base_url.removesuffix("/v1")}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
 ''')
     return config
 

@@ -15,12 +15,13 @@ from litestar import Request, Response, post
 from litestar.response import Stream
 
 from domain import endpoints
-from app.billing import RequestBill, estimated_usage, prompt_token_bound
+from app.billing import RequestBill, estimated_usage
 from app.translate.chat import usage_dict as openai_usage_dict
 from app.translate.chat import usage_from_openai
 from app.errors import GatewayError, InvalidRequest, ModelNotFound
 from app.json import encode
 from app.routes.auth import authenticate, authorize
+from app.routes.prompt_size import measure_prompt
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.routes.flow import (
     charge_stream,
@@ -92,7 +93,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     check_output_limit(chat.max_tokens, model, "max_tokens")
     check_output_limit(chat.max_completion_tokens, model, "max_completion_tokens")
 
-    prompt_bound = prompt_token_bound(body)
+    prompt_bound = await measure_prompt(model, runtime.upstreams[model.id].wire, body, "chat", len(await request.body()))
     # Every one of the ``n`` choices may use the whole output allowance.
     max_output = (chat.max_completion_tokens or chat.max_tokens or model.max_output_tokens) * (chat.n or 1)
     bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINT, await request.body(),

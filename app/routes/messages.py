@@ -15,7 +15,7 @@ from litestar import Request, Response, post
 from litestar.response import Stream
 
 from domain import endpoints
-from app.billing import RequestBill, estimated_usage, prompt_token_bound
+from app.billing import RequestBill, estimated_usage
 from app.errors import GatewayError, InvalidRequest, ModelNotFound
 from app.json import encode
 from app.keys import Principal
@@ -32,10 +32,10 @@ from app.routes.flow import (
     start_stream,
     transcript_for,
 )
+from app.routes.prompt_size import count_prompt, measure_prompt
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 from app.translate import canonical as c
-from app.translate.chat import canonical_to_chat_body
 from app.translate.messages import (
     MessagesEventReader,
     MessagesStreamWriter,
@@ -44,7 +44,7 @@ from app.translate.messages import (
     sse,
     usage_from_anthropic,
 )
-from app.upstream import AnthropicUpstream, DemoUpstream, RawStream
+from app.upstream import RawStream
 from domain.pricing import TokenUsage
 from domain.settings import Model
 
@@ -95,7 +95,8 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
         raise InvalidRequest(f"temperature: must be between 0 and 1, got {parsed.temperature}.", param="temperature")
     req = prepare(messages_request_to_canonical(body), model)
 
-    prompt_bound = prompt_token_bound(body)
+    prompt_bound = await measure_prompt(model, runtime.upstreams[model.id].wire, body, "messages",
+                                        len(await request.body()))
     bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINT, await request.body(),
                                             runtime.billing.worst_case(model, prompt_bound, parsed.max_tokens),
                                             prompt_bound + parsed.max_tokens)
@@ -189,17 +190,10 @@ async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_
 
 @post("/v1/messages/count_tokens", status_code=200)
 async def count_tokens(request: Request[Any, Any, Any]) -> Response[bytes]:
-    """The prompt's size in tokens: the upstream's own count where it has one (Anthropic, demo),
-    else the gateway's upper bound."""
+    """The prompt's size in tokens as the gateway counts it: the count it checks the model's context
+    window against and holds credits for, so a prompt whose count fits is never refused for its size
+    by the gateway (for Anthropic models an over-estimate, see the README's "Token counting")."""
     runtime: Runtime = request.app.state.runtime
     _, body, model = await _read(request, runtime, "model", "messages")
-    upstream = runtime.upstreams[model.id]
-    if isinstance(upstream, AnthropicUpstream):
-        forward = {k: v for k, v in body.items() if k not in ("max_tokens", "stream")}
-        tokens = await upstream.count_tokens({**forward, "model": model.upstream_model}, upstream_headers(request))
-    elif isinstance(upstream, DemoUpstream):
-        req = messages_request_to_canonical(body)
-        tokens = upstream.count_prompt_tokens(canonical_to_chat_body(req, model.upstream_model))
-    else:
-        tokens = prompt_token_bound(body)
+    tokens = await count_prompt(model, runtime.upstreams[model.id].wire, body, "messages", len(await request.body()))
     return Response(encode({"input_tokens": tokens}), media_type="application/json")

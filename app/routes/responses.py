@@ -13,10 +13,10 @@ from litestar import Request, Response, post
 from litestar.response import Stream
 
 from domain import endpoints
-from app.billing import prompt_token_bound
 from app.errors import ModelNotFound
 from app.routes.auth import authenticate, authorize
 from app.routes.flow import check_output_limit, open_bill, prepare, serve_translated
+from app.routes.prompt_size import measure_prompt
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 from app.translate.responses import (
@@ -60,7 +60,8 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
     check_output_limit(parsed.max_output_tokens, model, "max_output_tokens")
     req = prepare(responses_request_to_canonical(body), model)
 
-    prompt_bound = prompt_token_bound(body)
+    prompt_bound = await measure_prompt(model, runtime.upstreams[model.id].wire, body, "responses",
+                                        len(await request.body()))
     max_output = parsed.max_output_tokens or model.max_output_tokens
     bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINT, await request.body(),
                                             runtime.billing.worst_case(model, prompt_bound, max_output),

@@ -67,3 +67,13 @@ def test_a_missing_upstream_secret_names_the_variable():
 def test_the_database_url_can_come_from_the_environment():
     settings = parse_settings(GOOD, "t.toml", {"TOLLGATE_DATABASE_URL": "sqlite:////var/lib/tollgate.db"})
     assert settings.database_url == "sqlite:////var/lib/tollgate.db"
+
+
+def test_a_model_may_choose_how_its_tokens_are_counted():
+    assert parse_settings(GOOD, "t.toml").models[0].tokenizer is None  # by the upstream's wire
+    chosen = parse_settings(GOOD.replace("vision = false", 'vision = false\ntokenizer = "bytes"'), "t.toml")
+    assert chosen.models[0].tokenizer == "bytes"
+    with pytest.raises(ConfigError) as error:
+        parse_settings(GOOD.replace("vision = false", 'vision = false\ntokenizer = "cl100k"'), "t.toml")
+    assert str(error.value) == ("t.toml: models[0].tokenizer: unknown tokenizer 'cl100k'; "
+                                "expected one of o200k, anthropic, bytes")
