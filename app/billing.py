@@ -24,11 +24,6 @@ from domain.pricing import TokenUsage, worst_case_in_micros
 from domain.settings import Model, Settings
 from projections.read_models import IdempotentResponse
 
-def estimated_usage(prompt_tokens: int, delivered_bytes: int) -> TokenUsage:
-    """Usage when the upstream reported none: the gateway's prompt count, and one token per byte delivered."""
-    return TokenUsage(input_tokens=prompt_tokens, output_tokens=delivered_bytes)
-
-
 @dataclass(frozen=True, slots=True)
 class Charge:
     """What a served request cost, and what the team has left right after it."""

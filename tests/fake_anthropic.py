@@ -12,8 +12,8 @@ pairing, roles, system shape, temperature range, thinking budgets ...).
 Behaviour follows the OpenAI side: the reply echoes the last user message and
 the same ``[[directive]]`` markers drive failures, latency, dropped connections,
 cache reads/writes (``[[cached:N]]``, ``[[cache-write:N]]``), tool use
-(``[[tool:NAME]]``), thinking (``[[think]]``) and a mid-stream error event
-(``[[stream-error]]``).
+(``[[tool:NAME]]``), thinking (``[[think]]``), a mid-stream error event
+(``[[stream-error]]``) and no usage at all (``[[no-usage]]``).
 """
 
 from __future__ import annotations
@@ -279,12 +279,15 @@ async def _messages(req: dict[str, Any], receive: Receive, send: Send) -> None:
     input_tokens = prompt_tokens(req) - read - write
     output_tokens = sum(len(tokens(_block_output(b))) for b in blocks)
     message = {"id": "msg_" + secrets.token_hex(12), "type": "message", "role": "assistant", "model": req["model"]}
+    # [[no-usage]]: a provider that reports no usage at all (the gateway must count it itself).
+    usage: dict[str, Any] = {} if d.no_usage else {"usage": {"input_tokens": input_tokens, **cache}}
     if req.get("stream") is not True:
         if d.drop_after is not None:
             return await _drop(send, receive)
-        usage = {"input_tokens": input_tokens, "output_tokens": output_tokens, **cache}
+        if usage:
+            usage["usage"]["output_tokens"] = output_tokens
         return await _send_json(send, 200, {**message, "content": blocks, "stop_reason": stop_reason,
-                                            "stop_sequence": stop_sequence, "usage": usage},
+                                            "stop_sequence": stop_sequence, **usage},
                                 [(b"request-id", REQUEST_ID.encode())])
 
     await send({"type": "http.response.start", "status": 200, "headers": [
@@ -292,7 +295,7 @@ async def _messages(req: dict[str, Any], receive: Receive, send: Send) -> None:
         (b"request-id", REQUEST_ID.encode())]})
     await _event(send, {"type": "message_start", "message": {
         **message, "content": [], "stop_reason": None, "stop_sequence": None,
-        "usage": {"input_tokens": input_tokens, **cache, "output_tokens": 1}}})
+        **({"usage": {**usage["usage"], "output_tokens": 1}} if usage else {})}})
     # [[drop-after:N]] breaks the connection after N deltas; [[stream-error]] sends an error event after 1.
     limit = d.drop_after if d.drop_after is not None else 1 if d.stream_error else None
     sent = 0
@@ -311,7 +314,7 @@ async def _messages(req: dict[str, Any], receive: Receive, send: Send) -> None:
     if limit is not None:
         return await _cut(send, receive, dropped=d.drop_after is not None)
     await _event(send, {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                        "usage": {"output_tokens": output_tokens, "input_tokens": input_tokens, **cache}})
+                        **({"usage": {"output_tokens": output_tokens, **usage["usage"]}} if usage else {})})
     await _event(send, {"type": "message_stop"})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 

@@ -95,12 +95,40 @@ class _Drop(Exception):
 
 @dataclass
 class RecordedRequest:
-    """One request as the fake saw it, so tests can assert what the gateway sent."""
+    """One request as the fake saw it, so tests can assert what the gateway sent, and how it ended:
+    ``completed`` (the whole response went out), ``dropped`` (the fake broke the connection on
+    purpose) or ``aborted`` (the caller closed the connection first: a cancelled request)."""
 
     method: str
     path: str
     headers: dict[str, str]
     body: Any
+    completed: bool = False
+    dropped: bool = False
+    aborted: bool = False
+
+
+class _TrackedSend:
+    """The ASGI ``send``, noting in the request's record when the response's last byte goes out
+    (``__self__`` stays reachable, for ``_drop``)."""
+
+    def __init__(self, send: Send, record: RecordedRequest) -> None:
+        self._send = send
+        self.record = record
+        self.__self__ = getattr(send, "__self__", None)
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            self.record.completed = True
+        await self._send(message)
+
+
+async def _watch_for_hang_up(receive: Receive, record: RecordedRequest) -> None:
+    """Note a caller that closes the connection before the response is complete."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    if not record.completed and not record.dropped:
+        record.aborted = True
 
 
 @dataclass
@@ -241,8 +269,18 @@ class FakeUpstream:
             name = k.decode("latin-1").lower()
             headers[name] = f"{headers[name]}, {v.decode('latin-1')}" if name in headers else v.decode("latin-1")
         method, path = scope["method"], scope["path"]
+        record = RecordedRequest(method, path, headers, body)
         with self._lock:  # record before responding, failures included
-            self.requests.append(RecordedRequest(method, path, headers, body))
+            self.requests.append(record)
+        send = _TrackedSend(send, record)
+        watcher = asyncio.ensure_future(_watch_for_hang_up(receive, record))
+        try:
+            await self._respond(method, path, raw, headers, receive, send)
+        finally:
+            watcher.cancel()
+
+    async def _respond(self, method: str, path: str, raw: bytes, headers: dict[str, str], receive: Receive,
+                       send: Send) -> None:
         try:
             if method == "GET" and path == "/v1/models":
                 await _send_json(send, 200, MODELS)
@@ -363,6 +401,9 @@ class FakeUpstream:
         for i, delta in enumerate(bodies):
             if d.drop_after is not None and i >= d.drop_after:
                 return await _drop(send, receive)
+            if d.stream_error and i >= 1:  # an in-stream error after the first delta, as OpenAI sends one
+                await _sse(send, error_body("The server had an error processing your request.", "server_error"))
+                return await send({"type": "http.response.body", "body": b"", "more_body": False})
             if d.chunk_delay_ms:
                 await asyncio.sleep(d.chunk_delay_ms / 1000)
             await _sse(send, chunk(delta))
@@ -434,6 +475,9 @@ async def _drop(send: Send, receive: Receive) -> None:
     the disconnect so uvicorn doesn't log an incomplete response.  If that
     internal is ever missing, fall back to raising (uvicorn then closes).
     """
+    record = getattr(send, "record", None)
+    if record is not None:
+        record.dropped = True
     transport = getattr(getattr(send, "__self__", None), "transport", None)
     if transport is None or not hasattr(transport, "close"):
         raise _Drop("fake upstream dropped the connection")

@@ -495,3 +495,45 @@ def test_anthropic_unknown_route_and_recording(claude: anthropic.Anthropic, fake
     assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
     assert [(q.method, q.path) for q in fake.requests] == [("POST", "/v1/messages"), ("GET", "/v1/messages/nope")]
     assert fake.requests[0].body["messages"] == say("[[fail:429]]")
+
+
+def test_each_request_records_how_it_ended(client: openai.OpenAI, fake: FakeUpstream) -> None:
+    import time
+
+    client.chat.completions.create(model=MODEL, messages=user("hi"))
+    finished = fake.requests[-1]
+    assert finished.completed and not finished.aborted and not finished.dropped
+
+    with pytest.raises(openai.APIError):
+        list(client.chat.completions.create(model=MODEL, messages=user("a b c [[drop-after:1]]"), stream=True))
+    dropped = fake.requests[-1]
+    assert dropped.dropped and not dropped.completed and not dropped.aborted
+
+    stream = client.chat.completions.create(model=MODEL, messages=user("a b c d e f [[chunk-delay:300]]"), stream=True)
+    next(iter(stream))
+    stream.close()  # the caller hangs up mid-stream
+    hung_up = fake.requests[-1]
+    deadline = time.monotonic() + 5
+    while not hung_up.aborted and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert hung_up.aborted and not hung_up.completed
+
+
+def test_stream_error_sends_openai_s_in_stream_error_after_one_delta(client: openai.OpenAI) -> None:
+    received = []
+    with pytest.raises(openai.APIError) as error:
+        for chunk in client.chat.completions.create(model=MODEL, messages=user("a b c [[stream-error]]"), stream=True):
+            received.extend(c.delta.content for c in chunk.choices if c.delta.content)
+    assert received == ["Echo: "]
+    assert "server had an error" in error.value.message
+
+
+def test_anthropic_no_usage(claude: anthropic.Anthropic) -> None:
+    message = claude.messages.create(model="claude-x", max_tokens=50, messages=[{"role": "user", "content": "hi [[no-usage]]"}])
+    assert message.content[0].text == "Echo: hi" and message.usage is None
+    events = list(claude.messages.create(model="claude-x", max_tokens=50, stream=True,
+                                         messages=[{"role": "user", "content": "hi [[no-usage]]"}]))
+    start = next(e for e in events if e.type == "message_start")
+    delta = next(e for e in events if e.type == "message_delta")
+    assert start.message.usage is None and delta.usage is None
+

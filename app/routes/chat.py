@@ -15,7 +15,7 @@ from litestar import Request, Response, post
 from litestar.response import Stream
 
 from domain import endpoints
-from app.billing import RequestBill, estimated_usage
+from app.billing import RequestBill
 from app.translate.chat import usage_dict as openai_usage_dict
 from app.translate.chat import usage_from_openai
 from app.errors import GatewayError, InvalidRequest, ModelNotFound
@@ -27,6 +27,7 @@ from app.routes.flow import (
     charge_stream,
     check_output_limit,
     close_quietly,
+    delivery_for,
     open_bill,
     prepare,
     serve_translated,
@@ -36,6 +37,7 @@ from app.routes.flow import (
     transcript_for,
 )
 from app.runtime import Runtime
+from app.tokens.delivered import Delivered
 from app.translate.chat import ChatStreamWriter, canonical_to_chat_response, chat_request_to_canonical
 from app.upstream import RawStream
 
@@ -119,8 +121,8 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         except BaseException:
             await runtime.billing.release(bill, "upstream failed")
             raise
-        return Response(await _bill_answer(runtime, bill, answer, prompt_bound), headers=headers,
-                        media_type="application/json")
+        return Response(await _bill_answer(runtime, bill, answer, delivery_for(runtime, bill, prompt_bound)),
+                        headers=headers, media_type="application/json")
 
     forward["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     try:
@@ -130,14 +132,16 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
         raise
     include_usage = bool(chat.stream_options and chat.stream_options.include_usage)
     transcript = transcript_for(bill)
-    return await start_stream(_relay(runtime, bill, stream, prompt_bound, include_usage, transcript), headers, transcript)
+    return await start_stream(_relay(runtime, bill, stream, delivery_for(runtime, bill, prompt_bound), include_usage,
+                                     transcript), headers, transcript)
 
 
-async def _bill_answer(runtime: Runtime, bill: RequestBill, answer: dict[str, Any], prompt_bound: int) -> bytes:
+async def _bill_answer(runtime: Runtime, bill: RequestBill, answer: dict[str, Any], delivered: Delivered) -> bytes:
     usage = usage_from_openai(answer.get("usage"))
     reported = answer.get("usage") if usage is not None else None
     if usage is None:
-        usage = estimated_usage(prompt_bound, _delivered_bytes(answer.get("choices"), "message"))
+        _deliver(answer.get("choices"), "message", delivered)
+        usage = delivered.usage()
     answer["model"] = bill.model.id
     base_usage = reported or openai_usage_dict(usage)
     _, body = await runtime.billing.charge(
@@ -145,20 +149,25 @@ async def _bill_answer(runtime: Runtime, bill: RequestBill, answer: dict[str, An
     return body
 
 
-def _delivered_bytes(choices: Any, key: str) -> int:
-    """UTF-8 bytes of text and tool-call arguments in ``choices[*][key]`` (message or delta)."""
-    total = 0
-    for choice in choices or ():
+def _deliver(choices: Any, key: str, delivered: Delivered) -> None:
+    """Note the text, reasoning and tool calls in ``choices[*][key]`` (message or delta), each choice
+    and each tool call its own sequence."""
+    for position, choice in enumerate(choices or ()):
         part = choice.get(key) if isinstance(choice, dict) else None
         if not isinstance(part, dict):
             continue
+        index = choice.get("index", position)
         if isinstance(part.get("content"), str):
-            total += len(part["content"].encode())
-        for call in part.get("tool_calls") or ():
+            delivered.add(("text", index), part["content"])
+        reasoning = part.get("reasoning_content") or part.get("reasoning")
+        if isinstance(reasoning, str):
+            delivered.add(("thinking", index), reasoning)
+        for number, call in enumerate(part.get("tool_calls") or ()):
             function = call.get("function") if isinstance(call, dict) else None
             if isinstance(function, dict):
-                total += len(str(function.get("name") or "").encode()) + len(str(function.get("arguments") or "").encode())
-    return total
+                call_index = call.get("index", number)
+                delivered.add(("tool", index, call_index), str(function.get("name") or ""))
+                delivered.add(("arguments", index, call_index), str(function.get("arguments") or ""))
 
 
 def _frame(obj: Any) -> bytes:
@@ -166,12 +175,12 @@ def _frame(obj: Any) -> bytes:
 
 
 async def _relay(
-    runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_bound: int, include_usage: bool,
+    runtime: Runtime, bill: RequestBill, stream: RawStream, delivered: Delivered, include_usage: bool,
     transcript: list[bytes] | None,
 ) -> AsyncIterator[bytes]:
-    """Relay upstream chunks as they come; charge before the final usage chunk and ``[DONE]``."""
+    """Relay upstream chunks as they come; charge before the final usage chunk and ``[DONE]``. What
+    the client was sent is noted once each chunk has gone out, for a stream that ends early."""
     reported: Any = None
-    delivered = 0
     settled = False
     last: dict[str, Any] = {}
     try:
@@ -186,17 +195,17 @@ async def _relay(
                 if include_usage:
                     chunk["usage"] = None
                 last = chunk
-                delivered += _delivered_bytes(chunk["choices"], "delta")
                 yield _frame(chunk)
+                _deliver(chunk["choices"], "delta", delivered)
         except GatewayError as exc:
             # The upstream failed after the stream began: bill what was delivered, then say so in-stream.
-            await settle_partial(runtime, bill, prompt_bound, delivered)
+            await settle_partial(runtime, bill, delivered)
             settled = True
             yield _frame(exc.openai_body())
             return
         usage = usage_from_openai(reported)
         if usage is None:
-            reported, usage = None, estimated_usage(prompt_bound, delivered)
+            reported, usage = None, delivered.usage()
         def final(extra: dict[str, Any]) -> list[bytes]:
             if not include_usage:
                 return [b"data: [DONE]\n\n"]
@@ -216,5 +225,5 @@ async def _relay(
         yield frames
     finally:
         if not settled:
-            settle_soon(runtime, bill, prompt_bound, delivered)
+            settle_soon(runtime, bill, delivered)
         await close_quietly(stream)

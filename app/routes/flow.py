@@ -18,11 +18,13 @@ import anyio
 from litestar import Request, Response
 from litestar.response import Stream
 
-from app.billing import Idempotency, RequestBill, estimated_usage
+from app.billing import Idempotency, RequestBill
 from app.errors import GatewayError, InvalidRequest
 from app.keys import Principal
 from app.json import encode
+from app.routes.prompt_size import model_rules
 from app.runtime import Runtime
+from app.tokens.delivered import Delivered
 from app.translate import canonical as c
 from app.upstream import canonical as upstream_calls
 from domain.pricing import TokenUsage
@@ -105,8 +107,9 @@ async def serve_translated(
             await runtime.billing.release(bill, "upstream failed")
             raise
         if answer.usage is None:
-            answer.usage = estimated_usage(prompt_bound, sum(len(p.text.encode()) if isinstance(p, c.Text | c.Thinking)
-                                                             else len(p.arguments.encode()) for p in answer.parts))
+            delivered = delivery_for(runtime, bill, prompt_bound)
+            c.deliver_answer(answer.parts, delivered)
+            answer.usage = delivered.usage()
         _, body = await runtime.billing.charge(bill, answer.usage, lambda ch: encode(render(answer, ch.usage_fields())))
         return Response(body, headers=headers, media_type="application/json")
 
@@ -116,7 +119,13 @@ async def serve_translated(
         await runtime.billing.release(bill, "upstream failed")
         raise
     transcript = transcript_for(bill)
-    return await start_stream(_relay(runtime, bill, stream, writer(), prompt_bound, transcript), headers, transcript)
+    return await start_stream(_relay(runtime, bill, stream, writer(), delivery_for(runtime, bill, prompt_bound), transcript),
+                              headers, transcript)
+
+
+def delivery_for(runtime: Runtime, bill: RequestBill, prompt_tokens: int) -> Delivered:
+    """An empty record of what the client is sent, to be counted with the model's rules."""
+    return Delivered(model_rules(bill.model, runtime.upstreams[bill.model.id].wire), prompt_tokens)
 
 
 def transcript_for(bill: RequestBill) -> list[bytes] | None:
@@ -158,12 +167,14 @@ async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[by
 
 
 async def _relay(
-    runtime: Runtime, bill: RequestBill, stream: upstream_calls.CanonicalStream, writer: StreamWriter, prompt_bound: int,
-    transcript: list[bytes] | None,
+    runtime: Runtime, bill: RequestBill, stream: upstream_calls.CanonicalStream, writer: StreamWriter,
+    delivered: Delivered, transcript: list[bytes] | None,
 ) -> AsyncIterator[bytes]:
+    """Translate and relay the upstream's events. What the client was sent is noted once its frames
+    have gone out (the generator resumed after them), so a stream that ends early is billed for
+    exactly that."""
     usage: TokenUsage | None = None
     reasoning = 0
-    delivered = 0
     settled = False
     try:
         for frame in writer.start():
@@ -171,19 +182,21 @@ async def _relay(
         try:
             async for event in stream:
                 if isinstance(event, c.UsageReported):
-                    usage, reasoning = event.usage, event.reasoning_tokens
+                    delivered.reported = event.usage
+                    if not event.partial:
+                        usage, reasoning = event.usage, event.reasoning_tokens
                     continue
-                delivered += c.delivered_bytes(event)
                 for frame in writer.event(event):
                     yield frame
+                c.deliver(event, delivered)
         except GatewayError as exc:
             # The upstream failed after the stream began: bill what was delivered, then say so in-stream.
-            await settle_partial(runtime, bill, prompt_bound, delivered)
+            await settle_partial(runtime, bill, delivered)
             settled = True
             for frame in writer.error(exc):
                 yield frame
             return
-        usage = usage or estimated_usage(prompt_bound, delivered)
+        usage = usage or delivered.usage()
         try:
             final = await charge_stream(runtime, bill, usage,
                                         lambda extra: copy.deepcopy(writer).finish(usage, reasoning, extra), transcript)
@@ -196,21 +209,25 @@ async def _relay(
         yield final
     finally:
         if not settled:
-            settle_soon(runtime, bill, prompt_bound, delivered)
+            settle_soon(runtime, bill, delivered)
         await close_quietly(stream)
 
 
-async def settle_partial(runtime: Runtime, bill: RequestBill, prompt_bound: int, delivered: int) -> None:
+async def settle_partial(runtime: Runtime, bill: RequestBill, delivered: Delivered) -> None:
+    """The upstream failed mid-stream: bill what the client was sent (prompt and output tokens), or
+    release the hold if it was sent nothing."""
     if delivered:
-        await runtime.billing.charge(bill, estimated_usage(prompt_bound, delivered))
+        await runtime.billing.charge(bill, delivered.usage())
     else:
         await runtime.billing.release(bill, "upstream failed mid-stream")
 
 
-def settle_soon(runtime: Runtime, bill: RequestBill, prompt_bound: int, delivered: int) -> None:
-    """The client went away: bill what it was sent, or release, without waiting."""
+def settle_soon(runtime: Runtime, bill: RequestBill, delivered: Delivered) -> None:
+    """The client went away: bill what the gateway sent it, or release, without waiting. Frames
+    written just before the hang-up may never have reached the client; they are billed all the same
+    (the gateway cannot know, and the upstream produced them)."""
     if delivered:
-        runtime.billing.charge_soon(bill, estimated_usage(prompt_bound, delivered))
+        runtime.billing.charge_soon(bill, delivered.usage())
     else:
         runtime.billing.release_soon(bill, "client disconnected")
 

@@ -15,7 +15,7 @@ from litestar import Request, Response, post
 from litestar.response import Stream
 
 from domain import endpoints
-from app.billing import RequestBill, estimated_usage
+from app.billing import RequestBill
 from app.errors import GatewayError, InvalidRequest, ModelNotFound
 from app.json import encode
 from app.keys import Principal
@@ -24,6 +24,7 @@ from app.routes.flow import (
     charge_stream,
     check_output_limit,
     close_quietly,
+    delivery_for,
     open_bill,
     prepare,
     serve_translated,
@@ -35,11 +36,13 @@ from app.routes.flow import (
 from app.routes.prompt_size import count_prompt, measure_prompt
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
+from app.tokens.delivered import Delivered
 from app.translate import canonical as c
 from app.translate.messages import (
     MessagesEventReader,
     MessagesStreamWriter,
     canonical_to_message,
+    message_to_canonical,
     messages_request_to_canonical,
     sse,
     usage_from_anthropic,
@@ -120,7 +123,11 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
         except BaseException:
             await runtime.billing.release(bill, "upstream failed")
             raise
-        usage = usage_from_anthropic(answer.get("usage")) or estimated_usage(prompt_bound, len(encode(answer.get("content"))))
+        usage = usage_from_anthropic(answer.get("usage"))
+        if usage is None:
+            delivered = delivery_for(runtime, bill, prompt_bound)
+            c.deliver_answer(message_to_canonical(answer).parts, delivered)
+            usage = delivered.usage()
         answer["model"] = model.id
         reported = answer.get("usage") or {}
         _, body_bytes = await runtime.billing.charge(
@@ -133,26 +140,30 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
         await runtime.billing.release(bill, "upstream failed")
         raise
     transcript = transcript_for(bill)
-    return await start_stream(_relay(runtime, bill, stream, prompt_bound, transcript), headers, transcript)
+    return await start_stream(_relay(runtime, bill, stream, delivery_for(runtime, bill, prompt_bound), transcript),
+                              headers, transcript)
 
 
-async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_bound: int,
+async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, delivered: Delivered,
                  transcript: list[bytes] | None) -> AsyncIterator[bytes]:
     """Relay the upstream's frames as they are; hold back ``message_delta`` until the charge is durable,
-    then send it with the cost and the remaining balance in its usage."""
+    then send it with the cost and the remaining balance in its usage. What the client was sent is
+    noted once each frame has gone out, for a stream that ends early."""
     reader = MessagesEventReader()
     usage: TokenUsage | None = None
     final_delta: dict[str, Any] | None = None
-    delivered = 0
     settled = False
     try:
         try:
             async for event in stream:
+                content: list[c.Event] = []
                 for seen in reader.events(event):
                     if isinstance(seen, c.UsageReported):
-                        usage = seen.usage
+                        delivered.reported = seen.usage
+                        if not seen.partial:
+                            usage = seen.usage
                     else:
-                        delivered += c.delivered_bytes(seen)
+                        content.append(seen)
                 kind = event.get("type")
                 if kind == "message_start" and isinstance(event.get("message"), dict):
                     event["message"]["model"] = bill.model.id
@@ -162,8 +173,10 @@ async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_
                 if kind == "message_stop":
                     break
                 yield sse(event)
+                for seen in content:
+                    c.deliver(seen, delivered)
         except GatewayError as exc:
-            await settle_partial(runtime, bill, prompt_bound, delivered)
+            await settle_partial(runtime, bill, delivered)
             settled = True
             yield sse(exc.anthropic_body())
             return
@@ -174,8 +187,7 @@ async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_
             return [sse({**delta, "usage": {**(delta.get("usage") or {}), **extra}}), sse({"type": "message_stop"})]
 
         try:
-            frames = await charge_stream(runtime, bill, usage or estimated_usage(prompt_bound, delivered), final,
-                                         transcript)
+            frames = await charge_stream(runtime, bill, usage or delivered.usage(), final, transcript)
         except GatewayError as exc:
             settled = True
             yield sse(exc.anthropic_body())
@@ -184,7 +196,7 @@ async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, prompt_
         yield frames
     finally:
         if not settled:
-            settle_soon(runtime, bill, prompt_bound, delivered)
+            settle_soon(runtime, bill, delivered)
         await close_quietly(stream)
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from app.tokens.delivered import Delivered
 from domain.pricing import TokenUsage
 
 
@@ -164,24 +165,40 @@ class Finished:
 
 @dataclass(slots=True)
 class UsageReported:
-    """Usage so far; later reports replace earlier ones (Anthropic's counts are cumulative)."""
+    """Usage so far; later reports replace earlier ones (Anthropic's counts are cumulative).
+    ``partial``: reported before the answer (Anthropic's ``message_start``): its prompt count is
+    the upstream's, its output count is not the answer's."""
 
     usage: TokenUsage
     reasoning_tokens: int = 0
+    partial: bool = False
 
 
 Event = TextDelta | ThinkingDelta | SignatureDelta | ToolCallStarted | ToolArgumentsDelta | Finished | UsageReported
 
 
-def delivered_bytes(event: Event) -> int:
-    """What a client was sent, for billing a stream that ended without usage."""
-    if isinstance(event, TextDelta | ThinkingDelta):
-        return len(event.text.encode())
-    if isinstance(event, ToolArgumentsDelta):
-        return len(event.fragment.encode())
-    if isinstance(event, ToolCallStarted):
-        return len(event.name.encode())
-    return 0
+def deliver(event: Event, delivered: Delivered) -> None:
+    """Note what a client was sent, for billing a stream that ended without (complete) usage."""
+    if isinstance(event, TextDelta):
+        delivered.text(event.text)
+    elif isinstance(event, ThinkingDelta):
+        delivered.thinking(event.text)
+    elif isinstance(event, ToolCallStarted):
+        delivered.tool_call(event.name)
+    elif isinstance(event, ToolArgumentsDelta):
+        delivered.arguments(event.fragment)
+
+
+def deliver_answer(parts: list[Text | ToolCall | Thinking], delivered: Delivered) -> None:
+    """Note a whole answer's parts (an upstream that answered without usage)."""
+    for part in parts:
+        if isinstance(part, Text):
+            delivered.text(part.text)
+        elif isinstance(part, Thinking):
+            delivered.thinking(part.text)
+        else:
+            delivered.tool_call(part.name)
+            delivered.arguments(part.arguments)
 
 
 # -- mappings shared by the codecs ---------------------------------------------------------------

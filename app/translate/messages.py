@@ -359,7 +359,8 @@ class MessagesEventReader:
         kind = event.get("type")
         if kind == "message_start":
             self._usage.update((event.get("message") or {}).get("usage") or {})
-            return []
+            usage = usage_from_anthropic(self._usage)
+            return [c.UsageReported(usage, partial=True)] if usage is not None else []
         if kind == "content_block_start":
             block = event.get("content_block") or {}
             if block.get("type") == "tool_use":

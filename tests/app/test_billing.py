@@ -9,6 +9,7 @@ from decimal import Decimal
 import openai
 import pytest
 
+from app.tokens.encoding import count_o200k
 from tests.app.test_chat_completions import HELLO, micros
 from tests.fake_upstream import FakeUpstream
 from tests.gateway import Gateway
@@ -125,7 +126,8 @@ def test_an_upstream_without_usage_is_billed_from_the_gateway_s_own_count(client
     completion = client.chat.completions.create(
         model="fake-gpt", messages=[{"role": "user", "content": "hi [[no-usage]]"}]
     )
-    assert completion.usage.completion_tokens == len("Echo: hi".encode())
+    assert completion.usage.completion_tokens == count_o200k("Echo: hi") == 3  # the text's exact o200k tokens
+    assert completion.usage.prompt_tokens == 3 + 1 + count_o200k("hi [[no-usage]]") + 3  # the gateway's count
     assert cost(completion) > 0 and remaining(completion) == 100 - cost(completion)
 
 
