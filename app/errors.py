@@ -15,6 +15,10 @@ class GatewayError(Exception):
     anthropic_type: str = "api_error"
     #: Sent as ``x-should-retry``, which the official SDKs obey: transient failures say true.
     retryable: bool = True
+    #: An upstream deployment failed before it began answering (unreachable, timed out, 5xx, 429), so
+    #: another deployment of the model may be tried (``app/upstream/fallback.py``). Set only where
+    #: upstream failures are mapped (``app/upstream/errors.py``).
+    failover: bool = False
 
     def __init__(
         self,

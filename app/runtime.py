@@ -18,8 +18,10 @@ from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
 from app.routes.models import model_list_body
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIUpstream, Upstream
+from app.upstream.fallback import Deployment, FallbackUpstream
 from domain.settings import Settings
 from projections.instances import InstanceRegistry
+from domain.settings import Upstream as UpstreamSettings
 from projections.event_store import LedgerStore, open_ledger_store
 
 
@@ -30,7 +32,8 @@ class Runtime:
     writer: LedgerWriter
     keys: KeyDirectory
     billing: Billing
-    upstreams: dict[str, Upstream]
+    #: Each model's deployments, behind one upstream that fails over between them.
+    upstreams: dict[str, FallbackUpstream]
     http: httpx.AsyncClient
     model_list_body: bytes
     projector: Projector
@@ -49,6 +52,16 @@ class Runtime:
         self.store.close()
 
 
+def _adapter(up: UpstreamSettings, http: httpx.AsyncClient) -> Upstream:
+    """The client for one deployment."""
+    if up.kind == "demo":
+        return DemoUpstream()
+    api_key = os.environ.get(up.api_key_env) if up.api_key_env else None
+    kind = AnthropicUpstream if up.kind == "anthropic" else OpenAIUpstream
+    timeout = httpx.Timeout(float(up.timeout), connect=float(up.connect_timeout))
+    return kind(up.base_url or "", api_key, timeout=timeout, client=http)
+
+
 def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     store = open_ledger_store(settings.database_url, base_dir, settings.database_pool_size)
     try:
@@ -62,16 +75,14 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     writer = LedgerWriter(store, on_commit=projector.wake).start()
     sweeper = HoldSweeper(store, writer, float(settings.hold_timeout)).start()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
-    upstreams: dict[str, Upstream] = {}
-    for model in settings.models:
-        up = model.upstream
-        if up.kind == "demo":
-            upstreams[model.id] = DemoUpstream()
-        else:
-            api_key = os.environ.get(up.api_key_env) if up.api_key_env else None
-            kind = AnthropicUpstream if up.kind == "anthropic" else OpenAIUpstream
-            timeout = httpx.Timeout(float(up.timeout), connect=float(up.connect_timeout))
-            upstreams[model.id] = kind(up.base_url or "", api_key, timeout=timeout, client=http)
+    upstreams = {
+        model.id: FallbackUpstream(
+            model.id,
+            [Deployment(_adapter(up, http), model.name_at(up), up.weight) for up in model.deployments],
+            max_attempts=model.attempts,
+        )
+        for model in settings.models
+    }
     return Runtime(
         settings=settings,
         store=store,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from decimal import Decimal
 from typing import Literal
 
@@ -18,9 +18,12 @@ import msgspec
 from domain.pricing import Price
 
 UPSTREAM_KINDS = ("openai", "anthropic", "demo")
+#: The wire protocol each kind speaks. Routes choose pass-through or translation by it, so the
+#: deployments of one model must all speak the same one.
+UPSTREAM_WIRES = {"openai": "chat", "demo": "chat", "anthropic": "messages"}
 DATABASE_URL_ENV = "TOLLGATE_DATABASE_URL"
-TOKENIZERS = ("o200k", "anthropic", "bytes")
 REDIS_URL_ENV = "TOLLGATE_REDIS_URL"
+TOKENIZERS = ("o200k", "anthropic", "bytes")
 
 
 class ConfigError(Exception):
@@ -50,12 +53,20 @@ class Pricing(_Strict):
 
 
 class Upstream(_Strict):
+    """One deployment of a model: a provider endpoint, its key and the name it knows the model by."""
+
     kind: str
     base_url: str | None = None
     api_key_env: str | None = None
     model: str | None = None
     timeout: Decimal = Decimal(600)  # seconds to wait for each read (a stream may run longer in all)
     connect_timeout: Decimal = Decimal(10)
+    #: This deployment's share of first attempts among a model's ``upstreams``.
+    weight: int = 1
+
+    @property
+    def wire(self) -> str:
+        return UPSTREAM_WIRES.get(self.kind, "chat")
 
 
 class Model(_Strict):
@@ -65,7 +76,11 @@ class Model(_Strict):
     context_window: int
     max_output_tokens: int
     pricing: Pricing
-    upstream: Upstream
+    #: Either one deployment (``upstream = {...}``) or several (``upstreams = [{...}, ...]``), never both.
+    upstream: Upstream | None = None
+    upstreams: list[Upstream] | None = None
+    #: Deployments tried per request before giving up (default: every deployment once).
+    max_attempts: int | None = None
     vision: bool = False
     default_effort_level: str = "medium"
     effort_levels: list[EffortLevel] = msgspec.field(
@@ -82,9 +97,28 @@ class Model(_Strict):
         return Price(input=p.input, output=p.output, cache_create=p.cache_create, cache_hit=p.cache_hit)
 
     @property
-    def upstream_model(self) -> str:
-        """The model name sent upstream (defaults to the id clients use)."""
-        return self.upstream.model or self.id
+    def deployments(self) -> list[Upstream]:
+        """Every deployment that may answer for this model, in the file's order."""
+        if self.upstreams:
+            return list(self.upstreams)
+        return [self.upstream] if self.upstream is not None else []
+
+    @property
+    def attempts(self) -> int:
+        """How many deployments one request may try (each at most once)."""
+        return self.max_attempts or len(self.deployments)
+
+    def name_at(self, deployment: Upstream) -> str:
+        """The model name sent to ``deployment`` (each may know the model by its own name; defaults to the id
+        clients use)."""
+        return deployment.model or self.id
+
+
+def deployment_keys(model: Model, index: int) -> list[tuple[str, Upstream]]:
+    """Each deployment of ``models[index]`` with the key that names it in the file, for error messages."""
+    if model.upstreams is not None:
+        return [(f"models[{index}].upstreams[{j}]", up) for j, up in enumerate(model.upstreams)]
+    return [(f"models[{index}].upstream", model.upstream)] if model.upstream is not None else []
 
 
 class Settings(_Strict):
@@ -187,24 +221,46 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         values = [level.value for level in model.effort_levels]
         if model.default_effort_level not in values:
             fail(f"{key}.default_effort_level", f"{model.default_effort_level!r} is not one of effort_levels {values}")
-        upstream = model.upstream
+        _check_deployments(model, i, fail)
+
+
+def _check_deployments(model: Model, index: int, fail: Callable[[str, str], None]) -> None:
+    key = f"models[{index}]"
+    if model.upstream is None and model.upstreams is None:
+        fail(f"{key}.upstream", "required key is missing (or list several deployments as `upstreams = [...]`)")
+    if model.upstream is not None and model.upstreams is not None:
+        fail(f"{key}.upstreams", "give either `upstream` or `upstreams`, not both")
+    if model.upstreams is not None and not model.upstreams:
+        fail(f"{key}.upstreams", "must list at least one deployment")
+    first: tuple[str, Upstream] | None = None
+    for where, upstream in deployment_keys(model, index):
         if upstream.kind not in UPSTREAM_KINDS:
-            fail(f"{key}.upstream.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
+            fail(f"{where}.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
         if upstream.kind != "demo":
             if not upstream.base_url:
-                fail(f"{key}.upstream.base_url", f"required for kind {upstream.kind!r}")
+                fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
             elif not re.match(r"^https?://[^/\s]+", upstream.base_url):
-                fail(f"{key}.upstream.base_url", f"not an http(s) URL: {upstream.base_url!r}")
+                fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")
         for name in ("timeout", "connect_timeout"):
             if getattr(upstream, name) <= 0:
-                fail(f"{key}.upstream.{name}", "must be greater than 0")
+                fail(f"{where}.{name}", "must be greater than 0")
+        if upstream.weight < 1:
+            fail(f"{where}.weight", "must be at least 1")
+        if first is None:
+            first = (where, upstream)
+        elif upstream.wire != first[1].wire:
+            fail(f"{where}.kind", f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
+                                  f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
+                                  f"model must speak the same wire (openai and demo: chat; anthropic: messages)")
+    count = len(model.deployments)
+    if model.max_attempts is not None and not 1 <= model.max_attempts <= count:
+        fail(f"{key}.max_attempts", f"must be between 1 and the number of deployments ({count})")
 
 
 def require_upstream_secrets(settings: Settings, origin: str, environ: Mapping[str, str]) -> None:
     """Check, before serving, that every upstream key named in the file is set in the environment."""
     for i, model in enumerate(settings.models):
-        env_name = model.upstream.api_key_env
-        if env_name and not environ.get(env_name):
-            raise ConfigError(
-                origin, f"models[{i}].upstream.api_key_env", f"environment variable {env_name} is not set"
-            )
+        for where, upstream in deployment_keys(model, i):
+            env_name = upstream.api_key_env
+            if env_name and not environ.get(env_name):
+                raise ConfigError(origin, f"{where}.api_key_env", f"environment variable {env_name} is not set")

@@ -13,6 +13,12 @@ the last user message, token counts come from a whitespace tokenizer, and
 ``[[directive]]`` markers in the user text inject failures, latency, dropped
 connections, cached/cache-write/reasoning tokens, missing usage, or tool calls.
 
+A directive applies to whoever receives the message; to make one *deployment* of a model fail while
+another answers, give it a faulty base URL instead: every request under ``/status/CODE/...`` (e.g.
+``http://127.0.0.1:PORT/status/503/v1``) answers CODE in the protocol's error shape, and every
+request under ``/hang/...`` is read and then never answered (the caller must time out), and every
+request under ``/cut/...`` is answered 200 and cut off in the middle of the body.
+
 The same server is also a fake of the Anthropic Messages API (``POST
 /v1/messages`` and ``/v1/messages/count_tokens``, see ``tests/fake_anthropic.py``);
 point Anthropic clients at ``anthropic_base_url``.
@@ -49,6 +55,7 @@ _INT_DIRECTIVES = {"fail": "fail", "latency": "latency_ms", "chunk-delay": "chun
                    "cache-write": "cache_write", "reason": "reason"}
 _FLAG_DIRECTIVES = {"no-usage": "no_usage", "think": "think", "stream-error": "stream_error"}
 _OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+_FAULTY_PREFIX = re.compile(r"^/(?:status/(?P<status>\d{3})|(?P<hang>hang)|(?P<cut>cut))(?P<rest>/.*)$")
 _TOKEN = re.compile(r"\S+\s*")
 
 
@@ -281,6 +288,9 @@ class FakeUpstream:
 
     async def _respond(self, method: str, path: str, raw: bytes, headers: dict[str, str], receive: Receive,
                        send: Send) -> None:
+        faulty = _FAULTY_PREFIX.match(path)
+        if faulty:
+            return await _fault(faulty, send, receive)
         try:
             if method == "GET" and path == "/v1/models":
                 await _send_json(send, 200, MODELS)
@@ -451,6 +461,29 @@ def _validate_chat(req: dict[str, Any], messages: list[dict[str, Any]]) -> list[
                 raise _bad("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
                            "message with 'tool_calls'.", f"messages[{i}].role")
     return [stop] if isinstance(stop, str) else list(stop or [])
+
+
+async def _fault(faulty: re.Match[str], send: Send, receive: Receive) -> None:
+    """A faulty base URL's answer: its status in the error shape of the protocol asked for, none at all,
+    or a 200 that breaks off."""
+    if faulty.group("hang"):
+        while (await receive())["type"] != "http.disconnect":  # the caller gives up and hangs up
+            pass
+        return
+    if faulty.group("cut"):
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")]})
+        await send({"type": "http.response.body", "body": b'{"id": "chatcmpl-cut", "object": ', "more_body": True})
+        return await _drop(send, receive)
+    status = int(faulty.group("status"))
+    message = f"fake deployment failure {status}"
+    extra = [(b"retry-after", b"1")] if status == 429 else []
+    if faulty.group("rest").startswith("/v1/messages"):
+        from tests.fake_anthropic import anthropic_error, error_type  # lazy: fake_anthropic imports this module
+
+        return await _send_json(send, status, anthropic_error(error_type(status), message), extra)
+    type_ = "server_error" if status >= 500 else "rate_limit_error" if status == 429 else "invalid_request_error"
+    await _send_json(send, status, error_body(message, type_), extra)
 
 
 async def _send_json(send: Send, status: int, body: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:

@@ -102,8 +102,50 @@ max_output_tokens = 256
 vision = true
 pricing = {{input = 3, output = 15, cache_create = 3.75, cache_hit = 0.3}}
 upstream = {{kind = "anthropic", base_url = "{upstream_base_url.removesuffix("/v1")}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
-''')
+{_fallback_models(upstream_base_url)}''')
     return config
+
+
+#: A weight that makes a deployment the first one tried in all but one request in a million.
+FIRST = 1_000_000
+
+
+def _deployment(kind: str, base_url: str, model: str, **extra: object) -> str:
+    fields = {"kind": kind, "base_url": base_url, "model": model, **extra}
+    return "{" + ", ".join(f"{k} = {v}" if isinstance(v, int) else f'{k} = "{v}"' for k, v in fields.items()) + "}"
+
+
+def _fallback_models(upstream_base_url: str) -> str:
+    """Models with several deployments (tests/app/test_fallbacks.py): a broken deployment tried first
+    (refusing connections, answering 503 or 529, never answering, or breaking off a 200) and a working
+    one, or two working ones. Each deployment has its own model name, so the fake's records tell which one was called."""
+    root = upstream_base_url.removesuffix("/v1")
+    key = {"api_key_env": "UPSTREAM_KEY"}
+    gpt_b = _deployment("openai", upstream_base_url, "gpt-b", **key)
+    claude_b = _deployment("anthropic", root, "claude-b", **key)
+    overloaded_first = _deployment("openai", f"{root}/status/503/v1", "gpt-a", weight=FIRST)
+    models = {
+        "refused-gpt": [_deployment("openai", f"http://127.0.0.1:{free_port()}/v1", "gpt-a", weight=FIRST), gpt_b],
+        "overloaded-gpt": [overloaded_first, gpt_b],
+        "hung-gpt": [_deployment("openai", f"{root}/hang/v1", "gpt-a", weight=FIRST, timeout=1), gpt_b],
+        "twin-gpt": [_deployment("openai", upstream_base_url, "gpt-a", weight=3, timeout=1, **key),
+                     _deployment("openai", upstream_base_url, "gpt-b", timeout=1, **key)],
+        "once-gpt": [overloaded_first, gpt_b],  # with max_attempts = 1
+        "cut-gpt": [_deployment("openai", f"{root}/cut/v1", "gpt-a", weight=FIRST), gpt_b],
+        "overloaded-claude": [_deployment("anthropic", f"{root}/status/529", "claude-a", weight=FIRST), claude_b],
+        "twin-claude": [_deployment("anthropic", root, "claude-a", **key), claude_b],
+    }
+    return "".join(f'''
+[[models]]
+id = "{model_id}"
+display_name = "{model_id}"
+owned_by = "acme"
+context_window = 200000
+max_output_tokens = 256
+pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
+upstreams = [{", ".join(deployments)}]
+{"max_attempts = 1" if model_id == "once-gpt" else ""}
+''' for model_id, deployments in models.items())
 
 
 def run_cli(config: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -497,6 +497,41 @@ def test_anthropic_unknown_route_and_recording(claude: anthropic.Anthropic, fake
     assert fake.requests[0].body["messages"] == say("[[fail:429]]")
 
 
+# -- faulty base URLs: one deployment fails, whatever the message says ---------------------------
+
+
+def test_a_status_base_url_answers_that_status_in_each_protocol_s_shape(fake: FakeUpstream) -> None:
+    root = fake.anthropic_base_url
+    with openai.OpenAI(base_url=f"{root}/status/503/v1", api_key="k", max_retries=0) as broken:
+        with pytest.raises(openai.InternalServerError) as e:
+            broken.chat.completions.create(model=MODEL, messages=user("hi"))
+    assert e.value.status_code == 503 and e.value.body["type"] == "server_error"  # type: ignore[index]
+    with anthropic.Anthropic(base_url=f"{root}/status/529", api_key="k", max_retries=0) as broken_claude:
+        with pytest.raises(anthropic.OverloadedError) as overloaded:
+            broken_claude.messages.create(model=CLAUDE, max_tokens=10, messages=say("hi"))
+        with pytest.raises(anthropic.RateLimitError):
+            anthropic.Anthropic(base_url=f"{root}/status/429", api_key="k", max_retries=0).messages.create(
+                model=CLAUDE, max_tokens=10, messages=say("hi"))
+    assert overloaded.value.type == "overloaded_error"
+    assert [q.path for q in fake.requests][-3:] == ["/status/503/v1/chat/completions", "/status/529/v1/messages",
+                                                    "/status/429/v1/messages"]
+
+
+def test_a_hang_base_url_never_answers(fake: FakeUpstream) -> None:
+    with openai.OpenAI(base_url=f"{fake.anthropic_base_url}/hang/v1", api_key="k", max_retries=0,
+                       timeout=0.5) as hung:
+        with pytest.raises(openai.APITimeoutError):
+            hung.chat.completions.create(model=MODEL, messages=user("hi"))
+    assert fake.requests[-1].path == "/hang/v1/chat/completions"
+
+
+def test_a_cut_base_url_breaks_off_a_200(fake: FakeUpstream) -> None:
+    with httpx.stream("POST", f"{fake.anthropic_base_url}/cut/v1/chat/completions", json={"model": MODEL}) as response:
+        assert response.status_code == 200
+        with pytest.raises(httpx.RemoteProtocolError):
+            response.read()
+
+
 def test_each_request_records_how_it_ended(client: openai.OpenAI, fake: FakeUpstream) -> None:
     import time
 

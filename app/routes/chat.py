@@ -113,8 +113,9 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
             headers=headers,
         )
 
-    # Same protocol on both sides: pass the client's body through, every parameter untouched.
-    forward = {**body, "model": model.upstream_model}
+    # Same protocol on both sides: pass the client's body through, every parameter untouched (but
+    # ``model``, which the deployment that answers replaces with its own name).
+    forward = dict(body)
     if not chat.stream:
         try:
             answer = await upstream.complete(forward)

@@ -115,7 +115,7 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
             headers=headers,
         )
 
-    forward = {**body, "model": model.upstream_model}
+    forward = dict(body)  # the deployment that answers puts its own model name in
     extra_headers = upstream_headers(request)
     if not parsed.stream:
         try:

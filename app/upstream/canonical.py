@@ -13,9 +13,11 @@ from domain.settings import Model
 
 
 def upstream_body(upstream: Upstream, req: c.Request, model: Model) -> dict[str, Any]:
+    """The request in the upstream's wire. Its ``model`` is the gateway's id: the deployment that is
+    called puts its own name in (:class:`app.upstream.fallback.FallbackUpstream`)."""
     if upstream.wire == "messages":
-        return canonical_to_messages_body(req, model.upstream_model, model.max_output_tokens)
-    return canonical_to_chat_body(req, model.upstream_model)
+        return canonical_to_messages_body(req, model.id, model.max_output_tokens)
+    return canonical_to_chat_body(req, model.id)
 
 
 async def complete(upstream: Upstream, req: c.Request, model: Model, headers: dict[str, str] | None = None) -> c.Response:

@@ -21,6 +21,14 @@ def upstream_message(content: bytes) -> str:
 
 
 def error_from_status(status: int, content: bytes, retry_after: str | None) -> GatewayError:
+    """An error status from the upstream. A 5xx or 429 is this deployment's trouble (another may answer);
+    any other 4xx refuses the request itself, or the gateway's key, and no other deployment is tried."""
+    error = _from_status(status, content, retry_after)
+    error.failover = status >= 500 or status == 429
+    return error
+
+
+def _from_status(status: int, content: bytes, retry_after: str | None) -> GatewayError:
     message = upstream_message(content)
     if status == 429:
         headers = {"retry-after": retry_after} if retry_after else {}
@@ -34,10 +42,17 @@ def error_from_status(status: int, content: bytes, retry_after: str | None) -> G
     return UpstreamFailure(f"The upstream provider failed with status {status}: {message}")
 
 
-def error_from_exception(exc: httpx.HTTPError) -> GatewayError:
+def error_from_exception(exc: httpx.HTTPError, *, answering: bool = False) -> GatewayError:
+    """A transport failure: before the upstream answered (refused, reset, timed out waiting for the
+    status) another deployment may be tried; once it was ``answering`` (a 2xx status came), never."""
     if isinstance(exc, httpx.TimeoutException):
-        return UpstreamFailure("The upstream provider timed out.", status=504)
-    return UpstreamFailure(f"The upstream provider could not be reached: {type(exc).__name__}")
+        error = UpstreamFailure("The upstream provider timed out.", status=504)
+    elif answering:
+        error = UpstreamFailure(f"The upstream provider broke off its answer: {type(exc).__name__}")
+    else:
+        error = UpstreamFailure(f"The upstream provider could not be reached: {type(exc).__name__}")
+    error.failover = not answering
+    return error
 
 
 def error_from_stream_event(error: object) -> GatewayError:

@@ -27,15 +27,15 @@ class HttpUpstream:
         return {**self._headers, **headers} if headers else self._headers
 
     async def _post_json(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> dict[str, Any]:
+        response = await self._send(url, body, self._with(headers))
         try:
-            response = await self._client.post(url, content=_encode(body), headers=self._with(headers),
-                                               timeout=self._timeout)
+            content = await response.aread()
         except httpx.HTTPError as exc:
-            raise error_from_exception(exc) from None
-        if response.status_code >= 400:
-            raise error_from_status(response.status_code, response.content, response.headers.get("retry-after"))
+            raise error_from_exception(exc, answering=True) from None
+        finally:
+            await response.aclose()
         try:
-            answer = _decode(response.content)
+            answer = _decode(content)
         except msgspec.DecodeError:
             raise UpstreamFailure("The upstream provider sent invalid JSON.") from None
         if not isinstance(answer, dict):
@@ -44,8 +44,13 @@ class HttpUpstream:
 
     async def _post_stream(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> httpx.Response:
         """Start a streamed POST; an error status is raised before any of the body is read."""
-        request = self._client.build_request("POST", url, content=_encode(body),
-                                             headers={**self._with(headers), "accept": "text/event-stream"},
+        return await self._send(url, body, {**self._with(headers), "accept": "text/event-stream"})
+
+    async def _send(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
+        """POST and wait for the status only, so that a failure before the upstream began answering
+        (which another deployment may retry) is told apart from one while it answered (never retried).
+        An error status is raised, its body read for the upstream's message; else the body is unread."""
+        request = self._client.build_request("POST", url, content=_encode(body), headers=headers,
                                              timeout=self._timeout)
         try:
             response = await self._client.send(request, stream=True)
@@ -92,7 +97,7 @@ class SSEJsonStream:
                 if self._is_last(item):
                     return
         except httpx.HTTPError as exc:
-            raise error_from_exception(exc) from None
+            raise error_from_exception(exc, answering=True) from None
         finally:
             await self._response.aclose()
 

@@ -10,6 +10,10 @@ import openai
 
 from tests.gateway import Gateway
 
+MODEL_IDS = ["fake-gpt", "demo-gpt", "fake-claude", "slow-gpt", "dead-gpt", "small-claude",
+             "refused-gpt", "overloaded-gpt", "hung-gpt",
+             "twin-gpt", "once-gpt", "cut-gpt", "overloaded-claude", "twin-claude"]
+
 
 def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):
     response = httpx.get(gateway.base_url + "/models")  # no Authorization header
@@ -17,8 +21,7 @@ def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):
     assert response.headers["content-type"].startswith("application/json")
     body = json.loads(response.content, parse_float=Decimal)
     assert body["object"] == "list"
-    assert [m["id"] for m in body["data"]] == ["fake-gpt", "demo-gpt", "fake-claude", "slow-gpt", "dead-gpt",
-                                                "small-claude"]
+    assert [m["id"] for m in body["data"]] == MODEL_IDS
 
     fake = body["data"][0]
     assert set(fake) == {
@@ -47,6 +50,5 @@ def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):
 def test_the_openai_sdk_lists_the_models(gateway: Gateway):
     client = openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0)
     models = client.models.list().data
-    assert [m.id for m in models] == ["fake-gpt", "demo-gpt", "fake-claude", "slow-gpt", "dead-gpt",
-                                                "small-claude"]
+    assert [m.id for m in models] == MODEL_IDS
     assert models[0].model_extra["context_window"] == 8192

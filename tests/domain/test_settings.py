@@ -24,7 +24,7 @@ upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env 
 def test_the_documented_example_parses_with_exact_prices():
     settings = parse_settings(GOOD, "t.toml")
     model = settings.model("fake-gpt")
-    assert model is not None and model.upstream_model == "gpt-x"
+    assert model is not None and [model.name_at(up) for up in model.deployments] == ["gpt-x"]
     assert model.pricing.cache_create == Decimal("3.125")
     assert settings.credits_per_usd == Decimal(100)
 
@@ -67,6 +67,61 @@ def test_a_missing_upstream_secret_names_the_variable():
 def test_the_database_url_can_come_from_the_environment():
     settings = parse_settings(GOOD, "t.toml", {"TOLLGATE_DATABASE_URL": "sqlite:////var/lib/tollgate.db"})
     assert settings.database_url == "sqlite:////var/lib/tollgate.db"
+
+
+MANY = GOOD.replace(
+    'upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}',
+    '''upstreams = [
+  {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x", weight = 3},
+  {kind = "openai", base_url = "http://127.0.0.1:9200/v1", api_key_env = "OTHER_KEY"},
+  {kind = "demo"},
+]''')
+
+
+def test_a_model_may_list_several_deployments_each_with_its_weight_and_model_name():
+    model = parse_settings(MANY, "t.toml").models[0]
+    assert [(up.base_url, up.weight) for up in model.deployments] == [
+        ("http://127.0.0.1:9100/v1", 3), ("http://127.0.0.1:9200/v1", 1), (None, 1)]
+    assert [model.name_at(up) for up in model.deployments] == ["gpt-x", "fake-gpt", "fake-gpt"]
+    assert model.attempts == 3
+    assert parse_settings(MANY.replace("[[models]]", "[[models]]\nmax_attempts = 2"), "t.toml").models[0].attempts == 2
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "problem"),
+    [
+        (("weight = 3", "weight = 0"), "models[0].upstreams[0].weight", "at least 1"),
+        (('{kind = "demo"}', '{kind = "anthropic", base_url = "https://api.anthropic.com"}'),
+         "models[0].upstreams[2].kind", "must speak the same wire"),
+        (('{kind = "demo"}', '{kind = "openai"}'), "models[0].upstreams[2].base_url", "required"),
+        (("[[models]]", "[[models]]\nmax_attempts = 4"), "models[0].max_attempts", "between 1 and the number of deployments (3)"),
+        (("[[models]]", "[[models]]\nmax_attempts = 0"), "models[0].max_attempts", "between 1"),
+        (("upstreams = [", 'upstream = {kind = "demo"}\nupstreams = ['), "models[0].upstreams", "not both"),
+        (("weight = 3", 'weight = "heavy"'), "models[0].upstreams[0].weight", "expected `int`"),
+    ],
+)
+def test_an_invalid_deployment_list_is_refused_naming_the_key(change, key, problem):
+    with pytest.raises(ConfigError) as error:
+        parse_settings(MANY.replace(*change), "conf/t.toml")
+    assert (error.value.key, str(error.value).startswith(f"conf/t.toml: {key}: ")) == (key, True)
+    assert problem in error.value.problem
+
+
+def test_a_model_needs_one_deployment_at_least():
+    no_upstream = GOOD.replace(
+        'upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}', "")
+    with pytest.raises(ConfigError, match=r"models\[0\].upstream: required key is missing"):
+        parse_settings(no_upstream, "t.toml")
+    with pytest.raises(ConfigError, match=r"models\[0\].upstreams: must list at least one deployment"):
+        parse_settings(no_upstream + "upstreams = []\n", "t.toml")
+
+
+def test_every_deployment_s_secret_must_be_set():
+    settings = parse_settings(MANY, "t.toml")
+    with pytest.raises(ConfigError) as error:
+        require_upstream_secrets(settings, "t.toml", {"UPSTREAM_KEY": "x"})
+    assert error.value.key == "models[0].upstreams[1].api_key_env" and "OTHER_KEY is not set" in error.value.problem
+    require_upstream_secrets(settings, "t.toml", {"UPSTREAM_KEY": "x", "OTHER_KEY": "y"})
 
 
 def test_a_model_may_choose_how_its_tokens_are_counted():

@@ -1,0 +1,103 @@
+"""The deployments of one model behind one upstream: a weighted choice, and failover before the answer.
+
+A model may list several deployments of itself (``upstreams = [...]`` in the configuration: other
+regions, providers or keys). Each request tries them in a weighted random order; a deployment that
+fails before it began answering (refused or reset connection, a timeout waiting for the status, a
+5xx or 429 status) hands the request to the next one after a short jittered backoff, up to the
+model's ``max_attempts``. Once a deployment answers (a 2xx status), it is the one: a failure after
+that is the client's to see, because part of the answer may have been relayed already, and the
+deployment has done (and been paid for) the work.
+
+This sits below the routes on purpose. They hold the worst case once, call one upstream and then
+charge or release once; failed attempts here move no money, so the ledger only ever charges the
+attempt that answered. The client gets the last attempt's error if every attempt failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from app.errors import GatewayError
+from app.upstream.base import RawStream, Upstream
+
+log = logging.getLogger("tollgate.upstream")
+
+T = TypeVar("T")
+
+#: The pause before the n-th retry is BACKOFF × 2ⁿ (at most BACKOFF_CAP), times a random 0.5–1.
+BACKOFF = 0.05
+BACKOFF_CAP = 1.0
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One adapter and the model name that deployment knows the model by."""
+
+    adapter: Upstream
+    model: str
+    weight: int = 1
+
+
+def weighted_order(weights: Sequence[int], rng: random.Random) -> list[int]:
+    """Indices of ``weights`` in the order to try them: each next one drawn by weight from those left,
+    so the first attempt lands on each deployment in proportion to its weight."""
+    left = list(range(len(weights)))
+    order: list[int] = []
+    while len(left) > 1:
+        pick = rng.choices(left, weights=[weights[i] for i in left])[0]
+        order.append(pick)
+        left.remove(pick)
+    return order + left
+
+
+class FallbackUpstream:
+    """An :class:`~app.upstream.base.Upstream` over the deployments of one model.
+
+    Every call puts the called deployment's own model name into the body, so callers may send any
+    name. All deployments speak the same wire (the configuration refuses a mix).
+    """
+
+    def __init__(self, model_id: str, deployments: Sequence[Deployment], *, max_attempts: int | None = None,
+                 rng: random.Random | None = None) -> None:
+        if not deployments:
+            raise ValueError(f"model {model_id!r} has no deployments")
+        wires = {d.adapter.wire for d in deployments}
+        if len(wires) != 1:
+            raise ValueError(f"model {model_id!r} mixes wires {sorted(wires)}")
+        self.model_id = model_id
+        self.deployments = list(deployments)
+        self.wire: Literal["chat", "messages"] = deployments[0].adapter.wire
+        self.max_attempts = min(max_attempts or len(deployments), len(deployments))
+        self._rng = rng or random.Random()
+
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+        """A non-streaming answer; nothing reached the client yet, so a failed attempt is retried whole."""
+        return await self._first_answer(lambda d: d.adapter.complete({**body, "model": d.model}, headers))
+
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> RawStream:
+        """A stream, retried only until a deployment answers with its status; never once it is open."""
+        return await self._first_answer(lambda d: d.adapter.open_stream({**body, "model": d.model}, headers))
+
+    async def aclose(self) -> None:
+        for deployment in self.deployments:
+            await deployment.adapter.aclose()
+
+    async def _first_answer(self, call: Callable[[Deployment], Awaitable[T]]) -> T:
+        order = weighted_order([d.weight for d in self.deployments], self._rng)[: self.max_attempts]
+        for attempt, index in enumerate(order):
+            try:
+                return await call(self.deployments[index])
+            except GatewayError as exc:
+                if not exc.failover or attempt == len(order) - 1:
+                    raise
+                delay = min(BACKOFF_CAP, BACKOFF * 2 ** attempt) * self._rng.uniform(0.5, 1.0)
+                log.warning("model %s: deployment %d failed before answering (%s: %s); trying deployment %d "
+                            "in %.0f ms (attempt %d of %d)", self.model_id, index, exc.status, exc.message,
+                            order[attempt + 1], delay * 1000, attempt + 2, len(order))
+                await asyncio.sleep(delay)
+        raise AssertionError("unreachable: the last attempt returns or raises")
