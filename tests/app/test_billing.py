@@ -14,6 +14,8 @@ from tests.app.test_chat_completions import HELLO, micros
 from tests.fake_upstream import FakeUpstream
 from tests.gateway import Gateway
 
+pytestmark = pytest.mark.usefixtures("ledger_verified_after")
+
 
 def remaining(completion) -> Decimal:
     return Decimal(str(completion.usage.model_extra["remaining"]["credits"]))

@@ -13,6 +13,8 @@ import pytest
 
 from tests.gateway import Gateway
 
+pytestmark = pytest.mark.usefixtures("ledger_verified_after")
+
 SLOW = "one two three four five six seven eight [[chunk-delay:150]]"  # ≥ 1.2 s upstream, one token per 150 ms
 
 
