@@ -1,14 +1,18 @@
-"""Keeps this process's view of the audit history and usage current.
+"""Keeps this process's view of the audit history and usage current, and its key cache honest.
 
-The ledger writer wakes it after every commit; it also looks every few seconds, for events other
-processes wrote. Any number of processes may run one: the projection's tracking makes their work
-exactly-once.
+It follows key and team policy changes every ``poll_seconds`` (a read, which never blocks the
+ledger writer), and catches the audit history up every ``history_seconds``: the history is for
+auditors and operators, not for the request path, and catching it up after every commit would
+make it compete with the ledger writer for the database's write lock on every request. Readers
+that need it current (``ledger export``, the admin API) catch it up themselves first. Any number
+of processes may run one: the projection's tracking makes their work exactly-once.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from collections.abc import Callable
 from uuid import UUID
@@ -30,11 +34,12 @@ class Projector:
     ``on_team_change(team_id)``), by following the log on its own cursor: the shared projection
     position says nothing about this process."""
 
-    def __init__(self, store: LedgerStore, poll_seconds: float = 0.25,
+    def __init__(self, store: LedgerStore, poll_seconds: float = 0.25, history_seconds: float = 2.0,
                  on_key_change: Callable[[str], None] | None = None,
                  on_team_change: Callable[[UUID], None] | None = None) -> None:
         self._store = store
         self._poll = poll_seconds
+        self._history_every = history_seconds
         self._on_key_change = on_key_change
         self._on_team_change = on_team_change
         self._seen = store.recorder.max_notification_id() or 0
@@ -59,10 +64,13 @@ class Projector:
 
         history = HistoryProjection(self._store, self._store.database)  # its connection belongs to this thread
         try:
+            caught_up_at = 0.0
             while not self._stopping:
                 try:
                     self._follow_key_changes()
-                    history.catch_up()
+                    if time.monotonic() - caught_up_at >= self._history_every:
+                        caught_up_at = time.monotonic()
+                        history.catch_up()
                 except Exception:
                     log.exception("the audit history projection could not catch up; retrying")
                 self._wake.wait(self._poll)
