@@ -17,6 +17,7 @@ from typing import Any
 from app.errors import Conflict, InsufficientCreditsError, PermissionDenied, ServiceUnavailable
 from app.keys import Principal
 from app.ledger_writer import LedgerUnavailable, LedgerWriter, Recorded
+from app.leases import Lease, Leases
 from app.ratelimit import Admission, RateLimiter
 from domain.ledger import InsufficientCredits, LedgerError, RequestInProgress, TeamLedger, TeamSuspended
 from domain.money import credits_from_micros, format_credits, usd_from_micros
@@ -49,7 +50,7 @@ class Idempotency:
     body_hash: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class RequestBill:
     """One request's billing context: who pays, for which model, under which request id."""
 
@@ -59,6 +60,16 @@ class RequestBill:
     endpoint: str
     idempotency: Idempotency | None = None
     admission: Admission | None = None  # what it took from its rate limits, corrected once settled
+    lease: Lease | None = None  # the lease it is held against in memory (None: a durable hold)
+    held: int = 0  # what it holds against that lease
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseCharge:
+    """A charge against a lease, and what the lease holds after it."""
+
+    event: TeamLedger.Charged
+    lease_left: int
 
 
 class AlreadyCompleted(LedgerError):
@@ -74,11 +85,13 @@ Render = Callable[[Charge], bytes]
 
 
 class Billing:
-    def __init__(self, writer: LedgerWriter, settings: Settings, limiter: RateLimiter | None = None) -> None:
+    def __init__(self, writer: LedgerWriter, settings: Settings, limiter: RateLimiter | None = None,
+                 leases: Leases | None = None) -> None:
         self._writer = writer
         self._store = writer.store
         self._credits_per_usd = settings.credits_per_usd
         self._limiter = limiter
+        self._leases = leases
 
     def _used(self, bill: RequestBill, tokens: int) -> None:
         """The request is settled: its rate-limit token estimate becomes what it really used."""
@@ -97,6 +110,13 @@ class Billing:
         hold is decided on, so no retry can slip between a charge and its stored answer.
         """
         p, idem = bill.principal, bill.idempotency
+        if idem is None and self._leases is not None:
+            try:
+                bill.lease = await self._leases.reserve(p.team_id, p.team_name, amount)
+            except (TeamSuspended, InsufficientCredits, LedgerUnavailable) as exc:
+                raise self._refusal(bill, exc) from None
+            bill.held = amount
+            return None
 
         def place(team: TeamLedger) -> int:
             if idem is not None:
@@ -115,25 +135,33 @@ class Billing:
         except RequestInProgress:
             raise Conflict("A request with this Idempotency-Key is still in progress; retry when it has finished.",
                            headers={"x-should-retry": "true", "retry-after": "1"}) from None
-        except TeamSuspended:
-            raise PermissionDenied(f"Team '{p.team_name}' is suspended.") from None
-        except InsufficientCredits as exc:
-            raise InsufficientCreditsError(
-                f"Insufficient credits: this request can cost up to {format_credits(exc.needed)} credits "
-                f"but team '{p.team_name}' has {format_credits(exc.available)} available. "
-                "Add credits or lower max_tokens."
-            ) from None
-        except LedgerUnavailable as exc:
-            raise ServiceUnavailable(f"The billing ledger is unavailable: {exc}") from None
+        except (TeamSuspended, InsufficientCredits, LedgerUnavailable) as exc:
+            raise self._refusal(bill, exc) from None
         return None
+
+    @staticmethod
+    def _refusal(bill: RequestBill, exc: Exception) -> Exception:
+        team = bill.principal.team_name
+        if isinstance(exc, TeamSuspended):
+            return PermissionDenied(f"Team '{team}' is suspended.")
+        if isinstance(exc, InsufficientCredits):
+            return InsufficientCreditsError(
+                f"Insufficient credits: this request can cost up to {format_credits(exc.needed)} credits "
+                f"but team '{team}' has {format_credits(exc.available)} available. "
+                "Add credits or lower max_tokens.")
+        return ServiceUnavailable(f"The billing ledger is unavailable: {exc}")
 
     def _submit_charge(self, bill: RequestBill, usage: TokenUsage, render: Render | None = None,
                        prefix: bytes = b"", content_type: str = "application/json") -> Future[Any]:
         p, idem = bill.principal, bill.idempotency
 
+        lease_id = bill.lease.lease_id if bill.lease is not None else ""
+
         def charge(team: TeamLedger) -> Any:
             event = team.charge(bill.request_id, usage, bill.model.price, self._credits_per_usd,
-                                key_id=p.key_id, model=bill.model.id, endpoint=bill.endpoint)
+                                key_id=p.key_id, model=bill.model.id, endpoint=bill.endpoint, lease=lease_id)
+            if lease_id:
+                return LeaseCharge(event, team.holds.get(lease_id, 0))
             if idem is None or render is None:
                 return event
             # Rendered here, once per decision, so the stored answer is exactly the one sent.
@@ -152,7 +180,11 @@ class Billing:
         try:
             result = await asyncio.wrap_future(self._submit_charge(bill, usage, render, prefix, content_type))
         except LedgerUnavailable as exc:
+            self._settle_lease(bill, None)  # nothing was charged; the memory hold ends all the same
             raise ServiceUnavailable(f"The billing ledger is unavailable: {exc}") from None
+        if isinstance(result, LeaseCharge):
+            self._settle_lease(bill, result.lease_left)
+            result = result.event
         event, body = result if isinstance(result, tuple) else (result, None)
         self._used(bill, usage.prompt_tokens + usage.output_tokens)
         charge = Charge.of(event, self._credits_per_usd)
@@ -162,14 +194,32 @@ class Billing:
 
     def charge_soon(self, bill: RequestBill, usage: TokenUsage) -> None:
         """Queue a charge without waiting (for streams the client abandoned)."""
-        self._submit_charge(bill, usage)
+        future = self._submit_charge(bill, usage)
         self._used(bill, usage.prompt_tokens + usage.output_tokens)
+        if bill.lease is not None:
+            loop = asyncio.get_running_loop()
+
+            def settled(done: Future[Any]) -> None:
+                left = done.result().lease_left if done.exception() is None else None
+                loop.call_soon_threadsafe(self._settle_lease, bill, left)
+
+            future.add_done_callback(settled)
 
     def release_soon(self, bill: RequestBill, reason: str) -> Future[int]:
         """Queue the hold's release (nothing was delivered); awaitable via ``asyncio.wrap_future``."""
         self._used(bill, 0)
         p = bill.principal
+        if bill.lease is not None:  # the hold was in memory: end it, and record the request's failure
+            lease_id = bill.lease.lease_id
+            self._settle_lease(bill, None)
+            return self._writer.on_team(p.team_id, p.team_name, lambda team: team.record_failure(
+                bill.request_id, lease_id, p.key_id, bill.model.id, bill.endpoint, reason))
         return self._writer.on_team(p.team_id, p.team_name, lambda team: team.release_hold(bill.request_id, reason))
+
+    def _settle_lease(self, bill: RequestBill, lease_left: int | None) -> None:
+        if self._leases is not None and bill.lease is not None:
+            self._leases.settle(bill.lease, bill.held, lease_left)
+            bill.lease, bill.held = None, 0
 
     async def release(self, bill: RequestBill, reason: str) -> None:
         try:

@@ -29,7 +29,7 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
-from domain.ledger import InsufficientCredits, LedgerError, TeamLedger, TeamNotFound
+from domain.ledger import InsufficientCredits, LedgerError, TeamLedger, TeamNotFound, TeamSuspended
 from projections.event_store import LedgerStore
 from projections.read_models import IdempotentResponse
 
@@ -196,9 +196,10 @@ class LedgerWriter:
     def _apply(self, item: _Queued, team: TeamLedger | None) -> tuple[TeamLedger, Any]:
         try:
             return item.command(team)
-        except InsufficientCredits:
-            # Credits may have been added by another process since we loaded this team. Re-check
-            # against the stored history (only possible while this batch has not touched it yet).
+        except (InsufficientCredits, TeamSuspended):
+            # Credits may have been added, or the team reinstated, by another process since we
+            # loaded this team. Re-check against the stored history (only possible while this batch
+            # has not touched it yet).
             if team is None or team.pending_events:
                 raise
             newer = self.store.newer_events(team)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ import httpx
 
 from app.billing import Billing
 from app.keys import KeyDirectory
+from app.leases import Leases
 from app.ledger_writer import LedgerWriter
 from app.hold_sweeper import HoldSweeper
 from app.projector import Projector
@@ -39,10 +41,19 @@ class Runtime:
     projector: Projector
     sweeper: HoldSweeper
     limiter: RateLimiter
+    leases: Leases
     instances: InstanceRegistry
     started_at: float = field(default_factory=time.time)
+    lease_keeper: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    async def start(self) -> None:
+        """On the serving loop: give idle credit leases back every second."""
+        self.lease_keeper = asyncio.get_running_loop().create_task(self.leases.run())
 
     async def aclose(self) -> None:
+        if self.lease_keeper is not None:
+            self.lease_keeper.cancel()
+        await self.leases.give_back(self.leases.all_idle())  # before the writer stops
         await self.limiter.aclose()
         await self.http.aclose()
         self.sweeper.stop()
@@ -73,6 +84,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     keys = KeyDirectory(store)
     projector = Projector(store, on_key_change=keys.forget, on_team_change=keys.forget_team).start()
     writer = LedgerWriter(store).start()
+    leases = Leases(writer)
     sweeper = HoldSweeper(store, writer, float(settings.hold_timeout)).start()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
     upstreams = {
@@ -90,7 +102,8 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         keys=keys,
         projector=projector,
         sweeper=sweeper,
-        billing=Billing(writer, settings, limiter),
+        billing=Billing(writer, settings, limiter, leases),
+        leases=leases,
         limiter=limiter,
         instances=instances,
         upstreams=upstreams,

@@ -55,7 +55,7 @@ def create_app(runtime: Runtime) -> Litestar:
     app = Litestar(
         route_handlers=[list_models, chat_completions, create_response, create_message, count_tokens, admin_router],
         exception_handlers={GatewayError: _gateway_error, HTTPException: _http_exception, Exception: _unexpected},
-        on_startup=[warm_up],
+        on_startup=[warm_up, runtime.start],
         on_shutdown=[close_runtime],
         openapi_config=None,
         debug=False,

@@ -43,6 +43,7 @@ __all__ = ["EXPIRED", "HoldNotFound", "InsufficientCredits", "InvalidAmount", "I
 TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 EXPIRED = "expired"
 MAX_REMEMBERED_EXPIRIES = 1000
+LEASE_SHARE = 4  # a lease grows by at most 1/LEASE_SHARE of the available balance beyond what is needed
 
 
 def _limit(value: int | None, what: str) -> int | None:
@@ -177,15 +178,52 @@ class TeamLedger(Aggregate):
         uncollected: int
         hold: int
         balance_after: int
+        #: Set when the request was held in a process's memory against this lease (``hold`` is
+        #: then what the charge took from the lease). Events recorded before leases lack it.
+        lease: str = ""
 
         def apply(self, team: TeamLedger) -> None:
-            if self.request_id in team.holds:
+            if self.lease:
+                if self.lease in team.holds:
+                    team.holds[self.lease] -= self.hold
+                    team.hold_times[self.lease] = self.timestamp.timestamp()  # a lease in use is alive
+                team.lease_charges[self.request_id] = None
+                while len(team.lease_charges) > MAX_REMEMBERED_EXPIRIES:
+                    team.lease_charges.pop(next(iter(team.lease_charges)))
+            elif self.request_id in team.holds:
                 team.holds.pop(self.request_id)
                 team.hold_times.pop(self.request_id, None)
             else:  # a late charge: its hold had expired
                 team.expired.pop(self.request_id, None)
             team.held -= self.hold
             team.balance -= self.charged
+
+    class CreditsLeased(Aggregate.Event):
+        """A gateway process set part of the available balance aside, to hold its requests against in
+        memory: each request then needs one durable write (its charge) instead of two. The lease is
+        a hold like any other — counted in ``held``, released whole when returned or expired."""
+
+        lease: str
+        amount: int
+
+        def apply(self, team: TeamLedger) -> None:
+            team.holds[self.lease] = team.holds.get(self.lease, 0) + self.amount
+            team.hold_times[self.lease] = self.timestamp.timestamp()
+            team.held += self.amount
+
+    class RequestFailed(Aggregate.Event):
+        """A request held against a lease was not served (nothing delivered): no money moved, but
+        every request leaves a fact in the ledger."""
+
+        request_id: str
+        lease: str
+        key_id: str
+        model: str
+        endpoint: str
+        reason: str
+
+        def apply(self, team: TeamLedger) -> None:
+            pass
 
     class HoldReleased(Aggregate.Event):
         request_id: str
@@ -213,6 +251,7 @@ class TeamLedger(Aggregate):
         self.hold_times: dict[str, float] = {}  # request id → when its hold was placed (Unix time)
         self.expired: dict[str, int] = {}  # holds released as expired, whose request may yet be charged
         self.keys: dict[str, dict[str, Any]] = {}
+        self.lease_charges: dict[str, None] = {}  # requests recently charged against a lease, never twice
         self.suspended = False
         self.policy_version = 0  # the version of the last event that changed what the team's keys may do
         self.rpm: int | None = None  # the team's rate limits per minute, shared by its keys
@@ -305,15 +344,24 @@ class TeamLedger(Aggregate):
         key_id: str,
         model: str,
         endpoint: str,
+        lease: str = "",
     ) -> TeamLedger.Charged:
         """Debit what ``usage`` cost and close the request's hold; returns the recorded event.
 
         A request whose hold expired (its process looked dead) is still charged when it does finish,
-        as far as the available balance goes: it was served.
+        as far as the available balance goes: it was served. A request held against a ``lease``
+        is charged from what is left of the lease, then from the available balance.
         """
-        hold = 0 if request_id in self.expired and request_id not in self.holds else self._open_hold(request_id)
         cost = cost_in_micros(usage, price, credits_per_usd)
-        charged = min(cost, hold + self.available)
+        if lease:
+            if request_id in self.lease_charges:
+                raise LedgerError(f"request {request_id!r} of team {self.name!r} is already charged")
+            left = self.holds.get(lease, 0)
+            charged = min(cost, left + self.available)
+            hold = min(charged, left)
+        else:
+            hold = 0 if request_id in self.expired and request_id not in self.holds else self._open_hold(request_id)
+            charged = min(cost, hold + self.available)
         self.trigger_event(
             self.Charged,
             request_id=request_id,
@@ -328,8 +376,35 @@ class TeamLedger(Aggregate):
             uncollected=cost - charged,
             hold=hold,
             balance_after=self.balance - charged,
+            lease=lease,
         )
         return self.pending_events[-1]  # type: ignore[return-value]
+
+    def lease_credits(self, lease: str, needed: int, wanted: int) -> int:
+        """Add to a process's lease at least ``needed`` and up to ``wanted`` of the available balance
+        (the part beyond ``needed`` at most a quarter of what else is available); returns what the
+        lease holds now. ``InsufficientCredits`` if not even ``needed`` is there."""
+        if self.suspended:
+            raise TeamSuspended(self.name)
+        self._check_positive(needed, "a lease")
+        if needed > self.available:
+            raise InsufficientCredits(self.name, needed, self.available)
+        # Beyond what is needed, a lease takes at most a quarter of what is available, so the
+        # team's other gateway processes can still lease theirs.
+        extra = min(wanted - needed, (self.available - needed) // LEASE_SHARE) if wanted > needed else 0
+        self.trigger_event(self.CreditsLeased, lease=lease, amount=needed + max(0, extra))
+        return self.holds[lease]
+
+    def return_lease(self, lease: str) -> None:
+        """Give what is left of a lease back to the available balance (no-op if nothing is left)."""
+        if self.holds.get(lease, 0) > 0:
+            self.release_hold(lease, "lease returned")
+        elif lease in self.holds:
+            self.trigger_event(self.HoldReleased, request_id=lease, amount=0, reason="lease returned")
+
+    def record_failure(self, request_id: str, lease: str, key_id: str, model: str, endpoint: str, reason: str) -> None:
+        self.trigger_event(self.RequestFailed, request_id=request_id, lease=lease, key_id=key_id, model=model,
+                           endpoint=endpoint, reason=reason)
 
     def release_expired(self, now: float, timeout: float) -> list[str]:
         """Release the holds placed more than ``timeout`` seconds before ``now``: their requests'

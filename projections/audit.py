@@ -52,7 +52,7 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
     report = VerifyReport()
     teams: dict[UUID, TeamLedger] = {}
     history = HistoryProjection(store, database) if database is not None else None
-    position = history.position() if history else 0
+    position, entry_rows, usage_rows = history.snapshot() if history else (0, [], [])
     entries: dict[int, tuple[Any, ...]] = {}
     usage: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0] * 6)
     for notification in store.notifications():
@@ -90,16 +90,16 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
     if report.ok:
         report.problems.extend(_check_balances_read_model(store, teams))
     if report.ok and history:
-        report.problems.extend(_check_history(history, entries, usage))
+        report.problems.extend(_check_history(entry_rows, usage_rows, entries, usage))
     if history:
         history.close()
     return report
 
 
-def _check_history(history: HistoryProjection, entries: dict[int, tuple[Any, ...]],
-                   usage: dict[tuple[Any, ...], list[int]]) -> list[str]:
+def _check_history(entry_rows: list[dict[str, Any]], usage_rows: list[dict[str, Any]],
+                   entries: dict[int, tuple[Any, ...]], usage: dict[tuple[Any, ...], list[int]]) -> list[str]:
     problems = []
-    for row in history.entries():
+    for row in entry_rows:
         actual = tuple(row[c] for c in ENTRY_COLUMNS)
         expected = entries.pop(int(row["notification_id"]), None)
         if expected is None:
@@ -111,7 +111,7 @@ def _check_history(history: HistoryProjection, entries: dict[int, tuple[Any, ...
             return problems
     if entries:
         return [f"audit history is missing the rows of events {sorted(entries)[:5]}"]
-    for row in history.usage():
+    for row in usage_rows:
         key = tuple(row[c] for c in USAGE_COLUMNS[:4])
         actual = [int(row[c]) for c in USAGE_COLUMNS[4:]]
         expected = usage.pop(key, None)

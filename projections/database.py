@@ -171,6 +171,20 @@ class Sql:
             with self._conn.transaction(), self._conn.cursor() as cursor:
                 yield Transaction(cursor, self._sql)
 
+    @contextmanager
+    def snapshot(self) -> Iterator[Sql]:
+        """Read several queries from one consistent state of the database, while others write."""
+        if self.kind == "sqlite":
+            self._conn.execute("BEGIN")  # deferred: WAL readers keep the snapshot of their first read
+            try:
+                yield self
+            finally:
+                self._conn.execute("COMMIT")
+        else:
+            with self._conn.transaction():
+                self._conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                yield self
+
     def close(self) -> None:
         self._conn.close()
 

@@ -74,6 +74,12 @@ class HistoryProjection:
     def close(self) -> None:
         self._sql.close()
 
+    def snapshot(self) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
+        """The position, every entry and every usage row, as of one moment (projectors may be
+        writing meanwhile)."""
+        with self._sql.snapshot():
+            return self.position(), self.entries(), self.usage()
+
     def position(self) -> int:
         rows = self._sql.query("SELECT notification_id FROM projection_tracking WHERE name = ?", (NAME,))
         return int(rows[0]["notification_id"]) if rows else 0

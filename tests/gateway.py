@@ -207,3 +207,12 @@ class Gateway:
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return run_cli(self.config, *args, check=check)
+
+    def wait_until_nothing_held(self, team: str, within: float = 10.0) -> str:
+        """Wait until the team holds nothing — every request settled and the gateway's idle credit
+        lease given back (about 2 s after its last use) — and return ``team show``'s line."""
+        deadline = time.monotonic() + within
+        while "held 0," not in (shown := self.cli("team", "show", team).stdout):
+            assert time.monotonic() < deadline, f"still holding after {within} s: {shown}"
+            time.sleep(0.3)
+        return shown

@@ -189,3 +189,25 @@ def test_key_and_team_policies_are_recorded_as_events():
         team.limit_key("key_1", -1, None)
     with pytest.raises(KeyNotFound):
         team.limit_key("key_9", 1, 1)
+
+
+def test_a_lease_is_a_hold_that_requests_are_charged_against_in_memory():
+    team = TeamLedger.open("acme")
+    team.add_credits(1_000)
+    assert team.lease_credits("lease-1", needed=100, wanted=400) == 100 + 225  # a quarter of the other 900
+    assert (team.held, team.available) == (325, 675)
+    assert team.lease_credits("lease-1", needed=675, wanted=5_000) == 1_000  # all that is left, when needed
+    with pytest.raises(InsufficientCredits):
+        team.lease_credits("lease-2", needed=1, wanted=10)
+
+    price = Price(Decimal(1), Decimal(1), Decimal(0), Decimal(0))  # at 1 credit per USD: 1 micro-credit a token
+    charged = team.charge("r1", TokenUsage(input_tokens=3), price, Decimal(1), key_id="k", model="m",
+                          endpoint="chat.completions", lease="lease-1")
+    assert (charged.cost, charged.charged, charged.hold, charged.lease) == (3, 3, 3, "lease-1")
+    assert (team.balance, team.held, team.holds["lease-1"]) == (997, 997, 997)
+    with pytest.raises(LedgerError):  # a request is charged once
+        team.charge("r1", TokenUsage(input_tokens=1), price, Decimal(1), key_id="k", model="m",
+                    endpoint="chat.completions", lease="lease-1")
+    team.record_failure("r2", "lease-1", "k", "m", "chat.completions", "upstream failed")
+    team.return_lease("lease-1")
+    assert team.held == 0 and "lease-1" not in team.holds and team.available == team.balance
