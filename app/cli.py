@@ -12,14 +12,15 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
 from app.cli_keys import add_key_commands, add_team_commands
 from app.ratelimit.choice import StartupRefused
+from app.serving import serve
 from app.cli_support import CONFIG_ENV, CommandError, credits_amount, ledger_writer, load_settings
 from domain.ledger import LedgerError
 from domain.money import format_credits
-from domain.settings import ConfigError, Settings, require_upstream_secrets
+from domain.settings import ConfigError, require_upstream_secrets
+from scripts.bench.options import add_bench_arguments
 
 def cmd_credits_add(args: argparse.Namespace) -> None:
     from app.admin import add_credits
@@ -139,20 +140,18 @@ def cmd_db_upgrade(args: argparse.Namespace) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> None:
+    if args.workers < 1:
+        raise CommandError("--workers must be at least 1")
     settings, base = load_settings(args.config)
-    require_upstream_secrets(settings, str(args.config or os.environ.get(CONFIG_ENV)), os.environ)
-    serve(settings, base, args.host, args.port)
+    config_path = str(args.config or os.environ.get(CONFIG_ENV))
+    require_upstream_secrets(settings, config_path, os.environ)
+    serve(settings, base, args.host, args.port, args.workers, config_path)
 
 
-def serve(settings: Settings, base_dir: Path, host: str, port: int) -> None:
-    import uvicorn
+def cmd_bench(args: argparse.Namespace) -> int:
+    from scripts.bench.run import run
 
-    from app.runtime import build_runtime
-    from app.server import create_app
-
-    runtime = build_runtime(settings, base_dir)
-    print(f"Tollgate: serving {len(settings.models)} model(s) on http://{host}:{port}/v1", flush=True)
-    uvicorn.run(create_app(runtime), host=host, port=port, log_level="warning", access_log=False)
+    return run(args)
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -195,7 +194,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve_p = commands.add_parser("serve", parents=[common], help="run the gateway")
     serve_p.add_argument("--host", default="127.0.0.1")
     serve_p.add_argument("--port", type=int, default=8080)
+    serve_p.add_argument("--workers", type=int, default=1,
+                         help="gateway processes sharing the port (more than 1 needs redis_url)")
     serve_p.set_defaults(func=cmd_serve)
+
+    bench = commands.add_parser("bench", help="benchmark the gateway against a bare proxy and the upstream itself")
+    add_bench_arguments(bench)
+    bench.set_defaults(func=cmd_bench)
 
     demo = commands.add_parser("demo", parents=[common], help="open a demo team, print a key, and serve")
     demo.add_argument("--host", default="127.0.0.1")

@@ -1,0 +1,94 @@
+"""``tollgate serve``: one gateway process, or ``--workers N`` of them behind one port.
+
+Python runs one request at a time per process, so a gateway that must use several cores runs
+several processes. Each worker is a whole gateway — its own runtime (``build_runtime``): ledger
+writer, key cache, credit leases, projector — built in the worker from the configuration file
+named by ``TOLLGATE_CONFIG``, as uvicorn's workers need an import string, not an object. Several
+processes on one ledger are safe (the event store's optimistic concurrency; each registers itself),
+but rate limits kept in one process's memory would admit N times the limit: ``--workers`` above 1
+requires ``redis_url``, and says so before anything starts.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from app.cli_support import CONFIG_ENV, CommandError, load_settings
+from app.ratelimit.choice import StartupRefused
+from domain.settings import ConfigError, Settings
+
+#: The exit code with which a worker that cannot start tells uvicorn's supervisor to stop (not restart it).
+WORKER_STARTUP_FAILURE = 3
+
+
+def serve(settings: Settings, base_dir: Path, host: str, port: int, workers: int = 1,
+          config_path: str | None = None) -> None:
+    import uvicorn
+
+    if workers > 1:
+        _serve_workers(settings, base_dir, host, port, workers, config_path)
+        return
+
+    from app.runtime import build_runtime
+    from app.server import create_app
+
+    runtime = build_runtime(settings, base_dir)
+    print(f"Tollgate: serving {len(settings.models)} model(s) on http://{host}:{port}/v1", flush=True)
+    uvicorn.run(create_app(runtime), host=host, port=port, log_level="warning", access_log=False)
+
+
+def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, workers: int,
+                   config_path: str | None) -> None:
+    import asyncio
+
+    import uvicorn
+    from uvicorn.supervisors import Multiprocess
+
+    from app.ratelimit.redis_store import reachable
+    from projections.event_store import open_ledger_store
+
+    if settings.redis_url is None:
+        raise CommandError(
+            f"--workers {workers} runs {workers} gateway processes on one ledger, and rate limits kept in one "
+            'process\'s memory would not hold across them: set redis_url (e.g. "redis://127.0.0.1:6379/0") '
+            "in the configuration, or TOLLGATE_REDIS_URL")
+    try:
+        asyncio.run(reachable(settings.redis_url))
+    except Exception as exc:
+        raise StartupRefused(f"redis_url {settings.redis_url!r} is unreachable: {exc}") from None
+    # Create and migrate the database once, here, rather than in N workers at once.
+    open_ledger_store(settings.database_url, base_dir, pool_size=1).close()
+    if config_path is not None:
+        os.environ[CONFIG_ENV] = str(Path(config_path).resolve())  # what every worker reads
+
+    config = uvicorn.Config("app.serving:app_from_environment", factory=True, host=host, port=port,
+                            workers=workers, log_level="warning", access_log=False)
+    supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+    print(f"Tollgate: serving {len(settings.models)} model(s) on http://{host}:{port}/v1 "
+          f"with {workers} worker processes", flush=True)
+    supervisor.run()  # until SIGTERM or SIGINT, which it passes on to every worker, then joins them
+    if any(p.process.exitcode == WORKER_STARTUP_FAILURE for p in supervisor.processes):
+        raise StartupRefused("a worker process could not start (its error is above); every worker was stopped")
+
+
+def app_from_environment() -> object:
+    """The application of one worker process (uvicorn's factory): its own runtime, from ``TOLLGATE_CONFIG``.
+
+    uvicorn calls this inside its running event loop; building the runtime runs event loops of its
+    own (checking that Redis answers), so it is built in a thread, as ``serve`` builds it before
+    any loop runs."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app.runtime import build_runtime
+    from app.server import create_app
+
+    try:
+        settings, base = load_settings(None)
+        with ThreadPoolExecutor(1) as pool:
+            runtime = pool.submit(build_runtime, settings, base).result()
+    except (ConfigError, CommandError, StartupRefused) as exc:
+        print(f"tollgate: error: {exc}", file=sys.stderr, flush=True)
+        sys.exit(WORKER_STARTUP_FAILURE)
+    return create_app(runtime)

@@ -1,0 +1,51 @@
+"""What the benchmark asks: four requests, each sent as is to the upstream (direct), to the bare
+proxy (the floor) and to Tollgate.
+
+The same bytes go to all three, so the only difference is what sits in between. The cross-protocol
+case is a chat request for a model behind an Anthropic upstream: Tollgate translates it both ways,
+while the floor (which cannot translate) and the direct call send it to the upstream's own chat
+endpoint — so its Tollgate/floor ratio is what translation costs on top of everything else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+GPT, CLAUDE = "bench-gpt", "bench-claude"
+SYSTEM = "You are a helpful assistant. Answer in one short sentence."
+QUESTION = "Why do toll roads keep a ledger of every car that passes through?"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    title: str
+    path: str
+    body: dict[str, object]
+    stream: bool = False
+    anthropic: bool = False  # sent with Anthropic's headers (x-api-key, anthropic-version)
+
+    def body_bytes(self) -> bytes:
+        return json.dumps(self.body, separators=(",", ":")).encode()
+
+    def headers(self, key: str) -> dict[str, str]:
+        if self.anthropic:
+            return {"x-api-key": key, "anthropic-version": "2023-06-01"}
+        return {"authorization": f"Bearer {key}"}
+
+
+def _chat(model: str, **extra: object) -> dict[str, object]:
+    return {"model": model, "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}],
+            "max_tokens": 64, **extra}
+
+
+CASES = {case.name: case for case in (
+    Case("chat", "chat completions → openai", "/v1/chat/completions", _chat(GPT)),
+    Case("chat_stream", "chat completions, 20-chunk stream → openai", "/v1/chat/completions",
+         _chat(GPT, stream=True, stream_options={"include_usage": True}), stream=True),
+    Case("messages", "messages → anthropic", "/v1/messages",
+         {"model": CLAUDE, "max_tokens": 64, "system": SYSTEM, "messages": [{"role": "user", "content": QUESTION}]},
+         anthropic=True),
+    Case("cross", "chat completions → anthropic (translated)", "/v1/chat/completions", _chat(CLAUDE)),
+)}

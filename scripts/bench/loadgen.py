@@ -1,0 +1,228 @@
+"""A closed-loop HTTP/1.1 load generator: C keep-alive connections, each sending its next request
+the moment the previous answer is complete.
+
+Closed loop, because the question is what the server costs per request and how fast it can go, and
+a closed loop never queues more than C requests whatever the server does. An HTTP client library
+(httpx, aiohttp) would spend more CPU per request than the servers it measures, so each connection
+is a raw ``asyncio.Protocol`` on uvloop writing pre-rendered request bytes and parsing the answer
+with httptools. It runs in processes of its own (``LoadGenerators``), so its CPU is never counted
+as the server's, and a high concurrency can be split over several of them.
+
+Per request it records the latency (request written → answer complete) and, for every answer, the
+time to its first body chunk (what a streaming client waits before the first token). With ``rate``
+the connections are paced (the soak test): each sends at most ``rate / C`` requests per second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import time
+from array import array
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+import httptools
+import uvloop
+
+
+def render_request(host: str, port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    return (f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n{head}"
+            f"content-length: {len(body)}\r\n\r\n").encode() + body
+
+
+@dataclass
+class Result:
+    """One run, merged over the generator processes."""
+
+    ok: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    latencies: array = field(default_factory=lambda: array("d"))  # seconds
+    first_chunk: array = field(default_factory=lambda: array("d"))  # seconds
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    def merge(self, other: dict[str, Any]) -> None:
+        self.ok += other["ok"]
+        self.errors += other["errors"]
+        self.seconds = max(self.seconds, other["seconds"])
+        self.latencies.frombytes(other["latencies"])
+        self.first_chunk.frombytes(other["first_chunk"])
+        for status, n in other["statuses"].items():
+            self.statuses[status] = self.statuses.get(status, 0) + n
+
+
+class _Client(asyncio.Protocol):
+    def __init__(self, run: _Run) -> None:
+        self.run = run
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.sent = self.first = 0.0
+        self.status = 0
+        self.next_at = 0.0
+        self.done = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self) -> None:
+        run = self.run
+        now = time.perf_counter()
+        if now >= run.deadline:
+            self.finish()
+            return
+        if run.interval:
+            self.next_at = max(self.next_at + run.interval, now)
+            if self.next_at > now:
+                run.loop.call_later(self.next_at - now, self._send_now)
+                return
+        self._send_now()
+
+    def _send_now(self) -> None:
+        self.first = 0.0
+        self.sent = time.perf_counter()
+        self.transport.write(self.run.request)  # type: ignore[union-attr]
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self.run.errors += 1
+            self.finish()
+
+    def on_headers_complete(self) -> None:
+        self.status = self.parser.get_status_code()
+
+    def on_body(self, body: bytes) -> None:
+        if not self.first:
+            self.first = time.perf_counter()
+
+    def on_message_complete(self) -> None:
+        now = time.perf_counter()
+        run = self.run
+        run.statuses[self.status] = run.statuses.get(self.status, 0) + 1
+        if self.status == 200:
+            run.ok += 1
+            run.latencies.append(now - self.sent)
+            run.first_chunk.append((self.first or now) - self.sent)
+        else:
+            run.errors += 1
+        run.last = now
+        self.send()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done:
+            self.run.errors += 1
+            self.finish()
+
+    def finish(self) -> None:
+        if not self.done:
+            self.done = True
+            if self.transport is not None:
+                self.transport.close()
+            self.run.finished()
+
+
+@dataclass
+class _Run:
+    loop: asyncio.AbstractEventLoop
+    request: bytes
+    deadline: float
+    interval: float  # seconds between one connection's requests when paced, else 0
+    pending: int
+    all_done: asyncio.Future[None]
+    ok: int = 0
+    errors: int = 0
+    last: float = 0.0
+    latencies: array = field(default_factory=lambda: array("d"))
+    first_chunk: array = field(default_factory=lambda: array("d"))
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    def finished(self) -> None:
+        self.pending -= 1
+        if self.pending == 0 and not self.all_done.done():
+            self.all_done.set_result(None)
+
+
+async def run_load(host: str, port: int, request: bytes, connections: int, duration: float,
+                   rate: float = 0.0) -> dict[str, Any]:
+    """Drive ``connections`` closed loops for ``duration`` seconds; each finishes the request it has
+    in flight, so every request the server accepted is answered and counted."""
+    loop = asyncio.get_running_loop()
+    run = _Run(loop, request, 0.0, connections / rate if rate else 0.0, connections, loop.create_future())
+    clients = []
+    for _ in range(connections):
+        _, client = await loop.create_connection(lambda: _Client(run), host, port)
+        clients.append(client)
+    started = time.perf_counter()
+    run.deadline = started + duration
+    run.last = started
+    for i, client in enumerate(clients):
+        if run.interval:  # spread paced connections over one interval
+            client.next_at = started + run.interval * i / connections - run.interval
+        client.send()
+    await run.all_done
+    return {"ok": run.ok, "errors": run.errors, "seconds": max(run.last - started, 1e-9),
+            "latencies": run.latencies.tobytes(), "first_chunk": run.first_chunk.tobytes(),
+            "statuses": run.statuses}
+
+
+def _worker(conn: Connection) -> None:
+    """A generator process: runs each command it is sent and answers with the result."""
+    while True:
+        command = conn.recv()
+        if command is None:
+            return
+        try:
+            conn.send(uvloop.run(run_load(**command)))
+        except Exception as exc:  # reported to the orchestrator, which stops the benchmark
+            conn.send({"error": f"{type(exc).__name__}: {exc}"})
+
+
+class LoadGenerators:
+    """``processes`` long-lived generator processes (started once: a Python start costs more than a run)."""
+
+    def __init__(self, processes: int) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._pipes: list[Connection] = []
+        self._procs = []
+        for _ in range(processes):
+            here, there = context.Pipe()
+            proc = context.Process(target=_worker, args=(there,), daemon=True, name="bench-loadgen")
+            proc.start()
+            self._pipes.append(here)
+            self._procs.append(proc)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs if p.pid is not None]
+
+    def run(self, host: str, port: int, request: bytes, connections: int, duration: float, *,
+            rate: float = 0.0, processes: int | None = None) -> Result:
+        """Split the connections over ``processes`` generators (all by default, never more than
+        there are connections) and merge what they measured."""
+        used = self._pipes[:max(1, min(processes or len(self._pipes), connections))]
+        shares = [connections // len(used) + (1 if i < connections % len(used) else 0) for i in range(len(used))]
+        for pipe, share in zip(used, shares):
+            pipe.send({"host": host, "port": port, "request": request, "connections": share,
+                       "duration": duration, "rate": rate * share / connections})
+        result = Result()
+        for pipe in used:
+            answer = pipe.recv()
+            if "error" in answer:
+                raise RuntimeError(f"load generator failed: {answer['error']}")
+            result.merge(answer)
+        return result
+
+    def close(self) -> None:
+        for pipe in self._pipes:
+            try:
+                pipe.send(None)
+            except OSError:
+                pass
+        for proc in self._procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.terminate()

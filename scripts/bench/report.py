@@ -1,0 +1,146 @@
+"""From runs to numbers: medians over interleaved rounds, what Tollgate adds over the direct call
+and over the floor, the issue's targets checked one by one, and the tables.
+
+"Added" latency is always taken within one round (target minus direct, measured a few seconds
+apart) and only then is the median taken, so slow drift of a noisy machine cancels out.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from typing import Any
+
+TARGETS = ("direct", "floor", "tollgate")
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return 0.0
+    return sorted_values[max(0, math.ceil(q * len(sorted_values)) - 1)]
+
+
+def run_metrics(ok: int, errors: int, seconds: float, latencies: list[float], first_chunk: list[float],
+                cpu_seconds: float) -> dict[str, float]:
+    lat, ttfc = sorted(latencies), sorted(first_chunk)
+    return {"requests": ok, "errors": errors, "rps": ok / seconds,
+            "p50_ms": percentile(lat, 0.5) * 1e3, "p99_ms": percentile(lat, 0.99) * 1e3,
+            "ttfc_p50_ms": percentile(ttfc, 0.5) * 1e3, "ttfc_p99_ms": percentile(ttfc, 0.99) * 1e3,
+            "cpu_ms_per_request": cpu_seconds * 1e3 / ok if ok else 0.0}
+
+
+def _median(rounds: list[dict[str, Any]], target: str, key: str) -> float:
+    return statistics.median(r[target][key] for r in rounds)
+
+
+def summarise(rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
+    """One case at one concurrency: each target's medians, what floor and Tollgate add over direct,
+    and Tollgate/floor."""
+    point: dict[str, Any] = {"rounds": rounds}
+    for target in TARGETS:
+        point[target] = {key: _median(rounds, target, key)
+                         for key in ("rps", "p50_ms", "p99_ms", "ttfc_p50_ms", "ttfc_p99_ms", "cpu_ms_per_request")}
+        point[target]["requests"] = sum(r[target]["requests"] for r in rounds)
+        point[target]["errors"] = sum(r[target]["errors"] for r in rounds)
+    for target in ("floor", "tollgate"):
+        for key in ("p50_ms", "p99_ms", "ttfc_p50_ms"):
+            point[target]["added_" + key] = statistics.median(r[target][key] - r["direct"][key] for r in rounds)
+    point["ratios"] = {key: _ratio(point["tollgate"][key], point["floor"][key])
+                       for key in ("rps", "cpu_ms_per_request", "p50_ms", "added_p50_ms", "added_p99_ms",
+                                   "added_ttfc_p50_ms")}
+    return point
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if b > 0 else None
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def _rps(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def point_rows(case: str, stream: bool, concurrency: int, point: dict[str, Any]) -> list[str]:
+    rows = []
+    for target in TARGETS:
+        m = point[target]
+        added = target != "direct"
+        rows.append(" | ".join([
+            case, str(concurrency), target, _rps(m["rps"]), _fmt(m["p50_ms"]), _fmt(m["p99_ms"]),
+            _fmt(m["added_p50_ms"]) if added else "", _fmt(m["added_p99_ms"]) if added else "",
+            _fmt(m["ttfc_p50_ms"]) if stream else "", _fmt(m["added_ttfc_p50_ms"]) if stream and added else "",
+            _fmt(m["cpu_ms_per_request"], 3) + (f" ({m['errors']} errors)" if m["errors"] else "")]))
+    r = point["ratios"]
+    rows.append(" | ".join([case, str(concurrency), "**tollgate/floor**", _fmt(r["rps"]) + "×", "", "",
+                            _fmt(r["added_p50_ms"]) + "×", _fmt(r["added_p99_ms"]) + "×", "",
+                            _fmt(r["added_ttfc_p50_ms"]) + "×" if stream else "", _fmt(r["cpu_ms_per_request"]) + "×"]))
+    return ["| " + row + " |" for row in rows]
+
+
+HEADER = ["| case | c | target | req/s | p50 ms | p99 ms | added p50 | added p99 | 1st chunk p50 | added 1st chunk "
+          "| CPU ms/req |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+
+def config_table(config: dict[str, Any], streams: dict[str, bool]) -> str:
+    lines = [f"### {config['backend']}, --workers {config['workers']}", "", *HEADER]
+    for case, by_concurrency in config["cases"].items():
+        for concurrency, point in by_concurrency.items():
+            lines += point_rows(case, streams[case], int(concurrency), point)
+    rss = config["peak_rss_mb"]
+    lines += ["", f"Peak RSS (VmHWM): tollgate {rss['tollgate']['max']:.0f} MB per process at most "
+                  f"({rss['tollgate']['processes']} processes, {rss['tollgate']['total']:.0f} MB in all); "
+                  f"bare proxy {rss['floor']['max']:.0f} MB per process "
+                  f"({rss['floor']['processes']} processes, {rss['floor']['total']:.0f} MB in all). "
+                  f"Ledger: {config['ledger']['summary']}"]
+    return "\n".join(lines)
+
+
+def _check(name: str, limit: str, measured: float | None, ok: bool | None, unit: str, note: str = "") -> dict[str, Any]:
+    return {"target": name, "limit": limit, "measured": measured, "unit": unit,
+            "verdict": "n/a" if ok is None else ("PASS" if ok else "MISS"), "note": note}
+
+
+def check_targets(config: dict[str, Any], soak: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The issue's targets, for one configuration (each needs its case and concurrency to have run)."""
+    checks = []
+    chat = config["cases"].get("chat", {})
+    for concurrency, point in chat.items():
+        cpu, ratio = point["tollgate"]["cpu_ms_per_request"], point["ratios"]["cpu_ms_per_request"]
+        checks.append(_check(f"CPU/request, chat, c={concurrency}", "≤ 2.0 × floor", ratio,
+                             ratio is not None and ratio <= 2.0, "×"))
+        checks.append(_check(f"CPU/request, chat, c={concurrency}", "≤ 0.5 ms", cpu, cpu <= 0.5, "ms"))
+    if "1" in chat:
+        tollgate = chat["1"]["tollgate"]
+        checks.append(_check("added latency p50, chat, c=1", "≤ 1 ms", tollgate["added_p50_ms"],
+                             tollgate["added_p50_ms"] <= 1.0, "ms"))
+        checks.append(_check("added latency p99, chat, c=1", "≤ 3 ms", tollgate["added_p99_ms"],
+                             tollgate["added_p99_ms"] <= 3.0, "ms"))
+    stream = config["cases"].get("chat_stream", {})
+    if "1" in stream:
+        added = stream["1"]["tollgate"]["added_ttfc_p50_ms"]
+        checks.append(_check("added time to first chunk p50, stream, c=1", "≤ 1 ms", added, added <= 1.0, "ms"))
+    if "64" in chat:
+        rps = chat["64"]["tollgate"]["rps"]
+        note = "" if config["workers"] == 2 else "the target is for --workers 2"
+        checks.append(_check("requests/s, chat, c=64", "≥ 1,500", rps, rps >= 1500 if config["workers"] == 2 else None,
+                             "req/s", note))
+    rss = config["peak_rss_mb"]["tollgate"]["max"]
+    checks.append(_check("peak RSS per worker", "≤ 150 MB", rss, rss <= 150, "MB"))
+    if soak is not None:
+        growth = soak["growth_pct"]
+        short = "" if soak["seconds"] >= 600 else "shorter than the target's 10 minutes"
+        checks.append(_check(f"RSS growth, {soak['seconds']:.0f} s soak at {soak['rate']:.0f} req/s", "< 5 %",
+                             soak["growth_pct"], soak["growth_pct"] < 5, "%", short))
+    return checks
+
+
+def targets_table(checks: list[dict[str, Any]]) -> str:
+    lines = ["| target | limit | measured | verdict |", "|---|---|---|---|"]
+    for c in checks:
+        measured = "–" if c["measured"] is None else f"{c['measured']:,.2f} {c['unit']}"
+        verdict = c["verdict"] + (f" ({c['note']})" if c["note"] else "")
+        lines.append(f"| {c['target']} | {c['limit']} | {measured} | {verdict} |")
+    return "\n".join(lines)

@@ -1,0 +1,228 @@
+"""The gateway benchmark (issue #6): what Tollgate costs per request, against calling the upstream
+directly and against the smallest honest proxy, in the same run.
+
+For each ledger backend and worker count: start the bare proxy (the floor) and Tollgate on a fresh
+ledger, both in front of one fast fake upstream; then for each case and concurrency, run the three
+targets one after the other — direct, floor, Tollgate — and repeat that round (A B C A B C …), so
+that whatever else the machine does hits all three alike. Each run is a closed loop of C
+connections for ``duration`` seconds, driven from separate processes. Reported per point: the
+medians over rounds of requests/s, latency p50/p99, what floor and Tollgate add over direct (p50,
+p99, time to first chunk), CPU time per request of the server's processes, and Tollgate/floor;
+per configuration, peak RSS and a ``ledger verify`` that must find exactly one charge per answered
+request. Then the issue's targets, each PASS or MISS.
+
+    python -m scripts.bench [--backend sqlite|postgresql|both] [--workers 1,2] [--json out.json]
+    tollgate bench …        (the same options)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from scripts.bench import servers
+from scripts.bench.cases import CASES, Case
+from scripts.bench.loadgen import LoadGenerators, render_request
+from scripts.bench.procstat import cpu_seconds, peak_rss_mb
+from scripts.bench.report import check_targets, config_table, run_metrics, summarise, targets_table
+from scripts.bench.soak import soak
+
+QUICK = {"duration": 0.3, "rounds": 1, "settle": 0.2, "concurrency": [1, 4], "warmup": 0.1}
+
+
+class Plan:
+    """The options, with ``--quick`` applied."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        quick = args.quick
+        self.backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
+        self.workers: list[int] = args.workers
+        self.cases = [CASES[name] for name in args.cases]
+        self.duration = QUICK["duration"] if quick else args.duration
+        self.rounds = QUICK["rounds"] if quick else args.rounds
+        self.settle = QUICK["settle"] if quick else args.settle
+        default_concurrency = args.concurrency == [1, 16, 64]
+        self.concurrency = QUICK["concurrency"] if quick and default_concurrency else args.concurrency
+        self.warmup = QUICK["warmup"] if quick else min(1.0, self.duration)
+        self.args = args
+
+
+def _sanity(server: servers.Server, case: Case, key: str, billed: bool) -> None:
+    """One request before measuring: the target must answer it properly (Tollgate: with its cost)."""
+    request = urllib.request.Request(server.url + case.path, data=case.body_bytes(), method="POST",
+                                     headers={"content-type": "application/json", **case.headers(key)})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        body = answer.read()
+    if b"usage" not in body or (billed and b'"cost"' not in body):
+        raise RuntimeError(f"{server.name} answered {case.name} without {'its cost' if billed else 'usage'}: {body[:300]!r}")
+
+
+def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes, concurrency: int,
+            duration: float, settle: float) -> dict[str, float]:
+    """One closed-loop run. CPU is counted from just before the run until ``settle`` seconds after
+    it (work a server defers — Tollgate's audit history — belongs to the requests that caused it)."""
+    pids = server.pids()
+    before = cpu_seconds(pids)
+    result = loadgens.run("127.0.0.1", server.port, request, concurrency, duration)
+    if settle:
+        time.sleep(settle)
+    used = cpu_seconds(pids) - before
+    return run_metrics(result.ok, result.errors, result.seconds, list(result.latencies), list(result.first_chunk), used)
+
+
+def _rss(server: servers.Server) -> dict[str, Any]:
+    peaks = peak_rss_mb(server.pids())
+    workers = {pid: mb for pid, mb in peaks.items() if pid != server.process.pid} or peaks  # type: ignore[union-attr]
+    return {"max": max(workers.values()), "total": sum(peaks.values()), "processes": len(peaks),
+            "by_process": {str(pid): round(mb, 1) for pid, mb in peaks.items()}}
+
+
+def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Server, loadgens: LoadGenerators,
+                 workdir: Path, soak_seconds: float) -> dict[str, Any]:
+    print(f"\n== {backend}, --workers {workers} ==", flush=True)
+    ledger = servers.new_ledger(workdir, backend, upstream, workers=workers, postgres_admin=plan.args.postgres_url,
+                                redis_url=plan.args.redis_url)
+    floor = servers.bare_proxy(workdir, upstream, workers).start()
+    gateway = servers.tollgate(workdir, ledger, workers).start()
+    targets = {"direct": upstream, "floor": floor, "tollgate": gateway}
+    answered = 0  # requests Tollgate answered with a 200: each must be exactly one charge in the ledger
+    result: dict[str, Any] = {"backend": backend, "workers": workers, "cases": {}}
+    try:
+        for case in plan.cases:
+            result["cases"][case.name] = {}
+            requests = {name: render_request("127.0.0.1", server.port, case.path, case.body_bytes(),
+                                             case.headers(ledger.key if name == "tollgate" else "bench"))
+                        for name, server in targets.items()}
+            for name, server in targets.items():  # one checked request, then a warm-up run
+                _sanity(server, case, ledger.key, billed=name == "tollgate")
+                warm = loadgens.run("127.0.0.1", server.port, requests[name], max(plan.concurrency), plan.warmup)
+                if name == "tollgate":
+                    answered += 1 + warm.ok
+            for concurrency in plan.concurrency:
+                rounds = []
+                for _ in range(plan.rounds):
+                    runs = {name: measure(loadgens, server, requests[name], concurrency, plan.duration,
+                                          plan.settle if name == "tollgate" else 0.0)
+                            for name, server in targets.items()}
+                    answered += runs["tollgate"]["requests"]
+                    rounds.append(runs)
+                point = summarise(rounds)
+                result["cases"][case.name][str(concurrency)] = point
+                t = point["tollgate"]
+                print(f"{case.name:<12} c={concurrency:<3} tollgate {t['rps']:>7,.0f} req/s, +{t['added_p50_ms']:.2f} ms "
+                      f"p50, {t['cpu_ms_per_request']:.3f} ms CPU/req ({point['ratios']['cpu_ms_per_request'] or 0:.2f}× "
+                      f"floor {point['floor']['cpu_ms_per_request']:.3f}); direct {point['direct']['rps']:,.0f} req/s",
+                      flush=True)
+        result["peak_rss_mb"] = {"tollgate": _rss(gateway), "floor": _rss(floor)}
+        if soak_seconds > 0:
+            result["soak"] = soak(plan, gateway, ledger.key, loadgens, result, soak_seconds)
+            answered += result["soak"]["requests"]
+    finally:
+        gateway.stop()
+        floor.stop()
+    try:
+        ok, charges, text = ledger.verify()
+    finally:
+        ledger.drop()
+    result["ledger"] = {"verified": ok, "charges": charges, "answered": answered,
+                        "summary": ("verify clean" if ok else "VERIFY FAILED") +
+                                   (f", {charges} charges = {answered} answered requests" if charges == answered
+                                    else f", {charges} charges but {answered} answered requests (MISMATCH)")}
+    if not ok or charges != answered:
+        print(f"ledger check failed: {result['ledger']['summary']}\n{text}", file=sys.stderr)
+    return result
+
+
+def _meta(plan: Plan) -> dict[str, Any]:
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).resolve().parents[2]).stdout.strip()
+    return {"command": " ".join(["tollgate bench" if Path(sys.argv[0]).name == "tollgate" else "python -m scripts.bench",
+                                 *sys.argv[1:]]),
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit or None,
+            "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "python": platform.python_version(),
+            "duration": plan.duration, "rounds": plan.rounds, "concurrency": plan.concurrency,
+            "settle": plan.settle, "loadgen_processes": plan.args.loadgen_processes}
+
+
+def _upstream_row(configs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The fast upstream's own rate: direct chat at the highest concurrency, and its CPU per request."""
+    points = [c["cases"]["chat"][max(c["cases"]["chat"], key=int)] for c in configs if "chat" in c["cases"]]
+    if not points:
+        return None
+    direct = max(points, key=lambda p: p["direct"]["rps"])["direct"]
+    cpu = direct["cpu_ms_per_request"]
+    return {"rps": direct["rps"], "cpu_ms_per_request": cpu, "one_core_capacity_rps": 1000 / cpu if cpu else None}
+
+
+def run(args: argparse.Namespace) -> int:
+    plan = Plan(args)
+    report: dict[str, Any] = {"meta": _meta(plan), "configs": []}
+    workdir = Path(tempfile.mkdtemp(prefix="tollgate-bench-"))
+    loadgens = LoadGenerators(max(1, args.loadgen_processes))
+    upstream = servers.fast_upstream(workdir).start()
+    failed = True
+    try:
+        configs = [(b, w) for b in plan.backends for w in plan.workers]
+        for i, (backend, workers) in enumerate(configs):
+            soak_seconds = args.soak if i == len(configs) - 1 else 0.0
+            report["configs"].append(bench_config(plan, backend, workers, upstream, loadgens, workdir, soak_seconds))
+        failed = False
+    finally:
+        upstream.stop()
+        loadgens.close()
+        if failed:
+            print(f"the servers' logs are in {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    report["upstream_direct"] = _upstream_row(report["configs"])
+    for config in report["configs"]:
+        config["targets"] = check_targets(config, config.get("soak"))
+    report["meta"]["load_average_at_end"] = os.getloadavg()
+    print(render(report, plan))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+        print(f"\nJSON: {args.json}")
+    return 0 if all(c["ledger"]["verified"] and c["ledger"]["charges"] == c["ledger"]["answered"]
+                    for c in report["configs"]) else 1
+
+
+def render(report: dict[str, Any], plan: Plan) -> str:
+    meta = report["meta"]
+    streams = {case.name: case.stream for case in plan.cases}
+    out = [f"\n# Tollgate benchmark — {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs, "
+           f"load average {meta['load_average_at_start'][0]:.2f} at start, {meta['load_average_at_end'][0]:.2f} at end",
+           f"`{meta['command']}`: {meta['rounds']} interleaved rounds of {meta['duration']} s per point, medians; "
+           "latencies in ms; 'added' = target − direct in the same round; CPU = the server's processes."]
+    up = report["upstream_direct"]
+    if up:
+        out.append(f"\nUpstream direct (the fast fake upstream, one process): {up['rps']:,.0f} req/s measured, "
+                   f"{up['cpu_ms_per_request'] * 1000:.1f} µs CPU per request "
+                   f"(≈ {up['one_core_capacity_rps'] or 0:,.0f} req/s on one core).")
+    for config in report["configs"]:
+        out += ["", config_table(config, streams), "", targets_table(config["targets"])]
+        if "soak" in config:
+            s = config["soak"]
+            out.append(f"\nSoak: {s['seconds']:.0f} s at {s['rate']:.0f} req/s (half the peak), "
+                       f"{s['achieved_rps']:.0f} req/s achieved; RSS {s['rss_start_mb']:.1f} → {s['rss_end_mb']:.1f} MB "
+                       f"per process at most ({s['growth_pct']:+.1f} %).")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from scripts.bench.options import add_bench_arguments
+
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_bench_arguments(parser)
+    return run(parser.parse_args(argv))
