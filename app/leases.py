@@ -105,8 +105,8 @@ class Leases:
             except Exception as exc:  # it expires like an abandoned hold instead
                 log.warning("could not return lease %s of team %s: %s", lease_id, lease.team_name, exc)
 
-    async def run(self, every: float = 1.0) -> None:
+    async def run(self) -> None:
         """Give idle leases back, until cancelled."""
         while True:
-            await asyncio.sleep(every)
+            await asyncio.sleep(min(1.0, self._idle / 2))
             await self.give_back(self.idle())

@@ -84,7 +84,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     keys = KeyDirectory(store)
     projector = Projector(store, on_key_change=keys.forget, on_team_change=keys.forget_team).start()
     writer = LedgerWriter(store).start()
-    leases = Leases(writer)
+    leases = Leases(writer, idle_seconds=float(settings.lease_idle_seconds))
     sweeper = HoldSweeper(store, writer, float(settings.hold_timeout)).start()
     http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
     upstreams = {

@@ -129,6 +129,9 @@ class Settings(_Strict):
     admin_key_env: str = "TOLLGATE_ADMIN_KEY"
     #: Seconds after which an unsettled hold counts as abandoned (its process died) and is released.
     hold_timeout: Decimal = Decimal(900)
+    #: Seconds a credit lease nothing is held against stays with its gateway process before it goes
+    #: back to the team (shorter: other processes find the credit sooner; longer: fewer writes).
+    lease_idle_seconds: Decimal = Decimal(2)
     credits_per_usd: Decimal = Decimal(100)
     #: Where rate limits live when several gateway processes share the database (unset: in memory,
     #: and the gateway refuses to start beside another one).
@@ -200,6 +203,8 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("database_pool_size", "must be at least 1")
     if settings.hold_timeout <= 0:
         fail("hold_timeout", "must be greater than 0 (seconds)")
+    if settings.lease_idle_seconds <= 0:
+        fail("lease_idle_seconds", "must be greater than 0 (seconds)")
     if not settings.models:
         fail("models", "at least one [[models]] entry is required")
     seen: set[str] = set()

@@ -41,6 +41,7 @@ def write_config(directory: Path, upstream_base_url: str, *, database: str | Non
     config.write_text(f'''
 database_url = "{database or new_database_url()}"
 credits_per_usd = 100
+lease_idle_seconds = 0.3
 {f'redis_url = "{REDIS_URL}"' if redis else ""}
 
 [[models]]
@@ -210,9 +211,9 @@ class Gateway:
 
     def wait_until_nothing_held(self, team: str, within: float = 10.0) -> str:
         """Wait until the team holds nothing — every request settled and the gateway's idle credit
-        lease given back (about 2 s after its last use) — and return ``team show``'s line."""
+        lease given back (``lease_idle_seconds`` after its last use) — and return ``team show``'s line."""
         deadline = time.monotonic() + within
         while "held 0," not in (shown := self.cli("team", "show", team).stdout):
             assert time.monotonic() < deadline, f"still holding after {within} s: {shown}"
-            time.sleep(0.3)
+            time.sleep(0.1)
         return shown

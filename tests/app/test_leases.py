@@ -36,6 +36,7 @@ def test_each_request_is_one_durable_write(gateway: Gateway, team):
 
 def test_a_stopping_gateway_gives_its_leases_back(tmp_path, fake_upstream: FakeUpstream):
     config = write_config(tmp_path, fake_upstream.base_url)
+    config.write_text(config.read_text().replace("lease_idle_seconds = 0.3", "lease_idle_seconds = 60"))
     gateway = Gateway(config).start()
     gateway.cli("team", "create", "leasing", "--credits", "10")
     key = gateway.cli("key", "create", "--team", "leasing").stdout.splitlines()[-1]

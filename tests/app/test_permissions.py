@@ -71,7 +71,7 @@ def test_a_suspended_team_gets_403_everywhere_until_reinstated_and_is_never_char
 
     assert gateway.cli("team", "suspend", "suspended", "--reason", "unpaid").returncode == 0
     time.sleep(0.6)  # every process's projector looks every 0.25 s
-    before = gateway.cli("team", "show", "suspended").stdout
+    before = gateway.wait_until_nothing_held("suspended")  # the first request settled, its lease given back
     assert "SUSPENDED" in before
     with pytest.raises(openai.PermissionDeniedError) as refused:
         gpt.chat.completions.create(model="fake-gpt", messages=HI)
@@ -80,7 +80,7 @@ def test_a_suspended_team_gets_403_everywhere_until_reinstated_and_is_never_char
         gpt.responses.create(model="fake-gpt", input="hi")
     with pytest.raises(anthropic.PermissionDeniedError):
         claude.messages.create(model="fake-claude", max_tokens=20, messages=HI)
-    assert gateway.cli("team", "show", "suspended").stdout == before  # nothing held, nothing charged
+    assert gateway.wait_until_nothing_held("suspended") == before  # nothing held, nothing charged
 
     gateway.cli("team", "reinstate", "suspended")
     time.sleep(0.6)

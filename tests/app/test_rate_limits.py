@@ -130,18 +130,18 @@ def test_a_request_larger_than_the_token_limit_is_refused_for_good(gateway: Gate
 
 def test_a_refused_request_is_not_charged_and_streams_carry_the_headers(gateway: Gateway):
     key = new_key(gateway, "rpm-stream", "--rpm", "1", credits="5")
-    before = gateway.cli("team", "show", "rpm-stream").stdout
+    before = gateway.wait_until_nothing_held("rpm-stream")
     http = httpx.Client(timeout=30)
     body = {"model": "fake-gpt", "messages": HI, "stream": True}
     with http.stream("POST", gateway.base_url + "/chat/completions", json=body,
                      headers={"Authorization": f"Bearer {key}"}) as streamed:
         assert streamed.headers["x-ratelimit-remaining-requests"] == "0"
         assert b"[DONE]" in streamed.read()
-    after_one = gateway.cli("team", "show", "rpm-stream").stdout
+    after_one = gateway.wait_until_nothing_held("rpm-stream")
     assert after_one != before
     refused = http.post(gateway.base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"})
     assert refused.status_code == 429 and refused.json()["error"]["type"] == "rate_limit_error"
-    assert gateway.cli("team", "show", "rpm-stream").stdout == after_one
+    assert gateway.wait_until_nothing_held("rpm-stream") == after_one
 
 
 async def test_limits_hold_across_two_gateway_processes_sharing_redis(shared_gateways: list[Gateway]):
