@@ -129,8 +129,8 @@ def _fallback_models(upstream_base_url: str) -> str:
         "refused-gpt": [_deployment("openai", f"http://127.0.0.1:{free_port()}/v1", "gpt-a", weight=FIRST), gpt_b],
         "overloaded-gpt": [overloaded_first, gpt_b],
         "hung-gpt": [_deployment("openai", f"{root}/hang/v1", "gpt-a", weight=FIRST, timeout=1), gpt_b],
-        "twin-gpt": [_deployment("openai", upstream_base_url, "gpt-a", weight=3, timeout=1, **key),
-                     _deployment("openai", upstream_base_url, "gpt-b", timeout=1, **key)],
+        "twin-gpt": [_deployment("openai", upstream_base_url, "gpt-a", weight=3, timeout=2, **key),
+                     _deployment("openai", upstream_base_url, "gpt-b", timeout=2, **key)],
         "once-gpt": [overloaded_first, gpt_b],  # with max_attempts = 1
         "cut-gpt": [_deployment("openai", f"{root}/cut/v1", "gpt-a", weight=FIRST), gpt_b],
         "overloaded-claude": [_deployment("anthropic", f"{root}/status/529", "claude-a", weight=FIRST), claude_b],

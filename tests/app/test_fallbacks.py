@@ -160,8 +160,8 @@ def test_when_every_deployment_fails_the_client_gets_a_502_and_pays_nothing(
 def test_when_every_deployment_times_out_the_client_gets_a_504(gateway: Gateway, team: Team,
                                                                   fake_upstream: FakeUpstream):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.InternalServerError) as error:  # twin-gpt's deployments wait 1 s each
-        client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[latency:2500]]"}])
+    with pytest.raises(openai.InternalServerError) as error:  # twin-gpt's deployments wait 2 s each
+        client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[latency:4500]]"}])
     assert error.value.status_code == 504
     assert sorted(model for _, model in sent(fake_upstream)) == ["gpt-a", "gpt-b"]
     audit(gateway, team, [])
