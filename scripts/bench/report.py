@@ -94,7 +94,8 @@ def config_table(config: dict[str, Any], streams: dict[str, bool]) -> str:
                   f"({rss['tollgate']['processes']} processes, {rss['tollgate']['total']:.0f} MB in all); "
                   f"bare proxy {rss['floor']['max']:.0f} MB per process "
                   f"({rss['floor']['processes']} processes, {rss['floor']['total']:.0f} MB in all). "
-                  f"Ledger: {config['ledger']['summary']}"]
+                  f"Tollgate idle: {config['tollgate_idle_cpu_ms_per_s']:.1f} ms CPU per second. "
+                  f"Ledger: {config['ledger']['summary']}."]
     return "\n".join(lines)
 
 

@@ -38,7 +38,7 @@ from scripts.bench.procstat import cpu_seconds, peak_rss_mb
 from scripts.bench.report import check_targets, config_table, run_metrics, summarise, targets_table
 from scripts.bench.soak import soak
 
-QUICK = {"duration": 0.3, "rounds": 1, "settle": 0.2, "concurrency": [1, 4], "warmup": 0.1}
+QUICK = {"duration": 0.3, "rounds": 1, "settle": 0.2, "concurrency": [1, 4], "warmup": 0.1, "idle": 0.5}
 
 
 class Plan:
@@ -55,6 +55,7 @@ class Plan:
         default_concurrency = args.concurrency == [1, 16, 64]
         self.concurrency = QUICK["concurrency"] if quick and default_concurrency else args.concurrency
         self.warmup = QUICK["warmup"] if quick else min(1.0, self.duration)
+        self.idle_seconds = QUICK["idle"] if quick else 4.0
         self.args = args
 
 
@@ -69,16 +70,27 @@ def _sanity(server: servers.Server, case: Case, key: str, billed: bool) -> None:
 
 
 def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes, concurrency: int,
-            duration: float, settle: float) -> dict[str, float]:
+            duration: float, settle: float = 0.0, idle_cpu: float = 0.0) -> dict[str, float]:
     """One closed-loop run. CPU is counted from just before the run until ``settle`` seconds after
-    it (work a server defers — Tollgate's audit history — belongs to the requests that caused it)."""
+    it — work a server defers (Tollgate's audit history catches up every 2 s) belongs to the
+    requests that caused it — less what the server spends idle over those settle seconds
+    (``idle_cpu``, CPU seconds per second: its timers), which no request caused."""
     pids = server.pids()
     before = cpu_seconds(pids)
     result = loadgens.run("127.0.0.1", server.port, request, concurrency, duration)
     if settle:
         time.sleep(settle)
-    used = cpu_seconds(pids) - before
-    return run_metrics(result.ok, result.errors, result.seconds, list(result.latencies), list(result.first_chunk), used)
+    used = cpu_seconds(pids) - before - idle_cpu * settle
+    return run_metrics(result.ok, result.errors, result.seconds, list(result.latencies), list(result.first_chunk),
+                       max(used, 0.0))
+
+
+def idle_cpu(server: servers.Server, seconds: float) -> float:
+    """CPU seconds per second the server spends with no request at all."""
+    pids = server.pids()
+    before = cpu_seconds(pids)
+    time.sleep(seconds)
+    return (cpu_seconds(pids) - before) / seconds
 
 
 def _rss(server: servers.Server) -> dict[str, Any]:
@@ -88,22 +100,54 @@ def _rss(server: servers.Server) -> dict[str, Any]:
             "by_process": {str(pid): round(mb, 1) for pid, mb in peaks.items()}}
 
 
+def _requests(case: Case, targets: dict[str, servers.Server], key: str) -> dict[str, bytes]:
+    return {name: render_request("127.0.0.1", server.port, case.path, case.body_bytes(),
+                                 case.headers(key if name == "tollgate" else "bench"))
+            for name, server in targets.items()}
+
+
+def _profile(plan: Plan, targets: dict[str, servers.Server], key: str, loadgens: LoadGenerators,
+             label: str) -> tuple[dict[str, Any], int]:
+    """py-spy on the floor and on Tollgate, each case at the highest concurrency (``--profile DIR``)."""
+    from scripts.bench import profile
+
+    outdir = Path(plan.args.profile)
+    outdir.mkdir(parents=True, exist_ok=True)
+    concurrency, seconds = max(plan.concurrency), plan.args.profile_seconds
+    found: dict[str, Any] = {}
+    served = 0
+    for case in plan.cases:
+        requests = _requests(case, targets, key)
+        found[case.name] = {}
+        for name in ("floor", "tollgate"):
+            runs = []
+            drive = lambda: runs.append(loadgens.run("127.0.0.1", targets[name].port, requests[name],  # noqa: E731, B023
+                                                     concurrency, seconds))
+            found[case.name][name] = profile.record(targets[name].process.pid, seconds,  # type: ignore[union-attr]
+                                                    outdir / f"{label}-{case.name}-{name}.txt", drive)
+            served += runs[0].ok if name == "tollgate" else 0
+        print(profile.render(f"{case.name}, c={concurrency}, {label}", found[case.name]), flush=True)
+    return found, served
+
+
 def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Server, loadgens: LoadGenerators,
                  workdir: Path, soak_seconds: float) -> dict[str, Any]:
     print(f"\n== {backend}, --workers {workers} ==", flush=True)
     ledger = servers.new_ledger(workdir, backend, upstream, workers=workers, postgres_admin=plan.args.postgres_url,
                                 redis_url=plan.args.redis_url)
-    floor = servers.bare_proxy(workdir, upstream, workers).start()
-    gateway = servers.tollgate(workdir, ledger, workers).start()
+    floor = servers.bare_proxy(workdir, upstream, workers)
+    gateway = servers.tollgate(workdir, ledger, workers)
     targets = {"direct": upstream, "floor": floor, "tollgate": gateway}
     answered = 0  # requests Tollgate answered with a 200: each must be exactly one charge in the ledger
     result: dict[str, Any] = {"backend": backend, "workers": workers, "cases": {}}
     try:
+        floor.start()
+        gateway.start()
+        idle = result["tollgate_idle_cpu_ms_per_s"] = idle_cpu(gateway, plan.idle_seconds) * 1e3
+        print(f"tollgate idle: {idle:.1f} ms CPU per second (subtracted over each run's settle time)", flush=True)
         for case in plan.cases:
             result["cases"][case.name] = {}
-            requests = {name: render_request("127.0.0.1", server.port, case.path, case.body_bytes(),
-                                             case.headers(ledger.key if name == "tollgate" else "bench"))
-                        for name, server in targets.items()}
+            requests = _requests(case, targets, ledger.key)
             for name, server in targets.items():  # one checked request, then a warm-up run
                 _sanity(server, case, ledger.key, billed=name == "tollgate")
                 warm = loadgens.run("127.0.0.1", server.port, requests[name], max(plan.concurrency), plan.warmup)
@@ -113,7 +157,7 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
                 rounds = []
                 for _ in range(plan.rounds):
                     runs = {name: measure(loadgens, server, requests[name], concurrency, plan.duration,
-                                          plan.settle if name == "tollgate" else 0.0)
+                                          *((plan.settle, idle / 1e3) if name == "tollgate" else ()))
                             for name, server in targets.items()}
                     answered += runs["tollgate"]["requests"]
                     rounds.append(runs)
@@ -124,16 +168,19 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
                       f"p50, {t['cpu_ms_per_request']:.3f} ms CPU/req ({point['ratios']['cpu_ms_per_request'] or 0:.2f}× "
                       f"floor {point['floor']['cpu_ms_per_request']:.3f}); direct {point['direct']['rps']:,.0f} req/s",
                       flush=True)
+        if plan.args.profile:
+            result["profile"], served = _profile(plan, targets, ledger.key, loadgens, f"{backend}-w{workers}")
+            answered += served
         result["peak_rss_mb"] = {"tollgate": _rss(gateway), "floor": _rss(floor)}
         if soak_seconds > 0:
             result["soak"] = soak(plan, gateway, ledger.key, loadgens, result, soak_seconds)
             answered += result["soak"]["requests"]
+        gateway.stop()
+        floor.stop()
+        ok, charges, text = ledger.verify()
     finally:
         gateway.stop()
         floor.stop()
-    try:
-        ok, charges, text = ledger.verify()
-    finally:
         ledger.drop()
     result["ledger"] = {"verified": ok, "charges": charges, "answered": answered,
                         "summary": ("verify clean" if ok else "VERIFY FAILED") +
@@ -147,8 +194,8 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
 def _meta(plan: Plan) -> dict[str, Any]:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parents[2]).stdout.strip()
-    return {"command": " ".join(["tollgate bench" if Path(sys.argv[0]).name == "tollgate" else "python -m scripts.bench",
-                                 *sys.argv[1:]]),
+    program = "tollgate" if Path(sys.argv[0]).name == "tollgate" else "python -m scripts.bench"
+    return {"command": " ".join([program, *sys.argv[1:]]),
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit or None,
             "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "python": platform.python_version(),
             "duration": plan.duration, "rounds": plan.rounds, "concurrency": plan.concurrency,
