@@ -22,6 +22,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -86,7 +87,9 @@ def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes, co
 
 
 def idle_cpu(server: servers.Server, seconds: float) -> float:
-    """CPU seconds per second the server spends with no request at all."""
+    """CPU seconds per second the server spends with no request at all, once it has settled after
+    its start (Tollgate keeps working for a second or two after it first answers)."""
+    time.sleep(min(3.0, seconds))
     pids = server.pids()
     before = cpu_seconds(pids)
     time.sleep(seconds)
@@ -212,7 +215,13 @@ def _upstream_row(configs: list[dict[str, Any]]) -> dict[str, Any] | None:
     return {"rps": direct["rps"], "cpu_ms_per_request": cpu, "one_core_capacity_rps": 1000 / cpu if cpu else None}
 
 
+def _stop_on_sigterm() -> None:
+    """SIGTERM stops the benchmark like Ctrl-C: servers stopped, databases dropped."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+
 def run(args: argparse.Namespace) -> int:
+    _stop_on_sigterm()
     plan = Plan(args)
     report: dict[str, Any] = {"meta": _meta(plan), "configs": []}
     workdir = Path(tempfile.mkdtemp(prefix="tollgate-bench-"))
