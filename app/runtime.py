@@ -21,6 +21,7 @@ from app.ratelimit.choice import limiter_store
 from app.routes.models import model_list_body
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIUpstream, Upstream
 from app.upstream.fallback import Deployment, FallbackUpstream
+from app.upstream.transport import AiohttpTransport
 from domain.settings import Settings
 from projections.instances import InstanceRegistry
 from domain.settings import Upstream as UpstreamSettings
@@ -86,7 +87,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     writer = LedgerWriter(store).start()
     leases = Leases(writer, idle_seconds=float(settings.lease_idle_seconds))
     sweeper = HoldSweeper(store, writer, float(settings.hold_timeout)).start()
-    http = httpx.AsyncClient(limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
+    http = httpx.AsyncClient(transport=AiohttpTransport(max_connections=1000))
     upstreams = {
         model.id: FallbackUpstream(
             model.id,

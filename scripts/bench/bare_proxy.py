@@ -2,7 +2,8 @@
 
 No auth, no billing, no parsing: a plain ASGI callable on the same HTTP server stack as Tollgate
 (uvicorn with uvloop and httptools, access log off) that forwards each request's body to the
-upstream with one pooled ``httpx.AsyncClient`` (the client Tollgate uses) and relays the answer.
+upstream with one pooled ``httpx.AsyncClient`` over aiohttp (the client and transport Tollgate uses,
+imported from it so that the two can never drift apart) and relays the answer.
 Streams are relayed event by event — each complete SSE event (up to its blank line) is sent as soon
 as it has arrived, its own ASGI message — which is what any relay of a real provider's stream does
 (a provider's events arrive apart in time); relaying the raw reads instead would send the fake
@@ -23,6 +24,8 @@ from typing import Any
 
 import httpx
 
+from app.upstream.transport import AiohttpTransport
+
 UPSTREAM_ENV = "BENCH_UPSTREAM_URL"
 FORWARDED = (b"content-type", b"authorization", b"x-api-key", b"anthropic-version", b"anthropic-beta")
 
@@ -39,8 +42,9 @@ async def _lifespan(receive: Any, send: Any) -> None:
         message = await receive()
         if message["type"] == "lifespan.startup":
             # The same pool limits as Tollgate's client (app/runtime.py).
+            # The same client as Tollgate's (app/runtime.py): httpx over aiohttp's pool.
             _client = httpx.AsyncClient(base_url=_upstream(), timeout=600,
-                                        limits=httpx.Limits(max_connections=1000, max_keepalive_connections=200))
+                                        transport=AiohttpTransport(max_connections=1000))
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             if _client is not None:
