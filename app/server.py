@@ -7,7 +7,9 @@ from typing import Any
 
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
+from litestar.logging.config import LoggingConfig
 
+from app.hot_paths import HotPaths
 from app.errors import GatewayError, InvalidRequest, NotFound
 from app.json import encode
 from app.routes.admin import admin_router
@@ -48,16 +50,36 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[byt
     return _gateway_error(request, GatewayError("The gateway hit an internal error."))
 
 
+def _logging_config() -> LoggingConfig:
+    """Litestar's own logging, with the HTTP clients' per-request INFO lines off: httpx logs every
+    upstream call at INFO, which cost Tollgate a log line (and a thread's write) per request."""
+    quiet = {"level": "WARNING", "propagate": True}
+    return LoggingConfig(loggers={"litestar": {"level": "INFO", "handlers": ["queue_listener"], "propagate": False},
+                                  "httpx": quiet, "httpcore": quiet, "aiohttp": quiet})
+
+
+#: Most specific first: the fast path (app/hot_paths.py) takes the first that matches.
+_EXCEPTION_HANDLERS: list[tuple[type[Exception], Any]] = [
+    (GatewayError, _gateway_error), (HTTPException, _http_exception), (Exception, _unexpected)]
+
+
+def create_asgi_app(runtime: Runtime) -> HotPaths:
+    """What uvicorn serves: the generation endpoints straight to their handlers, the rest through Litestar."""
+    return HotPaths(create_app(runtime), [chat_completions, create_response, create_message],
+                    dict(_EXCEPTION_HANDLERS))
+
+
 def create_app(runtime: Runtime) -> Litestar:
     async def close_runtime() -> None:
         await runtime.aclose()
 
     app = Litestar(
         route_handlers=[list_models, chat_completions, create_response, create_message, count_tokens, admin_router],
-        exception_handlers={GatewayError: _gateway_error, HTTPException: _http_exception, Exception: _unexpected},
+        exception_handlers=dict(_EXCEPTION_HANDLERS),
         on_startup=[warm_up, runtime.start],
         on_shutdown=[close_runtime],
         openapi_config=None,
+        logging_config=_logging_config(),
         debug=False,
     )
     app.state.runtime = runtime

@@ -32,11 +32,11 @@ def serve(settings: Settings, base_dir: Path, host: str, port: int, workers: int
         return
 
     from app.runtime import build_runtime
-    from app.server import create_app
+    from app.server import create_asgi_app
 
     runtime = build_runtime(settings, base_dir)
     print(f"Tollgate: serving {len(settings.models)} model(s) on http://{host}:{port}/v1", flush=True)
-    uvicorn.run(create_app(runtime), host=host, port=port, log_level="warning", access_log=False)
+    uvicorn.run(create_asgi_app(runtime), host=host, port=port, log_level="warning", access_log=False)
 
 
 def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, workers: int,
@@ -82,7 +82,7 @@ def app_from_environment() -> object:
     from concurrent.futures import ThreadPoolExecutor
 
     from app.runtime import build_runtime
-    from app.server import create_app
+    from app.server import create_asgi_app
 
     try:
         settings, base = load_settings(None)
@@ -91,4 +91,4 @@ def app_from_environment() -> object:
     except (ConfigError, CommandError, StartupRefused) as exc:
         print(f"tollgate: error: {exc}", file=sys.stderr, flush=True)
         sys.exit(WORKER_STARTUP_FAILURE)
-    return create_app(runtime)
+    return create_asgi_app(runtime)

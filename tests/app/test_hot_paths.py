@@ -1,0 +1,38 @@
+"""The generation endpoints are dispatched before Litestar's router (app/hot_paths.py): what the
+router used to give them for free — the body-size limit, 405 for other methods, each endpoint's own
+error shape — must still hold, through a real gateway process."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.conftest import Team
+from tests.gateway import Gateway
+
+TOO_BIG = b'{"model": "fake-gpt", "messages": [{"role": "user", "content": "' + b"x" * (10 * 1024 * 1024) + b'"}]}'
+
+
+def test_a_body_over_the_size_limit_is_refused_in_each_endpoints_own_shape(gateway: Gateway, team: Team):
+    root = gateway.base_url.removesuffix("/v1")
+    openai_headers = {"authorization": f"Bearer {team.key}", "content-type": "application/json"}
+    chat = httpx.post(root + "/v1/chat/completions", content=TOO_BIG, headers=openai_headers, timeout=30)
+    assert chat.status_code == 413
+    assert chat.json()["error"]["type"] == "invalid_request_error"
+
+    anthropic_headers = {"x-api-key": team.key, "anthropic-version": "2023-06-01", "content-type": "application/json"}
+    messages = httpx.post(root + "/v1/messages", content=TOO_BIG, headers=anthropic_headers, timeout=30)
+    assert messages.status_code == 413
+    assert messages.json()["type"] == "error"
+    assert messages.json()["error"]["type"] == "invalid_request_error"
+
+
+def test_other_methods_on_a_generation_path_get_405_and_unknown_paths_404(gateway: Gateway, team: Team):
+    root = gateway.base_url.removesuffix("/v1")
+    headers = {"authorization": f"Bearer {team.key}"}
+    wrong_method = httpx.get(root + "/v1/chat/completions", headers=headers)
+    assert wrong_method.status_code == 405
+    assert wrong_method.json()["error"]["type"] == "invalid_request_error"
+    unknown = httpx.post(root + "/v1/chat/completion", headers=headers, json={})
+    assert unknown.status_code == 404
+    assert unknown.json()["error"]["type"] == "invalid_request_error"
+
