@@ -50,6 +50,7 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile", metavar="DIR",
                         help="also sample the floor and Tollgate with py-spy (not a dependency) and print the top frames")
     parser.add_argument("--profile-seconds", type=float, default=8.0, help="seconds of load per profile (default 8)")
+    parser.add_argument("--keep", action="store_true", help="keep the servers' logs, configs and ledgers (printed where)")
     parser.add_argument("--json", metavar="PATH", help="also write every number as JSON to PATH")
     parser.add_argument("--quick", action="store_true", help="tiny runs, to check the benchmark works (numbers meaningless)")
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES,

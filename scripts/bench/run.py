@@ -237,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         upstream.stop()
         loadgens.close()
-        if failed:
+        if failed or args.keep:
             print(f"the servers' logs are in {workdir}", file=sys.stderr)
         else:
             shutil.rmtree(workdir, ignore_errors=True)
