@@ -151,38 +151,44 @@ class LedgerWriter:
         for attempt in range(self.max_attempts):
             if attempt:  # another writer won the last round: let it finish before trying again
                 time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
-            touched: dict[UUID, TeamLedger] = {}
+            # Commands are applied to forks of the committed aggregates, so that a refused save
+            # leaves the committed copies as they were, ready to catch up with what won.
+            touched: dict[UUID, TeamLedger | None] = {}
             outcomes: list[tuple[_Queued, bool, Any]] = []
             idempotent: list[IdempotentResponse] = []
             for item in batch:
-                team = touched.get(item.team_id) or self._load(item.team_id)
+                if item.team_id in touched:
+                    team = touched[item.team_id]
+                else:
+                    committed = self._load(item.team_id)
+                    team = committed.fork() if committed is not None else None
                 try:
                     team, result = self._apply(item, team)
                 except LedgerError as exc:
                     outcomes.append((item, False, exc))
-                    if team is not None:
-                        touched[item.team_id] = team
+                    touched[item.team_id] = team
                     continue
                 touched[item.team_id] = team
                 if isinstance(result, Recorded):
                     idempotent.extend(result.idempotent)
                     result = result.value
                 outcomes.append((item, True, result))
+            written = {tid: team for tid, team in touched.items() if team is not None}
             try:
-                self.store.save_teams(touched.values(), idempotent)
+                self.store.save_teams(written.values(), idempotent)
             except IntegrityError:
-                # Another process appended to one of these teams (or opened the same team):
-                # forget our copies, reload, and decide the whole batch again.
-                for tid in touched:
-                    self._teams.pop(tid, None)
+                # Another process appended to one of these teams (or opened the same team): bring
+                # the committed copies up to date and decide the whole batch again.
+                for tid in written:
+                    self._catch_up(tid)
                 continue
             except Exception as exc:
-                for tid in touched:
+                for tid in written:
                     self._teams.pop(tid, None)
                 log.error("ledger write failed: %s", exc)
                 self._fail(batch, LedgerUnavailable(f"the ledger could not be written: {exc}"))
                 return
-            self._teams.update(touched)
+            self._teams.update(written)
             if self._on_commit is not None:
                 self._on_commit()
             for item, ok, value in outcomes:
@@ -192,6 +198,19 @@ class LedgerWriter:
                     item.future.set_exception(value)
             return
         self._fail(batch, LedgerUnavailable("the ledger kept conflicting with another writer; try again"))
+
+    def _catch_up(self, team_id: UUID) -> None:
+        """Apply what other processes appended to a team since our copy; on any doubt, forget the
+        copy (the next command replays the team from the store)."""
+        team = self._teams.get(team_id)
+        if team is None:
+            return
+        try:
+            for event in self.store.newer_events(team):
+                event.mutate(team)
+        except Exception:
+            log.exception("could not catch up with team %s; it will be reloaded", team_id)
+            self._teams.pop(team_id, None)
 
     def _apply(self, item: _Queued, team: TeamLedger | None) -> tuple[TeamLedger, Any]:
         try:

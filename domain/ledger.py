@@ -15,6 +15,8 @@ Invariant, at every version: ``0 <= held <= balance``, i.e. available = balance 
 
 from __future__ import annotations
 
+import copy
+
 import re
 from decimal import Decimal
 from typing import Any
@@ -264,6 +266,23 @@ class TeamLedger(Aggregate):
         if not TEAM_NAME.match(name):
             raise InvalidTeamName(name)
         return cls(name=name)
+
+    def fork(self) -> TeamLedger:
+        """A copy to apply commands to, leaving this one as it was.
+
+        The writer applies a batch of commands to a fork; if another process appended to the team
+        first, the save is refused and the fork is thrown away, while this copy (still at the last
+        version it knew) catches up with just the newer events — instead of replaying the team's
+        whole history, which made every conflict cost time in proportion to the team's age. Every
+        container an event mutates is copied; the rest is immutable."""
+        twin = copy.copy(self)
+        state = twin.__dict__
+        for name, value in self.__dict__.items():
+            if isinstance(value, dict):
+                state[name] = dict(value)
+        twin.keys = {key_id: dict(key) for key_id, key in self.keys.items()}
+        state["_pending_events"] = []
+        return twin
 
     @property
     def available(self) -> int:
