@@ -32,6 +32,7 @@ from eventsourcing.persistence import IntegrityError
 from domain.ledger import InsufficientCredits, LedgerError, TeamLedger, TeamNotFound, TeamSuspended
 from projections.event_store import LedgerStore
 from projections.read_models import IdempotentResponse
+from projections.writer_lock import WriterLock
 
 log = logging.getLogger("tollgate.ledger")
 
@@ -68,8 +69,11 @@ class LedgerWriter:
     """Owns the in-memory team aggregates of this process and writes them in group commits."""
 
     def __init__(self, store: LedgerStore, *, max_batch: int = 64, max_attempts: int = 20,
-                 on_commit: Callable[[], None] | None = None) -> None:
+                 on_commit: Callable[[], None] | None = None, lock: WriterLock | None = None) -> None:
+        """``lock``: taken around each batch when other gateway processes write the same ledger
+        (projections/writer_lock.py); the batch's teams first catch up with what they wrote."""
         self.store = store
+        self._lock = lock
         self._on_commit = on_commit
         self.max_batch = max_batch
         self.max_attempts = max_attempts
@@ -91,6 +95,8 @@ class LedgerWriter:
             self._queue.put(_STOP)
             self._thread.join()
             self._thread = None
+        if self._lock is not None:
+            self._lock.close()
 
     def __enter__(self) -> LedgerWriter:
         return self.start()
@@ -140,7 +146,13 @@ class LedgerWriter:
                     break
                 batch.append(item)  # type: ignore[arg-type]
             try:
-                self._commit(batch)
+                if self._lock is None:
+                    self._commit(batch)
+                else:
+                    with self._lock.held():
+                        for tid in {item.team_id for item in batch}:
+                            self._catch_up(tid)
+                        self._commit(batch)
             except BaseException as exc:  # never let the writer thread die with callers waiting
                 log.exception("ledger writer failed a batch")
                 self._fail(batch, LedgerUnavailable(str(exc)))

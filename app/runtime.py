@@ -22,6 +22,7 @@ from app.routes.models import model_list_body
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIUpstream, Upstream
 from app.upstream.fallback import Deployment, FallbackUpstream
 from app.upstream.transport import AiohttpTransport
+from projections.writer_lock import WriterLock
 from domain.settings import Settings
 from projections.instances import InstanceRegistry
 from domain.settings import Upstream as UpstreamSettings
@@ -84,7 +85,9 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     limiter = RateLimiter(limits)
     keys = KeyDirectory(store)
     projector = Projector(store, on_key_change=keys.forget, on_team_change=keys.forget_team).start()
-    writer = LedgerWriter(store).start()
+    # Several processes on one ledger (redis_url is what lets them run side by side): take turns.
+    shared = settings.redis_url is not None
+    writer = LedgerWriter(store, lock=WriterLock(store.database) if shared else None).start()
     leases = Leases(writer, idle_seconds=float(settings.lease_idle_seconds))
     sweeper = HoldSweeper(store, writer, float(settings.hold_timeout)).start()
     http = httpx.AsyncClient(transport=AiohttpTransport(max_connections=1000))

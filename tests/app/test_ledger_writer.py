@@ -5,12 +5,14 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from eventsourcing.persistence import IntegrityError
 
 from app.admin import add_credits, create_team
 from app.ledger_writer import LedgerWriter
 from domain.ledger import InsufficientCredits, team_id
 from projections.audit import verify_ledger
 from projections.event_store import open_ledger_store
+from projections.writer_lock import WriterLock
 from tests.backend import new_database_url
 
 
@@ -100,3 +102,33 @@ def test_a_writer_that_lost_a_race_catches_up_without_replaying_the_team(stores)
     assert (team.balance, team.held) == (1_050, 400)
     assert verify_ledger(stores[0]).ok
 
+
+def test_writers_that_take_the_writer_lock_never_have_a_save_refused(stores):
+    """Two gateway processes on one busy team (--workers 2): with the lock each writer catches up,
+    decides and saves in turn, so no save is refused and no batch decided twice."""
+    refused = [0]
+    for store in stores:
+        def counted(teams, idempotent=(), _save=store.save_teams):
+            try:
+                return _save(teams, idempotent)
+            except IntegrityError:
+                refused[0] += 1
+                raise
+        store.save_teams = counted  # type: ignore[method-assign]
+    first, second = (LedgerWriter(s, lock=WriterLock(s.database)).start() for s in stores)
+    try:
+        create_team(first, "busy", 10_000)
+        tid = team_id("busy")
+
+        def hold(i: int) -> int:
+            writer = first if i % 2 else second
+            return writer.on_team(tid, "busy", lambda t: t.place_hold(f"r{i}", 3, "k", "m", "chat")).result()
+
+        with ThreadPoolExecutor(16) as pool:
+            left = list(pool.map(hold, range(600)))
+    finally:
+        first.stop()
+        second.stop()
+    assert refused[0] == 0
+    assert sorted(left) == [10_000 - 3 * n for n in range(600, 0, -1)]  # each hold saw all before it
+    assert verify_ledger(stores[0]).ok
