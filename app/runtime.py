@@ -8,7 +8,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 
 from app.billing import Billing
 from app.keys import KeyDirectory
@@ -21,7 +20,7 @@ from app.ratelimit.choice import limiter_store
 from app.routes.models import model_list_body
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIUpstream, Upstream
 from app.upstream.fallback import Deployment, FallbackUpstream
-from app.upstream.transport import AiohttpTransport
+from app.upstream.client import Timeouts, UpstreamClient
 from projections.writer_lock import WriterLock
 from domain.settings import Settings
 from projections.instances import InstanceRegistry
@@ -38,7 +37,7 @@ class Runtime:
     billing: Billing
     #: Each model's deployments, behind one upstream that fails over between them.
     upstreams: dict[str, FallbackUpstream]
-    http: httpx.AsyncClient
+    http: UpstreamClient
     model_list_body: bytes
     projector: Projector
     sweeper: HoldSweeper
@@ -65,13 +64,13 @@ class Runtime:
         self.store.close()
 
 
-def _adapter(up: UpstreamSettings, http: httpx.AsyncClient) -> Upstream:
+def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
     """The client for one deployment."""
     if up.kind == "demo":
         return DemoUpstream()
     api_key = os.environ.get(up.api_key_env) if up.api_key_env else None
     kind = AnthropicUpstream if up.kind == "anthropic" else OpenAIUpstream
-    timeout = httpx.Timeout(float(up.timeout), connect=float(up.connect_timeout))
+    timeout = Timeouts(connect=float(up.connect_timeout), read=float(up.timeout))
     return kind(up.base_url or "", api_key, timeout=timeout, client=http)
 
 
@@ -90,7 +89,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     writer = LedgerWriter(store, lock=WriterLock(store.database) if shared else None).start()
     leases = Leases(writer, idle_seconds=float(settings.lease_idle_seconds))
     sweeper = HoldSweeper(store, writer, float(settings.hold_timeout)).start()
-    http = httpx.AsyncClient(transport=AiohttpTransport(max_connections=1000))
+    http = UpstreamClient(max_connections=1000)
     upstreams = {
         model.id: FallbackUpstream(
             model.id,

@@ -51,11 +51,11 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[byt
 
 
 def _logging_config() -> LoggingConfig:
-    """Litestar's own logging, with the HTTP clients' per-request INFO lines off: httpx logs every
-    upstream call at INFO, which cost Tollgate a log line (and a thread's write) per request."""
+    """Litestar's own logging, with the HTTP client's INFO lines off: a log line per upstream call
+    (httpx wrote one when it was the client) costs a thread's write per request."""
     quiet = {"level": "WARNING", "propagate": True}
     return LoggingConfig(loggers={"litestar": {"level": "INFO", "handlers": ["queue_listener"], "propagate": False},
-                                  "httpx": quiet, "httpcore": quiet, "aiohttp": quiet})
+                                  "aiohttp": quiet})
 
 
 #: Most specific first: the fast path (app/hot_paths.py) takes the first that matches.

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import aiohttp
 
 from app.errors import UpstreamFailure
+from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.http import HttpUpstream, SSEJsonStream
 
 DEFAULT_VERSION = "2023-06-01"
 
 
-def _messages_stream(response: httpx.Response) -> SSEJsonStream:
+def _messages_stream(response: aiohttp.ClientResponse) -> SSEJsonStream:
     return SSEJsonStream(response, is_last=lambda e: e.get("type") == "message_stop",
                          error_of=lambda e: e.get("error") if e.get("type") == "error" else None)
 
@@ -26,7 +27,7 @@ class AnthropicUpstream(HttpUpstream):
 
     wire = "messages"
 
-    def __init__(self, base_url: str, api_key: str | None, *, timeout: httpx.Timeout, client: httpx.AsyncClient) -> None:
+    def __init__(self, base_url: str, api_key: str | None, *, timeout: Timeouts, client: UpstreamClient) -> None:
         headers = {"anthropic-version": DEFAULT_VERSION, **({"x-api-key": api_key} if api_key else {})}
         super().__init__(headers, timeout=timeout, client=client)
         root = base_url.rstrip("/")

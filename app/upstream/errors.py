@@ -6,10 +6,10 @@ agents match on it). Nothing here is charged: a failed upstream call releases it
 
 from __future__ import annotations
 
-import httpx
 import msgspec
 
 from app.errors import GatewayError, InvalidRequest, Overloaded, RateLimited, UpstreamFailure
+from app.upstream.client import TransportFailure
 
 
 def upstream_message(content: bytes) -> str:
@@ -42,15 +42,15 @@ def _from_status(status: int, content: bytes, retry_after: str | None) -> Gatewa
     return UpstreamFailure(f"The upstream provider failed with status {status}: {message}")
 
 
-def error_from_exception(exc: httpx.HTTPError, *, answering: bool = False) -> GatewayError:
+def error_from_exception(exc: TransportFailure, *, answering: bool = False) -> GatewayError:
     """A transport failure: before the upstream answered (refused, reset, timed out waiting for the
     status) another deployment may be tried; once it was ``answering`` (a 2xx status came), never."""
-    if isinstance(exc, httpx.TimeoutException):
+    if exc.timeout:
         error = UpstreamFailure("The upstream provider timed out.", status=504)
     elif answering:
-        error = UpstreamFailure(f"The upstream provider broke off its answer: {type(exc).__name__}")
+        error = UpstreamFailure(f"The upstream provider broke off its answer: {exc.description}.")
     else:
-        error = UpstreamFailure(f"The upstream provider could not be reached: {type(exc).__name__}")
+        error = UpstreamFailure(f"The upstream provider could not be reached: {exc.description}.")
     error.failover = not answering
     return error
 

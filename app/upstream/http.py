@@ -6,10 +6,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import httpx
+import aiohttp
 import msgspec
 
 from app.errors import UpstreamFailure
+from app.upstream.client import Timeouts, TransportFailure, UpstreamClient, close, iter_lines, read_body
 from app.upstream.errors import error_from_exception, error_from_status, error_from_stream_event
 from app.upstream.sse import iter_sse_data
 
@@ -18,7 +19,7 @@ _decode = msgspec.json.decode
 
 
 class HttpUpstream:
-    def __init__(self, headers: dict[str, str], *, timeout: httpx.Timeout, client: httpx.AsyncClient) -> None:
+    def __init__(self, headers: dict[str, str], *, timeout: Timeouts, client: UpstreamClient) -> None:
         self._headers = {"content-type": "application/json", **headers}
         self._timeout = timeout
         self._client = client
@@ -29,11 +30,11 @@ class HttpUpstream:
     async def _post_json(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> dict[str, Any]:
         response = await self._send(url, body, self._with(headers))
         try:
-            content = await response.aread()
-        except httpx.HTTPError as exc:
+            content = await read_body(response)
+        except TransportFailure as exc:
             raise error_from_exception(exc, answering=True) from None
         finally:
-            await response.aclose()
+            close(response)
         try:
             answer = _decode(content)
         except msgspec.DecodeError:
@@ -42,27 +43,25 @@ class HttpUpstream:
             raise UpstreamFailure("The upstream provider sent an unexpected answer.")
         return answer
 
-    async def _post_stream(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> httpx.Response:
+    async def _post_stream(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> aiohttp.ClientResponse:
         """Start a streamed POST; an error status is raised before any of the body is read."""
         return await self._send(url, body, {**self._with(headers), "accept": "text/event-stream"})
 
-    async def _send(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> httpx.Response:
+    async def _send(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> aiohttp.ClientResponse:
         """POST and wait for the status only, so that a failure before the upstream began answering
         (which another deployment may retry) is told apart from one while it answered (never retried).
         An error status is raised, its body read for the upstream's message; else the body is unread."""
-        request = self._client.build_request("POST", url, content=_encode(body), headers=headers,
-                                             timeout=self._timeout)
         try:
-            response = await self._client.send(request, stream=True)
-        except httpx.HTTPError as exc:
+            response = await self._client.post(url, _encode(body), headers, self._timeout)
+        except TransportFailure as exc:
             raise error_from_exception(exc) from None
-        if response.status_code >= 400:
+        if response.status >= 400:
             try:
-                content = await response.aread()
-            except httpx.HTTPError:
+                content = await read_body(response)
+            except TransportFailure:
                 content = b""
-            await response.aclose()
-            raise error_from_status(response.status_code, content, response.headers.get("retry-after"))
+            close(response)
+            raise error_from_status(response.status, content, response.headers.get("retry-after"))
         return response
 
     async def aclose(self) -> None:
@@ -73,7 +72,7 @@ class SSEJsonStream:
     """An upstream's SSE stream as JSON objects, until its end: ``[DONE]`` (OpenAI) or a final event
     (Anthropic's ``message_stop``). A stream error event, or a broken connection, raises."""
 
-    def __init__(self, response: httpx.Response, *, is_last: Callable[[dict[str, Any]], bool],
+    def __init__(self, response: aiohttp.ClientResponse, *, is_last: Callable[[dict[str, Any]], bool],
                  error_of: Callable[[dict[str, Any]], object | None]) -> None:
         self._response = response
         self._is_last = is_last
@@ -81,7 +80,7 @@ class SSEJsonStream:
 
     async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
         try:
-            async for data in iter_sse_data(self._response.aiter_lines()):
+            async for data in iter_sse_data(iter_lines(self._response)):
                 if data == "[DONE]":
                     return
                 try:
@@ -96,10 +95,10 @@ class SSEJsonStream:
                 yield item
                 if self._is_last(item):
                     return
-        except httpx.HTTPError as exc:
+        except TransportFailure as exc:
             raise error_from_exception(exc, answering=True) from None
         finally:
-            await self._response.aclose()
+            close(self._response)
 
     async def aclose(self) -> None:
-        await self._response.aclose()
+        close(self._response)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx
+import aiohttp
 
 from app.errors import UpstreamFailure
+from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.http import HttpUpstream, SSEJsonStream
 
 
-def _chat_stream(response: httpx.Response) -> SSEJsonStream:
+def _chat_stream(response: aiohttp.ClientResponse) -> SSEJsonStream:
     return SSEJsonStream(response, is_last=lambda chunk: False, error_of=lambda chunk: chunk.get("error"))
 
 
@@ -19,7 +20,7 @@ class OpenAIUpstream(HttpUpstream):
 
     wire = "chat"
 
-    def __init__(self, base_url: str, api_key: str | None, *, timeout: httpx.Timeout, client: httpx.AsyncClient) -> None:
+    def __init__(self, base_url: str, api_key: str | None, *, timeout: Timeouts, client: UpstreamClient) -> None:
         super().__init__({"authorization": f"Bearer {api_key}"} if api_key else {}, timeout=timeout, client=client)
         self._url = base_url.rstrip("/") + "/chat/completions"
 

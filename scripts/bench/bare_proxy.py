@@ -2,8 +2,8 @@
 
 No auth, no billing, no parsing: a plain ASGI callable on the same HTTP server stack as Tollgate
 (uvicorn with uvloop and httptools, access log off) that forwards each request's body to the
-upstream with one pooled ``httpx.AsyncClient`` over aiohttp (the client and transport Tollgate uses,
-imported from it so that the two can never drift apart) and relays the answer.
+upstream with one pooled aiohttp session (the client Tollgate uses, imported from it so that the
+two can never drift apart) and relays the answer.
 Streams are relayed event by event — each complete SSE event (up to its blank line) is sent as soon
 as it has arrived, its own ASGI message — which is what any relay of a real provider's stream does
 (a provider's events arrive apart in time); relaying the raw reads instead would send the fake
@@ -22,14 +22,13 @@ import argparse
 import os
 from typing import Any
 
-import httpx
-
-from app.upstream.transport import AiohttpTransport
+from app.upstream.client import Timeouts, UpstreamClient, close
 
 UPSTREAM_ENV = "BENCH_UPSTREAM_URL"
 FORWARDED = (b"content-type", b"authorization", b"x-api-key", b"anthropic-version", b"anthropic-beta")
 
-_client: httpx.AsyncClient | None = None
+_client: UpstreamClient | None = None
+_TIMEOUTS = Timeouts(connect=10, read=600)
 
 
 def _upstream() -> str:
@@ -42,9 +41,7 @@ async def _lifespan(receive: Any, send: Any) -> None:
         message = await receive()
         if message["type"] == "lifespan.startup":
             # The same pool limits as Tollgate's client (app/runtime.py).
-            # The same client as Tollgate's (app/runtime.py): httpx over aiohttp's pool.
-            _client = httpx.AsyncClient(base_url=_upstream(), timeout=600,
-                                        transport=AiohttpTransport(max_connections=1000))
+            _client = UpstreamClient(max_connections=1000)  # as Tollgate's (app/runtime.py)
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
             if _client is not None:
@@ -65,34 +62,33 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         message = await receive()
         chunks.append(message.get("body", b""))
         more = message.get("more_body", False)
-    headers = [(k, v) for k, v in scope["headers"] if k in FORWARDED]
+    headers = {k.decode(): v.decode() for k, v in scope["headers"] if k in FORWARDED}
     assert _client is not None
-    request = _client.build_request(scope["method"], scope["path"], content=b"".join(chunks), headers=headers)
     try:
-        response = await _client.send(request, stream=True)
-    except httpx.HTTPError:
+        response = await _client.post(_upstream() + scope["path"], b"".join(chunks), headers, _TIMEOUTS)
+    except Exception:
         await send({"type": "http.response.start", "status": 502, "headers": [(b"content-length", b"0")]})
         await send({"type": "http.response.body", "body": b""})
         return
     try:
         content_type = response.headers.get("content-type", "application/json").encode()
         if not content_type.startswith(b"text/event-stream"):
-            body = await response.aread()
-            await send({"type": "http.response.start", "status": response.status_code,
+            body = await response.read()
+            await send({"type": "http.response.start", "status": response.status,
                         "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
-        await send({"type": "http.response.start", "status": response.status_code,
+        await send({"type": "http.response.start", "status": response.status,
                     "headers": [(b"content-type", content_type), (b"cache-control", b"no-cache")]})
         pending = b""
-        async for data in response.aiter_raw():
+        async for data in response.content.iter_any():
             pending += data
             *events, pending = pending.split(b"\n\n")
             for event in events:
                 await send({"type": "http.response.body", "body": event + b"\n\n", "more_body": True})
         await send({"type": "http.response.body", "body": pending})
     finally:
-        await response.aclose()
+        close(response)
 
 
 def main(argv: list[str] | None = None) -> None:
