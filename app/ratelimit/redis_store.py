@@ -67,8 +67,15 @@ return 1
 class RedisLimiter:
     shared = True
 
+    #: Connections per process. More requests than this in flight wait for one (up to the socket
+    #: timeout) rather than fail: redis-py's default pool refuses the 101st with "Too many
+    #: connections", which turned bursts of 64 requests (and their token corrections) into 503s.
+    MAX_CONNECTIONS = 64
+
     def __init__(self, url: str, namespace: str) -> None:
-        self._redis = aioredis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=self.MAX_CONNECTIONS, timeout=2,
+                                                        socket_timeout=2, socket_connect_timeout=2)
+        self._redis = aioredis.Redis(connection_pool=pool)
         self._prefix = f"tollgate:{namespace}:rl:"
         self._admit = self._redis.register_script(_ADMIT)
         self._correct = self._redis.register_script(_CORRECT)
