@@ -42,6 +42,11 @@ def summarise(rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
                          for key in ("rps", "p50_ms", "p99_ms", "ttfc_p50_ms", "ttfc_p99_ms", "cpu_ms_per_request")}
         point[target]["requests"] = sum(r[target]["requests"] for r in rounds)
         point[target]["errors"] = sum(r[target]["errors"] for r in rounds)
+        statuses: dict[str, int] = {}
+        for r in rounds:
+            for status, n in r[target].get("statuses", {}).items():
+                statuses[status] = statuses.get(status, 0) + n
+        point[target]["error_statuses"] = statuses  # the rest of the errors: connections lost
     for target in ("floor", "tollgate"):
         for key in ("p50_ms", "p99_ms", "ttfc_p50_ms"):
             point[target]["added_" + key] = statistics.median(r[target][key] - r["direct"][key] for r in rounds)
@@ -53,6 +58,14 @@ def summarise(rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
 
 def _ratio(a: float, b: float) -> float | None:
     return a / b if b > 0 else None
+
+
+def _errors(m: dict[str, Any]) -> str:
+    """``12 errors: 503×10, 2 lost`` — statuses other than 200, and connections that broke."""
+    statuses = m.get("error_statuses", {})
+    lost = m["errors"] - sum(statuses.values())
+    parts = [f"{status}×{n}" for status, n in sorted(statuses.items())] + ([f"{lost} lost"] if lost else [])
+    return f"{m['errors']} errors: {', '.join(parts)}"
 
 
 def _fmt(value: float | None, digits: int = 2) -> str:
@@ -72,7 +85,7 @@ def point_rows(case: str, stream: bool, concurrency: int, point: dict[str, Any])
             case, str(concurrency), target, _rps(m["rps"]), _fmt(m["p50_ms"]), _fmt(m["p99_ms"]),
             _fmt(m["added_p50_ms"]) if added else "", _fmt(m["added_p99_ms"]) if added else "",
             _fmt(m["ttfc_p50_ms"]) if stream else "", _fmt(m["added_ttfc_p50_ms"]) if stream and added else "",
-            _fmt(m["cpu_ms_per_request"], 3) + (f" ({m['errors']} errors)" if m["errors"] else "")]))
+            _fmt(m["cpu_ms_per_request"], 3) + (f" ({_errors(m)})" if m["errors"] else "")]))
     r = point["ratios"]
     rows.append(" | ".join([case, str(concurrency), "**tollgate/floor**", _fmt(r["rps"]) + "×", "", "",
                             _fmt(r["added_p50_ms"]) + "×", _fmt(r["added_p99_ms"]) + "×", "",
@@ -134,7 +147,7 @@ def check_targets(config: dict[str, Any], soak: dict[str, Any] | None) -> list[d
         growth = soak["growth_pct"]
         short = "" if soak["seconds"] >= 600 else "shorter than the target's 10 minutes"
         checks.append(_check(f"RSS growth, {soak['seconds']:.0f} s soak at {soak['rate']:.0f} req/s", "< 5 %",
-                             soak["growth_pct"], soak["growth_pct"] < 5, "%", short))
+                             growth, growth < 5, "%", short))
     return checks
 
 

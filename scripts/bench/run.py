@@ -82,8 +82,10 @@ def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes, co
     if settle:
         time.sleep(settle)
     used = cpu_seconds(pids) - before - idle_cpu * settle
-    return run_metrics(result.ok, result.errors, result.seconds, list(result.latencies), list(result.first_chunk),
-                       max(used, 0.0))
+    metrics = run_metrics(result.ok, result.errors, result.seconds, list(result.latencies), list(result.first_chunk),
+                          max(used, 0.0))
+    metrics["statuses"] = {str(k): v for k, v in result.statuses.items() if k != 200}  # what the errors were
+    return metrics
 
 
 def idle_cpu(server: servers.Server, seconds: float) -> float:
