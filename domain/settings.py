@@ -37,31 +37,47 @@ class ConfigError(Exception):
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    pass
+    """Every field carries a ``#:`` comment: ``scripts/config_reference.py`` builds the README's
+    configuration reference from them, and its test fails for a field without one."""
 
 
 class EffortLevel(_Strict):
+    #: The level's name as requests send it (`reasoning_effort`, `reasoning.effort`), e.g. `low`.
     value: str
+    #: Its label for people, listed by `GET /v1/models`.
     display: str
 
 
 class Pricing(_Strict):
+    #: USD per million prompt tokens that are neither written to nor read from a prompt cache.
     input: Decimal
+    #: USD per million output tokens (reasoning included).
     output: Decimal
+    #: USD per million prompt tokens written to the provider's prompt cache.
     cache_create: Decimal
+    #: USD per million prompt tokens read from the provider's prompt cache.
     cache_hit: Decimal
 
 
 class Upstream(_Strict):
     """One deployment of a model: a provider endpoint, its key and the name it knows the model by."""
 
+    #: `openai` (any OpenAI-compatible chat-completions server), `anthropic` (the Anthropic Messages
+    #: API) or `demo` (built in: answers locally, no network, no key).
     kind: str
+    #: The provider's URL, required unless `kind` is `demo`: ending in `/v1` for `openai`, without
+    #: `/v1` for `anthropic` (e.g. `https://api.anthropic.com`).
     base_url: str | None = None
+    #: The environment variable holding the provider key (sent as `Authorization: Bearer` to
+    #: OpenAI-compatible upstreams, `x-api-key` to Anthropic); `tollgate serve` refuses to start while it is unset.
     api_key_env: str | None = None
+    #: The name this deployment knows the model by (unset: the model's `id`).
     model: str | None = None
-    timeout: Decimal = Decimal(600)  # seconds to wait for each read (a stream may run longer in all)
+    #: The longest wait for each read from the upstream, in seconds (a stream may run longer in all); exceeded: 504.
+    timeout: Decimal = Decimal(600)
+    #: The longest wait to connect to the upstream, in seconds; exceeded: 504.
     connect_timeout: Decimal = Decimal(10)
-    #: This deployment's share of first attempts among a model's ``upstreams``.
+    #: This deployment's share of first attempts among a model's `upstreams`.
     weight: int = 1
 
     @property
@@ -70,25 +86,36 @@ class Upstream(_Strict):
 
 
 class Model(_Strict):
+    #: The name clients send as `model`; unique in the file.
     id: str
+    #: Its name for people, listed by `GET /v1/models`.
     display_name: str
+    #: Its owner, listed by `GET /v1/models`.
     owned_by: str
+    #: The longest prompt in tokens, by the gateway's count: a longer one gets 400 before the upstream is called.
     context_window: int
+    #: The most output tokens a request may ask for (more: 400), and what a hold reserves when it asks none.
     max_output_tokens: int
+    #: Prices in USD per million tokens, by kind, as exact decimals.
     pricing: Pricing
-    #: Either one deployment (``upstream = {...}``) or several (``upstreams = [{...}, ...]``), never both.
+    #: The model's one deployment (`upstream = {...}`); a model gives exactly one of this and `upstreams`.
     upstream: Upstream | None = None
+    #: Several deployments of the model (`upstreams = [{...}, ...]`), tried in a weighted random order.
     upstreams: list[Upstream] | None = None
-    #: Deployments tried per request before giving up (default: every deployment once).
+    #: Deployments tried per request before giving up, 1 to their number (unset: every deployment once).
     max_attempts: int | None = None
+    #: Whether the model takes images; images for a model without vision get 400.
     vision: bool = False
+    #: The effort level `GET /v1/models` lists as the default; one of `effort_levels`' values.
     default_effort_level: str = "medium"
+    #: The reasoning effort levels offered; a request's effort is mapped to the nearest of them.
     effort_levels: list[EffortLevel] = msgspec.field(
         default_factory=lambda: [EffortLevel("low", "Low"), EffortLevel("medium", "Medium"), EffortLevel("high", "High")]
     )
+    #: The Unix time `GET /v1/models` lists as `created` (0: when the gateway started).
     created: int = 0
-    #: How the gateway counts this model's tokens: "o200k", "anthropic" or "bytes" (default: by the
-    #: upstream's wire, o200k for OpenAI-compatible and demo upstreams, anthropic for Anthropic's).
+    #: How the gateway counts this model's tokens: `o200k`, `anthropic` or `bytes` (unset: by the
+    #: upstream's wire, `o200k` for OpenAI-compatible and demo upstreams, `anthropic` for Anthropic's).
     tokenizer: str | None = None
 
     @property
@@ -122,8 +149,13 @@ def deployment_keys(model: Model, index: int) -> list[tuple[str, Upstream]]:
 
 
 class Settings(_Strict):
+    #: The models clients may ask for, one `[[models]]` table each (at least one).
     models: list[Model]
+    #: The ledger: `sqlite:///PATH` (relative to the configuration file's folder; `sqlite:////abs/path`)
+    #: or `postgresql://USER:PASSWORD@HOST:PORT/DBNAME` (for production and several processes).
     database_url: str = "sqlite:///tollgate.db"
+    #: PostgreSQL connections each gateway process keeps open for the event store (up to twice as many
+    #: under load, plus one each for its projector and its process registration).
     database_pool_size: int = 10
     #: The environment variable holding the admin API key (the admin API is off while it is unset).
     admin_key_env: str = "TOLLGATE_ADMIN_KEY"
@@ -132,6 +164,7 @@ class Settings(_Strict):
     #: Seconds a credit lease nothing is held against stays with its gateway process before it goes
     #: back to the team (shorter: other processes find the credit sooner; longer: fewer writes).
     lease_idle_seconds: Decimal = Decimal(2)
+    #: Credits one US dollar buys: the rate at which USD prices become charges.
     credits_per_usd: Decimal = Decimal(100)
     #: Where rate limits live when several gateway processes share the database (unset: in memory,
     #: and the gateway refuses to start beside another one).

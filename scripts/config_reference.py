@@ -1,0 +1,223 @@
+"""The README's configuration reference, generated from the schema in ``domain/settings.py``.
+
+A hand-written reference drifts from the schema the first time someone adds a key; this one cannot:
+every key, type and default comes from the msgspec Structs themselves, and each description from the
+``#:`` comment above the field (the convention Sphinx reads too). A field without one stops the
+script, so an undocumented key fails the tests. ``--check README.md`` exits 1 when the README's copy
+differs from what the schema generates; ``--write README.md`` replaces it.
+
+    python -m scripts.config_reference                    # print the reference
+    python -m scripts.config_reference --write README.md  # after changing domain/settings.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from msgspec import inspect as mi
+
+from app.cli_support import CONFIG_ENV
+from domain import settings as schema
+
+START = "<!-- config-reference:start -->"
+END = "<!-- config-reference:end -->"
+
+
+class UndocumentedField(Exception):
+    """A configuration key with no ``#:`` comment: the reference would have a row with no description."""
+
+
+@dataclass
+class Section:
+    """One Struct of the schema: the key paths it is found at, and its fields' rows."""
+
+    struct: type
+    paths: list[str] = field(default_factory=list)
+    rows: list[tuple[str, str, str, str]] = field(default_factory=list)  # key, type, default, description
+
+
+def field_docs(module_source: str) -> dict[tuple[str, str], str]:
+    """``(class name, field name) -> description``, from the ``#:`` lines right above each field."""
+    lines = module_source.splitlines()
+    docs: dict[tuple[str, str], str] = {}
+    for node in ast.walk(ast.parse(module_source)):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        for stmt in node.body:
+            if not (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)):
+                continue
+            comment: list[str] = []
+            i = stmt.lineno - 2
+            while i >= 0 and lines[i].strip().startswith("#:"):
+                comment.insert(0, lines[i].strip()[2:].strip())
+                i -= 1
+            if comment:
+                docs[(node.name, stmt.target.id)] = " ".join(comment)
+    return docs
+
+
+def sections(root: type = schema.Settings, source: str | None = None) -> list[Section]:
+    """Every Struct reachable from ``root``, in the order first met, each with a row per field."""
+    docs = field_docs(source if source is not None else Path(schema.__file__).read_text())
+    found: dict[type, Section] = {}
+
+    def visit(info: mi.StructType, path: str) -> None:
+        section = found.get(info.cls)
+        if section is not None:
+            section.paths.append(path)
+            return
+        section = found[info.cls] = Section(info.cls, [path])
+        nested: list[tuple[mi.StructType, str]] = []
+        for f in info.fields:
+            description = docs.get((info.cls.__name__, f.name), "")
+            if not description:
+                raise UndocumentedField(
+                    f"{info.cls.__name__}.{f.name} has no `#:` comment in domain/settings.py: "
+                    "say in one line what the key does")
+            section.rows.append((f.encode_name, type_name(f.type), default_text(f), description))
+            inner, suffix = _struct_inside(f.type)
+            if inner is not None:
+                nested.append((inner, _join(path, f.encode_name) + suffix))
+        for inner, inner_path in nested:
+            visit(inner, inner_path)
+
+    visit(mi.type_info(root), "")  # type: ignore[arg-type]
+    return list(found.values())
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _struct_inside(t: mi.Type) -> tuple[mi.StructType | None, str]:
+    """The table a key holds, directly (``""``) or as an array of tables (``"[]"``)."""
+    t = _without_none(t)
+    if isinstance(t, mi.StructType):
+        return t, ""
+    if isinstance(t, mi.ListType) and isinstance(t.item_type, mi.StructType):
+        return t.item_type, "[]"
+    return None, ""
+
+
+def _without_none(t: mi.Type) -> mi.Type:
+    if isinstance(t, mi.UnionType):
+        rest = [u for u in t.types if not isinstance(u, mi.NoneType)]
+        if len(rest) == 1:
+            return rest[0]
+    return t
+
+
+_SCALARS = {mi.StrType: "string", mi.IntType: "integer", mi.BoolType: "boolean", mi.DecimalType: "number"}
+
+
+def type_name(t: mi.Type) -> str:
+    """The key's type as a TOML author sees it."""
+    t = _without_none(t)
+    if type(t) in _SCALARS:
+        return _SCALARS[type(t)]
+    if isinstance(t, mi.StructType):
+        return "table"
+    if isinstance(t, mi.ListType):
+        return "array of tables" if isinstance(t.item_type, mi.StructType) else f"array of {type_name(t.item_type)}s"
+    raise TypeError(f"scripts/config_reference.py cannot name the type {t!r}: teach type_name() about it")
+
+
+def default_text(f: mi.Field) -> str:
+    if f.required:
+        return "required"
+    value = f.default_factory() if f.default is msgspec.NODEFAULT else f.default
+    return "unset" if value is None else f"`{toml_value(value)}`"
+
+
+def toml_value(value: Any) -> str:
+    """A default written as it would be in the file."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return msgspec.json.encode(value).decode()
+    if isinstance(value, int | Decimal):
+        return str(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, msgspec.Struct):
+        items = msgspec.structs.asdict(value).items()
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in items) + "}"
+    raise TypeError(f"scripts/config_reference.py cannot write the default {value!r}: teach toml_value() about it")
+
+
+def environment_rows() -> list[tuple[str, str]]:
+    admin_env = next(f.default for f in msgspec.structs.fields(schema.Settings) if f.name == "admin_key_env")
+    return [
+        (f"`{CONFIG_ENV}`", "The configuration file, for a command given no `--config`."),
+        (f"`{schema.DATABASE_URL_ENV}`", "Overrides `database_url` (so the password need not be in the file)."),
+        (f"`{schema.REDIS_URL_ENV}`", "Overrides `redis_url`."),
+        (f"`{admin_env}`, or the variable `admin_key_env` names", "The admin API's key; the admin API is off while it is unset."),
+        ("the variable each `api_key_env` names", "That deployment's provider key."),
+    ]
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render() -> str:
+    out = ["Generated from `domain/settings.py` by `python -m scripts.config_reference --write README.md`; "
+           "do not edit by hand. Keys are relative to the table named in each heading; `[]` marks an "
+           "array of tables (`[[models]]`, `upstreams = [{...}]`).", ""]
+    for section in sections():
+        heading = "Top level" if section.paths == [""] else ", ".join(f"`{p}`" for p in section.paths)
+        out += [f"### {heading}", "", "| key | type | default | description |", "|---|---|---|---|"]
+        out += [f"| `{key}` | {kind} | {_cell(default)} | {_cell(text)} |" for key, kind, default, text in section.rows]
+        out.append("")
+    out += ["### Environment variables", "", "| variable | what it does |", "|---|---|"]
+    out += [f"| {name} | {_cell(text)} |" for name, text in environment_rows()]
+    return "\n".join(out) + "\n"
+
+
+def replace_section(readme: str, reference: str) -> str:
+    start, end = readme.find(START), readme.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"the README has no {START} … {END} section")
+    return readme[: start + len(START)] + "\n" + reference + readme[end:]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m scripts.config_reference", description=__doc__.split("\n")[0])
+    action = parser.add_mutually_exclusive_group()
+    action.add_argument("--check", metavar="README", help="exit 1 if this file's reference is not what the schema generates")
+    action.add_argument("--write", metavar="README", help="replace this file's reference with the generated one")
+    args = parser.parse_args(argv)
+    reference = render()
+    target = args.check or args.write
+    if target is None:
+        sys.stdout.write(reference)
+        return 0
+    path = Path(target)
+    text = path.read_text()
+    try:
+        updated = replace_section(text, reference)
+    except ValueError as exc:
+        print(f"{path}: {exc}", file=sys.stderr)
+        return 2
+    if args.write:
+        if updated != text:
+            path.write_text(updated)
+            print(f"{path}: configuration reference updated.")
+        return 0
+    if updated != text:
+        print(f"{path}: the configuration reference is out of date; run "
+              f"python -m scripts.config_reference --write {target}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
