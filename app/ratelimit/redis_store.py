@@ -8,11 +8,15 @@ Bucket names carry the ledger's identity, so two ledgers sharing one Redis never
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 
 import redis.asyncio as aioredis
 
 from domain.rate_limits import Decision, Level, Limit
+
+log = logging.getLogger("tollgate.ratelimit")
 
 _ADMIT = """
 local t = redis.call('TIME')
@@ -45,12 +49,13 @@ table.insert(out, 1, ok and 1 or 0)
 return out
 """
 
+#: Token corrections for many buckets at once: ARGV holds (delta, per-minute) for each key.
 _CORRECT = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
-local delta = tonumber(ARGV[1])
 for i = 1, #KEYS do
-  local cap = tonumber(ARGV[i + 1])
+  local delta = tonumber(ARGV[2 * i - 1])
+  local cap = tonumber(ARGV[2 * i])
   local state = redis.call('HMGET', KEYS[i], 'level', 'ts')
   local level = cap
   if state[1] then
@@ -71,6 +76,10 @@ class RedisLimiter:
     #: timeout) rather than fail: redis-py's default pool refuses the 101st with "Too many
     #: connections", which turned bursts of 64 requests (and their token corrections) into 503s.
     MAX_CONNECTIONS = 64
+    #: Token corrections wait this long and go to Redis together: one round trip per interval
+    #: instead of one per request (a round trip costs ~0.1 ms of CPU on each side). A bucket of
+    #: tokens per *minute* is no less right for learning of a request's real size 50 ms later.
+    CORRECTION_DELAY = 0.05
 
     def __init__(self, url: str, namespace: str) -> None:
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=self.MAX_CONNECTIONS, timeout=2,
@@ -79,6 +88,8 @@ class RedisLimiter:
         self._prefix = f"tollgate:{namespace}:rl:"
         self._admit = self._redis.register_script(_ADMIT)
         self._correct = self._redis.register_script(_CORRECT)
+        self._corrections: dict[str, list[int]] = {}  # bucket → [token delta, per minute]
+        self._flushing: asyncio.Task[None] | None = None
 
     async def admit(self, limits: list[Limit]) -> Decision:
         args: list[int] = []
@@ -94,11 +105,42 @@ class RedisLimiter:
         return Decision(False, levels, wait)
 
     async def correct(self, limits: list[Limit], delta: int) -> None:
-        if limits and delta:
-            await self._correct(keys=[self._prefix + limit.name for limit in limits],
-                                args=[delta, *(limit.per_minute for limit in limits)])
+        """Queue the correction; it is sent with the others of the next ``CORRECTION_DELAY``."""
+        if not (limits and delta):
+            return
+        for limit in limits:
+            entry = self._corrections.setdefault(self._prefix + limit.name, [0, limit.per_minute])
+            entry[0] += delta
+            entry[1] = limit.per_minute
+        if self._flushing is None:
+            self._flushing = asyncio.get_running_loop().create_task(self._flush_soon())
+
+    async def _flush_soon(self) -> None:
+        try:
+            await asyncio.sleep(self.CORRECTION_DELAY)
+        finally:
+            self._flushing = None
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Send every queued correction now."""
+        queued, self._corrections = self._corrections, {}
+        queued = {key: entry for key, entry in queued.items() if entry[0]}
+        if not queued:
+            return
+        args: list[int] = []
+        for delta, per_minute in queued.values():
+            args += [delta, per_minute]
+        try:
+            await self._correct(keys=list(queued), args=args)
+        except Exception as exc:
+            log.warning("could not correct %d token estimates: %s", len(queued), exc)
 
     async def aclose(self) -> None:
+        if self._flushing is not None:
+            self._flushing.cancel()
+            await asyncio.gather(self._flushing, return_exceptions=True)
+        await self.flush()
         await self._redis.aclose()
 
 
