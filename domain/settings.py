@@ -11,7 +11,6 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from decimal import Decimal
-from typing import Literal
 
 import msgspec
 

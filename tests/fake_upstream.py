@@ -455,8 +455,8 @@ def _validate_chat(req: dict[str, Any], messages: list[dict[str, Any]]) -> list[
         elif role == "tool":
             call_id = m.get("tool_call_id")
             if not isinstance(call_id, str):
-                raise _bad(f"Missing parameter 'tool_call_id': messages with role 'tool' must have a "
-                           f"'tool_call_id'.", f"messages[{i}].tool_call_id")
+                raise _bad("Missing parameter 'tool_call_id': messages with role 'tool' must have a "
+                           "'tool_call_id'.", f"messages[{i}].tool_call_id")
             if call_id not in seen_calls:
                 raise _bad("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
                            "message with 'tool_calls'.", f"messages[{i}].role")
