@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from importlib import metadata
 from typing import Any
 
 from litestar import Litestar, Request, Response
@@ -10,6 +11,7 @@ from litestar.exceptions import HTTPException
 from litestar.logging.config import LoggingConfig
 
 from app.hot_paths import HotPaths
+from app.openapi import openapi_config
 from app.errors import GatewayError, InvalidRequest, NotFound
 from app.json import encode
 from app.routes.admin import admin_router
@@ -50,6 +52,13 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[byt
     return _gateway_error(request, GatewayError("The gateway hit an internal error."))
 
 
+def _version() -> str:
+    try:
+        return metadata.version("tollgate")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
 def _logging_config() -> LoggingConfig:
     """Litestar's own logging, with the HTTP client's INFO lines off: a log line per upstream call
     (httpx wrote one when it was the client) costs a thread's write per request."""
@@ -78,7 +87,7 @@ def create_app(runtime: Runtime) -> Litestar:
         exception_handlers=dict(_EXCEPTION_HANDLERS),
         on_startup=[warm_up, runtime.start],
         on_shutdown=[close_runtime],
-        openapi_config=None,
+        openapi_config=openapi_config(_version()),
         logging_config=_logging_config(),
         debug=False,
     )

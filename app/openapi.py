@@ -1,0 +1,126 @@
+"""The OpenAPI document at ``/schema`` (``/schema/openapi.json``): Litestar's, completed for the
+generation endpoints.
+
+Litestar documents the admin API from its typed handlers. The generation endpoints read their body
+themselves (they must answer bad JSON in their own protocol's error shape, and pass every field they
+do not know through to the upstream untouched), so Litestar sees no body and no error shapes there.
+The document is completed where it is rendered: each generation path gets its request body — the
+msgspec schema of the fields the gateway itself validates, open to any other field — its success
+answers (JSON, or server-sent events when ``stream`` is true) and its errors in its own protocol's
+shape (OpenAI's ``{"error": {...}}``, Anthropic's ``{"type": "error", "error": {...}}``).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import msgspec
+from litestar import Request
+from litestar.openapi.config import OpenAPIConfig
+from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
+
+from app.routes.admin import KeyModels, NewCredits, NewKey, NewTeam
+from app.routes.admin_policies import KeyEndpoints, NewLimits, Suspension
+from app.routes.chat import ChatRequest
+from app.routes.messages import MessagesRequest
+from app.routes.responses import ResponsesRequest
+
+_OPENAI_ERROR = {
+    "type": "object", "required": ["error"],
+    "properties": {"error": {"type": "object", "required": ["message", "type"], "properties": {
+        "message": {"type": "string"}, "type": {"type": "string"},
+        "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}},
+}
+_ANTHROPIC_ERROR = {
+    "type": "object", "required": ["type", "error"],
+    "properties": {"type": {"const": "error"}, "error": {"type": "object", "required": ["type", "message"],
+                                                         "properties": {"type": {"type": "string"},
+                                                                        "message": {"type": "string"}}}},
+}
+_ERRORS = {"400": "invalid request", "401": "missing, invalid or revoked API key",
+           "402": "the team's credits cannot cover the request's worst case",
+           "403": "the key may not use this model or endpoint, or the team is suspended",
+           "404": "unknown model", "413": "request body too large", "429": "rate limited (see Retry-After)",
+           "502": "the upstream failed", "503": "the upstream is overloaded, or the ledger cannot be written",
+           "504": "the upstream timed out"}
+
+#: path → (request struct, error shape, summary, answers with a stream when ``stream`` is true)
+_GENERATION = {
+    "/v1/chat/completions": (ChatRequest, "openai", "OpenAI Chat Completions, billed to the key's team", True),
+    "/v1/responses": (ResponsesRequest, "openai", "OpenAI Responses, billed to the key's team", True),
+    "/v1/messages": (MessagesRequest, "anthropic", "Anthropic Messages, billed to the key's team", True),
+    "/v1/messages/count_tokens": (MessagesRequest, "anthropic", "Anthropic token count (free)", False),
+}
+
+
+#: (path, method) → the admin request's body; admin handlers read and validate it themselves too.
+_ADMIN_BODIES = {
+    ("/admin/teams", "post"): NewTeam,
+    ("/admin/teams/{name}/credits", "post"): NewCredits,
+    ("/admin/teams/{name}/keys", "post"): NewKey,
+    ("/admin/teams/{name}/keys/{key_id}/models", "put"): KeyModels,
+    ("/admin/teams/{name}/keys/{key_id}/endpoints", "put"): KeyEndpoints,
+    ("/admin/teams/{name}/keys/{key_id}/limits", "put"): NewLimits,
+    ("/admin/teams/{name}/limits", "put"): NewLimits,
+    ("/admin/teams/{name}/suspend", "post"): Suspension,
+}
+
+
+def _body_schemas() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Each request struct's schema (by reference) and the component schemas they use."""
+    structs = sorted({entry[0] for entry in _GENERATION.values()} | set(_ADMIN_BODIES.values()),
+                     key=lambda s: s.__name__)
+    refs, components = msgspec.json.schema_components(structs, ref_template="#/components/schemas/{name}")
+    return dict(zip(structs, refs)), components
+
+
+def complete(document: dict[str, Any]) -> dict[str, Any]:
+    """Litestar's document with the generation endpoints' bodies, answers and errors filled in."""
+    document = copy.deepcopy(document)
+    refs, components = _body_schemas()
+    document.setdefault("components", {}).setdefault("schemas", {}).update(components)
+    schemes = document["components"].setdefault("securitySchemes", {})
+    schemes["bearer"] = {"type": "http", "scheme": "bearer", "description": "A Tollgate team key (or the admin key on /admin)"}
+    schemes["x-api-key"] = {"type": "apiKey", "in": "header", "name": "x-api-key", "description": "A Tollgate team key"}
+    for path, (struct, shape, summary, streams) in _GENERATION.items():
+        operation = document.setdefault("paths", {}).setdefault(path, {}).setdefault("post", {})
+        error = _OPENAI_ERROR if shape == "openai" else _ANTHROPIC_ERROR
+        content: dict[str, Any] = {"application/json": {"schema": {"type": "object", "additionalProperties": True}}}
+        if streams:
+            content["text/event-stream"] = {"schema": {"type": "string", "description": "server-sent events of the protocol"}}
+        operation.update({
+            "summary": summary,
+            "description": "Fields not listed are passed to the upstream untouched. Non-streaming answers carry "
+                           "`usage.cost` and `usage.remaining` (credits); so does a stream's final usage event.",
+            "security": [{"bearer": []}, {"x-api-key": []}],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": refs[struct]}}},
+            "responses": {"200": {"description": "the answer", "content": content},
+                          **{code: {"description": why, "content": {"application/json": {"schema": error}}}
+                             for code, why in _ERRORS.items()}},
+        })
+        operation.pop("parameters", None)  # Litestar's view of the handler's `request` argument
+    for (path, method), struct in _ADMIN_BODIES.items():
+        operation = document.get("paths", {}).get(path, {}).get(method)
+        if operation is not None:
+            operation["requestBody"] = {"required": method != "post" or struct is not NewKey,
+                                        "content": {"application/json": {"schema": refs[struct]}}}
+    for path, item in document.get("paths", {}).items():
+        if path.startswith("/admin"):
+            for operation in item.values():
+                if isinstance(operation, dict):
+                    operation["security"] = [{"bearer": []}]
+                    operation.setdefault("responses", {})["401"] = {
+                        "description": "not the admin key", "content": {"application/json": {"schema": _OPENAI_ERROR}}}
+    return document
+
+
+class _CompletedJson(JsonRenderPlugin):
+    def render(self, request: Request[Any, Any, Any], openapi_schema: dict[str, Any]) -> bytes:
+        return super().render(request, complete(openapi_schema))
+
+
+def openapi_config(version: str) -> OpenAPIConfig:
+    return OpenAPIConfig(title="Tollgate", version=version, path="/schema",
+                         description="An LLM gateway billing every request to a team's prepaid credits.",
+                         render_plugins=[_CompletedJson(), ScalarRenderPlugin(path="/")])
