@@ -18,6 +18,8 @@ from app.errors import Conflict, InsufficientCreditsError, PermissionDenied, Ser
 from app.keys import Principal
 from app.ledger_writer import LedgerUnavailable, LedgerWriter, Recorded
 from app.leases import Lease, Leases
+from app.observability import metrics
+from app.observability.record import RequestRecord
 from app.ratelimit import Admission, RateLimiter
 from domain.ledger import InsufficientCredits, LedgerError, RequestInProgress, TeamLedger, TeamSuspended
 from domain.money import credits_from_micros, format_credits, usd_from_micros
@@ -62,6 +64,8 @@ class RequestBill:
     admission: Admission | None = None  # what it took from its rate limits, corrected once settled
     lease: Lease | None = None  # the lease it is held against in memory (None: a durable hold)
     held: int = 0  # what it holds against that lease
+    record: RequestRecord | None = None  # what its log line and metrics will say
+    open: bool = False  # held, and not yet charged or released
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +90,11 @@ Render = Callable[[Charge], bytes]
 
 class Billing:
     def __init__(self, writer: LedgerWriter, settings: Settings, limiter: RateLimiter | None = None,
-                 leases: Leases | None = None) -> None:
+                 leases: Leases | None = None, writable: Callable[[], bool] | None = None) -> None:
+        """``writable``: whether the ledger can be written now (``app/ledger_health.py``); while it
+        cannot, no request is held, so none is served that could not be charged."""
         self._writer = writer
+        self._writable = writable
         self._store = writer.store
         self._credits_per_usd = settings.credits_per_usd
         self._limiter = limiter
@@ -110,12 +117,16 @@ class Billing:
         hold is decided on, so no retry can slip between a charge and its stored answer.
         """
         p, idem = bill.principal, bill.idempotency
+        if self._writable is not None and not self._writable():
+            raise ServiceUnavailable("The billing ledger cannot be written right now, so the gateway serves "
+                                     "nothing it could not charge; nothing was charged. Retry shortly.")
         if idem is None and self._leases is not None:
             try:
                 bill.lease = await self._leases.reserve(p.team_id, p.team_name, amount)
             except (TeamSuspended, InsufficientCredits, LedgerUnavailable) as exc:
                 raise self._refusal(bill, exc) from None
             bill.held = amount
+            self._opened(bill)
             return None
 
         def place(team: TeamLedger) -> int:
@@ -137,7 +148,28 @@ class Billing:
                            headers={"x-should-retry": "true", "retry-after": "1"}) from None
         except (TeamSuspended, InsufficientCredits, LedgerUnavailable) as exc:
             raise self._refusal(bill, exc) from None
+        self._opened(bill)
         return None
+
+    @staticmethod
+    def _opened(bill: RequestBill) -> None:
+        bill.open = True
+        metrics.OPEN_HOLDS.inc()
+        if bill.record is not None:
+            bill.record.holding()
+
+    @staticmethod
+    def _closed(bill: RequestBill, charged: Any = None, usage: TokenUsage | None = None) -> None:
+        """The hold was charged (``charged``: the ``Charged`` event) or released, or could not be.
+        Runs on the event loop."""
+        if not bill.open:
+            return
+        bill.open = False
+        metrics.OPEN_HOLDS.dec()
+        if bill.record is not None:
+            if charged is not None and usage is not None:
+                bill.record.charge(usage, charged.charged)
+            bill.record.settled()
 
     @staticmethod
     def _refusal(bill: RequestBill, exc: Exception) -> Exception:
@@ -181,11 +213,16 @@ class Billing:
             result = await asyncio.wrap_future(self._submit_charge(bill, usage, render, prefix, content_type))
         except LedgerUnavailable as exc:
             self._settle_lease(bill, None)  # nothing was charged; the memory hold ends all the same
+            self._closed(bill)
             raise ServiceUnavailable(f"The billing ledger is unavailable: {exc}") from None
+        except BaseException:
+            self._closed(bill)
+            raise
         if isinstance(result, LeaseCharge):
             self._settle_lease(bill, result.lease_left)
             result = result.event
         event, body = result if isinstance(result, tuple) else (result, None)
+        self._closed(bill, event, usage)
         self._used(bill, usage.prompt_tokens + usage.output_tokens)
         charge = Charge.of(event, self._credits_per_usd)
         if body is None:
@@ -196,14 +233,21 @@ class Billing:
         """Queue a charge without waiting (for streams the client abandoned)."""
         future = self._submit_charge(bill, usage)
         self._used(bill, usage.prompt_tokens + usage.output_tokens)
-        if bill.lease is not None:
-            loop = asyncio.get_running_loop()
+        loop = asyncio.get_running_loop()
 
-            def settled(done: Future[Any]) -> None:
-                left = done.result().lease_left if done.exception() is None else None
-                loop.call_soon_threadsafe(self._settle_lease, bill, left)
+        def settled(done: Future[Any]) -> None:
+            result = done.result() if done.exception() is None else None
+            loop.call_soon_threadsafe(self._charged_soon, bill, usage, result)
 
-            future.add_done_callback(settled)
+        future.add_done_callback(settled)
+
+    def _charged_soon(self, bill: RequestBill, usage: TokenUsage, result: Any) -> None:
+        if isinstance(result, LeaseCharge):
+            self._settle_lease(bill, result.lease_left)
+            result = result.event
+        else:
+            self._settle_lease(bill, None)
+        self._closed(bill, result, usage)
 
     def release_soon(self, bill: RequestBill, reason: str) -> Future[int]:
         """Queue the hold's release (nothing was delivered); awaitable via ``asyncio.wrap_future``."""
@@ -212,9 +256,14 @@ class Billing:
         if bill.lease is not None:  # the hold was in memory: end it, and record the request's failure
             lease_id = bill.lease.lease_id
             self._settle_lease(bill, None)
-            return self._writer.on_team(p.team_id, p.team_name, lambda team: team.record_failure(
+            future = self._writer.on_team(p.team_id, p.team_name, lambda team: team.record_failure(
                 bill.request_id, lease_id, p.key_id, bill.model.id, bill.endpoint, reason))
-        return self._writer.on_team(p.team_id, p.team_name, lambda team: team.release_hold(bill.request_id, reason))
+        else:
+            future = self._writer.on_team(p.team_id, p.team_name,
+                                          lambda team: team.release_hold(bill.request_id, reason))
+        loop = asyncio.get_running_loop()
+        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._closed, bill))
+        return future
 
     def _settle_lease(self, bill: RequestBill, lease_left: int | None) -> None:
         if self._leases is not None and bill.lease is not None:

@@ -19,6 +19,9 @@ class GatewayError(Exception):
     #: another deployment of the model may be tried (``app/upstream/fallback.py``). Set only where
     #: upstream failures are mapped (``app/upstream/errors.py``).
     failover: bool = False
+    #: What kind of upstream failure this is, for the metrics (``tollgate_upstream_errors``); None
+    #: for errors of the gateway's own. Set only where upstream failures are mapped.
+    upstream_kind: str | None = None
 
     def __init__(
         self,

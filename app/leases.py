@@ -84,6 +84,13 @@ class Leases:
             lease.remaining = remaining
         lease.last_used = time.monotonic()
 
+    async def settled(self, timeout: float) -> None:
+        """Wait (at most ``timeout`` seconds) until nothing is held against any lease: requests cut
+        off at shutdown queue their charges, whose answers come back to this loop."""
+        deadline = time.monotonic() + timeout
+        while any(lease.reserved for lease in self._by_team.values()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
     def idle(self, now: float | None = None) -> list[Lease]:
         """Take out of the book the leases nothing is held against and that were not used lately."""
         now = time.monotonic() if now is None else now

@@ -29,6 +29,8 @@ from uuid import UUID
 
 from eventsourcing.persistence import IntegrityError
 
+from app.observability import metrics
+
 from domain.ledger import InsufficientCredits, LedgerError, TeamLedger, TeamNotFound, TeamSuspended
 from projections.event_store import LedgerStore
 from projections.read_models import IdempotentResponse
@@ -80,6 +82,8 @@ class LedgerWriter:
         self._teams: dict[UUID, TeamLedger] = {}
         self._queue: queue.SimpleQueue[_Queued | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        #: Told (on the writer thread) why a batch could not be saved: ``app/ledger_health.py``.
+        self.on_failure: Callable[[str], None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -97,6 +101,10 @@ class LedgerWriter:
             self._thread = None
         if self._lock is not None:
             self._lock.close()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def __enter__(self) -> LedgerWriter:
         return self.start()
@@ -145,6 +153,7 @@ class LedgerWriter:
                     stop_after = True
                     break
                 batch.append(item)  # type: ignore[arg-type]
+            started = time.perf_counter()
             try:
                 if self._lock is None:
                     self._commit(batch)
@@ -155,7 +164,10 @@ class LedgerWriter:
                         self._commit(batch)
             except BaseException as exc:  # never let the writer thread die with callers waiting
                 log.exception("ledger writer failed a batch")
+                self._failed(str(exc))
                 self._fail(batch, LedgerUnavailable(str(exc)))
+            metrics.BATCH_SIZE.observe(len(batch))
+            metrics.COMMIT_SECONDS.observe(time.perf_counter() - started)
             if stop_after:
                 return
 
@@ -198,6 +210,7 @@ class LedgerWriter:
                 for tid in written:
                     self._teams.pop(tid, None)
                 log.error("ledger write failed: %s", exc)
+                self._failed(str(exc))
                 self._fail(batch, LedgerUnavailable(f"the ledger could not be written: {exc}"))
                 return
             self._teams.update(written)
@@ -247,6 +260,10 @@ class LedgerWriter:
             if team is not None:
                 self._teams[team_id] = team
         return team
+
+    def _failed(self, reason: str) -> None:
+        if self.on_failure is not None:
+            self.on_failure(reason)
 
     @staticmethod
     def _fail(batch: list[_Queued], exc: Exception) -> None:

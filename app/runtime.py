@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +14,8 @@ from pathlib import Path
 
 from app.billing import Billing
 from app.keys import KeyDirectory
+from app.ledger_health import LedgerHealth
+from app.observability import metrics
 from app.leases import Leases
 from app.ledger_writer import LedgerWriter
 from app.hold_sweeper import HoldSweeper
@@ -26,6 +31,13 @@ from domain.settings import Settings
 from projections.instances import InstanceRegistry
 from domain.settings import Upstream as UpstreamSettings
 from projections.event_store import LedgerStore, open_ledger_store
+from projections.probe import LedgerProbe
+
+log = logging.getLogger("tollgate")
+
+#: Seconds the shutdown waits for requests cut off by ``shutdown_timeout`` to settle their holds
+#: (their charges are queued to the writer) before giving the credit leases back.
+SETTLE_WAIT = 5.0
 
 
 @dataclass
@@ -44,24 +56,59 @@ class Runtime:
     limiter: RateLimiter
     leases: Leases
     instances: InstanceRegistry
+    health: LedgerHealth
     started_at: float = field(default_factory=time.time)
-    lease_keeper: asyncio.Task[None] | None = field(default=None, repr=False)
+    _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
+    _metrics_server: object | None = field(default=None, repr=False)
 
     async def start(self) -> None:
-        """On the serving loop: give idle credit leases back every second."""
-        self.lease_keeper = asyncio.get_running_loop().create_task(self.leases.run())
+        """On the serving loop: give idle credit leases back, probe the ledger every second, serve
+        metrics on their own port if so configured, and stop taking work on SIGTERM."""
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self.leases.run()), loop.create_task(self.health.run())]
+        port = self.settings.metrics_port
+        if port is not None and not os.environ.get(metrics.MULTIPROCESS_DIR_ENV):  # with workers: the supervisor's
+            from prometheus_client import start_http_server
+
+            self._metrics_server, _ = start_http_server(port, addr=self.settings.metrics_host)
+        self._drain_on_signals()
+
+    def _drain_on_signals(self) -> None:
+        """Readiness turns 503 the moment the process is told to stop, before uvicorn stops accepting;
+        uvicorn's own handler (which this one calls) does the rest."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous = signal.getsignal(sig)
+            if not callable(previous):
+                continue
+
+            def draining(signum: int, frame: object, previous: object = previous) -> None:
+                self.health.draining = True
+                previous(signum, frame)  # type: ignore[operator]
+
+            signal.signal(sig, draining)
 
     async def aclose(self) -> None:
-        if self.lease_keeper is not None:
-            self.lease_keeper.cancel()
+        """After uvicorn let the requests in flight finish (``shutdown_timeout``): settle what is
+        held, give the leases back, flush the writer, and close everything."""
+        self.health.draining = True
+        for task in self._tasks:
+            task.cancel()
+        await self.leases.settled(SETTLE_WAIT)  # requests cut off at the deadline queue their charges
         await self.leases.give_back(self.leases.all_idle())  # before the writer stops
         await self.limiter.aclose()
         await self.http.aclose()
         self.sweeper.stop()
-        self.writer.stop()
+        self.writer.stop()  # every queued command is committed first
         self.projector.stop()
         self.instances.stop()
+        self.health.close()
         self.store.close()
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()  # type: ignore[attr-defined]
+        metrics.forget_this_process()
+        log.info("stopped: every request settled, leases returned, the ledger flushed")
 
 
 def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
@@ -88,6 +135,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     shared = settings.redis_url is not None
     writer = LedgerWriter(store, lock=WriterLock(store.database) if shared else None).start()
     leases = Leases(writer, idle_seconds=float(settings.lease_idle_seconds))
+    health = LedgerHealth(writer, LedgerProbe(store.database))
     sweeper = HoldSweeper(store, writer, float(settings.hold_timeout)).start()
     http = UpstreamClient(max_connections=1000)
     upstreams = {
@@ -105,7 +153,8 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         keys=keys,
         projector=projector,
         sweeper=sweeper,
-        billing=Billing(writer, settings, limiter, leases),
+        billing=Billing(writer, settings, limiter, leases, writable=lambda: health.writable),
+        health=health,
         leases=leases,
         limiter=limiter,
         instances=instances,

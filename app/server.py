@@ -8,14 +8,17 @@ from typing import Any
 
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
-from litestar.logging.config import LoggingConfig
 
 from app.hot_paths import HotPaths
+from app.observability.access import Observed
+from app.observability.record import current_record
 from app.openapi import openapi_config
 from app.errors import GatewayError, InvalidRequest, NotFound
 from app.json import encode
 from app.routes.admin import admin_router
 from app.routes.chat import chat_completions
+from app.routes.health import live, ready
+from app.routes.metrics import metrics
 from app.routes.messages import count_tokens, create_message
 from app.routes.models import list_models
 from app.routes.responses import create_response
@@ -36,6 +39,9 @@ def _speaks_messages(request: Request[Any, Any, Any]) -> bool:
 
 def _gateway_error(request: Request[Any, Any, Any], exc: GatewayError) -> Response[bytes]:
     body = exc.anthropic_body() if _speaks_messages(request) else exc.openai_body()
+    record = current_record()
+    if record is not None:
+        record.failed(exc.message)
     rate_limits = request.state.get("rate_limit_headers") or {}  # set once the request was admitted
     return _error_response(exc.status, body, {**rate_limits, **exc.response_headers()})
 
@@ -59,36 +65,31 @@ def _version() -> str:
         return "0.0.0"
 
 
-def _logging_config() -> LoggingConfig:
-    """Litestar's own logging, with the HTTP client's INFO lines off: a log line per upstream call
-    (httpx wrote one when it was the client) costs a thread's write per request."""
-    quiet = {"level": "WARNING", "propagate": True}
-    return LoggingConfig(loggers={"litestar": {"level": "INFO", "handlers": ["queue_listener"], "propagate": False},
-                                  "aiohttp": quiet})
-
-
 #: Most specific first: the fast path (app/hot_paths.py) takes the first that matches.
 _EXCEPTION_HANDLERS: list[tuple[type[Exception], Any]] = [
     (GatewayError, _gateway_error), (HTTPException, _http_exception), (Exception, _unexpected)]
 
 
-def create_asgi_app(runtime: Runtime) -> HotPaths:
-    """What uvicorn serves: the generation endpoints straight to their handlers, the rest through Litestar."""
-    return HotPaths(create_app(runtime), [chat_completions, create_response, create_message],
-                    dict(_EXCEPTION_HANDLERS))
+def create_asgi_app(runtime: Runtime) -> Observed:
+    """What uvicorn serves: every request observed (its id, log line and metrics), the generation
+    endpoints straight to their handlers, the rest through Litestar."""
+    return Observed(HotPaths(create_app(runtime), [chat_completions, create_response, create_message],
+                             dict(_EXCEPTION_HANDLERS)))
 
 
 def create_app(runtime: Runtime) -> Litestar:
     async def close_runtime() -> None:
         await runtime.aclose()
 
+    operations = [live, ready] + ([metrics] if runtime.settings.metrics_port is None else [])
     app = Litestar(
-        route_handlers=[list_models, chat_completions, create_response, create_message, count_tokens, admin_router],
+        route_handlers=[list_models, chat_completions, create_response, create_message, count_tokens, admin_router,
+                        *operations],
         exception_handlers=dict(_EXCEPTION_HANDLERS),
         on_startup=[warm_up, runtime.start],
         on_shutdown=[close_runtime],
         openapi_config=openapi_config(_version()),
-        logging_config=_logging_config(),
+        logging_config=None,  # the process's logging is app/observability/logs.py's
         debug=False,
     )
     app.state.runtime = runtime

@@ -12,10 +12,13 @@ requires ``redis_url``, and says so before anything starts.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import tempfile
 from pathlib import Path
 
 from app.cli_support import CONFIG_ENV, CommandError, load_settings
+from app.observability.logs import configure_logging
 from app.ratelimit.choice import StartupRefused
 from domain.settings import ConfigError, Settings
 
@@ -34,9 +37,21 @@ def serve(settings: Settings, base_dir: Path, host: str, port: int, workers: int
     from app.runtime import build_runtime
     from app.server import create_asgi_app
 
+    configure_logging(settings.log_format, settings.log_level)
     runtime = build_runtime(settings, base_dir)
     print(f"Tollgate: serving {len(settings.models)} model(s) on http://{host}:{port}/v1", flush=True)
-    uvicorn.run(create_asgi_app(runtime), host=host, port=port, log_level="warning", access_log=False)
+    # uvicorn re-raises the signal that stopped it once it is done, to the handler it found: make
+    # that a no-op for SIGTERM, so that a gateway that stopped cleanly exits 0, as orchestrators expect.
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    uvicorn.run(create_asgi_app(runtime), host=host, port=port, **_uvicorn_options(settings))
+
+
+def _uvicorn_options(settings: Settings) -> dict[str, object]:
+    """uvicorn writes its few warnings through our logging (``log_config=None``), logs no access
+    lines of its own (ours carry the team and the cost), and on SIGTERM gives the requests and
+    streams in flight ``shutdown_timeout`` seconds to finish."""
+    return {"log_config": None, "log_level": "warning", "access_log": False,
+            "timeout_graceful_shutdown": float(settings.shutdown_timeout)}
 
 
 def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, workers: int,
@@ -62,13 +77,32 @@ def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, wor
     open_ledger_store(settings.database_url, base_dir, pool_size=1).close()
     if config_path is not None:
         os.environ[CONFIG_ENV] = str(Path(config_path).resolve())  # what every worker reads
+    configure_logging(settings.log_format, settings.log_level)
+    from app.observability.metrics import MULTIPROCESS_DIR_ENV
+
+    # Each worker keeps its metrics in files here, and whichever process answers a scrape sums them.
+    metrics_dir = tempfile.TemporaryDirectory(prefix="tollgate-metrics-")
+    os.environ[MULTIPROCESS_DIR_ENV] = metrics_dir.name
+    metrics_server = None
+    if settings.metrics_port is not None:
+        from prometheus_client import CollectorRegistry, start_http_server
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=metrics_dir.name)
+        metrics_server, _ = start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=registry)
 
     config = uvicorn.Config("app.serving:app_from_environment", factory=True, host=host, port=port,
-                            workers=workers, log_level="warning", access_log=False)
+                            workers=workers, **_uvicorn_options(settings))  # type: ignore[arg-type]
     supervisor = Multiprocess(config, sockets=[config.bind_socket()])
     print(f"Tollgate: serving {len(settings.models)} model(s) on http://{host}:{port}/v1 "
           f"with {workers} worker processes", flush=True)
-    supervisor.run()  # until SIGTERM or SIGINT, which it passes on to every worker, then joins them
+    try:
+        supervisor.run()  # until SIGTERM or SIGINT, which it passes on to every worker, then joins them
+    finally:
+        if metrics_server is not None:
+            metrics_server.shutdown()
+        metrics_dir.cleanup()
     if any(p.process.exitcode == WORKER_STARTUP_FAILURE for p in supervisor.processes):
         raise StartupRefused("a worker process could not start (its error is above); every worker was stopped")
 
@@ -86,6 +120,7 @@ def app_from_environment() -> object:
 
     try:
         settings, base = load_settings(None)
+        configure_logging(settings.log_format, settings.log_level)
         with ThreadPoolExecutor(1) as pool:
             runtime = pool.submit(build_runtime, settings, base).result()
     except (ConfigError, CommandError, StartupRefused) as exc:

@@ -23,6 +23,8 @@ UPSTREAM_WIRES = {"openai": "chat", "demo": "chat", "anthropic": "messages"}
 DATABASE_URL_ENV = "TOLLGATE_DATABASE_URL"
 REDIS_URL_ENV = "TOLLGATE_REDIS_URL"
 TOKENIZERS = ("o200k", "anthropic", "bytes")
+LOG_FORMATS = ("json", "text")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 class ConfigError(Exception):
@@ -168,6 +170,20 @@ class Settings(_Strict):
     #: Where rate limits live when several gateway processes share the database (unset: in memory,
     #: and the gateway refuses to start beside another one).
     redis_url: str | None = None
+    #: Where Prometheus scrapes `/metrics`: unset, on the gateway's own port behind the admin key
+    #: (`Authorization: Bearer ADMIN_KEY`); a port number, on a listener of its own at `metrics_host`
+    #: with no key (bind it where only Prometheus reaches it).
+    metrics_port: int | None = None
+    #: The address the separate metrics listener binds to (only with `metrics_port`).
+    metrics_host: str = "127.0.0.1"
+    #: `json` (one JSON object per line on standard error: one per request, and every warning) or
+    #: `text` (the same lines for people).
+    log_format: str = "json"
+    #: The least severe log level written: `debug`, `info` (one line per request), `warning` or `error`.
+    log_level: str = "info"
+    #: Seconds that requests and streams still running when the gateway is told to stop (SIGTERM)
+    #: get to finish; what is still running then is cut off and billed for what it delivered.
+    shutdown_timeout: Decimal = Decimal(30)
 
     def model(self, model_id: str) -> Model | None:
         for model in self.models:
@@ -237,6 +253,14 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("hold_timeout", "must be greater than 0 (seconds)")
     if settings.lease_idle_seconds <= 0:
         fail("lease_idle_seconds", "must be greater than 0 (seconds)")
+    if settings.shutdown_timeout < 0:
+        fail("shutdown_timeout", "must not be negative (seconds)")
+    if settings.metrics_port is not None and not 1 <= settings.metrics_port <= 65535:
+        fail("metrics_port", "must be a TCP port, 1 to 65535")
+    if settings.log_format not in LOG_FORMATS:
+        fail("log_format", f"unknown format {settings.log_format!r}; expected one of {', '.join(LOG_FORMATS)}")
+    if settings.log_level not in LOG_LEVELS:
+        fail("log_level", f"unknown level {settings.log_level!r}; expected one of {', '.join(LOG_LEVELS)}")
     if not settings.models:
         fail("models", "at least one [[models]] entry is required")
     seen: set[str] = set()

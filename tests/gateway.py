@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -33,16 +34,18 @@ def free_port() -> int:
 REDIS_URL = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def write_config(directory: Path, upstream_base_url: str, *, database: str | None = None, redis: bool = False) -> Path:
+def write_config(directory: Path, upstream_base_url: str, *, database: str | None = None, redis: bool = False,
+                 settings: str = "") -> Path:
     """A configuration with a model on the fake upstream, one on the built-in demo upstream, and
     one whose upstream is down (nothing listens on its port). ``redis``: rate limits in Redis, as
-    several gateway processes on one database need."""
+    several gateway processes on one database need; ``settings``: more top-level TOML lines."""
     config = directory / "tollgate.toml"
     config.write_text(f'''
 database_url = "{database or new_database_url()}"
 credits_per_usd = 100
 lease_idle_seconds = 0.3
 {f'redis_url = "{REDIS_URL}"' if redis else ""}
+{settings}
 
 [[models]]
 id = "fake-gpt"
@@ -164,28 +167,35 @@ def run_cli(config: Path, *args: str, check: bool = True) -> subprocess.Complete
 
 @dataclass
 class Gateway:
-    """A ``tollgate serve`` process on a free loopback port."""
+    """A ``tollgate serve`` process on a free loopback port; what it prints goes to ``log_path``."""
 
     config: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[str] | None = None
+    log_path: Path | None = None
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
     def start(self) -> Gateway:
-        self.process = subprocess.Popen(
-            [*tollgate_command(), "serve", "--config", str(self.config), "--port", str(self.port)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, **GATEWAY_ENV},
-        )
+        self.log_path = self.config.parent / f"gateway-{self.port}.log"
+        with open(self.log_path, "w") as log:
+            self.process = subprocess.Popen(
+                [*tollgate_command(), "serve", "--config", str(self.config), "--port", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, **GATEWAY_ENV},
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"tollgate serve exited: {self.process.stdout.read() if self.process.stdout else ''}")
+                raise RuntimeError(f"tollgate serve exited: {self.output()}")
             try:
                 if httpx.get(self.base_url + "/models", timeout=1).status_code == 200:
                     return self
@@ -193,18 +203,33 @@ class Gateway:
                 time.sleep(0.05)
         raise RuntimeError("tollgate serve did not become ready within 30 s")
 
+    def output(self) -> str:
+        """Everything the gateway printed so far: its banner and its log lines."""
+        return self.log_path.read_text() if self.log_path is not None and self.log_path.exists() else ""
+
+    def log_lines(self) -> list[dict]:
+        """The gateway's JSON log lines so far (its banner and anything else that is not JSON skipped)."""
+        lines = []
+        for line in self.output().splitlines():
+            if line.startswith("{"):
+                try:
+                    lines.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass  # a line still being written
+        return lines
+
     def stop(self) -> str:
         """Stop the gateway the way an operator does (SIGTERM) and return what it printed."""
         if self.process is None:
             return ""
         self.process.terminate()
         try:
-            output, _ = self.process.communicate(timeout=15)
+            self.process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            output, _ = self.process.communicate()
+            self.process.wait()
         self.process = None
-        return output or ""
+        return self.output()
 
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return run_cli(self.config, *args, check=check)

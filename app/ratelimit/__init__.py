@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.errors import RateLimited, ServiceUnavailable
+from app.observability import metrics
 from app.keys import Principal
 from domain.rate_limits import REQUESTS, TOKENS, Decision, Limit
 
@@ -126,6 +127,7 @@ def _refusal(decision: Decision, headers: dict[str, str]) -> RateLimited:
     level = max(short, key=lambda level: level.wait_for(level.limit.cost))
     whose = "API key" if level.limit.scope.startswith("key:") else "team"
     what = "requests" if level.limit.kind == REQUESTS else "tokens"
+    metrics.RATE_LIMITED.labels("key" if whose == "API key" else "team", what).inc()
     if math.isinf(decision.retry_after):
         error = RateLimited(f"Request too large: it needs {level.limit.cost} {what} but the {whose}'s limit is "
                             f"{level.limit.per_minute} {what} per minute.", headers=headers)

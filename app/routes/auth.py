@@ -8,6 +8,7 @@ from litestar import Request
 
 from app.errors import AuthenticationFailed, PermissionDenied
 from app.keys import Principal
+from app.observability.record import current_record
 from app.runtime import Runtime
 from domain.endpoints import ENDPOINT_PATHS
 
@@ -30,11 +31,17 @@ async def authenticate(request: Request[Any, Any, Any], runtime: Runtime) -> Pri
     principal = await runtime.keys.principal_for(key)
     if principal is None:
         raise AuthenticationFailed("Incorrect API key provided.")
+    record = current_record()
+    if record is not None:
+        record.team, record.key_id = principal.team_name, principal.key_id
     return principal
 
 
 def authorize(principal: Principal, model_id: str, endpoint: str) -> None:
     """403 for a suspended team, an endpoint or a model the key is not allowed (checked in that order)."""
+    record = current_record()
+    if record is not None:
+        record.model = model_id  # a configured model's id: the metrics' label, never what the client typed
     if principal.suspended:
         raise PermissionDenied(f"Team '{principal.team_name}' is suspended; contact your administrator.")
     if not principal.may_call(endpoint):

@@ -200,7 +200,7 @@ async def _relay(
                 _deliver(chunk["choices"], "delta", delivered)
         except GatewayError as exc:
             # The upstream failed after the stream began: bill what was delivered, then say so in-stream.
-            await settle_partial(runtime, bill, delivered)
+            await settle_partial(runtime, bill, delivered, exc)
             settled = True
             yield _frame(exc.openai_body())
             return

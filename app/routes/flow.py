@@ -12,7 +12,6 @@ from typing import Any, Protocol
 
 import copy
 import hashlib
-import secrets
 
 import anyio
 from litestar import Request, Response
@@ -21,6 +20,7 @@ from litestar.response import Stream
 from app.billing import Idempotency, RequestBill
 from app.errors import GatewayError, InvalidRequest
 from app.keys import Principal
+from app.observability.record import current_record, new_request_id
 from app.json import encode
 from app.routes.prompt_size import model_rules
 from app.runtime import Runtime
@@ -48,6 +48,7 @@ async def open_bill(runtime: Runtime, request: Request[Any, Any, Any], principal
     ledger sees retries as the same request) and a request already served gets its stored answer
     back instead (the third value), charged nothing more."""
     idem_key = request.headers.get("idempotency-key")
+    record = current_record()
     idempotency = None
     if idem_key is not None:
         if not 0 < len(idem_key) <= 255:
@@ -56,11 +57,15 @@ async def open_bill(runtime: Runtime, request: Request[Any, Any, Any], principal
         digest = hashlib.sha256(f"{principal.team_id}:{idem_key}".encode()).hexdigest()
         request_id = "req_" + digest[:24]
     else:
-        request_id = "req_" + secrets.token_hex(12)
+        request_id = record.request_id if record is not None else new_request_id()
     admission = await runtime.limiter.admit(principal, admitted_tokens)
     request.state.rate_limit_headers = admission.headers  # sent with any error from here on
-    bill = RequestBill(principal, model, request_id, endpoint, idempotency, admission)
-    headers = {"x-request-id": request_id, **admission.headers}
+    bill = RequestBill(principal, model, request_id, endpoint, idempotency, admission, record=record)
+    headers = dict(admission.headers)
+    if record is not None:
+        record.request_id = request_id  # the id the charge records is the one the answer carries
+    else:
+        headers["x-request-id"] = request_id
     try:
         stored = await runtime.billing.hold(bill, worst_case)
     except GatewayError:
@@ -140,6 +145,9 @@ async def start_stream(relay: AsyncIterator[bytes], headers: dict[str, str],
     always settled, whereas one that never started would never run its ``finally``."""
     if transcript is not None:
         relay = _recorded(relay, transcript)
+    record = current_record()
+    if record is not None:
+        record.stream = True
     first = await relay.__anext__()  # type: ignore[attr-defined]
     return Stream(_prepend(first, relay), media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
 
@@ -191,7 +199,7 @@ async def _relay(
                 c.deliver(event, delivered)
         except GatewayError as exc:
             # The upstream failed after the stream began: bill what was delivered, then say so in-stream.
-            await settle_partial(runtime, bill, delivered)
+            await settle_partial(runtime, bill, delivered, exc)
             settled = True
             for frame in writer.error(exc):
                 yield frame
@@ -213,9 +221,12 @@ async def _relay(
         await close_quietly(stream)
 
 
-async def settle_partial(runtime: Runtime, bill: RequestBill, delivered: Delivered) -> None:
-    """The upstream failed mid-stream: bill what the client was sent (prompt and output tokens), or
-    release the hold if it was sent nothing."""
+async def settle_partial(runtime: Runtime, bill: RequestBill, delivered: Delivered, exc: GatewayError) -> None:
+    """The upstream failed mid-stream (``exc``): bill what the client was sent (prompt and output
+    tokens), or release the hold if it was sent nothing."""
+    if bill.record is not None:
+        bill.record.upstream_failed(exc.upstream_kind)
+        bill.record.failed(exc.message)
     if delivered:
         await runtime.billing.charge(bill, delivered.usage())
     else:
@@ -226,6 +237,8 @@ def settle_soon(runtime: Runtime, bill: RequestBill, delivered: Delivered) -> No
     """The client went away: bill what the gateway sent it, or release, without waiting. Frames
     written just before the hang-up may never have reached the client; they are billed all the same
     (the gateway cannot know, and the upstream produced them)."""
+    if bill.record is not None:
+        bill.record.failed("client disconnected")
     if delivered:
         runtime.billing.charge_soon(bill, delivered.usage())
     else:

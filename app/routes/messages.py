@@ -176,7 +176,7 @@ async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, deliver
                 for seen in content:
                     c.deliver(seen, delivered)
         except GatewayError as exc:
-            await settle_partial(runtime, bill, delivered)
+            await settle_partial(runtime, bill, delivered, exc)
             settled = True
             yield sse(exc.anthropic_body())
             return

@@ -25,6 +25,8 @@ def error_from_status(status: int, content: bytes, retry_after: str | None) -> G
     any other 4xx refuses the request itself, or the gateway's key, and no other deployment is tried."""
     error = _from_status(status, content, retry_after)
     error.failover = status >= 500 or status == 429
+    error.upstream_kind = ("rate_limited" if status == 429 else "overloaded" if status in (503, 529)
+                           else "rejected_key" if status in (401, 403) else f"status_{status // 100}xx")
     return error
 
 
@@ -52,6 +54,7 @@ def error_from_exception(exc: TransportFailure, *, answering: bool = False) -> G
     else:
         error = UpstreamFailure(f"The upstream provider could not be reached: {exc.description}.")
     error.failover = not answering
+    error.upstream_kind = "timeout" if exc.timeout else "broken" if answering else "unreachable"
     return error
 
 
@@ -59,8 +62,12 @@ def error_from_stream_event(error: object) -> GatewayError:
     """An error reported inside a stream that had started (HTTP status 200)."""
     kind = error.get("type") if isinstance(error, dict) else None
     message = str(error.get("message") if isinstance(error, dict) else error)
+    mapped: GatewayError
     if kind == "overloaded_error":
-        return Overloaded(f"The upstream provider is overloaded: {message}")
-    if kind == "rate_limit_error":
-        return RateLimited(f"The upstream provider is rate limiting: {message}")
-    return UpstreamFailure(f"The upstream provider failed mid-stream: {message}")
+        mapped = Overloaded(f"The upstream provider is overloaded: {message}")
+    elif kind == "rate_limit_error":
+        mapped = RateLimited(f"The upstream provider is rate limiting: {message}")
+    else:
+        mapped = UpstreamFailure(f"The upstream provider failed mid-stream: {message}")
+    mapped.upstream_kind = "stream_error"
+    return mapped

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 from app.errors import GatewayError
+from app.observability.record import current_record
 from app.upstream.base import RawStream, Upstream
 
 log = logging.getLogger("tollgate.upstream")
@@ -89,10 +90,15 @@ class FallbackUpstream:
 
     async def _first_answer(self, call: Callable[[Deployment], Awaitable[T]]) -> T:
         order = weighted_order([d.weight for d in self.deployments], self._rng)[: self.max_attempts]
+        record = current_record()
         for attempt, index in enumerate(order):
+            if record is not None:
+                record.upstream_attempts, record.deployment = attempt + 1, index
             try:
                 return await call(self.deployments[index])
             except GatewayError as exc:
+                if record is not None:
+                    record.upstream_failed(exc.upstream_kind)
                 if not exc.failover or attempt == len(order) - 1:
                     raise
                 delay = min(BACKOFF_CAP, BACKOFF * 2 ** attempt) * self._rng.uniform(0.5, 1.0)

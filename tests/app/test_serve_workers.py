@@ -13,10 +13,11 @@ from pathlib import Path
 
 import httpx
 import openai
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.backend import RawDatabase
 from tests.fake_upstream import FakeUpstream
-from tests.gateway import GATEWAY_ENV, free_port, run_cli, tollgate_command, write_config
+from tests.gateway import ADMIN_KEY, GATEWAY_ENV, free_port, run_cli, tollgate_command, write_config
 
 
 def _children(pid: int) -> list[int]:
@@ -74,6 +75,15 @@ async def test_two_workers_serve_one_port_and_charge_every_request_once(tmp_path
         await client.close()
         assert len(fake_upstream.requests) == 60
         charged = sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
+        # Whichever worker answers the scrape, it counts both workers' requests and tokens.
+        for _ in range(4):
+            scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"})
+            samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                       for family in text_string_to_metric_families(scraped.text) for s in family.samples}
+            assert samples[("tollgate_requests_total", (("endpoint", "chat.completions"), ("model", "fake-gpt"),
+                                                        ("status", "200")))] == 60
+            assert samples[("tollgate_tokens_total", (("kind", "output"), ("model", "fake-gpt")))] == sum(
+                a.usage.completion_tokens for a in answers)
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=30)

@@ -1,0 +1,76 @@
+"""Whether this process may serve billed requests: the ledger can be written and its writer runs.
+
+Two sources say so. The writer reports a commit that failed (at once, on the writer thread), and
+a probe (``projections/probe.py``) asks the database every second. While either says no, billing
+refuses new requests with 503 before anything goes upstream — a gateway that cannot record a charge
+must not serve — and ``/health/ready`` answers 503, so a load balancer sends traffic elsewhere. The
+probe's next success clears both: the writer's next commit is the proof.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from app.ledger_writer import LedgerWriter
+from app.observability import metrics
+from projections.probe import LedgerProbe
+
+log = logging.getLogger("tollgate.health")
+
+#: Seconds between two probes of the database.
+PROBE_INTERVAL = 1.0
+
+
+class LedgerHealth:
+    def __init__(self, writer: LedgerWriter, probe: LedgerProbe, interval: float = PROBE_INTERVAL) -> None:
+        self._writer = writer
+        self._probe = probe
+        self._interval = interval
+        self.problem: str | None = None  # the probe's or the writer's last word; None: writable
+        self.draining = False  # the process was told to stop: it finishes what it has, takes nothing new
+        writer.on_failure = self.commit_failed
+        metrics.LEDGER_WRITABLE.set(1)
+
+    @property
+    def writable(self) -> bool:
+        return self.problem is None and self._writer.running
+
+    def commit_failed(self, reason: str) -> None:
+        """Called by the writer thread when a batch could not be saved."""
+        self._set(f"a ledger commit failed: {reason}")
+
+    def _set(self, problem: str | None) -> None:
+        if problem != self.problem:
+            if problem is None:
+                log.warning("the ledger can be written again; serving")
+            else:
+                log.error("the ledger cannot be written (%s); billed requests get 503 until it can", problem)
+        self.problem = problem
+        metrics.LEDGER_WRITABLE.set(0 if problem else 1)
+
+    async def check(self) -> None:
+        self._set(await asyncio.to_thread(self._probe.problem))
+
+    async def run(self) -> None:
+        """Probe the database every ``interval`` seconds, until cancelled."""
+        while True:
+            try:
+                await self.check()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the probe must never die
+                self._set(f"the probe failed: {exc}")
+            await asyncio.sleep(self._interval)
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        checks = {
+            "event_store": "ok" if self.problem is None else self.problem,
+            "writer": "running" if self._writer.running else "stopped",
+            "accepting": "draining: shutting down" if self.draining else "yes",
+        }
+        return self.writable and not self.draining, checks
+
+    def close(self) -> None:
+        self._probe.close()

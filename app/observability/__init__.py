@@ -1,0 +1,1 @@
+"""What an operator watches: Prometheus metrics, one JSON log line per request, the request id."""

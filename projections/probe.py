@@ -1,0 +1,61 @@
+"""Can the ledger be written right now? A quick answer, for readiness and for refusing unbilled work.
+
+The writer learns that the database is gone only when a commit fails, which can be long after the
+database stopped if the gateway was idle — and a request held against a credit lease in memory
+would then be served before its charge failed. So a probe asks the database itself, every second,
+with a short timeout: on SQLite, whether the write lock can be taken (another process holding it
+for longer than the writer would wait means no commit will get through); on PostgreSQL, whether
+the server answers and accepts writes (it is not a read-only standby).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from projections.database import Database
+
+
+class LedgerProbe:
+    def __init__(self, database: Database, timeout: float = 2.0) -> None:
+        self._database = database
+        self._timeout = timeout
+        self._conn: Any = None
+
+    def problem(self) -> str | None:
+        """None when the ledger can be written, else what is wrong, in a few words."""
+        try:
+            if self._database.kind == "sqlite":
+                self._check_sqlite()
+            else:
+                self._check_postgres()
+        except Exception as exc:  # any failure to answer is the answer
+            self.close()
+            return f"{type(exc).__name__}: {str(exc).strip() or 'no answer'}"
+        return None
+
+    def _check_sqlite(self) -> None:
+        if self._conn is None:
+            self._conn = sqlite3.connect(self._database.path, timeout=self._timeout,  # type: ignore[arg-type]
+                                         isolation_level=None, check_same_thread=False)
+        self._conn.execute("BEGIN IMMEDIATE")
+        self._conn.execute("ROLLBACK")
+
+    def _check_postgres(self) -> None:
+        import psycopg
+
+        if self._conn is None:
+            self._conn = psycopg.connect(self._database.conninfo(), autocommit=True,
+                                         connect_timeout=max(1, int(self._timeout)))
+            self._conn.execute(f"SET statement_timeout = {int(self._timeout * 1000)}")
+        (standby,) = self._conn.execute("SELECT pg_is_in_recovery()").fetchone()
+        if standby:
+            raise RuntimeError("the server is a read-only standby")
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except Exception:
+                pass
+            self._conn = None
