@@ -6,11 +6,15 @@ charge on the same team are ordered by the event store, never lost to a race.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from app.keys import new_key
 from app.ledger_writer import LedgerWriter
 from domain.ledger import InvalidTeamName, TeamAlreadyExists, TeamLedger, team_id, TEAM_NAME
+
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,12 +129,29 @@ class KeySummary:
     tpm: int | None = None
 
 
+def _caught_up(writer: LedgerWriter, read: Callable[[TeamLedger], R]) -> Callable[[TeamLedger], R]:
+    """``read``, on the team brought up to date first. The writer's copy of a team learns what other
+    processes appended (a top-up from the CLI, another gateway's charges) only when one of its own
+    saves conflicts; a command that only reads saves nothing, so without this it would answer from a
+    stale copy. The caught-up copy then replaces the writer's (it has no events of its own to save).
+    A team this batch already changed is left alone: its save will conflict, and the batch, this
+    read included, is decided again on the caught-up copy."""
+
+    def caught_up(team: TeamLedger) -> R:
+        if not team.pending_events:
+            for event in writer.store.newer_events(team):
+                event.mutate(team)
+        return read(team)
+
+    return caught_up
+
+
 def list_keys(writer: LedgerWriter, team_name: str) -> list[KeySummary]:
-    return writer.on_team(team_id(team_name), team_name, lambda team: [
+    return writer.on_team(team_id(team_name), team_name, _caught_up(writer, lambda team: [
         KeySummary(key_id, k["label"], k["revoked"], tuple(k.get("models", ())), tuple(k.get("endpoints", ())),
                    k.get("rpm"), k.get("tpm"))
         for key_id, k in team.keys.items()
-    ]).result()
+    ])).result()
 
 
 def add_credits(writer: LedgerWriter, team_name: str, amount: int, reference: str = "") -> int:
@@ -139,4 +160,4 @@ def add_credits(writer: LedgerWriter, team_name: str, amount: int, reference: st
 
 
 def team_summary(writer: LedgerWriter, team_name: str) -> TeamSummary:
-    return writer.on_team(team_id(team_name), team_name, TeamSummary.of).result()
+    return writer.on_team(team_id(team_name), team_name, _caught_up(writer, TeamSummary.of)).result()
