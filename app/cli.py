@@ -96,22 +96,13 @@ def _caught_up_history(store: object) -> object:
 
 
 def cmd_ledger_export(args: argparse.Namespace) -> None:
-    import csv
-    import json
-
-    from projections.history import ENTRY_COLUMNS
+    from app.team_history import write_export  # the dashboard's export writes the same lines
 
     with ledger_store(args.config) as store:
         history = _caught_up_history(store)
         rows = history.entries(team=args.team, since=args.since)  # type: ignore[attr-defined]
         history.close()  # type: ignore[attr-defined]
-    if args.format == "jsonl":
-        for row in rows:
-            print(json.dumps({c: row[c] for c in ENTRY_COLUMNS}))
-    else:
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(ENTRY_COLUMNS)
-        writer.writerows([row[c] for c in ENTRY_COLUMNS] for row in rows)
+    write_export(rows, args.format, sys.stdout)
 
 
 def cmd_ledger_history(args: argparse.Namespace) -> None:

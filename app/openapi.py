@@ -44,6 +44,8 @@ _ERRORS = {"400": "invalid request", "401": "missing, invalid or revoked API key
            "404": "unknown model", "413": "request body too large", "429": "rate limited (see Retry-After)",
            "502": "the upstream failed", "503": "the upstream is overloaded, or the ledger cannot be written",
            "504": "the upstream timed out"}
+_DASHBOARD_ERRORS = {"400": "an invalid query parameter", "401": "missing, invalid or revoked key",
+                     "403": "a team key asking for another team", "404": "no such team (admin key)"}
 
 #: path → (request struct, error shape, summary, answers with a stream when ``stream`` is true)
 _GENERATION = {
@@ -81,7 +83,8 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
     refs, components = _body_schemas()
     document.setdefault("components", {}).setdefault("schemas", {}).update(components)
     schemes = document["components"].setdefault("securitySchemes", {})
-    schemes["bearer"] = {"type": "http", "scheme": "bearer", "description": "A Tollgate team key (or the admin key on /admin)"}
+    schemes["bearer"] = {"type": "http", "scheme": "bearer",
+                         "description": "A Tollgate team key (or the admin key on /admin and /dashboard/api)"}
     schemes["x-api-key"] = {"type": "apiKey", "in": "header", "name": "x-api-key", "description": "A Tollgate team key"}
     for path, (struct, shape, summary, streams) in _GENERATION.items():
         operation = document.setdefault("paths", {}).setdefault(path, {}).setdefault("post", {})
@@ -112,6 +115,13 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
                     operation["security"] = [{"bearer": []}]
                     operation.setdefault("responses", {})["401"] = {
                         "description": "not the admin key", "content": {"application/json": {"schema": _OPENAI_ERROR}}}
+        elif path.startswith("/dashboard/api"):  # a team key (its own team) or the admin key (any team)
+            for operation in item.values():
+                if isinstance(operation, dict):
+                    operation["security"] = [{"bearer": []}]
+                    operation.setdefault("responses", {}).update({
+                        code: {"description": why, "content": {"application/json": {"schema": _OPENAI_ERROR}}}
+                        for code, why in _DASHBOARD_ERRORS.items()})
     return document
 
 

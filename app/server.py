@@ -9,6 +9,7 @@ from typing import Any
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
 
+from app.dashboard import dashboard_router
 from app.hot_paths import HotPaths
 from app.observability.access import Observed
 from app.observability.record import current_record
@@ -84,7 +85,7 @@ def create_app(runtime: Runtime) -> Litestar:
     operations = [live, ready] + ([metrics] if runtime.settings.metrics_port is None else [])
     app = Litestar(
         route_handlers=[list_models, chat_completions, create_response, create_message, count_tokens, admin_router,
-                        *operations],
+                        *operations, dashboard_router],
         exception_handlers=dict(_EXCEPTION_HANDLERS),
         on_startup=[warm_up, runtime.start],
         on_shutdown=[close_runtime],

@@ -183,10 +183,12 @@ class HistoryProjection:
     # -- reading ---------------------------------------------------------------------------------
 
     def entries(self, team: str | None = None, since: str | None = None, limit: int | None = None,
-                offset: int = 0) -> list[dict[str, Any]]:
-        where, params = _filters(team, since)
+                offset: int = 0, kind: str | None = None, newest_first: bool = False) -> list[dict[str, Any]]:
+        """Ledger entries in ledger order (``newest_first``: the reverse); ``kind``: ``top_up`` or ``charge`` only."""
+        where, params = _filters(team, since, kind)
         page = f" LIMIT {int(limit)} OFFSET {int(offset)}" if limit is not None else ""
-        return self._sql.query(f"SELECT * FROM ledger_entries{where} ORDER BY notification_id{page}", params)
+        order = " DESC" if newest_first else ""
+        return self._sql.query(f"SELECT * FROM ledger_entries{where} ORDER BY notification_id{order}{page}", params)
 
     def count(self, team: str | None = None, since: str | None = None) -> int:
         where, params = _filters(team, since)
@@ -203,8 +205,11 @@ def _write(tx: Transaction, entries_table: str, usage_table: str, entries: Seque
     tx.executemany(_ADD_USAGE.format(table=usage_table), usage)
 
 
-def _filters(team: str | None, since: str | None) -> tuple[str, list[Any]]:
+def _filters(team: str | None, since: str | None, kind: str | None = None) -> tuple[str, list[Any]]:
     clauses, params = [], []
+    if kind:
+        clauses.append("kind = ?")
+        params.append(kind)
     if team:
         clauses.append("team_name = ?")
         params.append(team)

@@ -36,6 +36,12 @@ def pytest_report_header() -> str:
     return f"tollgate ledger backend: {BACKEND}"
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    from tests.screenshots import report  # the browser tests' screenshots, where to find them
+
+    report(terminalreporter)
+
+
 @pytest.fixture(scope="session")
 def fake_upstream() -> Iterator[FakeUpstream]:
     with FakeUpstream(api_key=UPSTREAM_KEY) as upstream:

@@ -28,7 +28,7 @@ from app.routes.admin_common import (
 from app.routes.admin_policies import policy_handlers
 from app.routes.request_body import read_json_object, validate
 from app.runtime import Runtime
-from domain.money import credits_from_micros
+from app.team_history import history_page, usage
 
 
 class NewTeam(msgspec.Struct):
@@ -124,20 +124,6 @@ async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) 
     return json_response({"id": key_id, "models": sorted(set(body.models))})
 
 
-def _history_page(runtime: Runtime, team: str, page: int, per_page: int, since: str | None) -> dict[str, Any]:
-    from projections.history import HistoryProjection
-
-    history = HistoryProjection(runtime.store, runtime.store.database)
-    try:
-        history.catch_up()
-        total = history.count(team=team, since=since)
-        rows = history.entries(team=team, since=since, limit=per_page, offset=(page - 1) * per_page)
-    finally:
-        history.close()
-    return {"object": "list", "data": rows, "page": page, "per_page": per_page, "total": total,
-            "has_more": page * per_page < total}
-
-
 @get("/teams/{name:str}/history")
 async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1, per_page: int = 50,
                        since: str | None = None) -> Response[bytes]:
@@ -145,35 +131,14 @@ async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1
     if page < 1 or not 1 <= per_page <= 1000:
         raise InvalidRequest("'page' must be >= 1 and 'per_page' between 1 and 1000.")
     await ledger_call(admin.team_summary, runtime.writer, name)  # 404 for an unknown team
-    return json_response(await asyncio.to_thread(_history_page, runtime, name, page, per_page, since))
-
-
-def _usage(runtime: Runtime, team: str) -> dict[str, Any]:
-    from projections.history import HistoryProjection
-
-    history = HistoryProjection(runtime.store, runtime.store.database)
-    try:
-        history.catch_up()
-        rows = history.usage(team=team)
-    finally:
-        history.close()
-    by_model: dict[str, dict[str, Any]] = {}
-    for r in rows:
-        total = by_model.setdefault(r["model"], {"model": r["model"], "requests": 0, "input_tokens": 0,
-                                                  "output_tokens": 0, "cost": 0})
-        for field in ("requests", "input_tokens", "output_tokens", "cost"):
-            total[field] += int(r[field])
-    for total in by_model.values():
-        total["cost"] = credits_from_micros(total["cost"])
-    daily = [{**r, "cost": credits_from_micros(int(r["cost"]))} for r in rows]
-    return {"team": team, "by_model": list(by_model.values()), "daily": daily}
+    return json_response(await asyncio.to_thread(history_page, runtime.store, name, page, per_page, since))
 
 
 @get("/teams/{name:str}/usage")
 async def team_usage(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     await ledger_call(admin.team_summary, runtime.writer, name)
-    return json_response(await asyncio.to_thread(_usage, runtime, name))
+    return json_response(await asyncio.to_thread(usage, runtime.store, name))
 
 
 admin_router = Router(

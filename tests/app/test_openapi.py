@@ -26,7 +26,10 @@ def test_every_public_and_admin_route_is_documented(document: dict):
     paths = document["paths"]
     for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/models",
                  "/admin/teams", "/admin/teams/{name}/credits", "/admin/teams/{name}/keys",
-                 "/admin/teams/{name}/history", "/admin/teams/{name}/limits", "/admin/teams/{name}/suspend"):
+                 "/admin/teams/{name}/history", "/admin/teams/{name}/limits", "/admin/teams/{name}/suspend",
+                 "/dashboard", "/dashboard/api/session", "/dashboard/api/teams/{name}",
+                 "/dashboard/api/teams/{name}/history", "/dashboard/api/teams/{name}/usage",
+                 "/dashboard/api/teams/{name}/requests", "/dashboard/api/teams/{name}/export"):
         assert path in paths, path
 
 
@@ -63,3 +66,12 @@ def test_admin_routes_document_their_bodies_and_the_admin_key(document: dict):
     assert create["security"] == [{"bearer": []}]
     limits = document["paths"]["/admin/teams/{name}/keys/{key_id}/limits"]["put"]
     assert set(_resolve(document, limits["requestBody"]["content"]["application/json"]["schema"])["properties"]) >= {"rpm", "tpm"}
+
+
+def test_the_dashboard_api_documents_its_answers_and_keys(document: dict):
+    summary = document["paths"]["/dashboard/api/teams/{name}"]["get"]
+    assert summary["security"] == [{"bearer": []}]
+    assert summary["responses"]["403"]["content"]["application/json"]["schema"]["required"] == ["error"]
+    team = _resolve(document, summary["responses"]["200"]["content"]["application/json"]["schema"])
+    assert team["properties"]["balance"]["type"] == "number"  # exact decimals, sent as JSON numbers
+    assert "text/html" in document["paths"]["/dashboard"]["get"]["responses"]["200"]["content"]

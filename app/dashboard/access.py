@@ -1,0 +1,58 @@
+"""Who is looking at the dashboard, and which team they may read.
+
+The dashboard has no accounts of its own: a viewer signs in with a secret the gateway already knows,
+a team's API key (it reads that team and no other) or the admin key (any team). The page keeps the
+key in the tab's sessionStorage and sends it with every API call as ``Authorization: Bearer``;
+nothing is remembered on the server, so a revoked key stops working at its next call (the key
+directory forgets it within 0.25 s, as it does for the generation endpoints).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from litestar import Request
+
+from app import admin
+from app.errors import AuthenticationFailed, PermissionDenied
+from app.routes.admin_common import is_admin_key, ledger_call
+from app.routes.auth import presented_key
+from app.runtime import Runtime
+
+
+@dataclass(frozen=True, slots=True)
+class Viewer:
+    role: Literal["team", "admin"]
+    team: str | None = None  # a team key's team; None for the admin
+    key_id: str | None = None
+
+
+async def identify(request: Request[Any, Any, Any]) -> None:
+    """Every /dashboard/api request: 401 unless it carries the admin key or a live team key."""
+    runtime: Runtime = request.app.state.runtime
+    key = presented_key(request)
+    if key is None:
+        raise AuthenticationFailed("Sign in with a team API key or the admin key, sent as 'Authorization: Bearer KEY'.")
+    if is_admin_key(runtime, key):
+        request.state.viewer = Viewer("admin")
+        return
+    principal = await runtime.keys.principal_for(key)  # None for an unknown or revoked key
+    if principal is None:
+        raise AuthenticationFailed("Incorrect API key provided.")
+    request.state.viewer = Viewer("team", principal.team_name, principal.key_id)
+
+
+def viewer_of(request: Request[Any, Any, Any]) -> Viewer:
+    return request.state.viewer  # type: ignore[no-any-return]
+
+
+async def readable_team(request: Request[Any, Any, Any], name: str) -> admin.TeamSummary:
+    """The team ``name``, if the viewer may read it: 403 for another team than a team key's own
+    (whether or not it exists, so a key learns nothing about other teams), 404 for the admin
+    asking for a team that does not exist."""
+    viewer = viewer_of(request)
+    if viewer.role == "team" and viewer.team != name:
+        raise PermissionDenied(f"This API key belongs to team '{viewer.team}'; it cannot read another team.")
+    runtime: Runtime = request.app.state.runtime
+    return await ledger_call(admin.team_summary, runtime.writer, name)  # type: ignore[no-any-return]

@@ -1,0 +1,122 @@
+"""The JSON API under /dashboard/api that the dashboard page reads.
+
+Every route needs a key (``access.identify``): a team key reads its own team, the admin key any
+team. The readings are the admin API's (``app.team_history``, ``app.admin``), shaped for people
+(credits, newest first) rather than copied. Errors are the gateway's own classes, rendered in
+OpenAI's error shape by the app's exception handlers. Database reads block, so they run in a
+worker thread, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from typing import Annotated, Any
+
+from litestar import Request, Response, Router, get
+from litestar.datastructures import CacheControlHeader
+from litestar.openapi import ResponseSpec
+from litestar.params import Parameter
+
+from app import admin, team_history
+from app.dashboard.access import identify, readable_team, viewer_of
+from app.dashboard.views import (
+    HistoryView,
+    RequestsView,
+    SessionView,
+    TeamView,
+    UsageView,
+    entry_view,
+    team_view,
+    usage_view,
+)
+from app.errors import InvalidRequest
+from app.routes.admin_common import json_response, ledger_call
+from app.runtime import Runtime
+
+_EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
+
+
+def _answers(view: type, description: str) -> dict[int, ResponseSpec]:
+    return {200: ResponseSpec(data_container=view, description=description, generate_examples=False)}
+
+
+@get("/session", responses=_answers(SessionView, "who signed in"))
+async def read_session(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Who the presented key signs in as: a team (its own team only) or the admin (every team)."""
+    viewer = viewer_of(request)
+    if viewer.role == "team":
+        return json_response(SessionView("team", viewer.team, viewer.key_id, [viewer.team or ""]))
+    runtime: Runtime = request.app.state.runtime
+    rows = await asyncio.to_thread(runtime.store.balances)
+    return json_response(SessionView("admin", None, None, sorted(r.team_name for r in rows)))
+
+
+@get("/teams/{name:str}", responses=_answers(TeamView, "the team's balance, held and available credits, and keys"))
+async def read_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    """The team's balance, credits held by requests in flight, what is available, and its keys."""
+    summary = await readable_team(request, name)
+    keys = await ledger_call(admin.list_keys, request.app.state.runtime.writer, name)
+    return json_response(team_view(summary, keys))
+
+
+@get("/teams/{name:str}/history", responses=_answers(HistoryView, "one page of ledger entries, newest first"))
+async def read_history(request: Request[Any, Any, Any], name: str, page: int = 1,
+                       per_page: int = 20) -> Response[bytes]:
+    """Every ledger entry of the team (top-ups and charges, each with the balance after), newest first."""
+    if page < 1 or not 1 <= per_page <= 500:
+        raise InvalidRequest("'page' must be >= 1 and 'per_page' between 1 and 500.")
+    await readable_team(request, name)
+    runtime: Runtime = request.app.state.runtime
+    answer = await asyncio.to_thread(team_history.history_page, runtime.store, name, page, per_page, None, True)
+    return json_response(HistoryView(name, [entry_view(r) for r in answer["data"]], page, per_page, answer["total"],
+                                     answer["has_more"]))
+
+
+@get("/teams/{name:str}/usage", responses=_answers(UsageView, "usage by model, and by key × model × day"))
+async def read_usage(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    """Requests, tokens and credits spent, by model and by day (UTC)."""
+    await readable_team(request, name)
+    runtime: Runtime = request.app.state.runtime
+    return json_response(usage_view(await asyncio.to_thread(team_history.usage, runtime.store, name)))
+
+
+@get("/teams/{name:str}/requests", responses=_answers(RequestsView, "the latest charges, newest first"))
+async def read_requests(request: Request[Any, Any, Any], name: str, limit: int = 20) -> Response[bytes]:
+    """The team's latest charged requests, newest first."""
+    if not 1 <= limit <= 500:
+        raise InvalidRequest("'limit' must be between 1 and 500.", param="limit")
+    await readable_team(request, name)
+    runtime: Runtime = request.app.state.runtime
+    rows = await asyncio.to_thread(team_history.latest_charges, runtime.store, name, limit)
+    return json_response(RequestsView(name, [entry_view(r) for r in rows]))
+
+
+_EXPORT_ANSWER = ResponseSpec(data_container=str, media_type="text/csv", generate_examples=False, description=(
+    "an attachment: CSV (format=csv) or JSON Lines (format=jsonl, application/x-ndjson)"))
+
+
+@get("/teams/{name:str}/export", responses={200: _EXPORT_ANSWER})
+async def export_history(request: Request[Any, Any, Any], name: str,
+                         fmt: Annotated[str, Parameter(query="format", description="csv or jsonl")] = "csv",
+                         ) -> Response[bytes]:
+    """The team's whole audit history as a download, the same lines as ``tollgate ledger export --team NAME``
+    (every column of the ledger's rows, amounts in micro-credits)."""
+    if fmt not in team_history.EXPORT_FORMATS:
+        raise InvalidRequest("'format' must be 'csv' or 'jsonl'.", param="format")
+    await readable_team(request, name)
+    runtime: Runtime = request.app.state.runtime
+    rows = await asyncio.to_thread(team_history.all_entries, runtime.store, name)
+    out = io.StringIO()
+    team_history.write_export(rows, fmt, out)
+    return Response(out.getvalue().encode(), media_type=_EXPORT_TYPES[fmt], headers={
+        "Content-Disposition": f'attachment; filename="tollgate-{name}-ledger.{fmt}"'})
+
+
+dashboard_api = Router(
+    path="/dashboard/api",
+    route_handlers=[read_session, read_team, read_history, read_usage, read_requests, export_history],
+    before_request=identify,
+    cache_control=CacheControlHeader(no_store=True),  # balances and keys ids: never kept by a cache
+    tags=["dashboard"],
+)

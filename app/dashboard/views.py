@@ -1,0 +1,140 @@
+"""The dashboard API's answers, as typed structs built from the ledger's read models.
+
+The handlers encode these with ``app.json.encode`` (money as exact JSON numbers, every digit kept;
+Litestar's own encoder would write decimals as strings), and the same structs document the answers
+in the OpenAPI document, so the schema at /schema cannot drift from what is sent.
+
+Amounts here are credits (``Decimal``, from ``credits_from_micros``): the page shows them to people.
+The export keeps the ledger's own rows (micro-credits), the same as ``tollgate ledger export``.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Any, Literal
+
+import msgspec
+from litestar.openapi.spec import OpenAPIType
+from litestar.params import KwargDefinition
+
+from app import admin
+from domain.money import credits_from_micros
+
+#: Decimals go out as JSON numbers (``app.json.encode``); Litestar would document them as strings.
+Credits = Annotated[Decimal, KwargDefinition(schema_extra={
+    "type": OpenAPIType.NUMBER, "description": "credits, exact: every digit, never a rounded float"})]
+Usd = Annotated[Decimal, KwargDefinition(schema_extra={
+    "type": OpenAPIType.NUMBER, "description": "US dollars, exact: every digit, never a rounded float"})]
+
+
+class SessionView(msgspec.Struct):
+    """Who signed in: a team key's team, or the admin with every team to pick from."""
+
+    role: Literal["team", "admin"]
+    team: str | None
+    key_id: str | None
+    teams: list[str]
+
+
+class KeyView(msgspec.Struct):
+    id: str
+    name: str
+    revoked: bool
+    models: list[str]
+    endpoints: list[str]
+
+
+class TeamView(msgspec.Struct):
+    name: str
+    balance: Credits
+    held: Credits
+    available: Credits
+    suspended: bool
+    rpm: int | None
+    tpm: int | None
+    keys: list[KeyView]
+
+
+class EntryView(msgspec.Struct):
+    """One ledger entry: a top-up (``amount`` > 0) or a charge (``amount`` < 0), in credits."""
+
+    occurred_at: str
+    kind: Literal["top_up", "charge"]
+    key_id: str
+    request_id: str
+    endpoint: str
+    model: str
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_hit_tokens: int
+    amount: Credits
+    cost_usd: Usd
+    balance_after: Credits
+    reference: str
+
+
+class HistoryView(msgspec.Struct):
+    team: str
+    data: list[EntryView]
+    page: int
+    per_page: int
+    total: int
+    has_more: bool
+
+
+class RequestsView(msgspec.Struct):
+    """The team's latest charges, newest first."""
+
+    team: str
+    data: list[EntryView]
+
+
+class ModelUsage(msgspec.Struct):
+    model: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_hit_tokens: int
+    cost: Credits
+
+
+class DailyUsage(msgspec.Struct):
+    """Usage of one key on one model on one day (UTC)."""
+
+    day: str
+    model: str
+    key_id: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_hit_tokens: int
+    cost: Credits
+
+
+class UsageView(msgspec.Struct):
+    team: str
+    by_model: list[ModelUsage]
+    daily: list[DailyUsage]
+
+
+def team_view(summary: admin.TeamSummary, keys: list[admin.KeySummary]) -> TeamView:
+    return TeamView(summary.name, credits_from_micros(summary.balance), credits_from_micros(summary.held),
+                    credits_from_micros(summary.balance - summary.held), summary.suspended, summary.rpm, summary.tpm,
+                    [KeyView(k.key_id, k.label, k.revoked, list(k.models), list(k.endpoints)) for k in keys])
+
+
+def entry_view(row: dict[str, Any]) -> EntryView:
+    """A ``ledger_entries`` row (micro-credits, as stored) in credits."""
+    return EntryView(row["occurred_at"], row["kind"], row["key_id"], row["request_id"], row["endpoint"], row["model"],
+                     int(row["input_tokens"]), int(row["output_tokens"]), int(row["cache_write_tokens"]),
+                     int(row["cache_hit_tokens"]), credits_from_micros(int(row["amount"])), Decimal(row["cost_usd"]),
+                     credits_from_micros(int(row["balance_after"])), row["reference"])
+
+
+def usage_view(usage: dict[str, Any]) -> UsageView:
+    """``app.team_history.usage``'s answer (costs already in credits) as typed rows."""
+    return UsageView(usage["team"], [msgspec.convert(m, ModelUsage) for m in usage["by_model"]],
+                     [msgspec.convert(d, DailyUsage) for d in usage["daily"]])

@@ -1,0 +1,86 @@
+"""Reading a team's audit history and usage: one place for the admin API, the dashboard and the CLI.
+
+The history projection (``projections/history.py``) is fed by each gateway's projector every couple
+of seconds, so every read here catches it up first: a charge answered a moment ago is in the answer.
+Racing the projector is safe, the projection applies each event exactly once. These functions block
+(they query the database); request handlers run them with ``asyncio.to_thread``.
+
+The export (CSV or JSON Lines of every entry, the ``ENTRY_COLUMNS`` in order, amounts in
+micro-credits as the ledger stores them) is written by :func:`write_export` for both
+``tollgate ledger export`` and the dashboard's download, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+from domain.money import credits_from_micros
+from projections.event_store import LedgerStore
+from projections.history import ENTRY_COLUMNS, HistoryProjection
+
+EXPORT_FORMATS = ("csv", "jsonl")
+_SUMMED = ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "cost")
+
+
+@contextmanager
+def caught_up(store: LedgerStore) -> Iterator[HistoryProjection]:
+    """The history projection with every stored event applied, closed afterwards."""
+    history = HistoryProjection(store, store.database)
+    try:
+        history.catch_up()
+        yield history
+    finally:
+        history.close()
+
+
+def history_page(store: LedgerStore, team: str, page: int, per_page: int, since: str | None = None,
+                 newest_first: bool = False) -> dict[str, Any]:
+    """One page of the team's ledger entries in ledger order (or newest first), as the rows are
+    stored (amounts in micro-credits)."""
+    with caught_up(store) as history:
+        total = history.count(team=team, since=since)
+        rows = history.entries(team=team, since=since, limit=per_page, offset=(page - 1) * per_page,
+                               newest_first=newest_first)
+    return {"object": "list", "data": rows, "page": page, "per_page": per_page, "total": total,
+            "has_more": page * per_page < total}
+
+
+def usage(store: LedgerStore, team: str) -> dict[str, Any]:
+    """Usage by key × model × day, and totals by model; costs in exact credits."""
+    with caught_up(store) as history:
+        rows = history.usage(team=team)
+    by_model: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        total = by_model.setdefault(r["model"], {"model": r["model"], **dict.fromkeys(_SUMMED, 0)})
+        for field in _SUMMED:
+            total[field] += int(r[field])
+    for total in by_model.values():
+        total["cost"] = credits_from_micros(total["cost"])
+    daily = [{**r, "cost": credits_from_micros(int(r["cost"]))} for r in rows]
+    return {"team": team, "by_model": list(by_model.values()), "daily": daily}
+
+
+def latest_charges(store: LedgerStore, team: str, limit: int) -> list[dict[str, Any]]:
+    """The team's last ``limit`` charges, newest first."""
+    with caught_up(store) as history:
+        return history.entries(team=team, kind="charge", limit=limit, newest_first=True)
+
+
+def all_entries(store: LedgerStore, team: str | None = None, since: str | None = None) -> list[dict[str, Any]]:
+    with caught_up(store) as history:
+        return history.entries(team=team, since=since)
+
+
+def write_export(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
+    """``rows`` as CSV (a header line, then one line per entry) or JSON Lines, ``ENTRY_COLUMNS`` in order."""
+    if fmt == "jsonl":
+        for row in rows:
+            out.write(json.dumps({c: row[c] for c in ENTRY_COLUMNS}) + "\n")
+        return
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(ENTRY_COLUMNS)
+    writer.writerows([row[c] for c in ENTRY_COLUMNS] for row in rows)

@@ -1,0 +1,11 @@
+#!/bin/sh
+# The dashboard's test (tests/app/test_dashboard.py) drives Debian's Chromium in headless mode; the
+# test fails without it. Installs it on a fresh Debian machine when run as root; otherwise says how.
+command -v chromium >/dev/null 2>&1 && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "Installing Chromium (Debian's package) for the dashboard test..."
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  exit $?
+fi
+echo "The dashboard test needs Chromium: run 'sudo apt-get install chromium' (Debian/Ubuntu)." >&2
+exit 1
