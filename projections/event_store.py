@@ -41,9 +41,10 @@ class LedgerStore(Application[UUID]):
         balances = [BalanceRecord(t.id, t.name, t.balance, t.held, t.version) for t in teams]
         self.save(*teams, keys=keys, balances=balances, idempotent=idempotent)
 
-    def find_team(self, team_id: UUID) -> TeamLedger | None:
+    def find_team(self, team_id: UUID, version: int | None = None) -> TeamLedger | None:
+        """The team as it is now (or as it was at ``version``), or None if it was never opened."""
         try:
-            return self.repository.get(team_id)  # type: ignore[return-value]
+            return self.repository.get(team_id, version=version)  # type: ignore[return-value]
         except AggregateNotFoundError:
             return None
 
