@@ -62,7 +62,7 @@ class Projector:
     def _run(self) -> None:
         from projections.history import HistoryProjection
 
-        history = HistoryProjection(self._store, self._store.database)  # its connection belongs to this thread
+        history: HistoryProjection | None = None  # its connection belongs to this thread
         try:
             caught_up_at = 0.0
             while not self._stopping:
@@ -70,14 +70,23 @@ class Projector:
                     self._follow_key_changes()
                     if time.monotonic() - caught_up_at >= self._history_every:
                         caught_up_at = time.monotonic()
+                        history = history or HistoryProjection(self._store, self._store.database)
                         history.catch_up()
                 except Exception:
                     log.exception("the audit history projection could not catch up; retrying")
+                    if history is not None:  # its connection may be gone with the database: open a new one
+                        history.close()
+                        history = None
                 self._wake.wait(self._poll)
                 self._wake.clear()
-            history.catch_up()
+            try:
+                history = history or HistoryProjection(self._store, self._store.database)
+                history.catch_up()
+            except Exception:
+                log.exception("the audit history could not catch up before stopping; the next start does it")
         finally:
-            history.close()
+            if history is not None:
+                history.close()
 
     def _follow_key_changes(self) -> None:
         top = self._store.recorder.max_notification_id() or 0
