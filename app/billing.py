@@ -7,6 +7,7 @@ decides *what* to ask the ledger and turns its answers into the ``usage`` fields
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -26,6 +27,9 @@ from domain.money import credits_from_micros, format_credits, usd_from_micros
 from domain.pricing import TokenUsage, worst_case_in_micros
 from domain.settings import Model, Settings
 from projections.read_models import IdempotentResponse
+
+log = logging.getLogger("tollgate.billing")
+
 
 @dataclass(frozen=True, slots=True)
 class Charge:
@@ -95,6 +99,8 @@ class Billing:
         cannot, no request is held, so none is served that could not be charged."""
         self._writer = writer
         self._writable = writable
+        #: Charges for answers already delivered that the ledger could not record, to make again.
+        self._owed: list[tuple[RequestBill, TokenUsage]] = []
         self._store = writer.store
         self._credits_per_usd = settings.credits_per_usd
         self._limiter = limiter
@@ -205,13 +211,18 @@ class Billing:
         return self._writer.on_team(p.team_id, p.team_name, charge)
 
     async def charge(self, bill: RequestBill, usage: TokenUsage, render: Render | None = None,
-                     prefix: bytes = b"", content_type: str = "application/json") -> tuple[Charge, bytes]:
+                     prefix: bytes = b"", content_type: str = "application/json",
+                     delivered: bool = False) -> tuple[Charge, bytes]:
         """Charge the actual cost and close the hold; returns once the charge is durable, with the
         answer ``render`` made of it (stored under the request's Idempotency-Key, after ``prefix``:
-        the frames a stream already sent)."""
+        the frames a stream already sent). ``delivered``: the client already has what it is charged
+        for (a stream), so a charge the ledger cannot record now is owed, not forgotten."""
         try:
             result = await asyncio.wrap_future(self._submit_charge(bill, usage, render, prefix, content_type))
         except LedgerUnavailable as exc:
+            if delivered and self._owe(bill, usage):
+                raise ServiceUnavailable(f"The billing ledger is unavailable ({exc}); this stream will be "
+                                         "charged once it can be written again.") from None
             self._settle_lease(bill, None)  # nothing was charged; the memory hold ends all the same
             self._closed(bill)
             raise ServiceUnavailable(f"The billing ledger is unavailable: {exc}") from None
@@ -229,25 +240,54 @@ class Billing:
             body = render(charge) if render is not None else b""
         return charge, body
 
-    def charge_soon(self, bill: RequestBill, usage: TokenUsage) -> None:
-        """Queue a charge without waiting (for streams the client abandoned)."""
+    def charge_soon(self, bill: RequestBill, usage: TokenUsage, *, again: bool = False) -> None:
+        """Queue a charge without waiting (for streams the client abandoned; ``again``: an owed one)."""
         future = self._submit_charge(bill, usage)
-        self._used(bill, usage.prompt_tokens + usage.output_tokens)
+        if not again:
+            self._used(bill, usage.prompt_tokens + usage.output_tokens)
         loop = asyncio.get_running_loop()
 
         def settled(done: Future[Any]) -> None:
-            result = done.result() if done.exception() is None else None
-            loop.call_soon_threadsafe(self._charged_soon, bill, usage, result)
+            error = done.exception()
+            loop.call_soon_threadsafe(self._charged_soon, bill, usage, None if error else done.result(), error)
 
         future.add_done_callback(settled)
 
-    def _charged_soon(self, bill: RequestBill, usage: TokenUsage, result: Any) -> None:
+    def _charged_soon(self, bill: RequestBill, usage: TokenUsage, result: Any, error: BaseException | None) -> None:
+        if isinstance(error, LedgerUnavailable) and self._owe(bill, usage):
+            return
         if isinstance(result, LeaseCharge):
             self._settle_lease(bill, result.lease_left)
             result = result.event
         else:
             self._settle_lease(bill, None)
         self._closed(bill, result, usage)
+
+    def _owe(self, bill: RequestBill, usage: TokenUsage) -> bool:
+        """Keep the charge of an answer the client already has, which the ledger could not record,
+        to submit again when it can be written (``pay_owed``). Its hold stays: a lease with a charge
+        owed against it is not given back. If the process stops first, the lease expires like an
+        abandoned hold and the request is never charged — once at most, never twice. Requests with an
+        Idempotency-Key are not kept: their stored answer must go in with their charge."""
+        if bill.idempotency is not None:
+            return False
+        self._owed.append((bill, usage))
+        log.warning("request %s: the ledger could not record its charge; it is charged when the ledger can be "
+                    "written again", bill.request_id)
+        if bill.record is not None:
+            bill.record.failed("ledger unavailable: the charge is owed, and made when the ledger returns")
+            bill.record.settled()
+        return True
+
+    @property
+    def owed(self) -> int:
+        return len(self._owed)
+
+    def pay_owed(self) -> None:
+        """Submit the owed charges again (on the event loop, once the ledger can be written)."""
+        owed, self._owed = self._owed, []
+        for bill, usage in owed:
+            self.charge_soon(bill, usage, again=True)
 
     def release_soon(self, bill: RequestBill, reason: str) -> Future[int]:
         """Queue the hold's release (nothing was delivered); awaitable via ``asyncio.wrap_future``."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from app.ledger_writer import LedgerWriter
@@ -30,6 +31,9 @@ class LedgerHealth:
         self._interval = interval
         self.problem: str | None = None  # the probe's or the writer's last word; None: writable
         self.draining = False  # the process was told to stop: it finishes what it has, takes nothing new
+        #: Called on the event loop after every probe that found the ledger writable (billing makes
+        #: the charges it owes: ``Billing.pay_owed``).
+        self.when_writable: Callable[[], None] | None = None
         writer.on_failure = self.commit_failed
         metrics.LEDGER_WRITABLE.set(1)
 
@@ -58,6 +62,8 @@ class LedgerHealth:
         while True:
             try:
                 await self.check()
+                if self.writable and self.when_writable is not None:
+                    self.when_writable()
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the probe must never die

@@ -95,7 +95,11 @@ class Runtime:
         self.health.draining = True
         for task in self._tasks:
             task.cancel()
+        self.billing.pay_owed()  # a last try for charges the ledger could not record earlier
         await self.leases.settled(SETTLE_WAIT)  # requests cut off at the deadline queue their charges
+        if self.billing.owed:
+            log.error("stopping with %d charge(s) the ledger could not record; their leases expire after "
+                      "hold_timeout and those requests are never charged", self.billing.owed)
         await self.leases.give_back(self.leases.all_idle())  # before the writer stops
         await self.limiter.aclose()
         await self.http.aclose()
@@ -136,6 +140,8 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     writer = LedgerWriter(store, lock=WriterLock(store.database) if shared else None).start()
     leases = Leases(writer, idle_seconds=float(settings.lease_idle_seconds))
     health = LedgerHealth(writer, LedgerProbe(store.database))
+    billing = Billing(writer, settings, limiter, leases, writable=lambda: health.writable)
+    health.when_writable = billing.pay_owed
     sweeper = HoldSweeper(store, writer, float(settings.hold_timeout)).start()
     http = UpstreamClient(max_connections=1000)
     upstreams = {
@@ -153,7 +159,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         keys=keys,
         projector=projector,
         sweeper=sweeper,
-        billing=Billing(writer, settings, limiter, leases, writable=lambda: health.writable),
+        billing=billing,
         health=health,
         leases=leases,
         limiter=limiter,

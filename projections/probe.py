@@ -5,7 +5,7 @@ database stopped if the gateway was idle — and a request held against a credit
 would then be served before its charge failed. So a probe asks the database itself, every second,
 with a short timeout: on SQLite, whether the write lock can be taken (another process holding it
 for longer than the writer would wait means no commit will get through); on PostgreSQL, whether
-the server answers and accepts writes (it is not a read-only standby).
+the server answers and accepts writes (it is not a standby, nor read-only).
 """
 
 from __future__ import annotations
@@ -48,9 +48,10 @@ class LedgerProbe:
             self._conn = psycopg.connect(self._database.conninfo(), autocommit=True,
                                          connect_timeout=max(1, int(self._timeout)))
             self._conn.execute(f"SET statement_timeout = {int(self._timeout * 1000)}")
-        (standby,) = self._conn.execute("SELECT pg_is_in_recovery()").fetchone()
-        if standby:
-            raise RuntimeError("the server is a read-only standby")
+        standby, read_only = self._conn.execute(
+            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'").fetchone()
+        if standby or read_only:
+            raise RuntimeError("the database is read-only" + (" (a standby)" if standby else ""))
 
     def close(self) -> None:
         if self._conn is not None:

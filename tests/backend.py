@@ -58,6 +58,11 @@ def new_database_url(name: str = "tollgate.db") -> str:
     """A fresh, empty ledger database for one configuration."""
     if BACKEND == "sqlite":
         return f"sqlite:///{name}"
+    return new_postgres_database_url()
+
+
+def new_postgres_database_url() -> str:
+    """A fresh, empty PostgreSQL database (dropped at the end of the run), whatever the backend."""
     dbname = "tg_test_" + uuid.uuid4().hex[:12]
     with _admin() as conn:
         conn.execute(f'CREATE DATABASE "{dbname}"')

@@ -164,7 +164,7 @@ async def charge_stream(runtime: Runtime, bill: RequestBill, usage: TokenUsage, 
     run more than once (if the ledger must decide again), so it must not change what it reads."""
     _, body = await runtime.billing.charge(
         bill, usage, lambda ch: b"".join(final(ch.usage_fields())),
-        prefix=b"".join(transcript or ()), content_type="text/event-stream")
+        prefix=b"".join(transcript or ()), content_type="text/event-stream", delivered=True)
     return body
 
 
@@ -228,7 +228,7 @@ async def settle_partial(runtime: Runtime, bill: RequestBill, delivered: Deliver
         bill.record.upstream_failed(exc.upstream_kind)
         bill.record.failed(exc.message)
     if delivered:
-        await runtime.billing.charge(bill, delivered.usage())
+        await runtime.billing.charge(bill, delivered.usage(), delivered=True)
     else:
         await runtime.billing.release(bill, "upstream failed mid-stream")
 
