@@ -171,6 +171,7 @@ Try it:
     -d '{{"model": "{model}", "messages": [{{"role": "user", "content": "Hello, Tollgate!"}}]}}'
 
 Or with the OpenAI SDK: OpenAI(base_url="{base_url}", api_key="{secret}")
+The team's dashboard: http://{args.host}:{args.port}/dashboard (sign in with the key)
 """, flush=True)
     serve(settings, base, args.host, args.port)
 
