@@ -3,6 +3,7 @@ what the log says must agree with what the clients were answered and charged."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -137,13 +138,20 @@ def test_upstream_errors_rate_limits_holds_and_the_writer_are_measured(observed:
     assert observed.value("tollgate_ledger_writable") == 1
 
 
-def _access_lines(gateway: Gateway) -> dict[str, dict[str, Any]]:
-    return {line["request_id"]: line for line in gateway.log_lines() if line.get("logger") == "tollgate.access"}
+def _access_lines(gateway: Gateway, *request_ids: str) -> dict[str, dict[str, Any]]:
+    """The request lines logged so far, once those of ``request_ids`` are there (lines are written in
+    batches, a tenth of a second apart)."""
+    deadline = time.monotonic() + 5
+    while True:
+        lines = {line["request_id"]: line for line in gateway.log_lines() if line.get("logger") == "tollgate.access"}
+        if all(i in lines for i in request_ids) or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
 
 
 def test_one_json_log_line_per_request_with_team_key_tokens_cost_and_latency(observed: Observed,
                                                                             traffic: dict[str, Any]):
-    lines = _access_lines(observed.gateway)
+    lines = _access_lines(observed.gateway, traffic["stream_id"], traffic["down_id"], traffic["failover_id"])
     team: Team = traffic["team"]
     key_id = observed.gateway.cli("key", "list", "--team", team.name).stdout.split()[0]
     for request_id, usage in traffic["answers"]:
@@ -168,6 +176,7 @@ def test_one_json_log_line_per_request_with_team_key_tokens_cost_and_latency(obs
 
 
 def test_the_log_never_contains_a_key(observed: Observed, traffic: dict[str, Any]):
+    _access_lines(observed.gateway, traffic["failover_id"])  # the traffic's lines are all written
     output = observed.gateway.output()
     assert output.count('"logger":"tollgate.access"') >= 9
     for secret in traffic["secrets"]:
@@ -182,7 +191,7 @@ def test_every_response_carries_a_request_id(observed: Observed, traffic: dict[s
     ids = [answer.headers.get("x-request-id", "") for answer in answers]
     assert [answer.status_code for answer in answers] == [200, 404, 200, 401, 200]
     assert all(i.startswith("req_") for i in ids) and len(set(ids)) == len(ids)
-    lines = _access_lines(observed.gateway)
+    lines = _access_lines(observed.gateway, *ids)
     assert lines[ids[3]]["status"] == 401 and lines[ids[1]]["status"] == 404
 
 
