@@ -80,7 +80,7 @@ class Database:
             "POSTGRES_POOL_SIZE": str(pool_size),
             "POSTGRES_MAX_OVERFLOW": str(pool_size),
             "POSTGRES_LOCK_TIMEOUT": "5",
-            "POSTGRES_CONNECT_TIMEOUT": "10",
+            "POSTGRES_CONNECT_TIMEOUT": "5",  # also the pool's wait for a connection; the library retries 10 times
             "POSTGRES_PRE_PING": "y",
             "APPLICATION_RECORDER_TOPIC": "projections.postgres_store:PostgresLedgerRecorder",
             "CREATE_TABLE": "y" if create_tables else "n",

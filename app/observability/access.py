@@ -74,24 +74,37 @@ class Observed:
             record.finished()
 
 
+#: The metrics' labelled children, by their labels: ``labels()`` takes a lock and builds a key on
+#: every call; the label sets here are few and fixed (endpoints × configured models × statuses).
+_children: dict[tuple[str, ...], Any] = {}
+
+
+def _child(metric: Any, *labels: str) -> Any:
+    key = (metric._name, *labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*labels)
+    return child
+
+
 def publish(record: RequestRecord) -> None:
     """Count the request in the metrics and write its log line."""
     endpoint, model, status = record.endpoint, record.model, record.status or 499
-    metrics.REQUESTS.labels(endpoint, model, str(status)).inc()
-    metrics.DURATION.labels(endpoint, model).observe(record.latency)
+    _child(metrics.REQUESTS, endpoint, model, str(status)).inc()
+    _child(metrics.DURATION, endpoint, model).observe(record.latency)
     ttfb = record.time_to_first_byte if record.stream else None
     if ttfb is not None:
-        metrics.FIRST_TOKEN.labels(endpoint, model).observe(ttfb)
+        _child(metrics.FIRST_TOKEN, endpoint, model).observe(ttfb)
     for kind in record.upstream_errors:
-        metrics.UPSTREAM_ERRORS.labels(model, kind).inc()
+        _child(metrics.UPSTREAM_ERRORS, model, kind).inc()
     usage = record.usage
     if usage is not None:
         for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens),
                             ("cache_write", usage.cache_write_tokens), ("cache_hit", usage.cache_hit_tokens)):
             if count:
-                metrics.TOKENS.labels(model, kind).inc(count)
+                _child(metrics.TOKENS, model, kind).inc(count)
     if record.charged:
-        metrics.CREDITS.labels(model).inc(record.charged / 1_000_000)  # a gauge of money, not the ledger
+        _child(metrics.CREDITS, model).inc(record.charged / 1_000_000)  # a gauge of money, not the ledger
     level = logging.DEBUG if endpoint in _QUIET else logging.INFO
     if access_log.isEnabledFor(level):
         access_log.log(level, "%s %s %d", record.method, record.path, status, extra={"request": fields(record, ttfb)})

@@ -13,6 +13,7 @@ extra argument; Litestar's streaming tasks copy the context, so they see the sam
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import time
 from collections.abc import Callable
@@ -20,6 +21,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from domain.pricing import TokenUsage
+
+#: Seconds a finished request's line waits at most for its hold to settle.
+SETTLE_GRACE = 30.0
 
 _current: ContextVar[RequestRecord | None] = ContextVar("tollgate_request", default=None)
 
@@ -85,10 +89,14 @@ class RequestRecord:
             self._publish()
 
     def finished(self) -> None:
-        """The answer's last byte was sent, or the client went away."""
+        """The answer's last byte was sent, or the client went away. A hold still settling (a hang-up's
+        charge on its way to the ledger) publishes the line when it is done — or after
+        ``SETTLE_GRACE`` seconds whatever happened, so that no request goes unlogged."""
         self.finished_at = time.perf_counter()
         if not self.settling:
             self._publish()
+        else:
+            asyncio.get_running_loop().call_later(SETTLE_GRACE, self._publish)
 
     def _publish(self) -> None:
         if not self._published:
