@@ -100,18 +100,11 @@ class ModelUsage(msgspec.Struct):
     cost: Credits
 
 
-class DailyUsage(msgspec.Struct):
+class DailyUsage(ModelUsage):
     """Usage of one key on one model on one day (UTC)."""
 
     day: str
-    model: str
     key_id: str
-    requests: int
-    input_tokens: int
-    output_tokens: int
-    cache_write_tokens: int
-    cache_hit_tokens: int
-    cost: Credits
 
 
 class UsageView(msgspec.Struct):

@@ -76,11 +76,11 @@ class Observed:
 
 #: The metrics' labelled children, by their labels: ``labels()`` takes a lock and builds a key on
 #: every call; the label sets here are few and fixed (endpoints × configured models × statuses).
-_children: dict[tuple[str, ...], Any] = {}
+_children: dict[tuple[Any, ...], Any] = {}
 
 
 def _child(metric: Any, *labels: str) -> Any:
-    key = (metric._name, *labels)
+    key = (metric, *labels)
     child = _children.get(key)
     if child is None:
         child = _children[key] = metric.labels(*labels)
