@@ -168,8 +168,8 @@ def validate(req: Any, *, count_only: bool = False) -> None:
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
             raise _invalid(f"messages.{i}: Input should be a valid dictionary")
-        if m.get("role") not in ("user", "assistant"):
-            raise _invalid(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        if m.get("role") not in ("user", "assistant", "system"):  # "system": mid-conversation system turns
+            raise _invalid(f"messages.{i}.role: Input should be 'user', 'assistant' or 'system'")
         _check_blocks(m.get("content"), f"messages.{i}.content")
     _check_tool_pairing(messages)
     system = req.get("system")
@@ -243,13 +243,13 @@ def _reply(req: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], str, str | N
     text, d = _parse_directives(source, _invalid)
     blocks: list[dict[str, Any]] = []
     thinking = req.get("thinking")
-    if d.think and isinstance(thinking, dict) and thinking.get("type") == "enabled":
+    if d.think and isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
         blocks.append({"type": "thinking", "thinking": f"Thinking about: {text}",
                        "signature": "sig_" + secrets.token_hex(16)})
     if d.tool is not None and req.get("tools"):
         blocks.append({"type": "text", "text": f"Calling {d.tool}."})
         blocks.append({"type": "tool_use", "id": "toolu_" + secrets.token_hex(12), "name": d.tool,
-                       "input": {"echo": text}})
+                       "input": d.tool_args if d.tool_args is not None else {"echo": text}})
         return d, blocks, "tool_use", None
     reply, stop_sequence = cut_at_stop(prefix + text, req.get("stop_sequences") or [])
     pieces = tokens(reply)

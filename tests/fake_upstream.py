@@ -48,8 +48,9 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 MODELS = {"object": "list", "data": [{"id": "gpt-x", "object": "model", "created": 1700000000, "owned_by": "fake"}]}
-_DIRECTIVE = re.compile(r"\[\[(fail|latency|chunk-delay|drop-after|cached|cache-write|reason|tool):([^\]]*)\]\]"
-                        r"|\[\[(no-usage|think|stream-error)\]\]")
+_DIRECTIVE = re.compile(r"\[\[(fail|latency|chunk-delay|drop-after|cached|cache-write|reason):([^\]]*)\]\]"
+                        r"|\[\[(no-usage|think|stream-error)\]\]"
+                        r"|\[\[tool:(?P<tool>[^\]\s]+)(?:\s+(?P<args>\{.*?\}))?\]\]", re.S)
 _INT_DIRECTIVES = {"fail": "fail", "latency": "latency_ms", "chunk-delay": "chunk_delay_ms", "drop-after": "drop_after",
                    "cached": "cached",
                    "cache-write": "cache_write", "reason": "reason"}
@@ -150,6 +151,8 @@ class _Directives:
     cache_write: int | None = None
     reason: int = 0
     tool: str | None = None
+    #: The tool call's arguments, from ``[[tool:NAME {"json": "object"}]]`` (default: ``{"echo": text}``).
+    tool_args: dict[str, Any] | None = None
     no_usage: bool = False
     think: bool = False
     stream_error: bool = False
@@ -163,10 +166,15 @@ def _parse_directives(text: str, reject: Callable[[str], _Reject] | None = None)
     d = _Directives()
     for m in _DIRECTIVE.finditer(text):
         name, value = m.group(1) or m.group(3), m.group(2)
-        if name in _FLAG_DIRECTIVES:
+        if m.group("tool"):
+            d.tool = m.group("tool")
+            if m.group("args"):
+                try:
+                    d.tool_args = msgspec.json.decode(m.group("args"))
+                except msgspec.DecodeError:
+                    raise (reject or _bad)(f"bad directive {m.group(0)}") from None
+        elif name in _FLAG_DIRECTIVES:
             setattr(d, _FLAG_DIRECTIVES[name], True)
-        elif name == "tool":
-            d.tool = value
         elif not value.isdigit():
             raise (reject or _bad)(f"bad directive {m.group(0)}")
         else:
@@ -345,7 +353,7 @@ class FakeUpstream:
         pieces: list[str] = []
         finish = "stop"
         if d.tool is not None and req.get("tools"):
-            args = msgspec.json.encode({"echo": text}).decode()
+            args = msgspec.json.encode(d.tool_args if d.tool_args is not None else {"echo": text}).decode()
             tool_call = {"id": "call_" + secrets.token_hex(4), "type": "function",
                          "function": {"name": d.tool, "arguments": args}}
             completion_tokens, finish = len(tokens(args)) + 3, "tool_calls"

@@ -421,7 +421,7 @@ GOOD_IMAGE: Any = {"type": "image", "source": {"type": "base64", "media_type": "
 
 @pytest.mark.parametrize("patch", [
     {"model": None}, {"max_tokens": None}, {"max_tokens": 0}, {"messages": []},
-    {"messages": [{"role": "system", "content": "x"}]}, {"messages": [{"role": "user", "content": 5}]},
+    {"messages": [{"role": "tool", "content": "x"}]}, {"messages": [{"role": "user", "content": 5}]},
     {"system": [{"type": "image", "text": "x"}]}, {"system": 7},
     {"temperature": 1.5}, {"temperature": -0.5}, {"stop_sequences": ["ok", " "]}, {"stop_sequences": "STOP"},
     {"messages": [{"role": "user", "content": [{**GOOD_IMAGE, "source": {"type": "base64", "media_type": "image/bmp",
