@@ -16,10 +16,13 @@ import msgspec
 
 from domain.pricing import Price
 
-UPSTREAM_KINDS = ("openai", "anthropic", "demo")
+UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "demo")
 #: The wire protocol each kind speaks. Routes choose pass-through or translation by it, so the
 #: deployments of one model must all speak the same one.
-UPSTREAM_WIRES = {"openai": "chat", "demo": "chat", "anthropic": "messages"}
+UPSTREAM_WIRES = {"openai": "chat", "demo": "chat", "openai-responses": "responses", "anthropic": "messages"}
+#: What happens to a built-in tool (a provider-run tool such as web search) in a request: `pass` it
+#: to the upstream, `drop` it (the request is served without it) or `refuse` the request.
+BUILTIN_TOOL_POLICIES = ("pass", "drop", "refuse")
 DATABASE_URL_ENV = "TOLLGATE_DATABASE_URL"
 REDIS_URL_ENV = "TOLLGATE_REDIS_URL"
 TOKENIZERS = ("o200k", "anthropic", "bytes")
@@ -63,14 +66,15 @@ class Pricing(_Strict):
 class Upstream(_Strict):
     """One deployment of a model: a provider endpoint, its key and the name it knows the model by."""
 
-    #: `openai` (any OpenAI-compatible chat-completions server), `anthropic` (the Anthropic Messages
-    #: API) or `demo` (built in: answers locally, no network, no key).
+    #: `openai` (any OpenAI-compatible chat-completions server), `openai-responses` (a server of the
+    #: OpenAI Responses API, such as OpenAI's own: its Codex models are served only there),
+    #: `anthropic` (the Anthropic Messages API) or `demo` (built in: answers locally, no network, no key).
     kind: str
-    #: The provider's URL, required unless `kind` is `demo`: ending in `/v1` for `openai`, without
-    #: `/v1` for `anthropic` (e.g. `https://api.anthropic.com`).
+    #: The provider's URL, required unless `kind` is `demo`: ending in `/v1` for `openai` and
+    #: `openai-responses`, without `/v1` for `anthropic` (e.g. `https://api.anthropic.com`).
     base_url: str | None = None
     #: The environment variable holding the provider key (sent as `Authorization: Bearer` to
-    #: OpenAI-compatible upstreams, `x-api-key` to Anthropic); `tollgate serve` refuses to start while it is unset.
+    #: OpenAI upstreams, `x-api-key` to Anthropic); `tollgate serve` refuses to start while it is unset.
     api_key_env: str | None = None
     #: The name this deployment knows the model by (unset: the model's `id`).
     model: str | None = None
@@ -107,6 +111,11 @@ class Model(_Strict):
     max_attempts: int | None = None
     #: Whether the model takes images; images for a model without vision get 400.
     vision: bool = False
+    #: Built-in tools in requests for this model (provider-run tools such as `web_search`, Anthropic's
+    #: `web_search_…` or `code_execution_…`): `pass` them to the upstream, `drop` them (served without
+    #: them, each named in `x-tollgate-dropped-tools`) or `refuse` the request (400). Unset: passed
+    #: when the request goes to an upstream of its own protocol, dropped when it is translated.
+    builtin_tools: str | None = None
     #: The effort level `GET /v1/models` lists as the default; one of `effort_levels`' values.
     default_effort_level: str = "medium"
     #: The reasoning effort levels offered; a request's effort is mapped to the nearest of them.
@@ -279,6 +288,9 @@ def _check_semantics(settings: Settings, origin: str) -> None:
                 fail(f"{key}.pricing.{name}", "must not be negative")
         if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
             fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
+        if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
+            fail(f"{key}.builtin_tools", f"unknown policy {model.builtin_tools!r}; expected one of "
+                                         f"{', '.join(BUILTIN_TOOL_POLICIES)}")
         values = [level.value for level in model.effort_levels]
         if model.default_effort_level not in values:
             fail(f"{key}.default_effort_level", f"{model.default_effort_level!r} is not one of effort_levels {values}")
@@ -312,7 +324,8 @@ def _check_deployments(model: Model, index: int, fail: Callable[[str, str], None
         elif upstream.wire != first[1].wire:
             fail(f"{where}.kind", f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
                                   f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
-                                  f"model must speak the same wire (openai and demo: chat; anthropic: messages)")
+                                  f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
+                                  f"anthropic: messages)")
     count = len(model.deployments)
     if model.max_attempts is not None and not 1 <= model.max_attempts <= count:
         fail(f"{key}.max_attempts", f"must be between 1 and the number of deployments ({count})")
