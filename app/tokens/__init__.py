@@ -6,28 +6,40 @@ protocol, ``encoding`` loads the tokenizer and ``image_size`` reads image header
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from app.tokens.counting import RULES, Rules
-from app.tokens.prompt import chat_prompt_tokens, messages_prompt_tokens, responses_prompt_tokens
+from app.tokens.prompt import Tally, chat_prompt, messages_prompt, responses_prompt
 
 Protocol = Literal["chat", "responses", "messages"]
 
-PROMPT_COUNTERS: dict[Protocol, Callable[[dict[str, Any], Rules], int]] = {
-    "chat": chat_prompt_tokens,
-    "responses": responses_prompt_tokens,
-    "messages": messages_prompt_tokens,
+PROMPT_COUNTERS: dict[Protocol, Callable[[dict[str, Any], Rules], Tally]] = {
+    "chat": chat_prompt,
+    "responses": responses_prompt,
+    "messages": messages_prompt,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSize:
+    tokens: int
+    images: int  # how many images it carries (refused for a model without vision)
 
 
 def rules_for(tokenizer: str | None, wire: str) -> Rules:
     """A model's rules: its ``tokenizer`` setting, else by the wire its upstream speaks (Anthropic
-    Messages → the Anthropic estimate; OpenAI chat, the demo included → o200k)."""
+    Messages → the Anthropic estimate; OpenAI chat and responses, the demo included → o200k)."""
     if tokenizer is not None:
         return RULES[tokenizer]  # type: ignore[index]
     return RULES["anthropic" if wire == "messages" else "o200k"]
 
 
+def prompt_size(body: dict[str, Any], protocol: Protocol, rules: Rules) -> PromptSize:
+    """The prompt's tokens under ``rules`` (the same rules whichever protocol the body speaks)."""
+    tally = PROMPT_COUNTERS[protocol](body, rules)
+    return PromptSize(tally.done(), tally.images)
+
+
 def prompt_tokens(body: dict[str, Any], protocol: Protocol, rules: Rules) -> int:
-    """The prompt's tokens under ``rules``: the same rules whichever protocol the body speaks."""
-    return PROMPT_COUNTERS[protocol](body, rules)
+    return prompt_size(body, protocol, rules).tokens

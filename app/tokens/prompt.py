@@ -6,8 +6,9 @@ decided by the ``Rules`` (``app/tokens/counting.py``), so the three protocols ar
 
 Pieces whose size only the provider knows (audio, PDF documents, file ids, encrypted reasoning) are
 not counted; the upstream's own context-window error still applies to them. Everything else a
-protocol may carry that is not known here is counted by its strings, so new block types are not
-free.
+protocol may carry that is not known here — a new block, item or part type, a new top-level field —
+is counted as its JSON text (keys and punctuation included, opaque payloads excepted), which errs
+high: the gateway forwards what it does not understand, and never counts it as free.
 """
 
 from __future__ import annotations
@@ -25,13 +26,14 @@ _json = msgspec.json.Encoder()
 
 
 class Tally:
-    """A running count under one model's rules."""
+    """A running count under one model's rules, and the images it met (for the vision check)."""
 
-    __slots__ = ("rules", "total")
+    __slots__ = ("rules", "total", "images")
 
     def __init__(self, rules: Rules) -> None:
         self.rules = rules
         self.total = 0
+        self.images = 0
 
     def text(self, value: Any) -> None:
         if isinstance(value, str) and value:
@@ -45,6 +47,7 @@ class Tally:
             self.text(name)
 
     def image(self, size: tuple[int, int] | None, detail: Any = None) -> None:
+        self.images += 1
         self.total += self.rules.image(size, detail if isinstance(detail, str) else None)
 
     def tool_call(self, *texts: Any) -> None:
@@ -67,7 +70,8 @@ class Tally:
             self.as_json(definition)
 
     def strings(self, value: Any) -> None:
-        """Every string in an unfamiliar structure, opaque payloads excepted."""
+        """Every string in a structure the model reads as text (a reasoning summary), opaque
+        payloads excepted."""
         if isinstance(value, str):
             self.text(value)
         elif isinstance(value, dict):
@@ -78,8 +82,46 @@ class Tally:
             for item in value:
                 self.strings(item)
 
+    def unknown(self, value: Any) -> None:
+        """Something this counter does not know: its whole JSON text, opaque payloads excepted."""
+        if value is not None:
+            self.text(_json.encode(_without_opaque(value)).decode())
+
+    def fields(self, body: dict[str, Any], known: frozenset[str]) -> None:
+        """A body's top-level fields this counter does not know (a new parameter may carry text)."""
+        for key, value in body.items():
+            if key not in known:
+                self.unknown({key: value})
+
     def done(self) -> int:
         return self.total + self.rules.per_request
+
+
+def _without_opaque(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_opaque(v) for k, v in value.items() if k not in _OPAQUE_KEYS}
+    if isinstance(value, list):
+        return [_without_opaque(v) for v in value]
+    return value
+
+
+#: The top-level fields of each protocol that carry no prompt text of their own (or that the
+#: counter reads itself); any other is counted as text.
+_CHAT_FIELDS = frozenset({
+    "model", "messages", "tools", "functions", "response_format", "stream", "stream_options", "temperature", "top_p",
+    "n", "stop", "max_tokens", "max_completion_tokens", "presence_penalty", "frequency_penalty", "logit_bias",
+    "logprobs", "top_logprobs", "seed", "tool_choice", "function_call", "parallel_tool_calls", "user",
+    "reasoning_effort", "metadata", "store", "service_tier", "modalities", "audio", "prediction", "verbosity",
+    "web_search_options", "prompt_cache_key", "prompt_cache_retention", "safety_identifier"})
+_RESPONSES_FIELDS = frozenset({
+    "model", "input", "instructions", "tools", "text", "stream", "stream_options", "temperature", "top_p",
+    "max_output_tokens", "max_tool_calls", "tool_choice", "parallel_tool_calls", "reasoning", "store", "include",
+    "metadata", "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "previous_response_id",
+    "conversation", "background", "truncation", "service_tier", "top_logprobs"})
+_MESSAGES_FIELDS = frozenset({
+    "model", "messages", "system", "tools", "max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences",
+    "tool_choice", "thinking", "metadata", "output_config", "service_tier", "context_management", "container",
+    "inference_geo", "cache_control"})
 
 
 def _enum_values(schema: Any) -> int:
@@ -95,7 +137,7 @@ def _enum_values(schema: Any) -> int:
 
 # -- Chat Completions --------------------------------------------------------------------------------
 
-def chat_prompt_tokens(body: dict[str, Any], rules: Rules) -> int:
+def chat_prompt(body: dict[str, Any], rules: Rules) -> Tally:
     tally = Tally(rules)
     for message in body.get("messages") or ():
         if not isinstance(message, dict):
@@ -116,7 +158,8 @@ def chat_prompt_tokens(body: dict[str, Any], rules: Rules) -> int:
     tally.tools(body.get("tools"))
     tally.tools(body.get("functions"))
     tally.as_json(body.get("response_format") if _is_schema(body.get("response_format")) else None)
-    return tally.done()
+    tally.fields(body, _CHAT_FIELDS)
+    return tally
 
 
 def _chat_content(tally: Tally, content: Any) -> None:
@@ -137,7 +180,7 @@ def _chat_content(tally: Tally, content: Any) -> None:
             detail = image.get("detail") if isinstance(image, dict) else None
             tally.image(size_of_data_url(url) if isinstance(url, str) else None, detail)
         else:
-            tally.strings(part)
+            tally.unknown(part)
 
 
 def _is_schema(response_format: Any) -> bool:
@@ -146,7 +189,7 @@ def _is_schema(response_format: Any) -> bool:
 
 # -- Responses ---------------------------------------------------------------------------------------
 
-def responses_prompt_tokens(body: dict[str, Any], rules: Rules) -> int:
+def responses_prompt(body: dict[str, Any], rules: Rules) -> Tally:
     tally = Tally(rules)
     if body.get("instructions"):
         tally.message("system")
@@ -165,8 +208,11 @@ def responses_prompt_tokens(body: dict[str, Any], rules: Rules) -> int:
             _responses_content(tally, item.get("content"))
         elif kind == "function_call":
             tally.message("assistant")
-            tally.tool_call(item.get("call_id"), item.get("name"), item.get("arguments"))
-        elif kind == "function_call_output":
+            tally.tool_call(item.get("call_id"), item.get("namespace"), item.get("name"), item.get("arguments"))
+        elif kind == "custom_tool_call":
+            tally.message("assistant")
+            tally.tool_call(item.get("call_id"), item.get("namespace"), item.get("name"), item.get("input"))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             tally.message("tool")
             tally.tool_call(item.get("call_id"))
             _responses_content(tally, item.get("output"))
@@ -175,12 +221,13 @@ def responses_prompt_tokens(body: dict[str, Any], rules: Rules) -> int:
             tally.strings(item.get("summary"))
         else:
             tally.message(item.get("role"))
-            tally.strings({k: v for k, v in item.items() if k != "type"})
+            tally.unknown(item)
     tally.tools(body.get("tools"))
     text = body.get("text")
     fmt = text.get("format") if isinstance(text, dict) else None
     tally.as_json(fmt if isinstance(fmt, dict) and fmt.get("type") == "json_schema" else None)
-    return tally.done()
+    tally.fields(body, _RESPONSES_FIELDS)
+    return tally
 
 
 def _responses_content(tally: Tally, content: Any) -> None:
@@ -199,12 +246,12 @@ def _responses_content(tally: Tally, content: Any) -> None:
             url = part.get("image_url")
             tally.image(size_of_data_url(url) if isinstance(url, str) else None, part.get("detail"))
         else:
-            tally.strings(part)
+            tally.unknown(part)
 
 
 # -- Anthropic Messages ------------------------------------------------------------------------------
 
-def messages_prompt_tokens(body: dict[str, Any], rules: Rules) -> int:
+def messages_prompt(body: dict[str, Any], rules: Rules) -> Tally:
     tally = Tally(rules)
     system = body.get("system")
     if system:
@@ -218,7 +265,8 @@ def messages_prompt_tokens(body: dict[str, Any], rules: Rules) -> int:
     config = body.get("output_config")
     fmt = config.get("format") if isinstance(config, dict) else None
     tally.as_json(fmt if isinstance(fmt, dict) else None)
-    return tally.done()
+    tally.fields(body, _MESSAGES_FIELDS)
+    return tally
 
 
 def _message_blocks(tally: Tally, content: Any) -> None:
@@ -254,4 +302,4 @@ def _message_blocks(tally: Tally, content: Any) -> None:
             tally.text(block.get("title"))
             tally.text(block.get("context"))
         else:
-            tally.strings(block)
+            tally.unknown(block)
