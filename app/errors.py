@@ -22,6 +22,15 @@ class GatewayError(Exception):
     #: What kind of upstream failure this is, for the metrics (``tollgate_upstream_errors``); None
     #: for errors of the gateway's own. Set only where upstream failures are mapped.
     upstream_kind: str | None = None
+    #: The upstream's own error, kept so that a request passed through to an upstream of its own
+    #: protocol gets it word for word (coding agents match on the wording): the wire it came in
+    #: (``chat``, ``messages`` or ``responses``), and either its status and body, or the stream event.
+    upstream_wire: str | None = None
+    upstream_status: int | None = None
+    upstream_body: bytes | None = None
+    upstream_event: dict[str, object] | None = None
+    #: Answer with the upstream's own error as it came (set where a request was passed through).
+    verbatim: bool = False
 
     def __init__(
         self,
@@ -45,6 +54,13 @@ class GatewayError(Exception):
 
     def response_headers(self) -> dict[str, str]:
         return {"x-should-retry": "true" if self.retryable else "false", **self.headers}
+
+    def relayed_answer(self) -> tuple[int, bytes] | None:
+        """The upstream's own status and error body, for a request passed through to it — except a
+        refusal of the gateway's own key (401, 403), which is Tollgate's to explain."""
+        if not self.verbatim or self.upstream_body is None or self.upstream_status in (None, 401, 403):
+            return None
+        return self.upstream_status, self.upstream_body  # type: ignore[return-value]
 
     def anthropic_body(self) -> dict[str, object]:
         return {"type": "error", "error": {"type": self.anthropic_type, "message": self.message}}

@@ -23,7 +23,7 @@ from app.projector import Projector
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
 from app.routes.models import model_list_body
-from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIUpstream, Upstream
+from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIResponsesUpstream, OpenAIUpstream, Upstream
 from app.upstream.fallback import Deployment, FallbackUpstream
 from app.upstream.client import Timeouts, UpstreamClient
 from projections.writer_lock import WriterLock
@@ -120,7 +120,7 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
     if up.kind == "demo":
         return DemoUpstream()
     api_key = os.environ.get(up.api_key_env) if up.api_key_env else None
-    kind = AnthropicUpstream if up.kind == "anthropic" else OpenAIUpstream
+    kind = {"anthropic": AnthropicUpstream, "openai-responses": OpenAIResponsesUpstream}.get(up.kind, OpenAIUpstream)
     timeout = Timeouts(connect=float(up.connect_timeout), read=float(up.timeout))
     return kind(up.base_url or "", api_key, timeout=timeout, client=http)
 

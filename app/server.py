@@ -39,12 +39,16 @@ def _speaks_messages(request: Request[Any, Any, Any]) -> bool:
 
 
 def _gateway_error(request: Request[Any, Any, Any], exc: GatewayError) -> Response[bytes]:
-    body = exc.anthropic_body() if _speaks_messages(request) else exc.openai_body()
     record = current_record()
     if record is not None:
         record.failed(exc.message)
     rate_limits = request.state.get("rate_limit_headers") or {}  # set once the request was admitted
-    return _error_response(exc.status, body, {**rate_limits, **exc.response_headers()})
+    headers = {**rate_limits, **exc.response_headers()}
+    relayed = exc.relayed_answer()
+    if relayed is not None:  # passed through: the upstream's own words (coding agents match on them)
+        return Response(relayed[1], status_code=relayed[0], media_type="application/json", headers=headers)
+    body = exc.anthropic_body() if _speaks_messages(request) else exc.openai_body()
+    return _error_response(exc.status, body, headers)
 
 
 def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:

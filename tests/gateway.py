@@ -106,8 +106,66 @@ max_output_tokens = 256
 vision = true
 pricing = {{input = 3, output = 15, cache_create = 3.75, cache_hit = 0.3}}
 upstream = {{kind = "anthropic", base_url = "{upstream_base_url.removesuffix("/v1")}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
-{_fallback_models(upstream_base_url)}''')
+
+[[models]]
+id = "vision-gpt"
+display_name = "Vision GPT"
+owned_by = "acme"
+context_window = 8192
+max_output_tokens = 1024
+vision = true
+pricing = {{input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}}
+upstream = {{kind = "openai", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}}
+
+[[models]]
+id = "fake-codex"
+display_name = "Fake Codex"
+owned_by = "acme"
+context_window = 200000
+max_output_tokens = 4096
+vision = true
+effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}}, {{value = "high", display = "High"}}, {{value = "xhigh", display = "Extra high"}}]
+pricing = {{input = 1.25, output = 10, cache_create = 1.25, cache_hit = 0.125}}
+upstream = {{kind = "openai-responses", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-codex-x"}}
+{_agent_models(upstream_base_url)}{_builtin_tool_models(upstream_base_url)}{_fallback_models(upstream_base_url)}''')
     return config
+
+
+#: Models for the coding agents (tests/app/test_coding_agents.py), one per upstream wire: large enough
+#: for their prompts (a long system prompt, a dozen tools) and their output limits (32,000 tokens).
+AGENT_MODELS = {"agent-claude": "anthropic", "agent-gpt": "openai", "agent-codex": "openai-responses"}
+
+
+def _agent_models(upstream_base_url: str) -> str:
+    return "".join(f'''
+[[models]]
+id = "{model_id}"
+display_name = "{model_id}"
+owned_by = "acme"
+context_window = 400000
+max_output_tokens = 128000
+vision = true
+pricing = {{input = 0.5, output = 1, cache_create = 0.625, cache_hit = 0.05}}
+upstream = {{kind = "{kind}", base_url = "{upstream_base_url.removesuffix("/v1") if kind == "anthropic" else upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "{model_id}-upstream"}}
+''' for model_id, kind in AGENT_MODELS.items())
+
+
+def _builtin_tool_models(upstream_base_url: str) -> str:
+    """Models whose ``builtin_tools`` setting overrides the default (tests/app/test_tool_translation.py)."""
+    root = upstream_base_url.removesuffix("/v1")
+    models = {"passing-gpt": ("openai", upstream_base_url, "pass"), "refusing-claude": ("anthropic", root, "refuse"),
+              "dropping-claude": ("anthropic", root, "drop")}
+    return "".join(f'''
+[[models]]
+id = "{model_id}"
+display_name = "{model_id}"
+owned_by = "acme"
+context_window = 8192
+max_output_tokens = 1024
+builtin_tools = "{policy}"
+pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
+upstream = {{kind = "{kind}", base_url = "{base_url}", api_key_env = "UPSTREAM_KEY", model = "{model_id}-upstream"}}
+''' for model_id, (kind, base_url, policy) in models.items())
 
 
 #: A weight that makes a deployment the first one tried in all but one request in a million.
@@ -217,6 +275,17 @@ class Gateway:
                 except json.JSONDecodeError:
                     pass  # a line still being written
         return lines
+
+    def access_line(self, request_id: str, within: float = 5.0) -> dict:
+        """The request's log line (lines are written in batches, a tenth of a second apart)."""
+        deadline = time.monotonic() + within
+        while True:
+            lines = [line for line in self.log_lines() if line.get("logger") == "tollgate.access"
+                     and line.get("request_id") == request_id]
+            if lines:
+                return lines[0]
+            assert time.monotonic() < deadline, f"no log line for {request_id} after {within} s"
+            time.sleep(0.05)
 
     def stop(self) -> str:
         """Stop the gateway the way an operator does (SIGTERM) and return what it printed."""

@@ -133,4 +133,5 @@ def fields(record: RequestRecord, ttfb: float | None) -> dict[str, Any]:
             "attempts": record.upstream_attempts, "deployment": record.deployment,
             "errors": record.upstream_errors or None},
         "error": record.error,
+        "dropped_tools": record.dropped_tools or None,
     }

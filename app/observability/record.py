@@ -58,6 +58,7 @@ class RequestRecord:
     deployment: int | None = None
     upstream_errors: list[str] = field(default_factory=list)
     error: str | None = None
+    dropped_tools: list[str] = field(default_factory=list)  # built-in tools taken out of the request
     settling: bool = False  # a hold is open: the line waits for its charge or release
     _published: bool = False
 

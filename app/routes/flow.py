@@ -1,14 +1,15 @@
-"""The billed request, shared by every endpoint: hold, call the upstream, charge, answer.
+"""The billed request, shared by every endpoint: size, plan, hold, call the upstream, charge, answer.
 
-Endpoints differ only in how they parse a request and write an answer (their codec); the money
-moves the same way for all of them. For a stream, the charge is durable before the final frame that
-reports it, and a stream that ends early is billed for what was delivered, or released.
+Endpoints differ only in how they parse a request; what goes upstream and what comes back is an
+:class:`~app.routes.exchange.Exchange` (passed through or translated), and the money moves the same
+way for all of them. For a stream, the charge is durable before the final frame that reports it,
+and a stream that ends early is billed for what was delivered, or released.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Protocol
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeVar
 
 import copy
 import hashlib
@@ -22,22 +23,21 @@ from app.errors import GatewayError, InvalidRequest
 from app.keys import Principal
 from app.observability.record import current_record, new_request_id
 from app.json import encode
-from app.routes.prompt_size import model_rules
+from app.routes.exchange import EventReader, Exchange, StreamWriter, plan
+from app.routes.prompt_size import measure_prompt, model_rules
 from app.runtime import Runtime
+from app.tokens import Protocol as Wire
 from app.tokens.delivered import Delivered
 from app.translate import canonical as c
-from app.upstream import canonical as upstream_calls
+from app.upstream import RawStream
+from domain import endpoints
 from domain.pricing import TokenUsage
 from domain.settings import Model
 
+T = TypeVar("T")
+
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
-
-
-class StreamWriter(Protocol):
-    def start(self) -> list[bytes]: ...
-    def event(self, event: c.Event) -> list[bytes]: ...
-    def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]: ...
-    def error(self, exc: GatewayError) -> list[bytes]: ...
+ENDPOINTS: dict[str, str] = {"chat": endpoints.CHAT, "responses": endpoints.RESPONSES, "messages": endpoints.MESSAGES}
 
 
 async def open_bill(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
@@ -86,46 +86,64 @@ def check_output_limit(requested: int | None, model: Model, param: str) -> None:
                              f"{model.max_output_tokens} output tokens.", param=param)
 
 
-def prepare(req: c.Request, model: Model) -> c.Request:
-    """Fit a canonical request to the model: its effort levels, its image support."""
-    if req.has_images and not model.vision:
-        raise InvalidRequest(f"The model `{model.id}` does not support images.", param="messages")
-    req.effort = c.effort_for_model(req.effort, [level.value for level in model.effort_levels])
-    return req
+async def billed(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
+                 protocol: Wire, body: dict[str, Any], raw_body: bytes, *, max_output: int,
+                 requested_output: int) -> Response[bytes] | Stream:
+    """Serve a request the caller may make: size its prompt, decide what goes upstream, hold its
+    worst case (``max_output`` output tokens; ``requested_output`` is what the client asked for, its
+    rate-limit estimate), then call and charge. Everything that can refuse it does so before the hold."""
+    wire = runtime.upstreams[model.id].wire
+    prompt_tokens = await measure_prompt(model, wire, body, protocol, len(raw_body))
+    exchange = plan(model, wire, protocol, body, request, prompt_tokens)
+    bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINTS[protocol], raw_body,
+                                            runtime.billing.worst_case(model, prompt_tokens, max_output),
+                                            prompt_tokens + requested_output)
+    if replay is not None:
+        return replay
+    if protocol == "messages":
+        headers["request-id"] = bill.request_id
+    return await serve(runtime, bill, exchange, prompt_tokens, headers)
 
 
-async def serve_translated(
-    runtime: Runtime,
-    bill: RequestBill,
-    req: c.Request,
-    prompt_bound: int,
-    render: Callable[[c.Response, dict[str, Any]], dict[str, Any]],
-    writer: Callable[[], StreamWriter],
-    headers: dict[str, str],
-    upstream_headers: dict[str, str] | None = None,
-) -> Response[bytes] | Stream:
+async def serve(runtime: Runtime, bill: RequestBill, exchange: Exchange, prompt_tokens: int,
+                headers: dict[str, str]) -> Response[bytes] | Stream:
+    """The billed call: the hold is placed; call the upstream, then charge what it reports (or what
+    was delivered), or release the hold if it failed before answering — exactly once either way."""
     upstream = runtime.upstreams[bill.model.id]
-    if not req.stream:
-        try:
-            answer = await upstream_calls.complete(upstream, req, bill.model, upstream_headers)
-        except BaseException:
-            await runtime.billing.release(bill, "upstream failed")
-            raise
-        if answer.usage is None:
-            delivered = delivery_for(runtime, bill, prompt_bound)
-            c.deliver_answer(answer.parts, delivered)
-            answer.usage = delivered.usage()
-        _, body = await runtime.billing.charge(bill, answer.usage, lambda ch: encode(render(answer, ch.usage_fields())))
+    if exchange.dropped_tools:
+        headers["x-tollgate-dropped-tools"] = ", ".join(exchange.dropped_tools)
+        if bill.record is not None:
+            bill.record.dropped_tools = list(exchange.dropped_tools)
+    if not exchange.stream:
+        answer = await _called(runtime, bill, exchange, upstream.complete(exchange.body, exchange.headers))
+        resp = exchange.decode(answer)
+        if resp.usage is None:
+            delivered = delivery_for(runtime, bill, prompt_tokens)
+            c.deliver_answer(resp.parts, delivered)
+            resp.usage = delivered.usage()
+        _, body = await runtime.billing.charge(
+            bill, resp.usage, lambda ch: encode(exchange.render(answer, resp, ch.usage_fields())))
         return Response(body, headers=headers, media_type="application/json")
 
+    stream = await _called(runtime, bill, exchange, upstream.open_stream(exchange.body, exchange.headers))
+    transcript = transcript_for(bill)
+    relay = _relay(runtime, bill, stream, exchange.reader(), exchange.writer(),
+                   delivery_for(runtime, bill, prompt_tokens), transcript)
+    return await start_stream(relay, headers, transcript)
+
+
+async def _called(runtime: Runtime, bill: RequestBill, exchange: Exchange, call: Awaitable[T]) -> T:
+    """The upstream's answer (or its open stream); if it failed, the hold is released, and a request
+    passed through gets the upstream's own error word for word."""
     try:
-        stream = await upstream_calls.open_stream(upstream, req, bill.model, upstream_headers)
+        return await call
+    except GatewayError as exc:
+        await runtime.billing.release(bill, "upstream failed")
+        exc.verbatim = exc.upstream_wire is not None and exc.upstream_wire == exchange.passthrough_wire
+        raise
     except BaseException:
         await runtime.billing.release(bill, "upstream failed")
         raise
-    transcript = transcript_for(bill)
-    return await start_stream(_relay(runtime, bill, stream, writer(), delivery_for(runtime, bill, prompt_bound), transcript),
-                              headers, transcript)
 
 
 def delivery_for(runtime: Runtime, bill: RequestBill, prompt_tokens: int) -> Delivered:
@@ -174,13 +192,11 @@ async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[by
         yield frame
 
 
-async def _relay(
-    runtime: Runtime, bill: RequestBill, stream: upstream_calls.CanonicalStream, writer: StreamWriter,
-    delivered: Delivered, transcript: list[bytes] | None,
-) -> AsyncIterator[bytes]:
-    """Translate and relay the upstream's events. What the client was sent is noted once its frames
-    have gone out (the generator resumed after them), so a stream that ends early is billed for
-    exactly that."""
+async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, reader: EventReader, writer: StreamWriter,
+                 delivered: Delivered, transcript: list[bytes] | None) -> AsyncIterator[bytes]:
+    """Relay the upstream's events as the client's frames, as they come; charge before the final
+    frames, which carry the cost. What the client was sent is noted once its frames have gone out
+    (the generator resumed after them), so a stream that ends early is billed for exactly that."""
     usage: TokenUsage | None = None
     reasoning = 0
     settled = False
@@ -188,15 +204,19 @@ async def _relay(
         for frame in writer.start():
             yield frame
         try:
-            async for event in stream:
-                if isinstance(event, c.UsageReported):
-                    delivered.reported = event.usage
-                    if not event.partial:
-                        usage, reasoning = event.usage, event.reasoning_tokens
-                    continue
-                for frame in writer.event(event):
+            async for raw in stream:
+                content: list[c.Event] = []
+                for event in reader.events(raw):
+                    if isinstance(event, c.UsageReported):
+                        delivered.reported = event.usage
+                        if not event.partial:
+                            usage, reasoning = event.usage, event.reasoning_tokens
+                    else:
+                        content.append(event)
+                for frame in writer.write(raw, content):
                     yield frame
-                c.deliver(event, delivered)
+                for event in content:
+                    c.deliver(event, delivered)
         except GatewayError as exc:
             # The upstream failed after the stream began: bill what was delivered, then say so in-stream.
             await settle_partial(runtime, bill, delivered, exc)
@@ -204,10 +224,10 @@ async def _relay(
             for frame in writer.error(exc):
                 yield frame
             return
-        usage = usage or delivered.usage()
+        charged = usage or delivered.usage()
         try:
-            final = await charge_stream(runtime, bill, usage,
-                                        lambda extra: copy.deepcopy(writer).finish(usage, reasoning, extra), transcript)
+            final = await charge_stream(runtime, bill, charged,
+                                        lambda extra: copy.deepcopy(writer).finish(charged, reasoning, extra), transcript)
         except GatewayError as exc:
             settled = True  # the hold stays open and visible; the client is told nothing was billed
             for frame in writer.error(exc):

@@ -1,9 +1,13 @@
 """The canonical request, response and stream events every protocol translates to and from.
 
-It holds what the three protocols share — system text, turns of text, images, tool calls and their
-results, thinking, sampling parameters, limits — with finish reasons in the OpenAI vocabulary
-(``stop``, ``length``, ``tool_calls``, ``content_filter``). Anything a protocol has that the others
-cannot express is either mapped (reasoning effort ↔ thinking budgets) or dropped at the edge.
+It holds what the three protocols share — system text, turns of text, images, documents, tool
+calls and their results, reasoning, sampling parameters, limits — with finish reasons in the
+OpenAI vocabulary (``stop``, ``length``, ``tool_calls``, ``content_filter``). Anything a protocol
+has that the others cannot express is either mapped (reasoning effort ↔ thinking budgets, tool
+namespaces ↔ flat names) or dropped at the edge, and the edge says which (README, "Translation").
+
+It is only used when a request goes to an upstream of another protocol: a request to an upstream
+of its own protocol passes through untouched, whatever it carries.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from domain.pricing import TokenUsage
 @dataclass(slots=True)
 class Text:
     text: str
+    cache_control: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -28,38 +33,71 @@ class Image:
     media_type: str | None = None
     data: str | None = None
     url: str | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class File:
+    """A document (a PDF, say) as base64 data with its media type, or as a URL."""
+
+    media_type: str | None = None
+    data: str | None = None
+    url: str | None = None
+    filename: str | None = None
 
 
 @dataclass(slots=True)
 class ToolCall:
     id: str
     name: str
-    arguments: str  # JSON text, as OpenAI carries it
+    #: JSON text for a function (as OpenAI carries it); the raw input for a ``custom`` tool.
+    arguments: str
+    namespace: str | None = None
+    custom: bool = False
 
 
 @dataclass(slots=True)
 class ToolResult:
     call_id: str
-    content: list[Text | Image]
+    content: list[Text | Image | File]
     is_error: bool = False
+    custom: bool = False  # the output of a custom tool's call
 
 
 @dataclass(slots=True)
 class Thinking:
+    """Reasoning, with the provider's opaque state that lets it be sent back on the next turn:
+    Anthropic's ``signature`` (or a ``redacted`` block's data), or an OpenAI reasoning item's id and
+    ``encrypted`` content. Each upstream takes back only its own kind (``app/translate/reasoning.py``)."""
+
     text: str
     signature: str | None = None
+    redacted: str | None = None
+    item_id: str | None = None
+    encrypted: str | None = None
+
+    @property
+    def anthropic(self) -> bool:
+        return bool(self.signature or self.redacted)
+
+    @property
+    def openai(self) -> bool:
+        return bool(self.encrypted)
 
 
-Part = Text | Image | ToolCall | ToolResult | Thinking
+Part = Text | Image | File | ToolCall | ToolResult | Thinking
+Role = Literal["user", "assistant", "system"]
 
 
 @dataclass(slots=True)
 class Message:
-    role: Literal["user", "assistant"]
+    """A turn. ``system``: a system or developer message in the middle of the conversation."""
+
+    role: Role
     parts: list[Part]
 
 
-def append_turn(messages: list[Message], role: Literal["user", "assistant"], parts: list[Part]) -> None:
+def append_turn(messages: list[Message], role: Role, parts: list[Part]) -> None:
     """Add parts as a turn, joining them to the last turn when it has the same role (tool results and
     the user's next words, or several tool calls, belong to one turn)."""
     if messages and messages[-1].role == role:
@@ -73,14 +111,31 @@ class Tool:
     name: str
     description: str | None
     parameters: dict[str, Any]
+    #: The group it belongs to (a Responses ``namespace`` tool), mapped back on its calls.
+    namespace: str | None = None
+    #: A ``custom`` tool: its input is free text (in ``format``'s grammar, if any), not JSON.
+    custom: bool = False
+    format: dict[str, Any] | None = None
+    strict: bool | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class BuiltinTool:
+    """A tool the provider runs itself (web search, code execution, …), as the client sent it."""
+
+    name: str
+    spec: dict[str, Any]
 
 
 @dataclass(slots=True)
 class NamedTool:
     name: str
+    namespace: str | None = None
 
 
 ToolChoice = Literal["auto", "none", "required"] | NamedTool
+ThinkingMode = Literal["enabled", "adaptive", "disabled"]
 
 
 @dataclass(slots=True)
@@ -94,20 +149,24 @@ class Request:
     top_k: int | None = None
     stop: list[str] = field(default_factory=list)
     tools: list[Tool] = field(default_factory=list)
+    builtin_tools: list[BuiltinTool] = field(default_factory=list)
     tool_choice: ToolChoice | None = None
     parallel_tool_calls: bool | None = None
     effort: str | None = None
+    #: Anthropic's thinking switch as the client set it; ``None``: by ``effort``.
+    thinking: ThinkingMode | None = None
+    #: Whether (and how) the client wants to read the reasoning: a Responses ``reasoning.summary``.
+    reasoning_summary: str | None = None
     response_format: dict[str, Any] | None = None
+    verbosity: str | None = None
     user: str | None = None
+    metadata: dict[str, Any] | None = None
+    store: bool | None = None
+    service_tier: str | None = None
+    prompt_cache_key: str | None = None
     stream: bool = False
-
-    @property
-    def has_images(self) -> bool:
-        return any(
-            isinstance(p, Image) or (isinstance(p, ToolResult) and any(isinstance(c, Image) for c in p.content))
-            for m in self.messages
-            for p in m.parts
-        )
+    #: Built-in tools taken out of the request (named in ``x-tollgate-dropped-tools``).
+    dropped_tools: list[str] = field(default_factory=list)
 
 
 Finish = Literal["stop", "length", "tool_calls", "content_filter"]
@@ -142,14 +201,21 @@ class ThinkingDelta:
 
 
 @dataclass(slots=True)
-class SignatureDelta:
-    signature: str
+class ThinkingSealed:
+    """The opaque state of the reasoning just streamed (see :class:`Thinking`); ends that reasoning."""
+
+    signature: str | None = None
+    redacted: str | None = None
+    item_id: str | None = None
+    encrypted: str | None = None
 
 
 @dataclass(slots=True)
 class ToolCallStarted:
     id: str
     name: str
+    namespace: str | None = None
+    custom: bool = False
 
 
 @dataclass(slots=True)
@@ -174,7 +240,8 @@ class UsageReported:
     partial: bool = False
 
 
-Event = TextDelta | ThinkingDelta | SignatureDelta | ToolCallStarted | ToolArgumentsDelta | Finished | UsageReported
+Event = (TextDelta | ThinkingDelta | ThinkingSealed | ToolCallStarted | ToolArgumentsDelta | Finished
+         | UsageReported)
 
 
 def deliver(event: Event, delivered: Delivered) -> None:

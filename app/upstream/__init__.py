@@ -1,12 +1,13 @@
 """Upstream adapters: the code that knows how to talk to model providers.
 
-Each adapter speaks one wire protocol as JSON dicts (``wire`` says which); :mod:`.canonical` speaks
-to any of them in the gateway's canonical terms.
+Each adapter speaks one wire protocol as JSON dicts (``wire`` says which); the routes either pass
+a client's body through to an upstream of its own protocol, or translate it
+(``app/routes/exchange.py``).
 """
 
 from app.upstream.anthropic import AnthropicUpstream
 from app.upstream.base import RawStream, Upstream
 from app.upstream.demo import DemoUpstream
-from app.upstream.openai import OpenAIUpstream
+from app.upstream.openai import OpenAIResponsesUpstream, OpenAIUpstream
 
-__all__ = ["AnthropicUpstream", "DemoUpstream", "OpenAIUpstream", "RawStream", "Upstream"]
+__all__ = ["AnthropicUpstream", "DemoUpstream", "OpenAIResponsesUpstream", "OpenAIUpstream", "RawStream", "Upstream"]

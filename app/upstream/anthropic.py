@@ -4,18 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
-
 from app.errors import UpstreamFailure
 from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.http import HttpUpstream, SSEJsonStream
 
 DEFAULT_VERSION = "2023-06-01"
-
-
-def _messages_stream(response: aiohttp.ClientResponse) -> SSEJsonStream:
-    return SSEJsonStream(response, is_last=lambda e: e.get("type") == "message_stop",
-                         error_of=lambda e: e.get("error") if e.get("type") == "error" else None)
 
 
 class AnthropicUpstream(HttpUpstream):
@@ -47,4 +40,6 @@ class AnthropicUpstream(HttpUpstream):
         return tokens
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEJsonStream:
-        return _messages_stream(await self._post_stream(self._url, body, headers))
+        response = await self._post_stream(self._url, body, headers)
+        return self._sse(response, is_last=lambda e: e.get("type") == "message_stop",
+                         error_of=lambda e: e.get("error") if e.get("type") == "error" else None)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 
 class RawStream(Protocol):
@@ -18,8 +18,9 @@ class RawStream(Protocol):
 
 
 class Upstream(Protocol):
-    #: ``chat`` (OpenAI Chat Completions) or ``messages`` (Anthropic Messages).
-    wire: Literal["chat", "messages"]
+    #: ``chat`` (OpenAI Chat Completions), ``responses`` (the OpenAI Responses API) or ``messages``
+    #: (Anthropic Messages).
+    wire: str
 
     async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
         """A non-streaming answer (raises ``GatewayError`` on failure)."""

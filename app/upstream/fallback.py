@@ -20,7 +20,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from app.errors import GatewayError
 from app.observability.record import current_record
@@ -72,7 +72,7 @@ class FallbackUpstream:
             raise ValueError(f"model {model_id!r} mixes wires {sorted(wires)}")
         self.model_id = model_id
         self.deployments = list(deployments)
-        self.wire: Literal["chat", "messages"] = deployments[0].adapter.wire
+        self.wire: str = deployments[0].adapter.wire
         self.max_attempts = min(max_attempts or len(deployments), len(deployments))
         self._rng = rng or random.Random()
 

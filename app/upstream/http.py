@@ -19,6 +19,9 @@ _decode = msgspec.json.decode
 
 
 class HttpUpstream:
+    #: The wire protocol this provider speaks: ``chat``, ``responses`` or ``messages``.
+    wire: str
+
     def __init__(self, headers: dict[str, str], *, timeout: Timeouts, client: UpstreamClient) -> None:
         self._headers = {"content-type": "application/json", **headers}
         self._timeout = timeout
@@ -61,20 +64,28 @@ class HttpUpstream:
             except TransportFailure:
                 content = b""
             close(response)
-            raise error_from_status(response.status, content, response.headers.get("retry-after"))
+            error = error_from_status(response.status, content, response.headers.get("retry-after"))
+            error.upstream_wire, error.upstream_status, error.upstream_body = self.wire, response.status, content
+            raise error
         return response
+
+    def _sse(self, response: aiohttp.ClientResponse, is_last: Callable[[dict[str, Any]], bool],
+             error_of: Callable[[dict[str, Any]], object | None]) -> SSEJsonStream:
+        return SSEJsonStream(response, wire=self.wire, is_last=is_last, error_of=error_of)
 
     async def aclose(self) -> None:
         """The shared HTTP client is closed by its owner."""
 
 
 class SSEJsonStream:
-    """An upstream's SSE stream as JSON objects, until its end: ``[DONE]`` (OpenAI) or a final event
-    (Anthropic's ``message_stop``). A stream error event, or a broken connection, raises."""
+    """An upstream's SSE stream as JSON objects, until its end: ``[DONE]`` (OpenAI chat) or a final
+    event (Anthropic's ``message_stop``, the Responses API's ``response.completed``). A stream error
+    event, or a broken connection, raises."""
 
-    def __init__(self, response: aiohttp.ClientResponse, *, is_last: Callable[[dict[str, Any]], bool],
+    def __init__(self, response: aiohttp.ClientResponse, *, wire: str, is_last: Callable[[dict[str, Any]], bool],
                  error_of: Callable[[dict[str, Any]], object | None]) -> None:
         self._response = response
+        self._wire = wire
         self._is_last = is_last
         self._error_of = error_of
 
@@ -91,7 +102,9 @@ class SSEJsonStream:
                     continue
                 error = self._error_of(item)
                 if error:
-                    raise error_from_stream_event(error)
+                    failure = error_from_stream_event(error)
+                    failure.upstream_wire, failure.upstream_event = self._wire, item
+                    raise failure
                 yield item
                 if self._is_last(item):
                     return

@@ -1,34 +1,61 @@
-"""An OpenAI-compatible chat-completions provider over HTTP (OpenAI, vLLM, OpenRouter, …)."""
+"""OpenAI upstreams over HTTP: chat completions (OpenAI, vLLM, OpenRouter, …) and the Responses API."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import aiohttp
-
 from app.errors import UpstreamFailure
 from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.http import HttpUpstream, SSEJsonStream
 
+#: The Responses API's events that end a stream (``response.failed`` ends it with an error).
+_LAST = ("response.completed", "response.incomplete", "response.failed")
 
-def _chat_stream(response: aiohttp.ClientResponse) -> SSEJsonStream:
-    return SSEJsonStream(response, is_last=lambda chunk: False, error_of=lambda chunk: chunk.get("error"))
+
+def _responses_error(event: dict[str, Any]) -> object | None:
+    if event.get("type") == "error":
+        return event
+    response = event.get("response")
+    if event.get("type") == "response.failed" and isinstance(response, dict):
+        return response.get("error") or {"message": "the response failed"}
+    return None
 
 
 class OpenAIUpstream(HttpUpstream):
-    """Speaks the chat wire: ``complete`` and ``open_stream`` take and give chat-completions JSON."""
+    """Speaks the chat wire: ``complete`` and ``open_stream`` take and give chat-completions JSON.
+
+    ``headers`` may carry the client's ``openai-beta``, forwarded as it is."""
 
     wire = "chat"
+    _path = "/chat/completions"
 
     def __init__(self, base_url: str, api_key: str | None, *, timeout: Timeouts, client: UpstreamClient) -> None:
         super().__init__({"authorization": f"Bearer {api_key}"} if api_key else {}, timeout=timeout, client=client)
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._url = base_url.rstrip("/") + self._path
 
     async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
-        answer = await self._post_json(self._url, body, None)
+        answer = await self._post_json(self._url, body, headers)
         if not isinstance(answer.get("choices"), list):
             raise UpstreamFailure("The upstream provider sent an answer without choices.")
         return answer
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEJsonStream:
-        return _chat_stream(await self._post_stream(self._url, body, None))
+        response = await self._post_stream(self._url, body, headers)
+        return self._sse(response, is_last=lambda chunk: False, error_of=lambda chunk: chunk.get("error"))
+
+
+class OpenAIResponsesUpstream(OpenAIUpstream):
+    """Speaks the responses wire: the OpenAI Responses API (``base_url`` ending in ``/v1``)."""
+
+    wire = "responses"
+    _path = "/responses"
+
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+        answer = await self._post_json(self._url, body, headers)
+        if not isinstance(answer.get("output"), list):
+            raise UpstreamFailure("The upstream provider sent a response without output.")
+        return answer
+
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEJsonStream:
+        response = await self._post_stream(self._url, body, headers)
+        return self._sse(response, is_last=lambda event: event.get("type") in _LAST, error_of=_responses_error)

@@ -77,16 +77,24 @@ def test_a_passed_through_stream_keeps_thinking_and_tools_and_bills_before_the_l
     assert credits(delta.usage.model_extra, "remaining") == 100 - credits(delta.usage.model_extra, "cost")
 
 
-def test_upstream_errors_keep_their_wording_and_an_overload_is_a_503(claude: anthropic.Anthropic):
+def test_upstream_errors_reach_a_passed_through_request_as_the_upstream_wrote_them(claude: anthropic.Anthropic,
+                                                                                   client: openai.OpenAI):
     with pytest.raises(anthropic.BadRequestError) as bad:
         claude.messages.create(model="fake-claude", max_tokens=100, messages=[
             {"role": "user", "content": "x"},
             {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]},
             {"role": "user", "content": "no result"}])
-    assert "tool_use ids were found without tool_result blocks immediately after" in bad.value.body["error"]["message"]
-    with pytest.raises(anthropic.APIStatusError) as busy:
+    assert bad.value.body == {"type": "error", "request_id": "req_fake", "error": {
+        "type": "invalid_request_error", "message": "tool_use ids were found without tool_result blocks immediately "
+                                                   "after: toolu_1"}}
+    assert bad.value.response.headers["x-should-retry"] == "false"
+    with pytest.raises(anthropic.APIStatusError) as busy:  # Anthropic's 529, which its clients back off from
         claude.messages.create(model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "x [[fail:529]]"}])
-    assert busy.value.status_code == 503 and busy.value.body["error"]["type"] == "overloaded_error"
+    assert busy.value.status_code == 529 and busy.value.body["error"]["type"] == "overloaded_error"
+    assert busy.value.response.headers["x-should-retry"] == "true"
+    with pytest.raises(openai.APIStatusError) as translated:  # a chat client gets an overload in its own terms
+        client.chat.completions.create(model="fake-claude", messages=[{"role": "user", "content": "x [[fail:529]]"}])
+    assert translated.value.status_code == 503 and translated.value.body["type"] == "server_error"
 
 
 def test_a_mid_stream_upstream_error_reaches_the_client_as_an_error_event(claude: anthropic.Anthropic, gateway, team):

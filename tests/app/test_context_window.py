@@ -148,7 +148,7 @@ def test_the_gateway_never_counts_fewer_prompt_tokens_than_the_upstream(gateway:
             messages = [{"role": "system", "content": "be brief"},
                         {"role": "user", "content": [{"type": "text", "text": text + " [[no-usage]]"},
                                                      {"type": "image_url", "image_url": {"url": picture}}]}]
-            ours = client.chat.completions.create(model="fake-gpt", messages=messages, **extra).usage.prompt_tokens
+            ours = client.chat.completions.create(model="vision-gpt", messages=messages, **extra).usage.prompt_tokens
             assert ours >= chat_prompt_tokens(fake_upstream.requests[0].body["messages"]) > 3
 
         # responses → OpenAI-compatible (translated)

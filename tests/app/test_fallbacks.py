@@ -145,15 +145,20 @@ def test_a_deployment_that_never_answers_is_given_up_after_its_timeout(
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_when_every_deployment_fails_the_client_gets_a_502_and_pays_nothing(
+def test_when_every_deployment_fails_the_client_gets_the_last_error_and_pays_nothing(
         gateway: Gateway, team: Team, fake_upstream: FakeUpstream, stream: bool):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.InternalServerError) as error:
+    with pytest.raises(openai.InternalServerError) as error:  # passed through: the upstream's own 500
         client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:500]]"}],
                                        stream=stream)
-    assert error.value.status_code == 502 and error.value.response.headers["x-should-retry"] == "true"
-    assert "status 500" in error.value.body["message"]  # type: ignore[index]
-    assert sorted(model for _, model in sent(fake_upstream)) == ["gpt-a", "gpt-b"]
+    assert error.value.status_code == 500 and error.value.response.headers["x-should-retry"] == "true"
+    assert error.value.body == {"message": "fake upstream failure 500", "type": "server_error", "param": None,
+                                "code": None}
+    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
+    with pytest.raises(anthropic.InternalServerError) as translated:  # translated: Tollgate's 502, in its shape
+        claude.messages.create(model="twin-gpt", max_tokens=10, messages=[{"role": "user", "content": "x [[fail:500]]"}])
+    assert translated.value.status_code == 502 and "status 500" in translated.value.message
+    assert sorted(model for _, model in sent(fake_upstream)) == ["gpt-a", "gpt-a", "gpt-b", "gpt-b"]
     audit(gateway, team, [])
 
 
@@ -181,10 +186,11 @@ def test_a_rate_limit_is_tried_elsewhere_and_the_last_one_reaches_the_client(
 def test_messages_clients_get_their_own_error_when_every_deployment_is_overloaded(
         gateway: Gateway, team: Team, fake_upstream: FakeUpstream, stream: bool):
     claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    with pytest.raises(anthropic.ServiceUnavailableError) as error:
+    with pytest.raises(anthropic.OverloadedError) as error:  # Anthropic's own 529, as it wrote it
         claude.messages.create(model="twin-claude", max_tokens=100, stream=stream,
                                messages=[{"role": "user", "content": "x [[fail:529]]"}])
-    assert error.value.status_code == 503 and error.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+    assert error.value.status_code == 529 and error.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+    assert error.value.response.headers["x-should-retry"] == "true"
     assert sorted(model for _, model in sent(fake_upstream)) == ["claude-a", "claude-b"]
     audit(gateway, team, [])
 

@@ -54,6 +54,6 @@ def test_should_retry_is_said_deliberately(gateway: Gateway, team, client: opena
     assert retry_header({"model": "fake-gpt"}) == (400, "false")
     assert retry_header({"model": "nope", "messages": HI}) == (404, "false")
     assert retry_header({"model": "fake-gpt", "messages": [{"role": "user", "content": "x [[fail:429]]"}]}) == (429, "true")
-    assert retry_header({"model": "fake-gpt", "messages": [{"role": "user", "content": "x [[fail:500]]"}]}) == (502, "true")
+    assert retry_header({"model": "fake-gpt", "messages": [{"role": "user", "content": "x [[fail:500]]"}]}) == (500, "true")
     assert retry_header({"model": "dead-gpt", "messages": HI}) == (502, "true")
     assert retry_header({"model": "fake-gpt", "messages": HI, "max_tokens": 5000}) == (400, "false")

@@ -10,8 +10,9 @@ import openai
 
 from tests.gateway import Gateway
 
-MODEL_IDS = ["fake-gpt", "demo-gpt", "fake-claude", "slow-gpt", "dead-gpt", "small-claude",
-             "refused-gpt", "overloaded-gpt", "hung-gpt",
+MODEL_IDS = ["fake-gpt", "demo-gpt", "fake-claude", "slow-gpt", "dead-gpt", "small-claude", "vision-gpt",
+             "fake-codex", "agent-claude", "agent-gpt", "agent-codex", "passing-gpt", "refusing-claude",
+             "dropping-claude", "refused-gpt", "overloaded-gpt", "hung-gpt",
              "twin-gpt", "once-gpt", "cut-gpt", "overloaded-claude", "twin-claude"]
 
 

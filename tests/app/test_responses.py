@@ -116,9 +116,11 @@ def test_reasoning_effort_and_text_format_reach_the_upstream(client: openai.Open
     ({"model": "fake-gpt"}, "input"),
     ({"input": "hi"}, "model"),
     ({"model": "fake-gpt", "input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
-    ({"model": "fake-gpt", "input": "hi", "tools": [{"type": "web_search"}]}, "tools"),
     ({"model": "fake-gpt", "input": [{"role": "user", "content": [
-        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]}]}, "messages"),
+        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]}]}, "input"),
+    ({"model": "fake-gpt", "input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
+    ({"model": "fake-gpt", "input": "hi", "text": {"format": "json"}}, "text.format"),
+    ({"model": "fake-gpt", "input": "hi", "tools": [{"type": "function"}]}, "tools[0].name"),
 ])
 def test_invalid_requests_are_400s(client: openai.OpenAI, body, param):
     with pytest.raises(openai.BadRequestError) as error:

@@ -1,4 +1,8 @@
-"""OpenAI Responses (inbound) ↔ canonical. No upstream speaks it: it is always translated."""
+"""A Responses client's side: its request → canonical, and canonical answers → Response objects.
+
+Used only when the model's upstream speaks another protocol (a Responses request to a Responses
+upstream passes through untouched). The stream writer is in ``responses/stream.py``.
+"""
 
 from __future__ import annotations
 
@@ -6,98 +10,145 @@ import secrets
 import time
 from typing import Any
 
-from app.errors import GatewayError, InvalidRequest
-from app.json import encode
+from app.errors import InvalidRequest
 from app.translate import canonical as c
-from app.translate.images import image_from_data_url
+from app.translate import fields as f
+from app.translate import reasoning
+from app.translate.images import file_from_data_url, image_from_data_url
+from app.translate.tools import builtin_name
 from domain.pricing import TokenUsage
 
+_STATE = ("Tollgate stores no responses, so '{}' works only with models whose upstream speaks the Responses API; "
+          "send the whole conversation in 'input'.")
 
-def _text_parts(content: Any, where: str) -> list[c.Part]:
+
+def _content(content: Any, where: str) -> list[c.Text | c.Image | c.File]:
     if isinstance(content, str):
         return [c.Text(content)]
-    if not isinstance(content, list):
-        raise InvalidRequest(f"Invalid content in {where}: expected a string or an array of parts.", param=where)
-    parts: list[c.Part] = []
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
+    parts: list[c.Text | c.Image | c.File] = []
+    for j, part in enumerate(f.objects(content, where)):
+        at = f"{where}[{j}]"
+        kind = part.get("type")
         if kind in ("input_text", "output_text", "text"):
-            parts.append(c.Text(str(part.get("text", ""))))
+            parts.append(c.Text(str(part.get("text") or "")))
         elif kind == "refusal":
-            parts.append(c.Text(str(part.get("refusal", ""))))
-        elif kind == "input_image":
-            url = part.get("image_url")
-            if not isinstance(url, str):
-                raise InvalidRequest(f"Only image_url images are supported, in {where}.", param=where)
-            parts.append(image_from_data_url(url))
+            parts.append(c.Text(str(part.get("refusal") or "")))
+        elif kind == "input_image" and isinstance(part.get("image_url"), str):
+            parts.append(image_from_data_url(part["image_url"]))
+        elif kind == "input_file" and isinstance(part.get("file_data") or part.get("file_url"), str):
+            parts.append(file_from_data_url(part.get("file_data") or part["file_url"], part.get("filename")))
+        elif kind in ("input_image", "input_file"):
+            raise InvalidRequest(f"Files by 'file_id' ({at}) can only go to an OpenAI upstream.", param=at)
         else:
-            raise InvalidRequest(f"Content parts of type {kind!r} are not supported for this model.", param=where)
+            raise InvalidRequest(f"Content parts of type {kind!r} cannot be sent to this model's upstream.", param=at)
     return parts
 
 
-def responses_request_to_canonical(body: dict[str, Any]) -> c.Request:
-    if body.get("previous_response_id"):
-        raise InvalidRequest("'previous_response_id' is not supported: this gateway does not store responses; "
-                             "send the whole conversation in 'input'.", param="previous_response_id")
-    system = [c.Text(str(body["instructions"]))] if body.get("instructions") else []
-    messages: list[c.Message] = []
-
-    items = body.get("input")
-    if isinstance(items, str):
-        items = [{"role": "user", "content": items}]
-    for i, item in enumerate(items or []):
-        where = f"input[{i}]"
-        kind = item.get("type", "message") if isinstance(item, dict) else None
-        if kind == "message":
-            role = item.get("role")
-            if role in ("system", "developer"):
-                system.extend(p for p in _text_parts(item.get("content"), where) if isinstance(p, c.Text))
-            elif role in ("user", "assistant"):
-                c.append_turn(messages, role, _text_parts(item.get("content"), where))
+def _item(item: dict[str, Any], where: str, req: c.Request) -> None:
+    kind = item.get("type", "message")
+    if kind == "message":
+        role = item.get("role")
+        parts = _content(item.get("content"), f"{where}.content")
+        if role in ("system", "developer"):
+            texts = [p for p in parts if isinstance(p, c.Text)]
+            if req.messages:
+                c.append_turn(req.messages, "system", list(texts))
             else:
-                raise InvalidRequest(f"Invalid role {role!r} in {where}.", param=f"{where}.role")
-        elif kind == "function_call":
-            c.append_turn(messages, "assistant", [c.ToolCall(str(item.get("call_id")), str(item.get("name")), str(item.get("arguments") or "{}"))])
-        elif kind == "function_call_output":
-            output = item.get("output")
-            content = [c.Text(output)] if isinstance(output, str) else [
-                p for p in _text_parts(output, where) if isinstance(p, c.Text | c.Image)]
-            c.append_turn(messages, "user", [c.ToolResult(str(item.get("call_id")), content)])  # type: ignore[arg-type]
-        elif kind == "reasoning":
-            continue  # summaries of earlier reasoning: nothing an upstream can take back
+                req.system.extend(texts)
+        elif role in ("user", "assistant"):
+            c.append_turn(req.messages, role, list(parts))
         else:
-            raise InvalidRequest(f"Input items of type {kind!r} are not supported.", param=where)
+            raise InvalidRequest(f"Invalid role {role!r} in {where}.", param=f"{where}.role")
+    elif kind in ("function_call", "custom_tool_call"):
+        custom = kind == "custom_tool_call"
+        arguments = item.get("input") if custom else item.get("arguments")
+        c.append_turn(req.messages, "assistant", [c.ToolCall(
+            str(item.get("call_id")), str(item.get("name")), str(arguments or ("" if custom else "{}")),
+            f.typed(item.get("namespace"), str, f"{where}.namespace"), custom)])
+    elif kind in ("function_call_output", "custom_tool_call_output"):
+        output = item.get("output")
+        content = _content(output if output is not None else "", f"{where}.output")
+        c.append_turn(req.messages, "user", [c.ToolResult(str(item.get("call_id")), content,
+                                                          custom=kind == "custom_tool_call_output")])
+    elif kind == "reasoning":
+        summary = "\n\n".join(str(s.get("text") or "") for s in f.objects(item.get("summary"), f"{where}.summary"))
+        c.append_turn(req.messages, "assistant", [reasoning.from_encrypted_content(
+            item.get("id"), f.typed(item.get("encrypted_content"), str, f"{where}.encrypted_content"), summary)])
+    elif kind == "item_reference":
+        raise InvalidRequest(_STATE.format("item_reference"), param=where)
+    elif not str(kind).endswith(("_call", "_call_output")):  # those record what built-in tools did
+        raise InvalidRequest(f"Input items of type {kind!r} cannot be sent to this model's upstream.", param=where)
 
-    tools = []
-    for t in body.get("tools") or []:
-        if not isinstance(t, dict) or t.get("type") != "function":
-            raise InvalidRequest(f"Tools of type {t.get('type') if isinstance(t, dict) else t!r} are not supported: "
-                                 "only function tools.", param="tools")
-        tools.append(c.Tool(str(t.get("name")), t.get("description"), t.get("parameters") or {}))
-    choice = body.get("tool_choice")
-    tool_choice: c.ToolChoice | None = choice if choice in ("auto", "none", "required") else (
-        c.NamedTool(str(choice.get("name"))) if isinstance(choice, dict) and choice.get("type") == "function" else None)
-    fmt = ((body.get("text") or {}).get("format") or {}) if isinstance(body.get("text"), dict) else {}
-    response_format = None
+
+def _tool(t: dict[str, Any], where: str, namespace: str | None, req: c.Request) -> None:
+    kind = t.get("type", "function")
+    if kind == "namespace" and namespace is None:
+        for j, inner in enumerate(f.objects(t.get("tools"), f"{where}.tools")):
+            _tool(inner, f"{where}.tools[{j}]", str(t.get("name")), req)
+        return
+    if kind not in ("function", "custom"):
+        req.builtin_tools.append(c.BuiltinTool(str(kind), t))
+        return
+    if not isinstance(t.get("name"), str):
+        raise InvalidRequest(f"Missing required parameter: '{where}.name'.", param=f"{where}.name")
+    req.tools.append(c.Tool(t["name"], t.get("description"), t.get("parameters") or {}, namespace,
+                            custom=kind == "custom", format=t.get("format"), strict=t.get("strict")))
+
+
+def _tool_choice(choice: Any) -> c.ToolChoice | None:
+    if choice in ("auto", "none", "required"):
+        return choice  # type: ignore[no-any-return]
+    if isinstance(choice, dict) and choice.get("type") in ("function", "custom") and isinstance(choice.get("name"), str):
+        return c.NamedTool(choice["name"], choice.get("namespace"))
+    if isinstance(choice, dict) and choice.get("type") == "allowed_tools" and choice.get("mode") in ("auto", "required"):
+        return choice["mode"]  # type: ignore[no-any-return]
+    return None
+
+
+def responses_request_to_canonical(body: dict[str, Any]) -> c.Request:
+    for stateful in ("previous_response_id", "conversation"):
+        if body.get(stateful):
+            raise InvalidRequest(_STATE.format(stateful), param=stateful)
+    req = c.Request(model=str(body.get("model")), messages=[])
+    instructions = f.field(body, "instructions", str)
+    if instructions:
+        req.system.append(c.Text(instructions))
+    items = body.get("input")
+    for i, item in enumerate([{"role": "user", "content": items}] if isinstance(items, str) else f.objects(items, "input")):
+        _item(item, f"input[{i}]", req)
+    for i, t in enumerate(f.objects(body.get("tools"), "tools")):
+        _tool(t, f"tools[{i}]", None, req)
+    req.tool_choice = _tool_choice(body.get("tool_choice"))
+    thinking = f.field(body, "reasoning", dict) or {}
+    req.effort = f.typed(thinking.get("effort"), str, "reasoning.effort")
+    req.reasoning_summary = f.typed(thinking.get("summary"), str, "reasoning.summary")
+    text = f.field(body, "text", dict) or {}
+    fmt = f.typed(text.get("format"), dict, "text.format") or {}
     if fmt.get("type") == "json_schema":
-        response_format = {"type": "json_schema", "json_schema": {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}}
+        req.response_format = {"type": "json_schema", "json_schema": {
+            k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}}
     elif fmt.get("type") == "json_object":
-        response_format = {"type": "json_object"}
-    return c.Request(
-        model=str(body.get("model")),
-        system=system,
-        messages=messages,
-        max_output_tokens=body.get("max_output_tokens"),
-        temperature=body.get("temperature"),
-        top_p=body.get("top_p"),
-        tools=tools,
-        tool_choice=tool_choice,
-        parallel_tool_calls=body.get("parallel_tool_calls"),
-        effort=(body.get("reasoning") or {}).get("effort") if isinstance(body.get("reasoning"), dict) else None,
-        response_format=response_format,
-        user=body.get("user"),
-        stream=bool(body.get("stream")),
-    )
+        req.response_format = {"type": "json_object"}
+    req.verbosity = f.typed(text.get("verbosity"), str, "text.verbosity")
+    req.max_output_tokens = f.field(body, "max_output_tokens", int)
+    req.temperature = f.number(body, "temperature")
+    req.top_p = f.number(body, "top_p")
+    req.parallel_tool_calls = f.field(body, "parallel_tool_calls", bool)
+    req.user = f.field(body, "user", str) or f.field(body, "safety_identifier", str)
+    req.metadata = f.string_map(body.get("metadata"), "metadata")
+    req.store = f.field(body, "store", bool)
+    req.service_tier = f.field(body, "service_tier", str)
+    req.prompt_cache_key = f.field(body, "prompt_cache_key", str)
+    req.stream = bool(body.get("stream"))
+    return req
+
+
+def wants_encrypted_reasoning(body: dict[str, Any]) -> bool:
+    include = body.get("include")
+    return isinstance(include, list) and "reasoning.encrypted_content" in include
+
+
+# -- answers -------------------------------------------------------------------------------------
 
 
 def usage_dict(usage: TokenUsage, reasoning_tokens: int) -> dict[str, Any]:
@@ -114,18 +165,20 @@ def usage_dict(usage: TokenUsage, reasoning_tokens: int) -> dict[str, Any]:
 
 
 class ResponseShell:
-    """The parts of a Response object that echo the request."""
+    """The parts of a Response object that echo the request, and how its items are written."""
 
     def __init__(self, body: dict[str, Any], model_id: str) -> None:
         self.id = "resp_" + secrets.token_hex(12)
         self.created_at = int(time.time())
         self.model_id = model_id
+        self.encrypted_reasoning = wants_encrypted_reasoning(body)
+        effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
         self._echo = {
             "instructions": body.get("instructions"),
             "max_output_tokens": body.get("max_output_tokens"),
             "parallel_tool_calls": body.get("parallel_tool_calls", True),
             "previous_response_id": None,
-            "reasoning": {"effort": (body.get("reasoning") or {}).get("effort"), "summary": None},
+            "reasoning": {"effort": effort.get("effort"), "summary": effort.get("summary")},
             "store": False,
             "temperature": body.get("temperature", 1.0),
             "text": body.get("text") or {"format": {"type": "text"}},
@@ -151,118 +204,38 @@ class ResponseShell:
             out["completed_at"] = int(time.time())
         return out
 
+    def reasoning_item(self, item_id: str, thinking: c.Thinking, status: str) -> dict[str, Any]:
+        return {"type": "reasoning", "id": item_id, "status": status,
+                "summary": [{"type": "summary_text", "text": thinking.text}] if thinking.text else [],
+                "encrypted_content": reasoning.encrypted_content(thinking) if self.encrypted_reasoning else None}
 
-def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
+
+def message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
     return {"type": "message", "id": item_id, "status": status, "role": "assistant",
             "content": [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" or text else []}
 
 
-def _call_item(item_id: str, call: c.ToolCall, status: str) -> dict[str, Any]:
-    return {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name,
-            "arguments": call.arguments, "status": status}
+def call_item(item_id: str, call: c.ToolCall, status: str) -> dict[str, Any]:
+    if call.custom:
+        item = {"type": "custom_tool_call", "id": item_id, "call_id": call.id, "name": call.name,
+                "input": call.arguments, "status": status}
+    else:
+        item = {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name,
+                "arguments": call.arguments, "status": status}
+    if call.namespace:
+        item["namespace"] = call.namespace
+    return item
 
 
 def canonical_to_response(resp: c.Response, shell: ResponseShell, extra_usage: dict[str, Any]) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
-    text = resp.text
-    if text:
-        output.append(_message_item("msg_" + secrets.token_hex(12), text, "completed"))
+    for part in resp.parts:
+        if isinstance(part, c.Thinking):
+            output.append(shell.reasoning_item("rs_" + secrets.token_hex(12), part, "completed"))
+    if resp.text:
+        output.append(message_item("msg_" + secrets.token_hex(12), resp.text, "completed"))
     for part in resp.parts:
         if isinstance(part, c.ToolCall):
-            output.append(_call_item("fc_" + secrets.token_hex(12), part, "completed"))
+            output.append(call_item(("ctc_" if part.custom else "fc_") + secrets.token_hex(12), part, "completed"))
     usage = {**usage_dict(resp.usage, resp.reasoning_tokens), **extra_usage} if resp.usage else None
     return shell.response("completed", output, usage, resp.finish)
-
-
-class ResponsesStreamWriter:
-    """Canonical stream events → Responses SSE events with increasing ``sequence_number``."""
-
-    def __init__(self, shell: ResponseShell) -> None:
-        self._shell = shell
-        self._seq = 0
-        self._output: list[dict[str, Any]] = []
-        self._open: dict[str, Any] | None = None  # the item being streamed
-        self._text = ""
-        self._call: c.ToolCall | None = None
-        self._finish: str | None = None
-
-    def _sse(self, kind: str, payload: dict[str, Any]) -> bytes:
-        event = {"type": kind, "sequence_number": self._seq, **payload}
-        self._seq += 1
-        return b"event: " + kind.encode() + b"\ndata: " + encode(event) + b"\n\n"
-
-    def start(self) -> list[bytes]:
-        shell = self._shell.response("in_progress", [], None)
-        return [self._sse("response.created", {"response": shell}), self._sse("response.in_progress", {"response": shell})]
-
-    def _index(self) -> int:
-        return len(self._output)
-
-    def _close(self) -> list[bytes]:
-        item = self._open
-        if item is None:
-            return []
-        self._open = None
-        index = self._index()
-        if item["type"] == "message":
-            done = _message_item(item["id"], self._text, "completed")
-            part = done["content"][0]
-            frames = [
-                self._sse("response.output_text.done", {"item_id": item["id"], "output_index": index, "content_index": 0,
-                                                        "text": self._text, "logprobs": []}),
-                self._sse("response.content_part.done", {"item_id": item["id"], "output_index": index,
-                                                         "content_index": 0, "part": part}),
-            ]
-        else:
-            assert self._call is not None
-            done = _call_item(item["id"], self._call, "completed")
-            frames = [self._sse("response.function_call_arguments.done", {
-                "item_id": item["id"], "output_index": index, "name": self._call.name, "arguments": self._call.arguments})]
-        frames.append(self._sse("response.output_item.done", {"output_index": index, "item": done}))
-        self._output.append(done)
-        return frames
-
-    def event(self, event: c.Event) -> list[bytes]:
-        if isinstance(event, c.TextDelta) and event.text:
-            frames: list[bytes] = []
-            if self._open is None or self._open["type"] != "message":
-                frames = self._close()
-                self._open = _message_item("msg_" + secrets.token_hex(12), "", "in_progress")
-                self._text = ""
-                index = self._index()
-                frames.append(self._sse("response.output_item.added", {"output_index": index, "item": self._open}))
-                frames.append(self._sse("response.content_part.added", {
-                    "item_id": self._open["id"], "output_index": index, "content_index": 0,
-                    "part": {"type": "output_text", "text": "", "annotations": []}}))
-            self._text += event.text
-            frames.append(self._sse("response.output_text.delta", {
-                "item_id": self._open["id"], "output_index": self._index(), "content_index": 0,
-                "delta": event.text, "logprobs": []}))
-            return frames
-        if isinstance(event, c.ToolCallStarted):
-            frames = self._close()
-            self._call = c.ToolCall(event.id, event.name, "")
-            self._open = _call_item("fc_" + secrets.token_hex(12), self._call, "in_progress")
-            frames.append(self._sse("response.output_item.added", {"output_index": self._index(), "item": self._open}))
-            return frames
-        if isinstance(event, c.ToolArgumentsDelta) and self._call is not None and self._open is not None \
-                and self._open["type"] == "function_call":
-            self._call.arguments += event.fragment
-            return [self._sse("response.function_call_arguments.delta", {
-                "item_id": self._open["id"], "output_index": self._index(), "delta": event.fragment})]
-        if isinstance(event, c.Finished):
-            self._finish = event.reason
-            return self._close()
-        return []
-
-    def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
-        frames = self._close()
-        response = self._shell.response("completed", self._output, {**usage_dict(usage, reasoning_tokens), **extra_usage},
-                                        self._finish)
-        kind = "response.completed" if response["status"] == "completed" else "response.incomplete"
-        frames.append(self._sse(kind, {"response": response}))
-        return frames
-
-    def error(self, exc: GatewayError) -> list[bytes]:
-        failed = self._shell.response("failed", self._output, None, error={"code": exc.type, "message": exc.message})
-        return [self._sse("response.failed", {"response": failed})]

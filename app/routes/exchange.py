@@ -1,0 +1,172 @@
+"""What a request becomes on its way to the upstream, and its answer on the way back.
+
+Decided before anything is held, so that every refusal (a field that cannot be translated, a
+built-in tool the model refuses) leaves the team's money as it was:
+
+- **Passed through** when the client's protocol is the upstream's wire: the body goes as the client
+  wrote it (only ``model`` becomes the deployment's name), with the protocol's version and beta
+  headers; the answer comes back as the upstream wrote it, plus the usage fields Tollgate adds.
+  Nothing in it is judged but what Tollgate must read (model, limits, prompt size, stream).
+- **Translated** otherwise, through the canonical model: the client's codec reads the request,
+  the upstream's codec writes it, and the answer goes back the same way, tool names mapped back.
+
+Either way the billed call (``app/routes/flow.py``) sees one :class:`Exchange`: a body to send, a
+decoder for a whole answer, a reader for stream events and a writer for the client's frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from litestar import Request
+
+from app.errors import GatewayError
+from app.tokens import Protocol as Wire
+from app.translate import canonical as c
+from app.translate import tools
+from app.translate.chat import passthrough as chat_pass
+from app.translate.chat.client import ChatStreamWriter, canonical_to_chat_response, chat_request_to_canonical
+from app.translate.chat.upstream import ChatChunkReader, canonical_to_chat_body, chat_response_to_canonical
+from app.translate.messages import passthrough as messages_pass
+from app.translate.messages.client import MessagesStreamWriter, canonical_to_message, messages_request_to_canonical
+from app.translate.messages.upstream import MessagesEventReader, canonical_to_messages_body, message_to_canonical
+from app.translate.responses import passthrough as responses_pass
+from app.translate.responses.client import ResponseShell, canonical_to_response, responses_request_to_canonical
+from app.translate.responses.stream import ResponsesStreamWriter
+from app.translate.responses.upstream import ResponsesEventReader, canonical_to_responses_body, response_to_canonical
+from domain.pricing import TokenUsage
+from domain.settings import Model
+
+#: The headers of each wire that say which version of it, and which betas, the client speaks.
+VERSION_HEADERS: dict[str, tuple[str, ...]] = {
+    "chat": ("openai-beta",), "responses": ("openai-beta",), "messages": ("anthropic-version", "anthropic-beta")}
+
+
+class EventReader(Protocol):
+    def events(self, raw: dict[str, Any]) -> list[c.Event]: ...
+
+
+class StreamWriter(Protocol):
+    """The client's frames: the upstream's event as it came (``raw``) and as canonical ``events``."""
+
+    def start(self) -> list[bytes]: ...
+    def write(self, raw: dict[str, Any], events: list[c.Event]) -> list[bytes]: ...
+    def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]: ...
+    def error(self, exc: GatewayError) -> list[bytes]: ...
+
+
+@dataclass
+class Exchange:
+    body: dict[str, Any]
+    headers: dict[str, str]
+    stream: bool
+    #: Whose errors reach the client word for word: the upstream's wire when passed through.
+    passthrough_wire: str | None
+    decode: Callable[[dict[str, Any]], c.Response]
+    render: Callable[[dict[str, Any], c.Response, dict[str, Any]], dict[str, Any]]
+    reader: Callable[[], EventReader]
+    writer: Callable[[], StreamWriter]
+    dropped_tools: list[str] = field(default_factory=list)
+
+
+_DECODERS: dict[str, Callable[[dict[str, Any]], c.Response]] = {
+    "chat": chat_response_to_canonical, "messages": message_to_canonical, "responses": response_to_canonical}
+_READERS: dict[str, Callable[[], EventReader]] = {
+    "chat": ChatChunkReader, "messages": MessagesEventReader, "responses": ResponsesEventReader}
+_TO_CANONICAL: dict[str, Callable[[dict[str, Any]], c.Request]] = {
+    "chat": chat_request_to_canonical, "messages": messages_request_to_canonical,
+    "responses": responses_request_to_canonical}
+
+
+def plan(model: Model, wire: str, protocol: Wire, body: dict[str, Any], request: Request[Any, Any, Any],
+         prompt_tokens: int) -> Exchange:
+    """The exchange for a request in ``protocol`` to a model whose upstream speaks ``wire``."""
+    if wire == protocol:
+        return _passthrough(model, protocol, body, request)
+    req = _TO_CANONICAL[protocol](body)
+    req.effort = c.effort_for_model(req.effort, [level.value for level in model.effort_levels])
+    tools.settle_builtins(req, model.builtin_tools, model.id)
+    return _translated(model, wire, protocol, req, body, prompt_tokens)
+
+
+def _include_usage(body: dict[str, Any]) -> bool:
+    options = body.get("stream_options")
+    return isinstance(options, dict) and options.get("include_usage") is True
+
+
+def _passthrough(model: Model, wire: Wire, body: dict[str, Any], request: Request[Any, Any, Any]) -> Exchange:
+    headers = {name: request.headers[name] for name in VERSION_HEADERS[wire] if request.headers.get(name)}
+    if wire == "messages" and "anthropic-version" not in headers and request.headers.get("compat-version"):
+        headers["anthropic-version"] = request.headers["compat-version"]
+    builtins = tools.builtin_names(body, wire)
+    dropped: list[str] = []
+    if builtins:
+        chosen = tools.policy(model.builtin_tools, passthrough=True)
+        if chosen == "refuse":
+            tools.refuse_builtins(builtins, model.id)
+        elif chosen == "drop":
+            body, dropped = tools.without_builtins(body, wire), builtins
+    forward = dict(body)
+    stream = bool(body.get("stream"))
+    include_usage = _include_usage(body)
+    if wire == "chat" and stream:  # the upstream's usage is what the charge is made from
+        forward["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    render = {"chat": chat_pass.render_answer, "messages": messages_pass.render_answer,
+              "responses": responses_pass.render_answer}[wire]
+    writers: dict[str, Callable[[], StreamWriter]] = {
+        "chat": lambda: chat_pass.ChatPassThrough(model.id, include_usage),
+        "messages": lambda: messages_pass.MessagesPassThrough(model.id),
+        "responses": lambda: responses_pass.ResponsesPassThrough(model.id),
+    }
+    return Exchange(
+        body=forward, headers=headers, stream=stream, passthrough_wire=wire, decode=_DECODERS[wire],
+        render=lambda answer, resp, extra: render(answer, model.id, resp.usage or TokenUsage(0, 0),
+                                                  resp.reasoning_tokens, extra),
+        reader=_READERS[wire], writer=writers[wire], dropped_tools=dropped)
+
+
+class _NamedReader:
+    """An upstream's events with its tool calls mapped back to the client's tools."""
+
+    def __init__(self, reader: EventReader, names: tools.ToolNames) -> None:
+        self._reader = reader
+        self._names = names
+
+    def events(self, raw: dict[str, Any]) -> list[c.Event]:
+        return self._names.events(self._reader.events(raw))
+
+
+def _upstream_body(req: c.Request, wire: str, model: Model, names: tools.ToolNames) -> dict[str, Any]:
+    """The request in the upstream's wire. Its ``model`` is the gateway's id: the deployment that is
+    called puts its own name in (:class:`app.upstream.fallback.FallbackUpstream`)."""
+    if wire == "messages":
+        return canonical_to_messages_body(req, model.id, model.max_output_tokens, names)
+    if wire == "responses":
+        return canonical_to_responses_body(req, model.id)
+    return canonical_to_chat_body(req, model.id, names)
+
+
+def _translated(model: Model, wire: str, protocol: Wire, req: c.Request, body: dict[str, Any],
+                prompt_tokens: int) -> Exchange:
+    names = tools.ToolNames(req.tools, flatten=wire != "responses")
+    decoder = _DECODERS[wire]
+    reader = _READERS[wire]
+    render: Callable[[dict[str, Any], c.Response, dict[str, Any]], dict[str, Any]]
+    writer: Callable[[], StreamWriter]
+    if protocol == "chat":
+        include_usage = _include_usage(body)
+        render = lambda answer, resp, extra: canonical_to_chat_response(resp, model.id, extra)  # noqa: E731
+        writer = lambda: ChatStreamWriter(model.id, include_usage)  # noqa: E731
+    elif protocol == "messages":
+        render = lambda answer, resp, extra: canonical_to_message(resp, model.id, extra)  # noqa: E731
+        writer = lambda: MessagesStreamWriter(model.id, prompt_tokens)  # noqa: E731
+    else:
+        shell = ResponseShell(body, model.id)
+        render = lambda answer, resp, extra: canonical_to_response(resp, shell, extra)  # noqa: E731
+        writer = lambda: ResponsesStreamWriter(shell)  # noqa: E731
+    return Exchange(
+        body=_upstream_body(req, wire, model, names), headers={}, stream=req.stream, passthrough_wire=None,
+        decode=lambda answer: names.answer(decoder(answer)), render=render,
+        reader=lambda: _NamedReader(reader(), names), writer=writer, dropped_tools=req.dropped_tools)

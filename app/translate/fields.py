@@ -1,0 +1,58 @@
+"""Reading a client's fields for translation: the type each must have, or a 400 that names it.
+
+Translation reads fields the gateway does not otherwise check; a field of the wrong type must be
+the client's error in its own protocol's shape, never a crash (a 500 that SDKs would retry).
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from app.errors import InvalidRequest
+
+T = TypeVar("T")
+
+_NAMES = {str: "a string", bool: "a boolean", dict: "an object", list: "an array", int: "an integer"}
+
+
+def typed(value: Any, kind: type[T] | tuple[type, ...], where: str) -> T | None:
+    """``value`` if it is of ``kind`` (None passes), else a 400 naming ``where``."""
+    if value is None:
+        return None
+    if isinstance(value, bool) and kind in (int, float, (int, float)):
+        raise InvalidRequest(f"Invalid type for '{where}': expected a number, but got a boolean.", param=where)
+    if not isinstance(value, kind):
+        expected = _NAMES.get(kind, "a number") if isinstance(kind, type) else "a number"
+        raise InvalidRequest(f"Invalid type for '{where}': expected {expected}, but got {type(value).__name__}.",
+                             param=where)
+    return value  # type: ignore[return-value]
+
+
+def field(body: dict[str, Any], key: str, kind: type[T] | tuple[type, ...], where: str | None = None) -> T | None:
+    return typed(body.get(key), kind, where or key)
+
+
+def number(body: dict[str, Any], key: str) -> float | None:
+    return typed(body.get(key), (int, float), key)  # type: ignore[return-value]
+
+
+def objects(value: Any, where: str) -> list[dict[str, Any]]:
+    """A list whose items are all objects (None: an empty list)."""
+    items = typed(value, list, where) or []
+    for i, item in enumerate(items):
+        typed(item, dict, f"{where}[{i}]")
+    return items
+
+
+def strings(value: Any, where: str) -> list[str]:
+    """A string or a list of strings, as a list."""
+    if isinstance(value, str):
+        return [value]
+    items = typed(value, list, where) or []
+    for i, item in enumerate(items):
+        typed(item, str, f"{where}[{i}]")
+    return items
+
+
+def string_map(value: Any, where: str) -> dict[str, Any] | None:
+    return typed(value, dict, where)

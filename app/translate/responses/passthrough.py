@@ -1,0 +1,65 @@
+"""A Responses request passed through to a Responses upstream: its answer relayed as written.
+
+Only what Tollgate adds changes: the response's ``model`` is the id the client asked for, and its
+``usage`` gains ``cost`` and ``remaining`` — in a stream, on the final ``response.completed`` (or
+``response.incomplete``), held back until the charge is durable.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.errors import GatewayError
+from app.translate import canonical as c
+from app.translate.responses.client import usage_dict
+from app.translate.responses.stream import sse
+from domain.pricing import TokenUsage
+
+FINAL = ("response.completed", "response.incomplete")
+
+
+def render_answer(answer: dict[str, Any], model_id: str, usage: TokenUsage, reasoning_tokens: int,
+                  extra_usage: dict[str, Any]) -> dict[str, Any]:
+    reported = answer.get("usage") if isinstance(answer.get("usage"), dict) else usage_dict(usage, reasoning_tokens)
+    return {**answer, "model": model_id, "usage": {**reported, **extra_usage}}
+
+
+class ResponsesPassThrough:
+    def __init__(self, model_id: str) -> None:
+        self._model_id = model_id
+        self._final: dict[str, Any] | None = None
+        self._snapshot: dict[str, Any] = {"object": "response", "model": model_id, "output": []}
+        self._items: list[Any] = []
+        self._seq = -1
+
+    def start(self) -> list[bytes]:
+        return []
+
+    def write(self, event: dict[str, Any], events: list[c.Event]) -> list[bytes]:
+        if isinstance(event.get("sequence_number"), int):
+            self._seq = event["sequence_number"]
+        response = event.get("response")
+        if isinstance(response, dict):
+            response["model"] = self._model_id
+            self._snapshot = response
+        kind = event.get("type")
+        if kind in FINAL:
+            self._final = event
+            return []
+        if kind == "response.output_item.done":
+            self._items.append(event.get("item"))
+        return [sse(event)]
+
+    def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
+        final = self._final or {"type": "response.completed", "sequence_number": self._seq + 1,
+                                "response": {**self._snapshot, "status": "completed", "output": self._items}}
+        response = final["response"]
+        reported = response.get("usage") if isinstance(response.get("usage"), dict) else usage_dict(usage, reasoning_tokens)
+        return [sse({**final, "response": {**response, "usage": {**reported, **extra_usage}}})]
+
+    def error(self, exc: GatewayError) -> list[bytes]:
+        if exc.upstream_wire == "responses" and exc.upstream_event is not None:
+            return [sse(exc.upstream_event)]
+        failed = {**self._snapshot, "status": "failed", "output": self._items,
+                  "error": {"code": exc.type, "message": exc.message}}
+        return [sse({"type": "response.failed", "sequence_number": self._seq + 1, "response": failed})]
