@@ -24,9 +24,9 @@ demo: install
 test: install browser
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgresql
 
-# Tests that never touch the ledger's database (the domain, token counting, the fake upstream, the
-# gateway benchmark's quick run, the configuration reference) run once, in the SQLite half.
-BACKEND_FREE := --ignore=tests/domain --ignore=tests/app/tokens --ignore=tests/test_fake_upstream.py \
+# Tests that never touch the ledger's database (the domain, token counting, the codecs, the fake
+# upstream, the gateway benchmark's quick run, the configuration reference) run once, in the SQLite half.
+BACKEND_FREE := --ignore=tests/domain --ignore=tests/app/tokens --ignore=tests/app/translate --ignore=tests/test_fake_upstream.py \
 	--ignore=tests/scripts/test_bench.py --ignore=tests/scripts/test_config_reference.py
 
 # The dashboard test drives headless Chromium (Debian's package; installed here when missing and root).
