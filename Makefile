@@ -26,7 +26,7 @@ test: install browser
 
 # Tests that never touch the ledger's database (the domain, token counting, the codecs, the fake
 # upstream, the gateway benchmark's quick run, the configuration reference) run once, in the SQLite half.
-BACKEND_FREE := --ignore=tests/domain --ignore=tests/app/tokens --ignore=tests/app/translate --ignore=tests/test_fake_upstream.py \
+BACKEND_FREE := --ignore=tests/domain --ignore=tests/app/tokens --ignore=tests/app/translate --ignore=tests/test_fake_upstream.py --ignore=tests/test_fake_responses.py \
 	--ignore=tests/scripts/test_bench.py --ignore=tests/scripts/test_config_reference.py
 
 # The dashboard test drives headless Chromium (Debian's package; installed here when missing and root).

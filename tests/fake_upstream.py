@@ -20,8 +20,9 @@ request under ``/hang/...`` is read and then never answered (the caller must tim
 request under ``/cut/...`` is answered 200 and cut off in the middle of the body.
 
 The same server is also a fake of the Anthropic Messages API (``POST
-/v1/messages`` and ``/v1/messages/count_tokens``, see ``tests/fake_anthropic.py``);
-point Anthropic clients at ``anthropic_base_url``.
+/v1/messages`` and ``/v1/messages/count_tokens``, see ``tests/fake_anthropic.py``;
+point Anthropic clients at ``anthropic_base_url``) and of the OpenAI Responses
+API (``POST /v1/responses``, see ``tests/fake_responses.py``).
 
 Run standalone with ``python -m tests.fake_upstream --port 9100``.
 """
@@ -304,6 +305,10 @@ class FakeUpstream:
                 await _send_json(send, 200, MODELS)
             elif method == "POST" and path == "/v1/chat/completions":
                 await self._chat(raw, headers, receive, send)
+            elif method == "POST" and path == "/v1/responses":
+                from tests.fake_responses import handle_responses  # lazy: fake_responses imports this module
+
+                await handle_responses(self.api_key, raw, headers, receive, send)
             elif path == "/v1/messages" or path.startswith("/v1/messages/"):
                 from tests.fake_anthropic import handle_anthropic  # lazy: fake_anthropic imports this module
 
