@@ -303,6 +303,12 @@ class Gateway:
     def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return run_cli(self.config, *args, check=check)
 
+    def charges(self, team: str) -> list[dict]:
+        """The team's charges, as ``tollgate ledger export`` prints them (amounts in micro-credits)."""
+        rows = [json.loads(line) for line in self.cli("ledger", "export", "--team", team, "--format", "jsonl")
+                .stdout.splitlines()]
+        return [row for row in rows if row["kind"] == "charge"]
+
     def wait_until_nothing_held(self, team: str, within: float = 10.0) -> str:
         """Wait until the team holds nothing — every request settled and the gateway's idle credit
         lease given back (``lease_idle_seconds`` after its last use) — and return ``team show``'s line."""
