@@ -10,7 +10,7 @@ import pytest
 
 from tests.gateway import Gateway
 
-MODELS = {"fake-gpt": "openai", "fake-claude": "anthropic", "demo-gpt": "demo"}
+MODELS = {"fake-gpt": "openai", "fake-codex": "openai-responses", "fake-claude": "anthropic", "demo-gpt": "demo"}
 PROMPT = "matrix check"
 
 
