@@ -26,9 +26,19 @@ import secrets
 import time
 from typing import Any
 
-import msgspec
 
-from tests.fake_upstream import Receive, Send, _Reject, _bad, _drop, _parse_directives, _send_json, error_body, tokens
+from tests.fake_upstream import (
+    Receive,
+    Send,
+    _bad,
+    _drop,
+    _parse_directives,
+    _Reject,
+    _send_json,
+    error_body,
+    openai_request,
+    tokens,
+)
 
 _SECRET = secrets.token_bytes(16)
 _ROLES = ("user", "assistant", "system", "developer")
@@ -226,13 +236,7 @@ def _output_tokens(output: list[dict[str, Any]], reasoning_tokens: int) -> int:
 
 async def handle_responses(api_key: str | None, raw: bytes, headers: dict[str, str], receive: Receive,
                            send: Send) -> None:
-    if api_key is not None and headers.get("authorization") != f"Bearer {api_key}":
-        raise _Reject(401, error_body("Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
-    try:
-        req = msgspec.json.decode(raw)
-    except msgspec.DecodeError:
-        raise _Reject(400, error_body("We could not parse the JSON body of your request.",
-                                      "invalid_request_error")) from None
+    req = openai_request(api_key, raw, headers)
     validate(req)
     items = [{"role": "user", "content": req["input"]}] if isinstance(req["input"], str) else list(req["input"])
     if req.get("previous_response_id"):

@@ -319,13 +319,7 @@ class FakeUpstream:
             await _send_json(send, r.status, r.body, r.headers)
 
     async def _chat(self, raw: bytes, headers: dict[str, str], receive: Receive, send: Send) -> None:
-        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
-            raise _Reject(401, error_body("Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
-        try:
-            req = msgspec.json.decode(raw)
-        except msgspec.DecodeError:
-            raise _Reject(400, error_body("We could not parse the JSON body of your request.",
-                                          "invalid_request_error")) from None
+        req = openai_request(self.api_key, raw, headers)
         if not isinstance(req, dict) or not isinstance(req.get("model"), str):
             raise _Reject(400, error_body("you must provide a model parameter", "invalid_request_error"))
         messages = req.get("messages")
@@ -437,6 +431,17 @@ class FakeUpstream:
             await _sse(send, {**chunk({}), "choices": [], "usage": usage})
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def openai_request(api_key: str | None, raw: bytes, headers: dict[str, str]) -> Any:
+    """An OpenAI request's JSON body, once its bearer key checks out (OpenAI's 401 and 400 otherwise)."""
+    if api_key is not None and headers.get("authorization") != f"Bearer {api_key}":
+        raise _Reject(401, error_body("Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
+    try:
+        return msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        raise _Reject(400, error_body("We could not parse the JSON body of your request.",
+                                      "invalid_request_error")) from None
 
 
 def _validate_chat(req: dict[str, Any], messages: list[dict[str, Any]]) -> list[str]:

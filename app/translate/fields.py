@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from app.errors import InvalidRequest
+from app.translate import canonical as c
 
 T = TypeVar("T")
 
@@ -56,3 +57,16 @@ def strings(value: Any, where: str) -> list[str]:
 
 def string_map(value: Any, where: str) -> dict[str, Any] | None:
     return typed(value, dict, where)
+
+
+def openai_parameters(body: dict[str, Any], req: c.Request) -> None:
+    """The parameters Chat Completions and Responses requests share, read into ``req``."""
+    req.temperature = number(body, "temperature")
+    req.top_p = number(body, "top_p")
+    req.parallel_tool_calls = field(body, "parallel_tool_calls", bool)
+    req.user = field(body, "user", str) or field(body, "safety_identifier", str)
+    req.metadata = string_map(body.get("metadata"), "metadata")
+    req.store = field(body, "store", bool)
+    req.service_tier = field(body, "service_tier", str)
+    req.prompt_cache_key = field(body, "prompt_cache_key", str)
+    req.stream = bool(body.get("stream"))

@@ -148,19 +148,11 @@ def chat_request_to_canonical(body: dict[str, Any]) -> c.Request:
     _tools(body, req)
     req.tool_choice = _tool_choice(body.get("tool_choice") or body.get("function_call"))
     req.max_output_tokens = f.field(body, "max_completion_tokens", int) or f.field(body, "max_tokens", int)
-    req.temperature = f.number(body, "temperature")
-    req.top_p = f.number(body, "top_p")
     req.stop = f.strings(body.get("stop"), "stop")
-    req.parallel_tool_calls = f.field(body, "parallel_tool_calls", bool)
     req.effort = f.field(body, "reasoning_effort", str)
     req.response_format = f.field(body, "response_format", dict)
     req.verbosity = f.field(body, "verbosity", str)
-    req.user = f.field(body, "user", str) or f.field(body, "safety_identifier", str)
-    req.metadata = f.string_map(body.get("metadata"), "metadata")
-    req.store = f.field(body, "store", bool)
-    req.service_tier = f.field(body, "service_tier", str)
-    req.prompt_cache_key = f.field(body, "prompt_cache_key", str)
-    req.stream = bool(body.get("stream"))
+    f.openai_parameters(body, req)
     return req
 
 

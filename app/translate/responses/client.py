@@ -130,15 +130,7 @@ def responses_request_to_canonical(body: dict[str, Any]) -> c.Request:
         req.response_format = {"type": "json_object"}
     req.verbosity = f.typed(text.get("verbosity"), str, "text.verbosity")
     req.max_output_tokens = f.field(body, "max_output_tokens", int)
-    req.temperature = f.number(body, "temperature")
-    req.top_p = f.number(body, "top_p")
-    req.parallel_tool_calls = f.field(body, "parallel_tool_calls", bool)
-    req.user = f.field(body, "user", str) or f.field(body, "safety_identifier", str)
-    req.metadata = f.string_map(body.get("metadata"), "metadata")
-    req.store = f.field(body, "store", bool)
-    req.service_tier = f.field(body, "service_tier", str)
-    req.prompt_cache_key = f.field(body, "prompt_cache_key", str)
-    req.stream = bool(body.get("stream"))
+    f.openai_parameters(body, req)
     return req
 
 
