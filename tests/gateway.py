@@ -136,18 +136,35 @@ upstream = {{kind = "openai-responses", base_url = "{upstream_base_url}", api_ke
 AGENT_MODELS = {"agent-claude": "anthropic", "agent-gpt": "openai", "agent-codex": "openai-responses"}
 
 
-def _agent_models(upstream_base_url: str) -> str:
-    return "".join(f'''
+#: Prices (USD per million tokens) the extra models below are charged at.
+CHEAP = "{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}"
+
+
+def _model(model_id: str, deployments: list[str], *, context_window: int, max_output_tokens: int,
+           pricing: str = CHEAP, settings: str = "") -> str:
+    """One ``[[models]]`` table: its deployments (``_deployment``), limits, prices and other settings."""
+    upstream = f"upstream = {deployments[0]}" if len(deployments) == 1 else f"upstreams = [{', '.join(deployments)}]"
+    return f'''
 [[models]]
 id = "{model_id}"
 display_name = "{model_id}"
 owned_by = "acme"
-context_window = 400000
-max_output_tokens = 128000
-vision = true
-pricing = {{input = 0.5, output = 1, cache_create = 0.625, cache_hit = 0.05}}
-upstream = {{kind = "{kind}", base_url = "{upstream_base_url.removesuffix("/v1") if kind == "anthropic" else upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "{model_id}-upstream"}}
-''' for model_id, kind in AGENT_MODELS.items())
+context_window = {context_window}
+max_output_tokens = {max_output_tokens}
+pricing = {pricing}
+{upstream}
+{settings}
+'''
+
+
+def _agent_models(upstream_base_url: str) -> str:
+    root = upstream_base_url.removesuffix("/v1")
+    return "".join(_model(
+        model_id, [_deployment(kind, root if kind == "anthropic" else upstream_base_url, f"{model_id}-upstream",
+                               api_key_env="UPSTREAM_KEY")],
+        context_window=400000, max_output_tokens=128000, settings="vision = true",
+        pricing="{input = 0.5, output = 1, cache_create = 0.625, cache_hit = 0.05}")
+        for model_id, kind in AGENT_MODELS.items())
 
 
 def _builtin_tool_models(upstream_base_url: str) -> str:
@@ -155,17 +172,9 @@ def _builtin_tool_models(upstream_base_url: str) -> str:
     root = upstream_base_url.removesuffix("/v1")
     models = {"passing-gpt": ("openai", upstream_base_url, "pass"), "refusing-claude": ("anthropic", root, "refuse"),
               "dropping-claude": ("anthropic", root, "drop")}
-    return "".join(f'''
-[[models]]
-id = "{model_id}"
-display_name = "{model_id}"
-owned_by = "acme"
-context_window = 8192
-max_output_tokens = 1024
-builtin_tools = "{policy}"
-pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
-upstream = {{kind = "{kind}", base_url = "{base_url}", api_key_env = "UPSTREAM_KEY", model = "{model_id}-upstream"}}
-''' for model_id, (kind, base_url, policy) in models.items())
+    return "".join(_model(model_id, [_deployment(kind, base_url, f"{model_id}-upstream", api_key_env="UPSTREAM_KEY")],
+                          context_window=8192, max_output_tokens=1024, settings=f'builtin_tools = "{policy}"')
+                   for model_id, (kind, base_url, policy) in models.items())
 
 
 #: A weight that makes a deployment the first one tried in all but one request in a million.
@@ -197,17 +206,9 @@ def _fallback_models(upstream_base_url: str) -> str:
         "overloaded-claude": [_deployment("anthropic", f"{root}/status/529", "claude-a", weight=FIRST), claude_b],
         "twin-claude": [_deployment("anthropic", root, "claude-a", **key), claude_b],
     }
-    return "".join(f'''
-[[models]]
-id = "{model_id}"
-display_name = "{model_id}"
-owned_by = "acme"
-context_window = 200000
-max_output_tokens = 256
-pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
-upstreams = [{", ".join(deployments)}]
-{"max_attempts = 1" if model_id == "once-gpt" else ""}
-''' for model_id, deployments in models.items())
+    return "".join(_model(model_id, deployments, context_window=200000, max_output_tokens=256,
+                          settings="max_attempts = 1" if model_id == "once-gpt" else "")
+                   for model_id, deployments in models.items())
 
 
 def run_cli(config: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

@@ -64,9 +64,11 @@ class ToolNames:
                                else f"{namespace}{SEPARATOR}{name}")
 
     def definition(self, tool: c.Tool) -> tuple[str, str | None, dict[str, Any]]:
-        """(name, description, JSON schema) of a tool as a plain function at the upstream."""
+        """(name, description, JSON schema) of a tool as a plain function at the upstream (a tool
+        without parameters takes an empty object)."""
         if not (self.flatten and tool.custom):
-            return self.upstream_name(tool.name, tool.namespace), tool.description, tool.parameters
+            return (self.upstream_name(tool.name, tool.namespace), tool.description,
+                    tool.parameters or {"type": "object", "properties": {}})
         description = tool.description or ""
         fmt = tool.format or {}
         if fmt.get("type") == "grammar":

@@ -119,7 +119,7 @@ def canonical_to_chat_body(req: c.Request, upstream_model: str, names: ToolNames
     tools: list[dict[str, Any]] = []
     for tool in req.tools:
         name, description, parameters = names.definition(tool)
-        function: dict[str, Any] = {"name": name, "parameters": parameters or {"type": "object", "properties": {}}}
+        function: dict[str, Any] = {"name": name, "parameters": parameters}
         if description:
             function["description"] = description
         if tool.strict is not None and not tool.custom:

@@ -134,7 +134,7 @@ def canonical_to_messages_body(req: c.Request, upstream_model: str, max_output_t
     tools: list[dict[str, Any]] = []
     for tool in req.tools:
         name, description, parameters = names.definition(tool)
-        spec: dict[str, Any] = {"name": name, "input_schema": parameters or {"type": "object", "properties": {}}}
+        spec: dict[str, Any] = {"name": name, "input_schema": parameters}
         if description:
             spec["description"] = description
         if tool.cache_control:
