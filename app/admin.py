@@ -47,7 +47,7 @@ class Limits:
 
 
 def create_team(writer: LedgerWriter, name: str, credits: int, limits: Limits = Limits()) -> TeamSummary:
-    if not TEAM_NAME.match(name):
+    if not TEAM_NAME.fullmatch(name):
         raise InvalidTeamName(name)
 
     def command(team: TeamLedger | None) -> tuple[TeamLedger, TeamSummary]:

@@ -17,16 +17,17 @@ from typing import Any
 
 from app.errors import Conflict, InsufficientCreditsError, PermissionDenied, ServiceUnavailable
 from app.keys import Principal
-from app.ledger_writer import LedgerUnavailable, LedgerWriter, Recorded
+from app.ledger_writer import LedgerUnavailable, LedgerWriter, Recorded, RefusedByStore
 from app.leases import Lease, Leases
 from app.observability import metrics
 from app.observability.record import RequestRecord
 from app.ratelimit import Admission, RateLimiter
-from domain.ledger import InsufficientCredits, LedgerError, RequestInProgress, TeamLedger, TeamSuspended
+from domain.ledger import (AlreadyCharged, HoldNotFound, InsufficientCredits, LedgerError, RequestInProgress,
+                           TeamLedger, TeamSuspended)
 from domain.money import credits_from_micros, format_credits, usd_from_micros
 from domain.pricing import TokenUsage, worst_case_in_micros
 from domain.settings import Model, Settings
-from projections.read_models import IdempotentResponse
+from projections.read_models import ChargeRecord, IdempotentResponse
 
 log = logging.getLogger("tollgate.billing")
 
@@ -40,7 +41,7 @@ class Charge:
     remaining_credits: Decimal
 
     @classmethod
-    def of(cls, event: TeamLedger.Charged, credits_per_usd: Decimal) -> Charge:
+    def of(cls, event: TeamLedger.Charged | ChargeRecord, credits_per_usd: Decimal) -> Charge:
         return cls(credits_from_micros(event.charged), usd_from_micros(event.charged, credits_per_usd),
                    credits_from_micros(event.balance_after))
 
@@ -94,11 +95,15 @@ Render = Callable[[Charge], bytes]
 
 class Billing:
     def __init__(self, writer: LedgerWriter, settings: Settings, limiter: RateLimiter | None = None,
-                 leases: Leases | None = None, writable: Callable[[], bool] | None = None) -> None:
+                 leases: Leases | None = None, writable: Callable[[], bool] | None = None,
+                 owner: Callable[[], str] = str) -> None:
         """``writable``: whether the ledger can be written now (``app/ledger_health.py``); while it
-        cannot, no request is held, so none is served that could not be charged."""
+        cannot, no request is held, so none is served that could not be charged. ``owner``: this
+        process's instance id, recorded on every hold (``projections/instances.py``)."""
         self._writer = writer
         self._writable = writable
+        self._owner = owner
+        self._idempotency_ttl = float(settings.idempotency_ttl)
         #: Charges for answers already delivered that the ledger could not record, to make again.
         self._owed: list[tuple[RequestBill, TokenUsage]] = []
         self._store = writer.store
@@ -135,13 +140,17 @@ class Billing:
             self._opened(bill)
             return None
 
+        owner = self._owner()
+
         def place(team: TeamLedger) -> int:
             if idem is not None:
+                if self._writer.answer_pending(team.id, idem.key):  # answered in this very batch
+                    raise RequestInProgress(team.name, bill.request_id)
                 answer = self._store.find_idempotent(team.id, idem.key)
                 if answer is not None:
                     raise AlreadyCompleted(answer)
             return team.place_hold(bill.request_id, amount, p.key_id, bill.model.id, bill.endpoint,
-                                   exclusive=idem is not None)
+                                   owner=owner, idem_key=idem.key if idem is not None else "")
 
         try:
             await self._writer.run_on_team(p.team_id, p.team_name, place)
@@ -204,8 +213,9 @@ class Billing:
                 return event
             # Rendered here, once per decision, so the stored answer is exactly the one sent.
             body = render(Charge.of(event, self._credits_per_usd))
+            now = datetime.now(timezone.utc)
             stored = IdempotentResponse(team.id, idem.key, idem.body_hash, bill.request_id, content_type,
-                                        prefix + body, datetime.now(timezone.utc).isoformat())
+                                        prefix + body, now.isoformat(), now.timestamp() + self._idempotency_ttl)
             return Recorded((event, body), [stored])
 
         return self._writer.on_team(p.team_id, p.team_name, charge)
@@ -219,6 +229,8 @@ class Billing:
         for (a stream), so a charge the ledger cannot record now is owed, not forgotten."""
         try:
             result = await asyncio.wrap_future(self._submit_charge(bill, usage, render, prefix, content_type))
+        except (AlreadyCharged, HoldNotFound, RefusedByStore) as exc:
+            return await self._charged_before(bill, exc, render, content_type)
         except LedgerUnavailable as exc:
             if delivered and self._owe(bill, usage):
                 raise ServiceUnavailable(f"The billing ledger is unavailable ({exc}); this stream will be "
@@ -239,6 +251,33 @@ class Billing:
         if body is None:
             body = render(charge) if render is not None else b""
         return charge, body
+
+    async def _charged_before(self, bill: RequestBill, refusal: Exception, render: Render | None,
+                              content_type: str) -> tuple[Charge, bytes]:
+        """The ledger refused the charge because the request, or its Idempotency-Key, was charged
+        already (another process charged this stream as abandoned; a retry after a lost commit
+        acknowledgement; another attempt under the key): the first charge stands, and is what the
+        client is told. Anything else is a failure to charge."""
+        p, idem = bill.principal, bill.idempotency
+        duplicate_answer = isinstance(refusal, RefusedByStore) and (refusal.constraint or "").startswith(
+            "idempotency_keys")
+        answer = await asyncio.to_thread(self._store.find_idempotent, p.team_id, idem.key) if idem else None
+        request_id = answer.request_id if duplicate_answer and answer is not None else bill.request_id
+        record = await asyncio.to_thread(self._store.find_charge, p.team_id, request_id)
+        if record is None:
+            self._settle_lease(bill, None)
+            self._closed(bill)
+            raise ServiceUnavailable(f"The billing ledger could not record this request's charge: {refusal}")
+        if duplicate_answer:  # this attempt's own hold is still open: the key was charged once, by the other
+            await self.release(bill, "answered under the same Idempotency-Key by another attempt")
+        else:
+            self._settle_lease(bill, None)
+            self._closed(bill)
+        log.warning("request %s was charged before (%s); answering with that charge", request_id, refusal)
+        charge = Charge.of(record, self._credits_per_usd)
+        if answer is not None and content_type == "application/json":  # a stream's are its final frames
+            return charge, answer.response
+        return charge, render(charge) if render is not None else b""
 
     def charge_soon(self, bill: RequestBill, usage: TokenUsage, *, again: bool = False) -> None:
         """Queue a charge without waiting (for streams the client abandoned; ``again``: an owed one)."""

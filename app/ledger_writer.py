@@ -8,9 +8,16 @@ resulting events of all teams in ONE transaction. Callers' futures complete only
 so nothing a client is told is ever ahead of what is durable.
 
 Other processes (the CLI, other gateways) may append to the same teams. Optimistic concurrency on the
-event store catches that: a conflicting save is discarded, the touched teams are reloaded, and the
-whole batch is applied again (commands are idempotent per request id). A refusal for lack of credits
-is re-checked against the stored history first, so credits added from elsewhere are seen at once.
+event store catches that: a conflicting save is discarded, the touched teams catch up, and the
+whole batch is applied again (commands are idempotent per request id), a bounded number of times.
+A refusal for lack of credits is re-checked against the stored history first, so credits added
+from elsewhere are seen at once.
+
+Only a version conflict is retried as one (``projections/store_errors.py`` tells the store's
+refusals apart). A duplicate of a once-only row — a second charge of a request, a second answer
+under an Idempotency-Key — or a value the database rejects is the fault of one command, and that
+command alone fails: the batch is committed again one command at a time. One bad command must
+never cost other teams their requests.
 """
 
 from __future__ import annotations
@@ -27,13 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
 
-from eventsourcing.persistence import IntegrityError
-
 from app.observability import metrics
 
-from domain.ledger import InsufficientCredits, LedgerError, TeamLedger, TeamNotFound, TeamSuspended
+from domain.ledger import AlreadyCharged, InsufficientCredits, LedgerError, TeamLedger, TeamNotFound, TeamSuspended
 from projections.event_store import LedgerStore
 from projections.read_models import IdempotentResponse
+from projections.store_errors import DuplicateRecord, RecordRejected, StaleConnection, StoreRefused, VersionConflict
 from projections.writer_lock import WriterLock
 
 log = logging.getLogger("tollgate.ledger")
@@ -55,6 +61,15 @@ class Recorded:
 
 class LedgerUnavailable(Exception):
     """The event store could not be written; nothing in the batch was recorded."""
+
+
+class RefusedByStore(LedgerError):
+    """The store refused this command's writes (``constraint``: the unique key it broke, if any);
+    nothing of it was recorded, and the commands batched with it were committed without it."""
+
+    def __init__(self, reason: str, constraint: str | None = None) -> None:
+        super().__init__(f"the ledger refused this command: {reason}")
+        self.constraint = constraint
 
 
 @dataclass(slots=True)
@@ -80,6 +95,8 @@ class LedgerWriter:
         self.max_batch = max_batch
         self.max_attempts = max_attempts
         self._teams: dict[UUID, TeamLedger] = {}
+        #: Answers stored under an Idempotency-Key by the commands of the batch being decided.
+        self._pending_answers: dict[tuple[UUID, str], IdempotentResponse] = {}
         self._queue: queue.SimpleQueue[_Queued | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         #: Told (on the writer thread) why a batch could not be saved: ``app/ledger_health.py``.
@@ -172,47 +189,54 @@ class LedgerWriter:
                 return
 
     def _commit(self, batch: list[_Queued]) -> None:
+        """Decide ``batch`` on forks of the committed teams and save it in one transaction; on a
+        version conflict catch up and decide again (a bounded number of times). A refusal that
+        deciding again cannot cure — a duplicate charge or stored answer, a value the database
+        rejects — fails only the command that caused it: the batch is committed again one command
+        at a time. Only an unreachable database fails the whole batch."""
+        last_conflict = ""
         for attempt in range(self.max_attempts):
             if attempt:  # another writer won the last round: let it finish before trying again
                 time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
-            # Commands are applied to forks of the committed aggregates, so that a refused save
-            # leaves the committed copies as they were, ready to catch up with what won.
-            touched: dict[UUID, TeamLedger | None] = {}
-            outcomes: list[tuple[_Queued, bool, Any]] = []
-            idempotent: list[IdempotentResponse] = []
-            for item in batch:
-                if item.team_id in touched:
-                    team = touched[item.team_id]
-                else:
-                    committed = self._load(item.team_id)
-                    team = committed.fork() if committed is not None else None
-                try:
-                    team, result = self._apply(item, team)
-                except LedgerError as exc:
-                    outcomes.append((item, False, exc))
-                    touched[item.team_id] = team
-                    continue
-                touched[item.team_id] = team
-                if isinstance(result, Recorded):
-                    idempotent.extend(result.idempotent)
-                    result = result.value
-                outcomes.append((item, True, result))
+            touched, outcomes, idempotent = self._decide(batch)
             written = {tid: team for tid, team in touched.items() if team is not None}
+            # Saving drains the teams' pending events: keep what a refusal must name.
+            charged = [e.request_id for team in written.values() for e in team.pending_events
+                       if isinstance(e, TeamLedger.Charged)]
             try:
                 self.store.save_teams(written.values(), idempotent)
-            except IntegrityError:
+            except VersionConflict as exc:
                 # Another process appended to one of these teams (or opened the same team): bring
                 # the committed copies up to date and decide the whole batch again.
+                last_conflict = str(exc)
+                log.info("ledger batch of %d command(s) lost a version race (attempt %d of %d: %s); catching up",
+                         len(batch), attempt + 1, self.max_attempts, exc)
                 for tid in written:
                     self._catch_up(tid)
                 continue
-            except Exception as exc:
+            except StaleConnection as exc:  # that connection is gone: the same writes on a fresh one
+                last_conflict = str(exc)
+                log.warning("a ledger connection was in a broken state (%s); it was replaced, writing again", exc)
+                continue
+            except (DuplicateRecord, RecordRejected) as exc:
+                if len(batch) > 1:
+                    log.warning("the ledger refused a batch of %d command(s) (%s); committing them one at a time so "
+                                "that only the command at fault fails", len(batch), exc)
+                    for item in batch:
+                        self._commit([item])
+                    return
+                log.warning("the ledger refused a command on team %s: %s", batch[0].team_id, exc)
+                batch[0].future.set_exception(self._refusal(exc, written.get(batch[0].team_id), charged))
+                return
+            except Exception as exc:  # StoreUnreachable, or anything unforeseen: nothing was written
                 for tid in written:
                     self._teams.pop(tid, None)
                 log.error("ledger write failed: %s", exc)
                 self._failed(str(exc))
                 self._fail(batch, LedgerUnavailable(f"the ledger could not be written: {exc}"))
                 return
+            finally:
+                self._pending_answers = {}
             self._teams.update(written)
             if self._on_commit is not None:
                 self._on_commit()
@@ -222,7 +246,51 @@ class LedgerWriter:
                 else:
                     item.future.set_exception(value)
             return
+        log.error("ledger batch of %d command(s) could still not be saved after %d attempts (last: %s)",
+                  len(batch), self.max_attempts, last_conflict)
         self._fail(batch, LedgerUnavailable("the ledger kept conflicting with another writer; try again"))
+
+    def _decide(self, batch: list[_Queued]) -> tuple[dict[UUID, TeamLedger | None], list[tuple[_Queued, bool, Any]],
+                                                      list[IdempotentResponse]]:
+        """Apply the batch's commands in order to forks of the committed teams, so that a refused
+        save leaves the committed copies as they were, ready to catch up with what won."""
+        touched: dict[UUID, TeamLedger | None] = {}
+        outcomes: list[tuple[_Queued, bool, Any]] = []
+        idempotent: list[IdempotentResponse] = []
+        self._pending_answers = {}
+        for item in batch:
+            if item.team_id in touched:
+                team = touched[item.team_id]
+            else:
+                committed = self._load(item.team_id)
+                team = committed.fork() if committed is not None else None
+            try:
+                team, result = self._apply(item, team)
+            except LedgerError as exc:
+                outcomes.append((item, False, exc))
+                touched[item.team_id] = team
+                continue
+            touched[item.team_id] = team
+            if isinstance(result, Recorded):
+                idempotent.extend(result.idempotent)
+                for answer in result.idempotent:
+                    self._pending_answers[(answer.team_id, answer.idem_key)] = answer
+                result = result.value
+            outcomes.append((item, True, result))
+        return touched, outcomes, idempotent
+
+    def answer_pending(self, team_id: UUID, idem_key: str) -> bool:
+        """Whether a command decided earlier in the batch being decided stores an answer under this
+        key (for commands, which run on the writer thread): not durable yet, but no longer held."""
+        return (team_id, idem_key) in self._pending_answers
+
+    @staticmethod
+    def _refusal(exc: StoreRefused, team: TeamLedger | None, charged: list[str]) -> LedgerError:
+        """What the caller of a refused command is told: a second charge of a request is
+        ``AlreadyCharged`` (the first charge stands); any other refusal names the store's reason."""
+        if isinstance(exc, DuplicateRecord) and exc.constraint.startswith("charged_requests") and charged:
+            return AlreadyCharged(team.name if team is not None else "?", charged[0])
+        return RefusedByStore(str(exc), getattr(exc, "constraint", None))
 
     def _catch_up(self, team_id: UUID) -> None:
         """Apply what other processes appended to a team since our copy; on any doubt, forget the

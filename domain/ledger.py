@@ -16,8 +16,9 @@ Invariant, at every version: ``0 <= held <= balance``, i.e. available = balance 
 from __future__ import annotations
 
 import copy
-
 import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -25,6 +26,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from eventsourcing.domain import Aggregate
 
 from domain.ledger_errors import (
+    AlreadyCharged,
     HoldNotFound,
     InsufficientCredits,
     InvalidAmount,
@@ -38,12 +40,18 @@ from domain.ledger_errors import (
 )
 from domain.pricing import Price, TokenUsage, cost_in_micros
 
-__all__ = ["EXPIRED", "HoldNotFound", "InsufficientCredits", "InvalidAmount", "InvalidTeamName", "KeyNotFound",
+__all__ = ["ABANDONED", "AlreadyCharged", "Delivery", "EXPIRED", "HoldNotFound", "InsufficientCredits", "InvalidAmount", "InvalidTeamName", "KeyNotFound",
            "LedgerError", "RequestInProgress", "TEAM_NAME", "TeamAlreadyExists", "TeamLedger", "TeamNotFound",
            "TeamSuspended", "team_id"]
 
-TEAM_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: A team's name: matched whole (``fullmatch``), so no trailing newline slips through to headers and logs.
+TEAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 EXPIRED = "expired"
+#: The release of a hold whose gateway process stopped answering (``release_abandoned``).
+ABANDONED = "abandoned"
+#: The most micro-credits a balance may hold: the read models and the history keep amounts in
+#: signed 64-bit integers (about 9.2 trillion credits).
+MAX_BALANCE = 2**63 - 1
 MAX_REMEMBERED_EXPIRIES = 1000
 LEASE_SHARE = 4  # a lease grows by at most 1/LEASE_SHARE of the available balance beyond what is needed
 
@@ -55,6 +63,18 @@ def _limit(value: int | None, what: str) -> int | None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise LedgerError(f"{what} must be a positive whole number (0 for no limit), got {value!r}")
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What a stream in flight had delivered when its gateway process last reported it."""
+
+    request_id: str
+    key_id: str
+    model: str
+    endpoint: str
+    usage: TokenUsage
+    lease: str = ""  # the lease it was held against ("": a hold of its own)
 
 
 def team_id(name: str) -> UUID:
@@ -154,11 +174,21 @@ class TeamLedger(Aggregate):
         key_id: str
         model: str
         endpoint: str
+        #: The gateway process holding it (its instance id): if that process stops answering, any
+        #: other releases the hold. Events recorded before owners lack it.
+        owner: str = ""
+        #: The client's Idempotency-Key, if it sent one: no other request under the key is served
+        #: while this hold is open.
+        idem_key: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.holds[self.request_id] = self.amount
             team.held += self.amount
             team.hold_times[self.request_id] = self.timestamp.timestamp()
+            if self.owner:
+                team.hold_owners[self.request_id] = self.owner
+            if self.idem_key:
+                team.idem_holds[self.idem_key] = self.request_id
 
     class Charged(Aggregate.Event):
         """A request was served: its cost is debited and its hold closed, in one fact.
@@ -194,7 +224,7 @@ class TeamLedger(Aggregate):
                     team.lease_charges.pop(next(iter(team.lease_charges)))
             elif self.request_id in team.holds:
                 team.holds.pop(self.request_id)
-                team.hold_times.pop(self.request_id, None)
+                team._forget_hold(self.request_id)
             else:  # a late charge: its hold had expired
                 team.expired.pop(self.request_id, None)
             team.held -= self.hold
@@ -207,11 +237,15 @@ class TeamLedger(Aggregate):
 
         lease: str
         amount: int
+        #: The gateway process the lease belongs to (see ``HoldPlaced.owner``).
+        owner: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.holds[self.lease] = team.holds.get(self.lease, 0) + self.amount
             team.hold_times[self.lease] = self.timestamp.timestamp()
             team.held += self.amount
+            if self.owner:
+                team.hold_owners[self.lease] = self.owner
 
     class RequestFailed(Aggregate.Event):
         """A request held against a lease was not served (nothing delivered): no money moved, but
@@ -234,9 +268,9 @@ class TeamLedger(Aggregate):
 
         def apply(self, team: TeamLedger) -> None:
             team.holds.pop(self.request_id)
-            team.hold_times.pop(self.request_id, None)
+            team._forget_hold(self.request_id)
             team.held -= self.amount
-            if self.reason == EXPIRED:
+            if self.reason in (EXPIRED, ABANDONED):
                 team.expired[self.request_id] = self.amount
                 while len(team.expired) > MAX_REMEMBERED_EXPIRIES:
                     team.expired.pop(next(iter(team.expired)))
@@ -251,6 +285,8 @@ class TeamLedger(Aggregate):
         self.held = 0
         self.holds: dict[str, int] = {}
         self.hold_times: dict[str, float] = {}  # request id → when its hold was placed (Unix time)
+        self.hold_owners: dict[str, str] = {}  # request or lease id → the gateway process holding it
+        self.idem_holds: dict[str, str] = {}  # Idempotency-Key → the request holding it now
         self.expired: dict[str, int] = {}  # holds released as expired, whose request may yet be charged
         self.keys: dict[str, dict[str, Any]] = {}
         self.lease_charges: dict[str, None] = {}  # requests recently charged against a lease, never twice
@@ -263,7 +299,7 @@ class TeamLedger(Aggregate):
 
     @classmethod
     def open(cls, name: str) -> TeamLedger:
-        if not TEAM_NAME.match(name):
+        if not TEAM_NAME.fullmatch(name):
             raise InvalidTeamName(name)
         return cls(name=name)
 
@@ -291,6 +327,9 @@ class TeamLedger(Aggregate):
     def add_credits(self, amount: int, reference: str = "") -> int:
         """Top up the balance; returns the balance after."""
         self._check_positive(amount, "a top-up")
+        if amount > MAX_BALANCE - self.balance:
+            raise InvalidAmount(f"a top-up of {amount} micro-credits would take team {self.name!r}'s balance past "
+                                f"the most a ledger can hold ({MAX_BALANCE} micro-credits)")
         self.trigger_event(
             self.CreditsAdded, amount=amount, reference=reference, balance_after=self.balance + amount
         )
@@ -332,25 +371,27 @@ class TeamLedger(Aggregate):
         self.trigger_event(self.Reinstated)
 
     def place_hold(self, request_id: str, amount: int, key_id: str, model: str, endpoint: str,
-                   *, exclusive: bool = False) -> int:
-        """Reserve ``amount`` for a request about to go upstream; returns what is still available.
+                   *, owner: str = "", idem_key: str = "") -> int:
+        """Reserve ``amount`` for a request about to go upstream, on behalf of gateway process
+        ``owner``; returns what is still available.
 
         Placing the same request's hold again is a no-op, so a command replayed after a write
-        conflict never reserves twice — unless ``exclusive``: a client retrying with the same
-        Idempotency-Key while the first attempt still runs is refused (``RequestInProgress``).
+        conflict never reserves twice. A request under an Idempotency-Key (``idem_key``) another
+        request of the team still holds is refused (``RequestInProgress``): a client retrying while
+        its first attempt runs.
         """
-        if self.suspended and request_id not in self.holds:
+        if request_id in self.holds:
+            return self.available
+        if self.suspended:
             raise TeamSuspended(self.name)
-        if exclusive and request_id in self.holds:
-            raise RequestInProgress(self.name, request_id)
-        if request_id not in self.holds:
-            if amount < 0:
-                raise InvalidAmount(f"a hold cannot be negative: {amount}")
-            if amount > self.available:
-                raise InsufficientCredits(self.name, amount, self.available)
-            self.trigger_event(
-                self.HoldPlaced, request_id=request_id, amount=amount, key_id=key_id, model=model, endpoint=endpoint
-            )
+        if idem_key and idem_key in self.idem_holds:
+            raise RequestInProgress(self.name, self.idem_holds[idem_key])
+        if amount < 0:
+            raise InvalidAmount(f"a hold cannot be negative: {amount}")
+        if amount > self.available:
+            raise InsufficientCredits(self.name, amount, self.available)
+        self.trigger_event(self.HoldPlaced, request_id=request_id, amount=amount, key_id=key_id, model=model,
+                           endpoint=endpoint, owner=owner, idem_key=idem_key)
         return self.available
 
     def charge(
@@ -374,7 +415,7 @@ class TeamLedger(Aggregate):
         cost = cost_in_micros(usage, price, credits_per_usd)
         if lease:
             if request_id in self.lease_charges:
-                raise LedgerError(f"request {request_id!r} of team {self.name!r} is already charged")
+                raise AlreadyCharged(self.name, request_id)
             left = self.holds.get(lease, 0)
             charged = min(cost, left + self.available)
             hold = min(charged, left)
@@ -399,7 +440,7 @@ class TeamLedger(Aggregate):
         )
         return self.pending_events[-1]  # type: ignore[return-value]
 
-    def lease_credits(self, lease: str, needed: int, wanted: int) -> int:
+    def lease_credits(self, lease: str, needed: int, wanted: int, owner: str = "") -> int:
         """Add to a process's lease at least ``needed`` and up to ``wanted`` of the available balance
         (the part beyond ``needed`` at most a quarter of what else is available); returns what the
         lease holds now. ``InsufficientCredits`` if not even ``needed`` is there."""
@@ -411,7 +452,7 @@ class TeamLedger(Aggregate):
         # Beyond what is needed, a lease takes at most a quarter of what is available, so the
         # team's other gateway processes can still lease theirs.
         extra = min(wanted - needed, (self.available - needed) // LEASE_SHARE) if wanted > needed else 0
-        self.trigger_event(self.CreditsLeased, lease=lease, amount=needed + max(0, extra))
+        self.trigger_event(self.CreditsLeased, lease=lease, amount=needed + max(0, extra), owner=owner)
         return self.holds[lease]
 
     def return_lease(self, lease: str) -> None:
@@ -433,11 +474,41 @@ class TeamLedger(Aggregate):
             self.trigger_event(self.HoldReleased, request_id=request_id, amount=self.holds[request_id], reason=EXPIRED)
         return stale
 
+    def release_abandoned(self, owners: Collection[str], delivered: Sequence[Delivery] = (),
+                          prices: Mapping[str, Price] | None = None, credits_per_usd: Decimal = Decimal(0)) -> list[str]:
+        """The gateway processes ``owners`` stopped answering: charge what their streams had
+        ``delivered`` as they last reported it (at ``prices``, by model), then release every hold and
+        lease they still have. Returns the ids released. A stream already charged, or whose hold is
+        gone, is left alone; one charged later by its process after all is refused by the store's
+        once-only charge."""
+        dead = set(owners)
+        for d in delivered:
+            price = (prices or {}).get(d.model)
+            held_by = d.lease or d.request_id
+            if (price is None or not d.usage.total_tokens or held_by not in self.holds
+                    or self.hold_owners.get(held_by) not in dead or d.request_id in self.lease_charges):
+                continue
+            self.charge(d.request_id, d.usage, price, credits_per_usd, key_id=d.key_id, model=d.model,
+                        endpoint=d.endpoint, lease=d.lease)
+        released = [held for held, owner in self.hold_owners.items() if owner in dead and held in self.holds]
+        for held in released:
+            self.trigger_event(self.HoldReleased, request_id=held, amount=self.holds[held], reason=ABANDONED)
+        return released
+
     def release_hold(self, request_id: str, reason: str) -> int:
         """Close a request's hold without charging (nothing was delivered); returns available."""
         hold = self._open_hold(request_id)
         self.trigger_event(self.HoldReleased, request_id=request_id, amount=hold, reason=reason)
         return self.available
+
+    def _forget_hold(self, request_id: str) -> None:
+        """A hold was closed (charged or released): forget what was kept beside its amount."""
+        self.hold_times.pop(request_id, None)
+        self.hold_owners.pop(request_id, None)
+        if self.idem_holds:
+            for idem_key, holder in list(self.idem_holds.items()):
+                if holder == request_id:
+                    del self.idem_holds[idem_key]
 
     # -- guards -----------------------------------------------------------------------------
 

@@ -62,3 +62,12 @@ class HoldNotFound(LedgerError):
     def __init__(self, team: str, request_id: str) -> None:
         super().__init__(f"team {team!r} has no open hold for request {request_id!r}")
         self.request_id = request_id
+
+
+class AlreadyCharged(LedgerError):
+    """The request was charged before: a request is charged at most once, whatever path the second
+    charge took."""
+
+    def __init__(self, team: str, request_id: str) -> None:
+        super().__init__(f"request {request_id!r} of team {team!r} is already charged")
+        self.request_id = request_id

@@ -169,8 +169,18 @@ class Settings(_Strict):
     database_pool_size: int = 10
     #: The environment variable holding the admin API key (the admin API is off while it is unset).
     admin_key_env: str = "TOLLGATE_ADMIN_KEY"
-    #: Seconds after which an unsettled hold counts as abandoned (its process died) and is released.
+    #: Seconds after which an unsettled hold counts as abandoned and is released, whatever its
+    #: process: the backstop for a process that is alive but stuck (a dead one's holds go sooner,
+    #: see `instance_dead_after`).
     hold_timeout: Decimal = Decimal(900)
+    #: Seconds of silence (no heartbeat; processes beat every 3 seconds) after which a gateway
+    #: process counts as dead: any other process, or the next to start, charges its streams for what
+    #: they had delivered at its last heartbeat and releases its holds and credit leases. A process
+    #: on the same host whose pid is gone counts as dead at once.
+    instance_dead_after: Decimal = Decimal(15)
+    #: Seconds an answer stored under an `Idempotency-Key` is replayed to retries; after that a
+    #: retry with the key is a new request (served and charged again), and the stored answer is purged.
+    idempotency_ttl: Decimal = Decimal(86400)
     #: Seconds a credit lease nothing is held against stays with its gateway process before it goes
     #: back to the team (shorter: other processes find the credit sooner; longer: fewer writes).
     lease_idle_seconds: Decimal = Decimal(2)
@@ -260,6 +270,10 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("database_pool_size", "must be at least 1")
     if settings.hold_timeout <= 0:
         fail("hold_timeout", "must be greater than 0 (seconds)")
+    if settings.instance_dead_after < 6:
+        fail("instance_dead_after", "must be at least 6 (seconds: two heartbeats), or live processes are taken for dead")
+    if settings.idempotency_ttl <= 0:
+        fail("idempotency_ttl", "must be greater than 0 (seconds)")
     if settings.lease_idle_seconds <= 0:
         fail("lease_idle_seconds", "must be greater than 0 (seconds)")
     if settings.shutdown_timeout < 0:

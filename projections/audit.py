@@ -55,6 +55,7 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
     position, entry_rows, usage_rows = history.snapshot() if history else (0, [], [])
     entries: dict[int, tuple[Any, ...]] = {}
     usage: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0] * 6)
+    charged: dict[UUID, list[int]] = defaultdict(lambda: [0, 0])  # team → [charges, micro-credits]
     for notification in store.notifications():
         report.events += 1
         if progress and report.events % 10_000 == 0:
@@ -80,6 +81,8 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
             break
         if isinstance(event, TeamLedger.Charged):
             report.charges += 1
+            charged[team.id][0] += 1
+            charged[team.id][1] += event.charged
         if history and notification.id <= position:
             if (row := entry_row(notification.id, team.name, event)) is not None:
                 entries[notification.id] = row
@@ -87,6 +90,8 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
                 for i, value in enumerate(used[4:]):
                     usage[used[:4]][i] += value
     report.teams = len(teams)
+    if report.ok:
+        report.problems.extend(_check_once_only_charges(store, teams, charged))
     if report.ok:
         report.problems.extend(_check_balances_read_model(store, teams))
     if report.ok and history:
@@ -135,6 +140,22 @@ def _check_event(team: TeamLedger, event: object) -> str | None:
         if event.charged + event.uncollected != event.cost or event.charged < 0:
             return f"charged {event.charged} + uncollected {event.uncollected} != cost {event.cost}"
     return None
+
+
+def _check_once_only_charges(store: LedgerStore, teams: dict[UUID, TeamLedger],
+                             charged: dict[UUID, list[int]]) -> list[str]:
+    """Every charge has its row in ``charged_requests`` (the store's refusal of a second charge of a
+    request), and no row lacks its charge: compared per team, by count and amount, up to the
+    version the replay reached (charges written since are checked by the next run)."""
+    problems = []
+    for team in teams.values():
+        count, total = store.recorder.charge_totals(team.id, team.version)  # type: ignore[attr-defined]
+        expected = charged.get(team.id, [0, 0])
+        if (count, total) != tuple(expected):
+            problems.append(f"team {team.name!r}: the once-only charge index has {count} charge(s) of {total} "
+                            f"micro-credits up to version {team.version}; the events have {expected[0]} of "
+                            f"{expected[1]}")
+    return problems
 
 
 def _check_balances_read_model(store: LedgerStore, teams: dict[UUID, TeamLedger]) -> list[str]:

@@ -18,7 +18,8 @@ from eventsourcing.persistence import Notification
 
 from domain.ledger import TeamLedger
 from projections.database import Database
-from projections.read_models import BalanceRecord, IdempotentResponse, KeyRecord, key_records
+from projections.read_models import BalanceRecord, ChargeRecord, IdempotentResponse, KeyRecord, key_records
+from projections.store_errors import classify
 
 #: Events that change what a team's keys may do: the team's key rows are rewritten when one is saved.
 POLICY_EVENTS = (TeamLedger.KeyIssued, TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
@@ -32,14 +33,23 @@ class LedgerStore(Application[UUID]):
     database: Database
 
     def save_teams(self, teams: Iterable[TeamLedger], idempotent: Sequence[IdempotentResponse] = ()) -> None:
-        """Append the teams' pending events and update the read models, in one transaction."""
+        """Append the teams' pending events and update the read models, in one transaction.
+
+        Every charge also gets its row in ``charged_requests``, whose key refuses a second charge
+        of the same request. Raises a :class:`~projections.store_errors.StoreRefused` saying why
+        the transaction was refused (nothing of it is then written)."""
         teams = [t for t in teams if t.pending_events]
         if not teams:
             return
         keys = [k for t in teams if any(isinstance(e, POLICY_EVENTS) for e in t.pending_events)
                 for k in key_records(t)]
         balances = [BalanceRecord(t.id, t.name, t.balance, t.held, t.version) for t in teams]
-        self.save(*teams, keys=keys, balances=balances, idempotent=idempotent)
+        charges = [ChargeRecord(e.originator_id, e.request_id, e.originator_version, e.charged, e.balance_after)
+                   for t in teams for e in t.pending_events if isinstance(e, TeamLedger.Charged)]
+        try:
+            self.save(*teams, keys=keys, balances=balances, idempotent=idempotent, charges=charges)
+        except Exception as exc:
+            raise classify(exc, getattr(self.recorder, "events_table_name", "stored_events")) from exc
 
     def find_team(self, team_id: UUID, version: int | None = None) -> TeamLedger | None:
         """The team as it is now (or as it was at ``version``), or None if it was never opened."""
@@ -54,6 +64,10 @@ class LedgerStore(Application[UUID]):
 
     def find_idempotent(self, team_id: UUID, idem_key: str) -> IdempotentResponse | None:
         return self.recorder.find_idempotent(team_id, idem_key)  # type: ignore[attr-defined]
+
+    def find_charge(self, team_id: UUID, request_id: str) -> ChargeRecord | None:
+        """The request's charge, if it was ever charged."""
+        return self.recorder.find_charge(team_id, request_id)  # type: ignore[attr-defined]
 
     def find_key(self, key_hash: str) -> KeyRecord | None:
         return self.recorder.find_key(key_hash)  # type: ignore[attr-defined]

@@ -146,6 +146,9 @@ class HistoryProjection:
                     totals[i] += value
             with self._sql.transaction() as tx:
                 tx.executemany(_INSERT_ENTRY.format(table="ledger_entries_rebuild"), entries)
+                # The once-only charge index is never replaced, only completed: a row it lost comes back.
+                tx.executemany("INSERT INTO charged_requests (team_id, request_id, version, charged, balance_after) "
+                               "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", self._charges(page))
             done, last = done + len(page), page[-1].id
             if progress:
                 progress(done)
@@ -160,6 +163,14 @@ class HistoryProjection:
                            [k.as_row() for t in teams for k in key_records(t)])
             self._swap(tx, last)
         return done
+
+    def _charges(self, notifications: Sequence[Any]) -> list[tuple[Any, ...]]:
+        rows = []
+        for n in notifications:
+            if n.topic.endswith("TeamLedger.Charged"):
+                e = self._store.mapper.to_domain_event(n)
+                rows.append((e.originator_id.hex, e.request_id, e.originator_version, e.charged, e.balance_after))
+        return rows
 
     @staticmethod
     def _swap(tx: Transaction, last: int) -> None:

@@ -2,15 +2,25 @@
 
 The library's insert transaction runs this hook first, then locks the events table and appends; a
 version conflict rolls the read-model rows back with the events.
+
+A connection whose insert transaction failed is closed, never handed back to the pool. The insert
+runs in psycopg's pipeline mode, where statements after the one that failed are skipped by the
+server, yet psycopg may already count some of them as prepared (a statement it prepares on its
+sixth use is not re-checked in a pipeline), and the library ends the failed transaction with a
+COMMIT, which does not clear psycopg's cache as a ROLLBACK would. The next user of that connection
+then got ``prepared statement "_pg3_7" does not exist`` — for every team, until the process
+restarted. A new connection costs a few milliseconds, and only after a failure.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
 from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.utils import retry
 from psycopg import Cursor
 from psycopg.rows import DictRow
 
@@ -20,10 +30,39 @@ from projections.read_models import ReadModelQueries, ReadModelWriter
 class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
     read_models = ReadModelWriter("%s")
 
+    @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        """The library's insert (one pipelined transaction: read models, table lock, events), except
+        that a connection it failed on is discarded."""
+        failure: BaseException | None = None
+        notification_ids: Sequence[int] | None = None
+        with self.datastore.get_connection() as conn:
+            try:
+                with conn.pipeline() as pipeline, conn.transaction():
+                    with conn.cursor() as curs:
+                        self._insert_events(curs, stored_events, **kwargs)
+                    if stored_events:
+                        with conn.cursor() as curs:
+                            try:
+                                self._insert_stored_events(curs, stored_events, **kwargs)
+                                pipeline.sync()  # a constraint violation is raised here, not at commit
+                                notification_ids = self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+                            except Exception as exc:  # re-raised once the pipeline has ended
+                                failure = exc
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    conn.close()
+                raise
+            if failure is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+                raise failure
+        return notification_ids
+
     def _insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         super()._insert_events(curs, stored_events, **kwargs)
         self.read_models.write(curs, kwargs.get("keys", ()), kwargs.get("balances", ()),
-                               kwargs.get("idempotent", ()))
+                               kwargs.get("idempotent", ()), kwargs.get("charges", ()))
 
     def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self.datastore.transaction(commit=False) as curs:

@@ -6,6 +6,7 @@ parameter marker differs, so each statement is written once with ``{p}`` for it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,7 +66,8 @@ class BalanceRecord:
 
 @dataclass(frozen=True, slots=True)
 class IdempotentResponse:
-    """A completed request's answer, kept under the client's Idempotency-Key."""
+    """A completed request's answer, kept under the client's Idempotency-Key until ``expires_at``
+    (Unix time); after that a retry with the key is a new request."""
 
     team_id: UUID
     idem_key: str
@@ -74,12 +76,32 @@ class IdempotentResponse:
     content_type: str
     response: bytes
     created_at: str
+    expires_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class ChargeRecord:
+    """A request's one charge, as the store keeps it to refuse a second: what was debited, and the
+    team's balance right after (``version``: the ``Charged`` event's)."""
+
+    team_id: UUID
+    request_id: str
+    version: int
+    charged: int
+    balance_after: int
+
+
+#: An expired answer under the same key is replaced, in the transaction that stores the new one.
+DELETE_EXPIRED_IDEMPOTENT = "DELETE FROM idempotency_keys WHERE team_id = {p} AND idem_key = {p} AND expires_at <= {p}"
 INSERT_IDEMPOTENT = ("INSERT INTO idempotency_keys (team_id, idem_key, body_hash, request_id, content_type, response, "
-                     "created_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p})")
-SELECT_IDEMPOTENT = ("SELECT body_hash, request_id, content_type, response, created_at FROM idempotency_keys "
-                     "WHERE team_id = {p} AND idem_key = {p}")
+                     "created_at, expires_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})")
+SELECT_IDEMPOTENT = ("SELECT body_hash, request_id, content_type, response, created_at, expires_at FROM idempotency_keys "
+                     "WHERE team_id = {p} AND idem_key = {p} AND expires_at > {p}")
+INSERT_CHARGE = ("INSERT INTO charged_requests (team_id, request_id, version, charged, balance_after) "
+                 "VALUES ({p}, {p}, {p}, {p}, {p})")
+SELECT_CHARGE = ("SELECT version, charged, balance_after FROM charged_requests WHERE team_id = {p} AND request_id = {p}")
+CHARGE_TOTALS = ("SELECT COUNT(*) AS n, COALESCE(SUM(charged), 0) AS total FROM charged_requests "
+                 "WHERE team_id = {p} AND version <= {p}")
 UPSERT_KEY = (
     f"INSERT INTO api_keys ({', '.join(KEY_COLUMNS)}) VALUES ({', '.join(['{p}'] * len(KEY_COLUMNS))}) "
     f"ON CONFLICT (key_hash) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in KEY_COLUMNS[1:])} "
@@ -102,14 +124,24 @@ class ReadModelWriter:
         self.upsert_key = UPSERT_KEY.format(p=marker)
         self.upsert_balance = UPSERT_BALANCE.format(p=marker)
         self.select_key = SELECT_KEY.format(p=marker)
+        self.delete_expired_idempotent = DELETE_EXPIRED_IDEMPOTENT.format(p=marker)
         self.insert_idempotent = INSERT_IDEMPOTENT.format(p=marker)
         self.select_idempotent = SELECT_IDEMPOTENT.format(p=marker)
+        self.insert_charge = INSERT_CHARGE.format(p=marker)
+        self.select_charge = SELECT_CHARGE.format(p=marker)
+        self.charge_totals = CHARGE_TOTALS.format(p=marker)
 
     def write(self, cursor: Any, keys: Sequence[KeyRecord], balances: Sequence[BalanceRecord],
-              idempotent: Sequence[IdempotentResponse] = ()) -> None:
+              idempotent: Sequence[IdempotentResponse] = (), charges: Sequence[ChargeRecord] = ()) -> None:
+        """Charges first: a second charge of a request fails the transaction before anything else is sent."""
+        if charges:
+            cursor.executemany(self.insert_charge, [(c.team_id.hex, c.request_id, c.version, c.charged, c.balance_after)
+                                                    for c in charges])
+        now = time.time()
         for r in idempotent:
+            cursor.execute(self.delete_expired_idempotent, (r.team_id.hex, r.idem_key, now))
             cursor.execute(self.insert_idempotent, (r.team_id.hex, r.idem_key, r.body_hash, r.request_id,
-                                                    r.content_type, r.response, r.created_at))
+                                                    r.content_type, r.response, r.created_at, r.expires_at))
         for k in keys:
             cursor.execute(self.upsert_key, k.as_row())
         # One lock order for every writer: concurrent batches touching the same teams cannot deadlock.
@@ -132,7 +164,7 @@ def balance_record(row: Any) -> BalanceRecord:
 
 def idempotent_response(team_id: UUID, idem_key: str, row: Any) -> IdempotentResponse:
     return IdempotentResponse(team_id, idem_key, row["body_hash"], row["request_id"], row["content_type"],
-                              bytes(row["response"]), row["created_at"])
+                              bytes(row["response"]), row["created_at"], float(row["expires_at"]))
 
 
 class ReadModelQueries:
@@ -149,5 +181,18 @@ class ReadModelQueries:
         return [balance_record(r) for r in self._fetch(SELECT_HOLDING if holding_only else SELECT_BALANCES)]
 
     def find_idempotent(self, team_id: UUID, idem_key: str) -> IdempotentResponse | None:
-        rows = self._fetch(self.read_models.select_idempotent, (team_id.hex, idem_key))
+        """The answer stored under the key, unless it has expired."""
+        rows = self._fetch(self.read_models.select_idempotent, (team_id.hex, idem_key, time.time()))
         return idempotent_response(team_id, idem_key, rows[0]) if rows else None
+
+    def charge_totals(self, team_id: UUID, upto_version: int) -> tuple[int, int]:
+        """How many charges of the team the once-only index holds up to a version, and their sum."""
+        row = self._fetch(self.read_models.charge_totals, (team_id.hex, upto_version))[0]
+        return int(row["n"]), int(row["total"])
+
+    def find_charge(self, team_id: UUID, request_id: str) -> ChargeRecord | None:
+        rows = self._fetch(self.read_models.select_charge, (team_id.hex, request_id))
+        if not rows:
+            return None
+        row = rows[0]
+        return ChargeRecord(team_id, request_id, int(row["version"]), int(row["charged"]), int(row["balance_after"]))

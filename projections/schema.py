@@ -96,6 +96,47 @@ idempotency_keys = Table(
     Column("content_type", String, nullable=False),
     Column("response", LargeBinary, nullable=False),
     Column("created_at", String, nullable=False),
+    #: Unix time after which the key no longer replays this answer (a retry is a new request), and
+    #: the row may be purged (``projections/housekeeping.py``).
+    Column("expires_at", Float, nullable=False, server_default="0"),
+    Index("idempotency_keys_expiry", "expires_at"),
+)
+
+
+#: Every charged request, one row each, written in the transaction of its ``Charged`` event: the
+#: store itself refuses to charge a request id twice, whatever path the second charge took (a late
+#: charge after its hold expired, an owed charge paid after an outage, an abandoned stream charged by
+#: another process). The charge's figures answer a duplicate with what was really charged.
+charged_requests = Table(
+    "charged_requests",
+    metadata,
+    Column("team_id", String, primary_key=True),
+    Column("request_id", String, primary_key=True),
+    Column("version", BigInteger, nullable=False),
+    Column("charged", BigInteger, nullable=False),
+    Column("balance_after", BigInteger, nullable=False),
+)
+
+
+#: What each gateway process's streams in flight had delivered at its last heartbeat: if the
+#: process dies, whoever releases its holds charges these streams for that much (a lower bound of
+#: what their clients received), instead of nothing.
+inflight_streams = Table(
+    "inflight_streams",
+    metadata,
+    Column("instance_id", String, primary_key=True),
+    Column("request_id", String, primary_key=True),
+    Column("team_id", String, nullable=False),
+    Column("team_name", String, nullable=False),
+    Column("key_id", String, nullable=False),
+    Column("model", String, nullable=False),
+    Column("endpoint", String, nullable=False),
+    Column("lease", String, nullable=False, server_default=""),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("cache_hit_tokens", BigInteger, nullable=False),
+    Column("updated_at", Float, nullable=False),
 )
 
 

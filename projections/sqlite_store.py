@@ -19,7 +19,7 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
     def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
         self.read_models.write(c, kwargs.get("keys", ()), kwargs.get("balances", ()),
-                               kwargs.get("idempotent", ()))
+                               kwargs.get("idempotent", ()), kwargs.get("charges", ()))
         return notification_ids
 
     def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:

@@ -23,7 +23,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from eventsourcing.persistence import IntegrityError
+from projections.store_errors import VersionConflict
 
 from app.admin import create_team
 from app.ledger_writer import LedgerWriter
@@ -80,7 +80,7 @@ def naive_scenario(store: LedgerStore, teams: list[str], requests: int, threads:
             try:
                 store.save_teams([team])
                 return
-            except IntegrityError:
+            except VersionConflict:
                 with lock:
                     conflicts[0] += 1
 

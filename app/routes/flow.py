@@ -54,10 +54,10 @@ async def open_bill(runtime: Runtime, request: Request[Any, Any, Any], principal
         if not 0 < len(idem_key) <= 255:
             raise InvalidRequest("The Idempotency-Key header must be 1 to 255 characters long.")
         idempotency = Idempotency(idem_key, hashlib.sha256(raw_body).hexdigest())
-        digest = hashlib.sha256(f"{principal.team_id}:{idem_key}".encode()).hexdigest()
-        request_id = "req_" + digest[:24]
-    else:
-        request_id = record.request_id if record is not None else new_request_id()
+    # Every attempt is a request of its own, also under an Idempotency-Key: the ledger serves one
+    # attempt per key at a time, a retry gets the stored answer of the one that completed, and once
+    # that answer expires a retry is a new request, charged under its own id.
+    request_id = record.request_id if record is not None else new_request_id()
     admission = await runtime.limiter.admit(principal, admitted_tokens)
     request.state.rate_limit_headers = admission.headers  # sent with any error from here on
     bill = RequestBill(principal, model, request_id, endpoint, idempotency, admission, record=record)
@@ -74,6 +74,10 @@ async def open_bill(runtime: Runtime, request: Request[Any, Any, Any], principal
     if stored is None:
         return bill, headers, None
     runtime.limiter.correct_soon(admission, 0)  # a replay uses no tokens
+    if record is not None:
+        record.request_id = stored.request_id  # the answer is the original request's, under its id
+    else:
+        headers["x-request-id"] = stored.request_id
     replay = Response(stored.response, media_type=stored.content_type,
                       headers={**headers, "idempotent-replayed": "true"})
     return bill, headers, replay

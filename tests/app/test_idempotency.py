@@ -14,7 +14,8 @@ import openai
 import pytest
 
 from tests.app.test_billing import balance_of
-from tests.backend import BACKEND
+from projections.housekeeping import purge_expired_answers
+from tests.backend import BACKEND, RawDatabase
 from tests.fake_upstream import FakeUpstream
 from tests.gateway import Gateway, write_config
 
@@ -112,3 +113,32 @@ async def test_concurrent_retries_across_processes_are_charged_once(tmp_path, fa
     finally:
         for g in gateways:
             g.stop()
+
+
+def test_an_answer_expires_and_a_retry_after_that_is_a_new_request(tmp_path, fake_upstream: FakeUpstream):
+    config = write_config(tmp_path, fake_upstream.base_url, settings="idempotency_ttl = 2")
+    gateway = Gateway(config).start()
+    try:
+        gateway.cli("team", "create", "acme", "--credits", "10")
+        team = type("T", (), {"key": gateway.cli("key", "create", "--team", "acme").stdout.splitlines()[-1]})
+        body = {"model": "fake-gpt", "messages": HI}
+        first = post(gateway, team, body, "k-ttl")
+        again = post(gateway, team, body, "k-ttl")
+        assert again.headers["idempotent-replayed"] == "true" and again.content == first.content
+        time.sleep(2.5)
+        later = post(gateway, team, body, "k-ttl")  # the stored answer has expired (not yet purged)
+        assert later.status_code == 200 and "idempotent-replayed" not in later.headers
+        assert later.headers["x-request-id"] != first.headers["x-request-id"]
+        assert len(fake_upstream.requests) == 2
+        charged = [c["request_id"] for c in gateway.charges("acme")]
+        assert sorted(charged) == sorted([first.headers["x-request-id"], later.headers["x-request-id"]])
+        assert post(gateway, team, body, "k-ttl").content == later.content  # the new answer is replayed now
+
+        time.sleep(2.5)
+        database = RawDatabase.of_config(config)
+        assert database.execute("SELECT COUNT(*) FROM idempotency_keys")[0][0] == 1
+        assert purge_expired_answers(database.db) == 1
+        assert database.execute("SELECT COUNT(*) FROM idempotency_keys")[0][0] == 0
+        assert gateway.cli("ledger", "verify").returncode == 0
+    finally:
+        gateway.stop()

@@ -5,13 +5,13 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from eventsourcing.persistence import IntegrityError
 
 from app.admin import add_credits, create_team
 from app.ledger_writer import LedgerWriter
 from domain.ledger import InsufficientCredits, team_id
 from projections.audit import verify_ledger
 from projections.event_store import open_ledger_store
+from projections.store_errors import VersionConflict
 from projections.writer_lock import WriterLock
 from tests.backend import new_database_url
 
@@ -111,7 +111,7 @@ def test_writers_that_take_the_writer_lock_never_have_a_save_refused(stores):
         def counted(teams, idempotent=(), _save=store.save_teams):
             try:
                 return _save(teams, idempotent)
-            except IntegrityError:
+            except VersionConflict:
                 refused[0] += 1
                 raise
         store.save_teams = counted  # type: ignore[method-assign]

@@ -12,6 +12,7 @@ from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
 from projections.event_store import LedgerStore, open_ledger_store
+from projections.history import HistoryProjection
 from tests.backend import RawDatabase, new_database_url
 
 PRICE = Price(Decimal("2.5"), Decimal("10"), Decimal("3.125"), Decimal("1.25"))
@@ -82,3 +83,26 @@ def test_writes_that_land_while_verify_runs_are_not_mistaken_for_tampering(ledge
     assert _check_balances_read_model(store, replayed) == []
     assert replayed[tid].version == store.find_team(tid).version
     assert team_id("late") in replayed
+
+
+def test_a_charge_missing_from_the_once_only_index_is_found_and_a_rebuild_restores_it(ledger, tmp_path):
+    store, raw = ledger
+    raw.execute("DELETE FROM charged_requests")
+    report = verify_ledger(store)
+    assert not report.ok and "the once-only charge index has 0 charge(s)" in report.problems[0]
+    HistoryProjection(store, store.database).rebuild()
+    assert raw.execute("SELECT request_id, charged FROM charged_requests") == [("r1", 75_000)]
+    assert verify_ledger(store).ok
+
+
+def test_a_charge_recorded_twice_in_the_history_is_found(ledger):
+    """A second Charged event for one request (slipped in behind the store's back) breaks the index's count."""
+    store, raw = ledger
+    ((_, state),) = raw.events("Charged")
+    team = store.find_team(team_id("acme"))
+    raw.execute("INSERT INTO {events} (originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)",
+                (raw.execute("SELECT originator_id FROM {events} LIMIT 1")[0][0], team.version + 1,
+                 "domain.ledger:TeamLedger.Charged", state.replace(b'"balance_after":925000', b'"balance_after":850000')
+                 .replace(b'"hold":500000', b'"hold":0')))
+    report = verify_ledger(store)
+    assert not report.ok and "the once-only charge index has 1 charge(s)" in report.problems[0]
