@@ -1,7 +1,16 @@
-"""Releases holds whose requests were abandoned: their gateway process died before settling.
+"""Releases holds nobody will settle: their gateway process died, or outlived any sane bound.
 
-Every gateway process sweeps (so whichever notices first releases them); the ledger makes the
-release happen once, and a request that was only slow is still charged when it finishes.
+Two sweeps, run by every gateway process (whichever notices first does the work; the ledger makes
+each release happen once, and a request that was only slow is still charged when it finishes):
+
+- **Dead processes**, every couple of seconds: a process silent for ``instance_dead_after`` seconds
+  (or, on this host, whose pid is gone) is dead. Its streams are charged for what they had
+  delivered at its last heartbeat, then its holds and credit leases are released, and it is
+  removed from the registry. A crash frees a team's money in seconds.
+- **Expired holds**, every ``hold_timeout / 2``: any hold older than ``hold_timeout`` is released,
+  whoever holds it — the backstop for a process that is alive but stuck.
+
+Idempotency-Key answers past their time to live are purged by the same thread, off the hot path.
 """
 
 from __future__ import annotations
@@ -9,18 +18,39 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import defaultdict
+from concurrent.futures import Future
+from decimal import Decimal
+from uuid import UUID
 
 from app.ledger_writer import LedgerWriter
+from domain.ledger import Delivery, LedgerError
+from domain.pricing import Price, TokenUsage
 from projections.event_store import LedgerStore
+from projections.housekeeping import purge_expired_answers
+from projections.instances import InstanceRegistry, StreamReport
 
 log = logging.getLogger("tollgate.holds")
 
+#: Seconds between two looks for dead processes.
+DEAD_CHECK_SECONDS = 2.0
+#: Seconds between two purges of expired Idempotency-Key answers.
+PURGE_SECONDS = 600.0
+#: The longest wait for the writer to settle one sweep's commands.
+SETTLE_TIMEOUT = 60.0
+
 
 class HoldSweeper:
-    def __init__(self, store: LedgerStore, writer: LedgerWriter, timeout: float) -> None:
+    def __init__(self, store: LedgerStore, writer: LedgerWriter, timeout: float, *,
+                 registry: InstanceRegistry | None = None, dead_after: float = 15.0,
+                 prices: dict[str, Price] | None = None, credits_per_usd: Decimal = Decimal(100)) -> None:
         self._store = store
         self._writer = writer
         self._timeout = timeout
+        self._registry = registry
+        self._dead_after = dead_after
+        self._prices = prices or {}
+        self._credits_per_usd = credits_per_usd
         self._interval = max(0.5, min(30.0, timeout / 2))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tollgate-hold-sweeper", daemon=True)
@@ -34,14 +64,71 @@ class HoldSweeper:
         self._thread.join(timeout=30)
 
     def sweep(self) -> None:
+        """Release every hold older than ``hold_timeout``."""
         now = time.time()
         for team in self._store.balances(holding_only=True):
-            self._writer.on_team(team.team_id, team.team_name,
-                                 lambda t: t.release_expired(now, self._timeout))
+            self._writer.on_team(team.team_id, team.team_name, lambda t: t.release_expired(now, self._timeout))
+
+    def release_dead(self) -> list[str]:
+        """Settle what dead processes left; returns their instance ids (removed from the registry
+        once every team they held credit of is settled)."""
+        if self._registry is None:
+            return []
+        dead = self._registry.dead_instances(self._dead_after)
+        if not dead:
+            return []
+        deliveries: dict[UUID, list[Delivery]] = defaultdict(list)
+        names: dict[UUID, str] = {}
+        for report in self._registry.abandoned_streams(dead):
+            team_id = UUID(report.team_id)
+            names[team_id] = report.team_name
+            deliveries[team_id].append(_delivery(report))
+        for team in self._store.balances(holding_only=True):
+            names[team.team_id] = team.team_name
+        futures = {team_id: self._release(team_id, name, dead, deliveries.get(team_id, []))
+                   for team_id, name in names.items()}
+        released = 0
+        for team_id, future in futures.items():
+            try:
+                released += len(future.result(timeout=SETTLE_TIMEOUT))
+            except LedgerError as exc:  # a stream it reported was charged after all: release without charging
+                log.warning("could not charge the abandoned streams of team %s (%s); releasing their holds", team_id, exc)
+                released += len(self._release(team_id, names[team_id], dead, []).result(timeout=SETTLE_TIMEOUT))
+        self._registry.forget(dead)  # not reached if a release failed: the next sweep tries again
+        log.warning("gateway process(es) %s stopped answering: %d hold(s) and lease(s) released, %d stream(s) "
+                    "charged for what they had delivered", ", ".join(dead), released,
+                    sum(len(d) for d in deliveries.values()))
+        return dead
+
+    def _release(self, team_id: UUID, name: str, dead: list[str], delivered: list[Delivery]) -> Future[list[str]]:
+        unpaid = [d for d in delivered if self._store.find_charge(team_id, d.request_id) is None]
+        return self._writer.on_team(team_id, name, lambda t: t.release_abandoned(
+            dead, unpaid, self._prices, self._credits_per_usd))
 
     def _run(self) -> None:
-        while not self._stop.wait(self._interval):
-            try:
-                self.sweep()
-            except Exception:
-                log.exception("sweeping abandoned holds failed; trying again later")
+        next_sweep = time.monotonic() + self._interval
+        next_purge = time.monotonic()
+        while True:
+            self._safely(self.release_dead, "releasing the holds of dead gateway processes")
+            now = time.monotonic()
+            if now >= next_sweep:
+                self._safely(self.sweep, "sweeping abandoned holds")
+                next_sweep = now + self._interval
+            if now >= next_purge:
+                self._safely(lambda: purge_expired_answers(self._store.database), "purging expired answers")
+                next_purge = now + PURGE_SECONDS
+            if self._stop.wait(DEAD_CHECK_SECONDS):
+                return
+
+    @staticmethod
+    def _safely(action: object, what: str) -> None:
+        try:
+            action()  # type: ignore[operator]
+        except Exception:
+            log.exception("%s failed; trying again later", what)
+
+
+def _delivery(report: StreamReport) -> Delivery:
+    usage = TokenUsage(input_tokens=report.input_tokens, output_tokens=report.output_tokens,
+                       cache_write_tokens=report.cache_write_tokens, cache_hit_tokens=report.cache_hit_tokens)
+    return Delivery(report.request_id, report.key_id, report.model, report.endpoint, usage, report.lease)

@@ -7,8 +7,9 @@ itself (``CreditsLeased``) is durable, so other processes can never spend what t
 request is still refused with 402 before it goes upstream when its worst case does not fit. A lease
 grows by several worst cases at a time (one durable write per many requests), and what is left
 goes back to the team when it has been idle for a moment, or when the process stops. If the
-process dies, the lease is released like any abandoned hold (``hold_timeout``); nothing it held
-was charged.
+process dies, another process releases the lease once the dead one's heartbeat has stopped
+(``instance_dead_after``; ``hold_timeout`` is the backstop): nothing it held was charged, except
+streams whose delivery it had reported.
 
 The book lives on the event loop (no locks): the ledger writer's answers carry what each lease
 holds after each charge or extension, applied here in commit order.
@@ -20,6 +21,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
 
@@ -50,8 +52,11 @@ class Lease:
 
 
 class Leases:
-    def __init__(self, writer: LedgerWriter, growth: int = GROWTH, idle_seconds: float = IDLE_SECONDS) -> None:
+    def __init__(self, writer: LedgerWriter, growth: int = GROWTH, idle_seconds: float = IDLE_SECONDS,
+                 owner: Callable[[], str] = str) -> None:
+        """``owner``: this process's instance id, recorded on each lease."""
         self._writer = writer
+        self._owner = owner
         self._growth = growth
         self._idle = idle_seconds
         self._by_team: dict[UUID, Lease] = {}
@@ -66,10 +71,10 @@ class Leases:
             async with lease.growing:
                 if lease.free < amount:
                     needed, wanted = amount - lease.free, amount * self._growth
-                    lease_id = lease.lease_id
+                    lease_id, owner = lease.lease_id, self._owner()
 
                     def grow(team: TeamLedger) -> int:
-                        return team.lease_credits(lease_id, needed, wanted)
+                        return team.lease_credits(lease_id, needed, wanted, owner)
 
                     lease.remaining = await self._writer.run_on_team(team_id, team_name, grow)
         lease.reserved += amount
@@ -99,6 +104,11 @@ class Leases:
         for lease in done:
             del self._by_team[lease.team_id]
         return done
+
+    def forget_all(self) -> None:
+        """This process was taken for dead and its leases released by another: lease afresh. Requests
+        held against the old leases still settle (their charges come out of the available balance)."""
+        self._by_team.clear()
 
     def all_idle(self) -> list[Lease]:
         return self.idle(now=float("inf"))

@@ -19,6 +19,7 @@ from app.observability import metrics
 from app.leases import Leases
 from app.ledger_writer import LedgerWriter
 from app.hold_sweeper import HoldSweeper
+from app.streams_in_flight import StreamsInFlight
 from app.projector import Projector
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
@@ -57,6 +58,7 @@ class Runtime:
     leases: Leases
     instances: InstanceRegistry
     health: LedgerHealth
+    streams: StreamsInFlight
     started_at: float = field(default_factory=time.time)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
     _metrics_server: object | None = field(default=None, repr=False)
@@ -66,6 +68,9 @@ class Runtime:
         metrics on their own port if so configured, and stop taking work on SIGTERM."""
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.leases.run()), loop.create_task(self.health.run())]
+        self.instances.stream_reports = lambda: self.streams.reports_from(loop)
+        # Taken for dead while stuck, this process's leases were released: its book must lease afresh.
+        self.instances.on_reregistered = lambda: loop.call_soon_threadsafe(self.leases.forget_all)
         port = self.settings.metrics_port
         if port is not None and not os.environ.get(metrics.MULTIPROCESS_DIR_ENV):  # with workers: the supervisor's
             from prometheus_client import start_http_server
@@ -138,11 +143,18 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     # Several processes on one ledger (redis_url is what lets them run side by side): take turns.
     shared = settings.redis_url is not None
     writer = LedgerWriter(store, lock=WriterLock(store.database) if shared else None).start()
-    leases = Leases(writer, idle_seconds=float(settings.lease_idle_seconds))
+
+    def owner() -> str:  # the id every hold and lease of this process is recorded under
+        return instances.instance_id
+
+    leases = Leases(writer, idle_seconds=float(settings.lease_idle_seconds), owner=owner)
     health = LedgerHealth(writer, LedgerProbe(store.database))
-    billing = Billing(writer, settings, limiter, leases, writable=lambda: health.writable)
+    billing = Billing(writer, settings, limiter, leases, writable=lambda: health.writable, owner=owner)
     health.when_writable = billing.pay_owed
-    sweeper = HoldSweeper(store, writer, float(settings.hold_timeout)).start()
+    sweeper = HoldSweeper(store, writer, float(settings.hold_timeout), registry=instances,
+                          dead_after=float(settings.instance_dead_after),
+                          prices={model.id: model.price for model in settings.models},
+                          credits_per_usd=settings.credits_per_usd).start()
     http = UpstreamClient(max_connections=1000)
     upstreams = {
         model.id: FallbackUpstream(
@@ -164,6 +176,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         leases=leases,
         limiter=limiter,
         instances=instances,
+        streams=StreamsInFlight(),
         upstreams=upstreams,
         http=http,
         model_list_body=model_list_body(settings, int(time.time())),

@@ -1,21 +1,32 @@
 """The gateway processes serving one database, each announcing itself every few seconds.
 
-A process keeps rate limits in its own memory only while it is the sole gateway on its database;
-this registry is how it finds out it is not (see ``app/ratelimit/choice.py``). A process that
-stops cleanly removes its row; one that died is recognised by its silence, or at once by its pid
-when it ran on the same host.
+Two things hang on this registry. A process keeps rate limits in its own memory only while it is
+the sole gateway on its database (``app/ratelimit/choice.py``). And every hold and credit lease
+names the process that placed it: when a process falls silent (killed, its host gone), another one
+— or the next to start — charges its streams for what they had delivered, as its last heartbeat
+reported, and releases the rest (``app/hold_sweeper.py``). So a crash frees a team's money in
+seconds, not after ``hold_timeout``.
+
+Silence is judged only by a process that has itself been heard for that long: after the database
+was down, every process's last beat is old, and none may take the others for dead before they
+had a chance to beat again. A process on the same host whose pid is gone is dead at once. A live
+process whose row was removed (it was stuck, and taken for dead) registers again under a new id.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from projections.database import Database, Sql
+
+log = logging.getLogger("tollgate.instances")
 
 HEARTBEAT_SECONDS = 3.0
 SILENT_AFTER_SECONDS = 10.0
@@ -26,6 +37,27 @@ class Peer:
     host: str
     pid: int
     shared_limits: bool
+
+
+@dataclass(frozen=True, slots=True)
+class StreamReport:
+    """A stream in flight, as its process reported it with its heartbeat."""
+
+    request_id: str
+    team_id: str  # hex
+    team_name: str
+    key_id: str
+    model: str
+    endpoint: str
+    lease: str
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_hit_tokens: int
+
+
+_STREAM_COLUMNS = ("request_id", "team_id", "team_name", "key_id", "model", "endpoint", "lease", "input_tokens",
+                   "output_tokens", "cache_write_tokens", "cache_hit_tokens")
 
 
 def _alive(pid: int) -> bool:
@@ -46,7 +78,16 @@ class InstanceRegistry:
         self._shared = shared_limits
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="tollgate-instances", daemon=True)
-        self._lock = threading.Lock()  # the connection is used by the heartbeat thread and by stop()
+        self._lock = threading.Lock()  # the connection is used by the heartbeat thread and by others
+        self._heard_since: float | None = None  # since when every beat got through
+        #: What this process's streams have delivered, asked for at every beat (None: nothing to report).
+        self.stream_reports: Callable[[], Sequence[StreamReport] | None] | None = None
+        #: Called (on the heartbeat thread) when this process finds it was taken for dead.
+        self.on_reregistered: Callable[[], None] | None = None
+
+    @property
+    def instance_id(self) -> str:
+        return self._id
 
     def ledger_identity(self) -> str:
         with self._lock:
@@ -54,39 +95,93 @@ class InstanceRegistry:
 
     def register(self) -> list[Peer]:
         """Announce this process; returns the other live gateways on the database."""
+        self._insert()
+        self._thread.start()
+        return self.peers()
+
+    def _insert(self) -> None:
         now = time.time()
         with self._lock, self._sql.transaction() as tx:
             tx.execute("INSERT INTO gateway_instances (instance_id, host, pid, shared_limits, started_at, last_seen) "
                        "VALUES (?, ?, ?, ?, ?, ?)", (self._id, self._host, os.getpid(), int(self._shared), now, now))
-        self._thread.start()
-        return self.peers()
+        self._heard_since = now
 
     def peers(self) -> list[Peer]:
+        """The other gateways heard from lately (a dead one on this host is left out at once)."""
         with self._lock:
             rows = self._sql.query("SELECT instance_id, host, pid, shared_limits FROM gateway_instances "
                                    "WHERE instance_id <> ? AND last_seen > ?", (self._id, time.time() - SILENT_AFTER_SECONDS))
-            dead = [r["instance_id"] for r in rows if r["host"] == self._host and not _alive(int(r["pid"]))]
-            if dead:
-                with self._sql.transaction() as tx:
-                    tx.executemany("DELETE FROM gateway_instances WHERE instance_id = ?", [(d,) for d in dead])
-        return [Peer(r["host"], int(r["pid"]), bool(r["shared_limits"])) for r in rows if r["instance_id"] not in dead]
+        return [Peer(r["host"], int(r["pid"]), bool(r["shared_limits"])) for r in rows
+                if not (r["host"] == self._host and not _alive(int(r["pid"])))]
+
+    # -- the heartbeat ---------------------------------------------------------------------------
 
     def _beat(self) -> None:
         while not self._stop.wait(HEARTBEAT_SECONDS):
             try:
-                with self._lock, self._sql.transaction() as tx:
-                    tx.execute("UPDATE gateway_instances SET last_seen = ? WHERE instance_id = ?", (time.time(), self._id))
-                    tx.execute("DELETE FROM gateway_instances WHERE last_seen < ?", (time.time() - 3600,))
-            except Exception:  # the database is briefly unreachable: the next beat tries again
-                pass
+                self.beat()
+            except Exception as exc:  # the database is briefly unreachable: the next beat tries again
+                self._heard_since = None
+                log.debug("heartbeat failed: %s", exc)
+
+    def beat(self) -> None:
+        streams = self.stream_reports() if self.stream_reports is not None else None
+        with self._lock, self._sql.transaction() as tx:
+            found = tx.execute("UPDATE gateway_instances SET last_seen = ? WHERE instance_id = ?", (time.time(), self._id))
+            if found and streams is not None:
+                tx.execute("DELETE FROM inflight_streams WHERE instance_id = ?", (self._id,))
+                tx.executemany(f"INSERT INTO inflight_streams (instance_id, {', '.join(_STREAM_COLUMNS)}, updated_at) "
+                               f"VALUES ({', '.join('?' * (len(_STREAM_COLUMNS) + 2))})",
+                               [(self._id, *(getattr(s, c) for c in _STREAM_COLUMNS), time.time()) for s in streams])
+        if not found:
+            old, self._id = self._id, uuid.uuid4().hex
+            log.error("this gateway process (instance %s) was taken for dead after a silence, and its holds and "
+                      "leases were released; it carries on as instance %s", old, self._id)
+            self._insert()
+            if self.on_reregistered is not None:
+                self.on_reregistered()
+        elif self._heard_since is None:
+            self._heard_since = time.time()
+
+    # -- the dead ----------------------------------------------------------------------------------
+
+    def dead_instances(self, dead_after: float) -> list[str]:
+        """The processes to take for dead: silent for ``dead_after`` seconds (judged only once this
+        process has itself been heard that long), or on this host with their pid gone."""
+        now = time.time()
+        heard = self._heard_since is not None and now - self._heard_since >= dead_after
+        with self._lock:
+            rows = self._sql.query("SELECT instance_id, host, pid, last_seen FROM gateway_instances WHERE instance_id <> ?",
+                                   (self._id,))
+        return [r["instance_id"] for r in rows
+                if (heard and float(r["last_seen"]) < now - dead_after)
+                or (r["host"] == self._host and not _alive(int(r["pid"])))]
+
+    def abandoned_streams(self, instance_ids: Sequence[str]) -> list[StreamReport]:
+        if not instance_ids:
+            return []
+        marks = ", ".join("?" * len(instance_ids))
+        with self._lock:
+            rows = self._sql.query(f"SELECT {', '.join(_STREAM_COLUMNS)} FROM inflight_streams "
+                                   f"WHERE instance_id IN ({marks})", tuple(instance_ids))
+        return [StreamReport(**{c: r[c] for c in _STREAM_COLUMNS}) for r in rows]
+
+    def forget(self, instance_ids: Sequence[str]) -> None:
+        """The dead processes' holds are settled: remove them from the registry."""
+        with self._lock, self._sql.transaction() as tx:
+            tx.executemany("DELETE FROM inflight_streams WHERE instance_id = ?", [(i,) for i in instance_ids])
+            tx.executemany("DELETE FROM gateway_instances WHERE instance_id = ?", [(i,) for i in instance_ids])
 
     def stop(self) -> None:
+        """Stopping cleanly: this process's row stays, marked silent, with its last stream reports,
+        so that whatever it still holds (a charge the ledger could not record) is settled by the next
+        process to look; a stream it did charge is not charged again (the store refuses)."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         try:
             with self._lock, self._sql.transaction() as tx:
-                tx.execute("DELETE FROM gateway_instances WHERE instance_id = ?", (self._id,))
+                tx.execute("UPDATE gateway_instances SET last_seen = 0 WHERE instance_id = ?", (self._id,))
         except Exception:
             pass
         self._sql.close()

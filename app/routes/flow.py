@@ -131,8 +131,9 @@ async def serve(runtime: Runtime, bill: RequestBill, exchange: Exchange, prompt_
 
     stream = await _called(runtime, bill, exchange, upstream.open_stream(exchange.body, exchange.headers))
     transcript = transcript_for(bill)
-    relay = _relay(runtime, bill, stream, exchange.reader(), exchange.writer(),
-                   delivery_for(runtime, bill, prompt_tokens), transcript)
+    delivered = delivery_for(runtime, bill, prompt_tokens)
+    runtime.streams.track(bill, delivered)  # reported with the heartbeat, billed if this process dies
+    relay = _relay(runtime, bill, stream, exchange.reader(), exchange.writer(), delivered, transcript)
     return await start_stream(relay, headers, transcript)
 
 
