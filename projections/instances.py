@@ -21,7 +21,8 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
 from projections.database import Database, Sql
@@ -72,7 +73,8 @@ def _alive(pid: int) -> bool:
 
 class InstanceRegistry:
     def __init__(self, database: Database, shared_limits: bool) -> None:
-        self._sql = Sql(database, any_thread=True)
+        self._database = database
+        self._sql: Sql | None = Sql(database, any_thread=True)
         self._id = uuid.uuid4().hex
         self._host = socket.gethostname()
         self._shared = shared_limits
@@ -89,9 +91,24 @@ class InstanceRegistry:
     def instance_id(self) -> str:
         return self._id
 
-    def ledger_identity(self) -> str:
+    @contextmanager
+    def _connection(self) -> Iterator[Sql]:
+        """The registry's connection, under its lock; one that failed is dropped, and the next use
+        opens a new one (the database may have restarted)."""
         with self._lock:
-            return str(self._sql.query("SELECT id FROM ledger_identity")[0]["id"])
+            if self._sql is None:
+                self._sql = Sql(self._database, any_thread=True)
+            try:
+                yield self._sql
+            except BaseException:
+                with suppress(Exception):
+                    self._sql.close()
+                self._sql = None
+                raise
+
+    def ledger_identity(self) -> str:
+        with self._connection() as sql:
+            return str(sql.query("SELECT id FROM ledger_identity")[0]["id"])
 
     def register(self) -> list[Peer]:
         """Announce this process; returns the other live gateways on the database."""
@@ -101,15 +118,15 @@ class InstanceRegistry:
 
     def _insert(self) -> None:
         now = time.time()
-        with self._lock, self._sql.transaction() as tx:
+        with self._connection() as sql, sql.transaction() as tx:
             tx.execute("INSERT INTO gateway_instances (instance_id, host, pid, shared_limits, started_at, last_seen) "
                        "VALUES (?, ?, ?, ?, ?, ?)", (self._id, self._host, os.getpid(), int(self._shared), now, now))
         self._heard_since = now
 
     def peers(self) -> list[Peer]:
         """The other gateways heard from lately (a dead one on this host is left out at once)."""
-        with self._lock:
-            rows = self._sql.query("SELECT instance_id, host, pid, shared_limits FROM gateway_instances "
+        with self._connection() as sql:
+            rows = sql.query("SELECT instance_id, host, pid, shared_limits FROM gateway_instances "
                                    "WHERE instance_id <> ? AND last_seen > ?", (self._id, time.time() - SILENT_AFTER_SECONDS))
         return [Peer(r["host"], int(r["pid"]), bool(r["shared_limits"])) for r in rows
                 if not (r["host"] == self._host and not _alive(int(r["pid"])))]
@@ -126,7 +143,7 @@ class InstanceRegistry:
 
     def beat(self) -> None:
         streams = self.stream_reports() if self.stream_reports is not None else None
-        with self._lock, self._sql.transaction() as tx:
+        with self._connection() as sql, sql.transaction() as tx:
             found = tx.execute("UPDATE gateway_instances SET last_seen = ? WHERE instance_id = ?", (time.time(), self._id))
             if found and streams is not None:
                 tx.execute("DELETE FROM inflight_streams WHERE instance_id = ?", (self._id,))
@@ -150,8 +167,8 @@ class InstanceRegistry:
         process has itself been heard that long), or on this host with their pid gone."""
         now = time.time()
         heard = self._heard_since is not None and now - self._heard_since >= dead_after
-        with self._lock:
-            rows = self._sql.query("SELECT instance_id, host, pid, last_seen FROM gateway_instances WHERE instance_id <> ?",
+        with self._connection() as sql:
+            rows = sql.query("SELECT instance_id, host, pid, last_seen FROM gateway_instances WHERE instance_id <> ?",
                                    (self._id,))
         return [r["instance_id"] for r in rows
                 if (heard and float(r["last_seen"]) < now - dead_after)
@@ -161,14 +178,14 @@ class InstanceRegistry:
         if not instance_ids:
             return []
         marks = ", ".join("?" * len(instance_ids))
-        with self._lock:
-            rows = self._sql.query(f"SELECT {', '.join(_STREAM_COLUMNS)} FROM inflight_streams "
+        with self._connection() as sql:
+            rows = sql.query(f"SELECT {', '.join(_STREAM_COLUMNS)} FROM inflight_streams "
                                    f"WHERE instance_id IN ({marks})", tuple(instance_ids))
         return [StreamReport(**{c: r[c] for c in _STREAM_COLUMNS}) for r in rows]
 
     def forget(self, instance_ids: Sequence[str]) -> None:
         """The dead processes' holds are settled: remove them from the registry."""
-        with self._lock, self._sql.transaction() as tx:
+        with self._connection() as sql, sql.transaction() as tx:
             tx.executemany("DELETE FROM inflight_streams WHERE instance_id = ?", [(i,) for i in instance_ids])
             tx.executemany("DELETE FROM gateway_instances WHERE instance_id = ?", [(i,) for i in instance_ids])
 
@@ -180,8 +197,11 @@ class InstanceRegistry:
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         try:
-            with self._lock, self._sql.transaction() as tx:
+            with self._connection() as sql, sql.transaction() as tx:
                 tx.execute("UPDATE gateway_instances SET last_seen = 0 WHERE instance_id = ?", (self._id,))
         except Exception:
             pass
-        self._sql.close()
+        with self._lock:
+            if self._sql is not None:
+                self._sql.close()
+                self._sql = None
