@@ -40,9 +40,9 @@ browser:
 agents:
 	sh scripts/ensure_agents.sh
 
-# A test that needs PostgreSQL's behaviour whatever the backend (a database that turns read-only) runs
-# once, in the PostgreSQL half.
-POSTGRES_ONLY := --ignore=tests/app/test_owed_charges.py
+# Tests that need PostgreSQL's behaviour whatever the backend (a database that turns read-only, or
+# refuses connections) run once, in the PostgreSQL half.
+POSTGRES_ONLY := --ignore=tests/app/test_owed_charges.py --ignore=tests/app/test_key_directory_outage.py
 
 test-sqlite: install browser agents
 	TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest $(POSTGRES_ONLY)
