@@ -39,6 +39,17 @@ def _gateway_down(attempt: Attempt, faults: list[Fault]) -> bool:
                and attempt.ended >= f.started for f in faults)
 
 
+def _refused_from(revocation: tuple[float, float], faults: list[Fault]) -> float:
+    """When every gateway must refuse a key revoked between these times: within the grace, unless the
+    database was away meanwhile (the gateways learn of it from the events), then after it is back."""
+    deadline = revocation[1] + REVOCATION_GRACE
+    for fault in faults:
+        if fault.kind in (POSTGRES_RESTART, POSTGRES_REFUSING) and fault.started <= deadline \
+                and fault.ended >= revocation[0]:
+            deadline = max(deadline, fault.ended + GRACE)
+    return deadline
+
+
 def _says(attempt: Attempt, phrases: tuple[str, ...]) -> bool:
     return any(phrase in attempt.error for phrase in phrases)
 
@@ -100,7 +111,7 @@ def check_answers(plans: list[Plan], attempts: list[Attempt], faults: list[Fault
         if status >= 500:
             classify_5xx(attempt, plan, faults, verdict)
         elif status == 200:
-            if revocation is not None and attempt.started > revocation[1] + REVOCATION_GRACE:
+            if revocation is not None and attempt.started > _refused_from(revocation, faults):
                 verdict.fail("revoked key served",
                              f"key {key_id} revoked at {revocation[1]:.3f}: {_describe(attempt, plan)}")
         elif status == 401:

@@ -161,8 +161,8 @@ class Injector:
 def schedule_for(long: bool) -> list[Step]:
     """The faults of a run: the CI mode's, about a minute of load; the long mode's, five minutes."""
     if not long:
-        return [Step(8, KILL, "1"), Step(15, TOP_UPS, "3"), Step(16, REVOCATIONS, "2"), Step(21, POSTGRES_RESTART),
-                Step(29, REDIS_RESTART), Step(35, POSTGRES_REFUSING), Step(46, TOP_UPS, "3"),
+        return [Step(8, KILL, "1"), Step(13, TOP_UPS, "3"), Step(14, REVOCATIONS, "2"), Step(22, POSTGRES_RESTART),
+                Step(30, REDIS_RESTART), Step(36, POSTGRES_REFUSING), Step(46, TOP_UPS, "3"),
                 Step(47, REVOCATIONS, "2")]
     steps = []
     for cycle in range(3):

@@ -30,6 +30,9 @@ UPSTREAM_FAULTS = {
 #: Streams that take a couple of seconds (a pause before each chunk): the gateway killed "mid-stream"
 #: must have some in flight.
 SLOW_SHARE = 0.12
+#: Requests for one busy team (the first, a rich one), from every gateway at once: its writes contend
+#: across processes (the writer lock, optimistic concurrency), idempotent holds included.
+HOT_SHARE = 0.2
 SLOW_CHUNK_MS = 150
 HANG_MS = 6000
 MAX_TOKENS = 32
@@ -119,7 +122,7 @@ def plan_traffic(seed: int, requests: int, teams: int, gateways: int, duration: 
         idempotent = rng.random() < idempotent_share
         plans.append(Plan(
             index=i, at=i * duration / requests + rng.uniform(0, duration / requests), gateway=rng.randrange(gateways),
-            team=rng.randrange(teams), key=rng.randrange(2), endpoint=endpoint, model=model, stream=stream,
+            team=0 if rng.random() < HOT_SHARE else rng.randrange(teams), key=rng.randrange(2), endpoint=endpoint, model=model, stream=stream,
             fault=fault, idempotency_key=f"chaos-{seed}-{i}" if idempotent else "",
             replay=idempotent and rng.random() < 0.25, text=f"{text} {directive}".strip()))
     return plans

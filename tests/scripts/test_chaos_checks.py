@@ -172,3 +172,21 @@ def test_a_stream_showing_a_traceback_is_a_violation() -> None:
     verdict = Verdict()
     check_answers([plan(stream=True)], [broken], [], [TEAM], [], verdict)
     assert [v.check for v in verdict.violations] == ["malformed answer"]
+
+
+def test_a_revoked_key_must_be_refused_soon_after_the_revocation_or_after_an_outage_meanwhile() -> None:
+    from scripts.chaos.teams import OperatorAction
+
+    revoked = OperatorAction("revoke", TEAM.name, "key_a", "", started=5.0, ended=6.0, ok=True)
+    served = attempt(started=10.0, ended=10.5)
+    verdict = Verdict()
+    check_answers([plan()], [served], [], [TEAM], [revoked], verdict)
+    assert [v.check for v in verdict.violations] == ["revoked key served"]
+    outage = Fault(POSTGRES_RESTART, started=6.5, ended=7.0)  # the gateways learn of it when the database is back
+    verdict = Verdict()
+    check_answers([plan()], [served], [outage], [TEAM], [revoked], verdict)
+    assert verdict.violations == []
+    refused = attempt(status=401, cost=None, remaining=None, started=1.0, ended=2.0, error="Incorrect API key provided.")
+    verdict = Verdict()
+    check_answers([plan()], [refused], [], [TEAM], [revoked], verdict)
+    assert [v.check for v in verdict.violations] == ["valid key refused"]
