@@ -82,6 +82,8 @@ class Injector:
                 await self._inject(step)
             except Exception as exc:  # noqa: BLE001 - reported as the run's failure, with its reason
                 self.errors.append(f"{step.kind} at {step.at:.0f} s could not be injected: {type(exc).__name__}: {exc}")
+                if self.faults and not self.faults[-1].ended:
+                    self.faults[-1].ended = time.time()
 
     async def _inject(self, step: Step) -> None:
         if step.kind == KILL:
@@ -97,8 +99,10 @@ class Injector:
                                            f"{streams} stream(s) delivering")
             refusing = self.postgres.refusing_connections(self.database)
             await asyncio.to_thread(refusing.__enter__)
-            await asyncio.sleep(REFUSAL_SECONDS)
-            await asyncio.to_thread(refusing.__exit__, None, None, None)
+            try:
+                await asyncio.sleep(REFUSAL_SECONDS)
+            finally:
+                await asyncio.to_thread(refusing.__exit__, None, None, None)
             fault.ended = time.time()
         elif step.kind == REDIS_RESTART:
             fault = self._begin(step.kind, "redis-server stopped (SIGTERM) and started again, empty")
@@ -130,7 +134,7 @@ class Injector:
     async def _kill(self, victim: int) -> None:
         """``kill -9`` the victim while it is delivering streams, then start it again on the same port."""
         gateway = self.gateways[victim]
-        streams = await self._streams_delivering(victim)
+        streams = await self._streams_delivering(victim) or await self._streams_delivering(victim, 1, 12)
         pid = gateway.process.pid if gateway.process else 0
         fault = self._begin(KILL, f"gateway {victim} (pid {pid}) with {streams} stream(s) delivering")
         fault.pid, fault.streams, fault.victim = pid, streams, victim
