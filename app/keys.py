@@ -13,6 +13,9 @@ import secrets
 from dataclasses import dataclass
 from uuid import UUID
 
+from eventsourcing.persistence import PersistenceError
+
+from app.errors import ServiceUnavailable
 from projections.event_store import LedgerStore
 from projections.read_models import KeyRecord
 
@@ -70,7 +73,8 @@ class KeyDirectory:
     directory table, which is written in the same transaction as the ``KeyIssued`` event. A key
     revoked, restricted or limited anywhere — or whose team was suspended or limited — is forgotten
     here as soon as this process's projector sees the event (:meth:`forget`, :meth:`forget_team`),
-    so the next request reads its new state.
+    so the next request reads its new state. A key that must be read while the database is away
+    gets 503, like every billed request then: the gateway cannot tell whether it is valid.
     """
 
     def __init__(self, store: LedgerStore) -> None:
@@ -94,7 +98,11 @@ class KeyDirectory:
         principal = self._known.get(key_hash)
         if principal is not None:
             return principal
-        record = await asyncio.to_thread(self._store.find_key, key_hash)
+        try:
+            record = await asyncio.to_thread(self._store.find_key, key_hash)
+        except PersistenceError:  # the database is away: the documented, retryable 503 of an outage
+            raise ServiceUnavailable("The key directory cannot be read right now (the database is unavailable); "
+                                     "nothing was charged. Retry shortly.", headers={"retry-after": "1"}) from None
         if record is None or record.revoked:
             return None
         principal = Principal.of(record)

@@ -557,4 +557,9 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run as ``python -m tests.fake_upstream``, this file is ``__main__``, while the Anthropic and
+    # Responses fakes import it as ``tests.fake_upstream``: serve with the module they import, so
+    # that one class ``_Reject`` is raised and caught.
+    from tests.fake_upstream import main as imported_main
+
+    imported_main()

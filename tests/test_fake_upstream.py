@@ -572,3 +572,42 @@ def test_anthropic_no_usage(claude: anthropic.Anthropic) -> None:
     delta = next(e for e in events if e.type == "message_delta")
     assert start.message.usage is None and delta.usage is None
 
+
+
+def test_run_on_its_own_it_answers_every_protocol_s_failure_directive() -> None:
+    """``python -m tests.fake_upstream`` runs this file as ``__main__``, while the Anthropic and
+    Responses fakes import it as ``tests.fake_upstream``: a failure one of them raises must still be
+    answered in its protocol's shape, not crash the server into a bare 500."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "tests.fake_upstream", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    root = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(root + "/v1/models", timeout=1)
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "the fake upstream did not start"
+                time.sleep(0.1)
+        auth = {"authorization": "Bearer upstream-secret", "x-api-key": "upstream-secret",
+                "anthropic-version": "2023-06-01"}
+        chat = httpx.post(root + "/v1/chat/completions", headers=auth,
+                          json={"model": MODEL, "messages": user("hi [[fail:503]]")})
+        responses = httpx.post(root + "/v1/responses", headers=auth, json={"model": MODEL, "input": "hi [[fail:503]]"})
+        messages = httpx.post(root + "/v1/messages", headers=auth,
+                              json={"model": CLAUDE, "max_tokens": 10, "messages": say("hi [[fail:503]]")})
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert (chat.status_code, chat.json()["error"]["type"]) == (503, "server_error")
+    assert (responses.status_code, responses.json()["error"]["type"]) == (503, "server_error")
+    assert (messages.status_code, messages.json()["error"]["type"]) == (503, "overloaded_error")

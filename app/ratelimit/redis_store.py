@@ -13,6 +13,9 @@ import logging
 import math
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from domain.rate_limits import Decision, Level, Limit
 
@@ -82,8 +85,12 @@ class RedisLimiter:
     CORRECTION_DELAY = 0.05
 
     def __init__(self, url: str, namespace: str) -> None:
+        # A connection Redis closed (it restarted, or dropped idle clients) fails on its next use; one
+        # retry, on a fresh connection, keeps that from becoming a 503 while Redis answers again. A
+        # Redis that does not answer at all still fails within its timeouts (a timeout is not retried).
+        retry = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
         pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=self.MAX_CONNECTIONS, timeout=2,
-                                                        socket_timeout=2, socket_connect_timeout=2)
+                                                        socket_timeout=2, socket_connect_timeout=2, retry=retry)
         self._redis = aioredis.Redis(connection_pool=pool)
         self._prefix = f"tollgate:{namespace}:rl:"
         self._admit = self._redis.register_script(_ADMIT)
