@@ -16,14 +16,19 @@ Idempotency-Key answers past their time to live are purged by the same thread, o
 from __future__ import annotations
 
 import logging
+import sqlite3
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from concurrent.futures import Future
 from decimal import Decimal
 from uuid import UUID
 
-from app.ledger_writer import LedgerWriter
+from eventsourcing.persistence import PersistenceError
+from psycopg import errors as psycopg_errors
+
+from app.ledger_writer import LedgerUnavailable, LedgerWriter
 from domain.ledger import Delivery, LedgerError
 from domain.pricing import Price, TokenUsage
 from projections.event_store import LedgerStore
@@ -121,9 +126,11 @@ class HoldSweeper:
                 return
 
     @staticmethod
-    def _safely(action: object, what: str) -> None:
+    def _safely(action: Callable[[], object], what: str) -> None:
         try:
-            action()  # type: ignore[operator]
+            action()
+        except (PersistenceError, psycopg_errors.Error, sqlite3.Error, LedgerUnavailable) as exc:  # the database is away
+            log.warning("%s failed (%s); trying again later", what, str(exc).strip() or type(exc).__name__)
         except Exception:
             log.exception("%s failed; trying again later", what)
 

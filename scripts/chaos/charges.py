@@ -23,7 +23,6 @@ it. What must hold, and how exactly:
 
 from __future__ import annotations
 
-import hashlib
 from collections import Counter, defaultdict
 from decimal import Decimal
 
@@ -66,12 +65,15 @@ class Prices:
         return self._rules(plan.model).text(text)  # type: ignore[attr-defined]
 
 
-def idempotent_request_id(team: str, idempotency_key: str) -> str:
-    """The request id the gateway derives from a team's Idempotency-Key (``app/routes/flow.py``), so
-    that every attempt of one request, answered or not, is looked up under the id it is charged to."""
-    from domain.ledger import team_id
-
-    return "req_" + hashlib.sha256(f"{team_id(team)}:{idempotency_key}".encode()).hexdigest()[:24]
+def _attempts_under_keys(snapshot: Snapshot) -> dict[tuple[str, str], set[str]]:
+    """Every request id that held credit under an Idempotency-Key, by (team, key): each attempt under
+    a key has a request id of its own (``HoldPlaced.idem_key`` names the key), and whatever any of them
+    was charged is what the key's request cost — even an attempt whose client never learnt its id."""
+    ids: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for event in snapshot.of_kind("HoldPlaced"):
+        if event.get("idem_key"):
+            ids[(event.team, event["idem_key"])].add(event["request_id"])
+    return ids
 
 
 def _index(snapshot: Snapshot, kind: str) -> dict[str, list[LedgerEvent]]:
@@ -96,6 +98,7 @@ class ChargeChecks:
         self.charged = _index(snapshot, "Charged")
         self.failed = _index(snapshot, "RequestFailed")
         self.released = _index(snapshot, "HoldReleased")
+        self.under_key = _attempts_under_keys(snapshot)
         self.kills = [f for f in faults if f.kind == KILL]
         self.by_plan: dict[int, list[Attempt]] = defaultdict(list)
         for attempt in attempts:
@@ -210,19 +213,21 @@ class ChargeChecks:
         if not self.failed.get(attempt.request_id) and not self.released.get(attempt.request_id):
             self._fail("cut stream without text left no failure in the ledger", plan, attempt, attempt.error[:120])
 
-    # -- requests with an Idempotency-Key: every attempt shares the request id -------------------
+    # -- requests with an Idempotency-Key: one request, however many attempts ------------------
 
     def _idempotent(self, plan: Plan, attempts: list[Attempt]) -> None:
-        request_id = idempotent_request_id(self.teams[plan.team].name, plan.idempotency_key)
+        held = self.under_key.get((self.teams[plan.team].name, plan.idempotency_key), set())
         for attempt in attempts:
-            if attempt.request_id and attempt.request_id != request_id:
-                # Refused before billing (a revoked key, the rate-limit store away): the gateway's own id.
-                if attempt.status in (200, 402, 409):
-                    self._fail("an Idempotency-Key's answer under another request id", plan, attempt,
-                               f"expected {request_id}")
+            if attempt.request_id and attempt.request_id not in held:
+                # Never held under the key: refused before billing (409 while another attempt runs, a
+                # 402, a revoked key, the rate-limit store away), so never charged; an answer (a 200,
+                # first or replayed) always carries the id of an attempt that held under the key.
+                if attempt.status == 200:
+                    self._fail("an Idempotency-Key's answer under a request that never held under it", plan,
+                               attempt, f"held under the key: {sorted(held)}")
                 elif self._charges(attempt.request_id):
                     self._fail("refused but charged", plan, attempt, attempt.error[:120])
-        charges = self._charges(request_id)
+        charges = [charge for request_id in sorted(held) for charge in self._charges(request_id)]
         originals = [a for a in attempts if a.status == 200 and a.outcome in (ANSWERED, COMPLETE) and not a.replayed]
         replays = [a for a in attempts if a.status == 200 and a.outcome in (ANSWERED, COMPLETE) and a.replayed]
         partial = [a for a in attempts if a.status == 200 and a.outcome == ERROR_EVENT and a.text

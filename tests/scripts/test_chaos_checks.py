@@ -8,7 +8,7 @@ import pytest
 
 from domain.settings import parse_settings
 from scripts.chaos.answers import check_answers
-from scripts.chaos.charges import ChargeChecks, Prices, idempotent_request_id
+from scripts.chaos.charges import ChargeChecks, Prices
 from scripts.chaos.client import ANSWERED, COMPLETE, ERROR_EVENT, NO_ANSWER, Attempt
 from scripts.chaos.faults import KILL, POSTGRES_RESTART, Fault
 from scripts.chaos.gateways import write_config
@@ -101,14 +101,22 @@ def test_a_cut_stream_is_charged_for_exactly_the_text_it_delivered(prices: Price
 
 
 def test_idempotent_retries_share_one_charge_and_a_replay_reports_the_same_cost(prices: Prices) -> None:
-    request_id = idempotent_request_id(TEAM.name, "k1")
-    first = attempt(request_id=request_id)
-    replay_ = attempt(request_id=request_id, replayed=True, number=2, replay=True)
-    events = opened() + [charged(3, request_id, 6500, 993_500)]
-    assert charge_verdict([plan(idempotency_key="k1")], [first, replay_], events, prices).violations == []
-    again = events + [charged(4, request_id, 6500, 987_000)]
-    assert [v.check for v in charge_verdict([plan(idempotency_key="k1")], [first, replay_], again, prices).violations] \
+    first = attempt(request_id="req_first")
+    busy = attempt(status=409, outcome=ANSWERED, request_id="req_busy", cost=None, remaining=None, number=2)
+    replay_ = attempt(request_id="req_first", replayed=True, number=3, replay=True)
+    held = [event(3, "HoldPlaced", request_id="req_first", amount=50_000, idem_key="k1")]
+    events = opened() + held + [charged(4, "req_first", 6500, 993_500)]
+    attempts = [first, busy, replay_]
+    assert charge_verdict([plan(idempotency_key="k1")], attempts, events, prices).violations == []
+    # A second attempt under the key that was served and charged as well: the key's request, twice.
+    twice = events + [event(5, "HoldPlaced", request_id="req_second", amount=50_000, idem_key="k1"),
+                      charged(6, "req_second", 6500, 987_000)]
+    assert [v.check for v in charge_verdict([plan(idempotency_key="k1")], attempts, twice, prices).violations] \
         == ["idempotent request not charged once"]
+    # An answer under a request that never held under the key.
+    stray = attempt(request_id="req_stray", number=4)
+    assert "an Idempotency-Key's answer under a request that never held under it" in [
+        v.check for v in charge_verdict([plan(idempotency_key="k1")], [first, stray], events, prices).violations]
 
 
 def test_a_balance_below_zero_at_any_event_fails_even_if_it_ends_above() -> None:
