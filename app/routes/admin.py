@@ -26,7 +26,7 @@ from app.routes.admin_common import (
     team_fields,
 )
 from app.routes.admin_policies import policy_handlers
-from app.routes.request_body import read_json_object, validate
+from app.routes.request_body import request_json, validate
 from app.runtime import Runtime
 from app.team_history import history_page, usage
 
@@ -65,7 +65,7 @@ async def list_teams(request: Request[Any, Any, Any]) -> Response[bytes]:
 @post("/teams")
 async def create_team(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    new = validate(read_json_object(await request.body()), NewTeam)
+    new = validate(await request_json(request), NewTeam)
     summary = await ledger_call(admin.create_team, runtime.writer, new.name, credits_param(new.credits, "credits"),
                             limits(new.rpm, new.tpm))
     return json_response(team_fields(summary), 201)
@@ -82,7 +82,7 @@ async def show_team(request: Request[Any, Any, Any], name: str) -> Response[byte
 @post("/teams/{name:str}/credits")
 async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    new = validate(read_json_object(await request.body()), NewCredits)
+    new = validate(await request_json(request), NewCredits)
     amount = credits_param(new.amount, "amount")
     if amount == 0:
         raise InvalidRequest("Invalid 'amount': must be greater than 0.", param="amount")
@@ -99,7 +99,7 @@ async def list_keys(request: Request[Any, Any, Any], name: str) -> Response[byte
 @post("/teams/{name:str}/keys")
 async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    new = validate(read_json_object(await request.body() or b"{}"), NewKey)
+    new = validate(await request_json(request, b"{}"), NewKey)
     secret = await ledger_call(admin.issue_key, runtime.writer, name, new.name, check_models(runtime, new.models),
                            endpoint_names(new.endpoints), limits(new.rpm, new.tpm))
     key_id = (await runtime.keys.principal_for(secret)).key_id  # type: ignore[union-attr]
@@ -118,7 +118,7 @@ async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) ->
 @put("/teams/{name:str}/keys/{key_id:str}/models")
 async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    body = validate(read_json_object(await request.body()), KeyModels)
+    body = validate(await request_json(request), KeyModels)
     await ledger_call(admin.restrict_key, runtime.writer, name, key_id, check_models(runtime, body.models))
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "models": sorted(set(body.models))})

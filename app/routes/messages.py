@@ -39,7 +39,7 @@ class MessagesRequest(msgspec.Struct):
 
 async def _read(request: Request[Any, Any, Any], runtime: Runtime, *required: str) -> tuple[Principal, dict[str, Any], Model]:
     principal = await authenticate(request, runtime)
-    body = read_json_object(await request.body())
+    body = read_json_object(await request.body(), runtime.settings.max_json_depth)
     require(body, *required)
     if not isinstance(body.get("messages"), list):
         raise InvalidRequest("messages: expected an array of messages.", param="messages")
