@@ -26,6 +26,7 @@ from app.routes.admin_common import (
     team_fields,
 )
 from app.routes.admin_policies import policy_handlers
+from app.routes.paging import check_page, check_since
 from app.routes.request_body import request_json, validate
 from app.runtime import Runtime
 from app.team_history import history_page, usage
@@ -128,8 +129,8 @@ async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) 
 async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1, per_page: int = 50,
                        since: str | None = None) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    if page < 1 or not 1 <= per_page <= 1000:
-        raise InvalidRequest("'page' must be >= 1 and 'per_page' between 1 and 1000.")
+    check_page(page, per_page, 1000)
+    check_since(since)
     await ledger_call(admin.team_summary, runtime.writer, name)  # 404 for an unknown team
     return json_response(await asyncio.to_thread(history_page, runtime.store, name, page, per_page, since))
 
