@@ -18,13 +18,14 @@ from typing import Any
 import msgspec
 from litestar import Request
 from litestar.openapi.config import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
+from litestar.openapi.plugins import JsonRenderPlugin
 
 from app.routes.admin import KeyModels, NewCredits, NewKey, NewTeam
 from app.routes.admin_policies import KeyEndpoints, NewLimits, Suspension
 from app.routes.chat import ChatRequest
 from app.routes.messages import MessagesRequest
 from app.routes.responses import ResponsesRequest
+from app.schema_page import RedocPage, schema_router
 
 _OPENAI_ERROR = {
     "type": "object", "required": ["error"],
@@ -133,4 +134,4 @@ class _CompletedJson(JsonRenderPlugin):
 def openapi_config(version: str) -> OpenAPIConfig:
     return OpenAPIConfig(title="Tollgate", version=version, path="/schema",
                          description="An LLM gateway billing every request to a team's prepaid credits.",
-                         render_plugins=[_CompletedJson(), ScalarRenderPlugin(path="/")])
+                         render_plugins=[_CompletedJson(), RedocPage()], openapi_router=schema_router())
