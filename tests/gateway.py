@@ -127,7 +127,8 @@ vision = true
 effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}}, {{value = "high", display = "High"}}, {{value = "xhigh", display = "Extra high"}}]
 pricing = {{input = 1.25, output = 10, cache_create = 1.25, cache_hit = 0.125}}
 upstream = {{kind = "openai-responses", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-codex-x"}}
-{_agent_models(upstream_base_url)}{_builtin_tool_models(upstream_base_url)}{_fallback_models(upstream_base_url)}''')
+{_agent_models(upstream_base_url)}{_builtin_tool_models(upstream_base_url)}{_fallback_models(upstream_base_url)}\
+{_blind_models(upstream_base_url)}''')
     return config
 
 
@@ -175,6 +176,18 @@ def _builtin_tool_models(upstream_base_url: str) -> str:
     return "".join(_model(model_id, [_deployment(kind, base_url, f"{model_id}-upstream", api_key_env="UPSTREAM_KEY")],
                           context_window=8192, max_output_tokens=1024, settings=f'builtin_tools = "{policy}"')
                    for model_id, (kind, base_url, policy) in models.items())
+
+
+#: Models without vision, one per upstream kind (with fake-gpt, an openai one, and demo-gpt).
+BLIND_MODELS = {"blind-claude": "anthropic", "blind-codex": "openai-responses"}
+
+
+def _blind_models(upstream_base_url: str) -> str:
+    root = upstream_base_url.removesuffix("/v1")
+    return "".join(_model(model_id, [_deployment(kind, root if kind == "anthropic" else upstream_base_url,
+                                                 f"{model_id}-upstream", api_key_env="UPSTREAM_KEY")],
+                          context_window=8192, max_output_tokens=1024, settings="vision = false")
+                   for model_id, kind in BLIND_MODELS.items())
 
 
 #: A weight that makes a deployment the first one tried in all but one request in a million.
