@@ -128,7 +128,7 @@ effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display
 pricing = {{input = 1.25, output = 10, cache_create = 1.25, cache_hit = 0.125}}
 upstream = {{kind = "openai-responses", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-codex-x"}}
 {_agent_models(upstream_base_url)}{_builtin_tool_models(upstream_base_url)}{_fallback_models(upstream_base_url)}\
-{_blind_models(upstream_base_url)}''')
+{_strict_models(upstream_base_url)}''')
     return config
 
 
@@ -178,16 +178,24 @@ def _builtin_tool_models(upstream_base_url: str) -> str:
                    for model_id, (kind, base_url, policy) in models.items())
 
 
-#: Models without vision, one per upstream kind (with fake-gpt, an openai one, and demo-gpt).
-BLIND_MODELS = {"blind-claude": "anthropic", "blind-codex": "openai-responses"}
+#: Strict models, one per upstream kind: no vision, built-in tools refused, small limits (8,192
+#: tokens of context, 1,024 of output): every refusal a request can meet, on every kind of upstream.
+STRICT_MODELS = {"strict-gpt": "openai", "strict-demo": "demo", "strict-claude": "anthropic",
+                 "strict-codex": "openai-responses"}
 
 
-def _blind_models(upstream_base_url: str) -> str:
+def _strict_models(upstream_base_url: str) -> str:
     root = upstream_base_url.removesuffix("/v1")
-    return "".join(_model(model_id, [_deployment(kind, root if kind == "anthropic" else upstream_base_url,
-                                                 f"{model_id}-upstream", api_key_env="UPSTREAM_KEY")],
-                          context_window=8192, max_output_tokens=1024, settings="vision = false")
-                   for model_id, kind in BLIND_MODELS.items())
+
+    def deployment(model_id: str, kind: str) -> str:
+        if kind == "demo":
+            return "{kind = \"demo\"}"
+        return _deployment(kind, root if kind == "anthropic" else upstream_base_url, f"{model_id}-upstream",
+                           api_key_env="UPSTREAM_KEY")
+
+    return "".join(_model(model_id, [deployment(model_id, kind)], context_window=8192, max_output_tokens=1024,
+                          settings='vision = false\nbuiltin_tools = "refuse"')
+                   for model_id, kind in STRICT_MODELS.items())
 
 
 #: A weight that makes a deployment the first one tried in all but one request in a million.

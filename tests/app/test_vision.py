@@ -9,12 +9,12 @@ import pytest
 
 from tests.app.refusals import error_of, key_headers, money_of
 from tests.fake_upstream import FakeUpstream
-from tests.gateway import Gateway
+from tests.gateway import STRICT_MODELS, Gateway
 
 PNG = "iVBORw0KGgo="
 URL = f"data:image/png;base64,{PNG}"
 #: A model without vision for each upstream kind: openai, demo, anthropic, openai-responses.
-BLIND = ["fake-gpt", "demo-gpt", "blind-claude", "blind-codex"]
+BLIND = list(STRICT_MODELS)
 
 _CHAT_IMAGE = {"type": "image_url", "image_url": {"url": URL}}
 _MESSAGES_IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
