@@ -23,11 +23,13 @@ def speaks_messages(path: str) -> bool:
 
 
 def error_of(response: httpx.Response, status: int | None = None) -> dict:
-    """The error of a refusal, checked for its shape and its headers (``status``: exactly that one)."""
+    """The error of a refusal, checked for its shape and its headers (``status``: exactly that one).
+    Only a rate limit (429) is worth retrying; any other refusal says so with ``x-should-retry: false``."""
     assert 400 <= response.status_code < 500, f"{response.status_code}: {response.text[:500]}"
     if status is not None:
         assert response.status_code == status, f"{response.status_code}: {response.text[:500]}"
-    assert response.headers.get("x-should-retry") != "true", response.text[:300]
+    retry = response.headers.get("x-should-retry")
+    assert retry == "true" if response.status_code == 429 else retry != "true", response.text[:300]
     assert response.headers["content-type"].startswith("application/json")
     body = response.json()
     if speaks_messages(response.request.url.path):
