@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
 from app.cli_keys import add_key_commands, add_team_commands
@@ -95,9 +95,22 @@ def _caught_up_history(store: object) -> object:
     return history
 
 
+def _query_checked(check: Callable[..., None], *values: object) -> None:
+    """A query's numbers and times, bounded as the admin API bounds them (``app/routes/paging.py``)."""
+    from app.errors import InvalidRequest
+
+    try:
+        check(*values)
+    except InvalidRequest as exc:
+        raise CommandError(exc.message.replace("'per_page'", "--per-page").replace("'page'", "--page")
+                           .replace("'since'", "--since")) from None
+
+
 def cmd_ledger_export(args: argparse.Namespace) -> None:
+    from app.routes.paging import check_since
     from app.team_history import write_export  # the dashboard's export writes the same lines
 
+    _query_checked(check_since, args.since)
     with ledger_store(args.config) as store:
         history = _caught_up_history(store)
         rows = history.entries(team=args.team, since=args.since)  # type: ignore[attr-defined]
@@ -106,6 +119,9 @@ def cmd_ledger_export(args: argparse.Namespace) -> None:
 
 
 def cmd_ledger_history(args: argparse.Namespace) -> None:
+    from app.routes.paging import check_page
+
+    _query_checked(check_page, args.page, args.per_page, 1000)
     with ledger_store(args.config) as store:
         history = _caught_up_history(store)
         total = history.count(team=args.team)  # type: ignore[attr-defined]

@@ -18,26 +18,35 @@ from typing import Any
 import msgspec
 from litestar import Request
 from litestar.openapi.config import OpenAPIConfig
-from litestar.openapi.plugins import JsonRenderPlugin, ScalarRenderPlugin
+from litestar.openapi.plugins import JsonRenderPlugin
 
 from app.routes.admin import KeyModels, NewCredits, NewKey, NewTeam
 from app.routes.admin_policies import KeyEndpoints, NewLimits, Suspension
 from app.routes.chat import ChatRequest
 from app.routes.messages import MessagesRequest
 from app.routes.responses import ResponsesRequest
+from app.schema_page import RedocPage, schema_router
 
-_OPENAI_ERROR = {
-    "type": "object", "required": ["error"],
-    "properties": {"error": {"type": "object", "required": ["message", "type"], "properties": {
-        "message": {"type": "string"}, "type": {"type": "string"},
-        "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}},
+#: The two error bodies (``app/errors.py`` renders them), as components every error answer refers to.
+_ERROR_SCHEMAS = {
+    "OpenAIError": {
+        "type": "object", "required": ["error"], "additionalProperties": False,
+        "description": "An error, in OpenAI's shape: chat, responses, models, admin, dashboard, metrics.",
+        "properties": {"error": {"type": "object", "required": ["message", "type", "param", "code"],
+                                 "additionalProperties": False, "properties": {
+                                     "message": {"type": "string"}, "type": {"type": "string"},
+                                     "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}},
+    },
+    "AnthropicError": {
+        "type": "object", "required": ["type", "error"],
+        "description": "An error, in Anthropic's shape: /v1/messages and /v1/messages/count_tokens.",
+        "properties": {"type": {"const": "error"}, "error": {"type": "object", "required": ["type", "message"],
+                                                             "properties": {"type": {"type": "string"},
+                                                                            "message": {"type": "string"}}}},
+    },
 }
-_ANTHROPIC_ERROR = {
-    "type": "object", "required": ["type", "error"],
-    "properties": {"type": {"const": "error"}, "error": {"type": "object", "required": ["type", "message"],
-                                                         "properties": {"type": {"type": "string"},
-                                                                        "message": {"type": "string"}}}},
-}
+_OPENAI_ERROR = {"$ref": "#/components/schemas/OpenAIError"}
+_ANTHROPIC_ERROR = {"$ref": "#/components/schemas/AnthropicError"}
 _ERRORS = {"400": "invalid request", "401": "missing, invalid or revoked API key",
            "402": "the team's credits cannot cover the request's worst case",
            "403": "the key may not use this model or endpoint, or the team is suspended",
@@ -46,6 +55,11 @@ _ERRORS = {"400": "invalid request", "401": "missing, invalid or revoked API key
            "504": "the upstream timed out"}
 _DASHBOARD_ERRORS = {"400": "an invalid query parameter", "401": "missing, invalid or revoked key",
                      "403": "a team key asking for another team", "404": "no such team (admin key)"}
+_ADMIN_ERRORS = {"400": "an invalid body, path or query parameter", "401": "not the admin key",
+                 "403": "a team key (the admin API takes the admin key only), or the admin API is off",
+                 "404": "no such team or key"}
+#: Errors any route may answer, in its own shape.
+_ANY_ERROR = "any other error in the same shape: 405 (method), 500 (a fault of the gateway's), 503 (the ledger)"
 
 #: path → (request struct, error shape, summary, answers with a stream when ``stream`` is true)
 _GENERATION = {
@@ -81,7 +95,7 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
     """Litestar's document with the generation endpoints' bodies, answers and errors filled in."""
     document = copy.deepcopy(document)
     refs, components = _body_schemas()
-    document.setdefault("components", {}).setdefault("schemas", {}).update(components)
+    document.setdefault("components", {}).setdefault("schemas", {}).update({**components, **_ERROR_SCHEMAS})
     schemes = document["components"].setdefault("securitySchemes", {})
     schemes["bearer"] = {"type": "http", "scheme": "bearer",
                          "description": "A Tollgate team key (or the admin key on /admin and /dashboard/api)"}
@@ -109,20 +123,37 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
             operation["requestBody"] = {"required": method != "post" or struct is not NewKey,
                                         "content": {"application/json": {"schema": refs[struct]}}}
     for path, item in document.get("paths", {}).items():
-        if path.startswith("/admin"):
-            for operation in item.values():
-                if isinstance(operation, dict):
-                    operation["security"] = [{"bearer": []}]
-                    operation.setdefault("responses", {})["401"] = {
-                        "description": "not the admin key", "content": {"application/json": {"schema": _OPENAI_ERROR}}}
-        elif path.startswith("/dashboard/api"):  # a team key (its own team) or the admin key (any team)
-            for operation in item.values():
-                if isinstance(operation, dict):
-                    operation["security"] = [{"bearer": []}]
-                    operation.setdefault("responses", {}).update({
-                        code: {"description": why, "content": {"application/json": {"schema": _OPENAI_ERROR}}}
-                        for code, why in _DASHBOARD_ERRORS.items()})
+        for method, operation in item.items():
+            if isinstance(operation, dict):
+                _document_errors(path, method, operation)
     return document
+
+
+def _document_errors(path: str, method: str, operation: dict[str, Any]) -> None:
+    """Every error answer of a route in the shape the gateway really sends (``app/server.py``
+    renders Litestar's own refusals, such as a query parameter of the wrong type, in it too): the
+    route's own errors, and a default for the rest. Litestar's ``{status_code, detail}`` is replaced."""
+    if path.startswith("/health"):
+        return  # readiness answers its own checks, as JSON of its own
+    errors: dict[str, str] = {}
+    if path.startswith("/admin"):
+        operation["security"] = [{"bearer": []}]
+        errors = dict(_ADMIN_ERRORS)
+        if (path, method) == ("/admin/teams", "post"):
+            errors["409"] = "a team of that name exists"
+    elif path.startswith("/dashboard/api"):  # a team key (its own team) or the admin key (any team)
+        operation["security"] = [{"bearer": []}]
+        errors = dict(_DASHBOARD_ERRORS)
+    elif path == "/metrics":
+        errors = {"401": "not the admin key"}
+    schema = _ANTHROPIC_ERROR if path.startswith("/v1/messages") else _OPENAI_ERROR
+    responses = operation.setdefault("responses", {})
+    for code, why in errors.items():
+        responses.setdefault(code, {"description": why})
+    responses.setdefault("default", {"description": _ANY_ERROR})
+    for code, answer in responses.items():
+        if code == "default" or code[0] in "45":
+            answer["content"] = {"application/json": {"schema": schema}}
 
 
 class _CompletedJson(JsonRenderPlugin):
@@ -133,4 +164,4 @@ class _CompletedJson(JsonRenderPlugin):
 def openapi_config(version: str) -> OpenAPIConfig:
     return OpenAPIConfig(title="Tollgate", version=version, path="/schema",
                          description="An LLM gateway billing every request to a team's prepaid credits.",
-                         render_plugins=[_CompletedJson(), ScalarRenderPlugin(path="/")])
+                         render_plugins=[_CompletedJson(), RedocPage()], openapi_router=schema_router())

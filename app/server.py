@@ -52,10 +52,18 @@ def _gateway_error(request: Request[Any, Any, Any], exc: GatewayError) -> Respon
 
 
 def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
+    """Litestar's own refusals (an unknown route, a method, a path or query parameter of the wrong
+    type), in the endpoint's error shape like every other error; a parameter's problem names it."""
     status = exc.status_code
     message = exc.detail if status != 404 else "Unknown request URL. Please check the URL and method."
-    error = (NotFound if status == 404 else InvalidRequest if status < 500 else GatewayError)(message, status=status)
-    return _gateway_error(request, error)
+    param = None
+    problems = [p for p in exc.extra if isinstance(p, dict) and p.get("key")] if isinstance(exc.extra, list) else []
+    if problems:
+        param = str(problems[0]["key"])
+        message = " ".join(f"Invalid '{p['key']}' in the {getattr(p.get('source'), 'value', 'request')}: "
+                           f"{p.get('message')}." for p in problems)
+    kind = NotFound if status == 404 else InvalidRequest if status < 500 else GatewayError
+    return _gateway_error(request, kind(message, param=param, status=status))
 
 
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:

@@ -19,6 +19,15 @@ from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
 MICROS_PER_CREDIT = 1_000_000
 _MICROS = Decimal(MICROS_PER_CREDIT)
+_ONE_MICRO = Decimal("0.000001")
+
+
+#: The most credits one amount typed by a person (a top-up, a new team's credits) may be: 10^10
+#: credits, 10^16 micro-credits. The ledger keeps balances in signed 64-bit micro-credits (at most
+#: about 9.2 × 10^18), so more than 900 top-ups of this size still fit in one balance, while any real
+#: top-up (at the default 100 credits per USD, this is USD 100 million) stays far below it. A typo
+#: of a few extra digits is refused here, with a clear message, rather than deep in the ledger.
+MAX_CREDITS_AMOUNT = 10**10
 
 
 class AmountError(ValueError):
@@ -34,7 +43,8 @@ def micros_from_credits(credits: str | int | Decimal) -> int:
     """Parse a credit amount typed by a person (``"12.5"``) into exact micro-credits.
 
     Amounts with more than six decimals are refused rather than rounded: a top-up is an
-    operator's statement of fact, not a computed cost.
+    operator's statement of fact, not a computed cost. So are amounts beyond
+    :data:`MAX_CREDITS_AMOUNT` either way, and anything that is not a finite number.
     """
     try:
         value = Decimal(str(credits).strip())
@@ -42,10 +52,11 @@ def micros_from_credits(credits: str | int | Decimal) -> int:
         raise AmountError(f"not a number: {credits!r}") from None
     if not value.is_finite():
         raise AmountError(f"not a finite number: {credits!r}")
-    micros = value * _MICROS
-    if micros != micros.to_integral_value():
+    if value.copy_abs() > MAX_CREDITS_AMOUNT:  # exact: before any arithmetic that could overflow
+        raise AmountError(f"{credits!r} is out of range: one amount may be at most {MAX_CREDITS_AMOUNT:,} credits")
+    if value != value.quantize(_ONE_MICRO):  # exact, however small (a product could underflow to 0)
         raise AmountError(f"{credits!r} has more than 6 decimals (1 micro-credit is the smallest unit)")
-    return int(micros)
+    return int(value.scaleb(6))  # at most 17 digits here: exact
 
 
 def _plain(value: Decimal) -> Decimal:

@@ -203,6 +203,9 @@ class Settings(_Strict):
     #: Seconds that requests and streams still running when the gateway is told to stop (SIGTERM)
     #: get to finish; what is still running then is cut off and billed for what it delivered.
     shutdown_timeout: Decimal = Decimal(30)
+    #: How deeply a request's JSON body may nest arrays and objects (deeper: 400). Coding agents'
+    #: bodies, tool schemas included, nest about 12 levels; at most 256.
+    max_json_depth: int = 128
 
     def model(self, model_id: str) -> Model | None:
         for model in self.models:
@@ -278,6 +281,8 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("lease_idle_seconds", "must be greater than 0 (seconds)")
     if settings.shutdown_timeout < 0:
         fail("shutdown_timeout", "must not be negative (seconds)")
+    if not 8 <= settings.max_json_depth <= 256:
+        fail("max_json_depth", "must be between 8 and 256")
     if settings.metrics_port is not None and not 1 <= settings.metrics_port <= 65535:
         fail("metrics_port", "must be a TCP port, 1 to 65535")
     if settings.log_format not in LOG_FORMATS:

@@ -10,7 +10,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from app.admin import create_team, issue_key
+from app.admin import Limits, create_team, issue_key
 from app.ledger_writer import LedgerWriter
 from domain.money import micros_from_credits
 from domain.settings import parse_settings
@@ -70,10 +70,10 @@ class Teams:
         self._store = open_ledger_store(settings.database_url, config.parent)
         self._writer = LedgerWriter(self._store).start()
 
-    def open(self, credits: str = "100") -> Team:
+    def open(self, credits: str = "100", key_rpm: int | None = None) -> Team:
         name = f"team-{next(_team_numbers)}"
         create_team(self._writer, name, micros_from_credits(credits))
-        return Team(name, issue_key(self._writer, name))
+        return Team(name, issue_key(self._writer, name, limits=Limits(rpm=key_rpm)))
 
     def close(self) -> None:
         self._writer.stop()

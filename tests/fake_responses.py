@@ -90,7 +90,9 @@ def _check_items(items: list[Any]) -> None:
                 raise _bad(f"Invalid type for '{where}.{field}': expected a string.", f"{where}.{field}")
             calls.add(item["call_id"])
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            if item.get("call_id") not in calls:
+            if not isinstance(item.get("output"), str | list):
+                raise _bad("Invalid type: expected a string or an array of content parts.", f"{where}.output")
+            if not isinstance(item.get("call_id"), str) or item["call_id"] not in calls:
                 raise _bad(f"No tool call found for function call output with call_id {item.get('call_id')}.",
                            "input")
         elif kind == "reasoning":
@@ -148,7 +150,7 @@ def validate(req: Any) -> None:
                                   or reasoning.get("summary") not in (None, "auto", "concise", "detailed")):
         raise _bad("Invalid 'reasoning'.", "reasoning")
     previous = req.get("previous_response_id")
-    if previous is not None and previous not in _STORED:
+    if previous is not None and (not isinstance(previous, str) or previous not in _STORED):
         raise _bad(f"Previous response with id '{previous}' not found.", "previous_response_id")
 
 

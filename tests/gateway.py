@@ -127,7 +127,8 @@ vision = true
 effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}}, {{value = "high", display = "High"}}, {{value = "xhigh", display = "Extra high"}}]
 pricing = {{input = 1.25, output = 10, cache_create = 1.25, cache_hit = 0.125}}
 upstream = {{kind = "openai-responses", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-codex-x"}}
-{_agent_models(upstream_base_url)}{_builtin_tool_models(upstream_base_url)}{_fallback_models(upstream_base_url)}''')
+{_agent_models(upstream_base_url)}{_builtin_tool_models(upstream_base_url)}{_fallback_models(upstream_base_url)}\
+{_strict_models(upstream_base_url)}''')
     return config
 
 
@@ -175,6 +176,26 @@ def _builtin_tool_models(upstream_base_url: str) -> str:
     return "".join(_model(model_id, [_deployment(kind, base_url, f"{model_id}-upstream", api_key_env="UPSTREAM_KEY")],
                           context_window=8192, max_output_tokens=1024, settings=f'builtin_tools = "{policy}"')
                    for model_id, (kind, base_url, policy) in models.items())
+
+
+#: Strict models, one per upstream kind: no vision, built-in tools refused, small limits (8,192
+#: tokens of context, 1,024 of output): every refusal a request can meet, on every kind of upstream.
+STRICT_MODELS = {"strict-gpt": "openai", "strict-demo": "demo", "strict-claude": "anthropic",
+                 "strict-codex": "openai-responses"}
+
+
+def _strict_models(upstream_base_url: str) -> str:
+    root = upstream_base_url.removesuffix("/v1")
+
+    def deployment(model_id: str, kind: str) -> str:
+        if kind == "demo":
+            return "{kind = \"demo\"}"
+        return _deployment(kind, root if kind == "anthropic" else upstream_base_url, f"{model_id}-upstream",
+                           api_key_env="UPSTREAM_KEY")
+
+    return "".join(_model(model_id, [deployment(model_id, kind)], context_window=8192, max_output_tokens=1024,
+                          settings='vision = false\nbuiltin_tools = "refuse"')
+                   for model_id, kind in STRICT_MODELS.items())
 
 
 #: A weight that makes a deployment the first one tried in all but one request in a million.

@@ -32,6 +32,7 @@ from app.dashboard.views import (
 )
 from app.errors import InvalidRequest
 from app.routes.admin_common import json_response, ledger_call
+from app.routes.paging import check_limit, check_page
 from app.runtime import Runtime
 
 _EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
@@ -64,8 +65,7 @@ async def read_team(request: Request[Any, Any, Any], name: str) -> Response[byte
 async def read_history(request: Request[Any, Any, Any], name: str, page: int = 1,
                        per_page: int = 20) -> Response[bytes]:
     """Every ledger entry of the team (top-ups and charges, each with the balance after), newest first."""
-    if page < 1 or not 1 <= per_page <= 500:
-        raise InvalidRequest("'page' must be >= 1 and 'per_page' between 1 and 500.")
+    check_page(page, per_page, 500)
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
     answer = await asyncio.to_thread(team_history.history_page, runtime.store, name, page, per_page, None, True)
@@ -84,8 +84,7 @@ async def read_usage(request: Request[Any, Any, Any], name: str) -> Response[byt
 @get("/teams/{name:str}/requests", responses=_answers(RequestsView, "the latest charges, newest first"))
 async def read_requests(request: Request[Any, Any, Any], name: str, limit: int = 20) -> Response[bytes]:
     """The team's latest charged requests, newest first."""
-    if not 1 <= limit <= 500:
-        raise InvalidRequest("'limit' must be between 1 and 500.", param="limit")
+    check_limit(limit, 500)
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
     rows = await asyncio.to_thread(team_history.latest_charges, runtime.store, name, limit)

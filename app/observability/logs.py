@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import re
 import sys
 import threading
 from datetime import datetime, timezone
@@ -19,6 +20,9 @@ import msgspec
 
 _encoder = msgspec.json.Encoder()
 _handler: BatchedLines | None = None
+#: Characters JSON may leave unescaped in a string that some readers still take for the end of a
+#: line (Python's ``str.splitlines``, JavaScript): NEL and the Unicode line and paragraph separators.
+_JSON_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
 class JsonFormatter(logging.Formatter):
@@ -36,18 +40,45 @@ class JsonFormatter(logging.Formatter):
             line["exception"] = self.formatException(record.exc_info)
         elif record.exc_text:
             line["exception"] = record.exc_text
-        return _encoder.encode(line).decode()
+        text = _encoder.encode(line).decode()  # control characters (newlines) are escaped by JSON itself
+        return text if text.isascii() else text.translate(_JSON_LINE_BREAKS)
+
+
+#: Characters that end a line, or move the cursor, somewhere: C0 and C1 controls, DEL, and the
+#: Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escaped(text: str) -> str:
+    """``text`` with its control characters written as escapes (``\\n``, ``\\x1b``, ``\\u2028``)."""
+    return _CONTROL.sub(lambda m: _NAMED.get(m.group()) or m.group().encode("unicode_escape").decode(), text)
+
+
+def _field(value: Any) -> str:
+    """A ``key=value`` field's value: escaped, and quoted when it has a space, ``=`` or ``"``
+    (so a value cannot pass for more fields)."""
+    text = escaped(str(value))
+    if not text or any(c in text for c in ' ="'):
+        text = '"' + text.replace('"', '\\"') + '"'
+    return text
 
 
 class TextFormatter(logging.Formatter):
-    def __init__(self) -> None:
-        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    """One line per record for people: time, level, logger, message, then the request's fields as
+    ``key=value``. What a client sent (a path, a model name) reaches these lines, so each field is
+    escaped: no request can start a line of its own. A traceback follows on lines of its own, each
+    indented, as no record's first line is."""
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        text = f"{self.formatTime(record)} {record.levelname} {record.name}: {escaped(record.getMessage())}"
         request = getattr(record, "request", None)
         if request:
-            text += " " + " ".join(f"{k}={v}" for k, v in request.items() if v is not None and k not in ("method", "path"))
+            text += " " + " ".join(f"{k}={_field(v)}" for k, v in request.items()
+                                   if v is not None and k not in ("method", "path"))
+        exception = self.formatException(record.exc_info) if record.exc_info else record.exc_text
+        if exception:
+            text += "".join(f"\n    {escaped(line)}" for line in exception.splitlines())
         return text
 
 

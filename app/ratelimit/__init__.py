@@ -40,14 +40,16 @@ class Admission:
     estimated_tokens: int = 0
 
 
-def limits_for(principal: Principal, tokens: int) -> list[Limit]:
+def limits_for(principal: Principal, tokens: int | None) -> list[Limit]:
+    """The limits a request takes from: one request from each rpm, and ``tokens`` from each tpm
+    (None: a request that uses no tokens, such as counting a prompt, takes from no tpm)."""
     scopes = ((f"key:{principal.key_id}", principal.key_rpm, principal.key_tpm),
               (f"team:{principal.team_id.hex}", principal.team_rpm, principal.team_tpm))
     limits = []
     for scope, rpm, tpm in scopes:
         if rpm:
             limits.append(Limit(scope, REQUESTS, rpm, 1))
-        if tpm:
+        if tpm and tokens is not None:
             limits.append(Limit(scope, TOKENS, tpm, tokens))
     return limits
 
@@ -81,8 +83,9 @@ class RateLimiter:
     def shared(self) -> bool:
         return self._store.shared
 
-    async def admit(self, principal: Principal, tokens: int) -> Admission:
-        """Take one request and ``tokens`` from the caller's limits, or raise 429."""
+    async def admit(self, principal: Principal, tokens: int | None) -> Admission:
+        """Take one request and ``tokens`` from the caller's limits, or raise 429 (``tokens``
+        None: one request only, from the rpm limits)."""
         limits = limits_for(principal, tokens)
         if not limits:
             return Admission()
@@ -95,7 +98,7 @@ class RateLimiter:
         headers = rate_limit_headers(decision)
         if not decision.admitted:
             raise _refusal(decision, headers)
-        return Admission(headers, [limit for limit in limits if limit.kind == TOKENS], tokens)
+        return Admission(headers, [limit for limit in limits if limit.kind == TOKENS], tokens or 0)
 
     def correct_soon(self, admission: Admission | None, actual_tokens: int) -> None:
         """Replace the admission's token estimate by what was used, without making the caller wait."""

@@ -26,7 +26,8 @@ from app.routes.admin_common import (
     team_fields,
 )
 from app.routes.admin_policies import policy_handlers
-from app.routes.request_body import read_json_object, validate
+from app.routes.paging import check_page, check_since
+from app.routes.request_body import request_json, validate
 from app.runtime import Runtime
 from app.team_history import history_page, usage
 
@@ -65,7 +66,7 @@ async def list_teams(request: Request[Any, Any, Any]) -> Response[bytes]:
 @post("/teams")
 async def create_team(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    new = validate(read_json_object(await request.body()), NewTeam)
+    new = validate(await request_json(request), NewTeam)
     summary = await ledger_call(admin.create_team, runtime.writer, new.name, credits_param(new.credits, "credits"),
                             limits(new.rpm, new.tpm))
     return json_response(team_fields(summary), 201)
@@ -82,7 +83,7 @@ async def show_team(request: Request[Any, Any, Any], name: str) -> Response[byte
 @post("/teams/{name:str}/credits")
 async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    new = validate(read_json_object(await request.body()), NewCredits)
+    new = validate(await request_json(request), NewCredits)
     amount = credits_param(new.amount, "amount")
     if amount == 0:
         raise InvalidRequest("Invalid 'amount': must be greater than 0.", param="amount")
@@ -99,7 +100,7 @@ async def list_keys(request: Request[Any, Any, Any], name: str) -> Response[byte
 @post("/teams/{name:str}/keys")
 async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    new = validate(read_json_object(await request.body() or b"{}"), NewKey)
+    new = validate(await request_json(request, b"{}"), NewKey)
     secret = await ledger_call(admin.issue_key, runtime.writer, name, new.name, check_models(runtime, new.models),
                            endpoint_names(new.endpoints), limits(new.rpm, new.tpm))
     key_id = (await runtime.keys.principal_for(secret)).key_id  # type: ignore[union-attr]
@@ -118,7 +119,7 @@ async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) ->
 @put("/teams/{name:str}/keys/{key_id:str}/models")
 async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    body = validate(read_json_object(await request.body()), KeyModels)
+    body = validate(await request_json(request), KeyModels)
     await ledger_call(admin.restrict_key, runtime.writer, name, key_id, check_models(runtime, body.models))
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "models": sorted(set(body.models))})
@@ -128,8 +129,8 @@ async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) 
 async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1, per_page: int = 50,
                        since: str | None = None) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    if page < 1 or not 1 <= per_page <= 1000:
-        raise InvalidRequest("'page' must be >= 1 and 'per_page' between 1 and 1000.")
+    check_page(page, per_page, 1000)
+    check_since(since)
     await ledger_call(admin.team_summary, runtime.writer, name)  # 404 for an unknown team
     return json_response(await asyncio.to_thread(history_page, runtime.store, name, page, per_page, since))
 

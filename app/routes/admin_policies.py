@@ -13,7 +13,7 @@ from litestar import Request, Response, post, put
 
 from app import admin
 from app.routes.admin_common import endpoint_names, json_response, ledger_call, limits, team_fields
-from app.routes.request_body import read_json_object, validate
+from app.routes.request_body import request_json, validate
 from app.runtime import Runtime
 from domain.ledger import team_id
 
@@ -36,7 +36,7 @@ class Suspension(msgspec.Struct):
 @put("/teams/{name:str}/keys/{key_id:str}/endpoints")
 async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    endpoints = endpoint_names(validate(read_json_object(await request.body()), KeyEndpoints).endpoints)
+    endpoints = endpoint_names(validate(await request_json(request), KeyEndpoints).endpoints)
     await ledger_call(admin.restrict_key_endpoints, runtime.writer, name, key_id, endpoints)
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "endpoints": sorted(set(endpoints))})
@@ -45,7 +45,7 @@ async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key
 @put("/teams/{name:str}/keys/{key_id:str}/limits")
 async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    new = validate(read_json_object(await request.body()), NewLimits)
+    new = validate(await request_json(request), NewLimits)
     await ledger_call(admin.limit_key, runtime.writer, name, key_id, limits(new.rpm, new.tpm))
     runtime.keys.forget(key_id)
     key = next(k for k in await ledger_call(admin.list_keys, runtime.writer, name) if k.key_id == key_id)
@@ -55,7 +55,7 @@ async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> 
 @put("/teams/{name:str}/limits")
 async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    new = validate(read_json_object(await request.body()), NewLimits)
+    new = validate(await request_json(request), NewLimits)
     summary = await ledger_call(admin.limit_team, runtime.writer, name, limits(new.rpm, new.tpm))
     runtime.keys.forget_team(team_id(name))
     return json_response(team_fields(summary))
@@ -64,7 +64,7 @@ async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[byt
 @post("/teams/{name:str}/suspend", status_code=200)
 async def suspend_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    reason = validate(read_json_object(await request.body() or b"{}"), Suspension).reason
+    reason = validate(await request_json(request, b"{}"), Suspension).reason
     await ledger_call(admin.suspend_team, runtime.writer, name, reason)
     runtime.keys.forget_team(team_id(name))
     return json_response(team_fields(await ledger_call(admin.team_summary, runtime.writer, name)))

@@ -45,8 +45,8 @@ class ChatRequest(msgspec.Struct):
     tools: list[dict[str, Any]] | None = None
 
 
-def parse_chat_request(raw: bytes) -> tuple[dict[str, Any], ChatRequest]:
-    body = read_json_object(raw)
+def parse_chat_request(raw: bytes, max_depth: int) -> tuple[dict[str, Any], ChatRequest]:
+    body = read_json_object(raw, max_depth)
     require(body, "model", "messages")
     request = validate(body, ChatRequest)
     if not request.messages:
@@ -66,7 +66,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
     raw = await request.body()
-    body, chat = parse_chat_request(raw)
+    body, chat = parse_chat_request(raw, runtime.settings.max_json_depth)
     model = runtime.settings.model(chat.model)
     if model is None:
         raise ModelNotFound(chat.model)

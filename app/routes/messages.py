@@ -39,7 +39,7 @@ class MessagesRequest(msgspec.Struct):
 
 async def _read(request: Request[Any, Any, Any], runtime: Runtime, *required: str) -> tuple[Principal, dict[str, Any], Model]:
     principal = await authenticate(request, runtime)
-    body = read_json_object(await request.body())
+    body = read_json_object(await request.body(), runtime.settings.max_json_depth)
     require(body, *required)
     if not isinstance(body.get("messages"), list):
         raise InvalidRequest("messages: expected an array of messages.", param="messages")
@@ -67,8 +67,15 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
 async def count_tokens(request: Request[Any, Any, Any]) -> Response[bytes]:
     """The prompt's size in tokens as the gateway counts it: the count it checks the model's context
     window against and holds credits for, so a prompt whose count fits is never refused for its size
-    by the gateway (for Anthropic models an over-estimate, see the README's "Token counting")."""
+    by the gateway (for Anthropic models an over-estimate, see the README's "Token counting").
+
+    Counting costs CPU (a large prompt, a good part of a second), so each call is one request against
+    the key's and the team's rpm limits, admitted before the count (429 when over). It uses no
+    output and generates nothing, so it takes nothing from the tpm limits: an agent that sizes its
+    prompt before sending it is not charged its tokens twice."""
     runtime: Runtime = request.app.state.runtime
-    _, body, model = await _read(request, runtime, "model", "messages")
+    principal, body, model = await _read(request, runtime, "model", "messages")
+    admission = await runtime.limiter.admit(principal, None)
+    request.state.rate_limit_headers = admission.headers  # sent with any error from here on
     size = await count_prompt(model, runtime.upstreams[model.id].wire, body, "messages", len(await request.body()))
-    return Response(encode({"input_tokens": size.tokens}), media_type="application/json")
+    return Response(encode({"input_tokens": size.tokens}), media_type="application/json", headers=admission.headers)

@@ -44,7 +44,7 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
     raw = await request.body()
-    body = read_json_object(raw)
+    body = read_json_object(raw, runtime.settings.max_json_depth)
     require(body, "model", "input")
     parsed = validate(body, ResponsesRequest)
     check_positive(parsed.max_output_tokens, "max_output_tokens")

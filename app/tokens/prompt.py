@@ -97,6 +97,12 @@ class Tally:
         return self.total + self.rules.per_request
 
 
+def _listed(value: Any) -> list[Any]:
+    """The items of a list; nothing for anything else (the counter reads bodies no one checked:
+    a request passed through is judged by its upstream, so a wrong type here must not crash)."""
+    return value if isinstance(value, list) else []
+
+
 def _without_opaque(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_opaque(v) for k, v in value.items() if k not in _OPAQUE_KEYS}
@@ -139,13 +145,13 @@ def _enum_values(schema: Any) -> int:
 
 def chat_prompt(body: dict[str, Any], rules: Rules) -> Tally:
     tally = Tally(rules)
-    for message in body.get("messages") or ():
+    for message in _listed(body.get("messages")):
         if not isinstance(message, dict):
             continue
         tally.message(message.get("role"), message.get("name"))
         _chat_content(tally, message.get("content"))
         tally.text(message.get("refusal"))
-        for call in message.get("tool_calls") or ():
+        for call in _listed(message.get("tool_calls")):
             if isinstance(call, dict):
                 function = call.get("function") if isinstance(call.get("function"), dict) else call.get("custom")
                 function = function if isinstance(function, dict) else {}
@@ -166,7 +172,7 @@ def _chat_content(tally: Tally, content: Any) -> None:
     if isinstance(content, str):
         tally.text(content)
         return
-    for part in content if isinstance(content, list) else ():
+    for part in _listed(content):
         if not isinstance(part, dict):
             continue
         kind = part.get("type")
@@ -199,7 +205,7 @@ def responses_prompt(body: dict[str, Any], rules: Rules) -> Tally:
         tally.message("user")
         tally.text(items)
         items = ()
-    for item in items or ():
+    for item in _listed(items):
         if not isinstance(item, dict):
             continue
         kind = item.get("type", "message")
@@ -234,7 +240,7 @@ def _responses_content(tally: Tally, content: Any) -> None:
     if isinstance(content, str):
         tally.text(content)
         return
-    for part in content if isinstance(content, list) else ():
+    for part in _listed(content):
         if not isinstance(part, dict):
             continue
         kind = part.get("type")
@@ -257,7 +263,7 @@ def messages_prompt(body: dict[str, Any], rules: Rules) -> Tally:
     if system:
         tally.message("system")
         _message_blocks(tally, system)
-    for message in body.get("messages") or ():
+    for message in _listed(body.get("messages")):
         if isinstance(message, dict):
             tally.message(message.get("role"))
             _message_blocks(tally, message.get("content"))
@@ -273,7 +279,7 @@ def _message_blocks(tally: Tally, content: Any) -> None:
     if isinstance(content, str):
         tally.text(content)
         return
-    for block in content if isinstance(content, list) else ():
+    for block in _listed(content):
         if not isinstance(block, dict):
             continue
         kind = block.get("type")

@@ -37,11 +37,20 @@ def number(body: dict[str, Any], key: str) -> float | None:
     return typed(body.get(key), (int, float), key)  # type: ignore[return-value]
 
 
-def objects(value: Any, where: str) -> list[dict[str, Any]]:
-    """A list whose items are all objects (None: an empty list)."""
+def present(value: Any, kind: type[T], where: str) -> T:
+    """``value`` if it is of ``kind``; anything else, None included, is a 400 naming ``where``."""
+    if value is None:
+        raise InvalidRequest(f"Invalid type for '{where}': expected {_NAMES.get(kind, 'a value')}, but got null.",
+                             param=where)
+    return typed(value, kind, where)  # type: ignore[return-value]
+
+
+def objects(value: Any, where: str, sep: str = "[{}]") -> list[dict[str, Any]]:
+    """A list whose items are all objects (None: an empty list). ``sep``: how an item's index is
+    written in ``where`` (``[0]`` in OpenAI's wording, ``.0`` in Anthropic's)."""
     items = typed(value, list, where) or []
     for i, item in enumerate(items):
-        typed(item, dict, f"{where}[{i}]")
+        present(item, dict, where + sep.format(i))
     return items
 
 
@@ -51,12 +60,26 @@ def strings(value: Any, where: str) -> list[str]:
         return [value]
     items = typed(value, list, where) or []
     for i, item in enumerate(items):
-        typed(item, str, f"{where}[{i}]")
+        present(item, str, f"{where}[{i}]")
     return items
+
+
+def text(value: Any, where: str) -> str:
+    """An optional string field as text (absent: empty)."""
+    return typed(value, str, where) or ""
 
 
 def string_map(value: Any, where: str) -> dict[str, Any] | None:
     return typed(value, dict, where)
+
+
+def function_tool(spec: dict[str, Any], where: str, namespace: str | None = None, custom: bool = False) -> c.Tool:
+    """A tool the client runs (``spec``: its name, description, parameters, format, strictness)."""
+    return c.Tool(present(spec.get("name"), str, f"{where}.name"),
+                  typed(spec.get("description"), str, f"{where}.description"),
+                  typed(spec.get("parameters"), dict, f"{where}.parameters") or {}, namespace, custom=custom,
+                  format=typed(spec.get("format"), dict, f"{where}.format"),
+                  strict=typed(spec.get("strict"), bool, f"{where}.strict"))
 
 
 def openai_parameters(body: dict[str, Any], req: c.Request) -> None:

@@ -51,7 +51,7 @@ def test_only_the_key_hash_is_stored(config):
 
 def test_top_ups_the_ledger_cannot_record_exactly_are_refused(config):
     run_cli(config, "team", "create", "acme")
-    for amount in ("0.0000001", "-5", "lots", "0"):
+    for amount in ("0.0000001", "-5", "lots", "0", "NaN", "Infinity", "-0", "10000000000000", "1e999999"):
         result = run_cli(config, "credits", "add", "--team", "acme", amount, check=False)
         assert result.returncode == 2, amount
         assert "invalid credit amount" in result.stderr
@@ -115,3 +115,13 @@ def test_balances_beyond_32_bits_of_micro_credits_are_kept(config):
     run_cli(config, "credits", "add", "--team", "whale", "0.000001")
     assert "balance 5000000.000001 credits" in run_cli(config, "team", "show", "whale").stdout
     assert run_cli(config, "ledger", "verify").returncode == 0
+
+
+def test_ledger_history_and_export_refuse_pages_and_times_out_of_range(config):
+    run_cli(config, "team", "create", "acme", "--credits", "1")
+    for args in (("--page", str(10**30)), ("--page", "0"), ("--per-page", "0"), ("--per-page", "100000")):
+        result = run_cli(config, "ledger", "history", "--team", "acme", *args, check=False)
+        assert result.returncode == 2 and args[0] in result.stderr and "Traceback" not in result.stderr, result.stderr
+    result = run_cli(config, "ledger", "export", "--team", "acme", "--since", "last week", check=False)
+    assert result.returncode == 2 and "--since" in result.stderr
+    assert "acme" in run_cli(config, "ledger", "history", "--team", "acme", "--page", "1000000").stdout

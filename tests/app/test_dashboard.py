@@ -9,7 +9,6 @@ installs it (``apt-get install chromium``); ``TOLLGATE_TEST_CHROMIUM`` points el
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -21,15 +20,12 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 
+from tests.app.browser import browser  # noqa: F401  (a fixture)
 from tests.conftest import Team, Teams
 from tests.gateway import ADMIN_KEY, Gateway
 from tests.screenshots import keep
-
-CHROMIUM = os.environ.get("TOLLGATE_TEST_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
 
 
 @dataclass(frozen=True)
@@ -51,17 +47,6 @@ def _admin_api(gateway: Gateway) -> httpx.Client:
 def _exact(answer: httpx.Response) -> dict:
     assert answer.status_code == 200, answer.text
     return json.loads(answer.text, parse_float=Decimal)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: the dashboard tests need it. Install Debian's chromium "
-                    "package (apt-get install chromium) or set TOLLGATE_TEST_CHROMIUM to a Chromium binary.")
-    with sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ from tests.gateway import Gateway
 MODEL_IDS = ["fake-gpt", "demo-gpt", "fake-claude", "slow-gpt", "dead-gpt", "small-claude", "vision-gpt",
              "fake-codex", "agent-claude", "agent-gpt", "agent-codex", "passing-gpt", "refusing-claude",
              "dropping-claude", "refused-gpt", "overloaded-gpt", "hung-gpt",
-             "twin-gpt", "once-gpt", "cut-gpt", "overloaded-claude", "twin-claude"]
+             "twin-gpt", "once-gpt", "cut-gpt", "overloaded-claude", "twin-claude",
+             "strict-gpt", "strict-demo", "strict-claude", "strict-codex"]
 
 
 def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):

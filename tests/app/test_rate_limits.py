@@ -175,3 +175,31 @@ def test_a_gateway_with_redis_refuses_to_start_beside_one_without(tmp_path, fake
     refused = subprocess.run([*tollgate_command(), "serve", "--config", str(shared), "--port", str(free_port())],
                              capture_output=True, text=True, timeout=60, env={**os.environ, **GATEWAY_ENV})
     assert refused.returncode == 2 and "without redis_url" in refused.stderr
+
+
+def test_count_tokens_is_one_request_against_the_key_s_and_the_team_s_rpm(gateway: Gateway):
+    """Counting a prompt costs CPU, so it is rate limited like any request (Messages shape, with
+    Retry-After); it generates nothing, so it takes nothing from the tpm limits."""
+    key = new_key(gateway, f"count-rpm-{os.getpid()}", "--rpm", "2", "--tpm", "50")
+    client = anthropic.Anthropic(base_url=gateway.root_url, api_key=key, max_retries=0)
+    big = [{"role": "user", "content": "word " * 200}]  # 200 tokens: far over the tpm if it were counted
+    for remaining in ("1", "0"):
+        raw = client.messages.with_raw_response.count_tokens(model="fake-claude", messages=big)
+        assert raw.parse().input_tokens > 50
+        assert raw.headers["x-ratelimit-remaining-requests"] == remaining
+    with pytest.raises(anthropic.RateLimitError) as refused:
+        client.messages.count_tokens(model="fake-claude", messages=big)
+    body = refused.value.response.json()
+    assert body["type"] == "error" and body["error"]["type"] == "rate_limit_error"
+    assert int(refused.value.response.headers["retry-after"]) >= 1
+
+
+def test_count_tokens_takes_from_the_team_s_rpm_shared_by_its_keys(gateway: Gateway):
+    team = f"count-team-{os.getpid()}"
+    gateway.cli("team", "create", team, "--credits", "5", "--rpm", "1")
+    keys = [gateway.cli("key", "create", "--team", team).stdout.splitlines()[-1] for _ in range(2)]
+    first = anthropic.Anthropic(base_url=gateway.root_url, api_key=keys[0], max_retries=0)
+    first.messages.count_tokens(model="fake-claude", messages=HI)
+    with pytest.raises(anthropic.RateLimitError):
+        anthropic.Anthropic(base_url=gateway.root_url, api_key=keys[1], max_retries=0).messages.create(
+            model="fake-claude", max_tokens=5, messages=HI)

@@ -3,6 +3,7 @@ from decimal import Decimal
 import pytest
 
 from domain.money import (
+    MAX_CREDITS_AMOUNT,
     AmountError,
     credits_from_micros,
     micros_from_credits,
@@ -17,10 +18,24 @@ def test_credit_amounts_parse_exactly_to_micro_credits():
     assert micros_from_credits("0.000001") == 1
 
 
-@pytest.mark.parametrize("text", ["0.0000001", "abc", "nan", "inf", ""])
+@pytest.mark.parametrize("text", ["0.0000001", "abc", "nan", "NaN", "inf", "Infinity", "-Infinity", "", "1e-7",
+                                  "1e-999999999"])
 def test_credit_amounts_that_are_not_exact_micro_credits_are_refused(text):
     with pytest.raises(AmountError):
         micros_from_credits(text)
+
+
+@pytest.mark.parametrize("text", ["10000000000000", "1e999999", "1e999999999999", "1e18", "9223372036854",
+                                  "10000000000.000001", "-1e20"])
+def test_credit_amounts_beyond_the_largest_one_amount_may_be_are_refused(text):
+    with pytest.raises(AmountError, match="out of range"):
+        micros_from_credits(text)
+
+
+def test_the_largest_amount_is_accepted_and_many_of_them_fit_a_64_bit_balance():
+    assert micros_from_credits(str(MAX_CREDITS_AMOUNT)) == MAX_CREDITS_AMOUNT * 1_000_000
+    assert micros_from_credits("-0") == 0 and micros_from_credits("1E+5") == 100_000_000_000
+    assert 900 * MAX_CREDITS_AMOUNT * 1_000_000 < 2**63 - 1
 
 
 def test_the_rounding_rule_rounds_up_to_a_whole_micro_credit():

@@ -27,8 +27,8 @@ def _texts(content: Any, where: str) -> list[c.Text]:
     """System, developer and tool content: a string or text parts."""
     if content is None or isinstance(content, str):
         return [c.Text(content or "")]
-    return [c.Text(str(p.get("text") or p.get("refusal") or "")) for p in f.objects(content, f"{where}.content")
-            if p.get("type") in ("text", "refusal")]
+    return [c.Text(f.text(p.get(kind), f"{where}.content[{j}].{kind}"))
+            for j, p in enumerate(f.objects(content, f"{where}.content")) if (kind := p.get("type")) in ("text", "refusal")]
 
 
 def _user_parts(content: Any, where: str) -> list[c.Part]:
@@ -39,7 +39,8 @@ def _user_parts(content: Any, where: str) -> list[c.Part]:
         at = f"{where}.content[{j}]"
         kind = part.get("type")
         if kind == "text":
-            parts.append(c.Text(str(part.get("text") or ""), part.get("cache_control")))
+            parts.append(c.Text(f.text(part.get("text"), f"{at}.text"),
+                                f.typed(part.get("cache_control"), dict, f"{at}.cache_control")))
         elif kind == "image_url":
             image = part.get("image_url")
             url = image.get("url") if isinstance(image, dict) else image
@@ -51,7 +52,8 @@ def _user_parts(content: Any, where: str) -> list[c.Part]:
             if not isinstance(document.get("file_data"), str):
                 raise InvalidRequest(f"Files by 'file_id' ({at}) can only go to an OpenAI upstream; send "
                                      "'file_data' instead.", param=at)
-            parts.append(file_from_data_url(document["file_data"], document.get("filename")))
+            parts.append(file_from_data_url(document["file_data"],
+                                            f.typed(document.get("filename"), str, f"{at}.file.filename")))
         elif kind == "input_audio":
             raise InvalidRequest(_AUDIO, param=at)
         else:
@@ -66,17 +68,20 @@ def _arguments(value: Any) -> str:
 def _calls(m: dict[str, Any], where: str) -> list[c.Part]:
     parts: list[c.Part] = []
     for j, call in enumerate(f.objects(m.get("tool_calls"), f"{where}.tool_calls")):
-        call_id = str(call.get("id") or f"call_{j}")
+        at = f"{where}.tool_calls[{j}]"
+        call_id = f.typed(call.get("id"), str, f"{at}.id") or f"call_{j}"
         if call.get("type") == "custom" or isinstance(call.get("custom"), dict):
-            custom = call.get("custom") or {}
-            parts.append(c.ToolCall(call_id, str(custom.get("name") or ""), str(custom.get("input") or ""),
-                                    custom=True))
+            custom = f.present(call.get("custom"), dict, f"{at}.custom")
+            parts.append(c.ToolCall(call_id, f.present(custom.get("name"), str, f"{at}.custom.name"),
+                                    f.text(custom.get("input"), f"{at}.custom.input"), custom=True))
         else:
-            fn = f.typed(call.get("function"), dict, f"{where}.tool_calls[{j}].function") or {}
-            parts.append(c.ToolCall(call_id, str(fn.get("name") or ""), _arguments(fn.get("arguments"))))
-    legacy = m.get("function_call")
-    if isinstance(legacy, dict):
-        parts.append(c.ToolCall(str(legacy.get("name")), str(legacy.get("name")), _arguments(legacy.get("arguments"))))
+            fn = f.present(call.get("function"), dict, f"{at}.function")
+            parts.append(c.ToolCall(call_id, f.present(fn.get("name"), str, f"{at}.function.name"),
+                                    _arguments(fn.get("arguments"))))
+    legacy = f.typed(m.get("function_call"), dict, f"{where}.function_call")
+    if legacy is not None:
+        name = f.present(legacy.get("name"), str, f"{where}.function_call.name")
+        parts.append(c.ToolCall(name, name, _arguments(legacy.get("arguments"))))
     return parts
 
 
@@ -90,19 +95,17 @@ def _tools(body: dict[str, Any], req: c.Request) -> None:
         spec = f.typed(t.get(kind), dict, f"{where}.{kind}") or {}
         if not isinstance(spec.get("name"), str):
             raise InvalidRequest(f"Missing required parameter: '{where}.{kind}.name'.", param=f"{where}.{kind}.name")
-        req.tools.append(c.Tool(spec["name"], spec.get("description"), spec.get("parameters") or {},
-                                custom=kind == "custom", format=spec.get("format"), strict=spec.get("strict")))
+        req.tools.append(f.function_tool(spec, f"{where}.{kind}", custom=kind == "custom"))
     for i, fn in enumerate(f.objects(body.get("functions"), "functions")):  # the legacy form
-        req.tools.append(c.Tool(str(fn.get("name")), fn.get("description"), fn.get("parameters") or {}))
+        req.tools.append(f.function_tool(fn, f"functions[{i}]"))
     if body.get("web_search_options") is not None:
         req.builtin_tools.append(c.BuiltinTool("web_search", {"type": "web_search"}))
 
 
-def _tool_choice(choice: Any) -> c.ToolChoice | None:
-    if choice in ("auto", "none", "required"):
-        return choice  # type: ignore[no-any-return]
-    if not isinstance(choice, dict):
-        return None
+def _tool_choice(choice: Any, where: str) -> c.ToolChoice | None:
+    if choice is None or isinstance(choice, str):
+        return choice if choice in ("auto", "none", "required") else None  # type: ignore[return-value]
+    f.present(choice, dict, where)
     for kind in ("function", "custom"):
         if isinstance(choice.get(kind), dict) and isinstance(choice[kind].get("name"), str):
             return c.NamedTool(choice[kind]["name"])
@@ -146,7 +149,9 @@ def chat_request_to_canonical(body: dict[str, Any]) -> c.Request:
     if body.get("audio") is not None or "audio" in (f.strings(body.get("modalities"), "modalities")):
         raise InvalidRequest(_AUDIO, param="audio" if body.get("audio") is not None else "modalities")
     _tools(body, req)
-    req.tool_choice = _tool_choice(body.get("tool_choice") or body.get("function_call"))
+    req.tool_choice = _tool_choice(body.get("tool_choice"), "tool_choice")
+    if body.get("tool_choice") is None:
+        req.tool_choice = _tool_choice(body.get("function_call"), "function_call")
     req.max_output_tokens = f.field(body, "max_completion_tokens", int) or f.field(body, "max_tokens", int)
     req.stop = f.strings(body.get("stop"), "stop")
     req.effort = f.field(body, "reasoning_effort", str)

@@ -38,77 +38,96 @@ def usage_dict(usage: TokenUsage) -> dict[str, Any]:
 
 
 def blocks(content: Any, where: str) -> list[dict[str, Any]]:
+    """A content field's blocks (``where``: the field); a string is one text block."""
     if isinstance(content, str):
         return [{"type": "text", "text": content}]
-    return f.objects(content, f"{where}.content")
+    return f.objects(content, where, ".{}")
+
+
+def _cache_control(block: dict[str, Any], where: str) -> dict[str, Any] | None:
+    return f.typed(block.get("cache_control"), dict, f"{where}.cache_control")
 
 
 def _image(block: dict[str, Any], where: str) -> c.Image:
-    source = f.typed(block.get("source"), dict, f"{where}.source") or {}
+    source = f.present(block.get("source"), dict, f"{where}.source")
     if source.get("type") == "url":
-        return c.Image(url=str(source.get("url")), cache_control=block.get("cache_control"))
+        return c.Image(url=f.present(source.get("url"), str, f"{where}.source.url"),
+                       cache_control=_cache_control(block, where))
     if source.get("type") == "base64":
-        return c.Image(media_type=source.get("media_type"), data=source.get("data"), cache_control=block.get("cache_control"))
+        return c.Image(media_type=f.typed(source.get("media_type"), str, f"{where}.source.media_type"),
+                       data=f.present(source.get("data"), str, f"{where}.source.data"),
+                       cache_control=_cache_control(block, where))
     raise InvalidRequest(f"{where}.source: images of source type {source.get('type')!r} can only go to an "
                          "Anthropic upstream.", param=where)
 
 
 def _document(block: dict[str, Any], where: str) -> list[c.Text | c.Image | c.File]:
     """A document: its text where it has one (with its title and context), else the file."""
-    source = f.typed(block.get("source"), dict, f"{where}.source") or {}
-    heading = "\n".join(str(block[k]) for k in ("title", "context") if isinstance(block.get(k), str))
+    source = f.present(block.get("source"), dict, f"{where}.source")
+    title = f.typed(block.get("title"), str, f"{where}.title")
+    heading = "\n".join(x for x in (title, f.typed(block.get("context"), str, f"{where}.context")) if x)
     kind = source.get("type")
     if kind == "text":
-        return [c.Text("\n\n".join(x for x in (heading, str(source.get("data") or "")) if x))]
+        return [c.Text("\n\n".join(x for x in (heading, f.text(source.get("data"), f"{where}.source.data")) if x))]
     if kind == "content":
-        return [*([c.Text(heading)] if heading else []), *_contents(source.get("content"), f"{where}.source")]
+        return [*([c.Text(heading)] if heading else []), *_contents(source.get("content"), f"{where}.source.content")]
     if kind == "base64":
-        return [c.File(media_type=source.get("media_type"), data=source.get("data"), filename=block.get("title"))]
+        return [c.File(media_type=f.typed(source.get("media_type"), str, f"{where}.source.media_type"),
+                       data=f.present(source.get("data"), str, f"{where}.source.data"), filename=title)]
     if kind == "url":
-        return [c.File(url=str(source.get("url")), filename=block.get("title"))]
+        return [c.File(url=f.present(source.get("url"), str, f"{where}.source.url"), filename=title)]
     raise InvalidRequest(f"{where}.source: documents of source type {kind!r} can only go to an Anthropic upstream.",
                          param=where)
 
 
-def _search_result(block: dict[str, Any]) -> c.Text:
-    text = "".join(str(b.get("text") or "") for b in block.get("content") or () if isinstance(b, dict))
-    return c.Text("\n".join(str(x) for x in (block.get("title"), block.get("source"), text) if x))
+def _search_result(block: dict[str, Any], where: str) -> c.Text:
+    text = "".join(f.text(b.get("text"), f"{where}.content.{j}.text")
+                   for j, b in enumerate(f.objects(block.get("content"), f"{where}.content", ".{}")))
+    title, source = (f.typed(block.get(k), str, f"{where}.{k}") for k in ("title", "source"))
+    return c.Text("\n".join(x for x in (title, source, text) if x))
+
+
+def _block(block: dict[str, Any], where: str) -> list[c.Text | c.Image | c.File]:
+    """A block of content (``where``: its path): text, an image, a document or a search result."""
+    kind = block.get("type")
+    if kind == "text":
+        return [c.Text(f.text(block.get("text"), f"{where}.text"), _cache_control(block, where))]
+    if kind == "image":
+        return [_image(block, where)]
+    if kind == "document":
+        return _document(block, where)
+    if kind == "search_result":
+        return [_search_result(block, where)]
+    return []
 
 
 def _contents(content: Any, where: str) -> list[c.Text | c.Image | c.File]:
-    """What a tool result or a document holds: text, images, documents, search results."""
+    """What a system prompt, a tool result or a document holds (``where``: that field)."""
     if content is None:
         return []
-    out: list[c.Text | c.Image | c.File] = []
-    for j, block in enumerate(blocks(content, where)):
-        kind = block.get("type")
-        if kind == "text":
-            out.append(c.Text(str(block.get("text") or ""), block.get("cache_control")))
-        elif kind == "image":
-            out.append(_image(block, f"{where}.{j}"))
-        elif kind == "document":
-            out.extend(_document(block, f"{where}.{j}"))
-        elif kind == "search_result":
-            out.append(_search_result(block))
-    return out
+    return [part for j, block in enumerate(blocks(content, where)) for part in _block(block, f"{where}.{j}")]
 
 
 def _parts(content: Any, where: str) -> list[c.Part]:
     parts: list[c.Part] = []
-    for j, block in enumerate(blocks(content, where)):
+    for j, block in enumerate(blocks(content, f"{where}.content")):
         at = f"{where}.content.{j}"
         kind = block.get("type")
         if kind in ("text", "image", "document", "search_result"):
-            parts.extend(_contents([block], where))
+            parts.extend(_block(block, at))
         elif kind == "tool_use":
-            parts.append(c.ToolCall(str(block.get("id")), str(block.get("name")), json.dumps(block.get("input") or {})))
+            parts.append(c.ToolCall(f.present(block.get("id"), str, f"{at}.id"),
+                                    f.present(block.get("name"), str, f"{at}.name"),
+                                    json.dumps(f.typed(block.get("input"), dict, f"{at}.input") or {})))
         elif kind == "tool_result":
-            parts.append(c.ToolResult(str(block.get("tool_use_id")), _contents(block.get("content"), at),
-                                      bool(block.get("is_error"))))
+            parts.append(c.ToolResult(f.present(block.get("tool_use_id"), str, f"{at}.tool_use_id"),
+                                      _contents(block.get("content"), f"{at}.content"),
+                                      bool(f.typed(block.get("is_error"), bool, f"{at}.is_error"))))
         elif kind == "thinking":
-            parts.append(reasoning.from_signature(str(block.get("thinking") or ""), block.get("signature")))
+            parts.append(reasoning.from_signature(f.text(block.get("thinking"), f"{at}.thinking"),
+                                                  f.typed(block.get("signature"), str, f"{at}.signature")))
         elif kind == "redacted_thinking":
-            parts.append(c.Thinking("", redacted=str(block.get("data") or "")))
+            parts.append(c.Thinking("", redacted=f.present(block.get("data"), str, f"{at}.data")))
         elif kind in _SERVER_TOOL_BLOCK or str(kind).endswith("_tool_result"):
             continue
         else:
@@ -120,14 +139,15 @@ def _parts(content: Any, where: str) -> list[c.Part]:
 def _tool_choice(choice: Any, req: c.Request) -> None:
     if isinstance(choice, str):  # liberal: the bare form of the type
         choice = {"type": choice}
-    if not isinstance(choice, dict):
+    if choice is None:
         return
+    choice = f.present(choice, dict, "tool_choice")
     kind = choice.get("type")
-    if kind == "tool" and isinstance(choice.get("name"), str):
-        req.tool_choice = c.NamedTool(choice["name"])
+    if kind == "tool":
+        req.tool_choice = c.NamedTool(f.present(choice.get("name"), str, "tool_choice.name"))
     elif kind in ("auto", "any", "none"):
         req.tool_choice = {"auto": "auto", "any": "required", "none": "none"}[kind]  # type: ignore[assignment]
-    if choice.get("disable_parallel_tool_use"):
+    if f.typed(choice.get("disable_parallel_tool_use"), bool, "tool_choice.disable_parallel_tool_use"):
         req.parallel_tool_calls = False
 
 
@@ -135,7 +155,7 @@ def _thinking(body: dict[str, Any], req: c.Request) -> None:
     thinking = f.field(body, "thinking", dict) or {}
     config = f.field(body, "output_config", dict) or {}
     req.effort = f.typed(config.get("effort"), str, "output_config.effort")
-    kind = thinking.get("type")
+    kind = f.typed(thinking.get("type"), str, "thinking.type")
     if kind in ("enabled", "adaptive", "disabled"):
         req.thinking = kind
     if kind == "enabled" and req.effort is None:
@@ -145,7 +165,8 @@ def _thinking(body: dict[str, Any], req: c.Request) -> None:
         req.reasoning_summary = "auto"
     fmt = f.typed(config.get("format"), dict, "output_config.format")
     if fmt and fmt.get("type") == "json_schema":
-        req.response_format = {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt.get("schema") or {}}}
+        schema = f.typed(fmt.get("schema"), dict, "output_config.format.schema") or {}
+        req.response_format = {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
 
 
 def messages_request_to_canonical(body: dict[str, Any]) -> c.Request:
@@ -153,20 +174,22 @@ def messages_request_to_canonical(body: dict[str, Any]) -> c.Request:
     system = body.get("system")
     if system:
         req.system = [p for p in _contents(system, "system") if isinstance(p, c.Text)]
-    for i, m in enumerate(f.objects(body.get("messages"), "messages")):
+    for i, m in enumerate(f.objects(body.get("messages"), "messages", ".{}")):
         where = f"messages.{i}"
         role = m.get("role")
         if role not in ("user", "assistant", "system"):
             raise InvalidRequest(f"{where}.role: expected 'user', 'assistant' or 'system'.", param=f"{where}.role")
         c.append_turn(req.messages, role, _parts(m.get("content"), where))
-    for i, t in enumerate(f.objects(body.get("tools"), "tools")):
+    for i, t in enumerate(f.objects(body.get("tools"), "tools", ".{}")):
+        where = f"tools.{i}"
         if (name := builtin_name(t, "messages")) is not None:
             req.builtin_tools.append(c.BuiltinTool(name, t))
-        elif not isinstance(t.get("name"), str):
-            raise InvalidRequest(f"tools.{i}.name: Field required.", param=f"tools.{i}.name")
         else:
-            req.tools.append(c.Tool(t["name"], t.get("description"), t.get("input_schema") or {},
-                                    strict=t.get("strict"), cache_control=t.get("cache_control")))
+            req.tools.append(c.Tool(f.present(t.get("name"), str, f"{where}.name"),
+                                    f.typed(t.get("description"), str, f"{where}.description"),
+                                    f.typed(t.get("input_schema"), dict, f"{where}.input_schema") or {},
+                                    strict=f.typed(t.get("strict"), bool, f"{where}.strict"),
+                                    cache_control=_cache_control(t, where)))
     if body.get("mcp_servers"):
         req.builtin_tools.append(c.BuiltinTool("mcp_servers", {}))
     _tool_choice(body.get("tool_choice"), req)

@@ -29,13 +29,14 @@ def _content(content: Any, where: str) -> list[c.Text | c.Image | c.File]:
         at = f"{where}[{j}]"
         kind = part.get("type")
         if kind in ("input_text", "output_text", "text"):
-            parts.append(c.Text(str(part.get("text") or "")))
+            parts.append(c.Text(f.text(part.get("text"), f"{at}.text")))
         elif kind == "refusal":
-            parts.append(c.Text(str(part.get("refusal") or "")))
+            parts.append(c.Text(f.text(part.get("refusal"), f"{at}.refusal")))
         elif kind == "input_image" and isinstance(part.get("image_url"), str):
             parts.append(image_from_data_url(part["image_url"]))
         elif kind == "input_file" and isinstance(part.get("file_data") or part.get("file_url"), str):
-            parts.append(file_from_data_url(part.get("file_data") or part["file_url"], part.get("filename")))
+            parts.append(file_from_data_url(part.get("file_data") or part["file_url"],
+                                            f.typed(part.get("filename"), str, f"{at}.filename")))
         elif kind in ("input_image", "input_file"):
             raise InvalidRequest(f"Files by 'file_id' ({at}) can only go to an OpenAI upstream.", param=at)
         else:
@@ -60,19 +61,22 @@ def _item(item: dict[str, Any], where: str, req: c.Request) -> None:
             raise InvalidRequest(f"Invalid role {role!r} in {where}.", param=f"{where}.role")
     elif kind in ("function_call", "custom_tool_call"):
         custom = kind == "custom_tool_call"
-        arguments = item.get("input") if custom else item.get("arguments")
+        field = "input" if custom else "arguments"
+        arguments = f.typed(item.get(field), str, f"{where}.{field}")
         c.append_turn(req.messages, "assistant", [c.ToolCall(
-            str(item.get("call_id")), str(item.get("name")), str(arguments or ("" if custom else "{}")),
-            f.typed(item.get("namespace"), str, f"{where}.namespace"), custom)])
+            f.present(item.get("call_id"), str, f"{where}.call_id"), f.present(item.get("name"), str, f"{where}.name"),
+            arguments or ("" if custom else "{}"), f.typed(item.get("namespace"), str, f"{where}.namespace"), custom)])
     elif kind in ("function_call_output", "custom_tool_call_output"):
         output = item.get("output")
         content = _content(output if output is not None else "", f"{where}.output")
-        c.append_turn(req.messages, "user", [c.ToolResult(str(item.get("call_id")), content,
-                                                          custom=kind == "custom_tool_call_output")])
+        c.append_turn(req.messages, "user", [c.ToolResult(f.present(item.get("call_id"), str, f"{where}.call_id"),
+                                                          content, custom=kind == "custom_tool_call_output")])
     elif kind == "reasoning":
-        summary = "\n\n".join(str(s.get("text") or "") for s in f.objects(item.get("summary"), f"{where}.summary"))
+        summary = "\n\n".join(f.text(s.get("text"), f"{where}.summary[{j}].text")
+                               for j, s in enumerate(f.objects(item.get("summary"), f"{where}.summary")))
         c.append_turn(req.messages, "assistant", [reasoning.from_encrypted_content(
-            item.get("id"), f.typed(item.get("encrypted_content"), str, f"{where}.encrypted_content"), summary)])
+            f.typed(item.get("id"), str, f"{where}.id"),
+            f.typed(item.get("encrypted_content"), str, f"{where}.encrypted_content"), summary)])
     elif kind == "item_reference":
         raise InvalidRequest(_STATE.format("item_reference"), param=where)
     elif not str(kind).endswith(("_call", "_call_output")):  # those record what built-in tools did
@@ -82,23 +86,25 @@ def _item(item: dict[str, Any], where: str, req: c.Request) -> None:
 def _tool(t: dict[str, Any], where: str, namespace: str | None, req: c.Request) -> None:
     kind = t.get("type", "function")
     if kind == "namespace" and namespace is None:
+        name = f.present(t.get("name"), str, f"{where}.name")
         for j, inner in enumerate(f.objects(t.get("tools"), f"{where}.tools")):
-            _tool(inner, f"{where}.tools[{j}]", str(t.get("name")), req)
+            _tool(inner, f"{where}.tools[{j}]", name, req)
         return
     if kind not in ("function", "custom"):
         req.builtin_tools.append(c.BuiltinTool(str(kind), t))
         return
     if not isinstance(t.get("name"), str):
         raise InvalidRequest(f"Missing required parameter: '{where}.name'.", param=f"{where}.name")
-    req.tools.append(c.Tool(t["name"], t.get("description"), t.get("parameters") or {}, namespace,
-                            custom=kind == "custom", format=t.get("format"), strict=t.get("strict")))
+    req.tools.append(f.function_tool(t, where, namespace, custom=kind == "custom"))
 
 
 def _tool_choice(choice: Any) -> c.ToolChoice | None:
-    if choice in ("auto", "none", "required"):
-        return choice  # type: ignore[no-any-return]
-    if isinstance(choice, dict) and choice.get("type") in ("function", "custom") and isinstance(choice.get("name"), str):
-        return c.NamedTool(choice["name"], choice.get("namespace"))
+    if choice is None or isinstance(choice, str):
+        return choice if choice in ("auto", "none", "required") else None  # type: ignore[return-value]
+    f.present(choice, dict, "tool_choice")
+    if choice.get("type") in ("function", "custom"):
+        return c.NamedTool(f.present(choice.get("name"), str, "tool_choice.name"),
+                           f.typed(choice.get("namespace"), str, "tool_choice.namespace"))
     if isinstance(choice, dict) and choice.get("type") == "allowed_tools" and choice.get("mode") in ("auto", "required"):
         return choice["mode"]  # type: ignore[no-any-return]
     return None
