@@ -7,6 +7,7 @@ decides *what* to ask the ledger and turns its answers into the ``usage`` fields
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -152,8 +153,12 @@ class Billing:
             return team.place_hold(bill.request_id, amount, p.key_id, bill.model.id, bill.endpoint,
                                    owner=owner, idem_key=idem.key if idem is not None else "")
 
+        placing = self._writer.on_team(p.team_id, p.team_name, place)
         try:
-            await self._writer.run_on_team(p.team_id, p.team_name, place)
+            await asyncio.shield(asyncio.wrap_future(placing))
+        except asyncio.CancelledError:  # the request was cut off while its hold was being placed
+            placing.add_done_callback(lambda done: self._release_if_placed(bill, done))
+            raise
         except AlreadyCompleted as done:
             if idem is not None and done.answer.body_hash != idem.body_hash:
                 raise Conflict("This Idempotency-Key was already used for a different request body.") from None
@@ -165,6 +170,15 @@ class Billing:
             raise self._refusal(bill, exc) from None
         self._opened(bill)
         return None
+
+    def _release_if_placed(self, bill: RequestBill, placing: Future[Any]) -> None:
+        """A hold placed for a request nobody waits for any more is released at once, not left to
+        ``hold_timeout`` (on the writer thread, which queues the release for its next batch)."""
+        if placing.cancelled() or placing.exception() is not None:
+            return
+        p = bill.principal
+        self._writer.on_team(p.team_id, p.team_name,
+                             lambda team: team.release_hold(bill.request_id, "cut off before it went upstream"))
 
     @staticmethod
     def _opened(bill: RequestBill) -> None:
@@ -227,8 +241,13 @@ class Billing:
         answer ``render`` made of it (stored under the request's Idempotency-Key, after ``prefix``:
         the frames a stream already sent). ``delivered``: the client already has what it is charged
         for (a stream), so a charge the ledger cannot record now is owed, not forgotten."""
+        charging = self._submit_charge(bill, usage, render, prefix, content_type)
         try:
-            result = await asyncio.wrap_future(self._submit_charge(bill, usage, render, prefix, content_type))
+            result = await asyncio.shield(asyncio.wrap_future(charging))
+        except asyncio.CancelledError:  # the request was cut off: the charge is made all the same
+            self._used(bill, usage.prompt_tokens + usage.output_tokens)
+            self._when_charged(bill, usage, charging)
+            raise
         except (AlreadyCharged, HoldNotFound, RefusedByStore) as exc:
             return await self._charged_before(bill, exc, render, content_type)
         except LedgerUnavailable as exc:
@@ -284,13 +303,18 @@ class Billing:
         future = self._submit_charge(bill, usage)
         if not again:
             self._used(bill, usage.prompt_tokens + usage.output_tokens)
+        self._when_charged(bill, usage, future)
+
+    def _when_charged(self, bill: RequestBill, usage: TokenUsage, charging: Future[Any]) -> None:
+        """Close the bill's books on this loop once ``charging`` is done, nobody awaiting it."""
         loop = asyncio.get_running_loop()
 
         def settled(done: Future[Any]) -> None:
             error = done.exception()
-            loop.call_soon_threadsafe(self._charged_soon, bill, usage, None if error else done.result(), error)
+            with contextlib.suppress(RuntimeError):  # the loop is gone: the process is stopping
+                loop.call_soon_threadsafe(self._charged_soon, bill, usage, None if error else done.result(), error)
 
-        future.add_done_callback(settled)
+        charging.add_done_callback(settled)
 
     def _charged_soon(self, bill: RequestBill, usage: TokenUsage, result: Any, error: BaseException | None) -> None:
         if isinstance(error, LedgerUnavailable) and self._owe(bill, usage):
@@ -341,7 +365,12 @@ class Billing:
             future = self._writer.on_team(p.team_id, p.team_name,
                                           lambda team: team.release_hold(bill.request_id, reason))
         loop = asyncio.get_running_loop()
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._closed, bill))
+
+        def released(_: Future[Any]) -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone: the process is stopping
+                loop.call_soon_threadsafe(self._closed, bill)
+
+        future.add_done_callback(released)
         return future
 
     def _settle_lease(self, bill: RequestBill, lease_left: int | None) -> None:
@@ -351,6 +380,6 @@ class Billing:
 
     async def release(self, bill: RequestBill, reason: str) -> None:
         try:
-            await asyncio.wrap_future(self.release_soon(bill, reason))
+            await asyncio.shield(asyncio.wrap_future(self.release_soon(bill, reason)))
         except LedgerUnavailable:
             pass  # the hold stays open and visible; nothing was charged

@@ -29,7 +29,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from uuid import UUID
@@ -150,7 +150,9 @@ class LedgerWriter:
         return self.submit(team_id, command)
 
     async def run_on_team(self, team_id: UUID, name: str, action: Callable[[TeamLedger], R]) -> R:
-        return await asyncio.wrap_future(self.on_team(team_id, name, action))
+        """``on_team``, awaited; a caller that is cancelled stops waiting, but the command is applied
+        (shielded: the writer never finds a cancelled future in its batch)."""
+        return await asyncio.shield(asyncio.wrap_future(self.on_team(team_id, name, action)))
 
     # -- the writer thread ----------------------------------------------------------------------
 
@@ -226,7 +228,7 @@ class LedgerWriter:
                         self._commit([item])
                     return
                 log.warning("the ledger refused a command on team %s: %s", batch[0].team_id, exc)
-                batch[0].future.set_exception(self._refusal(exc, written.get(batch[0].team_id), charged))
+                _answer(batch[0].future, error=self._refusal(exc, written.get(batch[0].team_id), charged))
                 return
             except Exception as exc:  # StoreUnreachable, or anything unforeseen: nothing was written
                 for tid in written:
@@ -242,9 +244,9 @@ class LedgerWriter:
                 self._on_commit()
             for item, ok, value in outcomes:
                 if ok:
-                    item.future.set_result(value)
+                    _answer(item.future, value)
                 else:
-                    item.future.set_exception(value)
+                    _answer(item.future, error=value)
             return
         log.error("ledger batch of %d command(s) could still not be saved after %d attempts (last: %s)",
                   len(batch), self.max_attempts, last_conflict)
@@ -336,5 +338,19 @@ class LedgerWriter:
     @staticmethod
     def _fail(batch: list[_Queued], exc: Exception) -> None:
         for item in batch:
-            if not item.future.done():
-                item.future.set_exception(exc)
+            _answer(item.future, error=exc)
+
+
+def _answer(future: Future[Any], value: Any = None, error: BaseException | None = None) -> None:
+    """Complete a caller's future, unless it was cancelled (its caller stopped waiting, e.g. the
+    server cutting a request off at shutdown): the command was applied all the same — a command is
+    never skipped, its events are facts — and the caller's own cleanup handles the rest."""
+    if future.done():
+        return
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+    except InvalidStateError:  # cancelled between the check and the call
+        pass

@@ -175,3 +175,47 @@ def test_a_connection_whose_prepared_statements_were_lost_is_replaced(writer, st
         except Exception as exc:  # noqa: BLE001 — the assertion below names it
             results.append(exc)
     assert all(isinstance(r, int) for r in results), results
+
+
+async def test_a_request_cut_off_while_its_hold_is_placed_leaves_nothing_held(writer, store, tmp_path):
+    """A request cancelled while it waited for its hold (a shutdown cutting requests off) used to
+    cancel the writer's future under it: the writer then failed its whole batch ("ledger writer
+    failed a batch"), and the hold, placed all the same, stayed until hold_timeout."""
+    settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
+    billing = Billing(writer, settings, owner=lambda: "this-process")
+    principal = Principal(team_id("a"), "a", "key_1")
+    bill = RequestBill(principal, settings.model("fake-gpt"), "req_cut", "chat", Idempotency("K", "hash"))
+    with held_writer(writer):
+        holding = asyncio.ensure_future(billing.hold(bill, 1_000))
+        other = on(writer, "b", lambda t: t.place_hold("other", 5, "k", "m", "chat"))
+        await asyncio.sleep(0.1)
+        holding.cancel()
+        await asyncio.sleep(0.1)
+    with pytest.raises(asyncio.CancelledError):
+        await holding
+    assert other.result() == 10**9 - 5  # its batch-mate was not failed
+    deadline = time.monotonic() + 5
+    while store.find_team(team_id("a")).held:  # the release is queued right after the hold
+        assert time.monotonic() < deadline, "the hold of the cut-off request was not released"
+        await asyncio.sleep(0.05)
+    team = store.find_team(team_id("a"))
+    assert team.idem_holds == {} and team.balance == 10**9
+
+
+async def test_a_request_cut_off_while_it_is_charged_is_charged_once(writer, store, tmp_path):
+    settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
+    billing = Billing(writer, settings, owner=lambda: "this-process")
+    model = settings.model("fake-gpt")
+    bill = RequestBill(Principal(team_id("a"), "a", "key_1"), model, "req_cut", "chat")
+    await billing.hold(bill, 1_000_000)
+    with held_writer(writer):
+        charging = asyncio.ensure_future(billing.charge(bill, TokenUsage(10, 10)))
+        await asyncio.sleep(0.1)
+        charging.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await charging
+    await asyncio.sleep(0.3)  # its books are closed on this loop once the writer has charged it
+    assert not bill.open
+    assert store.find_charge(team_id("a"), "req_cut") is not None
+    team = store.find_team(team_id("a"))
+    assert team.held == 0 and team.balance == 10**9 - cost_in_micros(TokenUsage(10, 10), model.price, Decimal(100))
