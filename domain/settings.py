@@ -193,6 +193,12 @@ class Settings(_Strict):
     #: Seconds that requests and streams still running when the gateway is told to stop (SIGTERM)
     #: get to finish; what is still running then is cut off and billed for what it delivered.
     shutdown_timeout: Decimal = Decimal(30)
+    #: The largest request body in bytes (more: 413, read no further): 64 MiB holds the 50 MB of
+    #: images OpenAI takes in one request once base64-encoded; Anthropic takes 32 MB.
+    max_request_bytes: int = 64 * 1024 * 1024
+    #: Seconds a client has to send a request's whole body once its headers are in; late: 408 in the
+    #: endpoint's shape and the connection is closed.
+    body_timeout: Decimal = Decimal(60)
 
     def model(self, model_id: str) -> Model | None:
         for model in self.models:
@@ -264,6 +270,12 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("lease_idle_seconds", "must be greater than 0 (seconds)")
     if settings.shutdown_timeout < 0:
         fail("shutdown_timeout", "must not be negative (seconds)")
+    for name in ("max_request_bytes",):
+        if getattr(settings, name) < 1:
+            fail(name, "must be at least 1")
+    for name in ("body_timeout",):
+        if getattr(settings, name) <= 0:
+            fail(name, "must be greater than 0 (seconds)")
     if settings.metrics_port is not None and not 1 <= settings.metrics_port <= 65535:
         fail("metrics_port", "must be a TCP port, 1 to 65535")
     if settings.log_format not in LOG_FORMATS:

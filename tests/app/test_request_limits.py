@@ -1,0 +1,134 @@
+"""Limits against abuse on what a request may be, through real sockets: the body's size, its
+number of messages, tools and content parts, the head's size and number of headers, and the time a
+client has to send its head and its body. Each refusal comes in its endpoint's shape, and a refused
+request moves no money: the team's balance and held amount stay as they were."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import Team, Teams
+from tests.fake_upstream import FakeUpstream
+from tests.gateway import Gateway, write_config
+from tests.raw_http import closed_by_peer, connect, exchange, head, read_reply
+
+pytestmark = pytest.mark.usefixtures("ledger_verified_after")
+
+LIMITS = """
+max_request_bytes = 100000
+body_timeout = 1
+"""
+HI = {"role": "user", "content": "hi"}
+
+
+@pytest.fixture(scope="module")
+def limited(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
+    """A gateway with small limits, so that tests reach them with small requests."""
+    gw = Gateway(write_config(tmp_path_factory.mktemp("limited"), fake_upstream.base_url, settings=LIMITS)).start()
+    yield gw
+    gw.stop()
+
+
+@pytest.fixture(scope="module")
+def limited_teams(limited: Gateway) -> Iterator[Teams]:
+    t = Teams(limited.config)
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def payer(limited: Gateway, limited_teams: Teams) -> Iterator[Team]:
+    """A team whose balance and held amount must be the same after the test as before it."""
+    team = limited_teams.open("100")
+    before = limited.wait_until_nothing_held(team.name)
+    yield team
+    assert limited.cli("team", "show", team.name).stdout == before
+    assert limited.charges(team.name) == []
+
+
+def openai_headers(team: Team) -> dict[str, str]:
+    return {"authorization": f"Bearer {team.key}", "content-type": "application/json"}
+
+
+def anthropic_headers(team: Team) -> dict[str, str]:
+    return {"x-api-key": team.key, "anthropic-version": "2023-06-01", "content-type": "application/json"}
+
+
+def assert_openai_error(body: dict, type_: str = "invalid_request_error", param: str | None = None) -> str:
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
+    assert body["error"]["type"] == type_ and body["error"]["param"] == param
+    return body["error"]["message"]
+
+
+def assert_anthropic_error(body: dict, type_: str = "invalid_request_error") -> str:
+    assert body["type"] == "error" and set(body["error"]) == {"type", "message"} and body["error"]["type"] == type_
+    return body["error"]["message"]
+
+
+# The body's size
+
+def test_a_body_announced_over_the_limit_is_refused_before_it_is_read_and_the_connection_closed(limited: Gateway,
+                                                                                                payer: Team):
+    for path, headers in (("/v1/chat/completions", openai_headers(payer)), ("/v1/messages", anthropic_headers(payer))):
+        announced = [*headers.items(), ("content-length", str(1024 ** 3))]  # 1 GB, of which 10 bytes are sent
+        reply, closed = exchange(limited.port, head("POST", path, announced) + b'{"model": ')
+        assert reply.status == 413 and reply.headers["connection"] == "close" and closed
+        if path == "/v1/messages":
+            message = assert_anthropic_error(reply.json(), "request_too_large")
+        else:
+            message = assert_openai_error(reply.json())
+        assert "at most 100000 bytes" in message
+
+
+def test_a_chunked_body_is_read_no_further_than_the_limit(limited: Gateway, payer: Team):
+    chunk = b"x" * 30_000
+    with connect(limited.port) as sock:
+        sock.sendall(head("POST", "/v1/chat/completions", [*openai_headers(payer).items(),
+                                                            ("transfer-encoding", "chunked")]))
+        for _ in range(4):  # 120,000 bytes: over the limit on the fourth chunk
+            sock.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+        reply = read_reply(sock)
+        assert reply.status == 413
+        assert_openai_error(reply.json())
+        assert closed_by_peer(sock)
+
+
+def test_a_body_at_the_limit_is_read_and_one_byte_more_is_not(limited: Gateway, payer: Team):
+    def body_of(size: int) -> bytes:
+        body = b'{"model": "nope", "messages": [{"role": "user", "content": "'
+        return body + b"x" * (size - len(body) - 4) + b'"}]}'
+
+    read = httpx.post(limited.base_url + "/chat/completions", content=body_of(100_000), headers=openai_headers(payer))
+    assert read.status_code == 404  # read and parsed, as far as its model
+    refused = httpx.post(limited.base_url + "/chat/completions", content=body_of(100_001), headers=openai_headers(payer))
+    assert refused.status_code == 413
+
+
+# The body's time
+
+@pytest.mark.parametrize("trickle", [False, True])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+def test_a_body_that_does_not_arrive_in_time_gets_408_in_the_endpoint_s_shape(limited: Gateway, payer: Team,
+                                                                             path, trickle):
+    headers = openai_headers(payer) if path == "/v1/chat/completions" else anthropic_headers(payer)
+    announced = [*headers.items(), ("content-length", "1000")]
+    with connect(limited.port) as sock:
+        sock.sendall(head("POST", path, announced) + b'{"model": "fake-gpt", ')
+        if trickle:  # a byte every 0.2 s would take 200 s
+            try:
+                for _ in range(50):
+                    sock.send(b" ")
+                    time.sleep(0.2)
+            except OSError:
+                pass
+        reply = read_reply(sock)
+        assert reply.status == 408 and reply.headers["connection"] == "close"
+        if path == "/v1/messages":
+            message = assert_anthropic_error(reply.json())
+        else:
+            message = assert_openai_error(reply.json())
+        assert "did not arrive within 1 seconds" in message
