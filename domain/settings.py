@@ -196,6 +196,13 @@ class Settings(_Strict):
     #: The largest request body in bytes (more: 413, read no further): 64 MiB holds the 50 MB of
     #: images OpenAI takes in one request once base64-encoded; Anthropic takes 32 MB.
     max_request_bytes: int = 64 * 1024 * 1024
+    #: The most messages (`messages`) or input items (`input`) one request may carry (more: 400);
+    #: Anthropic's own limit.
+    max_messages: int = 100_000
+    #: The most tools one request may declare (more: 400); OpenAI takes 128 functions.
+    max_tools: int = 1_000
+    #: The most content parts (blocks) one request may carry in all its messages and `system` (more: 400).
+    max_content_parts: int = 200_000
     #: Seconds a client has to send a request's whole body once its headers are in; late: 408 in the
     #: endpoint's shape and the connection is closed.
     body_timeout: Decimal = Decimal(60)
@@ -270,7 +277,7 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("lease_idle_seconds", "must be greater than 0 (seconds)")
     if settings.shutdown_timeout < 0:
         fail("shutdown_timeout", "must not be negative (seconds)")
-    for name in ("max_request_bytes",):
+    for name in ("max_request_bytes", "max_messages", "max_tools", "max_content_parts"):
         if getattr(settings, name) < 1:
             fail(name, "must be at least 1")
     for name in ("body_timeout",):

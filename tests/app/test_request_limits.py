@@ -8,7 +8,9 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import anthropic
 import httpx
+import openai
 import pytest
 
 from tests.conftest import Team, Teams
@@ -20,6 +22,9 @@ pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
 LIMITS = """
 max_request_bytes = 100000
+max_messages = 5
+max_tools = 3
+max_content_parts = 6
 body_timeout = 1
 """
 HI = {"role": "user", "content": "hi"}
@@ -106,6 +111,77 @@ def test_a_body_at_the_limit_is_read_and_one_byte_more_is_not(limited: Gateway, 
     assert read.status_code == 404  # read and parsed, as far as its model
     refused = httpx.post(limited.base_url + "/chat/completions", content=body_of(100_001), headers=openai_headers(payer))
     assert refused.status_code == 413
+
+
+# Numbers of messages, tools and content parts
+
+def many(n: int) -> list[dict]:
+    return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(n)]
+
+
+def tools(n: int, anthropic_style: bool = False) -> list[dict]:
+    if anthropic_style:
+        return [{"name": f"t{i}", "input_schema": {"type": "object"}} for i in range(n)]
+    return [{"type": "function", "function": {"name": f"t{i}", "parameters": {"type": "object"}}} for i in range(n)]
+
+
+def parts(n: int, kind: str = "text") -> list[dict]:
+    return [{"type": kind, "text": f"p{i}"} for i in range(n)]
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"messages": many(6)}, "messages"),
+    ({"messages": [HI], "tools": tools(4)}, "tools"),
+    ({"messages": [{"role": "user", "content": parts(4)}, {"role": "assistant", "content": "ok"},
+                   {"role": "user", "content": parts(3)}]}, "messages[2].content"),
+])
+def test_chat_refuses_too_many_messages_tools_or_parts_naming_the_field(limited: Gateway, payer: Team, body, param):
+    client = openai.OpenAI(base_url=limited.base_url, api_key=payer.key, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="fake-gpt", **body)
+    message = assert_openai_error(refused.value.response.json(), param=param)
+    assert "at most" in message
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"input": many(6)}, "input"),
+    ({"input": "hi", "tools": [{"type": "function", "name": f"t{i}", "parameters": {}} for i in range(4)]}, "tools"),
+    ({"input": [{"role": "user", "content": parts(7, "input_text")}]}, "input[0].content"),
+])
+def test_responses_refuses_too_many_items_tools_or_parts_naming_the_field(limited: Gateway, payer: Team, body, param):
+    client = openai.OpenAI(base_url=limited.base_url, api_key=payer.key, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.responses.create(model="fake-codex", **body)
+    assert_openai_error(refused.value.response.json(), param=param)
+
+
+@pytest.mark.parametrize("endpoint", ["create", "count_tokens"])
+@pytest.mark.parametrize(("body", "where"), [
+    ({"messages": many(5) + [HI]}, "'messages'"),
+    ({"messages": [HI], "tools": tools(4, anthropic_style=True)}, "'tools'"),
+    ({"system": parts(5), "messages": [{"role": "user", "content": parts(2)}]}, "'messages[0].content'"),
+    ({"system": parts(7), "messages": [HI]}, "'system'"),
+])
+def test_messages_refuses_them_in_its_own_shape(limited: Gateway, payer: Team, endpoint, body, where):
+    claude = anthropic.Anthropic(base_url=limited.root_url, api_key=payer.key, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        if endpoint == "create":
+            claude.messages.create(model="fake-claude", max_tokens=10, **body)
+        else:
+            claude.messages.count_tokens(model="fake-claude", **body)
+    assert where in assert_anthropic_error(refused.value.body)
+
+
+def test_a_request_at_every_limit_is_served(limited: Gateway, limited_teams: Teams):
+    team = limited_teams.open("100")
+    client = openai.OpenAI(base_url=limited.base_url, api_key=team.key, max_retries=0)
+    messages = many(4) + [{"role": "user", "content": parts(6)}]
+    completion = client.chat.completions.create(model="fake-gpt", messages=messages, tools=tools(3))
+    assert completion.choices[0].message.content.startswith("Echo")
+    claude = anthropic.Anthropic(base_url=limited.root_url, api_key=team.key, max_retries=0)
+    counted = claude.messages.count_tokens(model="fake-claude", system=parts(2), tools=tools(3, anthropic_style=True),
+                                           messages=many(4) + [{"role": "user", "content": parts(4)}])
+    assert counted.input_tokens > 0
 
 
 # The body's time
