@@ -142,6 +142,15 @@ class RequestTooLarge(GatewayError):
     retryable = False
 
 
+class HeadersTooLarge(GatewayError):
+    """A request head over ``max_header_bytes`` or ``max_headers``; the connection is closed."""
+
+    status = 431
+    type = "invalid_request_error"
+    anthropic_type = "invalid_request_error"
+    retryable = False
+
+
 class RateLimited(GatewayError):
     status = 429
     type = "rate_limit_error"

@@ -11,6 +11,10 @@ An answer that starts before the body was read to its end — a 413 for a body o
 a 404, that 408 — says ``connection: close``. Otherwise uvicorn would go on reading the rest of the
 body, and throwing it away, to keep the connection for another request: as long as the client
 cares to send.
+
+A client that stops reading an answer is cut off below, by the HTTP protocol
+(``app/http_protocol.py``); its :class:`ClientTooSlow` ends the request here, quietly: the
+connection is already gone, and a stream's relay bills what was sent (``app/routes/flow.py``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.errors import RequestTimeout
+from app.http_protocol import ClientTooSlow
+from app.observability.record import current_record
 
 _CLOSE = (b"connection", b"close")
 
@@ -44,7 +50,12 @@ class RequestGuard:
             await self.app(scope, receive, send)
             return
         exchange = _Exchange(receive, send, self.body_timeout, _has_body(scope))
-        await self.app(scope, exchange.receive, exchange.send)
+        try:
+            await self.app(scope, exchange.receive, exchange.send)
+        except* ClientTooSlow as cut:
+            record = current_record()
+            if record is not None:
+                record.failed(str(cut.exceptions[0]))
 
 
 class _Exchange:

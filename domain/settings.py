@@ -203,9 +203,21 @@ class Settings(_Strict):
     max_tools: int = 1_000
     #: The most content parts (blocks) one request may carry in all its messages and `system` (more: 400).
     max_content_parts: int = 200_000
+    #: The largest request head in bytes: the request line and every header's name and value (more:
+    #: 431 and the connection is closed).
+    max_header_bytes: int = 64 * 1024
+    #: The most headers one request may send (more: 431 and the connection is closed).
+    max_headers: int = 100
+    #: Seconds a client has to send a request's line and headers, from the moment it connects (or
+    #: starts its next request on the same connection); late: 408 and the connection is closed.
+    header_timeout: Decimal = Decimal(20)
     #: Seconds a client has to send a request's whole body once its headers are in; late: 408 in the
     #: endpoint's shape and the connection is closed.
     body_timeout: Decimal = Decimal(60)
+    #: Seconds the gateway waits for a client to take more of an answer it sends (the connection's
+    #: buffers full: the client stopped reading); then the connection is cut, and a stream is billed
+    #: for what was sent until then.
+    write_timeout: Decimal = Decimal(60)
 
     def model(self, model_id: str) -> Model | None:
         for model in self.models:
@@ -277,10 +289,11 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("lease_idle_seconds", "must be greater than 0 (seconds)")
     if settings.shutdown_timeout < 0:
         fail("shutdown_timeout", "must not be negative (seconds)")
-    for name in ("max_request_bytes", "max_messages", "max_tools", "max_content_parts"):
+    for name in ("max_request_bytes", "max_messages", "max_tools", "max_content_parts", "max_header_bytes",
+                 "max_headers"):
         if getattr(settings, name) < 1:
             fail(name, "must be at least 1")
-    for name in ("body_timeout",):
+    for name in ("header_timeout", "body_timeout", "write_timeout"):
         if getattr(settings, name) <= 0:
             fail(name, "must be greater than 0 (seconds)")
     if settings.metrics_port is not None and not 1 <= settings.metrics_port <= 65535:

@@ -8,7 +8,7 @@ and a stream that ends early is billed for what was delivered, or released.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import copy
@@ -156,11 +156,12 @@ def transcript_for(bill: RequestBill) -> list[bytes] | None:
     return [] if bill.idempotency is not None else None
 
 
-async def start_stream(relay: AsyncIterator[bytes], headers: dict[str, str],
+async def start_stream(relay: AsyncGenerator[bytes, None], headers: dict[str, str],
                        transcript: list[bytes] | None = None) -> Stream:
-    """Start the relay before answering: a started generator is always closed (by the event loop's
-    finalizer if nobody iterates it, e.g. the client left before the headers), so its hold is
-    always settled, whereas one that never started would never run its ``finally``."""
+    """Start the relay before answering: a started generator is always closed (by the fast path
+    once the answer ended, ``app/hot_paths.py``; by the event loop's finalizer if nobody iterates
+    it, e.g. the client left before the headers), so its hold is always settled, whereas one that
+    never started would never run its ``finally``."""
     if transcript is not None:
         relay = _recorded(relay, transcript)
     record = current_record()
@@ -170,10 +171,13 @@ async def start_stream(relay: AsyncIterator[bytes], headers: dict[str, str],
     return Stream(_prepend(first, relay), media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
 
 
-async def _recorded(relay: AsyncIterator[bytes], transcript: list[bytes]) -> AsyncIterator[bytes]:
-    async for frame in relay:
-        transcript.append(frame)
-        yield frame
+async def _recorded(relay: AsyncGenerator[bytes, None], transcript: list[bytes]) -> AsyncGenerator[bytes, None]:
+    try:
+        async for frame in relay:
+            transcript.append(frame)
+            yield frame
+    finally:
+        await relay.aclose()  # closing this closes the relay (its finally settles the hold)
 
 
 async def charge_stream(runtime: Runtime, bill: RequestBill, usage: TokenUsage, final: Callable[[dict[str, Any]], list[bytes]],
@@ -186,17 +190,21 @@ async def charge_stream(runtime: Runtime, bill: RequestBill, usage: TokenUsage, 
     return body
 
 
-async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    yield first
-    async for frame in rest:
-        yield frame
+async def _prepend(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    try:
+        yield first
+        async for frame in rest:
+            yield frame
+    finally:
+        await rest.aclose()  # closing the stream's iterator closes the relay
 
 
 async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, reader: EventReader, writer: StreamWriter,
-                 delivered: Delivered, transcript: list[bytes] | None) -> AsyncIterator[bytes]:
+                 delivered: Delivered, transcript: list[bytes] | None) -> AsyncGenerator[bytes, None]:
     """Relay the upstream's events as the client's frames, as they come; charge before the final
     frames, which carry the cost. What the client was sent is noted once its frames have gone out
-    (the generator resumed after them), so a stream that ends early is billed for exactly that."""
+    (the generator resumed after them), so a stream that ends early — the client hung up, or was
+    cut off for reading nothing (``write_timeout``) — is billed for exactly that."""
     usage: TokenUsage | None = None
     reasoning = 0
     settled = False

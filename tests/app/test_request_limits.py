@@ -5,6 +5,7 @@ request moves no money: the team's balance and held amount stay as they were."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 
@@ -25,6 +26,9 @@ max_request_bytes = 100000
 max_messages = 5
 max_tools = 3
 max_content_parts = 6
+max_header_bytes = 8192
+max_headers = 40
+header_timeout = 1
 body_timeout = 1
 """
 HI = {"role": "user", "content": "hi"}
@@ -182,6 +186,70 @@ def test_a_request_at_every_limit_is_served(limited: Gateway, limited_teams: Tea
     counted = claude.messages.count_tokens(model="fake-claude", system=parts(2), tools=tools(3, anthropic_style=True),
                                            messages=many(4) + [{"role": "user", "content": parts(4)}])
     assert counted.input_tokens > 0
+
+
+# The head: its size, its number of headers, its time
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+@pytest.mark.parametrize("excess", ["one long header", "many headers"])
+def test_a_head_over_its_limits_gets_431_in_the_endpoint_s_shape_and_the_connection_closes(limited: Gateway,
+                                                                                           payer: Team, path, excess):
+    headers = list(openai_headers(payer).items())
+    headers += [("x-long", "a" * 9000)] if excess == "one long header" else [(f"x-h{i}", "1") for i in range(40)]
+    reply, closed = exchange(limited.port, head("POST", path, headers, b"{}"))
+    assert reply.status == 431 and reply.headers["connection"] == "close" and closed
+    if path == "/v1/messages":
+        message = assert_anthropic_error(reply.json())
+    else:
+        message = assert_openai_error(reply.json())
+    assert ("8192 bytes" if excess == "one long header" else "40 headers") in message
+
+
+@pytest.mark.parametrize("excess", [[("x-big", "a" * 4_000_000)], [(f"x-h{i}", "1") for i in range(5000)]])
+def test_a_huge_head_is_refused_without_being_read_to_its_end(limited: Gateway, excess):
+    data = head("GET", "/v1/models", excess)
+    with connect(limited.port) as sock:
+        replies: list = []
+        reader = threading.Thread(target=lambda: replies.append(read_reply(sock)))
+        reader.start()
+        sent = 0
+        try:
+            while sent < len(data):
+                sent += sock.send(data[sent:sent + 65536])
+        except OSError:
+            pass  # the gateway closed the connection while we were still sending
+        reader.join(10)
+    assert replies and replies[0].status == 431
+
+
+def test_a_head_of_many_ordinary_headers_is_served(limited: Gateway):
+    reply, _ = exchange(limited.port, head("GET", "/v1/models", [("connection", "close"), *((f"x-h{i}", "1") for i in range(30))]))
+    assert reply.status == 200
+
+
+@pytest.mark.parametrize("sent", [b"", b"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\n"])
+def test_a_connection_that_never_completes_its_head_is_closed_with_408(limited: Gateway, sent: bytes):
+    with connect(limited.port) as sock:
+        sock.sendall(sent)
+        reply = read_reply(sock)  # waits at most the socket's 10 s: the gateway's header_timeout is 1 s
+        assert reply.status == 408
+        assert "did not arrive within 1 seconds" in assert_openai_error(reply.json())
+        assert closed_by_peer(sock)
+
+
+def test_a_head_sent_a_byte_at_a_time_is_cut_off_at_the_timeout(limited: Gateway, payer: Team):
+    data = head("POST", "/v1/messages", anthropic_headers(payer), b"{}")
+    with connect(limited.port) as sock:
+        started = time.monotonic()
+        try:
+            for byte in data:
+                sock.send(bytes([byte]))
+                time.sleep(0.05)  # all of it would take ~10 s
+        except OSError:
+            pass
+        reply = read_reply(sock)
+        assert reply.status == 408 and time.monotonic() - started < 8
+        assert_anthropic_error(reply.json())
 
 
 # The body's time
