@@ -22,6 +22,7 @@ from app.hold_sweeper import HoldSweeper
 from app.projector import Projector
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
+from app.ratelimit.streams import StreamSlots
 from app.routes.models import model_list_body
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIResponsesUpstream, OpenAIUpstream, Upstream
 from app.upstream.fallback import Deployment, FallbackUpstream
@@ -54,6 +55,8 @@ class Runtime:
     projector: Projector
     sweeper: HoldSweeper
     limiter: RateLimiter
+    #: Open streams per key and per process (``max_streams_per_key``, ``max_streams``).
+    streams: StreamSlots
     leases: Leases
     instances: InstanceRegistry
     health: LedgerHealth
@@ -102,6 +105,7 @@ class Runtime:
                       "hold_timeout and those requests are never charged", self.billing.owed)
         await self.leases.give_back(self.leases.all_idle())  # before the writer stops
         await self.limiter.aclose()
+        await self.streams.aclose()
         await self.http.aclose()
         self.sweeper.stop()
         self.writer.stop()  # every queued command is committed first
@@ -133,6 +137,8 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         store.close()
         raise
     limiter = RateLimiter(limits)
+    streams = StreamSlots(settings.max_streams_per_key, settings.max_streams, settings.redis_url,
+                          instances.ledger_identity() if settings.redis_url else "")
     keys = KeyDirectory(store)
     projector = Projector(store, on_key_change=keys.forget, on_team_change=keys.forget_team).start()
     # Several processes on one ledger (redis_url is what lets them run side by side): take turns.
@@ -163,6 +169,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         health=health,
         leases=leases,
         limiter=limiter,
+        streams=streams,
         instances=instances,
         upstreams=upstreams,
         http=http,

@@ -218,6 +218,11 @@ class Settings(_Strict):
     #: buffers full: the client stopped reading); then the connection is cut, and a stream is billed
     #: for what was sent until then.
     write_timeout: Decimal = Decimal(60)
+    #: The most streams one API key may have open at once, across every gateway process sharing
+    #: `redis_url` (more: 429 with `retry-after`).
+    max_streams_per_key: int = 100
+    #: The most streams one gateway process serves at once, whoever asks (more: 429 with `retry-after`).
+    max_streams: int = 1_000
 
     def model(self, model_id: str) -> Model | None:
         for model in self.models:
@@ -290,7 +295,7 @@ def _check_semantics(settings: Settings, origin: str) -> None:
     if settings.shutdown_timeout < 0:
         fail("shutdown_timeout", "must not be negative (seconds)")
     for name in ("max_request_bytes", "max_messages", "max_tools", "max_content_parts", "max_header_bytes",
-                 "max_headers"):
+                 "max_headers", "max_streams_per_key", "max_streams"):
         if getattr(settings, name) < 1:
             fail(name, "must be at least 1")
     for name in ("header_timeout", "body_timeout", "write_timeout"):

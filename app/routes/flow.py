@@ -21,6 +21,7 @@ from litestar.response import Stream
 from app.billing import Idempotency, RequestBill
 from app.errors import GatewayError, InvalidRequest
 from app.keys import Principal
+from app.ratelimit.streams import StreamSlot
 from app.observability.record import current_record, new_request_id
 from app.json import encode
 from app.routes.exchange import EventReader, Exchange, StreamWriter, plan
@@ -95,20 +96,26 @@ async def billed(runtime: Runtime, request: Request[Any, Any, Any], principal: P
     wire = runtime.upstreams[model.id].wire
     prompt_tokens = await measure_prompt(model, wire, body, protocol, len(raw_body))
     exchange = plan(model, wire, protocol, body, request, prompt_tokens)
-    bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINTS[protocol], raw_body,
-                                            runtime.billing.worst_case(model, prompt_tokens, max_output),
-                                            prompt_tokens + requested_output)
-    if replay is not None:
-        return replay
-    if protocol == "messages":
-        headers["request-id"] = bill.request_id
-    return await serve(runtime, bill, exchange, prompt_tokens, headers)
+    slot = await runtime.streams.take(principal.key_id) if exchange.stream else None
+    try:
+        bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINTS[protocol], raw_body,
+                                                runtime.billing.worst_case(model, prompt_tokens, max_output),
+                                                prompt_tokens + requested_output)
+        if replay is not None:
+            return replay
+        if protocol == "messages":
+            headers["request-id"] = bill.request_id
+        return await serve(runtime, bill, exchange, prompt_tokens, headers, slot)
+    finally:
+        if slot is not None and not slot.relayed:
+            slot.release()  # refused, replayed or failed before its relay began: the relay gives it back otherwise
 
 
 async def serve(runtime: Runtime, bill: RequestBill, exchange: Exchange, prompt_tokens: int,
-                headers: dict[str, str]) -> Response[bytes] | Stream:
+                headers: dict[str, str], slot: StreamSlot | None = None) -> Response[bytes] | Stream:
     """The billed call: the hold is placed; call the upstream, then charge what it reports (or what
-    was delivered), or release the hold if it failed before answering — exactly once either way."""
+    was delivered), or release the hold if it failed before answering — exactly once either way.
+    A stream's ``slot`` (its place under the concurrent-stream limits) is given back when its relay ends."""
     upstream = runtime.upstreams[bill.model.id]
     if exchange.dropped_tools:
         headers["x-tollgate-dropped-tools"] = ", ".join(exchange.dropped_tools)
@@ -128,7 +135,7 @@ async def serve(runtime: Runtime, bill: RequestBill, exchange: Exchange, prompt_
     stream = await _called(runtime, bill, exchange, upstream.open_stream(exchange.body, exchange.headers))
     transcript = transcript_for(bill)
     relay = _relay(runtime, bill, stream, exchange.reader(), exchange.writer(),
-                   delivery_for(runtime, bill, prompt_tokens), transcript)
+                   delivery_for(runtime, bill, prompt_tokens), transcript, slot)
     return await start_stream(relay, headers, transcript)
 
 
@@ -200,7 +207,8 @@ async def _prepend(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGene
 
 
 async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, reader: EventReader, writer: StreamWriter,
-                 delivered: Delivered, transcript: list[bytes] | None) -> AsyncGenerator[bytes, None]:
+                 delivered: Delivered, transcript: list[bytes] | None,
+                 slot: StreamSlot | None = None) -> AsyncGenerator[bytes, None]:
     """Relay the upstream's events as the client's frames, as they come; charge before the final
     frames, which carry the cost. What the client was sent is noted once its frames have gone out
     (the generator resumed after them), so a stream that ends early — the client hung up, or was
@@ -208,6 +216,8 @@ async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, reader:
     usage: TokenUsage | None = None
     reasoning = 0
     settled = False
+    if slot is not None:
+        slot.relayed = True
     try:
         for frame in writer.start():
             yield frame
@@ -244,6 +254,8 @@ async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, reader:
         settled = True
         yield final
     finally:
+        if slot is not None:
+            slot.release()
         if not settled:
             settle_soon(runtime, bill, delivered)
         await close_quietly(stream)

@@ -43,6 +43,7 @@ def test_the_documented_example_parses_with_exact_prices():
         (("sqlite:///tollgate.db", "mysql://db"), "database_url", "unsupported URL"),
         (("sqlite:///tollgate.db", "postgresql://host-without-database"), "database_url", "unsupported URL"),
         (("credits_per_usd = 100", "credits_per_usd = 100\nmax_request_bytes = 0"), "max_request_bytes", "at least 1"),
+        (("credits_per_usd = 100", "credits_per_usd = 100\nmax_streams_per_key = -1"), "max_streams_per_key", "at least 1"),
         (("credits_per_usd = 100", "credits_per_usd = 100\nwrite_timeout = 0"), "write_timeout", "greater than 0"),
     ],
 )
