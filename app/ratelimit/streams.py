@@ -33,6 +33,8 @@ log = logging.getLogger("tollgate.ratelimit")
 SLOT_TTL = 30.0
 #: Seconds between renewals of a process's slots.
 RENEW_EVERY = 10.0
+#: Seconds a stream's end waits at most for Redis to take its slot back (it expires otherwise).
+RELEASE_WAIT = 0.5
 #: What a refused client is told to wait, in seconds: a stream ends at no predictable time.
 RETRY_AFTER = "1"
 
@@ -62,7 +64,9 @@ return 1
 
 @dataclass(eq=False)
 class StreamSlot:
-    """One open stream's place under the limits; ``release`` gives it back (once, however often called)."""
+    """One open stream's place under the limits; ``release`` gives it back (once, however often
+    called), before the stream's last byte goes out: a client that opens its next stream as soon as
+    one ended must find its slot free, in every process."""
 
     owner: StreamSlots
     key_id: str
@@ -72,10 +76,10 @@ class StreamSlot:
     relayed: bool = False
     released: bool = False
 
-    def release(self) -> None:
+    async def release(self) -> None:
         if not self.released:
             self.released = True
-            self.owner.give_back(self)
+            await self.owner.give_back(self)
 
 
 class StreamSlots:
@@ -89,7 +93,6 @@ class StreamSlots:
         self._prefix = f"tollgate:{namespace}:streams:"
         self._take = self._redis.register_script(_TAKE) if self._redis is not None else None
         self._renew = self._redis.register_script(_RENEW) if self._redis is not None else None
-        self._pending: set[asyncio.Task[None]] = set()
         self._renewer: asyncio.Task[None] | None = None
 
     @property
@@ -123,7 +126,7 @@ class StreamSlots:
             self._renewer = asyncio.get_running_loop().create_task(self._renew_forever())
         return slot
 
-    def give_back(self, slot: StreamSlot) -> None:
+    async def give_back(self, slot: StreamSlot) -> None:
         self._open.discard(slot)
         left = self._local.get(slot.key_id, 1) - 1
         if left > 0:
@@ -131,15 +134,11 @@ class StreamSlots:
         else:
             self._local.pop(slot.key_id, None)
         if slot.in_redis and self._redis is not None:
-            task = asyncio.get_running_loop().create_task(self._remove(slot))
-            self._pending.add(task)
-            task.add_done_callback(self._pending.discard)
-
-    async def _remove(self, slot: StreamSlot) -> None:
-        try:
-            await self._redis.zrem(self._prefix + slot.key_id, slot.member)  # type: ignore[union-attr]
-        except Exception as exc:
-            log.warning("could not give a stream slot back (it expires within %g s): %s", SLOT_TTL, exc)
+            try:
+                async with asyncio.timeout(RELEASE_WAIT):
+                    await self._redis.zrem(self._prefix + slot.key_id, slot.member)
+            except Exception as exc:
+                log.warning("could not give a stream slot back (it expires within %g s): %r", SLOT_TTL, exc)
 
     async def _renew_forever(self) -> None:
         while True:
@@ -158,9 +157,7 @@ class StreamSlots:
             self._renewer.cancel()
             await asyncio.gather(self._renewer, return_exceptions=True)
         for slot in list(self._open):
-            slot.release()
-        if self._pending:
-            await asyncio.gather(*self._pending, return_exceptions=True)
+            await slot.release()
         if self._redis is not None:
             await self._redis.aclose()
 

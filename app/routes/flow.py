@@ -108,7 +108,7 @@ async def billed(runtime: Runtime, request: Request[Any, Any, Any], principal: P
         return await serve(runtime, bill, exchange, prompt_tokens, headers, slot)
     finally:
         if slot is not None and not slot.relayed:
-            slot.release()  # refused, replayed or failed before its relay began: the relay gives it back otherwise
+            await give_back(slot)  # refused, replayed or failed before its relay began: the relay gives it back otherwise
 
 
 async def serve(runtime: Runtime, bill: RequestBill, exchange: Exchange, prompt_tokens: int,
@@ -255,7 +255,7 @@ async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, reader:
         yield final
     finally:
         if slot is not None:
-            slot.release()
+            await give_back(slot)
         if not settled:
             settle_soon(runtime, bill, delivered)
         await close_quietly(stream)
@@ -283,6 +283,12 @@ def settle_soon(runtime: Runtime, bill: RequestBill, delivered: Delivered) -> No
         runtime.billing.charge_soon(bill, delivered.usage())
     else:
         runtime.billing.release_soon(bill, "client disconnected")
+
+
+async def give_back(slot: StreamSlot) -> None:
+    """Give a stream's slot back, even from a stream being cancelled (the client went away)."""
+    with anyio.CancelScope(shield=True):
+        await slot.release()
 
 
 async def close_quietly(stream: Any) -> None:
