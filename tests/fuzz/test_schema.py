@@ -61,6 +61,12 @@ def test_every_documented_route_answers_as_documented_and_never_breaks(fuzz_gate
 
 
 def _first_failure(exc: BaseException) -> str:
-    """The failed check's title and first lines, on one line."""
+    """The failed check's title and what it found, on one line, without the value it found it in
+    (so that the same failure on different answers is one failure)."""
     text = str(exc.exceptions[0]) if isinstance(exc, BaseExceptionGroup) and exc.exceptions else str(exc)
-    return " ".join(" ".join(text.splitlines()[:3]).split())[:300]
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    found = lines[1] if len(lines) > 1 else ""
+    for verdict in (" is not of type ", " is not one of ", " is not valid under "):
+        if verdict in found:
+            found = "…" + verdict + found.split(verdict, 1)[1]
+    return f"{lines[0] if lines else ''}: {found}"[:300]
