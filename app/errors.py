@@ -123,6 +123,34 @@ class Conflict(GatewayError):
     retryable = False
 
 
+class RequestTimeout(GatewayError):
+    """The client did not send its request in time (``body_timeout``); the connection is closed."""
+
+    status = 408
+    type = "invalid_request_error"
+    anthropic_type = "invalid_request_error"
+    retryable = False
+
+
+class RequestTooLarge(GatewayError):
+    """A request body over ``max_request_bytes``: refused before the rest of it is read, and the
+    connection closed, so that what the client still sends is not read either."""
+
+    status = 413
+    type = "invalid_request_error"
+    anthropic_type = "request_too_large"
+    retryable = False
+
+
+class HeadersTooLarge(GatewayError):
+    """A request head over ``max_header_bytes`` or ``max_headers``; the connection is closed."""
+
+    status = 431
+    type = "invalid_request_error"
+    anthropic_type = "invalid_request_error"
+    retryable = False
+
+
 class RateLimited(GatewayError):
     status = 429
     type = "rate_limit_error"

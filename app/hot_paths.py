@@ -44,7 +44,15 @@ class HotPaths:
             response = await handler.fn(request)
         except Exception as exc:  # noqa: BLE001 — every error becomes its endpoint's error body
             response = self._answer_error(request, exc)
-        await response.to_asgi_response(self.app, request)(scope, receive, send)  # type: ignore[arg-type]
+        try:
+            await response.to_asgi_response(self.app, request)(scope, receive, send)  # type: ignore[arg-type]
+        finally:
+            # A stream's relay ends here however its answer ended — sent whole, the client gone, or
+            # cut off (a send that raised): Litestar stops iterating but does not close the iterator,
+            # which would otherwise wait for the garbage collector to settle its hold.
+            iterator = getattr(response, "iterator", None)
+            if iterator is not None and hasattr(iterator, "aclose"):
+                await iterator.aclose()
 
     def _answer_error(self, request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
         for kind, answer in self._exception_handlers:  # most specific first, as the app lists them

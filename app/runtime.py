@@ -23,6 +23,7 @@ from app.streams_in_flight import StreamsInFlight
 from app.projector import Projector
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
+from app.ratelimit.streams import StreamSlots
 from app.routes.models import model_list_body
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIResponsesUpstream, OpenAIUpstream, Upstream
 from app.upstream.fallback import Deployment, FallbackUpstream
@@ -55,10 +56,13 @@ class Runtime:
     projector: Projector
     sweeper: HoldSweeper
     limiter: RateLimiter
+    #: Open streams per key and per process (``max_streams_per_key``, ``max_streams``).
+    streams: StreamSlots
     leases: Leases
     instances: InstanceRegistry
     health: LedgerHealth
-    streams: StreamsInFlight
+    #: The streams being relayed and what each delivered, reported with every heartbeat.
+    in_flight: StreamsInFlight
     started_at: float = field(default_factory=time.time)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
     _metrics_server: object | None = field(default=None, repr=False)
@@ -68,7 +72,7 @@ class Runtime:
         metrics on their own port if so configured, and stop taking work on SIGTERM."""
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.leases.run()), loop.create_task(self.health.run())]
-        self.instances.stream_reports = lambda: self.streams.reports_from(loop)
+        self.instances.stream_reports = lambda: self.in_flight.reports_from(loop)
         # Taken for dead while stuck, this process's leases were released: its book must lease afresh.
         self.instances.on_reregistered = lambda: loop.call_soon_threadsafe(self.leases.forget_all)
         port = self.settings.metrics_port
@@ -107,6 +111,7 @@ class Runtime:
                       "hold_timeout and those requests are never charged", self.billing.owed)
         await self.leases.give_back(self.leases.all_idle())  # before the writer stops
         await self.limiter.aclose()
+        await self.streams.aclose()
         await self.http.aclose()
         self.sweeper.stop()
         self.writer.stop()  # every queued command is committed first
@@ -138,6 +143,8 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         store.close()
         raise
     limiter = RateLimiter(limits)
+    streams = StreamSlots(settings.max_streams_per_key, settings.max_streams, settings.redis_url,
+                          instances.ledger_identity() if settings.redis_url else "")
     keys = KeyDirectory(store)
     projector = Projector(store, on_key_change=keys.forget, on_team_change=keys.forget_team).start()
     # Several processes on one ledger (redis_url is what lets them run side by side): take turns.
@@ -175,8 +182,9 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         health=health,
         leases=leases,
         limiter=limiter,
+        streams=streams,
         instances=instances,
-        streams=StreamsInFlight(),
+        in_flight=StreamsInFlight(),
         upstreams=upstreams,
         http=http,
         model_list_body=model_list_body(settings, int(time.time())),

@@ -11,10 +11,11 @@ from litestar.exceptions import HTTPException
 
 from app.dashboard import dashboard_router
 from app.hot_paths import HotPaths
+from app.request_guard import RequestGuard
 from app.observability.access import Observed
 from app.observability.record import current_record
 from app.openapi import openapi_config
-from app.errors import GatewayError, InvalidRequest, NotFound
+from app.errors import GatewayError, InvalidRequest, NotFound, RequestTooLarge
 from app.json import encode
 from app.routes.admin import admin_router
 from app.routes.chat import chat_completions
@@ -55,6 +56,11 @@ def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Resp
     """Litestar's own refusals (an unknown route, a method, a path or query parameter of the wrong
     type), in the endpoint's error shape like every other error; a parameter's problem names it."""
     status = exc.status_code
+    if status == 413:  # Litestar's own check of max_request_bytes, before reading past it
+        limit = request.app.state.runtime.settings.max_request_bytes
+        return _gateway_error(request, RequestTooLarge(
+            f"The request body is larger than this gateway takes: at most {limit} bytes.",
+            headers={"connection": "close"}))
     message = exc.detail if status != 404 else "Unknown request URL. Please check the URL and method."
     param = None
     problems = [p for p in exc.extra if isinstance(p, dict) and p.get("key")] if isinstance(exc.extra, list) else []
@@ -84,10 +90,11 @@ _EXCEPTION_HANDLERS: list[tuple[type[Exception], Any]] = [
 
 
 def create_asgi_app(runtime: Runtime) -> Observed:
-    """What uvicorn serves: every request observed (its id, log line and metrics), the generation
-    endpoints straight to their handlers, the rest through Litestar."""
-    return Observed(HotPaths(create_app(runtime), [chat_completions, create_response, create_message],
-                             dict(_EXCEPTION_HANDLERS)))
+    """What uvicorn serves: every request observed (its id, log line and metrics) and held to its
+    deadlines (``app/request_guard.py``), the generation endpoints straight to their handlers, the
+    rest through Litestar."""
+    hot = HotPaths(create_app(runtime), [chat_completions, create_response, create_message], dict(_EXCEPTION_HANDLERS))
+    return Observed(RequestGuard(hot, float(runtime.settings.body_timeout)))
 
 
 def create_app(runtime: Runtime) -> Litestar:
@@ -102,6 +109,7 @@ def create_app(runtime: Runtime) -> Litestar:
         on_startup=[warm_up, runtime.start],
         on_shutdown=[close_runtime],
         openapi_config=openapi_config(_version()),
+        request_max_body_size=runtime.settings.max_request_bytes,
         logging_config=None,  # the process's logging is app/observability/logs.py's
         debug=False,
     )

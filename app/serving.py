@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from app.cli_support import CONFIG_ENV, CommandError, load_settings
@@ -49,9 +50,17 @@ def serve(settings: Settings, base_dir: Path, host: str, port: int, workers: int
 def _uvicorn_options(settings: Settings) -> dict[str, object]:
     """uvicorn writes its few warnings through our logging (``log_config=None``), logs no access
     lines of its own (ours carry the team and the cost), and on SIGTERM gives the requests and
-    streams in flight ``shutdown_timeout`` seconds to finish."""
+    streams in flight ``shutdown_timeout`` seconds to finish. Its HTTP protocol is httptools' with
+    the limits uvicorn lacks (``app/http_protocol.py``; a ``partial`` pickles, for ``--workers``);
+    the gateway serves no WebSocket."""
+    from app.http_protocol import ConnectionLimits, GuardedHttpToolsProtocol
+
+    limits = ConnectionLimits(max_header_bytes=settings.max_header_bytes, max_headers=settings.max_headers,
+                              header_timeout=float(settings.header_timeout),
+                              write_timeout=float(settings.write_timeout))
     return {"log_config": None, "log_level": "warning", "access_log": False,
-            "timeout_graceful_shutdown": float(settings.shutdown_timeout)}
+            "timeout_graceful_shutdown": float(settings.shutdown_timeout),
+            "http": partial(GuardedHttpToolsProtocol, limits=limits), "ws": "none"}
 
 
 def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, workers: int,

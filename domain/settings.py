@@ -206,6 +206,36 @@ class Settings(_Strict):
     #: How deeply a request's JSON body may nest arrays and objects (deeper: 400). Coding agents'
     #: bodies, tool schemas included, nest about 12 levels; at most 256.
     max_json_depth: int = 128
+    #: The largest request body in bytes (more: 413, read no further): 64 MiB holds the 50 MB of
+    #: images OpenAI takes in one request once base64-encoded; Anthropic takes 32 MB.
+    max_request_bytes: int = 64 * 1024 * 1024
+    #: The most messages (`messages`) or input items (`input`) one request may carry (more: 400);
+    #: Anthropic's own limit.
+    max_messages: int = 100_000
+    #: The most tools one request may declare (more: 400); OpenAI takes 128 functions.
+    max_tools: int = 1_000
+    #: The most content parts (blocks) one request may carry in all its messages and `system` (more: 400).
+    max_content_parts: int = 200_000
+    #: The largest request head in bytes: the request line and every header's name and value (more:
+    #: 431 and the connection is closed).
+    max_header_bytes: int = 64 * 1024
+    #: The most headers one request may send (more: 431 and the connection is closed).
+    max_headers: int = 100
+    #: Seconds a client has to send a request's line and headers, from the moment it connects (or
+    #: starts its next request on the same connection); late: 408 and the connection is closed.
+    header_timeout: Decimal = Decimal(20)
+    #: Seconds a client has to send a request's whole body once its headers are in; late: 408 in the
+    #: endpoint's shape and the connection is closed.
+    body_timeout: Decimal = Decimal(60)
+    #: Seconds the gateway waits for a client to take more of an answer it sends (the connection's
+    #: buffers full: the client stopped reading); then the connection is cut, and a stream is billed
+    #: for what was sent until then.
+    write_timeout: Decimal = Decimal(60)
+    #: The most streams one API key may have open at once, across every gateway process sharing
+    #: `redis_url` (more: 429 with `retry-after`).
+    max_streams_per_key: int = 100
+    #: The most streams one gateway process serves at once, whoever asks (more: 429 with `retry-after`).
+    max_streams: int = 1_000
 
     def model(self, model_id: str) -> Model | None:
         for model in self.models:
@@ -283,6 +313,13 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("shutdown_timeout", "must not be negative (seconds)")
     if not 8 <= settings.max_json_depth <= 256:
         fail("max_json_depth", "must be between 8 and 256")
+    for name in ("max_request_bytes", "max_messages", "max_tools", "max_content_parts", "max_header_bytes",
+                 "max_headers", "max_streams_per_key", "max_streams"):
+        if getattr(settings, name) < 1:
+            fail(name, "must be at least 1")
+    for name in ("header_timeout", "body_timeout", "write_timeout"):
+        if getattr(settings, name) <= 0:
+            fail(name, "must be greater than 0 (seconds)")
     if settings.metrics_port is not None and not 1 <= settings.metrics_port <= 65535:
         fail("metrics_port", "must be a TCP port, 1 to 65535")
     if settings.log_format not in LOG_FORMATS:

@@ -35,7 +35,7 @@ REDIS_URL = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"
 
 
 def write_config(directory: Path, upstream_base_url: str, *, database: str | None = None, redis: bool = False,
-                 settings: str = "") -> Path:
+                 settings: str = "", lease_idle_seconds: str = "0.3") -> Path:
     """A configuration with a model on the fake upstream, one on the built-in demo upstream, and
     one whose upstream is down (nothing listens on its port). ``redis``: rate limits in Redis, as
     several gateway processes on one database need; ``settings``: more top-level TOML lines."""
@@ -43,7 +43,7 @@ def write_config(directory: Path, upstream_base_url: str, *, database: str | Non
     config.write_text(f'''
 database_url = "{database or new_database_url()}"
 credits_per_usd = 100
-lease_idle_seconds = 0.3
+lease_idle_seconds = {lease_idle_seconds}
 {f'redis_url = "{REDIS_URL}"' if redis else ""}
 {settings}
 

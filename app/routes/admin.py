@@ -26,6 +26,8 @@ from app.routes.admin_common import (
     team_fields,
 )
 from app.routes.admin_policies import policy_handlers
+from app.routes.answers import (HistoryPage, IssuedKey, KeyList, KeyModelsAnswer, RevokedKey, TeamAnswer, TeamList,
+                               TeamWithKeys, UsageAnswer, answers)
 from app.routes.paging import check_page, check_since
 from app.routes.request_body import request_json, validate
 from app.runtime import Runtime
@@ -56,14 +58,14 @@ class KeyModels(msgspec.Struct):
     models: list[str]
 
 
-@get("/teams")
+@get("/teams", responses=answers(TeamList, "every team, with its balance"))
 async def list_teams(request: Request[Any, Any, Any]) -> Response[bytes]:
     store = request.app.state.runtime.store
     rows = await asyncio.to_thread(store.balances)
     return json_response({"object": "list", "data": [team_fields(admin.TeamSummary(r.team_name, r.balance, r.held)) for r in rows]})
 
 
-@post("/teams")
+@post("/teams", responses=answers(TeamAnswer, "the team opened", 201))
 async def create_team(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewTeam)
@@ -72,7 +74,7 @@ async def create_team(request: Request[Any, Any, Any]) -> Response[bytes]:
     return json_response(team_fields(summary), 201)
 
 
-@get("/teams/{name:str}")
+@get("/teams/{name:str}", responses=answers(TeamWithKeys, "the team, with its keys"))
 async def show_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     summary = await ledger_call(admin.team_summary, runtime.writer, name)
@@ -80,7 +82,7 @@ async def show_team(request: Request[Any, Any, Any], name: str) -> Response[byte
     return json_response({**team_fields(summary), "keys": [key_fields(k) for k in keys]})
 
 
-@post("/teams/{name:str}/credits")
+@post("/teams/{name:str}/credits", status_code=200, responses=answers(TeamAnswer, "the team, credited"))
 async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewCredits)
@@ -91,13 +93,13 @@ async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[by
     return json_response(team_fields(await ledger_call(admin.team_summary, runtime.writer, name)))
 
 
-@get("/teams/{name:str}/keys")
+@get("/teams/{name:str}/keys", responses=answers(KeyList, "the team's keys"))
 async def list_keys(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     keys = await ledger_call(admin.list_keys, request.app.state.runtime.writer, name)
     return json_response({"object": "list", "data": [key_fields(k) for k in keys]})
 
 
-@post("/teams/{name:str}/keys")
+@post("/teams/{name:str}/keys", responses=answers(IssuedKey, "the new key (its secret shown this once)", 201))
 async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request, b"{}"), NewKey)
@@ -108,7 +110,7 @@ async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[byte
                   "endpoints": endpoint_names(new.endpoints), "rpm": new.rpm or None, "tpm": new.tpm or None}, 201)
 
 
-@post("/teams/{name:str}/keys/{key_id:str}/revoke", status_code=200)
+@post("/teams/{name:str}/keys/{key_id:str}/revoke", status_code=200, responses=answers(RevokedKey, "the key, revoked"))
 async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     await ledger_call(admin.revoke_key, runtime.writer, name, key_id)
@@ -116,7 +118,7 @@ async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) ->
     return json_response({"id": key_id, "revoked": True})
 
 
-@put("/teams/{name:str}/keys/{key_id:str}/models")
+@put("/teams/{name:str}/keys/{key_id:str}/models", responses=answers(KeyModelsAnswer, "the key's models"))
 async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), KeyModels)
@@ -125,7 +127,7 @@ async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) 
     return json_response({"id": key_id, "models": sorted(set(body.models))})
 
 
-@get("/teams/{name:str}/history")
+@get("/teams/{name:str}/history", responses=answers(HistoryPage, "one page of the team's ledger entries"))
 async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1, per_page: int = 50,
                        since: str | None = None) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
@@ -135,7 +137,7 @@ async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1
     return json_response(await asyncio.to_thread(history_page, runtime.store, name, page, per_page, since))
 
 
-@get("/teams/{name:str}/usage")
+@get("/teams/{name:str}/usage", responses=answers(UsageAnswer, "usage by model, and by key × model × day"))
 async def team_usage(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     await ledger_call(admin.team_summary, runtime.writer, name)

@@ -13,6 +13,7 @@ from litestar import Request, Response, post, put
 
 from app import admin
 from app.routes.admin_common import endpoint_names, json_response, ledger_call, limits, team_fields
+from app.routes.answers import KeyEndpointsAnswer, KeyLimitsAnswer, TeamAnswer, answers
 from app.routes.request_body import request_json, validate
 from app.runtime import Runtime
 from domain.ledger import team_id
@@ -33,7 +34,7 @@ class Suspension(msgspec.Struct):
     reason: str = ""
 
 
-@put("/teams/{name:str}/keys/{key_id:str}/endpoints")
+@put("/teams/{name:str}/keys/{key_id:str}/endpoints", responses=answers(KeyEndpointsAnswer, "the key's endpoints"))
 async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     endpoints = endpoint_names(validate(await request_json(request), KeyEndpoints).endpoints)
@@ -42,7 +43,7 @@ async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key
     return json_response({"id": key_id, "endpoints": sorted(set(endpoints))})
 
 
-@put("/teams/{name:str}/keys/{key_id:str}/limits")
+@put("/teams/{name:str}/keys/{key_id:str}/limits", responses=answers(KeyLimitsAnswer, "the key's limits"))
 async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewLimits)
@@ -52,7 +53,7 @@ async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> 
     return json_response({"id": key_id, "rpm": key.rpm, "tpm": key.tpm})
 
 
-@put("/teams/{name:str}/limits")
+@put("/teams/{name:str}/limits", responses=answers(TeamAnswer, "the team, with its limits"))
 async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewLimits)
@@ -61,7 +62,7 @@ async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[byt
     return json_response(team_fields(summary))
 
 
-@post("/teams/{name:str}/suspend", status_code=200)
+@post("/teams/{name:str}/suspend", status_code=200, responses=answers(TeamAnswer, "the team, suspended"))
 async def suspend_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     reason = validate(await request_json(request, b"{}"), Suspension).reason
@@ -70,7 +71,7 @@ async def suspend_team(request: Request[Any, Any, Any], name: str) -> Response[b
     return json_response(team_fields(await ledger_call(admin.team_summary, runtime.writer, name)))
 
 
-@post("/teams/{name:str}/reinstate", status_code=200)
+@post("/teams/{name:str}/reinstate", status_code=200, responses=answers(TeamAnswer, "the team, reinstated"))
 async def reinstate_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     await ledger_call(admin.reinstate_team, runtime.writer, name)

@@ -18,8 +18,10 @@ from domain import endpoints
 from app.errors import InvalidRequest, ModelNotFound
 from app.routes.auth import authenticate, authorize
 from app.routes.flow import billed, check_output_limit
+from app.routes.request_counts import check_counts
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
+from domain.settings import Settings
 
 
 class _Message(msgspec.Struct):
@@ -45,8 +47,9 @@ class ChatRequest(msgspec.Struct):
     tools: list[dict[str, Any]] | None = None
 
 
-def parse_chat_request(raw: bytes, max_depth: int) -> tuple[dict[str, Any], ChatRequest]:
-    body = read_json_object(raw, max_depth)
+def parse_chat_request(raw: bytes, settings: Settings) -> tuple[dict[str, Any], ChatRequest]:
+    body = read_json_object(raw, settings.max_json_depth)
+    check_counts(body, "chat", settings)
     require(body, "model", "messages")
     request = validate(body, ChatRequest)
     if not request.messages:
@@ -66,7 +69,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
     raw = await request.body()
-    body, chat = parse_chat_request(raw, runtime.settings.max_json_depth)
+    body, chat = parse_chat_request(raw, runtime.settings)
     model = runtime.settings.model(chat.model)
     if model is None:
         raise ModelNotFound(chat.model)

@@ -8,7 +8,7 @@ and a stream that ends early is billed for what was delivered, or released.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any, TypeVar
 
 import copy
@@ -21,6 +21,7 @@ from litestar.response import Stream
 from app.billing import Idempotency, RequestBill
 from app.errors import GatewayError, InvalidRequest
 from app.keys import Principal
+from app.ratelimit.streams import StreamSlot
 from app.observability.record import current_record, new_request_id
 from app.json import encode
 from app.routes.exchange import EventReader, Exchange, StreamWriter, plan
@@ -99,20 +100,26 @@ async def billed(runtime: Runtime, request: Request[Any, Any, Any], principal: P
     wire = runtime.upstreams[model.id].wire
     prompt_tokens = await measure_prompt(model, wire, body, protocol, len(raw_body))
     exchange = plan(model, wire, protocol, body, request, prompt_tokens)
-    bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINTS[protocol], raw_body,
-                                            runtime.billing.worst_case(model, prompt_tokens, max_output),
-                                            prompt_tokens + requested_output)
-    if replay is not None:
-        return replay
-    if protocol == "messages":
-        headers["request-id"] = bill.request_id
-    return await serve(runtime, bill, exchange, prompt_tokens, headers)
+    slot = await runtime.streams.take(principal.key_id) if exchange.stream else None
+    try:
+        bill, headers, replay = await open_bill(runtime, request, principal, model, ENDPOINTS[protocol], raw_body,
+                                                runtime.billing.worst_case(model, prompt_tokens, max_output),
+                                                prompt_tokens + requested_output)
+        if replay is not None:
+            return replay
+        if protocol == "messages":
+            headers["request-id"] = bill.request_id
+        return await serve(runtime, bill, exchange, prompt_tokens, headers, slot)
+    finally:
+        if slot is not None and not slot.relayed:
+            await give_back(slot)  # refused, replayed or failed before its relay began: the relay gives it back otherwise
 
 
 async def serve(runtime: Runtime, bill: RequestBill, exchange: Exchange, prompt_tokens: int,
-                headers: dict[str, str]) -> Response[bytes] | Stream:
+                headers: dict[str, str], slot: StreamSlot | None = None) -> Response[bytes] | Stream:
     """The billed call: the hold is placed; call the upstream, then charge what it reports (or what
-    was delivered), or release the hold if it failed before answering — exactly once either way."""
+    was delivered), or release the hold if it failed before answering — exactly once either way.
+    A stream's ``slot`` (its place under the concurrent-stream limits) is given back when its relay ends."""
     upstream = runtime.upstreams[bill.model.id]
     if exchange.dropped_tools:
         headers["x-tollgate-dropped-tools"] = ", ".join(exchange.dropped_tools)
@@ -132,8 +139,8 @@ async def serve(runtime: Runtime, bill: RequestBill, exchange: Exchange, prompt_
     stream = await _called(runtime, bill, exchange, upstream.open_stream(exchange.body, exchange.headers))
     transcript = transcript_for(bill)
     delivered = delivery_for(runtime, bill, prompt_tokens)
-    runtime.streams.track(bill, delivered)  # reported with the heartbeat, billed if this process dies
-    relay = _relay(runtime, bill, stream, exchange.reader(), exchange.writer(), delivered, transcript)
+    runtime.in_flight.track(bill, delivered)  # reported with the heartbeat, billed if this process dies
+    relay = _relay(runtime, bill, stream, exchange.reader(), exchange.writer(), delivered, transcript, slot)
     return await start_stream(relay, headers, transcript)
 
 
@@ -161,11 +168,12 @@ def transcript_for(bill: RequestBill) -> list[bytes] | None:
     return [] if bill.idempotency is not None else None
 
 
-async def start_stream(relay: AsyncIterator[bytes], headers: dict[str, str],
+async def start_stream(relay: AsyncGenerator[bytes, None], headers: dict[str, str],
                        transcript: list[bytes] | None = None) -> Stream:
-    """Start the relay before answering: a started generator is always closed (by the event loop's
-    finalizer if nobody iterates it, e.g. the client left before the headers), so its hold is
-    always settled, whereas one that never started would never run its ``finally``."""
+    """Start the relay before answering: a started generator is always closed (by the fast path
+    once the answer ended, ``app/hot_paths.py``; by the event loop's finalizer if nobody iterates
+    it, e.g. the client left before the headers), so its hold is always settled, whereas one that
+    never started would never run its ``finally``."""
     if transcript is not None:
         relay = _recorded(relay, transcript)
     record = current_record()
@@ -175,10 +183,13 @@ async def start_stream(relay: AsyncIterator[bytes], headers: dict[str, str],
     return Stream(_prepend(first, relay), media_type="text/event-stream", headers={**headers, **SSE_HEADERS})
 
 
-async def _recorded(relay: AsyncIterator[bytes], transcript: list[bytes]) -> AsyncIterator[bytes]:
-    async for frame in relay:
-        transcript.append(frame)
-        yield frame
+async def _recorded(relay: AsyncGenerator[bytes, None], transcript: list[bytes]) -> AsyncGenerator[bytes, None]:
+    try:
+        async for frame in relay:
+            transcript.append(frame)
+            yield frame
+    finally:
+        await relay.aclose()  # closing this closes the relay (its finally settles the hold)
 
 
 async def charge_stream(runtime: Runtime, bill: RequestBill, usage: TokenUsage, final: Callable[[dict[str, Any]], list[bytes]],
@@ -191,20 +202,27 @@ async def charge_stream(runtime: Runtime, bill: RequestBill, usage: TokenUsage, 
     return body
 
 
-async def _prepend(first: bytes, rest: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    yield first
-    async for frame in rest:
-        yield frame
+async def _prepend(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    try:
+        yield first
+        async for frame in rest:
+            yield frame
+    finally:
+        await rest.aclose()  # closing the stream's iterator closes the relay
 
 
 async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, reader: EventReader, writer: StreamWriter,
-                 delivered: Delivered, transcript: list[bytes] | None) -> AsyncIterator[bytes]:
+                 delivered: Delivered, transcript: list[bytes] | None,
+                 slot: StreamSlot | None = None) -> AsyncGenerator[bytes, None]:
     """Relay the upstream's events as the client's frames, as they come; charge before the final
     frames, which carry the cost. What the client was sent is noted once its frames have gone out
-    (the generator resumed after them), so a stream that ends early is billed for exactly that."""
+    (the generator resumed after them), so a stream that ends early — the client hung up, or was
+    cut off for reading nothing (``write_timeout``) — is billed for exactly that."""
     usage: TokenUsage | None = None
     reasoning = 0
     settled = False
+    if slot is not None:
+        slot.relayed = True
     try:
         for frame in writer.start():
             yield frame
@@ -241,6 +259,8 @@ async def _relay(runtime: Runtime, bill: RequestBill, stream: RawStream, reader:
         settled = True
         yield final
     finally:
+        if slot is not None:
+            await give_back(slot)
         if not settled:
             settle_soon(runtime, bill, delivered)
         await close_quietly(stream)
@@ -268,6 +288,12 @@ def settle_soon(runtime: Runtime, bill: RequestBill, delivered: Delivered) -> No
         runtime.billing.charge_soon(bill, delivered.usage())
     else:
         runtime.billing.release_soon(bill, "client disconnected")
+
+
+async def give_back(slot: StreamSlot) -> None:
+    """Give a stream's slot back, even from a stream being cancelled (the client went away)."""
+    with anyio.CancelScope(shield=True):
+        await slot.release()
 
 
 async def close_quietly(stream: Any) -> None:

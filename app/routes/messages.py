@@ -21,6 +21,7 @@ from app.keys import Principal
 from app.routes.auth import authenticate, authorize
 from app.routes.flow import billed, check_output_limit
 from app.routes.prompt_size import count_prompt
+from app.routes.request_counts import check_counts
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 from domain.settings import Model
@@ -40,6 +41,7 @@ class MessagesRequest(msgspec.Struct):
 async def _read(request: Request[Any, Any, Any], runtime: Runtime, *required: str) -> tuple[Principal, dict[str, Any], Model]:
     principal = await authenticate(request, runtime)
     body = read_json_object(await request.body(), runtime.settings.max_json_depth)
+    check_counts(body, "messages", runtime.settings)
     require(body, *required)
     if not isinstance(body.get("messages"), list):
         raise InvalidRequest("messages: expected an array of messages.", param="messages")

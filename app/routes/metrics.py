@@ -15,7 +15,9 @@ from app.observability.metrics import exposition
 from app.routes.admin_common import require_admin
 
 
-@get("/metrics", before_request=require_admin, summary="Prometheus metrics (admin key)", tags=["operations"])
+@get("/metrics", before_request=require_admin, summary="Prometheus metrics (admin key)", tags=["operations"],
+     media_type="text/plain")
 async def metrics() -> Response[bytes]:
     body, content_type = await asyncio.to_thread(exposition)
-    return Response(body, media_type=content_type)
+    # Litestar adds the charset to a text/* type itself: given Prometheus' type whole, it said it twice.
+    return Response(body, media_type=content_type.replace("; charset=utf-8", ""))

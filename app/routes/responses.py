@@ -17,6 +17,7 @@ from domain import endpoints
 from app.errors import ModelNotFound
 from app.routes.auth import authenticate, authorize
 from app.routes.flow import billed, check_output_limit
+from app.routes.request_counts import check_counts
 from app.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 
@@ -45,6 +46,7 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
     principal = await authenticate(request, runtime)
     raw = await request.body()
     body = read_json_object(raw, runtime.settings.max_json_depth)
+    check_counts(body, "responses", runtime.settings)
     require(body, "model", "input")
     parsed = validate(body, ResponsesRequest)
     check_positive(parsed.max_output_tokens, "max_output_tokens")

@@ -6,24 +6,26 @@ from __future__ import annotations
 
 import httpx
 
+from domain.settings import Settings
 from tests.conftest import Team
 from tests.gateway import Gateway
-
-TOO_BIG = b'{"model": "fake-gpt", "messages": [{"role": "user", "content": "' + b"x" * (10 * 1024 * 1024) + b'"}]}'
-
+from tests.raw_http import exchange, head
 
 def test_a_body_over_the_size_limit_is_refused_in_each_endpoints_own_shape(gateway: Gateway, team: Team):
-    root = gateway.base_url.removesuffix("/v1")
+    limit = Settings(models=[]).max_request_bytes  # the default: 50 MB of images fit, base64-encoded
+    assert limit >= 64 * 1024 * 1024
     openai_headers = {"authorization": f"Bearer {team.key}", "content-type": "application/json"}
-    chat = httpx.post(root + "/v1/chat/completions", content=TOO_BIG, headers=openai_headers, timeout=30)
-    assert chat.status_code == 413
+    announced = [*openai_headers.items(), ("content-length", str(limit + 1))]  # refused before it is sent
+    chat, closed = exchange(gateway.port, head("POST", "/v1/chat/completions", announced))
+    assert chat.status == 413 and closed
     assert chat.json()["error"]["type"] == "invalid_request_error"
 
     anthropic_headers = {"x-api-key": team.key, "anthropic-version": "2023-06-01", "content-type": "application/json"}
-    messages = httpx.post(root + "/v1/messages", content=TOO_BIG, headers=anthropic_headers, timeout=30)
-    assert messages.status_code == 413
+    announced = [*anthropic_headers.items(), ("content-length", str(limit + 1))]
+    messages, closed = exchange(gateway.port, head("POST", "/v1/messages", announced))
+    assert messages.status == 413 and closed
     assert messages.json()["type"] == "error"
-    assert messages.json()["error"]["type"] == "invalid_request_error"
+    assert messages.json()["error"]["type"] == "request_too_large"
 
 
 def test_other_methods_on_a_generation_path_get_405_and_unknown_paths_404(gateway: Gateway, team: Team):

@@ -25,7 +25,8 @@ class Observed:
 
     def samples(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         answer = httpx.get(self.metrics_url)
-        assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/plain")
+        content_type = answer.headers["content-type"]
+        assert answer.status_code == 200 and content_type.startswith("text/plain") and content_type.count("charset") == 1
         return {(s.name, tuple(sorted(s.labels.items()))): s.value
                 for family in text_string_to_metric_families(answer.text) for s in family.samples}
 
@@ -206,3 +207,5 @@ def test_metrics_on_the_public_port_need_the_admin_key(gateway: Gateway, team: T
     assert httpx.get(url, headers={"authorization": f"Bearer {team.key}"}).status_code == 403
     answer = httpx.get(url, headers={"authorization": f"Bearer {ADMIN_KEY}"})
     assert answer.status_code == 200 and "tollgate_requests_total" in answer.text
+    content_type = answer.headers["content-type"]
+    assert content_type.startswith("text/plain; version=") and content_type.count("charset") == 1

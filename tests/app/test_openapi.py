@@ -102,6 +102,9 @@ def _conforms(document: dict, path: str, method: str, answer: httpx.Response) ->
 def test_no_route_documents_litestar_s_own_error_body(document: dict):
     for path, method, operation in _operations(document):
         for code, answer in operation["responses"].items():
+            if path == "/health/ready" and code == "503":  # not an error body: the readiness report, and why not
+                assert answer["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/Readiness"}
+                continue
             if code == "default" or code[0] in "45":
                 schema = answer["content"]["application/json"]["schema"]
                 expected = "AnthropicError" if path.startswith("/v1/messages") else "OpenAIError"

@@ -42,6 +42,9 @@ def test_the_documented_example_parses_with_exact_prices():
         (('base_url = "http://127.0.0.1:9100/v1", ', ""), "models[0].upstream.base_url", "required"),
         (("sqlite:///tollgate.db", "mysql://db"), "database_url", "unsupported URL"),
         (("sqlite:///tollgate.db", "postgresql://host-without-database"), "database_url", "unsupported URL"),
+        (("credits_per_usd = 100", "credits_per_usd = 100\nmax_request_bytes = 0"), "max_request_bytes", "at least 1"),
+        (("credits_per_usd = 100", "credits_per_usd = 100\nmax_streams_per_key = -1"), "max_streams_per_key", "at least 1"),
+        (("credits_per_usd = 100", "credits_per_usd = 100\nwrite_timeout = 0"), "write_timeout", "greater than 0"),
     ],
 )
 def test_an_invalid_file_is_refused_naming_the_file_the_key_and_the_problem(change, key, problem):

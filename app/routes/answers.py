@@ -1,0 +1,112 @@
+"""What the admin API, the health checks and the model list answer, for the OpenAPI document.
+
+Their handlers build their JSON themselves (``json_response``, encoded once), so Litestar sees a
+``Response[bytes]`` and documented each answer as a string. These structs describe the bodies as
+they are sent (the schemathesis fuzzer checks every answer against them); handlers name them in
+``responses=``. Fields are required where every answer has them; credits are JSON numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from litestar.openapi import ResponseSpec
+
+
+class TeamAnswer(msgspec.Struct):
+    name: str
+    balance: float
+    held: float
+    available: float
+    suspended: bool
+    rpm: int | None
+    tpm: int | None
+
+
+class KeyAnswer(msgspec.Struct):
+    id: str
+    name: str
+    revoked: bool
+    models: list[str]
+    endpoints: list[str]
+    rpm: int | None
+    tpm: int | None
+
+
+class TeamWithKeys(TeamAnswer):
+    keys: list[KeyAnswer]
+
+
+class TeamList(msgspec.Struct):
+    object: str
+    data: list[TeamAnswer]
+
+
+class KeyList(msgspec.Struct):
+    object: str
+    data: list[KeyAnswer]
+
+
+class IssuedKey(msgspec.Struct):
+    id: str
+    key: str
+    name: str
+    models: list[str]
+    endpoints: list[str]
+    rpm: int | None
+    tpm: int | None
+
+
+class RevokedKey(msgspec.Struct):
+    id: str
+    revoked: bool
+
+
+class KeyModelsAnswer(msgspec.Struct):
+    id: str
+    models: list[str]
+
+
+class KeyEndpointsAnswer(msgspec.Struct):
+    id: str
+    endpoints: list[str]
+
+
+class KeyLimitsAnswer(msgspec.Struct):
+    id: str
+    rpm: int | None
+    tpm: int | None
+
+
+class HistoryPage(msgspec.Struct):
+    object: str
+    data: list[dict[str, Any]]
+    page: int
+    per_page: int
+    total: int
+    has_more: bool
+
+
+class UsageAnswer(msgspec.Struct):
+    team: str
+    by_model: list[dict[str, Any]]
+    daily: list[dict[str, Any]]
+
+
+class Liveness(msgspec.Struct):
+    status: str
+
+
+class Readiness(msgspec.Struct):
+    status: str
+    checks: dict[str, str]
+
+
+class ModelList(msgspec.Struct):
+    object: str
+    data: list[dict[str, Any]]
+
+
+def answers(view: type, description: str, status: int = 200) -> dict[int, ResponseSpec]:
+    return {status: ResponseSpec(data_container=view, description=description, generate_examples=False)}
