@@ -1,7 +1,5 @@
 """What the ledger does with the holds of a gateway process that died, and with idempotency keys."""
 
-from decimal import Decimal
-
 import pytest
 
 from domain.ledger import (
@@ -13,28 +11,14 @@ from domain.ledger import (
     RequestInProgress,
     TeamLedger,
 )
-from domain.pricing import Price, TokenUsage, cost_in_micros
+from domain.pricing import TokenUsage, cost_in_micros
+from tests.domain.ledgers import CPU, PRICE, funded, replay
 
-PRICE = Price(input=Decimal("2.5"), output=Decimal("10"), cache_create=Decimal("3.125"), cache_hit=Decimal("1.25"))
-CPU = Decimal(100)
-
-
-def funded(micros: int = 10_000_000) -> TeamLedger:
-    team = TeamLedger.open("acme")
-    team.add_credits(micros, "opening")
-    return team
-
-
-def replay(team: TeamLedger) -> TeamLedger:
-    copy = None
-    for event in team.collect_events():
-        copy = event.mutate(copy)
-    assert isinstance(copy, TeamLedger)
-    return copy
+TEN = 10_000_000
 
 
 def test_a_dead_process_s_holds_and_leases_are_released_and_nobody_else_s():
-    team = funded()
+    team = funded(TEN)
     team.place_hold("r-dead", 1_000_000, "k", "m", "chat", owner="dead")
     team.lease_credits("lease-dead", 2_000_000, 2_000_000, owner="dead")
     team.place_hold("r-live", 500_000, "k", "m", "chat", owner="live")
@@ -46,7 +30,7 @@ def test_a_dead_process_s_holds_and_leases_are_released_and_nobody_else_s():
 
 
 def test_a_dead_process_s_streams_are_charged_for_what_they_had_delivered_then_released():
-    team = funded()
+    team = funded(TEN)
     team.lease_credits("lease-dead", 3_000_000, 3_000_000, owner="dead")
     team.place_hold("r-idem", 1_000_000, "k", "m", "chat", owner="dead", idem_key="K")
     delivered = [Delivery("s1", "k", "m", "chat", TokenUsage(100, 40), lease="lease-dead"),
@@ -57,13 +41,13 @@ def test_a_dead_process_s_streams_are_charged_for_what_they_had_delivered_then_r
     assert [(c.request_id, c.usage["output_tokens"]) for c in charged] == [("s1", 40), ("r-idem", 10)]
     assert released == ["lease-dead"]  # the idempotent stream's own hold was closed by its charge
     expected = cost_in_micros(TokenUsage(100, 40), PRICE, CPU) + cost_in_micros(TokenUsage(50, 10), PRICE, CPU)
-    assert (team.balance, team.held) == (10_000_000 - expected, 0)
+    assert (team.balance, team.held) == (TEN - expected, 0)
     assert team.idem_holds == {}  # the key is free for a retry
     assert [e.reason for e in team.pending_events if isinstance(e, TeamLedger.HoldReleased)] == [ABANDONED]
 
 
 def test_a_request_it_served_after_all_is_charged_late_once():
-    team = funded()
+    team = funded(TEN)
     team.place_hold("r1", 1_000_000, "k", "m", "chat", owner="stuck")
     team.release_abandoned(["stuck"])
     event = team.charge("r1", TokenUsage(10, 10), PRICE, CPU, key_id="k", model="m", endpoint="chat")
@@ -71,7 +55,7 @@ def test_a_request_it_served_after_all_is_charged_late_once():
 
 
 def test_one_request_at_a_time_per_idempotency_key():
-    team = funded()
+    team = funded(TEN)
     team.place_hold("first", 1_000, "k", "m", "chat", idem_key="K")
     with pytest.raises(RequestInProgress):
         team.place_hold("retry", 1_000, "k", "m", "chat", idem_key="K")

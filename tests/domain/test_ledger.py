@@ -13,27 +13,11 @@ from domain.ledger import (
     team_id,
 )
 from domain.pricing import Price, TokenUsage
-
-PRICE = Price(input=Decimal("2.5"), output=Decimal("10"), cache_create=Decimal("3.125"), cache_hit=Decimal("1.25"))
-CPU = Decimal(100)
+from tests.domain.ledgers import CPU, PRICE, funded, replay
 
 
 def charge(team: TeamLedger, request_id: str, usage: TokenUsage) -> TeamLedger.Charged:
     return team.charge(request_id, usage, PRICE, CPU, key_id="k1", model="m", endpoint="chat.completions")
-
-
-def funded(micros: int = 1_000_000) -> TeamLedger:
-    team = TeamLedger.open("acme")
-    team.add_credits(micros, "opening")
-    return team
-
-
-def replay(team: TeamLedger) -> TeamLedger:
-    copy = None
-    for event in team.collect_events():
-        copy = event.mutate(copy)
-    assert isinstance(copy, TeamLedger)
-    return copy
 
 
 def test_a_team_id_is_derived_from_its_name():
