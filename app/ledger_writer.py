@@ -202,9 +202,10 @@ class LedgerWriter:
                 time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
             touched, outcomes, idempotent = self._decide(batch)
             written = {tid: team for tid, team in touched.items() if team is not None}
-            # Saving drains the teams' pending events: keep what a refusal must name.
+            # Saving drains the teams' pending events: keep what a refusal of a lone command must name
+            # (a refused batch is committed again one command at a time, so only a lone one is named).
             charged = [e.request_id for team in written.values() for e in team.pending_events
-                       if isinstance(e, TeamLedger.Charged)]
+                       if isinstance(e, TeamLedger.Charged)] if len(batch) == 1 else []
             try:
                 self.store.save_teams(written.values(), idempotent)
             except VersionConflict as exc:
@@ -237,8 +238,6 @@ class LedgerWriter:
                 self._failed(str(exc))
                 self._fail(batch, LedgerUnavailable(f"the ledger could not be written: {exc}"))
                 return
-            finally:
-                self._pending_answers = {}
             self._teams.update(written)
             if self._on_commit is not None:
                 self._on_commit()
