@@ -23,7 +23,7 @@ from domain.settings import ConfigError, require_upstream_secrets
 from scripts.bench.options import add_bench_arguments
 
 def cmd_credits_add(args: argparse.Namespace) -> None:
-    from app.admin import add_credits
+    from app.ledger.admin import add_credits
 
     amount = credits_amount(args.amount)
     if amount == 0:
@@ -108,7 +108,7 @@ def _query_checked(check: Callable[..., None], *values: object) -> None:
 
 def cmd_ledger_export(args: argparse.Namespace) -> None:
     from app.routes.paging import check_since
-    from app.team_history import write_export  # the dashboard's export writes the same lines
+    from app.ledger.queries import write_export  # the dashboard's export writes the same lines
 
     _query_checked(check_since, args.since)
     with ledger_store(args.config) as store:
@@ -163,7 +163,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> None:
     """Open the demo team (once), issue a key, print how to use it, and serve."""
-    from app.admin import add_credits, create_team, issue_key, team_summary
+    from app.ledger.admin import add_credits, create_team, issue_key, team_summary
     from domain.ledger import TeamAlreadyExists
 
     settings, base = load_settings(args.config)

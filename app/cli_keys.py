@@ -17,7 +17,7 @@ from domain.settings import Settings
 
 
 def _limits(args: argparse.Namespace) -> Any:
-    from app.admin import Limits
+    from app.ledger.admin import Limits
 
     return Limits(args.rpm, args.tpm)
 
@@ -27,7 +27,7 @@ def _shown_limits(rpm: int | None, tpm: int | None) -> str:
 
 
 def cmd_team_create(args: argparse.Namespace) -> None:
-    from app.admin import create_team
+    from app.ledger.admin import create_team
 
     settings, base = load_settings(args.config)
     with ledger_writer(settings, base) as writer:
@@ -36,7 +36,7 @@ def cmd_team_create(args: argparse.Namespace) -> None:
 
 
 def cmd_team_show(args: argparse.Namespace) -> None:
-    from app.admin import team_summary
+    from app.ledger.admin import team_summary
 
     settings, base = load_settings(args.config)
     with ledger_writer(settings, base) as writer:
@@ -48,7 +48,7 @@ def cmd_team_show(args: argparse.Namespace) -> None:
 
 
 def cmd_team_limit(args: argparse.Namespace) -> None:
-    from app.admin import limit_team
+    from app.ledger.admin import limit_team
 
     settings, base = load_settings(args.config)
     with ledger_writer(settings, base) as writer:
@@ -57,7 +57,7 @@ def cmd_team_limit(args: argparse.Namespace) -> None:
 
 
 def cmd_team_suspend(args: argparse.Namespace) -> None:
-    from app.admin import suspend_team
+    from app.ledger.admin import suspend_team
 
     settings, base = load_settings(args.config)
     with ledger_writer(settings, base) as writer:
@@ -66,7 +66,7 @@ def cmd_team_suspend(args: argparse.Namespace) -> None:
 
 
 def cmd_team_reinstate(args: argparse.Namespace) -> None:
-    from app.admin import reinstate_team
+    from app.ledger.admin import reinstate_team
 
     settings, base = load_settings(args.config)
     with ledger_writer(settings, base) as writer:
@@ -93,7 +93,7 @@ def _endpoints(text: str | None) -> list[str]:
 
 
 def cmd_key_create(args: argparse.Namespace) -> None:
-    from app.admin import issue_key
+    from app.ledger.admin import issue_key
 
     settings, base = load_settings(args.config)
     models = _known_models(settings, _models(args.models))
@@ -109,7 +109,7 @@ def cmd_key_create(args: argparse.Namespace) -> None:
 
 
 def cmd_key_revoke(args: argparse.Namespace) -> None:
-    from app.admin import revoke_key
+    from app.ledger.admin import revoke_key
 
     settings, base = load_settings(args.config)
     with ledger_writer(settings, base) as writer:
@@ -118,7 +118,7 @@ def cmd_key_revoke(args: argparse.Namespace) -> None:
 
 
 def cmd_key_restrict(args: argparse.Namespace) -> None:
-    from app.admin import restrict_key, restrict_key_endpoints
+    from app.ledger.admin import restrict_key, restrict_key_endpoints
 
     if args.models is None and args.endpoints is None:
         raise CommandError("give --models, --endpoints or both")
@@ -135,7 +135,7 @@ def cmd_key_restrict(args: argparse.Namespace) -> None:
 
 
 def cmd_key_limit(args: argparse.Namespace) -> None:
-    from app.admin import limit_key, list_keys
+    from app.ledger.admin import limit_key, list_keys
 
     settings, base = load_settings(args.config)
     with ledger_writer(settings, base) as writer:
@@ -145,7 +145,7 @@ def cmd_key_limit(args: argparse.Namespace) -> None:
 
 
 def cmd_key_list(args: argparse.Namespace) -> None:
-    from app.admin import list_keys
+    from app.ledger.admin import list_keys
 
     settings, base = load_settings(args.config)
     with ledger_writer(settings, base) as writer:

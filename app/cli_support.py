@@ -31,7 +31,7 @@ def load_settings(config: str | None) -> tuple[Settings, Path]:
 
 @contextmanager
 def ledger_writer(settings: Settings, base_dir: Path) -> Iterator[object]:
-    from app.ledger_writer import LedgerWriter
+    from app.ledger.writer import LedgerWriter
     from projections.event_store import open_ledger_store
 
     store = open_ledger_store(settings.database_url, base_dir)

@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from app.billing import Billing
+from app.ledger.billing import Billing
 from app.keys import KeyDirectory
-from app.ledger_health import LedgerHealth
+from app.ledger.health import LedgerHealth
 from app.observability import metrics
-from app.leases import Leases
-from app.ledger_writer import LedgerWriter
-from app.hold_sweeper import HoldSweeper
-from app.streams_in_flight import StreamsInFlight
-from app.projector import Projector
+from app.ledger.leases import Leases
+from app.ledger.writer import LedgerWriter
+from app.ledger.sweeper import HoldSweeper
+from app.ledger.streams_in_flight import StreamsInFlight
+from app.ledger.projector import Projector
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
 from app.ratelimit.streams import StreamSlots

@@ -4,7 +4,7 @@ Two things hang on this registry. A process keeps rate limits in its own memory 
 the sole gateway on its database (``app/ratelimit/choice.py``). And every hold and credit lease
 names the process that placed it: when a process falls silent (killed, its host gone), another one
 — or the next to start — charges its streams for what they had delivered, as its last heartbeat
-reported, and releases the rest (``app/hold_sweeper.py``). So a crash frees a team's money in
+reported, and releases the rest (``app/ledger/sweeper.py``). So a crash frees a team's money in
 seconds, not after ``hold_timeout``.
 
 Silence is judged only by a process that has itself been heard for that long: after the database

@@ -25,8 +25,8 @@ from typing import Any
 
 from projections.store_errors import VersionConflict
 
-from app.admin import create_team
-from app.ledger_writer import LedgerWriter
+from app.ledger.admin import create_team
+from app.ledger.writer import LedgerWriter
 from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
 from projections.database import Database

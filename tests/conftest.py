@@ -10,8 +10,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from app.admin import Limits, create_team, issue_key
-from app.ledger_writer import LedgerWriter
+from app.ledger.admin import Limits, create_team, issue_key
+from app.ledger.writer import LedgerWriter
 from domain.money import micros_from_credits
 from domain.settings import parse_settings
 from projections.event_store import open_ledger_store

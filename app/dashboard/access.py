@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from litestar import Request
 
-from app import admin
+from app.ledger import admin
 from app.errors import AuthenticationFailed, PermissionDenied
 from app.routes.admin_common import is_admin_key, ledger_call
 from app.routes.auth import presented_key

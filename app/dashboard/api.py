@@ -1,7 +1,7 @@
 """The JSON API under /dashboard/api that the dashboard page reads.
 
 Every route needs a key (``access.identify``): a team key reads its own team, the admin key any
-team. The readings are the admin API's (``app.team_history``, ``app.admin``), shaped for people
+team. The readings are the admin API's (``app.ledger.queries``, ``app.ledger.admin``), shaped for people
 (credits, newest first) rather than copied. Errors are the gateway's own classes, rendered in
 OpenAI's error shape by the app's exception handlers. Database reads block, so they run in a
 worker thread, off the event loop.
@@ -18,7 +18,8 @@ from litestar.datastructures import CacheControlHeader
 from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 
-from app import admin, team_history
+from app.ledger import admin
+from app.ledger import queries
 from app.dashboard.access import identify, readable_team, viewer_of
 from app.dashboard.views import (
     HistoryView,
@@ -68,7 +69,7 @@ async def read_history(request: Request[Any, Any, Any], name: str, page: int = 1
     check_page(page, per_page, 500)
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
-    answer = await asyncio.to_thread(team_history.history_page, runtime.store, name, page, per_page, None, True)
+    answer = await asyncio.to_thread(queries.history_page, runtime.store, name, page, per_page, None, True)
     return json_response(HistoryView(name, [entry_view(r) for r in answer["data"]], page, per_page, answer["total"],
                                      answer["has_more"]))
 
@@ -78,7 +79,7 @@ async def read_usage(request: Request[Any, Any, Any], name: str) -> Response[byt
     """Requests, tokens and credits spent, by model and by day (UTC)."""
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
-    return json_response(usage_view(await asyncio.to_thread(team_history.usage, runtime.store, name)))
+    return json_response(usage_view(await asyncio.to_thread(queries.usage, runtime.store, name)))
 
 
 @get("/teams/{name:str}/requests", responses=_answers(RequestsView, "the latest charges, newest first"))
@@ -87,7 +88,7 @@ async def read_requests(request: Request[Any, Any, Any], name: str, limit: int =
     check_limit(limit, 500)
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
-    rows = await asyncio.to_thread(team_history.latest_charges, runtime.store, name, limit)
+    rows = await asyncio.to_thread(queries.latest_charges, runtime.store, name, limit)
     return json_response(RequestsView(name, [entry_view(r) for r in rows]))
 
 
@@ -101,13 +102,13 @@ async def export_history(request: Request[Any, Any, Any], name: str,
                          ) -> Response[bytes]:
     """The team's whole audit history as a download, the same lines as ``tollgate ledger export --team NAME``
     (every column of the ledger's rows, amounts in micro-credits)."""
-    if fmt not in team_history.EXPORT_FORMATS:
+    if fmt not in queries.EXPORT_FORMATS:
         raise InvalidRequest("'format' must be 'csv' or 'jsonl'.", param="format")
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
-    rows = await asyncio.to_thread(team_history.all_entries, runtime.store, name)
+    rows = await asyncio.to_thread(queries.all_entries, runtime.store, name)
     out = io.StringIO()
-    team_history.write_export(rows, fmt, out)
+    queries.write_export(rows, fmt, out)
     return Response(out.getvalue().encode(), media_type=_EXPORT_TYPES[fmt], headers={
         "Content-Disposition": f'attachment; filename="tollgate-{name}-ledger.{fmt}"'})
 

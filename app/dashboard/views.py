@@ -17,7 +17,7 @@ import msgspec
 from litestar.openapi.spec import OpenAPIType
 from litestar.params import KwargDefinition
 
-from app import admin
+from app.ledger import admin
 from domain.money import credits_from_micros
 
 #: Decimals go out as JSON numbers (``app.json.encode``); Litestar would document them as strings.
@@ -128,6 +128,6 @@ def entry_view(row: dict[str, Any]) -> EntryView:
 
 
 def usage_view(usage: dict[str, Any]) -> UsageView:
-    """``app.team_history.usage``'s answer (costs already in credits) as typed rows."""
+    """``app.ledger.queries.usage``'s answer (costs already in credits) as typed rows."""
     return UsageView(usage["team"], [msgspec.convert(m, ModelUsage) for m in usage["by_model"]],
                      [msgspec.convert(d, DailyUsage) for d in usage["daily"]])

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, Router, get, post, put
 
-from app import admin
+from app.ledger import admin
 from app.errors import InvalidRequest
 from app.routes.admin_common import (
     check_models,
@@ -31,7 +31,7 @@ from app.routes.answers import (HistoryPage, IssuedKey, KeyList, KeyModelsAnswer
 from app.routes.paging import check_page, check_since
 from app.routes.request_body import request_json, validate
 from app.runtime import Runtime
-from app.team_history import history_page, usage
+from app.ledger.queries import history_page, usage
 
 
 class NewTeam(msgspec.Struct):

@@ -10,7 +10,7 @@ from typing import Any
 
 from litestar import Request, Response
 
-from app import admin
+from app.ledger import admin
 from app.errors import AuthenticationFailed, InvalidRequest, NotFound, PermissionDenied
 from app.json import encode
 from app.routes.auth import presented_key

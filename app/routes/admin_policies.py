@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, post, put
 
-from app import admin
+from app.ledger import admin
 from app.routes.admin_common import endpoint_names, json_response, ledger_call, limits, team_fields
 from app.routes.answers import KeyEndpointsAnswer, KeyLimitsAnswer, TeamAnswer, answers
 from app.routes.request_body import request_json, validate

@@ -18,7 +18,7 @@ import anyio
 from litestar import Request, Response
 from litestar.response import Stream
 
-from app.billing import Idempotency, RequestBill
+from app.ledger.billing import Idempotency, RequestBill
 from app.errors import GatewayError, InvalidRequest
 from app.keys import Principal
 from app.ratelimit.streams import StreamSlot

@@ -51,9 +51,9 @@ class OperatorAction:
 
 def open_teams(database_url: str, base_dir: Path, count: int, poor_every: int) -> list[Team]:
     """Open ``count`` teams (every ``poor_every``-th one poor), two keys each."""
-    from app.admin import Limits, create_team, issue_key
+    from app.ledger.admin import Limits, create_team, issue_key
     from app.keys import hash_key
-    from app.ledger_writer import LedgerWriter
+    from app.ledger.writer import LedgerWriter
     from domain.ledger import team_id
     from domain.money import micros_from_credits
     from projections.event_store import open_ledger_store

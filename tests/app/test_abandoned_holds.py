@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from app.ledger_writer import LedgerWriter
+from app.ledger.writer import LedgerWriter
 from domain.ledger import team_id
 from domain.settings import parse_settings
 from projections.event_store import open_ledger_store

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from app.admin import add_credits, create_team
-from app.billing import Billing, Idempotency, RequestBill
+from app.ledger.admin import add_credits, create_team
+from app.ledger.billing import Billing, Idempotency, RequestBill
 from app.errors import Conflict
 from app.keys import Principal
-from app.ledger_writer import LedgerWriter, Recorded, RefusedByStore
+from app.ledger.writer import LedgerWriter, Recorded, RefusedByStore
 from domain.ledger import AlreadyCharged, InvalidAmount, MAX_BALANCE, TeamLedger, team_id
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from domain.settings import parse_settings

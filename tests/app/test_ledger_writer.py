@@ -6,8 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.admin import add_credits, create_team
-from app.ledger_writer import LedgerWriter
+from app.ledger.admin import add_credits, create_team
+from app.ledger.writer import LedgerWriter
 from domain.ledger import InsufficientCredits, team_id
 from projections.audit import verify_ledger
 from projections.event_store import open_ledger_store

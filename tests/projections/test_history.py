@@ -11,8 +11,8 @@ from decimal import Decimal
 import openai
 import pytest
 
-from app.admin import create_team
-from app.ledger_writer import LedgerWriter
+from app.ledger.admin import create_team
+from app.ledger.writer import LedgerWriter
 from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger

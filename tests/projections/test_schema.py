@@ -54,7 +54,7 @@ def test_a_ledger_upgraded_in_place_refuses_a_second_charge_of_what_it_charged_b
     """Migration 0006 fills the once-only charge index from the charges already recorded."""
     from decimal import Decimal
 
-    from app.ledger_writer import LedgerWriter
+    from app.ledger.writer import LedgerWriter
     from domain.ledger import team_id
     from domain.pricing import Price, TokenUsage
     from domain.settings import parse_settings

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from app.billing import RequestBill
+from app.ledger.billing import RequestBill
 from app.tokens.delivered import Delivered
 from projections.instances import StreamReport
 

@@ -99,7 +99,7 @@ class LedgerWriter:
         self._pending_answers: dict[tuple[UUID, str], IdempotentResponse] = {}
         self._queue: queue.SimpleQueue[_Queued | object] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        #: Told (on the writer thread) why a batch could not be saved: ``app/ledger_health.py``.
+        #: Told (on the writer thread) why a batch could not be saved: ``app/ledger/health.py``.
         self.on_failure: Callable[[str], None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------

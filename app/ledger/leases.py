@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from app.ledger_writer import LedgerWriter
+from app.ledger.writer import LedgerWriter
 from domain.ledger import TeamLedger
 
 log = logging.getLogger("tollgate.leases")

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from app.ledger_writer import LedgerWriter
+from app.ledger.writer import LedgerWriter
 from app.observability import metrics
 from projections.probe import LedgerProbe
 

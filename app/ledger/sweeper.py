@@ -28,7 +28,7 @@ from uuid import UUID
 from eventsourcing.persistence import PersistenceError
 from psycopg import errors as psycopg_errors
 
-from app.ledger_writer import LedgerUnavailable, LedgerWriter
+from app.ledger.writer import LedgerUnavailable, LedgerWriter
 from domain.ledger import Delivery, LedgerError
 from domain.pricing import Price, TokenUsage
 from projections.event_store import LedgerStore

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from app.keys import new_key
-from app.ledger_writer import LedgerWriter
+from app.ledger.writer import LedgerWriter
 from domain.ledger import InvalidTeamName, TeamAlreadyExists, TeamLedger, team_id, TEAM_NAME
 
 R = TypeVar("R")

@@ -18,8 +18,8 @@ from typing import Any
 
 from app.errors import Conflict, InsufficientCreditsError, PermissionDenied, ServiceUnavailable
 from app.keys import Principal
-from app.ledger_writer import LedgerUnavailable, LedgerWriter, Recorded, RefusedByStore
-from app.leases import Lease, Leases
+from app.ledger.writer import LedgerUnavailable, LedgerWriter, Recorded, RefusedByStore
+from app.ledger.leases import Lease, Leases
 from app.observability import metrics
 from app.observability.record import RequestRecord
 from app.ratelimit import Admission, RateLimiter
@@ -98,7 +98,7 @@ class Billing:
     def __init__(self, writer: LedgerWriter, settings: Settings, limiter: RateLimiter | None = None,
                  leases: Leases | None = None, writable: Callable[[], bool] | None = None,
                  owner: Callable[[], str] = str) -> None:
-        """``writable``: whether the ledger can be written now (``app/ledger_health.py``); while it
+        """``writable``: whether the ledger can be written now (``app/ledger/health.py``); while it
         cannot, no request is held, so none is served that could not be charged. ``owner``: this
         process's instance id, recorded on every hold (``projections/instances.py``)."""
         self._writer = writer
