@@ -18,7 +18,7 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
-from app.cli_support import CONFIG_ENV, CommandError, load_settings
+from app.cli.support import CONFIG_ENV, CommandError, load_settings
 from app.observability.logs import configure_logging
 from app.ratelimit.choice import StartupRefused
 from domain.settings import ConfigError, Settings

@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 from msgspec import inspect as mi
 
-from app.cli_support import CONFIG_ENV
+from app.cli.support import CONFIG_ENV
 from domain import settings as schema
 
 START = "<!-- config-reference:start -->"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.cli_support import CommandError, credits_amount, ledger_writer, load_settings
+from app.cli.support import CommandError, credits_amount, ledger_writer, load_settings
 from domain.endpoints import ENDPOINT_PATHS, parse_endpoints
 from domain.money import format_credits
 from domain.settings import Settings

@@ -13,10 +13,10 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 
-from app.cli_keys import add_key_commands, add_team_commands
+from app.cli.keys import add_key_commands, add_team_commands
 from app.ratelimit.choice import StartupRefused
 from app.serving import serve
-from app.cli_support import CONFIG_ENV, CommandError, credits_amount, ledger_writer, load_settings
+from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_writer, load_settings
 from domain.ledger import LedgerError
 from domain.money import format_credits
 from domain.settings import ConfigError, require_upstream_secrets
@@ -51,7 +51,7 @@ def _total_events(store: object) -> int:
 
 
 def cmd_ledger_verify(args: argparse.Namespace) -> int:
-    from app.progress import progress_bar
+    from app.cli.progress import progress_bar
     from projections.audit import verify_ledger
     from projections.history import HistoryProjection
 
@@ -73,7 +73,7 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_rebuild(args: argparse.Namespace) -> None:
-    from app.progress import progress_bar
+    from app.cli.progress import progress_bar
     from projections.history import HistoryProjection
 
     with ledger_store(args.config) as store:
@@ -86,7 +86,7 @@ def cmd_ledger_rebuild(args: argparse.Namespace) -> None:
 
 
 def _caught_up_history(store: object) -> object:
-    from app.progress import progress_bar
+    from app.cli.progress import progress_bar
     from projections.history import HistoryProjection
 
     history = HistoryProjection(store, store.database)  # type: ignore[arg-type, attr-defined]
