@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from app.cli.keys import add_key_commands, add_team_commands
 from app.ratelimit.choice import StartupRefused
@@ -20,7 +22,6 @@ from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_wri
 from domain.ledger import LedgerError
 from domain.money import format_credits
 from domain.settings import ConfigError, require_upstream_secrets
-from scripts.bench.options import add_bench_arguments
 
 def cmd_credits_add(args: argparse.Namespace) -> None:
     from app.ledger.admin import add_credits
@@ -155,10 +156,16 @@ def cmd_serve(args: argparse.Namespace) -> None:
     serve(settings, base, args.host, args.port, args.workers, config_path)
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    from scripts.bench.run import run
-
-    return run(args)
+def cmd_bench(bench_args: Sequence[str]) -> int:
+    """Run the source checkout's benchmark (``scripts/bench``) with these arguments. It is a tool for
+    the people who change Tollgate, so it ships with the source, not with the installed package: the
+    command runs it as a process of its own, from the checkout this package was installed from."""
+    checkout = Path(__file__).resolve().parents[2]
+    if not (checkout / "scripts" / "bench" / "run.py").is_file():
+        raise CommandError("the benchmark ships with Tollgate's source checkout (scripts/bench); "
+                           "install Tollgate from a checkout (pip install -e .) to run it")
+    command = [sys.executable, "-m", "scripts.bench", *bench_args]
+    return subprocess.run(command, cwd=checkout, check=False).returncode
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
@@ -206,8 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="gateway processes sharing the port (more than 1 needs redis_url)")
     serve_p.set_defaults(func=cmd_serve)
 
-    bench = commands.add_parser("bench", help="benchmark the gateway against a bare proxy and the upstream itself")
-    add_bench_arguments(bench)
+    bench = commands.add_parser("bench", add_help=False, prog="tollgate bench",
+                                help="benchmark the gateway against a bare proxy and the upstream itself "
+                                     "(tollgate bench --help lists its options)")
+    bench.set_defaults(func=lambda args: cmd_bench([]))  # main() hands every argument after "bench" over
     bench.set_defaults(func=cmd_bench)
 
     demo = commands.add_parser("demo", parents=[common], help="open a demo team, print a key, and serve")
@@ -252,6 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["bench"]:
+        try:
+            return cmd_bench(argv[1:])
+        except CommandError as exc:
+            print(f"tollgate: error: {exc}", file=sys.stderr)
+            return 2
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)

@@ -1,5 +1,4 @@
-"""The benchmark's options, shared by ``python -m scripts.bench`` and ``tollgate bench`` (kept apart
-from the benchmark itself so that the CLI can list them without importing it)."""
+"""The benchmark's options (``python -m scripts.bench``; ``tollgate bench`` runs that from the checkout)."""
 
 from __future__ import annotations
 

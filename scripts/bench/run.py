@@ -280,7 +280,7 @@ def render(report: dict[str, Any], plan: Plan) -> str:
 def main(argv: list[str] | None = None) -> int:
     from scripts.bench.options import add_bench_arguments
 
-    parser = argparse.ArgumentParser(prog="python -m scripts.bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="tollgate bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_bench_arguments(parser)
     return run(parser.parse_args(argv))
