@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +23,6 @@ from app.ledger.projector import Projector
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
 from app.ratelimit.streams import StreamSlots
-from app.routes.models import model_list_body
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIResponsesUpstream, OpenAIUpstream, Upstream
 from app.upstream.fallback import Deployment, FallbackUpstream
 from app.upstream.client import Timeouts, UpstreamClient
@@ -52,7 +50,6 @@ class Runtime:
     #: Each model's deployments, behind one upstream that fails over between them.
     upstreams: dict[str, FallbackUpstream]
     http: UpstreamClient
-    model_list_body: bytes
     projector: Projector
     sweeper: HoldSweeper
     limiter: RateLimiter
@@ -63,7 +60,6 @@ class Runtime:
     health: LedgerHealth
     #: The streams being relayed and what each delivered, reported with every heartbeat.
     in_flight: StreamsInFlight
-    started_at: float = field(default_factory=time.time)
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
     _metrics_server: object | None = field(default=None, repr=False)
 
@@ -187,5 +183,4 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         in_flight=StreamsInFlight(),
         upstreams=upstreams,
         http=http,
-        model_list_body=model_list_body(settings, int(time.time())),
     )

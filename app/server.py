@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from importlib import metadata
 from typing import Any
 
@@ -22,7 +23,7 @@ from app.routes.chat import chat_completions
 from app.routes.health import live, ready
 from app.routes.metrics import metrics
 from app.routes.messages import count_tokens, create_message
-from app.routes.models import list_models
+from app.routes.models import list_models, model_list_body
 from app.routes.responses import create_response
 from app.runtime import Runtime
 from app.tokens.encoding import warm_up
@@ -114,4 +115,5 @@ def create_app(runtime: Runtime) -> Litestar:
         debug=False,
     )
     app.state.runtime = runtime
+    app.state.model_list_body = model_list_body(runtime.settings, int(time.time()))
     return app

@@ -41,4 +41,4 @@ def model_list_body(settings: Settings, default_created: int) -> bytes:
 
 @get("/v1/models", sync_to_thread=False, responses=answers(ModelList, "every model, with its limits, effort levels and prices"))
 def list_models(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return Response(request.app.state.runtime.model_list_body, media_type="application/json")
+    return Response(request.app.state.model_list_body, media_type="application/json")
