@@ -17,7 +17,7 @@ from pathlib import Path
 
 from app.cli.keys import add_key_commands, add_team_commands
 from app.ratelimit.choice import StartupRefused
-from app.serving import serve
+from app.http.serving import serve
 from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_writer, load_settings
 from domain.ledger import LedgerError
 from domain.money import format_credits
@@ -97,7 +97,7 @@ def _caught_up_history(store: object) -> object:
 
 
 def _query_checked(check: Callable[..., None], *values: object) -> None:
-    """A query's numbers and times, bounded as the admin API bounds them (``app/routes/paging.py``)."""
+    """A query's numbers and times, bounded as the admin API bounds them (``app/http/routes/paging.py``)."""
     from app.errors import InvalidRequest
 
     try:
@@ -108,7 +108,7 @@ def _query_checked(check: Callable[..., None], *values: object) -> None:
 
 
 def cmd_ledger_export(args: argparse.Namespace) -> None:
-    from app.routes.paging import check_since
+    from app.http.routes.paging import check_since
     from app.ledger.queries import write_export  # the dashboard's export writes the same lines
 
     _query_checked(check_since, args.since)
@@ -120,7 +120,7 @@ def cmd_ledger_export(args: argparse.Namespace) -> None:
 
 
 def cmd_ledger_history(args: argparse.Namespace) -> None:
-    from app.routes.paging import check_page
+    from app.http.routes.paging import check_page
 
     _query_checked(check_page, args.page, args.per_page, 1000)
     with ledger_store(args.config) as store:

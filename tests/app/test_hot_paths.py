@@ -1,4 +1,4 @@
-"""The generation endpoints are dispatched before Litestar's router (app/hot_paths.py): what the
+"""The generation endpoints are dispatched before Litestar's router (app/http/hot_paths.py): what the
 router used to give them for free — the body-size limit, 405 for other methods, each endpoint's own
 error shape — must still hold, through a real gateway process."""
 

@@ -92,9 +92,9 @@ def assert_charged_exactly(gateway: Gateway, team: Team, model: str, prompt: int
 
 
 PAIRS = [
-    ("chat", "fake-gpt"),  # passed through (app/routes/chat.py's relay)
-    ("messages", "fake-claude"),  # passed through (app/routes/messages.py's relay)
-    ("responses", "fake-gpt"),  # translated (app/routes/flow.py's relay)
+    ("chat", "fake-gpt"),  # passed through (app/http/routes/chat.py's relay)
+    ("messages", "fake-claude"),  # passed through (app/http/routes/messages.py's relay)
+    ("responses", "fake-gpt"),  # translated (app/http/routes/flow.py's relay)
     ("chat", "fake-claude"),
     ("messages", "fake-gpt"),
     ("responses", "fake-claude"),

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.routes.request_body import json_depth
+from app.http.routes.request_body import json_depth
 from tests.app.refusals import admin_headers, error_of, key_headers, money_of
 from tests.gateway import Gateway
 

@@ -10,7 +10,7 @@ import re
 import httpx
 from playwright.sync_api import Browser
 
-from app.schema_page import REDOC_SHA256, redoc_script
+from app.http.schema_page import REDOC_SHA256, redoc_script
 from tests.app.browser import browser  # noqa: F401  (a fixture)
 from tests.gateway import Gateway
 

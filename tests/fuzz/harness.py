@@ -145,7 +145,7 @@ class LogWatch:
 
 def _where(traceback: str) -> str:
     """A traceback's exception and the gateway's own line it was raised under, e.g.
-    ``RecursionError: … at app/routes/request_body.py:17 in read_json_object``."""
+    ``RecursionError: … at app/http/routes/request_body.py:17 in read_json_object``."""
     lines = [line.strip() for line in traceback.strip().splitlines() if line.strip()]
     ours = [line for line in lines if line.startswith("File ") and "/site-packages/" not in line]
     where = ""

@@ -58,7 +58,7 @@ _PAGE = f"""<!DOCTYPE html>
 
 @cache
 def redoc_script() -> bytes:
-    return resources.files("app.schema_page").joinpath("static", "redoc.standalone.js").read_bytes()
+    return resources.files("app.http.schema_page").joinpath("static", "redoc.standalone.js").read_bytes()
 
 
 @get("/redoc.standalone.js", media_type="text/javascript", include_in_schema=False,

@@ -12,9 +12,9 @@ import msgspec
 from litestar import Request, Response, post, put
 
 from app.ledger import admin
-from app.routes.admin_common import endpoint_names, json_response, ledger_call, limits, team_fields
-from app.routes.answers import KeyEndpointsAnswer, KeyLimitsAnswer, TeamAnswer, answers
-from app.routes.request_body import request_json, validate
+from app.http.routes.admin_common import endpoint_names, json_response, ledger_call, limits, team_fields
+from app.http.routes.answers import KeyEndpointsAnswer, KeyLimitsAnswer, TeamAnswer, answers
+from app.http.routes.request_body import request_json, validate
 from app.runtime import Runtime
 from domain.ledger import team_id
 

@@ -1,7 +1,7 @@
 """The billed request, shared by every endpoint: size, plan, hold, call the upstream, charge, answer.
 
 Endpoints differ only in how they parse a request; what goes upstream and what comes back is an
-:class:`~app.routes.exchange.Exchange` (passed through or translated), and the money moves the same
+:class:`~app.http.routes.exchange.Exchange` (passed through or translated), and the money moves the same
 way for all of them. For a stream, the charge is durable before the final frame that reports it,
 and a stream that ends early is billed for what was delivered, or released.
 """
@@ -24,8 +24,8 @@ from app.keys import Principal
 from app.ratelimit.streams import StreamSlot
 from app.observability.record import current_record, new_request_id
 from app.json import encode
-from app.routes.exchange import EventReader, Exchange, StreamWriter, plan
-from app.routes.prompt_size import measure_prompt, model_rules
+from app.http.routes.exchange import EventReader, Exchange, StreamWriter, plan
+from app.http.routes.prompt_size import measure_prompt, model_rules
 from app.runtime import Runtime
 from app.tokens import Protocol as Wire
 from app.tokens.delivered import Delivered
@@ -171,7 +171,7 @@ def transcript_for(bill: RequestBill) -> list[bytes] | None:
 async def start_stream(relay: AsyncGenerator[bytes, None], headers: dict[str, str],
                        transcript: list[bytes] | None = None) -> Stream:
     """Start the relay before answering: a started generator is always closed (by the fast path
-    once the answer ended, ``app/hot_paths.py``; by the event loop's finalizer if nobody iterates
+    once the answer ended, ``app/http/hot_paths.py``; by the event loop's finalizer if nobody iterates
     it, e.g. the client left before the headers), so its hold is always settled, whereas one that
     never started would never run its ``finally``."""
     if transcript is not None:

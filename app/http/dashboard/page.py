@@ -22,7 +22,7 @@ _SCRIPTS = ("chart.js", "dashboard.js")
 
 
 def _static(name: str) -> str:
-    return resources.files("app.dashboard").joinpath("static", name).read_text(encoding="utf-8")
+    return resources.files("app.http.dashboard").joinpath("static", name).read_text(encoding="utf-8")
 
 
 def _hash(source: str) -> str:

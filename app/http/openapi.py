@@ -20,12 +20,12 @@ from litestar import Request
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
-from app.routes.admin import KeyModels, NewCredits, NewKey, NewTeam
-from app.routes.admin_policies import KeyEndpoints, NewLimits, Suspension
-from app.routes.chat import ChatRequest
-from app.routes.messages import MessagesRequest
-from app.routes.responses import ResponsesRequest
-from app.schema_page import RedocPage, schema_router
+from app.http.routes.admin import KeyModels, NewCredits, NewKey, NewTeam
+from app.http.routes.admin_policies import KeyEndpoints, NewLimits, Suspension
+from app.http.routes.chat import ChatRequest
+from app.http.routes.messages import MessagesRequest
+from app.http.routes.responses import ResponsesRequest
+from app.http.schema_page import RedocPage, schema_router
 
 #: The two error bodies (``app/errors.py`` renders them), as components every error answer refers to.
 _ERROR_SCHEMAS = {
@@ -130,7 +130,7 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def _document_errors(path: str, method: str, operation: dict[str, Any]) -> None:
-    """Every error answer of a route in the shape the gateway really sends (``app/server.py``
+    """Every error answer of a route in the shape the gateway really sends (``app/http/server.py``
     renders Litestar's own refusals, such as a query parameter of the wrong type, in it too): the
     route's own errors, and a default for the rest. Litestar's ``{status_code, detail}`` is replaced."""
     if path.startswith("/health"):

@@ -7,7 +7,7 @@ from typing import Any
 from litestar import Request, Response, get
 
 from app.json import encode
-from app.routes.answers import ModelList, answers
+from app.http.routes.answers import ModelList, answers
 from domain.settings import Model, Settings
 
 

@@ -15,10 +15,10 @@ from litestar.response import Stream
 
 from domain import endpoints
 from app.errors import ModelNotFound
-from app.routes.auth import authenticate, authorize
-from app.routes.flow import billed, check_output_limit
-from app.routes.request_counts import check_counts
-from app.routes.request_body import check_positive, read_json_object, require, validate
+from app.http.routes.auth import authenticate, authorize
+from app.http.routes.flow import billed, check_output_limit
+from app.http.routes.request_counts import check_counts
+from app.http.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 
 

@@ -13,7 +13,7 @@ from litestar import Request, Response
 from app.ledger import admin
 from app.errors import AuthenticationFailed, InvalidRequest, NotFound, PermissionDenied
 from app.json import encode
-from app.routes.auth import presented_key
+from app.http.routes.auth import presented_key
 from app.runtime import Runtime
 from domain.endpoints import parse_endpoints
 from domain.ledger import KeyNotFound, LedgerError, TeamAlreadyExists, TeamNotFound

@@ -10,21 +10,21 @@ from typing import Any
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
 
-from app.dashboard import dashboard_router
-from app.hot_paths import HotPaths
-from app.request_guard import RequestGuard
+from app.http.dashboard import dashboard_router
+from app.http.hot_paths import HotPaths
+from app.http.request_guard import RequestGuard
 from app.observability.access import Observed
 from app.observability.record import current_record
-from app.openapi import openapi_config
+from app.http.openapi import openapi_config
 from app.errors import GatewayError, InvalidRequest, NotFound, RequestTooLarge
 from app.json import encode
-from app.routes.admin import admin_router
-from app.routes.chat import chat_completions
-from app.routes.health import live, ready
-from app.routes.metrics import metrics
-from app.routes.messages import count_tokens, create_message
-from app.routes.models import list_models, model_list_body
-from app.routes.responses import create_response
+from app.http.routes.admin import admin_router
+from app.http.routes.chat import chat_completions
+from app.http.routes.health import live, ready
+from app.http.routes.metrics import metrics
+from app.http.routes.messages import count_tokens, create_message
+from app.http.routes.models import list_models, model_list_body
+from app.http.routes.responses import create_response
 from app.runtime import Runtime
 from app.tokens.encoding import warm_up
 
@@ -85,14 +85,14 @@ def _version() -> str:
         return "0.0.0"
 
 
-#: Most specific first: the fast path (app/hot_paths.py) takes the first that matches.
+#: Most specific first: the fast path (app/http/hot_paths.py) takes the first that matches.
 _EXCEPTION_HANDLERS: list[tuple[type[Exception], Any]] = [
     (GatewayError, _gateway_error), (HTTPException, _http_exception), (Exception, _unexpected)]
 
 
 def create_asgi_app(runtime: Runtime) -> Observed:
     """What uvicorn serves: every request observed (its id, log line and metrics) and held to its
-    deadlines (``app/request_guard.py``), the generation endpoints straight to their handlers, the
+    deadlines (``app/http/request_guard.py``), the generation endpoints straight to their handlers, the
     rest through Litestar."""
     hot = HotPaths(create_app(runtime), [chat_completions, create_response, create_message], dict(_EXCEPTION_HANDLERS))
     return Observed(RequestGuard(hot, float(runtime.settings.body_timeout)))

@@ -13,8 +13,8 @@ body, and throwing it away, to keep the connection for another request: as long 
 cares to send.
 
 A client that stops reading an answer is cut off below, by the HTTP protocol
-(``app/http_protocol.py``); its :class:`ClientTooSlow` ends the request here, quietly: the
-connection is already gone, and a stream's relay bills what was sent (``app/routes/flow.py``).
+(``app/http/protocol.py``); its :class:`ClientTooSlow` ends the request here, quietly: the
+connection is already gone, and a stream's relay bills what was sent (``app/http/routes/flow.py``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from app.errors import RequestTimeout
-from app.http_protocol import ClientTooSlow
+from app.http.protocol import ClientTooSlow
 from app.observability.record import current_record
 
 _CLOSE = (b"connection", b"close")

@@ -12,7 +12,7 @@ import asyncio
 from litestar import Response, get
 
 from app.observability.metrics import exposition
-from app.routes.admin_common import require_admin
+from app.http.routes.admin_common import require_admin
 
 
 @get("/metrics", before_request=require_admin, summary="Prometheus metrics (admin key)", tags=["operations"],

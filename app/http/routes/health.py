@@ -12,7 +12,7 @@ from typing import Any
 from litestar import Request, Response, get
 
 from app.json import encode
-from app.routes.answers import Liveness, Readiness, answers
+from app.http.routes.answers import Liveness, Readiness, answers
 from app.runtime import Runtime
 
 

@@ -13,8 +13,8 @@ so it needs no build step and fetches nothing but this gateway's own API.
 
 from litestar import Router
 
-from app.dashboard.api import dashboard_api
-from app.dashboard.page import dashboard_page
+from app.http.dashboard.api import dashboard_api
+from app.http.dashboard.page import dashboard_page
 
 dashboard_router = Router(path="/", route_handlers=[dashboard_page, dashboard_api])
 

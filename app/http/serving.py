@@ -36,7 +36,7 @@ def serve(settings: Settings, base_dir: Path, host: str, port: int, workers: int
         return
 
     from app.runtime import build_runtime
-    from app.server import create_asgi_app
+    from app.http.server import create_asgi_app
 
     configure_logging(settings.log_format, settings.log_level)
     runtime = build_runtime(settings, base_dir)
@@ -51,9 +51,9 @@ def _uvicorn_options(settings: Settings) -> dict[str, object]:
     """uvicorn writes its few warnings through our logging (``log_config=None``), logs no access
     lines of its own (ours carry the team and the cost), and on SIGTERM gives the requests and
     streams in flight ``shutdown_timeout`` seconds to finish. Its HTTP protocol is httptools' with
-    the limits uvicorn lacks (``app/http_protocol.py``; a ``partial`` pickles, for ``--workers``);
+    the limits uvicorn lacks (``app/http/protocol.py``; a ``partial`` pickles, for ``--workers``);
     the gateway serves no WebSocket."""
-    from app.http_protocol import ConnectionLimits, GuardedHttpToolsProtocol
+    from app.http.protocol import ConnectionLimits, GuardedHttpToolsProtocol
 
     limits = ConnectionLimits(max_header_bytes=settings.max_header_bytes, max_headers=settings.max_headers,
                               header_timeout=float(settings.header_timeout),
@@ -101,7 +101,7 @@ def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, wor
         MultiProcessCollector(registry, path=metrics_dir.name)
         metrics_server, _ = start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=registry)
 
-    config = uvicorn.Config("app.serving:app_from_environment", factory=True, host=host, port=port,
+    config = uvicorn.Config("app.http.serving:app_from_environment", factory=True, host=host, port=port,
                             workers=workers, **_uvicorn_options(settings))  # type: ignore[arg-type]
     supervisor = Multiprocess(config, sockets=[config.bind_socket()])
     print(f"Tollgate: serving {len(settings.models)} model(s) on http://{host}:{port}/v1 "
@@ -125,7 +125,7 @@ def app_from_environment() -> object:
     from concurrent.futures import ThreadPoolExecutor
 
     from app.runtime import build_runtime
-    from app.server import create_asgi_app
+    from app.http.server import create_asgi_app
 
     try:
         settings, base = load_settings(None)

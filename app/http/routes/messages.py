@@ -18,11 +18,11 @@ from domain import endpoints
 from app.errors import InvalidRequest, ModelNotFound
 from app.json import encode
 from app.keys import Principal
-from app.routes.auth import authenticate, authorize
-from app.routes.flow import billed, check_output_limit
-from app.routes.prompt_size import count_prompt
-from app.routes.request_counts import check_counts
-from app.routes.request_body import check_positive, read_json_object, require, validate
+from app.http.routes.auth import authenticate, authorize
+from app.http.routes.flow import billed, check_output_limit
+from app.http.routes.prompt_size import count_prompt
+from app.http.routes.request_counts import check_counts
+from app.http.routes.request_body import check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 from domain.settings import Model
 

@@ -18,7 +18,7 @@ waits for a reader that never comes). So this subclass of uvicorn's protocol add
   single endless header is refused without being held.
 - ``write_timeout``: a send that waits longer than that for the client to take what is already
   buffered (it stopped reading) aborts the connection and raises :class:`ClientTooSlow` out of the
-  send, which ends the request (``app/request_guard.py``); a stream's relay then bills what it sent.
+  send, which ends the request (``app/http/request_guard.py``); a stream's relay then bills what it sent.
 
 Refusals are written in the endpoint's error shape when the path is known (Messages' for
 ``/v1/messages*``, OpenAI's otherwise), as every other error of the gateway.

@@ -14,7 +14,7 @@ from litestar import Request, Response, Router, get, post, put
 
 from app.ledger import admin
 from app.errors import InvalidRequest
-from app.routes.admin_common import (
+from app.http.routes.admin_common import (
     check_models,
     credits_param,
     endpoint_names,
@@ -25,11 +25,11 @@ from app.routes.admin_common import (
     require_admin,
     team_fields,
 )
-from app.routes.admin_policies import policy_handlers
-from app.routes.answers import (HistoryPage, IssuedKey, KeyList, KeyModelsAnswer, RevokedKey, TeamAnswer, TeamList,
+from app.http.routes.admin_policies import policy_handlers
+from app.http.routes.answers import (HistoryPage, IssuedKey, KeyList, KeyModelsAnswer, RevokedKey, TeamAnswer, TeamList,
                                TeamWithKeys, UsageAnswer, answers)
-from app.routes.paging import check_page, check_since
-from app.routes.request_body import request_json, validate
+from app.http.routes.paging import check_page, check_since
+from app.http.routes.request_body import request_json, validate
 from app.runtime import Runtime
 from app.ledger.queries import history_page, usage
 

@@ -16,8 +16,8 @@ from litestar import Request
 
 from app.ledger import admin
 from app.errors import AuthenticationFailed, PermissionDenied
-from app.routes.admin_common import is_admin_key, ledger_call
-from app.routes.auth import presented_key
+from app.http.routes.admin_common import is_admin_key, ledger_call
+from app.http.routes.auth import presented_key
 from app.runtime import Runtime
 
 

@@ -20,8 +20,8 @@ from litestar.params import Parameter
 
 from app.ledger import admin
 from app.ledger import queries
-from app.dashboard.access import identify, readable_team, viewer_of
-from app.dashboard.views import (
+from app.http.dashboard.access import identify, readable_team, viewer_of
+from app.http.dashboard.views import (
     HistoryView,
     RequestsView,
     SessionView,
@@ -32,8 +32,8 @@ from app.dashboard.views import (
     usage_view,
 )
 from app.errors import InvalidRequest
-from app.routes.admin_common import json_response, ledger_call
-from app.routes.paging import check_limit, check_page
+from app.http.routes.admin_common import json_response, ledger_call
+from app.http.routes.paging import check_limit, check_page
 from app.runtime import Runtime
 
 _EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
