@@ -34,17 +34,6 @@ class VerifyReport:
         return not self.problems
 
 
-def replay_teams(store: LedgerStore, upto: int | None = None) -> list[TeamLedger]:
-    """Every team as its events up to notification ``upto`` (all, if None) make it."""
-    teams: dict[UUID, TeamLedger] = {}
-    for notification in store.notifications():
-        if upto is not None and notification.id > upto:
-            break
-        event = store.mapper.to_domain_event(notification)
-        teams[event.originator_id] = event.mutate(teams.get(event.originator_id))  # type: ignore[assignment]
-    return list(teams.values())
-
-
 def verify_ledger(store: LedgerStore, database: Database | None = None,
                   progress: Callable[[int], None] | None = None) -> VerifyReport:
     """Replay every event and check every recorded balance, the balances read model and, given the

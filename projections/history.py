@@ -20,6 +20,7 @@ from domain.money import usd_from_micros
 from projections.database import Database, Sql, Transaction
 from projections.event_store import LedgerStore
 from projections.read_models import KEY_COLUMNS, key_records
+from projections.replay import replay_teams
 
 NAME = "history"
 ENTRY_COLUMNS = (
@@ -127,8 +128,6 @@ class HistoryProjection:
 
     def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
         """Rebuild every read model from the events into fresh staging tables, then swap them in."""
-        from projections.audit import replay_teams
-
         with self._sql.transaction() as tx:
             for table in ("ledger_entries", "usage_daily", "team_balances", "api_keys"):
                 tx.execute(f"DROP TABLE IF EXISTS {table}_rebuild")
