@@ -51,9 +51,6 @@ class Projector:
         self._thread.start()
         return self
 
-    def wake(self) -> None:
-        self._wake.set()
-
     def stop(self) -> None:
         self._stopping = True
         self._wake.set()
