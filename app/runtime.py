@@ -16,6 +16,7 @@ from app.keys import KeyDirectory
 from app.ledger.health import LedgerHealth
 from app.observability import metrics
 from app.ledger.leases import Leases
+from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.ledger.sweeper import HoldSweeper
 from app.ledger.streams_in_flight import StreamsInFlight
@@ -45,6 +46,8 @@ class Runtime:
     settings: Settings
     store: LedgerStore
     writer: LedgerWriter
+    #: The ledger's commands as named methods, over ``writer``: what the admin API uses.
+    ledger: LedgerService
     keys: KeyDirectory
     billing: Billing
     #: Each model's deployments, behind one upstream that fails over between them.
@@ -150,11 +153,12 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     def owner() -> str:  # the id every hold and lease of this process is recorded under
         return instances.instance_id
 
-    leases = Leases(writer, idle_seconds=float(settings.lease_idle_seconds), owner=owner)
+    ledger = LedgerService(writer)
+    leases = Leases(ledger, idle_seconds=float(settings.lease_idle_seconds), owner=owner)
     health = LedgerHealth(writer, LedgerProbe(store.database))
-    billing = Billing(writer, settings, limiter, leases, writable=lambda: health.writable, owner=owner)
+    billing = Billing(ledger, settings, limiter, leases, writable=lambda: health.writable, owner=owner)
     health.when_writable = billing.pay_owed
-    sweeper = HoldSweeper(store, writer, float(settings.hold_timeout), registry=instances,
+    sweeper = HoldSweeper(store, ledger, float(settings.hold_timeout), registry=instances,
                           dead_after=float(settings.instance_dead_after),
                           prices={model.id: model.price for model in settings.models},
                           credits_per_usd=settings.credits_per_usd).start()
@@ -171,6 +175,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         settings=settings,
         store=store,
         writer=writer,
+        ledger=ledger,
         keys=keys,
         projector=projector,
         sweeper=sweeper,

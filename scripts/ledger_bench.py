@@ -25,7 +25,7 @@ from typing import Any
 
 from projections.store_errors import VersionConflict
 
-from app.ledger.admin import create_team
+from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
@@ -145,7 +145,7 @@ def bench_backend(kind: str, requests: int, concurrency: int) -> dict[str, Any] 
         many = [f"team-{i}" for i in range(1000)]
         with LedgerWriter(store) as setup:
             for name in ["hot", "cold", *many]:
-                create_team(setup, name, 10**15)
+                LedgerService(setup).create_team(name, 10**15)
         results = {
             "writer_hot_team": asyncio.run(writer_scenario(store, ["hot"], requests, concurrency)),
             "writer_1000_teams": asyncio.run(writer_scenario(store, many, requests, concurrency)),

@@ -10,7 +10,8 @@ from pathlib import Path
 import openai
 import pytest
 
-from app.ledger.admin import Limits, create_team, issue_key
+from app.ledger.results import Limits
+from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from domain.money import micros_from_credits
 from domain.settings import parse_settings
@@ -69,11 +70,12 @@ class Teams:
         settings = parse_settings(config.read_text(), str(config))
         self._store = open_ledger_store(settings.database_url, config.parent)
         self._writer = LedgerWriter(self._store).start()
+        self._ledger = LedgerService(self._writer)
 
     def open(self, credits: str = "100", key_rpm: int | None = None) -> Team:
         name = f"team-{next(_team_numbers)}"
-        create_team(self._writer, name, micros_from_credits(credits))
-        return Team(name, issue_key(self._writer, name, limits=Limits(rpm=key_rpm)))
+        self._ledger.create_team(name, micros_from_credits(credits))
+        return Team(name, self._ledger.issue_key(name, limits=Limits(rpm=key_rpm)).secret)
 
     def close(self) -> None:
         self._writer.stop()

@@ -10,15 +10,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.cli.support import CommandError, credits_amount, ledger_writer, load_settings
+from app.cli.support import CommandError, credits_amount, ledger_service, load_settings
+from app.ledger.results import Limits
 from domain.endpoints import ENDPOINT_PATHS, parse_endpoints
 from domain.money import format_credits
 from domain.settings import Settings
 
 
-def _limits(args: argparse.Namespace) -> Any:
-    from app.ledger.admin import Limits
-
+def _limits(args: argparse.Namespace) -> Limits:
     return Limits(args.rpm, args.tpm)
 
 
@@ -27,20 +26,16 @@ def _shown_limits(rpm: int | None, tpm: int | None) -> str:
 
 
 def cmd_team_create(args: argparse.Namespace) -> None:
-    from app.ledger.admin import create_team
-
     settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        team = create_team(writer, args.name, credits_amount(args.credits), _limits(args))  # type: ignore[arg-type]
+    with ledger_service(settings, base) as ledger:
+        team = ledger.create_team(args.name, credits_amount(args.credits), _limits(args))
     print(f"Opened team {team.name} with {format_credits(team.balance)} credits.")
 
 
 def cmd_team_show(args: argparse.Namespace) -> None:
-    from app.ledger.admin import team_summary
-
     settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        team = team_summary(writer, args.name)  # type: ignore[arg-type]
+    with ledger_service(settings, base) as ledger:
+        team = ledger.team_summary(args.name)
     state = ", SUSPENDED" if team.suspended else ""
     print(f"team {team.name}: balance {format_credits(team.balance)} credits, "
           f"held {format_credits(team.held)}, available {format_credits(team.balance - team.held)}, "
@@ -48,29 +43,23 @@ def cmd_team_show(args: argparse.Namespace) -> None:
 
 
 def cmd_team_limit(args: argparse.Namespace) -> None:
-    from app.ledger.admin import limit_team
-
     settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        team = limit_team(writer, args.name, _limits(args))  # type: ignore[arg-type]
+    with ledger_service(settings, base) as ledger:
+        team = ledger.limit_team(args.name, _limits(args))
     print(f"Team {team.name}: {_shown_limits(team.rpm, team.tpm)} (per minute, shared by its keys).")
 
 
 def cmd_team_suspend(args: argparse.Namespace) -> None:
-    from app.ledger.admin import suspend_team
-
     settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        suspend_team(writer, args.name, args.reason or "")  # type: ignore[arg-type]
+    with ledger_service(settings, base) as ledger:
+        ledger.suspend(args.name, args.reason or "")
     print(f"Suspended team {args.name}: every gateway process refuses its keys (403) until it is reinstated.")
 
 
 def cmd_team_reinstate(args: argparse.Namespace) -> None:
-    from app.ledger.admin import reinstate_team
-
     settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        reinstate_team(writer, args.name)  # type: ignore[arg-type]
+    with ledger_service(settings, base) as ledger:
+        ledger.reinstate(args.name)
     print(f"Reinstated team {args.name}.")
 
 
@@ -93,63 +82,52 @@ def _endpoints(text: str | None) -> list[str]:
 
 
 def cmd_key_create(args: argparse.Namespace) -> None:
-    from app.ledger.admin import issue_key
-
     settings, base = load_settings(args.config)
     models = _known_models(settings, _models(args.models))
     endpoints = _endpoints(args.endpoints)
-    with ledger_writer(settings, base) as writer:
-        secret = issue_key(writer, args.team, args.name or "", models, endpoints, _limits(args))  # type: ignore[arg-type]
+    with ledger_service(settings, base) as ledger:
+        key = ledger.issue_key(args.team, args.name or "", models, endpoints, _limits(args))
     only = [f"models: {', '.join(models)}"] if models else []
     only += [f"endpoints: {', '.join(endpoints)}"] if endpoints else []
     only += [_shown_limits(args.rpm, args.tpm)] if args.rpm or args.tpm else []
     print(f"Issued an API key for team {args.team}{' (' + '; '.join(only) + ')' if only else ''}. "
           "It is shown only once:")
-    print(secret)
+    print(key.secret)
 
 
 def cmd_key_revoke(args: argparse.Namespace) -> None:
-    from app.ledger.admin import revoke_key
-
     settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        revoke_key(writer, args.team, args.key_id)  # type: ignore[arg-type]
+    with ledger_service(settings, base) as ledger:
+        ledger.revoke_key(args.team, args.key_id)
     print(f"Revoked key {args.key_id} of team {args.team}; every gateway process refuses it from now on.")
 
 
 def cmd_key_restrict(args: argparse.Namespace) -> None:
-    from app.ledger.admin import restrict_key, restrict_key_endpoints
-
     if args.models is None and args.endpoints is None:
         raise CommandError("give --models, --endpoints or both")
     settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
+    with ledger_service(settings, base) as ledger:
         if args.models is not None:
             models = _known_models(settings, _models(args.models))
-            restrict_key(writer, args.team, args.key_id, models)  # type: ignore[arg-type]
+            ledger.restrict_key(args.team, args.key_id, models)
             print(f"Key {args.key_id} of team {args.team} may use: {', '.join(models) or 'any model'}.")
         if args.endpoints is not None:
             endpoints = _endpoints(args.endpoints)
-            restrict_key_endpoints(writer, args.team, args.key_id, endpoints)  # type: ignore[arg-type]
+            ledger.restrict_key_endpoints(args.team, args.key_id, endpoints)
             print(f"Key {args.key_id} of team {args.team} may call: {', '.join(endpoints) or 'any endpoint'}.")
 
 
 def cmd_key_limit(args: argparse.Namespace) -> None:
-    from app.ledger.admin import limit_key, list_keys
-
     settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        limit_key(writer, args.team, args.key_id, _limits(args))  # type: ignore[arg-type]
-        key = next(k for k in list_keys(writer, args.team) if k.key_id == args.key_id)  # type: ignore[arg-type]
+    with ledger_service(settings, base) as ledger:
+        key = ledger.limit_key(args.team, args.key_id, _limits(args))
     print(f"Key {args.key_id} of team {args.team}: {_shown_limits(key.rpm, key.tpm)} (per minute).")
 
 
 def cmd_key_list(args: argparse.Namespace) -> None:
-    from app.ledger.admin import list_keys
-
     settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        keys = list_keys(writer, args.team)  # type: ignore[arg-type]
+    with ledger_service(settings, base) as ledger:
+        keys = ledger.list_keys(args.team)
     for k in keys:
         state = "revoked" if k.revoked else "active"
         print(f"{k.key_id}  {state:<8} models={','.join(k.models) or '*'}  endpoints={','.join(k.endpoints) or '*'}  "

@@ -11,44 +11,37 @@ import argparse
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.cli.keys import add_key_commands, add_team_commands
+from app.ledger.refusals import refusal
+from app.ledger.writer import LedgerUnavailable
 from app.ratelimit.choice import StartupRefused
 from app.http.serving import serve
-from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_writer, load_settings
+from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_service, ledger_store, load_settings
 from domain.ledger import LedgerError
 from domain.money import format_credits
 from domain.settings import ConfigError, require_upstream_secrets
 
-def cmd_credits_add(args: argparse.Namespace) -> None:
-    from app.ledger.admin import add_credits
+if TYPE_CHECKING:
+    from projections.event_store import LedgerStore
+    from projections.history import HistoryProjection
 
+
+def cmd_credits_add(args: argparse.Namespace) -> None:
     amount = credits_amount(args.amount)
     if amount == 0:
         raise CommandError("invalid credit amount: must be greater than 0")
     settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
-        balance = add_credits(writer, args.team, amount, args.reference or "")  # type: ignore[arg-type]
-    print(f"Added {format_credits(amount)} credits to team {args.team}; balance {format_credits(balance)}.")
+    with ledger_service(settings, base) as ledger:
+        team = ledger.top_up(args.team, amount, args.reference or "")
+    print(f"Added {format_credits(amount)} credits to team {args.team}; balance {format_credits(team.balance)}.")
 
 
-@contextmanager
-def ledger_store(config: str | None) -> Iterator[object]:
-    from projections.event_store import open_ledger_store
-
-    settings, base = load_settings(config)
-    store = open_ledger_store(settings.database_url, base, pool_size=2)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-def _total_events(store: object) -> int:
-    return store.recorder.max_notification_id() or 0  # type: ignore[attr-defined]
+def _total_events(store: LedgerStore) -> int:
+    return store.recorder.max_notification_id() or 0
 
 
 def cmd_ledger_verify(args: argparse.Namespace) -> int:
@@ -57,8 +50,8 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
     from projections.history import HistoryProjection
 
     with ledger_store(args.config) as store:
-        report = verify_ledger(store, store.database, progress=progress_bar("verify", _total_events(store)))  # type: ignore[attr-defined]
-        history = HistoryProjection(store, store.database)  # type: ignore[arg-type, attr-defined]
+        report = verify_ledger(store, store.database, progress=progress_bar("verify", _total_events(store)))
+        history = HistoryProjection(store, store.database)
         position, total = history.position(), _total_events(store)
         history.close()
     if report.ok:
@@ -78,7 +71,7 @@ def cmd_ledger_rebuild(args: argparse.Namespace) -> None:
     from projections.history import HistoryProjection
 
     with ledger_store(args.config) as store:
-        history = HistoryProjection(store, store.database)  # type: ignore[arg-type, attr-defined]
+        history = HistoryProjection(store, store.database)
         try:
             done = history.rebuild(progress=progress_bar("rebuild", _total_events(store)))
         finally:
@@ -86,11 +79,11 @@ def cmd_ledger_rebuild(args: argparse.Namespace) -> None:
     print(f"Rebuilt the audit history, usage, balances and key directory from {done} events.")
 
 
-def _caught_up_history(store: object) -> object:
+def _caught_up_history(store: LedgerStore) -> HistoryProjection:
     from app.cli.progress import progress_bar
     from projections.history import HistoryProjection
 
-    history = HistoryProjection(store, store.database)  # type: ignore[arg-type, attr-defined]
+    history = HistoryProjection(store, store.database)
     behind = _total_events(store) - history.position()
     history.catch_up(progress=progress_bar("catching up", behind) if behind > 5000 else None)
     return history
@@ -114,8 +107,8 @@ def cmd_ledger_export(args: argparse.Namespace) -> None:
     _query_checked(check_since, args.since)
     with ledger_store(args.config) as store:
         history = _caught_up_history(store)
-        rows = history.entries(team=args.team, since=args.since)  # type: ignore[attr-defined]
-        history.close()  # type: ignore[attr-defined]
+        rows = history.entries(team=args.team, since=args.since)
+        history.close()
     write_export(rows, args.format, sys.stdout)
 
 
@@ -125,9 +118,9 @@ def cmd_ledger_history(args: argparse.Namespace) -> None:
     _query_checked(check_page, args.page, args.per_page, 1000)
     with ledger_store(args.config) as store:
         history = _caught_up_history(store)
-        total = history.count(team=args.team)  # type: ignore[attr-defined]
-        rows = history.entries(team=args.team, limit=args.per_page, offset=(args.page - 1) * args.per_page)  # type: ignore[attr-defined]
-        history.close()  # type: ignore[attr-defined]
+        total = history.count(team=args.team)
+        rows = history.entries(team=args.team, limit=args.per_page, offset=(args.page - 1) * args.per_page)
+        history.close()
     pages = max(1, -(-total // args.per_page))
     print(f"Team {args.team}: {total} ledger entries, page {args.page} of {pages}")
     print(f"{'time (UTC)':<20} {'entry':<7} {'model':<14} {'tokens in/out':>14} {'amount':>14} {'balance':>14}  request")
@@ -170,18 +163,17 @@ def cmd_bench(bench_args: Sequence[str]) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> None:
     """Open the demo team (once), issue a key, print how to use it, and serve."""
-    from app.ledger.admin import add_credits, create_team, issue_key, team_summary
     from domain.ledger import TeamAlreadyExists
 
     settings, base = load_settings(args.config)
-    with ledger_writer(settings, base) as writer:
+    with ledger_service(settings, base) as ledger:
         try:
-            create_team(writer, args.team, credits_amount(args.credits))  # type: ignore[arg-type]
-        except TeamAlreadyExists:
-            if team_summary(writer, args.team).balance == 0:  # type: ignore[arg-type]
-                add_credits(writer, args.team, credits_amount(args.credits), "demo top-up")  # type: ignore[arg-type]
-        secret = issue_key(writer, args.team, "demo")  # type: ignore[arg-type]
-        balance = team_summary(writer, args.team).balance  # type: ignore[arg-type]
+            ledger.create_team(args.team, credits_amount(args.credits))
+        except TeamAlreadyExists:  # opened by an earlier demo: topped up if it spent everything
+            if ledger.team_summary(args.team).balance == 0:
+                ledger.top_up(args.team, credits_amount(args.credits), "demo top-up")
+        secret = ledger.issue_key(args.team, "demo").secret
+        balance = ledger.team_summary(args.team).balance
     model = settings.models[0].id
     base_url = f"http://{args.host}:{args.port}/v1"
     print(f"""
@@ -271,9 +263,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)
-    except (ConfigError, CommandError, LedgerError, StartupRefused) as exc:
+    except (ConfigError, CommandError, StartupRefused) as exc:
         print(f"tollgate: error: {exc}", file=sys.stderr)
-        return 2 if isinstance(exc, ConfigError | CommandError | StartupRefused) else 1
+        return 2
+    except (LedgerError, LedgerUnavailable) as exc:  # said as the APIs say it (app/ledger/refusals.py)
+        print(f"tollgate: error: {refusal(exc).message}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     return int(result or 0)

@@ -6,9 +6,14 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from domain.money import AmountError, micros_from_credits
 from domain.settings import ConfigError, Settings, parse_settings
+
+if TYPE_CHECKING:  # imported when a command opens the ledger: ``tollgate --help`` stays quick
+    from app.ledger.service import LedgerService
+    from projections.event_store import LedgerStore
 
 CONFIG_ENV = "TOLLGATE_CONFIG"
 
@@ -30,14 +35,30 @@ def load_settings(config: str | None) -> tuple[Settings, Path]:
 
 
 @contextmanager
-def ledger_writer(settings: Settings, base_dir: Path) -> Iterator[object]:
+def ledger_service(settings: Settings, base_dir: Path) -> Iterator[LedgerService]:
+    """The ledger's commands, through a writer of this process's own, stopped (every command
+    committed) and the store closed when the block ends."""
+    from app.ledger.service import LedgerService
     from app.ledger.writer import LedgerWriter
     from projections.event_store import open_ledger_store
 
     store = open_ledger_store(settings.database_url, base_dir)
     try:
         with LedgerWriter(store) as writer:
-            yield writer
+            yield LedgerService(writer)
+    finally:
+        store.close()
+
+
+@contextmanager
+def ledger_store(config: str | None) -> Iterator[LedgerStore]:
+    """The ledger's store alone, for commands that only read (two connections at most)."""
+    from projections.event_store import open_ledger_store
+
+    settings, base = load_settings(config)
+    store = open_ledger_store(settings.database_url, base, pool_size=2)
+    try:
+        yield store
     finally:
         store.close()
 

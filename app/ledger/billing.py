@@ -12,20 +12,22 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-from app.errors import Conflict, InsufficientCreditsError, PermissionDenied, ServiceUnavailable
+from app.errors import Conflict, ServiceUnavailable
 from app.keys import Principal
-from app.ledger.writer import LedgerUnavailable, LedgerWriter, Recorded, RefusedByStore
 from app.ledger.leases import Lease, Leases
+from app.ledger.refusals import refusal
+from app.ledger.results import AnswerToStore, Charged, Held, Released
+from app.ledger.service import LedgerService, TeamRequest
+from app.ledger.writer import LedgerUnavailable, RefusedByStore
 from app.observability import metrics
 from app.observability.record import RequestRecord
 from app.ratelimit import Admission, RateLimiter
-from domain.ledger import (AlreadyCharged, HoldNotFound, InsufficientCredits, LedgerError, RequestInProgress,
+from domain.ledger import (AlreadyCharged, HoldNotFound, InsufficientCredits, RequestInProgress,
                            TeamLedger, TeamSuspended)
-from domain.money import credits_from_micros, format_credits, usd_from_micros
+from domain.money import credits_from_micros, usd_from_micros
 from domain.pricing import TokenUsage, worst_case_in_micros
 from domain.settings import Model, Settings
 from projections.read_models import ChargeRecord, IdempotentResponse
@@ -73,21 +75,11 @@ class RequestBill:
     record: RequestRecord | None = None  # what its log line and metrics will say
     open: bool = False  # held, and not yet charged or released
 
-
-@dataclass(frozen=True, slots=True)
-class LeaseCharge:
-    """A charge against a lease, and what the lease holds after it."""
-
-    event: TeamLedger.Charged
-    lease_left: int
-
-
-class AlreadyCompleted(LedgerError):
-    """The request under this Idempotency-Key was served before; its answer is stored."""
-
-    def __init__(self, answer: IdempotentResponse) -> None:
-        super().__init__(f"request {answer.request_id!r} already completed")
-        self.answer = answer
+    @property
+    def on_ledger(self) -> TeamRequest:
+        """The request as the ledger records it."""
+        p = self.principal
+        return TeamRequest(p.team_id, p.team_name, self.request_id, p.key_id, self.model.id, self.endpoint)
 
 
 #: Renders a request's answer (or a stream's final frames) once its charge is known.
@@ -95,19 +87,18 @@ Render = Callable[[Charge], bytes]
 
 
 class Billing:
-    def __init__(self, writer: LedgerWriter, settings: Settings, limiter: RateLimiter | None = None,
+    def __init__(self, ledger: LedgerService, settings: Settings, limiter: RateLimiter | None = None,
                  leases: Leases | None = None, writable: Callable[[], bool] | None = None,
                  owner: Callable[[], str] = str) -> None:
         """``writable``: whether the ledger can be written now (``app/ledger/health.py``); while it
         cannot, no request is held, so none is served that could not be charged. ``owner``: this
         process's instance id, recorded on every hold (``projections/instances.py``)."""
-        self._writer = writer
+        self._ledger = ledger
         self._writable = writable
         self._owner = owner
         self._idempotency_ttl = float(settings.idempotency_ttl)
         #: Charges for answers already delivered that the ledger could not record, to make again.
         self._owed: list[tuple[RequestBill, TokenUsage]] = []
-        self._store = writer.store
         self._credits_per_usd = settings.credits_per_usd
         self._limiter = limiter
         self._leases = leases
@@ -136,49 +127,33 @@ class Billing:
             try:
                 bill.lease = await self._leases.reserve(p.team_id, p.team_name, amount)
             except (TeamSuspended, InsufficientCredits, LedgerUnavailable) as exc:
-                raise self._refusal(bill, exc) from None
+                raise refusal(exc) from None
             bill.held = amount
             self._opened(bill)
             return None
 
-        owner = self._owner()
-
-        def place(team: TeamLedger) -> int:
-            if idem is not None:
-                if self._writer.answer_pending(team.id, idem.key):  # answered in this very batch
-                    raise RequestInProgress(team.name, bill.request_id)
-                answer = self._store.find_idempotent(team.id, idem.key)
-                if answer is not None:
-                    raise AlreadyCompleted(answer)
-            return team.place_hold(bill.request_id, amount, p.key_id, bill.model.id, bill.endpoint,
-                                   owner=owner, idem_key=idem.key if idem is not None else "")
-
-        placing = self._writer.on_team(p.team_id, p.team_name, place)
+        placing = self._ledger.hold(bill.on_ledger, amount, owner=self._owner(),
+                                    idem_key=idem.key if idem is not None else "")
         try:
-            await asyncio.shield(asyncio.wrap_future(placing))
+            held = await asyncio.shield(asyncio.wrap_future(placing))
         except asyncio.CancelledError:  # the request was cut off while its hold was being placed
             placing.add_done_callback(lambda done: self._release_if_placed(bill, done))
             raise
-        except AlreadyCompleted as done:
-            if idem is not None and done.answer.body_hash != idem.body_hash:
-                raise Conflict("This Idempotency-Key was already used for a different request body.") from None
-            return done.answer
-        except RequestInProgress:
-            raise Conflict("A request with this Idempotency-Key is still in progress; retry when it has finished.",
-                           headers={"x-should-retry": "true", "retry-after": "1"}) from None
-        except (TeamSuspended, InsufficientCredits, LedgerUnavailable) as exc:
-            raise self._refusal(bill, exc) from None
+        except (TeamSuspended, InsufficientCredits, RequestInProgress, LedgerUnavailable) as exc:
+            raise refusal(exc) from None
+        if held.stored_answer is not None:  # served before: no hold was placed
+            if idem is not None and held.stored_answer.body_hash != idem.body_hash:
+                raise Conflict("This Idempotency-Key was already used for a different request body.")
+            return held.stored_answer
         self._opened(bill)
         return None
 
-    def _release_if_placed(self, bill: RequestBill, placing: Future[Any]) -> None:
+    def _release_if_placed(self, bill: RequestBill, placing: Future[Held]) -> None:
         """A hold placed for a request nobody waits for any more is released at once, not left to
         ``hold_timeout`` (on the writer thread, which queues the release for its next batch)."""
-        if placing.cancelled() or placing.exception() is not None:
+        if placing.cancelled() or placing.exception() is not None or placing.result().stored_answer is not None:
             return
-        p = bill.principal
-        self._writer.on_team(p.team_id, p.team_name,
-                             lambda team: team.release_hold(bill.request_id, "cut off before it went upstream"))
+        self._ledger.release(bill.on_ledger, "cut off before it went upstream")
 
     @staticmethod
     def _opened(bill: RequestBill) -> None:
@@ -188,7 +163,7 @@ class Billing:
             bill.record.holding()
 
     @staticmethod
-    def _closed(bill: RequestBill, charged: Any = None, usage: TokenUsage | None = None) -> None:
+    def _closed(bill: RequestBill, charged: TeamLedger.Charged | None = None, usage: TokenUsage | None = None) -> None:
         """The hold was charged (``charged``: the ``Charged`` event) or released, or could not be.
         Runs on the event loop."""
         if not bill.open:
@@ -200,39 +175,16 @@ class Billing:
                 bill.record.charge(usage, charged.charged)
             bill.record.settled()
 
-    @staticmethod
-    def _refusal(bill: RequestBill, exc: Exception) -> Exception:
-        team = bill.principal.team_name
-        if isinstance(exc, TeamSuspended):
-            return PermissionDenied(f"Team '{team}' is suspended.")
-        if isinstance(exc, InsufficientCredits):
-            return InsufficientCreditsError(
-                f"Insufficient credits: this request can cost up to {format_credits(exc.needed)} credits "
-                f"but team '{team}' has {format_credits(exc.available)} available. "
-                "Add credits or lower max_tokens.")
-        return ServiceUnavailable(f"The billing ledger is unavailable: {exc}")
-
     def _submit_charge(self, bill: RequestBill, usage: TokenUsage, render: Render | None = None,
-                       prefix: bytes = b"", content_type: str = "application/json") -> Future[Any]:
-        p, idem = bill.principal, bill.idempotency
-
+                       prefix: bytes = b"", content_type: str = "application/json") -> Future[Charged]:
+        idem, credits_per_usd = bill.idempotency, self._credits_per_usd
         lease_id = bill.lease.lease_id if bill.lease is not None else ""
-
-        def charge(team: TeamLedger) -> Any:
-            event = team.charge(bill.request_id, usage, bill.model.price, self._credits_per_usd,
-                                key_id=p.key_id, model=bill.model.id, endpoint=bill.endpoint, lease=lease_id)
-            if lease_id:
-                return LeaseCharge(event, team.holds.get(lease_id, 0))
-            if idem is None or render is None:
-                return event
-            # Rendered here, once per decision, so the stored answer is exactly the one sent.
-            body = render(Charge.of(event, self._credits_per_usd))
-            now = datetime.now(timezone.utc)
-            stored = IdempotentResponse(team.id, idem.key, idem.body_hash, bill.request_id, content_type,
-                                        prefix + body, now.isoformat(), now.timestamp() + self._idempotency_ttl)
-            return Recorded((event, body), [stored])
-
-        return self._writer.on_team(p.team_id, p.team_name, charge)
+        answer = None
+        if idem is not None and render is not None and not lease_id:
+            answer = AnswerToStore(idem.key, idem.body_hash, content_type, prefix, self._idempotency_ttl,
+                                   lambda event: render(Charge.of(event, credits_per_usd)))
+        return self._ledger.charge(bill.on_ledger, usage, bill.model.price, credits_per_usd, lease=lease_id,
+                                   answer=answer)
 
     async def charge(self, bill: RequestBill, usage: TokenUsage, render: Render | None = None,
                      prefix: bytes = b"", content_type: str = "application/json",
@@ -243,7 +195,7 @@ class Billing:
         for (a stream), so a charge the ledger cannot record now is owed, not forgotten."""
         charging = self._submit_charge(bill, usage, render, prefix, content_type)
         try:
-            result = await asyncio.shield(asyncio.wrap_future(charging))
+            charged = await asyncio.shield(asyncio.wrap_future(charging))
         except asyncio.CancelledError:  # the request was cut off: the charge is made all the same
             self._used(bill, usage.prompt_tokens + usage.output_tokens)
             self._when_charged(bill, usage, charging)
@@ -256,43 +208,40 @@ class Billing:
                                          "charged once it can be written again.") from None
             self._settle_lease(bill, None)  # nothing was charged; the memory hold ends all the same
             self._closed(bill)
-            raise ServiceUnavailable(f"The billing ledger is unavailable: {exc}") from None
+            raise refusal(exc) from None
         except BaseException:
             self._closed(bill)
             raise
-        if isinstance(result, LeaseCharge):
-            self._settle_lease(bill, result.lease_left)
-            result = result.event
-        event, body = result if isinstance(result, tuple) else (result, None)
-        self._closed(bill, event, usage)
+        self._settle_lease(bill, charged.lease_left)
+        self._closed(bill, charged.event, usage)
         self._used(bill, usage.prompt_tokens + usage.output_tokens)
-        charge = Charge.of(event, self._credits_per_usd)
-        if body is None:
-            body = render(charge) if render is not None else b""
-        return charge, body
+        charge = Charge.of(charged.event, self._credits_per_usd)
+        if charged.answer is not None:  # rendered once, on the writer thread, and stored as sent
+            return charge, charged.answer
+        return charge, render(charge) if render is not None else b""
 
-    async def _charged_before(self, bill: RequestBill, refusal: Exception, render: Render | None,
+    async def _charged_before(self, bill: RequestBill, refused: Exception, render: Render | None,
                               content_type: str) -> tuple[Charge, bytes]:
         """The ledger refused the charge because the request, or its Idempotency-Key, was charged
         already (another process charged this stream as abandoned; a retry after a lost commit
         acknowledgement; another attempt under the key): the first charge stands, and is what the
         client is told. Anything else is a failure to charge."""
         p, idem = bill.principal, bill.idempotency
-        duplicate_answer = isinstance(refusal, RefusedByStore) and (refusal.constraint or "").startswith(
+        duplicate_answer = isinstance(refused, RefusedByStore) and (refused.constraint or "").startswith(
             "idempotency_keys")
-        answer = await asyncio.to_thread(self._store.find_idempotent, p.team_id, idem.key) if idem else None
+        answer = await asyncio.to_thread(self._ledger.stored_answer, p.team_id, idem.key) if idem else None
         request_id = answer.request_id if duplicate_answer and answer is not None else bill.request_id
-        record = await asyncio.to_thread(self._store.find_charge, p.team_id, request_id)
+        record = await asyncio.to_thread(self._ledger.recorded_charge, p.team_id, request_id)
         if record is None:
             self._settle_lease(bill, None)
             self._closed(bill)
-            raise ServiceUnavailable(f"The billing ledger could not record this request's charge: {refusal}")
+            raise ServiceUnavailable(f"The billing ledger could not record this request's charge: {refused}")
         if duplicate_answer:  # this attempt's own hold is still open: the key was charged once, by the other
             await self.release(bill, "answered under the same Idempotency-Key by another attempt")
         else:
             self._settle_lease(bill, None)
             self._closed(bill)
-        log.warning("request %s was charged before (%s); answering with that charge", request_id, refusal)
+        log.warning("request %s was charged before (%s); answering with that charge", request_id, refused)
         charge = Charge.of(record, self._credits_per_usd)
         if answer is not None and content_type == "application/json":  # a stream's are its final frames
             return charge, answer.response
@@ -305,26 +254,23 @@ class Billing:
             self._used(bill, usage.prompt_tokens + usage.output_tokens)
         self._when_charged(bill, usage, future)
 
-    def _when_charged(self, bill: RequestBill, usage: TokenUsage, charging: Future[Any]) -> None:
+    def _when_charged(self, bill: RequestBill, usage: TokenUsage, charging: Future[Charged]) -> None:
         """Close the bill's books on this loop once ``charging`` is done, nobody awaiting it."""
         loop = asyncio.get_running_loop()
 
-        def settled(done: Future[Any]) -> None:
+        def settled(done: Future[Charged]) -> None:
             error = done.exception()
             with contextlib.suppress(RuntimeError):  # the loop is gone: the process is stopping
                 loop.call_soon_threadsafe(self._charged_soon, bill, usage, None if error else done.result(), error)
 
         charging.add_done_callback(settled)
 
-    def _charged_soon(self, bill: RequestBill, usage: TokenUsage, result: Any, error: BaseException | None) -> None:
+    def _charged_soon(self, bill: RequestBill, usage: TokenUsage, charged: Charged | None,
+                      error: BaseException | None) -> None:
         if isinstance(error, LedgerUnavailable) and self._owe(bill, usage):
             return
-        if isinstance(result, LeaseCharge):
-            self._settle_lease(bill, result.lease_left)
-            result = result.event
-        else:
-            self._settle_lease(bill, None)
-        self._closed(bill, result, usage)
+        self._settle_lease(bill, charged.lease_left if charged is not None else None)
+        self._closed(bill, charged.event if charged is not None else None, usage)
 
     def _owe(self, bill: RequestBill, usage: TokenUsage) -> bool:
         """Keep the charge of an answer the client already has, which the ledger could not record,
@@ -352,21 +298,18 @@ class Billing:
         for bill, usage in owed:
             self.charge_soon(bill, usage, again=True)
 
-    def release_soon(self, bill: RequestBill, reason: str) -> Future[int]:
+    def release_soon(self, bill: RequestBill, reason: str) -> Future[Released]:
         """Queue the hold's release (nothing was delivered); awaitable via ``asyncio.wrap_future``."""
         self._used(bill, 0)
-        p = bill.principal
         if bill.lease is not None:  # the hold was in memory: end it, and record the request's failure
             lease_id = bill.lease.lease_id
             self._settle_lease(bill, None)
-            future = self._writer.on_team(p.team_id, p.team_name, lambda team: team.record_failure(
-                bill.request_id, lease_id, p.key_id, bill.model.id, bill.endpoint, reason))
+            future = self._ledger.record_failure(bill.on_ledger, lease_id, reason)
         else:
-            future = self._writer.on_team(p.team_id, p.team_name,
-                                          lambda team: team.release_hold(bill.request_id, reason))
+            future = self._ledger.release(bill.on_ledger, reason)
         loop = asyncio.get_running_loop()
 
-        def released(_: Future[Any]) -> None:
+        def released(_: Future[Released]) -> None:
             with contextlib.suppress(RuntimeError):  # the loop is gone: the process is stopping
                 loop.call_soon_threadsafe(self._closed, bill)
 

@@ -25,8 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
 
-from app.ledger.writer import LedgerWriter
-from domain.ledger import TeamLedger
+from app.ledger.service import LedgerService, durable
 
 log = logging.getLogger("tollgate.leases")
 
@@ -52,10 +51,10 @@ class Lease:
 
 
 class Leases:
-    def __init__(self, writer: LedgerWriter, growth: int = GROWTH, idle_seconds: float = IDLE_SECONDS,
+    def __init__(self, ledger: LedgerService, growth: int = GROWTH, idle_seconds: float = IDLE_SECONDS,
                  owner: Callable[[], str] = str) -> None:
         """``owner``: this process's instance id, recorded on each lease."""
-        self._writer = writer
+        self._ledger = ledger
         self._owner = owner
         self._growth = growth
         self._idle = idle_seconds
@@ -71,12 +70,8 @@ class Leases:
             async with lease.growing:
                 if lease.free < amount:
                     needed, wanted = amount - lease.free, amount * self._growth
-                    lease_id, owner = lease.lease_id, self._owner()
-
-                    def grow(team: TeamLedger) -> int:
-                        return team.lease_credits(lease_id, needed, wanted, owner)
-
-                    lease.remaining = await self._writer.run_on_team(team_id, team_name, grow)
+                    growing = self._ledger.lease(team_id, team_name, lease.lease_id, needed, wanted, self._owner())
+                    lease.remaining = (await durable(growing)).remaining
         lease.reserved += amount
         lease.last_used = time.monotonic()
         return lease
@@ -116,11 +111,10 @@ class Leases:
     async def give_back(self, leases: list[Lease]) -> None:
         """Return what is left of ``leases`` to their teams (one durable write per team)."""
         for lease in leases:
-            lease_id = lease.lease_id
             try:
-                await self._writer.run_on_team(lease.team_id, lease.team_name, lambda t: t.return_lease(lease_id))
+                await durable(self._ledger.return_lease(lease.team_id, lease.team_name, lease.lease_id))
             except Exception as exc:  # it expires like an abandoned hold instead
-                log.warning("could not return lease %s of team %s: %s", lease_id, lease.team_name, exc)
+                log.warning("could not return lease %s of team %s: %s", lease.lease_id, lease.team_name, exc)
 
     async def run(self) -> None:
         """Give idle leases back, until cancelled."""

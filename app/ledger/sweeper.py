@@ -28,7 +28,9 @@ from uuid import UUID
 from eventsourcing.persistence import PersistenceError
 from psycopg import errors as psycopg_errors
 
-from app.ledger.writer import LedgerUnavailable, LedgerWriter
+from app.ledger.results import ReleasedHolds
+from app.ledger.service import LedgerService
+from app.ledger.writer import LedgerUnavailable
 from domain.ledger import Delivery, LedgerError
 from domain.pricing import Price, TokenUsage
 from projections.event_store import LedgerStore
@@ -46,11 +48,11 @@ SETTLE_TIMEOUT = 60.0
 
 
 class HoldSweeper:
-    def __init__(self, store: LedgerStore, writer: LedgerWriter, timeout: float, *,
+    def __init__(self, store: LedgerStore, ledger: LedgerService, timeout: float, *,
                  registry: InstanceRegistry | None = None, dead_after: float = 15.0,
                  prices: dict[str, Price] | None = None, credits_per_usd: Decimal = Decimal(100)) -> None:
         self._store = store
-        self._writer = writer
+        self._ledger = ledger
         self._timeout = timeout
         self._registry = registry
         self._dead_after = dead_after
@@ -72,7 +74,7 @@ class HoldSweeper:
         """Release every hold older than ``hold_timeout``."""
         now = time.time()
         for team in self._store.balances(holding_only=True):
-            self._writer.on_team(team.team_id, team.team_name, lambda t: t.release_expired(now, self._timeout))
+            self._ledger.release_expired(team.team_id, team.team_name, now, self._timeout)
 
     def release_dead(self) -> list[str]:
         """Settle what dead processes left; returns their instance ids (removed from the registry
@@ -95,20 +97,19 @@ class HoldSweeper:
         released = 0
         for team_id, future in futures.items():
             try:
-                released += len(future.result(timeout=SETTLE_TIMEOUT))
+                released += len(future.result(timeout=SETTLE_TIMEOUT).held_by)
             except LedgerError as exc:  # a stream it reported was charged after all: release without charging
                 log.warning("could not charge the abandoned streams of team %s (%s); releasing their holds", team_id, exc)
-                released += len(self._release(team_id, names[team_id], dead, []).result(timeout=SETTLE_TIMEOUT))
+                released += len(self._release(team_id, names[team_id], dead, []).result(timeout=SETTLE_TIMEOUT).held_by)
         self._registry.forget(dead)  # not reached if a release failed: the next sweep tries again
         log.warning("gateway process(es) %s stopped answering: %d hold(s) and lease(s) released, %d stream(s) "
                     "charged for what they had delivered", ", ".join(dead), released,
                     sum(len(d) for d in deliveries.values()))
         return dead
 
-    def _release(self, team_id: UUID, name: str, dead: list[str], delivered: list[Delivery]) -> Future[list[str]]:
+    def _release(self, team_id: UUID, name: str, dead: list[str], delivered: list[Delivery]) -> Future[ReleasedHolds]:
         unpaid = [d for d in delivered if self._store.find_charge(team_id, d.request_id) is None]
-        return self._writer.on_team(team_id, name, lambda t: t.release_abandoned(
-            dead, unpaid, self._prices, self._credits_per_usd))
+        return self._ledger.release_abandoned(team_id, name, dead, unpaid, self._prices, self._credits_per_usd)
 
     def _run(self) -> None:
         next_sweep = time.monotonic() + self._interval

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 from uuid import UUID
 
 from app.observability import metrics
@@ -46,17 +46,20 @@ log = logging.getLogger("tollgate.ledger")
 
 R = TypeVar("R")
 
+
+@dataclass(frozen=True, slots=True)
+class Recorded(Generic[R]):
+    """What a command decided: its caller's result (``value``), and the read-model rows to write in
+    the same transaction as its events (``idempotent``: answers stored under an Idempotency-Key, so
+    that no retry can ever find the charge without its answer)."""
+
+    value: R
+    idempotent: tuple[IdempotentResponse, ...] = ()
+
+
 #: A command gets the team's aggregate (``None`` if the team does not exist yet) and returns the
-#: aggregate to keep (a new one when it opens the team) and the caller's result.
-Command = Callable[[TeamLedger | None], tuple[TeamLedger, Any]]
-
-
-@dataclass(slots=True)
-class Recorded:
-    """A command's result plus read-model rows to write in the same transaction as its events."""
-
-    value: Any
-    idempotent: list[IdempotentResponse]
+#: aggregate to keep (a new one when it opens the team) and what it decided.
+Command: TypeAlias = Callable[[TeamLedger | None], tuple[TeamLedger, Recorded[R]]]
 
 
 class LedgerUnavailable(Exception):
@@ -73,13 +76,14 @@ class RefusedByStore(LedgerError):
 
 
 @dataclass(slots=True)
-class _Queued:
+class _Queued(Generic[R]):
     team_id: UUID
-    command: Command
-    future: Future[Any] = field(default_factory=Future)
+    command: Command[R]
+    future: Future[R] = field(default_factory=Future)
 
 
-_STOP = object()
+#: One outcome of a decided batch: the command, and its result or the refusal it raised.
+_Outcome: TypeAlias = tuple["_Queued[Any]", object, LedgerError | None]
 
 
 class LedgerWriter:
@@ -97,7 +101,8 @@ class LedgerWriter:
         self._teams: dict[UUID, TeamLedger] = {}
         #: Answers stored under an Idempotency-Key by the commands of the batch being decided.
         self._pending_answers: dict[tuple[UUID, str], IdempotentResponse] = {}
-        self._queue: queue.SimpleQueue[_Queued | object] = queue.SimpleQueue()
+        #: Commands to decide; ``None`` tells the thread to stop once it has decided what came before.
+        self._queue: queue.SimpleQueue[_Queued[Any] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         #: Told (on the writer thread) why a batch could not be saved: ``app/ledger/health.py``.
         self.on_failure: Callable[[str], None] | None = None
@@ -113,7 +118,7 @@ class LedgerWriter:
     def stop(self) -> None:
         """Finish every queued command, then stop the thread."""
         if self._thread is not None:
-            self._queue.put(_STOP)
+            self._queue.put(None)
             self._thread.join()
             self._thread = None
         if self._lock is not None:
@@ -131,7 +136,7 @@ class LedgerWriter:
 
     # -- submitting -----------------------------------------------------------------------------
 
-    def submit(self, team_id: UUID, command: Command) -> Future[Any]:
+    def submit(self, team_id: UUID, command: Command[R]) -> Future[R]:
         """Queue a command; the future completes after its events are durable (or it was refused)."""
         if self._thread is None:
             raise RuntimeError("the ledger writer is not running")
@@ -141,8 +146,13 @@ class LedgerWriter:
 
     def on_team(self, team_id: UUID, name: str, action: Callable[[TeamLedger], R]) -> Future[R]:
         """Queue ``action`` on an existing team (``TeamNotFound`` if there is none)."""
+        return self.on_team_recording(team_id, name, lambda team: Recorded(action(team)))
 
-        def command(team: TeamLedger | None) -> tuple[TeamLedger, R]:
+    def on_team_recording(self, team_id: UUID, name: str, action: Callable[[TeamLedger], Recorded[R]]) -> Future[R]:
+        """``on_team`` for an action that also writes read-model rows with its events (``Recorded``);
+        the future gets the action's ``value``."""
+
+        def command(team: TeamLedger | None) -> tuple[TeamLedger, Recorded[R]]:
             if team is None:
                 raise TeamNotFound(name)
             return team, action(team)
@@ -159,19 +169,19 @@ class LedgerWriter:
     def _run(self) -> None:
         while True:
             first = self._queue.get()
-            if first is _STOP:
+            if first is None:
                 return
-            batch: list[_Queued] = [first]  # type: ignore[list-item]
+            batch: list[_Queued[Any]] = [first]
             stop_after = False
             while len(batch) < self.max_batch:
                 try:
                     item = self._queue.get_nowait()
                 except queue.Empty:
                     break
-                if item is _STOP:
+                if item is None:
                     stop_after = True
                     break
-                batch.append(item)  # type: ignore[arg-type]
+                batch.append(item)
             started = time.perf_counter()
             try:
                 if self._lock is None:
@@ -190,7 +200,7 @@ class LedgerWriter:
             if stop_after:
                 return
 
-    def _commit(self, batch: list[_Queued]) -> None:
+    def _commit(self, batch: list[_Queued[Any]]) -> None:
         """Decide ``batch`` on forks of the committed teams and save it in one transaction; on a
         version conflict catch up and decide again (a bounded number of times). A refusal that
         deciding again cannot cure — a duplicate charge or stored answer, a value the database
@@ -241,22 +251,19 @@ class LedgerWriter:
             self._teams.update(written)
             if self._on_commit is not None:
                 self._on_commit()
-            for item, ok, value in outcomes:
-                if ok:
-                    _answer(item.future, value)
-                else:
-                    _answer(item.future, error=value)
+            for item, value, refusal in outcomes:
+                _answer(item.future, value, refusal)
             return
         log.error("ledger batch of %d command(s) could still not be saved after %d attempts (last: %s)",
                   len(batch), self.max_attempts, last_conflict)
         self._fail(batch, LedgerUnavailable("the ledger kept conflicting with another writer; try again"))
 
-    def _decide(self, batch: list[_Queued]) -> tuple[dict[UUID, TeamLedger | None], list[tuple[_Queued, bool, Any]],
-                                                      list[IdempotentResponse]]:
+    def _decide(self, batch: list[_Queued[Any]]) -> tuple[dict[UUID, TeamLedger | None], list[_Outcome],
+                                                           list[IdempotentResponse]]:
         """Apply the batch's commands in order to forks of the committed teams, so that a refused
         save leaves the committed copies as they were, ready to catch up with what won."""
         touched: dict[UUID, TeamLedger | None] = {}
-        outcomes: list[tuple[_Queued, bool, Any]] = []
+        outcomes: list[_Outcome] = []
         idempotent: list[IdempotentResponse] = []
         self._pending_answers = {}
         for item in batch:
@@ -266,18 +273,16 @@ class LedgerWriter:
                 committed = self._load(item.team_id)
                 team = committed.fork() if committed is not None else None
             try:
-                team, result = self._apply(item, team)
+                team, decided = self._apply(item, team)
             except LedgerError as exc:
-                outcomes.append((item, False, exc))
+                outcomes.append((item, None, exc))
                 touched[item.team_id] = team
                 continue
             touched[item.team_id] = team
-            if isinstance(result, Recorded):
-                idempotent.extend(result.idempotent)
-                for answer in result.idempotent:
-                    self._pending_answers[(answer.team_id, answer.idem_key)] = answer
-                result = result.value
-            outcomes.append((item, True, result))
+            idempotent.extend(decided.idempotent)
+            for answer in decided.idempotent:
+                self._pending_answers[(answer.team_id, answer.idem_key)] = answer
+            outcomes.append((item, decided.value, None))
         return touched, outcomes, idempotent
 
     def answer_pending(self, team_id: UUID, idem_key: str) -> bool:
@@ -306,7 +311,7 @@ class LedgerWriter:
             log.exception("could not catch up with team %s; it will be reloaded", team_id)
             self._teams.pop(team_id, None)
 
-    def _apply(self, item: _Queued, team: TeamLedger | None) -> tuple[TeamLedger, Any]:
+    def _apply(self, item: _Queued[R], team: TeamLedger | None) -> tuple[TeamLedger, Recorded[R]]:
         try:
             return item.command(team)
         except (InsufficientCredits, TeamSuspended):
@@ -335,12 +340,12 @@ class LedgerWriter:
             self.on_failure(reason)
 
     @staticmethod
-    def _fail(batch: list[_Queued], exc: Exception) -> None:
+    def _fail(batch: list[_Queued[Any]], exc: Exception) -> None:
         for item in batch:
             _answer(item.future, error=exc)
 
 
-def _answer(future: Future[Any], value: Any = None, error: BaseException | None = None) -> None:
+def _answer(future: Future[Any], value: object = None, error: BaseException | None = None) -> None:
     """Complete a caller's future, unless it was cancelled (its caller stopped waiting, e.g. the
     server cutting a request off at shutdown): the command was applied all the same — a command is
     never skipped, its events are facts — and the caller's own cleanup handles the rest."""

@@ -51,8 +51,9 @@ class OperatorAction:
 
 def open_teams(database_url: str, base_dir: Path, count: int, poor_every: int) -> list[Team]:
     """Open ``count`` teams (every ``poor_every``-th one poor), two keys each."""
-    from app.ledger.admin import Limits, create_team, issue_key
     from app.keys import hash_key
+    from app.ledger.results import Limits
+    from app.ledger.service import LedgerService
     from app.ledger.writer import LedgerWriter
     from domain.ledger import team_id
     from domain.money import micros_from_credits
@@ -62,14 +63,15 @@ def open_teams(database_url: str, base_dir: Path, count: int, poor_every: int) -
     teams = []
     try:
         with LedgerWriter(store) as writer:
+            ledger = LedgerService(writer)
             for i in range(count):
                 name = f"chaos-team-{i:02d}"
                 poor = i % poor_every == poor_every - 1
                 opening = micros_from_credits(POOR if poor else RICH)
                 limited = i % 2 == 0
-                create_team(writer, name, opening)
-                secrets = (issue_key(writer, name, "first", limits=Limits(HIGH_RPM, HIGH_TPM) if limited else Limits()),
-                           issue_key(writer, name, "second"))
+                ledger.create_team(name, opening)
+                first = ledger.issue_key(name, "first", limits=Limits(HIGH_RPM, HIGH_TPM) if limited else Limits())
+                secrets = (first.secret, ledger.issue_key(name, "second").secret)
                 teams.append((name, opening, poor, secrets, limited))
         result = []
         for name, opening, poor, secrets, limited in teams:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from app.ledger.admin import add_credits, create_team
+from app.ledger.service import LedgerService
 from app.ledger.billing import Billing, Idempotency, RequestBill
 from app.errors import Conflict
 from app.keys import Principal
@@ -44,8 +44,8 @@ def store(tmp_path) -> Iterator[LedgerStore]:
 @pytest.fixture
 def writer(store) -> Iterator[LedgerWriter]:
     with LedgerWriter(store) as w:
-        create_team(w, "a", 10**9)
-        create_team(w, "b", 10**9)
+        LedgerService(w).create_team("a", 10**9)
+        LedgerService(w).create_team("b", 10**9)
         yield w
 
 
@@ -66,15 +66,15 @@ def on(writer: LedgerWriter, team: str, action: Callable[[TeamLedger], Any]) -> 
     return writer.on_team(team_id(team), team, action)
 
 
-def charge(request_id: str, *, lease: str = "", answer_key: str = "") -> Callable[[TeamLedger], Any]:
-    def command(team: TeamLedger) -> Any:
-        event = team.charge(request_id, TokenUsage(10, 10), PRICE, Decimal(100), key_id="k", model="m",
-                            endpoint="chat", lease=lease)
+def charge(writer: LedgerWriter, team: str, request_id: str, *, lease: str = "", answer_key: str = "") -> Any:
+    def command(ledger: TeamLedger) -> Recorded[TeamLedger.Charged]:
+        event = ledger.charge(request_id, TokenUsage(10, 10), PRICE, Decimal(100), key_id="k", model="m",
+                              endpoint="chat", lease=lease)
         if not answer_key:
-            return event
-        return Recorded(event, [IdempotentResponse(team.id, answer_key, "hash", request_id, "application/json",
-                                                   b"{}", "now", time.time() + 60)])
-    return command
+            return Recorded(event)
+        return Recorded(event, (IdempotentResponse(ledger.id, answer_key, "hash", request_id, "application/json",
+                                                   b"{}", "now", time.time() + 60),))
+    return writer.on_team_recording(team_id(team), team, command)
 
 
 def test_a_second_answer_under_one_idempotency_key_fails_only_its_own_command(writer, store):
@@ -83,9 +83,9 @@ def test_a_second_answer_under_one_idempotency_key_fails_only_its_own_command(wr
     retried twenty times as a "conflict", and failed every command batched with it — other teams'."""
     on(writer, "a", lambda t: t.place_hold("first", 1_000, "k", "m", "chat", idem_key="K")).result()
     with held_writer(writer):
-        first = on(writer, "a", charge("first", answer_key="K"))
+        first = charge(writer, "a", "first", answer_key="K")
         retry_hold = on(writer, "a", lambda t: t.place_hold("retry", 1_000, "k", "m", "chat", idem_key="K"))
-        retry_charge = on(writer, "a", charge("retry", answer_key="K"))
+        retry_charge = charge(writer, "a", "retry", answer_key="K")
         other_team = on(writer, "b", lambda t: t.place_hold("other", 5, "k", "m", "chat"))
     assert first.result().request_id == "first"
     assert retry_hold.result() > 0
@@ -102,7 +102,7 @@ async def test_a_retry_decided_in_the_batch_that_answers_the_key_is_told_to_wait
     """Through billing: the retry sees the answer its batch is storing and gets a 409 to retry, instead
     of going upstream a second time."""
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(writer, settings, owner=lambda: "this-process")
+    billing = Billing(LedgerService(writer), settings, owner=lambda: "this-process")
     principal = Principal(team_id("a"), "a", "key_1")
     model = settings.model("fake-gpt")
     first = RequestBill(principal, model, "req_first", "chat", Idempotency("K", "hash"))
@@ -125,15 +125,15 @@ def test_a_request_is_charged_once_even_when_the_team_no_longer_remembers_it(wri
     """The aggregate remembers the last thousand charges made against leases; the store remembers
     every charge, and refuses the second one, alone."""
     on(writer, "a", lambda t: t.lease_credits("L", 10**8, 10**8, "this-process")).result()
-    on(writer, "a", charge("old", lease="L")).result()
+    charge(writer, "a", "old", lease="L").result()
     for i in range(0, 1_100, 100):
         with held_writer(writer):
-            futures = [on(writer, "a", charge(f"r{n}", lease="L")) for n in range(i, i + 100)]
+            futures = [charge(writer, "a", f"r{n}", lease="L") for n in range(i, i + 100)]
         for future in futures:
             future.result()
     assert "old" not in store.find_team(team_id("a")).lease_charges
     with held_writer(writer):
-        again = on(writer, "a", charge("old", lease="L"))
+        again = charge(writer, "a", "old", lease="L")
         other = on(writer, "b", lambda t: t.place_hold("other", 5, "k", "m", "chat"))
     with pytest.raises(AlreadyCharged):
         again.result()
@@ -151,7 +151,7 @@ def test_a_top_up_beyond_what_a_ledger_can_hold_fails_alone(writer, store):
     with pytest.raises(InvalidAmount):
         huge.result()
     assert fine.result() == 10**9 + 7
-    assert add_credits(writer, "a", 1) == 10**9 + 1  # the ledger is still writable
+    assert LedgerService(writer).top_up("a", 1).balance == 10**9 + 1  # the ledger is still writable
     assert verify_ledger(store).ok
 
 
@@ -182,7 +182,7 @@ async def test_a_request_cut_off_while_its_hold_is_placed_leaves_nothing_held(wr
     cancel the writer's future under it: the writer then failed its whole batch ("ledger writer
     failed a batch"), and the hold, placed all the same, stayed until hold_timeout."""
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(writer, settings, owner=lambda: "this-process")
+    billing = Billing(LedgerService(writer), settings, owner=lambda: "this-process")
     principal = Principal(team_id("a"), "a", "key_1")
     bill = RequestBill(principal, settings.model("fake-gpt"), "req_cut", "chat", Idempotency("K", "hash"))
     with held_writer(writer):
@@ -204,7 +204,7 @@ async def test_a_request_cut_off_while_its_hold_is_placed_leaves_nothing_held(wr
 
 async def test_a_request_cut_off_while_it_is_charged_is_charged_once(writer, store, tmp_path):
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(writer, settings, owner=lambda: "this-process")
+    billing = Billing(LedgerService(writer), settings, owner=lambda: "this-process")
     model = settings.model("fake-gpt")
     bill = RequestBill(Principal(team_id("a"), "a", "key_1"), model, "req_cut", "chat")
     await billing.hold(bill, 1_000_000)

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.ledger.admin import add_credits, create_team
+from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from domain.ledger import InsufficientCredits, team_id
 from projections.audit import verify_ledger
@@ -28,7 +28,7 @@ def stores(tmp_path):
 def test_two_writers_on_one_team_never_reserve_more_than_the_balance(stores):
     first, second = (LedgerWriter(s).start() for s in stores)
     try:
-        create_team(first, "hot", 1_000)
+        LedgerService(first).create_team("hot", 1_000)
         tid = team_id("hot")
 
         def hold(i: int) -> bool:
@@ -53,10 +53,10 @@ def test_two_writers_on_one_team_never_reserve_more_than_the_balance(stores):
 def test_credits_added_by_another_writer_are_seen_before_refusing(stores):
     first, second = (LedgerWriter(s).start() for s in stores)
     try:
-        create_team(first, "t", 10)
+        LedgerService(first).create_team("t", 10)
         tid = team_id("t")
         first.on_team(tid, "t", lambda t: t.place_hold("r1", 10, "k", "m", "chat")).result()
-        add_credits(second, "t", 50)
+        LedgerService(second).top_up("t", 50)
         assert first.on_team(tid, "t", lambda t: t.place_hold("r2", 50, "k", "m", "chat")).result() == 0
     finally:
         first.stop()
@@ -66,7 +66,7 @@ def test_credits_added_by_another_writer_are_seen_before_refusing(stores):
 def test_a_batch_gives_each_caller_the_state_right_after_its_own_command(stores):
     writer = LedgerWriter(stores[0]).start()
     try:
-        create_team(writer, "t", 100)
+        LedgerService(writer).create_team("t", 100)
         tid = team_id("t")
         futures = [writer.on_team(tid, "t", lambda t, i=i: t.place_hold(f"r{i}", 10, "k", "m", "chat")) for i in range(10)]
         assert sorted(f.result() for f in futures) == list(range(0, 100, 10))
@@ -85,10 +85,10 @@ def test_a_writer_that_lost_a_race_catches_up_without_replaying_the_team(stores)
         store.find_team = counted  # type: ignore[method-assign]
     first, second = (LedgerWriter(s).start() for s in stores)
     try:
-        create_team(first, "old", 1_000)
+        LedgerService(first).create_team("old", 1_000)
         tid = team_id("old")
         for _ in range(50):  # some history
-            add_credits(first, "old", 1)
+            LedgerService(first).top_up("old", 1)
         for i in range(40):  # each writer's copy is stale every time: it conflicts, then catches up
             writer = (first, second)[i % 2]
             assert writer.on_team(tid, "old", lambda t, i=i: t.place_hold(f"r{i}", 10, "k", "m", "chat")).result() \
@@ -117,7 +117,7 @@ def test_writers_that_take_the_writer_lock_never_have_a_save_refused(stores):
         store.save_teams = counted  # type: ignore[method-assign]
     first, second = (LedgerWriter(s, lock=WriterLock(s.database)).start() for s in stores)
     try:
-        create_team(first, "busy", 10_000)
+        LedgerService(first).create_team("busy", 10_000)
         tid = team_id("busy")
 
         def hold(i: int) -> int:

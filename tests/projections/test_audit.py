@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from app.ledger.admin import create_team
+from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
@@ -24,7 +24,7 @@ def ledger(tmp_path) -> tuple[LedgerStore, RawDatabase]:
     url = new_database_url()
     store = open_ledger_store(url, tmp_path)
     with LedgerWriter(store) as writer:
-        create_team(writer, "acme", 1_000_000)
+        LedgerService(writer).create_team("acme", 1_000_000)
         tid = team_id("acme")
         writer.on_team(tid, "acme", lambda t: t.place_hold("r1", 500_000, "k", "m", "chat")).result()
         writer.on_team(tid, "acme", lambda t: t.charge("r1", TokenUsage(100, 50), PRICE, Decimal(100),
@@ -79,7 +79,7 @@ def test_writes_that_land_while_verify_runs_are_not_mistaken_for_tampering(ledge
     tid = team_id("acme")
     replayed = {tid: store.find_team(tid, version=2)}  # what verify had replayed when the next events came
     with LedgerWriter(store) as writer:
-        create_team(writer, "late", 5_000_000)  # opened after the replay
+        LedgerService(writer).create_team("late", 5_000_000)  # opened after the replay
     assert _check_balances_read_model(store, replayed) == []
     assert replayed[tid].version == store.find_team(tid).version
     assert team_id("late") in replayed

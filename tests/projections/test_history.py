@@ -11,7 +11,7 @@ from decimal import Decimal
 import openai
 import pytest
 
-from app.ledger.admin import create_team
+from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
@@ -116,7 +116,7 @@ def test_racing_projectors_apply_every_event_exactly_once(tmp_path):
     url = new_database_url()
     store = open_ledger_store(url, tmp_path)
     with LedgerWriter(store) as writer:
-        create_team(writer, "busy", 10**12)
+        LedgerService(writer).create_team("busy", 10**12)
         tid = team_id("busy")
         for i in range(400):
             writer.on_team(tid, "busy", lambda t, i=i: t.place_hold(f"r{i}", 1000, "k", "m", "chat"))

@@ -1,7 +1,7 @@
 """The JSON API under /dashboard/api that the dashboard page reads.
 
 Every route needs a key (``access.identify``): a team key reads its own team, the admin key any
-team. The readings are the admin API's (``app.ledger.queries``, ``app.ledger.admin``), shaped for people
+team. The readings are the admin API's (``app.ledger.queries``, ``app.ledger.service``), shaped for people
 (credits, newest first) rather than copied. Errors are the gateway's own classes, rendered in
 OpenAI's error shape by the app's exception handlers. Database reads block, so they run in a
 worker thread, off the event loop.
@@ -18,7 +18,6 @@ from litestar.datastructures import CacheControlHeader
 from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 
-from app.ledger import admin
 from app.ledger import queries
 from app.http.dashboard.access import identify, readable_team, viewer_of
 from app.http.dashboard.views import (
@@ -58,7 +57,8 @@ async def read_session(request: Request[Any, Any, Any]) -> Response[bytes]:
 async def read_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     """The team's balance, credits held by requests in flight, what is available, and its keys."""
     summary = await readable_team(request, name)
-    keys = await ledger_call(admin.list_keys, request.app.state.runtime.writer, name)
+    runtime: Runtime = request.app.state.runtime
+    keys = await ledger_call(runtime.ledger.list_keys, name)
     return json_response(team_view(summary, keys))
 
 

@@ -17,7 +17,7 @@ import msgspec
 from litestar.openapi.spec import OpenAPIType
 from litestar.params import KwargDefinition
 
-from app.ledger import admin
+from app.ledger.results import KeySummary, TeamSummary
 from domain.money import credits_from_micros
 
 #: Decimals go out as JSON numbers (``app.json.encode``); Litestar would document them as strings.
@@ -113,7 +113,7 @@ class UsageView(msgspec.Struct):
     daily: list[DailyUsage]
 
 
-def team_view(summary: admin.TeamSummary, keys: list[admin.KeySummary]) -> TeamView:
+def team_view(summary: TeamSummary, keys: list[KeySummary]) -> TeamView:
     return TeamView(summary.name, credits_from_micros(summary.balance), credits_from_micros(summary.held),
                     credits_from_micros(summary.balance - summary.held), summary.suspended, summary.rpm, summary.tpm,
                     [KeyView(k.key_id, k.label, k.revoked, list(k.models), list(k.endpoints)) for k in keys])

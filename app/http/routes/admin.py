@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, Router, get, post, put
 
-from app.ledger import admin
 from app.errors import InvalidRequest
+from app.ledger.results import TeamSummary
 from app.http.routes.admin_common import (
     check_models,
     credits_param,
@@ -62,23 +62,24 @@ class KeyModels(msgspec.Struct):
 async def list_teams(request: Request[Any, Any, Any]) -> Response[bytes]:
     store = request.app.state.runtime.store
     rows = await asyncio.to_thread(store.balances)
-    return json_response({"object": "list", "data": [team_fields(admin.TeamSummary(r.team_name, r.balance, r.held)) for r in rows]})
+    teams = [team_fields(TeamSummary(r.team_name, r.balance, r.held)) for r in rows]
+    return json_response({"object": "list", "data": teams})
 
 
 @post("/teams", responses=answers(TeamAnswer, "the team opened", 201))
 async def create_team(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewTeam)
-    summary = await ledger_call(admin.create_team, runtime.writer, new.name, credits_param(new.credits, "credits"),
-                            limits(new.rpm, new.tpm))
+    summary = await ledger_call(runtime.ledger.create_team, new.name, credits_param(new.credits, "credits"),
+                                limits(new.rpm, new.tpm))
     return json_response(team_fields(summary), 201)
 
 
 @get("/teams/{name:str}", responses=answers(TeamWithKeys, "the team, with its keys"))
 async def show_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    summary = await ledger_call(admin.team_summary, runtime.writer, name)
-    keys = await ledger_call(admin.list_keys, runtime.writer, name)
+    summary = await ledger_call(runtime.ledger.team_summary, name)
+    keys = await ledger_call(runtime.ledger.list_keys, name)
     return json_response({**team_fields(summary), "keys": [key_fields(k) for k in keys]})
 
 
@@ -89,13 +90,13 @@ async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[by
     amount = credits_param(new.amount, "amount")
     if amount == 0:
         raise InvalidRequest("Invalid 'amount': must be greater than 0.", param="amount")
-    await ledger_call(admin.add_credits, runtime.writer, name, amount, new.reference)
-    return json_response(team_fields(await ledger_call(admin.team_summary, runtime.writer, name)))
+    return json_response(team_fields(await ledger_call(runtime.ledger.top_up, name, amount, new.reference)))
 
 
 @get("/teams/{name:str}/keys", responses=answers(KeyList, "the team's keys"))
 async def list_keys(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
-    keys = await ledger_call(admin.list_keys, request.app.state.runtime.writer, name)
+    runtime: Runtime = request.app.state.runtime
+    keys = await ledger_call(runtime.ledger.list_keys, name)
     return json_response({"object": "list", "data": [key_fields(k) for k in keys]})
 
 
@@ -103,17 +104,16 @@ async def list_keys(request: Request[Any, Any, Any], name: str) -> Response[byte
 async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request, b"{}"), NewKey)
-    secret = await ledger_call(admin.issue_key, runtime.writer, name, new.name, check_models(runtime, new.models),
-                           endpoint_names(new.endpoints), limits(new.rpm, new.tpm))
-    key_id = (await runtime.keys.principal_for(secret)).key_id  # type: ignore[union-attr]
-    return json_response({"id": key_id, "key": secret, "name": new.name, "models": new.models,
+    key = await ledger_call(runtime.ledger.issue_key, name, new.name, check_models(runtime, new.models),
+                            endpoint_names(new.endpoints), limits(new.rpm, new.tpm))
+    return json_response({"id": key.key_id, "key": key.secret, "name": new.name, "models": new.models,
                   "endpoints": endpoint_names(new.endpoints), "rpm": new.rpm or None, "tpm": new.tpm or None}, 201)
 
 
 @post("/teams/{name:str}/keys/{key_id:str}/revoke", status_code=200, responses=answers(RevokedKey, "the key, revoked"))
 async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    await ledger_call(admin.revoke_key, runtime.writer, name, key_id)
+    await ledger_call(runtime.ledger.revoke_key, name, key_id)
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "revoked": True})
 
@@ -122,7 +122,7 @@ async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) ->
 async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), KeyModels)
-    await ledger_call(admin.restrict_key, runtime.writer, name, key_id, check_models(runtime, body.models))
+    await ledger_call(runtime.ledger.restrict_key, name, key_id, check_models(runtime, body.models))
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "models": sorted(set(body.models))})
 
@@ -133,14 +133,14 @@ async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1
     runtime: Runtime = request.app.state.runtime
     check_page(page, per_page, 1000)
     check_since(since)
-    await ledger_call(admin.team_summary, runtime.writer, name)  # 404 for an unknown team
+    await ledger_call(runtime.ledger.team_summary, name)  # 404 for an unknown team
     return json_response(await asyncio.to_thread(history_page, runtime.store, name, page, per_page, since))
 
 
 @get("/teams/{name:str}/usage", responses=answers(UsageAnswer, "usage by model, and by key × model × day"))
 async def team_usage(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    await ledger_call(admin.team_summary, runtime.writer, name)
+    await ledger_call(runtime.ledger.team_summary, name)
     return json_response(await asyncio.to_thread(usage, runtime.store, name))
 
 

@@ -6,24 +6,27 @@ from __future__ import annotations
 import asyncio
 import hmac
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from litestar import Request, Response
 
-from app.ledger import admin
-from app.errors import AuthenticationFailed, InvalidRequest, NotFound, PermissionDenied
+from app.errors import AuthenticationFailed, InvalidRequest, PermissionDenied
 from app.json import encode
 from app.http.routes.auth import presented_key
+from app.ledger.refusals import refusal
+from app.ledger.results import KeySummary, Limits, TeamSummary
+from app.ledger.writer import LedgerUnavailable
 from app.runtime import Runtime
 from domain.endpoints import parse_endpoints
-from domain.ledger import KeyNotFound, LedgerError, TeamAlreadyExists, TeamNotFound
+from domain.ledger import LedgerError
 from domain.money import AmountError, credits_from_micros, micros_from_credits
 
 
 def is_admin_key(runtime: Runtime, key: str) -> bool:
     """Whether ``key`` is the admin key (never, while its environment variable is unset)."""
     expected = os.environ.get(runtime.settings.admin_key_env)
-    return bool(expected) and hmac.compare_digest(key.encode(), expected.encode())  # type: ignore[union-attr]
+    return expected is not None and expected != "" and hmac.compare_digest(key.encode(), expected.encode())
 
 
 async def require_admin(request: Request[Any, Any, Any]) -> None:
@@ -55,35 +58,35 @@ def credits_param(value: Any, name: str) -> int:
     return micros
 
 
-async def ledger_call(call: Any, *args: Any) -> Any:
-    """Run an admin command (which waits for the ledger writer) off the event loop, mapping refusals."""
+R = TypeVar("R")
+
+
+async def ledger_call(call: Callable[..., R], *args: object) -> R:
+    """Run an admin command (which waits for the ledger writer) off the event loop; the ledger's
+    refusals are answered as ``app/ledger/refusals.py`` says."""
     try:
         return await asyncio.to_thread(call, *args)
-    except (TeamNotFound, KeyNotFound) as exc:
-        raise NotFound(str(exc)) from None
-    except TeamAlreadyExists as exc:
-        raise InvalidRequest(str(exc), status=409) from None
-    except LedgerError as exc:
-        raise InvalidRequest(str(exc)) from None
+    except (LedgerError, LedgerUnavailable) as exc:
+        raise refusal(exc) from None
 
 
-def team_fields(summary: admin.TeamSummary) -> dict[str, Any]:
+def team_fields(summary: TeamSummary) -> dict[str, Any]:
     return {"name": summary.name, "balance": credits_from_micros(summary.balance),
             "held": credits_from_micros(summary.held), "available": credits_from_micros(summary.balance - summary.held),
             "suspended": summary.suspended, "rpm": summary.rpm, "tpm": summary.tpm}
 
 
-def key_fields(k: admin.KeySummary) -> dict[str, Any]:
+def key_fields(k: KeySummary) -> dict[str, Any]:
     return {"id": k.key_id, "name": k.label, "revoked": k.revoked, "models": list(k.models),
             "endpoints": list(k.endpoints), "rpm": k.rpm, "tpm": k.tpm}
 
 
-def limits(rpm: int | None, tpm: int | None) -> admin.Limits:
+def limits(rpm: int | None, tpm: int | None) -> Limits:
     for name, value in (("rpm", rpm), ("tpm", tpm)):
         if value is not None and value < 0:
             raise InvalidRequest(f"Invalid '{name}': a per-minute limit must be a whole number >= 0 (0 removes it).",
                                  param=name)
-    return admin.Limits(rpm, tpm)
+    return Limits(rpm, tpm)
 
 
 def endpoint_names(names: list[str]) -> list[str]:

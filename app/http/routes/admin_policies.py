@@ -11,7 +11,6 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, post, put
 
-from app.ledger import admin
 from app.http.routes.admin_common import endpoint_names, json_response, ledger_call, limits, team_fields
 from app.http.routes.answers import KeyEndpointsAnswer, KeyLimitsAnswer, TeamAnswer, answers
 from app.http.routes.request_body import request_json, validate
@@ -38,7 +37,7 @@ class Suspension(msgspec.Struct):
 async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     endpoints = endpoint_names(validate(await request_json(request), KeyEndpoints).endpoints)
-    await ledger_call(admin.restrict_key_endpoints, runtime.writer, name, key_id, endpoints)
+    await ledger_call(runtime.ledger.restrict_key_endpoints, name, key_id, endpoints)
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "endpoints": sorted(set(endpoints))})
 
@@ -47,9 +46,8 @@ async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key
 async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewLimits)
-    await ledger_call(admin.limit_key, runtime.writer, name, key_id, limits(new.rpm, new.tpm))
+    key = await ledger_call(runtime.ledger.limit_key, name, key_id, limits(new.rpm, new.tpm))
     runtime.keys.forget(key_id)
-    key = next(k for k in await ledger_call(admin.list_keys, runtime.writer, name) if k.key_id == key_id)
     return json_response({"id": key_id, "rpm": key.rpm, "tpm": key.tpm})
 
 
@@ -57,7 +55,7 @@ async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> 
 async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewLimits)
-    summary = await ledger_call(admin.limit_team, runtime.writer, name, limits(new.rpm, new.tpm))
+    summary = await ledger_call(runtime.ledger.limit_team, name, limits(new.rpm, new.tpm))
     runtime.keys.forget_team(team_id(name))
     return json_response(team_fields(summary))
 
@@ -66,17 +64,17 @@ async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[byt
 async def suspend_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     reason = validate(await request_json(request, b"{}"), Suspension).reason
-    await ledger_call(admin.suspend_team, runtime.writer, name, reason)
+    summary = await ledger_call(runtime.ledger.suspend, name, reason)
     runtime.keys.forget_team(team_id(name))
-    return json_response(team_fields(await ledger_call(admin.team_summary, runtime.writer, name)))
+    return json_response(team_fields(summary))
 
 
 @post("/teams/{name:str}/reinstate", status_code=200, responses=answers(TeamAnswer, "the team, reinstated"))
 async def reinstate_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    await ledger_call(admin.reinstate_team, runtime.writer, name)
+    summary = await ledger_call(runtime.ledger.reinstate, name)
     runtime.keys.forget_team(team_id(name))
-    return json_response(team_fields(await ledger_call(admin.team_summary, runtime.writer, name)))
+    return json_response(team_fields(summary))
 
 
 policy_handlers = [restrict_key_endpoints, limit_key, limit_team, suspend_team, reinstate_team]

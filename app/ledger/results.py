@@ -1,0 +1,125 @@
+"""What the ledger service's methods answer: one frozen dataclass per kind of answer.
+
+Each method of ``LedgerService`` says in its signature which of these it returns, so a caller
+reads its fields instead of telling results apart by their class; a refusal is the domain's
+exception (``domain/ledger_errors.py``), mapped for people once, in ``app/ledger/refusals.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from domain.ledger import TeamLedger
+from projections.read_models import IdempotentResponse
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A request's hold, decided: what the team has available after it, or, for a request under an
+    Idempotency-Key that was served before, the answer stored then (and no hold was placed)."""
+
+    available: int
+    stored_answer: IdempotentResponse | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerToStore:
+    """The answer to store under a request's Idempotency-Key with its charge, in the same
+    transaction: ``render`` makes its body (after ``prefix``, the frames a stream already sent)
+    from the charge, on the writer thread, so the stored answer is exactly the one sent."""
+
+    idem_key: str
+    body_hash: str
+    content_type: str
+    prefix: bytes
+    ttl: float
+    render: Callable[[TeamLedger.Charged], bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Charged:
+    """A request's charge, durable: the ``Charged`` event; for a request held against a credit
+    lease, what the lease holds after it (``lease_left``); and the body rendered and stored under
+    its Idempotency-Key, if one was (``answer``)."""
+
+    event: TeamLedger.Charged
+    lease_left: int | None = None
+    answer: bytes | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Released:
+    """A request's hold ended without a charge; ``available``: what the team has available after."""
+
+    available: int
+
+
+@dataclass(frozen=True, slots=True)
+class Leased:
+    """A credit lease grown; ``remaining``: what the ledger now holds for it."""
+
+    remaining: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasedHolds:
+    """The holds and leases a sweep released (their request or lease ids)."""
+
+    held_by: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Rate limits per minute; ``None`` leaves a limit as it is, 0 removes it."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+
+    @property
+    def given(self) -> bool:
+        return self.rpm is not None or self.tpm is not None
+
+    def merged(self, rpm: int | None, tpm: int | None) -> tuple[int | None, int | None]:
+        return (rpm if self.rpm is None else self.rpm), (tpm if self.tpm is None else self.tpm)
+
+
+@dataclass(frozen=True, slots=True)
+class TeamSummary:
+    name: str
+    balance: int
+    held: int
+    suspended: bool = False
+    rpm: int | None = None
+    tpm: int | None = None
+
+    @classmethod
+    def of(cls, team: TeamLedger) -> TeamSummary:
+        return cls(team.name, team.balance, team.held, team.suspended, team.rpm, team.tpm)
+
+
+@dataclass(frozen=True, slots=True)
+class KeySummary:
+    """A key as an operator sees it: never its secret or hash."""
+
+    key_id: str
+    label: str
+    revoked: bool
+    models: tuple[str, ...]
+    endpoints: tuple[str, ...] = ()
+    rpm: int | None = None
+    tpm: int | None = None
+
+    @classmethod
+    def of(cls, team: TeamLedger, key_id: str) -> KeySummary:
+        k = team.keys[key_id]
+        return cls(key_id, k["label"], k["revoked"], tuple(k.get("models", ())), tuple(k.get("endpoints", ())),
+                   k.get("rpm"), k.get("tpm"))
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedKey:
+    """A key just issued: its id, and its secret, which is never seen again."""
+
+    key_id: str
+    secret: str

@@ -1,0 +1,275 @@
+"""The ledger service: every command a team ledger takes, as a named, typed method over the writer.
+
+In the manner of the eventsourcing library's example applications, each thing the gateway asks of
+a team's ledger is one method with a name and a signature, and its answer one frozen dataclass
+(``app/ledger/results.py``); the closures the writer runs live here and nowhere else. A refusal
+is the domain's exception (``TeamSuspended``, ``InsufficientCredits``, …), never a way to return
+a result: a request already served under its Idempotency-Key is a ``Held`` with its stored answer.
+
+Two kinds of methods, because their callers differ:
+
+- **The request path** (``hold``, ``charge``, ``release``, ``record_failure``, ``lease``,
+  ``return_lease``, and the sweeper's ``release_expired``, ``release_abandoned``) answers a
+  ``Future``: billing must not block the event loop, and must still see a command through when
+  the request that queued it is cut off (the writer completes the future either way).
+- **Administration** (teams, keys, credits, limits) waits for the answer and returns it, as the
+  CLI and the admin API (from a worker thread) want it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import TypeVar
+from uuid import UUID
+
+from app.keys import new_key
+from app.ledger.results import (AnswerToStore, Charged, Held, IssuedKey, KeySummary, Leased, Limits, Released,
+                                ReleasedHolds, TeamSummary)
+from app.ledger.writer import LedgerWriter, Recorded
+from domain.ledger import (Delivery, InvalidTeamName, RequestInProgress, TeamAlreadyExists, TeamLedger, TEAM_NAME,
+                           team_id)
+from domain.pricing import Price, TokenUsage
+from projections.event_store import LedgerStore
+from projections.read_models import ChargeRecord, IdempotentResponse
+
+R = TypeVar("R")
+
+
+async def durable(answer: Future[R]) -> R:
+    """A request-path answer, awaited on the event loop. Shielded: a caller that is cancelled stops
+    waiting, but its command is applied all the same (its events are facts once decided)."""
+    return await asyncio.shield(asyncio.wrap_future(answer))
+
+
+@dataclass(frozen=True, slots=True)
+class TeamRequest:
+    """A request as the ledger records it: which team pays, under which request id, for which key,
+    model and endpoint."""
+
+    team_id: UUID
+    team_name: str
+    request_id: str
+    key_id: str
+    model: str
+    endpoint: str
+
+
+class LedgerService:
+    """The team ledgers' commands and reads, over one process's ledger writer."""
+
+    def __init__(self, writer: LedgerWriter) -> None:
+        self._writer = writer
+
+    @property
+    def store(self) -> LedgerStore:
+        return self._writer.store
+
+    # -- the request path: answers are futures, completed once durable (or refused) --------------
+
+    def hold(self, request: TeamRequest, amount: int, *, owner: str, idem_key: str = "") -> Future[Held]:
+        """Reserve ``amount`` for ``request`` on behalf of gateway process ``owner``. Under an
+        Idempotency-Key (``idem_key``) a request served before is answered with its stored answer
+        instead (no hold), and a retry while another attempt runs is refused (``RequestInProgress``).
+        The stored answer is looked up on the writer thread, against the very team state the hold is
+        decided on, so no retry can slip between a charge and its stored answer."""
+
+        def place(team: TeamLedger) -> Held:
+            if idem_key:
+                if self._writer.answer_pending(team.id, idem_key):  # answered in this very batch
+                    raise RequestInProgress(team.name, request.request_id)
+                answer = self.store.find_idempotent(team.id, idem_key)
+                if answer is not None:
+                    return Held(team.available, answer)
+            return Held(team.place_hold(request.request_id, amount, request.key_id, request.model, request.endpoint,
+                                        owner=owner, idem_key=idem_key))
+
+        return self._writer.on_team(request.team_id, request.team_name, place)
+
+    def charge(self, request: TeamRequest, usage: TokenUsage, price: Price, credits_per_usd: Decimal, *,
+               lease: str = "", answer: AnswerToStore | None = None) -> Future[Charged]:
+        """Charge what ``usage`` cost at ``price`` and close the request's hold (or charge it against
+        ``lease``, its credit lease); with ``answer``, store the answer rendered from the charge under
+        the request's Idempotency-Key in the same transaction."""
+
+        def charge(team: TeamLedger) -> Recorded[Charged]:
+            event = team.charge(request.request_id, usage, price, credits_per_usd, key_id=request.key_id,
+                                model=request.model, endpoint=request.endpoint, lease=lease)
+            lease_left = team.holds.get(lease, 0) if lease else None
+            if answer is None:
+                return Recorded(Charged(event, lease_left))
+            body = answer.render(event)
+            now = datetime.now(timezone.utc)
+            stored = IdempotentResponse(team.id, answer.idem_key, answer.body_hash, request.request_id,
+                                        answer.content_type, answer.prefix + body, now.isoformat(),
+                                        now.timestamp() + answer.ttl)
+            return Recorded(Charged(event, lease_left, body), (stored,))
+
+        return self._writer.on_team_recording(request.team_id, request.team_name, charge)
+
+    def release(self, request: TeamRequest, reason: str) -> Future[Released]:
+        """Close the request's hold without charging: nothing was delivered."""
+        return self._writer.on_team(request.team_id, request.team_name,
+                                    lambda team: Released(team.release_hold(request.request_id, reason)))
+
+    def record_failure(self, request: TeamRequest, lease: str, reason: str) -> Future[Released]:
+        """Record that a request held in memory against ``lease`` failed, uncharged (its hold ended in
+        the process's memory; the ledger keeps the failure for the audit history)."""
+
+        def record(team: TeamLedger) -> Released:
+            team.record_failure(request.request_id, lease, request.key_id, request.model, request.endpoint, reason)
+            return Released(team.available)
+
+        return self._writer.on_team(request.team_id, request.team_name, record)
+
+    def lease(self, team: UUID, team_name: str, lease: str, needed: int, wanted: int, owner: str) -> Future[Leased]:
+        """Grow gateway process ``owner``'s credit lease by at least ``needed``, up to ``wanted``."""
+        return self._writer.on_team(team, team_name,
+                                    lambda ledger: Leased(ledger.lease_credits(lease, needed, wanted, owner)))
+
+    def return_lease(self, team: UUID, team_name: str, lease: str) -> Future[None]:
+        """Give what is left of a credit lease back to the team's available balance."""
+        return self._writer.on_team(team, team_name, lambda ledger: ledger.return_lease(lease))
+
+    def release_expired(self, team: UUID, team_name: str, now: float, timeout: float) -> Future[ReleasedHolds]:
+        """Release the team's holds placed more than ``timeout`` seconds before ``now``."""
+        return self._writer.on_team(team, team_name,
+                                    lambda ledger: ReleasedHolds(tuple(ledger.release_expired(now, timeout))))
+
+    def release_abandoned(self, team: UUID, team_name: str, owners: Collection[str], delivered: Sequence[Delivery],
+                          prices: Mapping[str, Price], credits_per_usd: Decimal) -> Future[ReleasedHolds]:
+        """Gateway processes ``owners`` died: charge what their streams had ``delivered``, then release
+        every hold and lease they had on the team."""
+        return self._writer.on_team(team, team_name, lambda ledger: ReleasedHolds(tuple(
+            ledger.release_abandoned(owners, delivered, prices, credits_per_usd))))
+
+    def stored_answer(self, team: UUID, idem_key: str) -> IdempotentResponse | None:
+        """The answer stored under an Idempotency-Key of the team, if any (a read; it blocks)."""
+        return self.store.find_idempotent(team, idem_key)
+
+    def recorded_charge(self, team: UUID, request_id: str) -> ChargeRecord | None:
+        """The request's recorded charge, if it was charged (a read; it blocks)."""
+        return self.store.find_charge(team, request_id)
+
+    # -- administration: each waits until its command is durable ------------------------------
+
+    def create_team(self, name: str, credits: int, limits: Limits = Limits()) -> TeamSummary:
+        """Open a team with ``credits`` (micro-credits) and optional rate limits."""
+        if not TEAM_NAME.fullmatch(name):
+            raise InvalidTeamName(name)
+
+        def command(team: TeamLedger | None) -> tuple[TeamLedger, Recorded[TeamSummary]]:
+            if team is not None:
+                raise TeamAlreadyExists(name)
+            team = TeamLedger.open(name)
+            if credits:
+                team.add_credits(credits, reference="opening balance")
+            if limits.given:
+                team.limit(*limits.merged(None, None))
+            return team, Recorded(TeamSummary.of(team))
+
+        return self._writer.submit(team_id(name), command).result()
+
+    def top_up(self, team: str, amount: int, reference: str = "") -> TeamSummary:
+        """Add ``amount`` micro-credits to a team."""
+
+        def top_up(ledger: TeamLedger) -> TeamSummary:
+            ledger.add_credits(amount, reference)
+            return TeamSummary.of(ledger)
+
+        return self._on(team, top_up)
+
+    def issue_key(self, team: str, label: str = "", models: list[str] | None = None,
+                  endpoints: list[str] | None = None, limits: Limits = Limits()) -> IssuedKey:
+        """Issue a key for a team (optionally only for some models or endpoints, with rate limits);
+        the answer carries its secret, the only time it is seen."""
+        key = new_key()
+
+        def issue(ledger: TeamLedger) -> IssuedKey:
+            ledger.issue_key(key.key_id, key.key_hash, label)
+            if models:
+                ledger.restrict_key(key.key_id, models)
+            if endpoints:
+                ledger.restrict_key_endpoints(key.key_id, endpoints)
+            if limits.given:
+                ledger.limit_key(key.key_id, *limits.merged(None, None))
+            return IssuedKey(key.key_id, key.secret)
+
+        return self._on(team, issue)
+
+    def revoke_key(self, team: str, key_id: str) -> None:
+        self._on(team, lambda ledger: ledger.revoke_key(key_id))
+
+    def restrict_key(self, team: str, key_id: str, models: list[str]) -> None:
+        """Let the key use only ``models`` (none: any model)."""
+        self._on(team, lambda ledger: ledger.restrict_key(key_id, models))
+
+    def restrict_key_endpoints(self, team: str, key_id: str, endpoints: list[str]) -> None:
+        """Let the key call only ``endpoints`` (none: any endpoint)."""
+        self._on(team, lambda ledger: ledger.restrict_key_endpoints(key_id, endpoints))
+
+    def limit_key(self, team: str, key_id: str, limits: Limits) -> KeySummary:
+        """Set the key's own rate limits (a limit not given stays as it is)."""
+
+        def limit(ledger: TeamLedger) -> KeySummary:
+            key = ledger.keys.get(key_id, {})
+            ledger.limit_key(key_id, *limits.merged(key.get("rpm"), key.get("tpm")))
+            return KeySummary.of(ledger, key_id)
+
+        return self._on(team, limit)
+
+    def limit_team(self, team: str, limits: Limits) -> TeamSummary:
+        """Set the team's rate limits, shared by its keys (a limit not given stays as it is)."""
+
+        def limit(ledger: TeamLedger) -> TeamSummary:
+            ledger.limit(*limits.merged(ledger.rpm, ledger.tpm))
+            return TeamSummary.of(ledger)
+
+        return self._on(team, limit)
+
+    def suspend(self, team: str, reason: str = "") -> TeamSummary:
+        """Refuse the team's requests until it is reinstated."""
+
+        def suspend(ledger: TeamLedger) -> TeamSummary:
+            ledger.suspend(reason)
+            return TeamSummary.of(ledger)
+
+        return self._on(team, suspend)
+
+    def reinstate(self, team: str) -> TeamSummary:
+        def reinstate(ledger: TeamLedger) -> TeamSummary:
+            ledger.reinstate()
+            return TeamSummary.of(ledger)
+
+        return self._on(team, reinstate)
+
+    def team_summary(self, team: str) -> TeamSummary:
+        """The team's balance, holds, limits and state, as committed by every process."""
+        return self._on(team, self._caught_up(TeamSummary.of))
+
+    def list_keys(self, team: str) -> list[KeySummary]:
+        """The team's keys, as committed by every process."""
+        return self._on(team, self._caught_up(lambda ledger: [KeySummary.of(ledger, k) for k in ledger.keys]))
+
+    def _on(self, team: str, action: Callable[[TeamLedger], R]) -> R:
+        return self._writer.on_team(team_id(team), team, action).result()
+
+    def _caught_up(self, read: Callable[[TeamLedger], R]) -> Callable[[TeamLedger], R]:
+        """``read``, on the team brought up to date first. The writer's copy of a team learns what
+        other processes appended (a top-up from the CLI, another gateway's charges) only when one of
+        its own saves conflicts; a command that only reads saves nothing, so without this it would
+        answer from a stale copy. The caught-up copy then replaces the writer's (it has no events of
+        its own to save). A team this batch already changed is left alone: its save will conflict,
+        and the batch, this read included, is decided again on the caught-up copy."""
+
+        def caught_up(ledger: TeamLedger) -> R:
+            if not ledger.pending_events:
+                for event in self.store.newer_events(ledger):
+                    event.mutate(ledger)
+            return read(ledger)
+
+        return caught_up
