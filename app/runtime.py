@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -10,29 +11,28 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
-from app.ledger.billing import Billing
 from app.keys import KeyDirectory
+from app.ledger.billing import Billing
 from app.ledger.health import LedgerHealth
-from app.observability import metrics
 from app.ledger.leases import Leases
-from app.ledger.service import LedgerService
-from app.ledger.writer import LedgerWriter
-from app.ledger.sweeper import HoldSweeper
-from app.ledger.streams_in_flight import StreamsInFlight
 from app.ledger.projector import Projector
+from app.ledger.service import LedgerService
+from app.ledger.streams_in_flight import StreamsInFlight
+from app.ledger.sweeper import HoldSweeper
+from app.ledger.writer import LedgerWriter
+from app.observability import metrics
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
 from app.ratelimit.streams import StreamSlots
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIResponsesUpstream, OpenAIUpstream, Upstream
-from app.upstream.fallback import Deployment, FallbackUpstream
 from app.upstream.client import Timeouts, UpstreamClient
-from projections.writer_lock import WriterLock
+from app.upstream.fallback import Deployment, FallbackUpstream
 from domain.settings import Settings
-from projections.instances import InstanceRegistry
 from domain.settings import Upstream as UpstreamSettings
 from projections.event_store import LedgerStore, open_ledger_store
+from projections.instances import InstanceRegistry
 from projections.probe import LedgerProbe
+from projections.writer_lock import WriterLock
 
 log = logging.getLogger("tollgate")
 
@@ -104,7 +104,9 @@ class Runtime:
         for task in self._tasks:
             task.cancel()
         self.billing.pay_owed()  # a last try for charges the ledger could not record earlier
-        await self.leases.settled(SETTLE_WAIT)  # requests cut off at the deadline queue their charges
+        with contextlib.suppress(TimeoutError):  # requests cut off at the deadline queue their charges
+            async with asyncio.timeout(SETTLE_WAIT):
+                await self.leases.settled()
         if self.billing.owed:
             log.error("stopping with %d charge(s) the ledger could not record; their leases expire after "
                       "hold_timeout and those requests are never charged", self.billing.owed)

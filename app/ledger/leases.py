@@ -59,6 +59,8 @@ class Leases:
         self._growth = growth
         self._idle = idle_seconds
         self._by_team: dict[UUID, Lease] = {}
+        #: Set whenever what is held against the leases may have dropped to nothing (``settled``).
+        self._settling = asyncio.Event()
 
     async def reserve(self, team_id: UUID, team_name: str, amount: int) -> Lease:
         """Hold ``amount`` against the team's lease, growing it first if needed (the ledger's
@@ -83,13 +85,14 @@ class Leases:
         if remaining is not None:
             lease.remaining = remaining
         lease.last_used = time.monotonic()
+        self._settling.set()
 
-    async def settled(self, timeout: float) -> None:
-        """Wait (at most ``timeout`` seconds) until nothing is held against any lease: requests cut
-        off at shutdown queue their charges, whose answers come back to this loop."""
-        deadline = time.monotonic() + timeout
-        while any(lease.reserved for lease in self._by_team.values()) and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+    async def settled(self) -> None:
+        """Wait until nothing is held against any lease: requests cut off at shutdown queue their
+        charges, whose answers come back to this loop. The caller bounds the wait."""
+        while any(lease.reserved for lease in self._by_team.values()):
+            self._settling.clear()
+            await self._settling.wait()
 
     def idle(self, now: float | None = None) -> list[Lease]:
         """Take out of the book the leases nothing is held against and that were not used lately."""
@@ -104,6 +107,7 @@ class Leases:
         """This process was taken for dead and its leases released by another: lease afresh. Requests
         held against the old leases still settle (their charges come out of the available balance)."""
         self._by_team.clear()
+        self._settling.set()
 
     def all_idle(self) -> list[Lease]:
         return self.idle(now=float("inf"))
