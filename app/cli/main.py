@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from app.cli.keys import add_key_commands, add_team_commands
+from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_service, ledger_store, load_settings
+from app.http.serving import serve
 from app.ledger.refusals import refusal
 from app.ledger.writer import LedgerUnavailable
 from app.ratelimit.choice import StartupRefused
-from app.http.serving import serve
-from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_service, ledger_store, load_settings
 from domain.ledger import LedgerError
 from domain.money import format_credits
 from domain.settings import ConfigError, require_upstream_secrets
@@ -123,7 +123,8 @@ def cmd_ledger_history(args: argparse.Namespace) -> None:
         history.close()
     pages = max(1, -(-total // args.per_page))
     print(f"Team {args.team}: {total} ledger entries, page {args.page} of {pages}")
-    print(f"{'time (UTC)':<20} {'entry':<7} {'model':<14} {'tokens in/out':>14} {'amount':>14} {'balance':>14}  request")
+    print(f"{'time (UTC)':<20} {'entry':<7} {'model':<14} {'tokens in/out':>14} {'amount':>14} {'balance':>14}  "
+          "request")
     for r in rows:
         tokens = f"{r['input_tokens'] + r['cache_write_tokens'] + r['cache_hit_tokens']}/{r['output_tokens']}" \
             if r["kind"] == "charge" else ""
@@ -195,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help=f"configuration file (TOML); default: ${CONFIG_ENV}")
 
-    parser = argparse.ArgumentParser(prog="tollgate", description="An LLM gateway with a prepaid, event-sourced ledger.")
+    parser = argparse.ArgumentParser(prog="tollgate",
+                                     description="An LLM gateway with a prepaid, event-sourced ledger.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve_p = commands.add_parser("serve", parents=[common], help="run the gateway")
@@ -221,14 +223,16 @@ def build_parser() -> argparse.ArgumentParser:
     add_team_commands(commands, common)
     add_key_commands(commands, common)
 
-    credits = commands.add_parser("credits", help="credits").add_subparsers(dest="action", required=True, metavar="ACTION")
-    add = credits.add_parser("add", parents=[common], help="top up a team")
+    credit = commands.add_parser("credits", help="credits").add_subparsers(dest="action", required=True,
+                                                                           metavar="ACTION")
+    add = credit.add_parser("add", parents=[common], help="top up a team")
     add.add_argument("--team", required=True)
     add.add_argument("amount", help="credits to add (e.g. 50 or 0.25)")
     add.add_argument("--reference", help="a note kept with the top-up (invoice number, …)")
     add.set_defaults(func=cmd_credits_add)
 
-    ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(dest="action", required=True, metavar="ACTION")
+    ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(dest="action", required=True,
+                                                                             metavar="ACTION")
     verify = ledger.add_parser("verify", parents=[common],
                                help="replay every event; check every recorded balance and every projection row")
     verify.set_defaults(func=cmd_ledger_verify)

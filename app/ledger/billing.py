@@ -25,8 +25,14 @@ from app.ledger.writer import LedgerUnavailable, RefusedByStore
 from app.observability import metrics
 from app.observability.record import RequestRecord
 from app.ratelimit import Admission, RateLimiter
-from domain.ledger import (AlreadyCharged, HoldNotFound, InsufficientCredits, RequestInProgress,
-                           TeamLedger, TeamSuspended)
+from domain.ledger import (
+    AlreadyCharged,
+    HoldNotFound,
+    InsufficientCredits,
+    RequestInProgress,
+    TeamLedger,
+    TeamSuspended,
+)
 from domain.money import credits_from_micros, usd_from_micros
 from domain.pricing import TokenUsage, worst_case_in_micros
 from domain.settings import Model, Settings
@@ -322,7 +328,5 @@ class Billing:
             bill.lease, bill.held = None, 0
 
     async def release(self, bill: RequestBill, reason: str) -> None:
-        try:
+        with contextlib.suppress(LedgerUnavailable):  # the hold stays open and visible; nothing was charged
             await asyncio.shield(asyncio.wrap_future(self.release_soon(bill, reason)))
-        except LedgerUnavailable:
-            pass  # the hold stays open and visible; nothing was charged

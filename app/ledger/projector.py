@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-
 from collections.abc import Callable
 from uuid import UUID
 
@@ -24,9 +23,9 @@ log = logging.getLogger("tollgate.projector")
 
 
 _KEY_EVENTS = tuple(f"{TeamLedger.__module__}:{cls.__qualname__}"
-                    for cls in (TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted, TeamLedger.KeyEndpointsRestricted,
-                                TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet, TeamLedger.Suspended,
-                                TeamLedger.Reinstated))
+                    for cls in (TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
+                                TeamLedger.KeyEndpointsRestricted, TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet,
+                                TeamLedger.Suspended, TeamLedger.Reinstated))
 
 
 class Projector:

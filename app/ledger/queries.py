@@ -78,8 +78,7 @@ def all_entries(store: LedgerStore, team: str | None = None, since: str | None =
 def write_export(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
     """``rows`` as CSV (a header line, then one line per entry) or JSON Lines, ``ENTRY_COLUMNS`` in order."""
     if fmt == "jsonl":
-        for row in rows:
-            out.write(json.dumps({c: row[c] for c in ENTRY_COLUMNS}) + "\n")
+        out.writelines(json.dumps({c: row[c] for c in ENTRY_COLUMNS}) + "\n" for row in rows)
         return
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(ENTRY_COLUMNS)

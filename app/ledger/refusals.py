@@ -12,11 +12,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from app.errors import (Conflict, GatewayError, InsufficientCreditsError, InvalidRequest, NotFound, PermissionDenied,
-                        ServiceUnavailable)
+from app.errors import (
+    Conflict,
+    GatewayError,
+    InsufficientCreditsError,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    ServiceUnavailable,
+)
 from app.ledger.writer import LedgerUnavailable
-from domain.ledger import (InsufficientCredits, KeyNotFound, LedgerError, RequestInProgress, TeamAlreadyExists,
-                           TeamNotFound, TeamSuspended)
+from domain.ledger import (
+    InsufficientCredits,
+    KeyNotFound,
+    LedgerError,
+    RequestInProgress,
+    TeamAlreadyExists,
+    TeamNotFound,
+    TeamSuspended,
+)
 from domain.money import format_credits
 
 E = TypeVar("E", bound=Exception)

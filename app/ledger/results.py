@@ -84,6 +84,10 @@ class Limits:
         return (rpm if self.rpm is None else self.rpm), (tpm if self.tpm is None else self.tpm)
 
 
+#: No rate limit given: each stays as it is.
+NO_LIMITS = Limits()
+
+
 @dataclass(frozen=True, slots=True)
 class TeamSummary:
     name: str

@@ -22,17 +22,35 @@ import asyncio
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TypeVar
 from uuid import UUID
 
 from app.keys import new_key
-from app.ledger.results import (AnswerToStore, Charged, Held, IssuedKey, KeySummary, Leased, Limits, Released,
-                                ReleasedHolds, TeamSummary)
+from app.ledger.results import (
+    NO_LIMITS,
+    AnswerToStore,
+    Charged,
+    Held,
+    IssuedKey,
+    KeySummary,
+    Leased,
+    Limits,
+    Released,
+    ReleasedHolds,
+    TeamSummary,
+)
 from app.ledger.writer import LedgerWriter, Recorded
-from domain.ledger import (Delivery, InvalidTeamName, RequestInProgress, TeamAlreadyExists, TeamLedger, TEAM_NAME,
-                           team_id)
+from domain.ledger import (
+    TEAM_NAME,
+    Delivery,
+    InvalidTeamName,
+    RequestInProgress,
+    TeamAlreadyExists,
+    TeamLedger,
+    team_id,
+)
 from domain.pricing import Price, TokenUsage
 from projections.event_store import LedgerStore
 from projections.read_models import ChargeRecord, IdempotentResponse
@@ -103,7 +121,7 @@ class LedgerService:
             if answer is None:
                 return Recorded(Charged(event, lease_left))
             body = answer.render(event)
-            now = datetime.now(timezone.utc)
+            now = datetime.now(UTC)
             stored = IdempotentResponse(team.id, answer.idem_key, answer.body_hash, request.request_id,
                                         answer.content_type, answer.prefix + body, now.isoformat(),
                                         now.timestamp() + answer.ttl)
@@ -157,8 +175,8 @@ class LedgerService:
 
     # -- administration: each waits until its command is durable ------------------------------
 
-    def create_team(self, name: str, credits: int, limits: Limits = Limits()) -> TeamSummary:
-        """Open a team with ``credits`` (micro-credits) and optional rate limits."""
+    def create_team(self, name: str, opening_balance: int, limits: Limits = NO_LIMITS) -> TeamSummary:
+        """Open a team with ``opening_balance`` (micro-credits) and optional rate limits."""
         if not TEAM_NAME.fullmatch(name):
             raise InvalidTeamName(name)
 
@@ -166,8 +184,8 @@ class LedgerService:
             if team is not None:
                 raise TeamAlreadyExists(name)
             team = TeamLedger.open(name)
-            if credits:
-                team.add_credits(credits, reference="opening balance")
+            if opening_balance:
+                team.add_credits(opening_balance, reference="opening balance")
             if limits.given:
                 team.limit(*limits.merged(None, None))
             return team, Recorded(TeamSummary.of(team))
@@ -184,7 +202,7 @@ class LedgerService:
         return self._on(team, top_up)
 
     def issue_key(self, team: str, label: str = "", models: list[str] | None = None,
-                  endpoints: list[str] | None = None, limits: Limits = Limits()) -> IssuedKey:
+                  endpoints: list[str] | None = None, limits: Limits = NO_LIMITS) -> IssuedKey:
         """Issue a key for a team (optionally only for some models or endpoints, with rate limits);
         the answer carries its secret, the only time it is seen."""
         key = new_key()

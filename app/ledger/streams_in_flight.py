@@ -1,9 +1,9 @@
 """The streams this process is relaying, and what each has delivered so far.
 
-Reported with every heartbeat (``projections/instances.py``), which asks for them on the event loop: if the process dies mid-stream, the
-process that releases its holds charges each of these streams for what it had delivered at the
-last report — a lower bound of what its client received, so a crash never bills more than was sent,
-and no longer bills nothing at all.
+Reported with every heartbeat (``projections/instances.py``), which asks for them on the event
+loop: if the process dies mid-stream, the process that releases its holds charges each of these
+streams for what it had delivered at the last report — a lower bound of what its client received,
+so a crash never bills more than was sent, and no longer bills nothing at all.
 """
 
 from __future__ import annotations

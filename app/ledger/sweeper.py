@@ -99,8 +99,10 @@ class HoldSweeper:
             try:
                 released += len(future.result(timeout=SETTLE_TIMEOUT).held_by)
             except LedgerError as exc:  # a stream it reported was charged after all: release without charging
-                log.warning("could not charge the abandoned streams of team %s (%s); releasing their holds", team_id, exc)
-                released += len(self._release(team_id, names[team_id], dead, []).result(timeout=SETTLE_TIMEOUT).held_by)
+                log.warning("could not charge the abandoned streams of team %s (%s); releasing their holds",
+                            team_id, exc)
+                again = self._release(team_id, names[team_id], dead, [])
+                released += len(again.result(timeout=SETTLE_TIMEOUT).held_by)
         self._registry.forget(dead)  # not reached if a release failed: the next sweep tries again
         log.warning("gateway process(es) %s stopped answering: %d hold(s) and lease(s) released, %d stream(s) "
                     "charged for what they had delivered", ", ".join(dead), released,
@@ -130,7 +132,7 @@ class HoldSweeper:
     def _safely(action: Callable[[], object], what: str) -> None:
         try:
             action()
-        except (PersistenceError, psycopg_errors.Error, sqlite3.Error, LedgerUnavailable) as exc:  # the database is away
+        except (PersistenceError, psycopg_errors.Error, sqlite3.Error, LedgerUnavailable) as exc:  # database away
             log.warning("%s failed (%s); trying again later", what, str(exc).strip() or type(exc).__name__)
         except Exception:
             log.exception("%s failed; trying again later", what)

@@ -35,7 +35,6 @@ from typing import Any, Generic, TypeAlias, TypeVar
 from uuid import UUID
 
 from app.observability import metrics
-
 from domain.ledger import AlreadyCharged, InsufficientCredits, LedgerError, TeamLedger, TeamNotFound, TeamSuspended
 from projections.event_store import LedgerStore
 from projections.read_models import IdempotentResponse
@@ -248,15 +247,19 @@ class LedgerWriter:
                 self._failed(str(exc))
                 self._fail(batch, LedgerUnavailable(f"the ledger could not be written: {exc}"))
                 return
-            self._teams.update(written)
-            if self._on_commit is not None:
-                self._on_commit()
-            for item, value, refusal in outcomes:
-                _answer(item.future, value, refusal)
+            self._committed(written, outcomes)
             return
         log.error("ledger batch of %d command(s) could still not be saved after %d attempts (last: %s)",
                   len(batch), self.max_attempts, last_conflict)
         self._fail(batch, LedgerUnavailable("the ledger kept conflicting with another writer; try again"))
+
+    def _committed(self, written: dict[UUID, TeamLedger], outcomes: list[_Outcome]) -> None:
+        """The batch is durable: keep its teams, and only now tell each caller what it decided."""
+        self._teams.update(written)
+        if self._on_commit is not None:
+            self._on_commit()
+        for item, value, refusal in outcomes:
+            _answer(item.future, value, refusal)
 
     def _decide(self, batch: list[_Queued[Any]]) -> tuple[dict[UUID, TeamLedger | None], list[_Outcome],
                                                            list[IdempotentResponse]]:

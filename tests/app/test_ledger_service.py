@@ -7,15 +7,30 @@ from decimal import Decimal
 
 import pytest
 
-from app.errors import (Conflict, InsufficientCreditsError, InvalidRequest, NotFound, PermissionDenied,
-                        ServiceUnavailable)
+from app.errors import (
+    Conflict,
+    InsufficientCreditsError,
+    InvalidRequest,
+    NotFound,
+    PermissionDenied,
+    ServiceUnavailable,
+)
 from app.keys import hash_key
 from app.ledger.refusals import refusal
 from app.ledger.results import AnswerToStore, Limits
 from app.ledger.service import LedgerService, TeamRequest
 from app.ledger.writer import LedgerUnavailable, LedgerWriter, RefusedByStore
-from domain.ledger import (InsufficientCredits, InvalidTeamName, KeyNotFound, LedgerError, RequestInProgress,
-                           TeamAlreadyExists, TeamNotFound, TeamSuspended, team_id)
+from domain.ledger import (
+    InsufficientCredits,
+    InvalidTeamName,
+    KeyNotFound,
+    LedgerError,
+    RequestInProgress,
+    TeamAlreadyExists,
+    TeamNotFound,
+    TeamSuspended,
+    team_id,
+)
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from projections.audit import verify_ledger
 from projections.event_store import open_ledger_store
@@ -52,11 +67,11 @@ def request(request_id: str) -> TeamRequest:
 
 def test_a_hold_then_its_charge_answer_what_the_team_has_after_each(ledger, store):
     held = ledger.hold(request("r1"), 5_000_000, owner="me").result()
-    assert held.available == 10**9 - 5_000_000 and held.stored_answer is None
+    assert (held.available, held.stored_answer) == (10**9 - 5_000_000, None)
     charged = ledger.charge(request("r1"), USAGE, PRICE, PER_USD).result()
     cost = cost_in_micros(USAGE, PRICE, PER_USD)
-    assert charged.event.charged == cost and charged.event.balance_after == 10**9 - cost
-    assert charged.lease_left is None and charged.answer is None
+    assert (charged.event.charged, charged.event.balance_after) == (cost, 10**9 - cost)
+    assert (charged.lease_left, charged.answer) == (None, None)
     assert store.find_charge(team_id("acme"), "r1").charged == cost
     assert verify_ledger(store).ok
 
@@ -68,7 +83,8 @@ def test_a_charge_that_stores_its_answer_returns_the_body_it_stored(ledger, stor
     charged = ledger.charge(request("r1"), USAGE, PRICE, PER_USD, answer=answer).result()
     assert charged.answer == f'{{"charged": {charged.event.charged}}}'.encode()
     stored = ledger.stored_answer(team_id("acme"), "K")
-    assert stored is not None and stored.response == b"prefix:" + charged.answer and stored.request_id == "r1"
+    assert stored is not None
+    assert (stored.response, stored.request_id) == (b"prefix:" + charged.answer, "r1")
 
 
 def test_a_hold_under_a_key_served_before_is_its_stored_answer_and_holds_nothing(ledger, store):
@@ -78,7 +94,8 @@ def test_a_hold_under_a_key_served_before_is_its_stored_answer_and_holds_nothing
     balance = ledger.team_summary("acme").balance
 
     again = ledger.hold(request("r2"), 1_000, owner="me", idem_key="K").result()
-    assert again.stored_answer is not None and again.stored_answer.request_id == "r1"
+    assert again.stored_answer is not None
+    assert again.stored_answer.request_id == "r1"
     assert again.available == balance
     assert ledger.team_summary("acme").held == 0
 
@@ -152,8 +169,8 @@ def test_administration_refuses_with_the_domain_s_errors(ledger):
 @pytest.mark.parametrize(("refused", "told", "status", "message"), [
     (TeamSuspended("acme"), PermissionDenied, 403, "Team 'acme' is suspended."),
     (InsufficientCredits("acme", 2_500_000, 1_000_000), InsufficientCreditsError, 402,
-     "Insufficient credits: this request can cost up to 2.5 credits but team 'acme' has 1 available. "
-     "Add credits or lower max_tokens."),
+     ("Insufficient credits: this request can cost up to 2.5 credits but team 'acme' has 1 available. "
+      "Add credits or lower max_tokens.")),
     (RequestInProgress("acme", "r1"), Conflict, 409,
      "A request with this Idempotency-Key is still in progress; retry when it has finished."),
     (TeamNotFound("ghost"), NotFound, 404, "team 'ghost' does not exist"),
@@ -165,7 +182,8 @@ def test_administration_refuses_with_the_domain_s_errors(ledger):
 ])
 def test_every_refusal_is_told_by_the_one_table(refused, told, status, message):
     error = refusal(refused)
-    assert type(error) is told and error.status == status and error.message == message
+    assert type(error) is told
+    assert (error.status, error.message) == (status, message)
 
 
 def test_a_retry_in_progress_is_told_to_come_back_shortly():

@@ -14,10 +14,10 @@ from typing import Any, Literal
 
 from litestar import Request
 
-from app.ledger.results import TeamSummary
 from app.errors import AuthenticationFailed, PermissionDenied
 from app.http.routes.admin_common import is_admin_key, ledger_call
 from app.http.routes.auth import presented_key
+from app.ledger.results import TeamSummary
 from app.runtime import Runtime
 
 

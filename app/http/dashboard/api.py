@@ -18,7 +18,7 @@ from litestar.datastructures import CacheControlHeader
 from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
 
-from app.ledger import queries
+from app.errors import InvalidRequest
 from app.http.dashboard.access import identify, readable_team, viewer_of
 from app.http.dashboard.views import (
     HistoryView,
@@ -30,9 +30,9 @@ from app.http.dashboard.views import (
     team_view,
     usage_view,
 )
-from app.errors import InvalidRequest
 from app.http.routes.admin_common import json_response, ledger_call
 from app.http.routes.paging import check_limit, check_page
+from app.ledger import queries
 from app.runtime import Runtime
 
 _EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}

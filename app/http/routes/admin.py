@@ -13,7 +13,6 @@ import msgspec
 from litestar import Request, Response, Router, get, post, put
 
 from app.errors import InvalidRequest
-from app.ledger.results import TeamSummary
 from app.http.routes.admin_common import (
     check_models,
     credits_param,
@@ -26,12 +25,23 @@ from app.http.routes.admin_common import (
     team_fields,
 )
 from app.http.routes.admin_policies import policy_handlers
-from app.http.routes.answers import (HistoryPage, IssuedKey, KeyList, KeyModelsAnswer, RevokedKey, TeamAnswer, TeamList,
-                               TeamWithKeys, UsageAnswer, answers)
+from app.http.routes.answers import (
+    HistoryPage,
+    IssuedKey,
+    KeyList,
+    KeyModelsAnswer,
+    RevokedKey,
+    TeamAnswer,
+    TeamList,
+    TeamWithKeys,
+    UsageAnswer,
+    answers,
+)
 from app.http.routes.paging import check_page, check_since
 from app.http.routes.request_body import request_json, validate
-from app.runtime import Runtime
 from app.ledger.queries import history_page, usage
+from app.ledger.results import TeamSummary
+from app.runtime import Runtime
 
 
 class NewTeam(msgspec.Struct):

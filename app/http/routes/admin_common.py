@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 from litestar import Request, Response
 
 from app.errors import AuthenticationFailed, InvalidRequest, PermissionDenied
-from app.json import encode
 from app.http.routes.auth import presented_key
+from app.json import encode
 from app.ledger.refusals import refusal
 from app.ledger.results import KeySummary, Limits, TeamSummary
 from app.ledger.writer import LedgerUnavailable
