@@ -2,7 +2,8 @@
 
 In the manner of the eventsourcing library's example applications, each thing the gateway asks of
 a team's ledger is one method with a name and a signature, and its answer one frozen dataclass
-(``app/ledger/results.py``); the closures the writer runs live here and nowhere else. A refusal
+(``app/ledger/results.py``); the commands the gateway queues to the writer are written here and
+nowhere else (tests, to force faults, and the ledger benchmark still queue raw ones). A refusal
 is the domain's exception (``TeamSuspended``, ``InsufficientCredits``, …), never a way to return
 a result: a request already served under its Idempotency-Key is a ``Held`` with its stored answer.
 
