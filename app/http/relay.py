@@ -58,7 +58,12 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
         call.headers["x-tollgate-dropped-tools"] = ", ".join(exchange.dropped_tools)
         if call.bill.record is not None:
             call.bill.record.dropped_tools = list(exchange.dropped_tools)
-    if exchange.stream:
+    return await answer(call)
+
+
+async def answer(call: BilledCall) -> Response[bytes] | Stream:
+    """The held call's answer, streamed or plain as the client asked; settled whatever happens."""
+    if call.exchange.stream:
         return await _streamed(call)
     return await _answered(call)
 
@@ -67,13 +72,13 @@ async def _answered(call: BilledCall) -> Response[bytes]:
     """A plain request: the upstream's whole answer, decoded, charged, and rendered with its cost."""
     exchange = call.exchange
     async with call:
-        answer = await call.complete()
-        resp = exchange.decode(answer)
+        raw = await call.complete()
+        resp = exchange.decode(raw)
         usage = resp.usage
         if usage is None:  # the upstream did not say: bill what it answered, counted here
             c.deliver_answer(resp.parts, call.delivered)
             usage = resp.usage = call.delivered.usage()
-        body = await call.charge(usage, lambda fields: encode(exchange.render(answer, resp, fields)))
+        body = await call.charge(usage, lambda fields: encode(exchange.render(raw, resp, fields)))
     return Response(body, headers=call.headers, media_type="application/json")
 
 
