@@ -60,21 +60,33 @@ class BilledCall:
     Made by :func:`hold` only, once the hold is placed; the block that enters it must follow the
     hold with no await in between, so that nothing can come between a hold and its settlement."""
 
+    __slots__ = ("_delivered", "_prompt_tokens", "_runtime", "_slot", "_stream", "bill", "exchange", "headers",
+                 "phase", "transcript")
+
     def __init__(self, runtime: Runtime, bill: RequestBill, exchange: Exchange, headers: dict[str, str],
                  prompt_tokens: int, slot: StreamSlot | None) -> None:
         self.bill = bill
         self.exchange = exchange
         #: The answer's headers: rate limits, the request id, what was dropped from the request.
         self.headers = headers
-        #: What the client was sent, counted with the model's rules: the bill of a stream that ended
-        #: early, and of an answer whose upstream reported no usage.
-        self.delivered = Delivered(model_rules(bill.model, runtime.upstreams[bill.model.id].wire), prompt_tokens)
         #: Where an idempotent stream's frames are kept, to be stored with its charge.
         self.transcript: list[bytes] | None = [] if bill.idempotency is not None else None
         self.phase = Phase.HELD
         self._runtime = runtime
         self._slot = slot
         self._stream: RawStream | None = None
+        self._prompt_tokens = prompt_tokens
+        self._delivered: Delivered | None = None
+
+    @property
+    def delivered(self) -> Delivered:
+        """What the client was sent, counted with the model's rules: the bill of a stream that ended
+        early, and of an answer whose upstream reported no usage (made when first asked for: most
+        plain answers never need it)."""
+        if self._delivered is None:
+            rules = model_rules(self.bill.model, self._runtime.upstreams[self.bill.model.id].wire)
+            self._delivered = Delivered(rules, self._prompt_tokens)
+        return self._delivered
 
     async def __aenter__(self) -> BilledCall:
         return self
