@@ -14,7 +14,7 @@ cares to send.
 
 A client that stops reading an answer is cut off below, by the HTTP protocol
 (``app/http/protocol.py``); its :class:`ClientTooSlow` ends the request here, quietly: the
-connection is already gone, and a stream's relay bills what was sent (``app/http/routes/flow.py``).
+connection is already gone, and a stream's relay bills what was sent (``app/http/relay.py``).
 """
 
 from __future__ import annotations

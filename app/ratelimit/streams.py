@@ -72,8 +72,6 @@ class StreamSlot:
     key_id: str
     member: str = field(default_factory=lambda: secrets.token_hex(8))
     in_redis: bool = False
-    #: Its stream's relay began: the relay gives the slot back when it ends.
-    relayed: bool = False
     released: bool = False
 
     async def release(self) -> None:

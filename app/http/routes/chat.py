@@ -1,7 +1,7 @@
 """POST /v1/chat/completions: OpenAI Chat Completions, billed to the caller's team.
 
 The path of a request: authenticate → parse the fields Tollgate reads → find the model → the
-billed call (``app/http/routes/flow.py``): size the prompt, plan what goes upstream (the body as it came,
+billed call (``app/http/relay.py``): size the prompt, plan what goes upstream (the body as it came,
 to a chat upstream; translated, to any other), hold the worst case, call, charge, answer with
 ``usage.cost`` and ``usage.remaining``.
 """
@@ -16,10 +16,10 @@ from litestar.response import Stream
 
 from domain import endpoints
 from app.errors import InvalidRequest, ModelNotFound
+from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
-from app.http.routes.flow import billed, check_output_limit
 from app.http.routes.request_counts import check_counts
-from app.http.routes.request_body import check_positive, read_json_object, require, validate
+from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 from domain.settings import Settings
 
@@ -78,6 +78,6 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     check_output_limit(chat.max_completion_tokens, model, "max_completion_tokens")
     requested = chat.max_completion_tokens or chat.max_tokens
     choices = chat.n or 1  # every choice may use the whole output allowance
-    return await billed(runtime, request, principal, model, "chat", body, raw,
-                        max_output=(requested or model.max_output_tokens) * choices,
-                        requested_output=(requested or 0) * choices)
+    return await serve(runtime, request, principal, model, "chat", body, raw,
+                       max_output=(requested or model.max_output_tokens) * choices,
+                       requested_output=(requested or 0) * choices)

@@ -10,7 +10,7 @@ built-in tool the model refuses) leaves the team's money as it was:
 - **Translated** otherwise, through the canonical model: the client's codec reads the request,
   the upstream's codec writes it, and the answer goes back the same way, tool names mapped back.
 
-Either way the billed call (``app/http/routes/flow.py``) sees one :class:`Exchange`: a body to send, a
+Either way the relay (``app/http/relay.py``) sees one :class:`Exchange`: a body to send, a
 decoder for a whole answer, a reader for stream events and a writer for the client's frames.
 """
 

@@ -18,11 +18,11 @@ from domain import endpoints
 from app.errors import InvalidRequest, ModelNotFound
 from app.json import encode
 from app.keys import Principal
+from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
-from app.http.routes.flow import billed, check_output_limit
 from app.http.routes.prompt_size import count_prompt
 from app.http.routes.request_counts import check_counts
-from app.http.routes.request_body import check_positive, read_json_object, require, validate
+from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 from domain.settings import Model
 
@@ -61,8 +61,8 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
     check_output_limit(parsed.max_tokens, model, "max_tokens")
     if parsed.temperature is not None and not 0 <= parsed.temperature <= 1:
         raise InvalidRequest(f"temperature: must be between 0 and 1, got {parsed.temperature}.", param="temperature")
-    return await billed(runtime, request, principal, model, "messages", body, await request.body(),
-                        max_output=parsed.max_tokens, requested_output=parsed.max_tokens)
+    return await serve(runtime, request, principal, model, "messages", body, await request.body(),
+                       max_output=parsed.max_tokens, requested_output=parsed.max_tokens)
 
 
 @post("/v1/messages/count_tokens", status_code=200)

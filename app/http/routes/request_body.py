@@ -11,6 +11,7 @@ from litestar import Request
 
 from app.errors import InvalidRequest
 from app.json import decode
+from domain.settings import Model
 
 T = TypeVar("T")
 
@@ -78,3 +79,10 @@ def validate(body: dict[str, Any], schema: type[T]) -> T:
 def check_positive(value: int | None, name: str) -> None:
     if value is not None and value < 1:
         raise InvalidRequest(f"Invalid '{name}': expected a value >= 1, but got {value} instead.", param=name)
+
+
+def check_output_limit(requested: int | None, model: Model, param: str) -> None:
+    """An output limit above what the model can produce is a client error, not a silent clamp."""
+    if requested is not None and requested > model.max_output_tokens:
+        raise InvalidRequest(f"'{param}' is {requested}, but the model `{model.id}` produces at most "
+                             f"{model.max_output_tokens} output tokens.", param=param)

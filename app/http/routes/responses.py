@@ -15,10 +15,10 @@ from litestar.response import Stream
 
 from domain import endpoints
 from app.errors import ModelNotFound
+from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
-from app.http.routes.flow import billed, check_output_limit
 from app.http.routes.request_counts import check_counts
-from app.http.routes.request_body import check_positive, read_json_object, require, validate
+from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
 from app.runtime import Runtime
 
 
@@ -55,6 +55,6 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
         raise ModelNotFound(parsed.model)
     authorize(principal, model.id, endpoints.RESPONSES)
     check_output_limit(parsed.max_output_tokens, model, "max_output_tokens")
-    return await billed(runtime, request, principal, model, "responses", body, raw,
-                        max_output=parsed.max_output_tokens or model.max_output_tokens,
-                        requested_output=parsed.max_output_tokens or 0)
+    return await serve(runtime, request, principal, model, "responses", body, raw,
+                       max_output=parsed.max_output_tokens or model.max_output_tokens,
+                       requested_output=parsed.max_output_tokens or 0)

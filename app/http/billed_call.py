@@ -1,0 +1,250 @@
+"""One billed call: the hold placed, the upstream called, then a charge or a release — exactly once.
+
+A request's money moves in three steps whatever its endpoint: a hold for its worst case before it
+goes upstream, then either a charge for what it used or a release of the hold. Between the hold and
+the settlement anything can happen: the upstream refuses or breaks off mid-stream, the client hangs
+up, the task is cancelled, the ledger cannot be written, a translation fails. Each of those must end
+in one settlement, never none (a hold left to expire) and never two (a request charged twice).
+
+So the call is an async context manager, and its phase is the one record of what has happened:
+
+- ``HELD``: the hold is placed and nothing of the answer has reached the client. Leaving the block
+  in this phase — an upstream error, a cancellation, any exception — releases the hold (awaited: the
+  client is still waiting for its error answer).
+- ``DELIVERING``: a stream is open and frames may have gone out. Leaving in this phase means the
+  stream ended early (the client hung up, was cut off, or the relay failed): what was delivered is
+  charged, or the hold released, without waiting — the client is gone.
+- ``SETTLED``: a charge or release was handed to :class:`~app.ledger.billing.Billing`, which owns
+  the outcome from then on (a charge cut off half-way is still made; one the ledger cannot record
+  is owed), so leaving does nothing more.
+
+Leaving also gives a stream's slot back (before the stream's last byte, so a client that opens its
+next stream at once finds it free) and closes the upstream's stream. The relay
+(``app/http/relay.py``) says what happened; this module decides what it costs.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+import anyio
+from litestar import Request, Response
+
+from app.errors import GatewayError, InvalidRequest
+from app.http.routes.exchange import Exchange
+from app.http.routes.prompt_size import model_rules
+from app.keys import Principal
+from app.ledger.billing import Idempotency, RequestBill
+from app.observability.record import current_record, new_request_id
+from app.ratelimit.streams import StreamSlot
+from app.runtime import Runtime
+from app.tokens.delivered import Delivered
+from app.upstream import RawStream
+from domain.pricing import TokenUsage
+from domain.settings import Model
+
+
+class Phase(enum.Enum):
+    HELD = "held"
+    DELIVERING = "delivering"
+    SETTLED = "settled"
+
+
+class BilledCall:
+    """A held request on its way to the upstream and back; ``async with`` it to have it settled.
+
+    Made by :func:`hold` only, once the hold is placed; the block that enters it must follow the
+    hold with no await in between, so that nothing can come between a hold and its settlement."""
+
+    __slots__ = ("_delivered", "_prompt_tokens", "_runtime", "_slot", "_stream", "bill", "exchange", "headers",
+                 "phase", "transcript")
+
+    def __init__(self, runtime: Runtime, bill: RequestBill, exchange: Exchange, headers: dict[str, str],
+                 prompt_tokens: int, slot: StreamSlot | None) -> None:
+        self.bill = bill
+        self.exchange = exchange
+        #: The answer's headers: rate limits, the request id, what was dropped from the request.
+        self.headers = headers
+        #: Where an idempotent stream's frames are kept, to be stored with its charge.
+        self.transcript: list[bytes] | None = [] if bill.idempotency is not None else None
+        self.phase = Phase.HELD
+        self._runtime = runtime
+        self._slot = slot
+        self._stream: RawStream | None = None
+        self._prompt_tokens = prompt_tokens
+        self._delivered: Delivered | None = None
+
+    @property
+    def delivered(self) -> Delivered:
+        """What the client was sent, counted with the model's rules: the bill of a stream that ended
+        early, and of an answer whose upstream reported no usage (made when first asked for: most
+        plain answers never need it)."""
+        if self._delivered is None:
+            rules = model_rules(self.bill.model, self._runtime.upstreams[self.bill.model.id].wire)
+            self._delivered = Delivered(rules, self._prompt_tokens)
+        return self._delivered
+
+    async def __aenter__(self) -> BilledCall:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        """The one place an unsettled call is settled, however the block was left."""
+        phase, self.phase = self.phase, Phase.SETTLED
+        try:
+            if phase is Phase.HELD:
+                await self._runtime.billing.release(self.bill, "upstream failed")
+            elif phase is Phase.DELIVERING:
+                self._settle_soon()
+        finally:
+            if self._slot is not None:
+                await give_back(self._slot)
+            if self._stream is not None:
+                await close_quietly(self._stream)
+
+    async def complete(self) -> dict[str, Any]:
+        """The upstream's whole answer (a plain request)."""
+        upstream = self._runtime.upstreams[self.bill.model.id]
+        try:
+            return await upstream.complete(self.exchange.body, self.exchange.headers)
+        except GatewayError as exc:
+            self._verbatim(exc)
+            raise
+
+    async def open_stream(self) -> RawStream:
+        """The upstream's stream, open: from here on the client may be sent part of the answer, which
+        is what an early end is billed for, and what a dead process is billed for by another
+        (the streams in flight, reported with the heartbeat)."""
+        upstream = self._runtime.upstreams[self.bill.model.id]
+        try:
+            self._stream = await upstream.open_stream(self.exchange.body, self.exchange.headers)
+        except GatewayError as exc:
+            self._verbatim(exc)
+            raise
+        self.phase = Phase.DELIVERING
+        if self.bill.record is not None:
+            self.bill.record.stream = True
+        self._runtime.in_flight.track(self.bill, self.delivered)
+        return self._stream
+
+    def _verbatim(self, exc: GatewayError) -> None:
+        """A request passed through gets the upstream's own error word for word (coding agents match
+        on it); a translated one gets the gateway's, in its own protocol."""
+        exc.verbatim = exc.upstream_wire is not None and exc.upstream_wire == self.exchange.passthrough_wire
+
+    async def charge(self, usage: TokenUsage, render: Callable[[dict[str, Any]], bytes]) -> bytes:
+        """Charge a whole answer; returns its body, which ``render`` makes from the charge's usage
+        fields (and which is stored under the request's Idempotency-Key)."""
+        self.phase = Phase.SETTLED
+        _, body = await self._runtime.billing.charge(self.bill, usage, lambda charge: render(charge.usage_fields()))
+        return body
+
+    async def charge_stream(self, usage: TokenUsage, final: Callable[[dict[str, Any]], list[bytes]]) -> bytes:
+        """Charge a finished stream and return its final frames, which report the charge (so it is
+        durable before they go out). ``final`` may run more than once (if the ledger must decide
+        again), so it must not change what it reads."""
+        self.phase = Phase.SETTLED
+        _, body = await self._runtime.billing.charge(
+            self.bill, usage, lambda charge: b"".join(final(charge.usage_fields())),
+            prefix=b"".join(self.transcript or ()), content_type="text/event-stream", delivered=True)
+        return body
+
+    async def settle_partial(self, exc: GatewayError) -> None:
+        """The upstream failed mid-stream (``exc``): bill what the client was sent (prompt and output
+        tokens), or release the hold if it was sent nothing."""
+        self.phase = Phase.SETTLED
+        record = self.bill.record
+        if record is not None:
+            record.upstream_failed(exc.upstream_kind)
+            record.failed(exc.message)
+        if self.delivered:
+            await self._runtime.billing.charge(self.bill, self.delivered.usage(), delivered=True)
+        else:
+            await self._runtime.billing.release(self.bill, "upstream failed mid-stream")
+
+    def _settle_soon(self) -> None:
+        """The client went away: bill what the gateway sent it, or release, without waiting. Frames
+        written just before the hang-up may never have reached the client; they are billed all the
+        same (the gateway cannot know, and the upstream produced them)."""
+        billing = self._runtime.billing
+        if self.bill.record is not None:
+            self.bill.record.failed("client disconnected")
+        if self.delivered:
+            billing.charge_soon(self.bill, self.delivered.usage())
+        else:
+            billing.release_soon(self.bill, "client disconnected")
+
+
+async def hold(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
+               endpoint: str, exchange: Exchange, raw_body: bytes, *, worst_case: int, admitted_tokens: int,
+               prompt_tokens: int) -> BilledCall | Response[bytes]:
+    """Take a stream's slot (429 over the concurrent-stream limits), admit the request against its
+    rate limits (``admitted_tokens``: its token estimate), then hold its ``worst_case``. Returns the
+    held call, or — for an Idempotency-Key whose request was served before — its stored answer,
+    charged nothing more. The slot goes with the call; refused or replayed, it is given back here."""
+    slot = await runtime.streams.take(principal.key_id) if exchange.stream else None
+    held: BilledCall | Response[bytes] | None = None
+    try:
+        held = await _held(runtime, request, principal, model, endpoint, exchange, raw_body, worst_case,
+                           admitted_tokens, prompt_tokens, slot)
+        return held
+    finally:
+        if slot is not None and not isinstance(held, BilledCall):
+            await give_back(slot)
+
+
+async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
+                endpoint: str, exchange: Exchange, raw_body: bytes, worst_case: int, admitted_tokens: int,
+                prompt_tokens: int, slot: StreamSlot | None) -> BilledCall | Response[bytes]:
+    """With an Idempotency-Key, the ledger is asked for the key's stored answer against the very
+    team state the hold is decided on (``Billing.hold``), so no retry slips between a charge and
+    its stored answer."""
+    idem_key = request.headers.get("idempotency-key")
+    record = current_record()
+    idempotency = None
+    if idem_key is not None:
+        if not 0 < len(idem_key) <= 255:
+            raise InvalidRequest("The Idempotency-Key header must be 1 to 255 characters long.")
+        idempotency = Idempotency(idem_key, hashlib.sha256(raw_body).hexdigest())
+    # Every attempt is a request of its own, also under an Idempotency-Key: the ledger serves one
+    # attempt per key at a time, a retry gets the stored answer of the one that completed, and once
+    # that answer expires a retry is a new request, charged under its own id.
+    request_id = record.request_id if record is not None else new_request_id()
+    admission = await runtime.limiter.admit(principal, admitted_tokens)
+    request.state.rate_limit_headers = admission.headers  # sent with any error from here on
+    bill = RequestBill(principal, model, request_id, endpoint, idempotency, admission, record=record)
+    headers = dict(admission.headers)
+    if record is not None:
+        record.request_id = request_id  # the id the charge records is the one the answer carries
+    else:
+        headers["x-request-id"] = request_id
+    try:
+        stored = await runtime.billing.hold(bill, worst_case)
+    except GatewayError:
+        runtime.limiter.correct_soon(admission, 0)  # refused before any token was used
+        raise
+    if stored is None:
+        return BilledCall(runtime, bill, exchange, headers, prompt_tokens, slot)
+    runtime.limiter.correct_soon(admission, 0)  # a replay uses no tokens
+    if record is not None:
+        record.request_id = stored.request_id  # the answer is the original request's, under its id
+    else:
+        headers["x-request-id"] = stored.request_id
+    return Response(stored.response, media_type=stored.content_type,
+                    headers={**headers, "idempotent-replayed": "true"})
+
+
+async def give_back(slot: StreamSlot) -> None:
+    """Give a stream's slot back, even from a stream being cancelled (the client went away)."""
+    with anyio.CancelScope(shield=True):
+        await slot.release()
+
+
+async def close_quietly(stream: RawStream) -> None:
+    """Close the upstream's stream, even from a relay being cancelled."""
+    with anyio.CancelScope(shield=True):
+        await stream.aclose()

@@ -1,0 +1,174 @@
+"""The billed request, shared by every generation endpoint: size, plan, hold, call, charge, answer.
+
+Endpoints differ only in how they parse and authorise a request (``app/http/routes/``); what goes
+upstream and what comes back is an :class:`~app.http.routes.exchange.Exchange`, whose codec either
+passes the upstream's answer through or translates it, and the money moves the same way for all of
+them, plain or streamed, inside one :class:`~app.http.billed_call.BilledCall`. So a change to how a
+request is billed is made here once, not once per endpoint or per protocol pair.
+
+For a stream, the charge is durable before the final frames that report it, and a stream that ends
+early is billed for what was delivered, or released (the call decides; the relay only says what
+happened).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from litestar import Request, Response
+from litestar.response import Stream
+
+from app.errors import GatewayError
+from app.http.billed_call import BilledCall, hold
+from app.http.routes.exchange import plan
+from app.http.routes.prompt_size import measure_prompt
+from app.json import encode
+from app.keys import Principal
+from app.runtime import Runtime
+from app.tokens import Protocol as Wire
+from app.tokens.delivered import Delivered
+from app.translate import canonical as c
+from domain import endpoints
+from domain.pricing import TokenUsage
+from domain.settings import Model
+
+SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+ENDPOINTS: dict[str, str] = {"chat": endpoints.CHAT, "responses": endpoints.RESPONSES, "messages": endpoints.MESSAGES}
+
+
+async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
+                protocol: Wire, body: dict[str, Any], raw_body: bytes, *, max_output: int,
+                requested_output: int) -> Response[bytes] | Stream:
+    """Serve a request the caller may make: size its prompt, decide what goes upstream, hold its
+    worst case (``max_output`` output tokens; ``requested_output`` is what the client asked for, its
+    rate-limit estimate), then call and charge. Everything that can refuse it does so before the hold."""
+    wire = runtime.upstreams[model.id].wire
+    prompt_tokens = await measure_prompt(model, wire, body, protocol, len(raw_body))
+    exchange = plan(model, wire, protocol, body, request, prompt_tokens)
+    call = await hold(runtime, request, principal, model, ENDPOINTS[protocol], exchange, raw_body,
+                      worst_case=runtime.billing.worst_case(model, prompt_tokens, max_output),
+                      admitted_tokens=prompt_tokens + requested_output, prompt_tokens=prompt_tokens)
+    if not isinstance(call, BilledCall):
+        return call  # the stored answer of the request served before under this Idempotency-Key
+    if protocol == "messages":
+        call.headers["request-id"] = call.bill.request_id
+    if exchange.dropped_tools:
+        call.headers["x-tollgate-dropped-tools"] = ", ".join(exchange.dropped_tools)
+        if call.bill.record is not None:
+            call.bill.record.dropped_tools = list(exchange.dropped_tools)
+    return await answer(call)
+
+
+async def answer(call: BilledCall) -> Response[bytes] | Stream:
+    """The held call's answer, streamed or plain as the client asked; settled whatever happens."""
+    if call.exchange.stream:
+        return await _streamed(call)
+    return await _answered(call)
+
+
+async def _answered(call: BilledCall) -> Response[bytes]:
+    """A plain request: the upstream's whole answer, decoded, charged, and rendered with its cost."""
+    exchange = call.exchange
+    async with call:
+        raw = await call.complete()
+        resp = exchange.decode(raw)
+        usage = resp.usage
+        if usage is None:  # the upstream did not say: bill what it answered, counted here
+            c.deliver_answer(resp.parts, call.delivered)
+            usage = resp.usage = call.delivered.usage()
+        body = await call.charge(usage, lambda fields: encode(exchange.render(raw, resp, fields)))
+    return Response(body, headers=call.headers, media_type="application/json")
+
+
+async def _streamed(call: BilledCall) -> Stream:
+    """Start the relay before answering: the upstream's refusal to open the stream is then an
+    ordinary error answer, and a started generator is always closed (by the fast path once the answer
+    ended, ``app/http/hot_paths.py``; by the event loop's finalizer if nobody iterates it, e.g. the
+    client left before the headers), so its call is always settled, whereas one that never started
+    would never leave its ``async with``."""
+    relay = _relay(call)
+    if call.transcript is not None:
+        relay = _recorded(relay, call.transcript)
+    first = await relay.__anext__()
+    return Stream(_prepend(first, relay), media_type="text/event-stream", headers={**call.headers, **SSE_HEADERS})
+
+
+async def _relay(call: BilledCall) -> AsyncGenerator[bytes, None]:
+    """Relay the upstream's events as the client's frames, as they come, through the exchange's
+    codec (its reader: the upstream's events as canonical ones; its writer: the client's frames);
+    charge before the final frames, which carry the cost. What the client was sent is noted once its
+    frames have gone out (the generator resumed after them), so a stream that ends early — the
+    client hung up, or was cut off for reading nothing (``write_timeout``) — is billed for exactly that."""
+    async with call:
+        reader, writer = call.exchange.reader(), call.exchange.writer()
+        stream = await call.open_stream()
+        for frame in writer.start():
+            yield frame
+        delivered = call.delivered
+        reported = _Reported()
+        try:
+            async for raw in stream:
+                content = reported.content(reader.events(raw), delivered)
+                for frame in writer.write(raw, content):
+                    yield frame
+                for event in content:
+                    c.deliver(event, delivered)
+        except GatewayError as exc:
+            # The upstream failed after the stream began: bill what was delivered, then say so in-stream.
+            await call.settle_partial(exc)
+            for frame in writer.error(exc):
+                yield frame
+            return
+        charged, reasoning = reported.usage or delivered.usage(), reported.reasoning
+        try:
+            final = await call.charge_stream(
+                charged, lambda extra: copy.deepcopy(writer).finish(charged, reasoning, extra))
+        except GatewayError as exc:  # the hold stays open and visible; the client is told nothing was billed
+            for frame in writer.error(exc):
+                yield frame
+            return
+        yield final
+
+
+class _Reported:
+    """What the upstream said a stream used: its final count once it gave one; its partial counts
+    (Anthropic's input tokens at the start) go to what was delivered, the bill of an early end."""
+
+    __slots__ = ("reasoning", "usage")
+
+    def __init__(self) -> None:
+        self.usage: TokenUsage | None = None
+        self.reasoning = 0
+
+    def content(self, events: list[c.Event], delivered: Delivered) -> list[c.Event]:
+        """The events that are the answer's content, the usage reports taken out and noted."""
+        content: list[c.Event] = []
+        for event in events:
+            if isinstance(event, c.UsageReported):
+                delivered.reported = event.usage
+                if not event.partial:
+                    self.usage, self.reasoning = event.usage, event.reasoning_tokens
+            else:
+                content.append(event)
+        return content
+
+
+async def _recorded(relay: AsyncGenerator[bytes, None], transcript: list[bytes]) -> AsyncGenerator[bytes, None]:
+    """The frames an idempotent stream handed on, kept to be stored with its charge."""
+    try:
+        async for frame in relay:
+            transcript.append(frame)
+            yield frame
+    finally:
+        await relay.aclose()  # closing this closes the relay (which settles its call)
+
+
+async def _prepend(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
+    try:
+        yield first
+        async for frame in rest:
+            yield frame
+    finally:
+        await rest.aclose()  # closing the stream's iterator closes the relay
