@@ -120,7 +120,11 @@ class Model(_Strict):
     default_effort_level: str = "medium"
     #: The reasoning effort levels offered; a request's effort is mapped to the nearest of them.
     effort_levels: list[EffortLevel] = msgspec.field(
-        default_factory=lambda: [EffortLevel("low", "Low"), EffortLevel("medium", "Medium"), EffortLevel("high", "High")]
+        default_factory=lambda: [
+            EffortLevel("low", "Low"),
+            EffortLevel("medium", "Medium"),
+            EffortLevel("high", "High"),
+        ]
     )
     #: The Unix time `GET /v1/models` lists as `created` (0: when the gateway started).
     created: int = 0
@@ -266,7 +270,7 @@ def parse_settings(text: str, origin: str, environ: Mapping[str, str] | None = N
     return settings
 
 
-_AT_PATH = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_AT_PATH = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 
 
 def _config_error_from(origin: str, message: str) -> ConfigError:
@@ -304,7 +308,9 @@ def _check_semantics(settings: Settings, origin: str) -> None:
     if settings.hold_timeout <= 0:
         fail("hold_timeout", "must be greater than 0 (seconds)")
     if settings.instance_dead_after < 6:
-        fail("instance_dead_after", "must be at least 6 (seconds: two heartbeats), or live processes are taken for dead")
+        fail(
+            "instance_dead_after", "must be at least 6 (seconds: two heartbeats), or live processes are taken for dead"
+        )
     if settings.idempotency_ttl <= 0:
         fail("idempotency_ttl", "must be greater than 0 (seconds)")
     if settings.lease_idle_seconds <= 0:
@@ -378,10 +384,13 @@ def _check_deployments(model: Model, index: int, fail: Callable[[str, str], None
         if first is None:
             first = (where, upstream)
         elif upstream.wire != first[1].wire:
-            fail(f"{where}.kind", f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
-                                  f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
-                                  f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
-                                  f"anthropic: messages)")
+            fail(
+                f"{where}.kind",
+                f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
+                f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
+                f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
+                f"anthropic: messages)",
+            )
     count = len(model.deployments)
     if model.max_attempts is not None and not 1 <= model.max_attempts <= count:
         fail(f"{key}.max_attempts", f"must be between 1 and the number of deployments ({count})")

@@ -42,7 +42,9 @@ class WriterLock:
     @contextlib.contextmanager
     def held(self) -> Iterator[bool]:
         """Hold the lock for the block; yields whether it is really held."""
-        take, give = (self._flock, self._unflock) if self._database.kind == "sqlite" else (self._lock_pg, self._unlock_pg)
+        take, give = (
+            (self._flock, self._unflock) if self._database.kind == "sqlite" else (self._lock_pg, self._unlock_pg)
+        )
         try:
             take()
         except Exception as exc:

@@ -159,7 +159,10 @@ def environment_rows() -> list[tuple[str, str]]:
         (f"`{CONFIG_ENV}`", "The configuration file, for a command given no `--config`."),
         (f"`{schema.DATABASE_URL_ENV}`", "Overrides `database_url` (so the password need not be in the file)."),
         (f"`{schema.REDIS_URL_ENV}`", "Overrides `redis_url`."),
-        (f"`{admin_env}`, or the variable `admin_key_env` names", "The admin API's key; the admin API is off while it is unset."),
+        (
+            f"`{admin_env}`, or the variable `admin_key_env` names",
+            "The admin API's key; the admin API is off while it is unset.",
+        ),
         ("the variable each `api_key_env` names", "That deployment's provider key."),
     ]
 
@@ -192,7 +195,9 @@ def replace_section(readme: str, reference: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.config_reference", description=__doc__.split("\n")[0])
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--check", metavar="README", help="exit 1 if this file's reference is not what the schema generates")
+    action.add_argument(
+        "--check", metavar="README", help="exit 1 if this file's reference is not what the schema generates"
+    )
     action.add_argument("--write", metavar="README", help="replace this file's reference with the generated one")
     args = parser.parse_args(argv)
     reference = render()

@@ -23,8 +23,6 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from projections.store_errors import VersionConflict
-
 from app.ledger.admin import create_team
 from app.ledger.writer import LedgerWriter
 from domain.ledger import team_id
@@ -32,8 +30,9 @@ from domain.pricing import Price, TokenUsage
 from projections.database import Database
 from projections.event_store import LedgerStore, open_ledger_store
 from projections.history import HistoryProjection
+from projections.store_errors import VersionConflict
 
-PRICE = Price(Decimal("2.5"), Decimal("10"), Decimal("3.125"), Decimal("1.25"))
+PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
 USAGE = TokenUsage(input_tokens=500, output_tokens=200)
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -119,7 +118,9 @@ def fresh_database(kind: str, directory: Path) -> str | None:
     try:
         import psycopg
 
-        with psycopg.connect(Database.from_url(PG_ADMIN, directory).conninfo(), autocommit=True, connect_timeout=3) as c:
+        with psycopg.connect(
+            Database.from_url(PG_ADMIN, directory).conninfo(), autocommit=True, connect_timeout=3
+        ) as c:
             name = "tg_bench_" + uuid.uuid4().hex[:8]
             c.execute(f'CREATE DATABASE "{name}"')
         return f"postgresql://postgres@127.0.0.1:5432/{name}"
@@ -132,7 +133,7 @@ def drop_database(url: str) -> None:
     if url.startswith("postgresql"):
         import psycopg
 
-        with psycopg.connect(Database.from_url(PG_ADMIN, Path(".")).conninfo(), autocommit=True) as c:
+        with psycopg.connect(Database.from_url(PG_ADMIN, Path()).conninfo(), autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
 
 
@@ -161,7 +162,11 @@ def bench_backend(kind: str, requests: int, concurrency: int) -> dict[str, Any] 
         history.rebuild()
         elapsed = time.perf_counter() - started
         history.close()
-        results["rebuild"] = {"events": events, "seconds": round(elapsed, 3), "events_per_s": round(events / elapsed, 1)}
+        results["rebuild"] = {
+            "events": events,
+            "seconds": round(elapsed, 3),
+            "events_per_s": round(events / elapsed, 1),
+        }
         store.close()
         drop_database(url)
         return results

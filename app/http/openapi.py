@@ -105,7 +105,9 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
         error = _OPENAI_ERROR if shape == "openai" else _ANTHROPIC_ERROR
         content: dict[str, Any] = {"application/json": {"schema": {"type": "object", "additionalProperties": True}}}
         if streams:
-            content["text/event-stream"] = {"schema": {"type": "string", "description": "server-sent events of the protocol"}}
+            content["text/event-stream"] = {
+                "schema": {"type": "string", "description": "server-sent events of the protocol"}
+            }
         operation.update({
             "summary": summary,
             "description": "Fields not listed are passed to the upstream untouched. Non-streaming answers carry "

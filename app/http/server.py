@@ -10,21 +10,21 @@ from typing import Any
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
 
+from app.errors import GatewayError, InvalidRequest, NotFound, RequestTooLarge
 from app.http.dashboard import dashboard_router
 from app.http.hot_paths import HotPaths
-from app.http.request_guard import RequestGuard
-from app.observability.access import Observed
-from app.observability.record import current_record
 from app.http.openapi import openapi_config
-from app.errors import GatewayError, InvalidRequest, NotFound, RequestTooLarge
-from app.json import encode
+from app.http.request_guard import RequestGuard
 from app.http.routes.admin import admin_router
 from app.http.routes.chat import chat_completions
 from app.http.routes.health import live, ready
-from app.http.routes.metrics import metrics
 from app.http.routes.messages import count_tokens, create_message
+from app.http.routes.metrics import metrics
 from app.http.routes.models import list_models, model_list_body
 from app.http.routes.responses import create_response
+from app.json import encode
+from app.observability.access import Observed
+from app.observability.record import current_record
 from app.runtime import Runtime
 from app.tokens.encoding import warm_up
 

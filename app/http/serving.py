@@ -35,8 +35,8 @@ def serve(settings: Settings, base_dir: Path, host: str, port: int, workers: int
         _serve_workers(settings, base_dir, host, port, workers, config_path)
         return
 
-    from app.runtime import build_runtime
     from app.http.server import create_asgi_app
+    from app.runtime import build_runtime
 
     configure_logging(settings.log_format, settings.log_level)
     runtime = build_runtime(settings, base_dir)
@@ -124,8 +124,8 @@ def app_from_environment() -> object:
     any loop runs."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from app.runtime import build_runtime
     from app.http.server import create_asgi_app
+    from app.runtime import build_runtime
 
     try:
         settings, base = load_settings(None)

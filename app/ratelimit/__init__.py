@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.errors import RateLimited, ServiceUnavailable
-from app.observability import metrics
 from app.keys import Principal
+from app.observability import metrics
 from domain.rate_limits import REQUESTS, TOKENS, Decision, Limit
 
 log = logging.getLogger("tollgate.ratelimit")

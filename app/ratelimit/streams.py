@@ -102,12 +102,17 @@ class StreamSlots:
     async def take(self, key_id: str) -> StreamSlot:
         """A slot for a stream of this key, or 429 if the process or the key has all it may have."""
         if len(self._open) >= self.per_process:
-            raise _refusal("process", f"This gateway process is serving its limit of {self.per_process} concurrent streams; "
-                           "please try again shortly.")
+            raise _refusal(
+                "process",
+                f"This gateway process is serving its limit of {self.per_process} concurrent streams; "
+                "please try again shortly.",
+            )
         slot = StreamSlot(self, key_id)
         if self._take is not None:
             try:
-                taken, open_now = await self._take(keys=[self._prefix + key_id], args=[self.per_key, SLOT_TTL, slot.member])
+                taken, open_now = await self._take(
+                    keys=[self._prefix + key_id], args=[self.per_key, SLOT_TTL, slot.member]
+                )
                 slot.in_redis = True
             except Exception as exc:  # Redis is down: this process keeps the limit alone meanwhile
                 log.warning("stream limits cannot be shared right now (%s): this process counts them alone", exc)
@@ -118,8 +123,11 @@ class StreamSlots:
             open_now = self._local.get(key_id, 0)
             taken = open_now < self.per_key
         if not taken:
-            raise _refusal("key", f"This API key has {open_now} streams open, its limit of {self.per_key} concurrent streams; "
-                           "please try again when one has ended.")
+            raise _refusal(
+                "key",
+                f"This API key has {open_now} streams open, its limit of {self.per_key} concurrent streams; "
+                "please try again when one has ended.",
+            )
         self._local[key_id] = self._local.get(key_id, 0) + 1
         self._open.add(slot)
         if slot.in_redis and self._renewer is None:

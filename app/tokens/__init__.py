@@ -6,8 +6,9 @@ protocol, ``encoding`` loads the tokenizer and ``image_size`` reads image header
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from app.tokens.counting import RULES, Rules
 from app.tokens.prompt import Tally, chat_prompt, messages_prompt, responses_prompt

@@ -15,7 +15,7 @@ import struct
 
 Size = tuple[int, int]
 
-_DATA_URL = re.compile(r"^data:[\w.+-]+/[\w.+-]+;base64,", re.S)
+_DATA_URL = re.compile(r"^data:[\w.+-]+/[\w.+-]+;base64,", re.DOTALL)
 _HEAD_CHARS = 4096  # base64 characters decoded first: 3 KB, enough for PNG, GIF, WebP and most JPEGs
 #: JPEG start-of-frame markers (they carry the size); C4 (DHT), C8 and CC are not frames.
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}

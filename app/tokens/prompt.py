@@ -28,7 +28,7 @@ _json = msgspec.json.Encoder()
 class Tally:
     """A running count under one model's rules, and the images it met (for the vision check)."""
 
-    __slots__ = ("rules", "total", "images")
+    __slots__ = ("images", "rules", "total")
 
     def __init__(self, rules: Rules) -> None:
         self.rules = rules

@@ -76,7 +76,9 @@ class UpstreamClient:
             self._loop = loop
         return session
 
-    async def post(self, url: str, content: bytes, headers: dict[str, str], timeouts: Timeouts) -> aiohttp.ClientResponse:
+    async def post(
+        self, url: str, content: bytes, headers: dict[str, str], timeouts: Timeouts
+    ) -> aiohttp.ClientResponse:
         """POST and return once the status and headers came; the body is left to read."""
         try:
             return await self._session_here().post(

@@ -68,8 +68,17 @@ def chat_stream() -> bytes:
     events = [chunk({"role": "assistant", "content": WORDS[0]} if i == 0 else {"content": w}, usage=None)
               for i, w in enumerate(WORDS)]
     events.append(chunk({}, "stop", usage=None))
-    events.append(chunk({}, choices=False, usage={"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
-                                                  "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}))
+    events.append(
+        chunk(
+            {},
+            choices=False,
+            usage={
+                "prompt_tokens": PROMPT_TOKENS,
+                "completion_tokens": COMPLETION_TOKENS,
+                "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+            },
+        )
+    )
     events.append(b"data: [DONE]\n\n")
     return _sse_response(events)
 
@@ -116,7 +125,7 @@ NOT_FOUND = _response("404 Not Found", "application/json", b'{"error":{"message"
 class FastUpstream(asyncio.Protocol):
     """One keep-alive connection: parse with httptools, answer each request with its pre-rendered bytes."""
 
-    __slots__ = ("transport", "parser", "url", "body")
+    __slots__ = ("body", "parser", "transport", "url")
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +67,9 @@ def _sanity(server: servers.Server, case: Case, key: str, billed: bool) -> None:
     with urllib.request.urlopen(request, timeout=30) as answer:
         body = answer.read()
     if b"usage" not in body or (billed and b'"cost"' not in body):
-        raise RuntimeError(f"{server.name} answered {case.name} without {'its cost' if billed else 'usage'}: {body[:300]!r}")
+        raise RuntimeError(
+            f"{server.name} answered {case.name} without {'its cost' if billed else 'usage'}: {body[:300]!r}"
+        )
 
 
 def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes, concurrency: int,
@@ -169,10 +171,12 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
                 point = summarise(rounds)
                 result["cases"][case.name][str(concurrency)] = point
                 t = point["tollgate"]
-                print(f"{case.name:<12} c={concurrency:<3} tollgate {t['rps']:>7,.0f} req/s, +{t['added_p50_ms']:.2f} ms "
-                      f"p50, {t['cpu_ms_per_request']:.3f} ms CPU/req ({point['ratios']['cpu_ms_per_request'] or 0:.2f}× "
-                      f"floor {point['floor']['cpu_ms_per_request']:.3f}); direct {point['direct']['rps']:,.0f} req/s",
-                      flush=True)
+                print(
+                    f"{case.name:<12} c={concurrency:<3} tollgate {t['rps']:>7,.0f} req/s, +{t['added_p50_ms']:.2f} ms "
+                    f"p50, {t['cpu_ms_per_request']:.3f} ms CPU/req ({point['ratios']['cpu_ms_per_request'] or 0:.2f}× "
+                    f"floor {point['floor']['cpu_ms_per_request']:.3f}); direct {point['direct']['rps']:,.0f} req/s",
+                    flush=True,
+                )
         if plan.args.profile:
             result["profile"], served = _profile(plan, targets, ledger.key, loadgens, f"{backend}-w{workers}")
             answered += served
@@ -201,7 +205,7 @@ def _meta(plan: Plan) -> dict[str, Any]:
                             cwd=Path(__file__).resolve().parents[2]).stdout.strip()
     program = "tollgate" if Path(sys.argv[0]).name == "tollgate" else "python -m scripts.bench"
     return {"command": " ".join([program, *sys.argv[1:]]),
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit or None,
+            "date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": commit or None,
             "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "python": platform.python_version(),
             "duration": plan.duration, "rounds": plan.rounds, "concurrency": plan.concurrency,
             "settle": plan.settle, "loadgen_processes": plan.args.loadgen_processes}
@@ -271,9 +275,11 @@ def render(report: dict[str, Any], plan: Plan) -> str:
         out += ["", config_table(config, streams), "", targets_table(config["targets"])]
         if "soak" in config:
             s = config["soak"]
-            out.append(f"\nSoak: {s['seconds']:.0f} s at {s['rate']:.0f} req/s (half the peak), "
-                       f"{s['achieved_rps']:.0f} req/s achieved; RSS {s['rss_start_mb']:.1f} → {s['rss_end_mb']:.1f} MB "
-                       f"per process at most ({s['growth_pct']:+.1f} %).")
+            out.append(
+                f"\nSoak: {s['seconds']:.0f} s at {s['rate']:.0f} req/s (half the peak), "
+                f"{s['achieved_rps']:.0f} req/s achieved; RSS {s['rss_start_mb']:.1f} → {s['rss_end_mb']:.1f} MB "
+                f"per process at most ({s['growth_pct']:+.1f} %)."
+            )
     return "\n".join(out)
 
 

@@ -145,7 +145,9 @@ class ChargeChecks:
         if attempt.remaining_micros is not None and attempt.remaining_micros != charge["balance_after"]:
             problems.append(f"reported remaining {attempt.remaining} but the charge left {charge['balance_after']}")
         if attempt.output_tokens is not None and attempt.output_tokens != charge["usage"]["output_tokens"]:
-            problems.append(f"reported {attempt.output_tokens} output tokens, charged {charge['usage']['output_tokens']}")
+            problems.append(
+                f"reported {attempt.output_tokens} output tokens, charged {charge['usage']['output_tokens']}"
+            )
         if attempt.input_tokens is not None and attempt.input_tokens != _input_tokens(charge):
             problems.append(f"reported {attempt.input_tokens} input tokens, charged {_input_tokens(charge)}")
         if problems:
@@ -176,7 +178,7 @@ class ChargeChecks:
     def _plain(self, plan: Plan, attempt: Attempt) -> None:
         if not attempt.request_id:
             self.unknown[self.teams[plan.team].name] += 1
-            return
+            return None
         charges = self._charges(attempt.request_id)
         if attempt.status == 200 and attempt.outcome in (ANSWERED, COMPLETE):
             if len(charges) != 1:
@@ -197,12 +199,12 @@ class ChargeChecks:
             if not charges and self._died_after(attempt):
                 self.verdict.note(f"an owed charge lost with its process (documented): request #{plan.index} "
                                   f"id {attempt.request_id}")
-                return
+                return None
             return self._fail("owed charge not made exactly once", plan, attempt, f"{len(charges)} charges")
         if "ledger is unavailable" in attempt.error:  # the charge could not be recorded and is not owed
             if charges:
                 self._fail("told uncharged but charged", plan, attempt, f"{len(charges)} charges")
-            return
+            return None
         if attempt.text:
             if len(charges) != 1:
                 return self._fail("cut stream with text not charged exactly once", plan, attempt,
@@ -261,7 +263,9 @@ class ChargeChecks:
             elif not plan.stream and attempt.body != original.body:
                 self._fail("replay differs from the original", plan, attempt, "the stored answer is not byte for byte")
         for attempt in partial:
-            match = [c for c in unmatched if c["usage"]["output_tokens"] == self.prices.output_tokens(plan, attempt.text)]
+            match = [
+                c for c in unmatched if c["usage"]["output_tokens"] == self.prices.output_tokens(plan, attempt.text)
+            ]
             if match:
                 unmatched.remove(match[0])
                 self._partial(plan, attempt, match[0])

@@ -117,7 +117,9 @@ def check_sums(snapshot: Snapshot, replayed: dict[str, TeamReplay], teams: list[
         events = {e["reference"]: e for e in added[team.name]}
         opening = events.pop("opening balance", None)
         if opening is None or opening["amount"] != team.opening:
-            verdict.fail("top-ups", f"team {team.name}: opening balance {opening and opening['amount']} != {team.opening}")
+            verdict.fail(
+                "top-ups", f"team {team.name}: opening balance {opening and opening['amount']} != {team.opening}"
+            )
         for action in top_ups[team.name]:
             event = events.pop(action.reference, None)
             if action.ok and (event is None or event["amount"] != micros_from_credits(action.argument)):
@@ -158,8 +160,8 @@ def check_dead_holds(snapshot: Snapshot, attempts: list[Attempt], faults: list[F
                     continue  # an empty lease holds no money; a lease still in use is a live process's
                 judged.add((team, name))
                 owned += _owned_by(name, earlier, pid_of, dead)
-                closed = next((e for e in after if e.kind == "HoldReleased" and e["request_id"] == name
-                               or e.kind == "Charged" and not e.get("lease") and e["request_id"] == name), None)
+                closed = next((e for e in after if (e.kind == "HoldReleased" and e["request_id"] == name)
+                               or (e.kind == "Charged" and not e.get("lease") and e["request_id"] == name)), None)
                 if closed is None:
                     lost += 1
                     still_open.add((team, name))

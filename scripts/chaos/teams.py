@@ -51,8 +51,8 @@ class OperatorAction:
 
 def open_teams(database_url: str, base_dir: Path, count: int, poor_every: int) -> list[Team]:
     """Open ``count`` teams (every ``poor_every``-th one poor), two keys each."""
-    from app.ledger.admin import Limits, create_team, issue_key
     from app.keys import hash_key
+    from app.ledger.admin import Limits, create_team, issue_key
     from app.ledger.writer import LedgerWriter
     from domain.ledger import team_id
     from domain.money import micros_from_credits
@@ -96,7 +96,9 @@ class Operator:
                          "credits", "add", "--team", team, amount, "--reference", reference)
 
     def revoke(self, team: str, key_id: str) -> OperatorAction:
-        return self._run(OperatorAction("revoke", team, key_id, "", time.time()), "key", "revoke", "--team", team, key_id)
+        return self._run(
+            OperatorAction("revoke", team, key_id, "", time.time()), "key", "revoke", "--team", team, key_id
+        )
 
     def _run(self, action: OperatorAction, *args: str) -> OperatorAction:
         self.actions.append(action)

@@ -27,8 +27,11 @@ def _texts(content: Any, where: str) -> list[c.Text]:
     """System, developer and tool content: a string or text parts."""
     if content is None or isinstance(content, str):
         return [c.Text(content or "")]
-    return [c.Text(f.text(p.get(kind), f"{where}.content[{j}].{kind}"))
-            for j, p in enumerate(f.objects(content, f"{where}.content")) if (kind := p.get("type")) in ("text", "refusal")]
+    return [
+        c.Text(f.text(p.get(kind), f"{where}.content[{j}].{kind}"))
+        for j, p in enumerate(f.objects(content, f"{where}.content"))
+        if (kind := p.get("type")) in ("text", "refusal")
+    ]
 
 
 def _user_parts(content: Any, where: str) -> list[c.Part]:
@@ -169,7 +172,10 @@ def usage_dict(usage: TokenUsage, reasoning_tokens: int = 0) -> dict[str, Any]:
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cache_hit_tokens, "cache_write_tokens": usage.cache_write_tokens},
+        "prompt_tokens_details": {
+            "cached_tokens": usage.cache_hit_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
     }
 
@@ -236,7 +242,9 @@ class ChatStreamWriter:
             return [self._chunk({"tool_calls": [call]})]
         if isinstance(event, c.ToolArgumentsDelta) and event.fragment:
             index = max(self._tool_index, 0)
-            piece = {"custom": {"input": event.fragment}} if self._custom else {"function": {"arguments": event.fragment}}
+            piece = (
+                {"custom": {"input": event.fragment}} if self._custom else {"function": {"arguments": event.fragment}}
+            )
             return [self._chunk({"tool_calls": [{"index": index, **piece}]})]
         if isinstance(event, c.Finished):
             return [self._chunk({}, event.reason)]

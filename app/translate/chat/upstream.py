@@ -58,8 +58,11 @@ def _user_content(parts: list[c.Part]) -> str | list[dict[str, Any]]:
         elif isinstance(p, c.Image):
             content.append({"type": "image_url", "image_url": {"url": image_to_url(p)}})
         elif isinstance(p, c.File):
-            content.append({"type": "file", "file": {"file_data": file_to_data_url(p), "filename": p.filename or "file"}}
-                           if p.data else {"type": "text", "text": f"(document: {p.url})"})
+            content.append(
+                {"type": "file", "file": {"file_data": file_to_data_url(p), "filename": p.filename or "file"}}
+                if p.data
+                else {"type": "text", "text": f"(document: {p.url})"}
+            )
     return content
 
 

@@ -315,11 +315,18 @@ class MessagesStreamWriter:
     def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
         finish = self._finish or c.Finished("stop")
         frames = self._close_block()
-        frames.append(sse({
-            "type": "message_delta",
-            "delta": {"stop_reason": stop_reason(finish.reason, finish.stop_sequence), "stop_sequence": finish.stop_sequence},
-            "usage": {**usage_dict(usage), **extra_usage},
-        }))
+        frames.append(
+            sse(
+                {
+                    "type": "message_delta",
+                    "delta": {
+                        "stop_reason": stop_reason(finish.reason, finish.stop_sequence),
+                        "stop_sequence": finish.stop_sequence,
+                    },
+                    "usage": {**usage_dict(usage), **extra_usage},
+                }
+            )
+        )
         frames.append(sse({"type": "message_stop"}))
         return frames
 

@@ -47,7 +47,11 @@ def thinking_tokens(usage: Any) -> int:
 
 def _media(part: c.Text | c.Image | c.File) -> dict[str, Any]:
     if isinstance(part, c.Text):
-        return {"type": "text", "text": part.text, **({"cache_control": part.cache_control} if part.cache_control else {})}
+        return {
+            "type": "text",
+            "text": part.text,
+            **({"cache_control": part.cache_control} if part.cache_control else {}),
+        }
     if isinstance(part, c.File):
         source = ({"type": "url", "url": part.url} if part.url else
                   {"type": "base64", "media_type": part.media_type or "application/pdf", "data": part.data})
@@ -55,7 +59,9 @@ def _media(part: c.Text | c.Image | c.File) -> dict[str, Any]:
     if part.url:
         block: dict[str, Any] = {"type": "image", "source": {"type": "url", "url": part.url}}
     elif part.media_type not in SUPPORTED_MEDIA_TYPES:
-        raise InvalidRequest(f"Unsupported image type {part.media_type!r}: use one of {', '.join(SUPPORTED_MEDIA_TYPES)}.")
+        raise InvalidRequest(
+            f"Unsupported image type {part.media_type!r}: use one of {', '.join(SUPPORTED_MEDIA_TYPES)}."
+        )
     else:
         block = {"type": "image", "source": {"type": "base64", "media_type": part.media_type, "data": part.data}}
     return {**block, **({"cache_control": part.cache_control} if part.cache_control else {})}
@@ -82,8 +88,14 @@ def _content(parts: list[c.Part], role: str, names: ToolNames) -> list[dict[str,
             elif p.signature:
                 blocks.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
         elif isinstance(p, c.ToolCall):
-            blocks.append({"type": "tool_use", "id": c.safe_tool_id(p.id), "name": names.upstream_name(p.name, p.namespace),
-                           "input": arguments_object(p)})
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": c.safe_tool_id(p.id),
+                    "name": names.upstream_name(p.name, p.namespace),
+                    "input": arguments_object(p),
+                }
+            )
     return blocks or [{"type": "text", "text": "(empty)"}]
 
 

@@ -105,7 +105,11 @@ def _tool_choice(choice: Any) -> c.ToolChoice | None:
     if choice.get("type") in ("function", "custom"):
         return c.NamedTool(f.present(choice.get("name"), str, "tool_choice.name"),
                            f.typed(choice.get("namespace"), str, "tool_choice.namespace"))
-    if isinstance(choice, dict) and choice.get("type") == "allowed_tools" and choice.get("mode") in ("auto", "required"):
+    if (
+        isinstance(choice, dict)
+        and choice.get("type") == "allowed_tools"
+        and choice.get("mode") in ("auto", "required")
+    ):
         return choice["mode"]  # type: ignore[no-any-return]
     return None
 
@@ -119,7 +123,9 @@ def responses_request_to_canonical(body: dict[str, Any]) -> c.Request:
     if instructions:
         req.system.append(c.Text(instructions))
     items = body.get("input")
-    for i, item in enumerate([{"role": "user", "content": items}] if isinstance(items, str) else f.objects(items, "input")):
+    for i, item in enumerate(
+        [{"role": "user", "content": items}] if isinstance(items, str) else f.objects(items, "input")
+    ):
         _item(item, f"input[{i}]", req)
     for i, t in enumerate(f.objects(body.get("tools"), "tools")):
         _tool(t, f"tools[{i}]", None, req)
@@ -152,7 +158,10 @@ def usage_dict(usage: TokenUsage, reasoning_tokens: int) -> dict[str, Any]:
     """The official Responses usage, plus the Chat-style names the interface spec also asks for."""
     return {
         "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cache_hit_tokens, "cache_write_tokens": usage.cache_write_tokens},
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_hit_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
         "total_tokens": usage.total_tokens,
@@ -208,8 +217,13 @@ class ResponseShell:
 
 
 def message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
-    return {"type": "message", "id": item_id, "status": status, "role": "assistant",
-            "content": [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" or text else []}
+    return {
+        "type": "message",
+        "id": item_id,
+        "status": status,
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" or text else [],
+    }
 
 
 def call_item(item_id: str, call: c.ToolCall, status: str) -> dict[str, Any]:

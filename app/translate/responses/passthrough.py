@@ -54,7 +54,9 @@ class ResponsesPassThrough:
         final = self._final or {"type": "response.completed", "sequence_number": self._seq + 1,
                                 "response": {**self._snapshot, "status": "completed", "output": self._items}}
         response = final["response"]
-        reported = response.get("usage") if isinstance(response.get("usage"), dict) else usage_dict(usage, reasoning_tokens)
+        reported = (
+            response.get("usage") if isinstance(response.get("usage"), dict) else usage_dict(usage, reasoning_tokens)
+        )
         return [sse({**final, "response": {**response, "usage": {**reported, **extra_usage}}})]
 
     def error(self, exc: GatewayError) -> list[bytes]:

@@ -78,8 +78,12 @@ def _tool(tool: c.Tool) -> dict[str, Any]:
         if tool.format:
             spec["format"] = tool.format
     else:
-        spec = {"type": "function", "name": tool.name, "parameters": tool.parameters or {"type": "object", "properties": {}},
-                "strict": bool(tool.strict)}
+        spec = {
+            "type": "function",
+            "name": tool.name,
+            "parameters": tool.parameters or {"type": "object", "properties": {}},
+            "strict": bool(tool.strict),
+        }
     if tool.description:
         spec["description"] = tool.description
     return spec
@@ -125,8 +129,12 @@ def canonical_to_responses_body(req: c.Request, upstream_model: str) -> dict[str
     fmt = req.response_format or {}
     if fmt.get("type") == "json_schema":
         schema = fmt.get("json_schema") or {}
-        text["format"] = {"type": "json_schema", "name": schema.get("name") or "output", "schema": schema.get("schema") or {},
-                          **{k: schema[k] for k in ("strict", "description") if k in schema}}
+        text["format"] = {
+            "type": "json_schema",
+            "name": schema.get("name") or "output",
+            "schema": schema.get("schema") or {},
+            **{k: schema[k] for k in ("strict", "description") if k in schema},
+        }
     elif fmt.get("type") == "json_object":
         text["format"] = {"type": "json_object"}
     if req.verbosity is not None:
