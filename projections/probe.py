@@ -10,6 +10,7 @@ the server answers and accepts writes (it is not a standby, nor read-only).
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from typing import Any
 
@@ -55,8 +56,6 @@ class LedgerProbe:
 
     def close(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._conn.close()
-            except Exception:
-                pass
             self._conn = None

@@ -172,9 +172,9 @@ def _cell(text: str) -> str:
 
 
 def render() -> str:
-    out = ["Generated from `domain/settings.py` by `python -m scripts.config_reference --write README.md`; "
+    out = [("Generated from `domain/settings.py` by `python -m scripts.config_reference --write README.md`; "
            "do not edit by hand. Keys are relative to the table named in each heading; `[]` marks an "
-           "array of tables (`[[models]]`, `upstreams = [{...}]`).", ""]
+           "array of tables (`[[models]]`, `upstreams = [{...}]`)."), ""]
     for section in sections():
         heading = "Top level" if section.paths == [""] else ", ".join(f"`{p}`" for p in section.paths)
         out += [f"### {heading}", "", "| key | type | default | description |", "|---|---|---|---|"]

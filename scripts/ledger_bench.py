@@ -51,8 +51,9 @@ async def writer_scenario(store: LedgerStore, teams: list[str], requests: int, c
             name = random.choice(teams)
             tid, rid = team_id(name), f"r{i}-{uuid.uuid4().hex[:8]}"
             started = time.perf_counter()
-            await writer.run_on_team(tid, name, lambda t: t.place_hold(rid, 10_000, "k", "m", "chat"))
-            await writer.run_on_team(tid, name, lambda t: charge(t, rid))
+            # each closure runs before the loop moves on; the default binds it to this request all the same
+            await writer.run_on_team(tid, name, lambda t, rid=rid: t.place_hold(rid, 10_000, "k", "m", "chat"))
+            await writer.run_on_team(tid, name, lambda t, rid=rid: charge(t, rid))
             latencies.append(time.perf_counter() - started)
 
     started = time.perf_counter()
@@ -91,8 +92,8 @@ def naive_scenario(store: LedgerStore, teams: list[str], requests: int, threads:
                 return
             name, rid = random.choice(teams), f"n{i}-{uuid.uuid4().hex[:8]}"
             started = time.perf_counter()
-            step(name, lambda t: t.place_hold(rid, 10_000, "k", "m", "chat"))
-            step(name, lambda t: charge(t, rid))
+            step(name, lambda t, rid=rid: t.place_hold(rid, 10_000, "k", "m", "chat"))
+            step(name, lambda t, rid=rid: charge(t, rid))
             latencies.append(time.perf_counter() - started)
 
     started = time.perf_counter()

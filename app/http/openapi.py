@@ -88,7 +88,7 @@ def _body_schemas() -> tuple[dict[str, Any], dict[str, Any]]:
     structs = sorted({entry[0] for entry in _GENERATION.values()} | set(_ADMIN_BODIES.values()),
                      key=lambda s: s.__name__)
     refs, components = msgspec.json.schema_components(structs, ref_template="#/components/schemas/{name}")
-    return dict(zip(structs, refs)), components
+    return dict(zip(structs, refs, strict=True)), components
 
 
 def complete(document: dict[str, Any]) -> dict[str, Any]:

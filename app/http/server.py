@@ -74,7 +74,7 @@ def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Resp
 
 
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    log.exception("unhandled error", exc_info=exc)
+    log.error("unhandled error", exc_info=exc)
     return _gateway_error(request, GatewayError("The gateway hit an internal error."))
 
 

@@ -104,7 +104,7 @@ class RedisLimiter:
             args += [limit.per_minute, limit.cost]
         result = await self._admit(keys=[self._prefix + limit.name for limit in limits], args=args)
         admitted = int(result[0]) == 1
-        levels = tuple(Level(limit, float(value)) for limit, value in zip(limits, result[1:]))
+        levels = tuple(Level(limit, float(value)) for limit, value in zip(limits, result[1:], strict=True))
         if admitted:
             return Decision(True, levels)
         short = [level for level in levels if level.remaining < level.limit.cost]

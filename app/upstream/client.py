@@ -14,6 +14,7 @@ answer and whether it was a timeout — all the error mapping needs (app/upstrea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -89,10 +90,8 @@ class UpstreamClient:
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
-            try:
+            with contextlib.suppress(RuntimeError):  # its loop is gone (a test's loop, closed)
                 await self._session.close()
-            except RuntimeError:  # its loop is gone (a test's loop, closed)
-                pass
         self._session = None
 
 

@@ -16,6 +16,7 @@ the connections are paced (the soak test): each sends at most ``rate / C`` reque
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import time
 from array import array
@@ -205,7 +206,7 @@ class LoadGenerators:
         there are connections) and merge what they measured."""
         used = self._pipes[:max(1, min(processes or len(self._pipes), connections))]
         shares = [connections // len(used) + (1 if i < connections % len(used) else 0) for i in range(len(used))]
-        for pipe, share in zip(used, shares):
+        for pipe, share in zip(used, shares, strict=True):
             pipe.send({"host": host, "port": port, "request": request, "connections": share,
                        "duration": duration, "rate": rate * share / connections})
         result = Result()
@@ -218,10 +219,8 @@ class LoadGenerators:
 
     def close(self) -> None:
         for pipe in self._pipes:
-            try:
+            with contextlib.suppress(OSError):
                 pipe.send(None)
-            except OSError:
-                pass
         for proc in self._procs:
             proc.join(timeout=5)
             if proc.is_alive():

@@ -93,8 +93,8 @@ def point_rows(case: str, stream: bool, concurrency: int, point: dict[str, Any])
     return ["| " + row + " |" for row in rows]
 
 
-HEADER = ["| case | c | target | req/s | p50 ms | p99 ms | added p50 | added p99 | 1st chunk p50 | added 1st chunk "
-          "| CPU ms/req |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+HEADER = [("| case | c | target | req/s | p50 ms | p99 ms | added p50 | added p99 | 1st chunk p50 | added 1st chunk "
+          "| CPU ms/req |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
 def config_table(config: dict[str, Any], streams: dict[str, bool]) -> str:
@@ -103,12 +103,12 @@ def config_table(config: dict[str, Any], streams: dict[str, bool]) -> str:
         for concurrency, point in by_concurrency.items():
             lines += point_rows(case, streams[case], int(concurrency), point)
     rss = config["peak_rss_mb"]
-    lines += ["", f"Peak RSS (VmHWM): tollgate {rss['tollgate']['max']:.0f} MB per process at most "
+    lines += ["", (f"Peak RSS (VmHWM): tollgate {rss['tollgate']['max']:.0f} MB per process at most "
                   f"({rss['tollgate']['processes']} processes, {rss['tollgate']['total']:.0f} MB in all); "
                   f"bare proxy {rss['floor']['max']:.0f} MB per process "
                   f"({rss['floor']['processes']} processes, {rss['floor']['total']:.0f} MB in all). "
                   f"Tollgate idle: {config['tollgate_idle_cpu_ms_per_s']:.1f} ms CPU per second. "
-                  f"Ledger: {config['ledger']['summary']}."]
+                  f"Ledger: {config['ledger']['summary']}.")]
     return "\n".join(lines)
 
 

@@ -262,10 +262,16 @@ def run(args: argparse.Namespace) -> int:
 def render(report: dict[str, Any], plan: Plan) -> str:
     meta = report["meta"]
     streams = {case.name: case.stream for case in plan.cases}
-    out = [f"\n# Tollgate benchmark — {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs, "
-           f"load average {meta['load_average_at_start'][0]:.2f} at start, {meta['load_average_at_end'][0]:.2f} at end",
-           f"`{meta['command']}`: {meta['rounds']} interleaved rounds of {meta['duration']} s per point, medians; "
-           "latencies in ms; 'added' = target − direct in the same round; CPU = the server's processes."]
+    out = [
+        (
+            f"\n# Tollgate benchmark — {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs, "
+            f"load average {meta['load_average_at_start'][0]:.2f} at start, {meta['load_average_at_end'][0]:.2f} at end"
+        ),
+        (
+            f"`{meta['command']}`: {meta['rounds']} interleaved rounds of {meta['duration']} s per point, medians; "
+            "latencies in ms; 'added' = target − direct in the same round; CPU = the server's processes."
+        ),
+    ]
     up = report["upstream_direct"]
     if up:
         out.append(f"\nUpstream direct (the fast fake upstream, one process): {up['rps']:,.0f} req/s measured, "

@@ -119,11 +119,11 @@ class ChargeChecks:
     # -- helpers ------------------------------------------------------------------------------
 
     def _fail(self, check: str, plan: Plan, attempt: Attempt | None, detail: str) -> None:
-        where = f"request #{plan.index} ({plan.endpoint}, {plan.model}, {'stream' if plan.stream else 'plain'}, " \
-                f"fault {plan.fault or 'none'}, team {self.teams[plan.team].name}"
+        where = (f"request #{plan.index} ({plan.endpoint}, {plan.model}, {'stream' if plan.stream else 'plain'}, "
+                 f"fault {plan.fault or 'none'}, team {self.teams[plan.team].name}")
         if attempt is not None:
-            where += f", attempt {attempt.number} on gateway {attempt.gateway} pid {attempt.pid}, " \
-                     f"id {attempt.request_id or '-'}, status {attempt.status}, {attempt.outcome}"
+            where += (f", attempt {attempt.number} on gateway {attempt.gateway} pid {attempt.pid}, "
+                      f"id {attempt.request_id or '-'}, status {attempt.status}, {attempt.outcome}")
         self.verdict.fail(check, f"{where}): {detail}")
 
     def _died_after(self, attempt: Attempt) -> bool:

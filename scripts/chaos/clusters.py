@@ -19,7 +19,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 #: The operating-system user that owns the cluster when the suite runs as root.
@@ -114,10 +114,8 @@ class PostgresCluster:
 
     def stop(self) -> None:
         if self.started:
-            try:
+            with suppress(RuntimeError, subprocess.SubprocessError):
                 self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "-t", "60", "stop")
-            except (RuntimeError, subprocess.SubprocessError):
-                pass
             self.started = False
 
     def execute(self, sql: str, params: tuple[object, ...] = (), database: str = "postgres") -> list[tuple]:

@@ -199,9 +199,9 @@ def _used_by_the_living(name: str, after: list[LedgerEvent], pid_of: dict[str, s
     for event in after:
         if event.kind == "CreditsLeased" and event["lease"] == name:
             return True
-        if event.kind == "Charged" and (event.get("lease") or event["request_id"]) == name:
-            if pid_of.get(event["request_id"], {dead}) - {dead}:
-                return True
+        if (event.kind == "Charged" and (event.get("lease") or event["request_id"]) == name
+                and pid_of.get(event["request_id"], {dead}) - {dead}):
+            return True
     return False
 
 

@@ -35,7 +35,7 @@ def should_retry(attempt: Attempt) -> bool:
 
 
 def succeeded(attempt: Attempt) -> bool:
-    return attempt.status == 200 and (attempt.outcome == COMPLETE or attempt.outcome == ANSWERED)
+    return attempt.status == 200 and (attempt.outcome in (COMPLETE, ANSWERED))
 
 
 class Load:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import shutil
 import signal
@@ -66,7 +65,7 @@ def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
     print(f"chaos: {profile.name} mode, seed {seed} (again: python -m scripts.chaos --seed {seed}"
           f"{' --long' if long else ''}{'' if faults else ' --no-faults'})", flush=True)
     folder = Path(tempfile.mkdtemp(prefix="tollgate-chaos-"))
-    os.chmod(folder, 0o755)  # the postgres user reaches its cluster inside
+    folder.chmod(0o755)  # the postgres user reaches its cluster inside
     signal.signal(signal.SIGTERM, _stop_by_exception)
     started = time.monotonic()
     postgres, redis, upstream = PostgresCluster(folder / "postgres"), RedisServer(folder), FakeUpstreamProcess(folder)

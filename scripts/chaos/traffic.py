@@ -107,7 +107,7 @@ def plan_traffic(seed: int, requests: int, teams: int, gateways: int, duration: 
         stream = rng.random() < 0.5
         draw = rng.random()
         fault = ""
-        for name, weight in zip(faults, weights):
+        for name, weight in zip(faults, weights, strict=True):
             if draw < weight:
                 fault = name
                 break
