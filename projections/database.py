@@ -196,7 +196,7 @@ class Transaction:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         self._cursor.execute(self._translate(sql), params)
-        return self._cursor.rowcount
+        return int(self._cursor.rowcount)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:

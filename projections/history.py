@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from domain.ledger import TeamLedger
@@ -169,7 +169,7 @@ class HistoryProjection:
         rows = []
         for n in notifications:
             if n.topic.endswith("TeamLedger.Charged"):
-                e = self._store.mapper.to_domain_event(n)
+                e = cast(TeamLedger.Charged, self._store.ledger_event(n))
                 rows.append((e.originator_id.hex, e.request_id, e.originator_version, e.charged, e.balance_after))
         return rows
 

@@ -27,4 +27,4 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
     def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self.datastore.transaction(commit=False) as c:
             c.execute(sql, params)
-            return c.fetchall()
+            return list(c.fetchall())

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgspec
 
+from app.json import object_or
 from app.tokens.counting import Rules
 from app.tokens.image_size import size_of_base64, size_of_data_url
 
@@ -153,7 +154,7 @@ def chat_prompt(body: dict[str, Any], rules: Rules) -> Tally:
         tally.text(message.get("refusal"))
         for call in _listed(message.get("tool_calls")):
             if isinstance(call, dict):
-                function = call.get("function") if isinstance(call.get("function"), dict) else call.get("custom")
+                function = object_or(call.get("function"), call.get("custom"))
                 function = function if isinstance(function, dict) else {}
                 tally.tool_call(call.get("id"), function.get("name"), function.get("arguments"), function.get("input"))
         legacy = message.get("function_call")
@@ -300,7 +301,7 @@ def _message_blocks(tally: Tally, content: Any) -> None:
         elif kind == "redacted_thinking":
             continue
         elif kind == "document":
-            source = block.get("source") if isinstance(block.get("source"), dict) else {}
+            source = object_or(block.get("source"), {})
             if source.get("type") == "text":
                 tally.text(source.get("data"))
             elif source.get("type") == "content":

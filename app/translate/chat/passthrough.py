@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import GatewayError
-from app.json import encode
+from app.json import encode, object_or
 from app.translate import canonical as c
 from app.translate.chat.client import usage_dict
 from domain.pricing import TokenUsage
@@ -23,7 +23,7 @@ def frame(chunk: Any) -> bytes:
 
 def render_answer(answer: dict[str, Any], model_id: str, usage: TokenUsage, reasoning_tokens: int,
                   extra_usage: dict[str, Any]) -> dict[str, Any]:
-    reported = answer.get("usage") if isinstance(answer.get("usage"), dict) else usage_dict(usage, reasoning_tokens)
+    reported = object_or(answer.get("usage"), usage_dict(usage, reasoning_tokens))
     return {**answer, "model": model_id, "usage": {**reported, **extra_usage}}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.json import object_or
 from app.translate import canonical as c
 from app.translate.images import file_to_data_url, image_to_url
 from app.translate.tools import ToolNames
@@ -143,7 +144,7 @@ def canonical_to_chat_body(req: c.Request, upstream_model: str, names: ToolNames
 def chat_response_to_canonical(answer: dict[str, Any]) -> c.Response:
     choices = answer.get("choices") or [{}]
     choice = choices[0] if isinstance(choices[0], dict) else {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message = object_or(choice.get("message"), {})
     parts: list[c.Text | c.ToolCall | c.Thinking] = []
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
@@ -179,7 +180,7 @@ class ChatChunkReader:
         for position, choice in enumerate(chunk.get("choices") or ()):
             if not isinstance(choice, dict):
                 continue
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            delta = object_or(choice.get("delta"), {})
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 out.append(c.ThinkingDelta(reasoning))
@@ -189,7 +190,7 @@ class ChatChunkReader:
                 if not isinstance(call, dict):
                     continue
                 index = (choice.get("index", position), call.get("index", number))
-                piece = call.get("custom") if isinstance(call.get("custom"), dict) else call.get("function") or {}
+                piece = object_or(call.get("custom"), call.get("function") or {})
                 if index not in self._calls:
                     self._calls[index] = str(call.get("id") or f"call_{index[1]}")
                     out.append(c.ToolCallStarted(self._calls[index], str(piece.get("name") or ""),

@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 from app.errors import InvalidRequest
+from app.json import object_or
 from app.translate import canonical as c
 from app.translate.images import SUPPORTED_MEDIA_TYPES
 from app.translate.messages.client import arguments_object
@@ -210,12 +211,12 @@ class MessagesEventReader:
     def events(self, event: dict[str, Any]) -> list[c.Event]:
         kind = event.get("type")
         if kind == "message_start":
-            message = event.get("message") if isinstance(event.get("message"), dict) else {}
+            message = object_or(event.get("message"), {})
             self._usage.update(message.get("usage") or {})
             usage = usage_from_anthropic(self._usage)
             return [c.UsageReported(usage, partial=True)] if usage is not None else []
         if kind == "content_block_start":
-            block = event.get("content_block") if isinstance(event.get("content_block"), dict) else {}
+            block = object_or(event.get("content_block"), {})
             if block.get("type") == "tool_use":
                 return [c.ToolCallStarted(str(block.get("id")), str(block.get("name")))]
             if block.get("type") == "text" and block.get("text"):
@@ -224,7 +225,7 @@ class MessagesEventReader:
                 return [c.ThinkingSealed(redacted=str(block.get("data") or ""))]
             return []
         if kind == "content_block_delta":
-            delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
+            delta = object_or(event.get("delta"), {})
             dkind = delta.get("type")
             if dkind == "text_delta":
                 return [c.TextDelta(str(delta.get("text", "")))]
@@ -237,7 +238,7 @@ class MessagesEventReader:
             return []
         if kind == "message_delta":
             self._usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
-            delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
+            delta = object_or(event.get("delta"), {})
             out: list[c.Event] = []
             if delta.get("stop_reason"):
                 out.append(c.Finished(_STOP_IN.get(delta["stop_reason"], "stop"), delta.get("stop_sequence")))  # type: ignore[arg-type]

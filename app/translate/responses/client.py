@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from app.errors import InvalidRequest
+from app.json import object_or
 from app.translate import canonical as c
 from app.translate import fields as f
 from app.translate import reasoning
@@ -178,7 +179,7 @@ class ResponseShell:
         self.created_at = int(time.time())
         self.model_id = model_id
         self.encrypted_reasoning = wants_encrypted_reasoning(body)
-        effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
+        effort = object_or(body.get("reasoning"), {})
         self._echo = {
             "instructions": body.get("instructions"),
             "max_output_tokens": body.get("max_output_tokens"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.json import object_or
 from app.translate import canonical as c
 from app.translate.chat.upstream import split_prompt
 from app.translate.images import file_to_data_url, image_to_url
@@ -171,7 +172,7 @@ def _call(item: dict[str, Any]) -> c.ToolCall:
 
 
 def finish_of(response: dict[str, Any], called_tools: bool) -> c.Finish:
-    details = response.get("incomplete_details") if isinstance(response.get("incomplete_details"), dict) else {}
+    details = object_or(response.get("incomplete_details"), {})
     if response.get("status") == "incomplete":
         return "content_filter" if details.get("reason") == "content_filter" else "length"
     return "tool_calls" if called_tools else "stop"
@@ -208,7 +209,7 @@ class ResponsesEventReader:
 
     def events(self, event: dict[str, Any]) -> list[c.Event]:
         kind = event.get("type")
-        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        item = object_or(event.get("item"), {})
         if kind == "response.output_item.added" and item.get("type") in ("function_call", "custom_tool_call"):
             self._called = True
             call = _call(item)
@@ -223,7 +224,7 @@ class ResponsesEventReader:
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return [c.ThinkingDelta(str(event.get("delta") or ""))]
         if kind in ("response.completed", "response.incomplete"):
-            response = event.get("response") if isinstance(event.get("response"), dict) else {}
+            response = object_or(event.get("response"), {})
             out: list[c.Event] = [c.Finished(finish_of(response, self._called))]
             usage = usage_from_responses(response.get("usage"))
             if usage is not None:
