@@ -138,7 +138,7 @@ def configure_logging(log_format: str = "json", level: str = "info") -> None:
     _handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     # The lines name no source file, thread or process: the logging HOWTO's "Optimization" switches
     # spare every record the stack walk and the look-ups (a line per request on the hot path).
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False

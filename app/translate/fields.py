@@ -34,7 +34,7 @@ def field(body: dict[str, Any], key: str, kind: type[T] | tuple[type, ...], wher
 
 
 def number(body: dict[str, Any], key: str) -> float | None:
-    return typed(body.get(key), (int, float), key)  # type: ignore[return-value]
+    return typed(body.get(key), (int, float), key)
 
 
 def present(value: Any, kind: type[T], where: str) -> T:

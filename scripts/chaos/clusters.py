@@ -66,10 +66,6 @@ class PostgresCluster:
         self._as_root = os.geteuid() == 0
         self.started = False
 
-    @property
-    def admin_url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
-
     def database_url(self, name: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
 
@@ -122,7 +118,7 @@ class PostgresCluster:
         import psycopg
 
         with psycopg.connect(self.database_url(database), autocommit=True, connect_timeout=10) as conn:
-            cursor = conn.execute(sql, params)  # type: ignore[arg-type]
+            cursor = conn.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
 
     def create_database(self, name: str) -> str:

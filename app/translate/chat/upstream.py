@@ -91,7 +91,7 @@ def _messages(req: c.Request, names: ToolNames) -> list[dict[str, Any]]:
                 attachments.extend(x for x in result.content if not isinstance(x, c.Text))
             content = attachments + [p for p in m.parts if isinstance(p, c.Text | c.Image | c.File)]
             if content:
-                messages.append({"role": "user", "content": _user_content(content)})  # type: ignore[arg-type]
+                messages.append({"role": "user", "content": _user_content(content)})
     return messages
 
 
