@@ -36,7 +36,7 @@ def _error_response(status: int, body: dict[str, Any], headers: dict[str, str] |
 
 
 def _speaks_messages(request: Request[Any, Any, Any]) -> bool:
-    """The Messages endpoints answer errors in their own shape (spec 7.2); the others in OpenAI's."""
+    """The Messages endpoints answer errors in their own shape (README, API: Errors); the others in OpenAI's."""
     return request.url.path.startswith("/v1/messages")
 
 

@@ -156,7 +156,7 @@ def wants_encrypted_reasoning(body: dict[str, Any]) -> bool:
 
 
 def usage_dict(usage: TokenUsage, reasoning_tokens: int) -> dict[str, Any]:
-    """The official Responses usage, plus the Chat-style names the interface spec also asks for."""
+    """The official Responses usage, plus the Chat-style names the gateway also reports (README, API)."""
     return {
         "input_tokens": usage.prompt_tokens,
         "input_tokens_details": {
