@@ -22,6 +22,7 @@ import json
 import re
 import signal
 import socket
+from typing import cast
 
 import httptools
 import uvloop
@@ -128,13 +129,13 @@ class FastUpstream(asyncio.Protocol):
     __slots__ = ("body", "parser", "transport", "url")
 
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport  # set by connection_made, before any data arrives
         self.parser = httptools.HttpRequestParser(self)
         self.url = b""
         self.body: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream server's transport
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -143,7 +144,7 @@ class FastUpstream(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
-            self.transport.close()  # type: ignore[union-attr]
+            self.transport.close()
 
     # httptools callbacks
     def on_message_begin(self) -> None:
@@ -159,10 +160,10 @@ class FastUpstream(asyncio.Protocol):
         path = self.url.split(b"?", 1)[0]
         answers = ANSWERS.get(path)
         if answers is None:
-            self.transport.write(NOT_FOUND)  # type: ignore[union-attr]
+            self.transport.write(NOT_FOUND)
             return
         streamed = bool(self.body) and _STREAM.search(b"".join(self.body)) is not None
-        self.transport.write(answers[1] if streamed else answers[0])  # type: ignore[union-attr]
+        self.transport.write(answers[1] if streamed else answers[0])
 
 
 async def serve(host: str, port: int, ready: str | None = None) -> None:

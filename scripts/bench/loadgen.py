@@ -22,7 +22,7 @@ import time
 from array import array
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, cast
 
 import httptools
 import uvloop
@@ -66,7 +66,7 @@ class _Client(asyncio.Protocol):
         self.done = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's transport
 
     def send(self) -> None:
         run = self.run

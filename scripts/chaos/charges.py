@@ -25,9 +25,14 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from scripts.chaos.client import ANSWERED, BROKEN, COMPLETE, ERROR_EVENT, NO_ANSWER, Attempt
 from scripts.chaos.faults import KILL, Fault
+
+if TYPE_CHECKING:  # the gateway's own modules load only when prices are asked for
+    from app.tokens.counting import Rules
+    from domain.settings import Model, Settings
 from scripts.chaos.gateways import MODELS
 from scripts.chaos.ledger import LedgerEvent, Snapshot
 from scripts.chaos.teams import Team
@@ -41,13 +46,16 @@ _WIRES = {"openai": "chat", "openai-responses": "responses", "anthropic": "messa
 class Prices:
     """The hold and the delivered tokens of a request, by the gateway's documented rules."""
 
-    def __init__(self, settings: object) -> None:
+    def __init__(self, settings: Settings) -> None:
         self._settings = settings
 
-    def _model(self, model_id: str) -> object:
-        return self._settings.model(model_id)  # type: ignore[attr-defined]
+    def _model(self, model_id: str) -> Model:
+        model = self._settings.model(model_id)
+        if model is None:
+            raise KeyError(f"the chaos configuration has no model {model_id!r}")
+        return model
 
-    def _rules(self, model_id: str) -> object:
+    def _rules(self, model_id: str) -> Rules:
         from app.tokens import rules_for
 
         return rules_for(None, _WIRES[MODELS[model_id]])
@@ -57,12 +65,12 @@ class Prices:
         from domain.pricing import worst_case_in_micros
 
         rules = self._rules(plan.model)
-        prompt = prompt_tokens(plan.body(), plan.endpoint, rules)  # type: ignore[arg-type]
-        return worst_case_in_micros(prompt, MAX_TOKENS, self._model(plan.model).price,  # type: ignore[attr-defined]
-                                    Decimal(self._settings.credits_per_usd))  # type: ignore[attr-defined]
+        prompt = prompt_tokens(plan.body(), plan.endpoint, rules)
+        return worst_case_in_micros(prompt, MAX_TOKENS, self._model(plan.model).price,
+                                    Decimal(self._settings.credits_per_usd))
 
     def output_tokens(self, plan: Plan, text: str) -> int:
-        return self._rules(plan.model).text(text)  # type: ignore[attr-defined]
+        return self._rules(plan.model).text(text)
 
 
 def _attempts_under_keys(snapshot: Snapshot) -> dict[tuple[str, str], set[str]]:
