@@ -45,14 +45,14 @@ class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     configuration reference from them, and its test fails for a field without one."""
 
 
-class EffortLevel(_Strict):
+class EffortLevel(_Strict, frozen=True):  # msgspec inherits frozen; type checkers need it said again
     #: The level's name as requests send it (`reasoning_effort`, `reasoning.effort`), e.g. `low`.
     value: str
     #: Its label for people, listed by `GET /v1/models`.
     display: str
 
 
-class Pricing(_Strict):
+class Pricing(_Strict, frozen=True):
     #: USD per million prompt tokens that are neither written to nor read from a prompt cache.
     input: Decimal
     #: USD per million output tokens (reasoning included).
@@ -63,7 +63,7 @@ class Pricing(_Strict):
     cache_hit: Decimal
 
 
-class Upstream(_Strict):
+class Upstream(_Strict, frozen=True):
     """One deployment of a model: a provider endpoint, its key and the name it knows the model by."""
 
     #: `openai` (any OpenAI-compatible chat-completions server), `openai-responses` (a server of the
@@ -90,7 +90,7 @@ class Upstream(_Strict):
         return UPSTREAM_WIRES.get(self.kind, "chat")
 
 
-class Model(_Strict):
+class Model(_Strict, frozen=True):
     #: The name clients send as `model`; unique in the file.
     id: str
     #: Its name for people, listed by `GET /v1/models`.
@@ -162,7 +162,7 @@ def deployment_keys(model: Model, index: int) -> list[tuple[str, Upstream]]:
     return [(f"models[{index}].upstream", model.upstream)] if model.upstream is not None else []
 
 
-class Settings(_Strict):
+class Settings(_Strict, frozen=True):
     #: The models clients may ask for, one `[[models]]` table each (at least one).
     models: list[Model]
     #: The ledger: `sqlite:///PATH` (relative to the configuration file's folder; `sqlite:////abs/path`)

@@ -19,13 +19,14 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from app.ledger.admin import create_team
 from app.ledger.writer import LedgerWriter
-from domain.ledger import team_id
+from domain.ledger import TeamLedger, team_id
 from domain.pricing import Price, TokenUsage
 from projections.database import Database
 from projections.event_store import LedgerStore, open_ledger_store
@@ -37,8 +38,14 @@ USAGE = TokenUsage(input_tokens=500, output_tokens=200)
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-def charge(team: Any, rid: str) -> Any:
-    return team.charge(rid, USAGE, PRICE, Decimal(100), key_id="k", model="m", endpoint="chat")
+def holding(rid: str) -> Callable[[TeamLedger], object]:
+    """The request's hold, as a command on its team."""
+    return lambda team: team.place_hold(rid, 10_000, "k", "m", "chat")
+
+
+def charging(rid: str) -> Callable[[TeamLedger], object]:
+    """The request's charge, as a command on its team."""
+    return lambda team: team.charge(rid, USAGE, PRICE, Decimal(100), key_id="k", model="m", endpoint="chat")
 
 
 async def writer_scenario(store: LedgerStore, teams: list[str], requests: int, concurrency: int) -> dict[str, Any]:
@@ -51,9 +58,8 @@ async def writer_scenario(store: LedgerStore, teams: list[str], requests: int, c
             name = random.choice(teams)
             tid, rid = team_id(name), f"r{i}-{uuid.uuid4().hex[:8]}"
             started = time.perf_counter()
-            # each closure runs before the loop moves on; the default binds it to this request all the same
-            await writer.run_on_team(tid, name, lambda t, rid=rid: t.place_hold(rid, 10_000, "k", "m", "chat"))
-            await writer.run_on_team(tid, name, lambda t, rid=rid: charge(t, rid))
+            await writer.run_on_team(tid, name, holding(rid))
+            await writer.run_on_team(tid, name, charging(rid))
             latencies.append(time.perf_counter() - started)
 
     started = time.perf_counter()
@@ -73,9 +79,11 @@ def naive_scenario(store: LedgerStore, teams: list[str], requests: int, threads:
     counter = iter(range(requests))
     lock = threading.Lock()
 
-    def step(name: str, action: Any) -> None:
+    def step(name: str, action: Callable[[TeamLedger], object]) -> None:
         while True:
             team = store.find_team(team_id(name))
+            if team is None:
+                raise RuntimeError(f"team {name!r} was never opened")
             action(team)
             try:
                 store.save_teams([team])
@@ -92,8 +100,8 @@ def naive_scenario(store: LedgerStore, teams: list[str], requests: int, threads:
                 return
             name, rid = random.choice(teams), f"n{i}-{uuid.uuid4().hex[:8]}"
             started = time.perf_counter()
-            step(name, lambda t, rid=rid: t.place_hold(rid, 10_000, "k", "m", "chat"))
-            step(name, lambda t, rid=rid: charge(t, rid))
+            step(name, holding(rid))
+            step(name, charging(rid))
             latencies.append(time.perf_counter() - started)
 
     started = time.perf_counter()

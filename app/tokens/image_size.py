@@ -49,6 +49,7 @@ def _decode(text: str) -> bytes | None:
 
 def image_size(data: bytes) -> Size | None:
     """Width and height from a PNG, GIF, WebP or JPEG header; None if unknown or implausible."""
+    size: tuple[int, ...] | None
     if data.startswith(b"\x89PNG\r\n\x1a\n") and data[12:16] == b"IHDR" and len(data) >= 24:
         size = struct.unpack(">II", data[16:24])
     elif data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:

@@ -120,8 +120,8 @@ def _custom_input(arguments: str) -> str:
         value = json.loads(arguments or "{}")
     except json.JSONDecodeError:
         return arguments
-    if isinstance(value, dict) and isinstance(value.get("input"), str):
-        return value["input"]
+    if isinstance(value, dict) and isinstance(text := value.get("input"), str):
+        return text
     return arguments
 
 

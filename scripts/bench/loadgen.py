@@ -41,8 +41,8 @@ class Result:
     ok: int = 0
     errors: int = 0
     seconds: float = 0.0
-    latencies: array = field(default_factory=lambda: array("d"))  # seconds
-    first_chunk: array = field(default_factory=lambda: array("d"))  # seconds
+    latencies: array[float] = field(default_factory=lambda: array("d"))  # seconds
+    first_chunk: array[float] = field(default_factory=lambda: array("d"))  # seconds
     statuses: dict[int, int] = field(default_factory=dict)
 
     def merge(self, other: dict[str, Any]) -> None:
@@ -137,8 +137,8 @@ class _Run:
     ok: int = 0
     errors: int = 0
     last: float = 0.0
-    latencies: array = field(default_factory=lambda: array("d"))
-    first_chunk: array = field(default_factory=lambda: array("d"))
+    latencies: array[float] = field(default_factory=lambda: array("d"))
+    first_chunk: array[float] = field(default_factory=lambda: array("d"))
     statuses: dict[int, int] = field(default_factory=dict)
 
     def finished(self) -> None:

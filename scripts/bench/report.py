@@ -21,7 +21,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def run_metrics(ok: int, errors: int, seconds: float, latencies: list[float], first_chunk: list[float],
-                cpu_seconds: float) -> dict[str, float]:
+                cpu_seconds: float) -> dict[str, Any]:
     lat, ttfc = sorted(latencies), sorted(first_chunk)
     return {"requests": ok, "errors": errors, "rps": ok / seconds,
             "p50_ms": percentile(lat, 0.5) * 1e3, "p99_ms": percentile(lat, 0.99) * 1e3,
@@ -30,10 +30,10 @@ def run_metrics(ok: int, errors: int, seconds: float, latencies: list[float], fi
 
 
 def _median(rounds: list[dict[str, Any]], target: str, key: str) -> float:
-    return statistics.median(r[target][key] for r in rounds)
+    return float(statistics.median(r[target][key] for r in rounds))
 
 
-def summarise(rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
+def summarise(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     """One case at one concurrency: each target's medians, what floor and Tollgate add over direct,
     and Tollgate/floor."""
     point: dict[str, Any] = {"rounds": rounds}

@@ -30,7 +30,7 @@ import time
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from scripts.bench import servers
 from scripts.bench.cases import CASES, Case
@@ -39,7 +39,19 @@ from scripts.bench.procstat import cpu_seconds, peak_rss_mb
 from scripts.bench.report import check_targets, config_table, run_metrics, summarise, targets_table
 from scripts.bench.soak import soak
 
-QUICK = {"duration": 0.3, "rounds": 1, "settle": 0.2, "concurrency": [1, 4], "warmup": 0.1, "idle": 0.5}
+
+class QuickOptions(TypedDict):
+    """What ``--quick`` sets, in place of the options given."""
+
+    duration: float
+    rounds: int
+    settle: float
+    concurrency: list[int]
+    warmup: float
+    idle: float
+
+
+QUICK: QuickOptions = {"duration": 0.3, "rounds": 1, "settle": 0.2, "concurrency": [1, 4], "warmup": 0.1, "idle": 0.5}
 
 
 class Plan:
@@ -73,7 +85,7 @@ def _sanity(server: servers.Server, case: Case, key: str, billed: bool) -> None:
 
 
 def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes, concurrency: int,
-            duration: float, settle: float = 0.0, idle_cpu: float = 0.0) -> dict[str, float]:
+            duration: float, settle: float = 0.0, idle_cpu: float = 0.0) -> dict[str, Any]:
     """One closed-loop run. CPU is counted from just before the run until ``settle`` seconds after
     it — work a server defers (Tollgate's audit history catches up every 2 s) belongs to the
     requests that caused it — less what the server spends idle over those settle seconds

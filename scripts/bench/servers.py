@@ -33,7 +33,7 @@ TEAM = "bench"
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def child_env(**extra: str) -> dict[str, str]:

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from scripts.chaos.client import ANSWERED, BROKEN, COMPLETE, ERROR_EVENT, NO_ANSWER, Attempt
 from scripts.chaos.faults import KILL, Fault
 
 if TYPE_CHECKING:  # the gateway's own modules load only when prices are asked for
+    from app.tokens import Protocol
     from app.tokens.counting import Rules
     from domain.settings import Model, Settings
 from scripts.chaos.gateways import MODELS
@@ -65,7 +66,7 @@ class Prices:
         from domain.pricing import worst_case_in_micros
 
         rules = self._rules(plan.model)
-        prompt = prompt_tokens(plan.body(), plan.endpoint, rules)
+        prompt = prompt_tokens(plan.body(), cast("Protocol", plan.endpoint), rules)  # chat, responses or messages
         return worst_case_in_micros(prompt, MAX_TOKENS, self._model(plan.model).price,
                                     Decimal(self._settings.credits_per_usd))
 
@@ -93,7 +94,7 @@ def _index(snapshot: Snapshot, kind: str) -> dict[str, list[LedgerEvent]]:
 
 def _input_tokens(event: LedgerEvent) -> int:
     usage = event["usage"]
-    return usage["input_tokens"] + usage["cache_write_tokens"] + usage["cache_hit_tokens"]
+    return int(usage["input_tokens"] + usage["cache_write_tokens"] + usage["cache_hit_tokens"])
 
 
 class ChargeChecks:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 #: The operating-system user that owns the cluster when the suite runs as root.
 POSTGRES_USER = "postgres"
@@ -29,7 +30,7 @@ POSTGRES_USER = "postgres"
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def postgres_bindir() -> Path:
@@ -114,7 +115,7 @@ class PostgresCluster:
                 self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "-t", "60", "stop")
             self.started = False
 
-    def execute(self, sql: str, params: tuple[object, ...] = (), database: str = "postgres") -> list[tuple]:
+    def execute(self, sql: str, params: tuple[object, ...] = (), database: str = "postgres") -> list[tuple[Any, ...]]:
         import psycopg
 
         with psycopg.connect(self.database_url(database), autocommit=True, connect_timeout=10) as conn:

@@ -164,6 +164,11 @@ class GatewayProcess:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    @property
+    def pid(self) -> int:
+        """The process id while it runs, else 0."""
+        return self.process.pid if self.process is not None and self.process.poll() is None else 0
+
 
 def _terminate(process: subprocess.Popen[bytes] | None, timeout: float) -> int | None:
     if process is None or process.poll() is not None:

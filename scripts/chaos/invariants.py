@@ -121,9 +121,9 @@ def check_sums(snapshot: Snapshot, replayed: dict[str, TeamReplay], teams: list[
                 "top-ups", f"team {team.name}: opening balance {opening and opening['amount']} != {team.opening}"
             )
         for action in top_ups[team.name]:
-            event = events.pop(action.reference, None)
-            if action.ok and (event is None or event["amount"] != micros_from_credits(action.argument)):
-                verdict.fail("top-ups", f"team {team.name}: '{action.reference}' reported done, ledger has {event}")
+            recorded = events.pop(action.reference, None)
+            if action.ok and (recorded is None or recorded["amount"] != micros_from_credits(action.argument)):
+                verdict.fail("top-ups", f"team {team.name}: '{action.reference}' reported done, ledger has {recorded}")
         if events:
             verdict.fail("top-ups", f"team {team.name}: top-ups nobody made: {sorted(events)}")
         if state.added - state.charged != state.balance:

@@ -29,8 +29,8 @@ from scripts.chaos.invariants import DEAD_RELEASE_SECONDS, check_dead_holds, che
 from scripts.chaos.ledger import Snapshot, read_snapshot, wait_until_nothing_held
 from scripts.chaos.load import Load
 from scripts.chaos.logs import log_problems
-from scripts.chaos.teams import Operator, open_teams
-from scripts.chaos.traffic import plan_traffic
+from scripts.chaos.teams import Operator, Team, open_teams
+from scripts.chaos.traffic import Plan, plan_traffic
 from scripts.chaos.verdict import Verdict, summary_line
 
 GATEWAYS = 3
@@ -88,7 +88,7 @@ def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
             f"{len(teams)} teams ({sum(t.poor for t in teams)} poor); work folder {folder}")
 
         plans = plan_traffic(seed, profile.requests, len(teams), GATEWAYS, profile.duration)
-        load = Load(plans, lambda g: gateways[g].url, lambda g: gateways[g].process.pid if gateways[g].running else 0,
+        load = Load(plans, lambda g: gateways[g].url, lambda g: gateways[g].pid,
                     [t.secrets for t in teams], GATEWAYS, profile.concurrency)
         operator = Operator(config)
         injector = Injector(postgres, DATABASE, redis, gateways, operator, teams, load, random.Random(seed))
@@ -140,8 +140,8 @@ def _stop_by_exception(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def judge(plans: list, load: Load, injector: Injector, operator: Operator, teams: list, snapshot: Snapshot,
-          config: Path) -> Verdict:
+def judge(plans: list[Plan], load: Load, injector: Injector, operator: Operator, teams: list[Team],
+          snapshot: Snapshot, config: Path) -> Verdict:
     from domain.settings import parse_settings
 
     verdict = Verdict()
@@ -155,7 +155,8 @@ def judge(plans: list, load: Load, injector: Injector, operator: Operator, teams
     return verdict
 
 
-def _save(folder: Path, plans: list, load: Load, injector: Injector, operator: Operator, snapshot: Snapshot) -> None:
+def _save(folder: Path, plans: list[Plan], load: Load, injector: Injector, operator: Operator,
+          snapshot: Snapshot) -> None:
     (folder / "plans.jsonl").write_text("".join(json.dumps(asdict(p)) + "\n" for p in plans))
     (folder / "attempts.jsonl").write_text("".join(a.as_json() + "\n" for a in load.attempts))
     (folder / "events.jsonl").write_text("".join(

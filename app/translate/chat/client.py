@@ -107,7 +107,7 @@ def _tools(body: dict[str, Any], req: c.Request) -> None:
 
 def _tool_choice(choice: Any, where: str) -> c.ToolChoice | None:
     if choice is None or isinstance(choice, str):
-        return choice if choice in ("auto", "none", "required") else None  # type: ignore[return-value]
+        return c.one_of(choice, c.TOOL_MODES)
     f.present(choice, dict, where)
     for kind in ("function", "custom"):
         if isinstance(choice.get(kind), dict) and isinstance(choice[kind].get("name"), str):
@@ -115,9 +115,7 @@ def _tool_choice(choice: Any, where: str) -> c.ToolChoice | None:
     if isinstance(choice.get("name"), str):  # the legacy function_call form
         return c.NamedTool(choice["name"])
     allowed = choice.get("allowed_tools")
-    if isinstance(allowed, dict) and allowed.get("mode") in ("auto", "required"):
-        return allowed["mode"]  # type: ignore[no-any-return]
-    return None
+    return c.one_of(allowed.get("mode"), c.ALLOWED_TOOLS_MODES) if isinstance(allowed, dict) else None
 
 
 def chat_request_to_canonical(body: dict[str, Any]) -> c.Request:

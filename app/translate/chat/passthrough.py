@@ -53,9 +53,14 @@ class ChatPassThrough:
         if not self._include_usage:
             return [b"data: [DONE]\n\n"]
         last = self._last
-        chunk = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"),
-                 "model": self._model_id, "choices": [],
-                 "usage": {**(self._reported or usage_dict(usage, reasoning_tokens)), **extra_usage}}
+        chunk: dict[str, Any] = {
+            "id": last.get("id"),
+            "object": "chat.completion.chunk",
+            "created": last.get("created"),
+            "model": self._model_id,
+            "choices": [],
+            "usage": {**(self._reported or usage_dict(usage, reasoning_tokens)), **extra_usage},
+        }
         if "system_fingerprint" in last:
             chunk["system_fingerprint"] = last["system_fingerprint"]
         return [frame(chunk), b"data: [DONE]\n\n"]

@@ -14,8 +14,13 @@ from app.translate.images import file_to_data_url, image_to_url
 from app.translate.tools import ToolNames
 from domain.pricing import TokenUsage
 
-_FINISH_IN = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
-              "content_filter": "content_filter"}
+_FINISH_IN: dict[object, c.Finish] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
 
 
 def usage_from_openai(usage: Any) -> TokenUsage | None:
@@ -163,7 +168,7 @@ def chat_response_to_canonical(answer: dict[str, Any]) -> c.Response:
         id=str(answer.get("id") or ""),
         model=str(answer.get("model") or ""),
         parts=parts,
-        finish=_FINISH_IN.get(choice.get("finish_reason"), "stop"),  # type: ignore[arg-type]
+        finish=_FINISH_IN.get(choice.get("finish_reason"), "stop"),
         usage=usage_from_openai(usage),
         reasoning_tokens=reasoning_tokens(usage, "completion_tokens_details"),
     )
@@ -199,7 +204,7 @@ class ChatChunkReader:
                 if fragment:
                     out.append(c.ToolArgumentsDelta(str(fragment)))
             if choice.get("finish_reason"):
-                out.append(c.Finished(_FINISH_IN.get(choice["finish_reason"], "stop")))  # type: ignore[arg-type]
+                out.append(c.Finished(_FINISH_IN.get(choice["finish_reason"], "stop")))
         usage = usage_from_openai(chunk.get("usage"))
         if usage is not None:
             out.append(c.UsageReported(usage, reasoning_tokens(chunk.get("usage"), "completion_tokens_details")))

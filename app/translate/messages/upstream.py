@@ -17,8 +17,15 @@ from app.translate.messages.client import arguments_object
 from app.translate.tools import ToolNames
 from domain.pricing import TokenUsage
 
-_STOP_IN = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",
-            "model_context_window_exceeded": "length", "tool_use": "tool_calls", "refusal": "content_filter"}
+_STOP_IN: dict[object, c.Finish] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
 
 
 def usage_from_anthropic(usage: Any) -> TokenUsage | None:
@@ -195,7 +202,7 @@ def message_to_canonical(answer: dict[str, Any]) -> c.Response:
         id=str(answer.get("id") or ""),
         model=str(answer.get("model") or ""),
         parts=parts,
-        finish=_STOP_IN.get(answer.get("stop_reason"), "stop"),  # type: ignore[arg-type]
+        finish=_STOP_IN.get(answer.get("stop_reason"), "stop"),
         stop_sequence=answer.get("stop_sequence"),
         usage=usage_from_anthropic(usage),
         reasoning_tokens=thinking_tokens(usage),
@@ -241,7 +248,7 @@ class MessagesEventReader:
             delta = object_or(event.get("delta"), {})
             out: list[c.Event] = []
             if delta.get("stop_reason"):
-                out.append(c.Finished(_STOP_IN.get(delta["stop_reason"], "stop"), delta.get("stop_sequence")))  # type: ignore[arg-type]
+                out.append(c.Finished(_STOP_IN.get(delta["stop_reason"], "stop"), delta.get("stop_sequence")))
             usage = usage_from_anthropic(self._usage)
             if usage is not None:
                 out.append(c.UsageReported(usage, thinking_tokens(self._usage)))

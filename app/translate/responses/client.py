@@ -101,17 +101,13 @@ def _tool(t: dict[str, Any], where: str, namespace: str | None, req: c.Request) 
 
 def _tool_choice(choice: Any) -> c.ToolChoice | None:
     if choice is None or isinstance(choice, str):
-        return choice if choice in ("auto", "none", "required") else None  # type: ignore[return-value]
+        return c.one_of(choice, c.TOOL_MODES)
     f.present(choice, dict, "tool_choice")
     if choice.get("type") in ("function", "custom"):
         return c.NamedTool(f.present(choice.get("name"), str, "tool_choice.name"),
                            f.typed(choice.get("namespace"), str, "tool_choice.namespace"))
-    if (
-        isinstance(choice, dict)
-        and choice.get("type") == "allowed_tools"
-        and choice.get("mode") in ("auto", "required")
-    ):
-        return choice["mode"]  # type: ignore[no-any-return]
+    if choice.get("type") == "allowed_tools":
+        return c.one_of(choice.get("mode"), c.ALLOWED_TOOLS_MODES)
     return None
 
 
