@@ -20,7 +20,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
@@ -454,7 +454,7 @@ class TeamLedger(Aggregate):
             balance_after=self.balance - charged,
             lease=lease,
         )
-        return self.pending_events[-1]  # type: ignore[return-value]
+        return cast(TeamLedger.Charged, self.pending_events[-1])  # the event just triggered
 
     def lease_credits(self, lease: str, needed: int, wanted: int, owner: str = "") -> int:
         """Add to a process's lease at least ``needed`` and up to ``wanted`` of the available balance

@@ -62,7 +62,8 @@ def micros_from_credits(amount: str | int | Decimal) -> int:
 def _plain(value: Decimal) -> Decimal:
     """Drop trailing zeros without switching to exponent form (``100``, never ``1E+2``)."""
     value = value.normalize()
-    return value.quantize(Decimal(1)) if value.as_tuple().exponent > 0 else value  # type: ignore[operator]
+    exponent = value.as_tuple().exponent  # an int for every finite amount (a letter only for NaN and infinity)
+    return value.quantize(Decimal(1)) if isinstance(exponent, int) and exponent > 0 else value
 
 
 def credits_from_micros(micros: int) -> Decimal:

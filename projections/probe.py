@@ -37,7 +37,8 @@ class LedgerProbe:
 
     def _check_sqlite(self) -> None:
         if self._conn is None:
-            self._conn = sqlite3.connect(self._database.path, timeout=self._timeout,  # type: ignore[arg-type]
+            assert self._database.path is not None
+            self._conn = sqlite3.connect(self._database.path, timeout=self._timeout,
                                          isolation_level=None, check_same_thread=False)
         self._conn.execute("BEGIN IMMEDIATE")
         self._conn.execute("ROLLBACK")

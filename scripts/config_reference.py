@@ -89,7 +89,10 @@ def sections(root: type = schema.Settings, source: str | None = None) -> list[Se
         for inner, inner_path in nested:
             visit(inner, inner_path)
 
-    visit(mi.type_info(root), "")  # type: ignore[arg-type]
+    info = mi.type_info(root)
+    if not isinstance(info, mi.StructType):
+        raise TypeError(f"{root.__name__} is not a msgspec struct")
+    visit(info, "")
     return list(found.values())
 
 

@@ -83,7 +83,7 @@ _ADMIN_BODIES = {
 }
 
 
-def _body_schemas() -> tuple[dict[str, Any], dict[str, Any]]:
+def _body_schemas() -> tuple[dict[type, dict[str, Any]], dict[str, Any]]:
     """Each request struct's schema (by reference) and the component schemas they use."""
     structs = sorted({entry[0] for entry in _GENERATION.values()} | set(_ADMIN_BODIES.values()),
                      key=lambda s: s.__name__)

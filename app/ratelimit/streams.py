@@ -152,10 +152,10 @@ class StreamSlots:
         while True:
             await asyncio.sleep(RENEW_EVERY)
             shared = [slot for slot in self._open if slot.in_redis]
-            if not shared:
+            if not shared or self._renew is None:  # slots are in Redis only when there is one
                 continue
             try:
-                await self._renew(keys=[self._prefix + s.key_id for s in shared],  # type: ignore[misc]
+                await self._renew(keys=[self._prefix + s.key_id for s in shared],
                                   args=[SLOT_TTL, *(s.member for s in shared)])
             except Exception as exc:
                 log.warning("could not renew %d stream slots: %s", len(shared), exc)

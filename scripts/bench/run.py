@@ -114,7 +114,7 @@ def idle_cpu(server: servers.Server, seconds: float) -> float:
 
 def _rss(server: servers.Server) -> dict[str, Any]:
     peaks = peak_rss_mb(server.pids())
-    workers = {pid: mb for pid, mb in peaks.items() if pid != server.process.pid} or peaks  # type: ignore[union-attr]
+    workers = {pid: mb for pid, mb in peaks.items() if pid != server.pid} or peaks
     return {"max": max(workers.values()), "total": sum(peaks.values()), "processes": len(peaks),
             "by_process": {str(pid): round(mb, 1) for pid, mb in peaks.items()}}
 
@@ -142,7 +142,7 @@ def _profile(plan: Plan, targets: dict[str, servers.Server], key: str, loadgens:
             runs = []
             drive = lambda: runs.append(loadgens.run("127.0.0.1", targets[name].port, requests[name],  # noqa: E731, B023
                                                      concurrency, seconds))
-            found[case.name][name] = profile.record(targets[name].process.pid, seconds,  # type: ignore[union-attr]
+            found[case.name][name] = profile.record(targets[name].pid, seconds,
                                                     outdir / f"{label}-{case.name}-{name}.txt", drive)
             served += runs[0].ok if name == "tollgate" else 0
         print(profile.render(f"{case.name}, c={concurrency}, {label}", found[case.name]), flush=True)

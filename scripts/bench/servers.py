@@ -61,6 +61,13 @@ class Server:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def pid(self) -> int:
+        """The process id of a started server."""
+        if self.process is None:
+            raise RuntimeError(f"{self.name} was never started")
+        return self.process.pid
+
     def start(self, timeout: float = 60) -> Server:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=self.env,
