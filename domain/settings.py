@@ -290,9 +290,23 @@ def _config_error_from(origin: str, message: str) -> ConfigError:
 
 
 def _check_semantics(settings: Settings, origin: str) -> None:
+    """Every rule the schema cannot say, in the file's order: the first broken one is reported."""
+
     def fail(key: str, problem: str) -> None:
         raise ConfigError(origin, key, problem)
 
+    _check_ledger_and_stores(settings, fail)
+    _check_limits_and_logging(settings, fail)
+    if not settings.models:
+        fail("models", "at least one [[models]] entry is required")
+    seen: set[str] = set()
+    for i, model in enumerate(settings.models):
+        _check_model(model, i, seen, fail)
+        _check_deployments(model, i, fail)
+
+
+def _check_ledger_and_stores(settings: Settings, fail: Callable[[str, str], None]) -> None:
+    """The credit rate, the database and Redis, and the ledger's timings."""
     if settings.credits_per_usd <= 0:
         fail("credits_per_usd", "must be greater than 0")
     url = settings.database_url
@@ -317,6 +331,10 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("lease_idle_seconds", "must be greater than 0 (seconds)")
     if settings.shutdown_timeout < 0:
         fail("shutdown_timeout", "must not be negative (seconds)")
+
+
+def _check_limits_and_logging(settings: Settings, fail: Callable[[str, str], None]) -> None:
+    """The limits against abuse, the metrics port and the log settings."""
     if not 8 <= settings.max_json_depth <= 256:
         fail("max_json_depth", "must be between 8 and 256")
     for name in ("max_request_bytes", "max_messages", "max_tools", "max_content_parts", "max_header_bytes",
@@ -332,31 +350,30 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("log_format", f"unknown format {settings.log_format!r}; expected one of {', '.join(LOG_FORMATS)}")
     if settings.log_level not in LOG_LEVELS:
         fail("log_level", f"unknown level {settings.log_level!r}; expected one of {', '.join(LOG_LEVELS)}")
-    if not settings.models:
-        fail("models", "at least one [[models]] entry is required")
-    seen: set[str] = set()
-    for i, model in enumerate(settings.models):
-        key = f"models[{i}]"
-        if not model.id:
-            fail(f"{key}.id", "must not be empty")
-        if model.id in seen:
-            fail(f"{key}.id", f"duplicate model id {model.id!r}")
-        seen.add(model.id)
-        for name in ("context_window", "max_output_tokens"):
-            if getattr(model, name) <= 0:
-                fail(f"{key}.{name}", "must be greater than 0")
-        for name in ("input", "output", "cache_create", "cache_hit"):
-            if getattr(model.pricing, name) < 0:
-                fail(f"{key}.pricing.{name}", "must not be negative")
-        if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
-            fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
-        if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
-            fail(f"{key}.builtin_tools", f"unknown policy {model.builtin_tools!r}; expected one of "
-                                         f"{', '.join(BUILTIN_TOOL_POLICIES)}")
-        values = [level.value for level in model.effort_levels]
-        if model.default_effort_level not in values:
-            fail(f"{key}.default_effort_level", f"{model.default_effort_level!r} is not one of effort_levels {values}")
-        _check_deployments(model, i, fail)
+
+
+def _check_model(model: Model, index: int, seen: set[str], fail: Callable[[str, str], None]) -> None:
+    """One [[models]] entry but its deployments; ``seen``: the ids of the entries before it."""
+    key = f"models[{index}]"
+    if not model.id:
+        fail(f"{key}.id", "must not be empty")
+    if model.id in seen:
+        fail(f"{key}.id", f"duplicate model id {model.id!r}")
+    seen.add(model.id)
+    for name in ("context_window", "max_output_tokens"):
+        if getattr(model, name) <= 0:
+            fail(f"{key}.{name}", "must be greater than 0")
+    for name in ("input", "output", "cache_create", "cache_hit"):
+        if getattr(model.pricing, name) < 0:
+            fail(f"{key}.pricing.{name}", "must not be negative")
+    if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
+        fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
+    if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
+        fail(f"{key}.builtin_tools", f"unknown policy {model.builtin_tools!r}; expected one of "
+                                     f"{', '.join(BUILTIN_TOOL_POLICIES)}")
+    values = [level.value for level in model.effort_levels]
+    if model.default_effort_level not in values:
+        fail(f"{key}.default_effort_level", f"{model.default_effort_level!r} is not one of effort_levels {values}")
 
 
 def _check_deployments(model: Model, index: int, fail: Callable[[str, str], None]) -> None:
@@ -369,18 +386,7 @@ def _check_deployments(model: Model, index: int, fail: Callable[[str, str], None
         fail(f"{key}.upstreams", "must list at least one deployment")
     first: tuple[str, Upstream] | None = None
     for where, upstream in deployment_keys(model, index):
-        if upstream.kind not in UPSTREAM_KINDS:
-            fail(f"{where}.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
-        if upstream.kind != "demo":
-            if not upstream.base_url:
-                fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
-            elif not re.match(r"^https?://[^/\s]+", upstream.base_url):
-                fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")
-        for name in ("timeout", "connect_timeout"):
-            if getattr(upstream, name) <= 0:
-                fail(f"{where}.{name}", "must be greater than 0")
-        if upstream.weight < 1:
-            fail(f"{where}.weight", "must be at least 1")
+        _check_deployment(where, upstream, fail)
         if first is None:
             first = (where, upstream)
         elif upstream.wire != first[1].wire:
@@ -394,6 +400,22 @@ def _check_deployments(model: Model, index: int, fail: Callable[[str, str], None
     count = len(model.deployments)
     if model.max_attempts is not None and not 1 <= model.max_attempts <= count:
         fail(f"{key}.max_attempts", f"must be between 1 and the number of deployments ({count})")
+
+
+def _check_deployment(where: str, upstream: Upstream, fail: Callable[[str, str], None]) -> None:
+    """One deployment on its own (``where``: its key in the file)."""
+    if upstream.kind not in UPSTREAM_KINDS:
+        fail(f"{where}.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
+    if upstream.kind != "demo":
+        if not upstream.base_url:
+            fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
+        elif not re.match(r"^https?://[^/\s]+", upstream.base_url):
+            fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")
+    for name in ("timeout", "connect_timeout"):
+        if getattr(upstream, name) <= 0:
+            fail(f"{where}.{name}", "must be greater than 0")
+    if upstream.weight < 1:
+        fail(f"{where}.weight", "must be at least 1")
 
 
 def require_upstream_secrets(settings: Settings, origin: str, environ: Mapping[str, str]) -> None:

@@ -15,6 +15,8 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.persistence import Notification
+
 from domain.ledger import TeamLedger
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from projections.database import Database
@@ -49,35 +51,17 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
         report.events += 1
         if progress and report.events % 10_000 == 0:
             progress(report.events)
-        try:
-            event = store.ledger_event(notification)
-        except Exception as exc:
-            report.problems.append(f"event #{notification.id}: cannot be read: {exc}")
+        replayed = _replay_one(store, notification, teams)
+        if isinstance(replayed, str):
+            report.problems.append(replayed)
             break
-        where = f"event #{notification.id} ({type(event).__qualname__}, version {event.originator_version})"
-        try:
-            team = event.mutate(teams.get(event.originator_id))
-        except Exception as exc:
-            report.problems.append(f"{where}: cannot be applied: {exc}")
-            break
-        assert isinstance(team, TeamLedger)
-        teams[team.id] = team
-        problem = _check_event(team, event)
-        if problem is None and not 0 <= team.held <= team.balance:
-            problem = f"balance {team.balance} and holds {team.held} break 0 <= held <= balance"
-        if problem:
-            report.problems.append(f"team {team.name!r}, {where}: {problem}")
-            break
+        team, event = replayed
         if isinstance(event, TeamLedger.Charged):
             report.charges += 1
             charged[team.id][0] += 1
             charged[team.id][1] += event.charged
         if history and notification.id <= position:
-            if (row := entry_row(notification.id, team.name, event)) is not None:
-                entries[notification.id] = row
-            if (used := usage_row(team.name, event)) is not None:
-                for i, value in enumerate(used[4:]):
-                    usage[used[:4]][i] += value
+            _expect_history(notification.id, team.name, event, entries, usage)
     report.teams = len(teams)
     if report.ok:
         report.problems.extend(_check_once_only_charges(store, teams, charged))
@@ -88,6 +72,38 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
     if history:
         history.close()
     return report
+
+
+def _replay_one(store: LedgerStore, notification: Notification,
+                teams: dict[UUID, TeamLedger]) -> tuple[TeamLedger, TeamLedger.Event] | str:
+    """The event applied to its team (kept in ``teams``), or what is wrong with it."""
+    try:
+        event = store.ledger_event(notification)
+    except Exception as exc:
+        return f"event #{notification.id}: cannot be read: {exc}"
+    where = f"event #{notification.id} ({type(event).__qualname__}, version {event.originator_version})"
+    try:
+        team = event.mutate(teams.get(event.originator_id))
+    except Exception as exc:
+        return f"{where}: cannot be applied: {exc}"
+    assert isinstance(team, TeamLedger)
+    teams[team.id] = team
+    problem = _check_event(team, event)
+    if problem is None and not 0 <= team.held <= team.balance:
+        problem = f"balance {team.balance} and holds {team.held} break 0 <= held <= balance"
+    if problem:
+        return f"team {team.name!r}, {where}: {problem}"
+    return team, event
+
+
+def _expect_history(notification_id: int, team_name: str, event: TeamLedger.Event,
+                    entries: dict[int, tuple[Any, ...]], usage: dict[tuple[Any, ...], list[int]]) -> None:
+    """Add what the audit history and usage projections should hold for the event."""
+    if (row := entry_row(notification_id, team_name, event)) is not None:
+        entries[notification_id] = row
+    if (used := usage_row(team_name, event)) is not None:
+        for i, value in enumerate(used[4:]):
+            usage[used[:4]][i] += value
 
 
 def _check_history(entry_rows: list[dict[str, Any]], usage_rows: list[dict[str, Any]],

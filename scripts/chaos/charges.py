@@ -226,18 +226,35 @@ class ChargeChecks:
 
     # -- requests with an Idempotency-Key: one request, however many attempts ------------------
 
-    def _idempotent(self, plan: Plan, attempts: list[Attempt]) -> None:
-        held = self.under_key.get((self.teams[plan.team].name, plan.idempotency_key), set())
+    def _never_held(self, plan: Plan, attempts: list[Attempt], held: set[str]) -> None:
+        """Attempts never held under the key were refused before billing (409 while another attempt
+        runs, a 402, a revoked key, the rate-limit store away), so never charged; an answer (a 200,
+        first or replayed) always carries the id of an attempt that held under the key."""
         for attempt in attempts:
             if attempt.request_id and attempt.request_id not in held:
-                # Never held under the key: refused before billing (409 while another attempt runs, a
-                # 402, a revoked key, the rate-limit store away), so never charged; an answer (a 200,
-                # first or replayed) always carries the id of an attempt that held under the key.
                 if attempt.status == 200:
                     self._fail("an Idempotency-Key's answer under a request that never held under it", plan,
                                attempt, f"held under the key: {sorted(held)}")
                 elif self._charges(attempt.request_id):
                     self._fail("refused but charged", plan, attempt, attempt.error[:120])
+
+    def _replays(self, plan: Plan, replays: list[Attempt], original: Attempt | None,
+                 charges: list[LedgerEvent]) -> None:
+        """Each replayed answer is the original's, cost and remaining credit included."""
+        for attempt in replays:
+            if original is None:
+                if not charges:
+                    self._fail("a replay of an answer never charged", plan, attempt, f"reported {attempt.cost}")
+                continue
+            if (attempt.cost, attempt.remaining) != (original.cost, original.remaining):
+                self._fail("replay differs from the original", plan, attempt,
+                           f"cost/remaining {attempt.cost}/{attempt.remaining} vs {original.cost}/{original.remaining}")
+            elif not plan.stream and attempt.body != original.body:
+                self._fail("replay differs from the original", plan, attempt, "the stored answer is not byte for byte")
+
+    def _idempotent(self, plan: Plan, attempts: list[Attempt]) -> None:
+        held = self.under_key.get((self.teams[plan.team].name, plan.idempotency_key), set())
+        self._never_held(plan, attempts, held)
         charges = [charge for request_id in sorted(held) for charge in self._charges(request_id)]
         originals = [a for a in attempts if a.status == 200 and a.outcome in (ANSWERED, COMPLETE) and not a.replayed]
         replays = [a for a in attempts if a.status == 200 and a.outcome in (ANSWERED, COMPLETE) and a.replayed]
@@ -260,17 +277,7 @@ class ChargeChecks:
                                   f"no charge of {attempt.cost} credits among {[c['charged'] for c in charges]}")
             unmatched.remove(match[0])
             self._exact(plan, attempt, match[0])
-        for attempt in replays:
-            original = originals[0] if originals else None
-            if original is None:
-                if not charges:
-                    self._fail("a replay of an answer never charged", plan, attempt, f"reported {attempt.cost}")
-                continue
-            if (attempt.cost, attempt.remaining) != (original.cost, original.remaining):
-                self._fail("replay differs from the original", plan, attempt,
-                           f"cost/remaining {attempt.cost}/{attempt.remaining} vs {original.cost}/{original.remaining}")
-            elif not plan.stream and attempt.body != original.body:
-                self._fail("replay differs from the original", plan, attempt, "the stored answer is not byte for byte")
+        self._replays(plan, replays, originals[0] if originals else None, charges)
         for attempt in partial:
             match = [
                 c for c in unmatched if c["usage"]["output_tokens"] == self.prices.output_tokens(plan, attempt.text)

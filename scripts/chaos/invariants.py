@@ -57,6 +57,28 @@ def replay(snapshot: Snapshot, verdict: Verdict) -> dict[str, TeamReplay]:
     return teams
 
 
+def _apply_charge(state: TeamReplay, event: LedgerEvent) -> str | None:
+    """A charge closes its hold (or takes from its lease) and debits the balance."""
+    hold, lease = event["hold"], event.get("lease", "")
+    name = lease or event["request_id"]
+    if name in state.open:
+        if not lease and hold != state.open[name]:
+            return f"closed a hold of {state.open[name]} as {hold}"
+        state.open[name] -= hold
+        if state.open[name] < 0:
+            return f"took {hold} from {name}, which held {state.open[name] + hold}"
+        if not lease:
+            del state.open[name]
+    elif hold:
+        return f"took {hold} from {name}, which holds nothing"
+    state.held -= hold
+    state.balance -= event["charged"]
+    state.charged += event["charged"]
+    if event["charged"] + event["uncollected"] != event["cost"] or event["charged"] < 0:
+        return "charged + uncollected != cost"
+    return None
+
+
 def _apply(state: TeamReplay, event: LedgerEvent) -> str | None:
     kind = event.kind
     if kind == "CreditsAdded":
@@ -69,23 +91,8 @@ def _apply(state: TeamReplay, event: LedgerEvent) -> str | None:
         state.open[name] = state.open.get(name, 0) + event["amount"]
         state.held += event["amount"]
     elif kind == "Charged":
-        hold, lease = event["hold"], event.get("lease", "")
-        name = lease or event["request_id"]
-        if name in state.open:
-            if not lease and hold != state.open[name]:
-                return f"closed a hold of {state.open[name]} as {hold}"
-            state.open[name] -= hold
-            if state.open[name] < 0:
-                return f"took {hold} from {name}, which held {state.open[name] + hold}"
-            if not lease:
-                del state.open[name]
-        elif hold:
-            return f"took {hold} from {name}, which holds nothing"
-        state.held -= hold
-        state.balance -= event["charged"]
-        state.charged += event["charged"]
-        if event["charged"] + event["uncollected"] != event["cost"] or event["charged"] < 0:
-            return "charged + uncollected != cost"
+        if (problem := _apply_charge(state, event)) is not None:
+            return problem
     elif kind == "HoldReleased":
         name = event["request_id"]
         if state.open.get(name) != event["amount"]:

@@ -7,6 +7,7 @@ request passed through is billed from the same readings.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from app.errors import InvalidRequest
@@ -151,6 +152,20 @@ def canonical_to_messages_body(req: c.Request, upstream_model: str, max_output_t
     stops = [s for s in req.stop if s.strip()]
     if stops:
         body["stop_sequences"] = stops
+    _add_tools(body, req, names)
+    schema = (req.response_format or {}).get("json_schema") or {}
+    if schema.get("schema"):
+        body["output_config"] = {"format": {"type": "json_schema", "schema": schema["schema"]}}
+    if req.user:
+        body["metadata"] = {"user_id": req.user}
+    if req.stream:
+        body["stream"] = True
+    return body
+
+
+def _add_tools(body: dict[str, Any], req: c.Request, names: ToolNames) -> None:
+    """The request's tools (its functions, then the built-ins the model's policy passes on) and
+    how the model must use them; nothing when there are none."""
     tools: list[dict[str, Any]] = []
     for tool in req.tools:
         name, description, parameters = names.definition(tool)
@@ -160,26 +175,19 @@ def canonical_to_messages_body(req: c.Request, upstream_model: str, max_output_t
         if tool.cache_control:
             spec["cache_control"] = tool.cache_control
         tools.append(spec)
-    tools.extend(b.spec for b in req.builtin_tools)  # built-ins the model's policy passes on
-    if tools:
-        body["tools"] = tools
-        choice: dict[str, Any] | None = None
-        if isinstance(req.tool_choice, c.NamedTool):
-            choice = {"type": "tool", "name": names.upstream_name(req.tool_choice.name, req.tool_choice.namespace)}
-        elif req.tool_choice is not None:
-            choice = {"type": {"auto": "auto", "required": "any", "none": "none"}[req.tool_choice]}
-        if req.parallel_tool_calls is False:
-            choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
-        if choice:
-            body["tool_choice"] = choice
-    schema = (req.response_format or {}).get("json_schema") or {}
-    if schema.get("schema"):
-        body["output_config"] = {"format": {"type": "json_schema", "schema": schema["schema"]}}
-    if req.user:
-        body["metadata"] = {"user_id": req.user}
-    if req.stream:
-        body["stream"] = True
-    return body
+    tools.extend(b.spec for b in req.builtin_tools)
+    if not tools:
+        return
+    body["tools"] = tools
+    choice: dict[str, Any] | None = None
+    if isinstance(req.tool_choice, c.NamedTool):
+        choice = {"type": "tool", "name": names.upstream_name(req.tool_choice.name, req.tool_choice.namespace)}
+    elif req.tool_choice is not None:
+        choice = {"type": {"auto": "auto", "required": "any", "none": "none"}[req.tool_choice]}
+    if req.parallel_tool_calls is False:
+        choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
+    if choice:
+        body["tool_choice"] = choice
 
 
 # -- answers -------------------------------------------------------------------------------------
@@ -209,6 +217,15 @@ def message_to_canonical(answer: dict[str, Any]) -> c.Response:
     )
 
 
+#: A content block's delta, by its type, as its canonical event (other types carry nothing to relay).
+_DELTAS: dict[str, Callable[[dict[str, Any]], c.Event]] = {
+    "text_delta": lambda delta: c.TextDelta(str(delta.get("text", ""))),
+    "input_json_delta": lambda delta: c.ToolArgumentsDelta(str(delta.get("partial_json", ""))),
+    "thinking_delta": lambda delta: c.ThinkingDelta(str(delta.get("thinking", ""))),
+    "signature_delta": lambda delta: c.ThinkingSealed(signature=str(delta.get("signature", ""))),
+}
+
+
 class MessagesEventReader:
     """Upstream Messages SSE events → canonical events (usage is cumulative across events)."""
 
@@ -234,15 +251,8 @@ class MessagesEventReader:
         if kind == "content_block_delta":
             delta = object_or(event.get("delta"), {})
             dkind = delta.get("type")
-            if dkind == "text_delta":
-                return [c.TextDelta(str(delta.get("text", "")))]
-            if dkind == "input_json_delta":
-                return [c.ToolArgumentsDelta(str(delta.get("partial_json", "")))]
-            if dkind == "thinking_delta":
-                return [c.ThinkingDelta(str(delta.get("thinking", "")))]
-            if dkind == "signature_delta":
-                return [c.ThinkingSealed(signature=str(delta.get("signature", "")))]
-            return []
+            read = _DELTAS.get(dkind) if isinstance(dkind, str) else None
+            return [read(delta)] if read is not None else []
         if kind == "message_delta":
             self._usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
             delta = object_or(event.get("delta"), {})

@@ -105,6 +105,25 @@ def _tools(req: c.Request) -> list[dict[str, Any]]:
     return tools + [b.spec for b in req.builtin_tools]  # built-ins the model's policy passes on
 
 
+def _text_options(req: c.Request) -> dict[str, Any]:
+    """The Responses ``text`` object: the output's format (from Chat's ``response_format``) and verbosity."""
+    text: dict[str, Any] = {}
+    fmt = req.response_format or {}
+    if fmt.get("type") == "json_schema":
+        schema = fmt.get("json_schema") or {}
+        text["format"] = {
+            "type": "json_schema",
+            "name": schema.get("name") or "output",
+            "schema": schema.get("schema") or {},
+            **{k: schema[k] for k in ("strict", "description") if k in schema},
+        }
+    elif fmt.get("type") == "json_object":
+        text["format"] = {"type": "json_object"}
+    if req.verbosity is not None:
+        text["verbosity"] = req.verbosity
+    return text
+
+
 def canonical_to_responses_body(req: c.Request, upstream_model: str) -> dict[str, Any]:
     body: dict[str, Any] = {"model": upstream_model, "input": _items(req), "store": bool(req.store),
                             "include": ["reasoning.encrypted_content"]}
@@ -126,20 +145,7 @@ def canonical_to_responses_body(req: c.Request, upstream_model: str) -> dict[str
         reasoning["summary"] = req.reasoning_summary
     if reasoning:
         body["reasoning"] = reasoning
-    text: dict[str, Any] = {}
-    fmt = req.response_format or {}
-    if fmt.get("type") == "json_schema":
-        schema = fmt.get("json_schema") or {}
-        text["format"] = {
-            "type": "json_schema",
-            "name": schema.get("name") or "output",
-            "schema": schema.get("schema") or {},
-            **{k: schema[k] for k in ("strict", "description") if k in schema},
-        }
-    elif fmt.get("type") == "json_object":
-        text["format"] = {"type": "json_object"}
-    if req.verbosity is not None:
-        text["verbosity"] = req.verbosity
+    text = _text_options(req)
     if text:
         body["text"] = text
     optional = {
