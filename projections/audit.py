@@ -79,12 +79,12 @@ def _replay_one(store: LedgerStore, notification: Notification,
     """The event applied to its team (kept in ``teams``), or what is wrong with it."""
     try:
         event = store.ledger_event(notification)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - an unreadable event is the verification's finding
         return f"event #{notification.id}: cannot be read: {exc}"
     where = f"event #{notification.id} ({type(event).__qualname__}, version {event.originator_version})"
     try:
         team = event.mutate(teams.get(event.originator_id))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - an event that cannot be applied is the verification's finding
         return f"{where}: cannot be applied: {exc}"
     assert isinstance(team, TeamLedger)
     teams[team.id] = team

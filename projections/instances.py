@@ -140,7 +140,7 @@ class InstanceRegistry:
         while not self._stop.wait(HEARTBEAT_SECONDS):
             try:
                 self.beat()
-            except Exception as exc:  # the database is briefly unreachable: the next beat tries again
+            except Exception as exc:  # noqa: BLE001 - the database is briefly unreachable: the next beat tries again
                 self._heard_since = None
                 log.debug("heartbeat failed: %s", exc)
 
@@ -204,7 +204,7 @@ class InstanceRegistry:
         try:
             with self._connection() as sql, sql.transaction() as tx:
                 tx.execute("UPDATE gateway_instances SET last_seen = 0 WHERE instance_id = ?", (self._id,))
-        except Exception:
+        except Exception:  # noqa: BLE001 - best effort on the way out: peers tell a dead process by its silence anyway
             pass
         with self._lock:
             if self._sql is not None:

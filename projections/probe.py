@@ -30,7 +30,7 @@ class LedgerProbe:
                 self._check_sqlite()
             else:
                 self._check_postgres()
-        except Exception as exc:  # any failure to answer is the answer
+        except Exception as exc:  # noqa: BLE001 - any failure to answer is the answer
             self.close()
             return f"{type(exc).__name__}: {str(exc).strip() or 'no answer'}"
         return None

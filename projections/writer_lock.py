@@ -47,7 +47,7 @@ class WriterLock:
         )
         try:
             take()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the lock is an optimisation: without it the writer still works
             log.warning("could not take the ledger writer lock, writing without it: %s", exc)
             self._drop()
             yield False
@@ -57,7 +57,7 @@ class WriterLock:
         finally:
             try:
                 give()
-            except Exception as exc:  # a lost connection releases its session lock with it
+            except Exception as exc:  # noqa: BLE001 - a lost connection releases its session lock with it
                 log.warning("could not release the ledger writer lock: %s", exc)
                 self._drop()
 

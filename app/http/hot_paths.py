@@ -44,7 +44,7 @@ class HotPaths:
         request: Request[Any, Any, Any] = Request(scope, receive, send)
         try:
             response = await handler.fn(request)
-        except Exception as exc:  # every error becomes its endpoint's error body
+        except Exception as exc:  # noqa: BLE001 - every error becomes its endpoint's error body
             response = self._answer_error(request, exc)
         try:
             await response.to_asgi_response(self.app, request)(scope, receive, send)

@@ -92,7 +92,7 @@ def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, wor
             "in the configuration, or TOLLGATE_REDIS_URL")
     try:
         asyncio.run(reachable(settings.redis_url))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure to reach Redis refuses the start, with its reason
         raise StartupRefused(f"redis_url {settings.redis_url!r} is unreachable: {exc}") from None
     # Create and migrate the database once, here, rather than in N workers at once.
     open_ledger_store(settings.database_url, base_dir, pool_size=1).close()

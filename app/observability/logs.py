@@ -102,7 +102,7 @@ class BatchedLines(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record)
-        except Exception:
+        except Exception:  # noqa: BLE001 - logging's own contract: a line that cannot be formatted goes to handleError
             self.handleError(record)
             return
         self._lines.append(line)  # list.append is atomic under the GIL
@@ -116,8 +116,8 @@ class BatchedLines(logging.Handler):
                 try:
                     self._stream.write("\n".join(lines) + "\n")
                     self._stream.flush()
-                except Exception:
-                    pass  # a closed or broken stderr must never take a request down
+                except Exception:  # noqa: BLE001 - a closed or broken stderr must never take a request down
+                    pass
 
     def _flush_regularly(self) -> None:
         while not self._stopped.wait(self.FLUSH_SECONDS):

@@ -114,7 +114,7 @@ class StreamSlots:
                     keys=[self._prefix + key_id], args=[self.per_key, SLOT_TTL, slot.member]
                 )
                 slot.in_redis = True
-            except Exception as exc:  # Redis is down: this process keeps the limit alone meanwhile
+            except Exception as exc:  # noqa: BLE001 - Redis is down: this process keeps the limit alone meanwhile
                 log.warning("stream limits cannot be shared right now (%s): this process counts them alone", exc)
                 taken, open_now = None, None
         else:
@@ -145,7 +145,7 @@ class StreamSlots:
             try:
                 async with asyncio.timeout(RELEASE_WAIT):
                     await self._redis.zrem(self._prefix + slot.key_id, slot.member)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the slot expires in Redis anyway
                 log.warning("could not give a stream slot back (it expires within %g s): %r", SLOT_TTL, exc)
 
     async def _renew_forever(self) -> None:
@@ -157,7 +157,7 @@ class StreamSlots:
             try:
                 await self._renew(keys=[self._prefix + s.key_id for s in shared],
                                   args=[SLOT_TTL, *(s.member for s in shared)])
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - unrenewed slots expire; the next round tries again
                 log.warning("could not renew %d stream slots: %s", len(shared), exc)
 
     async def aclose(self) -> None:

@@ -178,7 +178,7 @@ def _worker(conn: Connection) -> None:
             return
         try:
             conn.send(uvloop.run(run_load(**command)))
-        except Exception as exc:  # reported to the orchestrator, which stops the benchmark
+        except Exception as exc:  # noqa: BLE001 - reported to the orchestrator, which stops the benchmark
             conn.send({"error": f"{type(exc).__name__}: {exc}"})
 
 

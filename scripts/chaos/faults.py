@@ -80,7 +80,7 @@ class Injector:
                 await asyncio.sleep(delay)
             try:
                 await self._inject(step)
-            except Exception as exc:  # reported as the run's failure, with its reason
+            except Exception as exc:  # noqa: BLE001 - reported as the run's failure, with its reason
                 self.errors.append(f"{step.kind} at {step.at:.0f} s could not be injected: {type(exc).__name__}: {exc}")
                 if self.faults and not self.faults[-1].ended:
                     self.faults[-1].ended = time.time()

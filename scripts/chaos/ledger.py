@@ -90,7 +90,7 @@ def wait_until_nothing_held(database_url: str, base_dir: Path, until: float) -> 
     while True:
         try:
             held = total_held(database_url, base_dir)
-        except Exception:  # the database may be coming back; look again
+        except Exception:  # noqa: BLE001 - the database may be coming back; look again
             held = {"?": -1}
         if not held or time.time() >= until:
             return held
