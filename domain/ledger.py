@@ -40,25 +40,9 @@ from domain.ledger_errors import (
 )
 from domain.pricing import Price, TokenUsage, cost_in_micros
 
-__all__ = [
-    "ABANDONED",
-    "EXPIRED",
-    "TEAM_NAME",
-    "AlreadyCharged",
-    "Delivery",
-    "HoldNotFound",
-    "InsufficientCredits",
-    "InvalidAmount",
-    "InvalidTeamName",
-    "KeyNotFound",
-    "LedgerError",
-    "RequestInProgress",
-    "TeamAlreadyExists",
-    "TeamLedger",
-    "TeamNotFound",
-    "TeamSuspended",
-    "team_id",
-]
+__all__ = ["ABANDONED", "EXPIRED", "TEAM_NAME", "AlreadyCharged", "Delivery", "HoldNotFound", "InsufficientCredits",
+           "InvalidAmount", "InvalidTeamName", "KeyNotFound", "LedgerError", "RequestInProgress", "TeamAlreadyExists",
+           "TeamLedger", "TeamNotFound", "TeamSuspended", "team_id"]
 
 #: A team's name: matched whole (``fullmatch``), so no trailing newline slips through to headers and logs.
 TEAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
