@@ -9,7 +9,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-sqlite test-postgresql test-chaos install browser agents
+.PHONY: demo check test test-sqlite test-postgresql test-chaos install browser agents
 
 install: $(VENV)/.installed
 
@@ -26,10 +26,16 @@ demo: install
 # mode runs alone (about a minute and a half; it judges answers by when faults happened, so it gets
 # the cores to itself). The build fails if any of them fails; the chaos suite runs even if a half failed.
 test: install browser agents
+	$(MAKE) --no-print-directory check
 	@status=0; \
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-sqlite test-postgresql || status=$$?; \
 	$(MAKE) --no-print-directory test-chaos || status=$$?; \
 	exit $$status
+
+# The gate (scripts/check): ruff's lint, with the layering's banned imports, and mypy, strict. `make
+# test` runs it first and stops there if it fails.
+check: install
+	VENV=$(VENV) sh scripts/check
 
 # The chaos suite (scripts/chaos, README "Chaos suite"): its own PostgreSQL cluster and Redis, three
 # gateways, a burst of traffic and faults; non-zero exit on any violation.

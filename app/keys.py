@@ -89,7 +89,7 @@ class KeyDirectory:
 
     def forget_team(self, team_id: UUID) -> None:
         """The team's policy changed (suspension, limits): every key of it is read afresh."""
-        for key_hash, principal in list(self._known.items()):
+        for principal in list(self._known.values()):
             if principal.team_id == team_id:
                 self.forget(principal.key_id)
 

@@ -20,7 +20,7 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
@@ -40,9 +40,9 @@ from domain.ledger_errors import (
 )
 from domain.pricing import Price, TokenUsage, cost_in_micros
 
-__all__ = ["ABANDONED", "AlreadyCharged", "Delivery", "EXPIRED", "HoldNotFound", "InsufficientCredits", "InvalidAmount", "InvalidTeamName", "KeyNotFound",
-           "LedgerError", "RequestInProgress", "TEAM_NAME", "TeamAlreadyExists", "TeamLedger", "TeamNotFound",
-           "TeamSuspended", "team_id"]
+__all__ = ["ABANDONED", "EXPIRED", "TEAM_NAME", "AlreadyCharged", "Delivery", "HoldNotFound", "InsufficientCredits",
+           "InvalidAmount", "InvalidTeamName", "KeyNotFound", "LedgerError", "RequestInProgress", "TeamAlreadyExists",
+           "TeamLedger", "TeamNotFound", "TeamSuspended", "team_id"]
 
 #: A team's name: matched whole (``fullmatch``), so no trailing newline slips through to headers and logs.
 TEAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -438,7 +438,7 @@ class TeamLedger(Aggregate):
             balance_after=self.balance - charged,
             lease=lease,
         )
-        return self.pending_events[-1]  # type: ignore[return-value]
+        return cast(TeamLedger.Charged, self.pending_events[-1])  # the event just triggered
 
     def lease_credits(self, lease: str, needed: int, wanted: int, owner: str = "") -> int:
         """Add to a process's lease at least ``needed`` and up to ``wanted`` of the available balance
@@ -474,8 +474,13 @@ class TeamLedger(Aggregate):
             self.trigger_event(self.HoldReleased, request_id=request_id, amount=self.holds[request_id], reason=EXPIRED)
         return stale
 
-    def release_abandoned(self, owners: Collection[str], delivered: Sequence[Delivery] = (),
-                          prices: Mapping[str, Price] | None = None, credits_per_usd: Decimal = Decimal(0)) -> list[str]:
+    def release_abandoned(
+        self,
+        owners: Collection[str],
+        delivered: Sequence[Delivery] = (),
+        prices: Mapping[str, Price] | None = None,
+        credits_per_usd: Decimal = Decimal(0),
+    ) -> list[str]:
         """The gateway processes ``owners`` stopped answering: charge what their streams had
         ``delivered`` as they last reported it (at ``prices``, by model), then release every hold and
         lease they still have. Returns the ids released. A stream already charged, or whose hold is

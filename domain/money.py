@@ -39,7 +39,7 @@ def round_up_to_micros(exact_micros: Decimal) -> int:
     return int(exact_micros.to_integral_value(rounding=ROUND_CEILING))
 
 
-def micros_from_credits(credits: str | int | Decimal) -> int:
+def micros_from_credits(amount: str | int | Decimal) -> int:
     """Parse a credit amount typed by a person (``"12.5"``) into exact micro-credits.
 
     Amounts with more than six decimals are refused rather than rounded: a top-up is an
@@ -47,22 +47,23 @@ def micros_from_credits(credits: str | int | Decimal) -> int:
     :data:`MAX_CREDITS_AMOUNT` either way, and anything that is not a finite number.
     """
     try:
-        value = Decimal(str(credits).strip())
+        value = Decimal(str(amount).strip())
     except InvalidOperation:
-        raise AmountError(f"not a number: {credits!r}") from None
+        raise AmountError(f"not a number: {amount!r}") from None
     if not value.is_finite():
-        raise AmountError(f"not a finite number: {credits!r}")
+        raise AmountError(f"not a finite number: {amount!r}")
     if value.copy_abs() > MAX_CREDITS_AMOUNT:  # exact: before any arithmetic that could overflow
-        raise AmountError(f"{credits!r} is out of range: one amount may be at most {MAX_CREDITS_AMOUNT:,} credits")
+        raise AmountError(f"{amount!r} is out of range: one amount may be at most {MAX_CREDITS_AMOUNT:,} credits")
     if value != value.quantize(_ONE_MICRO):  # exact, however small (a product could underflow to 0)
-        raise AmountError(f"{credits!r} has more than 6 decimals (1 micro-credit is the smallest unit)")
+        raise AmountError(f"{amount!r} has more than 6 decimals (1 micro-credit is the smallest unit)")
     return int(value.scaleb(6))  # at most 17 digits here: exact
 
 
 def _plain(value: Decimal) -> Decimal:
     """Drop trailing zeros without switching to exponent form (``100``, never ``1E+2``)."""
     value = value.normalize()
-    return value.quantize(Decimal(1)) if value.as_tuple().exponent > 0 else value  # type: ignore[operator]
+    exponent = value.as_tuple().exponent  # an int for every finite amount (a letter only for NaN and infinity)
+    return value.quantize(Decimal(1)) if isinstance(exponent, int) and exponent > 0 else value
 
 
 def credits_from_micros(micros: int) -> Decimal:

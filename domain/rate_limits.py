@@ -75,8 +75,12 @@ def refilled(level: float, last: float, now: float, limit: Limit) -> float:
 
 def decide(levels_now: list[float], limits: list[Limit]) -> Decision:
     """Admit if every bucket holds the request's cost; the levels returned are after taking it."""
-    short = [Level(limit, level) for limit, level in zip(limits, levels_now) if level < limit.cost]
+    short = [Level(limit, level) for limit, level in zip(limits, levels_now, strict=True) if level < limit.cost]
     if short:
         wait = max(level.wait_for(level.limit.cost) for level in short)
-        return Decision(False, tuple(Level(limit, level) for limit, level in zip(limits, levels_now)), wait)
-    return Decision(True, tuple(Level(limit, level - limit.cost) for limit, level in zip(limits, levels_now)))
+        return Decision(
+            False, tuple(Level(limit, level) for limit, level in zip(limits, levels_now, strict=True)), wait
+        )
+    return Decision(
+        True, tuple(Level(limit, level - limit.cost) for limit, level in zip(limits, levels_now, strict=True))
+    )

@@ -45,14 +45,14 @@ class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     configuration reference from them, and its test fails for a field without one."""
 
 
-class EffortLevel(_Strict):
+class EffortLevel(_Strict, frozen=True):  # msgspec inherits frozen; type checkers need it said again
     #: The level's name as requests send it (`reasoning_effort`, `reasoning.effort`), e.g. `low`.
     value: str
     #: Its label for people, listed by `GET /v1/models`.
     display: str
 
 
-class Pricing(_Strict):
+class Pricing(_Strict, frozen=True):
     #: USD per million prompt tokens that are neither written to nor read from a prompt cache.
     input: Decimal
     #: USD per million output tokens (reasoning included).
@@ -63,7 +63,7 @@ class Pricing(_Strict):
     cache_hit: Decimal
 
 
-class Upstream(_Strict):
+class Upstream(_Strict, frozen=True):
     """One deployment of a model: a provider endpoint, its key and the name it knows the model by."""
 
     #: `openai` (any OpenAI-compatible chat-completions server), `openai-responses` (a server of the
@@ -90,7 +90,7 @@ class Upstream(_Strict):
         return UPSTREAM_WIRES.get(self.kind, "chat")
 
 
-class Model(_Strict):
+class Model(_Strict, frozen=True):
     #: The name clients send as `model`; unique in the file.
     id: str
     #: Its name for people, listed by `GET /v1/models`.
@@ -120,7 +120,11 @@ class Model(_Strict):
     default_effort_level: str = "medium"
     #: The reasoning effort levels offered; a request's effort is mapped to the nearest of them.
     effort_levels: list[EffortLevel] = msgspec.field(
-        default_factory=lambda: [EffortLevel("low", "Low"), EffortLevel("medium", "Medium"), EffortLevel("high", "High")]
+        default_factory=lambda: [
+            EffortLevel("low", "Low"),
+            EffortLevel("medium", "Medium"),
+            EffortLevel("high", "High"),
+        ]
     )
     #: The Unix time `GET /v1/models` lists as `created` (0: when the gateway started).
     created: int = 0
@@ -158,7 +162,7 @@ def deployment_keys(model: Model, index: int) -> list[tuple[str, Upstream]]:
     return [(f"models[{index}].upstream", model.upstream)] if model.upstream is not None else []
 
 
-class Settings(_Strict):
+class Settings(_Strict, frozen=True):
     #: The models clients may ask for, one `[[models]]` table each (at least one).
     models: list[Model]
     #: The ledger: `sqlite:///PATH` (relative to the configuration file's folder; `sqlite:////abs/path`)
@@ -266,7 +270,7 @@ def parse_settings(text: str, origin: str, environ: Mapping[str, str] | None = N
     return settings
 
 
-_AT_PATH = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.S)
+_AT_PATH = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 
 
 def _config_error_from(origin: str, message: str) -> ConfigError:
@@ -286,9 +290,23 @@ def _config_error_from(origin: str, message: str) -> ConfigError:
 
 
 def _check_semantics(settings: Settings, origin: str) -> None:
+    """Every rule the schema cannot say, in the file's order: the first broken one is reported."""
+
     def fail(key: str, problem: str) -> None:
         raise ConfigError(origin, key, problem)
 
+    _check_ledger_and_stores(settings, fail)
+    _check_limits_and_logging(settings, fail)
+    if not settings.models:
+        fail("models", "at least one [[models]] entry is required")
+    seen: set[str] = set()
+    for i, model in enumerate(settings.models):
+        _check_model(model, i, seen, fail)
+        _check_deployments(model, i, fail)
+
+
+def _check_ledger_and_stores(settings: Settings, fail: Callable[[str, str], None]) -> None:
+    """The credit rate, the database and Redis, and the ledger's timings."""
     if settings.credits_per_usd <= 0:
         fail("credits_per_usd", "must be greater than 0")
     url = settings.database_url
@@ -304,13 +322,19 @@ def _check_semantics(settings: Settings, origin: str) -> None:
     if settings.hold_timeout <= 0:
         fail("hold_timeout", "must be greater than 0 (seconds)")
     if settings.instance_dead_after < 6:
-        fail("instance_dead_after", "must be at least 6 (seconds: two heartbeats), or live processes are taken for dead")
+        fail(
+            "instance_dead_after", "must be at least 6 (seconds: two heartbeats), or live processes are taken for dead"
+        )
     if settings.idempotency_ttl <= 0:
         fail("idempotency_ttl", "must be greater than 0 (seconds)")
     if settings.lease_idle_seconds <= 0:
         fail("lease_idle_seconds", "must be greater than 0 (seconds)")
     if settings.shutdown_timeout < 0:
         fail("shutdown_timeout", "must not be negative (seconds)")
+
+
+def _check_limits_and_logging(settings: Settings, fail: Callable[[str, str], None]) -> None:
+    """The limits against abuse, the metrics port and the log settings."""
     if not 8 <= settings.max_json_depth <= 256:
         fail("max_json_depth", "must be between 8 and 256")
     for name in ("max_request_bytes", "max_messages", "max_tools", "max_content_parts", "max_header_bytes",
@@ -326,31 +350,30 @@ def _check_semantics(settings: Settings, origin: str) -> None:
         fail("log_format", f"unknown format {settings.log_format!r}; expected one of {', '.join(LOG_FORMATS)}")
     if settings.log_level not in LOG_LEVELS:
         fail("log_level", f"unknown level {settings.log_level!r}; expected one of {', '.join(LOG_LEVELS)}")
-    if not settings.models:
-        fail("models", "at least one [[models]] entry is required")
-    seen: set[str] = set()
-    for i, model in enumerate(settings.models):
-        key = f"models[{i}]"
-        if not model.id:
-            fail(f"{key}.id", "must not be empty")
-        if model.id in seen:
-            fail(f"{key}.id", f"duplicate model id {model.id!r}")
-        seen.add(model.id)
-        for name in ("context_window", "max_output_tokens"):
-            if getattr(model, name) <= 0:
-                fail(f"{key}.{name}", "must be greater than 0")
-        for name in ("input", "output", "cache_create", "cache_hit"):
-            if getattr(model.pricing, name) < 0:
-                fail(f"{key}.pricing.{name}", "must not be negative")
-        if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
-            fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
-        if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
-            fail(f"{key}.builtin_tools", f"unknown policy {model.builtin_tools!r}; expected one of "
-                                         f"{', '.join(BUILTIN_TOOL_POLICIES)}")
-        values = [level.value for level in model.effort_levels]
-        if model.default_effort_level not in values:
-            fail(f"{key}.default_effort_level", f"{model.default_effort_level!r} is not one of effort_levels {values}")
-        _check_deployments(model, i, fail)
+
+
+def _check_model(model: Model, index: int, seen: set[str], fail: Callable[[str, str], None]) -> None:
+    """One [[models]] entry but its deployments; ``seen``: the ids of the entries before it."""
+    key = f"models[{index}]"
+    if not model.id:
+        fail(f"{key}.id", "must not be empty")
+    if model.id in seen:
+        fail(f"{key}.id", f"duplicate model id {model.id!r}")
+    seen.add(model.id)
+    for name in ("context_window", "max_output_tokens"):
+        if getattr(model, name) <= 0:
+            fail(f"{key}.{name}", "must be greater than 0")
+    for name in ("input", "output", "cache_create", "cache_hit"):
+        if getattr(model.pricing, name) < 0:
+            fail(f"{key}.pricing.{name}", "must not be negative")
+    if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
+        fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
+    if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
+        fail(f"{key}.builtin_tools", f"unknown policy {model.builtin_tools!r}; expected one of "
+                                     f"{', '.join(BUILTIN_TOOL_POLICIES)}")
+    values = [level.value for level in model.effort_levels]
+    if model.default_effort_level not in values:
+        fail(f"{key}.default_effort_level", f"{model.default_effort_level!r} is not one of effort_levels {values}")
 
 
 def _check_deployments(model: Model, index: int, fail: Callable[[str, str], None]) -> None:
@@ -363,28 +386,36 @@ def _check_deployments(model: Model, index: int, fail: Callable[[str, str], None
         fail(f"{key}.upstreams", "must list at least one deployment")
     first: tuple[str, Upstream] | None = None
     for where, upstream in deployment_keys(model, index):
-        if upstream.kind not in UPSTREAM_KINDS:
-            fail(f"{where}.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
-        if upstream.kind != "demo":
-            if not upstream.base_url:
-                fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
-            elif not re.match(r"^https?://[^/\s]+", upstream.base_url):
-                fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")
-        for name in ("timeout", "connect_timeout"):
-            if getattr(upstream, name) <= 0:
-                fail(f"{where}.{name}", "must be greater than 0")
-        if upstream.weight < 1:
-            fail(f"{where}.weight", "must be at least 1")
+        _check_deployment(where, upstream, fail)
         if first is None:
             first = (where, upstream)
         elif upstream.wire != first[1].wire:
-            fail(f"{where}.kind", f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
-                                  f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
-                                  f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
-                                  f"anthropic: messages)")
+            fail(
+                f"{where}.kind",
+                f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
+                f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
+                f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
+                f"anthropic: messages)",
+            )
     count = len(model.deployments)
     if model.max_attempts is not None and not 1 <= model.max_attempts <= count:
         fail(f"{key}.max_attempts", f"must be between 1 and the number of deployments ({count})")
+
+
+def _check_deployment(where: str, upstream: Upstream, fail: Callable[[str, str], None]) -> None:
+    """One deployment on its own (``where``: its key in the file)."""
+    if upstream.kind not in UPSTREAM_KINDS:
+        fail(f"{where}.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
+    if upstream.kind != "demo":
+        if not upstream.base_url:
+            fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
+        elif not re.match(r"^https?://[^/\s]+", upstream.base_url):
+            fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")
+    for name in ("timeout", "connect_timeout"):
+        if getattr(upstream, name) <= 0:
+            fail(f"{where}.{name}", "must be greater than 0")
+    if upstream.weight < 1:
+        fail(f"{where}.weight", "must be at least 1")
 
 
 def require_upstream_secrets(settings: Settings, origin: str, environ: Mapping[str, str]) -> None:

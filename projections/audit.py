@@ -15,6 +15,8 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.persistence import Notification
+
 from domain.ledger import TeamLedger
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from projections.database import Database
@@ -49,35 +51,17 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
         report.events += 1
         if progress and report.events % 10_000 == 0:
             progress(report.events)
-        try:
-            event = store.mapper.to_domain_event(notification)
-        except Exception as exc:
-            report.problems.append(f"event #{notification.id}: cannot be read: {exc}")
+        replayed = _replay_one(store, notification, teams)
+        if isinstance(replayed, str):
+            report.problems.append(replayed)
             break
-        where = f"event #{notification.id} ({type(event).__qualname__}, version {event.originator_version})"
-        try:
-            team = event.mutate(teams.get(event.originator_id))  # type: ignore[arg-type]
-        except Exception as exc:
-            report.problems.append(f"{where}: cannot be applied: {exc}")
-            break
-        assert isinstance(team, TeamLedger)
-        teams[team.id] = team
-        problem = _check_event(team, event)
-        if problem is None and not 0 <= team.held <= team.balance:
-            problem = f"balance {team.balance} and holds {team.held} break 0 <= held <= balance"
-        if problem:
-            report.problems.append(f"team {team.name!r}, {where}: {problem}")
-            break
+        team, event = replayed
         if isinstance(event, TeamLedger.Charged):
             report.charges += 1
             charged[team.id][0] += 1
             charged[team.id][1] += event.charged
         if history and notification.id <= position:
-            if (row := entry_row(notification.id, team.name, event)) is not None:
-                entries[notification.id] = row
-            if (used := usage_row(team.name, event)) is not None:
-                for i, value in enumerate(used[4:]):
-                    usage[used[:4]][i] += value
+            _expect_history(notification.id, team.name, event, entries, usage)
     report.teams = len(teams)
     if report.ok:
         report.problems.extend(_check_once_only_charges(store, teams, charged))
@@ -88,6 +72,38 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
     if history:
         history.close()
     return report
+
+
+def _replay_one(store: LedgerStore, notification: Notification,
+                teams: dict[UUID, TeamLedger]) -> tuple[TeamLedger, TeamLedger.Event] | str:
+    """The event applied to its team (kept in ``teams``), or what is wrong with it."""
+    try:
+        event = store.ledger_event(notification)
+    except Exception as exc:  # noqa: BLE001 - an unreadable event is the verification's finding
+        return f"event #{notification.id}: cannot be read: {exc}"
+    where = f"event #{notification.id} ({type(event).__qualname__}, version {event.originator_version})"
+    try:
+        team = event.mutate(teams.get(event.originator_id))
+    except Exception as exc:  # noqa: BLE001 - an event that cannot be applied is the verification's finding
+        return f"{where}: cannot be applied: {exc}"
+    assert isinstance(team, TeamLedger)
+    teams[team.id] = team
+    problem = _check_event(team, event)
+    if problem is None and not 0 <= team.held <= team.balance:
+        problem = f"balance {team.balance} and holds {team.held} break 0 <= held <= balance"
+    if problem:
+        return f"team {team.name!r}, {where}: {problem}"
+    return team, event
+
+
+def _expect_history(notification_id: int, team_name: str, event: TeamLedger.Event,
+                    entries: dict[int, tuple[Any, ...]], usage: dict[tuple[Any, ...], list[int]]) -> None:
+    """Add what the audit history and usage projections should hold for the event."""
+    if (row := entry_row(notification_id, team_name, event)) is not None:
+        entries[notification_id] = row
+    if (used := usage_row(team_name, event)) is not None:
+        for i, value in enumerate(used[4:]):
+            usage[used[:4]][i] += value
 
 
 def _check_history(entry_rows: list[dict[str, Any]], usage_rows: list[dict[str, Any]],
@@ -107,10 +123,10 @@ def _check_history(entry_rows: list[dict[str, Any]], usage_rows: list[dict[str, 
         return [f"audit history is missing the rows of events {sorted(entries)[:5]}"]
     for row in usage_rows:
         key = tuple(row[c] for c in USAGE_COLUMNS[:4])
-        actual = [int(row[c]) for c in USAGE_COLUMNS[4:]]
-        expected = usage.pop(key, None)
-        if expected != actual:
-            return [f"usage for {key} is {actual}, the events say {expected}"]
+        counted = [int(row[c]) for c in USAGE_COLUMNS[4:]]
+        expected_counts = usage.pop(key, None)
+        if expected_counts != counted:
+            return [f"usage for {key} is {counted}, the events say {expected_counts}"]
     if usage:
         return [f"usage is missing {sorted(usage)[:3]}"]
     return []
@@ -138,7 +154,7 @@ def _check_once_only_charges(store: LedgerStore, teams: dict[UUID, TeamLedger],
     version the replay reached (charges written since are checked by the next run)."""
     problems = []
     for team in teams.values():
-        count, total = store.recorder.charge_totals(team.id, team.version)  # type: ignore[attr-defined]
+        count, total = store.read_models.charge_totals(team.id, team.version)
         expected = charged.get(team.id, [0, 0])
         if (count, total) != tuple(expected):
             problems.append(f"team {team.name!r}: the once-only charge index has {count} charge(s) of {total} "
@@ -157,18 +173,18 @@ def _check_balances_read_model(store: LedgerStore, teams: dict[UUID, TeamLedger]
         if team_id not in teams and (opened := store.find_team(team_id, version=row.version)) is not None:
             teams[team_id] = opened
     for team in teams.values():
-        row = rows.pop(team.id, None)
-        if row is not None and row.version > team.version:
+        balance = rows.pop(team.id) if team.id in rows else None
+        if balance is not None and balance.version > team.version:
             for event in store.newer_events(team):
                 event.mutate(team)
                 if (problem := _check_event(team, event)) is not None:
                     return [f"team {team.name!r}, version {team.version}: {problem}"]
-        if row is None:
+        if balance is None:
             problems.append(f"team {team.name!r}: missing from the balances read model")
-        elif (row.balance, row.held, row.version) != (team.balance, team.held, team.version):
+        elif (balance.balance, balance.held, balance.version) != (team.balance, team.held, team.version):
             problems.append(
-                f"team {team.name!r}: balances read model says balance {row.balance}, held {row.held}, "
-                f"version {row.version}; replay gives {team.balance}, {team.held}, {team.version}"
+                f"team {team.name!r}: balances read model says balance {balance.balance}, held {balance.held}, "
+                f"version {balance.version}; replay gives {team.balance}, {team.held}, {team.version}"
             )
     for row in rows.values():
         problems.append(f"team {row.team_name!r}: in the balances read model but has no events")

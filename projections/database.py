@@ -7,14 +7,17 @@ absolute); ``postgresql://user:password@host:port/dbname`` is a PostgreSQL datab
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
 from projections.migrations import HEAD
+
+if TYPE_CHECKING:  # psycopg is imported where PostgreSQL is used, not by every SQLite command
+    import psycopg
 
 EVENTS_TABLE = {"sqlite": "stored_events", "postgresql": "ledger_events"}
 _SCHEMA_LOCK = 0x746F6C6C  # the advisory lock that serialises schema creation across processes
@@ -104,23 +107,23 @@ class Database:
         with psycopg.connect(self.conninfo(), connect_timeout=10) as conn:
             return self._pg_schema_is_current(conn)
 
-    def _pg_schema_is_current(self, conn: object) -> bool:
-        row = conn.execute(  # type: ignore[attr-defined]
+    def _pg_schema_is_current(self, conn: psycopg.Connection[Any]) -> bool:
+        row = conn.execute(
             "SELECT to_regclass(%s) IS NOT NULL, to_regclass('alembic_version') IS NOT NULL", (self.events_table,)
         ).fetchone()
-        if not (row[0] and row[1]):
+        if row is None or not (row[0] and row[1]):
             return False
-        version = conn.execute("SELECT version_num FROM alembic_version").fetchone()  # type: ignore[attr-defined]
-        return bool(version) and version[0] == HEAD
+        version = conn.execute("SELECT version_num FROM alembic_version").fetchone()
+        return version is not None and version[0] == HEAD
 
-    def create_schema(self, create_event_store: object) -> None:
+    def create_schema(self, create_event_store: Callable[[], object]) -> None:
         """Create the event store and migrate the read models, once, even with racing processes."""
         from projections.schema import upgrade_read_models
 
         if self.kind == "sqlite":
             assert self.path is not None
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            create_event_store()  # type: ignore[operator]
+            create_event_store()
             upgrade_read_models(self.sqlalchemy_url())
             return
         import psycopg
@@ -129,7 +132,7 @@ class Database:
             conn.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
             try:
                 if not self._pg_schema_is_current(conn):
-                    create_event_store()  # type: ignore[operator]
+                    create_event_store()
                     upgrade_read_models(self.sqlalchemy_url())
             finally:
                 conn.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
@@ -142,7 +145,8 @@ class Sql:
         """``any_thread``: the caller serialises use of the connection across threads itself."""
         self.kind = database.kind
         if database.kind == "sqlite":
-            self._conn: Any = sqlite3.connect(database.path, timeout=30, isolation_level=None,  # type: ignore[arg-type]
+            assert database.path is not None
+            self._conn: Any = sqlite3.connect(database.path, timeout=30, isolation_level=None,
                                               check_same_thread=not any_thread)
             self._conn.row_factory = sqlite3.Row
         else:
@@ -196,7 +200,7 @@ class Transaction:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         self._cursor.execute(self._translate(sql), params)
-        return self._cursor.rowcount
+        return int(self._cursor.rowcount)
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:

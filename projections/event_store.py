@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import cast
 from uuid import UUID
 
 from eventsourcing.application import AggregateNotFoundError, Application
@@ -18,7 +19,14 @@ from eventsourcing.persistence import Notification
 
 from domain.ledger import TeamLedger
 from projections.database import Database
-from projections.read_models import BalanceRecord, ChargeRecord, IdempotentResponse, KeyRecord, key_records
+from projections.read_models import (
+    BalanceRecord,
+    ChargeRecord,
+    IdempotentResponse,
+    KeyRecord,
+    ReadModelQueries,
+    key_records,
+)
 from projections.store_errors import classify
 
 #: Events that change what a team's keys may do: the team's key rows are rewritten when one is saved.
@@ -51,29 +59,39 @@ class LedgerStore(Application[UUID]):
         except Exception as exc:
             raise classify(exc, getattr(self.recorder, "events_table_name", "stored_events")) from exc
 
+    @property
+    def read_models(self) -> ReadModelQueries:
+        """The read-model lookups: both recorders this store opens (SQLite's, PostgreSQL's) are
+        :class:`ReadModelQueries`, which eventsourcing's recorder type does not say."""
+        return cast(ReadModelQueries, self.recorder)
+
+    def ledger_event(self, notification: Notification) -> TeamLedger.Event:
+        """A stored event as the ledger's event it is (the mapper only promises a domain event)."""
+        return cast(TeamLedger.Event, self.mapper.to_domain_event(notification))
+
     def find_team(self, team_id: UUID, version: int | None = None) -> TeamLedger | None:
         """The team as it is now (or as it was at ``version``), or None if it was never opened."""
         try:
-            return self.repository.get(team_id, version=version)  # type: ignore[return-value]
+            return cast(TeamLedger, self.repository.get(team_id, version=version))
         except AggregateNotFoundError:
             return None
 
     def newer_events(self, team: TeamLedger) -> list[TeamLedger.Event]:
         """Events another process appended to ``team`` since this copy was loaded."""
-        return list(self.events.get(team.id, gt=team.version))  # type: ignore[arg-type]
+        return cast(list[TeamLedger.Event], list(self.events.get(team.id, gt=team.version)))
 
     def find_idempotent(self, team_id: UUID, idem_key: str) -> IdempotentResponse | None:
-        return self.recorder.find_idempotent(team_id, idem_key)  # type: ignore[attr-defined]
+        return self.read_models.find_idempotent(team_id, idem_key)
 
     def find_charge(self, team_id: UUID, request_id: str) -> ChargeRecord | None:
         """The request's charge, if it was ever charged."""
-        return self.recorder.find_charge(team_id, request_id)  # type: ignore[attr-defined]
+        return self.read_models.find_charge(team_id, request_id)
 
     def find_key(self, key_hash: str) -> KeyRecord | None:
-        return self.recorder.find_key(key_hash)  # type: ignore[attr-defined]
+        return self.read_models.find_key(key_hash)
 
     def balances(self, holding_only: bool = False) -> list[BalanceRecord]:
-        return self.recorder.balances(holding_only)  # type: ignore[attr-defined]
+        return self.read_models.balances(holding_only)
 
     def notifications(self, batch: int = 1000) -> Iterator[Notification]:
         """Every stored event in commit order (the notification log), read in batches."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 from uuid import UUID
 
 from domain.ledger import TeamLedger
@@ -115,8 +115,10 @@ class HistoryProjection:
                 return done
             entries, usage = self._rows(page)
             with self._sql.transaction() as tx:
-                moved = tx.execute("UPDATE projection_tracking SET notification_id = ? WHERE name = ? AND notification_id = ?",
-                                   (page[-1].id, NAME, start))
+                moved = tx.execute(
+                    "UPDATE projection_tracking SET notification_id = ? WHERE name = ? AND notification_id = ?",
+                    (page[-1].id, NAME, start),
+                )
                 if moved != 1:
                     continue  # another projector got there first: its rows stand, ours are dropped
                 _write(tx, "ledger_entries", "usage_daily", entries, usage)
@@ -167,7 +169,7 @@ class HistoryProjection:
         rows = []
         for n in notifications:
             if n.topic.endswith("TeamLedger.Charged"):
-                e = self._store.mapper.to_domain_event(n)
+                e = cast(TeamLedger.Charged, self._store.ledger_event(n))
                 rows.append((e.originator_id.hex, e.request_id, e.originator_version, e.charged, e.balance_after))
         return rows
 
@@ -180,9 +182,11 @@ class HistoryProjection:
         tx.execute("UPDATE projection_tracking SET notification_id = ? WHERE name = ?", (last, NAME))
         # Balances and keys are written with every event, possibly since the rebuild read them: a row
         # newer than the rebuild's stays, any other row is replaced by the rebuilt one.
-        tx.execute("INSERT INTO team_balances SELECT * FROM team_balances_rebuild WHERE true ON CONFLICT (team_id) DO UPDATE SET "
-                   "team_name = excluded.team_name, balance = excluded.balance, held = excluded.held, "
-                   "version = excluded.version WHERE team_balances.version <= excluded.version")
+        tx.execute(
+            "INSERT INTO team_balances SELECT * FROM team_balances_rebuild WHERE true "
+            "ON CONFLICT (team_id) DO UPDATE SET team_name = excluded.team_name, balance = excluded.balance, "
+            "held = excluded.held, version = excluded.version WHERE team_balances.version <= excluded.version"
+        )
         columns = ", ".join(KEY_COLUMNS)
         updates = ", ".join(f"{c} = excluded.{c}" for c in KEY_COLUMNS[1:])
         tx.execute(f"INSERT INTO api_keys ({columns}) SELECT {columns} FROM api_keys_rebuild WHERE true "

@@ -126,8 +126,11 @@ class InstanceRegistry:
     def peers(self) -> list[Peer]:
         """The other gateways heard from lately (a dead one on this host is left out at once)."""
         with self._connection() as sql:
-            rows = sql.query("SELECT instance_id, host, pid, shared_limits FROM gateway_instances "
-                                   "WHERE instance_id <> ? AND last_seen > ?", (self._id, time.time() - SILENT_AFTER_SECONDS))
+            rows = sql.query(
+                "SELECT instance_id, host, pid, shared_limits FROM gateway_instances "
+                "WHERE instance_id <> ? AND last_seen > ?",
+                (self._id, time.time() - SILENT_AFTER_SECONDS),
+            )
         return [Peer(r["host"], int(r["pid"]), bool(r["shared_limits"])) for r in rows
                 if not (r["host"] == self._host and not _alive(int(r["pid"])))]
 
@@ -137,14 +140,16 @@ class InstanceRegistry:
         while not self._stop.wait(HEARTBEAT_SECONDS):
             try:
                 self.beat()
-            except Exception as exc:  # the database is briefly unreachable: the next beat tries again
+            except Exception as exc:  # noqa: BLE001 - the database is briefly unreachable: the next beat tries again
                 self._heard_since = None
                 log.debug("heartbeat failed: %s", exc)
 
     def beat(self) -> None:
         streams = self.stream_reports() if self.stream_reports is not None else None
         with self._connection() as sql, sql.transaction() as tx:
-            found = tx.execute("UPDATE gateway_instances SET last_seen = ? WHERE instance_id = ?", (time.time(), self._id))
+            found = tx.execute(
+                "UPDATE gateway_instances SET last_seen = ? WHERE instance_id = ?", (time.time(), self._id)
+            )
             if found and streams is not None:
                 tx.execute("DELETE FROM inflight_streams WHERE instance_id = ?", (self._id,))
                 tx.executemany(f"INSERT INTO inflight_streams (instance_id, {', '.join(_STREAM_COLUMNS)}, updated_at) "
@@ -199,7 +204,7 @@ class InstanceRegistry:
         try:
             with self._connection() as sql, sql.transaction() as tx:
                 tx.execute("UPDATE gateway_instances SET last_seen = 0 WHERE instance_id = ?", (self._id,))
-        except Exception:
+        except Exception:  # noqa: BLE001 - best effort on the way out: peers tell a dead process by its silence anyway
             pass
         with self._lock:
             if self._sql is not None:

@@ -47,7 +47,7 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
                                 self._insert_stored_events(curs, stored_events, **kwargs)
                                 pipeline.sync()  # a constraint violation is raised here, not at commit
                                 notification_ids = self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-                            except Exception as exc:  # re-raised once the pipeline has ended
+                            except Exception as exc:  # noqa: BLE001 - re-raised once the pipeline has ended
                                 failure = exc
             except BaseException:
                 with contextlib.suppress(Exception):

@@ -10,6 +10,7 @@ the server answers and accepts writes (it is not a standby, nor read-only).
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from typing import Any
 
@@ -29,14 +30,15 @@ class LedgerProbe:
                 self._check_sqlite()
             else:
                 self._check_postgres()
-        except Exception as exc:  # any failure to answer is the answer
+        except Exception as exc:  # noqa: BLE001 - any failure to answer is the answer
             self.close()
             return f"{type(exc).__name__}: {str(exc).strip() or 'no answer'}"
         return None
 
     def _check_sqlite(self) -> None:
         if self._conn is None:
-            self._conn = sqlite3.connect(self._database.path, timeout=self._timeout,  # type: ignore[arg-type]
+            assert self._database.path is not None
+            self._conn = sqlite3.connect(self._database.path, timeout=self._timeout,
                                          isolation_level=None, check_same_thread=False)
         self._conn.execute("BEGIN IMMEDIATE")
         self._conn.execute("ROLLBACK")
@@ -55,8 +57,6 @@ class LedgerProbe:
 
     def close(self) -> None:
         if self._conn is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._conn.close()
-            except Exception:
-                pass
             self._conn = None

@@ -95,11 +95,13 @@ class ChargeRecord:
 DELETE_EXPIRED_IDEMPOTENT = "DELETE FROM idempotency_keys WHERE team_id = {p} AND idem_key = {p} AND expires_at <= {p}"
 INSERT_IDEMPOTENT = ("INSERT INTO idempotency_keys (team_id, idem_key, body_hash, request_id, content_type, response, "
                      "created_at, expires_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})")
-SELECT_IDEMPOTENT = ("SELECT body_hash, request_id, content_type, response, created_at, expires_at FROM idempotency_keys "
-                     "WHERE team_id = {p} AND idem_key = {p} AND expires_at > {p}")
+SELECT_IDEMPOTENT = (
+    "SELECT body_hash, request_id, content_type, response, created_at, expires_at FROM idempotency_keys "
+    "WHERE team_id = {p} AND idem_key = {p} AND expires_at > {p}"
+)
 INSERT_CHARGE = ("INSERT INTO charged_requests (team_id, request_id, version, charged, balance_after) "
                  "VALUES ({p}, {p}, {p}, {p}, {p})")
-SELECT_CHARGE = ("SELECT version, charged, balance_after FROM charged_requests WHERE team_id = {p} AND request_id = {p}")
+SELECT_CHARGE = "SELECT version, charged, balance_after FROM charged_requests WHERE team_id = {p} AND request_id = {p}"
 CHARGE_TOTALS = ("SELECT COUNT(*) AS n, COALESCE(SUM(charged), 0) AS total FROM charged_requests "
                  "WHERE team_id = {p} AND version <= {p}")
 UPSERT_KEY = (

@@ -6,6 +6,7 @@ verifies them) so that neither has to import the other.
 
 from __future__ import annotations
 
+from typing import cast
 from uuid import UUID
 
 from domain.ledger import TeamLedger
@@ -18,6 +19,6 @@ def replay_teams(store: LedgerStore, upto: int | None = None) -> list[TeamLedger
     for notification in store.notifications():
         if upto is not None and notification.id > upto:
             break
-        event = store.mapper.to_domain_event(notification)
-        teams[event.originator_id] = event.mutate(teams.get(event.originator_id))  # type: ignore[assignment]
+        event = store.ledger_event(notification)
+        teams[event.originator_id] = cast(TeamLedger, event.mutate(teams.get(event.originator_id)))
     return list(teams.values())

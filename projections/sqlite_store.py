@@ -16,7 +16,9 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
 
     read_models = ReadModelWriter("?")
 
-    def _insert_events(self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+    def _insert_events(
+        self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
+    ) -> Sequence[int] | None:
         notification_ids = super()._insert_events(c, stored_events, **kwargs)
         self.read_models.write(c, kwargs.get("keys", ()), kwargs.get("balances", ()),
                                kwargs.get("idempotent", ()), kwargs.get("charges", ()))
@@ -25,4 +27,4 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
     def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self.datastore.transaction(commit=False) as c:
             c.execute(sql, params)
-            return c.fetchall()
+            return list(c.fetchall())

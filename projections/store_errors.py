@@ -1,6 +1,6 @@
 """Why the event store refused a transaction, told apart once, for every caller.
 
-The library raises one ``IntegrityError`` for several causes (eventsourcing-notes §7): another
+The library raises one ``IntegrityError`` for several causes (its recorders map every driver error onto a few): another
 writer appended the same version first (retry after catching up), a unique key of a read model
 written in the same transaction (retrying can only fail the same way), or a check constraint. It
 raises ``OperationalError`` when the database cannot be reached. Treating them alike is how one

@@ -42,10 +42,12 @@ class WriterLock:
     @contextlib.contextmanager
     def held(self) -> Iterator[bool]:
         """Hold the lock for the block; yields whether it is really held."""
-        take, give = (self._flock, self._unflock) if self._database.kind == "sqlite" else (self._lock_pg, self._unlock_pg)
+        take, give = (
+            (self._flock, self._unflock) if self._database.kind == "sqlite" else (self._lock_pg, self._unlock_pg)
+        )
         try:
             take()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the lock is an optimisation: without it the writer still works
             log.warning("could not take the ledger writer lock, writing without it: %s", exc)
             self._drop()
             yield False
@@ -55,7 +57,7 @@ class WriterLock:
         finally:
             try:
                 give()
-            except Exception as exc:  # a lost connection releases its session lock with it
+            except Exception as exc:  # noqa: BLE001 - a lost connection releases its session lock with it
                 log.warning("could not release the ledger writer lock: %s", exc)
                 self._drop()
 

@@ -89,7 +89,10 @@ def sections(root: type = schema.Settings, source: str | None = None) -> list[Se
         for inner, inner_path in nested:
             visit(inner, inner_path)
 
-    visit(mi.type_info(root), "")  # type: ignore[arg-type]
+    info = mi.type_info(root)
+    if not isinstance(info, mi.StructType):
+        raise TypeError(f"{root.__name__} is not a msgspec struct")
+    visit(info, "")
     return list(found.values())
 
 
@@ -159,7 +162,10 @@ def environment_rows() -> list[tuple[str, str]]:
         (f"`{CONFIG_ENV}`", "The configuration file, for a command given no `--config`."),
         (f"`{schema.DATABASE_URL_ENV}`", "Overrides `database_url` (so the password need not be in the file)."),
         (f"`{schema.REDIS_URL_ENV}`", "Overrides `redis_url`."),
-        (f"`{admin_env}`, or the variable `admin_key_env` names", "The admin API's key; the admin API is off while it is unset."),
+        (
+            f"`{admin_env}`, or the variable `admin_key_env` names",
+            "The admin API's key; the admin API is off while it is unset.",
+        ),
         ("the variable each `api_key_env` names", "That deployment's provider key."),
     ]
 
@@ -169,9 +175,9 @@ def _cell(text: str) -> str:
 
 
 def render() -> str:
-    out = ["Generated from `domain/settings.py` by `python -m scripts.config_reference --write README.md`; "
+    out = [("Generated from `domain/settings.py` by `python -m scripts.config_reference --write README.md`; "
            "do not edit by hand. Keys are relative to the table named in each heading; `[]` marks an "
-           "array of tables (`[[models]]`, `upstreams = [{...}]`).", ""]
+           "array of tables (`[[models]]`, `upstreams = [{...}]`)."), ""]
     for section in sections():
         heading = "Top level" if section.paths == [""] else ", ".join(f"`{p}`" for p in section.paths)
         out += [f"### {heading}", "", "| key | type | default | description |", "|---|---|---|---|"]
@@ -192,7 +198,9 @@ def replace_section(readme: str, reference: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.config_reference", description=__doc__.split("\n")[0])
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--check", metavar="README", help="exit 1 if this file's reference is not what the schema generates")
+    action.add_argument(
+        "--check", metavar="README", help="exit 1 if this file's reference is not what the schema generates"
+    )
     action.add_argument("--write", metavar="README", help="replace this file's reference with the generated one")
     args = parser.parse_args(argv)
     reference = render()

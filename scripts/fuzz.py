@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> int:
         tally = json.loads(summary.read_text())
     print(tally["summary"])
     for failure in tally["failures"]:
-        print(f"[{failure['kind']}] {failure['route']} -> {failure['status']} (x{failure['count']}): {failure['detail']}")
+        print(
+            f"[{failure['kind']}] {failure['route']} -> {failure['status']} (x{failure['count']}): {failure['detail']}"
+        )
         if failure["example"]:
             print(f"    input: {failure['example'][:500]}")
     return 1 if tally["failures"] else 0

@@ -19,27 +19,33 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from projections.store_errors import VersionConflict
-
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
-from domain.ledger import team_id
+from domain.ledger import TeamLedger, team_id
 from domain.pricing import Price, TokenUsage
 from projections.database import Database
 from projections.event_store import LedgerStore, open_ledger_store
 from projections.history import HistoryProjection
+from projections.store_errors import VersionConflict
 
-PRICE = Price(Decimal("2.5"), Decimal("10"), Decimal("3.125"), Decimal("1.25"))
+PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
 USAGE = TokenUsage(input_tokens=500, output_tokens=200)
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 
-def charge(team: Any, rid: str) -> Any:
-    return team.charge(rid, USAGE, PRICE, Decimal(100), key_id="k", model="m", endpoint="chat")
+def holding(rid: str) -> Callable[[TeamLedger], object]:
+    """The request's hold, as a command on its team."""
+    return lambda team: team.place_hold(rid, 10_000, "k", "m", "chat")
+
+
+def charging(rid: str) -> Callable[[TeamLedger], object]:
+    """The request's charge, as a command on its team."""
+    return lambda team: team.charge(rid, USAGE, PRICE, Decimal(100), key_id="k", model="m", endpoint="chat")
 
 
 async def writer_scenario(store: LedgerStore, teams: list[str], requests: int, concurrency: int) -> dict[str, Any]:
@@ -52,8 +58,8 @@ async def writer_scenario(store: LedgerStore, teams: list[str], requests: int, c
             name = random.choice(teams)
             tid, rid = team_id(name), f"r{i}-{uuid.uuid4().hex[:8]}"
             started = time.perf_counter()
-            await writer.run_on_team(tid, name, lambda t: t.place_hold(rid, 10_000, "k", "m", "chat"))
-            await writer.run_on_team(tid, name, lambda t: charge(t, rid))
+            await writer.run_on_team(tid, name, holding(rid))
+            await writer.run_on_team(tid, name, charging(rid))
             latencies.append(time.perf_counter() - started)
 
     started = time.perf_counter()
@@ -73,9 +79,11 @@ def naive_scenario(store: LedgerStore, teams: list[str], requests: int, threads:
     counter = iter(range(requests))
     lock = threading.Lock()
 
-    def step(name: str, action: Any) -> None:
+    def step(name: str, action: Callable[[TeamLedger], object]) -> None:
         while True:
             team = store.find_team(team_id(name))
+            if team is None:
+                raise RuntimeError(f"team {name!r} was never opened")
             action(team)
             try:
                 store.save_teams([team])
@@ -92,8 +100,8 @@ def naive_scenario(store: LedgerStore, teams: list[str], requests: int, threads:
                 return
             name, rid = random.choice(teams), f"n{i}-{uuid.uuid4().hex[:8]}"
             started = time.perf_counter()
-            step(name, lambda t: t.place_hold(rid, 10_000, "k", "m", "chat"))
-            step(name, lambda t: charge(t, rid))
+            step(name, holding(rid))
+            step(name, charging(rid))
             latencies.append(time.perf_counter() - started)
 
     started = time.perf_counter()
@@ -119,11 +127,13 @@ def fresh_database(kind: str, directory: Path) -> str | None:
     try:
         import psycopg
 
-        with psycopg.connect(Database.from_url(PG_ADMIN, directory).conninfo(), autocommit=True, connect_timeout=3) as c:
+        with psycopg.connect(
+            Database.from_url(PG_ADMIN, directory).conninfo(), autocommit=True, connect_timeout=3
+        ) as c:
             name = "tg_bench_" + uuid.uuid4().hex[:8]
             c.execute(f'CREATE DATABASE "{name}"')
         return f"postgresql://postgres@127.0.0.1:5432/{name}"
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure to reach PostgreSQL skips its half of the benchmark
         print(f"PostgreSQL unavailable, skipping it: {exc}", file=sys.stderr)
         return None
 
@@ -132,7 +142,7 @@ def drop_database(url: str) -> None:
     if url.startswith("postgresql"):
         import psycopg
 
-        with psycopg.connect(Database.from_url(PG_ADMIN, Path(".")).conninfo(), autocommit=True) as c:
+        with psycopg.connect(Database.from_url(PG_ADMIN, Path()).conninfo(), autocommit=True) as c:
             c.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
 
 
@@ -161,7 +171,11 @@ def bench_backend(kind: str, requests: int, concurrency: int) -> dict[str, Any] 
         history.rebuild()
         elapsed = time.perf_counter() - started
         history.close()
-        results["rebuild"] = {"events": events, "seconds": round(elapsed, 3), "events_per_s": round(events / elapsed, 1)}
+        results["rebuild"] = {
+            "events": events,
+            "seconds": round(elapsed, 3),
+            "events_per_s": round(events / elapsed, 1),
+        }
         store.close()
         drop_database(url)
         return results

@@ -14,11 +14,13 @@ Everything else (admin, models, unknown paths, other methods) goes to Litestar u
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from litestar import Litestar, Request, Response
+from litestar.enums import ScopeType
 from litestar.handlers import HTTPRouteHandler
+from litestar.types import Receive, Scope, Send
 
 ExceptionHandler = Callable[[Request[Any, Any, Any], Any], Response[bytes]]
 
@@ -30,22 +32,22 @@ class HotPaths:
         self._handlers = {path: handler for handler in handlers for path in handler.paths}
         self._exception_handlers = list(exception_handlers.items())
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
-                       send: Callable[[Any], Awaitable[None]]) -> None:
-        handler = self._handlers.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        is_post = scope["type"] == ScopeType.HTTP and scope["method"] == "POST"
+        handler = self._handlers.get(scope["path"]) if is_post else None
         if handler is None:
-            await self.app(scope, receive, send)  # type: ignore[arg-type]
+            await self.app(scope, receive, send)
             return
         scope["litestar_app"] = self.app
         scope["route_handler"] = handler
         scope.setdefault("state", {})
-        request: Request[Any, Any, Any] = Request(scope, receive, send)  # type: ignore[arg-type]
+        request: Request[Any, Any, Any] = Request(scope, receive, send)
         try:
             response = await handler.fn(request)
-        except Exception as exc:  # noqa: BLE001 — every error becomes its endpoint's error body
+        except Exception as exc:  # noqa: BLE001 - every error becomes its endpoint's error body
             response = self._answer_error(request, exc)
         try:
-            await response.to_asgi_response(self.app, request)(scope, receive, send)  # type: ignore[arg-type]
+            await response.to_asgi_response(self.app, request)(scope, receive, send)
         finally:
             # A stream's relay ends here however its answer ended — sent whole, the client gone, or
             # cut off (a send that raised): Litestar stops iterating but does not close the iterator,

@@ -83,12 +83,12 @@ _ADMIN_BODIES = {
 }
 
 
-def _body_schemas() -> tuple[dict[str, Any], dict[str, Any]]:
+def _body_schemas() -> tuple[dict[type, dict[str, Any]], dict[str, Any]]:
     """Each request struct's schema (by reference) and the component schemas they use."""
     structs = sorted({entry[0] for entry in _GENERATION.values()} | set(_ADMIN_BODIES.values()),
                      key=lambda s: s.__name__)
     refs, components = msgspec.json.schema_components(structs, ref_template="#/components/schemas/{name}")
-    return dict(zip(structs, refs)), components
+    return dict(zip(structs, refs, strict=True)), components
 
 
 def complete(document: dict[str, Any]) -> dict[str, Any]:
@@ -105,7 +105,9 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
         error = _OPENAI_ERROR if shape == "openai" else _ANTHROPIC_ERROR
         content: dict[str, Any] = {"application/json": {"schema": {"type": "object", "additionalProperties": True}}}
         if streams:
-            content["text/event-stream"] = {"schema": {"type": "string", "description": "server-sent events of the protocol"}}
+            content["text/event-stream"] = {
+                "schema": {"type": "string", "description": "server-sent events of the protocol"}
+            }
         operation.update({
             "summary": summary,
             "description": "Fields not listed are passed to the upstream untouched. Non-streaming answers carry "

@@ -100,7 +100,9 @@ class _TimedFlowControl(FlowControl):
                 await self._is_writable_event.wait()
         except TimeoutError:
             self._on_timeout()
-            raise ClientTooSlow(f"cut off: the client read nothing of its answer for {self._timeout:g} seconds") from None
+            raise ClientTooSlow(
+                f"cut off: the client read nothing of its answer for {self._timeout:g} seconds"
+            ) from None
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):

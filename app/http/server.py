@@ -10,21 +10,21 @@ from typing import Any
 from litestar import Litestar, Request, Response
 from litestar.exceptions import HTTPException
 
+from app.errors import GatewayError, InvalidRequest, NotFound, RequestTooLarge
 from app.http.dashboard import dashboard_router
 from app.http.hot_paths import HotPaths
-from app.http.request_guard import RequestGuard
-from app.observability.access import Observed
-from app.observability.record import current_record
 from app.http.openapi import openapi_config
-from app.errors import GatewayError, InvalidRequest, NotFound, RequestTooLarge
-from app.json import encode
+from app.http.request_guard import RequestGuard
 from app.http.routes.admin import admin_router
 from app.http.routes.chat import chat_completions
 from app.http.routes.health import live, ready
-from app.http.routes.metrics import metrics
 from app.http.routes.messages import count_tokens, create_message
+from app.http.routes.metrics import metrics
 from app.http.routes.models import list_models, model_list_body
 from app.http.routes.responses import create_response
+from app.json import encode
+from app.observability.access import Observed
+from app.observability.record import current_record
 from app.runtime import Runtime
 from app.tokens.encoding import warm_up
 
@@ -36,7 +36,7 @@ def _error_response(status: int, body: dict[str, Any], headers: dict[str, str] |
 
 
 def _speaks_messages(request: Request[Any, Any, Any]) -> bool:
-    """The Messages endpoints answer errors in their own shape (spec 7.2); the others in OpenAI's."""
+    """The Messages endpoints answer errors in their own shape (README, API: Errors); the others in OpenAI's."""
     return request.url.path.startswith("/v1/messages")
 
 
@@ -74,7 +74,7 @@ def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Resp
 
 
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
-    log.exception("unhandled error", exc_info=exc)
+    log.error("unhandled error", exc_info=exc)
     return _gateway_error(request, GatewayError("The gateway hit an internal error."))
 
 

@@ -11,12 +11,14 @@ requires ``redis_url``, and says so before anything starts.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import sys
 import tempfile
 from functools import partial
 from pathlib import Path
+from typing import Any, Literal, TypedDict, cast
 
 from app.cli.support import CONFIG_ENV, CommandError, load_settings
 from app.observability.logs import configure_logging
@@ -35,8 +37,8 @@ def serve(settings: Settings, base_dir: Path, host: str, port: int, workers: int
         _serve_workers(settings, base_dir, host, port, workers, config_path)
         return
 
-    from app.runtime import build_runtime
     from app.http.server import create_asgi_app
+    from app.runtime import build_runtime
 
     configure_logging(settings.log_format, settings.log_level)
     runtime = build_runtime(settings, base_dir)
@@ -47,7 +49,18 @@ def serve(settings: Settings, base_dir: Path, host: str, port: int, workers: int
     uvicorn.run(create_asgi_app(runtime), host=host, port=port, **_uvicorn_options(settings))
 
 
-def _uvicorn_options(settings: Settings) -> dict[str, object]:
+class UvicornOptions(TypedDict):
+    """The options ``serve`` gives uvicorn, the same with and without ``--workers``."""
+
+    log_config: None
+    log_level: str
+    access_log: bool
+    timeout_graceful_shutdown: Any  # seconds: uvicorn's annotation says int; it waits any number of them
+    http: type[asyncio.Protocol]
+    ws: Literal["none"]
+
+
+def _uvicorn_options(settings: Settings) -> UvicornOptions:
     """uvicorn writes its few warnings through our logging (``log_config=None``), logs no access
     lines of its own (ours carry the team and the cost), and on SIGTERM gives the requests and
     streams in flight ``shutdown_timeout`` seconds to finish. Its HTTP protocol is httptools' with
@@ -60,13 +73,12 @@ def _uvicorn_options(settings: Settings) -> dict[str, object]:
                               write_timeout=float(settings.write_timeout))
     return {"log_config": None, "log_level": "warning", "access_log": False,
             "timeout_graceful_shutdown": float(settings.shutdown_timeout),
-            "http": partial(GuardedHttpToolsProtocol, limits=limits), "ws": "none"}
+            # uvicorn calls the partial as it would the class
+            "http": cast(type[asyncio.Protocol], partial(GuardedHttpToolsProtocol, limits=limits)), "ws": "none"}
 
 
 def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, workers: int,
                    config_path: str | None) -> None:
-    import asyncio
-
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
@@ -80,7 +92,7 @@ def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, wor
             "in the configuration, or TOLLGATE_REDIS_URL")
     try:
         asyncio.run(reachable(settings.redis_url))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure to reach Redis refuses the start, with its reason
         raise StartupRefused(f"redis_url {settings.redis_url!r} is unreachable: {exc}") from None
     # Create and migrate the database once, here, rather than in N workers at once.
     open_ledger_store(settings.database_url, base_dir, pool_size=1).close()
@@ -102,7 +114,7 @@ def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, wor
         metrics_server, _ = start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=registry)
 
     config = uvicorn.Config("app.http.serving:app_from_environment", factory=True, host=host, port=port,
-                            workers=workers, **_uvicorn_options(settings))  # type: ignore[arg-type]
+                            workers=workers, **_uvicorn_options(settings))
     supervisor = Multiprocess(config, sockets=[config.bind_socket()])
     print(f"Tollgate: serving {len(settings.models)} model(s) on http://{host}:{port}/v1 "
           f"with {workers} worker processes", flush=True)
@@ -124,8 +136,8 @@ def app_from_environment() -> object:
     any loop runs."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from app.runtime import build_runtime
     from app.http.server import create_asgi_app
+    from app.runtime import build_runtime
 
     try:
         settings, base = load_settings(None)

@@ -13,7 +13,7 @@ import logging
 import re
 import sys
 import threading
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -28,7 +28,7 @@ _JSON_LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u20
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
@@ -102,7 +102,7 @@ class BatchedLines(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record)
-        except Exception:
+        except Exception:  # noqa: BLE001 - logging's own contract: a line that cannot be formatted goes to handleError
             self.handleError(record)
             return
         self._lines.append(line)  # list.append is atomic under the GIL
@@ -116,8 +116,8 @@ class BatchedLines(logging.Handler):
                 try:
                     self._stream.write("\n".join(lines) + "\n")
                     self._stream.flush()
-                except Exception:
-                    pass  # a closed or broken stderr must never take a request down
+                except Exception:  # noqa: BLE001 - a closed or broken stderr must never take a request down
+                    pass
 
     def _flush_regularly(self) -> None:
         while not self._stopped.wait(self.FLUSH_SECONDS):
@@ -138,7 +138,7 @@ def configure_logging(log_format: str = "json", level: str = "info") -> None:
     _handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     # The lines name no source file, thread or process: the logging HOWTO's "Optimization" switches
     # spare every record the stack walk and the look-ups (a line per request on the hot path).
-    logging._srcfile = None  # type: ignore[attr-defined]
+    logging._srcfile = None
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False

@@ -17,7 +17,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 
 from domain.pricing import TokenUsage
@@ -62,12 +62,12 @@ class RequestRecord:
     settling: bool = False  # a hold is open: the line waits for its charge or release
     _published: bool = False
 
-    def enter(self) -> object:
+    def enter(self) -> Token[RequestRecord | None]:
         return _current.set(self)
 
     @staticmethod
-    def leave(token: object) -> None:
-        _current.reset(token)  # type: ignore[arg-type]
+    def leave(token: Token[RequestRecord | None]) -> None:
+        _current.reset(token)
 
     def upstream_failed(self, kind: str | None) -> None:
         """An upstream attempt failed (before answering, or mid-stream)."""

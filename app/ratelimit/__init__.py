@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.errors import RateLimited, ServiceUnavailable
-from app.observability import metrics
 from app.keys import Principal
+from app.observability import metrics
 from domain.rate_limits import REQUESTS, TOKENS, Decision, Limit
 
 log = logging.getLogger("tollgate.ratelimit")
@@ -91,7 +91,7 @@ class RateLimiter:
             return Admission()
         try:
             decision = await self._store.admit(limits)
-        except Exception as exc:  # the shared store is down: refuse rather than run unlimited
+        except Exception as exc:  # noqa: BLE001 - the shared store is down: refuse rather than run unlimited
             log.error("rate-limit store unavailable: %s", exc)
             raise ServiceUnavailable("Rate limits cannot be checked right now; retry shortly.",
                                      headers={"retry-after": "1"}) from None
@@ -116,7 +116,7 @@ class RateLimiter:
     async def _correct(self, limits: list[Limit], delta: int) -> None:
         try:
             await self._store.correct(limits, delta)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a correction that fails is logged; the request it follows is done
             log.warning("could not correct a token estimate by %d: %s", delta, exc)
 
     async def aclose(self) -> None:

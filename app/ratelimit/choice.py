@@ -41,7 +41,7 @@ def limiter_store(settings: Settings, store: LedgerStore) -> tuple[MemoryLimiter
                              "its rate limits are not shared: restart it with redis_url set")
     try:  # fail at start, not on the first request
         asyncio.run(reachable(settings.redis_url))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure to reach Redis refuses the start, with its reason
         registry.stop()
         raise StartupRefused(f"redis_url {settings.redis_url!r} is unreachable: {exc}") from None
     return RedisLimiter(settings.redis_url, registry.ledger_identity()), registry

@@ -7,6 +7,7 @@ atomic without a lock.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from domain.rate_limits import Decision, Limit, decide, refilled
 
@@ -14,7 +15,7 @@ from domain.rate_limits import Decision, Limit, decide, refilled
 class MemoryLimiter:
     shared = False
 
-    def __init__(self, clock: type[time.monotonic] | None = None) -> None:  # type: ignore[valid-type]
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self._clock = clock or time.monotonic
         self._buckets: dict[str, tuple[float, float]] = {}  # name → (level, when)
 

@@ -104,7 +104,7 @@ class RedisLimiter:
             args += [limit.per_minute, limit.cost]
         result = await self._admit(keys=[self._prefix + limit.name for limit in limits], args=args)
         admitted = int(result[0]) == 1
-        levels = tuple(Level(limit, float(value)) for limit, value in zip(limits, result[1:]))
+        levels = tuple(Level(limit, float(value)) for limit, value in zip(limits, result[1:], strict=True))
         if admitted:
             return Decision(True, levels)
         short = [level for level in levels if level.remaining < level.limit.cost]
@@ -140,7 +140,7 @@ class RedisLimiter:
             args += [delta, per_minute]
         try:
             await self._correct(keys=list(queued), args=args)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - corrections that fail are logged; the requests they follow are done
             log.warning("could not correct %d token estimates: %s", len(queued), exc)
 
     async def aclose(self) -> None:

@@ -100,14 +100,19 @@ class StreamSlots:
     async def take(self, key_id: str) -> StreamSlot:
         """A slot for a stream of this key, or 429 if the process or the key has all it may have."""
         if len(self._open) >= self.per_process:
-            raise _refusal("process", f"This gateway process is serving its limit of {self.per_process} concurrent streams; "
-                           "please try again shortly.")
+            raise _refusal(
+                "process",
+                f"This gateway process is serving its limit of {self.per_process} concurrent streams; "
+                "please try again shortly.",
+            )
         slot = StreamSlot(self, key_id)
         if self._take is not None:
             try:
-                taken, open_now = await self._take(keys=[self._prefix + key_id], args=[self.per_key, SLOT_TTL, slot.member])
+                taken, open_now = await self._take(
+                    keys=[self._prefix + key_id], args=[self.per_key, SLOT_TTL, slot.member]
+                )
                 slot.in_redis = True
-            except Exception as exc:  # Redis is down: this process keeps the limit alone meanwhile
+            except Exception as exc:  # noqa: BLE001 - Redis is down: this process keeps the limit alone meanwhile
                 log.warning("stream limits cannot be shared right now (%s): this process counts them alone", exc)
                 taken, open_now = None, None
         else:
@@ -116,8 +121,11 @@ class StreamSlots:
             open_now = self._local.get(key_id, 0)
             taken = open_now < self.per_key
         if not taken:
-            raise _refusal("key", f"This API key has {open_now} streams open, its limit of {self.per_key} concurrent streams; "
-                           "please try again when one has ended.")
+            raise _refusal(
+                "key",
+                f"This API key has {open_now} streams open, its limit of {self.per_key} concurrent streams; "
+                "please try again when one has ended.",
+            )
         self._local[key_id] = self._local.get(key_id, 0) + 1
         self._open.add(slot)
         if slot.in_redis and self._renewer is None:
@@ -135,19 +143,19 @@ class StreamSlots:
             try:
                 async with asyncio.timeout(RELEASE_WAIT):
                     await self._redis.zrem(self._prefix + slot.key_id, slot.member)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the slot expires in Redis anyway
                 log.warning("could not give a stream slot back (it expires within %g s): %r", SLOT_TTL, exc)
 
     async def _renew_forever(self) -> None:
         while True:
             await asyncio.sleep(RENEW_EVERY)
             shared = [slot for slot in self._open if slot.in_redis]
-            if not shared:
+            if not shared or self._renew is None:  # slots are in Redis only when there is one
                 continue
             try:
-                await self._renew(keys=[self._prefix + s.key_id for s in shared],  # type: ignore[misc]
+                await self._renew(keys=[self._prefix + s.key_id for s in shared],
                                   args=[SLOT_TTL, *(s.member for s in shared)])
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - unrenewed slots expire; the next round tries again
                 log.warning("could not renew %d stream slots: %s", len(shared), exc)
 
     async def aclose(self) -> None:

@@ -6,10 +6,11 @@ protocol, ``encoding`` loads the tokenizer and ``image_size`` reads image header
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal, cast
 
-from app.tokens.counting import RULES, Rules
+from app.tokens.counting import RULES, Rules, TokenizerName
 from app.tokens.prompt import Tally, chat_prompt, messages_prompt, responses_prompt
 
 Protocol = Literal["chat", "responses", "messages"]
@@ -31,7 +32,7 @@ def rules_for(tokenizer: str | None, wire: str) -> Rules:
     """A model's rules: its ``tokenizer`` setting, else by the wire its upstream speaks (Anthropic
     Messages → the Anthropic estimate; OpenAI chat and responses, the demo included → o200k)."""
     if tokenizer is not None:
-        return RULES[tokenizer]  # type: ignore[index]
+        return RULES[cast(TokenizerName, tokenizer)]  # the settings accept only the names RULES holds
     return RULES["anthropic" if wire == "messages" else "o200k"]
 
 

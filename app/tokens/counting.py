@@ -33,8 +33,9 @@ reports no usage, so every rounding goes up.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 from app.tokens.encoding import count_o200k
 from app.tokens.image_size import Size

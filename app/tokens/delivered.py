@@ -18,7 +18,7 @@ from domain.pricing import TokenUsage
 class Delivered:
     """The pieces of an answer a client was sent, and what the upstream reported so far."""
 
-    __slots__ = ("rules", "prompt_tokens", "reported", "_pieces", "_tool_calls")
+    __slots__ = ("_pieces", "_tool_calls", "prompt_tokens", "reported", "rules")
 
     def __init__(self, rules: Rules, prompt_tokens: int) -> None:
         self.rules = rules

@@ -15,7 +15,7 @@ import struct
 
 Size = tuple[int, int]
 
-_DATA_URL = re.compile(r"^data:[\w.+-]+/[\w.+-]+;base64,", re.S)
+_DATA_URL = re.compile(r"^data:[\w.+-]+/[\w.+-]+;base64,", re.DOTALL)
 _HEAD_CHARS = 4096  # base64 characters decoded first: 3 KB, enough for PNG, GIF, WebP and most JPEGs
 #: JPEG start-of-frame markers (they carry the size); C4 (DHT), C8 and CC are not frames.
 _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
@@ -49,6 +49,7 @@ def _decode(text: str) -> bytes | None:
 
 def image_size(data: bytes) -> Size | None:
     """Width and height from a PNG, GIF, WebP or JPEG header; None if unknown or implausible."""
+    size: tuple[int, ...] | None
     if data.startswith(b"\x89PNG\r\n\x1a\n") and data[12:16] == b"IHDR" and len(data) >= 24:
         size = struct.unpack(">II", data[16:24])
     elif data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:

@@ -13,10 +13,12 @@ high: the gateway forwards what it does not understand, and never counts it as f
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
+from app.json import object_or
 from app.tokens.counting import Rules
 from app.tokens.image_size import size_of_base64, size_of_data_url
 
@@ -28,7 +30,7 @@ _json = msgspec.json.Encoder()
 class Tally:
     """A running count under one model's rules, and the images it met (for the vision check)."""
 
-    __slots__ = ("rules", "total", "images")
+    __slots__ = ("images", "rules", "total")
 
     def __init__(self, rules: Rules) -> None:
         self.rules = rules
@@ -153,7 +155,7 @@ def chat_prompt(body: dict[str, Any], rules: Rules) -> Tally:
         tally.text(message.get("refusal"))
         for call in _listed(message.get("tool_calls")):
             if isinstance(call, dict):
-                function = call.get("function") if isinstance(call.get("function"), dict) else call.get("custom")
+                function = object_or(call.get("function"), call.get("custom"))
                 function = function if isinstance(function, dict) else {}
                 tally.tool_call(call.get("id"), function.get("name"), function.get("arguments"), function.get("input"))
         legacy = message.get("function_call")
@@ -283,29 +285,46 @@ def _message_blocks(tally: Tally, content: Any) -> None:
         if not isinstance(block, dict):
             continue
         kind = block.get("type")
-        if kind == "text":
-            tally.text(block.get("text"))
-        elif kind == "image":
-            source = block.get("source")
-            data = source.get("data") if isinstance(source, dict) and source.get("type") == "base64" else None
-            tally.image(size_of_base64(data) if isinstance(data, str) else None)
-        elif kind == "tool_use":
-            tally.tool_call(block.get("id"), block.get("name"))
-            tally.as_json(block.get("input"))
-        elif kind == "tool_result":
-            tally.tool_call(block.get("tool_use_id"))
-            _message_blocks(tally, block.get("content"))
-        elif kind == "thinking":
-            tally.text(block.get("thinking"))
-        elif kind == "redacted_thinking":
-            continue
-        elif kind == "document":
-            source = block.get("source") if isinstance(block.get("source"), dict) else {}
-            if source.get("type") == "text":
-                tally.text(source.get("data"))
-            elif source.get("type") == "content":
-                _message_blocks(tally, source.get("content"))
-            tally.text(block.get("title"))
-            tally.text(block.get("context"))
-        else:
+        count = _MESSAGE_BLOCKS.get(kind) if isinstance(kind, str) else None
+        if count is None:
             tally.unknown(block)
+        else:
+            count(tally, block)
+
+
+def _image_block(tally: Tally, block: dict[str, Any]) -> None:
+    source = block.get("source")
+    data = source.get("data") if isinstance(source, dict) and source.get("type") == "base64" else None
+    tally.image(size_of_base64(data) if isinstance(data, str) else None)
+
+
+def _tool_use_block(tally: Tally, block: dict[str, Any]) -> None:
+    tally.tool_call(block.get("id"), block.get("name"))
+    tally.as_json(block.get("input"))
+
+
+def _tool_result_block(tally: Tally, block: dict[str, Any]) -> None:
+    tally.tool_call(block.get("tool_use_id"))
+    _message_blocks(tally, block.get("content"))
+
+
+def _document_block(tally: Tally, block: dict[str, Any]) -> None:
+    source = object_or(block.get("source"), {})
+    if source.get("type") == "text":
+        tally.text(source.get("data"))
+    elif source.get("type") == "content":
+        _message_blocks(tally, source.get("content"))
+    tally.text(block.get("title"))
+    tally.text(block.get("context"))
+
+
+#: How each kind of Messages content block is counted; a kind not here is counted as its JSON.
+_MESSAGE_BLOCKS: dict[str, Callable[[Tally, dict[str, Any]], None]] = {
+    "text": lambda tally, block: tally.text(block.get("text")),
+    "image": _image_block,
+    "tool_use": _tool_use_block,
+    "tool_result": _tool_result_block,
+    "thinking": lambda tally, block: tally.text(block.get("thinking")),
+    "redacted_thinking": lambda tally, block: None,  # opaque, and not counted
+    "document": _document_block,
+}

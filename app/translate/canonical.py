@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from app.tokens.delivered import Delivered
 from domain.pricing import TokenUsage
@@ -134,8 +134,24 @@ class NamedTool:
     namespace: str | None = None
 
 
-ToolChoice = Literal["auto", "none", "required"] | NamedTool
+ToolMode = Literal["auto", "none", "required"]
+ToolChoice = ToolMode | NamedTool
 ThinkingMode = Literal["enabled", "adaptive", "disabled"]
+TOOL_MODES: tuple[ToolMode, ...] = ("auto", "none", "required")
+#: The modes an ``allowed_tools`` choice may name (OpenAI's chat and Responses).
+ALLOWED_TOOLS_MODES: tuple[ToolMode, ...] = ("auto", "required")
+THINKING_MODES: tuple[ThinkingMode, ...] = ("enabled", "adaptive", "disabled")
+
+_Option = TypeVar("_Option", bound=str)
+
+
+def one_of(value: object, options: tuple[_Option, ...]) -> _Option | None:
+    """``value`` as the option it equals (typed as the options are), or None: how a client's string
+    becomes one of the canonical model's literal values."""
+    for option in options:
+        if value == option:
+            return option
+    return None
 
 
 @dataclass(slots=True)

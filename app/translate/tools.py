@@ -120,8 +120,8 @@ def _custom_input(arguments: str) -> str:
         value = json.loads(arguments or "{}")
     except json.JSONDecodeError:
         return arguments
-    if isinstance(value, dict) and isinstance(value.get("input"), str):
-        return value["input"]
+    if isinstance(value, dict) and isinstance(text := value.get("input"), str):
+        return text
     return arguments
 
 
@@ -169,7 +169,7 @@ def without_builtins(body: dict[str, Any], protocol: str) -> dict[str, Any]:
         else:
             out.pop("tools", None)
         choice = body.get("tool_choice")
-        if isinstance(choice, dict) and (choice.get("name") in dropped or choice.get("type") in dropped) or not kept:
+        if (isinstance(choice, dict) and (choice.get("name") in dropped or choice.get("type") in dropped)) or not kept:
             out.pop("tool_choice", None)
     out.pop("web_search_options" if protocol == "chat" else "mcp_servers" if protocol == "messages" else "", None)
     return out

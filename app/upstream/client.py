@@ -14,6 +14,7 @@ answer and whether it was a timeout — all the error mapping needs (app/upstrea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -76,7 +77,9 @@ class UpstreamClient:
             self._loop = loop
         return session
 
-    async def post(self, url: str, content: bytes, headers: dict[str, str], timeouts: Timeouts) -> aiohttp.ClientResponse:
+    async def post(
+        self, url: str, content: bytes, headers: dict[str, str], timeouts: Timeouts
+    ) -> aiohttp.ClientResponse:
         """POST and return once the status and headers came; the body is left to read."""
         try:
             return await self._session_here().post(
@@ -87,10 +90,8 @@ class UpstreamClient:
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
-            try:
+            with contextlib.suppress(RuntimeError):  # its loop is gone (a test's loop, closed)
                 await self._session.close()
-            except RuntimeError:  # its loop is gone (a test's loop, closed)
-                pass
         self._session = None
 
 

@@ -83,10 +83,6 @@ class DemoUpstream:
     async def aclose(self) -> None:
         return None
 
-    def count_prompt_tokens(self, body: dict[str, Any]) -> int:
-        """The exact prompt count this model bills (its own tokenizer)."""
-        return self._answer(body)[2]["prompt_tokens"]
-
     @staticmethod
     def _answer(body: dict[str, Any]) -> tuple[list[str], str, dict[str, Any]]:
         messages = body.get("messages") or []

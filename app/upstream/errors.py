@@ -16,7 +16,7 @@ def upstream_message(content: bytes) -> str:
     try:
         message = msgspec.json.decode(content)["error"]["message"]
         return str(message)
-    except Exception:
+    except Exception:  # noqa: BLE001 - an error body of any shape falls back to its first bytes
         return content[:300].decode("utf-8", "replace")
 
 

@@ -46,7 +46,9 @@ class HttpUpstream:
             raise UpstreamFailure("The upstream provider sent an unexpected answer.")
         return answer
 
-    async def _post_stream(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> aiohttp.ClientResponse:
+    async def _post_stream(
+        self, url: str, body: dict[str, Any], headers: dict[str, str] | None
+    ) -> aiohttp.ClientResponse:
         """Start a streamed POST; an error status is raised before any of the body is read."""
         return await self._send(url, body, {**self._with(headers), "accept": "text/event-stream"})
 

@@ -18,6 +18,6 @@ async def iter_sse_data(lines: AsyncIterable[str]) -> AsyncIterator[str]:
             continue
         field, _, value = line.partition(":")
         if field == "data":
-            data.append(value[1:] if value.startswith(" ") else value)
+            data.append(value.removeprefix(" "))
     if data:
         yield "\n".join(data)

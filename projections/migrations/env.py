@@ -23,7 +23,7 @@ if config.config_file_name and not config.attributes.get("url"):
 def database_url() -> str:
     url = config.attributes.get("url")
     if url:
-        return url
+        return str(url)
     from domain.settings import parse_settings
     from projections.database import Database
 

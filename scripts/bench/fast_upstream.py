@@ -22,6 +22,7 @@ import json
 import re
 import signal
 import socket
+from typing import cast
 
 import httptools
 import uvloop
@@ -68,8 +69,17 @@ def chat_stream() -> bytes:
     events = [chunk({"role": "assistant", "content": WORDS[0]} if i == 0 else {"content": w}, usage=None)
               for i, w in enumerate(WORDS)]
     events.append(chunk({}, "stop", usage=None))
-    events.append(chunk({}, choices=False, usage={"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
-                                                  "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}))
+    events.append(
+        chunk(
+            {},
+            choices=False,
+            usage={
+                "prompt_tokens": PROMPT_TOKENS,
+                "completion_tokens": COMPLETION_TOKENS,
+                "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+            },
+        )
+    )
     events.append(b"data: [DONE]\n\n")
     return _sse_response(events)
 
@@ -116,16 +126,16 @@ NOT_FOUND = _response("404 Not Found", "application/json", b'{"error":{"message"
 class FastUpstream(asyncio.Protocol):
     """One keep-alive connection: parse with httptools, answer each request with its pre-rendered bytes."""
 
-    __slots__ = ("transport", "parser", "url", "body")
+    __slots__ = ("body", "parser", "transport", "url")
 
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+        self.transport: asyncio.Transport  # set by connection_made, before any data arrives
         self.parser = httptools.HttpRequestParser(self)
         self.url = b""
         self.body: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream server's transport
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -134,7 +144,7 @@ class FastUpstream(asyncio.Protocol):
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError:
-            self.transport.close()  # type: ignore[union-attr]
+            self.transport.close()
 
     # httptools callbacks
     def on_message_begin(self) -> None:
@@ -150,10 +160,10 @@ class FastUpstream(asyncio.Protocol):
         path = self.url.split(b"?", 1)[0]
         answers = ANSWERS.get(path)
         if answers is None:
-            self.transport.write(NOT_FOUND)  # type: ignore[union-attr]
+            self.transport.write(NOT_FOUND)
             return
         streamed = bool(self.body) and _STREAM.search(b"".join(self.body)) is not None
-        self.transport.write(answers[1] if streamed else answers[0])  # type: ignore[union-attr]
+        self.transport.write(answers[1] if streamed else answers[0])
 
 
 async def serve(host: str, port: int, ready: str | None = None) -> None:

@@ -16,12 +16,13 @@ the connections are paced (the soak test): each sends at most ``rate / C`` reque
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import time
 from array import array
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, cast
 
 import httptools
 import uvloop
@@ -40,8 +41,8 @@ class Result:
     ok: int = 0
     errors: int = 0
     seconds: float = 0.0
-    latencies: array = field(default_factory=lambda: array("d"))  # seconds
-    first_chunk: array = field(default_factory=lambda: array("d"))  # seconds
+    latencies: array[float] = field(default_factory=lambda: array("d"))  # seconds
+    first_chunk: array[float] = field(default_factory=lambda: array("d"))  # seconds
     statuses: dict[int, int] = field(default_factory=dict)
 
     def merge(self, other: dict[str, Any]) -> None:
@@ -65,7 +66,7 @@ class _Client(asyncio.Protocol):
         self.done = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # a stream connection's transport
 
     def send(self) -> None:
         run = self.run
@@ -136,8 +137,8 @@ class _Run:
     ok: int = 0
     errors: int = 0
     last: float = 0.0
-    latencies: array = field(default_factory=lambda: array("d"))
-    first_chunk: array = field(default_factory=lambda: array("d"))
+    latencies: array[float] = field(default_factory=lambda: array("d"))
+    first_chunk: array[float] = field(default_factory=lambda: array("d"))
     statuses: dict[int, int] = field(default_factory=dict)
 
     def finished(self) -> None:
@@ -177,7 +178,7 @@ def _worker(conn: Connection) -> None:
             return
         try:
             conn.send(uvloop.run(run_load(**command)))
-        except Exception as exc:  # reported to the orchestrator, which stops the benchmark
+        except Exception as exc:  # noqa: BLE001 - reported to the orchestrator, which stops the benchmark
             conn.send({"error": f"{type(exc).__name__}: {exc}"})
 
 
@@ -205,7 +206,7 @@ class LoadGenerators:
         there are connections) and merge what they measured."""
         used = self._pipes[:max(1, min(processes or len(self._pipes), connections))]
         shares = [connections // len(used) + (1 if i < connections % len(used) else 0) for i in range(len(used))]
-        for pipe, share in zip(used, shares):
+        for pipe, share in zip(used, shares, strict=True):
             pipe.send({"host": host, "port": port, "request": request, "connections": share,
                        "duration": duration, "rate": rate * share / connections})
         result = Result()
@@ -218,10 +219,8 @@ class LoadGenerators:
 
     def close(self) -> None:
         for pipe in self._pipes:
-            try:
+            with contextlib.suppress(OSError):
                 pipe.send(None)
-            except OSError:
-                pass
         for proc in self._procs:
             proc.join(timeout=5)
             if proc.is_alive():

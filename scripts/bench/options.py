@@ -46,12 +46,19 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         help="then run non-streaming chat at half the peak rate this long and report RSS growth")
     parser.add_argument("--loadgen-processes", type=int, default=1,
                         help="load generator processes (one drives the fast upstream at ~60,000 requests/s)")
-    parser.add_argument("--profile", metavar="DIR",
-                        help="also sample the floor and Tollgate with py-spy (not a dependency) and print the top frames")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="also sample the floor and Tollgate with py-spy (not a dependency) and print the top frames",
+    )
     parser.add_argument("--profile-seconds", type=float, default=8.0, help="seconds of load per profile (default 8)")
-    parser.add_argument("--keep", action="store_true", help="keep the servers' logs, configs and ledgers (printed where)")
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the servers' logs, configs and ledgers (printed where)"
+    )
     parser.add_argument("--json", metavar="PATH", help="also write every number as JSON to PATH")
-    parser.add_argument("--quick", action="store_true", help="tiny runs, to check the benchmark works (numbers meaningless)")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny runs, to check the benchmark works (numbers meaningless)"
+    )
     parser.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
                         help="a PostgreSQL server where the benchmark may create and drop a database")
     parser.add_argument("--redis-url", default=DEFAULT_REDIS, help="Redis for --workers above 1")

@@ -60,7 +60,12 @@ def summarise_stacks(raw: str, top: int = 25) -> dict[str, Any]:
     def share(counter: Counter[str]) -> list[tuple[str, float]]:
         return [(f, round(100 * n / total, 1)) for f, n in counter.most_common(top)] if total else []
 
-    return {"samples": total, "self_by_package": share(by_package), "self": share(own), "project_inclusive": share(project)}
+    return {
+        "samples": total,
+        "self_by_package": share(by_package),
+        "self": share(own),
+        "project_inclusive": share(project),
+    }
 
 
 def record(pid: int, seconds: float, out: Path, drive: Any) -> dict[str, Any]:

@@ -21,7 +21,7 @@ def percentile(sorted_values: list[float], q: float) -> float:
 
 
 def run_metrics(ok: int, errors: int, seconds: float, latencies: list[float], first_chunk: list[float],
-                cpu_seconds: float) -> dict[str, float]:
+                cpu_seconds: float) -> dict[str, Any]:
     lat, ttfc = sorted(latencies), sorted(first_chunk)
     return {"requests": ok, "errors": errors, "rps": ok / seconds,
             "p50_ms": percentile(lat, 0.5) * 1e3, "p99_ms": percentile(lat, 0.99) * 1e3,
@@ -30,10 +30,10 @@ def run_metrics(ok: int, errors: int, seconds: float, latencies: list[float], fi
 
 
 def _median(rounds: list[dict[str, Any]], target: str, key: str) -> float:
-    return statistics.median(r[target][key] for r in rounds)
+    return float(statistics.median(r[target][key] for r in rounds))
 
 
-def summarise(rounds: list[dict[str, dict[str, float]]]) -> dict[str, Any]:
+def summarise(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
     """One case at one concurrency: each target's medians, what floor and Tollgate add over direct,
     and Tollgate/floor."""
     point: dict[str, Any] = {"rounds": rounds}
@@ -93,8 +93,8 @@ def point_rows(case: str, stream: bool, concurrency: int, point: dict[str, Any])
     return ["| " + row + " |" for row in rows]
 
 
-HEADER = ["| case | c | target | req/s | p50 ms | p99 ms | added p50 | added p99 | 1st chunk p50 | added 1st chunk "
-          "| CPU ms/req |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+HEADER = [("| case | c | target | req/s | p50 ms | p99 ms | added p50 | added p99 | 1st chunk p50 | added 1st chunk "
+          "| CPU ms/req |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
 
 
 def config_table(config: dict[str, Any], streams: dict[str, bool]) -> str:
@@ -103,12 +103,12 @@ def config_table(config: dict[str, Any], streams: dict[str, bool]) -> str:
         for concurrency, point in by_concurrency.items():
             lines += point_rows(case, streams[case], int(concurrency), point)
     rss = config["peak_rss_mb"]
-    lines += ["", f"Peak RSS (VmHWM): tollgate {rss['tollgate']['max']:.0f} MB per process at most "
+    lines += ["", (f"Peak RSS (VmHWM): tollgate {rss['tollgate']['max']:.0f} MB per process at most "
                   f"({rss['tollgate']['processes']} processes, {rss['tollgate']['total']:.0f} MB in all); "
                   f"bare proxy {rss['floor']['max']:.0f} MB per process "
                   f"({rss['floor']['processes']} processes, {rss['floor']['total']:.0f} MB in all). "
                   f"Tollgate idle: {config['tollgate_idle_cpu_ms_per_s']:.1f} ms CPU per second. "
-                  f"Ledger: {config['ledger']['summary']}."]
+                  f"Ledger: {config['ledger']['summary']}.")]
     return "\n".join(lines)
 
 

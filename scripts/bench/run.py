@@ -28,9 +28,9 @@ import sys
 import tempfile
 import time
 import urllib.request
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from scripts.bench import servers
 from scripts.bench.cases import CASES, Case
@@ -39,7 +39,19 @@ from scripts.bench.procstat import cpu_seconds, peak_rss_mb
 from scripts.bench.report import check_targets, config_table, run_metrics, summarise, targets_table
 from scripts.bench.soak import soak
 
-QUICK = {"duration": 0.3, "rounds": 1, "settle": 0.2, "concurrency": [1, 4], "warmup": 0.1, "idle": 0.5}
+
+class QuickOptions(TypedDict):
+    """What ``--quick`` sets, in place of the options given."""
+
+    duration: float
+    rounds: int
+    settle: float
+    concurrency: list[int]
+    warmup: float
+    idle: float
+
+
+QUICK: QuickOptions = {"duration": 0.3, "rounds": 1, "settle": 0.2, "concurrency": [1, 4], "warmup": 0.1, "idle": 0.5}
 
 
 class Plan:
@@ -67,11 +79,13 @@ def _sanity(server: servers.Server, case: Case, key: str, billed: bool) -> None:
     with urllib.request.urlopen(request, timeout=30) as answer:
         body = answer.read()
     if b"usage" not in body or (billed and b'"cost"' not in body):
-        raise RuntimeError(f"{server.name} answered {case.name} without {'its cost' if billed else 'usage'}: {body[:300]!r}")
+        raise RuntimeError(
+            f"{server.name} answered {case.name} without {'its cost' if billed else 'usage'}: {body[:300]!r}"
+        )
 
 
 def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes, concurrency: int,
-            duration: float, settle: float = 0.0, idle_cpu: float = 0.0) -> dict[str, float]:
+            duration: float, settle: float = 0.0, idle_cpu: float = 0.0) -> dict[str, Any]:
     """One closed-loop run. CPU is counted from just before the run until ``settle`` seconds after
     it — work a server defers (Tollgate's audit history catches up every 2 s) belongs to the
     requests that caused it — less what the server spends idle over those settle seconds
@@ -100,7 +114,7 @@ def idle_cpu(server: servers.Server, seconds: float) -> float:
 
 def _rss(server: servers.Server) -> dict[str, Any]:
     peaks = peak_rss_mb(server.pids())
-    workers = {pid: mb for pid, mb in peaks.items() if pid != server.process.pid} or peaks  # type: ignore[union-attr]
+    workers = {pid: mb for pid, mb in peaks.items() if pid != server.pid} or peaks
     return {"max": max(workers.values()), "total": sum(peaks.values()), "processes": len(peaks),
             "by_process": {str(pid): round(mb, 1) for pid, mb in peaks.items()}}
 
@@ -128,7 +142,7 @@ def _profile(plan: Plan, targets: dict[str, servers.Server], key: str, loadgens:
             runs = []
             drive = lambda: runs.append(loadgens.run("127.0.0.1", targets[name].port, requests[name],  # noqa: E731, B023
                                                      concurrency, seconds))
-            found[case.name][name] = profile.record(targets[name].process.pid, seconds,  # type: ignore[union-attr]
+            found[case.name][name] = profile.record(targets[name].pid, seconds,
                                                     outdir / f"{label}-{case.name}-{name}.txt", drive)
             served += runs[0].ok if name == "tollgate" else 0
         print(profile.render(f"{case.name}, c={concurrency}, {label}", found[case.name]), flush=True)
@@ -169,10 +183,12 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
                 point = summarise(rounds)
                 result["cases"][case.name][str(concurrency)] = point
                 t = point["tollgate"]
-                print(f"{case.name:<12} c={concurrency:<3} tollgate {t['rps']:>7,.0f} req/s, +{t['added_p50_ms']:.2f} ms "
-                      f"p50, {t['cpu_ms_per_request']:.3f} ms CPU/req ({point['ratios']['cpu_ms_per_request'] or 0:.2f}× "
-                      f"floor {point['floor']['cpu_ms_per_request']:.3f}); direct {point['direct']['rps']:,.0f} req/s",
-                      flush=True)
+                print(
+                    f"{case.name:<12} c={concurrency:<3} tollgate {t['rps']:>7,.0f} req/s, +{t['added_p50_ms']:.2f} ms "
+                    f"p50, {t['cpu_ms_per_request']:.3f} ms CPU/req ({point['ratios']['cpu_ms_per_request'] or 0:.2f}× "
+                    f"floor {point['floor']['cpu_ms_per_request']:.3f}); direct {point['direct']['rps']:,.0f} req/s",
+                    flush=True,
+                )
         if plan.args.profile:
             result["profile"], served = _profile(plan, targets, ledger.key, loadgens, f"{backend}-w{workers}")
             answered += served
@@ -201,7 +217,7 @@ def _meta(plan: Plan) -> dict[str, Any]:
                             cwd=Path(__file__).resolve().parents[2]).stdout.strip()
     program = "tollgate" if Path(sys.argv[0]).name == "tollgate" else "python -m scripts.bench"
     return {"command": " ".join([program, *sys.argv[1:]]),
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "commit": commit or None,
+            "date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": commit or None,
             "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "python": platform.python_version(),
             "duration": plan.duration, "rounds": plan.rounds, "concurrency": plan.concurrency,
             "settle": plan.settle, "loadgen_processes": plan.args.loadgen_processes}
@@ -258,10 +274,16 @@ def run(args: argparse.Namespace) -> int:
 def render(report: dict[str, Any], plan: Plan) -> str:
     meta = report["meta"]
     streams = {case.name: case.stream for case in plan.cases}
-    out = [f"\n# Tollgate benchmark — {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs, "
-           f"load average {meta['load_average_at_start'][0]:.2f} at start, {meta['load_average_at_end'][0]:.2f} at end",
-           f"`{meta['command']}`: {meta['rounds']} interleaved rounds of {meta['duration']} s per point, medians; "
-           "latencies in ms; 'added' = target − direct in the same round; CPU = the server's processes."]
+    out = [
+        (
+            f"\n# Tollgate benchmark — {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs, "
+            f"load average {meta['load_average_at_start'][0]:.2f} at start, {meta['load_average_at_end'][0]:.2f} at end"
+        ),
+        (
+            f"`{meta['command']}`: {meta['rounds']} interleaved rounds of {meta['duration']} s per point, medians; "
+            "latencies in ms; 'added' = target − direct in the same round; CPU = the server's processes."
+        ),
+    ]
     up = report["upstream_direct"]
     if up:
         out.append(f"\nUpstream direct (the fast fake upstream, one process): {up['rps']:,.0f} req/s measured, "
@@ -271,9 +293,11 @@ def render(report: dict[str, Any], plan: Plan) -> str:
         out += ["", config_table(config, streams), "", targets_table(config["targets"])]
         if "soak" in config:
             s = config["soak"]
-            out.append(f"\nSoak: {s['seconds']:.0f} s at {s['rate']:.0f} req/s (half the peak), "
-                       f"{s['achieved_rps']:.0f} req/s achieved; RSS {s['rss_start_mb']:.1f} → {s['rss_end_mb']:.1f} MB "
-                       f"per process at most ({s['growth_pct']:+.1f} %).")
+            out.append(
+                f"\nSoak: {s['seconds']:.0f} s at {s['rate']:.0f} req/s (half the peak), "
+                f"{s['achieved_rps']:.0f} req/s achieved; RSS {s['rss_start_mb']:.1f} → {s['rss_end_mb']:.1f} MB "
+                f"per process at most ({s['growth_pct']:+.1f} %)."
+            )
     return "\n".join(out)
 
 

@@ -17,9 +17,9 @@ import sys
 import time
 import urllib.request
 import uuid
-from urllib.parse import urlsplit, urlunsplit
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from scripts.bench.cases import CLAUDE, GPT
 from scripts.bench.procstat import process_tree
@@ -33,7 +33,7 @@ TEAM = "bench"
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -60,6 +60,13 @@ class Server:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        """The process id of a started server."""
+        if self.process is None:
+            raise RuntimeError(f"{self.name} was never started")
+        return self.process.pid
 
     def start(self, timeout: float = 60) -> Server:
         with self.log.open("ab") as out:
@@ -107,7 +114,7 @@ def bare_proxy(workdir: Path, upstream: Server, workers: int) -> Server:
 
 def _config(database_url: str, upstream: Server, redis_url: str | None) -> str:
     redis = f'redis_url = "{redis_url}"' if redis_url else ""
-    model = '''
+    model = """
 [[models]]
 id = "{id}"
 display_name = "{id}"
@@ -116,7 +123,7 @@ context_window = 200000
 max_output_tokens = 4096
 pricing = {{input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}}
 upstream = {{kind = "{kind}", base_url = "{base}", api_key_env = "{env}", model = "{name}"}}
-'''
+"""
     return f'database_url = "{database_url}"\ncredits_per_usd = 100\n{redis}\n' + "".join((
         model.format(id=GPT, kind="openai", base=upstream.url + "/v1", env=UPSTREAM_KEY_ENV, name="gpt-x"),
         model.format(id=CLAUDE, kind="anthropic", base=upstream.url, env=UPSTREAM_KEY_ENV, name="claude-x")))

@@ -92,6 +92,33 @@ def classify_5xx(attempt: Attempt, plan: Plan, faults: list[Fault], verdict: Ver
     verdict.fail(f"undocumented {status}", _describe(attempt, plan))
 
 
+def _judge_status(status: int, attempt: Attempt, plan: Plan, team: Team,
+                  revoked: dict[tuple[str, str], tuple[float, float]], faults: list[Fault], verdict: Verdict) -> None:
+    """Whether the answer's status is one the gateway documents for what happened to the request."""
+    key_id = team.key_ids[plan.key]
+    revocation = revoked.get((team.name, key_id))
+    if status >= 500:
+        classify_5xx(attempt, plan, faults, verdict)
+    elif status == 200:
+        if revocation is not None and attempt.started > _refused_from(revocation, faults):
+            verdict.fail("revoked key served",
+                         f"key {key_id} revoked at {revocation[1]:.3f}: {_describe(attempt, plan)}")
+    elif status == 401:
+        if revocation is None or attempt.ended < revocation[0]:
+            verdict.fail("valid key refused", _describe(attempt, plan))
+    elif status == 402:
+        if not team.poor:
+            verdict.fail("402 for a team with plenty of credit", _describe(attempt, plan))
+    elif status == 409:
+        if not plan.idempotency_key or "still in progress" not in attempt.error:
+            verdict.fail("undocumented 409", _describe(attempt, plan))
+    elif status == 429:
+        if plan.fault != "fail-429":
+            verdict.fail("429 without a rate limit that binds", _describe(attempt, plan))
+    else:
+        verdict.fail(f"undocumented {status}", _describe(attempt, plan))
+
+
 def check_answers(plans: list[Plan], attempts: list[Attempt], faults: list[Fault], teams: list[Team],
                   actions: list[OperatorAction], verdict: Verdict) -> None:
     revoked = {(a.team, a.argument): (a.started, a.ended) for a in actions if a.kind == "revoke" and a.ok}
@@ -106,27 +133,6 @@ def check_answers(plans: list[Plan], attempts: list[Attempt], faults: list[Fault
         status = attempt.status
         if status is None:
             continue
-        key_id = team.key_ids[plan.key]
-        revocation = revoked.get((team.name, key_id))
-        if status >= 500:
-            classify_5xx(attempt, plan, faults, verdict)
-        elif status == 200:
-            if revocation is not None and attempt.started > _refused_from(revocation, faults):
-                verdict.fail("revoked key served",
-                             f"key {key_id} revoked at {revocation[1]:.3f}: {_describe(attempt, plan)}")
-        elif status == 401:
-            if revocation is None or attempt.ended < revocation[0]:
-                verdict.fail("valid key refused", _describe(attempt, plan))
-        elif status == 402:
-            if not team.poor:
-                verdict.fail("402 for a team with plenty of credit", _describe(attempt, plan))
-        elif status == 409:
-            if not plan.idempotency_key or "still in progress" not in attempt.error:
-                verdict.fail("undocumented 409", _describe(attempt, plan))
-        elif status == 429:
-            if plan.fault != "fail-429":
-                verdict.fail("429 without a rate limit that binds", _describe(attempt, plan))
-        else:
-            verdict.fail(f"undocumented {status}", _describe(attempt, plan))
+        _judge_status(status, attempt, plan, team, revoked, faults, verdict)
         if attempt.outcome == ANSWERED and status != 200 and not attempt.error:
             verdict.fail("an error without a message", f"{_describe(attempt, plan)}; body {attempt.body[:300]!r}")

@@ -25,9 +25,15 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from decimal import Decimal
+from typing import TYPE_CHECKING, cast
 
 from scripts.chaos.client import ANSWERED, BROKEN, COMPLETE, ERROR_EVENT, NO_ANSWER, Attempt
 from scripts.chaos.faults import KILL, Fault
+
+if TYPE_CHECKING:  # the gateway's own modules load only when prices are asked for
+    from app.tokens import Protocol
+    from app.tokens.counting import Rules
+    from domain.settings import Model, Settings
 from scripts.chaos.gateways import MODELS
 from scripts.chaos.ledger import LedgerEvent, Snapshot
 from scripts.chaos.teams import Team
@@ -41,13 +47,16 @@ _WIRES = {"openai": "chat", "openai-responses": "responses", "anthropic": "messa
 class Prices:
     """The hold and the delivered tokens of a request, by the gateway's documented rules."""
 
-    def __init__(self, settings: object) -> None:
+    def __init__(self, settings: Settings) -> None:
         self._settings = settings
 
-    def _model(self, model_id: str) -> object:
-        return self._settings.model(model_id)  # type: ignore[attr-defined]
+    def _model(self, model_id: str) -> Model:
+        model = self._settings.model(model_id)
+        if model is None:
+            raise KeyError(f"the chaos configuration has no model {model_id!r}")
+        return model
 
-    def _rules(self, model_id: str) -> object:
+    def _rules(self, model_id: str) -> Rules:
         from app.tokens import rules_for
 
         return rules_for(None, _WIRES[MODELS[model_id]])
@@ -57,12 +66,12 @@ class Prices:
         from domain.pricing import worst_case_in_micros
 
         rules = self._rules(plan.model)
-        prompt = prompt_tokens(plan.body(), plan.endpoint, rules)  # type: ignore[arg-type]
-        return worst_case_in_micros(prompt, MAX_TOKENS, self._model(plan.model).price,  # type: ignore[attr-defined]
-                                    Decimal(self._settings.credits_per_usd))  # type: ignore[attr-defined]
+        prompt = prompt_tokens(plan.body(), cast("Protocol", plan.endpoint), rules)  # chat, responses or messages
+        return worst_case_in_micros(prompt, MAX_TOKENS, self._model(plan.model).price,
+                                    Decimal(self._settings.credits_per_usd))
 
     def output_tokens(self, plan: Plan, text: str) -> int:
-        return self._rules(plan.model).text(text)  # type: ignore[attr-defined]
+        return self._rules(plan.model).text(text)
 
 
 def _attempts_under_keys(snapshot: Snapshot) -> dict[tuple[str, str], set[str]]:
@@ -85,7 +94,7 @@ def _index(snapshot: Snapshot, kind: str) -> dict[str, list[LedgerEvent]]:
 
 def _input_tokens(event: LedgerEvent) -> int:
     usage = event["usage"]
-    return usage["input_tokens"] + usage["cache_write_tokens"] + usage["cache_hit_tokens"]
+    return int(usage["input_tokens"] + usage["cache_write_tokens"] + usage["cache_hit_tokens"])
 
 
 class ChargeChecks:
@@ -119,11 +128,11 @@ class ChargeChecks:
     # -- helpers ------------------------------------------------------------------------------
 
     def _fail(self, check: str, plan: Plan, attempt: Attempt | None, detail: str) -> None:
-        where = f"request #{plan.index} ({plan.endpoint}, {plan.model}, {'stream' if plan.stream else 'plain'}, " \
-                f"fault {plan.fault or 'none'}, team {self.teams[plan.team].name}"
+        where = (f"request #{plan.index} ({plan.endpoint}, {plan.model}, {'stream' if plan.stream else 'plain'}, "
+                 f"fault {plan.fault or 'none'}, team {self.teams[plan.team].name}")
         if attempt is not None:
-            where += f", attempt {attempt.number} on gateway {attempt.gateway} pid {attempt.pid}, " \
-                     f"id {attempt.request_id or '-'}, status {attempt.status}, {attempt.outcome}"
+            where += (f", attempt {attempt.number} on gateway {attempt.gateway} pid {attempt.pid}, "
+                      f"id {attempt.request_id or '-'}, status {attempt.status}, {attempt.outcome}")
         self.verdict.fail(check, f"{where}): {detail}")
 
     def _died_after(self, attempt: Attempt) -> bool:
@@ -145,7 +154,9 @@ class ChargeChecks:
         if attempt.remaining_micros is not None and attempt.remaining_micros != charge["balance_after"]:
             problems.append(f"reported remaining {attempt.remaining} but the charge left {charge['balance_after']}")
         if attempt.output_tokens is not None and attempt.output_tokens != charge["usage"]["output_tokens"]:
-            problems.append(f"reported {attempt.output_tokens} output tokens, charged {charge['usage']['output_tokens']}")
+            problems.append(
+                f"reported {attempt.output_tokens} output tokens, charged {charge['usage']['output_tokens']}"
+            )
         if attempt.input_tokens is not None and attempt.input_tokens != _input_tokens(charge):
             problems.append(f"reported {attempt.input_tokens} input tokens, charged {_input_tokens(charge)}")
         if problems:
@@ -176,7 +187,7 @@ class ChargeChecks:
     def _plain(self, plan: Plan, attempt: Attempt) -> None:
         if not attempt.request_id:
             self.unknown[self.teams[plan.team].name] += 1
-            return
+            return None
         charges = self._charges(attempt.request_id)
         if attempt.status == 200 and attempt.outcome in (ANSWERED, COMPLETE):
             if len(charges) != 1:
@@ -197,12 +208,12 @@ class ChargeChecks:
             if not charges and self._died_after(attempt):
                 self.verdict.note(f"an owed charge lost with its process (documented): request #{plan.index} "
                                   f"id {attempt.request_id}")
-                return
+                return None
             return self._fail("owed charge not made exactly once", plan, attempt, f"{len(charges)} charges")
         if "ledger is unavailable" in attempt.error:  # the charge could not be recorded and is not owed
             if charges:
                 self._fail("told uncharged but charged", plan, attempt, f"{len(charges)} charges")
-            return
+            return None
         if attempt.text:
             if len(charges) != 1:
                 return self._fail("cut stream with text not charged exactly once", plan, attempt,
@@ -215,18 +226,35 @@ class ChargeChecks:
 
     # -- requests with an Idempotency-Key: one request, however many attempts ------------------
 
-    def _idempotent(self, plan: Plan, attempts: list[Attempt]) -> None:
-        held = self.under_key.get((self.teams[plan.team].name, plan.idempotency_key), set())
+    def _never_held(self, plan: Plan, attempts: list[Attempt], held: set[str]) -> None:
+        """Attempts never held under the key were refused before billing (409 while another attempt
+        runs, a 402, a revoked key, the rate-limit store away), so never charged; an answer (a 200,
+        first or replayed) always carries the id of an attempt that held under the key."""
         for attempt in attempts:
             if attempt.request_id and attempt.request_id not in held:
-                # Never held under the key: refused before billing (409 while another attempt runs, a
-                # 402, a revoked key, the rate-limit store away), so never charged; an answer (a 200,
-                # first or replayed) always carries the id of an attempt that held under the key.
                 if attempt.status == 200:
                     self._fail("an Idempotency-Key's answer under a request that never held under it", plan,
                                attempt, f"held under the key: {sorted(held)}")
                 elif self._charges(attempt.request_id):
                     self._fail("refused but charged", plan, attempt, attempt.error[:120])
+
+    def _replays(self, plan: Plan, replays: list[Attempt], original: Attempt | None,
+                 charges: list[LedgerEvent]) -> None:
+        """Each replayed answer is the original's, cost and remaining credit included."""
+        for attempt in replays:
+            if original is None:
+                if not charges:
+                    self._fail("a replay of an answer never charged", plan, attempt, f"reported {attempt.cost}")
+                continue
+            if (attempt.cost, attempt.remaining) != (original.cost, original.remaining):
+                self._fail("replay differs from the original", plan, attempt,
+                           f"cost/remaining {attempt.cost}/{attempt.remaining} vs {original.cost}/{original.remaining}")
+            elif not plan.stream and attempt.body != original.body:
+                self._fail("replay differs from the original", plan, attempt, "the stored answer is not byte for byte")
+
+    def _idempotent(self, plan: Plan, attempts: list[Attempt]) -> None:
+        held = self.under_key.get((self.teams[plan.team].name, plan.idempotency_key), set())
+        self._never_held(plan, attempts, held)
         charges = [charge for request_id in sorted(held) for charge in self._charges(request_id)]
         originals = [a for a in attempts if a.status == 200 and a.outcome in (ANSWERED, COMPLETE) and not a.replayed]
         replays = [a for a in attempts if a.status == 200 and a.outcome in (ANSWERED, COMPLETE) and a.replayed]
@@ -249,19 +277,11 @@ class ChargeChecks:
                                   f"no charge of {attempt.cost} credits among {[c['charged'] for c in charges]}")
             unmatched.remove(match[0])
             self._exact(plan, attempt, match[0])
-        for attempt in replays:
-            original = originals[0] if originals else None
-            if original is None:
-                if not charges:
-                    self._fail("a replay of an answer never charged", plan, attempt, f"reported {attempt.cost}")
-                continue
-            if (attempt.cost, attempt.remaining) != (original.cost, original.remaining):
-                self._fail("replay differs from the original", plan, attempt,
-                           f"cost/remaining {attempt.cost}/{attempt.remaining} vs {original.cost}/{original.remaining}")
-            elif not plan.stream and attempt.body != original.body:
-                self._fail("replay differs from the original", plan, attempt, "the stored answer is not byte for byte")
+        self._replays(plan, replays, originals[0] if originals else None, charges)
         for attempt in partial:
-            match = [c for c in unmatched if c["usage"]["output_tokens"] == self.prices.output_tokens(plan, attempt.text)]
+            match = [
+                c for c in unmatched if c["usage"]["output_tokens"] == self.prices.output_tokens(plan, attempt.text)
+            ]
             if match:
                 unmatched.remove(match[0])
                 self._partial(plan, attempt, match[0])

@@ -111,7 +111,7 @@ class StreamReader:
             self._frame(frame.decode("utf-8", "replace"))
 
     def _frame(self, frame: str) -> None:
-        self.tail = (self.tail + [frame])[-4:]
+        self.tail = ([*self.tail, frame])[-4:]
         if "Traceback" in frame:
             self.attempt.problems.append("a stream frame holds a traceback")
         event, data = "", []

@@ -19,8 +19,9 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 #: The operating-system user that owns the cluster when the suite runs as root.
 POSTGRES_USER = "postgres"
@@ -29,7 +30,7 @@ POSTGRES_USER = "postgres"
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def postgres_bindir() -> Path:
@@ -65,10 +66,6 @@ class PostgresCluster:
         self.bindir = postgres_bindir()
         self._as_root = os.geteuid() == 0
         self.started = False
-
-    @property
-    def admin_url(self) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def database_url(self, name: str) -> str:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
@@ -114,17 +111,15 @@ class PostgresCluster:
 
     def stop(self) -> None:
         if self.started:
-            try:
+            with suppress(RuntimeError, subprocess.SubprocessError):
                 self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "-t", "60", "stop")
-            except (RuntimeError, subprocess.SubprocessError):
-                pass
             self.started = False
 
-    def execute(self, sql: str, params: tuple[object, ...] = (), database: str = "postgres") -> list[tuple]:
+    def execute(self, sql: str, params: tuple[object, ...] = (), database: str = "postgres") -> list[tuple[Any, ...]]:
         import psycopg
 
         with psycopg.connect(self.database_url(database), autocommit=True, connect_timeout=10) as conn:
-            cursor = conn.execute(sql, params)  # type: ignore[arg-type]
+            cursor = conn.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
 
     def create_database(self, name: str) -> str:

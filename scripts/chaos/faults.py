@@ -127,7 +127,7 @@ class Injector:
             return self.load.streaming.get(gateway, 0) if gateway is not None else sum(self.load.streaming.values())
 
         deadline = time.time() + within
-        while count() < wanted and time.time() < deadline:
+        while count() < wanted and time.time() < deadline:  # noqa: ASYNC110 (a count other tasks move, not an event)
             await asyncio.sleep(0.02)
         return count()
 
@@ -171,7 +171,13 @@ def schedule_for(long: bool) -> list[Step]:
     steps = []
     for cycle in range(3):
         base = cycle * 95.0
-        steps += [Step(base + 10, KILL, str(cycle % 3)), Step(base + 22, TOP_UPS, "4"), Step(base + 24, REVOCATIONS, "2"),
-                  Step(base + 32, POSTGRES_RESTART, "immediate" if cycle == 1 else "fast"),
-                  Step(base + 45, REDIS_RESTART), Step(base + 58, POSTGRES_REFUSING), Step(base + 72, TOP_UPS, "4")]
+        steps += [
+            Step(base + 10, KILL, str(cycle % 3)),
+            Step(base + 22, TOP_UPS, "4"),
+            Step(base + 24, REVOCATIONS, "2"),
+            Step(base + 32, POSTGRES_RESTART, "immediate" if cycle == 1 else "fast"),
+            Step(base + 45, REDIS_RESTART),
+            Step(base + 58, POSTGRES_REFUSING),
+            Step(base + 72, TOP_UPS, "4"),
+        ]
     return steps

@@ -52,7 +52,7 @@ def write_config(folder: Path, database_url: str, redis_url: str, upstream_url: 
     models = []
     for model_id, kind in MODELS.items():
         base = upstream_url if kind == "anthropic" else upstream_url + "/v1"
-        models.append(f'''
+        models.append(f"""
 [[models]]
 id = "{model_id}"
 display_name = "{model_id}"
@@ -61,16 +61,16 @@ context_window = 8192
 max_output_tokens = {MAX_OUTPUT_TOKENS}
 pricing = {{{prices}}}
 upstream = {{kind = "{kind}", base_url = "{base}", api_key_env = "{UPSTREAM_KEY_ENV}", model = "{model_id}-upstream", timeout = {UPSTREAM_TIMEOUT}, connect_timeout = {UPSTREAM_TIMEOUT}}}
-''')
+""")  # noqa: E501 (a TOML inline table is one line)
     config = folder / "tollgate.toml"
-    config.write_text(f'''database_url = "{database_url}"
+    config.write_text(f"""database_url = "{database_url}"
 redis_url = "{redis_url}"
 credits_per_usd = {CREDITS_PER_USD}
 lease_idle_seconds = 0.5
 shutdown_timeout = 5
 database_pool_size = 4
 log_format = "json"
-{"".join(models)}''')
+{"".join(models)}""")
     return config
 
 
@@ -163,6 +163,11 @@ class GatewayProcess:
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
+
+    @property
+    def pid(self) -> int:
+        """The process id while it runs, else 0."""
+        return self.process.pid if self.process is not None and self.process.poll() is None else 0
 
 
 def _terminate(process: subprocess.Popen[bytes] | None, timeout: float) -> int | None:

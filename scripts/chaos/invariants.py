@@ -57,6 +57,28 @@ def replay(snapshot: Snapshot, verdict: Verdict) -> dict[str, TeamReplay]:
     return teams
 
 
+def _apply_charge(state: TeamReplay, event: LedgerEvent) -> str | None:
+    """A charge closes its hold (or takes from its lease) and debits the balance."""
+    hold, lease = event["hold"], event.get("lease", "")
+    name = lease or event["request_id"]
+    if name in state.open:
+        if not lease and hold != state.open[name]:
+            return f"closed a hold of {state.open[name]} as {hold}"
+        state.open[name] -= hold
+        if state.open[name] < 0:
+            return f"took {hold} from {name}, which held {state.open[name] + hold}"
+        if not lease:
+            del state.open[name]
+    elif hold:
+        return f"took {hold} from {name}, which holds nothing"
+    state.held -= hold
+    state.balance -= event["charged"]
+    state.charged += event["charged"]
+    if event["charged"] + event["uncollected"] != event["cost"] or event["charged"] < 0:
+        return "charged + uncollected != cost"
+    return None
+
+
 def _apply(state: TeamReplay, event: LedgerEvent) -> str | None:
     kind = event.kind
     if kind == "CreditsAdded":
@@ -69,23 +91,8 @@ def _apply(state: TeamReplay, event: LedgerEvent) -> str | None:
         state.open[name] = state.open.get(name, 0) + event["amount"]
         state.held += event["amount"]
     elif kind == "Charged":
-        hold, lease = event["hold"], event.get("lease", "")
-        name = lease or event["request_id"]
-        if name in state.open:
-            if not lease and hold != state.open[name]:
-                return f"closed a hold of {state.open[name]} as {hold}"
-            state.open[name] -= hold
-            if state.open[name] < 0:
-                return f"took {hold} from {name}, which held {state.open[name] + hold}"
-            if not lease:
-                del state.open[name]
-        elif hold:
-            return f"took {hold} from {name}, which holds nothing"
-        state.held -= hold
-        state.balance -= event["charged"]
-        state.charged += event["charged"]
-        if event["charged"] + event["uncollected"] != event["cost"] or event["charged"] < 0:
-            return "charged + uncollected != cost"
+        if (problem := _apply_charge(state, event)) is not None:
+            return problem
     elif kind == "HoldReleased":
         name = event["request_id"]
         if state.open.get(name) != event["amount"]:
@@ -117,11 +124,13 @@ def check_sums(snapshot: Snapshot, replayed: dict[str, TeamReplay], teams: list[
         events = {e["reference"]: e for e in added[team.name]}
         opening = events.pop("opening balance", None)
         if opening is None or opening["amount"] != team.opening:
-            verdict.fail("top-ups", f"team {team.name}: opening balance {opening and opening['amount']} != {team.opening}")
+            verdict.fail(
+                "top-ups", f"team {team.name}: opening balance {opening and opening['amount']} != {team.opening}"
+            )
         for action in top_ups[team.name]:
-            event = events.pop(action.reference, None)
-            if action.ok and (event is None or event["amount"] != micros_from_credits(action.argument)):
-                verdict.fail("top-ups", f"team {team.name}: '{action.reference}' reported done, ledger has {event}")
+            recorded = events.pop(action.reference, None)
+            if action.ok and (recorded is None or recorded["amount"] != micros_from_credits(action.argument)):
+                verdict.fail("top-ups", f"team {team.name}: '{action.reference}' reported done, ledger has {recorded}")
         if events:
             verdict.fail("top-ups", f"team {team.name}: top-ups nobody made: {sorted(events)}")
         if state.added - state.charged != state.balance:
@@ -158,8 +167,8 @@ def check_dead_holds(snapshot: Snapshot, attempts: list[Attempt], faults: list[F
                     continue  # an empty lease holds no money; a lease still in use is a live process's
                 judged.add((team, name))
                 owned += _owned_by(name, earlier, pid_of, dead)
-                closed = next((e for e in after if e.kind == "HoldReleased" and e["request_id"] == name
-                               or e.kind == "Charged" and not e.get("lease") and e["request_id"] == name), None)
+                closed = next((e for e in after if (e.kind == "HoldReleased" and e["request_id"] == name)
+                               or (e.kind == "Charged" and not e.get("lease") and e["request_id"] == name)), None)
                 if closed is None:
                     lost += 1
                     still_open.add((team, name))
@@ -197,9 +206,9 @@ def _used_by_the_living(name: str, after: list[LedgerEvent], pid_of: dict[str, s
     for event in after:
         if event.kind == "CreditsLeased" and event["lease"] == name:
             return True
-        if event.kind == "Charged" and (event.get("lease") or event["request_id"]) == name:
-            if pid_of.get(event["request_id"], {dead}) - {dead}:
-                return True
+        if (event.kind == "Charged" and (event.get("lease") or event["request_id"]) == name
+                and pid_of.get(event["request_id"], {dead}) - {dead}):
+            return True
     return False
 
 

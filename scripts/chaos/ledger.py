@@ -59,8 +59,8 @@ def read_snapshot(database_url: str, base_dir: Path) -> Snapshot:
         names: dict[UUID, str] = {}
         events = []
         for notification in store.notifications():
-            event = store.mapper.to_domain_event(notification)
-            fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}  # type: ignore[arg-type]
+            event = store.ledger_event(notification)
+            fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
             for name in ("originator_id", "originator_version", "timestamp"):
                 fields.pop(name, None)
             if type(event).__name__ == "Opened":

@@ -35,7 +35,7 @@ def should_retry(attempt: Attempt) -> bool:
 
 
 def succeeded(attempt: Attempt) -> bool:
-    return attempt.status == 200 and (attempt.outcome == COMPLETE or attempt.outcome == ANSWERED)
+    return attempt.status == 200 and (attempt.outcome in (COMPLETE, ANSWERED))
 
 
 class Load:
@@ -57,7 +57,9 @@ class Load:
 
     async def run(self) -> None:
         self.started = time.time()
-        limits = httpx.Limits(max_connections=500, max_keepalive_connections=0)  # a killed gateway leaves no stale connection
+        limits = httpx.Limits(
+            max_connections=500, max_keepalive_connections=0
+        )  # a killed gateway leaves no stale connection
         timeout = httpx.Timeout(30.0, connect=5.0)
         async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
             await asyncio.gather(*(self._request(client, plan) for plan in self.plans))

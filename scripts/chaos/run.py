@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import shutil
 import signal
@@ -30,8 +29,8 @@ from scripts.chaos.invariants import DEAD_RELEASE_SECONDS, check_dead_holds, che
 from scripts.chaos.ledger import Snapshot, read_snapshot, wait_until_nothing_held
 from scripts.chaos.load import Load
 from scripts.chaos.logs import log_problems
-from scripts.chaos.teams import Operator, open_teams
-from scripts.chaos.traffic import plan_traffic
+from scripts.chaos.teams import Operator, Team, open_teams
+from scripts.chaos.traffic import Plan, plan_traffic
 from scripts.chaos.verdict import Verdict, summary_line
 
 GATEWAYS = 3
@@ -66,7 +65,7 @@ def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
     print(f"chaos: {profile.name} mode, seed {seed} (again: python -m scripts.chaos --seed {seed}"
           f"{' --long' if long else ''}{'' if faults else ' --no-faults'})", flush=True)
     folder = Path(tempfile.mkdtemp(prefix="tollgate-chaos-"))
-    os.chmod(folder, 0o755)  # the postgres user reaches its cluster inside
+    folder.chmod(0o755)  # the postgres user reaches its cluster inside
     signal.signal(signal.SIGTERM, _stop_by_exception)
     started = time.monotonic()
     postgres, redis, upstream = PostgresCluster(folder / "postgres"), RedisServer(folder), FakeUpstreamProcess(folder)
@@ -89,7 +88,7 @@ def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
             f"{len(teams)} teams ({sum(t.poor for t in teams)} poor); work folder {folder}")
 
         plans = plan_traffic(seed, profile.requests, len(teams), GATEWAYS, profile.duration)
-        load = Load(plans, lambda g: gateways[g].url, lambda g: gateways[g].process.pid if gateways[g].running else 0,
+        load = Load(plans, lambda g: gateways[g].url, lambda g: gateways[g].pid,
                     [t.secrets for t in teams], GATEWAYS, profile.concurrency)
         operator = Operator(config)
         injector = Injector(postgres, DATABASE, redis, gateways, operator, teams, load, random.Random(seed))
@@ -141,8 +140,8 @@ def _stop_by_exception(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def judge(plans: list, load: Load, injector: Injector, operator: Operator, teams: list, snapshot: Snapshot,
-          config: Path) -> Verdict:
+def judge(plans: list[Plan], load: Load, injector: Injector, operator: Operator, teams: list[Team],
+          snapshot: Snapshot, config: Path) -> Verdict:
     from domain.settings import parse_settings
 
     verdict = Verdict()
@@ -156,7 +155,8 @@ def judge(plans: list, load: Load, injector: Injector, operator: Operator, teams
     return verdict
 
 
-def _save(folder: Path, plans: list, load: Load, injector: Injector, operator: Operator, snapshot: Snapshot) -> None:
+def _save(folder: Path, plans: list[Plan], load: Load, injector: Injector, operator: Operator,
+          snapshot: Snapshot) -> None:
     (folder / "plans.jsonl").write_text("".join(json.dumps(asdict(p)) + "\n" for p in plans))
     (folder / "attempts.jsonl").write_text("".join(a.as_json() + "\n" for a in load.attempts))
     (folder / "events.jsonl").write_text("".join(

@@ -98,7 +98,9 @@ class Operator:
                          "credits", "add", "--team", team, amount, "--reference", reference)
 
     def revoke(self, team: str, key_id: str) -> OperatorAction:
-        return self._run(OperatorAction("revoke", team, key_id, "", time.time()), "key", "revoke", "--team", team, key_id)
+        return self._run(
+            OperatorAction("revoke", team, key_id, "", time.time()), "key", "revoke", "--team", team, key_id
+        )
 
     def _run(self, action: OperatorAction, *args: str) -> OperatorAction:
         self.actions.append(action)

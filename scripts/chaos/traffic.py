@@ -107,7 +107,7 @@ def plan_traffic(seed: int, requests: int, teams: int, gateways: int, duration: 
         stream = rng.random() < 0.5
         draw = rng.random()
         fault = ""
-        for name, weight in zip(faults, weights):
+        for name, weight in zip(faults, weights, strict=True):
             if draw < weight:
                 fault = name
                 break
@@ -120,9 +120,20 @@ def plan_traffic(seed: int, requests: int, teams: int, gateways: int, duration: 
         text = f"chaos {seed} {i}: " + " ".join(rng.choice(WORDS) for _ in range(words))
         directive = _directive(fault, rng, words)
         idempotent = rng.random() < idempotent_share
-        plans.append(Plan(
-            index=i, at=i * duration / requests + rng.uniform(0, duration / requests), gateway=rng.randrange(gateways),
-            team=0 if rng.random() < HOT_SHARE else rng.randrange(teams), key=rng.randrange(2), endpoint=endpoint, model=model, stream=stream,
-            fault=fault, idempotency_key=f"chaos-{seed}-{i}" if idempotent else "",
-            replay=idempotent and rng.random() < 0.25, text=f"{text} {directive}".strip()))
+        plans.append(
+            Plan(
+                index=i,
+                at=i * duration / requests + rng.uniform(0, duration / requests),
+                gateway=rng.randrange(gateways),
+                team=0 if rng.random() < HOT_SHARE else rng.randrange(teams),
+                key=rng.randrange(2),
+                endpoint=endpoint,
+                model=model,
+                stream=stream,
+                fault=fault,
+                idempotency_key=f"chaos-{seed}-{i}" if idempotent else "",
+                replay=idempotent and rng.random() < 0.25,
+                text=f"{text} {directive}".strip(),
+            )
+        )
     return plans

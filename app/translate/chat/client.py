@@ -27,8 +27,11 @@ def _texts(content: Any, where: str) -> list[c.Text]:
     """System, developer and tool content: a string or text parts."""
     if content is None or isinstance(content, str):
         return [c.Text(content or "")]
-    return [c.Text(f.text(p.get(kind), f"{where}.content[{j}].{kind}"))
-            for j, p in enumerate(f.objects(content, f"{where}.content")) if (kind := p.get("type")) in ("text", "refusal")]
+    return [
+        c.Text(f.text(p.get(kind), f"{where}.content[{j}].{kind}"))
+        for j, p in enumerate(f.objects(content, f"{where}.content"))
+        if (kind := p.get("type")) in ("text", "refusal")
+    ]
 
 
 def _user_parts(content: Any, where: str) -> list[c.Part]:
@@ -104,7 +107,7 @@ def _tools(body: dict[str, Any], req: c.Request) -> None:
 
 def _tool_choice(choice: Any, where: str) -> c.ToolChoice | None:
     if choice is None or isinstance(choice, str):
-        return choice if choice in ("auto", "none", "required") else None  # type: ignore[return-value]
+        return c.one_of(choice, c.TOOL_MODES)
     f.present(choice, dict, where)
     for kind in ("function", "custom"):
         if isinstance(choice.get(kind), dict) and isinstance(choice[kind].get("name"), str):
@@ -112,9 +115,7 @@ def _tool_choice(choice: Any, where: str) -> c.ToolChoice | None:
     if isinstance(choice.get("name"), str):  # the legacy function_call form
         return c.NamedTool(choice["name"])
     allowed = choice.get("allowed_tools")
-    if isinstance(allowed, dict) and allowed.get("mode") in ("auto", "required"):
-        return allowed["mode"]  # type: ignore[no-any-return]
-    return None
+    return c.one_of(allowed.get("mode"), c.ALLOWED_TOOLS_MODES) if isinstance(allowed, dict) else None
 
 
 def chat_request_to_canonical(body: dict[str, Any]) -> c.Request:
@@ -169,7 +170,10 @@ def usage_dict(usage: TokenUsage, reasoning_tokens: int = 0) -> dict[str, Any]:
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.total_tokens,
-        "prompt_tokens_details": {"cached_tokens": usage.cache_hit_tokens, "cache_write_tokens": usage.cache_write_tokens},
+        "prompt_tokens_details": {
+            "cached_tokens": usage.cache_hit_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
     }
 
@@ -236,7 +240,9 @@ class ChatStreamWriter:
             return [self._chunk({"tool_calls": [call]})]
         if isinstance(event, c.ToolArgumentsDelta) and event.fragment:
             index = max(self._tool_index, 0)
-            piece = {"custom": {"input": event.fragment}} if self._custom else {"function": {"arguments": event.fragment}}
+            piece = (
+                {"custom": {"input": event.fragment}} if self._custom else {"function": {"arguments": event.fragment}}
+            )
             return [self._chunk({"tool_calls": [{"index": index, **piece}]})]
         if isinstance(event, c.Finished):
             return [self._chunk({}, event.reason)]

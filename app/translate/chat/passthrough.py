@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import GatewayError
-from app.json import encode
+from app.json import encode, object_or
 from app.translate import canonical as c
 from app.translate.chat.client import usage_dict
 from domain.pricing import TokenUsage
@@ -23,7 +23,7 @@ def frame(chunk: Any) -> bytes:
 
 def render_answer(answer: dict[str, Any], model_id: str, usage: TokenUsage, reasoning_tokens: int,
                   extra_usage: dict[str, Any]) -> dict[str, Any]:
-    reported = answer.get("usage") if isinstance(answer.get("usage"), dict) else usage_dict(usage, reasoning_tokens)
+    reported = object_or(answer.get("usage"), usage_dict(usage, reasoning_tokens))
     return {**answer, "model": model_id, "usage": {**reported, **extra_usage}}
 
 
@@ -53,9 +53,14 @@ class ChatPassThrough:
         if not self._include_usage:
             return [b"data: [DONE]\n\n"]
         last = self._last
-        chunk = {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"),
-                 "model": self._model_id, "choices": [],
-                 "usage": {**(self._reported or usage_dict(usage, reasoning_tokens)), **extra_usage}}
+        chunk: dict[str, Any] = {
+            "id": last.get("id"),
+            "object": "chat.completion.chunk",
+            "created": last.get("created"),
+            "model": self._model_id,
+            "choices": [],
+            "usage": {**(self._reported or usage_dict(usage, reasoning_tokens)), **extra_usage},
+        }
         if "system_fingerprint" in last:
             chunk["system_fingerprint"] = last["system_fingerprint"]
         return [frame(chunk), b"data: [DONE]\n\n"]

@@ -8,13 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.json import object_or
 from app.translate import canonical as c
 from app.translate.images import file_to_data_url, image_to_url
 from app.translate.tools import ToolNames
 from domain.pricing import TokenUsage
 
-_FINISH_IN = {"stop": "stop", "length": "length", "tool_calls": "tool_calls", "function_call": "tool_calls",
-              "content_filter": "content_filter"}
+_FINISH_IN: dict[object, c.Finish] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "content_filter",
+}
 
 
 def usage_from_openai(usage: Any) -> TokenUsage | None:
@@ -58,8 +64,11 @@ def _user_content(parts: list[c.Part]) -> str | list[dict[str, Any]]:
         elif isinstance(p, c.Image):
             content.append({"type": "image_url", "image_url": {"url": image_to_url(p)}})
         elif isinstance(p, c.File):
-            content.append({"type": "file", "file": {"file_data": file_to_data_url(p), "filename": p.filename or "file"}}
-                           if p.data else {"type": "text", "text": f"(document: {p.url})"})
+            content.append(
+                {"type": "file", "file": {"file_data": file_to_data_url(p), "filename": p.filename or "file"}}
+                if p.data
+                else {"type": "text", "text": f"(document: {p.url})"}
+            )
     return content
 
 
@@ -87,7 +96,7 @@ def _messages(req: c.Request, names: ToolNames) -> list[dict[str, Any]]:
                 attachments.extend(x for x in result.content if not isinstance(x, c.Text))
             content = attachments + [p for p in m.parts if isinstance(p, c.Text | c.Image | c.File)]
             if content:
-                messages.append({"role": "user", "content": _user_content(content)})  # type: ignore[arg-type]
+                messages.append({"role": "user", "content": _user_content(content)})
     return messages
 
 
@@ -140,7 +149,7 @@ def canonical_to_chat_body(req: c.Request, upstream_model: str, names: ToolNames
 def chat_response_to_canonical(answer: dict[str, Any]) -> c.Response:
     choices = answer.get("choices") or [{}]
     choice = choices[0] if isinstance(choices[0], dict) else {}
-    message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+    message = object_or(choice.get("message"), {})
     parts: list[c.Text | c.ToolCall | c.Thinking] = []
     reasoning = message.get("reasoning_content") or message.get("reasoning")
     if isinstance(reasoning, str) and reasoning:
@@ -159,7 +168,7 @@ def chat_response_to_canonical(answer: dict[str, Any]) -> c.Response:
         id=str(answer.get("id") or ""),
         model=str(answer.get("model") or ""),
         parts=parts,
-        finish=_FINISH_IN.get(choice.get("finish_reason"), "stop"),  # type: ignore[arg-type]
+        finish=_FINISH_IN.get(choice.get("finish_reason"), "stop"),
         usage=usage_from_openai(usage),
         reasoning_tokens=reasoning_tokens(usage, "completion_tokens_details"),
     )
@@ -176,7 +185,7 @@ class ChatChunkReader:
         for position, choice in enumerate(chunk.get("choices") or ()):
             if not isinstance(choice, dict):
                 continue
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+            delta = object_or(choice.get("delta"), {})
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 out.append(c.ThinkingDelta(reasoning))
@@ -186,7 +195,7 @@ class ChatChunkReader:
                 if not isinstance(call, dict):
                     continue
                 index = (choice.get("index", position), call.get("index", number))
-                piece = call.get("custom") if isinstance(call.get("custom"), dict) else call.get("function") or {}
+                piece = object_or(call.get("custom"), call.get("function") or {})
                 if index not in self._calls:
                     self._calls[index] = str(call.get("id") or f"call_{index[1]}")
                     out.append(c.ToolCallStarted(self._calls[index], str(piece.get("name") or ""),
@@ -195,7 +204,7 @@ class ChatChunkReader:
                 if fragment:
                     out.append(c.ToolArgumentsDelta(str(fragment)))
             if choice.get("finish_reason"):
-                out.append(c.Finished(_FINISH_IN.get(choice["finish_reason"], "stop")))  # type: ignore[arg-type]
+                out.append(c.Finished(_FINISH_IN.get(choice["finish_reason"], "stop")))
         usage = usage_from_openai(chunk.get("usage"))
         if usage is not None:
             out.append(c.UsageReported(usage, reasoning_tokens(chunk.get("usage"), "completion_tokens_details")))

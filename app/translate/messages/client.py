@@ -21,6 +21,8 @@ from domain.pricing import TokenUsage
 _STOP_OUT = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
 #: Blocks that record what a provider's own tools did (its web searches, its code runs): another
 #: provider cannot take them back, and the answer that followed them stays.
+#: Anthropic's tool_choice types, as the canonical model's modes.
+_TOOL_MODES_IN: dict[str, c.ToolMode] = {"auto": "auto", "any": "required", "none": "none"}
 _SERVER_TOOL_BLOCK = ("server_tool_use", "mcp_tool_use", "mcp_tool_result", "container_upload")
 
 
@@ -146,7 +148,7 @@ def _tool_choice(choice: Any, req: c.Request) -> None:
     if kind == "tool":
         req.tool_choice = c.NamedTool(f.present(choice.get("name"), str, "tool_choice.name"))
     elif kind in ("auto", "any", "none"):
-        req.tool_choice = {"auto": "auto", "any": "required", "none": "none"}[kind]  # type: ignore[assignment]
+        req.tool_choice = _TOOL_MODES_IN[kind]
     if f.typed(choice.get("disable_parallel_tool_use"), bool, "tool_choice.disable_parallel_tool_use"):
         req.parallel_tool_calls = False
 
@@ -156,8 +158,8 @@ def _thinking(body: dict[str, Any], req: c.Request) -> None:
     config = f.field(body, "output_config", dict) or {}
     req.effort = f.typed(config.get("effort"), str, "output_config.effort")
     kind = f.typed(thinking.get("type"), str, "thinking.type")
-    if kind in ("enabled", "adaptive", "disabled"):
-        req.thinking = kind
+    if (mode := c.one_of(kind, c.THINKING_MODES)) is not None:
+        req.thinking = mode
     if kind == "enabled" and req.effort is None:
         budget = f.typed(thinking.get("budget_tokens"), int, "thinking.budget_tokens") or 0
         req.effort = c.effort_from_budget(budget)
@@ -258,9 +260,16 @@ class MessagesStreamWriter:
         self._pinged = False
 
     def start(self) -> list[bytes]:
-        message = {"id": "msg_" + secrets.token_hex(12), "type": "message", "role": "assistant", "content": [],
-                   "model": self._model_id, "stop_reason": None, "stop_sequence": None,
-                   "usage": {"input_tokens": self._estimate, "output_tokens": 1}}
+        message: dict[str, Any] = {
+            "id": "msg_" + secrets.token_hex(12),
+            "type": "message",
+            "role": "assistant",
+            "content": [],
+            "model": self._model_id,
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": self._estimate, "output_tokens": 1},
+        }
         return [sse({"type": "message_start", "message": message})]
 
     def _open_block(self, kind: str, block: dict[str, Any]) -> list[bytes]:
@@ -315,11 +324,18 @@ class MessagesStreamWriter:
     def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
         finish = self._finish or c.Finished("stop")
         frames = self._close_block()
-        frames.append(sse({
-            "type": "message_delta",
-            "delta": {"stop_reason": stop_reason(finish.reason, finish.stop_sequence), "stop_sequence": finish.stop_sequence},
-            "usage": {**usage_dict(usage), **extra_usage},
-        }))
+        frames.append(
+            sse(
+                {
+                    "type": "message_delta",
+                    "delta": {
+                        "stop_reason": stop_reason(finish.reason, finish.stop_sequence),
+                        "stop_sequence": finish.stop_sequence,
+                    },
+                    "usage": {**usage_dict(usage), **extra_usage},
+                }
+            )
+        )
         frames.append(sse({"type": "message_stop"}))
         return frames
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import GatewayError
+from app.json import object_or
 from app.translate import canonical as c
 from app.translate.messages.client import sse, usage_dict
 from domain.pricing import TokenUsage
@@ -17,7 +18,7 @@ from domain.pricing import TokenUsage
 
 def render_answer(answer: dict[str, Any], model_id: str, usage: TokenUsage, reasoning_tokens: int,
                   extra_usage: dict[str, Any]) -> dict[str, Any]:
-    reported = answer.get("usage") if isinstance(answer.get("usage"), dict) else usage_dict(usage)
+    reported = object_or(answer.get("usage"), usage_dict(usage))
     return {**answer, "model": model_id, "usage": {**reported, **extra_usage}}
 
 
@@ -42,7 +43,7 @@ class MessagesPassThrough:
 
     def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
         delta = self._delta or {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None}}
-        reported = delta.get("usage") if isinstance(delta.get("usage"), dict) else usage_dict(usage)
+        reported = object_or(delta.get("usage"), usage_dict(usage))
         return [sse({**delta, "usage": {**reported, **extra_usage}}), sse({"type": "message_stop"})]
 
     def error(self, exc: GatewayError) -> list[bytes]:

@@ -7,17 +7,26 @@ request passed through is billed from the same readings.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from app.errors import InvalidRequest
+from app.json import object_or
 from app.translate import canonical as c
 from app.translate.images import SUPPORTED_MEDIA_TYPES
 from app.translate.messages.client import arguments_object
 from app.translate.tools import ToolNames
 from domain.pricing import TokenUsage
 
-_STOP_IN = {"end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop", "max_tokens": "length",
-            "model_context_window_exceeded": "length", "tool_use": "tool_calls", "refusal": "content_filter"}
+_STOP_IN: dict[object, c.Finish] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool_calls",
+    "refusal": "content_filter",
+}
 
 
 def usage_from_anthropic(usage: Any) -> TokenUsage | None:
@@ -47,7 +56,11 @@ def thinking_tokens(usage: Any) -> int:
 
 def _media(part: c.Text | c.Image | c.File) -> dict[str, Any]:
     if isinstance(part, c.Text):
-        return {"type": "text", "text": part.text, **({"cache_control": part.cache_control} if part.cache_control else {})}
+        return {
+            "type": "text",
+            "text": part.text,
+            **({"cache_control": part.cache_control} if part.cache_control else {}),
+        }
     if isinstance(part, c.File):
         source = ({"type": "url", "url": part.url} if part.url else
                   {"type": "base64", "media_type": part.media_type or "application/pdf", "data": part.data})
@@ -55,7 +68,9 @@ def _media(part: c.Text | c.Image | c.File) -> dict[str, Any]:
     if part.url:
         block: dict[str, Any] = {"type": "image", "source": {"type": "url", "url": part.url}}
     elif part.media_type not in SUPPORTED_MEDIA_TYPES:
-        raise InvalidRequest(f"Unsupported image type {part.media_type!r}: use one of {', '.join(SUPPORTED_MEDIA_TYPES)}.")
+        raise InvalidRequest(
+            f"Unsupported image type {part.media_type!r}: use one of {', '.join(SUPPORTED_MEDIA_TYPES)}."
+        )
     else:
         block = {"type": "image", "source": {"type": "base64", "media_type": part.media_type, "data": part.data}}
     return {**block, **({"cache_control": part.cache_control} if part.cache_control else {})}
@@ -82,8 +97,14 @@ def _content(parts: list[c.Part], role: str, names: ToolNames) -> list[dict[str,
             elif p.signature:
                 blocks.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
         elif isinstance(p, c.ToolCall):
-            blocks.append({"type": "tool_use", "id": c.safe_tool_id(p.id), "name": names.upstream_name(p.name, p.namespace),
-                           "input": arguments_object(p)})
+            blocks.append(
+                {
+                    "type": "tool_use",
+                    "id": c.safe_tool_id(p.id),
+                    "name": names.upstream_name(p.name, p.namespace),
+                    "input": arguments_object(p),
+                }
+            )
     return blocks or [{"type": "text", "text": "(empty)"}]
 
 
@@ -131,6 +152,20 @@ def canonical_to_messages_body(req: c.Request, upstream_model: str, max_output_t
     stops = [s for s in req.stop if s.strip()]
     if stops:
         body["stop_sequences"] = stops
+    _add_tools(body, req, names)
+    schema = (req.response_format or {}).get("json_schema") or {}
+    if schema.get("schema"):
+        body["output_config"] = {"format": {"type": "json_schema", "schema": schema["schema"]}}
+    if req.user:
+        body["metadata"] = {"user_id": req.user}
+    if req.stream:
+        body["stream"] = True
+    return body
+
+
+def _add_tools(body: dict[str, Any], req: c.Request, names: ToolNames) -> None:
+    """The request's tools (its functions, then the built-ins the model's policy passes on) and
+    how the model must use them; nothing when there are none."""
     tools: list[dict[str, Any]] = []
     for tool in req.tools:
         name, description, parameters = names.definition(tool)
@@ -140,26 +175,19 @@ def canonical_to_messages_body(req: c.Request, upstream_model: str, max_output_t
         if tool.cache_control:
             spec["cache_control"] = tool.cache_control
         tools.append(spec)
-    tools.extend(b.spec for b in req.builtin_tools)  # built-ins the model's policy passes on
-    if tools:
-        body["tools"] = tools
-        choice: dict[str, Any] | None = None
-        if isinstance(req.tool_choice, c.NamedTool):
-            choice = {"type": "tool", "name": names.upstream_name(req.tool_choice.name, req.tool_choice.namespace)}
-        elif req.tool_choice is not None:
-            choice = {"type": {"auto": "auto", "required": "any", "none": "none"}[req.tool_choice]}
-        if req.parallel_tool_calls is False:
-            choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
-        if choice:
-            body["tool_choice"] = choice
-    schema = (req.response_format or {}).get("json_schema") or {}
-    if schema.get("schema"):
-        body["output_config"] = {"format": {"type": "json_schema", "schema": schema["schema"]}}
-    if req.user:
-        body["metadata"] = {"user_id": req.user}
-    if req.stream:
-        body["stream"] = True
-    return body
+    tools.extend(b.spec for b in req.builtin_tools)
+    if not tools:
+        return
+    body["tools"] = tools
+    choice: dict[str, Any] | None = None
+    if isinstance(req.tool_choice, c.NamedTool):
+        choice = {"type": "tool", "name": names.upstream_name(req.tool_choice.name, req.tool_choice.namespace)}
+    elif req.tool_choice is not None:
+        choice = {"type": {"auto": "auto", "required": "any", "none": "none"}[req.tool_choice]}
+    if req.parallel_tool_calls is False:
+        choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
+    if choice:
+        body["tool_choice"] = choice
 
 
 # -- answers -------------------------------------------------------------------------------------
@@ -182,11 +210,20 @@ def message_to_canonical(answer: dict[str, Any]) -> c.Response:
         id=str(answer.get("id") or ""),
         model=str(answer.get("model") or ""),
         parts=parts,
-        finish=_STOP_IN.get(answer.get("stop_reason"), "stop"),  # type: ignore[arg-type]
+        finish=_STOP_IN.get(answer.get("stop_reason"), "stop"),
         stop_sequence=answer.get("stop_sequence"),
         usage=usage_from_anthropic(usage),
         reasoning_tokens=thinking_tokens(usage),
     )
+
+
+#: A content block's delta, by its type, as its canonical event (other types carry nothing to relay).
+_DELTAS: dict[str, Callable[[dict[str, Any]], c.Event]] = {
+    "text_delta": lambda delta: c.TextDelta(str(delta.get("text", ""))),
+    "input_json_delta": lambda delta: c.ToolArgumentsDelta(str(delta.get("partial_json", ""))),
+    "thinking_delta": lambda delta: c.ThinkingDelta(str(delta.get("thinking", ""))),
+    "signature_delta": lambda delta: c.ThinkingSealed(signature=str(delta.get("signature", ""))),
+}
 
 
 class MessagesEventReader:
@@ -198,12 +235,12 @@ class MessagesEventReader:
     def events(self, event: dict[str, Any]) -> list[c.Event]:
         kind = event.get("type")
         if kind == "message_start":
-            message = event.get("message") if isinstance(event.get("message"), dict) else {}
+            message = object_or(event.get("message"), {})
             self._usage.update(message.get("usage") or {})
             usage = usage_from_anthropic(self._usage)
             return [c.UsageReported(usage, partial=True)] if usage is not None else []
         if kind == "content_block_start":
-            block = event.get("content_block") if isinstance(event.get("content_block"), dict) else {}
+            block = object_or(event.get("content_block"), {})
             if block.get("type") == "tool_use":
                 return [c.ToolCallStarted(str(block.get("id")), str(block.get("name")))]
             if block.get("type") == "text" and block.get("text"):
@@ -212,23 +249,16 @@ class MessagesEventReader:
                 return [c.ThinkingSealed(redacted=str(block.get("data") or ""))]
             return []
         if kind == "content_block_delta":
-            delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
+            delta = object_or(event.get("delta"), {})
             dkind = delta.get("type")
-            if dkind == "text_delta":
-                return [c.TextDelta(str(delta.get("text", "")))]
-            if dkind == "input_json_delta":
-                return [c.ToolArgumentsDelta(str(delta.get("partial_json", "")))]
-            if dkind == "thinking_delta":
-                return [c.ThinkingDelta(str(delta.get("thinking", "")))]
-            if dkind == "signature_delta":
-                return [c.ThinkingSealed(signature=str(delta.get("signature", "")))]
-            return []
+            read = _DELTAS.get(dkind) if isinstance(dkind, str) else None
+            return [read(delta)] if read is not None else []
         if kind == "message_delta":
             self._usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
-            delta = event.get("delta") if isinstance(event.get("delta"), dict) else {}
+            delta = object_or(event.get("delta"), {})
             out: list[c.Event] = []
             if delta.get("stop_reason"):
-                out.append(c.Finished(_STOP_IN.get(delta["stop_reason"], "stop"), delta.get("stop_sequence")))  # type: ignore[arg-type]
+                out.append(c.Finished(_STOP_IN.get(delta["stop_reason"], "stop"), delta.get("stop_sequence")))
             usage = usage_from_anthropic(self._usage)
             if usage is not None:
                 out.append(c.UsageReported(usage, thinking_tokens(self._usage)))

@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 from app.errors import InvalidRequest
+from app.json import object_or
 from app.translate import canonical as c
 from app.translate import fields as f
 from app.translate import reasoning
@@ -100,13 +101,13 @@ def _tool(t: dict[str, Any], where: str, namespace: str | None, req: c.Request) 
 
 def _tool_choice(choice: Any) -> c.ToolChoice | None:
     if choice is None or isinstance(choice, str):
-        return choice if choice in ("auto", "none", "required") else None  # type: ignore[return-value]
+        return c.one_of(choice, c.TOOL_MODES)
     f.present(choice, dict, "tool_choice")
     if choice.get("type") in ("function", "custom"):
         return c.NamedTool(f.present(choice.get("name"), str, "tool_choice.name"),
                            f.typed(choice.get("namespace"), str, "tool_choice.namespace"))
-    if isinstance(choice, dict) and choice.get("type") == "allowed_tools" and choice.get("mode") in ("auto", "required"):
-        return choice["mode"]  # type: ignore[no-any-return]
+    if choice.get("type") == "allowed_tools":
+        return c.one_of(choice.get("mode"), c.ALLOWED_TOOLS_MODES)
     return None
 
 
@@ -119,7 +120,9 @@ def responses_request_to_canonical(body: dict[str, Any]) -> c.Request:
     if instructions:
         req.system.append(c.Text(instructions))
     items = body.get("input")
-    for i, item in enumerate([{"role": "user", "content": items}] if isinstance(items, str) else f.objects(items, "input")):
+    for i, item in enumerate(
+        [{"role": "user", "content": items}] if isinstance(items, str) else f.objects(items, "input")
+    ):
         _item(item, f"input[{i}]", req)
     for i, t in enumerate(f.objects(body.get("tools"), "tools")):
         _tool(t, f"tools[{i}]", None, req)
@@ -149,10 +152,13 @@ def wants_encrypted_reasoning(body: dict[str, Any]) -> bool:
 
 
 def usage_dict(usage: TokenUsage, reasoning_tokens: int) -> dict[str, Any]:
-    """The official Responses usage, plus the Chat-style names the interface spec also asks for."""
+    """The official Responses usage, plus the Chat-style names the gateway also reports (README, API)."""
     return {
         "input_tokens": usage.prompt_tokens,
-        "input_tokens_details": {"cached_tokens": usage.cache_hit_tokens, "cache_write_tokens": usage.cache_write_tokens},
+        "input_tokens_details": {
+            "cached_tokens": usage.cache_hit_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+        },
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
         "total_tokens": usage.total_tokens,
@@ -169,7 +175,7 @@ class ResponseShell:
         self.created_at = int(time.time())
         self.model_id = model_id
         self.encrypted_reasoning = wants_encrypted_reasoning(body)
-        effort = body.get("reasoning") if isinstance(body.get("reasoning"), dict) else {}
+        effort = object_or(body.get("reasoning"), {})
         self._echo = {
             "instructions": body.get("instructions"),
             "max_output_tokens": body.get("max_output_tokens"),
@@ -208,8 +214,13 @@ class ResponseShell:
 
 
 def message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
-    return {"type": "message", "id": item_id, "status": status, "role": "assistant",
-            "content": [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" or text else []}
+    return {
+        "type": "message",
+        "id": item_id,
+        "status": status,
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}] if status == "completed" or text else [],
+    }
 
 
 def call_item(item_id: str, call: c.ToolCall, status: str) -> dict[str, Any]:

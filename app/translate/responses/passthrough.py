@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import GatewayError
+from app.json import object_or
 from app.translate import canonical as c
 from app.translate.responses.client import usage_dict
 from app.translate.responses.stream import sse
@@ -20,7 +21,7 @@ FINAL = ("response.completed", "response.incomplete")
 
 def render_answer(answer: dict[str, Any], model_id: str, usage: TokenUsage, reasoning_tokens: int,
                   extra_usage: dict[str, Any]) -> dict[str, Any]:
-    reported = answer.get("usage") if isinstance(answer.get("usage"), dict) else usage_dict(usage, reasoning_tokens)
+    reported = object_or(answer.get("usage"), usage_dict(usage, reasoning_tokens))
     return {**answer, "model": model_id, "usage": {**reported, **extra_usage}}
 
 
@@ -54,7 +55,9 @@ class ResponsesPassThrough:
         final = self._final or {"type": "response.completed", "sequence_number": self._seq + 1,
                                 "response": {**self._snapshot, "status": "completed", "output": self._items}}
         response = final["response"]
-        reported = response.get("usage") if isinstance(response.get("usage"), dict) else usage_dict(usage, reasoning_tokens)
+        reported = (
+            object_or(response.get("usage"), usage_dict(usage, reasoning_tokens))
+        )
         return [sse({**final, "response": {**response, "usage": {**reported, **extra_usage}}})]
 
     def error(self, exc: GatewayError) -> list[bytes]:

@@ -39,7 +39,10 @@ class ResponsesStreamWriter:
 
     def start(self) -> list[bytes]:
         shell = self._shell.response("in_progress", [], None)
-        return [self._sse("response.created", {"response": shell}), self._sse("response.in_progress", {"response": shell})]
+        return [
+            self._sse("response.created", {"response": shell}),
+            self._sse("response.in_progress", {"response": shell}),
+        ]
 
     def _where(self) -> dict[str, Any]:
         assert self._open is not None
@@ -75,7 +78,9 @@ class ResponsesStreamWriter:
             assert self._call is not None
             done = call_item(item["id"], self._call, "completed")
             if self._call.custom:
-                frames.append(self._sse("response.custom_tool_call_input.done", {**where, "input": self._call.arguments}))
+                frames.append(
+                    self._sse("response.custom_tool_call_input.done", {**where, "input": self._call.arguments})
+                )
             else:
                 frames.append(self._sse("response.function_call_arguments.done", {
                     **where, "name": self._call.name, "arguments": self._call.arguments}))
@@ -93,12 +98,20 @@ class ResponsesStreamWriter:
             if self._open is None or self._open["type"] != "message":
                 self._text = ""
                 frames = self._add(message_item("msg_" + secrets.token_hex(12), "", "in_progress"))
-                frames.append(self._sse("response.content_part.added", {
-                    **self._where(), "content_index": 0, "part": {"type": "output_text", "text": "", "annotations": []}}))
+                frames.append(
+                    self._sse(
+                        "response.content_part.added",
+                        {
+                            **self._where(),
+                            "content_index": 0,
+                            "part": {"type": "output_text", "text": "", "annotations": []},
+                        },
+                    )
+                )
             self._text += event.text
             return [*frames, self._sse("response.output_text.delta", {**self._where(), "content_index": 0,
                                                                       "delta": event.text, "logprobs": []})]
-        if isinstance(event, c.ThinkingSealed) or isinstance(event, c.ThinkingDelta) and event.text:
+        if isinstance(event, c.ThinkingSealed) or (isinstance(event, c.ThinkingDelta) and event.text):
             return self._reasoning(event)
         if isinstance(event, c.ToolCallStarted):
             self._call = c.ToolCall(event.id, event.name, "", event.namespace, event.custom)
@@ -134,8 +147,9 @@ class ResponsesStreamWriter:
 
     def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
         frames = self._close()
-        response = self._shell.response("completed", self._output, {**usage_dict(usage, reasoning_tokens), **extra_usage},
-                                        self._finish)
+        response = self._shell.response(
+            "completed", self._output, {**usage_dict(usage, reasoning_tokens), **extra_usage}, self._finish
+        )
         kind = "response.completed" if response["status"] == "completed" else "response.incomplete"
         frames.append(self._sse(kind, {"response": response}))
         return frames

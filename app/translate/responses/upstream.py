@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from app.json import object_or
 from app.translate import canonical as c
 from app.translate.chat.upstream import split_prompt
 from app.translate.images import file_to_data_url, image_to_url
@@ -78,8 +79,12 @@ def _tool(tool: c.Tool) -> dict[str, Any]:
         if tool.format:
             spec["format"] = tool.format
     else:
-        spec = {"type": "function", "name": tool.name, "parameters": tool.parameters or {"type": "object", "properties": {}},
-                "strict": bool(tool.strict)}
+        spec = {
+            "type": "function",
+            "name": tool.name,
+            "parameters": tool.parameters or {"type": "object", "properties": {}},
+            "strict": bool(tool.strict),
+        }
     if tool.description:
         spec["description"] = tool.description
     return spec
@@ -98,6 +103,25 @@ def _tools(req: c.Request) -> list[dict[str, Any]]:
             tools.append(groups[tool.namespace])
         groups[tool.namespace]["tools"].append(_tool(tool))
     return tools + [b.spec for b in req.builtin_tools]  # built-ins the model's policy passes on
+
+
+def _text_options(req: c.Request) -> dict[str, Any]:
+    """The Responses ``text`` object: the output's format (from Chat's ``response_format``) and verbosity."""
+    text: dict[str, Any] = {}
+    fmt = req.response_format or {}
+    if fmt.get("type") == "json_schema":
+        schema = fmt.get("json_schema") or {}
+        text["format"] = {
+            "type": "json_schema",
+            "name": schema.get("name") or "output",
+            "schema": schema.get("schema") or {},
+            **{k: schema[k] for k in ("strict", "description") if k in schema},
+        }
+    elif fmt.get("type") == "json_object":
+        text["format"] = {"type": "json_object"}
+    if req.verbosity is not None:
+        text["verbosity"] = req.verbosity
+    return text
 
 
 def canonical_to_responses_body(req: c.Request, upstream_model: str) -> dict[str, Any]:
@@ -121,16 +145,7 @@ def canonical_to_responses_body(req: c.Request, upstream_model: str) -> dict[str
         reasoning["summary"] = req.reasoning_summary
     if reasoning:
         body["reasoning"] = reasoning
-    text: dict[str, Any] = {}
-    fmt = req.response_format or {}
-    if fmt.get("type") == "json_schema":
-        schema = fmt.get("json_schema") or {}
-        text["format"] = {"type": "json_schema", "name": schema.get("name") or "output", "schema": schema.get("schema") or {},
-                          **{k: schema[k] for k in ("strict", "description") if k in schema}}
-    elif fmt.get("type") == "json_object":
-        text["format"] = {"type": "json_object"}
-    if req.verbosity is not None:
-        text["verbosity"] = req.verbosity
+    text = _text_options(req)
     if text:
         body["text"] = text
     optional = {
@@ -163,7 +178,7 @@ def _call(item: dict[str, Any]) -> c.ToolCall:
 
 
 def finish_of(response: dict[str, Any], called_tools: bool) -> c.Finish:
-    details = response.get("incomplete_details") if isinstance(response.get("incomplete_details"), dict) else {}
+    details = object_or(response.get("incomplete_details"), {})
     if response.get("status") == "incomplete":
         return "content_filter" if details.get("reason") == "content_filter" else "length"
     return "tool_calls" if called_tools else "stop"
@@ -200,7 +215,7 @@ class ResponsesEventReader:
 
     def events(self, event: dict[str, Any]) -> list[c.Event]:
         kind = event.get("type")
-        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        item = object_or(event.get("item"), {})
         if kind == "response.output_item.added" and item.get("type") in ("function_call", "custom_tool_call"):
             self._called = True
             call = _call(item)
@@ -215,7 +230,7 @@ class ResponsesEventReader:
         if kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
             return [c.ThinkingDelta(str(event.get("delta") or ""))]
         if kind in ("response.completed", "response.incomplete"):
-            response = event.get("response") if isinstance(event.get("response"), dict) else {}
+            response = object_or(event.get("response"), {})
             out: list[c.Event] = [c.Finished(finish_of(response, self._called))]
             usage = usage_from_responses(response.get("usage"))
             if usage is not None:
