@@ -60,7 +60,7 @@ class GatewayError(Exception):
         refusal of the gateway's own key (401, 403), which is Tollgate's to explain."""
         if not self.verbatim or self.upstream_body is None or self.upstream_status in (None, 401, 403):
             return None
-        return self.upstream_status, self.upstream_body  # type: ignore[return-value]
+        return self.upstream_status, self.upstream_body
 
     def anthropic_body(self) -> dict[str, object]:
         return {"type": "error", "error": {"type": self.anthropic_type, "message": self.message}}

@@ -73,7 +73,10 @@ class Runtime:
         self._tasks = [loop.create_task(self.leases.run()), loop.create_task(self.health.run())]
         self.instances.stream_reports = lambda: self.in_flight.reports_from(loop)
         # Taken for dead while stuck, this process's leases were released: its book must lease afresh.
-        self.instances.on_reregistered = lambda: loop.call_soon_threadsafe(self.leases.forget_all)
+        def lease_afresh() -> None:
+            loop.call_soon_threadsafe(self.leases.forget_all)
+
+        self.instances.on_reregistered = lease_afresh
         port = self.settings.metrics_port
         if port is not None and not os.environ.get(metrics.MULTIPROCESS_DIR_ENV):  # with workers: the supervisor's
             from prometheus_client import start_http_server
@@ -131,7 +134,9 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
     if up.kind == "demo":
         return DemoUpstream()
     api_key = os.environ.get(up.api_key_env) if up.api_key_env else None
-    kind = {"anthropic": AnthropicUpstream, "openai-responses": OpenAIResponsesUpstream}.get(up.kind, OpenAIUpstream)
+    kinds: dict[str, type[AnthropicUpstream | OpenAIResponsesUpstream | OpenAIUpstream]] = {
+        "anthropic": AnthropicUpstream, "openai-responses": OpenAIResponsesUpstream}
+    kind = kinds.get(up.kind, OpenAIUpstream)
     timeout = Timeouts(connect=float(up.connect_timeout), read=float(up.timeout))
     return kind(up.base_url or "", api_key, timeout=timeout, client=http)
 

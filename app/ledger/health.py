@@ -66,7 +66,7 @@ class LedgerHealth:
                     self.when_writable()
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # the probe must never die
+            except Exception as exc:  # noqa: BLE001 - the probe must never die; its failure is the answer
                 self._set(f"the probe failed: {exc}")
             await asyncio.sleep(self._interval)
 

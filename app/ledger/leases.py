@@ -117,7 +117,7 @@ class Leases:
         for lease in leases:
             try:
                 await durable(self._ledger.return_lease(lease.team_id, lease.team_name, lease.lease_id))
-            except Exception as exc:  # it expires like an abandoned hold instead
+            except Exception as exc:  # noqa: BLE001 - a lease not given back expires like an abandoned hold
                 log.warning("could not return lease %s of team %s: %s", lease.lease_id, lease.team_name, exc)
 
     async def run(self) -> None:

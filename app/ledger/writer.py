@@ -240,7 +240,7 @@ class LedgerWriter:
                 log.warning("the ledger refused a command on team %s: %s", batch[0].team_id, exc)
                 _answer(batch[0].future, error=self._refusal(exc, written.get(batch[0].team_id), charged))
                 return
-            except Exception as exc:  # StoreUnreachable, or anything unforeseen: nothing was written
+            except Exception as exc:  # noqa: BLE001 - StoreUnreachable, or anything unforeseen: nothing was written
                 for tid in written:
                     self._teams.pop(tid, None)
                 log.error("ledger write failed: %s", exc)

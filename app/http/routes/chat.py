@@ -14,13 +14,13 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from domain import endpoints
 from app.errors import InvalidRequest, ModelNotFound
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
-from app.http.routes.request_counts import check_counts
 from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
+from app.http.routes.request_counts import check_counts
 from app.runtime import Runtime
+from domain import endpoints
 from domain.settings import Settings
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from litestar import Request, Response, get
 
-from app.json import encode
 from app.http.routes.answers import Liveness, Readiness, answers
+from app.json import encode
 from app.runtime import Runtime
 
 

@@ -14,16 +14,16 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from domain import endpoints
 from app.errors import InvalidRequest, ModelNotFound
-from app.json import encode
-from app.keys import Principal
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
 from app.http.routes.prompt_size import count_prompt
-from app.http.routes.request_counts import check_counts
 from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
+from app.http.routes.request_counts import check_counts
+from app.json import encode
+from app.keys import Principal
 from app.runtime import Runtime
+from domain import endpoints
 from domain.settings import Model
 
 ENDPOINT = endpoints.MESSAGES
@@ -38,7 +38,8 @@ class MessagesRequest(msgspec.Struct):
     system: str | list[dict[str, Any]] | None = None
 
 
-async def _read(request: Request[Any, Any, Any], runtime: Runtime, *required: str) -> tuple[Principal, dict[str, Any], Model]:
+async def _read(request: Request[Any, Any, Any], runtime: Runtime,
+                *required: str) -> tuple[Principal, dict[str, Any], Model]:
     principal = await authenticate(request, runtime)
     body = read_json_object(await request.body(), runtime.settings.max_json_depth)
     check_counts(body, "messages", runtime.settings)

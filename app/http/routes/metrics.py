@@ -11,8 +11,8 @@ import asyncio
 
 from litestar import Response, get
 
-from app.observability.metrics import exposition
 from app.http.routes.admin_common import require_admin
+from app.observability.metrics import exposition
 
 
 @get("/metrics", before_request=require_admin, summary="Prometheus metrics (admin key)", tags=["operations"],

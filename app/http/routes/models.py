@@ -6,8 +6,8 @@ from typing import Any
 
 from litestar import Request, Response, get
 
-from app.json import encode
 from app.http.routes.answers import ModelList, answers
+from app.json import encode
 from domain.settings import Model, Settings
 
 
@@ -39,6 +39,7 @@ def model_list_body(settings: Settings, default_created: int) -> bytes:
     return encode({"object": "list", "data": [model_card(m, default_created) for m in settings.models]})
 
 
-@get("/v1/models", sync_to_thread=False, responses=answers(ModelList, "every model, with its limits, effort levels and prices"))
+@get("/v1/models", sync_to_thread=False,
+     responses=answers(ModelList, "every model, with its limits, effort levels and prices"))
 def list_models(request: Request[Any, Any, Any]) -> Response[bytes]:
     return Response(request.app.state.model_list_body, media_type="application/json")
