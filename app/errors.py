@@ -11,7 +11,7 @@ from __future__ import annotations
 class GatewayError(Exception):
     status: int = 500
     type: str = "server_error"
-    #: The type in the Messages error shape (interface spec 7.2).
+    #: The type in the Messages error shape (README, "API": errors).
     anthropic_type: str = "api_error"
     #: Sent as ``x-should-retry``, which the official SDKs obey: transient failures say true.
     retryable: bool = True

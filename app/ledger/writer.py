@@ -1,11 +1,11 @@
 """The ledger writer: one thread per process that owns the team aggregates and group-commits.
 
 A per-request get → command → save would serialise every request on a database round trip and
-collapse under contention (eventsourcing-notes §3). Instead, handlers queue commands here; the writer
-thread takes everything queued (up to ``max_batch``), applies each command to the in-memory
-aggregate in order — so each caller gets the state right after *its own* event — and appends all the
-resulting events of all teams in ONE transaction. Callers' futures complete only after that commit,
-so nothing a client is told is ever ahead of what is durable.
+collapse under contention (README, "How billing works", the writer). Instead, handlers queue
+commands here; the writer thread takes everything queued (up to ``max_batch``), applies each command
+to the in-memory aggregate in order — so each caller gets the state right after *its own* event —
+and appends all the resulting events of all teams in ONE transaction. Callers' futures complete only
+after that commit, so nothing a client is told is ever ahead of what is durable.
 
 Other processes (the CLI, other gateways) may append to the same teams. Optimistic concurrency on the
 event store catches that: a conflicting save is discarded, the touched teams catch up, and the

@@ -3,7 +3,7 @@
 To an Anthropic upstream the client's body, version and beta headers pass through untouched (coding
 agents depend on every field — system turns, adaptive thinking, context management, server tools —
 and on the upstream's own error wording); to any other upstream the request is translated through
-the canonical model. Errors use the Messages shape (spec 7.2).
+the canonical model. Errors use the Messages shape (README, "API": errors).
 """
 
 from __future__ import annotations
