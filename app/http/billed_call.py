@@ -35,8 +35,8 @@ import anyio
 from litestar import Request, Response
 
 from app.errors import GatewayError, InvalidRequest
-from app.http.routes.exchange import Exchange
-from app.http.routes.prompt_size import model_rules
+from app.http.exchange import Exchange
+from app.http.prompt_size import model_rules
 from app.keys import Principal
 from app.ledger.billing import Idempotency, RequestBill
 from app.observability.record import current_record, new_request_id

@@ -1,7 +1,7 @@
 """The billed request, shared by every generation endpoint: size, plan, hold, call, charge, answer.
 
 Endpoints differ only in how they parse and authorise a request (``app/http/routes/``); what goes
-upstream and what comes back is an :class:`~app.http.routes.exchange.Exchange`, whose codec either
+upstream and what comes back is an :class:`~app.http.exchange.Exchange`, whose codec either
 passes the upstream's answer through or translates it, and the money moves the same way for all of
 them, plain or streamed, inside one :class:`~app.http.billed_call.BilledCall`. So a change to how a
 request is billed is made here once, not once per endpoint or per protocol pair.
@@ -22,8 +22,8 @@ from litestar.response import Stream
 
 from app.errors import GatewayError
 from app.http.billed_call import BilledCall, hold
-from app.http.routes.exchange import plan
-from app.http.routes.prompt_size import measure_prompt
+from app.http.exchange import plan
+from app.http.prompt_size import measure_prompt
 from app.json import encode
 from app.keys import Principal
 from app.runtime import Runtime

@@ -2,7 +2,7 @@
 
 Each adapter speaks one wire protocol as JSON dicts (``wire`` says which); the routes either pass
 a client's body through to an upstream of its own protocol, or translate it
-(``app/http/routes/exchange.py``).
+(``app/http/exchange.py``).
 """
 
 from app.upstream.anthropic import AnthropicUpstream

@@ -21,7 +21,7 @@ from litestar.response import Stream
 
 from app.http.billed_call import BilledCall
 from app.http.relay import answer
-from app.http.routes.exchange import plan
+from app.http.exchange import plan
 from app.keys import Principal
 from app.ledger.billing import Charge, RequestBill
 from app.ledger.streams_in_flight import StreamsInFlight

@@ -15,9 +15,9 @@ from litestar import Request, Response, post
 from litestar.response import Stream
 
 from app.errors import InvalidRequest, ModelNotFound
+from app.http.prompt_size import count_prompt
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
-from app.http.routes.prompt_size import count_prompt
 from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
 from app.http.routes.request_counts import check_counts
 from app.json import encode
