@@ -48,8 +48,8 @@ BACKEND_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/test
 	--ignore=tests/e2e/scripts/test_bench.py
 
 # The unit tests that write the ledger's database (the writer, billing, the relay, the audit, the
-# process registry, the ledger benchmark) run on PostgreSQL too, in its half; the rest of the unit layer is backend-free.
-UNIT_LEDGER := tests/unit/app/ledger tests/unit/app/http tests/unit/projections tests/unit/scripts/test_ledger_bench.py
+# process registry) run on PostgreSQL too, in its half; the rest of the unit layer is backend-free.
+UNIT_LEDGER := tests/unit/app/ledger tests/unit/app/http tests/unit/projections
 
 # The dashboard test drives headless Chromium (Debian's package; installed here when missing and root).
 browser:
