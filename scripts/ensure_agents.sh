@@ -1,7 +1,7 @@
 #!/bin/sh
-# The coding-agent tests (tests/app/test_coding_agents.py) run the real clients our users run, at the
+# The coding-agent tests (tests/e2e/test_coding_agents.py) run the real clients our users run, at the
 # versions they are pinned to here: Claude Code and Codex CLI, from npm. Each is installed once into
-# its own folder of a cache (TOLLGATE_AGENTS_DIR, default ~/.cache/tollgate/agents; tests/agents.py
+# its own folder of a cache (TOLLGATE_AGENTS_DIR, default ~/.cache/tollgate/agents; tests/support/agents.py
 # looks there too) and reused while it answers --version with its version. Node and npm come from
 # Debian's packages when they are missing (as root); the tests fail, not skip, when an agent cannot
 # be installed, so this exits non-zero then and `make test` stops here.

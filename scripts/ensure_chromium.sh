@@ -1,5 +1,5 @@
 #!/bin/sh
-# The dashboard's test (tests/app/test_dashboard.py) drives Debian's Chromium in headless mode; the
+# The dashboard's test (tests/e2e/test_dashboard.py) drives Debian's Chromium in headless mode; the
 # test fails without it. Installs it on a fresh Debian machine when run as root; otherwise says how.
 command -v chromium >/dev/null 2>&1 && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

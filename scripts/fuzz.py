@@ -1,4 +1,4 @@
-"""The long fuzzing run, for people: the fuzzers of ``make test`` (tests/fuzz) with many more examples.
+"""The long fuzzing run, for people: the fuzzers of ``make test`` (tests/e2e/fuzz) with many more examples.
 
 ``make test`` runs them bounded (12 examples each, the same every run). This runs them with
 ``--examples`` each (default 500) from a random seed (printed, so a run can be repeated with
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
         summary = Path(work) / "summary.json"
         env = {**os.environ, "TOLLGATE_FUZZ_EXAMPLES": str(args.examples), "TOLLGATE_FUZZ_SEED": str(seed),
                "TOLLGATE_FUZZ_SUMMARY": str(summary)}
-        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=no", "tests/fuzz"]
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=no", "tests/e2e/fuzz"]
         if args.select:
             command += ["-k", args.select]
         finished = subprocess.run(command, env=env, stdout=subprocess.DEVNULL)

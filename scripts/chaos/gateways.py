@@ -3,7 +3,7 @@
 Each gateway is ``tollgate serve`` on its own port, as an operator runs it — a real process, so that
 ``kill -9`` really kills it mid-stream and a restart really starts from the database — all of them on
 the suite's PostgreSQL ledger and Redis. The upstream is the test suite's fake provider
-(``tests/fake_upstream.py``) in a process of its own, so its work does not share the load
+(``tests/support/fake_upstream.py``) in a process of its own, so its work does not share the load
 generator's interpreter; faults are asked of it per request, with directives in the user text.
 """
 
@@ -91,7 +91,7 @@ def _wait_until(url: str, process: subprocess.Popen[bytes], log: Path, what: str
 
 @dataclass
 class FakeUpstreamProcess:
-    """``python -m tests.fake_upstream`` on a free port."""
+    """``python -m tests.support.fake_upstream`` on a free port."""
 
     folder: Path
     port: int = field(default_factory=free_port)
@@ -105,7 +105,7 @@ class FakeUpstreamProcess:
         log = self.folder / "upstream.log"
         with log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.fake_upstream", "--port", str(self.port), "--api-key", UPSTREAM_KEY],
+                [sys.executable, "-m", "tests.support.fake_upstream", "--port", str(self.port), "--api-key", UPSTREAM_KEY],
                 stdout=out, stderr=subprocess.STDOUT, env=child_env())
         _wait_until(self.url + "/v1/models", self.process, log, "the fake upstream", 60)
         return self

@@ -1,0 +1,72 @@
+"""Every public and admin route of the OpenAPI document at ``/schema``, exercised by schemathesis
+with inputs that fit the document and inputs that do not: never a 5xx of the gateway's own, never a
+traceback, and every answer as the document describes it (its status, its media type, its body)."""
+
+from __future__ import annotations
+
+import pytest
+import schemathesis
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+from schemathesis.core.failures import FailureGroup
+from schemathesis.checks import (content_type_conformance, not_a_server_error, response_schema_conformance,
+                                 status_code_conformance)
+
+from tests.support.teams import Team
+from tests.support.fuzz.harness import Run
+from tests.support.fuzz.harness import fuzz, upstream_failed
+from tests.support.gateway import ADMIN_KEY, Gateway
+
+CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+
+
+def _operations(gateway: Gateway) -> list:
+    schema = schemathesis.openapi.from_url(gateway.root_url + "/schema/openapi.json")
+    return [result.ok() for result in schema.get_all_operations()]
+
+
+def _key_for(path: str, team: Team) -> str:
+    return ADMIN_KEY if path.startswith(("/admin", "/metrics")) else team.key
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["fitting", "not-fitting"])
+def test_every_documented_route_answers_as_documented_and_never_breaks(fuzz_gateway: Gateway, fuzz_team: Team,
+                                                                      run: Run, mode):
+    operations = _operations(fuzz_gateway)
+    assert len(operations) > 15  # public, admin and dashboard routes
+    for operation in operations:
+        route = f"{operation.method.upper()} {operation.path}"
+        key = _key_for(operation.path, fuzz_team)
+
+        def one(case) -> None:
+            run.tally.cases += 1
+            headers = {"authorization": f"Bearer {key}", "x-api-key": key, "anthropic-version": "2023-06-01"}
+            response = case.call(base_url=fuzz_gateway.root_url, headers=headers, timeout=60)
+            if response.status_code >= 500 and upstream_failed(fuzz_gateway, response):
+                return  # the upstream's failure, relayed
+            try:
+                case.validate_response(response, checks=CHECKS)
+            except (FailureGroup, Exception) as exc:  # noqa: BLE001 — each failed check is a finding, tallied
+                kind = "5xx" if response.status_code >= 500 else "conformance"
+                logged = run.watch.tracebacks() if kind == "5xx" else []
+                detail = logged[0] if logged else _first_failure(exc)
+                run.tally.fail(kind, route, response.status_code, detail, (case.body if isinstance(case.body, bytes)
+                                                                             else repr(case.body).encode())[:2000])
+
+        try:
+            fuzz(one, case=operation.as_strategy(mode))
+        except Unsatisfiable:
+            pass  # nothing of this kind to generate (a route without parameters has no input that does not fit)
+    run.check()
+
+
+def _first_failure(exc: BaseException) -> str:
+    """The failed check's title and what it found, on one line, without the value it found it in
+    (so that the same failure on different answers is one failure)."""
+    text = str(exc.exceptions[0]) if isinstance(exc, BaseExceptionGroup) and exc.exceptions else str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    found = lines[1] if len(lines) > 1 else ""
+    for verdict in (" is not of type ", " is not one of ", " is not valid under "):
+        if verdict in found:
+            found = "…" + verdict + found.split(verdict, 1)[1]
+    return f"{lines[0] if lines else ''}: {found}"[:300]

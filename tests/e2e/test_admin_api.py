@@ -1,0 +1,89 @@
+"""The admin API, over a real socket, with the admin key and without it."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import httpx
+import openai
+import pytest
+
+from tests.support.gateway import ADMIN_KEY, Gateway
+
+
+@pytest.fixture
+def admin(gateway: Gateway) -> httpx.Client:
+    with httpx.Client(base_url=gateway.base_url.removesuffix("/v1") + "/admin",
+                      headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:
+        yield client
+
+
+def exact(response: httpx.Response):
+    import json
+
+    return json.loads(response.content, parse_float=Decimal)
+
+
+def test_only_the_admin_key_opens_the_admin_api(gateway: Gateway, team):
+    url = gateway.base_url.removesuffix("/v1") + "/admin/teams"
+    anonymous = httpx.get(url)
+    assert anonymous.status_code == 401 and anonymous.json()["error"]["type"] == "authentication_error"
+    wrong = httpx.get(url, headers={"Authorization": "Bearer not-the-admin-key"})
+    assert wrong.status_code == 401
+    team_key = httpx.get(url, headers={"Authorization": f"Bearer {team.key}"})
+    assert team_key.status_code == 403 and team_key.json()["error"]["type"] == "permission_error"
+
+
+def test_teams_credits_and_balances(admin: httpx.Client):
+    created = admin.post("/teams", json={"name": "admin-made", "credits": "12.5"})
+    assert created.status_code == 201 and exact(created)["balance"] == Decimal("12.5")
+    assert admin.post("/teams", json={"name": "admin-made"}).status_code == 409
+    topped = admin.post("/teams/admin-made/credits", json={"amount": "0.25", "reference": "INV-9"})
+    assert exact(topped)["balance"] == Decimal("12.75") and exact(topped)["available"] == Decimal("12.75")
+    assert "admin-made" in [t["name"] for t in admin.get("/teams").json()["data"]]
+    bad = admin.post("/teams/admin-made/credits", json={"amount": "0.0000001"})
+    assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+    missing = admin.get("/teams/nobody")
+    assert missing.status_code == 404 and "does not exist" in missing.json()["error"]["message"]
+
+
+def test_keys_issue_restrict_revoke_and_their_effect(admin: httpx.Client, gateway: Gateway):
+    admin.post("/teams", json={"name": "keyed", "credits": "50"})
+    issued = admin.post("/teams/keyed/keys", json={"name": "ci", "models": ["fake-gpt"]}).json()
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=issued["key"], max_retries=0)
+    client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.PermissionDeniedError):
+        client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
+
+    assert admin.put(f"/teams/keyed/keys/{issued['id']}/models", json={"models": []}).status_code == 200
+    client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
+    keys = admin.get("/teams/keyed/keys").json()["data"]
+    assert keys == [{"id": issued["id"], "name": "ci", "revoked": False, "models": [], "endpoints": [], "rpm": None,
+                     "tpm": None}]
+    assert "key" not in keys[0]  # secrets are shown once, at issue
+
+    assert admin.post(f"/teams/keyed/keys/{issued['id']}/revoke").status_code == 200
+    with pytest.raises(openai.AuthenticationError):
+        client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "hi"}])
+    assert admin.post(f"/teams/keyed/keys/{issued['id']}/revoke").status_code == 400
+    assert admin.post("/teams/keyed/keys/key_nope/revoke").status_code == 404
+
+
+def test_history_is_paginated_and_usage_is_summed(admin: httpx.Client, gateway: Gateway):
+    admin.post("/teams", json={"name": "audited", "credits": "10"})
+    key = admin.post("/teams/audited/keys", json={}).json()["key"]
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
+    answers = [client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": f"n {i}"}])
+               for i in range(3)]
+    first = admin.get("/teams/audited/history", params={"per_page": 2}).json()
+    assert (first["total"], first["has_more"], len(first["data"])) == (4, True, 2)
+    second = admin.get("/teams/audited/history", params={"per_page": 2, "page": 2}).json()
+    assert [e["kind"] for e in first["data"] + second["data"]] == ["top_up", "charge", "charge", "charge"]
+    assert second["data"][-1]["balance_after"] == int(
+        Decimal(str(answers[-1].usage.model_extra["remaining"]["credits"])) * 1_000_000)
+
+    usage = exact(admin.get("/teams/audited/usage"))
+    (gpt,) = usage["by_model"]
+    assert gpt["model"] == "fake-gpt" and gpt["requests"] == 3
+    assert gpt["cost"] == sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
+    assert admin.get("/teams/audited/history", params={"page": 0}).status_code == 400

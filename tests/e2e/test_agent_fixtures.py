@@ -1,0 +1,52 @@
+"""The requests Claude Code and Codex CLI really sent (``tests/fixtures/agents``, saved by
+``test_coding_agents.py``), replayed through every upstream wire: passed through to an upstream of
+their own protocol, translated for the others, each accepted by the protocol-faithful fake upstream,
+answered in the agent's protocol, and charged what the answer reported — without npm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.agents import Exchange, check_charged_as_reported, streamed_text
+from tests.support.teams import Teams
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.gateway import AGENT_MODELS, Gateway
+
+pytestmark = pytest.mark.usefixtures("ledger_verified_after")
+
+FIXTURES = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "agents").glob("*.json"))
+UPSTREAM_PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions", "openai-responses": "/v1/responses"}
+#: The event after which the answer is complete, in each agent's protocol.
+LAST_EVENT = {"/v1/messages": "event: message_stop", "/v1/responses": "event: response.completed"}
+
+
+def test_there_are_fixtures_of_both_agents_and_of_a_tool_round_trip():
+    agents = {json.loads(f.read_text())["agent"] for f in FIXTURES}
+    assert agents == {"claude-code 2.1.330", "codex 0.169.0"}
+    bodies = [f.read_text() for f in FIXTURES]
+    assert any('"tool_result"' in b for b in bodies) and any('"function_call_output"' in b for b in bodies)
+
+
+@pytest.mark.parametrize("model", list(AGENT_MODELS))
+@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.stem for f in FIXTURES])
+def test_an_agent_s_request_on_every_upstream_wire(gateway: Gateway, teams: Teams, fake_upstream: FakeUpstream,
+                                                   fixture: Path, model: str):
+    record = json.loads(fixture.read_text())
+    team = teams.open("100")
+    headers = {**record["headers"], "authorization": f"Bearer {team.key}"}
+    answer = httpx.post(gateway.root_url + record["path"], json={**record["body"], "model": model}, headers=headers,
+                        timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert LAST_EVENT[record["path"]] in answer.text
+    (sent,) = [r for r in fake_upstream.requests if r.path == UPSTREAM_PATHS[AGENT_MODELS[model]]]
+    if record["path"] == UPSTREAM_PATHS[AGENT_MODELS[model]]:  # passed through: as the agent sent it
+        assert sent.body == {**record["body"], "model": f"{model}-upstream"}
+    if '"tool_result"' in fixture.read_text() or '"function_call_output"' in fixture.read_text():
+        assert "Echo: tool result:" in streamed_text(answer.content) and "tollgate-marker-" in streamed_text(answer.content)
+    exchange = Exchange("POST", record["path"], {}, b"", answer.status_code,
+                        {k.lower(): v for k, v in answer.headers.items()}, answer.content)
+    check_charged_as_reported(gateway, team, [exchange])

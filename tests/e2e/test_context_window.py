@@ -1,0 +1,177 @@
+"""Prompts over a model's context window are refused before the upstream is called, on every endpoint.
+
+The gateway's count is reproduced here with the same rules (app/tokens), so each test can build a
+prompt exactly at the window and one just over it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+
+from app.tokens import RULES, prompt_tokens
+from tests.support.charges import balance_of
+from tests.support import images
+from tests.support.fake_anthropic import prompt_tokens as fake_anthropic_prompt_tokens
+from tests.support.fake_upstream import FakeUpstream, chat_prompt_tokens
+from tests.support.gateway import Gateway
+
+WINDOWS = {"fake-gpt": 8192, "small-claude": 2048}
+RULES_OF = {"fake-gpt": RULES["o200k"], "small-claude": RULES["anthropic"]}
+
+Body = Callable[[str, str], dict[str, Any]]
+BODIES: dict[str, Body] = {
+    "chat": lambda model, text: {"model": model, "messages": [{"role": "user", "content": text}], "max_tokens": 5},
+    "responses": lambda model, text: {"model": model, "input": text, "max_output_tokens": 16},
+    "messages": lambda model, text: {"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": text}]},
+}
+PARAMS = {"chat": "messages", "responses": "input", "messages": "messages"}
+
+
+def at_the_window(endpoint: str, model: str) -> tuple[dict[str, Any], int, dict[str, Any], int]:
+    """The largest prompt (of repeated words) the gateway's count lets through, and the next one."""
+    build, rules, window = BODIES[endpoint], RULES_OF[model], WINDOWS[model]
+
+    def count(words: int) -> int:
+        return prompt_tokens(build(model, "go" + " on" * words), endpoint, rules)
+
+    low, high = 0, window  # count(low) <= window < count(high)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if count(mid) <= window else (low, mid)
+    return build(model, "go" + " on" * low), count(low), build(model, "go" + " on" * high), count(high)
+
+
+def send(gateway: Gateway, key: str, endpoint: str, body: dict[str, Any]) -> Any:
+    """Through the endpoint's official SDK."""
+    if endpoint == "messages":
+        claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=key, max_retries=0)
+        return claude.messages.create(**body)
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
+    if endpoint == "chat":
+        return client.chat.completions.create(**body)
+    return client.responses.create(**body)
+
+
+def no_open_hold(gateway: Gateway, team_name: str) -> bool:
+    return "held 0," in gateway.cli("team", "show", team_name).stdout
+
+
+@pytest.mark.parametrize(("endpoint", "model"), [
+    ("chat", "fake-gpt"),  # passed through
+    ("responses", "fake-gpt"),  # translated to chat
+    ("messages", "fake-gpt"),  # translated to chat
+    ("messages", "small-claude"),  # passed through, the Anthropic estimate
+    ("chat", "small-claude"),  # translated to messages
+    ("responses", "small-claude"),
+])
+def test_a_prompt_over_the_window_is_a_400_and_one_at_it_is_served(endpoint, model, gateway: Gateway, team,
+                                                                   fake_upstream: FakeUpstream):
+    fits, fits_count, too_long, too_long_count = at_the_window(endpoint, model)
+    window = WINDOWS[model]
+    assert window - 2 <= fits_count <= window < too_long_count <= window + 2
+
+    error_class = anthropic.BadRequestError if endpoint == "messages" else openai.BadRequestError
+    with pytest.raises(error_class) as refused:
+        send(gateway, team.key, endpoint, too_long)
+    assert refused.value.status_code == 400
+    assert refused.value.response.headers["x-should-retry"] == "false"
+    message = (f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+               f"{too_long_count} tokens. Please reduce the length of the messages.")
+    if endpoint == "messages":
+        assert refused.value.response.json() == {"type": "error", "error": {"type": "invalid_request_error",
+                                                                            "message": message}}
+    else:
+        assert refused.value.response.json() == {"error": {"message": message, "type": "invalid_request_error",
+                                                           "param": PARAMS[endpoint],
+                                                           "code": "context_length_exceeded"}}
+    assert fake_upstream.requests == []  # the upstream was never called
+    assert balance_of(gateway, team.name) == 100 and no_open_hold(gateway, team.name)  # and nothing was held
+
+    send(gateway, team.key, endpoint, fits)
+    assert len(fake_upstream.requests) == 1
+    assert balance_of(gateway, team.name) < 100
+
+
+def test_the_demo_model_s_window_is_enforced_too(gateway: Gateway, team):
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "go" + " on" * 5000}])
+    assert "maximum context length is 4096 tokens" in refused.value.message
+
+
+def test_count_tokens_answers_the_gateway_s_count(gateway: Gateway, team, fake_upstream: FakeUpstream):
+    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
+    tools = [{"name": "lookup", "description": "Look it up", "input_schema": {"type": "object"}}]
+    body = {"system": "be brief", "tools": tools, "messages": [{"role": "user", "content": "hello there 世界 🎉"}]}
+    for model, rules in (("fake-claude", RULES["anthropic"]), ("fake-gpt", RULES["o200k"]),
+                         ("demo-gpt", RULES["o200k"])):
+        counted = claude.messages.count_tokens(model=model, **body)
+        assert counted.input_tokens == prompt_tokens(body, "messages", rules)
+    assert fake_upstream.requests == []  # counted by the gateway, not asked of the upstream
+    too_long = claude.messages.count_tokens(model="small-claude", messages=[{"role": "user", "content": "on " * 3000}])
+    assert too_long.input_tokens > WINDOWS["small-claude"]  # counting is not refused, only sending
+
+
+# -- the gateway's count against the upstream's ---------------------------------------------------
+
+CORPUS = [
+    "The quick brown fox jumps over the lazy dog, again and again, until the dog finally wakes up.",
+    "def fib(n: int) -> int:\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n\nprint([fib(i) for i in range(10)])",
+    "人工智能正在改变世界。我们需要准确地计算令牌。東京都は日本の首都です。안녕하세요, 세계!",
+    "🎉🚀👩‍👩‍👧‍👦 emoji 🇫🇷 and ✨ sparkles ✨ everywhere 🎈🎈🎈",
+    "Les élèves ont réussi l'examen « très difficile » à Noël — Привет, мир! مرحبا بالعالم",
+    "a b c d e f g h i j k l m n o p q r s t u v w x y z 1 2 3 4 5 6 7 8 9 0 ! @ # $ % ^ & * ( )",
+]
+CHAT_TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Look a word up",
+                                                 "parameters": {"type": "object", "properties": {
+                                                     "word": {"type": "string", "description": "the word"}}}}}]
+
+
+def test_the_gateway_never_counts_fewer_prompt_tokens_than_the_upstream(gateway: Gateway, team,
+                                                                         fake_upstream: FakeUpstream):
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
+    picture = images.data_url(images.png(640, 480), "image/png")
+    for text in CORPUS:
+        # chat → OpenAI-compatible (with tools, and with an image): an upstream that reports no usage is
+        # billed the gateway's count, which must be at least what the upstream counts for that request.
+        for extra in ({}, {"tools": CHAT_TOOLS}):
+            fake_upstream.clear()
+            messages = [{"role": "system", "content": "be brief"},
+                        {"role": "user", "content": [{"type": "text", "text": text + " [[no-usage]]"},
+                                                     {"type": "image_url", "image_url": {"url": picture}}]}]
+            ours = client.chat.completions.create(model="vision-gpt", messages=messages, **extra).usage.prompt_tokens
+            assert ours >= chat_prompt_tokens(fake_upstream.requests[0].body["messages"]) > 3
+
+        # responses → OpenAI-compatible (translated)
+        fake_upstream.clear()
+        reply = client.responses.create(model="fake-gpt", instructions="be brief", input=text + " [[no-usage]]")
+        assert reply.usage.input_tokens >= chat_prompt_tokens(fake_upstream.requests[0].body["messages"])
+
+        # messages → Anthropic (passed through): the gateway's count against the upstream's reported one
+        body = {"system": "be brief", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": text},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": picture.split(",", 1)[1]}}]}]}
+        ours = claude.messages.count_tokens(model="fake-claude", **body).input_tokens
+        theirs = claude.messages.create(model="fake-claude", max_tokens=5, **body).usage.input_tokens
+        assert ours >= theirs == fake_anthropic_prompt_tokens({**body, "model": "claude-x"})
+
+
+def test_a_prompt_of_megabytes_is_counted_and_refused_in_seconds(gateway: Gateway, team):
+    big = "lorem ipsum dolor sit amet " * 150_000  # 4 MB, ~750k tokens: over every window here
+    started = time.monotonic()
+    with httpx.Client(timeout=30) as http:
+        refused = http.post(gateway.base_url + "/chat/completions", headers={"Authorization": f"Bearer {team.key}"},
+                            json={"model": "fake-gpt", "messages": [{"role": "user", "content": big}]})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "context_length_exceeded"
+    assert time.monotonic() - started < 10
+    assert balance_of(gateway, team.name) == Decimal(100)

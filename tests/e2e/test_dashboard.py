@@ -1,0 +1,271 @@
+"""The team dashboard at /dashboard, used as people use it: real requests through the official
+OpenAI SDK, then the page in headless Chromium (Debian's package, driven by Playwright), signed in
+with the team's key and with the admin key; and its JSON API's rules over plain HTTP.
+
+The browser is launched once for the module. Without Chromium these tests fail, never skip: CI
+installs it (``apt-get install chromium``); ``TOLLGATE_TEST_CHROMIUM`` points elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+from playwright.sync_api import Browser, Page
+
+from tests.support.teams import Team, Teams
+from tests.support.gateway import ADMIN_KEY, Gateway
+from tests.support.screenshots import keep
+
+
+@dataclass(frozen=True)
+class Traffic:
+    team: Team
+    request_ids: list[str]  # x-request-id of each request, oldest first
+    balance: str  # as `tollgate team show` prints it
+    exports: dict[str, str]  # `tollgate ledger export --team NAME --format F`'s output, by format
+
+
+def _root(gateway: Gateway) -> str:
+    return gateway.base_url.removesuffix("/v1")
+
+
+def _admin_api(gateway: Gateway) -> httpx.Client:
+    return httpx.Client(base_url=_root(gateway) + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+
+
+def _exact(answer: httpx.Response) -> dict:
+    assert answer.status_code == 200, answer.text
+    return json.loads(answer.text, parse_float=Decimal)
+
+
+@pytest.fixture(scope="module")
+def traffic(gateway: Gateway, teams: Teams) -> Traffic:
+    """A team that opened with 100 credits, made three requests on two models and topped up once."""
+    team = teams.open("100")
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    request_ids = []
+    for model in ("fake-gpt", "demo-gpt", "fake-gpt"):
+        raw = client.chat.completions.with_raw_response.create(
+            model=model, messages=[{"role": "user", "content": "Hello, dashboard!"}], max_tokens=30)
+        assert raw.parse().usage is not None
+        request_ids.append(raw.headers["x-request-id"])
+    # The gateway gives its credit lease back (its last write on the team) before the CLI, another
+    # process, tops the team up: the gateway must still show the balance after the top-up.
+    admin = _admin_api(gateway)
+    deadline = time.monotonic() + 10
+    while _exact(admin.get(f"/teams/{team.name}"))["held"] != 0:
+        assert time.monotonic() < deadline, "the gateway kept its credit lease on the team"
+        time.sleep(0.05)
+    gateway.cli("credits", "add", "--team", team.name, "25.5", "--reference", "INV-42")
+    with ThreadPoolExecutor() as pool:  # what the operator's commands say, once for the module
+        shown = pool.submit(gateway.cli, "team", "show", team.name)
+        exports = {f: pool.submit(gateway.cli, "ledger", "export", "--team", team.name, "--format", f)
+                   for f in ("csv", "jsonl")}
+        balance = re.search(r"balance (\S+) credits", shown.result().stdout).group(1)  # type: ignore[union-attr]
+        return Traffic(team, request_ids, balance, {f: e.result().stdout for f, e in exports.items()})
+
+
+@pytest.fixture
+def page(browser: Browser, gateway: Gateway) -> Iterator[Page]:
+    """A fresh tab (its own sessionStorage) on /dashboard; afterwards, everything it fetched must have
+    come from the gateway (the page loads nothing from anywhere else), and nothing it ran or styled
+    may have been refused by its Content-Security-Policy."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    tab = context.new_page()
+    fetched: list[str] = []
+    console: list[str] = []
+    tab.on("request", lambda r: fetched.append(r.url))
+    tab.on("console", lambda m: console.append(m.text))
+    tab.goto(_root(gateway) + "/dashboard")
+    yield tab
+    context.close()
+    elsewhere = [url for url in fetched if not url.startswith((_root(gateway) + "/", "blob:", "data:"))]
+    assert not elsewhere, f"the page fetched something other than the gateway: {elsewhere}"
+    refused = [m for m in console if "Content Security Policy" in m]
+    assert not refused, f"the page's own script or style broke its Content-Security-Policy: {refused}"
+
+
+def _sign_in(page: Page, key: str) -> None:
+    page.fill("#key", key)
+    page.click("#sign-in-button")
+
+
+def _check_views(page: Page, traffic: Traffic) -> None:
+    name = traffic.team.name
+    page.wait_for_selector(f'body[data-loaded="{name}"]', timeout=10_000)
+    assert page.text_content("#balance-value").replace(",", "") == traffic.balance  # type: ignore[union-attr]
+    assert page.text_content("#team-state") == "active"
+    assert page.locator("#requests-table .request-id").all_text_contents()[:3] == traffic.request_ids[::-1]
+    for model in ("fake-gpt", "demo-gpt"):
+        assert page.locator(f'#chart svg rect.bar[data-model="{model}"]').count() == 1, model
+        assert page.locator(f'#legend li[data-model="{model}"]').count() == 1, model
+    history = page.locator("#history-table tbody tr")
+    assert history.count() == 5  # the opening balance, three charges, the top-up
+    text = page.inner_text("#history-table tbody")
+    assert text.count("top-up") == 2 and text.count("charge") == 3
+    assert "opening balance" in text and "INV-42" in text and "+25.5" in text
+    assert all(request_id in text for request_id in traffic.request_ids)
+
+
+def test_a_team_signs_in_and_sees_its_balance_requests_usage_and_history(
+        page: Page, gateway: Gateway, traffic: Traffic, tmp_path: Path):
+    _sign_in(page, traffic.team.key)
+    _check_views(page, traffic)
+    assert page.locator("#picker").is_hidden()  # a team key sees its own team only
+
+    with page.expect_download() as csv_download:
+        page.click("#export-csv")
+    assert csv_download.value.suggested_filename == f"tollgate-{traffic.team.name}-ledger.csv"
+    exported = Path(csv_download.value.path()).read_text()
+    assert exported == traffic.exports["csv"]
+    assert len(exported.splitlines()) == 6  # the header and five entries
+
+    keep(page, tmp_path, "dashboard-team.png")
+
+
+def test_the_admin_picks_a_team_and_signs_out(page: Page, gateway: Gateway, traffic: Traffic, tmp_path: Path):
+    _sign_in(page, ADMIN_KEY)
+    page.wait_for_selector("#picker:not([hidden])")
+    assert page.is_visible("#choose")
+    assert traffic.team.name in page.locator("#team-picker option").all_text_contents()
+    page.select_option("#team-picker", traffic.team.name)
+    _check_views(page, traffic)
+    keep(page, tmp_path, "dashboard-admin.png")
+
+    page.click("#sign-out")
+    assert page.is_visible("#sign-in") and page.is_hidden("#views")
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_the_audit_history_pages_through_every_entry(page: Page, gateway: Gateway, teams: Teams):
+    team = teams.open("1")
+    admin = _admin_api(gateway)
+    for n in range(24):
+        topped_up = admin.post(f"/teams/{team.name}/credits", json={"amount": "0.5", "reference": f"T-{n}"})
+        assert topped_up.status_code == 200
+    _sign_in(page, team.key)
+    page.wait_for_selector(f'body[data-loaded="{team.name}"]')
+    assert page.text_content("#page-label") == "Page 1 of 2 · 25 entries"
+    assert page.locator("#history-table tbody tr").count() == 20 and page.is_disabled("#newer")
+    assert "T-23" in page.inner_text("#history-table tbody tr >> nth=0")  # latest first
+    page.click("#older")
+    page.wait_for_selector("#page-label:has-text('Page 2 of 2')")
+    assert page.locator("#history-table tbody tr").count() == 5 and page.is_disabled("#older")
+    assert "opening balance" in page.inner_text("#history-table tbody tr >> nth=-1")
+    assert page.text_content("#balance-value") == "13"
+
+
+def test_a_refused_key_stays_signed_out(page: Page):
+    _sign_in(page, "tg-not-a-real-key")
+    page.wait_for_selector("#sign-in-error:not([hidden])")
+    assert "Incorrect API key" in page.text_content("#sign-in-error")  # type: ignore[operator]
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+# -- the JSON API, over plain HTTP ---------------------------------------------------------------
+
+
+def _api(gateway: Gateway, path: str, key: str | None) -> httpx.Response:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return httpx.get(_root(gateway) + "/dashboard/api" + path, headers=headers)
+
+
+def _error_type(answer: httpx.Response, status: int) -> str:
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"].startswith("application/json")
+    return answer.json()["error"]["type"]
+
+
+def test_the_page_is_one_self_contained_document(gateway: Gateway):
+    for path in ("/dashboard", "/dashboard/"):
+        answer = httpx.get(_root(gateway) + path)
+        assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/html")
+        assert "default-src 'none'" in answer.headers["content-security-policy"]
+        assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", answer.text)  # nothing from elsewhere
+        assert "<script>" in answer.text and "<style>" in answer.text
+
+
+def test_the_api_needs_a_live_key(gateway: Gateway, traffic: Traffic):
+    assert _error_type(_api(gateway, "/session", None), 401) == "authentication_error"
+    assert _error_type(_api(gateway, "/session", "tg-wrong"), 401) == "authentication_error"
+    assert _error_type(_api(gateway, f"/teams/{traffic.team.name}", "tg-wrong"), 401) == "authentication_error"
+    admin = _admin_api(gateway)
+    issued = admin.post(f"/teams/{traffic.team.name}/keys", json={"name": "soon revoked"}).json()
+    assert _exact(_api(gateway, "/session", issued["key"]))["team"] == traffic.team.name
+    assert admin.post(f"/teams/{traffic.team.name}/keys/{issued['id']}/revoke").status_code == 200
+    assert _error_type(_api(gateway, "/session", issued["key"]), 401) == "authentication_error"
+
+
+def test_a_team_key_reads_its_own_team_only(gateway: Gateway, traffic: Traffic, teams: Teams):
+    other = teams.open("5")
+    key = traffic.team.key
+    assert _exact(_api(gateway, "/session", key)) == {
+        "role": "team", "team": traffic.team.name, "key_id": _exact(_api(gateway, "/session", key))["key_id"],
+        "teams": [traffic.team.name]}
+    assert _exact(_api(gateway, f"/teams/{traffic.team.name}", key))["name"] == traffic.team.name
+    for path in (f"/teams/{other.name}", f"/teams/{other.name}/history", f"/teams/{other.name}/usage",
+                 f"/teams/{other.name}/requests", f"/teams/{other.name}/export", "/teams/no-such-team"):
+        assert _error_type(_api(gateway, path, key), 403) == "permission_error", path
+
+
+def test_a_suspended_team_still_sees_its_dashboard(gateway: Gateway, teams: Teams):
+    team = teams.open("3")
+    admin = _admin_api(gateway)
+    assert admin.post(f"/teams/{team.name}/suspend", json={"reason": "unpaid"}).status_code == 200
+    summary = _exact(_api(gateway, f"/teams/{team.name}", team.key))
+    assert (summary["suspended"], summary["balance"]) == (True, Decimal(3))
+
+
+def test_the_admin_key_reads_any_team(gateway: Gateway, traffic: Traffic, teams: Teams):
+    other = teams.open("5")
+    session = _exact(_api(gateway, "/session", ADMIN_KEY))
+    assert session["role"] == "admin" and session["team"] is None
+    assert {traffic.team.name, other.name} <= set(session["teams"])
+    assert _exact(_api(gateway, f"/teams/{other.name}", ADMIN_KEY))["balance"] == Decimal(5)
+    summary = _exact(_api(gateway, f"/teams/{traffic.team.name}", ADMIN_KEY))
+    assert f"{summary['balance']:f}" == traffic.balance
+    assert summary["available"] == summary["balance"] - summary["held"]
+    assert _error_type(_api(gateway, "/teams/no-such-team", ADMIN_KEY), 404) == "invalid_request_error"
+
+
+def test_history_requests_and_usage_are_exact_credits(gateway: Gateway, traffic: Traffic):
+    name, key = traffic.team.name, traffic.team.key
+    first = _exact(_api(gateway, f"/teams/{name}/history?per_page=2", key))
+    assert (first["total"], first["has_more"], len(first["data"])) == (5, True, 2)
+    assert first["data"][0]["reference"] == "INV-42"  # newest first
+    assert first["data"][0]["amount"] == Decimal("25.5")
+    last = _exact(_api(gateway, f"/teams/{name}/history?page=3&per_page=2", key))
+    assert (last["has_more"], [e["reference"] for e in last["data"]]) == (False, ["opening balance"])
+    summary = _exact(_api(gateway, f"/teams/{name}", key))
+    assert first["data"][0]["balance_after"] == summary["balance"]
+
+    charges = _exact(_api(gateway, f"/teams/{name}/requests?limit=10", key))["data"]
+    assert [c["request_id"] for c in charges] == traffic.request_ids[::-1]
+    usage = _exact(_api(gateway, f"/teams/{name}/usage", key))
+    by_model = {m["model"]: m for m in usage["by_model"]}
+    assert (by_model["fake-gpt"]["requests"], by_model["demo-gpt"]["requests"]) == (2, 1)
+    assert sum(m["cost"] for m in by_model.values()) == -sum(c["amount"] for c in charges)
+    assert Decimal(100) + Decimal("25.5") + sum(c["amount"] for c in charges) == summary["balance"]
+    assert _error_type(_api(gateway, f"/teams/{name}/history?page=0", key), 400) == "invalid_request_error"
+    assert _error_type(_api(gateway, f"/teams/{name}/requests?limit=x", key), 400) == "invalid_request_error"
+
+
+def test_export_is_an_attachment_with_the_cli_export_lines(gateway: Gateway, traffic: Traffic):
+    name = traffic.team.name
+    for fmt, media_type in (("csv", "text/csv"), ("jsonl", "application/x-ndjson")):
+        answer = _api(gateway, f"/teams/{name}/export?format={fmt}", traffic.team.key)
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith(media_type)
+        assert answer.headers["content-disposition"] == f'attachment; filename="tollgate-{name}-ledger.{fmt}"'
+        assert answer.text == traffic.exports[fmt]
+    assert _error_type(_api(gateway, f"/teams/{name}/export?format=xml", ADMIN_KEY), 400) == "invalid_request_error"

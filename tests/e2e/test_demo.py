@@ -1,0 +1,50 @@
+"""The README's quick start: `tollgate demo` opens a team, prints a key, and serves the demo model."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import openai
+
+from tests.support.gateway import free_port, tollgate_command
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
+
+
+def test_the_demo_prints_a_working_key_and_a_curl_line(tmp_path):
+    config = tmp_path / "demo.toml"
+    shutil.copy(EXAMPLE, config)
+    port = free_port()
+    process = subprocess.Popen([*tollgate_command(), "demo", "--config", str(config), "--port", str(port)],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            lines.append(line)
+            if line.startswith("Tollgate: serving"):
+                break
+        output = "".join(lines)
+        key = next(l.split(": ", 1)[1].strip() for l in lines if l.startswith("API key (shown once)"))
+        assert f"curl -s http://127.0.0.1:{port}/v1/chat/completions" in output and key in output
+
+        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=3)
+        completion = client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "Hello, Tollgate!"}])
+        assert completion.choices[0].message.content == "Hello from the Tollgate demo model. You said: Hello, Tollgate!"
+        assert completion.usage.completion_tokens == 10
+        assert Decimal(str(completion.usage.model_extra["remaining"]["credits"])) < 100
+
+        chunks = list(client.chat.completions.create(
+            model="demo-gpt", messages=[{"role": "user", "content": "stream please"}], stream=True,
+            stream_options={"include_usage": True}))
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).endswith("stream please")
+        assert "cost" in chunks[-1].usage.model_extra
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+    assert (tmp_path / "demo.db").exists()

@@ -1,0 +1,106 @@
+"""``tollgate serve --workers N``: N gateway processes behind one port, each with its own runtime,
+sharing the ledger (and, through Redis, the rate limits); SIGTERM stops them all."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import openai
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support.backend import RawDatabase
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.gateway import ADMIN_KEY, GATEWAY_ENV, free_port, run_cli, tollgate_command, write_config
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _serve(config: Path, port: int, *extra: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([*tollgate_command(), "serve", "--config", str(config), "--port", str(port), *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, **GATEWAY_ENV})
+
+
+def _wait_ready(process: subprocess.Popen[str], port: int) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.stdout.read() if process.stdout else ""
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise AssertionError("tollgate serve --workers 2 did not become ready within 60 s")
+
+
+async def test_two_workers_serve_one_port_and_charge_every_request_once(tmp_path, fake_upstream: FakeUpstream):
+    config = write_config(tmp_path, fake_upstream.base_url, redis=True)
+    run_cli(config, "team", "create", "acme", "--credits", "50")
+    key = run_cli(config, "key", "create", "--team", "acme", "--rpm", "100000").stdout.splitlines()[-1]
+    port = free_port()
+    process = _serve(config, port, "--workers", "2")
+    try:
+        _wait_ready(process, port)
+        workers = [pid for pid in _children(process.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(workers) == 2
+        # Each worker built its own runtime: two gateway processes registered on the ledger.
+        deadline = time.monotonic() + 10
+        while (live := RawDatabase.of_config(config).execute("SELECT pid FROM gateway_instances")) and len(live) < 2:
+            assert time.monotonic() < deadline, live
+            time.sleep(0.2)
+        registered = {row[0] for row in live}
+        assert len(registered) == 2 and registered <= set(workers), (registered, workers)
+
+        client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0)
+        answers = await asyncio.gather(*(client.chat.completions.create(
+            model="fake-gpt", max_tokens=10, messages=[{"role": "user", "content": f"request {i}"}]) for i in range(60)))
+        await client.close()
+        assert len(fake_upstream.requests) == 60
+        charged = sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
+        # Whichever worker answers the scrape, it counts both workers' requests and tokens.
+        for _ in range(4):
+            scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"})
+            samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                       for family in text_string_to_metric_families(scraped.text) for s in family.samples}
+            assert samples[("tollgate_requests_total", (("endpoint", "chat.completions"), ("model", "fake-gpt"),
+                                                        ("status", "200")))] == 60
+            assert samples[("tollgate_tokens_total", (("kind", "output"), ("model", "fake-gpt")))] == sum(
+                a.usage.completion_tokens for a in answers)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    assert process.returncode == 0, output
+    assert all(not Path(f"/proc/{pid}").exists() for pid in workers), "a worker outlived SIGTERM"
+    shown = run_cli(config, "team", "show", "acme").stdout
+    assert Decimal(shown.split("balance ")[1].split(" ")[0]) == Decimal(50) - charged, shown
+    assert "held 0," in shown, shown  # both workers gave their credit leases back as they stopped
+    verify = run_cli(config, "ledger", "verify")
+    assert "60 charges" in verify.stdout
+
+
+def test_several_workers_without_redis_url_are_refused_at_once(tmp_path, fake_upstream: FakeUpstream):
+    config = write_config(tmp_path, fake_upstream.base_url)
+    result = subprocess.run([*tollgate_command(), "serve", "--config", str(config), "--port", str(free_port()),
+                             "--workers", "2"], capture_output=True, text=True, timeout=30,
+                            env={**{k: v for k, v in os.environ.items() if k != "TOLLGATE_REDIS_URL"}, **GATEWAY_ENV})
+    assert result.returncode == 2
+    assert "--workers 2" in result.stderr and "redis_url" in result.stderr
+    assert "Traceback" not in result.stderr

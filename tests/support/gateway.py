@@ -1,0 +1,341 @@
+"""Running Tollgate as a user does: a config file, the ``tollgate`` command, a real port."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from tests.support.backend import new_database_url
+
+UPSTREAM_KEY = "upstream-secret"
+ADMIN_KEY = "admin-secret-for-tests"
+GATEWAY_ENV = {"UPSTREAM_KEY": UPSTREAM_KEY, "TOLLGATE_ADMIN_KEY": ADMIN_KEY}
+
+
+def tollgate_command() -> list[str]:
+    script = Path(sys.executable).parent / "tollgate"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+REDIS_URL = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def write_config(directory: Path, upstream_base_url: str, *, database: str | None = None, redis: bool = False,
+                 settings: str = "", lease_idle_seconds: str = "0.3") -> Path:
+    """A configuration with a model on the fake upstream, one on the built-in demo upstream, and
+    one whose upstream is down (nothing listens on its port). ``redis``: rate limits in Redis, as
+    several gateway processes on one database need; ``settings``: more top-level TOML lines."""
+    config = directory / "tollgate.toml"
+    config.write_text(f'''
+database_url = "{database or new_database_url()}"
+credits_per_usd = 100
+lease_idle_seconds = {lease_idle_seconds}
+{f'redis_url = "{REDIS_URL}"' if redis else ""}
+{settings}
+
+[[models]]
+id = "fake-gpt"
+display_name = "Fake GPT"
+owned_by = "acme"
+context_window = 8192
+max_output_tokens = 1024
+vision = false
+default_effort_level = "medium"
+effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}}, {{value = "high", display = "High"}}]
+pricing = {{input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}}
+upstream = {{kind = "openai", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}}
+
+[[models]]
+id = "demo-gpt"
+display_name = "Demo GPT"
+owned_by = "tollgate"
+context_window = 4096
+max_output_tokens = 256
+pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
+upstream = {{kind = "demo"}}
+
+[[models]]
+id = "fake-claude"
+display_name = "Fake Claude"
+owned_by = "anthropic"
+context_window = 200000
+max_output_tokens = 4096
+vision = true
+effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}}, {{value = "high", display = "High"}}, {{value = "xhigh", display = "Extra high"}}]
+pricing = {{input = 3, output = 15, cache_create = 3.75, cache_hit = 0.3}}
+upstream = {{kind = "anthropic", base_url = "{upstream_base_url.removesuffix("/v1")}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
+
+[[models]]
+id = "slow-gpt"
+display_name = "Slow GPT"
+owned_by = "acme"
+context_window = 4096
+max_output_tokens = 256
+pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
+upstream = {{kind = "openai", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-x", timeout = 1, connect_timeout = 1}}
+
+[[models]]
+id = "dead-gpt"
+display_name = "Dead GPT"
+owned_by = "nobody"
+context_window = 4096
+max_output_tokens = 256
+pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
+upstream = {{kind = "openai", base_url = "http://127.0.0.1:{free_port()}/v1", timeout = 5}}
+
+[[models]]
+id = "small-claude"
+display_name = "Small Claude"
+owned_by = "anthropic"
+context_window = 2048
+max_output_tokens = 256
+vision = true
+pricing = {{input = 3, output = 15, cache_create = 3.75, cache_hit = 0.3}}
+upstream = {{kind = "anthropic", base_url = "{upstream_base_url.removesuffix("/v1")}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
+
+[[models]]
+id = "vision-gpt"
+display_name = "Vision GPT"
+owned_by = "acme"
+context_window = 8192
+max_output_tokens = 1024
+vision = true
+pricing = {{input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}}
+upstream = {{kind = "openai", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}}
+
+[[models]]
+id = "fake-codex"
+display_name = "Fake Codex"
+owned_by = "acme"
+context_window = 200000
+max_output_tokens = 4096
+vision = true
+effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}}, {{value = "high", display = "High"}}, {{value = "xhigh", display = "Extra high"}}]
+pricing = {{input = 1.25, output = 10, cache_create = 1.25, cache_hit = 0.125}}
+upstream = {{kind = "openai-responses", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-codex-x"}}
+{_agent_models(upstream_base_url)}{_builtin_tool_models(upstream_base_url)}{_fallback_models(upstream_base_url)}\
+{_strict_models(upstream_base_url)}''')
+    return config
+
+
+#: Models for the coding agents (tests/e2e/test_coding_agents.py), one per upstream wire: large enough
+#: for their prompts (a long system prompt, a dozen tools) and their output limits (32,000 tokens).
+AGENT_MODELS = {"agent-claude": "anthropic", "agent-gpt": "openai", "agent-codex": "openai-responses"}
+
+
+#: Prices (USD per million tokens) the extra models below are charged at.
+CHEAP = "{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}"
+
+
+def _model(model_id: str, deployments: list[str], *, context_window: int, max_output_tokens: int,
+           pricing: str = CHEAP, settings: str = "") -> str:
+    """One ``[[models]]`` table: its deployments (``_deployment``), limits, prices and other settings."""
+    upstream = f"upstream = {deployments[0]}" if len(deployments) == 1 else f"upstreams = [{', '.join(deployments)}]"
+    return f'''
+[[models]]
+id = "{model_id}"
+display_name = "{model_id}"
+owned_by = "acme"
+context_window = {context_window}
+max_output_tokens = {max_output_tokens}
+pricing = {pricing}
+{upstream}
+{settings}
+'''
+
+
+def _agent_models(upstream_base_url: str) -> str:
+    root = upstream_base_url.removesuffix("/v1")
+    return "".join(_model(
+        model_id, [_deployment(kind, root if kind == "anthropic" else upstream_base_url, f"{model_id}-upstream",
+                               api_key_env="UPSTREAM_KEY")],
+        context_window=400000, max_output_tokens=128000, settings="vision = true",
+        pricing="{input = 0.5, output = 1, cache_create = 0.625, cache_hit = 0.05}")
+        for model_id, kind in AGENT_MODELS.items())
+
+
+def _builtin_tool_models(upstream_base_url: str) -> str:
+    """Models whose ``builtin_tools`` setting overrides the default (tests/e2e/test_tool_translation.py)."""
+    root = upstream_base_url.removesuffix("/v1")
+    models = {"passing-gpt": ("openai", upstream_base_url, "pass"), "refusing-claude": ("anthropic", root, "refuse"),
+              "dropping-claude": ("anthropic", root, "drop")}
+    return "".join(_model(model_id, [_deployment(kind, base_url, f"{model_id}-upstream", api_key_env="UPSTREAM_KEY")],
+                          context_window=8192, max_output_tokens=1024, settings=f'builtin_tools = "{policy}"')
+                   for model_id, (kind, base_url, policy) in models.items())
+
+
+#: Strict models, one per upstream kind: no vision, built-in tools refused, small limits (8,192
+#: tokens of context, 1,024 of output): every refusal a request can meet, on every kind of upstream.
+STRICT_MODELS = {"strict-gpt": "openai", "strict-demo": "demo", "strict-claude": "anthropic",
+                 "strict-codex": "openai-responses"}
+
+
+def _strict_models(upstream_base_url: str) -> str:
+    root = upstream_base_url.removesuffix("/v1")
+
+    def deployment(model_id: str, kind: str) -> str:
+        if kind == "demo":
+            return "{kind = \"demo\"}"
+        return _deployment(kind, root if kind == "anthropic" else upstream_base_url, f"{model_id}-upstream",
+                           api_key_env="UPSTREAM_KEY")
+
+    return "".join(_model(model_id, [deployment(model_id, kind)], context_window=8192, max_output_tokens=1024,
+                          settings='vision = false\nbuiltin_tools = "refuse"')
+                   for model_id, kind in STRICT_MODELS.items())
+
+
+#: A weight that makes a deployment the first one tried in all but one request in a million.
+FIRST = 1_000_000
+
+
+def _deployment(kind: str, base_url: str, model: str, **extra: object) -> str:
+    fields = {"kind": kind, "base_url": base_url, "model": model, **extra}
+    return "{" + ", ".join(f"{k} = {v}" if isinstance(v, int) else f'{k} = "{v}"' for k, v in fields.items()) + "}"
+
+
+def _fallback_models(upstream_base_url: str) -> str:
+    """Models with several deployments (tests/e2e/test_fallbacks.py): a broken deployment tried first
+    (refusing connections, answering 503 or 529, never answering, or breaking off a 200) and a working
+    one, or two working ones. Each deployment has its own model name, so the fake's records tell which one was called."""
+    root = upstream_base_url.removesuffix("/v1")
+    key = {"api_key_env": "UPSTREAM_KEY"}
+    gpt_b = _deployment("openai", upstream_base_url, "gpt-b", **key)
+    claude_b = _deployment("anthropic", root, "claude-b", **key)
+    overloaded_first = _deployment("openai", f"{root}/status/503/v1", "gpt-a", weight=FIRST)
+    models = {
+        "refused-gpt": [_deployment("openai", f"http://127.0.0.1:{free_port()}/v1", "gpt-a", weight=FIRST), gpt_b],
+        "overloaded-gpt": [overloaded_first, gpt_b],
+        "hung-gpt": [_deployment("openai", f"{root}/hang/v1", "gpt-a", weight=FIRST, timeout=1), gpt_b],
+        "twin-gpt": [_deployment("openai", upstream_base_url, "gpt-a", weight=3, timeout=2, **key),
+                     _deployment("openai", upstream_base_url, "gpt-b", timeout=2, **key)],
+        "once-gpt": [overloaded_first, gpt_b],  # with max_attempts = 1
+        "cut-gpt": [_deployment("openai", f"{root}/cut/v1", "gpt-a", weight=FIRST), gpt_b],
+        "overloaded-claude": [_deployment("anthropic", f"{root}/status/529", "claude-a", weight=FIRST), claude_b],
+        "twin-claude": [_deployment("anthropic", root, "claude-a", **key), claude_b],
+    }
+    return "".join(_model(model_id, deployments, context_window=200000, max_output_tokens=256,
+                          settings="max_attempts = 1" if model_id == "once-gpt" else "")
+                   for model_id, deployments in models.items())
+
+
+def run_cli(config: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [*tollgate_command(), *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **GATEWAY_ENV},
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"tollgate {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+    return result
+
+
+@dataclass
+class Gateway:
+    """A ``tollgate serve`` process on a free loopback port; what it prints goes to ``log_path``."""
+
+    config: Path
+    port: int = field(default_factory=free_port)
+    process: subprocess.Popen[str] | None = None
+    log_path: Path | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> Gateway:
+        self.log_path = self.config.parent / f"gateway-{self.port}.log"
+        with open(self.log_path, "w") as log:
+            self.process = subprocess.Popen(
+                [*tollgate_command(), "serve", "--config", str(self.config), "--port", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
+                env={**os.environ, **GATEWAY_ENV},
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"tollgate serve exited: {self.output()}")
+            try:
+                if httpx.get(self.base_url + "/models", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        raise RuntimeError("tollgate serve did not become ready within 30 s")
+
+    def output(self) -> str:
+        """Everything the gateway printed so far: its banner and its log lines."""
+        return self.log_path.read_text() if self.log_path is not None and self.log_path.exists() else ""
+
+    def log_lines(self) -> list[dict]:
+        """The gateway's JSON log lines so far (its banner and anything else that is not JSON skipped)."""
+        lines = []
+        for line in self.output().splitlines():
+            if line.startswith("{"):
+                try:
+                    lines.append(json.loads(line))
+                except json.JSONDecodeError:
+                    pass  # a line still being written
+        return lines
+
+    def access_line(self, request_id: str, within: float = 5.0) -> dict:
+        """The request's log line (lines are written in batches, a tenth of a second apart)."""
+        deadline = time.monotonic() + within
+        while True:
+            lines = [line for line in self.log_lines() if line.get("logger") == "tollgate.access"
+                     and line.get("request_id") == request_id]
+            if lines:
+                return lines[0]
+            assert time.monotonic() < deadline, f"no log line for {request_id} after {within} s"
+            time.sleep(0.05)
+
+    def stop(self) -> str:
+        """Stop the gateway the way an operator does (SIGTERM) and return what it printed."""
+        if self.process is None:
+            return ""
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+        return self.output()
+
+    def cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return run_cli(self.config, *args, check=check)
+
+    def charges(self, team: str) -> list[dict]:
+        """The team's charges, as ``tollgate ledger export`` prints them (amounts in micro-credits)."""
+        rows = [json.loads(line) for line in self.cli("ledger", "export", "--team", team, "--format", "jsonl")
+                .stdout.splitlines()]
+        return [row for row in rows if row["kind"] == "charge"]
+
+    def wait_until_nothing_held(self, team: str, within: float = 10.0) -> str:
+        """Wait until the team holds nothing — every request settled and the gateway's idle credit
+        lease given back (``lease_idle_seconds`` after its last use) — and return ``team show``'s line."""
+        deadline = time.monotonic() + within
+        while "held 0," not in (shown := self.cli("team", "show", team).stdout):
+            assert time.monotonic() < deadline, f"still holding after {within} s: {shown}"
+            time.sleep(0.1)
+        return shown

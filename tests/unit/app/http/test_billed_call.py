@@ -1,0 +1,157 @@
+"""A billed call is settled exactly once, also on the paths the end-to-end suite cannot time.
+
+In process, without a gateway: the real relay and the real chat codec around a :class:`BilledCall`,
+an upstream that answers what each test needs, and a ledger that records what it is asked. Two
+endings are forced here because no client can land them on purpose through a socket: a stream cut
+off while its final charge is being made (the charge is made all the same, and nothing else may be
+queued after it), and an upstream answer that cannot be read (its hold must not wait to expire).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from litestar.response import Stream
+
+from app.http.billed_call import BilledCall
+from app.http.relay import answer
+from app.http.exchange import plan
+from app.keys import Principal
+from app.ledger.billing import Charge, RequestBill
+from app.ledger.streams_in_flight import StreamsInFlight
+from domain.pricing import TokenUsage
+from domain.settings import parse_settings
+
+ROOT = Path(__file__).resolve().parents[4]
+MODEL = parse_settings((ROOT / "examples" / "demo.toml").read_text(), "demo.toml").models[0]
+PROMPT_TOKENS = 7
+
+
+class Ledger:
+    """What the call asks of billing, in order; ``cut_off_charges``: a charge's caller is cut off
+    while it is made, as ``Billing.charge`` is then (the charge goes on; the caller sees the cancellation)."""
+
+    def __init__(self, cut_off_charges: bool = False) -> None:
+        self.asked: list[tuple[str, Any]] = []
+        self.cut_off_charges = cut_off_charges
+
+    async def charge(self, bill: RequestBill, usage: TokenUsage, render: Any = None,
+                     **options: Any) -> tuple[Charge, bytes]:
+        self.asked.append(("charge", usage))
+        if self.cut_off_charges:
+            raise asyncio.CancelledError
+        charge = Charge(credits=Decimal("0.1"), usd=Decimal("0.001"), remaining_credits=Decimal("50"))
+        return charge, render(charge) if render is not None else b""
+
+    async def release(self, bill: RequestBill, reason: str) -> None:
+        self.asked.append(("release", reason))
+
+    def charge_soon(self, bill: RequestBill, usage: TokenUsage) -> None:
+        self.asked.append(("charge_soon", usage))
+
+    def release_soon(self, bill: RequestBill, reason: str) -> None:
+        self.asked.append(("release_soon", reason))
+
+
+class UpstreamStream:
+    def __init__(self, chunks: list[dict[str, Any]]) -> None:
+        self.chunks = chunks
+        self.closed = False
+
+    async def __aiter__(self) -> Any:
+        for chunk in self.chunks:
+            yield chunk
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+class Upstream:
+    wire = "chat"
+
+    def __init__(self, answer: dict[str, Any] | None = None, chunks: list[dict[str, Any]] | None = None) -> None:
+        self.answer = answer or {}
+        self.stream = UpstreamStream(chunks or [])
+
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+        return self.answer
+
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> UpstreamStream:
+        return self.stream
+
+
+class Slot:
+    def __init__(self) -> None:
+        self.released = 0
+
+    async def release(self) -> None:
+        self.released += 1
+
+
+def chunk(text: str) -> dict[str, Any]:
+    return {"id": "c1", "object": "chat.completion.chunk", "model": "x",
+            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+
+
+def held_call(ledger: Ledger, upstream: Upstream, stream: bool, slot: Any = None) -> BilledCall:
+    """A call as ``app.http.billed_call.hold`` hands it over: held, with its exchange (passed through)."""
+    runtime: Any = SimpleNamespace(billing=ledger, upstreams={MODEL.id: upstream}, in_flight=StreamsInFlight())
+    request: Any = SimpleNamespace(headers={})
+    body = {"model": MODEL.id, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
+    exchange = plan(MODEL, "chat", "chat", body, request, PROMPT_TOKENS)
+    bill = RequestBill(Principal(uuid.uuid4(), "acme", "key-1"), MODEL, "req-1", "chat", open=True)
+    return BilledCall(runtime, bill, exchange, {}, PROMPT_TOKENS, slot)
+
+
+async def test_a_stream_cut_off_while_its_charge_is_made_is_charged_once_and_nothing_more():
+    ledger, slot = Ledger(cut_off_charges=True), Slot()
+    upstream = Upstream(chunks=[chunk("Hello "), chunk("there"), {
+        "id": "c1", "object": "chat.completion.chunk", "model": "x", "choices": [],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}])
+    response = await answer(held_call(ledger, upstream, stream=True, slot=slot))
+    assert isinstance(response, Stream)
+    frames = response.iterator
+    with pytest.raises(asyncio.CancelledError):
+        async for _ in frames:
+            pass
+    assert ledger.asked == [("charge", TokenUsage(input_tokens=9, output_tokens=2))]
+    assert slot.released == 1 and upstream.stream.closed
+
+
+async def test_a_client_that_hangs_up_mid_stream_is_billed_what_it_was_sent_once():
+    ledger, slot = Ledger(), Slot()
+    upstream = Upstream(chunks=[chunk("Hello "), chunk("there "), chunk("again")])
+    response = await answer(held_call(ledger, upstream, stream=True, slot=slot))
+    assert isinstance(response, Stream)
+    frames = response.iterator
+    await frames.__anext__()
+    await frames.__anext__()  # the relay resumed after the first frame went out: it counts as delivered
+    await frames.aclose()  # the client hung up
+    assert [name for name, _ in ledger.asked] == ["charge_soon"]
+    assert ledger.asked[0][1].output_tokens > 0
+    assert slot.released == 1 and upstream.stream.closed
+
+
+async def test_a_plain_answer_that_cannot_be_read_releases_its_hold_at_once():
+    ledger = Ledger()
+    unreadable = {"choices": [{"index": 0, "message": {"tool_calls": [{"function": "not an object"}]}}]}
+    with pytest.raises(AttributeError):  # the codec's own error, here; whatever it is, the hold is released
+        await answer(held_call(ledger, Upstream(answer=unreadable), stream=False))
+    assert ledger.asked == [("release", "upstream failed")]
+
+
+async def test_a_plain_answer_is_charged_once_and_reports_its_charge():
+    ledger = Ledger()
+    upstream = Upstream(answer={
+        "id": "x", "object": "chat.completion", "created": 1, "model": "x",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}})
+    response = await answer(held_call(ledger, upstream, stream=False))
+    assert ledger.asked == [("charge", TokenUsage(input_tokens=9, output_tokens=1))]
+    assert b'"cost"' in response.content

@@ -1,0 +1,79 @@
+"""What the ledger does with the holds of a gateway process that died, and with idempotency keys."""
+
+import pytest
+
+from domain.ledger import (
+    ABANDONED,
+    MAX_BALANCE,
+    Delivery,
+    InvalidAmount,
+    InvalidTeamName,
+    RequestInProgress,
+    TeamLedger,
+)
+from domain.pricing import TokenUsage, cost_in_micros
+from tests.support.ledgers import CPU, PRICE, funded, replay
+
+TEN = 10_000_000
+
+
+def test_a_dead_process_s_holds_and_leases_are_released_and_nobody_else_s():
+    team = funded(TEN)
+    team.place_hold("r-dead", 1_000_000, "k", "m", "chat", owner="dead")
+    team.lease_credits("lease-dead", 2_000_000, 2_000_000, owner="dead")
+    team.place_hold("r-live", 500_000, "k", "m", "chat", owner="live")
+    team.place_hold("r-old", 100_000, "k", "m", "chat")  # recorded before owners: left to hold_timeout
+    assert sorted(team.release_abandoned(["dead"])) == ["lease-dead", "r-dead"]
+    assert set(team.holds) == {"r-live", "r-old"} and team.held == 600_000
+    assert team.release_abandoned(["dead"]) == []  # a second look finds nothing more
+    assert replay(team).holds == {"r-live": 500_000, "r-old": 100_000}
+
+
+def test_a_dead_process_s_streams_are_charged_for_what_they_had_delivered_then_released():
+    team = funded(TEN)
+    team.lease_credits("lease-dead", 3_000_000, 3_000_000, owner="dead")
+    team.place_hold("r-idem", 1_000_000, "k", "m", "chat", owner="dead", idem_key="K")
+    delivered = [Delivery("s1", "k", "m", "chat", TokenUsage(100, 40), lease="lease-dead"),
+                 Delivery("r-idem", "k", "m", "chat", TokenUsage(50, 10)),
+                 Delivery("unknown-model", "k", "other", "chat", TokenUsage(50, 10), lease="lease-dead")]
+    released = team.release_abandoned(["dead"], delivered, {"m": PRICE}, CPU)
+    charged = [e for e in team.pending_events if isinstance(e, TeamLedger.Charged)]
+    assert [(c.request_id, c.usage["output_tokens"]) for c in charged] == [("s1", 40), ("r-idem", 10)]
+    assert released == ["lease-dead"]  # the idempotent stream's own hold was closed by its charge
+    expected = cost_in_micros(TokenUsage(100, 40), PRICE, CPU) + cost_in_micros(TokenUsage(50, 10), PRICE, CPU)
+    assert (team.balance, team.held) == (TEN - expected, 0)
+    assert team.idem_holds == {}  # the key is free for a retry
+    assert [e.reason for e in team.pending_events if isinstance(e, TeamLedger.HoldReleased)] == [ABANDONED]
+
+
+def test_a_request_it_served_after_all_is_charged_late_once():
+    team = funded(TEN)
+    team.place_hold("r1", 1_000_000, "k", "m", "chat", owner="stuck")
+    team.release_abandoned(["stuck"])
+    event = team.charge("r1", TokenUsage(10, 10), PRICE, CPU, key_id="k", model="m", endpoint="chat")
+    assert event.hold == 0 and event.charged == cost_in_micros(TokenUsage(10, 10), PRICE, CPU)
+
+
+def test_one_request_at_a_time_per_idempotency_key():
+    team = funded(TEN)
+    team.place_hold("first", 1_000, "k", "m", "chat", idem_key="K")
+    with pytest.raises(RequestInProgress):
+        team.place_hold("retry", 1_000, "k", "m", "chat", idem_key="K")
+    assert team.place_hold("first", 1_000, "k", "m", "chat", idem_key="K") == team.available  # replayed: no-op
+    team.release_hold("first", "upstream failed")
+    team.place_hold("retry", 1_000, "k", "m", "chat", idem_key="K")  # the key is free again
+    assert replay(team).idem_holds == {"K": "retry"}
+
+
+def test_a_balance_never_grows_past_what_the_ledger_can_hold():
+    team = funded(1)
+    with pytest.raises(InvalidAmount):
+        team.add_credits(MAX_BALANCE)
+    team.add_credits(MAX_BALANCE - 1)
+    assert team.balance == MAX_BALANCE
+
+
+@pytest.mark.parametrize("name", ["acme\n", "acme\nx", " acme", "acme/x", ""])
+def test_a_team_name_is_matched_whole(name):
+    with pytest.raises(InvalidTeamName):
+        TeamLedger.open(name)

@@ -1,0 +1,56 @@
+"""The registry of gateway processes: heartbeats that survive a database restart, and who is dead."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from projections.database import Database
+from projections.event_store import open_ledger_store
+from projections.instances import InstanceRegistry
+from tests.support.backend import BACKEND, new_database_url
+
+
+@pytest.fixture
+def database(tmp_path) -> Database:
+    store = open_ledger_store(new_database_url(), tmp_path)
+    store.close()
+    return store.database
+
+
+def test_a_heartbeat_reconnects_after_its_connection_was_cut(database):
+    """After a PostgreSQL restart every old connection is dead: the next beat opens a new one, or
+    the process would fall silent and be taken for dead while alive."""
+    registry = InstanceRegistry(database, shared_limits=True)
+    registry._insert()
+    if BACKEND == "postgresql":
+        import psycopg
+
+        with psycopg.connect(database.conninfo(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        with pytest.raises(Exception):
+            registry.beat()
+    registry.beat()
+    assert registry.dead_instances(15) == []
+    registry.stop()
+
+
+def test_a_silent_process_is_dead_only_to_a_process_heard_from_as_long(database):
+    silent, watcher = (InstanceRegistry(database, shared_limits=True) for _ in range(2))
+    silent._insert()
+    watcher._insert()
+    with watcher._connection() as sql, sql.transaction() as tx:  # silent's last beat was 20 s ago
+        tx.execute("UPDATE gateway_instances SET last_seen = ? WHERE instance_id = ?",
+                   (time.time() - 20, silent.instance_id))
+    assert watcher.dead_instances(15) == []  # the watcher itself was heard from only just now
+    watcher._heard_since = time.time() - 16
+    assert watcher.dead_instances(15) == [silent.instance_id]
+    watcher.forget([silent.instance_id])
+    first_id = silent.instance_id
+    silent.beat()  # it wakes, finds its row gone, and registers again
+    assert silent.instance_id != first_id
+    assert watcher.dead_instances(15) == []
+    silent.stop()
+    watcher.stop()
