@@ -27,24 +27,30 @@ def exact(response: httpx.Response):
 def test_only_the_admin_key_opens_the_admin_api(gateway: Gateway, team):
     url = gateway.base_url.removesuffix("/v1") + "/admin/teams"
     anonymous = httpx.get(url)
-    assert anonymous.status_code == 401 and anonymous.json()["error"]["type"] == "authentication_error"
+    assert anonymous.status_code == 401
+    assert anonymous.json()["error"]["type"] == "authentication_error"
     wrong = httpx.get(url, headers={"Authorization": "Bearer not-the-admin-key"})
     assert wrong.status_code == 401
     team_key = httpx.get(url, headers={"Authorization": f"Bearer {team.key}"})
-    assert team_key.status_code == 403 and team_key.json()["error"]["type"] == "permission_error"
+    assert team_key.status_code == 403
+    assert team_key.json()["error"]["type"] == "permission_error"
 
 
 def test_teams_credits_and_balances(admin: httpx.Client):
     created = admin.post("/teams", json={"name": "admin-made", "credits": "12.5"})
-    assert created.status_code == 201 and exact(created)["balance"] == Decimal("12.5")
+    assert created.status_code == 201
+    assert exact(created)["balance"] == Decimal("12.5")
     assert admin.post("/teams", json={"name": "admin-made"}).status_code == 409
     topped = admin.post("/teams/admin-made/credits", json={"amount": "0.25", "reference": "INV-9"})
-    assert exact(topped)["balance"] == Decimal("12.75") and exact(topped)["available"] == Decimal("12.75")
+    assert exact(topped)["balance"] == Decimal("12.75")
+    assert exact(topped)["available"] == Decimal("12.75")
     assert "admin-made" in [t["name"] for t in admin.get("/teams").json()["data"]]
     bad = admin.post("/teams/admin-made/credits", json={"amount": "0.0000001"})
-    assert bad.status_code == 400 and bad.json()["error"]["type"] == "invalid_request_error"
+    assert bad.status_code == 400
+    assert bad.json()["error"]["type"] == "invalid_request_error"
     missing = admin.get("/teams/nobody")
-    assert missing.status_code == 404 and "does not exist" in missing.json()["error"]["message"]
+    assert missing.status_code == 404
+    assert "does not exist" in missing.json()["error"]["message"]
 
 
 def test_keys_issue_restrict_revoke_and_their_effect(admin: httpx.Client, gateway: Gateway):
@@ -84,6 +90,7 @@ def test_history_is_paginated_and_usage_is_summed(admin: httpx.Client, gateway: 
 
     usage = exact(admin.get("/teams/audited/usage"))
     (gpt,) = usage["by_model"]
-    assert gpt["model"] == "fake-gpt" and gpt["requests"] == 3
+    assert gpt["model"] == "fake-gpt"
+    assert gpt["requests"] == 3
     assert gpt["cost"] == sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
     assert admin.get("/teams/audited/history", params={"page": 0}).status_code == 400

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from tests.support.agents import Exchange, check_charged_as_reported, streamed_text
-from tests.support.teams import Teams
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import AGENT_MODELS, Gateway
+from tests.support.teams import Teams
 
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
@@ -28,7 +28,8 @@ def test_there_are_fixtures_of_both_agents_and_of_a_tool_round_trip():
     agents = {json.loads(f.read_text())["agent"] for f in FIXTURES}
     assert agents == {"claude-code 2.1.330", "codex 0.169.0"}
     bodies = [f.read_text() for f in FIXTURES]
-    assert any('"tool_result"' in b for b in bodies) and any('"function_call_output"' in b for b in bodies)
+    assert any('"tool_result"' in b for b in bodies)
+    assert any('"function_call_output"' in b for b in bodies)
 
 
 @pytest.mark.parametrize("model", list(AGENT_MODELS))
@@ -46,7 +47,8 @@ def test_an_agent_s_request_on_every_upstream_wire(gateway: Gateway, teams: Team
     if record["path"] == UPSTREAM_PATHS[AGENT_MODELS[model]]:  # passed through: as the agent sent it
         assert sent.body == {**record["body"], "model": f"{model}-upstream"}
     if '"tool_result"' in fixture.read_text() or '"function_call_output"' in fixture.read_text():
-        assert "Echo: tool result:" in streamed_text(answer.content) and "tollgate-marker-" in streamed_text(answer.content)
+        assert "Echo: tool result:" in streamed_text(answer.content)
+        assert "tollgate-marker-" in streamed_text(answer.content)
     exchange = Exchange("POST", record["path"], {}, b"", answer.status_code,
                         {k.lower(): v for k, v in answer.headers.items()}, answer.content)
     check_charged_as_reported(gateway, team, [exchange])

@@ -6,8 +6,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support.refusals import admin_headers, error_of, money_of
 from tests.support.gateway import Gateway
+from tests.support.refusals import admin_headers, error_of, money_of
 
 TOO_MUCH_OR_NOT_A_NUMBER = ["10000000000000", "1e999999", "1e999999999999", "NaN", "Infinity", "-Infinity", "-0",
                             "1e18", "0.0000001", "1e-999999999", 1e300, 10**30]

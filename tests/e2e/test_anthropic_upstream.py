@@ -41,11 +41,15 @@ def test_messages_pass_through_with_the_version_beta_and_upstream_key(claude: an
                                                                       fake_upstream: FakeUpstream):
     message = claude.messages.create(model="fake-claude", max_tokens=100, messages=HI, system="be brief",
                                      extra_headers={"anthropic-beta": "tools-2024"})
-    assert message.content[0].text == "Echo: hello there gateway" and message.model == "fake-claude"
+    assert message.content[0].text == "Echo: hello there gateway"
+    assert message.model == "fake-claude"
     (sent,) = fake_upstream.requests
-    assert sent.path == "/v1/messages" and sent.headers["x-api-key"] == UPSTREAM_KEY
-    assert sent.headers["anthropic-version"] == "2026-10-21" and sent.headers["anthropic-beta"] == "tools-2024"
-    assert sent.body["model"] == "claude-x" and sent.body["system"] == "be brief"
+    assert sent.path == "/v1/messages"
+    assert sent.headers["x-api-key"] == UPSTREAM_KEY
+    assert sent.headers["anthropic-version"] == "2026-10-21"
+    assert sent.headers["anthropic-beta"] == "tools-2024"
+    assert sent.body["model"] == "claude-x"
+    assert sent.body["system"] == "be brief"
     usage = message.usage
     cost = claude_micros(usage.input_tokens, usage.output_tokens)
     assert credits(usage.model_extra, "cost") == Decimal(cost) / 1_000_000
@@ -71,7 +75,8 @@ def test_a_passed_through_stream_keeps_thinking_and_tools_and_bills_before_the_l
         final = stream.get_final_message()
     kinds = [b.type for b in final.content]
     assert kinds == ["thinking", "text", "tool_use"]
-    assert final.content[0].signature.startswith("sig_") and final.content[2].input == {"echo": "find it"}
+    assert final.content[0].signature.startswith("sig_")
+    assert final.content[2].input == {"echo": "find it"}
     assert final.stop_reason == "tool_use"
     (delta,) = [e for e in events if e.type == "message_delta"]
     assert credits(delta.usage.model_extra, "remaining") == 100 - credits(delta.usage.model_extra, "cost")
@@ -90,11 +95,13 @@ def test_upstream_errors_reach_a_passed_through_request_as_the_upstream_wrote_th
     assert bad.value.response.headers["x-should-retry"] == "false"
     with pytest.raises(anthropic.APIStatusError) as busy:  # Anthropic's 529, which its clients back off from
         claude.messages.create(model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "x [[fail:529]]"}])
-    assert busy.value.status_code == 529 and busy.value.body["error"]["type"] == "overloaded_error"
+    assert busy.value.status_code == 529
+    assert busy.value.body["error"]["type"] == "overloaded_error"
     assert busy.value.response.headers["x-should-retry"] == "true"
     with pytest.raises(openai.APIStatusError) as translated:  # a chat client gets an overload in its own terms
         client.chat.completions.create(model="fake-claude", messages=[{"role": "user", "content": "x [[fail:529]]"}])
-    assert translated.value.status_code == 503 and translated.value.body["type"] == "server_error"
+    assert translated.value.status_code == 503
+    assert translated.value.body["type"] == "server_error"
 
 
 def test_a_mid_stream_upstream_error_reaches_the_client_as_an_error_event(claude: anthropic.Anthropic, gateway, team):
@@ -121,9 +128,11 @@ def test_chat_is_translated_to_messages(client: openai.OpenAI, fake_upstream: Fa
         messages=[{"role": "system", "content": "be brief"}, {"role": "developer", "content": "be kind"}, *HI],
     )
     assert completion.choices[0].message.content == "Echo: hello there gateway"
-    assert completion.choices[0].finish_reason == "stop" and completion.model == "fake-claude"
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.model == "fake-claude"
     sent = fake_upstream.requests[0].body
-    assert sent["system"] == "be brief\nbe kind" and sent["messages"] == [{"role": "user", "content": [
+    assert sent["system"] == "be brief\nbe kind"
+    assert sent["messages"] == [{"role": "user", "content": [
         {"type": "text", "text": "hello there gateway"}]}]
     assert (sent["temperature"], sent["stop_sequences"], sent["max_tokens"]) == (1.0, ["STOP"], 50)
     assert sent["metadata"] == {"user_id": "u-1"}
@@ -138,8 +147,10 @@ def test_chat_tool_calls_round_trip_through_anthropic(client: openai.OpenAI, fak
         first = stream.get_final_completion()
     message = first.choices[0].message
     (call,) = message.tool_calls
-    assert call.function.name == "lookup" and json.loads(call.function.arguments) == {"echo": "find it"}
-    assert message.content == "Calling lookup." and first.choices[0].finish_reason == "tool_calls"
+    assert call.function.name == "lookup"
+    assert json.loads(call.function.arguments) == {"echo": "find it"}
+    assert message.content == "Calling lookup."
+    assert first.choices[0].finish_reason == "tool_calls"
 
     reply = client.chat.completions.create(model="fake-claude", tools=[LOOKUP_CHAT], messages=[
         {"role": "user", "content": "find it"},
@@ -156,7 +167,8 @@ def test_chat_streams_from_anthropic_with_a_billed_usage_chunk(client: openai.Op
     chunks = list(client.chat.completions.create(model="fake-claude", messages=HI, stream=True,
                                                  stream_options={"include_usage": True}))
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Echo: hello there gateway"
-    assert chunks[-1].choices == [] and "remaining" in chunks[-1].usage.model_extra
+    assert chunks[-1].choices == []
+    assert "remaining" in chunks[-1].usage.model_extra
 
 
 def test_images_reach_a_vision_model_as_base64_blocks(client: openai.OpenAI, fake_upstream: FakeUpstream):

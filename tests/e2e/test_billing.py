@@ -56,7 +56,8 @@ def test_a_team_that_cannot_afford_the_worst_case_gets_402_and_the_upstream_is_n
     assert error.value.status_code == 402
     assert error.value.response.headers["x-should-retry"] == "false"
     body = error.value.response.json()["error"]
-    assert body["type"] == "billing_error" and "Insufficient credits" in body["message"]
+    assert body["type"] == "billing_error"
+    assert "Insufficient credits" in body["message"]
     assert fake_upstream.requests == []
     assert balance_of(gateway, poor.name) == Decimal("0.02")
 
@@ -124,7 +125,8 @@ def test_an_upstream_without_usage_is_billed_from_the_gateway_s_own_count(client
     )
     assert completion.usage.completion_tokens == count_o200k("Echo: hi") == 3  # the text's exact o200k tokens
     assert completion.usage.prompt_tokens == 3 + 1 + count_o200k("hi [[no-usage]]") + 3  # the gateway's count
-    assert cost(completion) > 0 and remaining(completion) == 100 - cost(completion)
+    assert cost(completion) > 0
+    assert remaining(completion) == 100 - cost(completion)
 
 
 async def test_concurrent_requests_never_overspend(gateway: Gateway, teams):
@@ -165,8 +167,8 @@ def test_ledger_verify_passes_after_traffic(gateway: Gateway, client: openai.Ope
 
 
 def test_a_restarted_gateway_reports_the_same_balance(tmp_path, fake_upstream: FakeUpstream):
-    from tests.support.teams import Teams
     from tests.support.gateway import write_config
+    from tests.support.teams import Teams
 
     config = write_config(tmp_path, fake_upstream.base_url)
     gateway = Gateway(config).start()

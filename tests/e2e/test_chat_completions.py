@@ -13,6 +13,7 @@ from tests.support.charges import HELLO, micros
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import UPSTREAM_KEY, Gateway
 
+
 def exact_json(response: httpx.Response) -> dict:
     return json.loads(response.content, parse_float=Decimal)
 
@@ -75,7 +76,8 @@ def test_streaming_relays_the_chunks_and_ends_with_a_billed_usage_chunk(client: 
     assert len({c.id for c in chunks}) == 1
     assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == ["stop"]
     final = chunks[-1]
-    assert final.choices == [] and final.usage.total_tokens == 10
+    assert final.choices == []
+    assert final.usage.total_tokens == 10
     assert [c for c in chunks[:-1] if c.usage] == []
     extra = final.usage.model_extra
     assert Decimal(str(extra["cost"]["credits"])) == Decimal(micros(6, 4)) / 1_000_000
@@ -92,7 +94,8 @@ def test_the_raw_stream_is_sse_data_frames_ending_with_done(gateway: Gateway, te
         assert response.headers["content-type"].startswith("text/event-stream")
         body = response.read().decode()
     frames = body.split("\n\n")
-    assert frames[-1] == "" and frames[-2] == "data: [DONE]"
+    assert frames[-1] == ""
+    assert frames[-2] == "data: [DONE]"
     assert all(f.startswith("data: {") for f in frames[:-2])
     # Without include_usage the client gets no usage chunk (the gateway still bills from upstream usage).
     assert all(json.loads(f[6:])["choices"] for f in frames[:-2])
@@ -107,7 +110,8 @@ def test_the_sdk_stream_helper_accumulates_a_well_formed_message(client: openai.
         completion = stream.get_final_completion()
     assert "".join(deltas) == "Echo: hello there gateway"
     message = completion.choices[0].message
-    assert message.role == "assistant" and message.content == "Echo: hello there gateway"
+    assert message.role == "assistant"
+    assert message.content == "Echo: hello there gateway"
     assert completion.usage.completion_tokens == 4
     assert "remaining" in completion.usage.model_extra
 
@@ -119,7 +123,8 @@ def test_the_sdk_stream_helper_accumulates_tool_calls(client: openai.OpenAI):
     ) as stream:
         completion = stream.get_final_completion()
     (call,) = completion.choices[0].message.tool_calls
-    assert call.function.name == "lookup" and call.id.startswith("call_")
+    assert call.function.name == "lookup"
+    assert call.id.startswith("call_")
     assert json.loads(call.function.arguments) == {"echo": "find it"}
     assert completion.choices[0].finish_reason == "tool_calls"
 

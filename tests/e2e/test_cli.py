@@ -9,8 +9,8 @@ from decimal import Decimal
 import openai
 import pytest
 
-from tests.support.fake_upstream import FakeUpstream
 from tests.support.backend import RawDatabase
+from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, run_cli, tollgate_command, write_config
 
 
@@ -21,7 +21,8 @@ def config(tmp_path, fake_upstream: FakeUpstream):
 
 def test_team_key_and_credits_commands_drive_a_working_account(config):
     created = run_cli(config, "team", "create", "acme", "--credits", "12.5")
-    assert "acme" in created.stdout and "12.5" in created.stdout
+    assert "acme" in created.stdout
+    assert "12.5" in created.stdout
     key = run_cli(config, "key", "create", "--team", "acme").stdout.strip().splitlines()[-1]
     assert key.startswith("tg-")
     added = run_cli(config, "credits", "add", "--team", "acme", "7.5")
@@ -46,7 +47,8 @@ def test_only_the_key_hash_is_stored(config):
     run_cli(config, "team", "create", "acme")
     key = run_cli(config, "key", "create", "--team", "acme").stdout.splitlines()[-1]
     stored = RawDatabase.of_config(config).everything_stored()
-    assert b"acme" in stored and key.encode() not in stored
+    assert b"acme" in stored
+    assert key.encode() not in stored
 
 
 def test_top_ups_the_ledger_cannot_record_exactly_are_refused(config):
@@ -60,13 +62,15 @@ def test_top_ups_the_ledger_cannot_record_exactly_are_refused(config):
 def test_a_second_team_with_the_same_name_is_refused(config):
     run_cli(config, "team", "create", "acme", "--credits", "1")
     result = run_cli(config, "team", "create", "acme", "--credits", "1", check=False)
-    assert result.returncode == 1 and "already exists" in result.stderr
+    assert result.returncode == 1
+    assert "already exists" in result.stderr
 
 
 def test_commands_on_an_unknown_team_say_so(config):
     for args in (("key", "create", "--team", "ghost"), ("credits", "add", "--team", "ghost", "1")):
         result = run_cli(config, *args, check=False)
-        assert result.returncode == 1 and "team 'ghost' does not exist" in result.stderr
+        assert result.returncode == 1
+        assert "team 'ghost' does not exist" in result.stderr
 
 
 def test_an_invalid_config_stops_serve_naming_the_file_and_key(tmp_path, config):
@@ -92,7 +96,8 @@ def test_the_config_can_come_from_the_environment(config):
     assert result.returncode == 0, result.stderr
     missing = subprocess.run([*tollgate_command(), "team", "create", "x"], capture_output=True, text=True, timeout=30,
                              env={k: v for k, v in os.environ.items() if k != "TOLLGATE_CONFIG"})
-    assert missing.returncode == 2 and "--config" in missing.stderr
+    assert missing.returncode == 2
+    assert "--config" in missing.stderr
 
 
 def test_ledger_verify_fails_on_a_tampered_event(config):
@@ -106,7 +111,8 @@ def test_ledger_verify_fails_on_a_tampered_event(config):
 
     result = run_cli(config, "ledger", "verify", check=False)
     assert result.returncode == 1
-    assert "FAILED" in result.stderr and "team 'acme'" in result.stderr
+    assert "FAILED" in result.stderr
+    assert "team 'acme'" in result.stderr
     assert "balance_after 15000000 but replay gives 16000000" in result.stderr
 
 
@@ -123,5 +129,6 @@ def test_ledger_history_and_export_refuse_pages_and_times_out_of_range(config):
         result = run_cli(config, "ledger", "history", "--team", "acme", *args, check=False)
         assert result.returncode == 2 and args[0] in result.stderr and "Traceback" not in result.stderr, result.stderr
     result = run_cli(config, "ledger", "export", "--team", "acme", "--since", "last week", check=False)
-    assert result.returncode == 2 and "--since" in result.stderr
+    assert result.returncode == 2
+    assert "--since" in result.stderr
     assert "acme" in run_cli(config, "ledger", "history", "--team", "acme", "--page", "1000000").stdout

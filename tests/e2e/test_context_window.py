@@ -17,8 +17,8 @@ import openai
 import pytest
 
 from app.tokens import RULES, prompt_tokens
-from tests.support.charges import balance_of
 from tests.support import images
+from tests.support.charges import balance_of
 from tests.support.fake_anthropic import prompt_tokens as fake_anthropic_prompt_tokens
 from tests.support.fake_upstream import FakeUpstream, chat_prompt_tokens
 from tests.support.gateway import Gateway
@@ -93,7 +93,8 @@ def test_a_prompt_over_the_window_is_a_400_and_one_at_it_is_served(endpoint, mod
                                                            "param": PARAMS[endpoint],
                                                            "code": "context_length_exceeded"}}
     assert fake_upstream.requests == []  # the upstream was never called
-    assert balance_of(gateway, team.name) == 100 and no_open_hold(gateway, team.name)  # and nothing was held
+    assert balance_of(gateway, team.name) == 100
+    assert no_open_hold(gateway, team.name)
 
     send(gateway, team.key, endpoint, fits)
     assert len(fake_upstream.requests) == 1
@@ -172,6 +173,7 @@ def test_a_prompt_of_megabytes_is_counted_and_refused_in_seconds(gateway: Gatewa
     with httpx.Client(timeout=30) as http:
         refused = http.post(gateway.base_url + "/chat/completions", headers={"Authorization": f"Bearer {team.key}"},
                             json={"model": "fake-gpt", "messages": [{"role": "user", "content": big}]})
-    assert refused.status_code == 400 and refused.json()["error"]["code"] == "context_length_exceeded"
+    assert refused.status_code == 400
+    assert refused.json()["error"]["code"] == "context_length_exceeded"
     assert time.monotonic() - started < 10
     assert balance_of(gateway, team.name) == Decimal(100)

@@ -22,9 +22,9 @@ import openai
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.support.teams import Team, Teams
 from tests.support.gateway import ADMIN_KEY, Gateway
 from tests.support.screenshots import keep
+from tests.support.teams import Team, Teams
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,11 @@ def _check_views(page: Page, traffic: Traffic) -> None:
     history = page.locator("#history-table tbody tr")
     assert history.count() == 5  # the opening balance, three charges, the top-up
     text = page.inner_text("#history-table tbody")
-    assert text.count("top-up") == 2 and text.count("charge") == 3
-    assert "opening balance" in text and "INV-42" in text and "+25.5" in text
+    assert text.count("top-up") == 2
+    assert text.count("charge") == 3
+    assert "opening balance" in text
+    assert "INV-42" in text
+    assert "+25.5" in text
     assert all(request_id in text for request_id in traffic.request_ids)
 
 
@@ -143,7 +146,8 @@ def test_the_admin_picks_a_team_and_signs_out(page: Page, gateway: Gateway, traf
     keep(page, tmp_path, "dashboard-admin.png")
 
     page.click("#sign-out")
-    assert page.is_visible("#sign-in") and page.is_hidden("#views")
+    assert page.is_visible("#sign-in")
+    assert page.is_hidden("#views")
     assert page.evaluate("sessionStorage.length") == 0
 
 
@@ -156,11 +160,13 @@ def test_the_audit_history_pages_through_every_entry(page: Page, gateway: Gatewa
     _sign_in(page, team.key)
     page.wait_for_selector(f'body[data-loaded="{team.name}"]')
     assert page.text_content("#page-label") == "Page 1 of 2 · 25 entries"
-    assert page.locator("#history-table tbody tr").count() == 20 and page.is_disabled("#newer")
+    assert page.locator("#history-table tbody tr").count() == 20
+    assert page.is_disabled("#newer")
     assert "T-23" in page.inner_text("#history-table tbody tr >> nth=0")  # latest first
     page.click("#older")
     page.wait_for_selector("#page-label:has-text('Page 2 of 2')")
-    assert page.locator("#history-table tbody tr").count() == 5 and page.is_disabled("#older")
+    assert page.locator("#history-table tbody tr").count() == 5
+    assert page.is_disabled("#older")
     assert "opening balance" in page.inner_text("#history-table tbody tr >> nth=-1")
     assert page.text_content("#balance-value") == "13"
 
@@ -189,10 +195,12 @@ def _error_type(answer: httpx.Response, status: int) -> str:
 def test_the_page_is_one_self_contained_document(gateway: Gateway):
     for path in ("/dashboard", "/dashboard/"):
         answer = httpx.get(_root(gateway) + path)
-        assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/html")
+        assert answer.status_code == 200
+        assert answer.headers["content-type"].startswith("text/html")
         assert "default-src 'none'" in answer.headers["content-security-policy"]
         assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", answer.text)  # nothing from elsewhere
-        assert "<script>" in answer.text and "<style>" in answer.text
+        assert "<script>" in answer.text
+        assert "<style>" in answer.text
 
 
 def test_the_api_needs_a_live_key(gateway: Gateway, traffic: Traffic):
@@ -229,7 +237,8 @@ def test_a_suspended_team_still_sees_its_dashboard(gateway: Gateway, teams: Team
 def test_the_admin_key_reads_any_team(gateway: Gateway, traffic: Traffic, teams: Teams):
     other = teams.open("5")
     session = _exact(_api(gateway, "/session", ADMIN_KEY))
-    assert session["role"] == "admin" and session["team"] is None
+    assert session["role"] == "admin"
+    assert session["team"] is None
     assert {traffic.team.name, other.name} <= set(session["teams"])
     assert _exact(_api(gateway, f"/teams/{other.name}", ADMIN_KEY))["balance"] == Decimal(5)
     summary = _exact(_api(gateway, f"/teams/{traffic.team.name}", ADMIN_KEY))

@@ -31,7 +31,8 @@ def test_the_demo_prints_a_working_key_and_a_curl_line(tmp_path):
                 break
         output = "".join(lines)
         key = next(l.split(": ", 1)[1].strip() for l in lines if l.startswith("API key (shown once)"))
-        assert f"curl -s http://127.0.0.1:{port}/v1/chat/completions" in output and key in output
+        assert f"curl -s http://127.0.0.1:{port}/v1/chat/completions" in output
+        assert key in output
 
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=3)
         completion = client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "Hello, Tollgate!"}])

@@ -37,10 +37,16 @@ def client(fake: FakeUpstream) -> Iterator[openai.OpenAI]:
 
 def test_a_plain_response_with_official_usage(client: openai.OpenAI) -> None:
     r = client.responses.create(model=MODEL, instructions="be brief", input="hello big world [[cached:4]]")
-    assert r.object == "response" and r.status == "completed" and r.model == MODEL and r.id.startswith("resp_")
+    assert r.object == "response"
+    assert r.status == "completed"
+    assert r.model == MODEL
+    assert r.id.startswith("resp_")
     assert r.output_text == "Echo: hello big world"
-    assert r.usage is not None and r.usage.input_tokens == 2 + 4 + 3 and r.usage.output_tokens == 4
-    assert r.usage.input_tokens_details.cached_tokens == 4 and r.usage.total_tokens == 13
+    assert r.usage is not None
+    assert r.usage.input_tokens == 2 + 4 + 3
+    assert r.usage.output_tokens == 4
+    assert r.usage.input_tokens_details.cached_tokens == 4
+    assert r.usage.total_tokens == 13
 
 
 def test_a_stream_in_the_official_order(client: openai.OpenAI) -> None:
@@ -65,11 +71,15 @@ def test_function_namespace_and_custom_tool_calls(client: openai.OpenAI, stream:
             return s.get_final_response()
 
     (call,) = respond('run it [[tool:exec_command {"cmd": "ls"}]]').output
-    assert call.type == "function_call" and json.loads(call.arguments) == {"cmd": "ls"} and call.namespace is None
+    assert call.type == "function_call"
+    assert json.loads(call.arguments) == {"cmd": "ls"}
+    assert call.namespace is None
     (call,) = respond("close it [[tool:close_agent]]").output
-    assert call.type == "function_call" and call.namespace == "multi_agent_v1"
+    assert call.type == "function_call"
+    assert call.namespace == "multi_agent_v1"
     (call,) = respond('patch it [[tool:apply_patch {"input": "*** Begin Patch"}]]').output
-    assert call.type == "custom_tool_call" and call.input == "*** Begin Patch"
+    assert call.type == "custom_tool_call"
+    assert call.input == "*** Begin Patch"
 
 
 def test_a_tool_output_is_echoed_and_needs_its_call(client: openai.OpenAI) -> None:
@@ -87,8 +97,10 @@ def test_reasoning_comes_with_a_summary_and_encrypted_content_only_this_fake_acc
     r = client.responses.create(model=MODEL, input="ponder [[think]]", reasoning={"effort": "high", "summary": "auto"},
                                 include=["reasoning.encrypted_content"], store=False)
     reasoning, message = r.output
-    assert reasoning.type == "reasoning" and reasoning.summary[0].text == "Thinking about: ponder"
-    assert reasoning.encrypted_content and r.usage.output_tokens_details.reasoning_tokens == 3
+    assert reasoning.type == "reasoning"
+    assert reasoning.summary[0].text == "Thinking about: ponder"
+    assert reasoning.encrypted_content
+    assert r.usage.output_tokens_details.reasoning_tokens == 3
     events = list(client.responses.create(model=MODEL, input="ponder [[think]]", stream=True, store=False,
                                           reasoning={"summary": "auto"}, include=["reasoning.encrypted_content"]))
     summary = "".join(e.delta for e in events if e.type == "response.reasoning_summary_text.delta")
@@ -108,14 +120,16 @@ def test_reasoning_comes_with_a_summary_and_encrypted_content_only_this_fake_acc
 
 def test_max_output_tokens_makes_it_incomplete(client: openai.OpenAI) -> None:
     r = client.responses.create(model=MODEL, input=" ".join(["word"] * 30), max_output_tokens=16)
-    assert r.status == "incomplete" and r.incomplete_details.reason == "max_output_tokens"
+    assert r.status == "incomplete"
+    assert r.incomplete_details.reason == "max_output_tokens"
     assert r.usage.output_tokens == 16
 
 
 def test_a_stored_response_can_be_continued(client: openai.OpenAI) -> None:
     first = client.responses.create(model=MODEL, input="remember me")
     second = client.responses.create(model=MODEL, input="and now", previous_response_id=first.id)
-    assert second.output_text == "Echo: and now" and second.usage.input_tokens > first.usage.input_tokens
+    assert second.output_text == "Echo: and now"
+    assert second.usage.input_tokens > first.usage.input_tokens
     with pytest.raises(openai.BadRequestError) as error:
         client.responses.create(model=MODEL, input="x", previous_response_id="resp_unknown")
     assert error.value.body["param"] == "previous_response_id"

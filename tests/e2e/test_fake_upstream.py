@@ -47,7 +47,9 @@ def test_models(client: openai.OpenAI) -> None:
 
 def test_plain_completion(client: openai.OpenAI) -> None:
     r = client.chat.completions.create(model=MODEL, messages=user("hello big world [[cached:4]]"))
-    assert r.object == "chat.completion" and r.model == MODEL and r.id.startswith("chatcmpl-")
+    assert r.object == "chat.completion"
+    assert r.model == MODEL
+    assert r.id.startswith("chatcmpl-")
     choice = r.choices[0]
     assert choice.message.role == "assistant"
     assert choice.message.content == "Echo: hello big world"
@@ -55,7 +57,8 @@ def test_plain_completion(client: openai.OpenAI) -> None:
     assert r.usage is not None
     # system "be brief" = 2+3, user text (with directive) = 4 tokens + 3
     assert (r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.total_tokens) == (12, 4, 16)
-    assert r.usage.prompt_tokens_details is not None and r.usage.prompt_tokens_details.cached_tokens == 4
+    assert r.usage.prompt_tokens_details is not None
+    assert r.usage.prompt_tokens_details.cached_tokens == 4
 
 
 def test_content_parts_and_no_usage(client: openai.OpenAI) -> None:
@@ -63,25 +66,30 @@ def test_content_parts_and_no_usage(client: openai.OpenAI) -> None:
     r = client.chat.completions.create(model=MODEL, messages=msgs)  # type: ignore[arg-type]
     assert r.choices[0].message.content == "Echo: part one two"
     r = client.chat.completions.create(model=MODEL, messages=user("hi [[no-usage]]"))
-    assert r.usage is None and r.choices[0].message.content == "Echo: hi"
+    assert r.usage is None
+    assert r.choices[0].message.content == "Echo: hi"
 
 
 def test_stream_include_usage(client: openai.OpenAI) -> None:
     plain = client.chat.completions.create(model=MODEL, messages=user("stream me please"))
     chunks = list(client.chat.completions.create(model=MODEL, messages=user("stream me please"), stream=True,
                                                  stream_options={"include_usage": True}))
-    assert len({c.id for c in chunks}) == 1 and all(c.object == "chat.completion.chunk" for c in chunks)
+    assert len({c.id for c in chunks}) == 1
+    assert all(c.object == "chat.completion.chunk" for c in chunks)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == plain.choices[0].message.content
     with_usage = [c for c in chunks if c.usage is not None]
-    assert len(with_usage) == 1 and with_usage[0] is chunks[-1] and chunks[-1].choices == []
+    assert len(with_usage) == 1
+    assert with_usage[0] is chunks[-1]
+    assert chunks[-1].choices == []
     assert chunks[-1].usage == plain.usage
     assert [c.choices[0].finish_reason for c in chunks[:-1]][-1] == "stop"
 
 
 def test_stream_without_usage_option(client: openai.OpenAI) -> None:
     chunks = list(client.chat.completions.create(model=MODEL, messages=user("a b"), stream=True))
-    assert all(c.choices for c in chunks) and all(c.usage is None for c in chunks)
+    assert all(c.choices for c in chunks)
+    assert all(c.usage is None for c in chunks)
 
 
 def test_stream_helper_final_completion(client: openai.OpenAI) -> None:
@@ -89,9 +97,11 @@ def test_stream_helper_final_completion(client: openai.OpenAI) -> None:
                                         stream_options={"include_usage": True}) as s:
         final = s.get_final_completion()
     msg = final.choices[0].message
-    assert msg.role == "assistant" and msg.content == "Echo: helper works"
+    assert msg.role == "assistant"
+    assert msg.content == "Echo: helper works"
     assert final.choices[0].finish_reason == "stop"
-    assert final.usage is not None and final.usage.completion_tokens == 3
+    assert final.usage is not None
+    assert final.usage.completion_tokens == 3
 
 
 def test_tool_call_stream_helper(client: openai.OpenAI) -> None:
@@ -99,11 +109,15 @@ def test_tool_call_stream_helper(client: openai.OpenAI) -> None:
                                         tools=TOOLS) as s:  # type: ignore[arg-type]
         final = s.get_final_completion()
     choice = final.choices[0]
-    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content is None
     calls = choice.message.tool_calls
-    assert calls is not None and len(calls) == 1
+    assert calls is not None
+    assert len(calls) == 1
     call = calls[0]
-    assert call.id.startswith("call_") and len(call.id) == 13 and call.type == "function"
+    assert call.id.startswith("call_")
+    assert len(call.id) == 13
+    assert call.type == "function"
     assert call.function.name == "lookup"
     assert json.loads(call.function.arguments) == {"echo": "find cats"}
     assert final.usage is None  # include_usage not requested
@@ -114,19 +128,23 @@ def test_tool_call_non_streaming(client: openai.OpenAI) -> None:
                                        tools=TOOLS)  # type: ignore[arg-type]
     call = r.choices[0].message.tool_calls[0]  # type: ignore[index]
     assert json.loads(call.function.arguments) == {"echo": "x y"}  # type: ignore[union-attr]
-    assert r.usage is not None and r.usage.completion_tokens == 2 + 3
+    assert r.usage is not None
+    assert r.usage.completion_tokens == 2 + 3
 
 
 def test_tool_directive_ignored_without_tools(client: openai.OpenAI) -> None:
     r = client.chat.completions.create(model=MODEL, messages=user("no tools [[tool:lookup]]"))
-    assert r.choices[0].message.content == "Echo: no tools" and r.choices[0].message.tool_calls is None
+    assert r.choices[0].message.content == "Echo: no tools"
+    assert r.choices[0].message.tool_calls is None
 
 
 @pytest.mark.parametrize("kw", ["max_tokens", "max_completion_tokens"])
 def test_truncation(client: openai.OpenAI, kw: str) -> None:
     r = client.chat.completions.create(model=MODEL, messages=user("one two three four"), **{kw: 2})
     assert r.choices[0].message.content == "Echo: one "
-    assert r.choices[0].finish_reason == "length" and r.usage is not None and r.usage.completion_tokens == 2
+    assert r.choices[0].finish_reason == "length"
+    assert r.usage is not None
+    assert r.usage.completion_tokens == 2
     chunks = list(client.chat.completions.create(model=MODEL, messages=user("one two three four"),
                                                  stream=True, **{kw: 2}))
     assert chunks[-1].choices[0].finish_reason == "length"
@@ -135,7 +153,8 @@ def test_truncation(client: openai.OpenAI, kw: str) -> None:
 def test_fail_503(client: openai.OpenAI) -> None:
     with pytest.raises(openai.InternalServerError) as e:
         client.chat.completions.create(model=MODEL, messages=user("boom [[fail:503]]"))
-    assert e.value.status_code == 503 and e.value.type == "server_error"
+    assert e.value.status_code == 503
+    assert e.value.type == "server_error"
 
 
 def test_fail_429(client: openai.OpenAI) -> None:
@@ -149,7 +168,8 @@ def test_fail_400_and_missing_model(client: openai.OpenAI, fake: FakeUpstream) -
         client.chat.completions.create(model=MODEL, messages=user("[[fail:400]]"))
     r = httpx.post(f"{fake.base_url}/chat/completions", json={"messages": []},
                    headers={"Authorization": "Bearer upstream-secret"})
-    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    assert r.status_code == 400
+    assert r.json()["error"]["type"] == "invalid_request_error"
 
 
 def test_wrong_key(fake: FakeUpstream) -> None:
@@ -176,7 +196,8 @@ def test_drop_non_streaming(client: openai.OpenAI) -> None:
 
 def test_unknown_path(fake: FakeUpstream) -> None:
     r = httpx.get(f"{fake.base_url}/nope")
-    assert r.status_code == 404 and r.json()["error"]["message"] == "Unknown path"
+    assert r.status_code == 404
+    assert r.json()["error"]["message"] == "Unknown path"
 
 
 def test_requests_recorded(client: openai.OpenAI, fake: FakeUpstream) -> None:
@@ -186,7 +207,8 @@ def test_requests_recorded(client: openai.OpenAI, fake: FakeUpstream) -> None:
     assert [(r.method, r.path) for r in fake.requests] == [("POST", "/v1/chat/completions")] * 2
     first = fake.requests[0]
     assert first.headers["authorization"] == "Bearer upstream-secret"
-    assert first.body["model"] == MODEL and first.body["messages"][-1]["content"] == "record me"
+    assert first.body["model"] == MODEL
+    assert first.body["messages"][-1]["content"] == "record me"
     fake.clear()
     assert fake.requests == []
 
@@ -196,14 +218,18 @@ def test_requests_recorded(client: openai.OpenAI, fake: FakeUpstream) -> None:
 
 def test_cache_write_and_reasoning_tokens(client: openai.OpenAI) -> None:
     r = client.chat.completions.create(model=MODEL, messages=user("a b [[cached:2]] [[cache-write:3]] [[reason:5]]"))
-    assert r.choices[0].message.content == "Echo: a b" and r.usage is not None
+    assert r.choices[0].message.content == "Echo: a b"
+    assert r.usage is not None
     # system 2+3, user 5 tokens + 3; completion = 3 visible + 5 reasoning
     assert (r.usage.prompt_tokens, r.usage.completion_tokens, r.usage.total_tokens) == (13, 8, 21)
     details = r.usage.prompt_tokens_details
-    assert details is not None and (details.cached_tokens, details.cache_write_tokens) == (2, 3)
-    assert r.usage.completion_tokens_details is not None and r.usage.completion_tokens_details.reasoning_tokens == 5
+    assert details is not None
+    assert (details.cached_tokens, details.cache_write_tokens) == (2, 3)
+    assert r.usage.completion_tokens_details is not None
+    assert r.usage.completion_tokens_details.reasoning_tokens == 5
     plain = client.chat.completions.create(model=MODEL, messages=user("a b"))
-    assert plain.usage is not None and plain.usage.prompt_tokens_details is not None
+    assert plain.usage is not None
+    assert plain.usage.prompt_tokens_details is not None
     assert plain.usage.prompt_tokens_details.cache_write_tokens is None  # only reported when directed
     assert plain.usage.completion_tokens_details.reasoning_tokens == 0  # type: ignore[union-attr]
 
@@ -214,14 +240,16 @@ def test_tool_result_turn_is_echoed(client: openai.OpenAI) -> None:
             {"role": "assistant", "content": None, "tool_calls": [call]},
             {"role": "tool", "tool_call_id": "call_1", "content": "42"}]
     r = client.chat.completions.create(model=MODEL, messages=msgs, tools=TOOLS)  # type: ignore[arg-type]
-    assert r.choices[0].message.content == "Echo: tool result: 42" and r.choices[0].finish_reason == "stop"
+    assert r.choices[0].message.content == "Echo: tool result: 42"
+    assert r.choices[0].finish_reason == "stop"
 
 
 @pytest.mark.parametrize("stop", ["three", ["nope", "two", "three"]])
 def test_stop_strings_cut_the_reply(client: openai.OpenAI, stop: str | list[str]) -> None:
     r = client.chat.completions.create(model=MODEL, messages=user("one two three four"), stop=stop)
     expected = "Echo: one " if isinstance(stop, list) else "Echo: one two "
-    assert r.choices[0].message.content == expected and r.choices[0].finish_reason == "stop"
+    assert r.choices[0].message.content == expected
+    assert r.choices[0].finish_reason == "stop"
     chunks = list(client.chat.completions.create(model=MODEL, messages=user("one two three four"), stop=stop,
                                                  stream=True))
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == expected
@@ -233,7 +261,7 @@ def _tool_turn(**overrides: object) -> list[dict[str, object]]:
             {"role": "tool", "tool_call_id": "call_1", "content": "42", **overrides}]
 
 
-@pytest.mark.parametrize("body, param", [
+@pytest.mark.parametrize(("body", "param"), [
     ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
     ({"messages": [{"role": "user", "content": "x"}], "temperature": 2.5}, "temperature"),
     ({"messages": [{"role": "user", "content": "x"}], "temperature": -0.1}, "temperature"),
@@ -249,7 +277,8 @@ def test_openai_validation(fake: FakeUpstream, body: dict[str, object], param: s
     r = httpx.post(f"{fake.base_url}/chat/completions", json={"model": MODEL, **body},
                    headers={"Authorization": "Bearer upstream-secret"})
     assert r.status_code == 400
-    assert r.json()["error"]["type"] == "invalid_request_error" and r.json()["error"]["param"] == param
+    assert r.json()["error"]["type"] == "invalid_request_error"
+    assert r.json()["error"]["param"] == param
     assert len(fake.requests) == 1  # failures are recorded too
 
 
@@ -279,15 +308,20 @@ def text_of(m: anthropic.types.Message) -> str:
 def test_anthropic_create(claude: anthropic.Anthropic, fake: FakeUpstream) -> None:
     m = claude.messages.create(model=CLAUDE, max_tokens=100, system="be brief",
                                messages=say("hello big world [[cached:4]] [[cache-write:2]]"))
-    assert m.id.startswith("msg_") and m.type == "message" and m.role == "assistant" and m.model == CLAUDE
-    assert [b.type for b in m.content] == ["text"] and text_of(m) == "Echo: hello big world"
+    assert m.id.startswith("msg_")
+    assert m.type == "message"
+    assert m.role == "assistant"
+    assert m.model == CLAUDE
+    assert [b.type for b in m.content] == ["text"]
+    assert text_of(m) == "Echo: hello big world"
     assert (m.stop_reason, m.stop_sequence) == ("end_turn", None)
     # prompt: system 2 + (5 tokens + 3) = 10, of which 4 read from and 2 written to the cache
     u = m.usage
     assert (u.input_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens, u.output_tokens) == (4, 4, 2, 4)
     assert fake.anthropic_base_url == fake.base_url.removesuffix("/v1")
     (sent,) = fake.requests
-    assert sent.path == "/v1/messages" and sent.headers["anthropic-version"] == "2026-10-21"
+    assert sent.path == "/v1/messages"
+    assert sent.headers["anthropic-version"] == "2026-10-21"
     assert sent.headers["authorization"] == "Bearer upstream-secret"  # 2.x sends no x-api-key
 
 
@@ -309,22 +343,27 @@ def test_anthropic_stream_matches_create(claude: anthropic.Anthropic) -> None:
     assert text == "Echo: stream me please"
     assert [b.to_dict() for b in final.content] == [b.to_dict() for b in plain.content]
     assert (final.stop_reason, final.stop_sequence) == (plain.stop_reason, plain.stop_sequence)
-    assert final.usage == plain.usage and final.usage.cache_read_input_tokens == 1
+    assert final.usage == plain.usage
+    assert final.usage.cache_read_input_tokens == 1
 
 
 def test_anthropic_tool_use_stream_then_tool_result(claude: anthropic.Anthropic) -> None:
     with claude.messages.stream(model=CLAUDE, max_tokens=100, tools=[LOOKUP],  # type: ignore[list-item]
                                 messages=say("find cats [[tool:lookup]]")) as s:
         final = s.get_final_message()
-    assert [b.type for b in final.content] == ["text", "tool_use"] and final.stop_reason == "tool_use"
+    assert [b.type for b in final.content] == ["text", "tool_use"]
+    assert final.stop_reason == "tool_use"
     use = final.content[1]
-    assert use.type == "tool_use" and use.name == "lookup" and use.id.startswith("toolu_")
+    assert use.type == "tool_use"
+    assert use.name == "lookup"
+    assert use.id.startswith("toolu_")
     assert use.input == {"echo": "find cats"}  # accumulated from input_json_delta fragments into a dict
     assert final.usage.output_tokens == 2 + len(json.dumps(use.input).split())
     reply = claude.messages.create(model=CLAUDE, max_tokens=100, tools=[LOOKUP], messages=[  # type: ignore[list-item]
         *say("find cats [[tool:lookup]]"), {"role": "assistant", "content": [b.to_dict() for b in final.content]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "42"}]}])
-    assert text_of(reply) == "Echo: tool result: 42" and reply.stop_reason == "end_turn"
+    assert text_of(reply) == "Echo: tool result: 42"
+    assert reply.stop_reason == "end_turn"
 
 
 def test_anthropic_thinking(claude: anthropic.Anthropic) -> None:
@@ -332,9 +371,12 @@ def test_anthropic_thinking(claude: anthropic.Anthropic) -> None:
                                 messages=say("ponder this [[think]]")) as s:
         final = s.get_final_message()
     thinking, text = final.content
-    assert thinking.type == "thinking" and thinking.thinking == "Thinking about: ponder this"
-    assert thinking.signature.startswith("sig_") and len(thinking.signature) > 4
-    assert text.type == "text" and text.text == "Echo: ponder this"
+    assert thinking.type == "thinking"
+    assert thinking.thinking == "Thinking about: ponder this"
+    assert thinking.signature.startswith("sig_")
+    assert len(thinking.signature) > 4
+    assert text.type == "text"
+    assert text.text == "Echo: ponder this"
     assert final.usage.output_tokens == 4 + 3
     plain = claude.messages.create(model=CLAUDE, max_tokens=100, messages=say("ponder this [[think]]"))
     assert [b.type for b in plain.content] == ["text"]  # no thinking unless the request enables it
@@ -352,7 +394,7 @@ def test_anthropic_count_tokens(claude: anthropic.Anthropic, fake: FakeUpstream)
     assert [r.path for r in fake.requests] == ["/v1/messages/count_tokens"] * 2
 
 
-@pytest.mark.parametrize("code, error, type_", [
+@pytest.mark.parametrize(("code", "error", "type_"), [
     (529, anthropic.OverloadedError, "overloaded_error"), (503, anthropic.ServiceUnavailableError, "overloaded_error"),
     (500, anthropic.InternalServerError, "api_error"), (429, anthropic.RateLimitError, "rate_limit_error"),
     (403, anthropic.PermissionDeniedError, "permission_error"), (404, anthropic.NotFoundError, "not_found_error"),
@@ -362,8 +404,11 @@ def test_anthropic_fail_directive(claude: anthropic.Anthropic, code: int, error:
     with pytest.raises(error) as e:
         claude.messages.create(model=CLAUDE, max_tokens=10, messages=say(f"boom [[fail:{code}]]"))
     err = e.value
-    assert isinstance(err, anthropic.APIStatusError) and err.status_code == code and err.type == type_
-    assert err.body["type"] == "error" and err.request_id == "req_fake"  # type: ignore[index]
+    assert isinstance(err, anthropic.APIStatusError)
+    assert err.status_code == code
+    assert err.type == type_
+    assert err.body["type"] == "error"
+    assert err.request_id == "req_fake"
     assert (err.response.headers.get("retry-after") == "1") == (code == 429)
 
 
@@ -376,9 +421,11 @@ def test_anthropic_auth_and_version(fake: FakeUpstream) -> None:
     bad.close()
     url, body = f"{fake.anthropic_base_url}/v1/messages", {"model": CLAUDE, "max_tokens": 10, "messages": say("hi")}
     ok = httpx.post(url, json=body, headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"})
-    assert ok.status_code == 200 and ok.json()["content"][0]["text"] == "Echo: hi"
+    assert ok.status_code == 200
+    assert ok.json()["content"][0]["text"] == "Echo: hi"
     no_version = httpx.post(url, json=body, headers={"x-api-key": "upstream-secret"})
-    assert no_version.status_code == 400 and no_version.json()["error"]["type"] == "invalid_request_error"
+    assert no_version.status_code == 400
+    assert no_version.json()["error"]["type"] == "invalid_request_error"
     assert httpx.post(url, json=body, headers={"anthropic-version": "2023-06-01"}).status_code == 401
 
 
@@ -387,7 +434,8 @@ def test_anthropic_stream_error_event(claude: anthropic.Anthropic) -> None:
     with pytest.raises(anthropic.APIStatusError) as e:
         with claude.messages.stream(model=CLAUDE, max_tokens=100, messages=say("one two [[stream-error]]")) as s:
             got.extend(s.text_stream)
-    assert got == ["Echo: "] and "overloaded" in str(e.value).lower()
+    assert got == ["Echo: "]
+    assert "overloaded" in str(e.value).lower()
     assert e.value.status_code == 200  # the HTTP status was already 200, so the SDK raises the base class
     assert e.value.body == {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
 
@@ -441,7 +489,8 @@ def test_anthropic_validation(fake: FakeUpstream, patch: dict[str, object]) -> N
     r = httpx.post(f"{fake.anthropic_base_url}/v1/messages", json=body,
                    headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"})
     assert r.status_code == 400, r.text
-    assert r.json()["type"] == "error" and r.json()["error"]["type"] == "invalid_request_error"
+    assert r.json()["type"] == "error"
+    assert r.json()["error"]["type"] == "invalid_request_error"
 
 
 def test_anthropic_valid_edge_cases_pass(claude: anthropic.Anthropic) -> None:
@@ -450,7 +499,8 @@ def test_anthropic_valid_edge_cases_pass(claude: anthropic.Anthropic) -> None:
                               "system": [{"type": "text", "text": "be brief"}], "stop_sequences": ["never"]}
     m = claude.messages.create(model=CLAUDE, max_tokens=2048, extra_body={"temperature": 1}, **kwargs,
                                messages=[{"role": "user", "content": [{"type": "text", "text": "look"}, GOOD_IMAGE]}])
-    assert text_of(m) == "Echo: look" and m.usage.input_tokens == 2 + 1 + 3
+    assert text_of(m) == "Echo: look"
+    assert m.usage.input_tokens == 2 + 1 + 3
 
 
 def test_anthropic_raw_sse_frames(fake: FakeUpstream) -> None:
@@ -459,29 +509,38 @@ def test_anthropic_raw_sse_frames(fake: FakeUpstream) -> None:
             "tools": [LOOKUP], "thinking": THINKING}
     with httpx.stream("POST", f"{fake.anthropic_base_url}/v1/messages?beta=true", json=body,
                       headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"}) as r:
-        assert r.status_code == 200 and r.headers["content-type"] == "text/event-stream"
+        assert r.status_code == 200
+        assert r.headers["content-type"] == "text/event-stream"
         text = r.read().decode()
     assert fake.requests[0].path == "/v1/messages"
-    assert "[DONE]" not in text and text.endswith("\n\n")
+    assert "[DONE]" not in text
+    assert text.endswith("\n\n")
     frames = []
     for frame in filter(None, text.split("\n\n")):
         event_line, data_line = frame.split("\n")
-        assert event_line.startswith("event: ") and data_line.startswith("data: ")
+        assert event_line.startswith("event: ")
+        assert data_line.startswith("data: ")
         frames.append(json.loads(data_line.removeprefix("data: ")))
         assert frames[-1]["type"] == event_line.removeprefix("event: ")
     kinds = [f["type"] for f in frames]
-    assert kinds[:3] == ["message_start", "content_block_start", "ping"] and kinds.count("ping") == 1
+    assert kinds[:3] == ["message_start", "content_block_start", "ping"]
+    assert kinds.count("ping") == 1
     assert kinds[-3:] == ["content_block_stop", "message_delta", "message_stop"]
     start = frames[0]["message"]
-    assert start["content"] == [] and start["stop_reason"] is None and start["usage"]["output_tokens"] == 1
+    assert start["content"] == []
+    assert start["stop_reason"] is None
+    assert start["usage"]["output_tokens"] == 1
     starts = [f["content_block"] for f in frames if f["type"] == "content_block_start"]
     assert starts[0] == {"type": "thinking", "thinking": "", "signature": ""}
     assert starts[1] == {"type": "text", "text": ""}
-    assert starts[2]["type"] == "tool_use" and starts[2]["input"] == {}
+    assert starts[2]["type"] == "tool_use"
+    assert starts[2]["input"] == {}
     deltas = [f["delta"] for f in frames if f["type"] == "content_block_delta"]
     assert [d["type"] for d in deltas].count("signature_delta") == 1
     json_parts = [d["partial_json"] for d in deltas if d["type"] == "input_json_delta"]
-    assert json_parts[0] == "" and len(json_parts) == 4 and json.loads("".join(json_parts)) == {"echo": "a b"}
+    assert json_parts[0] == ""
+    assert len(json_parts) == 4
+    assert json.loads("".join(json_parts)) == {"echo": "a b"}
     end = frames[-2]
     assert end["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
     assert set(end["usage"]) == {"output_tokens", "input_tokens", "cache_creation_input_tokens",
@@ -492,7 +551,8 @@ def test_anthropic_unknown_route_and_recording(claude: anthropic.Anthropic, fake
     with pytest.raises(anthropic.RateLimitError):
         claude.messages.create(model=CLAUDE, max_tokens=10, messages=say("[[fail:429]]"))
     r = httpx.get(f"{fake.anthropic_base_url}/v1/messages/nope")
-    assert r.status_code == 404 and r.json()["error"]["type"] == "not_found_error"
+    assert r.status_code == 404
+    assert r.json()["error"]["type"] == "not_found_error"
     assert [(q.method, q.path) for q in fake.requests] == [("POST", "/v1/messages"), ("GET", "/v1/messages/nope")]
     assert fake.requests[0].body["messages"] == say("[[fail:429]]")
 
@@ -505,7 +565,8 @@ def test_a_status_base_url_answers_that_status_in_each_protocol_s_shape(fake: Fa
     with openai.OpenAI(base_url=f"{root}/status/503/v1", api_key="k", max_retries=0) as broken:
         with pytest.raises(openai.InternalServerError) as e:
             broken.chat.completions.create(model=MODEL, messages=user("hi"))
-    assert e.value.status_code == 503 and e.value.body["type"] == "server_error"  # type: ignore[index]
+    assert e.value.status_code == 503
+    assert e.value.body["type"] == "server_error"
     with anthropic.Anthropic(base_url=f"{root}/status/529", api_key="k", max_retries=0) as broken_claude:
         with pytest.raises(anthropic.OverloadedError) as overloaded:
             broken_claude.messages.create(model=CLAUDE, max_tokens=10, messages=say("hi"))
@@ -519,9 +580,8 @@ def test_a_status_base_url_answers_that_status_in_each_protocol_s_shape(fake: Fa
 
 def test_a_hang_base_url_never_answers(fake: FakeUpstream) -> None:
     with openai.OpenAI(base_url=f"{fake.anthropic_base_url}/hang/v1", api_key="k", max_retries=0,
-                       timeout=0.5) as hung:
-        with pytest.raises(openai.APITimeoutError):
-            hung.chat.completions.create(model=MODEL, messages=user("hi"))
+                       timeout=0.5) as hung, pytest.raises(openai.APITimeoutError):
+        hung.chat.completions.create(model=MODEL, messages=user("hi"))
     assert fake.requests[-1].path == "/hang/v1/chat/completions"
 
 
@@ -537,12 +597,16 @@ def test_each_request_records_how_it_ended(client: openai.OpenAI, fake: FakeUpst
 
     client.chat.completions.create(model=MODEL, messages=user("hi"))
     finished = fake.requests[-1]
-    assert finished.completed and not finished.aborted and not finished.dropped
+    assert finished.completed
+    assert not finished.aborted
+    assert not finished.dropped
 
     with pytest.raises(openai.APIError):
         list(client.chat.completions.create(model=MODEL, messages=user("a b c [[drop-after:1]]"), stream=True))
     dropped = fake.requests[-1]
-    assert dropped.dropped and not dropped.completed and not dropped.aborted
+    assert dropped.dropped
+    assert not dropped.completed
+    assert not dropped.aborted
 
     stream = client.chat.completions.create(model=MODEL, messages=user("a b c d e f [[chunk-delay:300]]"), stream=True)
     next(iter(stream))
@@ -551,7 +615,8 @@ def test_each_request_records_how_it_ended(client: openai.OpenAI, fake: FakeUpst
     deadline = time.monotonic() + 5
     while not hung_up.aborted and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert hung_up.aborted and not hung_up.completed
+    assert hung_up.aborted
+    assert not hung_up.completed
 
 
 def test_stream_error_sends_openai_s_in_stream_error_after_one_delta(client: openai.OpenAI) -> None:
@@ -565,12 +630,14 @@ def test_stream_error_sends_openai_s_in_stream_error_after_one_delta(client: ope
 
 def test_anthropic_no_usage(claude: anthropic.Anthropic) -> None:
     message = claude.messages.create(model="claude-x", max_tokens=50, messages=[{"role": "user", "content": "hi [[no-usage]]"}])
-    assert message.content[0].text == "Echo: hi" and message.usage is None
+    assert message.content[0].text == "Echo: hi"
+    assert message.usage is None
     events = list(claude.messages.create(model="claude-x", max_tokens=50, stream=True,
                                          messages=[{"role": "user", "content": "hi [[no-usage]]"}]))
     start = next(e for e in events if e.type == "message_start")
     delta = next(e for e in events if e.type == "message_delta")
-    assert start.message.usage is None and delta.usage is None
+    assert start.message.usage is None
+    assert delta.usage is None
 
 
 

@@ -24,9 +24,9 @@ import pytest
 from app.tokens import RULES
 from app.upstream.fallback import weighted_order
 from tests.support.charges import balance_of
-from tests.support.teams import Team, Teams
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
+from tests.support.teams import Team, Teams
 
 PROMPT = "hello there gateway"
 
@@ -73,7 +73,7 @@ def ask(gateway: Gateway, team: Team, endpoint: str, model: str, text: str = PRO
         response = raw.parse()
         return Answer(response.output_text, raw.headers["x-request-id"], _credits(response.usage.model_extra))
     events = client.responses.create(model=model, input=text, stream=True)
-    completed = [e for e in events if e.type == "response.completed"][0].response
+    completed = next(e for e in events if e.type == "response.completed").response
     return Answer(completed.output_text, events.response.headers["x-request-id"], _credits(completed.usage.model_extra))
 
 
@@ -151,13 +151,15 @@ def test_when_every_deployment_fails_the_client_gets_the_last_error_and_pays_not
     with pytest.raises(openai.InternalServerError) as error:  # passed through: the upstream's own 500
         client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:500]]"}],
                                        stream=stream)
-    assert error.value.status_code == 500 and error.value.response.headers["x-should-retry"] == "true"
+    assert error.value.status_code == 500
+    assert error.value.response.headers["x-should-retry"] == "true"
     assert error.value.body == {"message": "fake upstream failure 500", "type": "server_error", "param": None,
                                 "code": None}
     claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
     with pytest.raises(anthropic.InternalServerError) as translated:  # translated: Tollgate's 502, in its shape
         claude.messages.create(model="twin-gpt", max_tokens=10, messages=[{"role": "user", "content": "x [[fail:500]]"}])
-    assert translated.value.status_code == 502 and "status 500" in translated.value.message
+    assert translated.value.status_code == 502
+    assert "status 500" in translated.value.message
     assert sorted(model for _, model in sent(fake_upstream)) == ["gpt-a", "gpt-a", "gpt-b", "gpt-b"]
     audit(gateway, team, [])
 
@@ -189,7 +191,8 @@ def test_messages_clients_get_their_own_error_when_every_deployment_is_overloade
     with pytest.raises(anthropic.OverloadedError) as error:  # Anthropic's own 529, as it wrote it
         claude.messages.create(model="twin-claude", max_tokens=100, stream=stream,
                                messages=[{"role": "user", "content": "x [[fail:529]]"}])
-    assert error.value.status_code == 529 and error.value.body["error"]["type"] == "overloaded_error"  # type: ignore[index]
+    assert error.value.status_code == 529
+    assert error.value.body["error"]["type"] == "overloaded_error"
     assert error.value.response.headers["x-should-retry"] == "true"
     assert sorted(model for _, model in sent(fake_upstream)) == ["claude-a", "claude-b"]
     audit(gateway, team, [])

@@ -12,10 +12,10 @@ import httpx
 import openai
 import pytest
 
-from tests.support.teams import Teams
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.outages import database_stopped, wait_for
+from tests.support.teams import Teams
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +28,8 @@ def own_gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUps
 def test_live_and_ready_when_all_is_well(own_gateway: Gateway):
     live = httpx.get(own_gateway.root_url + "/health/live")
     ready = httpx.get(own_gateway.root_url + "/health/ready")
-    assert live.status_code == 200 and live.json() == {"status": "live"}
+    assert live.status_code == 200
+    assert live.json() == {"status": "live"}
     assert ready.status_code == 200
     assert ready.json() == {"status": "ready",
                             "checks": {"event_store": "ok", "writer": "running", "accepting": "yes"}}
@@ -48,11 +49,13 @@ def test_an_unwritable_ledger_turns_readiness_and_generation_to_503_and_back(own
     with database_stopped(own_gateway):
         wait_for(lambda: httpx.get(ready_url).status_code == 503)
         ready = httpx.get(ready_url).json()
-        assert ready["status"] == "unavailable" and ready["checks"]["event_store"] != "ok"
+        assert ready["status"] == "unavailable"
+        assert ready["checks"]["event_store"] != "ok"
         fake_upstream.clear()
         with pytest.raises(openai.APIStatusError) as chat:
             client.chat.completions.create(model="fake-gpt", messages=ask)
-        assert chat.value.status_code == 503 and "ledger cannot be written" in chat.value.message
+        assert chat.value.status_code == 503
+        assert "ledger cannot be written" in chat.value.message
         with pytest.raises(anthropic.APIStatusError) as messages:
             claude.messages.create(model="fake-claude", max_tokens=50, messages=ask)
         assert messages.value.status_code == 503

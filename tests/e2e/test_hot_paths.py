@@ -7,9 +7,10 @@ from __future__ import annotations
 import httpx
 
 from domain.settings import Settings
-from tests.support.teams import Team
 from tests.support.gateway import Gateway
 from tests.support.raw_http import exchange, head
+from tests.support.teams import Team
+
 
 def test_a_body_over_the_size_limit_is_refused_in_each_endpoints_own_shape(gateway: Gateway, team: Team):
     limit = Settings(models=[]).max_request_bytes  # the default: 50 MB of images fit, base64-encoded
@@ -17,13 +18,15 @@ def test_a_body_over_the_size_limit_is_refused_in_each_endpoints_own_shape(gatew
     openai_headers = {"authorization": f"Bearer {team.key}", "content-type": "application/json"}
     announced = [*openai_headers.items(), ("content-length", str(limit + 1))]  # refused before it is sent
     chat, closed = exchange(gateway.port, head("POST", "/v1/chat/completions", announced))
-    assert chat.status == 413 and closed
+    assert chat.status == 413
+    assert closed
     assert chat.json()["error"]["type"] == "invalid_request_error"
 
     anthropic_headers = {"x-api-key": team.key, "anthropic-version": "2023-06-01", "content-type": "application/json"}
     announced = [*anthropic_headers.items(), ("content-length", str(limit + 1))]
     messages, closed = exchange(gateway.port, head("POST", "/v1/messages", announced))
-    assert messages.status == 413 and closed
+    assert messages.status == 413
+    assert closed
     assert messages.json()["type"] == "error"
     assert messages.json()["error"]["type"] == "request_too_large"
 

@@ -13,9 +13,9 @@ import httpx
 import openai
 import pytest
 
-from tests.support.charges import balance_of
 from projections.housekeeping import purge_expired_answers
 from tests.support.backend import BACKEND, RawDatabase
+from tests.support.charges import balance_of
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 
@@ -43,8 +43,8 @@ def test_a_retry_gets_the_same_answer_and_is_not_charged_again(gateway: Gateway,
 
 def test_a_streamed_answer_is_replayed_whole(gateway: Gateway, team, fake_upstream: FakeUpstream):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    args = dict(model="fake-claude", messages=HI, stream=True, stream_options={"include_usage": True},
-                extra_headers={"Idempotency-Key": "stream-1"})
+    args = {"model": "fake-claude", "messages": HI, "stream": True, "stream_options": {"include_usage": True},
+                "extra_headers": {"Idempotency-Key": "stream-1"}}
     first = list(client.chat.completions.create(**args))
     again = list(client.chat.completions.create(**args))
     assert [c.model_dump() for c in again] == [c.model_dump() for c in first]
@@ -55,7 +55,8 @@ def test_a_streamed_answer_is_replayed_whole(gateway: Gateway, team, fake_upstre
 def test_the_same_key_for_a_different_body_is_a_409(gateway: Gateway, team):
     assert post(gateway, team, {"model": "fake-gpt", "messages": HI}, "k-409").status_code == 200
     other = post(gateway, team, {"model": "fake-gpt", "messages": [{"role": "user", "content": "else"}]}, "k-409")
-    assert other.status_code == 409 and other.json()["error"]["type"] == "invalid_request_error"
+    assert other.status_code == 409
+    assert other.json()["error"]["type"] == "invalid_request_error"
     claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
     claude.messages.create(model="fake-gpt", max_tokens=20, messages=HI, extra_headers={"Idempotency-Key": "m-409"})
     with pytest.raises(anthropic.ConflictError) as conflict:
@@ -71,7 +72,8 @@ def test_a_retry_while_the_first_attempt_runs_is_a_409(gateway: Gateway, team):
     time.sleep(0.5)
     busy = post(gateway, team, slow, "k-busy")
     first.join()
-    assert busy.status_code == 409 and "in progress" in busy.json()["error"]["message"]
+    assert busy.status_code == 409
+    assert "in progress" in busy.json()["error"]["message"]
     assert results["first"].status_code == 200
     assert post(gateway, team, slow, "k-busy").content == results["first"].content
 
@@ -104,7 +106,8 @@ async def test_concurrent_retries_across_processes_are_charged_once(tmp_path, fa
                           headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "same"})
                 for i in range(12)))
         statuses = sorted(r.status_code for r in responses)
-        assert set(statuses) <= {200, 409} and 200 in statuses
+        assert set(statuses) <= {200, 409}
+        assert 200 in statuses
         answers = {r.content for r in responses if r.status_code == 200}
         assert len(answers) == 1  # every 200 is the one answer
         cost = Decimal(str(json.loads(answers.pop())["usage"]["cost"]["credits"]))
@@ -124,10 +127,12 @@ def test_an_answer_expires_and_a_retry_after_that_is_a_new_request(tmp_path, fak
         body = {"model": "fake-gpt", "messages": HI}
         first = post(gateway, team, body, "k-ttl")
         again = post(gateway, team, body, "k-ttl")
-        assert again.headers["idempotent-replayed"] == "true" and again.content == first.content
+        assert again.headers["idempotent-replayed"] == "true"
+        assert again.content == first.content
         time.sleep(2.5)
         later = post(gateway, team, body, "k-ttl")  # the stored answer has expired (not yet purged)
-        assert later.status_code == 200 and "idempotent-replayed" not in later.headers
+        assert later.status_code == 200
+        assert "idempotent-replayed" not in later.headers
         assert later.headers["x-request-id"] != first.headers["x-request-id"]
         assert len(fake_upstream.requests) == 2
         charged = [c["request_id"] for c in gateway.charges("acme")]

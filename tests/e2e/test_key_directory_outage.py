@@ -12,11 +12,11 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.outages import database_stopped, wait_for
 from tests.support.backend import new_postgres_database_url
-from tests.support.teams import Teams
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
+from tests.support.outages import database_stopped, wait_for
+from tests.support.teams import Teams
 
 
 async def test_a_key_not_yet_seen_while_the_database_refuses_connections_gets_503(tmp_path: Path,

@@ -19,7 +19,8 @@ def test_chat_refuses_more_output_than_the_model_has(client: openai.OpenAI, fake
     with pytest.raises(openai.BadRequestError) as error:
         client.chat.completions.create(model="fake-gpt", messages=HI, **{param: 1025})  # fake-gpt: 1024
     body = error.value.response.json()["error"]
-    assert body["param"] == param and "at most 1024" in body["message"]
+    assert body["param"] == param
+    assert "at most 1024" in body["message"]
     client.chat.completions.create(model="fake-gpt", messages=HI, **{param: 1024})
     assert len(fake_upstream.requests) == 1
 
@@ -31,7 +32,8 @@ def test_responses_and_messages_refuse_it_in_their_own_shapes(gateway: Gateway, 
     claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
     with pytest.raises(anthropic.BadRequestError) as refused:
         claude.messages.create(model="fake-claude", max_tokens=4097, messages=HI)  # fake-claude: 4096
-    assert refused.value.body["error"]["type"] == "invalid_request_error" and "4096" in refused.value.body["error"]["message"]
+    assert refused.value.body["error"]["type"] == "invalid_request_error"
+    assert "4096" in refused.value.body["error"]["message"]
 
 
 def test_an_upstream_that_does_not_answer_in_time_is_a_504_that_charges_nothing(gateway: Gateway, team):
@@ -40,7 +42,8 @@ def test_an_upstream_that_does_not_answer_in_time_is_a_504_that_charges_nothing(
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     with pytest.raises(openai.InternalServerError) as error:  # slow-gpt's read timeout is 1 s
         client.chat.completions.create(model="slow-gpt", messages=[{"role": "user", "content": "x [[latency:2500]]"}])
-    assert error.value.status_code == 504 and error.value.response.headers["x-should-retry"] == "true"
+    assert error.value.status_code == 504
+    assert error.value.response.headers["x-should-retry"] == "true"
     assert balance_of(gateway, team.name) == 100
 
 

@@ -26,7 +26,7 @@ def _forge(gateway: Gateway, key: str) -> list[str]:
         httpx.post(f"{gateway.base_url}/chat/completions", headers=headers, json={
             "model": f"fake-gpt\n{FORGED}\r\x1b[2K\u2028{FORGED}", "messages": [{"role": "user", "content": "hi"}]}),
         httpx.post(f"{gateway.root_url}/v1/messages", headers={"x-api-key": key}, json={
-            "model": f"x status=200 team=\"other\"\n{FORGED}", "max_tokens": 5, "messages": []}),
+            "model": f'x status=200 team="other"\n{FORGED}', "max_tokens": 5, "messages": []}),
     ]
     assert [a.status_code for a in answers] == [404, 404, 404]
     return [a.headers["x-request-id"] for a in answers]
@@ -62,7 +62,8 @@ def test_json_log_lines_are_one_object_a_line_whatever_the_request_carried(gatew
     ids = _forge(gateway, team.key)
     lines = {i: gateway.access_line(i) for i in ids}
     assert lines[ids[0]]["path"] == f"/v1/chat/completions\n{FORGED}"
-    assert FORGED in lines[ids[1]]["error"] and "\u2028" in lines[ids[1]]["error"]
+    assert FORGED in lines[ids[1]]["error"]
+    assert "\u2028" in lines[ids[1]]["error"]
     for line in gateway.output().splitlines():
         assert not line.startswith(("FORGED", FORGED)), line
 

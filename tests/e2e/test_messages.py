@@ -27,7 +27,9 @@ def test_a_message_reports_usage_cost_and_remaining(claude: anthropic.Anthropic,
     message = claude.messages.create(model="fake-gpt", max_tokens=100, system="be brief", messages=HI,
                                      stop_sequences=["STOP"], extra_body={"temperature": 0.5})
     assert message.content[0].text == "Echo: hello there gateway"
-    assert message.type == "message" and message.role == "assistant" and message.model == "fake-gpt"
+    assert message.type == "message"
+    assert message.role == "assistant"
+    assert message.model == "fake-gpt"
     assert message.stop_reason == "end_turn"
     prompt, output = 11, 4
     assert (message.usage.input_tokens, message.usage.output_tokens) == (prompt, output)
@@ -43,10 +45,13 @@ def test_the_stream_helper_and_the_final_delta_carry_the_cost(claude: anthropic.
     with claude.messages.stream(model="fake-gpt", max_tokens=100, messages=HI) as stream:
         events = list(stream)
         final = stream.get_final_message()
-    assert final.content[0].text == "Echo: hello there gateway" and final.stop_reason == "end_turn"
-    assert final.usage.output_tokens == 4 and final.usage.input_tokens == 6
+    assert final.content[0].text == "Echo: hello there gateway"
+    assert final.stop_reason == "end_turn"
+    assert final.usage.output_tokens == 4
+    assert final.usage.input_tokens == 6
     (delta,) = [e for e in events if e.type == "message_delta"]
-    assert "cost" in delta.usage.model_extra and "remaining" in delta.usage.model_extra
+    assert "cost" in delta.usage.model_extra
+    assert "remaining" in delta.usage.model_extra
 
 
 def test_every_raw_frame_has_its_event_line(gateway: Gateway, team):
@@ -67,7 +72,9 @@ def test_tool_use_and_tool_results_round_trip(claude: anthropic.Anthropic, fake_
                                 messages=[{"role": "user", "content": "find it [[tool:lookup]]"}]) as stream:
         first = stream.get_final_message()
     (use,) = [b for b in first.content if b.type == "tool_use"]
-    assert use.name == "lookup" and use.input == {"echo": "find it"} and first.stop_reason == "tool_use"
+    assert use.name == "lookup"
+    assert use.input == {"echo": "find it"}
+    assert first.stop_reason == "tool_use"
 
     reply = claude.messages.create(model="fake-gpt", max_tokens=100, tools=[LOOKUP], messages=[
         {"role": "user", "content": "find it"},
@@ -76,13 +83,15 @@ def test_tool_use_and_tool_results_round_trip(claude: anthropic.Anthropic, fake_
     ])
     assert reply.content[0].text == "Echo: tool result: 42"
     sent = fake_upstream.requests[-1].body["messages"]
-    assert sent[1]["tool_calls"][0]["id"] == use.id and json.loads(sent[1]["tool_calls"][0]["function"]["arguments"]) == use.input
+    assert sent[1]["tool_calls"][0]["id"] == use.id
+    assert json.loads(sent[1]["tool_calls"][0]["function"]["arguments"]) == use.input
     assert sent[2] == {"role": "tool", "tool_call_id": use.id, "content": "42"}
 
 
 def test_max_tokens_stops_with_the_anthropic_reason(claude: anthropic.Anthropic):
     message = claude.messages.create(model="fake-gpt", max_tokens=2, messages=HI)
-    assert message.stop_reason == "max_tokens" and message.usage.output_tokens == 2
+    assert message.stop_reason == "max_tokens"
+    assert message.usage.output_tokens == 2
 
 
 def test_either_credential_header_and_any_version_are_accepted(gateway: Gateway, team):
@@ -97,7 +106,8 @@ def test_either_credential_header_and_any_version_are_accepted(gateway: Gateway,
 
 def error_of(response: httpx.Response) -> dict:
     body = response.json()
-    assert body["type"] == "error" and set(body["error"]) == {"type", "message"}
+    assert body["type"] == "error"
+    assert set(body["error"]) == {"type", "message"}
     return body["error"]
 
 
@@ -110,14 +120,17 @@ def test_a_missing_field_is_a_400_in_the_messages_shape(gateway: Gateway, team, 
     response = httpx.post(gateway.base_url + "/messages", headers={"x-api-key": team.key}, json=body)
     assert response.status_code == 400
     error = error_of(response)
-    assert error["type"] == "invalid_request_error" and missing in error["message"]
+    assert error["type"] == "invalid_request_error"
+    assert missing in error["message"]
 
 
 def test_invalid_json_and_missing_keys_use_the_messages_shape(gateway: Gateway, team):
     bad = httpx.post(gateway.base_url + "/messages", headers={"x-api-key": team.key}, content=b"{nope")
-    assert bad.status_code == 400 and error_of(bad)["type"] == "invalid_request_error"
+    assert bad.status_code == 400
+    assert error_of(bad)["type"] == "invalid_request_error"
     anonymous = httpx.post(gateway.base_url + "/messages", json={"model": "fake-gpt", "max_tokens": 5, "messages": HI})
-    assert anonymous.status_code == 401 and error_of(anonymous)["type"] == "authentication_error"
+    assert anonymous.status_code == 401
+    assert error_of(anonymous)["type"] == "authentication_error"
 
 
 def test_sdk_exceptions_for_each_error(gateway: Gateway, claude: anthropic.Anthropic, teams):
@@ -126,14 +139,16 @@ def test_sdk_exceptions_for_each_error(gateway: Gateway, claude: anthropic.Anthr
     assert missing.value.body["error"]["type"] == "not_found_error"
     with pytest.raises(anthropic.InternalServerError) as failed:
         claude.messages.create(model="fake-gpt", max_tokens=5, messages=[{"role": "user", "content": "x [[fail:500]]"}])
-    assert failed.value.status_code == 502 and failed.value.body["error"]["type"] == "api_error"
+    assert failed.value.status_code == 502
+    assert failed.value.body["error"]["type"] == "api_error"
     with pytest.raises(anthropic.AuthenticationError):
         anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key="tg-wrong", max_retries=0).messages.create(
             model="fake-gpt", max_tokens=5, messages=HI)
     poor = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=teams.open("0.001").key, max_retries=0)
     with pytest.raises(anthropic.APIStatusError) as broke:
         poor.messages.create(model="fake-gpt", max_tokens=100, messages=HI)
-    assert broke.value.status_code == 402 and broke.value.body["error"]["type"] == "billing_error"
+    assert broke.value.status_code == 402
+    assert broke.value.body["error"]["type"] == "billing_error"
 
 
 def test_images_are_refused_for_a_model_without_vision(claude: anthropic.Anthropic):

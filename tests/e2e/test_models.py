@@ -30,7 +30,9 @@ def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):
         "id", "object", "created", "owned_by", "display_name", "context_window", "max_output_tokens",
         "capabilities", "reasoning", "pricing",
     }
-    assert fake["object"] == "model" and isinstance(fake["created"], int) and fake["created"] > 1_600_000_000
+    assert fake["object"] == "model"
+    assert isinstance(fake["created"], int)
+    assert fake["created"] > 1_600_000_000
     assert (fake["owned_by"], fake["display_name"]) == ("acme", "Fake GPT")
     assert (fake["context_window"], fake["max_output_tokens"]) == (8192, 1024)
     assert fake["capabilities"] == {"vision": False}

@@ -14,9 +14,9 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.support.teams import Team, Teams
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, free_port, write_config
+from tests.support.teams import Team, Teams
 
 
 class Observed:
@@ -26,7 +26,9 @@ class Observed:
     def samples(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         answer = httpx.get(self.metrics_url)
         content_type = answer.headers["content-type"]
-        assert answer.status_code == 200 and content_type.startswith("text/plain") and content_type.count("charset") == 1
+        assert answer.status_code == 200
+        assert content_type.startswith("text/plain")
+        assert content_type.count("charset") == 1
         return {(s.name, tuple(sorted(s.labels.items()))): s.value
                 for family in text_string_to_metric_families(answer.text) for s in family.samples}
 
@@ -157,20 +159,26 @@ def test_one_json_log_line_per_request_with_team_key_tokens_cost_and_latency(obs
     key_id = observed.gateway.cli("key", "list", "--team", team.name).stdout.split()[0]
     for request_id, usage in traffic["answers"]:
         line = lines[request_id]
-        assert line["level"] == "info" and line["time"].endswith("+00:00")
+        assert line["level"] == "info"
+        assert line["time"].endswith("+00:00")
         assert (line["team"], line["model"], line["endpoint"], line["status"]) == (
             team.name, "fake-gpt", "chat.completions", 200)
         assert line["key_id"] == key_id
-        assert line["tokens"]["input"] == usage.prompt_tokens and line["tokens"]["output"] == usage.completion_tokens
+        assert line["tokens"]["input"] == usage.prompt_tokens
+        assert line["tokens"]["output"] == usage.completion_tokens
         assert Decimal(line["cost_credits"]) == _credits(usage)
         assert line["latency_ms"] > 0
         assert line["upstream"] == {"attempts": 1, "deployment": 0, "errors": None}
     stream = lines[traffic["stream_id"]]
-    assert stream["stream"] is True and 0 < stream["ttft_ms"] <= stream["latency_ms"]
+    assert stream["stream"] is True
+    assert 0 < stream["ttft_ms"] <= stream["latency_ms"]
     claude_id, claude = traffic["claude"]
-    assert lines[claude_id]["endpoint"] == "messages" and lines[claude_id]["tokens"]["output"] == claude.output_tokens
+    assert lines[claude_id]["endpoint"] == "messages"
+    assert lines[claude_id]["tokens"]["output"] == claude.output_tokens
     down = lines[traffic["down_id"]]
-    assert down["status"] == 502 and down["tokens"] is None and down["upstream"]["errors"] == ["unreachable"]
+    assert down["status"] == 502
+    assert down["tokens"] is None
+    assert down["upstream"]["errors"] == ["unreachable"]
     assert "could not be reached" in down["error"]
     failover = lines[traffic["failover_id"]]
     assert failover["upstream"] == {"attempts": 2, "deployment": 1, "errors": ["overloaded"]}
@@ -191,9 +199,11 @@ def test_every_response_carries_a_request_id(observed: Observed, traffic: dict[s
                httpx.get(root + "/admin/teams", headers={"authorization": f"Bearer {ADMIN_KEY}"})]
     ids = [answer.headers.get("x-request-id", "") for answer in answers]
     assert [answer.status_code for answer in answers] == [200, 404, 200, 401, 200]
-    assert all(i.startswith("req_") for i in ids) and len(set(ids)) == len(ids)
+    assert all(i.startswith("req_") for i in ids)
+    assert len(set(ids)) == len(ids)
     lines = _access_lines(observed.gateway, *ids)
-    assert lines[ids[3]]["status"] == 401 and lines[ids[1]]["status"] == 404
+    assert lines[ids[3]]["status"] == 401
+    assert lines[ids[1]]["status"] == 404
 
 
 def test_metrics_on_a_separate_port_are_not_on_the_public_one(observed: Observed):
@@ -206,6 +216,8 @@ def test_metrics_on_the_public_port_need_the_admin_key(gateway: Gateway, team: T
     assert httpx.get(url).status_code == 401
     assert httpx.get(url, headers={"authorization": f"Bearer {team.key}"}).status_code == 403
     answer = httpx.get(url, headers={"authorization": f"Bearer {ADMIN_KEY}"})
-    assert answer.status_code == 200 and "tollgate_requests_total" in answer.text
+    assert answer.status_code == 200
+    assert "tollgate_requests_total" in answer.text
     content_type = answer.headers["content-type"]
-    assert content_type.startswith("text/plain; version=") and content_type.count("charset") == 1
+    assert content_type.startswith("text/plain; version=")
+    assert content_type.count("charset") == 1

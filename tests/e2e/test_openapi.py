@@ -33,7 +33,7 @@ def test_every_public_and_admin_route_is_documented(document: dict):
         assert path in paths, path
 
 
-@pytest.mark.parametrize("path, required", [
+@pytest.mark.parametrize(("path", "required"), [
     ("/v1/chat/completions", {"model", "messages"}),
     ("/v1/responses", {"model", "input"}),
     ("/v1/messages", {"model", "messages", "max_tokens"}),
@@ -62,7 +62,8 @@ def test_the_schema_page_is_served(gateway: Gateway):
 def test_admin_routes_document_their_bodies_and_the_admin_key(document: dict):
     create = document["paths"]["/admin/teams"]["post"]
     body = _resolve(document, create["requestBody"]["content"]["application/json"]["schema"])
-    assert "name" in body["required"] and "credits" in body["properties"]
+    assert "name" in body["required"]
+    assert "credits" in body["properties"]
     assert create["security"] == [{"bearer": []}]
     limits = document["paths"]["/admin/teams/{name}/keys/{key_id}/limits"]["put"]
     assert set(_resolve(document, limits["requestBody"]["content"]["application/json"]["schema"])["properties"]) >= {"rpm", "tpm"}
@@ -162,7 +163,8 @@ def test_litestar_s_own_refusals_on_admin_routes_are_in_the_openai_shape_naming_
     answer = httpx.get(f"{gateway.root_url}/admin/teams/{team.name}/history", params={"page": "abc"},
                        headers=admin_headers())
     error = error_of(answer, 400)
-    assert error["param"] == "page" and "Invalid 'page' in the query" in error["message"]
+    assert error["param"] == "page"
+    assert "Invalid 'page' in the query" in error["message"]
     _conforms(document, "/admin/teams/{name}/history", "get", answer)
     wrong_method = httpx.delete(f"{gateway.root_url}/admin/teams", headers=admin_headers())
     assert error_of(wrong_method, 405)["type"] == "invalid_request_error"

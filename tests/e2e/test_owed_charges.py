@@ -18,11 +18,11 @@ import httpx
 import openai
 import pytest
 
-from tests.support.outages import wait_for
 from tests.support.backend import RawDatabase, _admin, new_postgres_database_url
-from tests.support.teams import Teams
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
+from tests.support.outages import wait_for
+from tests.support.teams import Teams
 
 WORDS = " ".join(f"word{i}" for i in range(20))
 

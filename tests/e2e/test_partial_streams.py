@@ -21,9 +21,9 @@ import pytest
 from app.tokens import RULES, prompt_tokens
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from tests.support.charges import balance_of
-from tests.support.teams import Team
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
+from tests.support.teams import Team
 
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
@@ -108,7 +108,8 @@ def test_a_stream_the_upstream_breaks_is_charged_for_the_prompt_and_the_text_rec
     team = teams.open("100")
     body = body_for(endpoint, model, f"alpha beta gamma delta epsilon zeta 東京 🎉 {fault} [[no-usage]]")
     received, failed, reported = stream_and_collect(gateway, team.key, endpoint, body)
-    assert failed and received.startswith("Echo")
+    assert failed
+    assert received.startswith("Echo")
     assert len(received.split()) == (1 if fault == "[[stream-error]]" else 3)
     prompt = prompt_tokens(body, PROTOCOL[endpoint], RULES_OF[model])
     assert reported in (None, prompt)  # no usage from the upstream (the gateway's own message_start shows its count)
@@ -122,7 +123,8 @@ def test_the_upstream_s_prompt_count_is_preferred_when_it_reported_one_before_fa
     team = teams.open("100")
     body = body_for(endpoint, "fake-claude", "alpha beta gamma [[stream-error]]")
     received, failed, _ = stream_and_collect(gateway, team.key, endpoint, body)
-    assert failed and received.startswith("Echo")
+    assert failed
+    assert received.startswith("Echo")
     from tests.support.fake_anthropic import prompt_tokens as fake_prompt_tokens
 
     upstream_prompt = fake_prompt_tokens(fake_upstream.requests[-1].body)  # what message_start reported
@@ -179,7 +181,8 @@ def test_a_client_that_hangs_up_cancels_the_upstream_request_and_pays_for_what_i
     # One delta every 400 ms: the client hangs up long before the upstream would finish (16 s).
     body = body_for(endpoint, model, f"{words} [[chunk-delay:400]] [[no-usage]]")
     received = read_then_hang_up(gateway, team.key, endpoint, body, deltas=3)
-    assert received.startswith("Echo") and len(received.split()) == 3
+    assert received.startswith("Echo")
+    assert len(received.split()) == 3
 
     (upstream_request,) = fake_upstream.requests
     assert wait_for(lambda: upstream_request.aborted), "the upstream request was not cancelled"

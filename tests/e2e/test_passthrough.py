@@ -39,7 +39,7 @@ CASES = {
                   {"type": "future_tool_2027", "name": "g"}],
         "thinking": {"type": "adaptive", "display": "omitted"}, "output_config": {"effort": "high"},
         "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
-        "metadata": {"user_id": "{\"device_id\": \"abc\"}"}, "container": "ctr_1", **FUTURE}),
+        "metadata": {"user_id": '{"device_id": "abc"}'}, "container": "ctr_1", **FUTURE}),
     "responses": ("/responses", "fake-codex", "gpt-codex-x", {"openai-beta": "responses=v1"}, {
         "input": [{"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "Be brief."}]},
                   {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi"}]}],

@@ -56,7 +56,8 @@ def test_endpoint_restrictions_through_the_admin_api(gateway: Gateway, admin: ht
         claude.messages.create(model="fake-claude", max_tokens=20, messages=HI)
     assert refused.value.body["error"]["type"] == "permission_error"  # type: ignore[index]
     bad = admin.put(f"/teams/admin-endpoints/keys/{issued['id']}/endpoints", json={"endpoints": ["images"]})
-    assert bad.status_code == 400 and "unknown endpoint" in bad.json()["error"]["message"]
+    assert bad.status_code == 400
+    assert "unknown endpoint" in bad.json()["error"]["message"]
     assert admin.put(f"/teams/admin-endpoints/keys/{issued['id']}/endpoints",
                      json={"endpoints": ["messages"]}).json()["endpoints"] == ["messages"]
     claude.messages.create(model="fake-claude", max_tokens=20, messages=HI)
@@ -92,7 +93,8 @@ def test_suspension_through_the_admin_api(gateway: Gateway, admin: httpx.Client)
     key = admin.post("/teams/admin-suspended/keys", json={}).json()["key"]
     gpt = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
     suspended = admin.post("/teams/admin-suspended/suspend", json={"reason": "audit"})
-    assert suspended.status_code == 200 and suspended.json()["suspended"] is True
+    assert suspended.status_code == 200
+    assert suspended.json()["suspended"] is True
     with pytest.raises(openai.PermissionDeniedError):
         gpt.chat.completions.create(model="fake-gpt", messages=HI)
     assert admin.post("/teams/admin-suspended/suspend").status_code == 400  # already suspended
@@ -114,10 +116,12 @@ def test_missing_invalid_and_revoked_keys_get_401_in_each_protocol(gateway: Gate
                                 max_retries=0).messages.create(model="fake-claude", max_tokens=20, messages=HI)
         assert refused.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
     missing = httpx.post(gateway.base_url + "/messages", json={"model": "fake-claude", "max_tokens": 5, "messages": HI})
-    assert missing.status_code == 401 and missing.json()["type"] == "error"
+    assert missing.status_code == 401
+    assert missing.json()["type"] == "error"
 
 
 def test_the_admin_api_refuses_a_team_key_with_403(gateway: Gateway, team):
     url = gateway.base_url.removesuffix("/v1") + "/admin/teams/x/suspend"
     refused = httpx.post(url, headers={"Authorization": f"Bearer {team.key}"})
-    assert refused.status_code == 403 and refused.json()["error"]["type"] == "permission_error"
+    assert refused.status_code == 403
+    assert refused.json()["error"]["type"] == "permission_error"

@@ -65,7 +65,8 @@ def test_a_key_over_its_requests_per_minute_gets_429_with_retry_after(gateway_ki
     with pytest.raises(openai.RateLimitError) as refused:
         client.chat.completions.create(model="fake-gpt", messages=HI)
     error = refused.value
-    assert error.status_code == 429 and error.body["type"] == "rate_limit_error"  # type: ignore[index]
+    assert error.status_code == 429
+    assert error.body["type"] == "rate_limit_error"
     assert 1 <= int(error.response.headers["retry-after"]) <= 20  # one request refills in 20 s at 3/min
     assert error.response.headers["x-ratelimit-remaining-requests"] == "0"
     assert error.response.headers["x-should-retry"] == "true"
@@ -140,7 +141,8 @@ def test_a_refused_request_is_not_charged_and_streams_carry_the_headers(gateway:
     after_one = gateway.wait_until_nothing_held("rpm-stream")
     assert after_one != before
     refused = http.post(gateway.base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"})
-    assert refused.status_code == 429 and refused.json()["error"]["type"] == "rate_limit_error"
+    assert refused.status_code == 429
+    assert refused.json()["error"]["type"] == "rate_limit_error"
     assert gateway.wait_until_nothing_held("rpm-stream") == after_one
 
 
@@ -157,7 +159,8 @@ async def test_limits_hold_across_two_gateway_processes_sharing_redis(shared_gat
 
     statuses = await asyncio.gather(*(one(i) for i in range(16)))
     # 6 per minute in all, not 6 per process (a 7th may refill if the run is slow: 1 per 10 s).
-    assert statuses.count(200) in (6, 7) and statuses.count(429) == 16 - statuses.count(200)
+    assert statuses.count(200) in (6, 7)
+    assert statuses.count(429) == 16 - statuses.count(200)
     ledger = shared_gateways[0].cli("ledger", "verify")
     assert ledger.returncode == 0
 
@@ -166,7 +169,8 @@ def test_a_second_gateway_without_redis_refuses_to_start_beside_the_first(gatewa
     second = subprocess.run([*tollgate_command(), "serve", "--config", str(gateway.config), "--port", str(free_port())],
                             capture_output=True, text=True, timeout=60, env={**os.environ, **GATEWAY_ENV})
     assert second.returncode == 2
-    assert "another gateway process serves this database" in second.stderr and "redis_url" in second.stderr
+    assert "another gateway process serves this database" in second.stderr
+    assert "redis_url" in second.stderr
 
 
 def test_a_gateway_with_redis_refuses_to_start_beside_one_without(tmp_path, fake_upstream: FakeUpstream, gateway: Gateway):
@@ -174,7 +178,8 @@ def test_a_gateway_with_redis_refuses_to_start_beside_one_without(tmp_path, fake
     shared = write_config(tmp_path, fake_upstream.base_url, database=database, redis=True)
     refused = subprocess.run([*tollgate_command(), "serve", "--config", str(shared), "--port", str(free_port())],
                              capture_output=True, text=True, timeout=60, env={**os.environ, **GATEWAY_ENV})
-    assert refused.returncode == 2 and "without redis_url" in refused.stderr
+    assert refused.returncode == 2
+    assert "without redis_url" in refused.stderr
 
 
 def test_count_tokens_is_one_request_against_the_key_s_and_the_team_s_rpm(gateway: Gateway):
@@ -190,7 +195,8 @@ def test_count_tokens_is_one_request_against_the_key_s_and_the_team_s_rpm(gatewa
     with pytest.raises(anthropic.RateLimitError) as refused:
         client.messages.count_tokens(model="fake-claude", messages=big)
     body = refused.value.response.json()
-    assert body["type"] == "error" and body["error"]["type"] == "rate_limit_error"
+    assert body["type"] == "error"
+    assert body["error"]["type"] == "rate_limit_error"
     assert int(refused.value.response.headers["retry-after"]) >= 1
 
 

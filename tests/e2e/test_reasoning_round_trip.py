@@ -28,7 +28,8 @@ def test_anthropic_thinking_through_a_responses_client(client: openai.OpenAI, fa
     else:
         first = client.responses.create(input="ponder this [[think]]", **ask)  # type: ignore[arg-type]
     reasoning = next(item for item in first.output if item.type == "reasoning")
-    assert reasoning.summary[0].text == "Thinking about: ponder this" and reasoning.encrypted_content
+    assert reasoning.summary[0].text == "Thinking about: ponder this"
+    assert reasoning.encrypted_content
     assert fake_upstream.requests[0].body["thinking"]["type"] == "enabled"
 
     fake_upstream.clear()
@@ -38,9 +39,11 @@ def test_anthropic_thinking_through_a_responses_client(client: openai.OpenAI, fa
     second = client.responses.create(input=history, **ask)  # type: ignore[arg-type]
     assert second.output_text == "Echo: and now?"
     sent = fake_upstream.requests[0].body["messages"][1]["content"]
-    assert sent[0]["type"] == "thinking" and sent[0]["thinking"] == "Thinking about: ponder this"
+    assert sent[0]["type"] == "thinking"
+    assert sent[0]["thinking"] == "Thinking about: ponder this"
     carried = base64.urlsafe_b64decode(reasoning.encrypted_content.split(":")[-1]).decode()
-    assert sent[0]["signature"].startswith("sig_") and sent[0]["signature"] in carried  # what Anthropic signed it with
+    assert sent[0]["signature"].startswith("sig_")
+    assert sent[0]["signature"] in carried
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
@@ -54,7 +57,8 @@ def test_openai_reasoning_through_a_messages_client(gateway: Gateway, team, fake
     else:
         first = claude.messages.create(messages=[{"role": "user", "content": "ponder this [[think]]"}], **ask)
     thinking = next(block for block in first.content if block.type == "thinking")
-    assert thinking.thinking == "Thinking about: ponder this" and thinking.signature
+    assert thinking.thinking == "Thinking about: ponder this"
+    assert thinking.signature
     assert fake_upstream.requests[0].body["reasoning"] == {"effort": "low", "summary": "auto"}
 
     fake_upstream.clear()

@@ -10,9 +10,9 @@ from decimal import Decimal
 import httpx
 import pytest
 
-from tests.support.refusals import error_of, key_headers, money_of
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import STRICT_MODELS, Gateway
+from tests.support.refusals import error_of, key_headers, money_of
 
 #: The wire each strict model's upstream speaks (a request in that protocol passes through).
 WIRES = {"strict-gpt": "chat", "strict-demo": "chat", "strict-claude": "messages", "strict-codex": "responses"}
@@ -71,7 +71,7 @@ def _cases() -> list[tuple[str, str, str]]:
 CASES = _cases()
 
 
-@pytest.mark.parametrize("path,model,kind", CASES, ids=[f"{p.removeprefix('/v1/')}-{m}-{k}" for p, m, k in CASES])
+@pytest.mark.parametrize(("path", "model", "kind"), CASES, ids=[f"{p.removeprefix('/v1/')}-{m}-{k}" for p, m, k in CASES])
 def test_a_refused_request_leaves_the_balance_and_holds_as_they_were(gateway: Gateway, teams, fake_upstream: FakeUpstream,
                                                                     path: str, model: str, kind: str):
     credits = "0.000001" if kind == "insufficient credits" else "10"

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from app.http.routes.request_body import json_depth
-from tests.support.refusals import admin_headers, error_of, key_headers, money_of
 from tests.support.gateway import Gateway
+from tests.support.refusals import admin_headers, error_of, key_headers, money_of
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
 
@@ -35,7 +35,7 @@ def _send(gateway: Gateway, team, method: str, path: str, body: bytes) -> httpx.
                          timeout=60)
 
 
-@pytest.mark.parametrize("method,path", BODY_ROUTES)
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
 def test_a_body_nested_100000_levels_deep_is_a_400_in_the_route_s_shape(gateway: Gateway, team, method, path):
     response = _send(gateway, team, method, path, _nested(100_000))
     error = error_of(response, 400)
@@ -43,7 +43,7 @@ def test_a_body_nested_100000_levels_deep_is_a_400_in_the_route_s_shape(gateway:
     assert money_of(gateway, team.name) == (100, 0)
 
 
-@pytest.mark.parametrize("method,path", BODY_ROUTES)
+@pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
 def test_a_body_with_invalid_utf8_in_a_string_is_a_400_in_the_route_s_shape(gateway: Gateway, team, method, path):
     response = _send(gateway, team, method, path,
                      b'{"model":"demo-gpt","name":"x\xff\xfe","messages":[{"role":"user","content":"\xc3("}]}')
@@ -75,7 +75,7 @@ def test_a_tool_schema_nested_to_the_limit_is_served_translated_and_counted(gate
     assert response.status_code == 200, response.text
 
 
-@pytest.mark.parametrize("raw,depth", [
+@pytest.mark.parametrize(("raw", "depth"), [
     (b'{"a": "[[[[{{{{", "b": [1, {"c": "\\"]]]\\\\"}]}', 3),
     (b'[[], [[]], {"k": [[[]]]}]', 5),
     (b'"[[[["', 0),

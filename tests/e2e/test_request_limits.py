@@ -14,10 +14,10 @@ import httpx
 import openai
 import pytest
 
-from tests.support.teams import Team, Teams
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.raw_http import closed_by_peer, connect, exchange, head, read_reply
+from tests.support.teams import Team, Teams
 
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
@@ -68,13 +68,17 @@ def anthropic_headers(team: Team) -> dict[str, str]:
 
 
 def assert_openai_error(body: dict, type_: str = "invalid_request_error", param: str | None = None) -> str:
-    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}
-    assert body["error"]["type"] == type_ and body["error"]["param"] == param
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    assert body["error"]["type"] == type_
+    assert body["error"]["param"] == param
     return body["error"]["message"]
 
 
 def assert_anthropic_error(body: dict, type_: str = "invalid_request_error") -> str:
-    assert body["type"] == "error" and set(body["error"]) == {"type", "message"} and body["error"]["type"] == type_
+    assert body["type"] == "error"
+    assert set(body["error"]) == {"type", "message"}
+    assert body["error"]["type"] == type_
     return body["error"]["message"]
 
 
@@ -85,7 +89,9 @@ def test_a_body_announced_over_the_limit_is_refused_before_it_is_read_and_the_co
     for path, headers in (("/v1/chat/completions", openai_headers(payer)), ("/v1/messages", anthropic_headers(payer))):
         announced = [*headers.items(), ("content-length", str(1024 ** 3))]  # 1 GB, of which 10 bytes are sent
         reply, closed = exchange(limited.port, head("POST", path, announced) + b'{"model": ')
-        assert reply.status == 413 and reply.headers["connection"] == "close" and closed
+        assert reply.status == 413
+        assert reply.headers["connection"] == "close"
+        assert closed
         if path == "/v1/messages":
             message = assert_anthropic_error(reply.json(), "request_too_large")
         else:
@@ -161,7 +167,7 @@ def test_responses_refuses_too_many_items_tools_or_parts_naming_the_field(limite
 
 @pytest.mark.parametrize("endpoint", ["create", "count_tokens"])
 @pytest.mark.parametrize(("body", "where"), [
-    ({"messages": many(5) + [HI]}, "'messages'"),
+    ({"messages": [*many(5), HI]}, "'messages'"),
     ({"messages": [HI], "tools": tools(4, anthropic_style=True)}, "'tools'"),
     ({"system": parts(5), "messages": [{"role": "user", "content": parts(2)}]}, "'messages[0].content'"),
     ({"system": parts(7), "messages": [HI]}, "'system'"),
@@ -179,12 +185,12 @@ def test_messages_refuses_them_in_its_own_shape(limited: Gateway, payer: Team, e
 def test_a_request_at_every_limit_is_served(limited: Gateway, limited_teams: Teams):
     team = limited_teams.open("100")
     client = openai.OpenAI(base_url=limited.base_url, api_key=team.key, max_retries=0)
-    messages = many(4) + [{"role": "user", "content": parts(6)}]
+    messages = [*many(4), {"role": "user", "content": parts(6)}]
     completion = client.chat.completions.create(model="fake-gpt", messages=messages, tools=tools(3))
     assert completion.choices[0].message.content.startswith("Echo")
     claude = anthropic.Anthropic(base_url=limited.root_url, api_key=team.key, max_retries=0)
     counted = claude.messages.count_tokens(model="fake-claude", system=parts(2), tools=tools(3, anthropic_style=True),
-                                           messages=many(4) + [{"role": "user", "content": parts(4)}])
+                                           messages=[*many(4), {"role": "user", "content": parts(4)}])
     assert counted.input_tokens > 0
 
 
@@ -197,11 +203,10 @@ def test_a_head_over_its_limits_gets_431_in_the_endpoint_s_shape_and_the_connect
     headers = list(openai_headers(payer).items())
     headers += [("x-long", "a" * 9000)] if excess == "one long header" else [(f"x-h{i}", "1") for i in range(40)]
     reply, closed = exchange(limited.port, head("POST", path, headers, b"{}"))
-    assert reply.status == 431 and reply.headers["connection"] == "close" and closed
-    if path == "/v1/messages":
-        message = assert_anthropic_error(reply.json())
-    else:
-        message = assert_openai_error(reply.json())
+    assert reply.status == 431
+    assert reply.headers["connection"] == "close"
+    assert closed
+    message = assert_anthropic_error(reply.json()) if path == "/v1/messages" else assert_openai_error(reply.json())
     assert ("8192 bytes" if excess == "one long header" else "40 headers") in message
 
 
@@ -219,7 +224,8 @@ def test_a_huge_head_is_refused_without_being_read_to_its_end(limited: Gateway, 
         except OSError:
             pass  # the gateway closed the connection while we were still sending
         reader.join(10)
-    assert replies and replies[0].status == 431
+    assert replies
+    assert replies[0].status == 431
 
 
 def test_a_head_of_many_ordinary_headers_is_served(limited: Gateway):
@@ -248,7 +254,8 @@ def test_a_head_sent_a_byte_at_a_time_is_cut_off_at_the_timeout(limited: Gateway
         except OSError:
             pass
         reply = read_reply(sock)
-        assert reply.status == 408 and time.monotonic() - started < 8
+        assert reply.status == 408
+        assert time.monotonic() - started < 8
         assert_anthropic_error(reply.json())
 
 
@@ -270,9 +277,7 @@ def test_a_body_that_does_not_arrive_in_time_gets_408_in_the_endpoint_s_shape(li
             except OSError:
                 pass
         reply = read_reply(sock)
-        assert reply.status == 408 and reply.headers["connection"] == "close"
-        if path == "/v1/messages":
-            message = assert_anthropic_error(reply.json())
-        else:
-            message = assert_openai_error(reply.json())
+        assert reply.status == 408
+        assert reply.headers["connection"] == "close"
+        message = assert_anthropic_error(reply.json()) if path == "/v1/messages" else assert_openai_error(reply.json())
         assert "did not arrive within 1 seconds" in message

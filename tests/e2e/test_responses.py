@@ -21,20 +21,26 @@ def test_a_plain_response_has_official_and_spec_usage_with_cost(client: openai.O
     response = client.responses.create(model="fake-gpt", input="hello there gateway", instructions="be brief",
                                        max_output_tokens=50, temperature=0.3)
     assert response.output_text == "Echo: hello there gateway"
-    assert response.status == "completed" and response.object == "response" and response.model == "fake-gpt"
+    assert response.status == "completed"
+    assert response.object == "response"
+    assert response.model == "fake-gpt"
     (item,) = response.output
-    assert item.type == "message" and item.role == "assistant" and item.content[0].type == "output_text"
+    assert item.type == "message"
+    assert item.role == "assistant"
+    assert item.content[0].type == "output_text"
 
     (sent,) = fake_upstream.requests
     assert sent.body["model"] == "gpt-x"
     assert sent.body["messages"] == [{"role": "system", "content": "be brief"},
                                      {"role": "user", "content": "hello there gateway"}]
-    assert sent.body["max_completion_tokens"] == 50 and sent.body["temperature"] == 0.3
+    assert sent.body["max_completion_tokens"] == 50
+    assert sent.body["temperature"] == 0.3
 
     usage = response.usage
     prompt, output = 2 + 3 + 3 + 3, 4  # "be brief" and the input, each with 3 tokens of overhead
     assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (prompt, output, prompt + output)
-    assert usage.input_tokens_details.cached_tokens == 0 and usage.output_tokens_details.reasoning_tokens == 0
+    assert usage.input_tokens_details.cached_tokens == 0
+    assert usage.output_tokens_details.reasoning_tokens == 0
     extra = usage.model_extra
     assert (extra["prompt_tokens"], extra["completion_tokens"]) == (prompt, output)
     assert Decimal(str(extra["cost"]["credits"])) == Decimal(micros(prompt, output)) / 1_000_000
@@ -50,8 +56,10 @@ def test_the_stream_helper_gets_the_full_event_sequence(client: openai.OpenAI):
     assert kinds[-4:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done",
                           "response.completed"]
     assert kinds.count("response.output_text.delta") == 4
-    assert final.output_text == "Echo: stream me please" and final.status == "completed"
-    assert "remaining" in final.usage.model_extra and final.usage.output_tokens == 4
+    assert final.output_text == "Echo: stream me please"
+    assert final.status == "completed"
+    assert "remaining" in final.usage.model_extra
+    assert final.usage.output_tokens == 4
 
 
 def test_the_raw_stream_frames_have_event_lines_and_increasing_sequence_numbers(gateway: Gateway, team):
@@ -62,18 +70,21 @@ def test_the_raw_stream_frames_have_event_lines_and_increasing_sequence_numbers(
     events = []
     for frame in frames:
         event_line, data_line = frame.split("\n")
-        assert event_line.startswith("event: ") and data_line.startswith("data: ")
+        assert event_line.startswith("event: ")
+        assert data_line.startswith("data: ")
         data = json.loads(data_line[6:])
         assert data["type"] == event_line[7:]
         events.append(data)
     assert [e["sequence_number"] for e in events] == list(range(len(events)))
-    assert events[-1]["type"] == "response.completed" and "[DONE]" not in text
+    assert events[-1]["type"] == "response.completed"
+    assert "[DONE]" not in text
 
 
 def test_function_calls_and_their_outputs_round_trip(client: openai.OpenAI, fake_upstream: FakeUpstream):
     first = client.responses.create(model="fake-gpt", input="find it [[tool:lookup]]", tools=[LOOKUP])
     (call,) = [item for item in first.output if item.type == "function_call"]
-    assert call.name == "lookup" and json.loads(call.arguments) == {"echo": "find it"}
+    assert call.name == "lookup"
+    assert json.loads(call.arguments) == {"echo": "find it"}
     assert fake_upstream.requests[0].body["tools"] == [
         {"type": "function", "function": {"name": "lookup", "description": "Look it up", "parameters": LOOKUP["parameters"]}}]
 
@@ -93,14 +104,16 @@ def test_a_streamed_function_call_arrives_whole(client: openai.OpenAI):
     with client.responses.stream(model="fake-gpt", input="find it [[tool:lookup]]", tools=[LOOKUP]) as stream:
         kinds = [event.type for event in stream]
         final = stream.get_final_response()
-    assert "response.function_call_arguments.delta" in kinds and "response.function_call_arguments.done" in kinds
+    assert "response.function_call_arguments.delta" in kinds
+    assert "response.function_call_arguments.done" in kinds
     (call,) = [item for item in final.output if item.type == "function_call"]
     assert json.loads(call.arguments) == {"echo": "find it"}
 
 
 def test_running_out_of_output_tokens_is_an_incomplete_response(client: openai.OpenAI):
     response = client.responses.create(model="fake-gpt", input="a b c d e f g h", max_output_tokens=3)
-    assert response.status == "incomplete" and response.incomplete_details.reason == "max_output_tokens"
+    assert response.status == "incomplete"
+    assert response.incomplete_details.reason == "max_output_tokens"
 
 
 def test_reasoning_effort_and_text_format_reach_the_upstream(client: openai.OpenAI, fake_upstream: FakeUpstream):

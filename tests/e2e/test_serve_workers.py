@@ -102,5 +102,6 @@ def test_several_workers_without_redis_url_are_refused_at_once(tmp_path, fake_up
                              "--workers", "2"], capture_output=True, text=True, timeout=30,
                             env={**{k: v for k, v in os.environ.items() if k != "TOLLGATE_REDIS_URL"}, **GATEWAY_ENV})
     assert result.returncode == 2
-    assert "--workers 2" in result.stderr and "redis_url" in result.stderr
+    assert "--workers 2" in result.stderr
+    assert "redis_url" in result.stderr
     assert "Traceback" not in result.stderr

@@ -18,9 +18,9 @@ import httpx
 import openai
 import pytest
 
-from tests.support.teams import Teams
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
+from tests.support.teams import Teams
 
 WORDS = " ".join(f"word{i}" for i in range(30))
 
@@ -73,7 +73,8 @@ def test_sigterm_during_a_stream_lets_it_finish_and_settles_its_charge(tmp_path:
     assert process.wait(timeout=30) == 0
     gateway.process = None
     (charge,) = _charges(gateway, team)
-    assert Decimal(charge["amount"]) == -cost * 1_000_000 and int(charge["output_tokens"]) == usage.completion_tokens
+    assert Decimal(charge["amount"]) == -cost * 1_000_000
+    assert int(charge["output_tokens"]) == usage.completion_tokens
     shown = _balance_line(gateway, team)
     assert "held 0," in shown  # the lease went back before the process exited
     assert f"balance {Decimal(100) - cost}" in shown.replace(",", "")

@@ -18,10 +18,10 @@ from app.errors import RateLimited
 from app.ratelimit import streams as stream_slots
 from app.ratelimit.streams import StreamSlots
 from app.tokens.encoding import count_o200k
-from tests.support.teams import Team, Teams
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import REDIS_URL, Gateway, write_config
 from tests.support.raw_http import connect, head
+from tests.support.teams import Team, Teams
 
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
@@ -86,14 +86,17 @@ async def open_slowly(http: httpx.AsyncClient, fake: FakeUpstream, requests: lis
 
 
 def assert_refused_for_streams(reply: httpx.Response, whose: str) -> None:
-    assert reply.status_code == 429 and reply.headers["retry-after"] == "1"
+    assert reply.status_code == 429
+    assert reply.headers["retry-after"] == "1"
     assert reply.headers["x-should-retry"] == "true"
     body = reply.json()
     if "type" in body:  # the Messages shape
-        assert body["type"] == "error" and body["error"]["type"] == "rate_limit_error"
+        assert body["type"] == "error"
+        assert body["error"]["type"] == "rate_limit_error"
         message = body["error"]["message"]
     else:
-        assert body["error"]["type"] == "rate_limit_error" and set(body["error"]) == {"message", "type", "param", "code"}
+        assert body["error"]["type"] == "rate_limit_error"
+        assert set(body["error"]) == {"message", "type", "param", "code"}
         message = body["error"]["message"]
     assert whose in message
 
@@ -113,7 +116,8 @@ async def test_a_key_with_its_streams_open_gets_429_until_one_ends(streaming: Ga
         assert plain.status_code == 200  # the limit counts streams only
         assert [reply.status_code for reply in await asyncio.gather(*running)] == [200] * len(running)
         again = await post(http, chat(streaming, team, "once they ended"))
-        assert again.status_code == 200 and "Echo" in again.text
+        assert again.status_code == 200
+        assert "Echo" in again.text
     streaming.wait_until_nothing_held(team.name)
     assert len(streaming.charges(team.name)) == 4  # the two slow streams, the plain request, the last stream
 
@@ -224,4 +228,5 @@ def test_a_client_that_stops_reading_is_cut_off_and_billed_for_what_was_sent(str
     assert Decimal(shown.split("balance ")[1].split(" ")[0]) == 100 + Decimal(charge["amount"]) / 1_000_000
     line = next(line for line in streaming.log_lines() if line.get("logger") == "tollgate.access"
                 and line.get("team") == team.name)
-    assert line["status"] == 200 and line["error"].startswith("cut off: the client read nothing")
+    assert line["status"] == 200
+    assert line["error"].startswith("cut off: the client read nothing")

@@ -49,7 +49,8 @@ def test_a_namespaced_tool_is_called_under_a_flat_name_and_comes_back_in_its_nam
     added = [e.item for e in events if e.type == "response.output_item.added" and e.item.type == "function_call"]
     assert [(item.name, item.namespace) for item in added] == [("close_agent", "multi_agent_v1")]
     (call,) = [item for item in final.output if item.type == "function_call"]
-    assert json.loads(call.arguments) == {"id": "a2"} and call.namespace == "multi_agent_v1"
+    assert json.loads(call.arguments) == {"id": "a2"}
+    assert call.namespace == "multi_agent_v1"
 
     # The next turn sends the call back, in its namespace; the upstream sees the flat name again.
     fake_upstream.clear()
@@ -104,7 +105,8 @@ def test_a_built_in_tool_is_dropped_and_named_where_the_request_is_translated(
         gateway: Gateway, team, fake_upstream: FakeUpstream, model: str):
     answer = httpx.post(f"{gateway.base_url}/responses", headers={"Authorization": f"Bearer {team.key}"},
                         json={"model": model, "input": "search for it", "tools": TOOLS, "tool_choice": "auto"})
-    assert answer.status_code == 200 and answer.json()["output"][0]["content"][0]["text"] == "Echo: search for it"
+    assert answer.status_code == 200
+    assert answer.json()["output"][0]["content"][0]["text"] == "Echo: search for it"
     assert answer.headers["x-tollgate-dropped-tools"] == "web_search"
     assert "web_search" not in upstream_tool_names(fake_upstream.requests[0].body)
     assert gateway.access_line(answer.headers["x-request-id"])["dropped_tools"] == ["web_search"]
@@ -138,7 +140,8 @@ def test_passed_through_built_in_tools_go_as_they_are_unless_the_model_says_othe
     with pytest.raises(anthropic.BadRequestError) as refused:
         claude.messages.create(model="refusing-claude", max_tokens=50, tools=SERVER_TOOLS,  # type: ignore[arg-type]
                                messages=[{"role": "user", "content": "hi"}])
-    assert "web_search_20250305" in refused.value.message and refused.value.body["error"]["type"] == "invalid_request_error"
+    assert "web_search_20250305" in refused.value.message
+    assert refused.value.body["error"]["type"] == "invalid_request_error"
     assert len(fake_upstream.requests) == 1  # the refused request never went upstream
     gateway.wait_until_nothing_held(team.name)
     assert gateway.cli("team", "show", team.name).stdout.split(",")[0] == before.split(",")[0]

@@ -56,12 +56,18 @@ def test_claude_code_s_body_to_a_chat_upstream(gateway: Gateway, team, fake_upst
     assert [m["role"] for m in sent["messages"]] == ["system", "user", "system"]
     assert sent["messages"][0]["content"] == "x-anthropic-billing-header: cc_version=2.1.330\nYou are a coding agent."
     user = sent["messages"][1]["content"]
-    assert "read the doc" in user and "Notes\n\nthe notes" in user and "Result\nhttps://example.com\nfound text" in user
+    assert "read the doc" in user
+    assert "Notes\n\nthe notes" in user
+    assert "Result\nhttps://example.com\nfound text" in user
     assert sent["messages"][2]["content"].startswith("# Environment")
     assert [t["function"]["name"] for t in sent["tools"]] == ["Bash", "DeferredToolPlaceholder"]
-    assert sent["parallel_tool_calls"] is False and sent["tool_choice"] == "auto"
-    assert sent["reasoning_effort"] == "high" and sent["user"] == CLAUDE_CODE_BODY["metadata"]["user_id"]
-    assert "context_management" not in sent and "thinking" not in sent and "cache_control" not in json.dumps(sent)
+    assert sent["parallel_tool_calls"] is False
+    assert sent["tool_choice"] == "auto"
+    assert sent["reasoning_effort"] == "high"
+    assert sent["user"] == CLAUDE_CODE_BODY["metadata"]["user_id"]
+    assert "context_management" not in sent
+    assert "thinking" not in sent
+    assert "cache_control" not in json.dumps(sent)
 
 
 def test_claude_code_s_body_to_a_responses_upstream(gateway: Gateway, team, fake_upstream: FakeUpstream):
@@ -71,7 +77,8 @@ def test_claude_code_s_body_to_a_responses_upstream(gateway: Gateway, team, fake
     assert sent["instructions"].endswith("You are a coding agent.")
     assert [(i.get("type"), i.get("role")) for i in sent["input"]] == [("message", "user"), ("message", "developer")]
     assert sent["reasoning"] == {"effort": "high"}  # display omitted: no summary asked for
-    assert sent["store"] is False and sent["include"] == ["reasoning.encrypted_content"]
+    assert sent["store"] is False
+    assert sent["include"] == ["reasoning.encrypted_content"]
     assert [t["name"] for t in sent["tools"]] == ["Bash", "DeferredToolPlaceholder"]
 
 
@@ -125,11 +132,13 @@ def test_codex_s_body_to_a_chat_upstream(gateway: Gateway, team, fake_upstream: 
     sent = fake_upstream.requests[0].body
     assert [m["role"] for m in sent["messages"]] == ["system", "user", "assistant", "tool", "system"]
     assert sent["messages"][2]["tool_calls"][0]["function"] == {"name": "exec_command", "arguments": '{"cmd": "ls"}'}
-    assert sent["prompt_cache_key"] == "thread-1" and sent["parallel_tool_calls"] is True
+    assert sent["prompt_cache_key"] == "thread-1"
+    assert sent["parallel_tool_calls"] is True
     assert sent["reasoning_effort"] == "medium"
     assert sent["response_format"] == {"type": "json_schema", "json_schema": {
         "name": "files", "schema": {"type": "object"}, "strict": True}}
-    assert "client_metadata" not in sent and "gAAAA" not in json.dumps(sent)  # another provider's reasoning stays out
+    assert "client_metadata" not in sent
+    assert "gAAAA" not in json.dumps(sent)
 
 
 def test_codex_s_body_to_an_anthropic_upstream(gateway: Gateway, team, fake_upstream: FakeUpstream):
@@ -160,16 +169,22 @@ CHAT_BODY = {
 def test_chat_fields_to_a_responses_and_an_anthropic_upstream(gateway: Gateway, team, fake_upstream: FakeUpstream):
     assert post(gateway, team.key, "/chat/completions", {**CHAT_BODY, "model": "fake-codex"}).status_code == 200
     sent = fake_upstream.requests[0].body
-    assert sent["instructions"] == "Be brief." and sent["max_output_tokens"] == 200 and sent["store"] is True
-    assert sent["metadata"] == {"project": "x"} and sent["service_tier"] == "auto" and sent["safety_identifier"] == "user-1"
+    assert sent["instructions"] == "Be brief."
+    assert sent["max_output_tokens"] == 200
+    assert sent["store"] is True
+    assert sent["metadata"] == {"project": "x"}
+    assert sent["service_tier"] == "auto"
+    assert sent["safety_identifier"] == "user-1"
     assert sent["tools"] == [{"type": "function", "name": "lookup", "parameters": {"type": "object"}, "strict": True}]
-    assert sent["parallel_tool_calls"] is False and sent["reasoning"] == {"effort": "low"}
+    assert sent["parallel_tool_calls"] is False
+    assert sent["reasoning"] == {"effort": "low"}
     assert sent["text"]["format"]["name"] == "r"
 
     fake_upstream.clear()
     assert post(gateway, team.key, "/chat/completions", {**CHAT_BODY, "model": "fake-claude"}).status_code == 200
     sent = fake_upstream.requests[0].body
-    assert sent["system"] == "Be brief." and sent["metadata"] == {"user_id": "user-1"}
+    assert sent["system"] == "Be brief."
+    assert sent["metadata"] == {"user_id": "user-1"}
     assert sent["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
 
 
@@ -181,7 +196,8 @@ def test_audio_is_refused_cleanly_where_the_upstream_cannot_take_it(gateway: Gat
     before = gateway.cli("team", "show", team.name).stdout
     for model in ("fake-claude", "fake-codex"):
         answer = post(gateway, team.key, "/chat/completions", {**CHAT_BODY, "model": model, **audio})
-        assert answer.status_code == 400 and "Audio" in answer.json()["error"]["message"]
+        assert answer.status_code == 400
+        assert "Audio" in answer.json()["error"]["message"]
     assert not fake_upstream.requests
     assert gateway.wait_until_nothing_held(team.name) == before
     fake_gpt = post(gateway, team.key, "/chat/completions", {**CHAT_BODY, "model": "fake-gpt", **audio})

@@ -7,9 +7,9 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.support.refusals import error_of, key_headers, money_of
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import STRICT_MODELS, Gateway
+from tests.support.refusals import error_of, key_headers, money_of
 
 PNG = "iVBORw0KGgo="
 URL = f"data:image/png;base64,{PNG}"
@@ -43,7 +43,7 @@ BODIES = [
 
 @pytest.mark.parametrize("stream", [False, True], ids=["whole", "stream"])
 @pytest.mark.parametrize("model", BLIND)
-@pytest.mark.parametrize("path,where,body", BODIES, ids=[f"{p.rsplit('/', 1)[1]}-{w}" for p, w, _ in BODIES])
+@pytest.mark.parametrize(("path", "where", "body"), BODIES, ids=[f"{p.rsplit('/', 1)[1]}-{w}" for p, w, _ in BODIES])
 def test_an_image_for_a_model_without_vision_is_a_400_and_nothing_is_held_or_called(
         gateway: Gateway, teams, fake_upstream: FakeUpstream, path, where, body, model, stream):
     team = teams.open("10")

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.full_bodies import MODELS, PATHS, field_paths, full_body, with_value
-from tests.support.refusals import error_of, key_headers, money_of
 from tests.support.gateway import Gateway
+from tests.support.refusals import error_of, key_headers, money_of
 
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
@@ -32,7 +32,7 @@ def _message(model: str, **fields) -> dict:
     return {"model": model, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}], **fields}
 
 
-@pytest.mark.parametrize("fields,named", [
+@pytest.mark.parametrize(("fields", "named"), [
     ({"metadata": "x"}, "'metadata'"),
     ({"stop_sequences": 5}, "'stop_sequences'"),
     ({"thinking": {"type": "enabled", "budget_tokens": "abc"}}, "'thinking.budget_tokens'"),
@@ -46,7 +46,8 @@ def _message(model: str, **fields) -> dict:
 def test_a_messages_field_of_the_wrong_type_for_a_chat_upstream_is_a_400_naming_it(gateway, team, fields, named):
     before = money_of(gateway, team.name)
     error = error_of(_post(gateway, team.key, "/v1/messages", _message("vision-gpt", **fields)), 400)
-    assert error["type"] == "invalid_request_error" and named in error["message"]
+    assert error["type"] == "invalid_request_error"
+    assert named in error["message"]
     assert money_of(gateway, team.name) == before
 
 
@@ -54,7 +55,7 @@ def test_a_bare_tool_choice_string_is_taken_as_its_type(gateway, team):
     assert _post(gateway, team.key, "/v1/messages", _message("fake-gpt", tool_choice="auto")).status_code == 200
 
 
-@pytest.mark.parametrize("path,body,param", [
+@pytest.mark.parametrize(("path", "body", "param"), [
     ("/v1/responses", {"model": "fake-gpt", "input": "hi", "text": {"format": "json"}}, "text.format"),
     ("/v1/responses", {"model": "fake-claude", "input": "hi", "tools": [
         {"type": "custom", "name": "patch", "format": "lark"}]}, "tools[0].format"),
@@ -72,11 +73,12 @@ def test_a_bare_tool_choice_string_is_taken_as_its_type(gateway, team):
 def test_an_openai_field_of_the_wrong_type_for_another_upstream_is_a_400_naming_it(gateway, team, path, body, param):
     before = money_of(gateway, team.name)
     error = error_of(_post(gateway, team.key, path, body), 400)
-    assert error["param"] == param and error["type"] == "invalid_request_error"
+    assert error["param"] == param
+    assert error["type"] == "invalid_request_error"
     assert money_of(gateway, team.name) == before
 
 
-@pytest.mark.parametrize("path,model,body", [
+@pytest.mark.parametrize(("path", "model", "body"), [
     ("/v1/chat/completions", "fake-gpt", {"messages": [{"role": "assistant", "content": "x", "tool_calls": True},
                                                         {"role": "user", "content": "hi"}]}),
     ("/v1/messages", "fake-claude", {"max_tokens": 10, "messages": [{"role": "user", "content": 5}]}),
@@ -104,7 +106,7 @@ _VALUES = st.recursive(_SCALARS, lambda inner: st.lists(inner, max_size=3)
 PAIRS = [(protocol, wire) for protocol in PATHS for wire in MODELS]
 
 
-@pytest.mark.parametrize("protocol,wire", PAIRS, ids=[f"{p}-to-{w}" for p, w in PAIRS])
+@pytest.mark.parametrize(("protocol", "wire"), PAIRS, ids=[f"{p}-to-{w}" for p, w in PAIRS])
 def test_any_value_in_any_field_is_served_or_refused_cleanly_and_a_refusal_costs_nothing(gateway, teams, protocol,
                                                                                          wire):
     """For each client protocol and each upstream wire (six translations, three pass-throughs):

@@ -24,8 +24,8 @@ from typing import Any, Literal
 import aiohttp
 from aiohttp import web
 
-from tests.support.teams import Team
 from tests.support.gateway import Gateway
+from tests.support.teams import Team
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS_DIR = Path(os.environ.get("TOLLGATE_AGENTS_DIR")
@@ -49,7 +49,7 @@ def binary(agent: tuple[str, str, str]) -> Path:
 def readme_block(marker: str) -> str:
     """The code block that follows ``<!-- recipe:MARKER -->`` in the README."""
     text = (ROOT / "README.md").read_text()
-    found = re.search(rf"<!-- recipe:{marker} -->\s*```\w*\n(.*?)```", text, re.S)
+    found = re.search(rf"<!-- recipe:{marker} -->\s*```\w*\n(.*?)```", text, re.DOTALL)
     assert found, f"the README has no recipe:{marker} block"
     return found.group(1)
 

@@ -24,7 +24,7 @@ _created: list[str] = []
 def _admin() -> Any:
     import psycopg
 
-    return psycopg.connect(Database.from_url(POSTGRES_ADMIN_URL, Path(".")).conninfo(), autocommit=True,
+    return psycopg.connect(Database.from_url(POSTGRES_ADMIN_URL, Path()).conninfo(), autocommit=True,
                            connect_timeout=5)
 
 
@@ -67,7 +67,7 @@ def new_postgres_database_url() -> str:
     with _admin() as conn:
         conn.execute(f'CREATE DATABASE "{dbname}"')
     _created.append(dbname)
-    admin = Database.from_url(POSTGRES_ADMIN_URL, Path("."))
+    admin = Database.from_url(POSTGRES_ADMIN_URL, Path())
     credentials = admin.user + (f":{admin.password}" if admin.password else "")
     return f"postgresql://{credentials}@{admin.host}:{admin.port}/{dbname}"
 

@@ -26,7 +26,16 @@ from typing import Any
 
 import msgspec
 
-from tests.support.fake_upstream import Receive, Send, _Reject, _drop, _parse_directives, _send_json, cut_at_stop, tokens
+from tests.support.fake_upstream import (
+    Receive,
+    Send,
+    _drop,
+    _parse_directives,
+    _Reject,
+    _send_json,
+    cut_at_stop,
+    tokens,
+)
 
 REQUEST_ID = "req_fake"
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
@@ -102,7 +111,7 @@ def _check_blocks(content: Any, where: str) -> list[dict[str, Any]]:
         kind = block["type"]
         if kind == "text" and not isinstance(block.get("text"), str):
             raise _invalid(f"{at}.text: Input should be a valid string")
-        elif kind == "image":
+        if kind == "image":
             _check_image(block, at)
         elif kind == "tool_use":
             if not isinstance(block.get("id"), str) or not _TOOL_ID.match(block["id"]):

@@ -26,7 +26,6 @@ import secrets
 import time
 from typing import Any
 
-
 from tests.support.fake_upstream import (
     Receive,
     Send,
@@ -143,7 +142,7 @@ def validate(req: Any) -> None:
         raise _bad("Invalid 'temperature': expected a number between 0 and 2.", "temperature")
     fmt = (req.get("text") or {}).get("format") if isinstance(req.get("text"), dict) else None
     if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object", "json_schema")
-                            or fmt["type"] == "json_schema" and not (fmt.get("name") and "schema" in fmt)):
+                            or (fmt["type"] == "json_schema" and not (fmt.get("name") and "schema" in fmt))):
         raise _bad("Invalid 'text.format'.", "text.format")
     reasoning = req.get("reasoning")
     if reasoning is not None and (not isinstance(reasoning, dict) or reasoning.get("effort") not in (None, *_EFFORTS)

@@ -53,7 +53,7 @@ async def stream_response(response: dict[str, Any], d: Any, send: Send, receive:
 
     async def delta(kind: str, **payload: Any) -> None:
         nonlocal sent
-        if d.drop_after is not None and sent >= d.drop_after or d.stream_error and sent >= 1:
+        if (d.drop_after is not None and sent >= d.drop_after) or (d.stream_error and sent >= 1):
             raise _Cut
         if d.chunk_delay_ms:
             await asyncio.sleep(d.chunk_delay_ms / 1000)

@@ -36,9 +36,10 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import msgspec
 import uvicorn
@@ -51,7 +52,7 @@ Send = Callable[[Message], Awaitable[None]]
 MODELS = {"object": "list", "data": [{"id": "gpt-x", "object": "model", "created": 1700000000, "owned_by": "fake"}]}
 _DIRECTIVE = re.compile(r"\[\[(fail|latency|chunk-delay|drop-after|cached|cache-write|reason):([^\]]*)\]\]"
                         r"|\[\[(no-usage|think|stream-error)\]\]"
-                        r"|\[\[tool:(?P<tool>[^\]\s]+)(?:\s+(?P<args>\{.*?\}))?\]\]", re.S)
+                        r"|\[\[tool:(?P<tool>[^\]\s]+)(?:\s+(?P<args>\{.*?\}))?\]\]", re.DOTALL)
 _INT_DIRECTIVES = {"fail": "fail", "latency": "latency_ms", "chunk-delay": "chunk_delay_ms", "drop-after": "drop_after",
                    "cached": "cached",
                    "cache-write": "cache_write", "reason": "reason"}
@@ -487,7 +488,7 @@ async def _fault(faulty: re.Match[str], send: Send, receive: Receive) -> None:
     if faulty.group("hang"):
         while (await receive())["type"] != "http.disconnect":  # the caller gives up and hangs up
             pass
-        return
+        return None
     if faulty.group("cut"):
         await send({"type": "http.response.start", "status": 200,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")]})
@@ -536,7 +537,7 @@ async def _drop(send: Send, receive: Receive) -> None:
     try:
         while (await asyncio.wait_for(receive(), 2.0))["type"] != "http.disconnect":
             pass
-    except asyncio.TimeoutError:
+    except TimeoutError:
         raise _Drop("fake upstream dropped the connection") from None
 
 

@@ -30,7 +30,7 @@ CHAT: dict[str, Any] = {
             {"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": IMAGE_URL, "detail": "low"}},
             {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}}]},
         {"role": "assistant", "content": "calling", "refusal": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{\"q\": \"a\"}"}}]},
+            {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "a"}'}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "found"}]},
         {"role": "user", "content": "thanks"},
     ],
@@ -76,7 +76,7 @@ RESPONSES: dict[str, Any] = {
             {"type": "input_text", "text": "look"}, {"type": "input_image", "image_url": IMAGE_URL, "detail": "low"},
             {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}]},
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "thought"}]},
-        {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{\"q\": \"a\"}"},
+        {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": '{"q": "a"}'},
         {"type": "function_call_output", "call_id": "call_1", "output": "found"},
         {"type": "custom_tool_call", "call_id": "call_2", "name": "patch", "input": "*** patch"},
         {"type": "custom_tool_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "ok"}]},

@@ -40,7 +40,7 @@ def write_config(directory: Path, upstream_base_url: str, *, database: str | Non
     one whose upstream is down (nothing listens on its port). ``redis``: rate limits in Redis, as
     several gateway processes on one database need; ``settings``: more top-level TOML lines."""
     config = directory / "tollgate.toml"
-    config.write_text(f'''
+    config.write_text(f"""
 database_url = "{database or new_database_url()}"
 credits_per_usd = 100
 lease_idle_seconds = {lease_idle_seconds}
@@ -128,7 +128,7 @@ effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display
 pricing = {{input = 1.25, output = 10, cache_create = 1.25, cache_hit = 0.125}}
 upstream = {{kind = "openai-responses", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-codex-x"}}
 {_agent_models(upstream_base_url)}{_builtin_tool_models(upstream_base_url)}{_fallback_models(upstream_base_url)}\
-{_strict_models(upstream_base_url)}''')
+{_strict_models(upstream_base_url)}""")
     return config
 
 
@@ -145,7 +145,7 @@ def _model(model_id: str, deployments: list[str], *, context_window: int, max_ou
            pricing: str = CHEAP, settings: str = "") -> str:
     """One ``[[models]]`` table: its deployments (``_deployment``), limits, prices and other settings."""
     upstream = f"upstream = {deployments[0]}" if len(deployments) == 1 else f"upstreams = [{', '.join(deployments)}]"
-    return f'''
+    return f"""
 [[models]]
 id = "{model_id}"
 display_name = "{model_id}"
@@ -155,7 +155,7 @@ max_output_tokens = {max_output_tokens}
 pricing = {pricing}
 {upstream}
 {settings}
-'''
+"""
 
 
 def _agent_models(upstream_base_url: str) -> str:
@@ -189,7 +189,7 @@ def _strict_models(upstream_base_url: str) -> str:
 
     def deployment(model_id: str, kind: str) -> str:
         if kind == "demo":
-            return "{kind = \"demo\"}"
+            return '{kind = "demo"}'
         return _deployment(kind, root if kind == "anthropic" else upstream_base_url, f"{model_id}-upstream",
                            api_key_env="UPSTREAM_KEY")
 

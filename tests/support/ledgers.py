@@ -7,7 +7,7 @@ from decimal import Decimal
 from domain.ledger import TeamLedger
 from domain.pricing import Price
 
-PRICE = Price(input=Decimal("2.5"), output=Decimal("10"), cache_create=Decimal("3.125"), cache_hit=Decimal("1.25"))
+PRICE = Price(input=Decimal("2.5"), output=Decimal(10), cache_create=Decimal("3.125"), cache_hit=Decimal("1.25"))
 CPU = Decimal(100)
 
 

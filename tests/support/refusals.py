@@ -34,10 +34,12 @@ def error_of(response: httpx.Response, status: int | None = None) -> dict:
     body = response.json()
     if speaks_messages(response.request.url.path):
         assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, body
-        assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+        assert isinstance(body["error"]["message"], str)
+        assert body["error"]["message"]
     else:
         assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
-        assert isinstance(body["error"]["message"], str) and body["error"]["message"]
+        assert isinstance(body["error"]["message"], str)
+        assert body["error"]["message"]
     return body["error"]
 
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.teams import Team
 from tests.support.fuzz.bodies import bodies
-from tests.support.fuzz.harness import Run
-from tests.support.fuzz.harness import Ledger, exercise, fuzz
+from tests.support.fuzz.harness import Ledger, Run, exercise, fuzz
 from tests.support.gateway import Gateway
+from tests.support.teams import Team
 
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages",
          "count_tokens": "/v1/messages/count_tokens"}

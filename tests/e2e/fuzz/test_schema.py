@@ -8,14 +8,17 @@ import pytest
 import schemathesis
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    response_schema_conformance,
+    status_code_conformance,
+)
 from schemathesis.core.failures import FailureGroup
-from schemathesis.checks import (content_type_conformance, not_a_server_error, response_schema_conformance,
-                                 status_code_conformance)
 
-from tests.support.teams import Team
-from tests.support.fuzz.harness import Run
-from tests.support.fuzz.harness import fuzz, upstream_failed
+from tests.support.fuzz.harness import Run, fuzz, upstream_failed
 from tests.support.gateway import ADMIN_KEY, Gateway
+from tests.support.teams import Team
 
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 

@@ -19,11 +19,11 @@ from projections.audit import verify_ledger
 from projections.event_store import open_ledger_store
 from projections.history import HistoryProjection
 from tests.support.backend import RawDatabase, new_database_url
-from tests.support.teams import Teams
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
+from tests.support.teams import Teams
 
-PRICE = Price(Decimal("2.5"), Decimal("10"), Decimal("3.125"), Decimal("1.25"))
+PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
 
 
 @pytest.fixture(scope="module")
@@ -54,15 +54,19 @@ def test_the_history_has_every_entry_with_the_balances_clients_were_shown(traffi
     assert [r["kind"] for r in rows] == ["top_up", "charge", "charge", "charge", "top_up"]
     charges = rows[1:4]
     for row, answer in zip(charges, answers, strict=True):
-        assert row["request_id"].startswith("req_") and row["key_id"].startswith("key_")
-        assert row["model"] == answer.model and row["endpoint"] == "chat.completions"
+        assert row["request_id"].startswith("req_")
+        assert row["key_id"].startswith("key_")
+        assert row["model"] == answer.model
+        assert row["endpoint"] == "chat.completions"
         assert row["balance_after"] == micros(answer.usage.model_extra["remaining"]["credits"])
         assert -row["amount"] == micros(answer.usage.model_extra["cost"]["credits"])
         assert row["input_tokens"] + row["cache_write_tokens"] + row["cache_hit_tokens"] == answer.usage.prompt_tokens
         assert row["output_tokens"] == answer.usage.completion_tokens
         assert Decimal(row["cost_usd"]) == Decimal(str(answer.usage.model_extra["cost"]["usd"]))
-    assert charges[1]["cache_hit_tokens"] == 2 and "cache_hit=0.3" in charges[1]["price"]
-    assert rows[-1]["reference"] == "INV-7" and sum(r["amount"] for r in rows) == rows[-1]["balance_after"]
+    assert charges[1]["cache_hit_tokens"] == 2
+    assert "cache_hit=0.3" in charges[1]["price"]
+    assert rows[-1]["reference"] == "INV-7"
+    assert sum(r["amount"] for r in rows) == rows[-1]["balance_after"]
 
 
 def test_csv_and_jsonl_exports_carry_the_same_entries(traffic):
@@ -96,9 +100,11 @@ def test_rebuild_equals_the_live_projections_and_repairs_them(traffic):
 
     raw.execute("UPDATE ledger_entries SET amount = amount - 1 WHERE kind = 'charge'")
     broken = gateway.cli("ledger", "verify", check=False)
-    assert broken.returncode == 1 and "audit history row" in broken.stderr
+    assert broken.returncode == 1
+    assert "audit history row" in broken.stderr
     gateway.cli("ledger", "rebuild")
-    assert snapshot() == live and gateway.cli("ledger", "verify").returncode == 0
+    assert snapshot() == live
+    assert gateway.cli("ledger", "verify").returncode == 0
 
 
 def test_usage_is_summed_by_team_key_model_and_day(traffic):
@@ -107,7 +113,8 @@ def test_usage_is_summed_by_team_key_model_and_day(traffic):
     rows = raw.execute("SELECT model, requests, output_tokens, cost FROM usage_daily WHERE team_name = ? ORDER BY model",
                        (team.name,))
     by_model = {r[0]: r[1:] for r in rows}
-    assert by_model["fake-gpt"][0] == 2 and by_model["fake-claude"][0] == 1
+    assert by_model["fake-gpt"][0] == 2
+    assert by_model["fake-claude"][0] == 1
     assert by_model["fake-gpt"][1] == answers[0].usage.completion_tokens + answers[2].usage.completion_tokens
     assert sum(r[3] for r in rows) == sum(micros(a.usage.model_extra["cost"]["credits"]) for a in answers)
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from projections.migrations import HEAD
 from tests.support.backend import RawDatabase
 from tests.support.gateway import run_cli, write_config
-from projections.migrations import HEAD
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import httpx
 
 from scripts.chaos.clusters import RedisServer
-from tests.support.teams import Teams
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
+from tests.support.teams import Teams
 
 PARALLEL = 12  # requests at once: the pool keeps a connection for each
 
@@ -43,7 +43,8 @@ async def test_after_a_redis_restart_a_limited_key_is_served_on_fresh_connection
             assert not [line for line in gateway.log_lines() if "rate-limit store unavailable" in line.get("message", "")]
             redis.stop()  # and a Redis that is gone still means the documented, retryable 503
             gone = await http.post(gateway.base_url + "/chat/completions", json=body, headers=headers)
-            assert gone.status_code == 503 and "Rate limits cannot be checked" in gone.json()["error"]["message"]
+            assert gone.status_code == 503
+            assert "Rate limits cannot be checked" in gone.json()["error"]["message"]
     finally:
         gateway.stop()
         redis.stop()

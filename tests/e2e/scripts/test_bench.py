@@ -18,9 +18,11 @@ def test_the_quick_benchmark_reports_every_case_and_concurrency(tmp_path):
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(out.read_text())
-    assert report["upstream_direct"]["rps"] > 0 and report["upstream_direct"]["cpu_ms_per_request"] > 0
+    assert report["upstream_direct"]["rps"] > 0
+    assert report["upstream_direct"]["cpu_ms_per_request"] > 0
     (config,) = report["configs"]
-    assert config["backend"] == "sqlite" and config["workers"] == 1
+    assert config["backend"] == "sqlite"
+    assert config["workers"] == 1
     assert set(config["cases"]) == set(CASE_NAMES)
     for case, by_concurrency in config["cases"].items():
         assert set(by_concurrency) == {"1", "4"}, case
@@ -34,12 +36,16 @@ def test_the_quick_benchmark_reports_every_case_and_concurrency(tmp_path):
                 assert {"added_p50_ms", "added_p99_ms", "added_ttfc_p50_ms"} <= set(point[target])
             assert set(point["ratios"]) == {"rps", "cpu_ms_per_request", "p50_ms", "added_p50_ms", "added_p99_ms",
                                             "added_ttfc_p50_ms"}
-            assert point["ratios"]["rps"] > 0 and point["ratios"]["cpu_ms_per_request"] > 0
-    assert config["peak_rss_mb"]["tollgate"]["max"] > 0 and config["peak_rss_mb"]["floor"]["max"] > 0
+            assert point["ratios"]["rps"] > 0
+            assert point["ratios"]["cpu_ms_per_request"] > 0
+    assert config["peak_rss_mb"]["tollgate"]["max"] > 0
+    assert config["peak_rss_mb"]["floor"]["max"] > 0
     # Every request Tollgate answered is exactly one charge in a ledger that verifies.
-    assert config["ledger"]["verified"] and config["ledger"]["charges"] == config["ledger"]["answered"] > 0
+    assert config["ledger"]["verified"]
+    assert config["ledger"]["charges"] == config["ledger"]["answered"] > 0
     assert {t["verdict"] for t in config["targets"]} <= {"PASS", "MISS", "n/a"}
-    assert "tollgate/floor" in result.stdout and "| target | limit | measured | verdict |" in result.stdout
+    assert "tollgate/floor" in result.stdout
+    assert "| target | limit | measured | verdict |" in result.stdout
 
 
 def test_tollgate_bench_takes_the_benchmark_options():

@@ -24,7 +24,8 @@ def test_a_dead_process_s_holds_and_leases_are_released_and_nobody_else_s():
     team.place_hold("r-live", 500_000, "k", "m", "chat", owner="live")
     team.place_hold("r-old", 100_000, "k", "m", "chat")  # recorded before owners: left to hold_timeout
     assert sorted(team.release_abandoned(["dead"])) == ["lease-dead", "r-dead"]
-    assert set(team.holds) == {"r-live", "r-old"} and team.held == 600_000
+    assert set(team.holds) == {"r-live", "r-old"}
+    assert team.held == 600_000
     assert team.release_abandoned(["dead"]) == []  # a second look finds nothing more
     assert replay(team).holds == {"r-live": 500_000, "r-old": 100_000}
 
@@ -51,7 +52,8 @@ def test_a_request_it_served_after_all_is_charged_late_once():
     team.place_hold("r1", 1_000_000, "k", "m", "chat", owner="stuck")
     team.release_abandoned(["stuck"])
     event = team.charge("r1", TokenUsage(10, 10), PRICE, CPU, key_id="k", model="m", endpoint="chat")
-    assert event.hold == 0 and event.charged == cost_in_micros(TokenUsage(10, 10), PRICE, CPU)
+    assert event.hold == 0
+    assert event.charged == cost_in_micros(TokenUsage(10, 10), PRICE, CPU)
 
 
 def test_one_request_at_a_time_per_idempotency_key():

@@ -40,7 +40,8 @@ def test_a_charge_debits_the_cost_and_closes_the_hold():
     # (100 * 2.5 + 50 * 10) * 100 credits/USD = 75,000 micro-credits
     assert (event.cost, event.charged, event.uncollected) == (75_000, 75_000, 0)
     assert event.balance_after == team.balance == 925_000
-    assert team.held == 0 and team.holds == {}
+    assert team.held == 0
+    assert team.holds == {}
 
 
 def test_a_hold_the_team_cannot_afford_is_refused_and_nothing_is_recorded():
@@ -50,7 +51,8 @@ def test_a_hold_the_team_cannot_afford_is_refused_and_nothing_is_recorded():
     with pytest.raises(InsufficientCredits) as refused:
         team.place_hold("r2", 401, "k1", "m", "chat")
     assert (refused.value.needed, refused.value.available) == (401, 400)
-    assert team.version == version and team.held == 600
+    assert team.version == version
+    assert team.held == 600
 
 
 def test_placing_the_same_hold_twice_reserves_once():
@@ -81,8 +83,10 @@ def test_a_cost_beyond_the_hold_never_overdraws_the_team():
     team = funded(100_000)
     team.place_hold("r1", 50_000, "k1", "m", "chat")
     event = charge(team, "r1", TokenUsage(output_tokens=1_000))  # costs 1,000,000
-    assert event.charged == 100_000 and event.uncollected == 900_000
-    assert team.balance == 0 and event.balance_after == 0
+    assert event.charged == 100_000
+    assert event.uncollected == 900_000
+    assert team.balance == 0
+    assert event.balance_after == 0
 
 
 @pytest.mark.parametrize("amount", [0, -5])
@@ -129,7 +133,8 @@ def test_a_late_charge_after_expiry_never_overdraws():
     team.release_expired(now=team.hold_times["old"] + 1_000, timeout=60)
     team.place_hold("new", 90_000, "k1", "m", "chat")
     event = charge(team, "old", TokenUsage(output_tokens=1_000))  # costs 1,000,000
-    assert event.charged == 10_000 and team.balance == 90_000 == team.held
+    assert event.charged == 10_000
+    assert team.balance == 90_000 == team.held
 
 
 def test_a_free_model_s_zero_hold_is_closed_by_its_charge():
@@ -137,7 +142,9 @@ def test_a_free_model_s_zero_hold_is_closed_by_its_charge():
     team.place_hold("free", 0, "k1", "m", "chat")
     event = team.charge("free", TokenUsage(input_tokens=10), Price(*(Decimal(0),) * 4), CPU,
                         key_id="k1", model="m", endpoint="chat")
-    assert event.charged == 0 and team.holds == {} and replay(team).holds == {}
+    assert event.charged == 0
+    assert team.holds == {}
+    assert replay(team).holds == {}
 
 
 def test_a_suspended_team_cannot_place_holds_until_reinstated():
@@ -194,4 +201,6 @@ def test_a_lease_is_a_hold_that_requests_are_charged_against_in_memory():
                     endpoint="chat.completions", lease="lease-1")
     team.record_failure("r2", "lease-1", "k", "m", "chat.completions", "upstream failed")
     team.return_lease("lease-1")
-    assert team.held == 0 and "lease-1" not in team.holds and team.available == team.balance
+    assert team.held == 0
+    assert "lease-1" not in team.holds
+    assert team.available == team.balance

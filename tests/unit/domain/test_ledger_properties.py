@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from domain.ledger import HoldNotFound, InsufficientCredits, InvalidAmount, TeamLedger
 from domain.pricing import Price, TokenUsage
 
-PRICE = Price(Decimal("2.5"), Decimal("10"), Decimal("3.125"), Decimal("1.25"))
+PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
 REQUESTS = [f"r{i}" for i in range(6)]
 
 usage = st.builds(TokenUsage, st.integers(0, 5000), st.integers(0, 5000), st.integers(0, 2000), st.integers(0, 2000))

@@ -34,15 +34,16 @@ def test_credit_amounts_beyond_the_largest_one_amount_may_be_are_refused(text):
 
 def test_the_largest_amount_is_accepted_and_many_of_them_fit_a_64_bit_balance():
     assert micros_from_credits(str(MAX_CREDITS_AMOUNT)) == MAX_CREDITS_AMOUNT * 1_000_000
-    assert micros_from_credits("-0") == 0 and micros_from_credits("1E+5") == 100_000_000_000
+    assert micros_from_credits("-0") == 0
+    assert micros_from_credits("1E+5") == 100_000_000_000
     assert 900 * MAX_CREDITS_AMOUNT * 1_000_000 < 2**63 - 1
 
 
 def test_the_rounding_rule_rounds_up_to_a_whole_micro_credit():
-    assert round_up_to_micros(Decimal("10")) == 10
+    assert round_up_to_micros(Decimal(10)) == 10
     assert round_up_to_micros(Decimal("10.0001")) == 11
     assert round_up_to_micros(Decimal("0.5")) == 1
-    assert round_up_to_micros(Decimal("0")) == 0
+    assert round_up_to_micros(Decimal(0)) == 0
 
 
 def test_usd_is_derived_exactly_from_micro_credits():

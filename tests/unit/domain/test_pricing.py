@@ -4,7 +4,7 @@ import pytest
 
 from domain.pricing import Price, TokenUsage, cost_in_micros, worst_case_in_micros
 
-PRICE = Price(input=Decimal("2.5"), output=Decimal("10"), cache_create=Decimal("3.125"), cache_hit=Decimal("1.25"))
+PRICE = Price(input=Decimal("2.5"), output=Decimal(10), cache_create=Decimal("3.125"), cache_hit=Decimal("1.25"))
 
 
 def test_each_token_kind_is_priced_at_its_own_rate():
@@ -40,4 +40,5 @@ def test_prices_survive_the_round_trip_through_an_event_record():
     assert Price.from_record(PRICE.as_record()) == PRICE
     usage = TokenUsage(1, 2, 3, 4)
     assert TokenUsage.from_record(usage.as_record()) == usage
-    assert usage.prompt_tokens == 8 and usage.total_tokens == 10
+    assert usage.prompt_tokens == 8
+    assert usage.total_tokens == 10

@@ -17,7 +17,8 @@ def test_a_bucket_refills_at_its_limit_per_minute_and_never_beyond_it():
 def test_admission_takes_from_every_bucket_or_from_none():
     limits = [Limit("key:k", REQUESTS, 10, 1), Limit("team:t", TOKENS, 1000, 400)]
     admitted = decide([10.0, 1000.0], limits)
-    assert admitted.admitted and [level.remaining for level in admitted.levels] == [9.0, 600.0]
+    assert admitted.admitted
+    assert [level.remaining for level in admitted.levels] == [9.0, 600.0]
 
     refused = decide([9.0, 300.0], limits)  # requests would fit, tokens do not
     assert not refused.admitted
@@ -27,13 +28,16 @@ def test_admission_takes_from_every_bucket_or_from_none():
 
 def test_a_request_above_the_limit_itself_can_never_be_admitted():
     refused = decide([100.0], [Limit("key:k", TOKENS, 100, 101)])
-    assert not refused.admitted and math.isinf(refused.retry_after)
+    assert not refused.admitted
+    assert math.isinf(refused.retry_after)
 
 
 def test_the_binding_limit_is_the_one_with_the_smallest_share_left():
     limits = [Limit("key:k", REQUESTS, 10, 1), Limit("team:t", REQUESTS, 1000, 1)]
     decision = decide([3.0, 500.0], limits)
     level = decision.binding(REQUESTS)
-    assert level is not None and level.limit.scope == "key:k" and level.remaining == 2.0
+    assert level is not None
+    assert level.limit.scope == "key:k"
+    assert level.remaining == 2.0
     assert math.isclose(level.reset_seconds, 8 / (10 / 60))
     assert decision.binding(TOKENS) is None

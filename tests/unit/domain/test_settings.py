@@ -4,7 +4,7 @@ import pytest
 
 from domain.settings import ConfigError, parse_settings, require_upstream_secrets
 
-GOOD = '''
+GOOD = """
 database_url = "sqlite:///tollgate.db"
 credits_per_usd = 100
 [[models]]
@@ -18,13 +18,14 @@ default_effort_level = "medium"
 effort_levels = [{value = "low", display = "Low"}, {value = "medium", display = "Medium"}, {value = "high", display = "High"}]
 pricing = {input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}   # USD per million tokens
 upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}
-'''
+"""
 
 
 def test_the_documented_example_parses_with_exact_prices():
     settings = parse_settings(GOOD, "t.toml")
     model = settings.model("fake-gpt")
-    assert model is not None and [model.name_at(up) for up in model.deployments] == ["gpt-x"]
+    assert model is not None
+    assert [model.name_at(up) for up in model.deployments] == ["gpt-x"]
     assert model.pricing.cache_create == Decimal("3.125")
     assert settings.credits_per_usd == Decimal(100)
 
@@ -74,11 +75,11 @@ def test_the_database_url_can_come_from_the_environment():
 
 MANY = GOOD.replace(
     'upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}',
-    '''upstreams = [
+    """upstreams = [
   {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x", weight = 3},
   {kind = "openai", base_url = "http://127.0.0.1:9200/v1", api_key_env = "OTHER_KEY"},
   {kind = "demo"},
-]''')
+]""")
 
 
 def test_a_model_may_list_several_deployments_each_with_its_weight_and_model_name():
@@ -123,7 +124,8 @@ def test_every_deployment_s_secret_must_be_set():
     settings = parse_settings(MANY, "t.toml")
     with pytest.raises(ConfigError) as error:
         require_upstream_secrets(settings, "t.toml", {"UPSTREAM_KEY": "x"})
-    assert error.value.key == "models[0].upstreams[1].api_key_env" and "OTHER_KEY is not set" in error.value.problem
+    assert error.value.key == "models[0].upstreams[1].api_key_env"
+    assert "OTHER_KEY is not set" in error.value.problem
     require_upstream_secrets(settings, "t.toml", {"UPSTREAM_KEY": "x", "OTHER_KEY": "y"})
 
 

@@ -15,7 +15,7 @@ from projections.event_store import LedgerStore, open_ledger_store
 from projections.history import HistoryProjection
 from tests.support.backend import RawDatabase, new_database_url
 
-PRICE = Price(Decimal("2.5"), Decimal("10"), Decimal("3.125"), Decimal("1.25"))
+PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
 
 
 @pytest.fixture
@@ -36,7 +36,8 @@ def ledger(tmp_path) -> tuple[LedgerStore, RawDatabase]:
 def test_a_whole_history_verifies(ledger):
     store, _ = ledger
     report = verify_ledger(store)
-    assert report.ok and (report.events, report.teams, report.charges) == (4, 1, 1)
+    assert report.ok
+    assert (report.events, report.teams, report.charges) == (4, 1, 1)
 
 
 def test_a_charge_whose_cost_does_not_follow_from_its_usage_is_found(ledger):
@@ -52,14 +53,16 @@ def test_a_balances_read_model_that_drifted_is_found(ledger):
     store, raw = ledger
     raw.execute("UPDATE team_balances SET balance = balance + 1")
     report = verify_ledger(store)
-    assert not report.ok and "balances read model says balance 925001" in report.problems[0]
+    assert not report.ok
+    assert "balances read model says balance 925001" in report.problems[0]
 
 
 def test_a_missing_event_is_found(ledger):
     store, raw = ledger
     raw.delete_events("HoldPlaced")
     report = verify_ledger(store)
-    assert not report.ok and "cannot be applied" in report.problems[0]
+    assert not report.ok
+    assert "cannot be applied" in report.problems[0]
 
 
 def test_an_unreadable_event_is_reported_not_crashed_on(ledger):
@@ -67,7 +70,8 @@ def test_an_unreadable_event_is_reported_not_crashed_on(ledger):
     ((event_id, _),) = raw.events("Charged")
     raw.set_event_state(event_id, b"{no")
     report = verify_ledger(store)
-    assert not report.ok and "cannot be read" in report.problems[0]
+    assert not report.ok
+    assert "cannot be read" in report.problems[0]
 
 
 def test_writes_that_land_while_verify_runs_are_not_mistaken_for_tampering(ledger, tmp_path):
@@ -89,7 +93,8 @@ def test_a_charge_missing_from_the_once_only_index_is_found_and_a_rebuild_restor
     store, raw = ledger
     raw.execute("DELETE FROM charged_requests")
     report = verify_ledger(store)
-    assert not report.ok and "the once-only charge index has 0 charge(s)" in report.problems[0]
+    assert not report.ok
+    assert "the once-only charge index has 0 charge(s)" in report.problems[0]
     HistoryProjection(store, store.database).rebuild()
     assert raw.execute("SELECT request_id, charged FROM charged_requests") == [("r1", 75_000)]
     assert verify_ledger(store).ok
@@ -105,4 +110,5 @@ def test_a_charge_recorded_twice_in_the_history_is_found(ledger):
                  "domain.ledger:TeamLedger.Charged", state.replace(b'"balance_after":925000', b'"balance_after":850000')
                  .replace(b'"hold":500000', b'"hold":0')))
     report = verify_ledger(store)
-    assert not report.ok and "the once-only charge index has 1 charge(s)" in report.problems[0]
+    assert not report.ok
+    assert "the once-only charge index has 1 charge(s)" in report.problems[0]

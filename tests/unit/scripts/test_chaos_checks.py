@@ -63,22 +63,22 @@ def charge_verdict(plans: list[Plan], attempts: list[Attempt], events: list[Ledg
 
 
 def test_an_answer_must_be_charged_once_at_exactly_its_reported_cost(prices: Prices) -> None:
-    right = opened() + [charged(3, "req_1", 6500, 993_500)]
+    right = [*opened(), charged(3, "req_1", 6500, 993500)]
     assert charge_verdict([plan()], [attempt()], right, prices).violations == []
-    cheaper = opened() + [charged(3, "req_1", 6499, 993_501)]
+    cheaper = [*opened(), charged(3, "req_1", 6499, 993501)]
     told = attempt(remaining=None)  # the cost alone differs
     assert [v.check for v in charge_verdict([plan()], [told], cheaper, prices).violations] == [
         "charge differs from the answer"]
-    elsewhere = opened() + [charged(3, "req_1", 6500, 990_000)]
+    elsewhere = [*opened(), charged(3, "req_1", 6500, 990000)]
     assert [v.check for v in charge_verdict([plan()], [attempt()], elsewhere, prices).violations] == [
         "charge differs from the answer"]
-    twice = right + [charged(4, "req_1", 6500, 987_000)]
+    twice = [*right, charged(4, "req_1", 6500, 987000)]
     assert [v.check for v in charge_verdict([plan()], [attempt()], twice, prices).violations] == [
         "answered but not charged exactly once"]
 
 
 def test_a_charge_nobody_was_told_about_is_allowed_only_for_a_request_that_got_no_answer(prices: Prices) -> None:
-    stray = opened() + [charged(3, "req_elsewhere", 6500, 993_500)]
+    stray = [*opened(), charged(3, "req_elsewhere", 6500, 993500)]
     refused = attempt(status=402, cost=None, remaining=None, request_id="req_1", error="Insufficient credits")
     assert [v.check for v in charge_verdict([plan()], [refused], stray, prices).violations] == [
         "charge nobody was told about"]
@@ -90,12 +90,12 @@ def test_a_cut_stream_is_charged_for_exactly_the_text_it_delivered(prices: Price
     cut = attempt(outcome=ERROR_EVENT, cost=None, remaining=None, text="Echo: hello",
                   error="The upstream provider broke off its answer")
     delivered = prices.output_tokens(plan(stream=True), "Echo: hello")
-    exact = opened() + [charged(3, "req_1", 4000, 996_000, usage={**USAGE, "output_tokens": delivered})]
+    exact = [*opened(), charged(3, "req_1", 4000, 996000, usage={**USAGE, "output_tokens": delivered})]
     assert charge_verdict([plan(stream=True)], [cut], exact, prices).violations == []
-    more = opened() + [charged(3, "req_1", 9000, 991_000, usage={**USAGE, "output_tokens": delivered + 5})]
+    more = [*opened(), charged(3, "req_1", 9000, 991000, usage={**USAGE, "output_tokens": delivered + 5})]
     assert [v.check for v in charge_verdict([plan(stream=True)], [cut], more, prices).violations] == [
         "cut stream charged for other than what it delivered"]
-    released = opened() + [event(3, "RequestFailed", request_id="req_1", lease="lease_x", reason="upstream failed")]
+    released = [*opened(), event(3, "RequestFailed", request_id="req_1", lease="lease_x", reason="upstream failed")]
     silent = attempt(outcome=ERROR_EVENT, cost=None, remaining=None, error="The upstream provider broke off")
     assert charge_verdict([plan(stream=True)], [silent], released, prices).violations == []
 
@@ -109,8 +109,7 @@ def test_idempotent_retries_share_one_charge_and_a_replay_reports_the_same_cost(
     attempts = [first, busy, replay_]
     assert charge_verdict([plan(idempotency_key="k1")], attempts, events, prices).violations == []
     # A second attempt under the key that was served and charged as well: the key's request, twice.
-    twice = events + [event(5, "HoldPlaced", request_id="req_second", amount=50_000, idem_key="k1"),
-                      charged(6, "req_second", 6500, 987_000)]
+    twice = [*events, event(5, "HoldPlaced", request_id="req_second", amount=50000, idem_key="k1"), charged(6, "req_second", 6500, 987000)]
     assert [v.check for v in charge_verdict([plan(idempotency_key="k1")], attempts, twice, prices).violations] \
         == ["idempotent request not charged once"]
     # An answer under a request that never held under the key.
@@ -120,8 +119,7 @@ def test_idempotent_retries_share_one_charge_and_a_replay_reports_the_same_cost(
 
 
 def test_a_balance_below_zero_at_any_event_fails_even_if_it_ends_above() -> None:
-    events = opened(5000) + [charged(3, "req_1", 6000, -1000), event(4, "CreditsAdded", amount=5000,
-                                                                     reference="top-up", balance_after=4000)]
+    events = [*opened(5000), charged(3, "req_1", 6000, -1000), event(4, "CreditsAdded", amount=5000, reference="top-up", balance_after=4000)]
     verdict = Verdict()
     replay(Snapshot(events, {}), verdict)
     assert [v.check for v in verdict.violations] == ["ledger replay"]
@@ -129,9 +127,7 @@ def test_a_balance_below_zero_at_any_event_fails_even_if_it_ends_above() -> None
 
 
 def test_a_release_must_free_exactly_what_the_lease_still_holds() -> None:
-    events = opened() + [event(3, "CreditsLeased", lease="lease_x", amount=50_000),
-                         charged(4, "req_1", 6500, 993_500, lease="lease_x", hold=6500),
-                         event(5, "HoldReleased", request_id="lease_x", amount=50_000, reason="lease returned")]
+    events = [*opened(), event(3, "CreditsLeased", lease="lease_x", amount=50000), charged(4, "req_1", 6500, 993500, lease="lease_x", hold=6500), event(5, "HoldReleased", request_id="lease_x", amount=50000, reason="lease returned")]
     verdict = Verdict()
     replay(Snapshot(events, {}), verdict)
     assert [v.check for v in verdict.violations] == ["ledger replay"]
@@ -139,17 +135,17 @@ def test_a_release_must_free_exactly_what_the_lease_still_holds() -> None:
 
 def test_a_dead_process_s_lease_must_be_released_within_30_s() -> None:
     kill = Fault(KILL, started=100.0, ended=100.0, pid=100, victim=0)
-    leased = opened() + [event(3, "CreditsLeased", at=99.0, lease="lease_dead", amount=50_000),
-                         charged(4, "req_1", 6500, 993_500, lease="lease_dead", hold=6500, at=99.5)]
+    leased = [*opened(), event(3, "CreditsLeased", at=99.0, lease="lease_dead", amount=50000), charged(4, "req_1", 6500, 993500, lease="lease_dead", hold=6500, at=99.5)]
     served = [attempt(request_id="req_1")]
     released = event(5, "HoldReleased", at=120.0, request_id="lease_dead", amount=43_500, reason="process died")
     verdict = Verdict()
-    check_dead_holds(Snapshot(leased + [released], {}), served, [kill], verdict)
-    assert verdict.violations == [] and "the last after 20.0 s" in verdict.notes[0]
+    check_dead_holds(Snapshot([*leased, released], {}), served, [kill], verdict)
+    assert verdict.violations == []
+    assert "the last after 20.0 s" in verdict.notes[0]
 
     late = event(5, "HoldReleased", at=140.0, request_id="lease_dead", amount=43_500, reason="expired")
     verdict = Verdict()
-    check_dead_holds(Snapshot(leased + [late], {}), served, [kill], verdict)
+    check_dead_holds(Snapshot([*leased, late], {}), served, [kill], verdict)
     assert [v.check for v in verdict.violations] == ["dead process's hold released late"]
 
     verdict = Verdict()
@@ -165,7 +161,8 @@ def test_a_503_about_the_ledger_is_documented_only_during_a_database_outage_and_
     away = attempt(status=503, cost=None, remaining=None, error="The billing ledger cannot be written right now")
     verdict = Verdict()
     check_answers([plan()], [away], [outage], [TEAM], [], verdict)
-    assert verdict.violations == [] and verdict.five_xx[503] == 1
+    assert verdict.violations == []
+    assert verdict.five_xx[503] == 1
     verdict = Verdict()
     check_answers([plan()], [away], [], [TEAM], [], verdict)
     assert [v.check for v in verdict.violations] == ["503 outside the database outage"]

@@ -61,7 +61,8 @@ def test_every_settings_key_has_a_row_with_a_description():
     tables = _tables(_committed_reference())
     keys = _every_key(mi.type_info(schema.Settings))  # type: ignore[arg-type]
     assert {"models", "redis_url"} <= {k for p, k, _ in keys if p == ""}
-    assert ("models[].upstreams[]", "weight", "Upstream") in keys and ("models[].pricing", "cache_hit", "Pricing") in keys
+    assert ("models[].upstreams[]", "weight", "Upstream") in keys
+    assert ("models[].pricing", "cache_hit", "Pricing") in keys
     for path, key, owner in keys:
         heading = "Top level" if path == "" else next(h for h in tables if f"`{path}`" in h.split(", "))
         assert tables[heading].get(f"`{key}`", "").strip(), f"{owner}.{key} ({path or 'top level'}) is not in the reference"
@@ -91,12 +92,17 @@ def test_check_fails_on_a_stale_readme_and_write_repairs_it(tmp_path, capsys):
     assert main(["--write", str(stale)]) == 0
     assert main(["--check", str(stale)]) == 0
     text = stale.read_text()
-    assert text.startswith("# Title\n\n") and text.endswith(f"{END}\n\n## Next\n") and "old_key" not in text
+    assert text.startswith("# Title\n\n")
+    assert text.endswith(f"{END}\n\n## Next\n")
+    assert "old_key" not in text
     with pytest.raises(ValueError, match="config-reference"):
         replace_section("no markers here", render())
 
 
 def test_defaults_are_written_as_in_the_file():
     rows = {key: default for s in sections() for key, _, default, _ in s.rows}
-    assert rows["database_url"] == '`"sqlite:///tollgate.db"`' and rows["timeout"] == "`600`"
-    assert rows["vision"] == "`false`" and rows["redis_url"] == "unset" and rows["id"] == "required"
+    assert rows["database_url"] == '`"sqlite:///tollgate.db"`'
+    assert rows["timeout"] == "`600`"
+    assert rows["vision"] == "`false`"
+    assert rows["redis_url"] == "unset"
+    assert rows["id"] == "required"

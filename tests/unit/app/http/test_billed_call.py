@@ -20,8 +20,8 @@ import pytest
 from litestar.response import Stream
 
 from app.http.billed_call import BilledCall
-from app.http.relay import answer
 from app.http.exchange import plan
+from app.http.relay import answer
 from app.keys import Principal
 from app.ledger.billing import Charge, RequestBill
 from app.ledger.streams_in_flight import StreamsInFlight
@@ -46,7 +46,7 @@ class Ledger:
         self.asked.append(("charge", usage))
         if self.cut_off_charges:
             raise asyncio.CancelledError
-        charge = Charge(credits=Decimal("0.1"), usd=Decimal("0.001"), remaining_credits=Decimal("50"))
+        charge = Charge(credits=Decimal("0.1"), usd=Decimal("0.001"), remaining_credits=Decimal(50))
         return charge, render(charge) if render is not None else b""
 
     async def release(self, bill: RequestBill, reason: str) -> None:
@@ -121,7 +121,8 @@ async def test_a_stream_cut_off_while_its_charge_is_made_is_charged_once_and_not
         async for _ in frames:
             pass
     assert ledger.asked == [("charge", TokenUsage(input_tokens=9, output_tokens=2))]
-    assert slot.released == 1 and upstream.stream.closed
+    assert slot.released == 1
+    assert upstream.stream.closed
 
 
 async def test_a_client_that_hangs_up_mid_stream_is_billed_what_it_was_sent_once():
@@ -135,7 +136,8 @@ async def test_a_client_that_hangs_up_mid_stream_is_billed_what_it_was_sent_once
     await frames.aclose()  # the client hung up
     assert [name for name, _ in ledger.asked] == ["charge_soon"]
     assert ledger.asked[0][1].output_tokens > 0
-    assert slot.released == 1 and upstream.stream.closed
+    assert slot.released == 1
+    assert upstream.stream.closed
 
 
 async def test_a_plain_answer_that_cannot_be_read_releases_its_hold_at_once():

@@ -17,12 +17,12 @@ from typing import Any
 
 import pytest
 
-from app.ledger.service import LedgerService
-from app.ledger.billing import Billing, Idempotency, RequestBill
 from app.errors import Conflict
 from app.keys import Principal
+from app.ledger.billing import Billing, Idempotency, RequestBill
+from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter, Recorded, RefusedByStore
-from domain.ledger import AlreadyCharged, InvalidAmount, MAX_BALANCE, TeamLedger, team_id
+from domain.ledger import MAX_BALANCE, AlreadyCharged, InvalidAmount, TeamLedger, team_id
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from domain.settings import parse_settings
 from projections.audit import verify_ledger
@@ -116,9 +116,12 @@ async def test_a_retry_decided_in_the_batch_that_answers_the_key_is_told_to_wait
     with pytest.raises(Conflict):
         await retried
     replayed = await billing.hold(RequestBill(principal, model, "req_later", "chat", Idempotency("K", "hash")), 1_000)
-    assert replayed is not None and replayed.response == b'{"answer": 1}' and replayed.request_id == "req_first"
+    assert replayed is not None
+    assert replayed.response == b'{"answer": 1}'
+    assert replayed.request_id == "req_first"
     team = store.find_team(team_id("a"))
-    assert team.held == 0 and team.balance == 10**9 - cost_in_micros(TokenUsage(10, 10), model.price, Decimal(100))
+    assert team.held == 0
+    assert team.balance == 10**9 - cost_in_micros(TokenUsage(10, 10), model.price, Decimal(100))
 
 
 def test_a_request_is_charged_once_even_when_the_team_no_longer_remembers_it(writer, store):
@@ -199,7 +202,8 @@ async def test_a_request_cut_off_while_its_hold_is_placed_leaves_nothing_held(wr
         assert time.monotonic() < deadline, "the hold of the cut-off request was not released"
         await asyncio.sleep(0.05)
     team = store.find_team(team_id("a"))
-    assert team.idem_holds == {} and team.balance == 10**9
+    assert team.idem_holds == {}
+    assert team.balance == 10**9
 
 
 async def test_a_request_cut_off_while_it_is_charged_is_charged_once(writer, store, tmp_path):
@@ -218,4 +222,5 @@ async def test_a_request_cut_off_while_it_is_charged_is_charged_once(writer, sto
     assert not bill.open
     assert store.find_charge(team_id("a"), "req_cut") is not None
     team = store.find_team(team_id("a"))
-    assert team.held == 0 and team.balance == 10**9 - cost_in_micros(TokenUsage(10, 10), model.price, Decimal(100))
+    assert team.held == 0
+    assert team.balance == 10**9 - cost_in_micros(TokenUsage(10, 10), model.price, Decimal(100))

@@ -122,7 +122,7 @@ def test_chat_framing_matches_openai_s_cookbook_and_its_api_count():
 
 def test_tool_definitions_count_at_least_what_openai_s_recipe_does():
     assert cookbook_count(WEATHER_MESSAGES, [WEATHER_TOOL]) == 101  # the cookbook's API-confirmed figure
-    colours = "red green blue cyan magenta yellow black white orange purple pink brown gray teal".split() * 4
+    colours = ["red", "green", "blue", "cyan", "magenta", "yellow", "black", "white", "orange", "purple", "pink", "brown", "gray", "teal"] * 4
     enum_heavy = {"type": "function", "function": {"name": "paint", "description": "Paint", "parameters": {
         "type": "object", "properties": {"colour": {"type": "string", "description": "c", "enum": colours}}}}}
     many = [{"type": "function", "function": {"name": f"f{i}", "description": "d", "parameters": {

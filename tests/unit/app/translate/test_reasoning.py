@@ -9,9 +9,12 @@ from app.translate import reasoning
 def test_anthropic_thinking_survives_a_responses_client():
     thinking = c.Thinking("Let me think: ünïcode ✓", signature="EqQBCkgIARAB" * 20)
     encrypted = reasoning.encrypted_content(thinking)
-    assert encrypted is not None and encrypted.startswith(reasoning.IN_ENCRYPTED)
+    assert encrypted is not None
+    assert encrypted.startswith(reasoning.IN_ENCRYPTED)
     back = reasoning.from_encrypted_content("rs_1", encrypted, "a summary the client may have shortened")
-    assert back == thinking and back.anthropic and not back.openai
+    assert back == thinking
+    assert back.anthropic
+    assert not back.openai
 
 
 def test_redacted_thinking_survives_too():
@@ -24,7 +27,9 @@ def test_openai_reasoning_survives_a_messages_client():
     signature = reasoning.signature(item)
     assert signature.startswith(reasoning.IN_SIGNATURE)
     back = reasoning.from_signature("summary", signature)
-    assert back == item and back.openai and not back.anthropic
+    assert back == item
+    assert back.openai
+    assert not back.anthropic
 
 
 def test_native_state_is_left_as_it_is():

@@ -29,7 +29,8 @@ def test_namespaced_and_custom_tools_become_plain_functions_with_unique_valid_na
     assert all(tools._VALID.match(name) for name in flat)
     _, description, schema = names.definition(TOOLS[2])
     assert schema == {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"]}
-    assert "lark" in description and "start: /.+/" in description
+    assert "lark" in description
+    assert "start: /.+/" in description
 
 
 def test_calls_map_back_to_the_client_s_tools():
@@ -78,7 +79,8 @@ def test_without_flattening_names_are_the_client_s():
 def test_built_in_tools_are_told_apart_from_the_client_s(protocol, body, builtins):
     assert tools.builtin_names(body, protocol) == builtins
     kept = tools.without_builtins(body, protocol)
-    assert tools.builtin_names(kept, protocol) == [] and kept["tools"]
+    assert tools.builtin_names(kept, protocol) == []
+    assert kept["tools"]
 
 
 def test_a_tool_choice_naming_a_dropped_built_in_goes_with_it():
@@ -93,9 +95,12 @@ def test_the_policy_drops_refuses_or_passes_built_ins_of_a_translated_request():
                          tool_choice=c.NamedTool("web_search"))
     dropped = request()
     tools.settle_builtins(dropped, None, "m")
-    assert dropped.dropped_tools == ["web_search"] and not dropped.builtin_tools and dropped.tool_choice is None
+    assert dropped.dropped_tools == ["web_search"]
+    assert not dropped.builtin_tools
+    assert dropped.tool_choice is None
     passed = request()
     tools.settle_builtins(passed, "pass", "m")
-    assert passed.builtin_tools and not passed.dropped_tools
+    assert passed.builtin_tools
+    assert not passed.dropped_tools
     with pytest.raises(InvalidRequest, match="web_search"):
         tools.settle_builtins(request(), "refuse", "m")
