@@ -8,8 +8,12 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
+from typing import Any
+from wsgiref.simple_server import WSGIServer
 
 from app.keys import KeyDirectory
 from app.ledger.billing import Billing
@@ -64,7 +68,7 @@ class Runtime:
     #: The streams being relayed and what each delivered, reported with every heartbeat.
     in_flight: StreamsInFlight
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
-    _metrics_server: object | None = field(default=None, repr=False)
+    _metrics_server: WSGIServer | None = field(default=None, repr=False)
 
     async def start(self) -> None:
         """On the serving loop: give idle credit leases back, probe the ledger every second, serve
@@ -94,9 +98,10 @@ class Runtime:
             if not callable(previous):
                 continue
 
-            def draining(signum: int, frame: object, previous: object = previous) -> None:
+            def draining(signum: int, frame: FrameType | None,
+                         previous: Callable[[int, FrameType | None], Any] = previous) -> None:
                 self.health.draining = True
-                previous(signum, frame)  # type: ignore[operator]
+                previous(signum, frame)
 
             signal.signal(sig, draining)
 
@@ -124,7 +129,7 @@ class Runtime:
         self.health.close()
         self.store.close()
         if self._metrics_server is not None:
-            self._metrics_server.shutdown()  # type: ignore[attr-defined]
+            self._metrics_server.shutdown()
         metrics.forget_this_process()
         log.info("stopped: every request settled, leases returned, the ledger flushed")
 
