@@ -105,7 +105,8 @@ class FakeUpstreamProcess:
         log = self.folder / "upstream.log"
         with log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.support.fake_upstream", "--port", str(self.port), "--api-key", UPSTREAM_KEY],
+                [sys.executable, "-m", "tests.support.fake_upstream",
+                 "--port", str(self.port), "--api-key", UPSTREAM_KEY],
                 stdout=out, stderr=subprocess.STDOUT, env=child_env())
         _wait_until(self.url + "/v1/models", self.process, log, "the fake upstream", 60)
         return self

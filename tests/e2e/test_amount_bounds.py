@@ -21,10 +21,10 @@ def test_a_top_up_out_of_range_or_not_a_number_is_a_400(gateway: Gateway, team, 
     assert money_of(gateway, team.name) == (100, 0)
 
 
-@pytest.mark.parametrize("credits", ["1e20", "NaN", 10**30])
-def test_a_new_team_s_credits_out_of_range_are_a_400_and_no_team_is_made(gateway: Gateway, credits):
-    name = f"too-rich-{abs(hash(str(credits))) % 10**6}"
-    response = httpx.post(f"{gateway.root_url}/admin/teams", json={"name": name, "credits": credits},
+@pytest.mark.parametrize("amount", ["1e20", "NaN", 10**30])
+def test_a_new_team_s_credits_out_of_range_are_a_400_and_no_team_is_made(gateway: Gateway, amount):
+    name = f"too-rich-{abs(hash(str(amount))) % 10**6}"
+    response = httpx.post(f"{gateway.root_url}/admin/teams", json={"name": name, "credits": amount},
                           headers=admin_headers(), timeout=30)
     assert error_of(response, 400)["param"] == "credits"
     assert httpx.get(f"{gateway.root_url}/admin/teams/{name}", headers=admin_headers()).status_code == 404

@@ -25,7 +25,7 @@ def claude_micros(input_tokens: int, output_tokens: int, cache_write: int = 0, c
     return int(exact.to_integral_value(rounding=ROUND_CEILING))
 
 
-def credits(extra: dict, field: str) -> Decimal:
+def credits_in(extra: dict, field: str) -> Decimal:
     return Decimal(str(extra[field]["credits"]))
 
 
@@ -52,8 +52,8 @@ def test_messages_pass_through_with_the_version_beta_and_upstream_key(claude: an
     assert sent.body["system"] == "be brief"
     usage = message.usage
     cost = claude_micros(usage.input_tokens, usage.output_tokens)
-    assert credits(usage.model_extra, "cost") == Decimal(cost) / 1_000_000
-    assert credits(usage.model_extra, "remaining") == 100 - Decimal(cost) / 1_000_000
+    assert credits_in(usage.model_extra, "cost") == Decimal(cost) / 1_000_000
+    assert credits_in(usage.model_extra, "remaining") == 100 - Decimal(cost) / 1_000_000
 
 
 def test_cache_writes_and_hits_are_priced_with_their_own_rates(claude: anthropic.Anthropic):
@@ -62,7 +62,7 @@ def test_cache_writes_and_hits_are_priced_with_their_own_rates(claude: anthropic
     usage = message.usage
     assert (usage.cache_read_input_tokens, usage.cache_creation_input_tokens) == (6, 4)
     cost = claude_micros(usage.input_tokens, usage.output_tokens, cache_write=4, cache_hit=6)
-    assert credits(usage.model_extra, "cost") == Decimal(cost) / 1_000_000
+    assert credits_in(usage.model_extra, "cost") == Decimal(cost) / 1_000_000
 
 
 def test_a_passed_through_stream_keeps_thinking_and_tools_and_bills_before_the_last_delta(claude: anthropic.Anthropic):
@@ -79,7 +79,7 @@ def test_a_passed_through_stream_keeps_thinking_and_tools_and_bills_before_the_l
     assert final.content[2].input == {"echo": "find it"}
     assert final.stop_reason == "tool_use"
     (delta,) = [e for e in events if e.type == "message_delta"]
-    assert credits(delta.usage.model_extra, "remaining") == 100 - credits(delta.usage.model_extra, "cost")
+    assert credits_in(delta.usage.model_extra, "remaining") == 100 - credits_in(delta.usage.model_extra, "cost")
 
 
 def test_upstream_errors_reach_a_passed_through_request_as_the_upstream_wrote_them(claude: anthropic.Anthropic,
@@ -94,7 +94,8 @@ def test_upstream_errors_reach_a_passed_through_request_as_the_upstream_wrote_th
                                                    "after: toolu_1"}}
     assert bad.value.response.headers["x-should-retry"] == "false"
     with pytest.raises(anthropic.APIStatusError) as busy:  # Anthropic's 529, which its clients back off from
-        claude.messages.create(model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "x [[fail:529]]"}])
+        claude.messages.create(model="fake-claude", max_tokens=100,
+                               messages=[{"role": "user", "content": "x [[fail:529]]"}])
     assert busy.value.status_code == 529
     assert busy.value.body["error"]["type"] == "overloaded_error"
     assert busy.value.response.headers["x-should-retry"] == "true"
@@ -105,10 +106,10 @@ def test_upstream_errors_reach_a_passed_through_request_as_the_upstream_wrote_th
 
 
 def test_a_mid_stream_upstream_error_reaches_the_client_as_an_error_event(claude: anthropic.Anthropic, gateway, team):
-    with pytest.raises(anthropic.APIStatusError) as error:
-        with claude.messages.stream(model="fake-claude", max_tokens=100,
-                                    messages=[{"role": "user", "content": "one two three [[stream-error]]"}]) as stream:
-            list(stream)
+    with (pytest.raises(anthropic.APIStatusError) as error,
+          claude.messages.stream(model="fake-claude", max_tokens=100,
+                                 messages=[{"role": "user", "content": "one two three [[stream-error]]"}]) as stream):
+        list(stream)
     assert "overloaded" in str(error.value).lower()
 
 
@@ -138,7 +139,7 @@ def test_chat_is_translated_to_messages(client: openai.OpenAI, fake_upstream: Fa
     assert sent["metadata"] == {"user_id": "u-1"}
     usage = completion.usage
     cost = claude_micros(usage.prompt_tokens, usage.completion_tokens)
-    assert credits(usage.model_extra, "cost") == Decimal(cost) / 1_000_000
+    assert credits_in(usage.model_extra, "cost") == Decimal(cost) / 1_000_000
 
 
 def test_chat_tool_calls_round_trip_through_anthropic(client: openai.OpenAI, fake_upstream: FakeUpstream):
@@ -160,7 +161,8 @@ def test_chat_tool_calls_round_trip_through_anthropic(client: openai.OpenAI, fak
     assert reply.choices[0].message.content == "Echo: tool result: 42"
     sent = fake_upstream.requests[-1].body["messages"]
     assert sent[1]["content"] == [{"type": "tool_use", "id": call.id, "name": "lookup", "input": {"echo": "find it"}}]
-    assert sent[2]["content"][0] == {"type": "tool_result", "tool_use_id": call.id, "content": [{"type": "text", "text": "42"}]}
+    assert sent[2]["content"][0] == {"type": "tool_result", "tool_use_id": call.id,
+                                     "content": [{"type": "text", "text": "42"}]}
 
 
 def test_chat_streams_from_anthropic_with_a_billed_usage_chunk(client: openai.OpenAI):
@@ -176,7 +178,8 @@ def test_images_reach_a_vision_model_as_base64_blocks(client: openai.OpenAI, fak
         {"type": "text", "text": "what is this"},
         {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}])
     blocks = fake_upstream.requests[0].body["messages"][0]["content"]
-    assert blocks[1] == {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    assert blocks[1] == {"type": "image",
+                         "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
 
 
 def test_reasoning_effort_becomes_a_thinking_budget(client: openai.OpenAI, fake_upstream: FakeUpstream):
@@ -212,10 +215,10 @@ def test_the_same_request_costs_the_same_through_every_protocol(gateway: Gateway
         a = chat.chat.completions.create(model=model, messages=HI, max_tokens=100).usage
         b = chat.responses.create(model=model, input="hello there gateway", max_output_tokens=100).usage
         c = claude.messages.create(model=model, max_tokens=100, messages=HI).usage
-        tokens = {(a.prompt_tokens, a.completion_tokens), (b.input_tokens, b.output_tokens),
-                  (c.input_tokens + (c.cache_read_input_tokens or 0) + (c.cache_creation_input_tokens or 0), c.output_tokens)}
+        c_input = c.input_tokens + (c.cache_read_input_tokens or 0) + (c.cache_creation_input_tokens or 0)
+        tokens = {(a.prompt_tokens, a.completion_tokens), (b.input_tokens, b.output_tokens), (c_input, c.output_tokens)}
         assert len(tokens) == 1, (model, tokens)
-        costs = {credits(u.model_extra, "cost") for u in (a, b, c)}
+        costs = {credits_in(u.model_extra, "cost") for u in (a, b, c)}
         assert len(costs) == 1, (model, costs)
         cost = costs.pop()
-        assert [credits(u.model_extra, "remaining") for u in (a, b, c)] == [10 - cost, 10 - 2 * cost, 10 - 3 * cost]
+        assert [credits_in(u.model_extra, "remaining") for u in (a, b, c)] == [10 - cost, 10 - 2 * cost, 10 - 3 * cost]

@@ -43,7 +43,8 @@ def test_cached_prompt_tokens_are_billed_at_the_cache_hit_price(client: openai.O
         model="fake-gpt", messages=[{"role": "user", "content": "w w w w w w [[cached:4]]"}]
     )
     assert completion.usage.prompt_tokens_details.cached_tokens == 4
-    assert cost(completion) == Decimal(micros(completion.usage.prompt_tokens, completion.usage.completion_tokens, cached=4)) / 1_000_000
+    usage = completion.usage
+    assert cost(completion) == Decimal(micros(usage.prompt_tokens, usage.completion_tokens, cached=4)) / 1_000_000
 
 
 def test_a_team_that_cannot_afford_the_worst_case_gets_402_and_the_upstream_is_never_called(
@@ -69,15 +70,20 @@ def test_a_team_that_cannot_afford_the_worst_case_gets_402_and_the_upstream_is_n
 def test_running_out_of_credits_turns_into_402(gateway: Gateway, teams):
     team = teams.open("0.05")  # the worst case of max_tokens=10 is ~0.0124 credits
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    served = 0
+    served: list = []
     with pytest.raises(openai.APIStatusError) as error:
-        for _ in range(100):
-            completion = client.chat.completions.create(model="fake-gpt", messages=HELLO, max_tokens=10)
-            served += 1
-            assert remaining(completion) >= 0
+        _ask_until_refused(client, served)
     assert error.value.status_code == 402
-    assert served >= 3
-    assert balance_of(gateway, team.name) == remaining(completion)
+    assert len(served) >= 3
+    assert balance_of(gateway, team.name) == remaining(served[-1])
+
+
+def _ask_until_refused(client: openai.OpenAI, served: list) -> None:
+    """Ask (at most 100 times) until the gateway refuses, which raises; each answer served goes to ``served``."""
+    for _ in range(100):
+        completion = client.chat.completions.create(model="fake-gpt", messages=HELLO, max_tokens=10)
+        served.append(completion)
+        assert remaining(completion) >= 0
 
 
 @pytest.mark.parametrize(("directive", "exception"), [
@@ -108,12 +114,12 @@ def test_an_unreachable_upstream_is_a_502_that_charges_nothing(gateway: Gateway,
 
 def test_a_stream_the_upstream_breaks_ends_with_an_error_and_bills_only_what_was_delivered(gateway: Gateway, team):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    received = []
+    stream = client.chat.completions.create(
+        model="fake-gpt", messages=[{"role": "user", "content": "one two three four [[drop-after:2]]"}], stream=True
+    )
+    received: list = []
     with pytest.raises(openai.APIError):
-        for chunk in client.chat.completions.create(
-            model="fake-gpt", messages=[{"role": "user", "content": "one two three four [[drop-after:2]]"}], stream=True
-        ):
-            received.append(chunk)
+        received.extend(stream)  # keeps the chunks that came before the break
     assert len(received) == 3  # the role chunk and two content chunks
     spent = 100 - balance_of(gateway, team.name)
     assert 0 < spent < Decimal("0.2")
@@ -144,7 +150,8 @@ async def test_concurrent_requests_never_overspend(gateway: Gateway, teams):
 
     results = await asyncio.gather(*(one(i) for i in range(40)))
     statuses = [r for r in results if isinstance(r, int)]
-    assert set(statuses) <= {402} and statuses, statuses
+    assert set(statuses) <= {402}, statuses
+    assert statuses, statuses
     charged = Decimal(0)
     for r in results:
         if isinstance(r, int):
@@ -222,7 +229,8 @@ def test_a_client_that_gives_up_before_the_upstream_answers_leaves_no_open_hold(
         httpx.post(
             gateway.base_url + "/chat/completions",
             headers={"Authorization": f"Bearer {team.key}"},
-            json={"model": "fake-gpt", "messages": [{"role": "user", "content": "slow [[latency:1500]]"}], "stream": True},
+            json={"model": "fake-gpt", "messages": [{"role": "user", "content": "slow [[latency:1500]]"}],
+                  "stream": True},
             timeout=0.3,
         )
     deadline = time.monotonic() + 10

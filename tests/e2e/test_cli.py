@@ -76,7 +76,8 @@ def test_commands_on_an_unknown_team_say_so(config):
 def test_an_invalid_config_stops_serve_naming_the_file_and_key(tmp_path, config):
     bad = tmp_path / "bad.toml"
     bad.write_text(config.read_text().replace("context_window = 8192", 'context_window = "lots"'))
-    result = subprocess.run([*tollgate_command(), "serve", "--config", str(bad)], capture_output=True, text=True, timeout=30)
+    result = subprocess.run([*tollgate_command(), "serve", "--config", str(bad)], capture_output=True, text=True,
+                            timeout=30)
     assert result.returncode == 2
     assert f"{bad}: models[0].context_window: expected `int`, got `str`" in result.stderr
     assert "Traceback" not in result.stderr
@@ -127,7 +128,9 @@ def test_ledger_history_and_export_refuse_pages_and_times_out_of_range(config):
     run_cli(config, "team", "create", "acme", "--credits", "1")
     for args in (("--page", str(10**30)), ("--page", "0"), ("--per-page", "0"), ("--per-page", "100000")):
         result = run_cli(config, "ledger", "history", "--team", "acme", *args, check=False)
-        assert result.returncode == 2 and args[0] in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert result.returncode == 2, result.stderr
+        assert args[0] in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr, result.stderr
     result = run_cli(config, "ledger", "export", "--team", "acme", "--since", "last week", check=False)
     assert result.returncode == 2
     assert "--since" in result.stderr

@@ -66,7 +66,8 @@ def test_claude_code_runs_a_tool_through_tollgate(gateway: Gateway, teams: Teams
                                                   tmp_path: Path, model: str, auth: str):
     team = teams.open("100")
     command, output = task()
-    prompt = f'Run the marker command. [[tool:Bash {json.dumps({"command": command, "description": "print a marker"})}]]'
+    call = json.dumps({"command": command, "description": "print a marker"})
+    prompt = f"Run the marker command. [[tool:Bash {call}]]"
     seen = len(proxy.exchanges)
     result = run_claude_code(proxy.url, team.key, model=model, prompt=prompt, auth=auth,  # type: ignore[arg-type]
                              workdir=tmp_path)

@@ -25,7 +25,8 @@ SLOW_STREAM = " ".join(f"w{i}" for i in range(400)) + " [[chunk-delay:50]]"
 
 def ask(gateway: Gateway, key: str, content: str = "hello", max_tokens: int = 1024) -> httpx.Response:
     return httpx.post(gateway.base_url + "/chat/completions", timeout=30, headers={"Authorization": f"Bearer {key}"},
-                      json={"model": "fake-gpt", "max_tokens": max_tokens, "messages": [{"role": "user", "content": content}]})
+                      json={"model": "fake-gpt", "max_tokens": max_tokens,
+                            "messages": [{"role": "user", "content": content}]})
 
 
 def start_stream(gateway: Gateway, key: str, delivered: list[str], started: threading.Event) -> threading.Thread:

@@ -30,12 +30,13 @@ def test_the_demo_prints_a_working_key_and_a_curl_line(tmp_path):
             if line.startswith("Tollgate: serving"):
                 break
         output = "".join(lines)
-        key = next(l.split(": ", 1)[1].strip() for l in lines if l.startswith("API key (shown once)"))
+        key = next(said.split(": ", 1)[1].strip() for said in lines if said.startswith("API key (shown once)"))
         assert f"curl -s http://127.0.0.1:{port}/v1/chat/completions" in output
         assert key in output
 
         client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=3)
-        completion = client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "Hello, Tollgate!"}])
+        completion = client.chat.completions.create(model="demo-gpt",
+                                                    messages=[{"role": "user", "content": "Hello, Tollgate!"}])
         assert completion.choices[0].message.content == "Hello from the Tollgate demo model. You said: Hello, Tollgate!"
         assert completion.usage.completion_tokens == 10
         assert Decimal(str(completion.usage.model_extra["remaining"]["credits"])) < 100

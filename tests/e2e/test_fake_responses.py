@@ -88,8 +88,9 @@ def test_a_tool_output_is_echoed_and_needs_its_call(client: openai.OpenAI) -> No
         {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "call_1", "output": "a.txt"}])
     assert r.output_text == "Echo: tool result: a.txt"
+    orphan = [{"type": "function_call_output", "call_id": "call_9", "output": "x"}]
     with pytest.raises(openai.BadRequestError) as error:
-        client.responses.create(model=MODEL, input=[{"type": "function_call_output", "call_id": "call_9", "output": "x"}])
+        client.responses.create(model=MODEL, input=orphan)
     assert "No tool call found" in error.value.message
 
 
@@ -148,7 +149,8 @@ def test_a_stored_response_can_be_continued(client: openai.OpenAI) -> None:
 def test_openai_s_400s(fake: FakeUpstream, patch: dict[str, object], param: str) -> None:
     body = {k: v for k, v in {"model": MODEL, "input": "hi", **patch}.items() if v is not None}
     r = httpx.post(f"{fake.base_url}/responses", json=body, headers={"Authorization": "Bearer upstream-secret"})
-    assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+    assert r.status_code == 400, r.text
+    assert r.json()["error"]["param"] == param, r.text
 
 
 def test_failures(client: openai.OpenAI, fake: FakeUpstream) -> None:

@@ -181,11 +181,11 @@ def test_wrong_key(fake: FakeUpstream) -> None:
 
 
 def test_drop_after_streaming(client: openai.OpenAI) -> None:
+    stream = client.chat.completions.create(model=MODEL, messages=user("a b c d e [[drop-after:2]]"),
+                                            stream=True, stream_options={"include_usage": True})
     got: list[str] = []
     with pytest.raises((httpx.RemoteProtocolError, openai.APIError)):
-        for c in client.chat.completions.create(model=MODEL, messages=user("a b c d e [[drop-after:2]]"),
-                                                stream=True, stream_options={"include_usage": True}):
-            got.append(c.choices[0].delta.content or "")
+        got.extend(c.choices[0].delta.content or "" for c in stream)  # keeps what came before the break
     assert "".join(got) == "Echo: a "  # role chunk + 2 content chunks arrived before the break
 
 
@@ -431,9 +431,9 @@ def test_anthropic_auth_and_version(fake: FakeUpstream) -> None:
 
 def test_anthropic_stream_error_event(claude: anthropic.Anthropic) -> None:
     got: list[str] = []
-    with pytest.raises(anthropic.APIStatusError) as e:
-        with claude.messages.stream(model=CLAUDE, max_tokens=100, messages=say("one two [[stream-error]]")) as s:
-            got.extend(s.text_stream)
+    with (pytest.raises(anthropic.APIStatusError) as e,
+          claude.messages.stream(model=CLAUDE, max_tokens=100, messages=say("one two [[stream-error]]")) as s):
+        got.extend(s.text_stream)
     assert got == ["Echo: "]
     assert "overloaded" in str(e.value).lower()
     assert e.value.status_code == 200  # the HTTP status was already 200, so the SDK raises the base class
@@ -443,9 +443,9 @@ def test_anthropic_stream_error_event(claude: anthropic.Anthropic) -> None:
 def test_anthropic_drop_after(claude: anthropic.Anthropic) -> None:
     got: list[str] = []
     # Mid-stream the SDK lets its transport's (httpx2, not httpx) RemoteProtocolError escape unwrapped.
-    with pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)):
-        with claude.messages.stream(model=CLAUDE, max_tokens=100, messages=say("a b c d [[drop-after:2]]")) as s:
-            got.extend(s.text_stream)
+    with (pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)),
+          claude.messages.stream(model=CLAUDE, max_tokens=100, messages=say("a b c d [[drop-after:2]]")) as s):
+        got.extend(s.text_stream)
     assert got == ["Echo: ", "a "]
     with pytest.raises(anthropic.APIConnectionError):
         claude.messages.create(model=CLAUDE, max_tokens=100, messages=say("x [[drop-after:0]]"))
@@ -459,8 +459,8 @@ def test_anthropic_tool_result_must_come_first(claude: anthropic.Anthropic) -> N
         claude.messages.create(model=CLAUDE, max_tokens=10, messages=late)  # type: ignore[arg-type]
     assert e.value.type == "invalid_request_error"
     assert e.value.api_message == "tool_use ids were found without tool_result blocks immediately after: toolu_1"
+    no_result = [*late[:2], *say("no result")]
     with pytest.raises(anthropic.BadRequestError):  # no result at all
-        no_result = [*late[:2], *say("no result")]
         claude.messages.create(model=CLAUDE, max_tokens=10, messages=no_result)  # type: ignore[arg-type]
 
 
@@ -562,9 +562,9 @@ def test_anthropic_unknown_route_and_recording(claude: anthropic.Anthropic, fake
 
 def test_a_status_base_url_answers_that_status_in_each_protocol_s_shape(fake: FakeUpstream) -> None:
     root = fake.anthropic_base_url
-    with openai.OpenAI(base_url=f"{root}/status/503/v1", api_key="k", max_retries=0) as broken:
-        with pytest.raises(openai.InternalServerError) as e:
-            broken.chat.completions.create(model=MODEL, messages=user("hi"))
+    with (openai.OpenAI(base_url=f"{root}/status/503/v1", api_key="k", max_retries=0) as broken,
+          pytest.raises(openai.InternalServerError) as e):
+        broken.chat.completions.create(model=MODEL, messages=user("hi"))
     assert e.value.status_code == 503
     assert e.value.body["type"] == "server_error"
     with anthropic.Anthropic(base_url=f"{root}/status/529", api_key="k", max_retries=0) as broken_claude:
@@ -620,16 +620,17 @@ def test_each_request_records_how_it_ended(client: openai.OpenAI, fake: FakeUpst
 
 
 def test_stream_error_sends_openai_s_in_stream_error_after_one_delta(client: openai.OpenAI) -> None:
-    received = []
+    stream = client.chat.completions.create(model=MODEL, messages=user("a b c [[stream-error]]"), stream=True)
+    received: list[str] = []
     with pytest.raises(openai.APIError) as error:
-        for chunk in client.chat.completions.create(model=MODEL, messages=user("a b c [[stream-error]]"), stream=True):
-            received.extend(c.delta.content for c in chunk.choices if c.delta.content)
+        received.extend(c.delta.content for chunk in stream for c in chunk.choices if c.delta.content)
     assert received == ["Echo: "]
     assert "server had an error" in error.value.message
 
 
 def test_anthropic_no_usage(claude: anthropic.Anthropic) -> None:
-    message = claude.messages.create(model="claude-x", max_tokens=50, messages=[{"role": "user", "content": "hi [[no-usage]]"}])
+    message = claude.messages.create(model="claude-x", max_tokens=50,
+                                     messages=[{"role": "user", "content": "hi [[no-usage]]"}])
     assert message.content[0].text == "Echo: hi"
     assert message.usage is None
     events = list(claude.messages.create(model="claude-x", max_tokens=50, stream=True,

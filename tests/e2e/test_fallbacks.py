@@ -29,6 +29,8 @@ from tests.support.gateway import Gateway, write_config
 from tests.support.teams import Team, Teams
 
 PROMPT = "hello there gateway"
+#: What a client is told when an answer breaks off after its 200.
+BROKE_OFF = "The upstream provider broke off its answer: the connection closed before the answer was complete."
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,8 @@ def test_when_every_deployment_fails_the_client_gets_the_last_error_and_pays_not
                                 "code": None}
     claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
     with pytest.raises(anthropic.InternalServerError) as translated:  # translated: Tollgate's 502, in its shape
-        claude.messages.create(model="twin-gpt", max_tokens=10, messages=[{"role": "user", "content": "x [[fail:500]]"}])
+        claude.messages.create(model="twin-gpt", max_tokens=10,
+                               messages=[{"role": "user", "content": "x [[fail:500]]"}])
     assert translated.value.status_code == 502
     assert "status 500" in translated.value.message
     assert sorted(model for _, model in sent(fake_upstream)) == ["gpt-a", "gpt-a", "gpt-b", "gpt-b"]
@@ -224,11 +227,11 @@ def test_an_answer_that_breaks_off_after_its_200_is_not_retried(gateway: Gateway
     with pytest.raises(openai.InternalServerError) as error:  # cut-gpt's first deployment: a 200, cut short
         client.chat.completions.create(model="cut-gpt", messages=[{"role": "user", "content": PROMPT}])
     assert error.value.status_code == 502
-    assert error.value.body["message"] == "The upstream provider broke off its answer: the connection closed before the answer was complete."  # type: ignore[index]
+    assert error.value.body["message"] == BROKE_OFF  # type: ignore[index]
     with pytest.raises(openai.APIError) as broken:  # a stream: open when the 200 came, so the error comes in-stream
         list(client.chat.completions.create(model="cut-gpt", messages=[{"role": "user", "content": PROMPT}],
                                             stream=True))
-    assert broken.value.message == "The upstream provider broke off its answer: the connection closed before the answer was complete."
+    assert broken.value.message == BROKE_OFF
     assert sent(fake_upstream) == [("/cut/v1/chat/completions", "gpt-a")] * 2
     audit(gateway, team, [])
 
@@ -240,9 +243,8 @@ def test_a_chat_stream_that_breaks_after_it_opened_is_not_retried(gateway: Gatew
                                             messages=[{"role": "user", "content": "one two three [[drop-after:2]]"}])
     received: list[str] = []
     with pytest.raises(openai.APIError) as error:
-        for chunk in chunks:
-            received.append(chunk.choices[0].delta.content or "")
-    assert error.value.message == "The upstream provider broke off its answer: the connection closed before the answer was complete."
+        received.extend(chunk.choices[0].delta.content or "" for chunk in chunks)  # keeps what came before the break
+    assert error.value.message == BROKE_OFF
     assert "".join(received) == "Echo: one "
     assert len(fake_upstream.requests) == 1
     (charge,) = audit(gateway, team, [Answer("", chunks.response.headers["x-request-id"], None)])
@@ -256,9 +258,7 @@ def test_a_messages_stream_that_breaks_after_it_opened_is_not_retried(gateway: G
                                     messages=[{"role": "user", "content": "one two three [[stream-error]]"}])
     received: list[str] = []
     with pytest.raises(anthropic.APIStatusError) as error:
-        for event in events:
-            if event.type == "content_block_delta":
-                received.append(event.delta.text)
+        received.extend(event.delta.text for event in events if event.type == "content_block_delta")
     assert "overloaded" in str(error.value).lower()
     assert "".join(received) == "Echo: "
     assert len(fake_upstream.requests) == 1

@@ -51,12 +51,16 @@ def test_should_retry_is_said_deliberately(gateway: Gateway, team, client: opena
     import httpx
 
     def retry_header(body: dict) -> tuple[int, str]:
-        r = httpx.post(gateway.base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {team.key}"})
+        r = httpx.post(gateway.base_url + "/chat/completions", json=body,
+                       headers={"Authorization": f"Bearer {team.key}"})
         return r.status_code, r.headers["x-should-retry"]
+
+    def failing_with(status: int) -> dict:
+        return {"model": "fake-gpt", "messages": [{"role": "user", "content": f"x [[fail:{status}]]"}]}
 
     assert retry_header({"model": "fake-gpt"}) == (400, "false")
     assert retry_header({"model": "nope", "messages": HI}) == (404, "false")
-    assert retry_header({"model": "fake-gpt", "messages": [{"role": "user", "content": "x [[fail:429]]"}]}) == (429, "true")
-    assert retry_header({"model": "fake-gpt", "messages": [{"role": "user", "content": "x [[fail:500]]"}]}) == (500, "true")
+    assert retry_header(failing_with(429)) == (429, "true")
+    assert retry_header(failing_with(500)) == (500, "true")
     assert retry_header({"model": "dead-gpt", "messages": HI}) == (502, "true")
     assert retry_header({"model": "fake-gpt", "messages": HI, "max_tokens": 5000}) == (400, "false")

@@ -55,7 +55,8 @@ def test_the_stream_helper_and_the_final_delta_carry_the_cost(claude: anthropic.
 
 
 def test_every_raw_frame_has_its_event_line(gateway: Gateway, team):
-    with httpx.stream("POST", gateway.base_url + "/messages", headers={"x-api-key": team.key, "anthropic-version": "2023-06-01"},
+    with httpx.stream("POST", gateway.base_url + "/messages",
+                      headers={"x-api-key": team.key, "anthropic-version": "2023-06-01"},
                       json={"model": "fake-gpt", "max_tokens": 50, "messages": HI, "stream": True}) as response:
         text = response.read().decode()
     kinds = []
@@ -141,10 +142,11 @@ def test_sdk_exceptions_for_each_error(gateway: Gateway, claude: anthropic.Anthr
         claude.messages.create(model="fake-gpt", max_tokens=5, messages=[{"role": "user", "content": "x [[fail:500]]"}])
     assert failed.value.status_code == 502
     assert failed.value.body["error"]["type"] == "api_error"
+    root = gateway.base_url.removesuffix("/v1")
+    stranger = anthropic.Anthropic(base_url=root, api_key="tg-wrong", max_retries=0)
     with pytest.raises(anthropic.AuthenticationError):
-        anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key="tg-wrong", max_retries=0).messages.create(
-            model="fake-gpt", max_tokens=5, messages=HI)
-    poor = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=teams.open("0.001").key, max_retries=0)
+        stranger.messages.create(model="fake-gpt", max_tokens=5, messages=HI)
+    poor = anthropic.Anthropic(base_url=root, api_key=teams.open("0.001").key, max_retries=0)
     with pytest.raises(anthropic.APIStatusError) as broke:
         poor.messages.create(model="fake-gpt", max_tokens=100, messages=HI)
     assert broke.value.status_code == 402

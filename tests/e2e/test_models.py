@@ -46,7 +46,8 @@ def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):
     }
     # Prices are JSON numbers carrying exactly the configured decimals.
     assert fake["pricing"] == {
-        "input": Decimal("2.5"), "output": Decimal("10.0"), "cache_create": Decimal("3.125"), "cache_hit": Decimal("1.25")
+        "input": Decimal("2.5"), "output": Decimal("10.0"),
+        "cache_create": Decimal("3.125"), "cache_hit": Decimal("1.25"),
     }
     assert b'"cache_create":3.125' in response.content
 

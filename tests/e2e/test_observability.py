@@ -122,7 +122,8 @@ def test_requests_are_counted_by_endpoint_model_and_status(observed: Observed, t
 
 def test_tokens_and_credits_add_up_to_what_clients_were_charged(observed: Observed, traffic: dict[str, Any]):
     usages = [usage for _, usage in traffic["answers"]]
-    assert observed.value("tollgate_tokens_total", model="fake-gpt", kind="input") == sum(u.prompt_tokens for u in usages)
+    assert observed.value("tollgate_tokens_total", model="fake-gpt", kind="input") == sum(
+        u.prompt_tokens for u in usages)
     assert observed.value("tollgate_tokens_total", model="fake-gpt", kind="output") == sum(
         u.completion_tokens for u in usages)
     charged = sum(_credits(u) for u in usages)

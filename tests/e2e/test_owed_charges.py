@@ -44,6 +44,16 @@ def database_read_only(gateway: Gateway) -> Iterator[None]:
             reconnect_everyone()
 
 
+def _read_while_the_database_goes(stream: openai.Stream, received: list[str], outage: ExitStack,
+                                  gateway: Gateway) -> None:
+    """Read ``stream`` into ``received``; once the hold is placed and text is flowing (three chunks in),
+    the database turns read-only until ``outage`` ends."""
+    for chunk in stream:
+        received.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
+        if len(received) == 3:
+            outage.enter_context(database_read_only(gateway))
+
+
 def test_a_stream_delivered_while_the_ledger_was_down_is_charged_once_it_is_back(tmp_path: Path,
                                                                                  fake_upstream: FakeUpstream):
     gateway = Gateway(write_config(tmp_path, fake_upstream.base_url, database=new_postgres_database_url())).start()
@@ -57,10 +67,7 @@ def test_a_stream_delivered_while_the_ledger_was_down_is_charged_once_it_is_back
         received: list[str] = []
         with ExitStack() as outage:
             with pytest.raises(openai.APIError) as told:
-                for chunk in stream:
-                    received.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
-                    if len(received) == 3:  # the hold is placed and text is flowing: now the database goes
-                        outage.enter_context(database_read_only(gateway))
+                _read_while_the_database_goes(stream, received, outage, gateway)
             assert "charged once it can be written again" in str(told.value)
         assert "".join(received) == f"Echo: {WORDS}"  # the whole answer reached the client
 

@@ -27,8 +27,10 @@ CASES = {
         "prediction": {"type": "content", "content": "hi"}, "service_tier": "flex", "store": False,
         "metadata": {"k": "v"}, "verbosity": "low", **FUTURE}),
     "messages": ("/messages", "fake-claude", "claude-x",
-                 {"anthropic-version": "2026-10-21", "anthropic-beta": "future-beta-2027-01-01,context-management-2025-06-27"}, {
-        "max_tokens": 100, "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
+                 {"anthropic-version": "2026-10-21",
+                  "anthropic-beta": "future-beta-2027-01-01,context-management-2025-06-27"}, {
+        "max_tokens": 100,
+        "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}],
         "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"},
                                                   {"type": "future_block", "payload": {"a": 1}}]},
                      {"role": "assistant", "content": "hello"},

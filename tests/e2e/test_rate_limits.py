@@ -31,8 +31,8 @@ def gateway_database_url(gateway: Gateway) -> str:
     return url
 
 
-def new_key(gateway: Gateway, team: str, *options: str, credits: str = "50") -> str:
-    gateway.cli("team", "create", team, "--credits", credits)
+def new_key(gateway: Gateway, team: str, *options: str, balance: str = "50") -> str:
+    gateway.cli("team", "create", team, "--credits", balance)
     return gateway.cli("key", "create", "--team", team, *options).stdout.splitlines()[-1]
 
 
@@ -130,7 +130,7 @@ def test_a_request_larger_than_the_token_limit_is_refused_for_good(gateway: Gate
 
 
 def test_a_refused_request_is_not_charged_and_streams_carry_the_headers(gateway: Gateway):
-    key = new_key(gateway, "rpm-stream", "--rpm", "1", credits="5")
+    key = new_key(gateway, "rpm-stream", "--rpm", "1", balance="5")
     before = gateway.wait_until_nothing_held("rpm-stream")
     http = httpx.Client(timeout=30)
     body = {"model": "fake-gpt", "messages": HI, "stream": True}
@@ -173,7 +173,8 @@ def test_a_second_gateway_without_redis_refuses_to_start_beside_the_first(gatewa
     assert "redis_url" in second.stderr
 
 
-def test_a_gateway_with_redis_refuses_to_start_beside_one_without(tmp_path, fake_upstream: FakeUpstream, gateway: Gateway):
+def test_a_gateway_with_redis_refuses_to_start_beside_one_without(tmp_path, fake_upstream: FakeUpstream,
+                                                                   gateway: Gateway):
     database = gateway_database_url(gateway)
     shared = write_config(tmp_path, fake_upstream.base_url, database=database, redis=True)
     refused = subprocess.run([*tollgate_command(), "serve", "--config", str(shared), "--port", str(free_port())],

@@ -71,11 +71,13 @@ def _cases() -> list[tuple[str, str, str]]:
 CASES = _cases()
 
 
-@pytest.mark.parametrize(("path", "model", "kind"), CASES, ids=[f"{p.removeprefix('/v1/')}-{m}-{k}" for p, m, k in CASES])
-def test_a_refused_request_leaves_the_balance_and_holds_as_they_were(gateway: Gateway, teams, fake_upstream: FakeUpstream,
+@pytest.mark.parametrize(("path", "model", "kind"), CASES,
+                         ids=[f"{p.removeprefix('/v1/')}-{m}-{k}" for p, m, k in CASES])
+def test_a_refused_request_leaves_the_balance_and_holds_as_they_were(gateway: Gateway, teams,
+                                                                    fake_upstream: FakeUpstream,
                                                                     path: str, model: str, kind: str):
-    credits = "0.000001" if kind == "insufficient credits" else "10"
-    team = teams.open(credits, key_rpm=1 if kind == "rate limit" else None)
+    balance = "0.000001" if kind == "insufficient credits" else "10"
+    team = teams.open(balance, key_rpm=1 if kind == "rate limit" else None)
     headers = {**key_headers(team.key), "anthropic-version": "2023-06-01"}
     body, status = {**_body(path), "model": model}, 400
     if kind == "bad type":
@@ -100,7 +102,7 @@ def test_a_refused_request_leaves_the_balance_and_holds_as_they_were(gateway: Ga
         assert counted.status_code == 200, counted.text
         status = 429
     before = money_of(gateway, team.name)
-    assert before == (Decimal(credits), 0)
+    assert before == (Decimal(balance), 0)
     answer = httpx.post(gateway.root_url + path, json=body, headers=headers, timeout=60)
     error_of(answer, status)
     if status == 429:

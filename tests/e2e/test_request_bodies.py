@@ -21,7 +21,8 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
 BODY_ROUTES = [
     ("POST", "/v1/chat/completions"), ("POST", "/v1/responses"), ("POST", "/v1/messages"),
     ("POST", "/v1/messages/count_tokens"), ("POST", "/admin/teams"), ("POST", "/admin/teams/{team}/credits"),
-    ("POST", "/admin/teams/{team}/keys"), ("PUT", "/admin/teams/{team}/limits"), ("POST", "/admin/teams/{team}/suspend"),
+    ("POST", "/admin/teams/{team}/keys"), ("PUT", "/admin/teams/{team}/limits"),
+    ("POST", "/admin/teams/{team}/suspend"),
 ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from functools import partial
 
 import anthropic
 import httpx
@@ -119,7 +120,8 @@ def test_a_body_at_the_limit_is_read_and_one_byte_more_is_not(limited: Gateway, 
 
     read = httpx.post(limited.base_url + "/chat/completions", content=body_of(100_000), headers=openai_headers(payer))
     assert read.status_code == 404  # read and parsed, as far as its model
-    refused = httpx.post(limited.base_url + "/chat/completions", content=body_of(100_001), headers=openai_headers(payer))
+    refused = httpx.post(limited.base_url + "/chat/completions", content=body_of(100_001),
+                         headers=openai_headers(payer))
     assert refused.status_code == 413
 
 
@@ -174,11 +176,9 @@ def test_responses_refuses_too_many_items_tools_or_parts_naming_the_field(limite
 ])
 def test_messages_refuses_them_in_its_own_shape(limited: Gateway, payer: Team, endpoint, body, where):
     claude = anthropic.Anthropic(base_url=limited.root_url, api_key=payer.key, max_retries=0)
+    send = partial(claude.messages.create, max_tokens=10) if endpoint == "create" else claude.messages.count_tokens
     with pytest.raises(anthropic.BadRequestError) as refused:
-        if endpoint == "create":
-            claude.messages.create(model="fake-claude", max_tokens=10, **body)
-        else:
-            claude.messages.count_tokens(model="fake-claude", **body)
+        send(model="fake-claude", **body)
     assert where in assert_anthropic_error(refused.value.body)
 
 
@@ -229,7 +229,8 @@ def test_a_huge_head_is_refused_without_being_read_to_its_end(limited: Gateway, 
 
 
 def test_a_head_of_many_ordinary_headers_is_served(limited: Gateway):
-    reply, _ = exchange(limited.port, head("GET", "/v1/models", [("connection", "close"), *((f"x-h{i}", "1") for i in range(30))]))
+    headers = [("connection", "close"), *((f"x-h{i}", "1") for i in range(30))]
+    reply, _ = exchange(limited.port, head("GET", "/v1/models", headers))
     assert reply.status == 200
 
 

@@ -86,7 +86,8 @@ def test_function_calls_and_their_outputs_round_trip(client: openai.OpenAI, fake
     assert call.name == "lookup"
     assert json.loads(call.arguments) == {"echo": "find it"}
     assert fake_upstream.requests[0].body["tools"] == [
-        {"type": "function", "function": {"name": "lookup", "description": "Look it up", "parameters": LOOKUP["parameters"]}}]
+        {"type": "function",
+         "function": {"name": "lookup", "description": "Look it up", "parameters": LOOKUP["parameters"]}}]
 
     with client.responses.stream(model="fake-gpt", tools=[LOOKUP], input=[
         {"role": "user", "content": "find it"},

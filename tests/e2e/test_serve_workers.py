@@ -33,6 +33,15 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _workers(pid: int) -> list[int]:
+    """The worker processes ``tollgate serve --workers`` (process ``pid``) spawned."""
+    return [child for child in _children(pid) if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes()]
+
+
+def _alive(pids: list[int]) -> list[int]:
+    return [pid for pid in pids if Path(f"/proc/{pid}").exists()]
+
+
 def _serve(config: Path, port: int, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen([*tollgate_command(), "serve", "--config", str(config), "--port", str(port), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -58,26 +67,30 @@ async def test_two_workers_serve_one_port_and_charge_every_request_once(tmp_path
     port = free_port()
     process = _serve(config, port, "--workers", "2")
     try:
-        _wait_ready(process, port)
-        workers = [pid for pid in _children(process.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        await asyncio.to_thread(_wait_ready, process, port)
+        workers = await asyncio.to_thread(_workers, process.pid)
         assert len(workers) == 2
         # Each worker built its own runtime: two gateway processes registered on the ledger.
         deadline = time.monotonic() + 10
         while (live := RawDatabase.of_config(config).execute("SELECT pid FROM gateway_instances")) and len(live) < 2:
             assert time.monotonic() < deadline, live
-            time.sleep(0.2)
+            await asyncio.sleep(0.2)
         registered = {row[0] for row in live}
-        assert len(registered) == 2 and registered <= set(workers), (registered, workers)
+        assert len(registered) == 2, (registered, workers)
+        assert registered <= set(workers), (registered, workers)
 
         client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0)
         answers = await asyncio.gather(*(client.chat.completions.create(
-            model="fake-gpt", max_tokens=10, messages=[{"role": "user", "content": f"request {i}"}]) for i in range(60)))
+            model="fake-gpt", max_tokens=10, messages=[{"role": "user", "content": f"request {i}"}])
+            for i in range(60)))
         await client.close()
         assert len(fake_upstream.requests) == 60
         charged = sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
         # Whichever worker answers the scrape, it counts both workers' requests and tokens.
         for _ in range(4):
-            scraped = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"})
+            async with httpx.AsyncClient() as http:  # a new connection each time, to whichever worker takes it
+                scraped = await http.get(f"http://127.0.0.1:{port}/metrics",
+                                         headers={"authorization": f"Bearer {ADMIN_KEY}"})
             samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
                        for family in text_string_to_metric_families(scraped.text) for s in family.samples}
             assert samples[("tollgate_requests_total", (("endpoint", "chat.completions"), ("model", "fake-gpt"),
@@ -88,7 +101,7 @@ async def test_two_workers_serve_one_port_and_charge_every_request_once(tmp_path
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=30)
     assert process.returncode == 0, output
-    assert all(not Path(f"/proc/{pid}").exists() for pid in workers), "a worker outlived SIGTERM"
+    assert not await asyncio.to_thread(_alive, workers), "a worker outlived SIGTERM"
     shown = run_cli(config, "team", "show", "acme").stdout
     assert Decimal(shown.split("balance ")[1].split(" ")[0]) == Decimal(50) - charged, shown
     assert "held 0," in shown, shown  # both workers gave their credit leases back as they stopped

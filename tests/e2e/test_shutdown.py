@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import signal
+import subprocess
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -82,6 +83,17 @@ def test_sigterm_during_a_stream_lets_it_finish_and_settles_its_charge(tmp_path:
     assert "stopped: every request settled, leases returned, the ledger flushed" in gateway.output()
 
 
+def _read_and_stop_the_gateway_midway(stream: openai.Stream, received: list[str], process: subprocess.Popen,
+                                      signalled: list[float]) -> None:
+    """Read ``stream`` into ``received``; once two chunks are in, send the gateway SIGTERM (and note
+    when in ``signalled``)."""
+    for chunk in stream:
+        received.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
+        if len(received) == 2:
+            process.send_signal(signal.SIGTERM)
+            signalled.append(time.monotonic())
+
+
 def test_a_stream_still_running_at_the_deadline_is_cut_and_charged_for_what_it_delivered(
         tmp_path: Path, fake_upstream: FakeUpstream):
     gateway, team, key = _gateway(tmp_path, fake_upstream, shutdown_timeout=1)
@@ -90,15 +102,12 @@ def test_a_stream_still_running_at_the_deadline_is_cut_and_charged_for_what_it_d
     client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
     stream = client.chat.completions.create(
         model="fake-gpt", messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:400]]"}], stream=True)
-    received, signalled = [], 0.0
+    received: list[str] = []
+    signalled: list[float] = []
     with pytest.raises((openai.APIError, httpx.HTTPError)):  # the connection is cut at the deadline
-        for chunk in stream:
-            received.append(chunk.choices[0].delta.content or "" if chunk.choices else "")
-            if len(received) == 2:
-                process.send_signal(signal.SIGTERM)
-                signalled = time.monotonic()
+        _read_and_stop_the_gateway_midway(stream, received, process, signalled)
     assert process.wait(timeout=30) == 0
-    assert time.monotonic() - signalled < 8  # bounded: 1 s for the stream, then settle and flush
+    assert time.monotonic() - signalled[0] < 8  # bounded: 1 s for the stream, then settle and flush
     gateway.process = None
     text = "".join(received)
     assert 0 < len(text) < len(f"Echo: {WORDS}")

@@ -39,7 +39,8 @@ def test_the_first_text_reaches_the_client_long_before_the_stream_ends(gateway: 
         assert response.status_code == 200
         first, total = first_text_and_total(response.iter_lines())
     assert total >= 1.0
-    assert first is not None and first < total - 0.6, (first, total)
+    assert first is not None, (first, total)
+    assert first < total - 0.6, (first, total)
 
 
 def test_translated_usage_keeps_cache_reads_and_writes(gateway: Gateway, team):
@@ -62,8 +63,10 @@ def test_translated_usage_keeps_cache_reads_and_writes(gateway: Gateway, team):
 
 
 def test_compat_version_is_forwarded_as_the_anthropic_version(gateway: Gateway, team, fake_upstream):
-    response = httpx.post(gateway.base_url + "/messages", headers={"x-api-key": team.key, "compat-version": "2025-01-01"},
-                          json={"model": "fake-claude", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]})
+    response = httpx.post(gateway.base_url + "/messages",
+                          headers={"x-api-key": team.key, "compat-version": "2025-01-01"},
+                          json={"model": "fake-claude", "max_tokens": 20,
+                                "messages": [{"role": "user", "content": "hi"}]})
     assert response.status_code == 200
     assert fake_upstream.requests[0].headers["anthropic-version"] == "2025-01-01"
 
@@ -95,6 +98,6 @@ def test_a_broken_translated_stream_ends_with_each_protocol_s_error(gateway: Gat
                                             messages=[{"role": "user", "content": text}]))
 
     claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    with pytest.raises(anthropic.APIStatusError):
-        with claude.messages.stream(model="fake-gpt", max_tokens=50, messages=[{"role": "user", "content": text}]) as s:
-            list(s)
+    with (pytest.raises(anthropic.APIStatusError),
+          claude.messages.stream(model="fake-gpt", max_tokens=50, messages=[{"role": "user", "content": text}]) as s):
+        list(s)

@@ -108,7 +108,8 @@ def test_tool_choice_forms_and_a_string_tool_choice(gateway: Gateway, team, fake
 CODEX_BODY = {
     "instructions": None,
     "input": [
-        {"type": "message", "id": "msg_1", "role": "developer", "content": [{"type": "input_text", "text": "Be Codex."}]},
+        {"type": "message", "id": "msg_1", "role": "developer",
+         "content": [{"type": "input_text", "text": "Be Codex."}]},
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list files"}]},
         {"type": "reasoning", "id": "rs_foreign", "summary": [], "encrypted_content": "gAAAA-from-another-model"},
         {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": '{"cmd": "ls"}'},

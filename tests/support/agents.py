@@ -225,7 +225,7 @@ def streamed_text(body: bytes) -> str:
 def check_charged_as_reported(gateway: Gateway, team: Team, exchanges: list[Exchange]) -> None:
     """Every answer was charged once, exactly what the gateway reported in it; nothing else was."""
     reported = {e.response_headers["x-request-id"]: reported_credits(e) for e in exchanges}
-    assert all(credits is not None and credits > 0 for credits in reported.values()), reported
+    assert all(amount is not None and amount > 0 for amount in reported.values()), reported
     gateway.wait_until_nothing_held(team.name)
     charged = {row["request_id"]: Decimal(-row["amount"]) / 1_000_000 for row in gateway.charges(team.name)}
     assert charged == reported
@@ -233,8 +233,8 @@ def check_charged_as_reported(gateway: Gateway, team: Team, exchanges: list[Exch
 
 def _cost(usage: Any) -> Decimal | None:
     cost = usage.get("cost") if isinstance(usage, dict) else None
-    credits = cost.get("credits") if isinstance(cost, dict) else None
-    return Decimal(str(credits)) if credits is not None else None
+    amount = cost.get("credits") if isinstance(cost, dict) else None
+    return Decimal(str(amount)) if amount is not None else None
 
 
 # -- fixtures ------------------------------------------------------------------------------------

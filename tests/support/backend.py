@@ -35,7 +35,7 @@ def check_redis() -> str | None:
     url = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
     try:
         redis.Redis.from_url(url, socket_connect_timeout=3).ping()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever stops the ping is the reason the suite cannot start
         return f"Redis at {url} is unreachable ({exc}); start it or set TOLLGATE_TEST_REDIS_URL"
     return None
 
@@ -49,7 +49,7 @@ def check_server() -> str | None:
     try:
         with _admin():
             pass
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever stops the connection is the reason the suite cannot start
         return f"PostgreSQL at {POSTGRES_ADMIN_URL} is unreachable ({exc}); start it or set TOLLGATE_TEST_POSTGRES_URL"
     return check_redis()
 

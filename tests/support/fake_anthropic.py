@@ -114,18 +114,26 @@ def _check_blocks(content: Any, where: str) -> list[dict[str, Any]]:
         if kind == "image":
             _check_image(block, at)
         elif kind == "tool_use":
-            if not isinstance(block.get("id"), str) or not _TOOL_ID.match(block["id"]):
-                raise _invalid(f"{at}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'")
-            if not isinstance(block.get("name"), str):
-                raise _invalid(f"{at}.tool_use.name: Field required")
-            if not isinstance(block.get("input"), dict):
-                raise _invalid(f"{at}.tool_use.input: Input should be a valid dictionary")
+            _check_tool_use(block, at)
         elif kind == "tool_result":
-            if not isinstance(block.get("tool_use_id"), str) or not _TOOL_ID.match(block["tool_use_id"]):
-                raise _invalid(f"{at}.tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'")
-            if block.get("content") is not None:
-                _check_blocks(block["content"], f"{at}.tool_result.content")
+            _check_tool_result(block, at)
     return content
+
+
+def _check_tool_use(block: dict[str, Any], at: str) -> None:
+    if not isinstance(block.get("id"), str) or not _TOOL_ID.match(block["id"]):
+        raise _invalid(f"{at}.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'")
+    if not isinstance(block.get("name"), str):
+        raise _invalid(f"{at}.tool_use.name: Field required")
+    if not isinstance(block.get("input"), dict):
+        raise _invalid(f"{at}.tool_use.input: Input should be a valid dictionary")
+
+
+def _check_tool_result(block: dict[str, Any], at: str) -> None:
+    if not isinstance(block.get("tool_use_id"), str) or not _TOOL_ID.match(block["tool_use_id"]):
+        raise _invalid(f"{at}.tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'")
+    if block.get("content") is not None:
+        _check_blocks(block["content"], f"{at}.tool_result.content")
 
 
 def _check_tool_pairing(messages: list[dict[str, Any]]) -> None:
@@ -171,7 +179,13 @@ def validate(req: Any, *, count_only: bool = False) -> None:
     if not count_only and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
         raise _invalid("max_tokens: Field required" if max_tokens is None
                        else "max_tokens: Input should be a valid integer greater than or equal to 1")
-    messages = req.get("messages")
+    _check_messages(req.get("messages"))
+    _check_sampling(req)
+    _check_tools(req)
+    _check_thinking(req, count_only=count_only)
+
+
+def _check_messages(messages: Any) -> None:
     if not isinstance(messages, list) or not messages:
         raise _invalid("messages: at least one message is required")
     for i, m in enumerate(messages):
@@ -181,6 +195,10 @@ def validate(req: Any, *, count_only: bool = False) -> None:
             raise _invalid(f"messages.{i}.role: Input should be 'user', 'assistant' or 'system'")
         _check_blocks(m.get("content"), f"messages.{i}.content")
     _check_tool_pairing(messages)
+
+
+def _check_sampling(req: dict[str, Any]) -> None:
+    """The system prompt, the temperature and the stop sequences."""
     system = req.get("system")
     if system is not None and not isinstance(system, str) and not (isinstance(system, list) and all(
             isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system)):
@@ -191,6 +209,9 @@ def validate(req: Any, *, count_only: bool = False) -> None:
     stops = req.get("stop_sequences")
     if stops is not None and not (isinstance(stops, list) and all(isinstance(s, str) and s.strip() for s in stops)):
         raise _invalid("stop_sequences: each stop sequence must be a string containing non-whitespace")
+
+
+def _check_tools(req: dict[str, Any]) -> None:
     tools = req.get("tools")
     if tools is not None and not isinstance(tools, list):
         raise _invalid("tools: Input should be a valid list")
@@ -204,13 +225,18 @@ def validate(req: Any, *, count_only: bool = False) -> None:
         raise _invalid("tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'")
     if isinstance(choice, dict) and choice["type"] == "tool" and not isinstance(choice.get("name"), str):
         raise _invalid("tool_choice.tool.name: Field required")
+
+
+def _check_thinking(req: dict[str, Any], *, count_only: bool) -> None:
+    """A thinking budget of at least 1,024 tokens, below max_tokens, at temperature 1 (if one is set)."""
     thinking = req.get("thinking")
     if isinstance(thinking, dict) and thinking.get("type") == "enabled":
         budget = thinking.get("budget_tokens")
         if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1024:
             raise _invalid("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024")
-        if not count_only and budget >= max_tokens:
+        if not count_only and budget >= req["max_tokens"]:
             raise _invalid("max_tokens must be greater than thinking.budget_tokens")
+        temperature = req.get("temperature")
         if temperature is not None and temperature != 1:
             raise _invalid("temperature may only be set to 1 when thinking is enabled")
 

@@ -76,29 +76,41 @@ def _check_items(items: list[Any]) -> None:
             raise _bad("Invalid type for 'input': expected an object.", where)
         kind = item.get("type", "message")
         if kind == "message":
-            if item.get("role") not in _ROLES:
-                raise _bad(f"Invalid value: {item.get('role')!r}. Supported values are: 'user', 'assistant', "
-                           "'system', and 'developer'.", f"{where}.role")
-            if not isinstance(item.get("content"), str | list):
-                raise _bad("Invalid type: expected a string or an array of content parts.", f"{where}.content")
+            _check_message(item, where)
         elif kind in ("function_call", "custom_tool_call"):
-            field = "arguments" if kind == "function_call" else "input"
-            if not isinstance(item.get("call_id"), str) or not isinstance(item.get("name"), str):
-                raise _bad(f"Missing required parameter: '{where}.call_id'.", where)
-            if not isinstance(item.get(field), str):
-                raise _bad(f"Invalid type for '{where}.{field}': expected a string.", f"{where}.{field}")
+            _check_call(item, kind, where)
             calls.add(item["call_id"])
         elif kind in ("function_call_output", "custom_tool_call_output"):
-            if not isinstance(item.get("output"), str | list):
-                raise _bad("Invalid type: expected a string or an array of content parts.", f"{where}.output")
-            if not isinstance(item.get("call_id"), str) or item["call_id"] not in calls:
-                raise _bad(f"No tool call found for function call output with call_id {item.get('call_id')}.",
-                           "input")
+            _check_call_output(item, where, calls)
         elif kind == "reasoning":
             if item.get("encrypted_content") is not None and not _verified(item["encrypted_content"]):
                 raise _bad(f"The encrypted content for item {item.get('id')} could not be verified.", where)
         elif kind != "item_reference" and not str(kind).endswith(("_call", "_call_output")):
             raise _bad(f"Invalid value: {kind!r}.", f"{where}.type")
+
+
+def _check_message(item: dict[str, Any], where: str) -> None:
+    if item.get("role") not in _ROLES:
+        raise _bad(f"Invalid value: {item.get('role')!r}. Supported values are: 'user', 'assistant', "
+                   "'system', and 'developer'.", f"{where}.role")
+    if not isinstance(item.get("content"), str | list):
+        raise _bad("Invalid type: expected a string or an array of content parts.", f"{where}.content")
+
+
+def _check_call(item: dict[str, Any], kind: str, where: str) -> None:
+    field = "arguments" if kind == "function_call" else "input"
+    if not isinstance(item.get("call_id"), str) or not isinstance(item.get("name"), str):
+        raise _bad(f"Missing required parameter: '{where}.call_id'.", where)
+    if not isinstance(item.get(field), str):
+        raise _bad(f"Invalid type for '{where}.{field}': expected a string.", f"{where}.{field}")
+
+
+def _check_call_output(item: dict[str, Any], where: str, calls: set[str]) -> None:
+    """A call's output, which answers one of the ``calls`` made earlier in the input."""
+    if not isinstance(item.get("output"), str | list):
+        raise _bad("Invalid type: expected a string or an array of content parts.", f"{where}.output")
+    if not isinstance(item.get("call_id"), str) or item["call_id"] not in calls:
+        raise _bad(f"No tool call found for function call output with call_id {item.get('call_id')}.", "input")
 
 
 def _check_tools(tools: Any) -> None:
@@ -188,7 +200,8 @@ def _output(req: dict[str, Any], items: list[dict[str, Any]]) -> tuple[Any, list
         prefix = "Echo: tool result: "
         source = " ".join(o["output"] if isinstance(o.get("output"), str) else _text(o.get("output")) for o in trailing)
     else:
-        user = next((i for i in reversed(items) if i.get("type", "message") == "message" and i.get("role") == "user"), {})
+        user = next((i for i in reversed(items)
+                     if i.get("type", "message") == "message" and i.get("role") == "user"), {})
         prefix, source = "Echo: ", _text(user.get("content"))
     text, d = _parse_directives(source)
     output: list[dict[str, Any]] = []
@@ -281,6 +294,7 @@ def _response(req: dict[str, Any], output: list[dict[str, Any]], usage: dict[str
             "effort": None, "summary": None},
         "store": req.get("store", True), "temperature": req.get("temperature", 1.0),
         "text": req.get("text") or {"format": {"type": "text"}}, "tool_choice": req.get("tool_choice", "auto"),
-        "tools": req.get("tools") or [], "top_p": req.get("top_p", 1.0), "truncation": req.get("truncation", "disabled"),
+        "tools": req.get("tools") or [], "top_p": req.get("top_p", 1.0),
+        "truncation": req.get("truncation", "disabled"),
         "usage": usage, "user": req.get("user"), "metadata": req.get("metadata") or {}, "completed_at": now,
     }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
@@ -23,6 +24,10 @@ FAILURE = {"code": "server_error", "message": "The server had an error while pro
 
 class _Cut(Exception):
     """The stream ends here: dropped, or failed."""
+
+
+#: Sends one event of a kind with its payload (``stream_response``'s ``event`` and ``delta``).
+_Emit = Callable[..., Awaitable[None]]
 
 
 def _pieces(text: str) -> list[str]:
@@ -69,32 +74,7 @@ async def stream_response(response: dict[str, Any], d: Any, send: Send, receive:
     try:
         for index, item in enumerate(response["output"]):
             await event("response.output_item.added", output_index=index, item=_added(item))
-            where = {"item_id": item["id"], "output_index": index}
-            if item["type"] == "message":
-                part = item["content"][0]
-                await event("response.content_part.added", **where, content_index=0,
-                            part={"type": "output_text", "text": "", "annotations": [], "logprobs": []})
-                for piece in tokens(part["text"]):
-                    await delta("response.output_text.delta", **where, content_index=0, delta=piece, logprobs=[])
-                await event("response.output_text.done", **where, content_index=0, text=part["text"], logprobs=[])
-                await event("response.content_part.done", **where, content_index=0, part=part)
-            elif item["type"] == "function_call":
-                for piece in _pieces(item["arguments"]):
-                    await delta("response.function_call_arguments.delta", **where, delta=piece)
-                await event("response.function_call_arguments.done", **where, name=item["name"],
-                            arguments=item["arguments"])
-            elif item["type"] == "custom_tool_call":
-                for piece in _pieces(item["input"]):
-                    await delta("response.custom_tool_call_input.delta", **where, delta=piece)
-                await event("response.custom_tool_call_input.done", **where, input=item["input"])
-            else:
-                for number, summary in enumerate(item["summary"]):
-                    at = {**where, "summary_index": number}
-                    await event("response.reasoning_summary_part.added", **at, part={"type": "summary_text", "text": ""})
-                    for piece in tokens(summary["text"]):
-                        await delta("response.reasoning_summary_text.delta", **at, delta=piece)
-                    await event("response.reasoning_summary_text.done", **at, text=summary["text"])
-                    await event("response.reasoning_summary_part.done", **at, part=summary)
+            await _tell_item(item, {"item_id": item["id"], "output_index": index}, event, delta)
             await event("response.output_item.done", output_index=index, item=item)
         if d.drop_after is not None:
             raise _Cut
@@ -105,3 +85,33 @@ async def stream_response(response: dict[str, Any], d: Any, send: Send, receive:
             return await _drop(send, receive)
         await event("response.failed", response={**shell, "status": "failed", "error": FAILURE})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _tell_item(item: dict[str, Any], where: dict[str, Any], event: _Emit, delta: _Emit) -> None:
+    """An output item's parts and deltas and their ``.done`` events, between its ``output_item.added``
+    and ``output_item.done``."""
+    if item["type"] == "message":
+        part = item["content"][0]
+        await event("response.content_part.added", **where, content_index=0,
+                    part={"type": "output_text", "text": "", "annotations": [], "logprobs": []})
+        for piece in tokens(part["text"]):
+            await delta("response.output_text.delta", **where, content_index=0, delta=piece, logprobs=[])
+        await event("response.output_text.done", **where, content_index=0, text=part["text"], logprobs=[])
+        await event("response.content_part.done", **where, content_index=0, part=part)
+    elif item["type"] == "function_call":
+        for piece in _pieces(item["arguments"]):
+            await delta("response.function_call_arguments.delta", **where, delta=piece)
+        await event("response.function_call_arguments.done", **where, name=item["name"],
+                    arguments=item["arguments"])
+    elif item["type"] == "custom_tool_call":
+        for piece in _pieces(item["input"]):
+            await delta("response.custom_tool_call_input.delta", **where, delta=piece)
+        await event("response.custom_tool_call_input.done", **where, input=item["input"])
+    else:
+        for number, summary in enumerate(item["summary"]):
+            at = {**where, "summary_index": number}
+            await event("response.reasoning_summary_part.added", **at, part={"type": "summary_text", "text": ""})
+            for piece in tokens(summary["text"]):
+                await delta("response.reasoning_summary_text.delta", **at, delta=piece)
+            await event("response.reasoning_summary_text.done", **at, text=summary["text"])
+            await event("response.reasoning_summary_part.done", **at, part=summary)

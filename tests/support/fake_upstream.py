@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import re
 import secrets
 import socket
@@ -327,18 +328,7 @@ class FakeUpstream:
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise _Reject(400, error_body("'messages' must be a non-empty array of objects", "invalid_request_error"))
         stops = _validate_chat(req, messages)
-
-        # The reply echoes the last user message, or the trailing tool results when a tool turn came last.
-        last = max((i for i, m in enumerate(messages) if m.get("role") in ("user", "tool")), default=None)
-        prefix = "Echo: "
-        if last is not None and messages[last].get("role") == "tool":
-            first = last
-            while first > 0 and messages[first - 1].get("role") == "tool":
-                first -= 1
-            source = " ".join(message_text(m) for m in messages[first:last + 1])
-            prefix = "Echo: tool result: "
-        else:
-            source = message_text(messages[last]) if last is not None else ""
+        prefix, source = _echoed(messages)
         text, d = _parse_directives(source)
         if d.latency_ms:
             await asyncio.sleep(d.latency_ms / 1000)
@@ -347,91 +337,129 @@ class FakeUpstream:
                      "rate_limit_error" if d.fail == 429 else "invalid_request_error")
             extra = [(b"retry-after", b"1")] if d.fail == 429 else []
             raise _Reject(d.fail, error_body(f"fake upstream failure {d.fail}", type_), extra)
-
-        prompt_tokens = chat_prompt_tokens(messages)
-        tool_call: dict[str, Any] | None = None
-        pieces: list[str] = []
-        finish = "stop"
-        if d.tool is not None and req.get("tools"):
-            args = msgspec.json.encode(d.tool_args if d.tool_args is not None else {"echo": text}).decode()
-            tool_call = {"id": "call_" + secrets.token_hex(4), "type": "function",
-                         "function": {"name": d.tool, "arguments": args}}
-            completion_tokens, finish = len(tokens(args)) + 3, "tool_calls"
-        else:
-            pieces = tokens(cut_at_stop(prefix + text, stops)[0])
-            limit = req.get("max_completion_tokens")
-            limit = req.get("max_tokens") if limit is None else limit
-            if isinstance(limit, int) and len(pieces) > limit:
-                pieces, finish = pieces[:limit], "length"
-            completion_tokens = len(pieces)
-        completion_tokens += d.reason  # hidden reasoning is billed as completion tokens
-        prompt_details: dict[str, int] = {"cached_tokens": d.cached, "audio_tokens": 0}
-        if d.cache_write is not None:
-            prompt_details["cache_write_tokens"] = d.cache_write
-        usage = None if d.no_usage else {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-            "prompt_tokens_details": prompt_details,
-            "completion_tokens_details": {"reasoning_tokens": d.reason, "audio_tokens": 0,
-                                          "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
-        }
-        head = {"id": "chatcmpl-" + secrets.token_hex(12), "created": int(time.time()), "model": req["model"],
-                "system_fingerprint": "fp_fake"}
-
+        answer = _chat_answer(req, messages, d, prefix, text, stops)
         if req.get("stream") is not True:
-            if d.drop_after is not None:
-                return await _drop(send, receive)
-            message: dict[str, Any] = {"role": "assistant", "content": None if tool_call else "".join(pieces),
-                                       "refusal": None}
-            if tool_call:
-                message["tool_calls"] = [tool_call]
-            out = {"id": head["id"], "object": "chat.completion", **{k: head[k] for k in ("created", "model")},
-                   "system_fingerprint": "fp_fake",
-                   "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}]}
-            if usage is not None:
-                out["usage"] = usage
-            return await _send_json(send, 200, out)
-
+            return await _send_completion(answer, d, send, receive)
         opts = req.get("stream_options")
         include_usage = isinstance(opts, dict) and opts.get("include_usage") is True
+        await _stream_completion(answer, d, include_usage, send, receive)
 
-        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-            c = {"id": head["id"], "object": "chat.completion.chunk", "created": head["created"],
-                 "model": head["model"], "system_fingerprint": "fp_fake",
-                 "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
-            if include_usage:
-                c["usage"] = None
-            return c
 
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
-        await _sse(send, chunk({"role": "assistant", "content": None if tool_call else "", "refusal": None}))
-        if tool_call:
-            args = tool_call["function"]["arguments"]
-            size = max(1, -(-len(args) // 3))
-            deltas = [{"index": 0, "id": tool_call["id"], "type": "function",
-                       "function": {"name": d.tool, "arguments": ""}}]
-            deltas += [{"index": 0, "function": {"arguments": args[i:i + size]}} for i in range(0, len(args), size)]
-            bodies = [{"tool_calls": [td]} for td in deltas]
-        else:
-            bodies = [{"content": p} for p in pieces]
-        for i, delta in enumerate(bodies):
-            if d.drop_after is not None and i >= d.drop_after:
-                return await _drop(send, receive)
-            if d.stream_error and i >= 1:  # an in-stream error after the first delta, as OpenAI sends one
-                await _sse(send, error_body("The server had an error processing your request.", "server_error"))
-                return await send({"type": "http.response.body", "body": b"", "more_body": False})
-            if d.chunk_delay_ms:
-                await asyncio.sleep(d.chunk_delay_ms / 1000)
-            await _sse(send, chunk(delta))
-        if d.drop_after is not None:
+def _echoed(messages: list[dict[str, Any]]) -> tuple[str, str]:
+    """The reply's prefix and the text it echoes: the last user message, or the trailing tool results
+    when a tool turn came last."""
+    last = max((i for i, m in enumerate(messages) if m.get("role") in ("user", "tool")), default=None)
+    if last is not None and messages[last].get("role") == "tool":
+        first = last
+        while first > 0 and messages[first - 1].get("role") == "tool":
+            first -= 1
+        return "Echo: tool result: ", " ".join(message_text(m) for m in messages[first:last + 1])
+    return "Echo: ", message_text(messages[last]) if last is not None else ""
+
+
+@dataclass
+class _ChatAnswer:
+    """A chat completion before it is sent, whole or streamed: a tool call or the text's pieces, why it
+    finished, its usage (None under ``[[no-usage]]``) and the fields every chunk repeats."""
+
+    tool_call: dict[str, Any] | None
+    pieces: list[str]
+    finish: str
+    usage: dict[str, Any] | None
+    head: dict[str, Any]
+
+
+def _chat_answer(req: dict[str, Any], messages: list[dict[str, Any]], d: _Directives, prefix: str, text: str,
+                 stops: list[str]) -> _ChatAnswer:
+    prompt_tokens = chat_prompt_tokens(messages)
+    tool_call: dict[str, Any] | None = None
+    pieces: list[str] = []
+    finish = "stop"
+    if d.tool is not None and req.get("tools"):
+        args = msgspec.json.encode(d.tool_args if d.tool_args is not None else {"echo": text}).decode()
+        tool_call = {"id": "call_" + secrets.token_hex(4), "type": "function",
+                     "function": {"name": d.tool, "arguments": args}}
+        completion_tokens, finish = len(tokens(args)) + 3, "tool_calls"
+    else:
+        pieces = tokens(cut_at_stop(prefix + text, stops)[0])
+        limit = req.get("max_completion_tokens")
+        limit = req.get("max_tokens") if limit is None else limit
+        if isinstance(limit, int) and len(pieces) > limit:
+            pieces, finish = pieces[:limit], "length"
+        completion_tokens = len(pieces)
+    completion_tokens += d.reason  # hidden reasoning is billed as completion tokens
+    prompt_details: dict[str, int] = {"cached_tokens": d.cached, "audio_tokens": 0}
+    if d.cache_write is not None:
+        prompt_details["cache_write_tokens"] = d.cache_write
+    usage = None if d.no_usage else {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": prompt_details,
+        "completion_tokens_details": {"reasoning_tokens": d.reason, "audio_tokens": 0,
+                                      "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+    }
+    head = {"id": "chatcmpl-" + secrets.token_hex(12), "created": int(time.time()), "model": req["model"],
+            "system_fingerprint": "fp_fake"}
+    return _ChatAnswer(tool_call, pieces, finish, usage, head)
+
+
+async def _send_completion(answer: _ChatAnswer, d: _Directives, send: Send, receive: Receive) -> None:
+    if d.drop_after is not None:
+        return await _drop(send, receive)
+    tool_call, head = answer.tool_call, answer.head
+    message: dict[str, Any] = {"role": "assistant", "content": None if tool_call else "".join(answer.pieces),
+                               "refusal": None}
+    if tool_call:
+        message["tool_calls"] = [tool_call]
+    out = {"id": head["id"], "object": "chat.completion", **{k: head[k] for k in ("created", "model")},
+           "system_fingerprint": "fp_fake",
+           "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": answer.finish}]}
+    if answer.usage is not None:
+        out["usage"] = answer.usage
+    return await _send_json(send, 200, out)
+
+
+async def _stream_completion(answer: _ChatAnswer, d: _Directives, include_usage: bool, send: Send,
+                             receive: Receive) -> None:
+    tool_call, head = answer.tool_call, answer.head
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        c = {"id": head["id"], "object": "chat.completion.chunk", "created": head["created"],
+             "model": head["model"], "system_fingerprint": "fp_fake",
+             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+        if include_usage:
+            c["usage"] = None
+        return c
+
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+    await _sse(send, chunk({"role": "assistant", "content": None if tool_call else "", "refusal": None}))
+    if tool_call:
+        args = tool_call["function"]["arguments"]
+        size = max(1, -(-len(args) // 3))
+        deltas = [{"index": 0, "id": tool_call["id"], "type": "function",
+                   "function": {"name": d.tool, "arguments": ""}}]
+        deltas += [{"index": 0, "function": {"arguments": args[i:i + size]}} for i in range(0, len(args), size)]
+        bodies = [{"tool_calls": [td]} for td in deltas]
+    else:
+        bodies = [{"content": p} for p in answer.pieces]
+    for i, delta in enumerate(bodies):
+        if d.drop_after is not None and i >= d.drop_after:
             return await _drop(send, receive)
-        await _sse(send, chunk({}, finish))
-        if include_usage and usage is not None:
-            await _sse(send, {**chunk({}), "choices": [], "usage": usage})
-        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if d.stream_error and i >= 1:  # an in-stream error after the first delta, as OpenAI sends one
+            await _sse(send, error_body("The server had an error processing your request.", "server_error"))
+            return await send({"type": "http.response.body", "body": b"", "more_body": False})
+        if d.chunk_delay_ms:
+            await asyncio.sleep(d.chunk_delay_ms / 1000)
+        await _sse(send, chunk(delta))
+    if d.drop_after is not None:
+        return await _drop(send, receive)
+    await _sse(send, chunk({}, answer.finish))
+    if include_usage and answer.usage is not None:
+        await _sse(send, {**chunk({}), "choices": [], "usage": answer.usage})
+    await send({"type": "http.response.body", "body": b"data: [DONE]\n\n", "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def openai_request(api_key: str | None, raw: bytes, headers: dict[str, str]) -> Any:
@@ -455,6 +483,12 @@ def _validate_chat(req: dict[str, Any], messages: list[dict[str, Any]]) -> list[
     if stop is not None and not isinstance(stop, str) and not (
             isinstance(stop, list) and all(isinstance(x, str) for x in stop)):
         raise _bad("Invalid 'stop': expected a string or an array of strings.", "stop")
+    _check_chat_messages(messages)
+    return [stop] if isinstance(stop, str) else list(stop or [])
+
+
+def _check_chat_messages(messages: list[dict[str, Any]]) -> None:
+    """Known roles, tool calls with string arguments, and tool messages that answer an earlier call."""
     seen_calls: set[str] = set()
     for i, m in enumerate(messages):
         role = m.get("role")
@@ -479,7 +513,6 @@ def _validate_chat(req: dict[str, Any], messages: list[dict[str, Any]]) -> list[
             if call_id not in seen_calls:
                 raise _bad("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
                            "message with 'tool_calls'.", f"messages[{i}].role")
-    return [stop] if isinstance(stop, str) else list(stop or [])
 
 
 async def _fault(faulty: re.Match[str], send: Send, receive: Receive) -> None:
@@ -551,10 +584,8 @@ def main(argv: list[str] | None = None) -> None:
     fake = FakeUpstream(api_key=a.api_key or None, host=a.host, port=a.port)
     server, sock = fake._build(log_config=uvicorn.config.LOGGING_CONFIG)
     print(f"fake upstream listening on {fake.base_url} (Anthropic clients: {fake.anthropic_base_url})", flush=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn re-raises the captured signal after a graceful shutdown
         server.run(sockets=[sock])
-    except KeyboardInterrupt:  # uvicorn re-raises the captured signal after a graceful shutdown
-        pass
 
 
 if __name__ == "__main__":

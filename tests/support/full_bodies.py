@@ -60,7 +60,8 @@ MESSAGES: dict[str, Any] = {
              "content": [{"type": "text", "text": "found"}]},
             {"type": "text", "text": "thanks"}]},
     ],
-    "tools": [{"name": "lookup", "description": "Find", "input_schema": _SCHEMA, "cache_control": {"type": "ephemeral"}}],
+    "tools": [{"name": "lookup", "description": "Find", "input_schema": _SCHEMA,
+               "cache_control": {"type": "ephemeral"}}],
 }
 
 RESPONSES: dict[str, Any] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -40,6 +41,7 @@ def write_config(directory: Path, upstream_base_url: str, *, database: str | Non
     one whose upstream is down (nothing listens on its port). ``redis``: rate limits in Redis, as
     several gateway processes on one database need; ``settings``: more top-level TOML lines."""
     config = directory / "tollgate.toml"
+    root = upstream_base_url.removesuffix("/v1")
     config.write_text(f"""
 database_url = "{database or new_database_url()}"
 credits_per_usd = 100
@@ -55,7 +57,8 @@ context_window = 8192
 max_output_tokens = 1024
 vision = false
 default_effort_level = "medium"
-effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}}, {{value = "high", display = "High"}}]
+effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}},
+                 {{value = "high", display = "High"}}]
 pricing = {{input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}}
 upstream = {{kind = "openai", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}}
 
@@ -75,9 +78,10 @@ owned_by = "anthropic"
 context_window = 200000
 max_output_tokens = 4096
 vision = true
-effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}}, {{value = "high", display = "High"}}, {{value = "xhigh", display = "Extra high"}}]
+effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}},
+                 {{value = "high", display = "High"}}, {{value = "xhigh", display = "Extra high"}}]
 pricing = {{input = 3, output = 15, cache_create = 3.75, cache_hit = 0.3}}
-upstream = {{kind = "anthropic", base_url = "{upstream_base_url.removesuffix("/v1")}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
+upstream = {{kind = "anthropic", base_url = "{root}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
 
 [[models]]
 id = "slow-gpt"
@@ -86,7 +90,7 @@ owned_by = "acme"
 context_window = 4096
 max_output_tokens = 256
 pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
-upstream = {{kind = "openai", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-x", timeout = 1, connect_timeout = 1}}
+upstream = {_deployment("openai", upstream_base_url, "gpt-x", api_key_env="UPSTREAM_KEY", timeout=1, connect_timeout=1)}
 
 [[models]]
 id = "dead-gpt"
@@ -105,7 +109,7 @@ context_window = 2048
 max_output_tokens = 256
 vision = true
 pricing = {{input = 3, output = 15, cache_create = 3.75, cache_hit = 0.3}}
-upstream = {{kind = "anthropic", base_url = "{upstream_base_url.removesuffix("/v1")}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
+upstream = {{kind = "anthropic", base_url = "{root}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
 
 [[models]]
 id = "vision-gpt"
@@ -124,9 +128,10 @@ owned_by = "acme"
 context_window = 200000
 max_output_tokens = 4096
 vision = true
-effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}}, {{value = "high", display = "High"}}, {{value = "xhigh", display = "Extra high"}}]
+effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display = "Medium"}},
+                 {{value = "high", display = "High"}}, {{value = "xhigh", display = "Extra high"}}]
 pricing = {{input = 1.25, output = 10, cache_create = 1.25, cache_hit = 0.125}}
-upstream = {{kind = "openai-responses", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "gpt-codex-x"}}
+upstream = {_deployment("openai-responses", upstream_base_url, "gpt-codex-x", api_key_env="UPSTREAM_KEY")}
 {_agent_models(upstream_base_url)}{_builtin_tool_models(upstream_base_url)}{_fallback_models(upstream_base_url)}\
 {_strict_models(upstream_base_url)}""")
     return config
@@ -210,7 +215,8 @@ def _deployment(kind: str, base_url: str, model: str, **extra: object) -> str:
 def _fallback_models(upstream_base_url: str) -> str:
     """Models with several deployments (tests/e2e/test_fallbacks.py): a broken deployment tried first
     (refusing connections, answering 503 or 529, never answering, or breaking off a 200) and a working
-    one, or two working ones. Each deployment has its own model name, so the fake's records tell which one was called."""
+    one, or two working ones. Each deployment has its own model name, so the fake's records tell which
+    one was called."""
     root = upstream_base_url.removesuffix("/v1")
     key = {"api_key_env": "UPSTREAM_KEY"}
     gpt_b = _deployment("openai", upstream_base_url, "gpt-b", **key)
@@ -264,7 +270,7 @@ class Gateway:
 
     def start(self) -> Gateway:
         self.log_path = self.config.parent / f"gateway-{self.port}.log"
-        with open(self.log_path, "w") as log:
+        with self.log_path.open("w") as log:
             self.process = subprocess.Popen(
                 [*tollgate_command(), "serve", "--config", str(self.config), "--port", str(self.port)],
                 stdout=log,
@@ -292,10 +298,8 @@ class Gateway:
         lines = []
         for line in self.output().splitlines():
             if line.startswith("{"):
-                try:
+                with contextlib.suppress(json.JSONDecodeError):  # a line still being written
                     lines.append(json.loads(line))
-                except json.JSONDecodeError:
-                    pass  # a line still being written
         return lines
 
     def access_line(self, request_id: str, within: float = 5.0) -> dict:

@@ -95,8 +95,8 @@ class InProcessGateway:
         assert answer.status_code < 300, answer.text
         return answer.json()
 
-    def open_team(self, name: str, credits: str = "100") -> Account:
-        self.admin("POST", "/teams", {"name": name, "credits": credits})
+    def open_team(self, name: str, balance: str = "100") -> Account:
+        self.admin("POST", "/teams", {"name": name, "credits": balance})
         return Account(name, self.admin("POST", f"/teams/{name}/keys", {})["key"])
 
     # -- requests -----------------------------------------------------------------------------
@@ -179,7 +179,8 @@ def charge_of(store: LedgerStore, name: str, request_id: str) -> ChargeRecord | 
     return store.find_charge(team_id(name), request_id)
 
 
-def credits(micros: int) -> Decimal:
+def in_credits(micros: int) -> Decimal:
+    """Micro-credits as the API shows them: an exact decimal number of credits."""
     return Decimal(micros) / 1_000_000
 
 

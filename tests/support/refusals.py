@@ -33,11 +33,13 @@ def error_of(response: httpx.Response, status: int | None = None) -> dict:
     assert response.headers["content-type"].startswith("application/json")
     body = response.json()
     if speaks_messages(response.request.url.path):
-        assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, body
+        assert body["type"] == "error", body
+        assert set(body["error"]) == {"type", "message"}, body
         assert isinstance(body["error"]["message"], str)
         assert body["error"]["message"]
     else:
-        assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+        assert set(body) == {"error"}, body
+        assert set(body["error"]) == {"message", "type", "param", "code"}, body
         assert isinstance(body["error"]["message"], str)
         assert body["error"]["message"]
     return body["error"]

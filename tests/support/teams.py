@@ -31,9 +31,9 @@ class Teams:
         self._writer = LedgerWriter(self._store).start()
         self._ledger = LedgerService(self._writer)
 
-    def open(self, credits: str = "100", key_rpm: int | None = None) -> Team:
+    def open(self, balance: str = "100", key_rpm: int | None = None) -> Team:
         name = f"team-{next(_team_numbers)}"
-        self._ledger.create_team(name, micros_from_credits(credits))
+        self._ledger.create_team(name, micros_from_credits(balance))
         return Team(name, self._ledger.issue_key(name, limits=Limits(rpm=key_rpm)).secret)
 
     def close(self) -> None:

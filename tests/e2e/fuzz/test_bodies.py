@@ -28,7 +28,8 @@ def headers_for(endpoint: str, team: Team) -> dict[str, str]:
 @pytest.mark.parametrize(("endpoint", "model"), CASES)
 def test_no_generated_body_breaks_the_gateway_or_moves_money_when_refused(fuzz_gateway: Gateway, fuzz_team: Team,
                                                                           ledger: Ledger, run: Run, endpoint, model):
-    url, headers, route = fuzz_gateway.root_url + PATHS[endpoint], headers_for(endpoint, fuzz_team), f"{endpoint}→{model}"
+    url, headers = fuzz_gateway.root_url + PATHS[endpoint], headers_for(endpoint, fuzz_team)
+    route = f"{endpoint}→{model}"
 
     def one(body: bytes) -> None:
         exercise(fuzz_gateway, ledger, run.tally, run.watch, route, url, headers, body)

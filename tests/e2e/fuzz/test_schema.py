@@ -4,6 +4,10 @@ traceback, and every answer as the document describes it (its status, its media 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import schemathesis
 from hypothesis.errors import Unsatisfiable
@@ -38,29 +42,34 @@ def test_every_documented_route_answers_as_documented_and_never_breaks(fuzz_gate
     operations = _operations(fuzz_gateway)
     assert len(operations) > 15  # public, admin and dashboard routes
     for operation in operations:
-        route = f"{operation.method.upper()} {operation.path}"
-        key = _key_for(operation.path, fuzz_team)
-
-        def one(case) -> None:
-            run.tally.cases += 1
-            headers = {"authorization": f"Bearer {key}", "x-api-key": key, "anthropic-version": "2023-06-01"}
-            response = case.call(base_url=fuzz_gateway.root_url, headers=headers, timeout=60)
-            if response.status_code >= 500 and upstream_failed(fuzz_gateway, response):
-                return  # the upstream's failure, relayed
-            try:
-                case.validate_response(response, checks=CHECKS)
-            except (FailureGroup, Exception) as exc:  # noqa: BLE001 — each failed check is a finding, tallied
-                kind = "5xx" if response.status_code >= 500 else "conformance"
-                logged = run.watch.tracebacks() if kind == "5xx" else []
-                detail = logged[0] if logged else _first_failure(exc)
-                run.tally.fail(kind, route, response.status_code, detail, (case.body if isinstance(case.body, bytes)
-                                                                             else repr(case.body).encode())[:2000])
-
-        try:
+        one = _exercise(fuzz_gateway, run, f"{operation.method.upper()} {operation.path}",
+                        _key_for(operation.path, fuzz_team))
+        # Unsatisfiable: nothing of this kind to generate (a route without parameters has no input that does not fit)
+        with contextlib.suppress(Unsatisfiable):
             fuzz(one, case=operation.as_strategy(mode))
-        except Unsatisfiable:
-            pass  # nothing of this kind to generate (a route without parameters has no input that does not fit)
     run.check()
+
+
+def _exercise(gateway: Gateway, run: Run, route: str, key: str) -> Callable[[Any], None]:
+    """What one generated case of ``route`` goes through: sent with ``key``, its answer checked against
+    the document, and any failure tallied under the route."""
+
+    def one(case) -> None:
+        run.tally.cases += 1
+        headers = {"authorization": f"Bearer {key}", "x-api-key": key, "anthropic-version": "2023-06-01"}
+        response = case.call(base_url=gateway.root_url, headers=headers, timeout=60)
+        if response.status_code >= 500 and upstream_failed(gateway, response):
+            return  # the upstream's failure, relayed
+        try:
+            case.validate_response(response, checks=CHECKS)
+        except (FailureGroup, Exception) as exc:  # noqa: BLE001 — each failed check is a finding, tallied
+            kind = "5xx" if response.status_code >= 500 else "conformance"
+            logged = run.watch.tracebacks() if kind == "5xx" else []
+            detail = logged[0] if logged else _first_failure(exc)
+            run.tally.fail(kind, route, response.status_code, detail, (case.body if isinstance(case.body, bytes)
+                                                                         else repr(case.body).encode())[:2000])
+
+    return one
 
 
 def _first_failure(exc: BaseException) -> str:

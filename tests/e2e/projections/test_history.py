@@ -35,9 +35,11 @@ def traffic(tmp_path_factory, fake_upstream: FakeUpstream):
     team = teams.open("10")
     teams.close()
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    answers = [client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "one two"}]),
-               client.chat.completions.create(model="fake-claude", messages=[{"role": "user", "content": "three [[cached:2]]"}]),
-               client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "four five six"}])]
+
+    def ask(model: str, content: str):
+        return client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}])
+
+    answers = [ask("fake-gpt", "one two"), ask("fake-claude", "three [[cached:2]]"), ask("fake-gpt", "four five six")]
     gateway.cli("credits", "add", "--team", team.name, "1", "--reference", "INV-7")
     gateway.wait_until_nothing_held(team.name)  # the state stays still while the tests compare it
     yield team, answers, gateway
@@ -48,9 +50,15 @@ def micros(value) -> int:
     return int(Decimal(str(value)) * 1_000_000)
 
 
+def exported(gateway: Gateway, team, *options: str) -> list[dict]:
+    """The team's ledger entries, as ``tollgate ledger export --format jsonl`` prints them."""
+    export = gateway.cli("ledger", "export", "--team", team.name, *options, "--format", "jsonl")
+    return [json.loads(line) for line in export.stdout.splitlines()]
+
+
 def test_the_history_has_every_entry_with_the_balances_clients_were_shown(traffic):
     team, answers, gateway = traffic
-    rows = [json.loads(line) for line in gateway.cli("ledger", "export", "--team", team.name, "--format", "jsonl").stdout.splitlines()]
+    rows = exported(gateway, team)
     assert [r["kind"] for r in rows] == ["top_up", "charge", "charge", "charge", "top_up"]
     charges = rows[1:4]
     for row, answer in zip(charges, answers, strict=True):
@@ -71,11 +79,11 @@ def test_the_history_has_every_entry_with_the_balances_clients_were_shown(traffi
 
 def test_csv_and_jsonl_exports_carry_the_same_entries(traffic):
     team, _, gateway = traffic
-    jsonl = [json.loads(line) for line in gateway.cli("ledger", "export", "--team", team.name, "--format", "jsonl").stdout.splitlines()]
+    jsonl = exported(gateway, team)
     table = list(csv.DictReader(io.StringIO(gateway.cli("ledger", "export", "--team", team.name).stdout)))
     assert [{k: str(v) for k, v in row.items()} for row in jsonl] == table
-    later = gateway.cli("ledger", "export", "--team", team.name, "--since", jsonl[1]["occurred_at"], "--format", "jsonl")
-    assert len(later.stdout.splitlines()) == len(jsonl) - 1
+    later = exported(gateway, team, "--since", jsonl[1]["occurred_at"])
+    assert len(later) == len(jsonl) - 1
 
 
 def test_history_is_readable_and_paginated(traffic):
@@ -110,8 +118,8 @@ def test_rebuild_equals_the_live_projections_and_repairs_them(traffic):
 def test_usage_is_summed_by_team_key_model_and_day(traffic):
     team, answers, gateway = traffic
     raw = RawDatabase.of_config(gateway.config)
-    rows = raw.execute("SELECT model, requests, output_tokens, cost FROM usage_daily WHERE team_name = ? ORDER BY model",
-                       (team.name,))
+    rows = raw.execute("SELECT model, requests, output_tokens, cost FROM usage_daily WHERE team_name = ? "
+                       "ORDER BY model", (team.name,))
     by_model = {r[0]: r[1:] for r in rows}
     assert by_model["fake-gpt"][0] == 2
     assert by_model["fake-claude"][0] == 1

@@ -40,7 +40,8 @@ async def test_after_a_redis_restart_a_limited_key_is_served_on_fresh_connection
             assert await burst(http) == [200] * PARALLEL  # the pool now holds a connection per request
             redis.restart()
             assert await burst(http) == [200] * PARALLEL
-            assert not [line for line in gateway.log_lines() if "rate-limit store unavailable" in line.get("message", "")]
+            assert not [line for line in gateway.log_lines()
+                        if "rate-limit store unavailable" in line.get("message", "")]
             redis.stop()  # and a Redis that is gone still means the documented, retryable 503
             gone = await http.post(gateway.base_url + "/chat/completions", json=body, headers=headers)
             assert gone.status_code == 503

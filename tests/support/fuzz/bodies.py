@@ -125,7 +125,8 @@ def bodies(draw: st.DrawFn, endpoint: str, model: str) -> bytes:
 def _serialised(body: dict[str, Any]) -> bytes:
     text = json.dumps(body, ensure_ascii=False, allow_nan=False)
     while "\\u0000deep:" in text or "\\u0000wide:" in text:
-        for marker, build in (("deep", lambda n: "[" * n + "]" * n), ("wide", lambda n: "[" + ",".join(["0"] * n) + "]")):
+        for marker, build in (("deep", lambda n: "[" * n + "]" * n),
+                              ("wide", lambda n: "[" + ",".join(["0"] * n) + "]")):
             start = text.find(f'"\\u0000{marker}:')
             if start >= 0:
                 end = text.index('\\u0000"', start + 1)

@@ -30,9 +30,9 @@ def test_the_worst_case_prices_every_prompt_token_at_the_dearest_input_rate():
 
 
 def test_usage_counts_must_be_non_negative_integers():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="input_tokens must be a non-negative integer"):
         TokenUsage(input_tokens=-1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="output_tokens must be a non-negative integer"):
         TokenUsage(output_tokens=1.5)  # type: ignore[arg-type]
 
 

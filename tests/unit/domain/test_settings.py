@@ -4,6 +4,10 @@ import pytest
 
 from domain.settings import ConfigError, parse_settings, require_upstream_secrets
 
+#: The one deployment of GOOD's model.
+UPSTREAM = ('upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", '
+            'model = "gpt-x"}')
+
 GOOD = """
 database_url = "sqlite:///tollgate.db"
 credits_per_usd = 100
@@ -15,10 +19,10 @@ context_window = 8192
 max_output_tokens = 1024
 vision = false
 default_effort_level = "medium"
-effort_levels = [{value = "low", display = "Low"}, {value = "medium", display = "Medium"}, {value = "high", display = "High"}]
+effort_levels = [{value = "low", display = "Low"}, {value = "medium", display = "Medium"},
+                 {value = "high", display = "High"}]
 pricing = {input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}   # USD per million tokens
-upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}
-"""
+""" + UPSTREAM + "\n"
 
 
 def test_the_documented_example_parses_with_exact_prices():
@@ -39,12 +43,14 @@ def test_the_documented_example_parses_with_exact_prices():
         (('kind = "openai"', 'kind = "grpc"'), "models[0].upstream.kind", "unknown kind"),
         (("input = 2.5", "input = -1"), "models[0].pricing.input", "must not be negative"),
         (("credits_per_usd = 100", "credits_per_usd = 0"), "credits_per_usd", "greater than 0"),
-        (('default_effort_level = "medium"', 'default_effort_level = "max"'), "models[0].default_effort_level", "not one of"),
+        (('default_effort_level = "medium"', 'default_effort_level = "max"'), "models[0].default_effort_level",
+         "not one of"),
         (('base_url = "http://127.0.0.1:9100/v1", ', ""), "models[0].upstream.base_url", "required"),
         (("sqlite:///tollgate.db", "mysql://db"), "database_url", "unsupported URL"),
         (("sqlite:///tollgate.db", "postgresql://host-without-database"), "database_url", "unsupported URL"),
         (("credits_per_usd = 100", "credits_per_usd = 100\nmax_request_bytes = 0"), "max_request_bytes", "at least 1"),
-        (("credits_per_usd = 100", "credits_per_usd = 100\nmax_streams_per_key = -1"), "max_streams_per_key", "at least 1"),
+        (("credits_per_usd = 100", "credits_per_usd = 100\nmax_streams_per_key = -1"), "max_streams_per_key",
+         "at least 1"),
         (("credits_per_usd = 100", "credits_per_usd = 100\nwrite_timeout = 0"), "write_timeout", "greater than 0"),
     ],
 )
@@ -73,9 +79,7 @@ def test_the_database_url_can_come_from_the_environment():
     assert settings.database_url == "sqlite:////var/lib/tollgate.db"
 
 
-MANY = GOOD.replace(
-    'upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}',
-    """upstreams = [
+MANY = GOOD.replace(UPSTREAM, """upstreams = [
   {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x", weight = 3},
   {kind = "openai", base_url = "http://127.0.0.1:9200/v1", api_key_env = "OTHER_KEY"},
   {kind = "demo"},
@@ -98,7 +102,8 @@ def test_a_model_may_list_several_deployments_each_with_its_weight_and_model_nam
         (('{kind = "demo"}', '{kind = "anthropic", base_url = "https://api.anthropic.com"}'),
          "models[0].upstreams[2].kind", "must speak the same wire"),
         (('{kind = "demo"}', '{kind = "openai"}'), "models[0].upstreams[2].base_url", "required"),
-        (("[[models]]", "[[models]]\nmax_attempts = 4"), "models[0].max_attempts", "between 1 and the number of deployments (3)"),
+        (("[[models]]", "[[models]]\nmax_attempts = 4"), "models[0].max_attempts",
+         "between 1 and the number of deployments (3)"),
         (("[[models]]", "[[models]]\nmax_attempts = 0"), "models[0].max_attempts", "between 1"),
         (("upstreams = [", 'upstream = {kind = "demo"}\nupstreams = ['), "models[0].upstreams", "not both"),
         (("weight = 3", 'weight = "heavy"'), "models[0].upstreams[0].weight", "expected `int`"),
@@ -112,8 +117,7 @@ def test_an_invalid_deployment_list_is_refused_naming_the_key(change, key, probl
 
 
 def test_a_model_needs_one_deployment_at_least():
-    no_upstream = GOOD.replace(
-        'upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}', "")
+    no_upstream = GOOD.replace(UPSTREAM, "")
     with pytest.raises(ConfigError, match=r"models\[0\].upstream: required key is missing"):
         parse_settings(no_upstream, "t.toml")
     with pytest.raises(ConfigError, match=r"models\[0\].upstreams: must list at least one deployment"):

@@ -30,7 +30,7 @@ def test_a_heartbeat_reconnects_after_its_connection_was_cut(database):
         with psycopg.connect(database.conninfo(), autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                           "WHERE datname = current_database() AND pid <> pg_backend_pid()")
-        with pytest.raises(Exception):
+        with pytest.raises(psycopg.OperationalError):  # the connection the beat had was cut
             registry.beat()
     registry.beat()
     assert registry.dead_instances(15) == []

@@ -109,7 +109,8 @@ def test_idempotent_retries_share_one_charge_and_a_replay_reports_the_same_cost(
     attempts = [first, busy, replay_]
     assert charge_verdict([plan(idempotency_key="k1")], attempts, events, prices).violations == []
     # A second attempt under the key that was served and charged as well: the key's request, twice.
-    twice = [*events, event(5, "HoldPlaced", request_id="req_second", amount=50000, idem_key="k1"), charged(6, "req_second", 6500, 987000)]
+    twice = [*events, event(5, "HoldPlaced", request_id="req_second", amount=50000, idem_key="k1"),
+             charged(6, "req_second", 6500, 987000)]
     assert [v.check for v in charge_verdict([plan(idempotency_key="k1")], attempts, twice, prices).violations] \
         == ["idempotent request not charged once"]
     # An answer under a request that never held under the key.
@@ -119,7 +120,8 @@ def test_idempotent_retries_share_one_charge_and_a_replay_reports_the_same_cost(
 
 
 def test_a_balance_below_zero_at_any_event_fails_even_if_it_ends_above() -> None:
-    events = [*opened(5000), charged(3, "req_1", 6000, -1000), event(4, "CreditsAdded", amount=5000, reference="top-up", balance_after=4000)]
+    events = [*opened(5000), charged(3, "req_1", 6000, -1000),
+              event(4, "CreditsAdded", amount=5000, reference="top-up", balance_after=4000)]
     verdict = Verdict()
     replay(Snapshot(events, {}), verdict)
     assert [v.check for v in verdict.violations] == ["ledger replay"]
@@ -127,7 +129,9 @@ def test_a_balance_below_zero_at_any_event_fails_even_if_it_ends_above() -> None
 
 
 def test_a_release_must_free_exactly_what_the_lease_still_holds() -> None:
-    events = [*opened(), event(3, "CreditsLeased", lease="lease_x", amount=50000), charged(4, "req_1", 6500, 993500, lease="lease_x", hold=6500), event(5, "HoldReleased", request_id="lease_x", amount=50000, reason="lease returned")]
+    events = [*opened(), event(3, "CreditsLeased", lease="lease_x", amount=50000),
+              charged(4, "req_1", 6500, 993500, lease="lease_x", hold=6500),
+              event(5, "HoldReleased", request_id="lease_x", amount=50000, reason="lease returned")]
     verdict = Verdict()
     replay(Snapshot(events, {}), verdict)
     assert [v.check for v in verdict.violations] == ["ledger replay"]
@@ -135,7 +139,8 @@ def test_a_release_must_free_exactly_what_the_lease_still_holds() -> None:
 
 def test_a_dead_process_s_lease_must_be_released_within_30_s() -> None:
     kill = Fault(KILL, started=100.0, ended=100.0, pid=100, victim=0)
-    leased = [*opened(), event(3, "CreditsLeased", at=99.0, lease="lease_dead", amount=50000), charged(4, "req_1", 6500, 993500, lease="lease_dead", hold=6500, at=99.5)]
+    leased = [*opened(), event(3, "CreditsLeased", at=99.0, lease="lease_dead", amount=50000),
+              charged(4, "req_1", 6500, 993500, lease="lease_dead", hold=6500, at=99.5)]
     served = [attempt(request_id="req_1")]
     released = event(5, "HoldReleased", at=120.0, request_id="lease_dead", amount=43_500, reason="process died")
     verdict = Verdict()
@@ -191,7 +196,8 @@ def test_a_revoked_key_must_be_refused_soon_after_the_revocation_or_after_an_out
     verdict = Verdict()
     check_answers([plan()], [served], [outage], [TEAM], [revoked], verdict)
     assert verdict.violations == []
-    refused = attempt(status=401, cost=None, remaining=None, started=1.0, ended=2.0, error="Incorrect API key provided.")
+    refused = attempt(status=401, cost=None, remaining=None, started=1.0, ended=2.0,
+                      error="Incorrect API key provided.")
     verdict = Verdict()
     check_answers([plan()], [refused], [], [TEAM], [revoked], verdict)
     assert [v.check for v in verdict.violations] == ["valid key refused"]

@@ -17,7 +17,8 @@ README = Path(__file__).resolve().parents[3] / "README.md"
 
 def _committed_reference() -> str:
     text = README.read_text()
-    assert text.count(START) == 1 and text.count(END) == 1, "README.md needs exactly one reference section"
+    assert text.count(START) == 1, "README.md needs exactly one reference section"
+    assert text.count(END) == 1, "README.md needs exactly one reference section"
     return text[text.index(START) + len(START): text.index(END)]
 
 
@@ -65,7 +66,8 @@ def test_every_settings_key_has_a_row_with_a_description():
     assert ("models[].pricing", "cache_hit", "Pricing") in keys
     for path, key, owner in keys:
         heading = "Top level" if path == "" else next(h for h in tables if f"`{path}`" in h.split(", "))
-        assert tables[heading].get(f"`{key}`", "").strip(), f"{owner}.{key} ({path or 'top level'}) is not in the reference"
+        assert tables[heading].get(f"`{key}`", "").strip(), \
+            f"{owner}.{key} ({path or 'top level'}) is not in the reference"
 
 
 def test_the_environment_overrides_are_listed():
@@ -80,7 +82,7 @@ def test_a_field_without_a_comment_stops_the_script():
     source = Path(schema.__file__).read_text()
     undocumented = source.replace("    #: Credits one US dollar buys", "    # Credits one US dollar buys")
     assert undocumented != source
-    with pytest.raises(UndocumentedField, match="Settings.credits_per_usd"):
+    with pytest.raises(UndocumentedField, match=r"Settings\.credits_per_usd"):
         sections(source=undocumented)
 
 

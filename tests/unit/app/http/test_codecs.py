@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.in_process import InProcessGateway, charge_of, credits
+from tests.support.in_process import InProcessGateway, charge_of, in_credits
 
 #: The fake upstream's models, one per wire: Chat Completions, Anthropic Messages, OpenAI Responses.
 MODELS = ["fake-gpt", "fake-claude", "fake-codex"]
@@ -78,5 +78,5 @@ def test_each_pair_answers_in_the_client_s_shape_and_reports_what_was_charged(
               else (usage["input_tokens"], usage["output_tokens"]))
     assert tokens == (5, 3)
     charged = charge_of(shared_gateway.runtime.store, name, answer.headers["x-request-id"]).charged
-    assert usage["cost"]["credits"] == credits(charged) > 0
-    assert usage["remaining"]["credits"] == 100 - credits(charged)
+    assert usage["cost"]["credits"] == in_credits(charged) > 0
+    assert usage["remaining"]["credits"] == 100 - in_credits(charged)

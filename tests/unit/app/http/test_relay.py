@@ -89,7 +89,8 @@ def test_an_upstream_that_fails_mid_stream_is_charged_for_what_was_delivered(gat
 
 def test_a_plain_answer_the_ledger_cannot_charge_is_refused_and_costs_nothing(gateway: InProcessGateway):
     team = gateway.open_team("acme")
-    warm = gateway.post(team, "/v1/chat/completions", chat("demo-gpt", "hi"))  # the lease: no write left before the charge
+    # The lease, taken by a first request: no write is left before the charge.
+    warm = gateway.post(team, "/v1/chat/completions", chat("demo-gpt", "hi"))
     with ledger_refusing_writes(gateway):
         answer = gateway.post(team, "/v1/chat/completions", chat("demo-gpt", "hi again"))
     assert answer.status_code == 503
@@ -115,7 +116,8 @@ def test_a_stream_the_ledger_cannot_charge_is_charged_once_the_ledger_can_be_wri
         owed = charge_of(ledger, "acme", answer.headers["x-request-id"]).charged
         reported = TokenUsage(input_tokens=3 + 3, output_tokens=len(demo_tokens("Hello from the Tollgate demo model. "
                                                                               "You said: one two three")))
-        assert owed == cost_in_micros(reported, gateway.settings.model("demo-gpt").price, gateway.settings.credits_per_usd)
+        price = gateway.settings.model("demo-gpt").price
+        assert owed == cost_in_micros(reported, price, gateway.settings.credits_per_usd)
         charged = charge_of(ledger, "acme", warm.headers["x-request-id"]).charged
         after = team_state(ledger, "acme")
         assert (after.balance, after.held) == (FULL - charged - owed, 0)

@@ -11,7 +11,7 @@ import pytest
 
 from domain.pricing import TokenUsage, cost_in_micros
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.in_process import InProcessGateway, charge_of, credits, ledger_of, team_state
+from tests.support.in_process import InProcessGateway, charge_of, in_credits, ledger_of, team_state
 
 HELLO = [{"role": "user", "content": "hello there gateway"}]
 
@@ -29,8 +29,8 @@ def test_a_request_is_charged_what_the_upstream_reported_and_its_answer_says_so(
     usage = json.loads(answer.content, parse_float=Decimal)["usage"]
     expected = cost(gateway, "demo-gpt", usage)
     assert expected > 0
-    assert usage["cost"]["credits"] == credits(expected)
-    assert usage["remaining"]["credits"] == 100 - credits(expected)
+    assert usage["cost"]["credits"] == in_credits(expected)
+    assert usage["remaining"]["credits"] == 100 - in_credits(expected)
     with ledger_of(gateway) as ledger:
         assert charge_of(ledger, "acme", answer.headers["x-request-id"]).charged == expected
         after = team_state(ledger, "acme")

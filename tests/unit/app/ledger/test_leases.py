@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from app.tokens import prompt_tokens, rules_for
 from domain.pricing import worst_case_in_micros
-from tests.support.in_process import InProcessGateway, charge_of, credits, ledger_of, team_state
+from tests.support.in_process import InProcessGateway, charge_of, in_credits, ledger_of, team_state
 
 HELLO = [{"role": "user", "content": "hello there gateway"}]
 
@@ -43,7 +43,7 @@ def test_a_lease_takes_no_more_than_the_team_has_and_a_request_it_cannot_cover_i
     body = {"model": "demo-gpt", "messages": HELLO, "max_tokens": 100}
     prompt = prompt_tokens(body, "chat", rules_for(model.tokenizer, "chat"))
     worst_case = worst_case_in_micros(prompt, 100, model.price, gateway.settings.credits_per_usd)
-    team = gateway.open_team("small", str(credits(worst_case + 1_000)))  # a demo answer costs more than 1,000
+    team = gateway.open_team("small", str(in_credits(worst_case + 1_000)))  # a demo answer costs more than 1,000
     first, second = (gateway.post(team, "/v1/chat/completions", body) for _ in range(2))
     assert (first.status_code, second.status_code) == (200, 402)
     with ledger_of(gateway) as ledger:

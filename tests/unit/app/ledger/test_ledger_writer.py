@@ -69,7 +69,8 @@ def test_a_batch_gives_each_caller_the_state_right_after_its_own_command(stores)
     try:
         LedgerService(writer).create_team("t", 100)
         tid = team_id("t")
-        futures = [writer.on_team(tid, "t", lambda t, i=i: t.place_hold(f"r{i}", 10, "k", "m", "chat")) for i in range(10)]
+        futures = [writer.on_team(tid, "t", lambda t, i=i: t.place_hold(f"r{i}", 10, "k", "m", "chat"))
+                   for i in range(10)]
         assert sorted(f.result() for f in futures) == list(range(0, 100, 10))
     finally:
         writer.stop()

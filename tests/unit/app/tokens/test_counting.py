@@ -57,9 +57,11 @@ WEATHER_TOOL = {"type": "function", "function": {
     "name": "get_current_weather", "description": "Get the current weather in a given location",
     "parameters": {"type": "object", "properties": {
         "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
-        "unit": {"type": "string", "description": "The unit of temperature to return", "enum": ["celsius", "fahrenheit"]},
+        "unit": {"type": "string", "description": "The unit of temperature to return",
+                 "enum": ["celsius", "fahrenheit"]},
     }, "required": ["location"]}}}
-WEATHER_MESSAGES = [{"role": "system", "content": "You are a helpful assistant that can answer to questions about the weather."},
+WEATHER_MESSAGES = [{"role": "system",
+                     "content": "You are a helpful assistant that can answer to questions about the weather."},
                     {"role": "user", "content": "What's the weather like in San Francisco?"}]
 
 
@@ -122,7 +124,8 @@ def test_chat_framing_matches_openai_s_cookbook_and_its_api_count():
 
 def test_tool_definitions_count_at_least_what_openai_s_recipe_does():
     assert cookbook_count(WEATHER_MESSAGES, [WEATHER_TOOL]) == 101  # the cookbook's API-confirmed figure
-    colours = ["red", "green", "blue", "cyan", "magenta", "yellow", "black", "white", "orange", "purple", "pink", "brown", "gray", "teal"] * 4
+    colours = ["red", "green", "blue", "cyan", "magenta", "yellow", "black", "white", "orange", "purple", "pink",
+               "brown", "gray", "teal"] * 4
     enum_heavy = {"type": "function", "function": {"name": "paint", "description": "Paint", "parameters": {
         "type": "object", "properties": {"colour": {"type": "string", "description": "c", "enum": colours}}}}}
     many = [{"type": "function", "function": {"name": f"f{i}", "description": "d", "parameters": {
@@ -217,7 +220,8 @@ def test_the_same_conversation_counts_the_same_text_in_every_protocol():
     chat_body = chat([{"role": "system", "content": system}, {"role": "user", "content": question},
                       {"role": "assistant", "content": answer}, {"role": "user", "content": "More."}])
     responses_body = {"instructions": system, "input": [
-        {"role": "user", "content": question}, {"role": "assistant", "content": [{"type": "output_text", "text": answer}]},
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": [{"type": "output_text", "text": answer}]},
         {"role": "user", "content": [{"type": "input_text", "text": "More."}]}]}
     messages_body = {"system": [{"type": "text", "text": system}], "messages": [
         {"role": "user", "content": question}, {"role": "assistant", "content": answer},

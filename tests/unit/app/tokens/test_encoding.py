@@ -36,7 +36,8 @@ def test_the_script_rebuilds_the_tiktoken_format_from_js_tiktoken_s_layout(tmp_p
     tokens = [b"a", b"b", b"ab", b" the", b"\xe4\xb8"]
     lines = ["a 0 " + " ".join(base64.b64encode(t).decode() for t in tokens[:3]),
              "x 3 " + " ".join(base64.b64encode(t).decode() for t in tokens[3:])]
-    source = "module.exports = " + json.dumps({"pat_str": "", "special_tokens": {}, "bpe_ranks": "\n".join(lines)}) + ";"
+    module = {"pat_str": "", "special_tokens": {}, "bpe_ranks": "\n".join(lines)}
+    source = "module.exports = " + json.dumps(module) + ";"
     ranks = vendor_tokenizer.ranks_from_js(source)
     assert ranks == {t: i for i, t in enumerate(tokens)}
     assert vendor_tokenizer.tiktoken_file(ranks) == b"".join(
