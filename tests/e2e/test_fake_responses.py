@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import cast
 
 import httpx
 import openai
 import pytest
+from openai.types.responses import ToolParam
 
 from tests.support.fake_upstream import FakeUpstream
 
@@ -19,7 +21,7 @@ SHELL = {"type": "function", "name": "exec_command", "description": "Run a comma
 NAMESPACE = {"type": "namespace", "name": "multi_agent_v1", "description": "agents", "tools": [
     {"type": "function", "name": "close_agent", "parameters": {"type": "object", "properties": {}}}]}
 PATCH = {"type": "custom", "name": "apply_patch", "description": "Apply a patch"}
-TOOLS = [SHELL, NAMESPACE, PATCH, {"type": "web_search"}]
+TOOLS = cast("list[ToolParam]", [SHELL, NAMESPACE, PATCH, {"type": "web_search"}])  # newer than the SDK's types
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +68,8 @@ def test_a_stream_in_the_official_order(client: openai.OpenAI) -> None:
 def test_function_namespace_and_custom_tool_calls(client: openai.OpenAI, stream: bool) -> None:
     def respond(text: str) -> openai.types.responses.Response:
         if not stream:
-            return client.responses.create(model=MODEL, input=text, tools=TOOLS)  # type: ignore[arg-type]
-        with client.responses.stream(model=MODEL, input=text, tools=TOOLS) as s:  # type: ignore[arg-type]
+            return client.responses.create(model=MODEL, input=text, tools=TOOLS)
+        with client.responses.stream(model=MODEL, input=text, tools=TOOLS) as s:
             return s.get_final_response()
 
     (call,) = respond('run it [[tool:exec_command {"cmd": "ls"}]]').output
@@ -83,7 +85,7 @@ def test_function_namespace_and_custom_tool_calls(client: openai.OpenAI, stream:
 
 
 def test_a_tool_output_is_echoed_and_needs_its_call(client: openai.OpenAI) -> None:
-    r = client.responses.create(model=MODEL, tools=[SHELL], input=[  # type: ignore[arg-type]
+    r = client.responses.create(model=MODEL, tools=[SHELL], input=[
         {"role": "user", "content": "run it"},
         {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "call_1", "output": "a.txt"}])
@@ -112,10 +114,10 @@ def test_reasoning_comes_with_a_summary_and_encrypted_content_only_this_fake_acc
     history = [{"role": "user", "content": "ponder"}, reasoning.model_dump(exclude_none=True),
                {"role": "assistant", "content": [{"type": "output_text", "text": message.content[0].text}]},
                {"role": "user", "content": "again"}]
-    assert client.responses.create(model=MODEL, input=history).output_text == "Echo: again"  # type: ignore[arg-type]
+    assert client.responses.create(model=MODEL, input=history).output_text == "Echo: again"
     history[1]["encrypted_content"] = "gAAAA" + "x" * 40 + ".forged"
     with pytest.raises(openai.BadRequestError) as error:
-        client.responses.create(model=MODEL, input=history)  # type: ignore[arg-type]
+        client.responses.create(model=MODEL, input=history)
     assert "could not be verified" in error.value.message
 
 

@@ -5,11 +5,14 @@ and built-in tools are dropped (named in a header and the log line), refused or 
 from __future__ import annotations
 
 import json
+from typing import cast
 
 import anthropic
 import httpx
 import openai
 import pytest
+from anthropic.types import ToolUnionParam
+from openai.types.responses import ToolParam
 
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
@@ -23,7 +26,8 @@ PATCH = {"type": "custom", "name": "apply_patch", "description": "Apply a patch"
          "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}}
 SHELL = {"type": "function", "name": "exec_command", "description": "Run a command", "strict": False,
          "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}
-TOOLS = [SHELL, NAMESPACE, PATCH, {"type": "web_search", "external_web_access": False}]
+#: What Codex CLI declares, some of it newer than the SDK's types: typed once, as the SDK would send it.
+TOOLS = cast("list[ToolParam]", [SHELL, NAMESPACE, PATCH, {"type": "web_search", "external_web_access": False}])
 TRANSLATED = ["fake-gpt", "fake-claude"]
 
 
@@ -35,14 +39,14 @@ def upstream_tool_names(sent: dict) -> list[str]:
 @pytest.mark.parametrize("model", TRANSLATED)
 def test_a_namespaced_tool_is_called_under_a_flat_name_and_comes_back_in_its_namespace(
         client: openai.OpenAI, fake_upstream: FakeUpstream, model: str):
-    response = client.responses.create(model=model, tools=TOOLS,  # type: ignore[arg-type]
+    response = client.responses.create(model=model, tools=TOOLS,
                                        input='close it [[tool:multi_agent_v1__close_agent {"id": "a1"}]]')
     sent = fake_upstream.requests[0].body
     assert upstream_tool_names(sent) == ["exec_command", "multi_agent_v1__close_agent", "apply_patch"]
     (call,) = [item for item in response.output if item.type == "function_call"]
     assert (call.name, call.namespace, json.loads(call.arguments)) == ("close_agent", "multi_agent_v1", {"id": "a1"})
 
-    with client.responses.stream(model=model, tools=TOOLS,  # type: ignore[arg-type]
+    with client.responses.stream(model=model, tools=TOOLS,
                                  input='close it [[tool:multi_agent_v1__close_agent {"id": "a2"}]]') as stream:
         events = list(stream)
         final = stream.get_final_response()
@@ -54,7 +58,7 @@ def test_a_namespaced_tool_is_called_under_a_flat_name_and_comes_back_in_its_nam
 
     # The next turn sends the call back, in its namespace; the upstream sees the flat name again.
     fake_upstream.clear()
-    follow_up = client.responses.create(model=model, tools=TOOLS, input=[  # type: ignore[arg-type]
+    follow_up = client.responses.create(model=model, tools=TOOLS, input=[
         {"role": "user", "content": "close it"},
         {"type": "function_call", "call_id": call.call_id, "name": "close_agent", "namespace": "multi_agent_v1",
          "arguments": call.arguments},
@@ -70,18 +74,18 @@ def test_a_custom_tool_takes_its_free_text_both_ways(client: openai.OpenAI, fake
     patch = "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch"
     prompt = "patch it [[tool:apply_patch " + json.dumps({"input": patch}) + "]]"
     if stream:
-        with client.responses.stream(model=model, tools=TOOLS, input=prompt) as s:  # type: ignore[arg-type]
+        with client.responses.stream(model=model, tools=TOOLS, input=prompt) as s:
             deltas = "".join(e.delta for e in s if e.type == "response.custom_tool_call_input.delta")
             response = s.get_final_response()
         assert deltas == patch
     else:
-        response = client.responses.create(model=model, tools=TOOLS, input=prompt)  # type: ignore[arg-type]
+        response = client.responses.create(model=model, tools=TOOLS, input=prompt)
     (call,) = [item for item in response.output if item.type == "custom_tool_call"]
     assert (call.name, call.input) == ("apply_patch", patch)
     assert response.status == "completed"
 
     fake_upstream.clear()
-    follow_up = client.responses.create(model=model, tools=TOOLS, input=[  # type: ignore[arg-type]
+    follow_up = client.responses.create(model=model, tools=TOOLS, input=[
         {"role": "user", "content": "patch it"},
         {"type": "custom_tool_call", "call_id": call.call_id, "name": "apply_patch", "input": patch},
         {"type": "custom_tool_call_output", "call_id": call.call_id, "output": "Done!"}])
@@ -114,31 +118,32 @@ def test_a_built_in_tool_is_dropped_and_named_where_the_request_is_translated(
 
 def test_a_model_may_pass_built_in_tools_to_its_upstream_even_translated(client: openai.OpenAI,
                                                                         fake_upstream: FakeUpstream):
-    response = client.responses.with_raw_response.create(model="passing-gpt", input="search", tools=TOOLS)  # type: ignore[arg-type]
+    response = client.responses.with_raw_response.create(model="passing-gpt", input="search", tools=TOOLS)
     assert "x-tollgate-dropped-tools" not in response.headers
     assert {"type": "web_search", "external_web_access": False} in fake_upstream.requests[0].body["tools"]
 
 
-SERVER_TOOLS = [{"name": "lookup", "description": "Look it up", "input_schema": {"type": "object", "properties": {}}},
-                {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]
+SERVER_TOOLS = cast("list[ToolUnionParam]", [
+    {"name": "lookup", "description": "Look it up", "input_schema": {"type": "object", "properties": {}}},
+    {"type": "web_search_20250305", "name": "web_search", "max_uses": 3}])
 
 
 def test_passed_through_built_in_tools_go_as_they_are_unless_the_model_says_otherwise(
         gateway: Gateway, team, fake_upstream: FakeUpstream, teams):
     claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    claude.messages.create(model="fake-claude", max_tokens=50, tools=SERVER_TOOLS,  # type: ignore[arg-type]
+    claude.messages.create(model="fake-claude", max_tokens=50, tools=SERVER_TOOLS,
                            messages=[{"role": "user", "content": "hi"}])
     assert fake_upstream.requests[0].body["tools"] == SERVER_TOOLS
 
     fake_upstream.clear()
-    dropped = claude.messages.with_raw_response.create(  # type: ignore[arg-type]
+    dropped = claude.messages.with_raw_response.create(
         model="dropping-claude", max_tokens=50, tools=SERVER_TOOLS, messages=[{"role": "user", "content": "hi"}])
     assert dropped.headers["x-tollgate-dropped-tools"] == "web_search_20250305"
     assert fake_upstream.requests[0].body["tools"] == SERVER_TOOLS[:1]
 
     before = gateway.cli("team", "show", team.name).stdout
     with pytest.raises(anthropic.BadRequestError) as refused:
-        claude.messages.create(model="refusing-claude", max_tokens=50, tools=SERVER_TOOLS,  # type: ignore[arg-type]
+        claude.messages.create(model="refusing-claude", max_tokens=50, tools=SERVER_TOOLS,
                                messages=[{"role": "user", "content": "hi"}])
     assert "web_search_20250305" in refused.value.message
     assert refused.value.body["error"]["type"] == "invalid_request_error"
