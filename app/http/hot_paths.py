@@ -47,7 +47,7 @@ class HotPaths:
         except Exception as exc:  # noqa: BLE001 - every error becomes its endpoint's error body
             response = self._answer_error(request, exc)
         try:
-            await response.to_asgi_response(self.app, request)(scope, receive, send)
+            await response.to_asgi_response(None, request)(scope, receive, send)  # the app is request.app
         finally:
             # A stream's relay ends here however its answer ended — sent whole, the client gone, or
             # cut off (a send that raised): Litestar stops iterating but does not close the iterator,
