@@ -160,7 +160,9 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     projector = Projector(store, on_key_change=keys.forget, on_team_change=keys.forget_team).start()
     # Several processes on one ledger (redis_url is what lets them run side by side): take turns.
     shared = settings.redis_url is not None
-    writer = LedgerWriter(store, lock=WriterLock(store.database) if shared else None).start()
+    writer = LedgerWriter(store, lock=WriterLock(store.database) if shared else None,
+                          snapshot_every=settings.snapshot_every).start()
+    writer.warm(store.recent_teams())  # in the background: the first requests find their teams loaded
 
     def owner() -> str:  # the id every hold and lease of this process is recorded under
         return instances.instance_id

@@ -188,6 +188,10 @@ class Settings(_Strict, frozen=True):
     #: Seconds a credit lease nothing is held against stays with its gateway process before it goes
     #: back to the team (shorter: other processes find the credit sooner; longer: fewer writes).
     lease_idle_seconds: Decimal = Decimal(2)
+    #: A snapshot of a team's ledger every this many of its events, taken beside the request path:
+    #: a team loads from its latest snapshot plus at most this many events, however long its history
+    #: (smaller: quicker loads, more rows; snapshots are a cache, `tollgate ledger verify` checks them).
+    snapshot_every: int = 500
     #: Credits one US dollar buys: the rate at which USD prices become charges.
     credits_per_usd: Decimal = Decimal(100)
     #: Where rate limits live when several gateway processes share the database (unset: in memory,
@@ -329,6 +333,8 @@ def _check_ledger_and_stores(settings: Settings, fail: Callable[[str, str], None
         fail("idempotency_ttl", "must be greater than 0 (seconds)")
     if settings.lease_idle_seconds <= 0:
         fail("lease_idle_seconds", "must be greater than 0 (seconds)")
+    if not 10 <= settings.snapshot_every <= 1_000_000:
+        fail("snapshot_every", "must be between 10 and 1000000 (events)")
     if settings.shutdown_timeout < 0:
         fail("shutdown_timeout", "must not be negative (seconds)")
 

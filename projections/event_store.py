@@ -9,12 +9,15 @@ SQLite and PostgreSQL recorders are in ``sqlite_store`` and ``postgres_store``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Iterator, Sequence
+from datetime import datetime
+from functools import cached_property
 from pathlib import Path
 from typing import cast
 from uuid import UUID
 
-from eventsourcing.application import AggregateNotFoundError, Application
+from eventsourcing.application import Application
 from eventsourcing.persistence import Notification
 
 from domain.ledger import TeamLedger
@@ -27,7 +30,12 @@ from projections.read_models import (
     ReadModelQueries,
     key_records,
 )
+from projections.snapshots import Snapshots, micros_since_epoch
 from projections.store_errors import classify
+
+log = logging.getLogger("tollgate.ledger")
+#: How many of a team's events are read at a time when it is loaded or caught up.
+EVENT_PAGE = 1000
 
 #: Events that change what a team's keys may do: the team's key rows are rewritten when one is saved.
 POLICY_EVENTS = (TeamLedger.KeyIssued, TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
@@ -69,16 +77,61 @@ class LedgerStore(Application[UUID]):
         """A stored event as the ledger's event it is (the mapper only promises a domain event)."""
         return cast(TeamLedger.Event, self.mapper.to_domain_event(notification))
 
+    @cached_property
+    def team_snapshots(self) -> Snapshots:
+        return Snapshots(self.mapper, self.read_models)
+
     def find_team(self, team_id: UUID, version: int | None = None) -> TeamLedger | None:
         """The team as it is now (or as it was at ``version``), or None if it was never opened."""
-        try:
-            return cast(TeamLedger, self.repository.get(team_id, version=version))
-        except AggregateNotFoundError:
-            return None
+        return self.load_team(team_id, version)[0]
 
-    def newer_events(self, team: TeamLedger) -> list[TeamLedger.Event]:
-        """Events another process appended to ``team`` since this copy was loaded."""
-        return cast(list[TeamLedger.Event], list(self.events.get(team.id, gt=team.version)))
+    def load_team(self, team_id: UUID, version: int | None = None, *,
+                  at: datetime | None = None) -> tuple[TeamLedger | None, int]:
+        """The team as it is now, as it was at ``version``, or as it was at the instant ``at`` (after
+        every event that happened by then); and the version of the snapshot it was loaded from (0:
+        none). From the latest usable snapshot, then the events after it, a page at a time: the cost
+        is bounded by the snapshot interval, not the team's history. A current team that disagrees
+        with the balances read model (written with its events) is replayed whole instead: its
+        snapshot was wrong."""
+        upto_us = micros_since_epoch(at) if at is not None else None
+        row = self.team_snapshots.latest(team_id, upto_version=version, upto_us=upto_us)
+        team = self.team_snapshots.restore(row) if row is not None else None
+        team = self._replay(team_id, team, version, at)
+        if team is not None and row is not None and version is None and at is None and not self._agrees(team):
+            log.warning("team %s loaded from its snapshot at version %d disagrees with the balances read model; "
+                        "replaying its events instead", team.name, row.version)
+            return self._replay(team_id, None, None, None), 0
+        return team, row.version if team is not None and row is not None else 0
+
+    def _replay(self, team_id: UUID, team: TeamLedger | None, version: int | None,
+                at: datetime | None) -> TeamLedger | None:
+        """``team`` (None: nothing yet) with its newer events applied, up to ``version`` or ``at``."""
+        for event in self.events_after(team_id, team.version if team is not None else 0, upto=version):
+            if at is not None and event.timestamp > at:
+                break
+            team = cast(TeamLedger, event.mutate(team))
+        return team
+
+    def _agrees(self, team: TeamLedger) -> bool:
+        rows = self.read_models.read_rows("SELECT balance, held, version FROM team_balances WHERE team_id = {p}",
+                                          (team.id.hex,))
+        if not rows or int(rows[0]["version"]) != team.version:
+            return True  # newer events were written meanwhile (or the row is being rebuilt): nothing to compare
+        return (int(rows[0]["balance"]), int(rows[0]["held"])) == (team.balance, team.held)
+
+    def events_after(self, team_id: UUID, version: int, *, upto: int | None = None,
+                     page: int = EVENT_PAGE) -> Iterator[TeamLedger.Event]:
+        """The team's events after ``version`` (up to ``upto``), read ``page`` at a time."""
+        while True:
+            events = cast(list[TeamLedger.Event], list(self.events.get(team_id, gt=version, lte=upto, limit=page)))
+            yield from events
+            if len(events) < page:
+                return
+            version = events[-1].originator_version
+
+    def newer_events(self, team: TeamLedger) -> Iterator[TeamLedger.Event]:
+        """Events another process appended to ``team`` since this copy was loaded, a page at a time."""
+        return self.events_after(team.id, team.version)
 
     def find_idempotent(self, team_id: UUID, idem_key: str) -> IdempotentResponse | None:
         return self.read_models.find_idempotent(team_id, idem_key)
@@ -92,6 +145,12 @@ class LedgerStore(Application[UUID]):
 
     def balances(self, holding_only: bool = False) -> list[BalanceRecord]:
         return self.read_models.balances(holding_only)
+
+    def recent_teams(self, events: int = 2000) -> list[UUID]:
+        """The teams that recorded the last ``events`` events, most recent first."""
+        top = self.recorder.max_notification_id() or 0
+        page = self.recorder.select_notifications(max(0, top - events), events, inclusive_of_start=False)
+        return list(dict.fromkeys(n.originator_id for n in reversed(page)))  # type: ignore[misc]
 
     def notifications(self, batch: int = 1000) -> Iterator[Notification]:
         """Every stored event in commit order (the notification log), read in batches."""

@@ -64,6 +64,10 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
         self.read_models.write(curs, kwargs.get("keys", ()), kwargs.get("balances", ()),
                                kwargs.get("idempotent", ()), kwargs.get("charges", ()))
 
+    def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.datastore.transaction(commit=True) as curs:
+            curs.executemany(sql, rows)
+
     def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self.datastore.transaction(commit=False) as curs:
             curs.execute(sql, params)

@@ -123,6 +123,7 @@ class ReadModelWriter:
     """Writes the read-model rows of a batch with a DB-API cursor, in the caller's transaction."""
 
     def __init__(self, marker: str) -> None:
+        self.marker = marker
         self.upsert_key = UPSERT_KEY.format(p=marker)
         self.upsert_balance = UPSERT_BALANCE.format(p=marker)
         self.select_key = SELECT_KEY.format(p=marker)
@@ -174,6 +175,16 @@ class ReadModelQueries:
 
     read_models: ReadModelWriter
     _fetch: Callable[..., list[Any]]  # (sql, params) -> rows, on the recorder's own connections
+    _write_many: Callable[[str, Sequence[Sequence[Any]]], None]  # (sql, rows), in one transaction of its own
+
+    def read_rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        """Rows of a query written with ``{p}`` for each parameter, as mappings by column name."""
+        return self._fetch(sql.format(p=self.read_models.marker), params)
+
+    def write_rows(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        """A statement written with ``{p}`` for each parameter, once per row, in one transaction."""
+        if rows:
+            self._write_many(sql.format(p=self.read_models.marker), rows)
 
     def find_key(self, key_hash: str) -> KeyRecord | None:
         rows = self._fetch(self.read_models.select_key, (key_hash,))

@@ -154,6 +154,22 @@ gateway_instances = Table(
 )
 
 
+#: A team's state every ``snapshot_every`` events (``projections/snapshots.py``): a cache, never the
+#: truth. ``occurred_at_us`` is when its last event happened (microseconds since the Unix epoch), for
+#: reading a team as it was at an instant; ``digest`` guards the state against corruption.
+team_snapshots = Table(
+    "team_snapshots",
+    metadata,
+    Column("team_id", String, primary_key=True),
+    Column("version", BigInteger, primary_key=True),
+    Column("occurred_at_us", BigInteger, nullable=False),
+    Column("topic", String, nullable=False),
+    Column("state", LargeBinary, nullable=False),
+    Column("digest", String, nullable=False),
+    Index("team_snapshots_team_time", "team_id", "occurred_at_us"),
+)
+
+
 #: One row: a random id made when the database was, naming this ledger's state kept elsewhere (Redis).
 ledger_identity = Table("ledger_identity", metadata, Column("id", String, primary_key=True))
 

@@ -24,6 +24,10 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
                                kwargs.get("idempotent", ()), kwargs.get("charges", ()))
         return notification_ids
 
+    def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.datastore.transaction(commit=True) as c:
+            c.executemany(sql, rows)
+
     def _fetch(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         with self.datastore.transaction(commit=False) as c:
             c.execute(sql, params)

@@ -28,16 +28,18 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar
 from uuid import UUID
 
+from app.ledger.team_cache import Loaded, TeamCache
 from app.observability import metrics
 from domain.ledger import AlreadyCharged, InsufficientCredits, LedgerError, TeamLedger, TeamNotFound, TeamSuspended
 from projections.event_store import LedgerStore
 from projections.read_models import IdempotentResponse
+from projections.snapshots import SNAPSHOT_EVERY
 from projections.store_errors import DuplicateRecord, RecordRejected, StaleConnection, StoreRefused, VersionConflict
 from projections.writer_lock import WriterLock
 
@@ -81,6 +83,13 @@ class _Queued(Generic[R]):
     future: Future[R] = field(default_factory=Future)
 
 
+@dataclass(frozen=True, slots=True)
+class _Between:
+    """Something to do on the writer thread between two batches."""
+
+    action: Callable[[], None]
+
+
 #: One outcome of a decided batch: the command, and its result or the refusal it raised.
 _Outcome: TypeAlias = tuple["_Queued[Any]", object, LedgerError | None]
 
@@ -89,19 +98,22 @@ class LedgerWriter:
     """Owns the in-memory team aggregates of this process and writes them in group commits."""
 
     def __init__(self, store: LedgerStore, *, max_batch: int = 64, max_attempts: int = 20,
-                 on_commit: Callable[[], None] | None = None, lock: WriterLock | None = None) -> None:
+                 on_commit: Callable[[], None] | None = None, lock: WriterLock | None = None,
+                 snapshot_every: int | None = SNAPSHOT_EVERY) -> None:
         """``lock``: taken around each batch when other gateway processes write the same ledger
-        (projections/writer_lock.py); the batch's teams first catch up with what they wrote."""
+        (projections/writer_lock.py); the batch's teams first catch up with what they wrote.
+        ``snapshot_every``: a snapshot of a team every this many of its events (None: none)."""
         self.store = store
         self._lock = lock
         self._on_commit = on_commit
         self.max_batch = max_batch
         self.max_attempts = max_attempts
-        self._teams: dict[UUID, TeamLedger] = {}
+        #: Commands to decide, loaded teams (``app/ledger/team_cache.py``); ``None`` tells the
+        #: thread to stop once it has decided what came before.
+        self._queue: queue.SimpleQueue[_Queued[Any] | Loaded | _Between | None] = queue.SimpleQueue()
+        self._cache: TeamCache[_Queued[Any]] = TeamCache(store, self._queue.put, snapshot_every=snapshot_every)
         #: Answers stored under an Idempotency-Key by the commands of the batch being decided.
         self._pending_answers: dict[tuple[UUID, str], IdempotentResponse] = {}
-        #: Commands to decide; ``None`` tells the thread to stop once it has decided what came before.
-        self._queue: queue.SimpleQueue[_Queued[Any] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         #: Told (on the writer thread) why a batch could not be saved: ``app/ledger/health.py``.
         self.on_failure: Callable[[str], None] | None = None
@@ -120,6 +132,7 @@ class LedgerWriter:
             self._queue.put(None)
             self._thread.join()
             self._thread = None
+        self._cache.close()
         if self._lock is not None:
             self._lock.close()
 
@@ -165,39 +178,58 @@ class LedgerWriter:
 
     # -- the writer thread ----------------------------------------------------------------------
 
+    def warm(self, team_ids: Iterable[UUID]) -> None:
+        """Load these teams in the background (at start: the most recently active ones)."""
+        teams = list(team_ids)
+        self._queue.put(_Between(lambda: self._cache.warm(teams)))
+
     def _run(self) -> None:
-        while True:
+        stopping = False
+        while not stopping or self._cache.loading:
             first = self._queue.get()
-            if first is None:
-                return
-            batch: list[_Queued[Any]] = [first]
-            stop_after = False
-            while len(batch) < self.max_batch:
+            items: list[_Queued[Any] | Loaded | _Between | None] = [first]
+            while len(items) < self.max_batch:
                 try:
-                    item = self._queue.get_nowait()
+                    items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
+            ready: list[_Queued[Any]] = []
+            for item in items:
                 if item is None:
-                    stop_after = True
-                    break
-                batch.append(item)
-            started = time.perf_counter()
-            try:
-                if self._lock is None:
+                    stopping = True
+                elif isinstance(item, Loaded):
+                    ready.extend(self._arrived(item))
+                elif isinstance(item, _Between):
+                    item.action()
+                elif self._cache.admit(item.team_id, item):
+                    ready.append(item)
+            for at in range(0, len(ready), self.max_batch):
+                self._write(ready[at:at + self.max_batch])
+
+    def _arrived(self, loaded: Loaded) -> list[_Queued[Any]]:
+        """The commands that waited for a team to load, to decide now (or failed, if it could not)."""
+        parked = self._cache.arrived(loaded)
+        if loaded.error is not None:
+            self._fail(parked, LedgerUnavailable(f"the ledger could not be read: {loaded.error}"))
+            return []
+        return parked
+
+    def _write(self, batch: list[_Queued[Any]]) -> None:
+        started = time.perf_counter()
+        try:
+            if self._lock is None:
+                self._commit(batch)
+            else:
+                with self._lock.held():
+                    for tid in {item.team_id for item in batch}:
+                        self._catch_up(tid)
                     self._commit(batch)
-                else:
-                    with self._lock.held():
-                        for tid in {item.team_id for item in batch}:
-                            self._catch_up(tid)
-                        self._commit(batch)
-            except BaseException as exc:  # never let the writer thread die with callers waiting
-                log.exception("ledger writer failed a batch")
-                self._failed(str(exc))
-                self._fail(batch, LedgerUnavailable(str(exc)))
-            metrics.BATCH_SIZE.observe(len(batch))
-            metrics.COMMIT_SECONDS.observe(time.perf_counter() - started)
-            if stop_after:
-                return
+        except BaseException as exc:  # never let the writer thread die with callers waiting
+            log.exception("ledger writer failed a batch")
+            self._failed(str(exc))
+            self._fail(batch, LedgerUnavailable(str(exc)))
+        metrics.BATCH_SIZE.observe(len(batch))
+        metrics.COMMIT_SECONDS.observe(time.perf_counter() - started)
 
     def _commit(self, batch: list[_Queued[Any]]) -> None:
         """Decide ``batch`` on forks of the committed teams and save it in one transaction; on a
@@ -242,7 +274,7 @@ class LedgerWriter:
                 return
             except Exception as exc:  # noqa: BLE001 - StoreUnreachable, or anything unforeseen: nothing was written
                 for tid in written:
-                    self._teams.pop(tid, None)
+                    self._cache.forget(tid)
                 log.error("ledger write failed: %s", exc)
                 self._failed(str(exc))
                 self._fail(batch, LedgerUnavailable(f"the ledger could not be written: {exc}"))
@@ -255,7 +287,7 @@ class LedgerWriter:
 
     def _committed(self, written: dict[UUID, TeamLedger], outcomes: list[_Outcome]) -> None:
         """The batch is durable: keep its teams, and only now tell each caller what it decided."""
-        self._teams.update(written)
+        self._cache.committed(written)
         if self._on_commit is not None:
             self._on_commit()
         for item, value, refusal in outcomes:
@@ -273,7 +305,7 @@ class LedgerWriter:
             if item.team_id in touched:
                 team = touched[item.team_id]
             else:
-                committed = self._load(item.team_id)
+                committed = self._cache.load_now(item.team_id)
                 team = committed.fork() if committed is not None else None
             try:
                 team, decided = self._apply(item, team)
@@ -304,7 +336,7 @@ class LedgerWriter:
     def _catch_up(self, team_id: UUID) -> None:
         """Apply what other processes appended to a team since our copy; on any doubt, forget the
         copy (the next command replays the team from the store)."""
-        team = self._teams.get(team_id)
+        team = self._cache.teams.get(team_id)
         if team is None:
             return
         try:
@@ -312,7 +344,7 @@ class LedgerWriter:
                 event.mutate(team)
         except Exception:
             log.exception("could not catch up with team %s; it will be reloaded", team_id)
-            self._teams.pop(team_id, None)
+            self._cache.forget(team_id)
 
     def _apply(self, item: _Queued[R], team: TeamLedger | None) -> tuple[TeamLedger, Recorded[R]]:
         try:
@@ -323,20 +355,13 @@ class LedgerWriter:
             # has not touched it yet).
             if team is None or team.pending_events:
                 raise
-            newer = self.store.newer_events(team)
+            newer = 0
+            for event in self.store.newer_events(team):
+                event.mutate(team)
+                newer += 1
             if not newer:
                 raise
-            for event in newer:
-                event.mutate(team)
             return item.command(team)
-
-    def _load(self, team_id: UUID) -> TeamLedger | None:
-        team = self._teams.get(team_id)
-        if team is None:
-            team = self.store.find_team(team_id)
-            if team is not None:
-                self._teams[team_id] = team
-        return team
 
     def _failed(self, reason: str) -> None:
         if self.on_failure is not None:

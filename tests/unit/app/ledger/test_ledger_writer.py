@@ -81,10 +81,10 @@ def test_a_writer_that_lost_a_race_catches_up_without_replaying_the_team(stores)
     so a conflict costs the same on a team with a long history as on a new one."""
     loads = [0, 0]
     for i, store in enumerate(stores):
-        def counted(team_id, _find=store.find_team, _i=i):
+        def counted(team_id, *args, _load=store.load_team, _i=i, **kwargs):
             loads[_i] += 1
-            return _find(team_id)
-        store.find_team = counted  # type: ignore[method-assign]
+            return _load(team_id, *args, **kwargs)
+        store.load_team = counted  # type: ignore[method-assign]
     first, second = (LedgerWriter(s).start() for s in stores)
     try:
         LedgerService(first).create_team("old", 1_000)
