@@ -71,3 +71,11 @@ class AlreadyCharged(LedgerError):
     def __init__(self, team: str, request_id: str) -> None:
         super().__init__(f"request {request_id!r} of team {team!r} is already charged")
         self.request_id = request_id
+
+
+class TeamNotOpenedYet(TeamNotFound):
+    """The team exists, but was opened after the instant asked about."""
+
+    def __init__(self, name: str, at: str) -> None:
+        LedgerError.__init__(self, f"team {name!r} was not opened yet at {at}")
+        self.name = name

@@ -93,15 +93,26 @@ class LedgerStore(Application[UUID]):
         is bounded by the snapshot interval, not the team's history. A current team that disagrees
         with the balances read model (written with its events) is replayed whole instead: its
         snapshot was wrong."""
-        upto_us = micros_since_epoch(at) if at is not None else None
-        row = self.team_snapshots.latest(team_id, upto_version=version, upto_us=upto_us)
-        team = self.team_snapshots.restore(row) if row is not None else None
-        team = self._replay(team_id, team, version, at)
-        if team is not None and row is not None and version is None and at is None and not self._agrees(team):
+        start = self._snapshot(team_id, version, micros_since_epoch(at) if at is not None else None)
+        used = start.version if start is not None else 0
+        team = self._replay(team_id, start, version, at)
+        if used and team is not None and version is None and at is None and not self._agrees(team):
             log.warning("team %s loaded from its snapshot at version %d disagrees with the balances read model; "
-                        "replaying its events instead", team.name, row.version)
+                        "replaying its events instead", team.name, used)
             return self._replay(team_id, None, None, None), 0
-        return team, row.version if team is not None and row is not None else 0
+        return team, used
+
+    def _snapshot(self, team_id: UUID, version: int | None, upto_us: int | None) -> TeamLedger | None:
+        """The team from its newest readable snapshot by ``version`` or ``upto_us`` (a corrupt one is
+        passed over for the one before, a few times), or None."""
+        for _ in range(3):
+            row = self.team_snapshots.latest(team_id, upto_version=version, upto_us=upto_us)
+            if row is None:
+                return None
+            if (team := self.team_snapshots.restore(row)) is not None:
+                return team
+            version = row.version - 1
+        return None
 
     def _replay(self, team_id: UUID, team: TeamLedger | None, version: int | None,
                 at: datetime | None) -> TeamLedger | None:

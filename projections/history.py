@@ -9,6 +9,7 @@ exactly once, whatever the delivery.
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
@@ -105,10 +106,12 @@ class HistoryProjection:
                 usage.append(row)
         return entries, usage
 
-    def catch_up(self, batch: int = 500, progress: Callable[[int], None] | None = None) -> int:
-        """Apply every event not yet projected; returns how many were read."""
+    def catch_up(self, batch: int = 500, progress: Callable[[int], None] | None = None,
+                 pages: int | None = None) -> int:
+        """Apply every event not yet projected (at most ``pages`` pages of ``batch``: a caller that
+        shares the process with the request path catches up in slices); returns how many were read."""
         done = 0
-        while True:
+        for _ in range(pages) if pages is not None else itertools.count():
             start = self.position()
             page = self._store.recorder.select_notifications(start, batch, inclusive_of_start=False)
             if not page:
@@ -125,6 +128,7 @@ class HistoryProjection:
             done += len(page)
             if progress:
                 progress(done)
+        return done
 
     # -- rebuild ---------------------------------------------------------------------------------
 

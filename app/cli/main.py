@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.cli.balance import add_balance_command
 from app.cli.keys import add_key_commands, add_team_commands
 from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_service, ledger_store, load_settings
 from app.http.serving import serve
@@ -249,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--page", type=int, default=1)
     history.add_argument("--per-page", type=int, default=20)
     history.set_defaults(func=cmd_ledger_history)
+    add_balance_command(ledger, common)
 
     db = commands.add_parser("db", help="the database").add_subparsers(dest="action", required=True, metavar="ACTION")
     upgrade = db.add_parser("upgrade", parents=[common], help="create the event store and migrate the read models")

@@ -1,9 +1,9 @@
 """Keeps this process's view of the audit history and usage current, and its key cache honest.
 
 It follows key and team policy changes every ``poll_seconds`` (a read, which never blocks the
-ledger writer), and catches the audit history up every ``history_seconds``: the history is for
-auditors and operators, not for the request path, and catching it up after every commit would
-make it compete with the ledger writer for the database's write lock on every request. Readers
+ledger writer), and catches the audit history up every ``history_seconds``, in bounded slices: the
+history is for auditors and operators, not for the request path, and catching it up after every
+commit would make it compete with the ledger writer for the database's write lock on every request. Readers
 that need it current (``ledger export``, the admin API) catch it up themselves first. Any number
 of processes may run one: the projection's tracking makes their work exactly-once.
 """
@@ -20,6 +20,15 @@ from domain.ledger import TeamLedger
 from projections.event_store import LedgerStore
 
 log = logging.getLogger("tollgate.projector")
+
+#: The audit history is caught up this many events at a time (a few milliseconds of work) ...
+SLICE_EVENTS = 200
+#: ... and, while there is a backlog (after a restart, or an outage), with a rest after each slice
+#: so that it takes at most this share of the time: the request path, which shares the process and
+#: its interpreter lock, keeps its latency while a backlog of a million events drains in minutes.
+BACKLOG_SHARE = 0.25
+#: At most this many pages (of 500 events) are caught up when the process stops; the next start does the rest.
+STOP_PAGES = 20
 
 
 _KEY_EVENTS = tuple(f"{TeamLedger.__module__}:{cls.__qualname__}"
@@ -62,22 +71,26 @@ class Projector:
         try:
             caught_up_at = 0.0
             while not self._stopping:
+                pause = self._poll
                 try:
                     self._follow_key_changes()
                     if time.monotonic() - caught_up_at >= self._history_every:
-                        caught_up_at = time.monotonic()
                         history = history or HistoryProjection(self._store, self._store.database)
-                        history.catch_up()
+                        started = time.monotonic()
+                        if history.catch_up(batch=SLICE_EVENTS, pages=1) < SLICE_EVENTS:
+                            caught_up_at = time.monotonic()
+                        else:  # a backlog: the next slice after a rest that leaves the request path the GIL
+                            pause = min(self._poll, (time.monotonic() - started) * (1 / BACKLOG_SHARE - 1))
                 except Exception:
                     log.exception("the audit history projection could not catch up; retrying")
                     if history is not None:  # its connection may be gone with the database: open a new one
                         history.close()
                         history = None
-                self._wake.wait(self._poll)
+                self._wake.wait(pause)
                 self._wake.clear()
             try:
                 history = history or HistoryProjection(self._store, self._store.database)
-                history.catch_up()
+                history.catch_up(pages=STOP_PAGES)
             except Exception:
                 log.exception("the audit history could not catch up before stopping; the next start does it")
         finally:

@@ -26,6 +26,7 @@ from app.http.routes.admin_common import (
 )
 from app.http.routes.admin_policies import policy_handlers
 from app.http.routes.answers import (
+    BalanceAtAnswer,
     HistoryPage,
     IssuedKey,
     KeyList,
@@ -39,9 +40,11 @@ from app.http.routes.answers import (
 )
 from app.http.routes.paging import check_page, check_since
 from app.http.routes.request_body import request_json, validate
+from app.ledger.balance_at import balance_at, parse_instant
 from app.ledger.queries import history_page, usage
 from app.ledger.results import TeamSummary
 from app.runtime import Runtime
+from domain.money import credits_from_micros
 
 
 class NewTeam(msgspec.Struct):
@@ -147,6 +150,25 @@ async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1
     return json_response(await asyncio.to_thread(history_page, runtime.store, name, page, per_page, since))
 
 
+@get("/teams/{name:str}/balance", responses=answers(BalanceAtAnswer, "the team's balance now, or at the instant 'at'"))
+async def team_balance(request: Request[Any, Any, Any], name: str, at: str | None = None) -> Response[bytes]:
+    """The balance, held credit and last event of the team at the instant ``at`` (ISO 8601, UTC unless
+    it says otherwise; now if absent), exactly as replaying its events up to then gives them."""
+    runtime: Runtime = request.app.state.runtime
+    try:
+        instant = parse_instant(at) if at is not None else None
+    except ValueError:
+        raise InvalidRequest(f"Invalid 'at': expected an ISO 8601 date or time, got {at!r}.", param="at") from None
+    found = await ledger_call(balance_at, runtime.store, name, instant)
+    return json_response({
+        "team": found.team, "at": instant.isoformat() if instant is not None else None,
+        "balance": credits_from_micros(found.balance), "held": credits_from_micros(found.held),
+        "available": credits_from_micros(found.balance - found.held),
+        "balance_micros": found.balance, "held_micros": found.held, "version": found.version,
+        "last_event": {"version": found.version, "type": found.event, "occurred_at": found.occurred_at.isoformat(),
+                       "request_id": found.request_id}})
+
+
 @get("/teams/{name:str}/usage", responses=answers(UsageAnswer, "usage by model, and by key × model × day"))
 async def team_usage(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
@@ -157,6 +179,6 @@ async def team_usage(request: Request[Any, Any, Any], name: str) -> Response[byt
 admin_router = Router(
     path="/admin",
     route_handlers=[list_teams, create_team, show_team, add_credits, list_keys, issue_key, revoke_key, restrict_key,
-                    team_history, team_usage, *policy_handlers],
+                    team_history, team_balance, team_usage, *policy_handlers],
     before_request=require_admin,
 )

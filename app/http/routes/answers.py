@@ -79,6 +79,25 @@ class KeyLimitsAnswer(msgspec.Struct):
     tpm: int | None
 
 
+class LastEvent(msgspec.Struct):
+    version: int
+    type: str
+    occurred_at: str
+    request_id: str
+
+
+class BalanceAtAnswer(msgspec.Struct):
+    team: str
+    at: str | None
+    balance: float
+    held: float
+    available: float
+    balance_micros: int
+    held_micros: int
+    version: int
+    last_event: LastEvent
+
+
 class HistoryPage(msgspec.Struct):
     object: str
     data: list[dict[str, Any]]
