@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -50,10 +51,14 @@ class TeamCache(Generic[T]):
     Every method but the loaders' is called on the writer thread only."""
 
     def __init__(self, store: LedgerStore, deliver: Callable[[Loaded], None], *,
-                 snapshot_every: int | None = SNAPSHOT_EVERY, loaders: int = 2) -> None:
+                 snapshot_every: int | None = SNAPSHOT_EVERY, loaders: int = 2, idle_seconds: float = 600) -> None:
         """``deliver`` puts a loader's answer in the writer's queue; ``snapshot_every``: None for no
-        snapshots (a tool that only reads, or a test that counts writes)."""
+        snapshots (a tool that only reads, or a test that counts writes); ``idle_seconds``: a team
+        no command has used for this long is dropped (loaded again, from its snapshot, when needed)."""
         self._store = store
+        self._idle = idle_seconds
+        self._used: dict[UUID, float] = {}
+        self._swept = time.monotonic()
         self._deliver = deliver
         self._every = snapshot_every
         self.teams: dict[UUID, TeamLedger] = {}
@@ -72,6 +77,7 @@ class TeamCache(Generic[T]):
     def admit(self, team_id: UUID, item: T) -> bool:
         """Whether ``item`` may be decided now (its team is here); if not, it is parked and its team
         is being loaded."""
+        self._used[team_id] = time.monotonic()
         if team_id in self.teams:
             return True
         parked = self._parked.get(team_id)
@@ -120,6 +126,19 @@ class TeamCache(Generic[T]):
     def forget(self, team_id: UUID) -> None:
         """Drop our copy (a doubtful one): the next command loads the team again."""
         self.teams.pop(team_id, None)
+
+    def drop_idle(self) -> None:
+        """Drop the teams no command has used for ``idle_seconds``: memory stays bounded by the teams
+        in use, and (when other processes write the same teams) a team's copy is never so far behind
+        that catching it up on the writer thread would cost more than loading it from its snapshot."""
+        now = time.monotonic()
+        if now - self._swept < min(self._idle, 10.0):
+            return
+        self._swept = now
+        for team_id in [t for t, used in self._used.items() if now - used > self._idle]:
+            del self._used[team_id]
+            if team_id not in self._parked:
+                self.teams.pop(team_id, None)
 
     def _load(self, team_id: UUID) -> None:
         try:

@@ -111,7 +111,10 @@ class LedgerWriter:
         #: Commands to decide, loaded teams (``app/ledger/team_cache.py``); ``None`` tells the
         #: thread to stop once it has decided what came before.
         self._queue: queue.SimpleQueue[_Queued[Any] | Loaded | _Between | None] = queue.SimpleQueue()
-        self._cache: TeamCache[_Queued[Any]] = TeamCache(store, self._queue.put, snapshot_every=snapshot_every)
+        # With other processes writing the same teams, a copy left idle for long would have much to
+        # catch up on the writer thread: dropped after a minute, it is loaded from its snapshot instead.
+        self._cache: TeamCache[_Queued[Any]] = TeamCache(store, self._queue.put, snapshot_every=snapshot_every,
+                                                         idle_seconds=60 if lock is not None else 600)
         #: Answers stored under an Idempotency-Key by the commands of the batch being decided.
         self._pending_answers: dict[tuple[UUID, str], IdempotentResponse] = {}
         self._thread: threading.Thread | None = None
@@ -205,6 +208,7 @@ class LedgerWriter:
                     ready.append(item)
             for at in range(0, len(ready), self.max_batch):
                 self._write(ready[at:at + self.max_batch])
+            self._cache.drop_idle()
 
     def _arrived(self, loaded: Loaded) -> list[_Queued[Any]]:
         """The commands that waited for a team to load, to decide now (or failed, if it could not)."""
