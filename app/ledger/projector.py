@@ -101,12 +101,17 @@ class Projector:
         top = self._store.recorder.max_notification_id() or 0
         if top <= self._seen:
             return
-        for n in self._store.recorder.select_notifications(self._seen, 100_000, stop=top, topics=_KEY_EVENTS,
-                                                            inclusive_of_start=False):
-            event = self._store.mapper.to_domain_event(n)
-            key_id = getattr(event, "key_id", None)
-            if key_id is not None and self._on_key_change is not None:
-                self._on_key_change(key_id)
-            elif key_id is None and self._on_team_change is not None:
-                self._on_team_change(event.originator_id)
+        while True:  # a page at a time: only policy events are read, but there may be many
+            page = self._store.recorder.select_notifications(self._seen, 1000, stop=top, topics=_KEY_EVENTS,
+                                                              inclusive_of_start=False)
+            for n in page:
+                event = self._store.mapper.to_domain_event(n)
+                key_id = getattr(event, "key_id", None)
+                if key_id is not None and self._on_key_change is not None:
+                    self._on_key_change(key_id)
+                elif key_id is None and self._on_team_change is not None:
+                    self._on_team_change(event.originator_id)
+            if len(page) < 1000:
+                break
+            self._seen = page[-1].id
         self._seen = top
