@@ -136,6 +136,11 @@ class Snapshots:
             log.warning("snapshot of team %s at version %d holds another aggregate; replaying its events instead",
                         row.team_id, row.version)
             return None
+        if missing := _STATE_NAMES - vars(team).keys():
+            # Taken before the aggregate gained this state: its events know it, the snapshot does not.
+            log.info("snapshot of team %s at version %d predates %s; replaying the team's events instead",
+                     row.team_id, row.version, ", ".join(sorted(missing)))
+            return None
         return team
 
     def versions(self, team_id: UUID, after: int, limit: int = 100) -> list[int]:
@@ -162,6 +167,16 @@ class Snapshots:
                 return
             yield from (UUID(r["team_id"]) for r in rows)
             last = rows[-1]["team_id"]
+
+
+def _state_names() -> frozenset[str]:
+    """Every attribute a team's state has today (what its constructor sets)."""
+    blank = object.__new__(TeamLedger)
+    TeamLedger.__init__(blank, "")
+    return frozenset(vars(blank))
+
+
+_STATE_NAMES = _state_names()
 
 
 def same_state(one: TeamLedger, other: TeamLedger) -> bool:

@@ -8,6 +8,7 @@ events gives. A corrupt snapshot, or one that lies, is ignored by the load and c
 from __future__ import annotations
 
 import contextlib
+import logging
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -178,3 +179,17 @@ def test_a_team_without_snapshots_loads_from_its_events(store):
     loaded, used = store.load_team(tid)
     assert used == 0
     assert same_state(loaded, _replayed(store, tid))
+
+
+def test_a_snapshot_taken_before_the_team_gained_some_state_is_passed_over(store, caplog):
+    """A later version of the aggregate may keep more state; a snapshot without it cannot stand in
+    for the events (which know it), so the team is replayed instead."""
+    caplog.set_level(logging.INFO, "tollgate.snapshots")
+    tid, _ = _record(store, [("top_up", 5), ("key", 1)])
+    older = store.load_team(tid)[0].fork()
+    del older.__dict__["tpm"]  # as if taken before the team had a tokens-per-minute limit
+    store.team_snapshots.save([store.team_snapshots.take(older)])
+    loaded, used = store.load_team(tid)
+    assert used == 0
+    assert same_state(loaded, _replayed(store, tid))
+    assert "predates tpm" in caplog.text
