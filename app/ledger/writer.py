@@ -214,6 +214,7 @@ class LedgerWriter:
         """The commands that waited for a team to load, to decide now (or failed, if it could not)."""
         parked = self._cache.arrived(loaded)
         if loaded.error is not None:
+            self._failed(str(loaded.error))
             self._fail(parked, LedgerUnavailable(f"the ledger could not be read: {loaded.error}"))
             return []
         return parked
