@@ -24,6 +24,8 @@ from projections.read_models import KEY_COLUMNS, key_records
 from projections.replay import replay_teams
 
 NAME = "history"
+#: How many ledger entries a page of a whole-history read holds (export, verify).
+ENTRY_PAGE = 1000
 ENTRY_COLUMNS = (
     "notification_id", "team_id", "team_name", "version", "occurred_at", "kind", "key_id", "request_id", "endpoint",
     "model", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "price", "amount", "cost_usd",
@@ -223,8 +225,26 @@ def _write(tx: Transaction, entries_table: str, usage_table: str, entries: Seque
     tx.executemany(_ADD_USAGE.format(table=usage_table), usage)
 
 
-def _filters(team: str | None, since: str | None, kind: str | None = None) -> tuple[str, list[Any]]:
-    clauses, params = [], []
+def entry_page_sql(after: int, upto: int | None = None, team: str | None = None, since: str | None = None,
+                   limit: int = ENTRY_PAGE) -> tuple[str, list[Any]]:
+    """The query (``?`` markers) of a keyset page of ledger entries: those after notification
+    ``after`` and up to ``upto``, in ledger order, at most ``limit``. Each page starts where the last
+    one ended, through the index on (``team_name``,) ``notification_id``, so reading a whole history
+    page by page costs the same per page at its end as at its start (``OFFSET`` would not)."""
+    where, params = _filters(team, since, after=after, upto=upto)
+    return f"SELECT * FROM ledger_entries{where} ORDER BY notification_id LIMIT {int(limit)}", params
+
+
+def _filters(team: str | None, since: str | None, kind: str | None = None, *, after: int | None = None,
+             upto: int | None = None) -> tuple[str, list[Any]]:
+    clauses: list[str] = []
+    params: list[Any] = []
+    if after is not None:
+        clauses.append("notification_id > ?")
+        params.append(after)
+    if upto is not None:
+        clauses.append("notification_id <= ?")
+        params.append(upto)
     if kind:
         clauses.append("kind = ?")
         params.append(kind)

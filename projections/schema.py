@@ -62,6 +62,8 @@ ledger_entries = Table(
     Column("balance_after", BigInteger, nullable=False),
     Column("reference", String, nullable=False, server_default=""),
     Index("ledger_entries_team_time", "team_name", "occurred_at"),
+    #: A team's entries in ledger order, a keyset page at a time (export, the dashboard's download).
+    Index("ledger_entries_team_order", "team_name", "notification_id"),
 )
 
 usage_daily = Table(

@@ -103,14 +103,15 @@ def _query_checked(check: Callable[..., None], *values: object) -> None:
 
 def cmd_ledger_export(args: argparse.Namespace) -> None:
     from app.http.routes.paging import check_since
-    from app.ledger.queries import write_export  # the dashboard's export writes the same lines
+    from app.ledger.queries import export_chunks  # the dashboard's export writes the same lines
 
     _query_checked(check_since, args.since)
     with ledger_store(args.config) as store:
         history = _caught_up_history(store)
-        rows = history.entries(team=args.team, since=args.since)
+        upto = history.position()
         history.close()
-    write_export(rows, args.format, sys.stdout)
+        for chunk in export_chunks(store, args.team, args.format, upto, since=args.since):
+            sys.stdout.write(chunk)
 
 
 def cmd_ledger_history(args: argparse.Namespace) -> None:

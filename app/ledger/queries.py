@@ -7,20 +7,22 @@ Racing the projector is safe, the projection applies each event exactly once. Th
 
 The export (CSV or JSON Lines of every entry, the ``ENTRY_COLUMNS`` in order, amounts in
 micro-credits as the ledger stores them) is written by :func:`write_export` for both
-``tollgate ledger export`` and the dashboard's download, so the two can never disagree.
+``tollgate ledger export`` and the dashboard's download, so the two can never disagree; both read it
+a page at a time (:func:`export_chunks`), so its memory does not grow with the history.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
 from domain.money import credits_from_micros
 from projections.event_store import LedgerStore
-from projections.history import ENTRY_COLUMNS, HistoryProjection
+from projections.history import ENTRY_COLUMNS, ENTRY_PAGE, HistoryProjection, entry_page_sql
 
 EXPORT_FORMATS = ("csv", "jsonl")
 _SUMMED = ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "cost")
@@ -70,16 +72,39 @@ def latest_charges(store: LedgerStore, team: str, limit: int) -> list[dict[str, 
         return history.entries(team=team, kind="charge", limit=limit, newest_first=True)
 
 
-def all_entries(store: LedgerStore, team: str | None = None, since: str | None = None) -> list[dict[str, Any]]:
+def export_upto(store: LedgerStore) -> int:
+    """Catch the history up, and return the event it reached: an export holds the entries up to it
+    (those projected while it is read are the next export's)."""
     with caught_up(store) as history:
-        return history.entries(team=team, since=since)
+        return history.position()
 
 
-def write_export(rows: list[dict[str, Any]], fmt: str, out: TextIO) -> None:
-    """``rows`` as CSV (a header line, then one line per entry) or JSON Lines, ``ENTRY_COLUMNS`` in order."""
+def export_chunks(store: LedgerStore, team: str, fmt: str, upto: int, since: str | None = None) -> Iterator[str]:
+    """The team's export up to event ``upto``, as text, one chunk per page of ``ENTRY_PAGE`` entries
+    (a keyset query each, on the store's pooled connections, none held between pages): what the CLI
+    writes to stdout and the dashboard streams, never the whole history at once. Empty, the CSV
+    export is still its header line."""
+    after, first = 0, True
+    while True:
+        sql, params = entry_page_sql(after, upto, team=team, since=since)
+        rows = store.read_models.read_rows(sql.replace("?", "{p}"), tuple(params))
+        if rows or first:
+            out = io.StringIO()
+            write_export(rows, fmt, out, header=first)
+            first = False
+            yield out.getvalue()
+        if len(rows) < ENTRY_PAGE:
+            return
+        after = int(rows[-1]["notification_id"])
+
+
+def write_export(rows: Iterable[Mapping[str, Any]], fmt: str, out: TextIO, *, header: bool = True) -> None:
+    """``rows`` as CSV (the header line, unless ``header`` is false, then one line per entry) or JSON
+    Lines, ``ENTRY_COLUMNS`` in order."""
     if fmt == "jsonl":
         out.writelines(json.dumps({c: row[c] for c in ENTRY_COLUMNS}) + "\n" for row in rows)
         return
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(ENTRY_COLUMNS)
+    if header:
+        writer.writerow(ENTRY_COLUMNS)
     writer.writerows([row[c] for c in ENTRY_COLUMNS] for row in rows)

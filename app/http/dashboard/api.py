@@ -10,13 +10,14 @@ worker thread, off the event loop.
 from __future__ import annotations
 
 import asyncio
-import io
+from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
 from litestar import Request, Response, Router, get
 from litestar.datastructures import CacheControlHeader
 from litestar.openapi import ResponseSpec
 from litestar.params import Parameter
+from litestar.response import Stream
 
 from app.errors import InvalidRequest
 from app.http.dashboard.access import identify, readable_team, viewer_of
@@ -99,18 +100,22 @@ _EXPORT_ANSWER = ResponseSpec(data_container=str, media_type="text/csv", generat
 @get("/teams/{name:str}/export", responses={200: _EXPORT_ANSWER})
 async def export_history(request: Request[Any, Any, Any], name: str,
                          fmt: Annotated[str, Parameter(query="format", description="csv or jsonl")] = "csv",
-                         ) -> Response[bytes]:
+                         ) -> Stream:
     """The team's whole audit history as a download, the same lines as ``tollgate ledger export --team NAME``
-    (every column of the ledger's rows, amounts in micro-credits)."""
+    (every column of the ledger's rows, amounts in micro-credits), streamed a page at a time."""
     if fmt not in queries.EXPORT_FORMATS:
         raise InvalidRequest("'format' must be 'csv' or 'jsonl'.", param="format")
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
-    rows = await asyncio.to_thread(queries.all_entries, runtime.store, name)
-    out = io.StringIO()
-    queries.write_export(rows, fmt, out)
-    return Response(out.getvalue().encode(), media_type=_EXPORT_TYPES[fmt], headers={
-        "Content-Disposition": f'attachment; filename="tollgate-{name}-ledger.{fmt}"'})
+    upto = await asyncio.to_thread(queries.export_upto, runtime.store)
+    return Stream(_streamed(queries.export_chunks(runtime.store, name, fmt, upto)), media_type=_EXPORT_TYPES[fmt],
+                  headers={"Content-Disposition": f'attachment; filename="tollgate-{name}-ledger.{fmt}"'})
+
+
+async def _streamed(chunks: Iterator[str]) -> AsyncIterator[bytes]:
+    """Each chunk read (a page of the database, which blocks) in a worker thread, off the event loop."""
+    while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+        yield chunk.encode()
 
 
 dashboard_api = Router(
