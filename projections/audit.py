@@ -3,7 +3,10 @@
 Balances move by the amounts in the events; ``balance_after`` is recorded beside them. Replaying
 the amounts in commit order and comparing with what was recorded (and with the balances read model)
 proves that no event was altered, lost or double-applied — and that the invariant
-``0 <= held <= balance`` held at every version.
+``0 <= held <= balance`` held at every version. As the replay reaches each team snapshot's version,
+the snapshot is checked against it (``projections/audit_snapshots.py``); the audit history is read
+beside the events, a page at a time (``projections/audit_history.py``). One pass, and what it holds
+is bounded by the number of teams, never by the length of the history.
 """
 
 from __future__ import annotations
@@ -12,16 +15,17 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import Notification
 
 from domain.ledger import TeamLedger
 from domain.pricing import Price, TokenUsage, cost_in_micros
+from projections.audit_history import HistoryCheck
+from projections.audit_snapshots import SnapshotCheck
 from projections.database import Database
 from projections.event_store import LedgerStore
-from projections.history import ENTRY_COLUMNS, USAGE_COLUMNS, HistoryProjection, entry_row, usage_row
+from projections.history import HistoryProjection
 
 
 @dataclass
@@ -29,6 +33,7 @@ class VerifyReport:
     teams: int = 0
     events: int = 0
     charges: int = 0
+    snapshots: int = 0  # how many team snapshots were checked against the replay
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -38,39 +43,46 @@ class VerifyReport:
 
 def verify_ledger(store: LedgerStore, database: Database | None = None,
                   progress: Callable[[int], None] | None = None) -> VerifyReport:
-    """Replay every event and check every recorded balance, the balances read model and, given the
-    ``database``, every row of the audit history and usage projections."""
+    """Replay every event and check every recorded balance, every team snapshot, the balances read
+    model and, given the ``database``, every row of the audit history and usage projections."""
     report = VerifyReport()
     teams: dict[UUID, TeamLedger] = {}
-    history = HistoryProjection(store, database) if database is not None else None
-    position, entry_rows, usage_rows = history.snapshot() if history else (0, [], [])
-    entries: dict[int, tuple[Any, ...]] = {}
-    usage: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0] * 6)
+    history = HistoryCheck(HistoryProjection(store, database)) if database is not None else None
+    snapshots = SnapshotCheck(store)
     charged: dict[UUID, list[int]] = defaultdict(lambda: [0, 0])  # team → [charges, micro-credits]
-    for notification in store.notifications():
-        report.events += 1
-        if progress and report.events % 10_000 == 0:
+    try:
+        if history:
+            history.start()
+        for notification in store.notifications():
+            report.events += 1
+            if progress and report.events % 10_000 == 0:
+                progress(report.events)
+            replayed = _replay_one(store, notification, teams)
+            if isinstance(replayed, str):
+                report.problems.append(replayed)
+                break
+            team, event = replayed
+            snapshots.reached(team)
+            if isinstance(event, TeamLedger.Charged):
+                report.charges += 1
+                charged[team.id][0] += 1
+                charged[team.id][1] += event.charged
+            if history:
+                history.expect(notification.id, team.name, event)
+        if progress:
             progress(report.events)
-        replayed = _replay_one(store, notification, teams)
-        if isinstance(replayed, str):
-            report.problems.append(replayed)
-            break
-        team, event = replayed
-        if isinstance(event, TeamLedger.Charged):
-            report.charges += 1
-            charged[team.id][0] += 1
-            charged[team.id][1] += event.charged
-        if history and notification.id <= position:
-            _expect_history(notification.id, team.name, event, entries, usage)
-    report.teams = len(teams)
-    if report.ok:
-        report.problems.extend(_check_once_only_charges(store, teams, charged))
-    if report.ok:
-        report.problems.extend(_check_balances_read_model(store, teams))
-    if report.ok and history:
-        report.problems.extend(_check_history(entry_rows, usage_rows, entries, usage))
-    if history:
-        history.close()
+        report.teams = len(teams)
+        if report.ok:
+            report.problems.extend(_check_once_only_charges(store, teams, charged))
+        if report.ok:
+            report.problems.extend(_check_balances_read_model(store, teams))
+        if report.ok and history:
+            report.problems.extend(history.finish())
+    finally:
+        if history:
+            history.close()
+    report.problems.extend(snapshots.finish(teams))
+    report.snapshots = snapshots.checked
     return report
 
 
@@ -94,42 +106,6 @@ def _replay_one(store: LedgerStore, notification: Notification,
     if problem:
         return f"team {team.name!r}, {where}: {problem}"
     return team, event
-
-
-def _expect_history(notification_id: int, team_name: str, event: TeamLedger.Event,
-                    entries: dict[int, tuple[Any, ...]], usage: dict[tuple[Any, ...], list[int]]) -> None:
-    """Add what the audit history and usage projections should hold for the event."""
-    if (row := entry_row(notification_id, team_name, event)) is not None:
-        entries[notification_id] = row
-    if (used := usage_row(team_name, event)) is not None:
-        for i, value in enumerate(used[4:]):
-            usage[used[:4]][i] += value
-
-
-def _check_history(entry_rows: list[dict[str, Any]], usage_rows: list[dict[str, Any]],
-                   entries: dict[int, tuple[Any, ...]], usage: dict[tuple[Any, ...], list[int]]) -> list[str]:
-    problems = []
-    for row in entry_rows:
-        actual = tuple(row[c] for c in ENTRY_COLUMNS)
-        expected = entries.pop(int(row["notification_id"]), None)
-        if expected is None:
-            problems.append(f"audit history row for event #{row['notification_id']} has no ledger entry behind it")
-        elif tuple(str(v) for v in expected) != tuple(str(v) for v in actual):
-            problems.append(f"audit history row for event #{row['notification_id']} differs from its event: "
-                            f"{actual} != {expected}")
-        if problems:
-            return problems
-    if entries:
-        return [f"audit history is missing the rows of events {sorted(entries)[:5]}"]
-    for row in usage_rows:
-        key = tuple(row[c] for c in USAGE_COLUMNS[:4])
-        counted = [int(row[c]) for c in USAGE_COLUMNS[4:]]
-        expected_counts = usage.pop(key, None)
-        if expected_counts != counted:
-            return [f"usage for {key} is {counted}, the events say {expected_counts}"]
-    if usage:
-        return [f"usage is missing {sorted(usage)[:3]}"]
-    return []
 
 
 def _check_event(team: TeamLedger, event: object) -> str | None:

@@ -159,7 +159,16 @@ class Sql:
         return sql if self.kind == "sqlite" else sql.replace("?", "%s")
 
     def query(self, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        return [dict(row) for row in self._conn.execute(self._sql(sql), params).fetchall()]
+        return [dict(row) for row in self._conn.execute(self._sql(sql), params)]
+
+    def tuples(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows as plain tuples, in the order of the query's columns (a third of a dict's size)."""
+        if self.kind == "sqlite":
+            return [tuple(row) for row in self._conn.execute(sql, params)]
+        from psycopg.rows import tuple_row
+
+        with self._conn.cursor(row_factory=tuple_row) as cursor:
+            return cursor.execute(self._sql(sql), params).fetchall()  # type: ignore[no-any-return]
 
     @contextmanager
     def transaction(self) -> Iterator[Transaction]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from decimal import Decimal
 from typing import Any
 from uuid import UUID
@@ -79,11 +80,9 @@ class HistoryProjection:
     def close(self) -> None:
         self._sql.close()
 
-    def snapshot(self) -> tuple[int, list[dict[str, Any]], list[dict[str, Any]]]:
-        """The position, every entry and every usage row, as of one moment (projectors may be
-        writing meanwhile)."""
-        with self._sql.snapshot():
-            return self.position(), self.entries(), self.usage()
+    def consistent(self) -> AbstractContextManager[Sql]:
+        """Every read in the block sees one state of the database (projectors may be writing meanwhile)."""
+        return self._sql.snapshot()
 
     def position(self) -> int:
         rows = self._sql.query("SELECT notification_id FROM projection_tracking WHERE name = ?", (NAME,))
@@ -215,6 +214,11 @@ class HistoryProjection:
         order = " DESC" if newest_first else ""
         return self._sql.query(f"SELECT * FROM ledger_entries{where} ORDER BY notification_id{order}{page}", params)
 
+    def entry_page(self, after: int, limit: int = ENTRY_PAGE) -> list[tuple[Any, ...]]:
+        """Every team's ledger entries after notification ``after`` (a keyset page: :func:`entry_page_sql`),
+        as tuples of the ``ENTRY_COLUMNS``."""
+        return self._sql.tuples(*entry_page_sql(after, limit=limit, columns=", ".join(ENTRY_COLUMNS)))
+
     def count(self, team: str | None = None, since: str | None = None) -> int:
         where, params = _filters(team, since)
         return int(self._sql.query(f"SELECT COUNT(*) AS n FROM ledger_entries{where}", params)[0]["n"])
@@ -231,13 +235,13 @@ def _write(tx: Transaction, entries_table: str, usage_table: str, entries: Seque
 
 
 def entry_page_sql(after: int, upto: int | None = None, team: str | None = None, since: str | None = None,
-                   limit: int = ENTRY_PAGE) -> tuple[str, list[Any]]:
+                   limit: int = ENTRY_PAGE, columns: str = "*") -> tuple[str, list[Any]]:
     """The query (``?`` markers) of a keyset page of ledger entries: those after notification
     ``after`` and up to ``upto``, in ledger order, at most ``limit``. Each page starts where the last
     one ended, through the index on (``team_name``,) ``notification_id``, so reading a whole history
     page by page costs the same per page at its end as at its start (``OFFSET`` would not)."""
     where, params = _filters(team, since, after=after, upto=upto)
-    return f"SELECT * FROM ledger_entries{where} ORDER BY notification_id LIMIT {int(limit)}", params
+    return f"SELECT {columns} FROM ledger_entries{where} ORDER BY notification_id LIMIT {int(limit)}", params
 
 
 def _filters(team: str | None, since: str | None, kind: str | None = None, *, after: int | None = None,

@@ -58,6 +58,7 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
     if report.ok:
         print(f"Ledger verified: {report.events} events, {report.teams} teams, {report.charges} charges; "
               "every recorded balance matches the replay.")
+        print(f"Team snapshots checked against the replay: {report.snapshots}, all equal to it.")
         lag = "" if position >= total else f" (the projections are {total - position} events behind; they catch up)"
         print(f"Audit history and usage match the events up to event #{position}{lag}.")
         return 0
@@ -239,10 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
     ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(dest="action", required=True,
                                                                              metavar="ACTION")
     verify = ledger.add_parser("verify", parents=[common],
-                               help="replay every event; check every recorded balance and every projection row")
+                               help="replay every event; check every recorded balance, projection row and "
+                                    "team snapshot")
     verify.set_defaults(func=cmd_ledger_verify)
     rebuild = ledger.add_parser("rebuild", parents=[common],
-                                help="rebuild every read model from the events into fresh tables, then swap them in")
+                                help="rebuild every read model from the events into fresh tables, then swap them in; "
+                                     "drop the team snapshots and take them again")
     rebuild.set_defaults(func=cmd_ledger_rebuild)
     export = ledger.add_parser("export", parents=[common], help="a team's audit history, as CSV or JSON lines")
     export.add_argument("--team", required=True)

@@ -12,7 +12,7 @@ from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
 from projections.event_store import LedgerStore, open_ledger_store
-from projections.history import HistoryProjection
+from projections.history import ENTRY_COLUMNS, HistoryProjection
 from tests.support.backend import RawDatabase, new_database_url
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
@@ -112,3 +112,67 @@ def test_a_charge_recorded_twice_in_the_history_is_found(ledger):
     report = verify_ledger(store)
     assert not report.ok
     assert "the once-only charge index has 1 charge(s)" in report.problems[0]
+
+
+# -- the audit history, read a page at a time beside the replay ----------------------------------
+
+
+@pytest.fixture
+def projected(ledger):
+    """The ledger with its audit history caught up (entries: the top-up at event #2, the charge at #4)."""
+    store, raw = ledger
+    history = HistoryProjection(store, store.database)
+    history.catch_up()
+    history.close()
+    assert raw.execute("SELECT notification_id FROM ledger_entries ORDER BY notification_id") == [(2,), (4,)]
+    return store, raw
+
+
+def _copy_entry(raw: RawDatabase, source: int, notification_id: int) -> None:
+    columns = ", ".join(c for c in ENTRY_COLUMNS if c != "notification_id")
+    raw.execute(f"INSERT INTO ledger_entries (notification_id, {columns}) SELECT ?, {columns} FROM ledger_entries "
+                "WHERE notification_id = ?", (notification_id, source))
+
+
+def test_a_projected_history_verifies(projected):
+    store, _ = projected
+    assert verify_ledger(store, store.database).ok
+
+
+def test_an_audit_history_row_with_no_entry_behind_it_is_found(projected):
+    store, raw = projected
+    _copy_entry(raw, 4, 3)  # event #3 is a hold: no entry
+    report = verify_ledger(store, store.database)
+    assert report.problems == ["audit history row for event #3 has no ledger entry behind it"]
+
+
+def test_an_audit_history_row_after_every_event_is_found(projected):
+    store, raw = projected
+    _copy_entry(raw, 4, 99)
+    report = verify_ledger(store, store.database)
+    assert report.problems == ["audit history row for event #99 has no ledger entry behind it"]
+
+
+def test_a_missing_audit_history_row_is_found(projected):
+    store, raw = projected
+    raw.execute("DELETE FROM ledger_entries WHERE notification_id = 2")
+    report = verify_ledger(store, store.database)
+    assert report.problems == ["audit history is missing the rows of events [2]"]
+
+
+def test_an_audit_history_row_that_differs_from_its_event_is_found_before_missing_rows(projected):
+    store, raw = projected
+    raw.execute("DELETE FROM ledger_entries WHERE notification_id = 2")
+    raw.execute("UPDATE ledger_entries SET amount = amount - 1 WHERE notification_id = 4")
+    report = verify_ledger(store, store.database)
+    assert len(report.problems) == 1
+    assert report.problems[0].startswith("audit history row for event #4 differs from its event")
+
+
+def test_usage_that_differs_from_the_events_is_found(projected):
+    store, raw = projected
+    raw.execute("UPDATE usage_daily SET requests = 2")
+    report = verify_ledger(store, store.database)
+    assert len(report.problems) == 1
+    assert report.problems[0].startswith("usage for ('acme', 'k', 'm', ")
+    assert "is [2, 100, 50, 0, 0, 75000], the events say [1, 100, 50, 0, 0, 75000]" in report.problems[0]

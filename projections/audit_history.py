@@ -1,0 +1,103 @@
+"""Checking the audit history and usage projections against the events, as ``ledger verify`` replays them.
+
+The projections are read inside one consistent read snapshot of the database (projectors keep
+writing while a verify runs): the position they had reached, then ``ledger_entries`` in keyset pages
+in notification order, merge-joined with the events as the replay reaches them (the replay reads the
+events in notification order too). Only a page of rows is held at a time, never the history; the
+expected usage is summed in a dictionary bounded by team × key × model × day.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import ExitStack
+from typing import Any
+
+from domain.ledger import TeamLedger
+from projections.history import USAGE_COLUMNS, HistoryProjection, entry_row, usage_row
+
+#: How many rows a report lists of the events whose audit history rows are missing.
+_MISSING_SHOWN = 5
+
+
+class HistoryCheck:
+    """Open (:meth:`start`) for as long as the replay runs, then :meth:`finish` for the problems."""
+
+    def __init__(self, history: HistoryProjection) -> None:
+        self._history = history
+        self._reading = ExitStack()
+        self.position = 0
+        self._rows: Iterator[tuple[Any, ...]] = iter(())
+        self._row: tuple[Any, ...] | None = None  # the next row (its ENTRY_COLUMNS) not yet matched with an event
+        self._row_id = 0
+        self._problem: str | None = None  # the first row that is wrong (reported before missing rows)
+        self._missing: list[int] = []
+        self._usage: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0] * 6)
+
+    def start(self) -> HistoryCheck:
+        self._reading.enter_context(self._history.consistent())
+        self.position = self._history.position()
+        self._rows = self._pages()
+        self._advance()
+        return self
+
+    def close(self) -> None:
+        try:
+            self._reading.close()
+        finally:
+            self._history.close()
+
+    def _pages(self) -> Iterator[tuple[Any, ...]]:
+        """Every row, even any beyond the position (which only tampering could have written there)."""
+        after = 0
+        while page := self._history.entry_page(after):
+            after = int(page[-1][0])
+            yield from page
+            del page  # not held while the next page is read
+
+    def _advance(self) -> None:
+        self._row = next(self._rows, None)
+        self._row_id = int(self._row[0]) if self._row is not None else 0  # its notification_id
+
+    def expect(self, notification_id: int, team_name: str, event: TeamLedger.Event) -> None:
+        """What the projections should hold for this event (the next in notification order)."""
+        if notification_id > self.position:
+            return
+        if (expected := entry_row(notification_id, team_name, event)) is not None and self._problem is None:
+            self._match(notification_id, expected)
+        if (used := usage_row(team_name, event)) is not None:
+            totals = self._usage[used[:4]]
+            for i, value in enumerate(used[4:]):
+                totals[i] += value
+
+    def _match(self, notification_id: int, expected: tuple[Any, ...]) -> None:
+        if self._row is not None and self._row_id < notification_id:
+            self._problem = f"audit history row for event #{self._row_id} has no ledger entry behind it"
+        elif self._row is None or self._row_id > notification_id:
+            if len(self._missing) < _MISSING_SHOWN:
+                self._missing.append(notification_id)
+        else:
+            actual = self._row
+            if actual != expected and tuple(map(str, expected)) != tuple(map(str, actual)):
+                self._problem = (f"audit history row for event #{notification_id} differs from its event: "
+                                 f"{actual} != {expected}")
+            self._advance()
+
+    def finish(self) -> list[str]:
+        """The first problem found, if any: a wrong row, then missing rows, then usage."""
+        if self._problem is None and self._row is not None:
+            self._problem = f"audit history row for event #{self._row_id} has no ledger entry behind it"
+        if self._problem is not None:
+            return [self._problem]
+        if self._missing:
+            return [f"audit history is missing the rows of events {self._missing}"]
+        for row in self._history.usage():  # bounded by team × key × model × day, like the sums it is checked against
+            key = tuple(row[c] for c in USAGE_COLUMNS[:4])
+            counted = [int(row[c]) for c in USAGE_COLUMNS[4:]]
+            expected_counts = self._usage.pop(key, None)
+            if expected_counts != counted:
+                return [f"usage for {key} is {counted}, the events say {expected_counts}"]
+        if self._usage:
+            return [f"usage is missing {sorted(self._usage)[:3]}"]
+        return []
