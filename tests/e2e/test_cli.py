@@ -9,9 +9,13 @@ from decimal import Decimal
 import openai
 import pytest
 
+from domain.ledger import team_id
+from domain.settings import parse_settings
+from projections.event_store import open_ledger_store
 from tests.support.backend import RawDatabase
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, run_cli, tollgate_command, write_config
+from tests.support.long_history import build_history
 
 
 @pytest.fixture
@@ -115,6 +119,38 @@ def test_ledger_verify_fails_on_a_tampered_event(config):
     assert "FAILED" in result.stderr
     assert "team 'acme'" in result.stderr
     assert "balance_after 15000000 but replay gives 16000000" in result.stderr
+
+
+def test_ledger_verify_checks_every_snapshot_and_rebuild_takes_them_again(tmp_path, fake_upstream: FakeUpstream):
+    """A snapshot altered (its digest fails) or rewritten with a valid digest over a wrong balance fails
+    verify, naming the team and the version; a rebuild drops them and takes them again from its replay
+    (every ``snapshot_every`` of the configuration), and verify is clean again."""
+    config = write_config(tmp_path, fake_upstream.base_url, settings="snapshot_every = 10")
+    settings = parse_settings(config.read_text(), str(config))
+    store = open_ledger_store(settings.database_url, config.parent, pool_size=2)
+    build_history(store, {"acme": 40}, batch=4, snapshot_every=20)  # 83 events, a snapshot every 20 of them
+    newest, older = (store.team_snapshots.latest(team_id("acme"), upto_version=v) for v in (83, 62))
+    assert newest is not None
+    assert older is not None
+    lying = store.team_snapshots.restore(older)
+    assert lying is not None
+    lying.balance -= 5
+    store.team_snapshots.replace([store.team_snapshots.take(lying)])  # a valid digest over the wrong balance
+    store.close()
+    raw = RawDatabase.of_config(config)
+    raw.execute("UPDATE team_snapshots SET state = ? WHERE version = ?",
+                (newest.state.replace(b'"balance":', b'"balance": '), newest.version))  # the same team, other bytes
+
+    result = run_cli(config, "ledger", "verify", check=False)
+    assert result.returncode == 1
+    assert f"snapshot of team 'acme' at version {older.version} differs from the replay: balance" in result.stderr
+    assert f"snapshot of team 'acme' at version {newest.version} fails its digest" in result.stderr
+
+    rebuilt = run_cli(config, "ledger", "rebuild")
+    assert "team snapshots (one every 10 events of a team) from 83 events" in rebuilt.stdout
+    assert [v for (v,) in raw.execute("SELECT version FROM team_snapshots ORDER BY version")] == list(range(10, 81, 10))
+    verified = run_cli(config, "ledger", "verify")
+    assert "Team snapshots checked against the replay: 8, all equal to it." in verified.stdout
 
 
 def test_balances_beyond_32_bits_of_micro_credits_are_kept(config):
