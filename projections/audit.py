@@ -34,6 +34,7 @@ class VerifyReport:
     events: int = 0
     charges: int = 0
     snapshots: int = 0  # how many team snapshots were checked against the replay
+    outdated_snapshots: int = 0  # of those, taken before the team gained some state (loads pass them over)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -82,7 +83,7 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
         if history:
             history.close()
     report.problems.extend(snapshots.finish(teams))
-    report.snapshots = snapshots.checked
+    report.snapshots, report.outdated_snapshots = snapshots.checked, snapshots.outdated
     return report
 
 

@@ -58,7 +58,10 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
     if report.ok:
         print(f"Ledger verified: {report.events} events, {report.teams} teams, {report.charges} charges; "
               "every recorded balance matches the replay.")
-        print(f"Team snapshots checked against the replay: {report.snapshots}, all equal to it.")
+        outdated = "" if not report.outdated_snapshots else (
+            f" ({report.outdated_snapshots} of them taken before the team gained some state, so loads replay its "
+            "events instead; `tollgate ledger rebuild` takes them again)")
+        print(f"Team snapshots checked against the replay: {report.snapshots}, all equal to it{outdated}.")
         lag = "" if position >= total else f" (the projections are {total - position} events behind; they catch up)"
         print(f"Audit history and usage match the events up to event #{position}{lag}.")
         return 0

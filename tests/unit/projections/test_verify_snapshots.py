@@ -85,6 +85,25 @@ def test_a_snapshot_with_a_valid_digest_that_disagrees_with_the_replay_is_found(
     assert report.problems == [f"snapshot of team 'globex' at version {row.version} differs from the replay: {differs}"]
 
 
+def test_a_snapshot_taken_before_the_team_gained_some_state_is_checked_on_the_state_it_has(ledger):
+    """Loads pass such a snapshot over (the events know the newer state); verify still compares what
+    it holds with the replay, and counts it apart."""
+    store, _ = ledger
+    row = _newest(store, "acme")
+    older = store.team_snapshots.restore(row)
+    assert older is not None
+    del older.__dict__["tpm"]  # as if taken before the team had a tokens-per-minute limit
+    store.team_snapshots.replace([store.team_snapshots.take(older)])
+    report = verify_ledger(store, store.database)
+    assert report.ok, report.problems
+    assert (report.snapshots, report.outdated_snapshots) == (26, 1)
+
+    older.balance += 1
+    store.team_snapshots.replace([store.team_snapshots.take(older)])
+    differs = f"at version {row.version} differs from the replay: balance {older.balance} (replay: {older.balance - 1})"
+    assert verify_ledger(store).problems == [f"snapshot of team 'acme' {differs}"]
+
+
 def test_a_snapshot_of_a_version_the_team_never_reached_is_found(ledger):
     store, _ = ledger
     row = _newest(store, "initech")
