@@ -175,7 +175,7 @@ class Sql:
         if self.kind == "sqlite":
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                yield Transaction(self._conn.cursor(), self._sql)
+                yield Transaction(self._conn.cursor(), self._sql, self.kind)
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
@@ -203,7 +203,7 @@ class Sql:
 
 
 class Transaction:
-    def __init__(self, cursor: Any, translate: Any, kind: str = "sqlite") -> None:
+    def __init__(self, cursor: Any, translate: Any, kind: str) -> None:
         self._cursor = cursor
         self._translate = translate
         self._kind = kind
