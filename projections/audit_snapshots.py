@@ -15,11 +15,8 @@ counted apart.
 from __future__ import annotations
 
 import sys
-from typing import Any, cast
+from typing import Any
 from uuid import UUID
-
-from eventsourcing.domain import Snapshot
-from eventsourcing.persistence import StoredEvent
 
 from domain.ledger import TeamLedger
 from projections.event_store import LedgerStore
@@ -89,11 +86,10 @@ class SnapshotCheck:
         team gained some state (a load replays the events instead, which know it): it is still
         checked, on the state it has. None if it cannot be read at all."""
         try:
-            stored = StoredEvent(row.team_id, row.version, row.topic, row.state)
-            older = cast(Snapshot, self._store.mapper.to_domain_event(stored)).mutate(None)
+            older = self._snapshots.decode(row)
         except Exception:  # noqa: BLE001 - a snapshot that cannot be read is the finding
             return None
-        if not isinstance(older, TeamLedger) or (older.id, older.version) != (team.id, team.version):
+        if older is None or (older.id, older.version) != (team.id, team.version):
             return None
         return older if vars(team).keys() - vars(older).keys() else None
 

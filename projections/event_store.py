@@ -126,8 +126,10 @@ class LedgerStore(Application[UUID]):
     def _agrees(self, team: TeamLedger) -> bool:
         rows = self.read_models.read_rows("SELECT balance, held, version FROM team_balances WHERE team_id = {p}",
                                           (team.id.hex,))
-        if not rows or int(rows[0]["version"]) != team.version:
-            return True  # newer events were written meanwhile (or the row is being rebuilt): nothing to compare
+        if not rows or int(rows[0]["version"]) < team.version:
+            return False  # the row is written with the events: a snapshot beyond it has versions never recorded
+        if int(rows[0]["version"]) > team.version:
+            return True  # newer events were written since we read them: nothing to compare
         return (int(rows[0]["balance"]), int(rows[0]["held"])) == (team.balance, team.held)
 
     def events_after(self, team_id: UUID, version: int, *, upto: int | None = None,

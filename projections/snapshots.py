@@ -120,19 +120,19 @@ class Snapshots:
         return _row(rows[0]) if rows else None
 
     def restore(self, row: SnapshotRow) -> TeamLedger | None:
-        """The team the snapshot holds, or None if the row is corrupt (said in the log)."""
+        """The team the snapshot holds, or None if it cannot stand in for the events (said in the log):
+        corrupt, unreadable, of another aggregate, or taken before the team gained some state."""
         if not row.intact:
             log.warning("snapshot of team %s at version %d fails its digest; replaying the team's events instead",
                         row.team_id, row.version)
             return None
         try:
-            event = self._mapper.to_domain_event(StoredEvent(row.team_id, row.version, row.topic, row.state))
-            team = cast(Snapshot, event).mutate(None)
+            team = self.decode(row)
         except Exception as exc:  # noqa: BLE001 - a snapshot is a cache: one that cannot be read costs only time
             log.warning("snapshot of team %s at version %d cannot be read (%s); replaying the team's events instead",
                         row.team_id, row.version, exc)
             return None
-        if not isinstance(team, TeamLedger) or team.id != row.team_id or team.version != row.version:
+        if team is None:
             log.warning("snapshot of team %s at version %d holds another aggregate; replaying its events instead",
                         row.team_id, row.version)
             return None
@@ -140,6 +140,15 @@ class Snapshots:
             # Taken before the aggregate gained this state: its events know it, the snapshot does not.
             log.info("snapshot of team %s at version %d predates %s; replaying the team's events instead",
                      row.team_id, row.version, ", ".join(sorted(missing)))
+            return None
+        return team
+
+    def decode(self, row: SnapshotRow) -> TeamLedger | None:
+        """The team the row holds, whatever state it has (None: another aggregate, or another team or
+        version than the row's); raises if it cannot be decoded. ``restore`` says whether to use it."""
+        event = self._mapper.to_domain_event(StoredEvent(row.team_id, row.version, row.topic, row.state))
+        team = cast(Snapshot, event).mutate(None)
+        if not isinstance(team, TeamLedger) or team.id != row.team_id or team.version != row.version:
             return None
         return team
 
