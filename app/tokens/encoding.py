@@ -7,12 +7,13 @@ here gzip-compressed (``o200k_base.tiktoken.gz``, regenerated and hash-checked b
 tokens copied from ``tiktoken_ext/openai_public.py``: the same encoder, exact for OpenAI's models.
 
 The encoder is built once per process, on first use (about 0.4 s), under a lock; ``warm_up`` builds it
-in a background thread at start-up so no request waits for it. Counts of long strings are cached
+at start-up, before the server listens, so no request waits for it. Counts of long strings are cached
 (agents resend the whole conversation every turn, so most of a prompt was counted a turn ago).
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import gzip
 import threading
@@ -72,9 +73,11 @@ def o200k() -> tiktoken.Encoding:
     return _encoding
 
 
-def warm_up() -> None:
-    """Build the encoder in a background thread, so the first request does not wait for it."""
-    threading.Thread(target=o200k, name="tollgate-tokenizer-load", daemon=True).start()
+async def warm_up() -> None:
+    """Build the encoder before the server takes its first connection (off the event loop), so the
+    first request does not wait for it: a request arriving while it was built in the background
+    waited a third of a second."""
+    await asyncio.to_thread(o200k)
 
 
 class _CountCache:
