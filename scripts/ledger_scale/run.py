@@ -68,6 +68,7 @@ class Plan:
         self.requests = 30 if quick else args.requests
         self.warmup = 5 if quick else 50
         self.cold_runs = 1 if quick else 3
+        self.repeat: int = 1 if quick else args.repeat
         self.backlog: int = args.backlog
         self.full_replay = not args.skip_full_replay
         self.keep: Path | None = args.keep
@@ -114,26 +115,37 @@ def _cold_loads(plan: Plan, built: ledger.Ledger) -> dict[str, Any]:
     return result
 
 
+def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median of each number over runs of the same measurement, and the runs."""
+    numbers = [k for k, v in runs[0].items() if isinstance(v, int | float)]
+    return {**{k: statistics.median(run[k] for run in runs) for k in numbers}, "runs": runs}
+
+
 def _first_requests(plan: Plan, built: ledger.Ledger, gw: gateway.Gateway) -> dict[str, Any]:
-    """The big team's first request as the restarted process's first, then the steady figures; then,
-    on another restart, a 100-event team's first (the process's own first-request cost), the
-    1,000-event team's (alone) and the big team's (the ledger's share). The big team is never
-    warmed at start (``bury``)."""
+    """The big team's first request as the restarted process's first (then, once, the steady
+    figures); then, on another restart, a 100-event team's first (the process's own first-request
+    costs), the 1,000-event team's (alone) and the big team's (the ledger's share). The big team is
+    never warmed at start (``bury``). Medians over ``--repeat`` pairs of restarts."""
     big, small, other = (built.teams[n] for n in (ledger.BIG, ledger.BASELINE, ledger.FILLER))
-    bury(built, ledger.FILLER, plan.snapshot_every)
-    with gw.restarted() as server:
-        first: dict[str, Any] = {"gateway_ready_s": gw.ready_s, "big_ms": gateway.first_request(server, big)}
-        first["gateway_rss_mb"] = gateway.rss(server)
-        steady = gateway.steady(server, [big, small], plan.requests, plan.warmup)
-    bury(built, ledger.FILLER, plan.snapshot_every)
-    with gw.restarted() as server:
-        first["process_first_ms"] = gateway.first_request(server, other)
-        first["small_first_ms"] = gateway.first_request(server, small)
-        first["big_warm_process_ms"] = gateway.first_request(server, big)
+    runs, steady = [], {}
+    for i in range(plan.repeat):
+        bury(built, ledger.FILLER, plan.snapshot_every)
+        with gw.restarted() as server:
+            run: dict[str, Any] = {"gateway_ready_s": gw.ready_s, "big_ms": gateway.first_request(server, big)}
+            run["gateway_rss_mb"] = gateway.rss(server)
+            if i == 0:
+                steady = gateway.steady(server, [big, small], plan.requests, plan.warmup)
+        bury(built, ledger.FILLER, plan.snapshot_every)
+        with gw.restarted() as server:
+            run["process_first_ms"] = gateway.first_request(server, other)
+            run["small_first_ms"] = gateway.first_request(server, small)
+            run["big_warm_process_ms"] = gateway.first_request(server, big)
+        runs.append(run)
+    first = _medians(runs)
     say(f"  first request after a restart: big team {first['big_ms']:.1f} ms (the gateway answered "
         f"{first['gateway_ready_s']:.1f} s after its start); a 100-event team's {first['process_first_ms']:.1f} ms; "
         f"then the 1,000-event team's {first['small_first_ms']:.1f} ms and the big team's "
-        f"{first['big_warm_process_ms']:.1f} ms")
+        f"{first['big_warm_process_ms']:.1f} ms (medians of {plan.repeat})")
     steady["big"]["snapshots"] = setback.snapshot_count(built, big.id)
     say(f"  steady p50: big team {steady['big']['p50_ms']:.2f} ms, "
         f"1,000-event team {steady['baseline']['p50_ms']:.2f} ms")
@@ -141,23 +153,27 @@ def _first_requests(plan: Plan, built: ledger.Ledger, gw: gateway.Gateway) -> di
 
 
 def _alongside(plan: Plan, built: ledger.Ledger, gw: gateway.Gateway, full_replay: bool) -> dict[str, Any]:
-    """Restart, one request of a third team (the process's first-request cost, out of the way), then
-    the big team's first request and the 1,000-event team's at the same moment."""
+    """Restart, one request of a third team (the process's first-request costs, out of the way),
+    then the big team's first request and the 1,000-event team's at the same moment. With snapshots
+    (a load of milliseconds), medians over ``--repeat`` restarts; without (a full replay), once."""
     big, small, other = (built.teams[n] for n in (ledger.BIG, ledger.BASELINE, ledger.FILLER))
     moved = setback.snapshots_aside(built, big.id) if full_replay else 0
+    runs = []
     try:
-        bury(built, ledger.FILLER, plan.snapshot_every)
-        with gw.restarted() as server:
-            gateway.first_request(server, other)
-            result = gateway.alongside(server, big, small)
+        for _ in range(1 if full_replay else plan.repeat):
+            bury(built, ledger.FILLER, plan.snapshot_every)
+            with gw.restarted() as server:
+                gateway.first_request(server, other)
+                runs.append(gateway.alongside(server, big, small))
     finally:
         if full_replay:
             setback.snapshots_back(built)
+    result = {**_medians(runs), "small": runs[0]["small"]} if full_replay else _medians(runs)
     result["snapshots_moved_aside"] = moved
-    say(f"  alongside the big team's {'full replay' if full_replay else 'load'} (its first request "
-        f"{result['big_first_ms']:,.1f} ms): the 1,000-event team's first request {result['small_first_ms']:.1f} ms, "
-        f"p50 {result['small']['p50_ms']:.1f} ms over {result['small']['requests']} requests, slowest "
-        f"{result['small']['max_ms']:.1f} ms")
+    say(f"  alongside the big team's {'full replay' if full_replay else 'load'}: its first request "
+        f"{result['big_first_ms']:,.1f} ms, the 1,000-event team's first {result['small_first_ms']:.1f} ms"
+        + (f", p50 {runs[0]['small']['p50_ms']:.1f} ms over {runs[0]['small']['requests']} requests, slowest "
+           f"{runs[0]['small']['max_ms']:.1f} ms" if full_replay else f" (medians of {len(runs)})"))
     return result
 
 
@@ -231,6 +247,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-full-replay", action="store_true",
                    help="skip what loads the big team without its snapshots (a full replay, minutes at 1M events)")
     p.add_argument("--requests", type=int, default=400, help="sequential requests per team for the steady figures")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="restarts per first-request figure, their median reported (default 3)")
     p.add_argument("--backlog", type=int, default=500_000, help="events the audit history is set back (default 500k)")
     p.add_argument("--snapshot-every", type=int, default=SNAPSHOT_EVERY,
                    help=f"the gateway's snapshot_every, used by the build too (default {SNAPSHOT_EVERY})")
