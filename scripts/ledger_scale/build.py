@@ -98,6 +98,20 @@ def bury(ledger: Ledger, team: str, snapshot_every: int, events: int = 2100) -> 
         store.close()
 
 
+def top_up(ledger: Ledger, below: int = 5000 * 10**6, amount: int = 100_000 * 10**6) -> None:
+    """Top up every team with less than ``below`` available (a run's requests spend a few hundred
+    credits of the teams it uses; a kept ledger serves run after run)."""
+    store = open_ledger_store(ledger.database_url, ledger.workdir, pool_size=2)
+    try:
+        for team in ledger.teams.values():
+            found = store.find_team(team.id)
+            if found is not None and found.available < below:
+                found.add_credits(amount, reference="top-up")
+                store.save_teams([found])
+    finally:
+        store.close()
+
+
 def _progress(label: str, total: int) -> Callable[[int], None]:
     """A line on stderr every tenth of the way, with the rate so far."""
     started = time.perf_counter()

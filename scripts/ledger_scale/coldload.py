@@ -6,8 +6,10 @@ first request); then the peak resident set is reset (``/proc/self/clear_refs``),
 and the time, the growth of the resident set (VmRSS) and of its peak during the load (VmHWM) are
 printed as JSON. ``--full-replay`` loads the team from its events alone, ignoring its snapshots (a
 replay from version 0, a page at a time, as ``load_team`` does without a snapshot): the baseline.
+``--version V`` loads the team as it was at version V (from the latest snapshot before it).
 
     python -m scripts.ledger_scale.coldload --database-url URL --base-dir DIR --team UUID [--full-replay]
+                                            [--version V]
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def _reset_peak() -> bool:
     return True
 
 
-def measure(database_url: str, base_dir: Path, team: UUID, full_replay: bool) -> dict[str, Any]:
+def measure(database_url: str, base_dir: Path, team: UUID, full_replay: bool,
+            version: int | None = None) -> dict[str, Any]:
     store = open_ledger_store(database_url, base_dir, pool_size=2)
     try:
         store.recorder.max_notification_id()  # the connection is open and used, as a gateway's is
@@ -56,7 +59,7 @@ def measure(database_url: str, base_dir: Path, team: UUID, full_replay: bool) ->
                 loaded = cast(TeamLedger, event.mutate(loaded))
             snapshot_version = 0
         else:
-            loaded, snapshot_version = store.load_team(team)
+            loaded, snapshot_version = store.load_team(team, version)
         seconds = time.perf_counter() - started
         after, peak = _status_kb("VmRSS"), _status_kb("VmHWM")
     finally:
@@ -67,11 +70,12 @@ def measure(database_url: str, base_dir: Path, team: UUID, full_replay: bool) ->
             "peak_growth_mb": (peak - before) / 1024 if peak_reset else None}
 
 
-def cold_load(config_url: str, base_dir: Path, team: UUID, *, full_replay: bool = False,
-              timeout: float = 3600) -> dict[str, Any]:
+def cold_load(database_url: str, base_dir: Path, team: UUID, *, full_replay: bool = False,
+              version: int | None = None, timeout: float = 3600) -> dict[str, Any]:
     """``measure`` in a fresh Python process."""
-    command = [sys.executable, "-m", "scripts.ledger_scale.coldload", "--database-url", config_url,
-               "--base-dir", str(base_dir), "--team", str(team), *(["--full-replay"] if full_replay else [])]
+    command = [sys.executable, "-m", "scripts.ledger_scale.coldload", "--database-url", database_url,
+               "--base-dir", str(base_dir), "--team", str(team), *(["--full-replay"] if full_replay else []),
+               *(["--version", str(version)] if version is not None else [])]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                             cwd=Path(__file__).resolve().parents[2])
     if result.returncode != 0:
@@ -86,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--base-dir", type=Path, required=True)
     parser.add_argument("--team", type=UUID, required=True)
     parser.add_argument("--full-replay", action="store_true")
+    parser.add_argument("--version", type=int, help="load the team as it was at this version")
     args = parser.parse_args(argv)
-    print(json.dumps(measure(args.database_url, args.base_dir, args.team, args.full_replay)))
+    print(json.dumps(measure(args.database_url, args.base_dir, args.team, args.full_replay, args.version)))
     return 0
 
 

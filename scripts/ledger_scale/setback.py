@@ -71,6 +71,17 @@ def snapshot_count(ledger: Ledger, team: UUID) -> int:
         sql.close()
 
 
+def snapshot_versions(ledger: Ledger, team: UUID, latest: int = 2) -> list[int]:
+    """The versions of the team's ``latest`` snapshots, newest first."""
+    sql = ledger.sql()
+    try:
+        rows = sql.query("SELECT version FROM team_snapshots WHERE team_id = ? ORDER BY version DESC LIMIT ?",
+                         (team.hex, latest))
+        return [int(r["version"]) for r in rows]
+    finally:
+        sql.close()
+
+
 def history_position(ledger: Ledger) -> int:
     sql = ledger.sql()
     try:
