@@ -29,7 +29,6 @@ class Client:
     """One team's client: requests one after the other on one connection."""
 
     def __init__(self, port: int, team: Team) -> None:
-        self._port = port
         self._headers = {"authorization": f"Bearer {team.key}", "content-type": "application/json"}
         self._conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
 
