@@ -16,6 +16,7 @@ from uuid import UUID
 
 from domain.ledger import team_id
 from projections.database import Database, Sql
+from projections.event_store import open_ledger_store
 
 UPSTREAM_KEY_ENV = "BENCH_UPSTREAM_KEY"  # the variable scripts/bench/servers.py gives every process it starts
 MODEL = "bench-gpt"
@@ -114,10 +115,17 @@ def kept(workdir: Path, backend: str) -> Ledger | None:
     data = json.loads(manifest.read_text())
     teams = {name: Team(**team) for name, team in data.pop("teams").items()}
     ledger = Ledger(**{**data, "workdir": workdir, "teams": teams})
-    try:
-        usable = bool(ledger.built_events) and ledger.database.schema_is_current()
-    except Exception:  # noqa: BLE001 - a database that cannot be reached is one to build again
-        usable = False
+    usable = False
+    path = ledger.database.path
+    if ledger.built_events and (path is None or path.exists()):
+        try:  # opening it migrates the read models of a ledger an older checkout built
+            store = open_ledger_store(ledger.database_url, workdir, pool_size=1)
+            try:
+                usable = (store.recorder.max_notification_id() or 0) > 0
+            finally:
+                store.close()
+        except Exception:  # noqa: BLE001 - a database that cannot be reached is one to build again
+            usable = False
     if not usable:  # a build that did not finish: its PostgreSQL database goes
         with contextlib.suppress(Exception):
             ledger.drop()
