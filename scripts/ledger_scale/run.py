@@ -48,6 +48,7 @@ from scripts.ledger_scale.report import check_targets, table
 from scripts.ledger_scale.tools import export, operator_tools
 
 QUICK_EVENTS = 30_000
+QUICK_BACKLOG = 10_000
 #: From this backlog up, a third team's request takes the process's first-request costs before the
 #: catch-up is measured; a smaller one might be caught up by then (the quick run's).
 WARM_BEFORE_CATCH_UP = 100_000
@@ -69,7 +70,7 @@ class Plan:
         self.warmup = 5 if quick else 50
         self.cold_runs = 1 if quick else 3
         self.repeat: int = 1 if quick else args.repeat
-        self.backlog: int = args.backlog
+        self.backlog: int = args.backlog or (QUICK_BACKLOG if quick else 500_000)
         self.full_replay = not args.skip_full_replay
         self.keep: Path | None = args.keep
         self.postgres_admin: str = args.postgres_url
@@ -265,7 +266,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=400, help="sequential requests per team for the steady figures")
     p.add_argument("--repeat", type=int, default=3,
                    help="restarts per first-request figure, their median reported (default 3)")
-    p.add_argument("--backlog", type=int, default=500_000, help="events the audit history is set back (default 500k)")
+    p.add_argument("--backlog", type=int, help="events the audit history is set back (default 500,000)")
     p.add_argument("--snapshot-every", type=int, default=SNAPSHOT_EVERY,
                    help=f"the gateway's snapshot_every, used by the build too (default {SNAPSHOT_EVERY})")
     p.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
