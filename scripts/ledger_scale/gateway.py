@@ -21,6 +21,7 @@ from scripts.bench.procstat import rss_mb
 from scripts.bench.report import percentile
 from scripts.ledger_scale.ledger import MODEL, Ledger, Team
 
+START_ATTEMPTS = 3
 BODY = (b'{"model":"' + MODEL.encode() + b'","max_tokens":64,"messages":[{"role":"user","content":'
         b'"Why do toll roads keep a ledger of every car that passes through?"}]}')
 
@@ -67,8 +68,16 @@ class Gateway:
         port = servers.free_port()
         server = servers.Server("tollgate", [*servers.tollgate_command(), "serve", "--config", str(self.ledger.config),
                                              "--port", str(port)], port, self.log)
-        self.started_at = time.perf_counter()
-        server.start(timeout=600)
+        for attempt in range(START_ATTEMPTS):
+            self.started_at = time.perf_counter()
+            try:
+                server.start(timeout=600)
+                break
+            except RuntimeError as exc:
+                # A PostgreSQL server shared with other work may have no connection slot free for a moment.
+                if "too many clients" not in str(exc) or attempt == START_ATTEMPTS - 1:
+                    raise
+                time.sleep(10)
         self.ready_s = time.perf_counter() - self.started_at
         try:
             yield server

@@ -1,11 +1,17 @@
 """From one backend's measurements to the issue's targets (each PASS or MISS), and the table: one
 row per figure, a column per backend, ready to paste into the README.
+
+Runs made separately (one backend each) are put in one table by
+``python -m scripts.ledger_scale.report RUN.json [RUN.json …]`` (the files ``--json`` wrote).
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 #: Within how many MB of exporting the small team's few rows the big team's export must stay to
@@ -170,3 +176,17 @@ def table(results: dict[str, dict[str, Any]]) -> str:
             cells.append(check["shown"] + (f" **{check['verdict']}**" if check["verdict"] else ""))
         lines.append(f"| {row.label} | {row.target or ''} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """One table of the backends of several ``--json`` files (the last file's run of a backend wins)."""
+    results: dict[str, dict[str, Any]] = {}
+    for name in argv if argv is not None else sys.argv[1:]:
+        for backend, result in json.loads(Path(name).read_text())["backends"].items():
+            results[backend] = {**result, "targets": check_targets(result)}
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,7 +3,8 @@ few small ones, on SQLite and PostgreSQL, and what that history costs.
 
 For each backend: build the ledger fast (``build.py``) or reuse the one ``--keep DIR`` kept; then
   1. cold load: ``LedgerStore.load_team`` of the big team in a fresh process — time, and growth of
-     its resident set — and the same as a full replay, snapshots ignored (the baseline);
+     its resident set — as it is, at its worst (just before its latest snapshot), and as a full
+     replay, snapshots ignored (the baseline);
   2. first request after a restart: ``tollgate serve`` started afresh (in front of the fast fake
      upstream), the big team's first chat completion as the process's first request; restart, a
      100-event team's first (the process's own first-request costs), then the 1,000-event team's
@@ -15,11 +16,14 @@ For each backend: build the ledger fast (``build.py``) or reuse the one ``--keep
   4. steady p50/p99 of the big team and of the 1,000-event team, requests alternating;
   5. the audit history set 500,000 events back, restart: the small team's p50 while the projector
      catches up, against its p50 right after;
-  6. ``tollgate ledger verify``, ``rebuild`` and ``export --team big``: times, rates, peak RSS.
-Then the issue's targets beside the figures, PASS or MISS, as one Markdown table.
+  6. ``tollgate ledger verify``, ``rebuild`` and ``export --team big`` (and of the 1,000-event
+     team, to tell constant memory): times, rates, peak RSS.
+Then the issue's targets beside the figures, PASS or MISS, as one Markdown table. First-request
+figures are medians over ``--repeat`` restarts. A run is minutes on top of the build (1M events:
+about one on SQLite, three on PostgreSQL); ``--keep DIR`` keeps the ledger for the next run.
 
     python -m scripts.ledger_scale [--events 1000000] [--backend sqlite|postgresql|both] [--keep DIR]
-                                   [--skip-full-replay] [--json FILE] [--quick]
+                                   [--skip-full-replay] [--repeat 3] [--json FILE] [--quick]
 """
 
 from __future__ import annotations
