@@ -51,7 +51,7 @@ from scripts.ledger_scale.coldload import cold_load
 from scripts.ledger_scale.report import check_targets, table
 from scripts.ledger_scale.tools import export, operator_tools
 
-QUICK_EVENTS = 30_000
+QUICK_EVENTS = 20_000
 QUICK_BACKLOG = 10_000
 #: From this backlog up, a third team's request takes the process's first-request costs before the
 #: catch-up is measured; a smaller one might be caught up by then (the quick run's).

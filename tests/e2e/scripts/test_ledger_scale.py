@@ -1,4 +1,4 @@
-"""The ledger-at-scale benchmark runs end to end (``--quick``: a 30,000-event team) and reports
+"""The ledger-at-scale benchmark runs end to end (``--quick``: a 20,000-event team) and reports
 every figure with sane values. The issue's targets are not judged here: a shared CI machine is too
 noisy for them, and the benchmark's own full run is where they are measured."""
 
@@ -29,9 +29,9 @@ def test_the_quick_run_reports_every_figure(tmp_path):
     for row in ROWS:  # the Markdown table has every figure
         assert row.label in result.stdout
 
-    assert r["ledger"]["big_team_events"] == 30_000
+    assert r["ledger"]["big_team_events"] == 20_000
     snapshot, replay = r["cold_load"]["snapshot"], r["cold_load"]["full_replay"]
-    assert snapshot["version"] == replay["version"] >= 30_000  # (and the run's top-up)
+    assert snapshot["version"] == replay["version"] >= 20_000  # (and the run's top-up)
     assert 0 <= snapshot["version"] - snapshot["snapshot_version"] < 500  # a snapshot, then fewer than snapshot_every
     assert replay["snapshot_version"] == 0
     worst = r["cold_load"]["worst_case"]
@@ -59,8 +59,8 @@ def test_the_quick_run_reports_every_figure(tmp_path):
     assert catch_up["caught_up_s"] > 0
 
     tools = r["tools"]
-    assert tools["verify"]["events"] > 30_000
+    assert tools["verify"]["events"] > 20_000
     assert tools["rebuild"]["events_per_s"] > 0
-    assert tools["export"]["rows"] > 15_000  # a charge per request, and the top-ups
+    assert tools["export"]["rows"] > 10_000  # a charge per request, and the top-ups
     assert tools["export_small"]["rows"] >= 500
     assert all(tools[t]["peak_rss_mb"] > 10 for t in ("verify", "rebuild", "export", "export_small"))
