@@ -20,7 +20,7 @@ from scripts.ledger_scale.ledger import Ledger
 
 def run_tool(ledger: Ledger, workdir: Path, *args: str, timeout: float = 7200) -> dict[str, Any]:
     """``tollgate ARGS --config …``: seconds, exit code, the lines it wrote, its peak RSS (MB)."""
-    errors = workdir / f"{ledger.backend}-{'-'.join(args[1:])}.err"
+    errors = workdir / f"{ledger.backend}-{'-'.join(a.strip('-') for a in args[1:])}.err"
     started = time.perf_counter()
     with errors.open("wb") as err:
         process = subprocess.Popen([*servers.tollgate_command(), *args, "--config", str(ledger.config)],
