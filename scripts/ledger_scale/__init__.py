@@ -1,0 +1,1 @@
+"""The ledger at scale (issue #16): ``python -m scripts.ledger_scale``, see ``run.py``."""
