@@ -191,7 +191,7 @@ class Settings(_Strict, frozen=True):
     #: A snapshot of a team's ledger every this many of its events, taken beside the request path:
     #: a team loads from its latest snapshot plus at most this many events, however long its history
     #: (smaller: quicker loads, more rows; snapshots are a cache, `tollgate ledger verify` checks them).
-    snapshot_every: int = 500
+    snapshot_every: int = 250
     #: Credits one US dollar buys: the rate at which USD prices become charges.
     credits_per_usd: Decimal = Decimal(100)
     #: Where rate limits live when several gateway processes share the database (unset: in memory,

@@ -6,7 +6,8 @@ every ``snapshot_every`` events off the request path (``app/ledger/snapshotter.p
 from its latest snapshot plus the events after it (``LedgerStore.find_team``).
 
 The state is the eventsourcing library's own snapshot of the aggregate (``Snapshot.take``, which
-the aggregate's ``class_version`` upcasts on read), encoded by the store's mapper, kept in a table
+the aggregate's ``class_version`` upcasts on read), encoded by the store's mapper and compressed
+(zlib: half the size, a fraction of a millisecond), kept in a table
 of our own (``team_snapshots``, migrated by alembic like every read model) with two more columns:
 when the snapshot's last event happened, so a team can be read as it was at an instant; and a
 digest of the state, so a corrupt row is noticed. A snapshot that cannot be read, fails its digest
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,8 +43,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("tollgate.snapshots")
 
 #: A snapshot every this many events of a team, by default: loading a team then replays at most
-#: this many events (about 20 ms), and the snapshots take a fraction of a percent of the store.
-SNAPSHOT_EVERY = 500
+#: this many events (about 3 ms on SQLite, 7 on PostgreSQL). A busy team's state is up to ~37 KB of
+#: JSON (the last thousand lease-charged and expired request ids), ~16 KB compressed: snapshots add
+#: about a tenth to the store.
+SNAPSHOT_EVERY = 250
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _COLUMNS = "team_id, version, occurred_at_us, topic, state, digest"
 _INSERT = f"INSERT INTO team_snapshots ({_COLUMNS}) VALUES ({', '.join(['{p}'] * 6)}) ON CONFLICT (team_id, version) "
@@ -86,8 +90,9 @@ class Snapshots:
     def take(self, team: TeamLedger) -> SnapshotRow:
         """The row of ``team``'s state at its version (a team with no pending events)."""
         stored = self._mapper.to_stored_event(Snapshot.take(team))
-        return SnapshotRow(team.id, team.version, micros_since_epoch(team.modified_on), stored.topic,
-                           bytes(stored.state), state_digest(team.id, team.version, stored.topic, bytes(stored.state)))
+        state = zlib.compress(bytes(stored.state), 1)
+        return SnapshotRow(team.id, team.version, micros_since_epoch(team.modified_on), stored.topic, state,
+                           state_digest(team.id, team.version, stored.topic, state))
 
     def save(self, rows: Iterable[SnapshotRow]) -> None:
         """Store snapshots; one already stored at the same version (another process took it) stays."""
@@ -146,7 +151,8 @@ class Snapshots:
     def decode(self, row: SnapshotRow) -> TeamLedger | None:
         """The team the row holds, whatever state it has (None: another aggregate, or another team or
         version than the row's); raises if it cannot be decoded. ``restore`` says whether to use it."""
-        event = self._mapper.to_domain_event(StoredEvent(row.team_id, row.version, row.topic, row.state))
+        state = zlib.decompress(row.state)
+        event = self._mapper.to_domain_event(StoredEvent(row.team_id, row.version, row.topic, state))
         team = cast(Snapshot, event).mutate(None)
         if not isinstance(team, TeamLedger) or team.id != row.team_id or team.version != row.version:
             return None
