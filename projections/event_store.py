@@ -10,7 +10,7 @@ SQLite and PostgreSQL recorders are in ``sqlite_store`` and ``postgres_store``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -36,6 +36,8 @@ from projections.store_errors import classify
 log = logging.getLogger("tollgate.ledger")
 #: How many of a team's events are read at a time when it is loaded or caught up.
 EVENT_PAGE = 1000
+#: A loader's ``pause`` comes every this many events replayed (about a millisecond of work).
+PAUSE_EVERY = 50
 
 #: Events that change what a team's keys may do: the team's key rows are rewritten when one is saved.
 POLICY_EVENTS = (TeamLedger.KeyIssued, TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
@@ -85,21 +87,22 @@ class LedgerStore(Application[UUID]):
         """The team as it is now (or as it was at ``version``), or None if it was never opened."""
         return self.load_team(team_id, version)[0]
 
-    def load_team(self, team_id: UUID, version: int | None = None, *,
-                  at: datetime | None = None) -> tuple[TeamLedger | None, int]:
+    def load_team(self, team_id: UUID, version: int | None = None, *, at: datetime | None = None,
+                  pause: Callable[[], None] | None = None) -> tuple[TeamLedger | None, int]:
         """The team as it is now, as it was at ``version``, or as it was at the instant ``at`` (after
         every event that happened by then); and the version of the snapshot it was loaded from (0:
         none). From the latest usable snapshot, then the events after it, a page at a time: the cost
-        is bounded by the snapshot interval, not the team's history. A current team that disagrees
-        with the balances read model (written with its events) is replayed whole instead: its
-        snapshot was wrong."""
+        is bounded by the snapshot interval, not the team's history. ``pause`` is called every
+        ``PAUSE_EVERY`` events replayed (a loader beside the request path lets it have the GIL). A
+        current team that disagrees with the balances read model (written with its events) is
+        replayed whole instead: its snapshot was wrong."""
         start = self._snapshot(team_id, version, micros_since_epoch(at) if at is not None else None)
         used = start.version if start is not None else 0
-        team = self._replay(team_id, start, version, at)
+        team = self._replay(team_id, start, version, at, pause)
         if used and team is not None and version is None and at is None and not self._agrees(team):
             log.warning("team %s loaded from its snapshot at version %d disagrees with the balances read model; "
                         "replaying its events instead", team.name, used)
-            return self._replay(team_id, None, None, None), 0
+            return self._replay(team_id, None, None, None, pause), 0
         return team, used
 
     def _snapshot(self, team_id: UUID, version: int | None, upto_us: int | None) -> TeamLedger | None:
@@ -114,13 +117,15 @@ class LedgerStore(Application[UUID]):
             version = row.version - 1
         return None
 
-    def _replay(self, team_id: UUID, team: TeamLedger | None, version: int | None,
-                at: datetime | None) -> TeamLedger | None:
+    def _replay(self, team_id: UUID, team: TeamLedger | None, version: int | None, at: datetime | None,
+                pause: Callable[[], None] | None = None) -> TeamLedger | None:
         """``team`` (None: nothing yet) with its newer events applied, up to ``version`` or ``at``."""
         for event in self.events_after(team_id, team.version if team is not None else 0, upto=version):
             if at is not None and event.timestamp > at:
                 break
             team = cast(TeamLedger, event.mutate(team))
+            if pause is not None and team.version % PAUSE_EVERY == 0:
+                pause()
         return team
 
     def _agrees(self, team: TeamLedger) -> bool:

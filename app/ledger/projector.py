@@ -21,8 +21,8 @@ from projections.event_store import LedgerStore
 
 log = logging.getLogger("tollgate.projector")
 
-#: The audit history is caught up this many events at a time (a few milliseconds of work) ...
-SLICE_EVENTS = 200
+#: The audit history is caught up this many events at a time (a couple of milliseconds of work) ...
+SLICE_EVENTS = 100
 #: ... and, while there is a backlog (after a restart, or an outage), with a rest after each slice
 #: so that it takes at most this share of the time: the request path, which shares the process and
 #: its interpreter lock, keeps its latency while a backlog of a million events drains in minutes.
