@@ -1,6 +1,8 @@
 """The operator's tools on the built ledger, each timed as the operator runs it (a ``tollgate``
 process, Python's start included): ``ledger verify``, ``ledger rebuild`` and ``ledger export``,
-with each process's peak resident set (its own ``ru_maxrss``, from ``wait4``).
+with each process's peak resident set: its ``VmHWM``, sampled from ``/proc`` while it runs (its
+``ru_maxrss`` would not do: Linux carries the forking parent's resident set, this benchmark's
+hundred-odd megabytes, over into a child's ``ru_maxrss`` through ``exec``).
 
 Their output is read as it comes (the export's rows are counted, never kept), so the export is
 measured writing to a pipe, as into ``> file``.
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ def run_tool(ledger: Ledger, workdir: Path, *args: str, timeout: float = 7200) -
         process = subprocess.Popen([*servers.tollgate_command(), *args, "--config", str(ledger.config)],
                                    stdout=subprocess.PIPE, stderr=err, env=servers.child_env())
     assert process.stdout is not None
+    peak = _PeakWatcher(process.pid)
     lines, tail = 0, b""
     while chunk := process.stdout.read(1 << 16):
         lines += chunk.count(b"\n")
@@ -33,13 +37,14 @@ def run_tool(ledger: Ledger, workdir: Path, *args: str, timeout: float = 7200) -
         if time.perf_counter() - started > timeout:
             process.kill()
     process.stdout.close()
-    _, status, usage = os.wait4(process.pid, 0)
+    peak.stop()
+    _, status, _ = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, for its rusage: Popen must not wait
     seconds = time.perf_counter() - started
     if process.returncode != 0:
         raise RuntimeError(f"tollgate {' '.join(args)} failed ({process.returncode}): "
                            f"{errors.read_text()[-2000:]}{tail.decode(errors='replace')[-1000:]}")
-    return {"seconds": seconds, "lines": lines, "peak_rss_mb": usage.ru_maxrss / 1024,
+    return {"seconds": seconds, "lines": lines, "peak_rss_mb": peak.kib / 1024,
             "output_tail": tail.decode(errors="replace")[-500:]}
 
 
@@ -71,3 +76,30 @@ def _total_events(ledger: Ledger) -> int:
         return int(sql.query(f"SELECT COALESCE(MAX({column}), 0) AS n FROM {table}")[0]["n"])
     finally:
         sql.close()
+
+
+class _PeakWatcher:
+    """Samples a process's ``VmHWM`` (its resident set's high-water mark) every 20 ms until told to
+    stop, which is after the process closed its output and before it is reaped."""
+
+    def __init__(self, pid: int) -> None:
+        self.kib = 0
+        self._status = Path(f"/proc/{pid}/status")
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while True:
+            try:
+                for line in self._status.read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        self.kib = max(self.kib, int(line.split()[1]))
+            except (OSError, ValueError, IndexError):  # exiting: its last sample stands
+                return
+            if self._done.wait(0.02):
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
