@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.backend import new_database_url
+from tests.support.cli_fork import run_tollgate
 
 UPSTREAM_KEY = "upstream-secret"
 ADMIN_KEY = "admin-secret-for-tests"
@@ -239,13 +240,9 @@ def _fallback_models(upstream_base_url: str) -> str:
 
 
 def run_cli(config: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [*tollgate_command(), *args, "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, **GATEWAY_ENV},
-    )
+    """``tollgate ARGS --config CONFIG`` in a process of its own, forked from one that has imported the
+    CLI already (tests/support/cli_fork.py: a fresh Python would spend most of the run importing)."""
+    result = run_tollgate([*args, "--config", str(config)], {**os.environ, **GATEWAY_ENV}, timeout=60)
     if check and result.returncode != 0:
         raise AssertionError(f"tollgate {' '.join(args)} failed ({result.returncode}): {result.stderr}")
     return result
