@@ -138,8 +138,9 @@ def test_ledger_verify_checks_every_snapshot_and_rebuild_takes_them_again(tmp_pa
     store.team_snapshots.replace([store.team_snapshots.take(lying)])  # a valid digest over the wrong balance
     store.close()
     raw = RawDatabase.of_config(config)
-    raw.execute("UPDATE team_snapshots SET state = ? WHERE version = ?",
-                (newest.state.replace(b'"balance":', b'"balance": '), newest.version))  # the same team, other bytes
+    altered = bytearray(newest.state)
+    altered[len(altered) // 2] ^= 0x01  # one bit of the stored (compressed) state
+    raw.execute("UPDATE team_snapshots SET state = ? WHERE version = ?", (bytes(altered), newest.version))
 
     result = run_cli(config, "ledger", "verify", check=False)
     assert result.returncode == 1
