@@ -39,7 +39,8 @@ from app.http.exchange import Exchange
 from app.http.prompt_size import model_rules
 from app.keys import Principal
 from app.ledger.billing import Idempotency, RequestBill
-from app.observability.record import current_record, new_request_id
+from app.observability.record import current_record
+from app.observability.request_ids import new_request_id
 from app.ratelimit.streams import StreamSlot
 from app.runtime import Runtime
 from app.tokens.delivered import Delivered

@@ -14,22 +14,18 @@ extra argument; Litestar's streaming tasks copy the context, so they see the sam
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from collections.abc import Callable
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 
+from app.observability.request_ids import new_request_id
 from domain.pricing import TokenUsage
 
 #: Seconds a finished request's line waits at most for its hold to settle.
 SETTLE_GRACE = 30.0
 
 _current: ContextVar[RequestRecord | None] = ContextVar("tollgate_request", default=None)
-
-
-def new_request_id() -> str:
-    return "req_" + secrets.token_hex(12)
 
 
 def current_record() -> RequestRecord | None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
-from app.observability.record import new_request_id
+from app.observability.request_ids import new_request_id
 from domain.endpoints import CHAT
 from domain.ledger import TeamLedger
 from domain.pricing import Price, TokenUsage, worst_case_in_micros
