@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from litestar import Litestar, Request, Response
-from litestar.enums import ScopeType
+from litestar.enums import MediaType, ScopeType
 from litestar.handlers import HTTPRouteHandler
 from litestar.types import Receive, Scope, Send
 
@@ -47,7 +47,10 @@ class HotPaths:
         except Exception as exc:  # noqa: BLE001 - every error becomes its endpoint's error body
             response = self._answer_error(request, exc)
         try:
-            await response.to_asgi_response(None, request)(scope, receive, send)  # the app is request.app
+            if _is_whole(response):
+                await _send_whole(response, send)
+            else:
+                await response.to_asgi_response(None, request)(scope, receive, send)  # the app is request.app
         finally:
             # A stream's relay ends here however its answer ended — sent whole, the client gone, or
             # cut off (a send that raised): Litestar stops iterating but does not close the iterator,
@@ -61,3 +64,29 @@ class HotPaths:
             if isinstance(exc, kind):
                 return answer(request, exc)
         raise exc
+
+
+def _is_whole(response: Response[Any]) -> bool:
+    """A finished body with nothing Litestar must add (no cookies, no background task), of a status
+    that carries a body: sent as two ASGI messages, as Litestar would send them."""
+    status = response.status_code or 200
+    return (type(response) is Response and isinstance(response.content, bytes) and not response.cookies
+            and response.background is None and status >= 200 and status not in (204, 304))
+
+
+async def _send_whole(response: Response[Any], send: Send) -> None:
+    """Litestar's ``ASGIResponse`` for a whole body, without building one: the handler's headers in
+    its order (names lowercased), then ``content-type`` and ``content-length`` unless it set them."""
+    body: bytes = response.content
+    headers = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in response.headers.items()]
+    names = {name for name, _ in headers}
+    if b"content-type" not in names:
+        given = response.media_type or MediaType.JSON
+        media_type = given.value if isinstance(given, MediaType) else given
+        if media_type.startswith("text/"):
+            media_type = f"{media_type}; charset={response.encoding}"
+        headers.append((b"content-type", media_type.encode("latin-1")))
+    if b"content-length" not in names:
+        headers.append((b"content-length", str(len(body)).encode("latin-1")))
+    await send({"type": "http.response.start", "status": response.status_code or 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
