@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
+from projections.many_rows import insert_rows
 from projections.migrations import HEAD
 
 if TYPE_CHECKING:  # psycopg is imported where PostgreSQL is used, not by every SQLite command
@@ -141,14 +142,22 @@ class Database:
 class Sql:
     """A plain DB-API connection to the ledger's database, for the projections (write SQL with ``?``)."""
 
-    def __init__(self, database: Database, *, any_thread: bool = False) -> None:
-        """``any_thread``: the caller serialises use of the connection across threads itself."""
+    def __init__(self, database: Database, *, any_thread: bool = False, rebuildable: bool = False) -> None:
+        """``any_thread``: the caller serialises use of the connection across threads itself.
+        ``rebuildable``: it writes only what can be projected again from the events (the audit
+        history, with its position in the same transaction), so on SQLite its commits are not
+        flushed to the disk one by one (``synchronous=NORMAL``, still atomic and consistent in WAL
+        mode: a power cut may undo its last slices, and their events are projected again). It then
+        holds SQLite's one write lock for the time of its inserts, not of a flush, and the ledger
+        writer's own (flushed) commits wait less behind it."""
         self.kind = database.kind
         if database.kind == "sqlite":
             assert database.path is not None
             self._conn: Any = sqlite3.connect(database.path, timeout=30, isolation_level=None,
                                               check_same_thread=not any_thread)
             self._conn.row_factory = sqlite3.Row
+            if rebuildable:
+                self._conn.execute("PRAGMA synchronous=NORMAL")
         else:
             import psycopg
             from psycopg.rows import dict_row
@@ -216,6 +225,11 @@ class Transaction:
         if rows:
             self._cursor.executemany(self._translate(sql), rows)
 
+    def insert_many(self, head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
+        """``head`` (``INSERT INTO t (a, b)``) with every row in one statement, ``tail`` after it
+        (``projections/many_rows.py``)."""
+        insert_rows(_Translated(self._cursor, self._translate), head, rows, tail)
+
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
         """Plain inserts of many rows (no conflict clause): PostgreSQL's COPY, six times quicker than
         its one INSERT a row; SQLite's INSERT a row is already quick."""
@@ -228,3 +242,14 @@ class Transaction:
         with self._cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
             for row in rows:
                 copy.write_row(row)
+
+
+class _Translated:
+    """A cursor whose statements are written with ``?`` markers, translated for its database."""
+
+    def __init__(self, cursor: Any, translate: Callable[[str], str]) -> None:
+        self._cursor = cursor
+        self._translate = translate
+
+    def execute(self, sql: str, params: Sequence[Any], /) -> Any:
+        return self._cursor.execute(self._translate(sql), params)

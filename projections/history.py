@@ -35,14 +35,15 @@ ENTRY_COLUMNS = (
 )
 USAGE_COLUMNS = ("team_name", "key_id", "model", "day", "requests", "input_tokens", "output_tokens",
                  "cache_write_tokens", "cache_hit_tokens", "cost")
-_INSERT_ENTRY = f"INSERT INTO {{table}} ({', '.join(ENTRY_COLUMNS)}) VALUES ({', '.join('?' * len(ENTRY_COLUMNS))})"
-_ADD_USAGE = (
-    f"INSERT INTO {{table}} ({', '.join(USAGE_COLUMNS)}) VALUES ({', '.join('?' * len(USAGE_COLUMNS))}) "
-    "ON CONFLICT (team_name, key_id, model, day) DO UPDATE SET requests = {table}.requests + excluded.requests, "
-    "input_tokens = {table}.input_tokens + excluded.input_tokens, "
-    "output_tokens = {table}.output_tokens + excluded.output_tokens, "
-    "cache_write_tokens = {table}.cache_write_tokens + excluded.cache_write_tokens, "
-    "cache_hit_tokens = {table}.cache_hit_tokens + excluded.cache_hit_tokens, cost = {table}.cost + excluded.cost"
+_INSERT_ENTRIES = f"INSERT INTO ledger_entries ({', '.join(ENTRY_COLUMNS)})"
+_ADD_USAGE = f"INSERT INTO usage_daily ({', '.join(USAGE_COLUMNS)})"
+_ON_USAGE_CONFLICT = (
+    "ON CONFLICT (team_name, key_id, model, day) DO UPDATE SET requests = usage_daily.requests + excluded.requests, "
+    "input_tokens = usage_daily.input_tokens + excluded.input_tokens, "
+    "output_tokens = usage_daily.output_tokens + excluded.output_tokens, "
+    "cache_write_tokens = usage_daily.cache_write_tokens + excluded.cache_write_tokens, "
+    "cache_hit_tokens = usage_daily.cache_hit_tokens + excluded.cache_hit_tokens, "
+    "cost = usage_daily.cost + excluded.cost"
 )
 
 
@@ -74,7 +75,7 @@ def usage_row(team_name: str, event: Any) -> tuple[Any, ...] | None:
 class HistoryProjection:
     def __init__(self, store: LedgerStore, database: Database) -> None:
         self._store = store
-        self._sql = Sql(database)
+        self._sql = Sql(database, rebuildable=True)
         self._names: dict[UUID, str] = {}
 
     def close(self) -> None:
@@ -126,7 +127,7 @@ class HistoryProjection:
                 )
                 if moved != 1:
                     continue  # another projector got there first: its rows stand, ours are dropped
-                _write(tx, "ledger_entries", "usage_daily", entries, usage)
+                _write(tx, entries, usage)
             done += len(page)
             if progress:
                 progress(done)
@@ -228,10 +229,25 @@ class HistoryProjection:
         return self._sql.query(f"SELECT * FROM usage_daily{where} ORDER BY team_name, day, model, key_id", params)
 
 
-def _write(tx: Transaction, entries_table: str, usage_table: str, entries: Sequence[tuple[Any, ...]],
-           usage: Sequence[tuple[Any, ...]]) -> None:
-    tx.executemany(_INSERT_ENTRY.format(table=entries_table), entries)
-    tx.executemany(_ADD_USAGE.format(table=usage_table), usage)
+def _write(tx: Transaction, entries: Sequence[tuple[Any, ...]], usage: Sequence[tuple[Any, ...]]) -> None:
+    """A slice's rows, each table in one statement (``projections/many_rows.py``: why); its usage
+    summed per team, key, model and day first (a statement may not upsert a row twice)."""
+    tx.insert_many(_INSERT_ENTRIES, entries)
+    tx.insert_many(_ADD_USAGE, summed_usage(usage), _ON_USAGE_CONFLICT)
+
+
+def summed_usage(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Usage rows with the same team, key, model and day added up into one."""
+    totals: dict[tuple[Any, ...], list[Any]] = {}
+    for row in rows:
+        key = row[:4]
+        if key in totals:
+            total = totals[key]
+            for i, value in enumerate(row[4:], start=4):
+                total[i] += value
+        else:
+            totals[key] = list(row)
+    return [tuple(total) for total in totals.values()]
 
 
 def entry_page_sql(after: int, upto: int | None = None, team: str | None = None, since: str | None = None,

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from projections.many_rows import insert_rows
+
 
 @dataclass(frozen=True, slots=True)
 class KeyRecord:
@@ -99,8 +101,6 @@ SELECT_IDEMPOTENT = (
     "SELECT body_hash, request_id, content_type, response, created_at, expires_at FROM idempotency_keys "
     "WHERE team_id = {p} AND idem_key = {p} AND expires_at > {p}"
 )
-INSERT_CHARGE = ("INSERT INTO charged_requests (team_id, request_id, version, charged, balance_after) "
-                 "VALUES ({p}, {p}, {p}, {p}, {p})")
 SELECT_CHARGE = "SELECT version, charged, balance_after FROM charged_requests WHERE team_id = {p} AND request_id = {p}"
 CHARGE_TOTALS = ("SELECT COUNT(*) AS n, COALESCE(SUM(charged), 0) AS total FROM charged_requests "
                  "WHERE team_id = {p} AND version <= {p}")
@@ -109,11 +109,10 @@ UPSERT_KEY = (
     f"ON CONFLICT (key_hash) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in KEY_COLUMNS[1:])} "
     "WHERE api_keys.version < excluded.version"
 )
-UPSERT_BALANCE = (
-    "INSERT INTO team_balances (team_id, team_name, balance, held, version) VALUES ({p}, {p}, {p}, {p}, {p}) "
-    "ON CONFLICT (team_id) DO UPDATE SET balance = excluded.balance, held = excluded.held, "
-    "version = excluded.version WHERE team_balances.version < excluded.version"
-)
+INSERT_CHARGES = "INSERT INTO charged_requests (team_id, request_id, version, charged, balance_after)"
+INSERT_BALANCES = "INSERT INTO team_balances (team_id, team_name, balance, held, version)"
+ON_BALANCE_CONFLICT = ("ON CONFLICT (team_id) DO UPDATE SET balance = excluded.balance, held = excluded.held, "
+                       "version = excluded.version WHERE team_balances.version < excluded.version")
 SELECT_KEY = f"SELECT {', '.join(KEY_COLUMNS)} FROM api_keys WHERE key_hash = {{p}}"
 SELECT_BALANCES = "SELECT team_id, team_name, balance, held, version FROM team_balances ORDER BY team_name"
 SELECT_HOLDING = "SELECT team_id, team_name, balance, held, version FROM team_balances WHERE held > 0"
@@ -125,21 +124,19 @@ class ReadModelWriter:
     def __init__(self, marker: str) -> None:
         self.marker = marker
         self.upsert_key = UPSERT_KEY.format(p=marker)
-        self.upsert_balance = UPSERT_BALANCE.format(p=marker)
         self.select_key = SELECT_KEY.format(p=marker)
         self.delete_expired_idempotent = DELETE_EXPIRED_IDEMPOTENT.format(p=marker)
         self.insert_idempotent = INSERT_IDEMPOTENT.format(p=marker)
         self.select_idempotent = SELECT_IDEMPOTENT.format(p=marker)
-        self.insert_charge = INSERT_CHARGE.format(p=marker)
         self.select_charge = SELECT_CHARGE.format(p=marker)
         self.charge_totals = CHARGE_TOTALS.format(p=marker)
 
     def write(self, cursor: Any, keys: Sequence[KeyRecord], balances: Sequence[BalanceRecord],
               idempotent: Sequence[IdempotentResponse] = (), charges: Sequence[ChargeRecord] = ()) -> None:
         """Charges first: a second charge of a request fails the transaction before anything else is sent."""
-        if charges:
-            cursor.executemany(self.insert_charge, [(c.team_id.hex, c.request_id, c.version, c.charged, c.balance_after)
-                                                    for c in charges])
+        # Each in one statement, however many rows (``projections/many_rows.py``: why).
+        insert_rows(cursor, INSERT_CHARGES, [(c.team_id.hex, c.request_id, c.version, c.charged, c.balance_after)
+                                             for c in charges], marker=self.marker)
         now = time.time()
         for r in idempotent:
             cursor.execute(self.delete_expired_idempotent, (r.team_id.hex, r.idem_key, now))
@@ -148,8 +145,10 @@ class ReadModelWriter:
         for k in keys:
             cursor.execute(self.upsert_key, k.as_row())
         # One lock order for every writer: concurrent batches touching the same teams cannot deadlock.
-        for b in sorted(balances, key=lambda b: b.team_id.hex):
-            cursor.execute(self.upsert_balance, (b.team_id.hex, b.team_name, b.balance, b.held, b.version))
+        # (One row per team: a statement may not upsert a row twice on PostgreSQL.)
+        insert_rows(cursor, INSERT_BALANCES, [(b.team_id.hex, b.team_name, b.balance, b.held, b.version)
+                                              for b in sorted(balances, key=lambda b: b.team_id.hex)],
+                    ON_BALANCE_CONFLICT, self.marker)
 
 
 def key_record(row: Any) -> KeyRecord:

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
 from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import StoredEvent
 from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
 
+from projections.many_rows import insert_rows
 from projections.read_models import ReadModelQueries, ReadModelWriter
-
-#: Rows per INSERT: 4 parameters each, well under SQLite's 32,766 (and its older 999) per statement.
-ROWS_PER_INSERT = 200
 
 
 class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
@@ -26,10 +23,7 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
     ) -> Sequence[int] | None:
         """All the batch's events in one statement (the library runs one per event, to learn each
         one's row id: nothing here reads notification ids back), then the read models."""
-        for at in range(0, len(stored_events), ROWS_PER_INSERT):
-            rows = stored_events[at:at + ROWS_PER_INSERT]
-            c.execute(_insert_statement(self.events_table_name, len(rows)),
-                      [value for s in rows for value in _row(s)])
+        insert_rows(c, f"INSERT INTO {self.events_table_name}", [_row(s) for s in stored_events])
         self.read_models.write(c, kwargs.get("keys", ()), kwargs.get("balances", ()),
                                kwargs.get("idempotent", ()), kwargs.get("charges", ()))
         return None
@@ -47,8 +41,3 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
 def _row(s: StoredEvent) -> tuple[Any, ...]:
     originator = s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id
     return originator, s.originator_version, s.topic, s.state
-
-
-@lru_cache(maxsize=ROWS_PER_INSERT)
-def _insert_statement(table: str, rows: int) -> str:
-    return f"INSERT INTO {table} VALUES {', '.join(['(?,?,?,?)'] * rows)}"

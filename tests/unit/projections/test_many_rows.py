@@ -1,0 +1,32 @@
+"""Many rows in one statement, on the ledger's real database."""
+
+from __future__ import annotations
+
+from projections.history import summed_usage
+from projections.many_rows import ROWS_PER_STATEMENT, statement
+
+
+def test_a_statement_has_one_group_of_markers_per_row():
+    sql = statement("INSERT INTO t (a, b)", "ON CONFLICT (a) DO NOTHING", "%s", 2, 3)
+    assert sql == "INSERT INTO t (a, b) VALUES (%s, %s), (%s, %s), (%s, %s) ON CONFLICT (a) DO NOTHING"
+
+
+def test_usage_of_one_team_key_model_and_day_is_summed_into_one_row():
+    rows = [("acme", "k1", "gpt", "2026-11-25", 1, 10, 5, 0, 0, 700),
+            ("acme", "k2", "gpt", "2026-11-25", 1, 1, 1, 0, 0, 9),
+            ("acme", "k1", "gpt", "2026-11-25", 1, 20, 6, 1, 2, 300)]
+    assert summed_usage(rows) == [("acme", "k1", "gpt", "2026-11-25", 2, 30, 11, 1, 2, 1000),
+                                  ("acme", "k2", "gpt", "2026-11-25", 1, 1, 1, 0, 0, 9)]
+
+
+def test_more_rows_than_one_statement_takes_are_all_written(tmp_path):
+    from projections.database import Database, Sql
+
+    database = Database("sqlite", path=tmp_path / "rows.db")
+    sql = Sql(database)
+    sql.query("CREATE TABLE t (a INTEGER PRIMARY KEY, b TEXT)")
+    rows = [(i, f"row {i}") for i in range(ROWS_PER_STATEMENT * 2 + 7)]
+    with sql.transaction() as tx:
+        tx.insert_many("INSERT INTO t (a, b)", rows)
+    assert sql.tuples("SELECT a, b FROM t ORDER BY a") == rows
+    sql.close()
