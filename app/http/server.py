@@ -12,7 +12,7 @@ from litestar.exceptions import HTTPException
 
 from app.errors import GatewayError, InvalidRequest, NotFound, RequestTooLarge
 from app.http.dashboard import dashboard_router
-from app.http.heap import settle_heap
+from app.http.interpreter import settle_interpreter
 from app.http.hot_paths import HotPaths
 from app.http.openapi import openapi_config
 from app.http.request_guard import RequestGuard
@@ -108,7 +108,7 @@ def create_app(runtime: Runtime) -> Litestar:
         route_handlers=[list_models, chat_completions, create_response, create_message, count_tokens, admin_router,
                         *operations, dashboard_router],
         exception_handlers=dict(_EXCEPTION_HANDLERS),
-        on_startup=[warm_up, runtime.start, settle_heap],
+        on_startup=[warm_up, runtime.start, settle_interpreter],
         on_shutdown=[close_runtime],
         openapi_config=openapi_config(_version()),
         request_max_body_size=runtime.settings.max_request_bytes,
