@@ -68,7 +68,7 @@ class Database:
         if self.kind == "sqlite":
             assert self.path is not None
             return {
-                "PERSISTENCE_MODULE": "eventsourcing.sqlite",
+                "PERSISTENCE_MODULE": "projections.sqlite_store:LedgerSQLiteFactory",
                 "SQLITE_DBNAME": str(self.path),
                 "SQLITE_LOCK_TIMEOUT": "30",
                 "APPLICATION_RECORDER_TOPIC": "projections.sqlite_store:SQLiteLedgerRecorder",

@@ -1,13 +1,21 @@
-"""The SQLite recorder: events, plus the read models written in the same transaction."""
+"""The SQLite recorder: events, plus the read models written in the same transaction; and the
+connections it writes them on."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
 
-from eventsourcing.persistence import StoredEvent
-from eventsourcing.sqlite import SQLiteApplicationRecorder, SQLiteCursor
+from eventsourcing.persistence import InterfaceError, StoredEvent
+from eventsourcing.sqlite import (
+    SQLiteApplicationRecorder,
+    SQLiteConnection,
+    SQLiteConnectionPool,
+    SQLiteCursor,
+    SQLiteFactory,
+)
 
 from projections.many_rows import insert_rows
 from projections.read_models import ReadModelQueries, ReadModelWriter
@@ -41,3 +49,42 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
 def _row(s: StoredEvent) -> tuple[Any, ...]:
     originator = s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id
     return originator, s.originator_version, s.topic, s.state
+
+
+#: Prepared statements each connection keeps (the library asks for ``True``, which sqlite3 takes
+#: for 1: every statement but the last was parsed again, about 30 µs a transaction).
+CACHED_STATEMENTS = 256
+#: WAL pages after which a commit of the ledger's connections copies the log back into the database
+#: (SQLite's default is 1,000). The projector's connection keeps the default and commits every
+#: slice, so it is the one that checkpoints, off the writer's path; this is the backstop when no
+#: projector runs (a command-line tool writing alone).
+LEDGER_AUTOCHECKPOINT = 20_000
+
+
+class LedgerConnectionPool(SQLiteConnectionPool):
+    """The library's connections, with a statement cache and the checkpoint left to the projector."""
+
+    def _create_connection(self) -> SQLiteConnection:
+        try:
+            c = sqlite3.connect(self.db_name, uri=True, check_same_thread=False, isolation_level=None,
+                                cached_statements=CACHED_STATEMENTS, timeout=self.lock_timeout or 5)
+        except (sqlite3.Error, TypeError) as e:
+            raise InterfaceError(e) from e
+        if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
+            if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                c.execute("PRAGMA journal_mode=WAL")
+                self.journal_mode_was_changed_to_wal = True
+            self.is_journal_mode_wal = True
+        c.execute(f"PRAGMA wal_autocheckpoint={LEDGER_AUTOCHECKPOINT}")
+        c.row_factory = sqlite3.Row
+        return SQLiteConnection(sqlite_conn=c, max_age=self.max_age)
+
+
+class LedgerSQLiteFactory(SQLiteFactory):
+    """The library's SQLite persistence (``PERSISTENCE_MODULE`` names this class), on those connections."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        old = self.datastore.pool
+        self.datastore.pool = LedgerConnectionPool(db_name=old.db_name, lock_timeout=old.lock_timeout)
+        old.close()

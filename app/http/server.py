@@ -12,8 +12,8 @@ from litestar.exceptions import HTTPException
 
 from app.errors import GatewayError, InvalidRequest, NotFound, RequestTooLarge
 from app.http.dashboard import dashboard_router
-from app.http.interpreter import settle_interpreter
 from app.http.hot_paths import HotPaths
+from app.http.interpreter import settle_interpreter
 from app.http.openapi import openapi_config
 from app.http.request_guard import RequestGuard
 from app.http.routes.admin import admin_router
