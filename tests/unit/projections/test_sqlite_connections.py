@@ -26,9 +26,9 @@ def test_the_ledgers_connections_flush_every_commit_and_leave_checkpoints_to_the
             assert cursor.fetchone()[0] == "wal"
         history = HistoryProjection(store, store.database)
         try:
-            settings = history._sql.query("PRAGMA synchronous")[0]  # noqa: SLF001
+            settings = history._sql.query("PRAGMA synchronous")[0]
             assert list(settings.values()) == [1]  # NORMAL: atomic, rebuildable, not flushed per slice
-            assert history._sql.query("PRAGMA wal_autocheckpoint")[0]["wal_autocheckpoint"] == 1000  # noqa: SLF001
+            assert history._sql.query("PRAGMA wal_autocheckpoint")[0]["wal_autocheckpoint"] == 1000
         finally:
             history.close()
     finally:
