@@ -36,7 +36,14 @@ from scripts.bench import servers
 from scripts.bench.cases import CASES, Case
 from scripts.bench.loadgen import LoadGenerators, render_request
 from scripts.bench.procstat import cpu_seconds, peak_rss_mb
-from scripts.bench.report import check_targets, config_table, run_metrics, summarise, targets_table
+from scripts.bench.report import (
+    check_targets,
+    config_table,
+    run_metrics,
+    scaling_targets,
+    summarise,
+    targets_table,
+)
 from scripts.bench.soak import soak
 
 
@@ -262,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
     report["upstream_direct"] = _upstream_row(report["configs"])
     for config in report["configs"]:
         config["targets"] = check_targets(config, config.get("soak"))
+    report["scaling"] = scaling_targets(report["configs"])
     report["meta"]["load_average_at_end"] = os.getloadavg()
     print(render(report, plan))
     if args.json:
@@ -298,6 +306,8 @@ def render(report: dict[str, Any], plan: Plan) -> str:
                 f"{s['achieved_rps']:.0f} req/s achieved; RSS {s['rss_start_mb']:.1f} → {s['rss_end_mb']:.1f} MB "
                 f"per process at most ({s['growth_pct']:+.1f} %)."
             )
+    if report.get("scaling"):
+        out += ["", "Two workers against one (chat, c=64):", "", targets_table(report["scaling"])]
     return "\n".join(out)
 
 
