@@ -118,6 +118,9 @@ class Runtime:
         if self.billing.owed:
             log.error("stopping with %d charge(s) the ledger could not record; their leases expire after "
                       "hold_timeout and those requests are never charged", self.billing.owed)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(SETTLE_WAIT):
+                await self.leases.grown()
         await self.leases.give_back(self.leases.all_idle())  # before the writer stops
         await self.limiter.aclose()
         await self.streams.aclose()
