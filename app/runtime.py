@@ -24,7 +24,7 @@ from app.ledger.service import LedgerService
 from app.ledger.streams_in_flight import StreamsInFlight
 from app.ledger.sweeper import HoldSweeper
 from app.ledger.writer import LedgerWriter
-from app.observability import metrics
+from app.observability import metrics, timeline
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
 from app.ratelimit.streams import StreamSlots
@@ -74,7 +74,7 @@ class Runtime:
         """On the serving loop: give idle credit leases back, probe the ledger every second, serve
         metrics on their own port if so configured, and stop taking work on SIGTERM."""
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self.leases.run()), loop.create_task(self.health.run())]
+        self._tasks = [loop.create_task(self.leases.run()), loop.create_task(self.health.run()), *timeline.watch_loop()]
         self.instances.stream_reports = lambda: self.in_flight.reports_from(loop)
         # Taken for dead while stuck, this process's leases were released: its book must lease afresh.
         def lease_afresh() -> None:
@@ -150,12 +150,14 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
 
 
 def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
+    timeline.start_from_environment()  # off unless TOLLGATE_TIMELINE names a file (scripts/bench --stalls)
     store = open_ledger_store(settings.database_url, base_dir, settings.database_pool_size)
     try:
         limits, instances = limiter_store(settings, store)
     except BaseException:
         store.close()
         raise
+    timeline.traced(instances, "beat", "heartbeat")
     limiter = RateLimiter(limits)
     streams = StreamSlots(settings.max_streams_per_key, settings.max_streams, settings.redis_url,
                           instances.ledger_identity() if settings.redis_url else "")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from app.ledger.writer import LedgerWriter
-from app.observability import metrics
+from app.observability import metrics, timeline
 from projections.probe import LedgerProbe
 
 log = logging.getLogger("tollgate.health")
@@ -61,7 +61,8 @@ class LedgerHealth:
         """Probe the database every ``interval`` seconds, until cancelled."""
         while True:
             try:
-                await self.check()
+                with timeline.span("health.probe"):
+                    await self.check()
                 if self.writable and self.when_writable is not None:
                     self.when_writable()
             except asyncio.CancelledError:

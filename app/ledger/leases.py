@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from uuid import UUID
 
 from app.ledger.service import LedgerService, durable
+from app.observability import timeline
 
 log = logging.getLogger("tollgate.leases")
 
@@ -161,4 +162,5 @@ class Leases:
         """Give idle leases back, until cancelled."""
         while True:
             await asyncio.sleep(min(1.0, self._idle / 2))
-            await self.give_back(self.idle())
+            with timeline.span("leases.give_back"):
+                await self.give_back(self.idle())

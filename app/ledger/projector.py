@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from uuid import UUID
 
+from app.observability import timeline
 from domain.ledger import TeamLedger
 from projections.event_store import LedgerStore
 
@@ -73,11 +74,14 @@ class Projector:
             while not self._stopping:
                 pause = self._poll
                 try:
-                    self._follow_key_changes()
+                    with timeline.span("projector.poll"):
+                        self._follow_key_changes()
                     if time.monotonic() - caught_up_at >= self._history_every:
                         history = history or HistoryProjection(self._store, self._store.database)
                         started = time.monotonic()
-                        if history.catch_up(batch=SLICE_EVENTS, pages=1) < SLICE_EVENTS:
+                        with timeline.span("projector.slice"):
+                            caught_up = history.catch_up(batch=SLICE_EVENTS, pages=1) < SLICE_EVENTS
+                        if caught_up:
                             caught_up_at = time.monotonic()
                         else:  # a backlog: the next slice after a rest that leaves the request path the GIL
                             pause = min(self._poll, (time.monotonic() - started) * (1 / BACKLOG_SHARE - 1))

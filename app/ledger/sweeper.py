@@ -31,6 +31,7 @@ from psycopg import errors as psycopg_errors
 from app.ledger.results import ReleasedHolds
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerUnavailable
+from app.observability import timeline
 from domain.ledger import Delivery, LedgerError
 from domain.pricing import Price, TokenUsage
 from projections.event_store import LedgerStore
@@ -117,10 +118,12 @@ class HoldSweeper:
         next_sweep = time.monotonic() + self._interval
         next_purge = time.monotonic()
         while True:
-            self._safely(self.release_dead, "releasing the holds of dead gateway processes")
+            with timeline.span("sweeper.dead"):
+                self._safely(self.release_dead, "releasing the holds of dead gateway processes")
             now = time.monotonic()
             if now >= next_sweep:
-                self._safely(self.sweep, "sweeping abandoned holds")
+                with timeline.span("sweeper.expired"):
+                    self._safely(self.sweep, "sweeping abandoned holds")
                 next_sweep = now + self._interval
             if now >= next_purge:
                 self._safely(lambda: purge_expired_answers(self._store.database), "purging expired answers")

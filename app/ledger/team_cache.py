@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 from uuid import UUID
 
+from app.observability import timeline
 from domain.ledger import TeamLedger
 from projections.event_store import LedgerStore
 from projections.snapshots import SNAPSHOT_EVERY
@@ -142,7 +143,8 @@ class TeamCache(Generic[T]):
 
     def _load(self, team_id: UUID) -> None:
         try:
-            team, at = self._store.load_team(team_id, pause=_let_others_run)
+            with timeline.span("team.load"):
+                team, at = self._store.load_team(team_id, pause=_let_others_run)
         except Exception as exc:
             log.exception("could not load team %s", team_id)
             self._deliver(Loaded(team_id, None, 0, exc))
@@ -164,7 +166,8 @@ class TeamCache(Generic[T]):
     def _take_snapshots(self) -> None:
         while (team := self._snapshots.get()) is not None:
             try:
-                self._store.team_snapshots.save([self._store.team_snapshots.take(team)])
+                with timeline.span("team.snapshot", team.version):
+                    self._store.team_snapshots.save([self._store.team_snapshots.take(team)])
             except Exception:
                 log.warning("could not store a snapshot of team %s at version %d", team.name, team.version,
                             exc_info=True)

@@ -35,7 +35,7 @@ from typing import Any, Generic, TypeAlias, TypeVar
 from uuid import UUID
 
 from app.ledger.team_cache import Loaded, TeamCache
-from app.observability import metrics
+from app.observability import metrics, timeline
 from domain.ledger import AlreadyCharged, InsufficientCredits, LedgerError, TeamLedger, TeamNotFound, TeamSuspended
 from projections.event_store import LedgerStore
 from projections.read_models import IdempotentResponse
@@ -207,7 +207,8 @@ class LedgerWriter:
                 elif self._cache.admit(item.team_id, item):
                     ready.append(item)
             for at in range(0, len(ready), self.max_batch):
-                self._write(ready[at:at + self.max_batch])
+                with timeline.span("writer.batch", min(self.max_batch, len(ready) - at)):
+                    self._write(ready[at:at + self.max_batch])
             self._cache.drop_idle()
 
     def _arrived(self, loaded: Loaded) -> list[_Queued[Any]]:
@@ -253,7 +254,8 @@ class LedgerWriter:
             charged = [e.request_id for team in written.values() for e in team.pending_events
                        if isinstance(e, TeamLedger.Charged)] if len(batch) == 1 else []
             try:
-                self.store.save_teams(written.values(), idempotent)
+                with timeline.span("writer.save", len(written)):
+                    self.store.save_teams(written.values(), idempotent)
             except VersionConflict as exc:
                 # Another process appended to one of these teams (or opened the same team): bring
                 # the committed copies up to date and decide the whole batch again.

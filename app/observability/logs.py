@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from app.observability import timeline
+
 _encoder = msgspec.json.Encoder()
 _handler: BatchedLines | None = None
 #: Characters JSON may leave unescaped in a string that some readers still take for the end of a
@@ -114,8 +116,9 @@ class BatchedLines(logging.Handler):
             lines, self._lines = self._lines, []
             if lines:
                 try:
-                    self._stream.write("\n".join(lines) + "\n")
-                    self._stream.flush()
+                    with timeline.span("log.flush", len(lines)):
+                        self._stream.write("\n".join(lines) + "\n")
+                        self._stream.flush()
                 except Exception:  # noqa: BLE001 - a closed or broken stderr must never take a request down
                     pass
 

@@ -17,6 +17,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from app.observability import timeline
 from domain.rate_limits import Decision, Level, Limit
 
 log = logging.getLogger("tollgate.ratelimit")
@@ -139,7 +140,8 @@ class RedisLimiter:
         for delta, per_minute in queued.values():
             args += [delta, per_minute]
         try:
-            await self._correct(keys=list(queued), args=args)
+            with timeline.span("redis.flush", len(queued)):
+                await self._correct(keys=list(queued), args=args)
         except Exception as exc:  # noqa: BLE001 - corrections that fail are logged; the requests they follow are done
             log.warning("could not correct %d token estimates: %s", len(queued), exc)
 

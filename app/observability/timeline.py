@@ -1,0 +1,262 @@
+"""A timeline of what a gateway process does besides serving requests, for the benchmark's stall
+finder (``scripts/bench/stalls.py``): which spans of time went to cyclic garbage collection, to the
+ledger writer's batches, the projector's slices, log flushes, … and when the event loop was late.
+
+Off unless ``TOLLGATE_TIMELINE`` names a file. Off, an instrumented place costs one global look-up
+and a no-op ``with``: ``timeline.span(kind, detail)`` returns a shared null context. On, each span
+``(kind, start, end, detail)`` — times from ``time.monotonic()`` (CLOCK_MONOTONIC on Linux, the
+clock the load generator stamps its requests with, in another process) — goes into a bounded
+in-memory buffer, and a thread appends the buffer to the file every ``FLUSH_SECONDS`` and at exit,
+as JSON lines (one write per flush, ``O_APPEND``: the processes of ``--workers`` share one file).
+
+Recorded besides the spans of the instrumented places:
+
+- ``gc0`` / ``gc1`` / ``gc2``: every cyclic collection (``gc.callbacks``), with what it collected;
+- ``loop.late``: a coroutine sleeps ``TICK`` seconds at a time and records a span whenever it wakes
+  more than ``LATE`` late (from the wake-up it was due to when it ran): the loop was blocked, or
+  starved of the interpreter lock. When the loop has not ticked for ``SAMPLE_AFTER``, a thread
+  samples the loop thread's stack every ``SAMPLE_EVERY``; the span's detail names the stacks seen;
+- ``timeline.flush``: the recorder's own writes, and a mark after each, which tells a reader
+  that every span ended before it is in the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import gc
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from time import monotonic
+from types import FrameType, TracebackType
+from typing import Any
+
+import msgspec
+
+ENV = "TOLLGATE_TIMELINE"
+#: Seconds between two appends to the file.
+FLUSH_SECONDS = 0.5
+#: Spans kept at most between two appends (the oldest are dropped, and counted, past that).
+CAPACITY = 200_000
+#: The loop watcher sleeps this long at a time ...
+TICK = 0.002
+#: ... and records a ``loop.late`` span when it wakes later than this after it was due.
+LATE = 0.003
+#: The loop thread's stack is sampled once the loop has not ticked for this long ...
+SAMPLE_AFTER = 0.02
+#: ... every this many seconds while it stays so.
+SAMPLE_EVERY = 0.005
+#: Frames kept of each sampled stack (the innermost).
+STACK_DEPTH = 6
+
+_encoder = msgspec.json.Encoder()
+
+
+class _Null:
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NULL = _Null()
+_recorder: Recorder | None = None
+
+
+def span(kind: str, detail: Any = None) -> AbstractContextManager[None]:
+    """``with timeline.span("writer.batch", len(batch)):`` — the block's time, as a span of ``kind``."""
+    recorder = _recorder
+    if recorder is None:
+        return _NULL
+    return _Span(recorder, kind, detail)
+
+
+class _Span:
+    __slots__ = ("_detail", "_kind", "_recorder", "_start")
+
+    def __init__(self, recorder: Recorder, kind: str, detail: Any) -> None:
+        self._recorder, self._kind, self._detail = recorder, kind, detail
+        self._start = 0.0
+
+    def __enter__(self) -> None:
+        self._start = monotonic()
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self._recorder.add(self._kind, self._start, monotonic(), self._detail)
+
+
+def traced(obj: object, method: str, kind: str) -> None:
+    """Record every call of ``obj.method`` as a span of ``kind`` (for a class that may not import
+    this module, as ``projections/`` may not); nothing when the timeline is off."""
+    if _recorder is None:
+        return
+    original: Callable[..., Any] = getattr(obj, method)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        with span(kind):
+            return original(*args, **kwargs)
+
+    setattr(obj, method, call)
+
+
+def start_from_environment() -> Recorder | None:
+    """Start recording if ``TOLLGATE_TIMELINE`` names a file (once per process)."""
+    global _recorder
+    path = os.environ.get(ENV)
+    if _recorder is None and path:
+        _recorder = Recorder(path).start()
+        atexit.register(_recorder.stop)
+    return _recorder
+
+
+def stop() -> None:
+    """Stop recording in this process (what is recorded is appended first)."""
+    global _recorder
+    recorder, _recorder = _recorder, None
+    if recorder is not None:
+        recorder.stop()
+        atexit.unregister(recorder.stop)
+
+
+def watch_loop() -> list[asyncio.Task[None]]:
+    """On the serving loop: the loop watcher's task, if the timeline is on (none otherwise)."""
+    if _recorder is None:
+        return []
+    return [asyncio.get_running_loop().create_task(_recorder.watch_loop())]
+
+
+class Recorder:
+    def __init__(self, path: str, capacity: int = CAPACITY) -> None:
+        self.path = path
+        self.pid = os.getpid()
+        self.dropped = 0
+        self._spans: collections.deque[tuple[str, float, float, Any]] = collections.deque(maxlen=capacity)
+        self._stopped = threading.Event()
+        self._writer = threading.Thread(target=self._write_regularly, name="tollgate-timeline", daemon=True)
+        self._write_lock = threading.Lock()
+        self._gc_started = 0.0
+        self._loop_thread: int | None = None
+        self._loop_tick = 0.0  # when the loop watcher last ran
+        self._samples: list[str] = []  # the loop thread's stacks sampled since it last ran
+        self._sampler: threading.Thread | None = None
+
+    def start(self) -> Recorder:
+        gc.callbacks.append(self._on_gc)
+        self._writer.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop recording, and append what is left."""
+        self._stopped.set()
+        if self._on_gc in gc.callbacks:
+            gc.callbacks.remove(self._on_gc)
+        for thread in (self._writer, self._sampler):
+            if thread is not None and thread.is_alive() and thread is not threading.current_thread():
+                thread.join(timeout=5)
+        self.flush()
+
+    def add(self, kind: str, start: float, end: float, detail: Any = None) -> None:
+        spans = self._spans
+        if len(spans) == spans.maxlen:
+            self.dropped += 1
+        spans.append((kind, start, end, detail))  # deque.append is atomic: any thread may record
+
+    def _on_gc(self, phase: str, info: dict[str, int]) -> None:
+        # A collection runs to its end on the thread that started it, and never two at once.
+        if phase == "start":
+            self._gc_started = monotonic()
+        else:
+            self.add(f"gc{info['generation']}", self._gc_started, monotonic(), info["collected"])
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    async def watch_loop(self) -> None:
+        """Sleep ``TICK`` at a time; a wake-up later than ``LATE`` is a span of the loop being late."""
+        self._loop_thread = threading.get_ident()
+        self._loop_tick = monotonic()
+        if self._sampler is None:
+            self._sampler = threading.Thread(target=self._sample_stalls, name="tollgate-timeline-sampler",
+                                             daemon=True)
+            self._sampler.start()
+        while True:
+            due = monotonic() + TICK
+            await asyncio.sleep(TICK)
+            now = self._loop_tick = monotonic()
+            if now - due > LATE:
+                samples, self._samples = self._samples, []
+                self.add("loop.late", due, now, _top(samples) if samples else None)
+            elif self._samples:
+                self._samples = []
+
+    def _sample_stalls(self) -> None:
+        while not self._stopped.wait(SAMPLE_EVERY):
+            if monotonic() - self._loop_tick < SAMPLE_AFTER or self._loop_thread is None:
+                continue
+            frame = sys._current_frames().get(self._loop_thread)
+            if frame is not None:
+                self._samples.append(_stack(frame))
+
+    # -- the file -------------------------------------------------------------------------------
+
+    def _write_regularly(self) -> None:
+        while not self._stopped.wait(FLUSH_SECONDS):
+            self.flush()
+
+    def flush(self) -> None:
+        """Append every span recorded so far, then a ``timeline.flush`` mark (one write)."""
+        with self._write_lock:
+            started = monotonic()
+            spans, pid, lines = self._spans, self.pid, []
+            while True:
+                try:
+                    kind, start, end, detail = spans.popleft()
+                except IndexError:
+                    break
+                lines.append(_encoder.encode({"pid": pid, "kind": kind, "start": start, "end": end, "detail": detail}))
+            lines.append(_encoder.encode({"pid": pid, "kind": "timeline.flush", "start": started, "end": monotonic(),
+                                          "detail": {"spans": len(lines), "dropped": self.dropped}}))
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, b"\n".join(lines) + b"\n")
+            finally:
+                os.close(fd)
+
+
+def _stack(frame: FrameType | None) -> str:
+    """The innermost frames of a stack, innermost first: ``file.py:line function < …``."""
+    parts: list[str] = []
+    while frame is not None and len(parts) < STACK_DEPTH:
+        code = frame.f_code
+        parts.append(f"{_short(code.co_filename)}:{frame.f_lineno} {code.co_name}")
+        frame = frame.f_back
+    return " < ".join(parts)
+
+
+_STDLIB = re.compile(r"python3\.\d+/(.+)$")
+
+
+def _short(filename: str) -> str:
+    """A source file's path from its package on (``…/site-packages/`` and the checkout dropped)."""
+    at = filename.rfind("site-packages/")
+    if at >= 0:
+        return filename[at + len("site-packages/"):]
+    for top in ("/app/", "/projections/", "/domain/"):
+        at = filename.rfind(top)
+        if at >= 0:
+            return filename[at + 1:]
+    found = _STDLIB.search(filename)
+    return found.group(1) if found else filename
+
+
+def _top(samples: list[str]) -> dict[str, Any]:
+    """What the loop thread was doing while the loop was late: the stacks seen, most frequent first."""
+    counts = collections.Counter(samples).most_common(3)
+    return {"samples": len(samples), "stacks": [[n, stack] for stack, n in counts]}
