@@ -61,7 +61,7 @@ class LedgerHealth:
         """Probe the database every ``interval`` seconds, until cancelled."""
         while True:
             try:
-                with timeline.span("health.probe"):
+                with timeline.span("health.probe", cpu=False):
                     await self.check()
                 if self.writable and self.when_writable is not None:
                     self.when_writable()

@@ -162,5 +162,5 @@ class Leases:
         """Give idle leases back, until cancelled."""
         while True:
             await asyncio.sleep(min(1.0, self._idle / 2))
-            with timeline.span("leases.give_back"):
+            with timeline.span("leases.give_back", cpu=False):
                 await self.give_back(self.idle())

@@ -4,10 +4,12 @@ ledger writer's batches, the projector's slices, log flushes, … and when the e
 
 Off unless ``TOLLGATE_TIMELINE`` names a file. Off, an instrumented place costs one global look-up
 and a no-op ``with``: ``timeline.span(kind, detail)`` returns a shared null context. On, each span
-``(kind, start, end, detail)`` — times from ``time.monotonic()`` (CLOCK_MONOTONIC on Linux, the
-clock the load generator stamps its requests with, in another process) — goes into a bounded
-in-memory buffer, and a thread appends the buffer to the file every ``FLUSH_SECONDS`` and at exit,
-as JSON lines (one write per flush, ``O_APPEND``: the processes of ``--workers`` share one file).
+``(kind, start, end, detail, cpu)`` — times from ``time.monotonic()`` (CLOCK_MONOTONIC on Linux, the
+clock the load generator stamps its requests with, in another process); ``cpu``, the CPU time its
+thread spent in it (the rest it waited: for the interpreter lock, a database lock, the disk) — goes
+into a bounded in-memory buffer, and a thread appends the buffer to the file every
+``FLUSH_SECONDS`` and at exit, as JSON lines (one write per flush, ``O_APPEND``: the processes of
+``--workers`` share one file).
 
 Recorded besides the spans of the instrumented places:
 
@@ -32,7 +34,7 @@ import sys
 import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from time import monotonic
+from time import monotonic, thread_time
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -71,26 +73,33 @@ _NULL = _Null()
 _recorder: Recorder | None = None
 
 
-def span(kind: str, detail: Any = None) -> AbstractContextManager[None]:
-    """``with timeline.span("writer.batch", len(batch)):`` — the block's time, as a span of ``kind``."""
+def span(kind: str, detail: Any = None, *, cpu: bool = True) -> AbstractContextManager[None]:
+    """``with timeline.span("writer.batch", len(batch)):`` — the block's time, as a span of ``kind``,
+    with the CPU time its thread spent meanwhile (what it did not spend waiting: for the interpreter
+    lock, a database lock, the disk). ``cpu=False`` for a block that awaits: its thread, the loop's,
+    runs other work meanwhile."""
     recorder = _recorder
     if recorder is None:
         return _NULL
-    return _Span(recorder, kind, detail)
+    return _Span(recorder, kind, detail, cpu)
 
 
 class _Span:
-    __slots__ = ("_detail", "_kind", "_recorder", "_start")
+    __slots__ = ("_cpu", "_detail", "_kind", "_recorder", "_start", "_started_cpu")
 
-    def __init__(self, recorder: Recorder, kind: str, detail: Any) -> None:
-        self._recorder, self._kind, self._detail = recorder, kind, detail
-        self._start = 0.0
+    def __init__(self, recorder: Recorder, kind: str, detail: Any, cpu: bool) -> None:
+        self._recorder, self._kind, self._detail, self._cpu = recorder, kind, detail, cpu
+        self._start = self._started_cpu = 0.0
 
     def __enter__(self) -> None:
+        if self._cpu:
+            self._started_cpu = thread_time()
         self._start = monotonic()
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
-        self._recorder.add(self._kind, self._start, monotonic(), self._detail)
+        end = monotonic()
+        cpu = thread_time() - self._started_cpu if self._cpu else None
+        self._recorder.add(self._kind, self._start, end, self._detail, cpu)
 
 
 def traced(obj: object, method: str, kind: str) -> None:
@@ -138,14 +147,16 @@ class Recorder:
         self.path = path
         self.pid = os.getpid()
         self.dropped = 0
-        self._spans: collections.deque[tuple[str, float, float, Any]] = collections.deque(maxlen=capacity)
+        self._spans: collections.deque[tuple[str, float, float, Any, float | None]] = collections.deque(
+            maxlen=capacity)
         self._stopped = threading.Event()
         self._writer = threading.Thread(target=self._write_regularly, name="tollgate-timeline", daemon=True)
         self._write_lock = threading.Lock()
         self._gc_started = 0.0
         self._loop_thread: int | None = None
         self._loop_tick = 0.0  # when the loop watcher last ran
-        self._samples: list[str] = []  # the loop thread's stacks sampled since it last ran
+        #: Sampled since the loop last ran: the loop thread's stack, and what the other threads were at.
+        self._samples: list[tuple[str, list[str]]] = []
         self._sampler: threading.Thread | None = None
 
     def start(self) -> Recorder:
@@ -163,11 +174,11 @@ class Recorder:
                 thread.join(timeout=5)
         self.flush()
 
-    def add(self, kind: str, start: float, end: float, detail: Any = None) -> None:
+    def add(self, kind: str, start: float, end: float, detail: Any = None, cpu: float | None = None) -> None:
         spans = self._spans
         if len(spans) == spans.maxlen:
             self.dropped += 1
-        spans.append((kind, start, end, detail))  # deque.append is atomic: any thread may record
+        spans.append((kind, start, end, detail, cpu))  # deque.append is atomic: any thread may record
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         # A collection runs to its end on the thread that started it, and never two at once.
@@ -200,9 +211,14 @@ class Recorder:
         while not self._stopped.wait(SAMPLE_EVERY):
             if monotonic() - self._loop_tick < SAMPLE_AFTER or self._loop_thread is None:
                 continue
-            frame = sys._current_frames().get(self._loop_thread)
-            if frame is not None:
-                self._samples.append(_stack(frame))
+            frames = sys._current_frames()
+            frame = frames.pop(self._loop_thread, None)
+            if frame is None:
+                continue
+            names = {t.ident: t.name for t in threading.enumerate()}
+            others = [f"{names.get(ident, ident)}: {_stack(f, 2)}" for ident, f in frames.items()
+                      if f.f_code.co_name != "wait" and not str(names.get(ident)).startswith("tollgate-timeline")]
+            self._samples.append((_stack(frame), others))
 
     # -- the file -------------------------------------------------------------------------------
 
@@ -217,10 +233,11 @@ class Recorder:
             spans, pid, lines = self._spans, self.pid, []
             while True:
                 try:
-                    kind, start, end, detail = spans.popleft()
+                    kind, start, end, detail, cpu = spans.popleft()
                 except IndexError:
                     break
-                lines.append(_encoder.encode({"pid": pid, "kind": kind, "start": start, "end": end, "detail": detail}))
+                lines.append(_encoder.encode({"pid": pid, "kind": kind, "start": start, "end": end, "detail": detail,
+                                              "cpu": cpu}))
             lines.append(_encoder.encode({"pid": pid, "kind": "timeline.flush", "start": started, "end": monotonic(),
                                           "detail": {"spans": len(lines), "dropped": self.dropped}}))
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -230,10 +247,10 @@ class Recorder:
                 os.close(fd)
 
 
-def _stack(frame: FrameType | None) -> str:
+def _stack(frame: FrameType | None, depth: int = STACK_DEPTH) -> str:
     """The innermost frames of a stack, innermost first: ``file.py:line function < …``."""
     parts: list[str] = []
-    while frame is not None and len(parts) < STACK_DEPTH:
+    while frame is not None and len(parts) < depth:
         code = frame.f_code
         parts.append(f"{_short(code.co_filename)}:{frame.f_lineno} {code.co_name}")
         frame = frame.f_back
@@ -256,7 +273,10 @@ def _short(filename: str) -> str:
     return found.group(1) if found else filename
 
 
-def _top(samples: list[str]) -> dict[str, Any]:
-    """What the loop thread was doing while the loop was late: the stacks seen, most frequent first."""
-    counts = collections.Counter(samples).most_common(3)
-    return {"samples": len(samples), "stacks": [[n, stack] for stack, n in counts]}
+def _top(samples: list[tuple[str, list[str]]]) -> dict[str, Any]:
+    """What the loop thread was doing while the loop was late (the stacks seen, most frequent
+    first), and the other threads not waiting on a condition (the GIL's other takers)."""
+    stacks = collections.Counter(stack for stack, _ in samples).most_common(3)
+    threads = collections.Counter(other for _, others in samples for other in others).most_common(6)
+    return {"samples": len(samples), "stacks": [[n, stack] for stack, n in stacks],
+            "threads": [[n, where] for where, n in threads]}

@@ -140,7 +140,7 @@ class RedisLimiter:
         for delta, per_minute in queued.values():
             args += [delta, per_minute]
         try:
-            with timeline.span("redis.flush", len(queued)):
+            with timeline.span("redis.flush", len(queued), cpu=False):
                 await self._correct(keys=list(queued), args=args)
         except Exception as exc:  # noqa: BLE001 - corrections that fail are logged; the requests they follow are done
             log.warning("could not correct %d token estimates: %s", len(queued), exc)

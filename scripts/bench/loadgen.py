@@ -8,8 +8,10 @@ is a raw ``asyncio.Protocol`` on uvloop writing pre-rendered request bytes and p
 with httptools. It runs in processes of its own (``LoadGenerators``), so its CPU is never counted
 as the server's, and a high concurrency can be split over several of them.
 
-Per request it records the latency (request written → answer complete) and, for every answer, the
-time to its first body chunk (what a streaming client waits before the first token). With ``rate``
+Per request it records when it was sent, its latency (request written → answer complete) and, for
+every answer, the time to its first body chunk (what a streaming client waits before the first
+token). Times are ``time.monotonic()``: CLOCK_MONOTONIC, the clock a gateway's timeline uses in its
+own process (``app/observability/timeline.py``), so the stall finder can lay the two side by side. With ``rate``
 the connections are paced (the soak test): each sends at most ``rate / C`` requests per second.
 """
 
@@ -43,6 +45,7 @@ class Result:
     seconds: float = 0.0
     latencies: array[float] = field(default_factory=lambda: array("d"))  # seconds
     first_chunk: array[float] = field(default_factory=lambda: array("d"))  # seconds
+    started: array[float] = field(default_factory=lambda: array("d"))  # time.monotonic() when each was sent
     statuses: dict[int, int] = field(default_factory=dict)
 
     def merge(self, other: dict[str, Any]) -> None:
@@ -51,6 +54,7 @@ class Result:
         self.seconds = max(self.seconds, other["seconds"])
         self.latencies.frombytes(other["latencies"])
         self.first_chunk.frombytes(other["first_chunk"])
+        self.started.frombytes(other["started"])
         for status, n in other["statuses"].items():
             self.statuses[status] = self.statuses.get(status, 0) + n
 
@@ -70,7 +74,7 @@ class _Client(asyncio.Protocol):
 
     def send(self) -> None:
         run = self.run
-        now = time.perf_counter()
+        now = time.monotonic()
         if now >= run.deadline:
             self.finish()
             return
@@ -83,7 +87,7 @@ class _Client(asyncio.Protocol):
 
     def _send_now(self) -> None:
         self.first = 0.0
-        self.sent = time.perf_counter()
+        self.sent = time.monotonic()
         self.transport.write(self.run.request)  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
@@ -98,16 +102,17 @@ class _Client(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         if not self.first:
-            self.first = time.perf_counter()
+            self.first = time.monotonic()
 
     def on_message_complete(self) -> None:
-        now = time.perf_counter()
+        now = time.monotonic()
         run = self.run
         run.statuses[self.status] = run.statuses.get(self.status, 0) + 1
         if self.status == 200:
             run.ok += 1
             run.latencies.append(now - self.sent)
             run.first_chunk.append((self.first or now) - self.sent)
+            run.started.append(self.sent)
         else:
             run.errors += 1
         run.last = now
@@ -139,6 +144,7 @@ class _Run:
     last: float = 0.0
     latencies: array[float] = field(default_factory=lambda: array("d"))
     first_chunk: array[float] = field(default_factory=lambda: array("d"))
+    started: array[float] = field(default_factory=lambda: array("d"))
     statuses: dict[int, int] = field(default_factory=dict)
 
     def finished(self) -> None:
@@ -157,7 +163,7 @@ async def run_load(host: str, port: int, request: bytes, connections: int, durat
     for _ in range(connections):
         _, client = await loop.create_connection(lambda: _Client(run), host, port)
         clients.append(client)
-    started = time.perf_counter()
+    started = time.monotonic()
     run.deadline = started + duration
     run.last = started
     for i, client in enumerate(clients):
@@ -167,7 +173,7 @@ async def run_load(host: str, port: int, request: bytes, connections: int, durat
     await run.all_done
     return {"ok": run.ok, "errors": run.errors, "seconds": max(run.last - started, 1e-9),
             "latencies": run.latencies.tobytes(), "first_chunk": run.first_chunk.tobytes(),
-            "statuses": run.statuses}
+            "started": run.started.tobytes(), "statuses": run.statuses}
 
 
 def _worker(conn: Connection) -> None:

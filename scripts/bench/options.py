@@ -53,6 +53,11 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--profile-seconds", type=float, default=8.0, help="seconds of load per profile (default 8)")
     parser.add_argument(
+        "--stalls", action="store_true",
+        help="record Tollgate's timeline (GC, late event loop, writer batches, …) and explain each point's "
+             "requests slower than p99 (scripts/bench/stalls.py)",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep the servers' logs, configs and ledgers (printed where)"
     )
     parser.add_argument("--json", metavar="PATH", help="also write every number as JSON to PATH")

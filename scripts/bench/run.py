@@ -45,6 +45,8 @@ from scripts.bench.report import (
     targets_table,
 )
 from scripts.bench.soak import soak
+from scripts.bench.stalls import StallFinder
+from scripts.bench.stalls import render as render_stalls
 
 
 class QuickOptions(TypedDict):
@@ -92,7 +94,8 @@ def _sanity(server: servers.Server, case: Case, key: str, billed: bool) -> None:
 
 
 def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes, concurrency: int,
-            duration: float, settle: float = 0.0, idle_cpu: float = 0.0) -> dict[str, Any]:
+            duration: float, settle: float = 0.0, idle_cpu: float = 0.0,
+            stalls: StallFinder | None = None) -> dict[str, Any]:
     """One closed-loop run. CPU is counted from just before the run until ``settle`` seconds after
     it — work a server defers (Tollgate's audit history catches up every 2 s) belongs to the
     requests that caused it — less what the server spends idle over those settle seconds
@@ -100,6 +103,8 @@ def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes, co
     pids = server.pids()
     before = cpu_seconds(pids)
     result = loadgens.run("127.0.0.1", server.port, request, concurrency, duration)
+    if stalls is not None:
+        stalls.add(result)
     if settle:
         time.sleep(settle)
     used = cpu_seconds(pids) - before - idle_cpu * settle
@@ -162,7 +167,8 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
     ledger = servers.new_ledger(workdir, backend, upstream, workers=workers, postgres_admin=plan.args.postgres_url,
                                 redis_url=plan.args.redis_url)
     floor = servers.bare_proxy(workdir, upstream, workers)
-    gateway = servers.tollgate(workdir, ledger, workers)
+    stalls = StallFinder(workdir / f"timeline-{backend}-w{workers}.jsonl") if plan.args.stalls else None
+    gateway = servers.tollgate(workdir, ledger, workers, stalls.env() if stalls else None)
     targets = {"direct": upstream, "floor": floor, "tollgate": gateway}
     answered = 0  # requests Tollgate answered with a 200: each must be exactly one charge in the ledger
     result: dict[str, Any] = {"backend": backend, "workers": workers, "cases": {}}
@@ -183,7 +189,7 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
                 rounds = []
                 for _ in range(plan.rounds):
                     runs = {name: measure(loadgens, server, requests[name], concurrency, plan.duration,
-                                          *((plan.settle, idle / 1e3) if name == "tollgate" else ()))
+                                          *((plan.settle, idle / 1e3, stalls) if name == "tollgate" else ()))
                             for name, server in targets.items()}
                     answered += runs["tollgate"]["requests"]
                     rounds.append(runs)
@@ -196,6 +202,9 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
                     f"floor {point['floor']['cpu_ms_per_request']:.3f}); direct {point['direct']['rps']:,.0f} req/s",
                     flush=True,
                 )
+                if stalls is not None:
+                    point["stalls"] = stalls.report(f"{case.name} c={concurrency}")
+                    print(render_stalls(f"{case.name} c={concurrency}", point["stalls"]), flush=True)
         if plan.args.profile:
             result["profile"], served = _profile(plan, targets, ledger.key, loadgens, f"{backend}-w{workers}")
             answered += served

@@ -184,7 +184,8 @@ def new_ledger(workdir: Path, backend: str, upstream: Server, *, workers: int, p
     return ledger
 
 
-def tollgate(workdir: Path, ledger: Ledger, workers: int) -> Server:
+def tollgate(workdir: Path, ledger: Ledger, workers: int, env: dict[str, str] | None = None) -> Server:
+    """``env``: variables of its own (``--stalls``: the timeline's file)."""
     port = free_port()
     return Server("tollgate", [*tollgate_command(), "serve", "--config", str(ledger.config), "--port", str(port),
-                               "--workers", str(workers)], port, workdir / "tollgate.log")
+                               "--workers", str(workers)], port, workdir / "tollgate.log", child_env(**(env or {})))

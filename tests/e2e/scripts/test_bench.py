@@ -58,3 +58,23 @@ def test_tollgate_bench_takes_the_benchmark_options():
     for option in ("--backend", "--workers", "--duration", "--rounds", "--concurrency", "--cases", "--soak",
                    "--quick", "--json"):
         assert option in result.stdout
+
+
+def test_the_stall_finder_explains_each_point_from_tollgates_timeline(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "scripts.bench", "--quick", "--backend", "sqlite", "--cases", "chat", "--stalls",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (config,) = json.loads(out.read_text())["configs"]
+    for concurrency, point in config["cases"]["chat"].items():
+        stalls = point["stalls"]
+        assert stalls["requests"] == point["tollgate"]["requests"], concurrency
+        assert stalls["timeline"]["complete"], concurrency
+        assert stalls["timeline"]["processes"] == 1
+        # Every request went through the ledger writer: its batches are on the timeline, with their CPU time.
+        assert stalls["kinds"]["writer.batch"]["per_s"] > 0, stalls["kinds"]
+        assert stalls["kinds"]["writer.save"]["cpu_ms_per_s"] > 0
+        assert stalls["explained"] + stalls["loop_late_only"] + stalls["unexplained"] == stalls["outliers"]
+        assert f"stalls, chat c={concurrency}:" in result.stdout

@@ -1,0 +1,332 @@
+"""The stall finder (``--stalls``): for every request slower than its run's p99, what the gateway
+process was doing meanwhile.
+
+Tollgate runs with ``TOLLGATE_TIMELINE`` set (``app/observability/timeline.py``): it appends spans
+``(kind, start, end, detail)`` of its garbage collections, late event-loop wake-ups (with the loop
+thread's sampled stack), ledger writer batches and saves, projector slices, log flushes, … to a
+file, on CLOCK_MONOTONIC. The load generator stamps each request with its send time on the same
+clock (``loadgen.py``). After each point (a case at a concurrency, over its rounds), the requests
+slower than their own run's p99 — the outliers — are laid over the spans of the run's window.
+
+An outlier is *explained* by a kind of span when spans of that kind cover at least ``SHARE`` of
+the time it took beyond its run's p50 (and at least 1 ms) while it was in flight. Per kind the
+report gives the share of outliers it explains, the time per second of run the kind took, and its
+longest spans; then how many outliers only a late loop explains (something held the loop that no
+hook names: the sampled stacks say what), how many nothing recorded explains, and the few worst
+requests span by span.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from app.observability.timeline import ENV
+from scripts.bench.loadgen import Result
+from scripts.bench.report import percentile
+
+#: The share of an outlier's excess over its run's p50 a kind must cover to explain it ...
+SHARE = 0.2
+#: ... and at least this many seconds.
+MIN_OVERLAP = 0.001
+#: The loop being late is what a stall looks like from the loop, not what caused it.
+SYMPTOM = "loop.late"
+#: Only spans at least this long (a fraction of the run's p50) explain an outlier: a kind that is
+#: always busy (the ledger writer) must not explain every slow request by being busy as always.
+LONG = 0.5
+#: In the worst requests' timelines, the spans at least this long, and this share of the latency.
+DRAWN_SPAN = 0.001
+DRAWN_SHARE = 0.02
+WORST = 5
+#: Seconds to wait for the gateway to append the spans of a run that just ended.
+FLUSH_WAIT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    kind: str
+    start: float
+    end: float
+    detail: Any = None
+    pid: int = 0
+    cpu: float | None = None  # the CPU time of its thread in it (None: not measured)
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(slots=True)
+class Run:
+    """One run's requests: when each was sent (monotonic seconds) and how long it took."""
+
+    started: list[float]
+    latencies: list[float]
+
+    @property
+    def window(self) -> tuple[float, float]:
+        return min(self.started), max(s + lat for s, lat in zip(self.started, self.latencies, strict=True))
+
+
+def _covered(intervals: list[tuple[float, float]]) -> float:
+    """The time a set of intervals covers (overlaps counted once)."""
+    total, reach = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def _overlapping(spans: list[Span], start: float, end: float) -> list[Span]:
+    return [s for s in spans if s.start < end and s.end > start]
+
+
+def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: float = LONG,
+            worst: int = WORST) -> dict[str, Any]:
+    """Lay each run's outliers (slower than the run's p99) over the spans recorded meanwhile."""
+    kinds: dict[str, dict[str, Any]] = {}
+    outliers: list[dict[str, Any]] = []
+    seconds = 0.0
+    requests = 0
+    for index, run in enumerate(runs):
+        if not run.latencies:
+            continue
+        lat = sorted(run.latencies)
+        p50, p99 = percentile(lat, 0.5), percentile(lat, 0.99)
+        begin, end = run.window
+        seconds += end - begin
+        requests += len(run.latencies)
+        in_run = _overlapping(spans, begin, end)
+        for s in in_run:
+            k = kinds.setdefault(s.kind, {"spans": 0, "seconds": 0.0, "cpu": None, "long_spans": 0,
+                                          "long_seconds": 0.0, "all": []})
+            clipped = min(s.end, end) - max(s.start, begin)
+            k["spans"] += 1
+            k["seconds"] += clipped
+            if s.cpu is not None:
+                k["cpu"] = (k["cpu"] or 0.0) + s.cpu * (clipped / s.seconds if s.seconds > 0 else 1.0)
+            if s.seconds >= long * p50:
+                k["long_spans"] += 1
+                k["long_seconds"] += clipped
+            k["all"].append(s)
+        for started, latency in zip(run.started, run.latencies, strict=True):
+            if latency <= p99:
+                continue
+            finished = started + latency
+            during = _overlapping(in_run, started, finished)
+            covered: dict[str, float] = {}
+            for kind in {s.kind for s in during}:
+                covered[kind] = _covered([(max(s.start, started), min(s.end, finished))
+                                          for s in during if s.kind == kind and s.seconds >= long * p50])
+            needed = max(MIN_OVERLAP, share * (latency - p50))
+            outliers.append({"run": index, "offset_s": started - begin, "latency_ms": latency * 1e3,
+                             "p50_ms": p50 * 1e3, "over_3x_p50": latency > 3 * p50, "covered": covered,
+                             "explained_by": sorted(k for k, c in covered.items() if c >= needed),
+                             "spans": sorted(during, key=lambda s: s.start), "started": started,
+                             "finished": finished})
+    n = len(outliers)
+    outlier_seconds = sum(o["latency_ms"] for o in outliers) / 1e3
+    table = {}
+    for kind, k in sorted(kinds.items()):
+        explains = sum(kind in o["explained_by"] for o in outliers)
+        in_outliers = sum(o["covered"].get(kind, 0.0) for o in outliers)
+        longest = sorted(k["all"], key=lambda s: -s.seconds)[:3]
+        table[kind] = {"outliers": explains, "outliers_share": explains / n if n else 0.0,
+                       "ms_per_s": k["seconds"] * 1e3 / seconds if seconds else 0.0,
+                       "cpu_ms_per_s": k["cpu"] * 1e3 / seconds if seconds and k["cpu"] is not None else None,
+                       "per_s": k["spans"] / seconds if seconds else 0.0,
+                       "long_per_s": k["long_spans"] / seconds if seconds else 0.0,
+                       # the share of the outliers' time its long spans covered, against the share of the run's
+                       "long_share_of_outliers": in_outliers / outlier_seconds if outlier_seconds else 0.0,
+                       "long_share_of_run": k["long_seconds"] / seconds if seconds else 0.0,
+                       "longest": [{"ms": s.seconds * 1e3, "cpu_ms": None if s.cpu is None else s.cpu * 1e3,
+                                    "detail": s.detail} for s in longest]}
+    causes = [o for o in outliers if set(o["explained_by"]) - {SYMPTOM}]
+    symptom_only = [o for o in outliers if o["explained_by"] == [SYMPTOM]]
+    episodes = _episodes(outliers)
+    worst_ones = sorted((max(e, key=lambda o: o["latency_ms"]) for e in episodes),
+                        key=lambda o: -o["latency_ms"])[:worst]
+    return {
+        "requests": requests, "seconds": seconds, "outliers": n,
+        "outliers_over_3x_p50": sum(o["over_3x_p50"] for o in outliers),
+        "episodes": len(episodes),
+        "explained": len(causes), "loop_late_only": len(symptom_only),
+        "unexplained": sum(not o["explained_by"] for o in outliers),
+        "kinds": table,
+        "worst": [_drawn(o) for o in worst_ones],
+        "rule": f"outlier: slower than its run's p99; explained by a kind whose spans of at least {long:g} × the "
+                f"run's p50 cover ≥ {share:.0%} of its time beyond the p50 (≥ {MIN_OVERLAP * 1e3:.0f} ms)",
+    }
+
+
+def _episodes(outliers: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The outliers grouped by the stretch of time they share (of one run: overlapping ones are one)."""
+    episodes: list[list[dict[str, Any]]] = []
+    reach = float("-inf")
+    for o in sorted(outliers, key=lambda o: o["started"]):
+        if o["started"] > reach:
+            episodes.append([])
+        episodes[-1].append(o)
+        reach = max(reach, o["finished"])
+    return episodes
+
+
+def _drawn(outlier: dict[str, Any]) -> dict[str, Any]:
+    """One outlier span by span: each span's start from the request's, and its length (the spans of
+    at least ``DRAWN_SHARE`` of its latency)."""
+    started, shortest = outlier["started"], max(DRAWN_SPAN, DRAWN_SHARE * outlier["latency_ms"] / 1e3)
+    drawn = [s for s in outlier["spans"] if s.seconds >= shortest]
+    return {"run": outlier["run"], "offset_s": outlier["offset_s"], "latency_ms": outlier["latency_ms"],
+            "p50_ms": outlier["p50_ms"], "explained_by": outlier["explained_by"],
+            "not_drawn": len(outlier["spans"]) - len(drawn),
+            "spans": [{"kind": s.kind, "at_ms": (s.start - started) * 1e3, "ms": s.seconds * 1e3,
+                       "cpu_ms": None if s.cpu is None else s.cpu * 1e3, "detail": s.detail} for s in drawn]}
+
+
+class Timeline:
+    """The gateway's timeline file, read as it grows."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self.spans: list[Span] = []
+        self.flushed: dict[int, float] = {}  # per process, when it last appended
+        self.dropped: dict[int, int] = {}
+
+    def read(self) -> None:
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # a line being appended is read next time
+        self._offset += end
+        for line in data[:end].splitlines():
+            r = json.loads(line)
+            span = Span(r["kind"], r["start"], r["end"], r["detail"], r["pid"], r.get("cpu"))
+            if span.kind == "timeline.flush":
+                self.flushed[span.pid] = span.start
+                self.dropped[span.pid] = r["detail"]["dropped"]
+            self.spans.append(span)
+
+    def wait_until(self, moment: float, timeout: float = FLUSH_WAIT) -> bool:
+        """Read until every process has appended what it recorded before ``moment``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.read()
+            if self.flushed and min(self.flushed.values()) >= moment:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+    def forget_before(self, moment: float) -> None:
+        self.spans = [s for s in self.spans if s.end >= moment]
+
+
+@dataclass
+class StallFinder:
+    """The stall finder of one Tollgate configuration: its timeline file, and the runs of the point
+    being measured (kept beside the timeline, ``….requests.jsonl``, for ``python -m scripts.bench.stalls``)."""
+
+    path: Path
+    runs: list[Run] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.timeline = Timeline(self.path)
+
+    def env(self) -> dict[str, str]:
+        return {ENV: str(self.path)}
+
+    def add(self, result: Result) -> None:
+        if result.started:
+            self.runs.append(Run(list(result.started), list(result.latencies)))
+
+    def report(self, label: str) -> dict[str, Any]:
+        """The point's outliers, explained (and the runs forgotten)."""
+        runs, self.runs = self.runs, []
+        if not runs:
+            return {"outliers": 0, "requests": 0}
+        with _requests_file(self.path).open("a") as f:
+            f.write(json.dumps({"label": label, "runs": [[r.started, r.latencies] for r in runs]}) + "\n")
+        complete = self.timeline.wait_until(max(r.window[1] for r in runs))
+        summary = analyse(runs, self.timeline.spans)
+        summary["timeline"] = {"complete": complete, "dropped": sum(self.timeline.dropped.values()),
+                               "processes": len(self.timeline.flushed)}
+        self.timeline.forget_before(max(r.window[1] for r in runs))
+        return summary
+
+
+def _requests_file(timeline: Path) -> Path:
+    return timeline.with_suffix(".requests.jsonl")
+
+
+def _detail(detail: Any) -> str:
+    if isinstance(detail, dict) and "stacks" in detail:  # a late loop: its most frequent stack
+        n, stack = detail["stacks"][0]
+        return f"[{n}/{detail['samples']} samples: {stack}]"
+    return "" if detail is None else f"({detail})"
+
+
+def render(label: str, s: dict[str, Any]) -> str:
+    if not s.get("outliers"):
+        return f"stalls, {label}: no outliers"
+    n = s["outliers"]
+    head = (f"stalls, {label}: {n} outliers ({s['outliers_over_3x_p50']} over 3× p50) of {s['requests']:,} requests "
+            f"in {s['seconds']:.1f} s, {s['episodes']} separate episodes; {s['rule']}")
+    columns = (f"  {'kind':<17} {'explains':>8} {'ms/s':>6} {'CPU ms/s':>8} {'spans/s':>7} {'long/s':>6} "
+               f"{'long: % of outliers / of run':>29}  longest (ms)")
+    out = [head, columns]
+    for kind, k in sorted(s["kinds"].items(), key=lambda kv: (-kv[1]["outliers"], -kv[1]["ms_per_s"])):
+        longest = ", ".join(f"{x['ms']:.1f}" for x in k["longest"])
+        shares = f"{k['long_share_of_outliers']:.0%} / {k['long_share_of_run']:.0%}"
+        cpu = "" if k["cpu_ms_per_s"] is None else f"{k['cpu_ms_per_s']:.1f}"
+        out.append(f"  {kind:<17} {k['outliers_share']:>8.0%} {k['ms_per_s']:>6.1f} {cpu:>8} {k['per_s']:>7.1f} "
+                   f"{k['long_per_s']:>6.1f} {shares:>29}  {longest}")
+    timeline = s.get("timeline", {})
+    out.append(f"  explained by a recorded cause: {s['explained']} of {n}; only by the loop being late: "
+               f"{s['loop_late_only']}; unexplained: {s['unexplained']}"
+               + ("" if timeline.get("complete", True) else " (TIMELINE INCOMPLETE)")
+               + (f"; {timeline['dropped']} spans dropped" if timeline.get("dropped") else ""))
+    for x in s["kinds"].get(SYMPTOM, {}).get("longest", []):
+        if x["detail"]:
+            out.append(f"  loop late {x['ms']:.1f} ms: {_detail(x['detail'])}")
+            threads = "; ".join(f"{n}× {where}" for n, where in x["detail"].get("threads", []))
+            out.append(f"      other threads meanwhile: {threads or 'all waiting'}")
+    out.append("  the worst request of each of the worst episodes (run, start in the run, latency; "
+               "spans from the request's start):")
+    for w in s["worst"]:
+        out.append(f"    #{w['run']} +{w['offset_s']:.3f} s {w['latency_ms']:.1f} ms (p50 {w['p50_ms']:.1f}), "
+                   f"explained by {', '.join(w['explained_by']) or 'nothing'}; {w['not_drawn']} shorter spans "
+                   f"not drawn:")
+        for sp in w["spans"][:16]:
+            cpu = "" if sp["cpu_ms"] is None else f"(CPU {sp['cpu_ms']:.1f}) "
+            out.append(f"      {sp['at_ms']:+8.1f} ms {sp['ms']:7.1f} ms  {sp['kind']:<16} "
+                       f"{cpu}{_detail(sp['detail'])}")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Explain again the points of a kept run (``--stalls --keep``): ``python -m scripts.bench.stalls TIMELINE``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m scripts.bench.stalls", description=main.__doc__)
+    parser.add_argument("timeline", type=Path, help="the timeline-*.jsonl file in the kept directory")
+    parser.add_argument("--share", type=float, default=SHARE)
+    parser.add_argument("--long", type=float, default=LONG)
+    args = parser.parse_args(argv)
+    timeline = Timeline(args.timeline)
+    timeline.read()
+    for line in _requests_file(args.timeline).read_text().splitlines():
+        point = json.loads(line)
+        runs = [Run(started, latencies) for started, latencies in point["runs"]]
+        print(render(point["label"], analyse(runs, timeline.spans, share=args.share, long=args.long)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
