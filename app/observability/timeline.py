@@ -4,12 +4,13 @@ ledger writer's batches, the projector's slices, log flushes, … and when the e
 
 Off unless ``TOLLGATE_TIMELINE`` names a file. Off, an instrumented place costs one global look-up
 and a no-op ``with``: ``timeline.span(kind, detail)`` returns a shared null context. On, each span
-``(kind, start, end, detail, cpu)`` — times from ``time.monotonic()`` (CLOCK_MONOTONIC on Linux, the
-clock the load generator stamps its requests with, in another process); ``cpu``, the CPU time its
-thread spent in it (the rest it waited: for the interpreter lock, a database lock, the disk) — goes
-into a bounded in-memory buffer, and a thread appends the buffer to the file every
-``FLUSH_SECONDS`` and at exit, as JSON lines (one write per flush, ``O_APPEND``: the processes of
-``--workers`` share one file).
+``(kind, start, end, detail, cpu, runq)`` — times from ``time.monotonic()`` (CLOCK_MONOTONIC on
+Linux, the clock the load generator stamps its requests with, in another process); ``cpu``, the time
+its thread was on a CPU meanwhile, ``runq`` the time it was ready to run but waited for a CPU (from
+``/proc/thread-self/schedstat``); the rest of the span it was blocked: on the interpreter lock, a
+database lock, the disk, the network — goes into a bounded in-memory buffer, and a thread appends
+the buffer to the file every ``FLUSH_SECONDS`` and at exit, as JSON lines (one write per flush,
+``O_APPEND``: the processes of ``--workers`` share one file).
 
 Recorded besides the spans of the instrumented places:
 
@@ -89,17 +90,40 @@ class _Span:
 
     def __init__(self, recorder: Recorder, kind: str, detail: Any, cpu: bool) -> None:
         self._recorder, self._kind, self._detail, self._cpu = recorder, kind, detail, cpu
-        self._start = self._started_cpu = 0.0
+        self._start = 0.0
+        self._started_cpu: tuple[float, float | None] = (0.0, None)
 
     def __enter__(self) -> None:
         if self._cpu:
-            self._started_cpu = thread_time()
+            self._started_cpu = scheduled()
         self._start = monotonic()
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         end = monotonic()
-        cpu = thread_time() - self._started_cpu if self._cpu else None
-        self._recorder.add(self._kind, self._start, end, self._detail, cpu)
+        if self._cpu:
+            (cpu, runq), (cpu0, runq0) = scheduled(), self._started_cpu
+            self._recorder.add(self._kind, self._start, end, self._detail, cpu - cpu0,
+                               None if runq is None or runq0 is None else runq - runq0)
+        else:
+            self._recorder.add(self._kind, self._start, end, self._detail)
+
+
+_thread = threading.local()
+
+
+def scheduled() -> tuple[float, float | None]:
+    """This thread's time on a CPU so far, and its time waiting for one (None where the kernel does
+    not say: then the CPU time is the interpreter's ``thread_time``)."""
+    fd = getattr(_thread, "schedstat", None)
+    if fd is None:
+        try:
+            fd = _thread.schedstat = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            fd = _thread.schedstat = -1
+    if fd < 0:
+        return thread_time(), None
+    on_cpu, waiting, _ = os.pread(fd, 100, 0).split()
+    return int(on_cpu) / 1e9, int(waiting) / 1e9
 
 
 def traced(obj: object, method: str, kind: str) -> None:
@@ -147,8 +171,8 @@ class Recorder:
         self.path = path
         self.pid = os.getpid()
         self.dropped = 0
-        self._spans: collections.deque[tuple[str, float, float, Any, float | None]] = collections.deque(
-            maxlen=capacity)
+        self._spans: collections.deque[tuple[str, float, float, Any, float | None, float | None]] = (
+            collections.deque(maxlen=capacity))
         self._stopped = threading.Event()
         self._writer = threading.Thread(target=self._write_regularly, name="tollgate-timeline", daemon=True)
         self._write_lock = threading.Lock()
@@ -174,11 +198,12 @@ class Recorder:
                 thread.join(timeout=5)
         self.flush()
 
-    def add(self, kind: str, start: float, end: float, detail: Any = None, cpu: float | None = None) -> None:
+    def add(self, kind: str, start: float, end: float, detail: Any = None, cpu: float | None = None,
+            runq: float | None = None) -> None:
         spans = self._spans
         if len(spans) == spans.maxlen:
             self.dropped += 1
-        spans.append((kind, start, end, detail, cpu))  # deque.append is atomic: any thread may record
+        spans.append((kind, start, end, detail, cpu, runq))  # deque.append is atomic: any thread may record
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         # A collection runs to its end on the thread that started it, and never two at once.
@@ -190,20 +215,26 @@ class Recorder:
     # -- the loop -------------------------------------------------------------------------------
 
     async def watch_loop(self) -> None:
-        """Sleep ``TICK`` at a time; a wake-up later than ``LATE`` is a span of the loop being late."""
+        """Sleep ``TICK`` at a time; a wake-up later than ``LATE`` is a span of the loop being late,
+        with the loop thread's CPU and run-queue time from the tick before (``TICK`` more than the
+        span: what the loop did in those seconds — ran, waited for a CPU, or was blocked)."""
         self._loop_thread = threading.get_ident()
         self._loop_tick = monotonic()
         if self._sampler is None:
             self._sampler = threading.Thread(target=self._sample_stalls, name="tollgate-timeline-sampler",
                                              daemon=True)
             self._sampler.start()
+        cpu, runq = scheduled()
         while True:
             due = monotonic() + TICK
             await asyncio.sleep(TICK)
             now = self._loop_tick = monotonic()
+            was_cpu, was_runq = cpu, runq
+            cpu, runq = scheduled()
             if now - due > LATE:
                 samples, self._samples = self._samples, []
-                self.add("loop.late", due, now, _top(samples) if samples else None)
+                self.add("loop.late", due, now, _top(samples) if samples else None, cpu - was_cpu,
+                         None if runq is None or was_runq is None else runq - was_runq)
             elif self._samples:
                 self._samples = []
 
@@ -233,11 +264,11 @@ class Recorder:
             spans, pid, lines = self._spans, self.pid, []
             while True:
                 try:
-                    kind, start, end, detail, cpu = spans.popleft()
+                    kind, start, end, detail, cpu, runq = spans.popleft()
                 except IndexError:
                     break
                 lines.append(_encoder.encode({"pid": pid, "kind": kind, "start": start, "end": end, "detail": detail,
-                                              "cpu": cpu}))
+                                              "cpu": cpu, "runq": runq}))
             lines.append(_encoder.encode({"pid": pid, "kind": "timeline.flush", "start": started, "end": monotonic(),
                                           "detail": {"spans": len(lines), "dropped": self.dropped}}))
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

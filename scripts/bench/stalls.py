@@ -52,7 +52,8 @@ class Span:
     end: float
     detail: Any = None
     pid: int = 0
-    cpu: float | None = None  # the CPU time of its thread in it (None: not measured)
+    cpu: float | None = None  # the time its thread was on a CPU in it (None: not measured)
+    runq: float | None = None  # ... and waited for a CPU (the rest of the span it was blocked)
 
     @property
     def seconds(self) -> float:
@@ -102,13 +103,15 @@ def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: f
         requests += len(run.latencies)
         in_run = _overlapping(spans, begin, end)
         for s in in_run:
-            k = kinds.setdefault(s.kind, {"spans": 0, "seconds": 0.0, "cpu": None, "long_spans": 0,
+            k = kinds.setdefault(s.kind, {"spans": 0, "seconds": 0.0, "cpu": None, "runq": None, "long_spans": 0,
                                           "long_seconds": 0.0, "all": []})
             clipped = min(s.end, end) - max(s.start, begin)
             k["spans"] += 1
             k["seconds"] += clipped
-            if s.cpu is not None:
-                k["cpu"] = (k["cpu"] or 0.0) + s.cpu * (clipped / s.seconds if s.seconds > 0 else 1.0)
+            for field_ in ("cpu", "runq"):
+                value = getattr(s, field_)
+                if value is not None:
+                    k[field_] = (k[field_] or 0.0) + value * (clipped / s.seconds if s.seconds > 0 else 1.0)
             if s.seconds >= long * p50:
                 k["long_spans"] += 1
                 k["long_seconds"] += clipped
@@ -138,13 +141,13 @@ def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: f
         table[kind] = {"outliers": explains, "outliers_share": explains / n if n else 0.0,
                        "ms_per_s": k["seconds"] * 1e3 / seconds if seconds else 0.0,
                        "cpu_ms_per_s": k["cpu"] * 1e3 / seconds if seconds and k["cpu"] is not None else None,
+                       "runq_ms_per_s": k["runq"] * 1e3 / seconds if seconds and k["runq"] is not None else None,
                        "per_s": k["spans"] / seconds if seconds else 0.0,
                        "long_per_s": k["long_spans"] / seconds if seconds else 0.0,
                        # the share of the outliers' time its long spans covered, against the share of the run's
                        "long_share_of_outliers": in_outliers / outlier_seconds if outlier_seconds else 0.0,
                        "long_share_of_run": k["long_seconds"] / seconds if seconds else 0.0,
-                       "longest": [{"ms": s.seconds * 1e3, "cpu_ms": None if s.cpu is None else s.cpu * 1e3,
-                                    "detail": s.detail} for s in longest]}
+                       "longest": [_span_ms(s) for s in longest]}
     causes = [o for o in outliers if set(o["explained_by"]) - {SYMPTOM}]
     symptom_only = [o for o in outliers if o["explained_by"] == [SYMPTOM]]
     episodes = _episodes(outliers)
@@ -183,8 +186,12 @@ def _drawn(outlier: dict[str, Any]) -> dict[str, Any]:
     return {"run": outlier["run"], "offset_s": outlier["offset_s"], "latency_ms": outlier["latency_ms"],
             "p50_ms": outlier["p50_ms"], "explained_by": outlier["explained_by"],
             "not_drawn": len(outlier["spans"]) - len(drawn),
-            "spans": [{"kind": s.kind, "at_ms": (s.start - started) * 1e3, "ms": s.seconds * 1e3,
-                       "cpu_ms": None if s.cpu is None else s.cpu * 1e3, "detail": s.detail} for s in drawn]}
+            "spans": [{"kind": s.kind, "at_ms": (s.start - started) * 1e3, **_span_ms(s)} for s in drawn]}
+
+
+def _span_ms(s: Span) -> dict[str, Any]:
+    return {"ms": s.seconds * 1e3, "cpu_ms": None if s.cpu is None else s.cpu * 1e3,
+            "runq_ms": None if s.runq is None else s.runq * 1e3, "detail": s.detail}
 
 
 class Timeline:
@@ -207,7 +214,7 @@ class Timeline:
         self._offset += end
         for line in data[:end].splitlines():
             r = json.loads(line)
-            span = Span(r["kind"], r["start"], r["end"], r["detail"], r["pid"], r.get("cpu"))
+            span = Span(r["kind"], r["start"], r["end"], r["detail"], r["pid"], r.get("cpu"), r.get("runq"))
             if span.kind == "timeline.flush":
                 self.flushed[span.pid] = span.start
                 self.dropped[span.pid] = r["detail"]["dropped"]
@@ -278,15 +285,15 @@ def render(label: str, s: dict[str, Any]) -> str:
     n = s["outliers"]
     head = (f"stalls, {label}: {n} outliers ({s['outliers_over_3x_p50']} over 3× p50) of {s['requests']:,} requests "
             f"in {s['seconds']:.1f} s, {s['episodes']} separate episodes; {s['rule']}")
-    columns = (f"  {'kind':<17} {'explains':>8} {'ms/s':>6} {'CPU ms/s':>8} {'spans/s':>7} {'long/s':>6} "
+    columns = (f"  {'kind':<17} {'explains':>8} {'ms/s':>6} {'CPU':>6} {'runq':>6} {'spans/s':>7} {'long/s':>6} "
                f"{'long: % of outliers / of run':>29}  longest (ms)")
     out = [head, columns]
     for kind, k in sorted(s["kinds"].items(), key=lambda kv: (-kv[1]["outliers"], -kv[1]["ms_per_s"])):
         longest = ", ".join(f"{x['ms']:.1f}" for x in k["longest"])
         shares = f"{k['long_share_of_outliers']:.0%} / {k['long_share_of_run']:.0%}"
-        cpu = "" if k["cpu_ms_per_s"] is None else f"{k['cpu_ms_per_s']:.1f}"
-        out.append(f"  {kind:<17} {k['outliers_share']:>8.0%} {k['ms_per_s']:>6.1f} {cpu:>8} {k['per_s']:>7.1f} "
-                   f"{k['long_per_s']:>6.1f} {shares:>29}  {longest}")
+        cpu, runq = (("" if k[f] is None else f"{k[f]:.1f}") for f in ("cpu_ms_per_s", "runq_ms_per_s"))
+        out.append(f"  {kind:<17} {k['outliers_share']:>8.0%} {k['ms_per_s']:>6.1f} {cpu:>6} {runq:>6} "
+                   f"{k['per_s']:>7.1f} {k['long_per_s']:>6.1f} {shares:>29}  {longest}")
     timeline = s.get("timeline", {})
     out.append(f"  explained by a recorded cause: {s['explained']} of {n}; only by the loop being late: "
                f"{s['loop_late_only']}; unexplained: {s['unexplained']}"
@@ -294,7 +301,8 @@ def render(label: str, s: dict[str, Any]) -> str:
                + (f"; {timeline['dropped']} spans dropped" if timeline.get("dropped") else ""))
     for x in s["kinds"].get(SYMPTOM, {}).get("longest", []):
         if x["detail"]:
-            out.append(f"  loop late {x['ms']:.1f} ms: {_detail(x['detail'])}")
+            out.append(f"  loop late {x['ms']:.1f} ms (the loop thread on a CPU {x['cpu_ms'] or 0:.1f} ms, waiting "
+                       f"for one {x['runq_ms'] or 0:.1f} ms): {_detail(x['detail'])}")
             threads = "; ".join(f"{n}× {where}" for n, where in x["detail"].get("threads", []))
             out.append(f"      other threads meanwhile: {threads or 'all waiting'}")
     out.append("  the worst request of each of the worst episodes (run, start in the run, latency; "
@@ -304,7 +312,7 @@ def render(label: str, s: dict[str, Any]) -> str:
                    f"explained by {', '.join(w['explained_by']) or 'nothing'}; {w['not_drawn']} shorter spans "
                    f"not drawn:")
         for sp in w["spans"][:16]:
-            cpu = "" if sp["cpu_ms"] is None else f"(CPU {sp['cpu_ms']:.1f}) "
+            cpu = "" if sp["cpu_ms"] is None else f"(CPU {sp['cpu_ms']:.1f}, runq {sp['runq_ms'] or 0:.1f}) "
             out.append(f"      {sp['at_ms']:+8.1f} ms {sp['ms']:7.1f} ms  {sp['kind']:<16} "
                        f"{cpu}{_detail(sp['detail'])}")
     return "\n".join(out)

@@ -58,6 +58,9 @@ def test_a_span_is_the_time_of_its_block_and_survives_an_exception(recording: Pa
     found = {s["kind"]: s for s in spans(recording)}
     assert found["writer.batch"]["detail"] == 7
     assert 0.02 <= found["writer.batch"]["end"] - found["writer.batch"]["start"] < 0.5
+    # It slept: blocked, neither on a CPU nor waiting for one, for most of its 20 ms.
+    assert 0 <= found["writer.batch"]["cpu"] < 0.01
+    assert 0 <= found["writer.batch"]["runq"] < 0.01
     assert "log.flush" in found
     # The mark that tells a reader everything ended before it is in the file.
     assert spans(recording)[-1]["kind"] == "timeline.flush"
@@ -83,6 +86,7 @@ def test_a_blocked_loop_is_a_late_span_with_the_stack_that_blocked_it(recording:
     assert len(late) == 1, late
     assert late[0]["start"] <= started + timeline.TICK
     assert late[0]["end"] >= ended
+    assert late[0]["cpu"] < 0.04  # the loop thread slept through its 80 ms
     stacks = late[0]["detail"]["stacks"]
     assert late[0]["detail"]["samples"] >= 5
     assert "blocking_the_loop" in stacks[0][1]
