@@ -39,6 +39,7 @@ from app.http.exchange import Exchange
 from app.http.prompt_size import model_rules
 from app.keys import Principal
 from app.ledger.billing import Idempotency, RequestBill
+from app.observability import timeline
 from app.observability.record import current_record
 from app.observability.request_ids import new_request_id
 from app.ratelimit.streams import StreamSlot
@@ -111,10 +112,13 @@ class BilledCall:
         """The upstream's whole answer (a plain request)."""
         upstream = self._runtime.upstreams[self.bill.model.id]
         try:
-            return await upstream.complete(self.exchange.body, self.exchange.headers)
+            answer = await upstream.complete(self.exchange.body, self.exchange.headers)
         except GatewayError as exc:
             self._verbatim(exc)
             raise
+        if timeline.on:
+            timeline.mark("upstream", self.bill.record)
+        return answer
 
     async def open_stream(self) -> RawStream:
         """The upstream's stream, open: from here on the client may be sent part of the answer, which
@@ -126,6 +130,8 @@ class BilledCall:
         except GatewayError as exc:
             self._verbatim(exc)
             raise
+        if timeline.on:
+            timeline.mark("upstream", self.bill.record)
         self.phase = Phase.DELIVERING
         if self.bill.record is not None:
             self.bill.record.stream = True
@@ -142,6 +148,8 @@ class BilledCall:
         fields (and which is stored under the request's Idempotency-Key)."""
         self.phase = Phase.SETTLED
         _, body = await self._runtime.billing.charge(self.bill, usage, lambda charge: render(charge.usage_fields()))
+        if timeline.on:
+            timeline.mark("charged", self.bill.record)
         return body
 
     async def charge_stream(self, usage: TokenUsage, final: Callable[[dict[str, Any]], list[bytes]]) -> bytes:
@@ -152,6 +160,8 @@ class BilledCall:
         _, body = await self._runtime.billing.charge(
             self.bill, usage, lambda charge: b"".join(final(charge.usage_fields())),
             prefix=b"".join(self.transcript or ()), content_type="text/event-stream", delivered=True)
+        if timeline.on:
+            timeline.mark("charged", self.bill.record)
         return body
 
     async def settle_partial(self, exc: GatewayError) -> None:
@@ -216,6 +226,8 @@ async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
     # that answer expires a retry is a new request, charged under its own id.
     request_id = record.request_id if record is not None else new_request_id()
     admission = await runtime.limiter.admit(principal, admitted_tokens)
+    if timeline.on:
+        timeline.mark("admitted", record)
     request.state.rate_limit_headers = admission.headers  # sent with any error from here on
     bill = RequestBill(principal, model, request_id, endpoint, idempotency, admission, record=record)
     headers = dict(admission.headers)
@@ -228,6 +240,8 @@ async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
     except GatewayError:
         runtime.limiter.correct_soon(admission, 0)  # refused before any token was used
         raise
+    if timeline.on:
+        timeline.mark("held", record)
     if stored is None:
         return BilledCall(runtime, bill, exchange, headers, prompt_tokens, slot)
     runtime.limiter.correct_soon(admission, 0)  # a replay uses no tokens

@@ -98,7 +98,8 @@ class Leases:
         wanted = max(amount * self._growth, 2 * (lease.reserved + amount))
         growing = self._ledger.lease(lease.team_id, lease.team_name, lease.lease_id, max(needed, 1), wanted,
                                      self._owner())
-        lease.remaining = (await durable(growing)).remaining
+        with timeline.span("lease.grow", [needed, wanted], cpu=False):
+            lease.remaining = (await durable(growing)).remaining
 
     async def _grow_ahead(self, lease: Lease, amount: int) -> None:
         """Grow a lease running low while its requests go on; a refusal (the team cannot afford

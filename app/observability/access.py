@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from app.observability import metrics
+from app.observability import metrics, timeline
 from app.observability.record import RequestRecord
 from domain.money import format_credits
 
@@ -72,6 +72,9 @@ class Observed:
         finally:
             record.leave(token)
             record.finished()
+            if timeline.on:
+                timeline.request(record.started, record.finished_at, scope.get("client"), record.status,
+                                 record.request_id)
 
 
 #: The metrics' labelled children, by their labels: ``labels()`` takes a lock and builds a key on

@@ -72,6 +72,8 @@ class _Null:
 
 _NULL = _Null()
 _recorder: Recorder | None = None
+#: Whether the timeline is recording: what a place on every request's path checks first.
+on = False
 
 
 def span(kind: str, detail: Any = None, *, cpu: bool = True) -> AbstractContextManager[None]:
@@ -126,6 +128,24 @@ def scheduled() -> tuple[float, float | None]:
     return int(on_cpu) / 1e9, int(waiting) / 1e9
 
 
+def request(start: float, end: float | None, client: Any, status: int, request_id: str) -> None:
+    """A request the application served (``perf_counter`` times: CLOCK_MONOTONIC too, on Linux),
+    with its client's port: the benchmark tells its connections apart by their ports, and finds
+    each of its requests here."""
+    recorder = _recorder
+    if recorder is not None and end is not None:
+        recorder.add("request", start, end, [client[1] if client else None, status, request_id])
+
+
+def mark(what: str, record: Any) -> None:
+    """A request (its ``RequestRecord``) got this far (``admitted``, ``held``, ``upstream``,
+    ``charged``): the benchmark splits a slow request's time at its marks."""
+    recorder = _recorder
+    if recorder is not None and record is not None:
+        now = monotonic()
+        recorder.add("mark", now, now, [record.request_id, what])
+
+
 def traced(obj: object, method: str, kind: str) -> None:
     """Record every call of ``obj.method`` as a span of ``kind`` (for a class that may not import
     this module, as ``projections/`` may not); nothing when the timeline is off."""
@@ -142,18 +162,19 @@ def traced(obj: object, method: str, kind: str) -> None:
 
 def start_from_environment() -> Recorder | None:
     """Start recording if ``TOLLGATE_TIMELINE`` names a file (once per process)."""
-    global _recorder
+    global _recorder, on
     path = os.environ.get(ENV)
     if _recorder is None and path:
         _recorder = Recorder(path).start()
         atexit.register(_recorder.stop)
+        on = True
     return _recorder
 
 
 def stop() -> None:
     """Stop recording in this process (what is recorded is appended first)."""
-    global _recorder
-    recorder, _recorder = _recorder, None
+    global _recorder, on
+    recorder, _recorder, on = _recorder, None, False
     if recorder is not None:
         recorder.stop()
         atexit.unregister(recorder.stop)

@@ -46,6 +46,7 @@ class Result:
     latencies: array[float] = field(default_factory=lambda: array("d"))  # seconds
     first_chunk: array[float] = field(default_factory=lambda: array("d"))  # seconds
     started: array[float] = field(default_factory=lambda: array("d"))  # time.monotonic() when each was sent
+    ports: array[int] = field(default_factory=lambda: array("i"))  # the local port of each one's connection
     statuses: dict[int, int] = field(default_factory=dict)
 
     def merge(self, other: dict[str, Any]) -> None:
@@ -55,6 +56,7 @@ class Result:
         self.latencies.frombytes(other["latencies"])
         self.first_chunk.frombytes(other["first_chunk"])
         self.started.frombytes(other["started"])
+        self.ports.frombytes(other["ports"])
         for status, n in other["statuses"].items():
             self.statuses[status] = self.statuses.get(status, 0) + n
 
@@ -68,9 +70,11 @@ class _Client(asyncio.Protocol):
         self.status = 0
         self.next_at = 0.0
         self.done = False
+        self.port = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # a stream connection's transport
+        self.port = int(transport.get_extra_info("sockname")[1])
 
     def send(self) -> None:
         run = self.run
@@ -113,6 +117,7 @@ class _Client(asyncio.Protocol):
             run.latencies.append(now - self.sent)
             run.first_chunk.append((self.first or now) - self.sent)
             run.started.append(self.sent)
+            run.ports.append(self.port)
         else:
             run.errors += 1
         run.last = now
@@ -145,6 +150,7 @@ class _Run:
     latencies: array[float] = field(default_factory=lambda: array("d"))
     first_chunk: array[float] = field(default_factory=lambda: array("d"))
     started: array[float] = field(default_factory=lambda: array("d"))
+    ports: array[int] = field(default_factory=lambda: array("i"))
     statuses: dict[int, int] = field(default_factory=dict)
 
     def finished(self) -> None:
@@ -173,7 +179,7 @@ async def run_load(host: str, port: int, request: bytes, connections: int, durat
     await run.all_done
     return {"ok": run.ok, "errors": run.errors, "seconds": max(run.last - started, 1e-9),
             "latencies": run.latencies.tobytes(), "first_chunk": run.first_chunk.tobytes(),
-            "started": run.started.tobytes(), "statuses": run.statuses}
+            "started": run.started.tobytes(), "ports": run.ports.tobytes(), "statuses": run.statuses}
 
 
 def _worker(conn: Connection) -> None:

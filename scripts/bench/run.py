@@ -46,7 +46,7 @@ from scripts.bench.report import (
 )
 from scripts.bench.soak import soak
 from scripts.bench.stalls import StallFinder
-from scripts.bench.stalls import render as render_stalls
+from scripts.bench.stalls_render import render as render_stalls
 
 
 class QuickOptions(TypedDict):

@@ -18,7 +18,9 @@ requests span by span.
 
 from __future__ import annotations
 
+import bisect
 import json
+import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +43,12 @@ LONG = 0.5
 DRAWN_SPAN = 0.001
 DRAWN_SHARE = 0.02
 WORST = 5
+#: The gateway's spans of the requests it served (their client's port, status and id), and the
+#: marks of the steps each reached (its id, the step).
+SERVED = "request"
+MARK = "mark"
+#: A request reaches the gateway's application after it was sent; this much earlier is the same clock's noise.
+CLOCK_SLACK = 0.0005
 #: Seconds to wait for the gateway to append the spans of a run that just ended.
 FLUSH_WAIT = 5.0
 
@@ -66,6 +74,7 @@ class Run:
 
     started: list[float]
     latencies: list[float]
+    ports: list[int] = field(default_factory=list)  # each request's connection (its local port)
 
     @property
     def window(self) -> tuple[float, float]:
@@ -86,9 +95,61 @@ def _overlapping(spans: list[Span], start: float, end: float) -> list[Span]:
     return [s for s in spans if s.start < end and s.end > start]
 
 
+#: A request's steps, in order, each named by where it got to: the gateway's application had it,
+#: it was admitted (parsed, authorised, counted, rate-limited), held (credits set aside), the
+#: upstream answered (or its stream opened), it was charged (durably), the application was done
+#: with it, the client had the whole answer.
+STEPS = ("app", "admitted", "held", "upstream", "charged", "done", "client")
+
+
+class Served:
+    """The requests the gateway served (by the client port each came from, in order) and the marks
+    each reached, to split a request the load generator timed into the steps it took."""
+
+    def __init__(self, spans: list[Span]) -> None:
+        by_port: dict[int, list[Span]] = {}
+        self._marks: dict[str, dict[str, float]] = {}
+        for s in spans:
+            if s.kind == SERVED and s.detail and s.detail[0] is not None:
+                by_port.setdefault(int(s.detail[0]), []).append(s)
+            elif s.kind == MARK:
+                request_id, what = s.detail
+                self._marks.setdefault(request_id, {})[what] = s.start
+        self._by_port = {port: sorted(served, key=lambda s: s.start) for port, served in by_port.items()}
+        self._starts = {port: [s.start for s in served] for port, served in self._by_port.items()}
+
+    def steps(self, port: int | None, started: float, finished: float) -> dict[str, float] | None:
+        """How long the request sent at ``started`` on ``port`` took to reach each step (seconds)."""
+        if port is None or port not in self._by_port:
+            return None
+        at = bisect.bisect_left(self._starts[port], started - CLOCK_SLACK)
+        served = self._by_port[port]
+        if at >= len(served) or served[at].start > finished:
+            return None
+        span = served[at]
+        times = {"app": span.start, **self._marks.get(span.detail[2] if len(span.detail) > 2 else "", {}),
+                 "done": span.end, "client": finished}
+        steps, last = {}, started
+        for step in STEPS:
+            if step in times:
+                steps[step] = times[step] - last
+                last = times[step]
+        return steps
+
+
+def _step_summary(steps: list[dict[str, float]]) -> dict[str, float] | None:
+    """The median time to each step, in ms (over the requests that reached it)."""
+    if not steps:
+        return None
+    return {step: statistics.median(found) * 1e3 for step in STEPS if (found := [s[step] for s in steps if step in s])}
+
+
 def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: float = LONG,
             worst: int = WORST) -> dict[str, Any]:
     """Lay each run's outliers (slower than the run's p99) over the spans recorded meanwhile."""
+    served = Served(spans)
+    spans = [s for s in spans if s.kind not in (SERVED, MARK)]
+    every_step: list[dict[str, float]] = []
     kinds: dict[str, dict[str, Any]] = {}
     outliers: list[dict[str, Any]] = []
     seconds = 0.0
@@ -116,7 +177,11 @@ def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: f
                 k["long_spans"] += 1
                 k["long_seconds"] += clipped
             k["all"].append(s)
-        for started, latency in zip(run.started, run.latencies, strict=True):
+        ports: list[int | None] = list(run.ports) if run.ports else [None] * len(run.started)
+        for started, latency, port in zip(run.started, run.latencies, ports, strict=True):
+            steps = served.steps(port, started, started + latency)
+            if steps is not None:
+                every_step.append(steps)
             if latency <= p99:
                 continue
             finished = started + latency
@@ -130,7 +195,7 @@ def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: f
                              "p50_ms": p50 * 1e3, "over_3x_p50": latency > 3 * p50, "covered": covered,
                              "explained_by": sorted(k for k, c in covered.items() if c >= needed),
                              "spans": sorted(during, key=lambda s: s.start), "started": started,
-                             "finished": finished})
+                             "finished": finished, "steps": steps})
     n = len(outliers)
     outlier_seconds = sum(o["latency_ms"] for o in outliers) / 1e3
     table = {}
@@ -160,6 +225,9 @@ def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: f
         "explained": len(causes), "loop_late_only": len(symptom_only),
         "unexplained": sum(not o["explained_by"] for o in outliers),
         "kinds": table,
+        # Medians: of the outliers, and of every request (None: the gateway's requests were not recorded)
+        "steps": {"outliers": _step_summary([o["steps"] for o in outliers if o["steps"]]),
+                  "all": _step_summary(every_step)},
         "worst": [_drawn(o) for o in worst_ones],
         "rule": f"outlier: slower than its run's p99; explained by a kind whose spans of at least {long:g} × the "
                 f"run's p50 cover ≥ {share:.0%} of its time beyond the p50 (≥ {MIN_OVERLAP * 1e3:.0f} ms)",
@@ -185,6 +253,7 @@ def _drawn(outlier: dict[str, Any]) -> dict[str, Any]:
     drawn = [s for s in outlier["spans"] if s.seconds >= shortest]
     return {"run": outlier["run"], "offset_s": outlier["offset_s"], "latency_ms": outlier["latency_ms"],
             "p50_ms": outlier["p50_ms"], "explained_by": outlier["explained_by"],
+            "steps_ms": None if outlier["steps"] is None else {k: v * 1e3 for k, v in outlier["steps"].items()},
             "not_drawn": len(outlier["spans"]) - len(drawn),
             "spans": [{"kind": s.kind, "at_ms": (s.start - started) * 1e3, **_span_ms(s)} for s in drawn]}
 
@@ -251,7 +320,7 @@ class StallFinder:
 
     def add(self, result: Result) -> None:
         if result.started:
-            self.runs.append(Run(list(result.started), list(result.latencies)))
+            self.runs.append(Run(list(result.started), list(result.latencies), list(result.ports)))
 
     def report(self, label: str) -> dict[str, Any]:
         """The point's outliers, explained (and the runs forgotten)."""
@@ -259,7 +328,7 @@ class StallFinder:
         if not runs:
             return {"outliers": 0, "requests": 0}
         with _requests_file(self.path).open("a") as f:
-            f.write(json.dumps({"label": label, "runs": [[r.started, r.latencies] for r in runs]}) + "\n")
+            f.write(json.dumps({"label": label, "runs": [[r.started, r.latencies, r.ports] for r in runs]}) + "\n")
         complete = self.timeline.wait_until(max(r.window[1] for r in runs))
         summary = analyse(runs, self.timeline.spans)
         summary["timeline"] = {"complete": complete, "dropped": sum(self.timeline.dropped.values()),
@@ -272,55 +341,11 @@ def _requests_file(timeline: Path) -> Path:
     return timeline.with_suffix(".requests.jsonl")
 
 
-def _detail(detail: Any) -> str:
-    if isinstance(detail, dict) and "stacks" in detail:  # a late loop: its most frequent stack
-        n, stack = detail["stacks"][0]
-        return f"[{n}/{detail['samples']} samples: {stack}]"
-    return "" if detail is None else f"({detail})"
-
-
-def render(label: str, s: dict[str, Any]) -> str:
-    if not s.get("outliers"):
-        return f"stalls, {label}: no outliers"
-    n = s["outliers"]
-    head = (f"stalls, {label}: {n} outliers ({s['outliers_over_3x_p50']} over 3× p50) of {s['requests']:,} requests "
-            f"in {s['seconds']:.1f} s, {s['episodes']} separate episodes; {s['rule']}")
-    columns = (f"  {'kind':<17} {'explains':>8} {'ms/s':>6} {'CPU':>6} {'runq':>6} {'spans/s':>7} {'long/s':>6} "
-               f"{'long: % of outliers / of run':>29}  longest (ms)")
-    out = [head, columns]
-    for kind, k in sorted(s["kinds"].items(), key=lambda kv: (-kv[1]["outliers"], -kv[1]["ms_per_s"])):
-        longest = ", ".join(f"{x['ms']:.1f}" for x in k["longest"])
-        shares = f"{k['long_share_of_outliers']:.0%} / {k['long_share_of_run']:.0%}"
-        cpu, runq = (("" if k[f] is None else f"{k[f]:.1f}") for f in ("cpu_ms_per_s", "runq_ms_per_s"))
-        out.append(f"  {kind:<17} {k['outliers_share']:>8.0%} {k['ms_per_s']:>6.1f} {cpu:>6} {runq:>6} "
-                   f"{k['per_s']:>7.1f} {k['long_per_s']:>6.1f} {shares:>29}  {longest}")
-    timeline = s.get("timeline", {})
-    out.append(f"  explained by a recorded cause: {s['explained']} of {n}; only by the loop being late: "
-               f"{s['loop_late_only']}; unexplained: {s['unexplained']}"
-               + ("" if timeline.get("complete", True) else " (TIMELINE INCOMPLETE)")
-               + (f"; {timeline['dropped']} spans dropped" if timeline.get("dropped") else ""))
-    for x in s["kinds"].get(SYMPTOM, {}).get("longest", []):
-        if x["detail"]:
-            out.append(f"  loop late {x['ms']:.1f} ms (the loop thread on a CPU {x['cpu_ms'] or 0:.1f} ms, waiting "
-                       f"for one {x['runq_ms'] or 0:.1f} ms): {_detail(x['detail'])}")
-            threads = "; ".join(f"{n}× {where}" for n, where in x["detail"].get("threads", []))
-            out.append(f"      other threads meanwhile: {threads or 'all waiting'}")
-    out.append("  the worst request of each of the worst episodes (run, start in the run, latency; "
-               "spans from the request's start):")
-    for w in s["worst"]:
-        out.append(f"    #{w['run']} +{w['offset_s']:.3f} s {w['latency_ms']:.1f} ms (p50 {w['p50_ms']:.1f}), "
-                   f"explained by {', '.join(w['explained_by']) or 'nothing'}; {w['not_drawn']} shorter spans "
-                   f"not drawn:")
-        for sp in w["spans"][:16]:
-            cpu = "" if sp["cpu_ms"] is None else f"(CPU {sp['cpu_ms']:.1f}, runq {sp['runq_ms'] or 0:.1f}) "
-            out.append(f"      {sp['at_ms']:+8.1f} ms {sp['ms']:7.1f} ms  {sp['kind']:<16} "
-                       f"{cpu}{_detail(sp['detail'])}")
-    return "\n".join(out)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Explain again the points of a kept run (``--stalls --keep``): ``python -m scripts.bench.stalls TIMELINE``."""
     import argparse
+
+    from scripts.bench.stalls_render import render
 
     parser = argparse.ArgumentParser(prog="python -m scripts.bench.stalls", description=main.__doc__)
     parser.add_argument("timeline", type=Path, help="the timeline-*.jsonl file in the kept directory")
@@ -331,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     timeline.read()
     for line in _requests_file(args.timeline).read_text().splitlines():
         point = json.loads(line)
-        runs = [Run(started, latencies) for started, latencies in point["runs"]]
+        runs = [Run(*run) for run in point["runs"]]
         print(render(point["label"], analyse(runs, timeline.spans, share=args.share, long=args.long)))
     return 0
 

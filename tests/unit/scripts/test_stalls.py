@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from scripts.bench.stalls import Run, Span, Timeline, analyse, render
+from scripts.bench.stalls import Run, Span, Timeline, analyse
+from scripts.bench.stalls_render import render
 
 P50 = 0.010
 
@@ -95,3 +96,24 @@ def test_the_timeline_is_read_as_it_grows_and_waits_for_the_flush_mark(tmp_path:
     writer.join()
     assert [s.kind for s in timeline.spans] == ["gc2", "writer.batch", "timeline.flush"]
     assert timeline.spans[1].cpu == pytest.approx(0.001)
+
+
+def test_a_slow_request_is_split_at_the_steps_the_gateway_marked():
+    # Connection 5001 sent the outlier at t=1.0; the gateway had it 2 ms later, waited 80 ms for its
+    # hold, and was done at t=1.095; every other request went straight through.
+    run = Run([i * 0.01 for i in range(300)] + [1.0], [P50] * 300 + [0.1], [5000] * 300 + [5001])
+    spans = [Span("request", 1.002, 1.095, [5001, 200, "req_slow"]),
+             Span("mark", 1.0025, 1.0025, ["req_slow", "admitted"]),
+             Span("mark", 1.0825, 1.0825, ["req_slow", "held"]),
+             Span("mark", 1.0905, 1.0905, ["req_slow", "upstream"]),
+             Span("mark", 1.094, 1.094, ["req_slow", "charged"]),
+             *(Span("request", i * 0.01 + 0.001, i * 0.01 + 0.009, [5000, 200, f"req_{i}"]) for i in range(300))]
+    found = analyse([run], spans)
+    assert "request" not in found["kinds"]  # a request is not something the process did besides
+    assert "mark" not in found["kinds"]
+    (worst,) = found["worst"]
+    assert worst["steps_ms"] == pytest.approx({"app": 2, "admitted": 0.5, "held": 80, "upstream": 8, "charged": 3.5,
+                                               "done": 1, "client": 5})
+    assert found["steps"]["outliers"]["held"] == pytest.approx(80)
+    assert found["steps"]["all"]["app"] == pytest.approx(1)
+    assert "held 80.0 / " in render("chat c=64", found)

@@ -118,5 +118,19 @@ def test_a_gateway_records_its_writer_batches_and_its_loop(recording: Path, gate
         assert answer.status_code == 200
     gateway.stop()
     timeline.stop()
-    kinds = {s["kind"] for s in spans(recording)}
-    assert {"writer.batch", "writer.save", "timeline.flush"} <= kinds, kinds
+    recorded = spans(recording)
+    kinds = {s["kind"] for s in recorded}
+    assert {"writer.batch", "writer.save", "timeline.flush", "lease.grow"} <= kinds, kinds
+    # Each request served, and the steps each chat reached, under its id, in order.
+    marks: dict[str, list[dict[str, Any]]] = {}
+    for s in recorded:
+        if s["kind"] == "mark":
+            marks.setdefault(s["detail"][0], []).append(s)
+    chats = [s for s in recorded if s["kind"] == "request" and s["detail"][2] in marks]
+    assert len(chats) == 3
+    for request in chats:
+        assert request["detail"][1] == 200
+        assert isinstance(request["detail"][0], int)  # the client's port
+        steps = marks[request["detail"][2]]
+        assert [m["detail"][1] for m in steps] == ["admitted", "held", "upstream", "charged"]
+        assert request["start"] <= steps[0]["start"] <= steps[-1]["start"] <= request["end"]
