@@ -129,11 +129,12 @@ class Served:
         span = served[at]
         times = {"app": span.start, **self._marks.get(span.detail[2] if len(span.detail) > 2 else "", {}),
                  "done": span.end, "client": finished}
-        steps, last = {}, started
-        for step in STEPS:
-            if step in times:
-                steps[step] = times[step] - last
-                last = times[step]
+        steps: dict[str, float] = {}
+        last = started
+        # In the order they happened: a stream's client has its last chunk before the application is done.
+        for step, moment in sorted(times.items(), key=lambda item: (item[1], STEPS.index(item[0]))):
+            steps[step] = moment - last
+            last = moment
         return steps
 
 
@@ -142,6 +143,39 @@ def _step_summary(steps: list[dict[str, float]]) -> dict[str, float] | None:
     if not steps:
         return None
     return {step: statistics.median(found) * 1e3 for step in STEPS if (found := [s[step] for s in steps if step in s])}
+
+
+def _tally(kinds: dict[str, dict[str, Any]], in_run: list[Span], begin: float, end: float, long: float) -> None:
+    """Add a run's spans (clipped to its window) to each kind's totals; ``long``: seconds from which a
+    span counts as long."""
+    for s in in_run:
+        k = kinds.setdefault(s.kind, {"spans": 0, "seconds": 0.0, "cpu": None, "runq": None, "long_spans": 0,
+                                      "long_seconds": 0.0, "all": []})
+        clipped = min(s.end, end) - max(s.start, begin)
+        k["spans"] += 1
+        k["seconds"] += clipped
+        for field_ in ("cpu", "runq"):
+            value = getattr(s, field_)
+            if value is not None:
+                k[field_] = (k[field_] or 0.0) + value * (clipped / s.seconds if s.seconds > 0 else 1.0)
+        if s.seconds >= long:
+            k["long_spans"] += 1
+            k["long_seconds"] += clipped
+        k["all"].append(s)
+
+
+def _outlier(in_run: list[Span], started: float, latency: float, p50: float, long: float,
+             share: float) -> dict[str, Any]:
+    """A slow request and the spans it overlapped: the kinds whose long spans explain it."""
+    finished = started + latency
+    during = _overlapping(in_run, started, finished)
+    covered = {kind: _covered([(max(s.start, started), min(s.end, finished))
+                               for s in during if s.kind == kind and s.seconds >= long])
+               for kind in {s.kind for s in during}}
+    needed = max(MIN_OVERLAP, share * (latency - p50))
+    return {"latency_ms": latency * 1e3, "p50_ms": p50 * 1e3, "over_3x_p50": latency > 3 * p50,
+            "covered": covered, "explained_by": sorted(k for k, c in covered.items() if c >= needed),
+            "spans": sorted(during, key=lambda s: s.start), "started": started, "finished": finished}
 
 
 def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: float = LONG,
@@ -163,40 +197,21 @@ def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: f
         seconds += end - begin
         requests += len(run.latencies)
         in_run = _overlapping(spans, begin, end)
-        for s in in_run:
-            k = kinds.setdefault(s.kind, {"spans": 0, "seconds": 0.0, "cpu": None, "runq": None, "long_spans": 0,
-                                          "long_seconds": 0.0, "all": []})
-            clipped = min(s.end, end) - max(s.start, begin)
-            k["spans"] += 1
-            k["seconds"] += clipped
-            for field_ in ("cpu", "runq"):
-                value = getattr(s, field_)
-                if value is not None:
-                    k[field_] = (k[field_] or 0.0) + value * (clipped / s.seconds if s.seconds > 0 else 1.0)
-            if s.seconds >= long * p50:
-                k["long_spans"] += 1
-                k["long_seconds"] += clipped
-            k["all"].append(s)
+        _tally(kinds, in_run, begin, end, long * p50)
         ports: list[int | None] = list(run.ports) if run.ports else [None] * len(run.started)
         for started, latency, port in zip(run.started, run.latencies, ports, strict=True):
             steps = served.steps(port, started, started + latency)
             if steps is not None:
                 every_step.append(steps)
-            if latency <= p99:
-                continue
-            finished = started + latency
-            during = _overlapping(in_run, started, finished)
-            covered: dict[str, float] = {}
-            for kind in {s.kind for s in during}:
-                covered[kind] = _covered([(max(s.start, started), min(s.end, finished))
-                                          for s in during if s.kind == kind and s.seconds >= long * p50])
-            needed = max(MIN_OVERLAP, share * (latency - p50))
-            outliers.append({"run": index, "offset_s": started - begin, "latency_ms": latency * 1e3,
-                             "p50_ms": p50 * 1e3, "over_3x_p50": latency > 3 * p50, "covered": covered,
-                             "explained_by": sorted(k for k, c in covered.items() if c >= needed),
-                             "spans": sorted(during, key=lambda s: s.start), "started": started,
-                             "finished": finished, "steps": steps})
+            if latency > p99:
+                outliers.append({"run": index, "offset_s": started - begin, "steps": steps,
+                                 **_outlier(in_run, started, latency, p50, long * p50, share)})
     n = len(outliers)
+    typical = _step_summary(every_step) or {}
+    for o in outliers:  # the steps that took this outlier much longer than they take a typical request
+        needed = max(MIN_OVERLAP, share * (o["latency_ms"] - o["p50_ms"]) / 1e3) * 1e3
+        o["slow_steps"] = sorted(step for step, t in (o["steps"] or {}).items()
+                                 if t * 1e3 - typical.get(step, 0.0) >= needed)
     outlier_seconds = sum(o["latency_ms"] for o in outliers) / 1e3
     table = {}
     for kind, k in sorted(kinds.items()):
@@ -223,14 +238,15 @@ def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: f
         "outliers_over_3x_p50": sum(o["over_3x_p50"] for o in outliers),
         "episodes": len(episodes),
         "explained": len(causes), "loop_late_only": len(symptom_only),
-        "unexplained": sum(not o["explained_by"] for o in outliers),
+        "unexplained": sum(not o["explained_by"] and not o["slow_steps"] for o in outliers),
         "kinds": table,
         # Medians: of the outliers, and of every request (None: the gateway's requests were not recorded)
-        "steps": {"outliers": _step_summary([o["steps"] for o in outliers if o["steps"]]),
-                  "all": _step_summary(every_step)},
+        "steps": {"outliers": _step_summary([o["steps"] for o in outliers if o["steps"]]), "all": typical or None,
+                  "slow": {step: sum(step in o["slow_steps"] for o in outliers) for step in STEPS}},
         "worst": [_drawn(o) for o in worst_ones],
         "rule": f"outlier: slower than its run's p99; explained by a kind whose spans of at least {long:g} × the "
-                f"run's p50 cover ≥ {share:.0%} of its time beyond the p50 (≥ {MIN_OVERLAP * 1e3:.0f} ms)",
+                f"run's p50 cover ≥ {share:.0%} of its time beyond the p50 (≥ {MIN_OVERLAP * 1e3:.0f} ms); a step "
+                f"is slow when it took that much longer than a typical request's",
     }
 
 
@@ -252,7 +268,7 @@ def _drawn(outlier: dict[str, Any]) -> dict[str, Any]:
     started, shortest = outlier["started"], max(DRAWN_SPAN, DRAWN_SHARE * outlier["latency_ms"] / 1e3)
     drawn = [s for s in outlier["spans"] if s.seconds >= shortest]
     return {"run": outlier["run"], "offset_s": outlier["offset_s"], "latency_ms": outlier["latency_ms"],
-            "p50_ms": outlier["p50_ms"], "explained_by": outlier["explained_by"],
+            "p50_ms": outlier["p50_ms"], "explained_by": outlier["explained_by"], "slow_steps": outlier["slow_steps"],
             "steps_ms": None if outlier["steps"] is None else {k: v * 1e3 for k, v in outlier["steps"].items()},
             "not_drawn": len(outlier["spans"]) - len(drawn),
             "spans": [{"kind": s.kind, "at_ms": (s.start - started) * 1e3, **_span_ms(s)} for s in drawn]}

@@ -31,7 +31,7 @@ def render(label: str, s: dict[str, Any]) -> str:
                    f"{k['per_s']:>7.1f} {k['long_per_s']:>6.1f} {shares:>29}  {longest}")
     timeline = s.get("timeline", {})
     out.append(f"  explained by a recorded cause: {s['explained']} of {n}; only by the loop being late: "
-               f"{s['loop_late_only']}; unexplained: {s['unexplained']}"
+               f"{s['loop_late_only']}; neither, nor by a slow step: {s['unexplained']}"
                + ("" if timeline.get("complete", True) else " (TIMELINE INCOMPLETE)")
                + (f"; {timeline['dropped']} spans dropped" if timeline.get("dropped") else ""))
     steps = s.get("steps", {})
@@ -39,6 +39,9 @@ def render(label: str, s: dict[str, Any]) -> str:
         o, a = steps["outliers"], steps["all"]
         out.append("  where the time went, the median time to reach each step, outliers / all requests (ms): "
                    + ", ".join(f"{step} {o.get(step, 0):.1f} / {a.get(step, 0):.1f}" for step in STEPS if step in a))
+        slow = steps.get("slow", {})
+        out.append("  outliers with a slow step: "
+                   + (", ".join(f"{step} {slow[step]}" for step in STEPS if slow.get(step)) or "none"))
     for x in s["kinds"].get(SYMPTOM, {}).get("longest", []):
         if x["detail"]:
             out.append(f"  loop late {x['ms']:.1f} ms (the loop thread on a CPU {x['cpu_ms'] or 0:.1f} ms, waiting "
@@ -50,9 +53,9 @@ def render(label: str, s: dict[str, Any]) -> str:
     for w in s["worst"]:
         steps = w.get("steps_ms")
         stepped = "" if not steps else " = " + " + ".join(f"{v:.1f} to {k}" for k, v in steps.items())
-        out.append(f"    #{w['run']} +{w['offset_s']:.3f} s {w['latency_ms']:.1f} ms{stepped} (p50 {w['p50_ms']:.1f}), "
-                   f"explained by {', '.join(w['explained_by']) or 'nothing'}; {w['not_drawn']} shorter spans "
-                   f"not drawn:")
+        out.append(f"    #{w['run']} +{w['offset_s']:.3f} s {w['latency_ms']:.1f} ms{stepped} "
+                   f"(p50 {w['p50_ms']:.1f}), explained by {', '.join(w['explained_by']) or 'nothing'}, "
+                   f"slow steps: {', '.join(w['slow_steps']) or 'none'}; {w['not_drawn']} shorter spans not drawn:")
         for sp in w["spans"][:16]:
             cpu = "" if sp["cpu_ms"] is None else f"(CPU {sp['cpu_ms']:.1f}, runq {sp['runq_ms'] or 0:.1f}) "
             out.append(f"      {sp['at_ms']:+8.1f} ms {sp['ms']:7.1f} ms  {sp['kind']:<16} "

@@ -58,7 +58,8 @@ def test_each_outlier_is_put_down_to_the_long_span_it_overlaps():
     assert gc["ms"] == pytest.approx(60)
     assert worst[2.5]["explained_by"] == []
     text = render("chat c=64", found)
-    assert "explained by a recorded cause: 1 of 3; only by the loop being late: 1; unexplained: 1" in text
+    assert ("explained by a recorded cause: 1 of 3; only by the loop being late: 1; neither, nor by a slow step: 1"
+            in text)
     assert "app/x.py:1 f" in text
 
 
@@ -107,7 +108,9 @@ def test_a_slow_request_is_split_at_the_steps_the_gateway_marked():
              Span("mark", 1.0825, 1.0825, ["req_slow", "held"]),
              Span("mark", 1.0905, 1.0905, ["req_slow", "upstream"]),
              Span("mark", 1.094, 1.094, ["req_slow", "charged"]),
-             *(Span("request", i * 0.01 + 0.001, i * 0.01 + 0.009, [5000, 200, f"req_{i}"]) for i in range(300))]
+             *(Span("request", i * 0.01 + 0.001, i * 0.01 + 0.009, [5000, 200, f"req_{i}"]) for i in range(300)),
+             *(Span("mark", i * 0.01 + at, i * 0.01 + at, [f"req_{i}", step]) for i in range(300)
+               for step, at in (("admitted", 0.0015), ("held", 0.0015), ("upstream", 0.006), ("charged", 0.008)))]
     found = analyse([run], spans)
     assert "request" not in found["kinds"]  # a request is not something the process did besides
     assert "mark" not in found["kinds"]
@@ -115,5 +118,10 @@ def test_a_slow_request_is_split_at_the_steps_the_gateway_marked():
     assert worst["steps_ms"] == pytest.approx({"app": 2, "admitted": 0.5, "held": 80, "upstream": 8, "charged": 3.5,
                                                "done": 1, "client": 5})
     assert found["steps"]["outliers"]["held"] == pytest.approx(80)
+    assert found["steps"]["slow"]["held"] == 1  # 80 ms where a typical request takes none
+    assert found["steps"]["all"]["upstream"] == pytest.approx(4.5)
+    assert found["steps"]["slow"]["upstream"] == 0
+    assert worst["slow_steps"] == ["held"]
+    assert found["unexplained"] == 0
     assert found["steps"]["all"]["app"] == pytest.approx(1)
     assert "held 80.0 / " in render("chat c=64", found)
