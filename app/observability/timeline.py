@@ -19,6 +19,9 @@ Recorded besides the spans of the instrumented places:
   more than ``LATE`` late (from the wake-up it was due to when it ran): the loop was blocked, or
   starved of the interpreter lock. When the loop has not ticked for ``SAMPLE_AFTER``, a thread
   samples the loop thread's stack every ``SAMPLE_EVERY``; the span's detail names the stacks seen;
+- ``request``: every request the application served, with its client's port and its id; and
+  ``mark``: each step it reached (``admitted``, ``held``, ``upstream``, ``charged``). The only
+  records made per request, each behind a check of ``timeline.on``;
 - ``timeline.flush``: the recorder's own writes, and a mark after each, which tells a reader
   that every span ended before it is in the file.
 """

@@ -2,18 +2,23 @@
 process was doing meanwhile.
 
 Tollgate runs with ``TOLLGATE_TIMELINE`` set (``app/observability/timeline.py``): it appends spans
-``(kind, start, end, detail)`` of its garbage collections, late event-loop wake-ups (with the loop
-thread's sampled stack), ledger writer batches and saves, projector slices, log flushes, … to a
-file, on CLOCK_MONOTONIC. The load generator stamps each request with its send time on the same
-clock (``loadgen.py``). After each point (a case at a concurrency, over its rounds), the requests
-slower than their own run's p99 — the outliers — are laid over the spans of the run's window.
+``(kind, start, end, detail, cpu, runq)`` of its garbage collections, late event-loop wake-ups
+(with the loop thread's sampled stack), ledger writer batches and saves, credit-lease growths,
+projector slices, log flushes, … to a file, on CLOCK_MONOTONIC; and every request it served (with
+its client's port) and the steps each reached (admitted, held, upstream, charged). The load
+generator stamps each request with its send time on the same clock and its connection's port
+(``loadgen.py``). After each point (a case at a concurrency, over its rounds), the requests slower
+than their own run's p99 — the outliers — are laid over the spans of the run's window.
 
-An outlier is *explained* by a kind of span when spans of that kind cover at least ``SHARE`` of
-the time it took beyond its run's p50 (and at least 1 ms) while it was in flight. Per kind the
-report gives the share of outliers it explains, the time per second of run the kind took, and its
-longest spans; then how many outliers only a late loop explains (something held the loop that no
-hook names: the sampled stacks say what), how many nothing recorded explains, and the few worst
-requests span by span.
+An outlier is *explained* by a kind of span when that kind's long spans (at least ``LONG`` × the
+run's p50: a writer busy all the time in short batches explains nothing) cover at least ``SHARE``
+of the time it took beyond its run's p50 while it was in flight; and a step of it is *slow* when
+it took that much longer than the same step of a typical request. Per kind the report gives the
+share of outliers it explains, the time per second of run the kind took (on a CPU, waiting for
+one, the rest blocked), and its longest spans; where the outliers' time went step by step against
+every request's; how many outliers only a late loop explains (something held the loop that no
+hook names: the sampled stacks say what) and how many nothing recorded explains; and the worst
+request of each stall episode span by span.
 """
 
 from __future__ import annotations

@@ -76,5 +76,8 @@ def test_the_stall_finder_explains_each_point_from_tollgates_timeline(tmp_path):
         # Every request went through the ledger writer: its batches are on the timeline, with their CPU time.
         assert stalls["kinds"]["writer.batch"]["per_s"] > 0, stalls["kinds"]
         assert stalls["kinds"]["writer.save"]["cpu_ms_per_s"] > 0
-        assert stalls["explained"] + stalls["loop_late_only"] + stalls["unexplained"] == stalls["outliers"]
+        assert stalls["explained"] + stalls["loop_late_only"] + stalls["unexplained"] <= stalls["outliers"]
+        # Each request found on the gateway's side by its connection, and split at the steps it reached.
+        assert set(stalls["steps"]["all"]) == {"app", "admitted", "held", "upstream", "charged", "done", "client"}
+        assert 0 < stalls["steps"]["all"]["upstream"] < 1000
         assert f"stalls, chat c={concurrency}:" in result.stdout
