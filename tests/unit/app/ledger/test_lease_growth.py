@@ -63,3 +63,20 @@ def test_a_growth_ahead_that_the_team_cannot_afford_refuses_nobody_until_it_is_n
             return served
 
     assert asyncio.run(until_refused()) == 20  # every worst case the team could afford, then a 402
+
+
+def test_a_burst_after_a_quiet_spell_is_served_by_two_growths_at_most(ledger: LedgerService):
+    """The first growth cannot know the burst that follows it; the second serves everyone who
+    came while the first was being written."""
+    ledger.create_team("bursty", 10**12)
+    leases = Leases(ledger)
+
+    async def burst() -> None:
+        first = asyncio.ensure_future(leases.reserve(team_id("bursty"), "bursty", WORST_CASE))
+        await asyncio.sleep(0)  # the first growth is on its way to the writer
+        rest = [asyncio.ensure_future(leases.reserve(team_id("bursty"), "bursty", WORST_CASE)) for _ in range(127)]
+        await asyncio.gather(first, *rest)
+        await leases.grown()
+
+    asyncio.run(burst())
+    assert _growths(ledger, "bursty") <= 3  # the first, the one for everyone waiting, and one ahead at most
