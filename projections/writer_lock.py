@@ -12,18 +12,15 @@ cause one).
 **PostgreSQL: a lock per team.** A session advisory lock per team, on a connection of its own, so
 that writers of different teams never wait for each other (the event store's table lock serialises
 only the insert transactions, not deciding). A writer's turn (``turn``) asks for the locks of its
-batch's teams in one statement, and gives back all it got in another (``pg_advisory_unlock_all``):
+batch's teams in one statement, and gives back all it got in another (``pg_advisory_unlock_all``).
+A team another process is writing right now is not waited for (``pg_try_advisory_lock``): the turn
+gets the others, and its caller keeps that team's commands for a later turn. The teams the caller
+names in ``wait`` are waited for (``pg_advisory_lock``), before the others are tried — so a writer
+waits only while holding locks of smaller keys, if any (the caller names one team: none), and no two
+writers can wait for each other in a circle. A wait lasts at most ``WAIT_TIMEOUT``: then the turn
+only tries (``app/ledger/turns.py`` decides what to wait for, and when to write without the lock).
 
-- a team another process is writing right now is not waited for (``pg_try_advisory_lock``): the
-  writer decides and saves the teams it got, and its caller keeps the others' commands for the next
-  turn — so two processes whose batches share a few teams still write the rest side by side;
-- a team the caller names in ``wait`` (one held back last turn, or one it had to wait for: a hot
-  team both processes write all the time) is waited for (``pg_advisory_lock``), or the other
-  process would get it every time and this one never.
-
-The waits come first, in ascending order of the locks' keys, and the tries after them: a writer only
-ever waits while holding locks of smaller keys, so no two writers can wait for each other in a
-circle. The statement that takes the locks is followed, in the same round trip (a pipeline), by the
+The statement that takes the locks is followed, in the same round trip (a pipeline), by the
 caller's ``then`` on the same connection — the catch-up query, which, being a statement of its own,
 sees everything committed before the locks were granted. Two teams whose 32-bit keys collide merely
 share a lock.
@@ -31,12 +28,10 @@ share a lock.
 **SQLite:** one ``flock`` on a file next to the database, waited for (SQLite has one writer at a time
 anyway, and it is one machine's file, so an OS lock covers every process that can write it).
 
-A wait lasts at most ``WAIT_TIMEOUT``: then the turn gets no team (a process stuck in the middle of
-a batch delays the others by that much at a time; ``app/ledger/contention.py`` decides when to write
-without the lock). If the lock cannot be taken at all — the server went away — the writer goes on
-without it for a moment: optimistic concurrency alone keeps the ledger correct, only slower under
-contention. Any error on the lock's connection closes it, and with it every lock it held (session
-locks outlive a failed statement, never their session).
+If the lock cannot be taken at all — the server went away — the writer goes on without it for a
+moment: optimistic concurrency alone keeps the ledger correct, only slower under contention. Any
+error on the lock's connection closes it, and with it every lock it held (session locks outlive a
+failed statement, never their session).
 """
 
 from __future__ import annotations
@@ -58,7 +53,7 @@ log = logging.getLogger("tollgate.ledger")
 #: The first key of every team's advisory lock (PostgreSQL's two-key locks are a key space of their
 #: own, apart from the one-key locks such as the schema's): "Toll".
 NAMESPACE = 0x546F6C6C
-#: The longest wait for teams' locks: then the turn gets none of them (the caller tries again later).
+#: The longest wait for a team's lock: then the turn only tries (the caller waits again another time).
 WAIT_TIMEOUT = "100ms"
 #: After the lock could not be taken, batches go without it this long before the next try (an
 #: unreachable server is not asked again, with its connect timeout, for every batch).
@@ -160,17 +155,20 @@ class WriterLock:
         for team_id in team_ids:
             teams_of.setdefault(team_key(team_id), []).append(team_id)
         waited_for = {team_key(t) for t in wait if t in team_ids}
+        try:
+            return self._take(teams_of, waited_for, then)
+        except LockNotAvailable:  # waited WAIT_TIMEOUT: give back what it took, and only try this time
+            self._give_back()
+            return self._take(teams_of, set(), then)
+
+    def _take(self, teams_of: dict[int, list[UUID]], waited_for: set[int], then: Callable[[Any], Any] | None) -> Turn:
         keys = sorted(waited_for) + sorted(set(teams_of) - waited_for)
         found = None
-        try:
-            with self._conn.pipeline():
-                cursor = self._conn.execute(_TAKE, (NAMESPACE, NAMESPACE, keys, [k in waited_for for k in keys]))
-                if then is not None:
-                    found = then(self._conn)
-                rows = cursor.fetchall()
-        except LockNotAvailable:  # waited WAIT_TIMEOUT: give back the locks it took before that one
-            self._give_back()
-            return Turn(frozenset())
+        with self._conn.pipeline():
+            cursor = self._conn.execute(_TAKE, (NAMESPACE, NAMESPACE, keys, [k in waited_for for k in keys]))
+            if then is not None:
+                found = then(self._conn)
+            rows = cursor.fetchall()
         mine: set[UUID] = set()
         waited: set[UUID] = set()
         before = 0.0
