@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
-from typing import cast
+from typing import Any, Protocol, cast
 from uuid import UUID
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import Notification
+from eventsourcing.persistence import Notification, StoredEvent
 
 from domain.ledger import TeamLedger
 from projections.database import Database
@@ -43,6 +43,17 @@ PAUSE_EVERY = 50
 POLICY_EVENTS = (TeamLedger.KeyIssued, TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
                  TeamLedger.KeyEndpointsRestricted, TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet,
                  TeamLedger.Suspended, TeamLedger.Reinstated)
+
+#: Teams caught up by one query (SQLite takes at most 500 terms of a UNION).
+CATCH_UP_TEAMS = 100
+
+
+class NewerEvents(Protocol):
+    """What both recorders (``sqlite_store``, ``postgres_store``) add to find other processes' writes."""
+
+    def select_newer_events(self, versions: Sequence[tuple[UUID, int]], page: int,
+                            connection: Any = None) -> list[StoredEvent]: ...
+
 
 class LedgerStore(Application[UUID]):
     """The team ledgers' event store (a thin eventsourcing application)."""
@@ -150,6 +161,37 @@ class LedgerStore(Application[UUID]):
     def newer_events(self, team: TeamLedger) -> Iterator[TeamLedger.Event]:
         """Events another process appended to ``team`` since this copy was loaded, a page at a time."""
         return self.events_after(team.id, team.version)
+
+    def newer_stored_events(self, teams: Iterable[TeamLedger], connection: Any = None,
+                            page: int = EVENT_PAGE) -> list[StoredEvent]:
+        """The events other processes appended to any of ``teams`` since these copies, up to ``page``
+        a team, as stored, in one query (nothing found, the common case, costs just that query);
+        ``connection``: the writer lock's, on PostgreSQL (``projections/writer_lock.py``)."""
+        versions = [(team.id, team.version) for team in teams]
+        recorder = cast(NewerEvents, self.recorder)
+        return [stored for at in range(0, len(versions), CATCH_UP_TEAMS)
+                for stored in recorder.select_newer_events(versions[at:at + CATCH_UP_TEAMS], page, connection)]
+
+    def newer_events_of(self, teams: Iterable[TeamLedger], found: Sequence[StoredEvent] | None = None,
+                        page: int = EVENT_PAGE) -> Iterator[TeamLedger.Event]:
+        """The events other processes appended to any of ``teams`` since these copies, each team's in
+        order: ``found`` (what ``newer_stored_events`` read), or read now; a team with more than
+        ``page`` of them is read on from there a page at a time."""
+        if found is None:
+            found = self.newer_stored_events(teams, page=page)
+        count: dict[UUID, int] = {}
+        last: dict[UUID, int] = {}
+        for stored in found:
+            event = self.ledger_event_of(stored)
+            count[event.originator_id] = count.get(event.originator_id, 0) + 1
+            last[event.originator_id] = event.originator_version
+            yield event
+        for team_id, n in count.items():
+            if n >= page:
+                yield from self.events_after(team_id, last[team_id], page=page)
+
+    def ledger_event_of(self, stored: StoredEvent) -> TeamLedger.Event:
+        return cast(TeamLedger.Event, self.mapper.to_domain_event(stored))
 
     def find_idempotent(self, team_id: UUID, idem_key: str) -> IdempotentResponse | None:
         return self.read_models.find_idempotent(team_id, idem_key)

@@ -45,6 +45,21 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
             c.execute(sql, params)
             return list(c.fetchall())
 
+    def select_newer_events(self, versions: Sequence[tuple[UUID, int]], page: int,
+                            connection: Any = None) -> list[StoredEvent]:
+        """The events of each ``(team id, version)`` after that version, at most ``page`` a team, in
+        one query: a union of one primary-key range per team (``connection``: PostgreSQL's only)."""
+        if not versions:
+            return []
+        one = (f"SELECT * FROM (SELECT originator_id, originator_version, topic, state FROM {self.events_table_name} "
+               "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version LIMIT ?)")
+        params = [value for tid, version in versions for value in (tid.hex, version, page)]
+        with self.datastore.transaction(commit=False) as c:
+            c.execute(" UNION ALL ".join([one] * len(versions)), params)
+            return [StoredEvent(originator_id=self.convert_originator_id(row["originator_id"]),
+                                originator_version=row["originator_version"], topic=row["topic"], state=row["state"])
+                    for row in c.fetchall()]
+
 
 def _row(s: StoredEvent) -> tuple[Any, ...]:
     originator = s.originator_id.hex if isinstance(s.originator_id, UUID) else s.originator_id

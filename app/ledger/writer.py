@@ -28,13 +28,14 @@ import queue
 import random
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar
 from uuid import UUID
 
 from app.ledger.team_cache import Loaded, TeamCache
+from app.ledger.turns import Turns
 from app.observability import metrics, timeline
 from domain.ledger import AlreadyCharged, InsufficientCredits, LedgerError, TeamLedger, TeamNotFound, TeamSuspended
 from projections.event_store import LedgerStore
@@ -104,7 +105,6 @@ class LedgerWriter:
         (projections/writer_lock.py); the batch's teams first catch up with what they wrote.
         ``snapshot_every``: a snapshot of a team every this many of its events (None: none)."""
         self.store = store
-        self._lock = lock
         self._on_commit = on_commit
         self.max_batch = max_batch
         self.max_attempts = max_attempts
@@ -117,6 +117,10 @@ class LedgerWriter:
                                                          idle_seconds=60 if lock is not None else 600)
         #: Answers stored under an Idempotency-Key by the commands of the batch being decided.
         self._pending_answers: dict[tuple[UUID, str], IdempotentResponse] = {}
+        #: With the lock: the turns (``app/ledger/turns.py``), and the commands of teams another process
+        #: was writing, held back (in order) for the next batch.
+        self._turns = Turns(lock, store, self._copies, self._catch_up, self._commit) if lock is not None else None
+        self._deferred: list[_Queued[Any]] = []
         self._thread: threading.Thread | None = None
         #: Told (on the writer thread) why a batch could not be saved: ``app/ledger/health.py``.
         self.on_failure: Callable[[str], None] | None = None
@@ -136,8 +140,8 @@ class LedgerWriter:
             self._thread.join()
             self._thread = None
         self._cache.close()
-        if self._lock is not None:
-            self._lock.close()
+        if self._turns is not None:
+            self._turns.close()
 
     @property
     def running(self) -> bool:
@@ -188,15 +192,15 @@ class LedgerWriter:
 
     def _run(self) -> None:
         stopping = False
-        while not stopping or self._cache.loading:
-            first = self._queue.get()
-            items: list[_Queued[Any] | Loaded | _Between | None] = [first]
+        while not stopping or self._cache.loading or self._deferred:
+            # Commands held back for another process's turn go first, in order (and no waiting for more).
+            items: list[_Queued[Any] | Loaded | _Between | None] = [] if self._deferred else [self._queue.get()]
             while len(items) < self.max_batch:
                 try:
                     items.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-            ready: list[_Queued[Any]] = []
+            ready, self._deferred = self._deferred, []
             for item in items:
                 if item is None:
                     stopping = True
@@ -223,13 +227,10 @@ class LedgerWriter:
     def _write(self, batch: list[_Queued[Any]]) -> None:
         started = time.perf_counter()
         try:
-            if self._lock is None:
+            if self._turns is None:
                 self._commit(batch)
             else:
-                with self._lock.held():
-                    for tid in {item.team_id for item in batch}:
-                        self._catch_up(tid)
-                    self._commit(batch)
+                self._deferred.extend(self._turns.take(batch, {item.team_id for item in self._deferred}))
         except BaseException as exc:  # never let the writer thread die with callers waiting
             log.exception("ledger writer failed a batch")
             self._failed(str(exc))
@@ -262,8 +263,7 @@ class LedgerWriter:
                 last_conflict = str(exc)
                 log.info("ledger batch of %d command(s) lost a version race (attempt %d of %d: %s); catching up",
                          len(batch), attempt + 1, self.max_attempts, exc)
-                for tid in written:
-                    self._catch_up(tid)
+                self._catch_up(written)
                 continue
             except StaleConnection as exc:  # that connection is gone: the same writes on a fresh one
                 last_conflict = str(exc)
@@ -340,18 +340,25 @@ class LedgerWriter:
             return AlreadyCharged(team.name if team is not None else "?", charged[0])
         return RefusedByStore(str(exc), getattr(exc, "constraint", None))
 
-    def _catch_up(self, team_id: UUID) -> None:
-        """Apply what other processes appended to a team since our copy; on any doubt, forget the
-        copy (the next command replays the team from the store)."""
-        team = self._cache.teams.get(team_id)
-        if team is None:
+    def _copies(self, team_ids: Iterable[UUID]) -> list[TeamLedger]:
+        return [team for tid in team_ids if (team := self._cache.teams.get(tid)) is not None]
+
+    def _catch_up(self, team_ids: Iterable[UUID], found: Sequence[Any] | None = None) -> None:
+        """Apply what other processes appended to these teams since our copies — ``found`` (stored
+        events read with the lock), or read now in one query for all of them; on any doubt, forget
+        the copies (the next command loads them again)."""
+        teams = {tid: team for tid in team_ids if (team := self._cache.teams.get(tid)) is not None}
+        if not teams:
             return
         try:
-            for event in self.store.newer_events(team):
-                event.mutate(team)
+            for event in self.store.newer_events_of(teams.values(), found):
+                team = teams.get(event.originator_id)
+                if team is not None:
+                    event.mutate(team)
         except Exception:
-            log.exception("could not catch up with team %s; it will be reloaded", team_id)
-            self._cache.forget(team_id)
+            log.exception("could not catch up with teams %s; they will be reloaded", ", ".join(map(str, teams)))
+            for tid in teams:
+                self._cache.forget(tid)
 
     def _apply(self, item: _Queued[R], team: TeamLedger | None) -> tuple[TeamLedger, Recorded[R]]:
         try:

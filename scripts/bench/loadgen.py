@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import multiprocessing
 import time
 from array import array
@@ -62,8 +63,10 @@ class Result:
 
 
 class _Client(asyncio.Protocol):
-    def __init__(self, run: _Run) -> None:
+    def __init__(self, run: _Run, index: int = 0) -> None:
         self.run = run
+        # What this connection sends: with one request per team's key (``--teams``), the index-th of them.
+        self.request = run.request if isinstance(run.request, bytes) else run.request[index % len(run.request)]
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)
         self.sent = self.first = 0.0
@@ -92,7 +95,7 @@ class _Client(asyncio.Protocol):
     def _send_now(self) -> None:
         self.first = 0.0
         self.sent = time.monotonic()
-        self.transport.write(self.run.request)  # type: ignore[union-attr]
+        self.transport.write(self.request)  # type: ignore[union-attr]
 
     def data_received(self, data: bytes) -> None:
         try:
@@ -139,7 +142,7 @@ class _Client(asyncio.Protocol):
 @dataclass
 class _Run:
     loop: asyncio.AbstractEventLoop
-    request: bytes
+    request: bytes | list[bytes]
     deadline: float
     interval: float  # seconds between one connection's requests when paced, else 0
     pending: int
@@ -159,15 +162,16 @@ class _Run:
             self.all_done.set_result(None)
 
 
-async def run_load(host: str, port: int, request: bytes, connections: int, duration: float,
+async def run_load(host: str, port: int, request: bytes | list[bytes], connections: int, duration: float,
                    rate: float = 0.0) -> dict[str, Any]:
     """Drive ``connections`` closed loops for ``duration`` seconds; each finishes the request it has
-    in flight, so every request the server accepted is answered and counted."""
+    in flight, so every request the server accepted is answered and counted. Given several requests
+    (one per team's key), connection ``i`` sends the ``i``-th modulo their number."""
     loop = asyncio.get_running_loop()
     run = _Run(loop, request, 0.0, connections / rate if rate else 0.0, connections, loop.create_future())
     clients = []
-    for _ in range(connections):
-        _, client = await loop.create_connection(lambda: _Client(run), host, port)
+    for i in range(connections):
+        _, client = await loop.create_connection(functools.partial(_Client, run, i), host, port)
         clients.append(client)
     started = time.monotonic()
     run.deadline = started + duration
@@ -212,15 +216,20 @@ class LoadGenerators:
     def pids(self) -> list[int]:
         return [p.pid for p in self._procs if p.pid is not None]
 
-    def run(self, host: str, port: int, request: bytes, connections: int, duration: float, *,
+    def run(self, host: str, port: int, request: bytes | list[bytes], connections: int, duration: float, *,
             rate: float = 0.0, processes: int | None = None) -> Result:
         """Split the connections over ``processes`` generators (all by default, never more than
-        there are connections) and merge what they measured."""
+        there are connections) and merge what they measured. Several requests (one per team) are
+        spread over all the connections: each generator starts where the one before left off."""
         used = self._pipes[:max(1, min(processes or len(self._pipes), connections))]
         shares = [connections // len(used) + (1 if i < connections % len(used) else 0) for i in range(len(used))]
+        start = 0
         for pipe, share in zip(used, shares, strict=True):
-            pipe.send({"host": host, "port": port, "request": request, "connections": share,
+            at = start % len(request)
+            mine = request if isinstance(request, bytes) else request[at:] + request[:at]
+            pipe.send({"host": host, "port": port, "request": mine, "connections": share,
                        "duration": duration, "rate": rate * share / connections})
+            start += share
         result = Result()
         for pipe in used:
             answer = pipe.recv()

@@ -20,6 +20,13 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+def _positive(text: str) -> int:
+    (value,) = _ints(text) if "," not in text else (0,)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected one positive number, got {text!r}")
+    return value
+
+
 def _cases(text: str) -> list[str]:
     names = [v.strip() for v in text.split(",") if v.strip()]
     unknown = [n for n in names if n not in CASE_NAMES]
@@ -33,6 +40,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the ledger's database (default sqlite; postgresql gets a fresh database, dropped after)")
     parser.add_argument("--workers", type=_ints, default=[1], metavar="N[,N]",
                         help="tollgate serve --workers, e.g. 1,2 runs both (the floor gets as many; >1 uses Redis)")
+    parser.add_argument("--teams", type=_positive, default=1, metavar="N",
+                        help="Tollgate's load spread over N teams, each with its key (connection i uses team i mod N; "
+                             "default 1)")
     parser.add_argument("--duration", type=float, default=1.5, help="seconds per run (default 1.5)")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (direct, floor, tollgate) per point")
     parser.add_argument("--concurrency", type=_ints, default=[1, 16, 64], metavar="C[,C]",

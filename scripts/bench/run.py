@@ -93,7 +93,7 @@ def _sanity(server: servers.Server, case: Case, key: str, billed: bool) -> None:
         )
 
 
-def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes, concurrency: int,
+def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes | list[bytes], concurrency: int,
             duration: float, settle: float = 0.0, idle_cpu: float = 0.0,
             stalls: StallFinder | None = None) -> dict[str, Any]:
     """One closed-loop run. CPU is counted from just before the run until ``settle`` seconds after
@@ -131,10 +131,14 @@ def _rss(server: servers.Server) -> dict[str, Any]:
             "by_process": {str(pid): round(mb, 1) for pid, mb in peaks.items()}}
 
 
-def _requests(case: Case, targets: dict[str, servers.Server], key: str) -> dict[str, bytes]:
-    return {name: render_request("127.0.0.1", server.port, case.path, case.body_bytes(),
-                                 case.headers(key if name == "tollgate" else "bench"))
-            for name, server in targets.items()}
+def _requests(case: Case, targets: dict[str, servers.Server], key: str,
+              keys: list[str] | None = None) -> dict[str, bytes | list[bytes]]:
+    """Each target's request; Tollgate's, given several teams' ``keys``, one per key (connection i uses key i mod N)."""
+    def render(server: servers.Server, key: str) -> bytes:
+        return render_request("127.0.0.1", server.port, case.path, case.body_bytes(), case.headers(key))
+
+    return {name: ([render(server, k) for k in keys] if keys and len(keys) > 1 else render(server, key))
+            if name == "tollgate" else render(server, "bench") for name, server in targets.items()}
 
 
 def _profile(plan: Plan, targets: dict[str, servers.Server], key: str, loadgens: LoadGenerators,
@@ -165,7 +169,7 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
                  workdir: Path, soak_seconds: float) -> dict[str, Any]:
     print(f"\n== {backend}, --workers {workers} ==", flush=True)
     ledger = servers.new_ledger(workdir, backend, upstream, workers=workers, postgres_admin=plan.args.postgres_url,
-                                redis_url=plan.args.redis_url)
+                                redis_url=plan.args.redis_url, teams=plan.args.teams)
     floor = servers.bare_proxy(workdir, upstream, workers)
     stalls = StallFinder(workdir / f"timeline-{backend}-w{workers}.jsonl") if plan.args.stalls else None
     gateway = servers.tollgate(workdir, ledger, workers, stalls.env() if stalls else None)
@@ -179,7 +183,7 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
         print(f"tollgate idle: {idle:.1f} ms CPU per second (subtracted over each run's settle time)", flush=True)
         for case in plan.cases:
             result["cases"][case.name] = {}
-            requests = _requests(case, targets, ledger.key)
+            requests = _requests(case, targets, ledger.key, ledger.keys)
             for name, server in targets.items():  # one checked request, then a warm-up run
                 _sanity(server, case, ledger.key, billed=name == "tollgate")
                 warm = loadgens.run("127.0.0.1", server.port, requests[name], max(plan.concurrency), plan.warmup)
@@ -232,7 +236,7 @@ def _meta(plan: Plan) -> dict[str, Any]:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parents[2]).stdout.strip()
     program = "tollgate" if Path(sys.argv[0]).name == "tollgate" else "python -m scripts.bench"
-    return {"command": " ".join([program, *sys.argv[1:]]),
+    return {"command": " ".join([program, *sys.argv[1:]]), "teams": plan.args.teams,
             "date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": commit or None,
             "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "python": platform.python_version(),
             "duration": plan.duration, "rounds": plan.rounds, "concurrency": plan.concurrency,

@@ -145,6 +145,8 @@ class Ledger:
     backend: str
     config: Path
     key: str = ""
+    #: Every bench team's key, the first team's (``key``) first: ``--teams N`` spreads the load over them.
+    keys: list[str] = field(default_factory=list)
     postgres_admin: str | None = None
     database: str | None = None
 
@@ -164,8 +166,9 @@ class Ledger:
 
 
 def new_ledger(workdir: Path, backend: str, upstream: Server, *, workers: int, postgres_admin: str,
-               redis_url: str) -> Ledger:
-    """A ledger with the bench team (credits that never run out) and its key (limits that never bind)."""
+               redis_url: str, teams: int = 1) -> Ledger:
+    """A ledger with the bench team (credits that never run out) and its key (limits that never bind);
+    with ``teams`` above 1, that many teams in all, each with such a key (``scripts/bench/teams.py``)."""
     name = f"tollgate_bench_{uuid.uuid4().hex[:10]}"
     ledger = Ledger(backend, workdir / f"{name}.toml")
     if backend == "sqlite":
@@ -181,6 +184,13 @@ def new_ledger(workdir: Path, backend: str, upstream: Server, *, workers: int, p
     run_cli(ledger.config, "team", "create", TEAM, "--credits", "1000000000")
     ledger.key = run_cli(ledger.config, "key", "create", "--team", TEAM, "--rpm", "100000000",
                          "--tpm", "100000000000").strip().splitlines()[-1]
+    ledger.keys = [ledger.key]
+    if teams > 1:
+        made = subprocess.run([sys.executable, "-m", "scripts.bench.teams", str(ledger.config), "1", str(teams - 1)],
+                              capture_output=True, text=True, env=child_env(), timeout=600)
+        if made.returncode != 0:
+            raise RuntimeError(f"creating the bench teams failed ({made.returncode}): {made.stderr.strip()}")
+        ledger.keys += made.stdout.split()
     return ledger
 
 

@@ -5,8 +5,13 @@ claims come from the benchmark itself, never from a timed unit test."""
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
+from pathlib import Path
 
 from scripts.bench.options import CASE_NAMES
 from tests.support.gateway import tollgate_command
@@ -81,3 +86,28 @@ def test_the_stall_finder_explains_each_point_from_tollgates_timeline(tmp_path):
         assert set(stalls["steps"]["all"]) == {"app", "admitted", "held", "upstream", "charged", "done", "client"}
         assert 0 < stalls["steps"]["all"]["upstream"] < 1000
         assert f"stalls, chat c={concurrency}:" in result.stdout
+
+
+def test_the_benchmark_spreads_its_load_over_many_teams(tmp_path):
+    """``--teams N``: N teams, each with its key; connection i uses team i mod N, and every answered
+    request is still exactly one charge, whichever team it went to."""
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "scripts.bench", "--quick", "--backend", "sqlite", "--cases", "chat",
+         "--concurrency", "6", "--teams", "3", "--keep", "--json", str(out)],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    workdir = Path(re.search(r"the servers' logs are in (\S+)", result.stderr).group(1))
+    try:
+        (config,) = json.loads(out.read_text())["configs"]
+        assert config["ledger"]["verified"]
+        assert config["ledger"]["charges"] == config["ledger"]["answered"] > 0
+        (db,) = workdir.glob("*.db")
+        with closing(sqlite3.connect(db)) as conn:
+            names = dict(conn.execute("SELECT team_id, team_name FROM team_balances").fetchall())
+            charged = dict(conn.execute("SELECT team_id, COUNT(*) FROM charged_requests GROUP BY team_id").fetchall())
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    assert sorted(names.values()) == ["bench", "bench-1", "bench-2"]
+    assert set(charged) == set(names)  # each team's key carried requests
+    assert sum(charged.values()) == config["ledger"]["charges"]
