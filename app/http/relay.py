@@ -18,10 +18,10 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from litestar import Request, Response
-from litestar.response import Stream
 
 from app.errors import GatewayError
 from app.http.billed_call import BilledCall, hold
+from app.http.event_stream import EventStream
 from app.http.exchange import plan
 from app.http.prompt_size import measure_prompt
 from app.json import encode
@@ -40,7 +40,7 @@ ENDPOINTS: dict[str, str] = {"chat": endpoints.CHAT, "responses": endpoints.RESP
 
 async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
                 protocol: Wire, body: dict[str, Any], raw_body: bytes, *, max_output: int,
-                requested_output: int) -> Response[bytes] | Stream:
+                requested_output: int) -> Response[bytes] | EventStream:
     """Serve a request the caller may make: size its prompt, decide what goes upstream, hold its
     worst case (``max_output`` output tokens; ``requested_output`` is what the client asked for, its
     rate-limit estimate), then call and charge. Everything that can refuse it does so before the hold."""
@@ -61,7 +61,7 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
     return await answer(call)
 
 
-async def answer(call: BilledCall) -> Response[bytes] | Stream:
+async def answer(call: BilledCall) -> Response[bytes] | EventStream:
     """The held call's answer, streamed or plain as the client asked; settled whatever happens."""
     if call.exchange.stream:
         return await _streamed(call)
@@ -82,7 +82,7 @@ async def _answered(call: BilledCall) -> Response[bytes]:
     return Response(body, headers=call.headers, media_type="application/json")
 
 
-async def _streamed(call: BilledCall) -> Stream:
+async def _streamed(call: BilledCall) -> EventStream:
     """Start the relay before answering: the upstream's refusal to open the stream is then an
     ordinary error answer, and a started generator is always closed (by the fast path once the answer
     ended, ``app/http/hot_paths.py``; by the event loop's finalizer if nobody iterates it, e.g. the
@@ -92,7 +92,7 @@ async def _streamed(call: BilledCall) -> Stream:
     if call.transcript is not None:
         relay = _recorded(relay, call.transcript)
     first = await relay.__anext__()
-    return Stream(_prepend(first, relay), media_type="text/event-stream", headers={**call.headers, **SSE_HEADERS})
+    return EventStream(_prepend(first, relay), media_type="text/event-stream", headers={**call.headers, **SSE_HEADERS})
 
 
 async def _relay(call: BilledCall) -> AsyncGenerator[bytes, None]:
