@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -27,13 +28,22 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Callable
+from decimal import Decimal
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
+from litestar.response import Stream
+
+from app.http.exchange import plan
+from app.http.prompt_size import model_rules
+from app.http.relay import answer
 from app.http.server import create_asgi_app
 from app.runtime import build_runtime
+from app.tokens.delivered import Delivered
 from app.upstream.client import Timeouts
+from domain.pricing import TokenUsage
 from domain.settings import parse_settings
 
 WORDS = [f" word{i}" for i in range(20)]
@@ -94,17 +104,27 @@ def message_frames() -> list[bytes]:
 
 
 class _Content:
+    """What the adapters use of aiohttp's ``StreamReader``: ``iter_any`` (an iterator object, as
+    aiohttp's is), ``read`` and ``at_eof``."""
+
     def __init__(self, reads: list[bytes], apart: bool) -> None:
-        self._reads = reads
+        self._reads = iter(reads)
         self._apart = apart
         self._eof = False
 
-    async def iter_any(self) -> AsyncIterator[bytes]:
+    def iter_any(self) -> _Content:
+        return self
+
+    def __aiter__(self) -> _Content:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._apart:
+            await asyncio.sleep(0)
         for data in self._reads:
-            if self._apart:
-                await asyncio.sleep(0)
-            yield data
+            return data
         self._eof = True
+        raise StopAsyncIteration
 
     async def read(self) -> bytes:
         self._eof = True
@@ -249,16 +269,88 @@ class Driver:
         return status
 
 
-async def measure(driver: Driver, case: str, requests: int, concurrency: int) -> float:
+class _Call:
+    """What the relay asks of a billed call, without the ledger: the charge is the final frames'
+    rendering, with a fixed cost (``--part relay``)."""
+
+    def __init__(self, exchange: Any, upstream: Any, delivered: Delivered) -> None:
+        self.exchange = exchange
+        self.transcript = None
+        self.headers: dict[str, str] = {}
+        self.delivered = delivered
+        self._upstream = upstream
+        self._stream: Any = None
+
+    async def __aenter__(self) -> _Call:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._stream is not None:
+            await self._stream.aclose()
+
+    async def complete(self) -> dict[str, Any]:
+        answer: dict[str, Any] = await self._upstream.complete(self.exchange.body, self.exchange.headers)
+        return answer
+
+    async def open_stream(self) -> Any:
+        self._stream = await self._upstream.open_stream(self.exchange.body, self.exchange.headers)
+        return self._stream
+
+    async def charge(self, usage: TokenUsage, render: Callable[[dict[str, Any]], bytes]) -> bytes:
+        return render(_COST)
+
+    async def charge_stream(self, usage: TokenUsage, final: Callable[[dict[str, Any]], list[bytes]]) -> bytes:
+        return b"".join(final(_COST))
+
+    async def settle_partial(self, exc: Exception) -> None:
+        raise RuntimeError(f"the canned stream failed: {exc}")
+
+
+_COST = {"cost": {"credits": Decimal("0.000123")}, "remaining": {"credits": Decimal("99.99")}}
+
+
+class _Request:
+    headers: ClassVar[dict[str, str]] = {}
+
+
+async def relay_once(driver: Driver) -> int:
+    """One request through the relay alone (``app/http/relay.py``: plan, call, answer, and the
+    streamed answer's ASGI messages), its call billed by nothing."""
+    path, body, _, _ = driver.case
+    protocol = "chat" if path == "/v1/chat/completions" else "messages"
+    model = driver.runtime.settings.model(body["model"])
+    assert model is not None
+    upstream = driver.runtime.upstreams[model.id]
+    exchange = plan(model, upstream.wire, protocol, dict(body), _Request(), 20)  # type: ignore[arg-type]
+    call = _Call(exchange, upstream, Delivered(model_rules(model, upstream.wire), 20))
+    response = await answer(call)  # type: ignore[arg-type]
+    if not isinstance(response, Stream):
+        return 200 if response.content else 0
+    complete = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        await complete.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            complete.set()
+
+    await response.to_asgi_response(None, _Request())({}, receive, send)  # type: ignore[arg-type]
+    return 200
+
+
+async def measure(driver: Driver, case: str, requests: int, concurrency: int, part: str) -> float:
     """CPU seconds per request of ``requests`` requests of ``case``, ``concurrency`` at a time."""
     driver.case = CASES[case]
+    once = driver.request if part == "request" else partial(relay_once, driver)
     left = requests
 
     async def loop() -> None:
         nonlocal left
         while left > 0:
             left -= 1
-            status = await driver.request()
+            status = await once()
             if status != 200:
                 raise RuntimeError(f"{case}: status {status}")
 
@@ -276,16 +368,18 @@ async def run(args: argparse.Namespace) -> None:
         config, key = setup(Path(tmp))
         driver = Driver(config, key)
         await driver.start()
+        gc.collect()
+        gc.freeze()  # what start-up built is never collected: each round's collections walk what requests make
         try:
             results: dict[str, list[float]] = {case: [] for case in cases}
             for _ in range(args.rounds):
                 for case in cases:
-                    results[case].append(await measure(driver, case, args.requests, args.concurrency))
+                    results[case].append(await measure(driver, case, args.requests, args.concurrency, args.part))
         finally:
             await driver.stop()
     base = statistics.median(results[cases[0]])
     least = min(results[cases[0]])
-    print(f"CPU per request, in process, concurrency {args.concurrency}, {args.requests} requests × "
+    print(f"CPU per request ({args.part}), in process, concurrency {args.concurrency}, {args.requests} requests × "
           f"{args.rounds} rounds: the median and the least of the rounds (the least is the one the machine's "
           "other work disturbed least), each against the first case's")
     for case in cases:
@@ -301,6 +395,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--cases", default="chat,chat_stream,chat_stream_apart")
+    parser.add_argument("--part", choices=("request", "relay"), default="request",
+                        help="the whole request (default), or the relay alone: no auth, no prompt count, no "
+                             "ledger (the answer's cost is fixed), so what changes between runs is the relay's")
     asyncio.run(run(parser.parse_args()))
 
 
