@@ -11,18 +11,19 @@ built-in tool the model refuses) leaves the team's money as it was:
   the upstream's codec writes it, and the answer goes back the same way, tool names mapped back.
 
 Either way the relay (``app/http/relay.py``) sees one :class:`Exchange`: a body to send, a
-decoder for a whole answer, a reader for stream events and a writer for the client's frames.
+decoder for a whole answer, and a stream relay (``app/translate/stream_relay.py``) for the client's
+frames: the upstream's bytes passed on as they came (chat and messages passed through), or its events
+read as canonical ones and written again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from litestar import Request
 
-from app.errors import GatewayError
 from app.tokens import Protocol as Wire
 from app.translate import canonical as c
 from app.translate import tools
@@ -36,25 +37,13 @@ from app.translate.responses import passthrough as responses_pass
 from app.translate.responses.client import ResponseShell, canonical_to_response, responses_request_to_canonical
 from app.translate.responses.stream import ResponsesStreamWriter
 from app.translate.responses.upstream import ResponsesEventReader, canonical_to_responses_body, response_to_canonical
+from app.translate.stream_relay import CanonicalRelay, EventReader, StreamRelay, StreamWriter
 from domain.pricing import TokenUsage
 from domain.settings import Model
 
 #: The headers of each wire that say which version of it, and which betas, the client speaks.
 VERSION_HEADERS: dict[str, tuple[str, ...]] = {
     "chat": ("openai-beta",), "responses": ("openai-beta",), "messages": ("anthropic-version", "anthropic-beta")}
-
-
-class EventReader(Protocol):
-    def events(self, raw: dict[str, Any]) -> list[c.Event]: ...
-
-
-class StreamWriter(Protocol):
-    """The client's frames: the upstream's event as it came (``raw``) and as canonical ``events``."""
-
-    def start(self) -> list[bytes]: ...
-    def write(self, raw: dict[str, Any], events: list[c.Event]) -> list[bytes]: ...
-    def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]: ...
-    def error(self, exc: GatewayError) -> list[bytes]: ...
 
 
 @dataclass
@@ -66,8 +55,8 @@ class Exchange:
     passthrough_wire: str | None
     decode: Callable[[dict[str, Any]], c.Response]
     render: Callable[[dict[str, Any], c.Response, dict[str, Any]], dict[str, Any]]
-    reader: Callable[[], EventReader]
-    writer: Callable[[], StreamWriter]
+    #: A new stream's relay: the upstream's events → the client's frames.
+    relay: Callable[[], StreamRelay]
     dropped_tools: list[str] = field(default_factory=list)
 
 
@@ -115,16 +104,17 @@ def _passthrough(model: Model, wire: Wire, body: dict[str, Any], request: Reques
         forward["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
     render = {"chat": chat_pass.render_answer, "messages": messages_pass.render_answer,
               "responses": responses_pass.render_answer}[wire]
-    writers: dict[str, Callable[[], StreamWriter]] = {
+    relays: dict[str, Callable[[], StreamRelay]] = {
         "chat": lambda: chat_pass.ChatPassThrough(model.id, include_usage),
         "messages": lambda: messages_pass.MessagesPassThrough(model.id),
-        "responses": lambda: responses_pass.ResponsesPassThrough(model.id),
+        "responses": lambda: CanonicalRelay(ResponsesEventReader(), responses_pass.ResponsesPassThrough(model.id),
+                                            pure_finish=True),
     }
     return Exchange(
         body=forward, headers=headers, stream=stream, passthrough_wire=wire, decode=_DECODERS[wire],
         render=lambda answer, resp, extra: render(answer, model.id, resp.usage or TokenUsage(0, 0),
                                                   resp.reasoning_tokens, extra),
-        reader=_READERS[wire], writer=writers[wire], dropped_tools=dropped)
+        relay=relays[wire], dropped_tools=dropped)
 
 
 class _NamedReader:
@@ -169,4 +159,4 @@ def _translated(model: Model, wire: str, protocol: Wire, req: c.Request, body: d
     return Exchange(
         body=_upstream_body(req, wire, model, names), headers={}, stream=req.stream, passthrough_wire=None,
         decode=lambda answer: names.answer(decoder(answer)), render=render,
-        reader=lambda: _NamedReader(reader(), names), writer=writer, dropped_tools=req.dropped_tools)
+        relay=lambda: CanonicalRelay(_NamedReader(reader(), names), writer()), dropped_tools=req.dropped_tools)

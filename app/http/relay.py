@@ -13,15 +13,14 @@ happened).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import AsyncGenerator
 from typing import Any
 
 from litestar import Request, Response
-from litestar.response import Stream
 
 from app.errors import GatewayError
 from app.http.billed_call import BilledCall, hold
+from app.http.event_stream import EventStream
 from app.http.exchange import plan
 from app.http.prompt_size import measure_prompt
 from app.json import encode
@@ -30,6 +29,8 @@ from app.runtime import Runtime
 from app.tokens import Protocol as Wire
 from app.tokens.delivered import Delivered
 from app.translate import canonical as c
+from app.translate.stream_relay import StreamRelay
+from app.upstream.base import StreamEvent
 from domain import endpoints
 from domain.pricing import TokenUsage
 from domain.settings import Model
@@ -40,7 +41,7 @@ ENDPOINTS: dict[str, str] = {"chat": endpoints.CHAT, "responses": endpoints.RESP
 
 async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
                 protocol: Wire, body: dict[str, Any], raw_body: bytes, *, max_output: int,
-                requested_output: int) -> Response[bytes] | Stream:
+                requested_output: int) -> Response[bytes] | EventStream:
     """Serve a request the caller may make: size its prompt, decide what goes upstream, hold its
     worst case (``max_output`` output tokens; ``requested_output`` is what the client asked for, its
     rate-limit estimate), then call and charge. Everything that can refuse it does so before the hold."""
@@ -61,7 +62,7 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
     return await answer(call)
 
 
-async def answer(call: BilledCall) -> Response[bytes] | Stream:
+async def answer(call: BilledCall) -> Response[bytes] | EventStream:
     """The held call's answer, streamed or plain as the client asked; settled whatever happens."""
     if call.exchange.stream:
         return await _streamed(call)
@@ -82,7 +83,7 @@ async def _answered(call: BilledCall) -> Response[bytes]:
     return Response(body, headers=call.headers, media_type="application/json")
 
 
-async def _streamed(call: BilledCall) -> Stream:
+async def _streamed(call: BilledCall) -> EventStream:
     """Start the relay before answering: the upstream's refusal to open the stream is then an
     ordinary error answer, and a started generator is always closed (by the fast path once the answer
     ended, ``app/http/hot_paths.py``; by the event loop's finalizer if nobody iterates it, e.g. the
@@ -92,44 +93,61 @@ async def _streamed(call: BilledCall) -> Stream:
     if call.transcript is not None:
         relay = _recorded(relay, call.transcript)
     first = await relay.__anext__()
-    return Stream(_prepend(first, relay), media_type="text/event-stream", headers={**call.headers, **SSE_HEADERS})
+    return EventStream(_prepend(first, relay), media_type="text/event-stream", headers={**call.headers, **SSE_HEADERS})
 
 
 async def _relay(call: BilledCall) -> AsyncGenerator[bytes, None]:
     """Relay the upstream's events as the client's frames, as they come, through the exchange's
-    codec (its reader: the upstream's events as canonical ones; its writer: the client's frames);
-    charge before the final frames, which carry the cost. What the client was sent is noted once its
-    frames have gone out (the generator resumed after them), so a stream that ends early — the
-    client hung up, or was cut off for reading nothing (``write_timeout``) — is billed for exactly that."""
+    stream relay (``app/translate/stream_relay.py``); charge before the final frames, which carry the
+    cost. What one read of the upstream brought goes out together, in one write. What the client was
+    sent is noted once its frames have gone out (the generator resumed after them), so a stream that
+    ends early — the client hung up, or was cut off for reading nothing (``write_timeout``) — is
+    billed for exactly that."""
     async with call:
-        reader, writer = call.exchange.reader(), call.exchange.writer()
+        relay = call.exchange.relay()
         stream = await call.open_stream()
-        for frame in writer.start():
-            yield frame
+        start = relay.start()
+        if start:
+            yield b"".join(start)
         delivered = call.delivered
         reported = _Reported()
         try:
-            async for raw in stream:
-                content = reported.content(reader.events(raw), delivered)
-                for frame in writer.write(raw, content):
-                    yield frame
+            async for batch in stream:
+                frames, content, failure = _relayed(relay, batch, reported, delivered)
+                if frames:
+                    yield frames[0] if len(frames) == 1 else b"".join(frames)
                 for event in content:
                     c.deliver(event, delivered)
+                if failure is not None:
+                    raise failure
         except GatewayError as exc:
             # The upstream failed after the stream began: bill what was delivered, then say so in-stream.
             await call.settle_partial(exc)
-            for frame in writer.error(exc):
-                yield frame
+            yield b"".join(relay.error(exc))
             return
         charged, reasoning = reported.usage or delivered.usage(), reported.reasoning
         try:
-            final = await call.charge_stream(
-                charged, lambda extra: copy.deepcopy(writer).finish(charged, reasoning, extra))
+            final = await call.charge_stream(charged, lambda extra: relay.finish(charged, reasoning, extra))
         except GatewayError as exc:  # the hold stays open and visible; the client is told nothing was billed
-            for frame in writer.error(exc):
-                yield frame
+            yield b"".join(relay.error(exc))
             return
         yield final
+
+
+def _relayed(relay: StreamRelay, batch: list[StreamEvent], reported: _Reported,
+             delivered: Delivered) -> tuple[list[bytes], list[c.Event], GatewayError | None]:
+    """The client's frames for a batch of the upstream's events, the content they carried, and the
+    failure that ended the batch early (an event that could not be read), if one did."""
+    frames: list[bytes] = []
+    content: list[c.Event] = []
+    for event in batch:
+        try:
+            out, events = relay.relay(event)
+        except GatewayError as exc:
+            return frames, content, exc
+        frames += out
+        content += reported.content(events, delivered)
+    return frames, content, None
 
 
 class _Reported:

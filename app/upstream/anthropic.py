@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import UpstreamFailure
+from app.upstream.base import StreamEvent
 from app.upstream.client import Timeouts, UpstreamClient
-from app.upstream.http import HttpUpstream, SSEJsonStream
+from app.upstream.http import HttpUpstream, SSEStream
 
 DEFAULT_VERSION = "2023-06-01"
 
@@ -39,7 +40,17 @@ class AnthropicUpstream(HttpUpstream):
             raise UpstreamFailure("The upstream provider sent no token count.")
         return tokens
 
-    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEJsonStream:
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEStream:
         response = await self._post_stream(self._url, body, headers)
-        return self._sse(response, is_last=lambda e: e.get("type") == "message_stop",
-                         error_of=lambda e: e.get("error") if e.get("type") == "error" else None)
+        return self._sse(response, is_last=_is_last, error_of=_error_of)
+
+
+def _is_last(event: StreamEvent) -> bool:
+    return b"message_stop" in event.data and (event.object() or {}).get("type") == "message_stop"
+
+
+def _error_of(event: StreamEvent) -> object | None:
+    if b'"error"' not in event.data:
+        return None
+    value = event.object() or {}
+    return value.get("error") if value.get("type") == "error" else None

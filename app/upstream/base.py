@@ -1,18 +1,69 @@
-"""What every upstream adapter provides: its wire protocol, spoken as JSON dicts."""
+"""What every upstream adapter provides: its wire protocol, requests as JSON dicts, streams as events."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from typing import Any, Protocol
 
+import msgspec
+
+from app.errors import UpstreamFailure
+
+_decode = msgspec.json.decode
+
+
+class StreamEvent:
+    """One event of a streamed answer: its data, the JSON text exactly as the upstream sent it,
+    decoded only when someone asks (and then once). A relay that passes the event on unchanged
+    never decodes it whole."""
+
+    __slots__ = ("_value", "data", "utf8")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._value: Any = _UNREAD
+        #: Whether ``data`` is valid UTF-8 (known once decoded): only then may it be relayed as it came.
+        self.utf8 = True
+
+    def json(self) -> Any:
+        """The decoded JSON (invalid UTF-8 replaced, as a text reader would); an event that is not
+        JSON is the upstream's failure."""
+        if self._value is _UNREAD:
+            try:
+                self._value = _decode(self.data)
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                self.utf8 = False
+                try:
+                    self._value = _decode(self.data.decode("utf-8", "replace"))
+                except msgspec.DecodeError:
+                    raise UpstreamFailure("The upstream provider sent an invalid stream event.") from None
+        return self._value
+
+    def object(self) -> dict[str, Any] | None:
+        """The event as a JSON object; None for any other JSON (such events are skipped)."""
+        value = self.json()
+        return value if isinstance(value, dict) else None
+
+    @classmethod
+    def of(cls, value: dict[str, Any]) -> StreamEvent:
+        """An event made here (not read from a wire), already decoded."""
+        event = cls(msgspec.json.encode(value))
+        event._value = value
+        return event
+
+
+_UNREAD = object()
+
 
 class RawStream(Protocol):
-    """An open streaming answer: the wire's chunks or events, as dicts, in order.
+    """An open streaming answer: its events in order, in batches — each batch what one read of the
+    upstream's connection brought, so that what arrived together can be relayed together.
 
-    Iteration raises :class:`app.errors.GatewayError` if the upstream fails mid-stream.
+    Iteration raises :class:`app.errors.GatewayError` if the upstream fails mid-stream (after
+    yielding the events that came before the failure).
     """
 
-    def __aiter__(self) -> AsyncIterator[dict[str, Any]]: ...
+    def __aiter__(self) -> AsyncIterator[list[StreamEvent]]: ...
 
     async def aclose(self) -> None: ...
 

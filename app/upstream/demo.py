@@ -14,6 +14,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from app.upstream.base import StreamEvent
+
 _TOKEN = re.compile(r"\S+\s*")
 _GREETING = "Hello from the Tollgate demo model. You said: "
 
@@ -34,10 +36,10 @@ class _DemoStream:
     def __init__(self, chunks: list[dict[str, Any]]) -> None:
         self._chunks = chunks
 
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
-        for chunk in self._chunks:
+    async def __aiter__(self) -> AsyncIterator[list[StreamEvent]]:
+        for chunk in self._chunks:  # one at a time, as a provider generating word by word sends them
             await asyncio.sleep(0)
-            yield chunk
+            yield [StreamEvent.of(chunk)]
 
     async def aclose(self) -> None:
         self._chunks = []

@@ -9,10 +9,11 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from app.errors import UpstreamFailure
-from app.upstream.client import Timeouts, TransportFailure, UpstreamClient, close, iter_lines, read_body
+from app.errors import GatewayError, UpstreamFailure
+from app.upstream.base import StreamEvent
+from app.upstream.client import Chunks, Timeouts, TransportFailure, UpstreamClient, close, read_body
 from app.upstream.errors import error_from_exception, error_from_status, error_from_stream_event
-from app.upstream.sse import iter_sse_data
+from app.upstream.sse import SSEParser
 
 _encode = msgspec.json.encode
 _decode = msgspec.json.decode
@@ -71,49 +72,69 @@ class HttpUpstream:
             raise error
         return response
 
-    def _sse(self, response: aiohttp.ClientResponse, is_last: Callable[[dict[str, Any]], bool],
-             error_of: Callable[[dict[str, Any]], object | None]) -> SSEJsonStream:
-        return SSEJsonStream(response, wire=self.wire, is_last=is_last, error_of=error_of)
+    def _sse(self, response: aiohttp.ClientResponse, is_last: Callable[[StreamEvent], bool],
+             error_of: Callable[[StreamEvent], object | None]) -> SSEStream:
+        return SSEStream(response, wire=self.wire, is_last=is_last, error_of=error_of)
 
     async def aclose(self) -> None:
         """The shared HTTP client is closed by its owner."""
 
 
-class SSEJsonStream:
-    """An upstream's SSE stream as JSON objects, until its end: ``[DONE]`` (OpenAI chat) or a final
-    event (Anthropic's ``message_stop``, the Responses API's ``response.completed``). A stream error
-    event, or a broken connection, raises."""
+class SSEStream:
+    """An upstream's SSE stream as batches of events (those each read completed), until its end:
+    ``[DONE]`` (OpenAI chat) or a final event (Anthropic's ``message_stop``, the Responses API's
+    ``response.completed``). A stream error event, or a broken connection, raises — after the
+    events before it were handed on. ``is_last`` and ``error_of`` look at an event's bytes first
+    and decode it only when it may be what they look for."""
 
-    def __init__(self, response: aiohttp.ClientResponse, *, wire: str, is_last: Callable[[dict[str, Any]], bool],
-                 error_of: Callable[[dict[str, Any]], object | None]) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, *, wire: str, is_last: Callable[[StreamEvent], bool],
+                 error_of: Callable[[StreamEvent], object | None]) -> None:
         self._response = response
         self._wire = wire
         self._is_last = is_last
         self._error_of = error_of
 
-    async def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+    async def __aiter__(self) -> AsyncIterator[list[StreamEvent]]:
+        parser = SSEParser()
         try:
-            async for data in iter_sse_data(iter_lines(self._response)):
-                if data == "[DONE]":
+            async for chunk in Chunks(self._response):
+                batch, end = self._events(parser.feed(chunk))
+                if batch:
+                    yield batch
+                if isinstance(end, GatewayError):
+                    raise end
+                if end:
                     return
-                try:
-                    item = _decode(data)
-                except msgspec.DecodeError:
-                    raise UpstreamFailure("The upstream provider sent an invalid stream event.") from None
-                if not isinstance(item, dict):
-                    continue
-                error = self._error_of(item)
-                if error:
-                    failure = error_from_stream_event(error)
-                    failure.upstream_wire, failure.upstream_event = self._wire, item
-                    raise failure
-                yield item
-                if self._is_last(item):
-                    return
+            batch, end = self._events(parser.end())
+            if batch:
+                yield batch
+            if isinstance(end, GatewayError):
+                raise end
         except TransportFailure as exc:
             raise error_from_exception(exc, answering=True) from None
         finally:
             close(self._response)
+
+    def _events(self, found: list[bytes]) -> tuple[list[StreamEvent], bool | GatewayError]:
+        """The events of one read up to the stream's end, and whether it ended (or how it failed:
+        the failure is raised once the events before it were yielded)."""
+        batch: list[StreamEvent] = []
+        for data in found:
+            if data == b"[DONE]":
+                return batch, True
+            event = StreamEvent(data)
+            try:
+                error = self._error_of(event)
+                if error:
+                    failure = error_from_stream_event(error)
+                    failure.upstream_wire, failure.upstream_event = self._wire, event.json()
+                    return batch, failure
+                batch.append(event)
+                if self._is_last(event):
+                    return batch, True
+            except GatewayError as exc:  # an event that is not JSON
+                return batch, exc
+        return batch, False
 
     async def aclose(self) -> None:
         close(self._response)

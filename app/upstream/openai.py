@@ -5,20 +5,33 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import UpstreamFailure
+from app.upstream.base import StreamEvent
 from app.upstream.client import Timeouts, UpstreamClient
-from app.upstream.http import HttpUpstream, SSEJsonStream
+from app.upstream.http import HttpUpstream, SSEStream
 
 #: The Responses API's events that end a stream (``response.failed`` ends it with an error).
 _LAST = ("response.completed", "response.incomplete", "response.failed")
+_LAST_BYTES = tuple(kind.encode() for kind in _LAST)
 
 
-def _responses_error(event: dict[str, Any]) -> object | None:
-    if event.get("type") == "error":
-        return event
-    response = event.get("response")
-    if event.get("type") == "response.failed" and isinstance(response, dict):
+def _responses_error(event: StreamEvent) -> object | None:
+    if b'"error"' not in event.data and b"response.failed" not in event.data:
+        return None
+    value = event.object() or {}
+    if value.get("type") == "error":
+        return value
+    response = value.get("response")
+    if value.get("type") == "response.failed" and isinstance(response, dict):
         return response.get("error") or {"message": "the response failed"}
     return None
+
+
+def _responses_last(event: StreamEvent) -> bool:
+    return any(kind in event.data for kind in _LAST_BYTES) and (event.object() or {}).get("type") in _LAST
+
+
+def _chat_error(event: StreamEvent) -> object | None:
+    return (event.object() or {}).get("error") if b'"error"' in event.data else None
 
 
 class OpenAIUpstream(HttpUpstream):
@@ -39,9 +52,9 @@ class OpenAIUpstream(HttpUpstream):
             raise UpstreamFailure("The upstream provider sent an answer without choices.")
         return answer
 
-    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEJsonStream:
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEStream:
         response = await self._post_stream(self._url, body, headers)
-        return self._sse(response, is_last=lambda chunk: False, error_of=lambda chunk: chunk.get("error"))
+        return self._sse(response, is_last=lambda event: False, error_of=_chat_error)
 
 
 class OpenAIResponsesUpstream(OpenAIUpstream):
@@ -56,6 +69,6 @@ class OpenAIResponsesUpstream(OpenAIUpstream):
             raise UpstreamFailure("The upstream provider sent a response without output.")
         return answer
 
-    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEJsonStream:
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEStream:
         response = await self._post_stream(self._url, body, headers)
-        return self._sse(response, is_last=lambda event: event.get("type") in _LAST, error_of=_responses_error)
+        return self._sse(response, is_last=_responses_last, error_of=_responses_error)

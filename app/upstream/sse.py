@@ -1,23 +1,64 @@
-"""Reading server-sent events: just enough of the format to relay provider streams."""
+"""Reading server-sent events: just enough of the format to relay provider streams, on bytes.
+
+A provider's stream arrives in reads of any size: an event may be split across reads, and one read
+may bring many events (a provider's burst, or a busy gateway that finds several waiting). The
+parser takes the reads as they come and hands back the data of every event they completed, as the
+bytes the provider sent: nothing is decoded here, so a relay that passes an event on as it came
+never pays for turning it into text and back.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable, AsyncIterator
+_DATA = b"data: "
 
 
-async def iter_sse_data(lines: AsyncIterable[str]) -> AsyncIterator[str]:
-    """Yield the ``data`` of each event (multi-line data joined with ``\\n``); comments are skipped."""
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
+class SSEParser:
+    """The ``data`` of each complete event (multi-line data joined with ``\\n``), from the reads of
+    a byte stream. Lines may end in ``\\n``, ``\\r\\n`` or ``\\r``; comments and fields other than
+    ``data`` are skipped, and so are events without data."""
+
+    __slots__ = ("_cr", "_pending")
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._cr = False  # the last read ended in \r: maybe the first half of a \r\n
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The data of the events ``chunk`` completed, in order."""
+        if self._cr:
+            chunk = b"\r" + chunk
+            self._cr = False
+        if b"\r" in chunk:
+            if chunk.endswith(b"\r"):
+                self._cr = True
+                chunk = chunk[:-1]
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if self._pending:
+            chunk = self._pending + chunk
+        *blocks, self._pending = chunk.split(b"\n\n")
+        found = []
+        for block in blocks:
+            data = event_data(block)
+            if data is not None:
+                found.append(data)
+        return found
+
+    def end(self) -> list[bytes]:
+        """The last event, if the stream ended without the blank line that closes it."""
+        data = event_data(self._pending)
+        self._pending = b""
+        return [] if data is None else [data]
+
+
+def event_data(block: bytes) -> bytes | None:
+    """The data of one event (its lines, ``\\n``-separated), or None if it has none."""
+    if block.startswith(_DATA) and b"\n" not in block:
+        return block[6:]  # the common case: one data line
+    data: list[bytes] = []
+    for line in block.split(b"\n"):
+        if not line or line.startswith(b":"):
             continue
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        if field == "data":
-            data.append(value.removeprefix(" "))
-    if data:
-        yield "\n".join(data)
+        field, _, value = line.partition(b":")
+        if field == b"data":
+            data.append(value[1:] if value.startswith(b" ") else value)
+    return b"\n".join(data) if data else None

@@ -3,18 +3,32 @@
 Only what Tollgate adds changes: ``model`` is the id the client asked for (not the deployment's
 name), and ``usage`` gains ``cost`` and ``remaining`` — in a stream, on the final usage chunk, held
 back until the charge is durable (the upstream is always asked for usage; the client gets the chunk
-only if it asked with ``stream_options.include_usage``).
+only if it asked with ``stream_options.include_usage``, and then ``"usage": null`` on every other
+chunk, as OpenAI sends it; without, chunks carry no ``usage``).
+
+A streamed chunk goes out as the upstream's bytes, with the model's name spliced in
+(``app/translate/raw_json.py``); it is decoded once, for what the bill needs (text, reasoning, tool
+calls, usage) and no more. A chunk whose bytes cannot be changed that way (a usage report on a chunk
+with choices, say) is rewritten whole, as every chunk used to be.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+from msgspec import UnsetType
+
 from app.errors import GatewayError
 from app.json import encode, object_or
 from app.translate import canonical as c
 from app.translate.chat.client import usage_dict
+from app.translate.chat.upstream import ChatChunkReader, reasoning_tokens, text_events, usage_from_openai
+from app.translate.raw_json import UNSET, Splicer
+from app.upstream.base import StreamEvent
 from domain.pricing import TokenUsage
+
+_DONE = b"data: [DONE]\n\n"
 
 
 def frame(chunk: Any) -> bytes:
@@ -27,43 +41,128 @@ def render_answer(answer: dict[str, Any], model_id: str, usage: TokenUsage, reas
     return {**answer, "model": model_id, "usage": {**reported, **extra_usage}}
 
 
+class _Delta(msgspec.Struct):
+    content: Any = None
+    reasoning_content: Any = None
+    reasoning: Any = None
+    tool_calls: Any = None
+
+
+class _Choice(msgspec.Struct):
+    delta: _Delta | None = None
+
+
+class _Chunk(msgspec.Struct):
+    """What the relay reads of a chunk: the rest of it is skipped by the decoder, unread."""
+
+    id: Any = None
+    created: Any = None
+    model: Any = UNSET
+    system_fingerprint: Any = UNSET
+    choices: list[_Choice] | UnsetType = UNSET
+    usage: Any = UNSET
+
+
+_read_chunk = msgspec.json.Decoder(_Chunk).decode
+
+
 class ChatPassThrough:
+    """A chat stream relayed to a chat client (a :class:`~app.translate.stream_relay.StreamRelay`).
+
+    A chunk is decoded once, into :class:`_Chunk`; one that does not fit it (a tool call's delta,
+    whose ids the reader keeps track of; anything of an unexpected shape) is read whole, as a dict,
+    by the chat reader."""
+
+    __slots__ = ("_include_usage", "_last", "_model_id", "_reader", "_reported", "_splicer")
+
     def __init__(self, model_id: str, include_usage: bool) -> None:
         self._model_id = model_id
         self._include_usage = include_usage
+        self._reader = ChatChunkReader()
+        self._splicer = Splicer(model_id)
         self._reported: dict[str, Any] | None = None
-        self._last: dict[str, Any] = {}
+        #: The last chunk sent: its id, created and system_fingerprint (UNSET if it had none).
+        self._last: tuple[Any, Any, Any] = (None, None, UNSET)
 
     def start(self) -> list[bytes]:
         return []
 
-    def write(self, chunk: dict[str, Any], events: list[c.Event]) -> list[bytes]:
-        usage = chunk.pop("usage", None)
+    def relay(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
+        try:
+            chunk = _read_chunk(event.data)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+            return self._relay_whole(event)
+        choices = chunk.choices
+        events: list[c.Event] = []
+        for choice in choices or ():
+            delta = choice.delta
+            if delta is not None:
+                if delta.tool_calls:
+                    return self._relay_whole(event)
+                text_events(events, delta.reasoning_content or delta.reasoning, delta.content)
+        usage = chunk.usage
+        if isinstance(usage, dict):
+            self._reported = usage
+            reported = usage_from_openai(usage)
+            if reported is not None:
+                events.append(c.UsageReported(reported, reasoning_tokens(usage, "completion_tokens_details")))
+        if not choices:
+            return [], events  # a usage-only chunk: sent again, with the cost, once charged
+        self._last = (chunk.id, chunk.created, chunk.system_fingerprint)
+        data = self._spliced(event.data, chunk.model, usage)
+        if data is None:
+            return [frame(self._rewritten(event.json()))], events
+        return [b"data: " + data + b"\n\n"], events
+
+    def _relay_whole(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
+        """A chunk read whole, by the chat reader, and sent spliced (or rewritten, if it must be)."""
+        chunk = event.object()
+        if chunk is None:
+            return [], []
+        events = self._reader.events(chunk)
+        usage = chunk.get("usage", UNSET)
         if isinstance(usage, dict):
             self._reported = usage
         if not chunk.get("choices"):
-            return []  # a usage-only chunk: sent again below, with the cost, once charged
+            return [], events
+        self._last = (chunk.get("id"), chunk.get("created"), chunk.get("system_fingerprint", UNSET))
+        data = self._spliced(event.data, chunk.get("model", UNSET), usage) if event.utf8 else None
+        if data is None:
+            return [frame(self._rewritten(chunk))], events
+        return [b"data: " + data + b"\n\n"], events
+
+    def _spliced(self, data: bytes, model: Any, usage: Any) -> bytes | None:
+        """The chunk's bytes with the client's model, and ``"usage": null`` if the client asked for
+        usage (none if not), when that can be done exactly by splicing; else None."""
+        if usage is not None and usage is not UNSET:
+            return None  # usage reported on a chunk with choices: taken out of it, whole
+        return self._splicer.splice(data, model, usage, None if self._include_usage else UNSET)
+
+    def _rewritten(self, chunk: dict[str, Any]) -> dict[str, Any]:
+        """The chunk rewritten whole: ``model`` set, ``usage`` taken out (null at the end, if the
+        client asked for usage)."""
+        chunk = dict(chunk)
+        chunk.pop("usage", None)
         chunk["model"] = self._model_id
         if self._include_usage:
             chunk["usage"] = None
-        self._last = chunk
-        return [frame(chunk)]
+        return chunk
 
     def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
         if not self._include_usage:
-            return [b"data: [DONE]\n\n"]
-        last = self._last
+            return [_DONE]
+        chunk_id, created, fingerprint = self._last
         chunk: dict[str, Any] = {
-            "id": last.get("id"),
+            "id": chunk_id,
             "object": "chat.completion.chunk",
-            "created": last.get("created"),
+            "created": created,
             "model": self._model_id,
             "choices": [],
             "usage": {**(self._reported or usage_dict(usage, reasoning_tokens)), **extra_usage},
         }
-        if "system_fingerprint" in last:
-            chunk["system_fingerprint"] = last["system_fingerprint"]
-        return [frame(chunk), b"data: [DONE]\n\n"]
+        if fingerprint is not UNSET:
+            chunk["system_fingerprint"] = fingerprint
+        return [frame(chunk), _DONE]
 
     def error(self, exc: GatewayError) -> list[bytes]:
         raw = exc.upstream_event if exc.upstream_wire == "chat" else None

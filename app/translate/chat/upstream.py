@@ -174,6 +174,14 @@ def chat_response_to_canonical(answer: dict[str, Any]) -> c.Response:
     )
 
 
+def text_events(out: list[c.Event], reasoning: object, content: object) -> None:
+    """A chunk's delta's reasoning and text, as canonical events."""
+    if isinstance(reasoning, str) and reasoning:
+        out.append(c.ThinkingDelta(reasoning))
+    if content:
+        out.append(c.TextDelta(str(content)))
+
+
 class ChatChunkReader:
     """Upstream ``chat.completion.chunk`` dicts → canonical events."""
 
@@ -186,11 +194,7 @@ class ChatChunkReader:
             if not isinstance(choice, dict):
                 continue
             delta = object_or(choice.get("delta"), {})
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if isinstance(reasoning, str) and reasoning:
-                out.append(c.ThinkingDelta(reasoning))
-            if delta.get("content"):
-                out.append(c.TextDelta(str(delta["content"])))
+            text_events(out, delta.get("reasoning_content") or delta.get("reasoning"), delta.get("content"))
             for number, call in enumerate(delta.get("tool_calls") or ()):
                 if not isinstance(call, dict):
                     continue

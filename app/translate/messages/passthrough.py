@@ -3,6 +3,10 @@
 Only what Tollgate adds changes: ``model`` is the id the client asked for, and ``usage`` gains
 ``cost`` and ``remaining`` — in a stream, on the final ``message_delta``, held back (with
 ``message_stop``) until the charge is durable.
+
+In a stream, every event but those three (``message_start``, which names the model, once; the
+final two, which carry the cost) goes out as the upstream's bytes, decoded once for what the bill
+needs (text, tool calls, thinking).
 """
 
 from __future__ import annotations
@@ -13,7 +17,12 @@ from app.errors import GatewayError
 from app.json import object_or
 from app.translate import canonical as c
 from app.translate.messages.client import sse, usage_dict
+from app.translate.messages.upstream import MessagesEventReader
+from app.upstream.base import StreamEvent
 from domain.pricing import TokenUsage
+
+#: The events rewritten (or held back) rather than relayed as they came.
+_REWRITTEN = frozenset({"message_start", "message_delta", "message_stop"})
 
 
 def render_answer(answer: dict[str, Any], model_id: str, usage: TokenUsage, reasoning_tokens: int,
@@ -23,17 +32,32 @@ def render_answer(answer: dict[str, Any], model_id: str, usage: TokenUsage, reas
 
 
 class MessagesPassThrough:
+    """A Messages stream relayed to a Messages client (a :class:`~app.translate.stream_relay.StreamRelay`)."""
+
+    __slots__ = ("_delta", "_model_id", "_reader")
+
     def __init__(self, model_id: str) -> None:
         self._model_id = model_id
+        self._reader = MessagesEventReader()
         self._delta: dict[str, Any] | None = None
 
     def start(self) -> list[bytes]:
         return []
 
-    def write(self, event: dict[str, Any], events: list[c.Event]) -> list[bytes]:
+    def relay(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
+        raw = event.object()
+        if raw is None:
+            return [], []
+        events = self._reader.events(raw)
+        kind = raw.get("type")
+        if isinstance(kind, str) and kind not in _REWRITTEN and event.utf8:
+            return [b"event: " + kind.encode() + b"\ndata: " + event.data + b"\n\n"], events
+        return self._rewritten(raw), events
+
+    def _rewritten(self, event: dict[str, Any]) -> list[bytes]:
         kind = event.get("type")
         if kind == "message_start" and isinstance(event.get("message"), dict):
-            event["message"]["model"] = self._model_id
+            event = {**event, "message": {**event["message"], "model": self._model_id}}
         elif kind == "message_delta":
             self._delta = event
             return []

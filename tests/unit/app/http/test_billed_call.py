@@ -25,6 +25,7 @@ from app.http.relay import answer
 from app.keys import Principal
 from app.ledger.billing import Charge, RequestBill
 from app.ledger.streams_in_flight import StreamsInFlight
+from app.upstream.base import StreamEvent
 from domain.pricing import TokenUsage
 from domain.settings import parse_settings
 
@@ -65,8 +66,8 @@ class UpstreamStream:
         self.closed = False
 
     async def __aiter__(self) -> Any:
-        for chunk in self.chunks:
-            yield chunk
+        for chunk in self.chunks:  # one read each
+            yield [StreamEvent.of(chunk)]
 
     async def aclose(self) -> None:
         self.closed = True

@@ -1,0 +1,108 @@
+"""Small exact edits of a JSON object's bytes, so that an upstream's event can be relayed as it came.
+
+A relayed event differs from the upstream's in one or two top-level members (the model's name; a
+``"usage": null``). Decoding the whole event and encoding it again to change them costs more than
+everything else the relay does with it; finding the member's bytes and replacing them costs a
+substring search. The search is exact only if the member's text occurs once, so a splice is made
+only then, and checked: the result is decoded for its top-level ``model`` and ``usage`` alone (a
+decoder that skips everything else), and must hold what was meant. Anything else — a member
+written in a form the search does not know, text that occurs twice — is left to the caller to
+rewrite whole (``splice`` answers None).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from app.json import encode
+
+UNSET = msgspec.UNSET
+
+
+class _Top(msgspec.Struct):
+    model: Any = UNSET
+    usage: Any = UNSET
+
+
+_check = msgspec.json.Decoder(_Top).decode
+_NULL_USAGE = (b'"usage":null', b'"usage": null')
+_WHITESPACE = b" \t\r\n"
+
+
+def _one(data: bytes, forms: tuple[bytes, ...]) -> tuple[int, bytes] | None:
+    """Where the one occurrence of any of ``forms`` is, and which form; None unless exactly one."""
+    found = None
+    for form in forms:
+        count = data.count(form)
+        if count > 1 or (count and found is not None):
+            return None
+        if count:
+            found = (data.index(form), form)
+    return found
+
+
+class Splicer:
+    """Puts ``model_id`` in place of the upstream's model name in JSON objects' bytes."""
+
+    __slots__ = ("_forms", "_model_id", "_value")
+
+    def __init__(self, model_id: str) -> None:
+        self._model_id = model_id
+        self._value = encode(model_id)
+        self._forms: dict[str, tuple[bytes, ...]] = {}
+
+    def splice(self, data: bytes, model: Any, usage: Any, wanted_usage: Any) -> bytes | None:
+        """``data`` (a JSON object whose top-level ``model`` is ``model`` and ``usage`` is ``usage``:
+        None, or ``msgspec.UNSET`` for none) with the client's model and with ``wanted_usage`` (None
+        or UNSET): a ``"usage": null`` dropped or added; None if that cannot be done exactly."""
+        if not isinstance(model, str):
+            return None
+        if model != self._model_id:
+            forms = self._forms.get(model)
+            if forms is None:
+                value = encode(model)
+                forms = self._forms[model] = (b'"model":' + value, b'"model": ' + value)
+            found = _one(data, forms)
+            if found is None:
+                return None
+            at, form = found
+            data = data[:at] + b'"model":' + self._value + data[at + len(form):]
+        spliced: bytes | None = data
+        if usage is None and wanted_usage is UNSET:
+            spliced = _without_null_usage(data)
+        elif usage is UNSET and wanted_usage is None:
+            spliced = _with_null_usage(data)
+        if spliced is None:
+            return None
+        try:
+            top = _check(spliced)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+            return None
+        if top.model != self._model_id or top.usage is not wanted_usage:
+            return None
+        return spliced
+
+
+def _without_null_usage(data: bytes) -> bytes | None:
+    found = _one(data, _NULL_USAGE)
+    if found is None:
+        return None
+    at, form = found
+    end = at + len(form)
+    before = data[:at].rstrip(_WHITESPACE)
+    if before.endswith(b","):  # a member after another: its comma goes with it
+        return before[:-1] + data[end:]
+    after = data[end:].lstrip(_WHITESPACE)
+    if after.startswith(b","):  # the first member
+        return data[:at] + after[1:]
+    return data[:at] + data[end:]  # the only member
+
+
+def _with_null_usage(data: bytes) -> bytes | None:
+    body = data.rstrip(_WHITESPACE)
+    if not body.endswith(b"}"):
+        return None
+    inside = body[:-1].rstrip(_WHITESPACE)
+    return inside + (b'"usage":null}' if inside.endswith(b"{") else b',"usage":null}')

@@ -1,0 +1,86 @@
+"""An upstream's stream as the client's frames: what the relay (``app/http/relay.py``) asks of a codec.
+
+A :class:`StreamRelay` takes the upstream's events one by one and answers the frames to send for
+each (possibly none: what must wait for the charge) and the canonical events it carried (the text,
+tool calls and usage reports that a stream's bill is made from). Two kinds exist:
+
+- :class:`CanonicalRelay`: the upstream's events decoded, read as canonical events by the upstream
+  wire's reader, and written as the client's frames by the client protocol's writer — translation,
+  and a pass-through that rewrites whole events (the Responses API's);
+- the same-wire relays of ``chat/passthrough.py`` and ``messages/passthrough.py``, which send the
+  upstream's event bytes on as they came, changing only what Tollgate must (the model's name).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Protocol
+
+from app.errors import GatewayError
+from app.translate import canonical as c
+from app.upstream.base import StreamEvent
+from domain.pricing import TokenUsage
+
+
+class EventReader(Protocol):
+    def events(self, raw: dict[str, Any]) -> list[c.Event]: ...
+
+
+class StreamWriter(Protocol):
+    """The client's frames: the upstream's event as it came (``raw``) and as canonical ``events``."""
+
+    def start(self) -> list[bytes]: ...
+    def write(self, raw: dict[str, Any], events: list[c.Event]) -> list[bytes]: ...
+    def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]: ...
+    def error(self, exc: GatewayError) -> list[bytes]: ...
+
+
+class StreamRelay(Protocol):
+    def start(self) -> list[bytes]:
+        """The frames to send before the upstream's first event."""
+        ...
+
+    def relay(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
+        """The client's frames for one upstream event, and the canonical events it carried (usage
+        reports included). Raises ``GatewayError`` for an event that cannot be read."""
+        ...
+
+    def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
+        """The final frames, reporting ``usage`` with Tollgate's ``extra_usage`` (the cost). It may
+        run more than once (the ledger may decide again), so it changes nothing it reads."""
+        ...
+
+    def error(self, exc: GatewayError) -> list[bytes]:
+        """The in-stream error that ends a stream that broke."""
+        ...
+
+
+class CanonicalRelay:
+    """An upstream's events decoded and read as canonical events by ``reader``; the client's frames
+    written by ``writer``. ``pure_finish``: the writer's ``finish`` changes nothing, so it need not
+    run on a copy."""
+
+    __slots__ = ("_pure_finish", "_reader", "_writer")
+
+    def __init__(self, reader: EventReader, writer: StreamWriter, *, pure_finish: bool = False) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._pure_finish = pure_finish
+
+    def start(self) -> list[bytes]:
+        return self._writer.start()
+
+    def relay(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
+        raw = event.object()
+        if raw is None:
+            return [], []  # not a JSON object: nothing any wire sends, skipped
+        events = self._reader.events(raw)
+        content: list[c.Event] = [e for e in events if not isinstance(e, c.UsageReported)]
+        return self._writer.write(raw, content), events
+
+    def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
+        writer = self._writer if self._pure_finish else copy.deepcopy(self._writer)
+        return writer.finish(usage, reasoning_tokens, extra_usage)
+
+    def error(self, exc: GatewayError) -> list[bytes]:
+        return self._writer.error(exc)
