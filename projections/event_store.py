@@ -177,11 +177,15 @@ class LedgerStore(Application[UUID]):
         """The events other processes appended to any of ``teams`` since these copies, each team's in
         order: ``found`` (what ``newer_stored_events`` read), or read now; a team with more than
         ``page`` of them is read on from there a page at a time."""
+        teams = list(teams)
         if found is None:
             found = self.newer_stored_events(teams, page=page)
+        wanted = {team.id for team in teams}
         count: dict[UUID, int] = {}
         last: dict[UUID, int] = {}
         for stored in found:
+            if stored.originator_id not in wanted:  # read for a team the caller did not get: not decoded
+                continue
             event = self.ledger_event_of(stored)
             count[event.originator_id] = count.get(event.originator_id, 0) + 1
             last[event.originator_id] = event.originator_version

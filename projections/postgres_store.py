@@ -93,7 +93,7 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
             "FROM unnest(%s::uuid[], %s::bigint[]) AS v(id, version) CROSS JOIN LATERAL ("
             "SELECT originator_id, originator_version, topic, state FROM {schema}.{table} "
             "WHERE originator_id = v.id AND originator_version > v.version "
-            "ORDER BY originator_version LIMIT %s) AS e"
+            "ORDER BY originator_version LIMIT %s) AS e ORDER BY e.originator_id, e.originator_version"
         ).format(schema=sql.Identifier(self.datastore.schema), table=sql.Identifier(self.events_table_name))
         with conn.cursor(row_factory=dict_row) as curs:
             curs.execute(query, ([tid for tid, _ in versions], [v for _, v in versions], page), prepare=True)

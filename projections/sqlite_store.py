@@ -55,7 +55,8 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
                "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version LIMIT ?)")
         params = [value for tid, version in versions for value in (tid.hex, version, page)]
         with self.datastore.transaction(commit=False) as c:
-            c.execute(" UNION ALL ".join([one] * len(versions)), params)
+            c.execute(f"SELECT * FROM ({' UNION ALL '.join([one] * len(versions))}) "
+                      "ORDER BY originator_id, originator_version", params)
             return [StoredEvent(originator_id=self.convert_originator_id(row["originator_id"]),
                                 originator_version=row["originator_version"], topic=row["topic"], state=row["state"])
                     for row in c.fetchall()]

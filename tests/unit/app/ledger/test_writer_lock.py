@@ -13,12 +13,14 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
+import psycopg
 import pytest
 
 from app.ledger import turns
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from domain.ledger import InsufficientCredits, TeamLedger, team_id
+from projections import writer_lock
 from projections.audit import verify_ledger
 from projections.event_store import LedgerStore, open_ledger_store
 from projections.store_errors import VersionConflict
@@ -118,6 +120,30 @@ def test_the_lock_of_a_process_that_lost_its_connection_is_released(stores):
     finally:
         writer.stop()
         other.close()
+
+
+def test_a_writer_whose_lock_connection_is_cut_goes_on_and_takes_the_lock_again(stores):
+    """The server ends the writer lock's session (a restart, a network cut, an operator's
+    ``pg_terminate_backend``): the batch in hand is written without the lock, and a second later
+    the lock is taken on a new connection."""
+    if BACKEND != "postgresql":
+        pytest.skip("a flock has no connection to lose")
+    lock = WriterLock(stores[0].database)
+    writer = LedgerWriter(stores[0], lock=lock).start()
+    try:
+        LedgerService(writer).create_team("a", 1_000)
+        assert hold(writer, "a", "r1").result(timeout=5) == 999
+        first_session = lock._conn.info.backend_pid
+        with psycopg.connect(stores[1].database.conninfo(), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (first_session,))
+        assert hold(writer, "a", "r2").result(timeout=5) == 998  # without the lock
+        time.sleep(writer_lock.RETRY_AFTER + 0.1)
+        assert hold(writer, "a", "r3").result(timeout=5) == 997
+        assert lock._conn is not None
+        assert lock._conn.info.backend_pid != first_session  # locked again, on a new session
+    finally:
+        writer.stop()
+    assert verify_ledger(stores[0]).ok
 
 
 def test_locks_are_taken_in_one_order_so_batches_sharing_teams_never_deadlock(stores):
