@@ -18,8 +18,9 @@ So the call is an async context manager, and its phase is the one record of what
   the outcome from then on (a charge cut off half-way is still made; one the ledger cannot record
   is owed), so leaving does nothing more.
 
-Leaving also gives a stream's slot back (before the stream's last byte, so a client that opens its
-next stream at once finds it free) and closes the upstream's stream. The relay
+Leaving also gives a stream's slot back, if ``last_frames`` did not already (a stream's last frames
+go out with the end of its body, and its slot must be free before that, so that a client that opens
+its next stream at once finds it free), and closes the upstream's stream. The relay
 (``app/http/relay.py``) says what happened; this module decides what it costs.
 """
 
@@ -35,6 +36,7 @@ import anyio
 from litestar import Request, Response
 
 from app.errors import GatewayError, InvalidRequest
+from app.http.event_stream import LastChunk
 from app.http.exchange import Exchange
 from app.http.prompt_size import model_rules
 from app.keys import Principal
@@ -106,7 +108,7 @@ class BilledCall:
             if self._slot is not None:
                 await give_back(self._slot)
             if self._stream is not None:
-                await close_quietly(self._stream)
+                self._stream.close()
 
     async def complete(self) -> dict[str, Any]:
         """The upstream's whole answer (a plain request)."""
@@ -137,6 +139,13 @@ class BilledCall:
             self.bill.record.stream = True
         self._runtime.in_flight.track(self.bill, self.delivered)
         return self._stream
+
+    async def last_frames(self, frames: bytes) -> LastChunk:
+        """A stream's last frames, about to go out with the end of its body: its slot is given back
+        first, so that a client that opens its next stream as soon as this one ended finds it free."""
+        if self._slot is not None:
+            await give_back(self._slot)
+        return LastChunk(frames)
 
     def _verbatim(self, exc: GatewayError) -> None:
         """A request passed through gets the upstream's own error word for word (coding agents match
@@ -254,12 +263,11 @@ async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
 
 
 async def give_back(slot: StreamSlot) -> None:
-    """Give a stream's slot back, even from a stream being cancelled (the client went away)."""
+    """Give a stream's slot back, even from a stream being cancelled (the client went away). A slot
+    of this process alone is given back without a pause, where no cancellation can reach it; one
+    shared through Redis waits for Redis, shielded."""
+    if not slot.in_redis:
+        await slot.release()
+        return
     with anyio.CancelScope(shield=True):
         await slot.release()
-
-
-async def close_quietly(stream: RawStream) -> None:
-    """Close the upstream's stream, even from a relay being cancelled."""
-    with anyio.CancelScope(shield=True):
-        await stream.aclose()

@@ -1,20 +1,25 @@
-"""A streamed answer (server-sent events) sent without Litestar's per-stream task group.
+"""A streamed answer (server-sent events), sent with the least machinery that keeps its behaviour.
 
 Litestar's ``Stream`` sends its body from an anyio task group: one task sends the chunks while the
 other waits for the client's ``http.disconnect`` and cancels the group. That machinery — the task
 group, a task, sniffio's lookup of the running library, a cancel scope whose ``cancel`` formats the
-task's repr — cost about a fifth of a streamed request's CPU in process (``python -m
-scripts.relay_cost``), more than the relay itself. The same behaviour costs a future and a callback:
-the chunks are sent from the request's own task, and a disconnect cancels that task, once; the
-cancellation ends the send (as the task group's did) and is absorbed here, so the caller sees the
-answer end as it would have with Litestar's. The headers are Litestar's, built by its own code.
+task's repr — and its header encoding cost more CPU per streamed request than the relay itself
+(``python -m scripts.relay_cost``). The same behaviour costs a future and a callback: the chunks are
+sent from the request's own task, and a disconnect cancels that task, once; the cancellation ends the
+send (as the task group's did) and is absorbed here, so the caller sees the answer end as it would
+have with Litestar's. The headers are those Litestar would send (the given ones, lower-cased, then
+the content type with its charset).
+
+The answer's first chunk is given apart (the relay reads it before answering, so that a refusal is
+an ordinary error answer), so no generator is stacked on the relay's only to put it back in front.
+A chunk that says it is the last (:class:`LastChunk`) goes out with the end of the body, in the
+same write.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import AsyncIterable, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from typing import Any
 
 from litestar import Litestar, Request
@@ -23,13 +28,27 @@ from litestar.datastructures.cookie import Cookie
 from litestar.enums import MediaType
 from litestar.response import Stream
 from litestar.response.base import ASGIResponse
-from litestar.response.streaming import ASGIStreamingResponse
-from litestar.types import Receive, Send, TypeEncodersMap
-from litestar.utils.helpers import get_enum_string_value
+from litestar.types import Receive, Scope, Send, TypeEncodersMap
+
+_MEDIA_TYPE = "text/event-stream"
+
+
+class LastChunk(bytes):
+    """The answer's last chunk: sent with the end of the body (whatever the stream yields after it
+    is not sent)."""
+
+    __slots__ = ()
 
 
 class EventStream(Stream):
-    """``Stream``, for an async iterator of ``bytes``, sent by :class:`_EventStreamResponse`."""
+    """A stream of ``first`` then every chunk of ``rest`` (its ``iterator``, which whoever sends it
+    closes), as ``text/event-stream``."""
+
+    __slots__ = ("first",)
+
+    def __init__(self, first: bytes, rest: AsyncGenerator[bytes, None], *, headers: dict[str, str]) -> None:
+        super().__init__(rest, headers=headers, media_type=_MEDIA_TYPE)
+        self.first = first
 
     def to_asgi_response(self, app: Litestar | None, request: Request[Any, Any, Any], *,
                          background: BackgroundTask | BackgroundTasks | None = None,
@@ -38,40 +57,58 @@ class EventStream(Stream):
                          headers: dict[str, str] | None = None, is_head_response: bool = False,
                          media_type: MediaType | str | None = None, status_code: int | None = None,
                          type_encoders: TypeEncodersMap | None = None) -> ASGIResponse:
-        iterator = self.iterator
-        if callable(iterator):
-            iterator = iterator()
-        return _EventStreamResponse(
-            background=self.background or background, content_length=0,
-            cookies=self.cookies if cookies is None else itertools.chain(self.cookies, cookies),
-            encoded_headers=encoded_headers, encoding=self.encoding,
-            headers={**headers, **self.headers} if headers is not None else self.headers,
-            is_head_response=is_head_response, iterator=iterator,
-            media_type=get_enum_string_value(media_type or self.media_type or MediaType.JSON),
-            status_code=self.status_code or status_code)
+        if background or cookies or encoded_headers or headers or is_head_response or self.cookies:
+            raise NotImplementedError("an event stream is sent as it is, by the generation endpoints' fast path")
+        encoded = [(name.lower().encode("latin-1"), str(value).encode("latin-1"))
+                   for name, value in self.headers.items()]
+        if not any(name == b"content-type" for name, _ in encoded):
+            encoded.append((b"content-type", f"{_MEDIA_TYPE}; charset={self.encoding}".encode("latin-1")))
+        return _EventStreamResponse(self.status_code or 200, encoded, self.first, self.iterator)  # type: ignore[return-value,arg-type]
 
 
-class _EventStreamResponse(ASGIStreamingResponse):
-    __slots__ = ()
+class _EventStreamResponse:
+    """The ASGI side of an :class:`EventStream` (what ``to_asgi_response`` answers)."""
 
-    async def send_body(self, send: Send, receive: Receive) -> None:
-        """Send every chunk, then the end of the body; the client's disconnect stops it (cancelling
-        this task once, wherever it waits: on the relay, or on a send)."""
+    __slots__ = ("_first", "_headers", "_rest", "_status")
+
+    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], first: bytes,
+                 rest: AsyncGenerator[bytes, None]) -> None:
+        self._status = status
+        self._headers = headers
+        self._first = first
+        self._rest = rest
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Send the head, every chunk, then the end of the body; the client's disconnect stops it
+        (cancelling this task once, wherever it waits: on the relay, or on a send)."""
+        await send({"type": "http.response.start", "status": self._status, "headers": self._headers})
         task = asyncio.current_task()
         assert task is not None
         watch = _DisconnectWatch(task, receive)
-        iterator: AsyncIterable[bytes] = self.iterator  # type: ignore[assignment]  # EventStream's
         try:
-            async for chunk in iterator:
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            watch.stop()  # nothing left to cut short: the disconnect that follows the answer is not one
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            ended = await _send_chunk(send, self._first, watch)
+            async for chunk in self._rest:
+                if not ended:
+                    ended = await _send_chunk(send, chunk, watch)
+            if not ended:
+                watch.stop()  # nothing left to cut short: the disconnect that follows the answer is not one
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             if not watch.cancelled or task.uncancel() > 0:
                 raise  # not (only) the client's disconnect: the task itself is being cancelled
         finally:
             watch.stop()
         watch.raise_failure()
+
+
+async def _send_chunk(send: Send, chunk: bytes, watch: _DisconnectWatch) -> bool:
+    """Send a chunk; whether it ended the body."""
+    if type(chunk) is LastChunk:
+        watch.stop()
+        await send({"type": "http.response.body", "body": chunk, "more_body": False})
+        return True
+    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+    return False
 
 
 class _DisconnectWatch:

@@ -29,8 +29,6 @@ from app.runtime import Runtime
 from app.tokens import Protocol as Wire
 from app.tokens.delivered import Delivered
 from app.translate import canonical as c
-from app.translate.stream_relay import StreamRelay
-from app.upstream.base import StreamEvent
 from domain import endpoints
 from domain.pricing import TokenUsage
 from domain.settings import Model
@@ -93,7 +91,7 @@ async def _streamed(call: BilledCall) -> EventStream:
     if call.transcript is not None:
         relay = _recorded(relay, call.transcript)
     first = await relay.__anext__()
-    return EventStream(_prepend(first, relay), media_type="text/event-stream", headers={**call.headers, **SSE_HEADERS})
+    return EventStream(first, relay, headers={**call.headers, **SSE_HEADERS})
 
 
 async def _relay(call: BilledCall) -> AsyncGenerator[bytes, None]:
@@ -113,7 +111,8 @@ async def _relay(call: BilledCall) -> AsyncGenerator[bytes, None]:
         reported = _Reported()
         try:
             async for batch in stream:
-                frames, content, failure = _relayed(relay, batch, reported, delivered)
+                frames, events, failure = relay.relay(batch)
+                content = reported.content(events, delivered)
                 if frames:
                     yield frames[0] if len(frames) == 1 else b"".join(frames)
                 for event in content:
@@ -123,31 +122,15 @@ async def _relay(call: BilledCall) -> AsyncGenerator[bytes, None]:
         except GatewayError as exc:
             # The upstream failed after the stream began: bill what was delivered, then say so in-stream.
             await call.settle_partial(exc)
-            yield b"".join(relay.error(exc))
+            yield await call.last_frames(b"".join(relay.error(exc)))
             return
         charged, reasoning = reported.usage or delivered.usage(), reported.reasoning
         try:
             final = await call.charge_stream(charged, lambda extra: relay.finish(charged, reasoning, extra))
         except GatewayError as exc:  # the hold stays open and visible; the client is told nothing was billed
-            yield b"".join(relay.error(exc))
+            yield await call.last_frames(b"".join(relay.error(exc)))
             return
-        yield final
-
-
-def _relayed(relay: StreamRelay, batch: list[StreamEvent], reported: _Reported,
-             delivered: Delivered) -> tuple[list[bytes], list[c.Event], GatewayError | None]:
-    """The client's frames for a batch of the upstream's events, the content they carried, and the
-    failure that ended the batch early (an event that could not be read), if one did."""
-    frames: list[bytes] = []
-    content: list[c.Event] = []
-    for event in batch:
-        try:
-            out, events = relay.relay(event)
-        except GatewayError as exc:
-            return frames, content, exc
-        frames += out
-        content += reported.content(events, delivered)
-    return frames, content, None
+        yield await call.last_frames(final)
 
 
 class _Reported:
@@ -181,12 +164,3 @@ async def _recorded(relay: AsyncGenerator[bytes, None], transcript: list[bytes])
             yield frame
     finally:
         await relay.aclose()  # closing this closes the relay (which settles its call)
-
-
-async def _prepend(first: bytes, rest: AsyncGenerator[bytes, None]) -> AsyncGenerator[bytes, None]:
-    try:
-        yield first
-        async for frame in rest:
-            yield frame
-    finally:
-        await rest.aclose()  # closing the stream's iterator closes the relay

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import redis.asyncio as aioredis
 
@@ -70,7 +70,7 @@ class StreamSlot:
 
     owner: StreamSlots
     key_id: str
-    member: str = field(default_factory=lambda: secrets.token_hex(8))
+    member: str = ""  # its name in Redis's set of the key's streams (a slot of this process alone has none)
     in_redis: bool = False
     released: bool = False
 
@@ -107,6 +107,7 @@ class StreamSlots:
             )
         slot = StreamSlot(self, key_id)
         if self._take is not None:
+            slot.member = secrets.token_hex(8)
             try:
                 taken, open_now = await self._take(
                     keys=[self._prefix + key_id], args=[self.per_key, SLOT_TTL, slot.member]

@@ -3,10 +3,11 @@
 A relayed event differs from the upstream's in one or two top-level members (the model's name; a
 ``"usage": null``). Decoding the whole event and encoding it again to change them costs more than
 everything else the relay does with it; finding the member's bytes and replacing them costs a
-substring search. The search is exact only if the member's text occurs once, so a splice is made
-only then, and checked: the result is decoded for its top-level ``model`` and ``usage`` alone (a
-decoder that skips everything else), and must hold what was meant. Anything else — a member
-written in a form the search does not know, text that occurs twice — is left to the caller to
+substring search. The text found may be another member's (the same text nested deeper, or a key
+that ends in an escaped quote), so every splice is checked: the result is decoded for its top-level
+``model`` and ``usage`` alone (a decoder that skips everything else), and must hold what was meant —
+which it can only if the text replaced was the top-level member's. Anything else — a member written
+in a form the search does not know, a ``"usage": null`` that occurs twice — is left to the caller to
 rewrite whole (``splice`` answers None).
 """
 
@@ -27,6 +28,7 @@ class _Top(msgspec.Struct):
 
 
 _check = msgspec.json.Decoder(_Top).decode
+_check_all = msgspec.json.Decoder(list[_Top]).decode
 _NULL_USAGE = (b'"usage":null', b'"usage": null')
 _WHITESPACE = b" \t\r\n"
 
@@ -46,12 +48,21 @@ def _one(data: bytes, forms: tuple[bytes, ...]) -> tuple[int, bytes] | None:
 class Splicer:
     """Puts ``model_id`` in place of the upstream's model name in JSON objects' bytes."""
 
-    __slots__ = ("_forms", "_model_id", "_value")
+    __slots__ = ("_forms", "_member", "_model_id")
 
     def __init__(self, model_id: str) -> None:
         self._model_id = model_id
-        self._value = encode(model_id)
+        self._member = b'"model":' + encode(model_id)
         self._forms: dict[str, tuple[bytes, ...]] = {}
+
+    def forms(self, model: str) -> tuple[bytes, bytes]:
+        """The text of a ``model`` member naming ``model`` as a compact encoder writes it, and the
+        member naming the client's model instead."""
+        forms = self._forms.get(model)
+        if forms is None:
+            value = encode(model)
+            forms = self._forms[model] = (b'"model":' + value, b'"model": ' + value)
+        return forms[0], self._member
 
     def splice(self, data: bytes, model: Any, usage: Any, wanted_usage: Any) -> bytes | None:
         """``data`` (a JSON object whose top-level ``model`` is ``model`` and ``usage`` is ``usage``:
@@ -60,15 +71,14 @@ class Splicer:
         if not isinstance(model, str):
             return None
         if model != self._model_id:
-            forms = self._forms.get(model)
-            if forms is None:
-                value = encode(model)
-                forms = self._forms[model] = (b'"model":' + value, b'"model": ' + value)
-            found = _one(data, forms)
-            if found is None:
+            self.forms(model)
+            compact, spaced = self._forms[model]
+            form = compact if compact in data else spaced if spaced in data else None
+            if form is None:
                 return None
-            at, form = found
-            data = data[:at] + b'"model":' + self._value + data[at + len(form):]
+            # The first occurrence; if it is not the top-level member, the check below finds the
+            # top-level model unchanged.
+            data = data.replace(form, self._member, 1)
         spliced: bytes | None = data
         if usage is None and wanted_usage is UNSET:
             spliced = _without_null_usage(data)
@@ -83,6 +93,16 @@ class Splicer:
         if top.model != self._model_id or top.usage is not wanted_usage:
             return None
         return spliced
+
+    def all_hold(self, array: bytes, count: int, wanted_usage: Any) -> bool:
+        """Whether ``array`` (a JSON array of spliced objects) holds ``count`` objects, each with the
+        client's model and ``wanted_usage`` (None, or UNSET for none) at its top level."""
+        try:
+            tops = _check_all(array)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+            return False
+        model_id = self._model_id
+        return len(tops) == count and all(top.model == model_id and top.usage is wanted_usage for top in tops)
 
 
 def _without_null_usage(data: bytes) -> bytes | None:

@@ -14,7 +14,8 @@ tool calls and usage reports that a stream's bill is made from). Two kinds exist
 from __future__ import annotations
 
 import copy
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 from app.errors import GatewayError
 from app.translate import canonical as c
@@ -35,14 +36,23 @@ class StreamWriter(Protocol):
     def error(self, exc: GatewayError) -> list[bytes]: ...
 
 
+class Relayed(NamedTuple):
+    """What a batch of the upstream's events became: the client's frames, the canonical events the
+    bill is made from (text, reasoning, tool calls, usage reports), and the failure that stopped the
+    batch early (an event that could not be read), after the frames of those before it."""
+
+    frames: list[bytes]
+    events: list[c.Event]
+    failure: GatewayError | None = None
+
+
 class StreamRelay(Protocol):
     def start(self) -> list[bytes]:
         """The frames to send before the upstream's first event."""
         ...
 
-    def relay(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
-        """The client's frames for one upstream event, and the canonical events it carried (usage
-        reports included). Raises ``GatewayError`` for an event that cannot be read."""
+    def relay(self, batch: list[StreamEvent]) -> Relayed:
+        """The client's frames for the events one read of the upstream brought."""
         ...
 
     def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
@@ -53,6 +63,21 @@ class StreamRelay(Protocol):
     def error(self, exc: GatewayError) -> list[bytes]:
         """The in-stream error that ends a stream that broke."""
         ...
+
+
+def relay_each(batch: list[StreamEvent],
+               relay_one: Callable[[StreamEvent], tuple[list[bytes], list[c.Event]]]) -> Relayed:
+    """A batch relayed event by event, until one cannot be read."""
+    frames: list[bytes] = []
+    events: list[c.Event] = []
+    for event in batch:
+        try:
+            out, read = relay_one(event)
+        except GatewayError as exc:
+            return Relayed(frames, events, exc)
+        frames += out
+        events += read
+    return Relayed(frames, events)
 
 
 class CanonicalRelay:
@@ -70,7 +95,10 @@ class CanonicalRelay:
     def start(self) -> list[bytes]:
         return self._writer.start()
 
-    def relay(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
+    def relay(self, batch: list[StreamEvent]) -> Relayed:
+        return relay_each(batch, self._relay_one)
+
+    def _relay_one(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
         raw = event.object()
         if raw is None:
             return [], []  # not a JSON object: nothing any wire sends, skipped

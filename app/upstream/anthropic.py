@@ -42,15 +42,13 @@ class AnthropicUpstream(HttpUpstream):
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEStream:
         response = await self._post_stream(self._url, body, headers)
-        return self._sse(response, is_last=_is_last, error_of=_error_of)
+        return self._sse(response, suspect=(b'"error"', b"message_stop"), is_last=_is_last, error_of=_error_of)
 
 
 def _is_last(event: StreamEvent) -> bool:
-    return b"message_stop" in event.data and (event.object() or {}).get("type") == "message_stop"
+    return (event.object() or {}).get("type") == "message_stop"
 
 
 def _error_of(event: StreamEvent) -> object | None:
-    if b'"error"' not in event.data:
-        return None
     value = event.object() or {}
     return value.get("error") if value.get("type") == "error" else None

@@ -65,7 +65,10 @@ class RawStream(Protocol):
 
     def __aiter__(self) -> AsyncIterator[list[StreamEvent]]: ...
 
-    async def aclose(self) -> None: ...
+    def close(self) -> None:
+        """Let go of the upstream's answer (its connection closed unless it was read to its end);
+        at once, so that nothing can interrupt it (a relay being cancelled closes its stream)."""
+        ...
 
 
 class Upstream(Protocol):

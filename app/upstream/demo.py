@@ -41,7 +41,7 @@ class _DemoStream:
             await asyncio.sleep(0)
             yield [StreamEvent.of(chunk)]
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         self._chunks = []
 
 

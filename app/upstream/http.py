@@ -3,6 +3,7 @@ and failures mapped the same way for every provider."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -72,9 +73,9 @@ class HttpUpstream:
             raise error
         return response
 
-    def _sse(self, response: aiohttp.ClientResponse, is_last: Callable[[StreamEvent], bool],
-             error_of: Callable[[StreamEvent], object | None]) -> SSEStream:
-        return SSEStream(response, wire=self.wire, is_last=is_last, error_of=error_of)
+    def _sse(self, response: aiohttp.ClientResponse, *, suspect: tuple[bytes, ...],
+             is_last: Callable[[StreamEvent], bool], error_of: Callable[[StreamEvent], object | None]) -> SSEStream:
+        return SSEStream(response, wire=self.wire, suspect=suspect, is_last=is_last, error_of=error_of)
 
     async def aclose(self) -> None:
         """The shared HTTP client is closed by its owner."""
@@ -84,13 +85,17 @@ class SSEStream:
     """An upstream's SSE stream as batches of events (those each read completed), until its end:
     ``[DONE]`` (OpenAI chat) or a final event (Anthropic's ``message_stop``, the Responses API's
     ``response.completed``). A stream error event, or a broken connection, raises — after the
-    events before it were handed on. ``is_last`` and ``error_of`` look at an event's bytes first
-    and decode it only when it may be what they look for."""
+    events before it were handed on.
 
-    def __init__(self, response: aiohttp.ClientResponse, *, wire: str, is_last: Callable[[StreamEvent], bool],
-                 error_of: Callable[[StreamEvent], object | None]) -> None:
+    ``is_last`` and ``error_of`` are asked only about an event whose bytes contain one of
+    ``suspect`` (text the end or an error is written with: ``"error"``, the final event's type), so
+    that most events are never decoded here."""
+
+    def __init__(self, response: aiohttp.ClientResponse, *, wire: str, suspect: tuple[bytes, ...],
+                 is_last: Callable[[StreamEvent], bool], error_of: Callable[[StreamEvent], object | None]) -> None:
         self._response = response
         self._wire = wire
+        self._suspect = re.compile(b"|".join(re.escape(text) for text in suspect)).search
         self._is_last = is_last
         self._error_of = error_of
 
@@ -119,10 +124,14 @@ class SSEStream:
         """The events of one read up to the stream's end, and whether it ended (or how it failed:
         the failure is raised once the events before it were yielded)."""
         batch: list[StreamEvent] = []
+        suspect = self._suspect
         for data in found:
             if data == b"[DONE]":
                 return batch, True
             event = StreamEvent(data)
+            if suspect(data) is None:
+                batch.append(event)
+                continue
             try:
                 error = self._error_of(event)
                 if error:
@@ -136,5 +145,5 @@ class SSEStream:
                 return batch, exc
         return batch, False
 
-    async def aclose(self) -> None:
+    def close(self) -> None:
         close(self._response)

@@ -11,12 +11,11 @@ from app.upstream.http import HttpUpstream, SSEStream
 
 #: The Responses API's events that end a stream (``response.failed`` ends it with an error).
 _LAST = ("response.completed", "response.incomplete", "response.failed")
-_LAST_BYTES = tuple(kind.encode() for kind in _LAST)
+#: What an event that ends a stream, or reports an error, cannot be written without.
+_RESPONSES_SUSPECT = (b'"error"', *(kind.encode() for kind in _LAST))
 
 
 def _responses_error(event: StreamEvent) -> object | None:
-    if b'"error"' not in event.data and b"response.failed" not in event.data:
-        return None
     value = event.object() or {}
     if value.get("type") == "error":
         return value
@@ -27,11 +26,11 @@ def _responses_error(event: StreamEvent) -> object | None:
 
 
 def _responses_last(event: StreamEvent) -> bool:
-    return any(kind in event.data for kind in _LAST_BYTES) and (event.object() or {}).get("type") in _LAST
+    return (event.object() or {}).get("type") in _LAST
 
 
 def _chat_error(event: StreamEvent) -> object | None:
-    return (event.object() or {}).get("error") if b'"error"' in event.data else None
+    return (event.object() or {}).get("error")
 
 
 class OpenAIUpstream(HttpUpstream):
@@ -54,7 +53,7 @@ class OpenAIUpstream(HttpUpstream):
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEStream:
         response = await self._post_stream(self._url, body, headers)
-        return self._sse(response, is_last=lambda event: False, error_of=_chat_error)
+        return self._sse(response, suspect=(b'"error"',), is_last=lambda event: False, error_of=_chat_error)
 
 
 class OpenAIResponsesUpstream(OpenAIUpstream):
@@ -71,4 +70,4 @@ class OpenAIResponsesUpstream(OpenAIUpstream):
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEStream:
         response = await self._post_stream(self._url, body, headers)
-        return self._sse(response, is_last=_responses_last, error_of=_responses_error)
+        return self._sse(response, suspect=_RESPONSES_SUSPECT, is_last=_responses_last, error_of=_responses_error)

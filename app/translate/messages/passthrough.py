@@ -18,6 +18,7 @@ from app.json import object_or
 from app.translate import canonical as c
 from app.translate.messages.client import sse, usage_dict
 from app.translate.messages.upstream import MessagesEventReader
+from app.translate.stream_relay import Relayed, relay_each
 from app.upstream.base import StreamEvent
 from domain.pricing import TokenUsage
 
@@ -44,7 +45,10 @@ class MessagesPassThrough:
     def start(self) -> list[bytes]:
         return []
 
-    def relay(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
+    def relay(self, batch: list[StreamEvent]) -> Relayed:
+        return relay_each(batch, self._relay_one)
+
+    def _relay_one(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
         raw = event.object()
         if raw is None:
             return [], []
