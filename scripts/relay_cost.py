@@ -305,6 +305,11 @@ class _Call:
     async def charge_stream(self, usage: TokenUsage, final: Callable[[dict[str, Any]], list[bytes]]) -> bytes:
         return b"".join(final(_COST))
 
+    async def last_frames(self, frames: bytes) -> bytes:
+        from app.http.event_stream import LastChunk  # only a version with last frames asks for them
+
+        return LastChunk(frames)
+
     async def settle_partial(self, exc: Exception) -> None:
         raise RuntimeError(f"the canned stream failed: {exc}")
 

@@ -13,9 +13,12 @@ rewrite whole (``splice`` answers None).
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, Literal
 
 import msgspec
+from msgspec import UnsetType
 
 from app.json import encode
 
@@ -28,8 +31,9 @@ class _Top(msgspec.Struct):
 
 
 _check = msgspec.json.Decoder(_Top).decode
-_check_all = msgspec.json.Decoder(list[_Top]).decode
-_NULL_USAGE = (b'"usage":null', b'"usage": null')
+_NULL_USAGES = (b'"usage":null', b'"usage": null')
+#: A ``usage`` member, null, after another member.
+_NULL_USAGE = b',"usage":null'
 _WHITESPACE = b" \t\r\n"
 
 
@@ -94,19 +98,47 @@ class Splicer:
             return None
         return spliced
 
-    def all_hold(self, array: bytes, count: int, wanted_usage: Any) -> bool:
-        """Whether ``array`` (a JSON array of spliced objects) holds ``count`` objects, each with the
-        client's model and ``wanted_usage`` (None, or UNSET for none) at its top level."""
+    def splice_all(self, joined: bytes, count: int, model: Any, nulls: int, wanted_usage: Any) -> bytes | None:
+        """``joined`` (``count`` JSON objects, each valid alone, joined by whitespace, each with the
+        top-level ``model``; ``nulls`` of them with a ``"usage": null``) with the client's model in
+        each, and ``wanted_usage`` (None: kept; UNSET: the nulls dropped); None unless the text
+        replaced was exactly each object's top-level member (one each, and checked by one decode)."""
+        if not isinstance(model, str):
+            return None
+        if model != self._model_id:
+            form, member = self.forms(model)
+            spliced = joined.replace(form, member)
+            grown = len(member) - len(form)
+            replaced = (len(spliced) - len(joined)) // grown if grown else joined.count(form)
+            if replaced != count:
+                return None  # not once per object: nested too, or in another form
+            joined = spliced
+        if wanted_usage is UNSET and nulls:
+            spliced = joined.replace(_NULL_USAGE, b"")
+            if len(joined) - len(spliced) != nulls * len(_NULL_USAGE):
+                return None
+            joined = spliced
+        checks = _all_checks(self._model_id)
         try:
-            tops = _check_all(array)
+            held = len(checks[wanted_usage is None](joined)) == count
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
-            return False
-        model_id = self._model_id
-        return len(tops) == count and all(top.model == model_id and top.usage is wanted_usage for top in tops)
+            return None
+        return joined if held else None
+
+
+@functools.cache
+def _all_checks(model_id: str) -> tuple[Callable[[bytes], list[Any]], Callable[[bytes], list[Any]]]:
+    """Decoders of whitespace-separated objects whose top-level ``model`` is ``model_id`` and which
+    have no ``usage`` (the first) or a null one (the second); any other object fails to decode.
+    Made once per model id (a process serves a handful)."""
+    model = ("model", Literal[model_id])
+    without = msgspec.defstruct("WithoutUsage", [model, ("usage", UnsetType, UNSET)])
+    null = msgspec.defstruct("NullUsage", [model, ("usage", None)])
+    return msgspec.json.Decoder(without).decode_lines, msgspec.json.Decoder(null).decode_lines
 
 
 def _without_null_usage(data: bytes) -> bytes | None:
-    found = _one(data, _NULL_USAGE)
+    found = _one(data, _NULL_USAGES)
     if found is None:
         return None
     at, form = found

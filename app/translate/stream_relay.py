@@ -65,6 +65,13 @@ class StreamRelay(Protocol):
         ...
 
 
+def data_frame(data: bytes, event: bytes = b"") -> bytes:
+    """An event with ``data`` as its data (as an SSE reader joins it again: a data line per line of
+    it), named ``event`` if given."""
+    lines = b"data: " + (data.replace(b"\n", b"\ndata: ") if b"\n" in data else data) + b"\n\n"
+    return b"event: " + event + b"\n" + lines if event else lines
+
+
 def relay_each(batch: list[StreamEvent],
                relay_one: Callable[[StreamEvent], tuple[list[bytes], list[c.Event]]]) -> Relayed:
     """A batch relayed event by event, until one cannot be read."""

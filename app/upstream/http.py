@@ -3,7 +3,6 @@ and failures mapped the same way for every provider."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -95,7 +94,7 @@ class SSEStream:
                  is_last: Callable[[StreamEvent], bool], error_of: Callable[[StreamEvent], object | None]) -> None:
         self._response = response
         self._wire = wire
-        self._suspect = re.compile(b"|".join(re.escape(text) for text in suspect)).search
+        self._suspects = suspect
         self._is_last = is_last
         self._error_of = error_of
 
@@ -123,13 +122,17 @@ class SSEStream:
     def _events(self, found: list[bytes]) -> tuple[list[StreamEvent], bool | GatewayError]:
         """The events of one read up to the stream's end, and whether it ended (or how it failed:
         the failure is raised once the events before it were yielded)."""
+        end = False
+        if b"[DONE]" in found:
+            found, end = found[:found.index(b"[DONE]")], True
+        suspects = self._suspects
+        joined = b"\n".join(found)
+        if not any(text in joined for text in suspects):
+            return [StreamEvent(data) for data in found], end  # the common case: nothing to look at
         batch: list[StreamEvent] = []
-        suspect = self._suspect
         for data in found:
-            if data == b"[DONE]":
-                return batch, True
             event = StreamEvent(data)
-            if suspect(data) is None:
+            if not any(text in data for text in suspects):
                 batch.append(event)
                 continue
             try:
@@ -143,7 +146,7 @@ class SSEStream:
                     return batch, True
             except GatewayError as exc:  # an event that is not JSON
                 return batch, exc
-        return batch, False
+        return batch, end
 
     def close(self) -> None:
         close(self._response)

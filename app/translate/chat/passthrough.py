@@ -25,14 +25,12 @@ from app.translate import canonical as c
 from app.translate.chat.client import usage_dict
 from app.translate.chat.upstream import ChatChunkReader, reasoning_tokens, text_events, usage_from_openai
 from app.translate.raw_json import UNSET, Splicer
-from app.translate.stream_relay import Relayed, relay_each
+from app.translate.stream_relay import Relayed, data_frame, relay_each
 from app.upstream.base import StreamEvent
 from domain.pricing import TokenUsage
 
 _DONE = b"data: [DONE]\n\n"
-#: A chunk's ``usage`` member, null, after another member: what a client that did not ask for usage
-#: does not get.
-_NULL_USAGE = b',"usage":null'
+_NEXT_FRAME = b"\n\ndata: "
 
 
 def frame(chunk: Any) -> bytes:
@@ -68,6 +66,24 @@ class _Chunk(msgspec.Struct):
 
 
 _read_chunk = msgspec.json.Decoder(_Chunk).decode
+
+
+def _read_deltas(choices: list[_Choice], texts: list[str], thoughts: list[str]) -> bool:
+    """A chunk's text and reasoning (as ``text_events`` reads them), added to ``texts`` and
+    ``thoughts``; False if a delta carries tool calls (the reader's to follow: the batch is then
+    read chunk by chunk, and what was added here is dropped)."""
+    for choice in choices:
+        delta = choice.delta
+        if delta is not None:
+            if delta.tool_calls:
+                return False
+            content = delta.content
+            if content:
+                texts.append(content if type(content) is str else str(content))
+            reasoning = delta.reasoning_content or delta.reasoning
+            if reasoning and type(reasoning) is str:
+                thoughts.append(reasoning)
+    return True
 
 
 class ChatPassThrough:
@@ -110,28 +126,29 @@ class ChatPassThrough:
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             return None
         events: list[c.Event] = []
+        texts: list[str] = []
+        thoughts: list[str] = []
         sent: list[bytes] = []
         models = set()
         nulls = 0
+        include_usage = self._include_usage
         reported, last = self._reported, self._last
         for data, chunk in zip(datas, chunks, strict=True):
             choices = chunk.choices
-            for choice in choices or ():
-                delta = choice.delta
-                if delta is not None:
-                    if delta.tool_calls:
-                        return None
-                    text_events(events, delta.reasoning_content or delta.reasoning, delta.content)
+            if choices and not _read_deltas(choices, texts, thoughts):
+                return None
             usage = chunk.usage
-            if isinstance(usage, dict):
+            if usage is not None and usage is not UNSET:
+                if choices or not isinstance(usage, dict):
+                    return None  # a usage report to take out of a chunk with choices: chunk by chunk
                 reported = usage
                 counted = usage_from_openai(usage)
                 if counted is not None:
                     events.append(c.UsageReported(counted, reasoning_tokens(usage, "completion_tokens_details")))
             if not choices:
                 continue  # a usage-only chunk: sent again, with the cost, once charged
-            if (usage is UNSET and self._include_usage) or (usage is not None and usage is not UNSET):
-                return None  # a usage to add or to take out: chunk by chunk
+            if usage is UNSET and include_usage:
+                return None  # a ``"usage": null`` to add: chunk by chunk
             nulls += usage is None
             models.add(chunk.model)
             sent.append(data)
@@ -139,29 +156,29 @@ class ChatPassThrough:
         frames = self._spliced_together(sent, models, nulls) if sent else []
         if frames is None:
             return None
+        # The batch's text as one piece of each kind: what was delivered is counted per kind, whole.
+        if thoughts:
+            events.append(c.ThinkingDelta("".join(thoughts)))
+        if texts:
+            events.append(c.TextDelta("".join(texts)))
         self._reported, self._last = reported, last
         return Relayed(frames, events)
 
     def _spliced_together(self, sent: list[bytes], models: set[Any], nulls: int) -> list[bytes] | None:
-        joined = b",\n".join(sent)  # a separator no chunk of one line contains: JSON strings hold no raw \n
-        if joined.count(b"\n") != len(sent) - 1 or len(models) != 1:
+        if len(models) != 1:
             return None
         (model,) = models
-        if not isinstance(model, str):
+        # Joined by a byte no chunk holds (the SSE parser ends lines at a raw \r, and JSON strings
+        # hold none): counted below, as the frames are cut apart again.
+        spliced = self._splicer.splice_all(b"\r".join(sent), len(sent), model, nulls,
+                                           None if self._include_usage else UNSET)
+        if spliced is None:
             return None
-        if model != self._model_id:
-            form, member = self._splicer.forms(model)
-            if joined.count(form) != len(sent):
-                return None
-            joined = joined.replace(form, member)
-        wanted = None if self._include_usage else UNSET
-        if wanted is UNSET and nulls:
-            if joined.count(_NULL_USAGE) != nulls:
-                return None
-            joined = joined.replace(_NULL_USAGE, b"")
-        if not self._splicer.all_hold(b"[" + joined + b"]", len(sent), wanted):
+        lines = spliced.replace(b"\n", b"\ndata: ") if b"\n" in spliced else spliced  # multi-line data stays so
+        frames = lines.replace(b"\r", _NEXT_FRAME)
+        if len(frames) - len(lines) != (len(sent) - 1) * (len(_NEXT_FRAME) - 1):
             return None
-        return [b"data: " + joined.replace(b",\n", b"\n\ndata: ") + b"\n\n"]
+        return [b"data: " + frames + b"\n\n"]
 
     def _relay_one(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
         try:
@@ -188,7 +205,7 @@ class ChatPassThrough:
         data = self._spliced(event.data, chunk.model, usage)
         if data is None:
             return [frame(self._rewritten(event.json()))], events
-        return [b"data: " + data + b"\n\n"], events
+        return [data_frame(data)], events
 
     def _relay_whole(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
         """A chunk read whole, by the chat reader, and sent spliced (or rewritten, if it must be)."""
@@ -205,7 +222,7 @@ class ChatPassThrough:
         data = self._spliced(event.data, chunk.get("model", UNSET), usage) if event.utf8 else None
         if data is None:
             return [frame(self._rewritten(chunk))], events
-        return [b"data: " + data + b"\n\n"], events
+        return [data_frame(data)], events
 
     def _spliced(self, data: bytes, model: Any, usage: Any) -> bytes | None:
         """The chunk's bytes with the client's model, and ``"usage": null`` if the client asked for

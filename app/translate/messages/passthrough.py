@@ -18,7 +18,7 @@ from app.json import object_or
 from app.translate import canonical as c
 from app.translate.messages.client import sse, usage_dict
 from app.translate.messages.upstream import MessagesEventReader
-from app.translate.stream_relay import Relayed, relay_each
+from app.translate.stream_relay import Relayed, data_frame, relay_each
 from app.upstream.base import StreamEvent
 from domain.pricing import TokenUsage
 
@@ -55,7 +55,7 @@ class MessagesPassThrough:
         events = self._reader.events(raw)
         kind = raw.get("type")
         if isinstance(kind, str) and kind not in _REWRITTEN and event.utf8:
-            return [b"event: " + kind.encode() + b"\ndata: " + event.data + b"\n\n"], events
+            return [data_frame(event.data, kind.encode())], events
         return self._rewritten(raw), events
 
     def _rewritten(self, event: dict[str, Any]) -> list[bytes]:
