@@ -175,7 +175,7 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
     gateway = servers.tollgate(workdir, ledger, workers, stalls.env() if stalls else None)
     targets = {"direct": upstream, "floor": floor, "tollgate": gateway}
     answered = 0  # requests Tollgate answered with a 200: each must be exactly one charge in the ledger
-    result: dict[str, Any] = {"backend": backend, "workers": workers, "cases": {}}
+    result: dict[str, Any] = {"backend": backend, "workers": workers, "teams": plan.args.teams, "cases": {}}
     try:
         floor.start()
         gateway.start()
