@@ -291,9 +291,8 @@ class _Call:
             else:  # the stream of a version before streams closed at once
                 await self._stream.aclose()
 
-    async def complete(self) -> dict[str, Any]:
-        answer: dict[str, Any] = await self._upstream.complete(self.exchange.body, self.exchange.headers)
-        return answer
+    async def complete(self) -> Any:
+        return await self._upstream.complete(self.exchange.body, self.exchange.headers)
 
     async def open_stream(self) -> Any:
         self._stream = await self._upstream.open_stream(self.exchange.body, self.exchange.headers)

@@ -47,7 +47,7 @@ from app.observability.request_ids import new_request_id
 from app.ratelimit.streams import StreamSlot
 from app.runtime import Runtime
 from app.tokens.delivered import Delivered
-from app.upstream import RawStream
+from app.upstream import Answer, RawStream
 from domain.pricing import TokenUsage
 from domain.settings import Model
 
@@ -110,7 +110,7 @@ class BilledCall:
             if self._stream is not None:
                 self._stream.close()
 
-    async def complete(self) -> dict[str, Any]:
+    async def complete(self) -> Answer:
         """The upstream's whole answer (a plain request)."""
         upstream = self._runtime.upstreams[self.bill.model.id]
         try:

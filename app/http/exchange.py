@@ -24,6 +24,7 @@ from typing import Any
 
 from litestar import Request
 
+from app.json import encode
 from app.tokens import Protocol as Wire
 from app.translate import canonical as c
 from app.translate import tools
@@ -38,6 +39,7 @@ from app.translate.responses.client import ResponseShell, canonical_to_response,
 from app.translate.responses.stream import ResponsesStreamWriter
 from app.translate.responses.upstream import ResponsesEventReader, canonical_to_responses_body, response_to_canonical
 from app.translate.stream_relay import CanonicalRelay, EventReader, StreamRelay, StreamWriter
+from app.upstream.base import Answer
 from domain.pricing import TokenUsage
 from domain.settings import Model
 
@@ -53,8 +55,10 @@ class Exchange:
     stream: bool
     #: Whose errors reach the client word for word: the upstream's wire when passed through.
     passthrough_wire: str | None
-    decode: Callable[[dict[str, Any]], c.Response]
-    render: Callable[[dict[str, Any], c.Response, dict[str, Any]], dict[str, Any]]
+    #: A whole answer, read for its bill (a passed-through one only as far as the bill needs).
+    decode: Callable[[Answer], c.Response]
+    #: The client's body of a whole answer, given the charge's usage fields.
+    render: Callable[[Answer, c.Response, dict[str, Any]], bytes]
     #: A new stream's relay: the upstream's events → the client's frames.
     relay: Callable[[], StreamRelay]
     dropped_tools: list[str] = field(default_factory=list)
@@ -102,6 +106,8 @@ def _passthrough(model: Model, wire: Wire, body: dict[str, Any], request: Reques
     include_usage = _include_usage(body)
     if wire == "chat" and stream:  # the upstream's usage is what the charge is made from
         forward["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
+    read = {"chat": chat_pass.read_answer, "messages": messages_pass.read_answer,
+            "responses": responses_pass.read_answer}[wire]
     render = {"chat": chat_pass.render_answer, "messages": messages_pass.render_answer,
               "responses": responses_pass.render_answer}[wire]
     relays: dict[str, Callable[[], StreamRelay]] = {
@@ -111,7 +117,7 @@ def _passthrough(model: Model, wire: Wire, body: dict[str, Any], request: Reques
                                             pure_finish=True),
     }
     return Exchange(
-        body=forward, headers=headers, stream=stream, passthrough_wire=wire, decode=_DECODERS[wire],
+        body=forward, headers=headers, stream=stream, passthrough_wire=wire, decode=read,
         render=lambda answer, resp, extra: render(answer, model.id, resp.usage or TokenUsage(0, 0),
                                                   resp.reasoning_tokens, extra),
         relay=relays[wire], dropped_tools=dropped)
@@ -143,20 +149,20 @@ def _translated(model: Model, wire: str, protocol: Wire, req: c.Request, body: d
     names = tools.ToolNames(req.tools, flatten=wire != "responses")
     decoder = _DECODERS[wire]
     reader = _READERS[wire]
-    render: Callable[[dict[str, Any], c.Response, dict[str, Any]], dict[str, Any]]
+    render: Callable[[Answer, c.Response, dict[str, Any]], bytes]
     writer: Callable[[], StreamWriter]
     if protocol == "chat":
         include_usage = _include_usage(body)
-        render = lambda answer, resp, extra: canonical_to_chat_response(resp, model.id, extra)  # noqa: E731
+        render = lambda answer, resp, extra: encode(canonical_to_chat_response(resp, model.id, extra))  # noqa: E731
         writer = lambda: ChatStreamWriter(model.id, include_usage)  # noqa: E731
     elif protocol == "messages":
-        render = lambda answer, resp, extra: canonical_to_message(resp, model.id, extra)  # noqa: E731
+        render = lambda answer, resp, extra: encode(canonical_to_message(resp, model.id, extra))  # noqa: E731
         writer = lambda: MessagesStreamWriter(model.id, prompt_tokens)  # noqa: E731
     else:
         shell = ResponseShell(body, model.id)
-        render = lambda answer, resp, extra: canonical_to_response(resp, shell, extra)  # noqa: E731
+        render = lambda answer, resp, extra: encode(canonical_to_response(resp, shell, extra))  # noqa: E731
         writer = lambda: ResponsesStreamWriter(shell)  # noqa: E731
     return Exchange(
         body=_upstream_body(req, wire, model, names), headers={}, stream=req.stream, passthrough_wire=None,
-        decode=lambda answer: names.answer(decoder(answer)), render=render,
+        decode=lambda answer: names.answer(decoder(answer.json())), render=render,
         relay=lambda: CanonicalRelay(_NamedReader(reader(), names), writer()), dropped_tools=req.dropped_tools)

@@ -23,7 +23,6 @@ from app.http.billed_call import BilledCall, hold
 from app.http.event_stream import EventStream
 from app.http.exchange import plan
 from app.http.prompt_size import measure_prompt
-from app.json import encode
 from app.keys import Principal
 from app.runtime import Runtime
 from app.tokens import Protocol as Wire
@@ -77,7 +76,7 @@ async def _answered(call: BilledCall) -> Response[bytes]:
         if usage is None:  # the upstream did not say: bill what it answered, counted here
             c.deliver_answer(resp.parts, call.delivered)
             usage = resp.usage = call.delivered.usage()
-        body = await call.charge(usage, lambda fields: encode(exchange.render(raw, resp, fields)))
+        body = await call.charge(usage, lambda fields: exchange.render(raw, resp, fields))
     return Response(body, headers=call.headers, media_type="application/json")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import UpstreamFailure
-from app.upstream.base import StreamEvent
+from app.upstream.base import Answer, StreamEvent
 from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.http import HttpUpstream, SSEStream
 
@@ -28,14 +28,14 @@ class AnthropicUpstream(HttpUpstream):
         self._url = root + "/v1/messages"
         self._count_url = root + "/v1/messages/count_tokens"
 
-    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         answer = await self._post_json(self._url, body, headers)
-        if not isinstance(answer.get("content"), list):
+        if not answer.starts_with("content", b"["):
             raise UpstreamFailure("The upstream provider sent a message without content.")
         return answer
 
     async def count_tokens(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> int:
-        tokens = (await self._post_json(self._count_url, body, headers)).get("input_tokens")
+        tokens = (await self._post_json(self._count_url, body, headers)).member("input_tokens")
         if not isinstance(tokens, int):
             raise UpstreamFailure("The upstream provider sent no token count.")
         return tokens

@@ -1,4 +1,5 @@
-"""What every upstream adapter provides: its wire protocol, requests as JSON dicts, streams as events."""
+"""What every upstream adapter provides: its wire protocol, requests as JSON dicts, answers as JSON text
+read once (:class:`Answer`), streams as events (:class:`StreamEvent`)."""
 
 from __future__ import annotations
 
@@ -53,6 +54,54 @@ class StreamEvent:
 
 
 _UNREAD = object()
+_read_members = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+
+
+class Answer:
+    """An upstream's whole answer (a plain request): its JSON text as the upstream sent it, read
+    once into its top-level members, each kept as its raw JSON text (checked, not turned into
+    objects), and decoded whole only when someone asks. A pass-through answer is written back
+    from the members, so what Tollgate does not change is never decoded or encoded again."""
+
+    __slots__ = ("_content", "_decoded", "_value", "members")
+
+    def __init__(self, content: bytes) -> None:
+        """Read ``content``; not a JSON object (or not UTF-8) is the upstream's failure."""
+        try:
+            self.members = _read_members(content)
+            if not content.isascii():
+                content.decode()  # the members' strings are checked only when decoded
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            raise UpstreamFailure("The upstream provider sent invalid JSON.") from None
+        except msgspec.ValidationError:
+            raise UpstreamFailure("The upstream provider sent an unexpected answer.") from None
+        self._content = content
+        self._value: Any = _UNREAD
+        self._decoded: dict[str, Any] = {}
+
+    def json(self) -> dict[str, Any]:
+        """The whole answer, decoded."""
+        if self._value is _UNREAD:
+            self._value = _decode(self._content)
+        return self._value  # type: ignore[no-any-return]
+
+    def member(self, name: str) -> Any:
+        """One top-level member, decoded (None if there is none)."""
+        if name not in self._decoded:
+            raw = self.members.get(name)
+            self._decoded[name] = None if raw is None else _decode(raw)
+        return self._decoded[name]
+
+    def starts_with(self, name: str, char: bytes) -> bool:
+        """Whether the member ``name`` is there and its JSON text begins with ``char`` (``b"["``: an
+        array), read without decoding it."""
+        raw = self.members.get(name)
+        return raw is not None and memoryview(raw)[:1] == char
+
+    @classmethod
+    def of(cls, value: dict[str, Any]) -> Answer:
+        """An answer made here (not read from a wire)."""
+        return cls(msgspec.json.encode(value))
 
 
 class RawStream(Protocol):
@@ -76,7 +125,7 @@ class Upstream(Protocol):
     #: (Anthropic Messages).
     wire: str
 
-    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         """A non-streaming answer (raises ``GatewayError`` on failure)."""
         ...
 

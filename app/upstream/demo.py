@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from app.upstream.base import StreamEvent
+from app.upstream.base import Answer, StreamEvent
 
 _TOKEN = re.compile(r"\S+\s*")
 _GREETING = "Hello from the Tollgate demo model. You said: "
@@ -50,9 +50,9 @@ class DemoUpstream:
 
     wire = "chat"
 
-    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         pieces, finish, usage = self._answer(body)
-        return {
+        return Answer.of({
             "id": "chatcmpl-" + secrets.token_hex(12),
             "object": "chat.completion",
             "created": int(time.time()),
@@ -66,7 +66,7 @@ class DemoUpstream:
                 }
             ],
             "usage": usage,
-        }
+        })
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> _DemoStream:
         pieces, finish, usage = self._answer(body)

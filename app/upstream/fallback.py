@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from app.errors import GatewayError
 from app.observability.record import current_record
-from app.upstream.base import RawStream, Upstream
+from app.upstream.base import Answer, RawStream, Upstream
 
 log = logging.getLogger("tollgate.upstream")
 
@@ -76,7 +76,7 @@ class FallbackUpstream:
         self.max_attempts = min(max_attempts or len(deployments), len(deployments))
         self._rng = rng or random.Random()
 
-    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         """A non-streaming answer; nothing reached the client yet, so a failed attempt is retried whole."""
         return await self._first_answer(lambda d: d.adapter.complete({**body, "model": d.model}, headers))
 

@@ -9,8 +9,8 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from app.errors import GatewayError, UpstreamFailure
-from app.upstream.base import StreamEvent
+from app.errors import GatewayError
+from app.upstream.base import Answer, StreamEvent
 from app.upstream.client import Chunks, Timeouts, TransportFailure, UpstreamClient, close, read_body
 from app.upstream.errors import error_from_exception, error_from_status, error_from_stream_event
 from app.upstream.sse import SSEParser
@@ -31,7 +31,7 @@ class HttpUpstream:
     def _with(self, headers: dict[str, str] | None) -> dict[str, str]:
         return {**self._headers, **headers} if headers else self._headers
 
-    async def _post_json(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> dict[str, Any]:
+    async def _post_json(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> Answer:
         response = await self._send(url, body, self._with(headers))
         try:
             content = await read_body(response)
@@ -39,13 +39,7 @@ class HttpUpstream:
             raise error_from_exception(exc, answering=True) from None
         finally:
             close(response)
-        try:
-            answer = _decode(content)
-        except msgspec.DecodeError:
-            raise UpstreamFailure("The upstream provider sent invalid JSON.") from None
-        if not isinstance(answer, dict):
-            raise UpstreamFailure("The upstream provider sent an unexpected answer.")
-        return answer
+        return Answer(content)
 
     async def _post_stream(
         self, url: str, body: dict[str, Any], headers: dict[str, str] | None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from app.errors import UpstreamFailure
-from app.upstream.base import StreamEvent
+from app.upstream.base import Answer, StreamEvent
 from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.http import HttpUpstream, SSEStream
 
@@ -45,9 +45,9 @@ class OpenAIUpstream(HttpUpstream):
         super().__init__({"authorization": f"Bearer {api_key}"} if api_key else {}, timeout=timeout, client=client)
         self._url = base_url.rstrip("/") + self._path
 
-    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         answer = await self._post_json(self._url, body, headers)
-        if not isinstance(answer.get("choices"), list):
+        if not answer.starts_with("choices", b"["):
             raise UpstreamFailure("The upstream provider sent an answer without choices.")
         return answer
 
@@ -62,9 +62,9 @@ class OpenAIResponsesUpstream(OpenAIUpstream):
     wire = "responses"
     _path = "/responses"
 
-    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         answer = await self._post_json(self._url, body, headers)
-        if not isinstance(answer.get("output"), list):
+        if not answer.starts_with("output", b"["):
             raise UpstreamFailure("The upstream provider sent a response without output.")
         return answer
 

@@ -20,13 +20,20 @@ import msgspec
 from msgspec import UnsetType
 
 from app.errors import GatewayError
-from app.json import encode, object_or
+from app.json import encode
 from app.translate import canonical as c
+from app.translate.answers import read_passed, render_passed
 from app.translate.chat.client import usage_dict
-from app.translate.chat.upstream import ChatChunkReader, reasoning_tokens, text_events, usage_from_openai
+from app.translate.chat.upstream import (
+    ChatChunkReader,
+    chat_response_to_canonical,
+    reasoning_tokens,
+    text_events,
+    usage_from_openai,
+)
 from app.translate.raw_json import UNSET, Splicer
 from app.translate.stream_relay import Relayed, data_frame, relay_each
-from app.upstream.base import StreamEvent
+from app.upstream.base import Answer, StreamEvent
 from domain.pricing import TokenUsage
 
 _DONE = b"data: [DONE]\n\n"
@@ -37,10 +44,14 @@ def frame(chunk: Any) -> bytes:
     return b"data: " + encode(chunk) + b"\n\n"
 
 
-def render_answer(answer: dict[str, Any], model_id: str, usage: TokenUsage, reasoning_tokens: int,
-                  extra_usage: dict[str, Any]) -> dict[str, Any]:
-    reported = object_or(answer.get("usage"), usage_dict(usage, reasoning_tokens))
-    return {**answer, "model": model_id, "usage": {**reported, **extra_usage}}
+def read_answer(answer: Answer) -> c.Response:
+    return read_passed(answer, usage_from_openai, lambda usage: reasoning_tokens(usage, "completion_tokens_details"),
+                       chat_response_to_canonical)
+
+
+def render_answer(answer: Answer, model_id: str, usage: TokenUsage, reasoning: int,
+                  extra_usage: dict[str, Any]) -> bytes:
+    return render_passed(answer, model_id, usage_dict(usage, reasoning), extra_usage)
 
 
 class _Delta(msgspec.Struct):

@@ -16,20 +16,29 @@ from typing import Any
 from app.errors import GatewayError
 from app.json import object_or
 from app.translate import canonical as c
+from app.translate.answers import read_passed, render_passed
 from app.translate.messages.client import sse, usage_dict
-from app.translate.messages.upstream import MessagesEventReader
+from app.translate.messages.upstream import (
+    MessagesEventReader,
+    message_to_canonical,
+    thinking_tokens,
+    usage_from_anthropic,
+)
 from app.translate.stream_relay import Relayed, data_frame, relay_each
-from app.upstream.base import StreamEvent
+from app.upstream.base import Answer, StreamEvent
 from domain.pricing import TokenUsage
 
 #: The events rewritten (or held back) rather than relayed as they came.
 _REWRITTEN = frozenset({"message_start", "message_delta", "message_stop"})
 
 
-def render_answer(answer: dict[str, Any], model_id: str, usage: TokenUsage, reasoning_tokens: int,
-                  extra_usage: dict[str, Any]) -> dict[str, Any]:
-    reported = object_or(answer.get("usage"), usage_dict(usage))
-    return {**answer, "model": model_id, "usage": {**reported, **extra_usage}}
+def read_answer(answer: Answer) -> c.Response:
+    return read_passed(answer, usage_from_anthropic, thinking_tokens, message_to_canonical)
+
+
+def render_answer(answer: Answer, model_id: str, usage: TokenUsage, reasoning: int,
+                  extra_usage: dict[str, Any]) -> bytes:
+    return render_passed(answer, model_id, usage_dict(usage), extra_usage)
 
 
 class MessagesPassThrough:

@@ -12,17 +12,23 @@ from typing import Any
 from app.errors import GatewayError
 from app.json import object_or
 from app.translate import canonical as c
+from app.translate.answers import read_passed, render_passed
 from app.translate.responses.client import usage_dict
 from app.translate.responses.stream import sse
+from app.translate.responses.upstream import reasoning_tokens, response_to_canonical, usage_from_responses
+from app.upstream.base import Answer
 from domain.pricing import TokenUsage
 
 FINAL = ("response.completed", "response.incomplete")
 
 
-def render_answer(answer: dict[str, Any], model_id: str, usage: TokenUsage, reasoning_tokens: int,
-                  extra_usage: dict[str, Any]) -> dict[str, Any]:
-    reported = object_or(answer.get("usage"), usage_dict(usage, reasoning_tokens))
-    return {**answer, "model": model_id, "usage": {**reported, **extra_usage}}
+def read_answer(answer: Answer) -> c.Response:
+    return read_passed(answer, usage_from_responses, reasoning_tokens, response_to_canonical)
+
+
+def render_answer(answer: Answer, model_id: str, usage: TokenUsage, reasoning: int,
+                  extra_usage: dict[str, Any]) -> bytes:
+    return render_passed(answer, model_id, usage_dict(usage, reasoning), extra_usage)
 
 
 class ResponsesPassThrough:

@@ -25,7 +25,7 @@ from app.http.relay import answer
 from app.keys import Principal
 from app.ledger.billing import Charge, RequestBill
 from app.ledger.streams_in_flight import StreamsInFlight
-from app.upstream.base import StreamEvent
+from app.upstream.base import Answer, StreamEvent
 from domain.pricing import TokenUsage
 from domain.settings import parse_settings
 
@@ -80,8 +80,8 @@ class Upstream:
         self.answer = answer or {}
         self.stream = UpstreamStream(chunks or [])
 
-    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:
-        return self.answer
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        return Answer.of(self.answer)
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> UpstreamStream:
         return self.stream

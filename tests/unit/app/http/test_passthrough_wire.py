@@ -1,7 +1,9 @@
-"""A stream passed through (chat → a chat upstream, messages → an Anthropic upstream) reaches the
-client as the upstream's bytes, whatever the reads that cut it: only the model's name changes, and
-the final frames report the charge. A stream that ends early is billed for what was sent, and an
-upstream's usage is billed wherever in the stream it came.
+"""An answer passed through (chat → a chat upstream, messages → an Anthropic upstream) reaches the
+client as the upstream wrote it. A stream's events go out as the upstream's bytes, whatever the
+reads that cut them: only the model's name changes, and the final frames report the charge; one that
+ends early is billed for what was sent, and an upstream's usage is billed wherever in the stream it
+came. A whole answer keeps every member, in its place, with the client's model and the cost; one
+that is not an answer is the upstream's failure, and costs nothing.
 
 The upstream here is a wire, not a provider (``tests/support/canned_upstream.py``): each test writes
 the exact bytes it sends and decides how they are cut into reads.
@@ -199,3 +201,65 @@ def test_a_messages_stream_reaches_the_client_as_the_upstream_sent_it(gateway: I
         "output_tokens": 9, **{k: reported["usage"][k] for k in ("cost", "remaining")}}})
         + b"\n\nevent: message_stop\ndata: " + encode({"type": "message_stop"}) + b"\n\n")
     assert reported["usage"]["cost"]["credits"] == in_credits(charged)
+
+
+ANSWER = {"id": "chatcmpl-8", "object": "chat.completion", "created": 1700000000, "model": "gpt-x",
+          "choices": [{"index": 0, "message": {"role": "assistant", "content": 'Caf\u00e9 "au" lait',
+                                               "refusal": None},
+                       "logprobs": {"content": [{"token": "Caf", "logprob": -1.25e-07, "bytes": [67, 97, 102]}]},
+                       "finish_reason": "stop"}],
+          "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13,
+                    "prompt_tokens_details": {"cached_tokens": 0}},
+          "service_tier": "default", "a_field_from_next_year": {"nested": [1, 2.5, None]}}
+
+
+@pytest.mark.parametrize("written", ["pretty", "compact"])
+def test_a_plain_answer_keeps_every_member_and_its_place_with_the_client_s_model_and_the_cost(
+        gateway: InProcessGateway, canned: CannedUpstream, written: str) -> None:
+    """OpenAI writes its answers indented; whatever the upstream's spacing, the client gets each
+    member as it was, in its place."""
+    text = json.dumps(ANSWER, indent=2) if written == "pretty" else json.dumps(ANSWER, separators=(",", ":"))
+    canned.answer([text.encode()], content_type=b"application/json")
+    team = gateway.open_team("acme")
+    answer = gateway.post(team, "/v1/chat/completions", {**CHAT, "stream": False, "stream_options": None})
+    assert answer.status_code == 200, answer.text
+    got = json.loads(answer.content, parse_float=Decimal)
+    charged = charge_of(gateway.runtime.store, "acme", answer.headers["x-request-id"]).charged
+    assert charged == cost_of(gateway, TokenUsage(input_tokens=9, output_tokens=4))
+    assert got["usage"]["cost"]["credits"] == in_credits(charged)
+    expected = json.loads(json.dumps(ANSWER), parse_float=Decimal)
+    expected = {**expected, "model": "fake-gpt", "usage": {**expected["usage"], "cost": got["usage"]["cost"],
+                                                          "remaining": got["usage"]["remaining"]}}
+    assert got == expected
+    assert list(got) == list(expected)
+    assert list(got["usage"]) == [*ANSWER["usage"], "cost", "remaining"]
+
+
+def test_a_plain_answer_without_usage_is_billed_for_what_it_answered(gateway: InProcessGateway,
+                                                                      canned: CannedUpstream) -> None:
+    canned.answer([json.dumps({k: v for k, v in ANSWER.items() if k != "usage"}).encode()],
+                  content_type=b"application/json")
+    team = gateway.open_team("acme")
+    body = {**CHAT, "stream": False, "stream_options": None}
+    answer = gateway.post(team, "/v1/chat/completions", body)
+    assert answer.status_code == 200, answer.text
+    rules = rules_for(None, "chat")
+    usage = TokenUsage(input_tokens=prompt_tokens(body, "chat", rules), output_tokens=rules.text('Café "au" lait'))
+    charged = charge_of(gateway.runtime.store, "acme", answer.headers["x-request-id"]).charged
+    assert charged == cost_of(gateway, usage)
+    got = answer.json()
+    assert got["usage"]["prompt_tokens"] == usage.input_tokens
+    assert list(got)[-1] == "usage"  # a member the upstream did not send comes last
+
+
+@pytest.mark.parametrize("content", [b'{"choices": [], "text": "caf\xe9"}', b'["not", "an", "object"]',
+                                     b'{"choices": [}', b'{"no": "choices"}'],
+                         ids=["not UTF-8", "not an object", "not JSON", "without choices"])
+def test_a_plain_answer_that_is_not_a_chat_completion_is_the_upstream_s_failure_and_costs_nothing(
+        gateway: InProcessGateway, canned: CannedUpstream, content: bytes) -> None:
+    canned.answer([content], content_type=b"application/json")
+    team = gateway.open_team("acme")
+    answer = gateway.post(team, "/v1/chat/completions", {**CHAT, "stream": False, "stream_options": None})
+    assert answer.status_code == 502, answer.text
+    with ledger_of(gateway) as ledger:
+        assert charge_of(ledger, "acme", answer.headers["x-request-id"]) is None
