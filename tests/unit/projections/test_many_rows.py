@@ -3,12 +3,27 @@
 from __future__ import annotations
 
 from projections.history import summed_usage
-from projections.many_rows import ROWS_PER_STATEMENT, statement
+from projections.many_rows import ROWS_PER_STATEMENT, insert_rows, statement
 
 
 def test_a_statement_has_one_group_of_markers_per_row():
     sql = statement("INSERT INTO t (a, b)", "ON CONFLICT (a) DO NOTHING", "%s", 2, 3)
     assert sql == "INSERT INTO t (a, b) VALUES (%s, %s), (%s, %s), (%s, %s) ON CONFLICT (a) DO NOTHING"
+
+
+def test_statements_have_a_power_of_two_of_rows_so_few_shapes_are_ever_prepared():
+    executed: list[tuple[str, int]] = []
+
+    class Recording:
+        def execute(self, sql: str, params: list[object], /) -> None:
+            executed.append((sql, len(params)))
+
+    insert_rows(Recording(), "INSERT INTO t (a)", [(i,) for i in range(45)])
+    assert [n for _, n in executed] == [32, 8, 4, 1]
+    executed.clear()
+    for rows in range(1, 300):
+        insert_rows(Recording(), "INSERT INTO t (a)", [(i,) for i in range(rows)])
+    assert len({sql for sql, _ in executed}) == 8  # 1, 2, 4, … 128 rows
 
 
 def test_usage_of_one_team_key_model_and_day_is_summed_into_one_row():
