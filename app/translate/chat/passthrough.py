@@ -79,22 +79,15 @@ class _Chunk(msgspec.Struct):
 _read_chunk = msgspec.json.Decoder(_Chunk).decode
 
 
-def _read_deltas(choices: list[_Choice], texts: list[str], thoughts: list[str]) -> bool:
-    """A chunk's text and reasoning (as ``text_events`` reads them), added to ``texts`` and
-    ``thoughts``; False if a delta carries tool calls (the reader's to follow: the batch is then
-    read chunk by chunk, and what was added here is dropped)."""
-    for choice in choices:
-        delta = choice.delta
-        if delta is not None:
-            if delta.tool_calls:
-                return False
-            content = delta.content
-            if content:
-                texts.append(content if type(content) is str else str(content))
-            reasoning = delta.reasoning_content or delta.reasoning
-            if reasoning and type(reasoning) is str:
-                thoughts.append(reasoning)
-    return True
+def _read_deltas(deltas: list[_Delta], events: list[c.Event]) -> None:
+    """The deltas' reasoning and text (read as ``text_events`` reads one delta), as one event of
+    each kind: what was delivered is counted per kind, whole, so the pieces' boundaries do not count."""
+    thoughts = [r for d in deltas for r in (d.reasoning_content or d.reasoning,) if r and type(r) is str]
+    if thoughts:
+        events.append(c.ThinkingDelta("".join(thoughts)))
+    texts = [d.content if type(d.content) is str else str(d.content) for d in deltas if d.content]
+    if texts:
+        events.append(c.TextDelta("".join(texts)))
 
 
 class ChatPassThrough:
@@ -136,43 +129,39 @@ class ChatPassThrough:
             chunks = [_read_chunk(data) for data in datas]
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             return None
+        deltas = [choice.delta for chunk in chunks if chunk.choices for choice in chunk.choices
+                  if choice.delta is not None]
+        if any(delta.tool_calls for delta in deltas):
+            return None  # the reader follows tool calls: chunk by chunk
         events: list[c.Event] = []
-        texts: list[str] = []
-        thoughts: list[str] = []
         sent: list[bytes] = []
         models = set()
         nulls = 0
         include_usage = self._include_usage
-        reported, last = self._reported, self._last
+        reported, last = self._reported, None
         for data, chunk in zip(datas, chunks, strict=True):
-            choices = chunk.choices
-            if choices and not _read_deltas(choices, texts, thoughts):
-                return None
             usage = chunk.usage
-            if usage is not None and usage is not UNSET:
-                if choices or not isinstance(usage, dict):
-                    return None  # a usage report to take out of a chunk with choices: chunk by chunk
+            if chunk.choices:
+                if usage is not None and (usage is not UNSET or include_usage):
+                    return None  # a usage to take out of the chunk, or a null one to add: chunk by chunk
+                nulls += usage is None
+                models.add(chunk.model)
+                sent.append(data)
+                last = chunk
+            elif usage is not None and usage is not UNSET:  # a usage-only chunk: sent again, with the cost
+                if not isinstance(usage, dict):
+                    return None
                 reported = usage
                 counted = usage_from_openai(usage)
                 if counted is not None:
                     events.append(c.UsageReported(counted, reasoning_tokens(usage, "completion_tokens_details")))
-            if not choices:
-                continue  # a usage-only chunk: sent again, with the cost, once charged
-            if usage is UNSET and include_usage:
-                return None  # a ``"usage": null`` to add: chunk by chunk
-            nulls += usage is None
-            models.add(chunk.model)
-            sent.append(data)
-            last = (chunk.id, chunk.created, chunk.system_fingerprint)
         frames = self._spliced_together(sent, models, nulls) if sent else []
         if frames is None:
             return None
-        # The batch's text as one piece of each kind: what was delivered is counted per kind, whole.
-        if thoughts:
-            events.append(c.ThinkingDelta("".join(thoughts)))
-        if texts:
-            events.append(c.TextDelta("".join(texts)))
-        self._reported, self._last = reported, last
+        _read_deltas(deltas, events)
+        self._reported = reported
+        if last is not None:
+            self._last = (last.id, last.created, last.system_fingerprint)
         return Relayed(frames, events)
 
     def _spliced_together(self, sent: list[bytes], models: set[Any], nulls: int) -> list[bytes] | None:
