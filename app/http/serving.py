@@ -37,6 +37,7 @@ def serve(settings: Settings, base_dir: Path, host: str, port: int, workers: int
         _serve_workers(settings, base_dir, host, port, workers, config_path)
         return
 
+    _build_tokenizer_first()
     from app.http.server import create_asgi_app
     from app.runtime import build_runtime
 
@@ -47,6 +48,17 @@ def serve(settings: Settings, base_dir: Path, host: str, port: int, workers: int
     # that a no-op for SIGTERM, so that a gateway that stopped cleanly exits 0, as orchestrators expect.
     signal.signal(signal.SIGTERM, lambda signum, frame: None)
     uvicorn.run(create_asgi_app(runtime), host=host, port=port, **_uvicorn_options(settings))
+
+
+def _build_tokenizer_first() -> None:
+    """Build the tokenizer before the server's modules are imported and its runtime built. Building
+    it reads its 200,000 ranks into a Python dict that the encoder copies and that is then dropped
+    (about 30 MB for a moment): built first, the memory it gave back is what the imports and the
+    runtime take next, so a process's peak RSS is its working size (116 MB after the imports,
+    against 146 MB when it was built last, at start-up, by ``warm_up``)."""
+    from app.tokens.encoding import o200k
+
+    o200k()
 
 
 class UvicornOptions(TypedDict):
@@ -136,6 +148,7 @@ def app_from_environment() -> object:
     any loop runs."""
     from concurrent.futures import ThreadPoolExecutor
 
+    _build_tokenizer_first()
     from app.http.server import create_asgi_app
     from app.runtime import build_runtime
 
