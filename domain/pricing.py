@@ -1,102 +1,290 @@
-"""Pricing: what a request costs, from token usage and a model's price table.
+"""Pricing: what a request costs, from its usage and a model's price.
 
 Prices are USD per million tokens (as providers publish them). Because a price per *million*
 tokens times a number of tokens, times credits-per-USD, times a million micro-credits per credit
 is just ``tokens × price × credits_per_usd`` micro-credits, costs are exact ``Decimal``s until the
 one rounding rule in :mod:`domain.money` turns a request's total into whole micro-credits.
+
+What providers bill, and how it is priced here (README, "How billing works"):
+
+- **Token kinds**: prompt tokens neither written to nor read from a cache (``input``), output tokens
+  (reasoning included), cache writes of the default 5-minute lifetime (``cache_create``), 1-hour
+  cache writes (``cache_write_1h``; unset, they are billed as ``cache_create``) and cache hits.
+- **Long context**: above ``long_context.threshold`` prompt tokens the *whole* request — output and
+  cache tokens included — is priced at the long-context rates, not only the tokens past the threshold.
+- **Service tiers**: a request is priced at the tier the upstream reports it was served at
+  (``flex``, ``priority``), not the one it asked for; a tier without a price of its own is the base.
+- **Tool fees**: a provider-run tool (web search) costs a fee per call the upstream reports making;
+  declaring the tool costs nothing.
+
+A charge records the rates it was billed at (:meth:`Price.applied`: the tier's, or the long-context
+ones) and why (``basis``), so an auditor reads the price of every charge off the charge itself.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from domain.money import round_up_to_micros
+
+#: The token kinds a request is billed on, in the order a breakdown lists them, with the usage
+#: field that counts each and the price field that prices it.
+TOKEN_KINDS = (
+    ("input", "input_tokens", "input"),
+    ("output", "output_tokens", "output"),
+    ("cache_write", "cache_write_tokens", "cache_create"),
+    ("cache_write_1h", "cache_write_1h_tokens", "write_1h"),
+    ("cache_hit", "cache_hit_tokens", "cache_hit"),
+)
+#: Tiers that are the base price whatever the configuration says (how OpenAI and Anthropic name it).
+BASE_TIERS = frozenset({"", "default", "standard", "auto", "standard_only"})
+_HUNDRED = Decimal(100)
+
+
+@dataclass(frozen=True, slots=True)
+class LongContext:
+    """Above ``threshold`` prompt tokens, the whole request is priced at ``price``."""
+
+    threshold: int
+    price: Price
 
 
 @dataclass(frozen=True, slots=True)
 class Price:
-    """A model's price table, in USD per million tokens of each kind."""
+    """A model's price, in USD per million tokens of each kind (and per call of each tool).
+
+    ``service_tiers`` and ``long_context`` hold whole rate tables of their own; a table inside them
+    has none of its own tool fees (those are the model's, whatever the tier), and a tier's table may
+    have its own long-context rates."""
 
     input: Decimal
     output: Decimal
     cache_create: Decimal
     cache_hit: Decimal
+    cache_write_1h: Decimal | None = None
+    long_context: LongContext | None = None
+    service_tiers: Mapping[str, Price] = field(default_factory=dict)
+    tool_fees: Mapping[str, Decimal] = field(default_factory=dict)
 
-    def as_record(self) -> dict[str, str]:
-        """The price as stored in a charge event (strings keep every digit)."""
-        return {
-            "input": str(self.input),
-            "output": str(self.output),
-            "cache_create": str(self.cache_create),
-            "cache_hit": str(self.cache_hit),
-        }
-
-    @classmethod
-    def from_record(cls, record: dict[str, str]) -> Price:
-        return cls(*(Decimal(record[k]) for k in ("input", "output", "cache_create", "cache_hit")))
+    @property
+    def write_1h(self) -> Decimal:
+        """What a 1-hour cache write token costs (the 5-minute rate when no rate of its own is set)."""
+        return self.cache_write_1h if self.cache_write_1h is not None else self.cache_create
 
     @property
     def highest_input(self) -> Decimal:
-        """The dearest way a prompt token can be billed (plain, cache write or cache hit)."""
-        return max(self.input, self.cache_create, self.cache_hit)
+        """The dearest way a prompt token can be billed (plain, either cache write, or cache hit)."""
+        return max(self.input, self.cache_create, self.write_1h, self.cache_hit)
+
+    def applied(self, usage: TokenUsage) -> tuple[Price, str]:
+        """The rates ``usage`` is billed at, with the model's tool fees, and why: ``base``, the tier
+        the upstream reported (``tier:flex``), and ``long_context`` when the prompt passed the threshold."""
+        table, basis = self, "base"
+        tier = self.service_tiers.get(usage.service_tier) if usage.service_tier not in BASE_TIERS else None
+        if tier is not None:
+            table, basis = tier, f"tier:{usage.service_tier}"
+        if table.long_context is not None and usage.prompt_tokens > table.long_context.threshold:
+            table = table.long_context.price
+            basis = "long_context" if basis == "base" else f"{basis}+long_context"
+        return Price(table.input, table.output, table.cache_create, table.cache_hit, table.cache_write_1h,
+                     tool_fees=self.tool_fees), basis
+
+    def tables(self, prompt_bound: int, tiers: Collection[str] | None = None) -> list[Price]:
+        """The rate tables a request whose prompt is at most ``prompt_bound`` tokens may be billed at:
+        the base and the named ``tiers`` (every configured tier when ``None``), and the long-context
+        table of each whose threshold the prompt may pass."""
+        chosen = [self, *(t for name, t in self.service_tiers.items() if tiers is None or name in tiers)]
+        return [*chosen, *(t.long_context.price for t in chosen
+                           if t.long_context is not None and prompt_bound > t.long_context.threshold)]
+
+    def as_record(self) -> dict[str, Any]:
+        """The price as stored in events (strings keep every digit; what is unset is left out)."""
+        record: dict[str, Any] = {"input": str(self.input), "output": str(self.output),
+                                  "cache_create": str(self.cache_create), "cache_hit": str(self.cache_hit)}
+        if self.cache_write_1h is not None:
+            record["cache_write_1h"] = str(self.cache_write_1h)
+        if self.long_context is not None:
+            record["long_context"] = {"threshold": self.long_context.threshold,
+                                      **self.long_context.price.as_record()}
+        if self.service_tiers:
+            record["service_tiers"] = {name: tier.as_record() for name, tier in sorted(self.service_tiers.items())}
+        if self.tool_fees:
+            record["tool_fees"] = {name: str(fee) for name, fee in sorted(self.tool_fees.items())}
+        return record
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Price:
+        long_context = record.get("long_context")
+        return cls(
+            Decimal(record["input"]), Decimal(record["output"]), Decimal(record["cache_create"]),
+            Decimal(record["cache_hit"]),
+            cache_write_1h=Decimal(record["cache_write_1h"]) if "cache_write_1h" in record else None,
+            long_context=LongContext(int(long_context["threshold"]), cls.from_record(long_context))
+            if long_context else None,
+            service_tiers={name: cls.from_record(tier) for name, tier in (record.get("service_tiers") or {}).items()},
+            tool_fees={name: Decimal(fee) for name, fee in (record.get("tool_fees") or {}).items()},
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class TokenUsage:
-    """Tokens of one request by the kind they are billed as.
+    """What one request used, by the kind it is billed as.
 
     ``input_tokens`` are the prompt tokens that were neither written to nor read from a cache;
-    the prompt as a whole is ``input_tokens + cache_write_tokens + cache_hit_tokens``.
+    ``cache_write_tokens`` those written with the default (5-minute) lifetime and
+    ``cache_write_1h_tokens`` those written for an hour; the prompt as a whole is the sum of the
+    four prompt kinds. ``service_tier`` is the tier the upstream says it served the request at
+    (``""``: it did not say), and ``tool_calls`` the provider-run tool calls it says it made.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_write_tokens: int = 0
     cache_hit_tokens: int = 0
+    cache_write_1h_tokens: int = 0
+    service_tier: str = ""
+    tool_calls: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        for name in ("input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens",
+                     "cache_write_1h_tokens"):
+            _check_count(name, getattr(self, name))
+        for tool, calls in self.tool_calls:
+            _check_count(f"tool_calls[{tool!r}]", calls)
 
     @property
     def prompt_tokens(self) -> int:
-        return self.input_tokens + self.cache_write_tokens + self.cache_hit_tokens
+        return self.input_tokens + self.cache_write_tokens + self.cache_write_1h_tokens + self.cache_hit_tokens
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.output_tokens
 
-    def as_record(self) -> dict[str, int]:
-        return {
+    @property
+    def all_cache_writes(self) -> int:
+        return self.cache_write_tokens + self.cache_write_1h_tokens
+
+    def as_record(self) -> dict[str, Any]:
+        """The usage as stored in a charge event (the kinds that came later only when used)."""
+        record: dict[str, Any] = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_write_tokens": self.cache_write_tokens,
             "cache_hit_tokens": self.cache_hit_tokens,
         }
+        if self.cache_write_1h_tokens:
+            record["cache_write_1h_tokens"] = self.cache_write_1h_tokens
+        if self.service_tier:
+            record["service_tier"] = self.service_tier
+        if self.tool_calls:
+            record["tool_calls"] = dict(self.tool_calls)
+        return record
 
     @classmethod
-    def from_record(cls, record: dict[str, int]) -> TokenUsage:
-        return cls(**record)
+    def from_record(cls, record: Mapping[str, Any]) -> TokenUsage:
+        return cls(record["input_tokens"], record["output_tokens"], record["cache_write_tokens"],
+                   record["cache_hit_tokens"], record.get("cache_write_1h_tokens", 0),
+                   record.get("service_tier", ""), tool_calls_of(record.get("tool_calls") or {}))
+
+
+def tool_calls_of(calls: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
+    """Tool calls as :class:`TokenUsage` keeps them: sorted by tool, the tools never called left out."""
+    return tuple(sorted((tool, n) for tool, n in calls.items() if n))
+
+
+def _check_count(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What a request costs: ``micros``, the exact total rounded up once, and ``parts``, the exact
+    micro-credits of each dimension it was billed on (token kinds, ``tool:NAME`` fees, and the
+    team's ``adjustment``), which add up to the total before rounding."""
+
+    micros: int
+    parts: dict[str, Decimal]
+    applied: Price
+    basis: str
+
+
+def price_usage(usage: TokenUsage, price: Price, credits_per_usd: Decimal,
+                adjustment: Decimal = Decimal(0)) -> Cost:
+    """The cost of ``usage`` at ``price``: at the rates it applies to the usage (tier, long context),
+    plus the fee of every tool call reported, then the team's price ``adjustment`` (a percentage:
+    ``-10`` is a 10 % discount), rounded up once."""
+    applied, basis = price.applied(usage)
+    parts: dict[str, Decimal] = {}
+    for dimension, counted, priced in TOKEN_KINDS:
+        tokens = getattr(usage, counted)
+        if tokens:
+            parts[dimension] = tokens * getattr(applied, priced) * credits_per_usd
+    for tool, calls in usage.tool_calls:
+        fee = applied.tool_fees.get(tool)
+        if fee:  # a tool without a fee in the price is free: the tokens it used are billed as tokens
+            parts[f"tool:{tool}"] = calls * fee * 1_000_000 * credits_per_usd
+    if adjustment:
+        parts["adjustment"] = sum(parts.values(), Decimal(0)) * adjustment / _HUNDRED
+    return Cost(round_up_to_micros(sum(parts.values(), Decimal(0))), parts, applied, basis)
 
 
 def cost_in_micros(usage: TokenUsage, price: Price, credits_per_usd: Decimal) -> int:
     """The cost of ``usage`` at ``price``, in whole micro-credits (rounded up once)."""
-    exact = (
-        usage.input_tokens * price.input
-        + usage.output_tokens * price.output
-        + usage.cache_write_tokens * price.cache_create
-        + usage.cache_hit_tokens * price.cache_hit
-    ) * credits_per_usd
-    return round_up_to_micros(exact)
+    return price_usage(usage, price, credits_per_usd).micros
 
 
-def worst_case_in_micros(
-    prompt_token_bound: int, max_output_tokens: int, price: Price, credits_per_usd: Decimal
-) -> int:
-    """The most a request can cost: every prompt token at the dearest input price, every
-    allowed output token at the output price. This is what a hold reserves."""
-    exact = (prompt_token_bound * price.highest_input + max_output_tokens * price.output) * credits_per_usd
-    return round_up_to_micros(exact)
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """What a request could trigger beyond its tokens, for its worst case: the service tiers it may
+    be served at (``None``: any the model has) and the most calls of each provider-run tool it
+    declared."""
+
+    tiers: frozenset[str] | None = None
+    tool_calls: Mapping[str, int] = field(default_factory=dict)
+
+
+_ANYTHING = Exposure()
+
+
+def worst_case_in_micros(prompt_token_bound: int, max_output_tokens: int, price: Price, credits_per_usd: Decimal,
+                         exposure: Exposure = _ANYTHING, adjustment: Decimal = Decimal(0)) -> int:
+    """The most a request can cost: every prompt token at the dearest input rate and every allowed
+    output token at the output rate, of the dearest table it may be billed at (any tier it may be
+    served at, and the long-context rates if its prompt may pass the threshold), plus the fees of the
+    most tool calls it may make. This is what a hold reserves."""
+    return round_up_to_micros(_worst_exact(prompt_token_bound, max_output_tokens, price, credits_per_usd,
+                                           exposure, adjustment))
+
+
+def _worst_exact(prompt: int, output: int, price: Price, credits_per_usd: Decimal, exposure: Exposure,
+                 adjustment: Decimal) -> Decimal:
+    tokens = max(prompt * t.highest_input + output * t.output for t in price.tables(prompt, exposure.tiers))
+    fees = sum((calls * price.tool_fees.get(tool, Decimal(0)) * 1_000_000
+                for tool, calls in exposure.tool_calls.items()), Decimal(0))
+    exact = (tokens + fees) * credits_per_usd
+    return exact + exact * adjustment / _HUNDRED if adjustment else exact
+
+
+def affordable_output_tokens(available: int, prompt_token_bound: int, ceiling: int, price: Price,
+                             credits_per_usd: Decimal, exposure: Exposure = _ANYTHING,
+                             adjustment: Decimal = Decimal(0)) -> int:
+    """The largest output allowance, at most ``ceiling``, whose worst case ``available`` covers
+    (0 if not even the prompt is covered): what a refusal for credits tells the client it can ask for."""
+    def fits(output: int) -> bool:
+        return worst_case_in_micros(prompt_token_bound, output, price, credits_per_usd, exposure,
+                                    adjustment) <= available
+
+    if not fits(0):
+        return 0
+    low, high = 0, ceiling  # fits(low) holds; the worst case grows with the output allowance
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low

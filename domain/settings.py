@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import msgspec
 
-from domain.pricing import Price
+from domain.pricing import BASE_TIERS, LongContext, Price
 
 UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "demo")
 #: The wire protocol each kind speaks. Routes choose pass-through or translation by it, so the
@@ -52,15 +52,67 @@ class EffortLevel(_Strict, frozen=True):  # msgspec inherits frozen; type checke
     display: str
 
 
+class RateTable(_Strict, frozen=True):
+    """A whole table of token rates (long-context and service-tier prices), USD per million tokens."""
+
+    #: USD per million prompt tokens that are neither written to nor read from a prompt cache.
+    input: Decimal
+    #: USD per million output tokens (reasoning included).
+    output: Decimal
+    #: USD per million prompt tokens written to the prompt cache with the default (5-minute) lifetime.
+    cache_write: Decimal
+    #: USD per million prompt tokens read from the prompt cache.
+    cache_hit: Decimal
+    #: USD per million prompt tokens written to the prompt cache for an hour (unset: as `cache_write`).
+    cache_write_1h: Decimal | None = None
+
+
+class LongContextPricing(RateTable, frozen=True, kw_only=True):
+    #: Prompt tokens (as the upstream counts them) above which the whole request, output and cache
+    #: tokens included, is priced at this table's rates instead of the base ones.
+    threshold: int
+
+
+class TierPricing(RateTable, frozen=True, kw_only=True):
+    #: The tier's own long-context rates (unset: requests served at this tier have none).
+    long_context: LongContextPricing | None = None
+
+
 class Pricing(_Strict, frozen=True):
     #: USD per million prompt tokens that are neither written to nor read from a prompt cache.
     input: Decimal
     #: USD per million output tokens (reasoning included).
     output: Decimal
-    #: USD per million prompt tokens written to the provider's prompt cache.
+    #: USD per million prompt tokens written to the provider's prompt cache (the default, 5-minute lifetime).
     cache_create: Decimal
     #: USD per million prompt tokens read from the provider's prompt cache.
     cache_hit: Decimal
+    #: USD per million prompt tokens written to the prompt cache for an hour (Anthropic bills them at
+    #: 2 × input, against 1.25 × for 5 minutes); unset: billed as `cache_create`.
+    cache_write_1h: Decimal | None = None
+    #: `{threshold, input, output, cache_write, cache_hit, cache_write_1h}`: above `threshold` prompt
+    #: tokens the whole request is priced at these rates (unset: no long-context price).
+    long_context: LongContextPricing | None = None
+    #: Prices by the service tier the upstream reports serving a request at, e.g. `{flex = {input,
+    #: output, cache_write, cache_hit}, priority = {...}}`; a tier not listed is billed at the base price.
+    service_tiers: dict[str, TierPricing] = msgspec.field(default_factory=dict)
+    #: USD per call of a provider-run tool, by tool (`web_search`, `web_fetch`, `file_search`,
+    #: `code_interpreter`), charged per call the upstream reports making, never for declaring the tool.
+    tool_fees: dict[str, Decimal] = msgspec.field(default_factory=dict)
+
+    def to_price(self) -> Price:
+        return Price(self.input, self.output, self.cache_create, self.cache_hit, self.cache_write_1h,
+                     _long_context(self.long_context),
+                     {name: Price(t.input, t.output, t.cache_write, t.cache_hit, t.cache_write_1h,
+                                  _long_context(t.long_context)) for name, t in self.service_tiers.items()},
+                     dict(self.tool_fees))
+
+
+def _long_context(table: LongContextPricing | None) -> LongContext | None:
+    if table is None:
+        return None
+    return LongContext(table.threshold, Price(table.input, table.output, table.cache_write, table.cache_hit,
+                                              table.cache_write_1h))
 
 
 class Upstream(_Strict, frozen=True):
@@ -134,8 +186,8 @@ class Model(_Strict, frozen=True):
 
     @property
     def price(self) -> Price:
-        p = self.pricing
-        return Price(input=p.input, output=p.output, cache_create=p.cache_create, cache_hit=p.cache_hit)
+        """The price this file gives the model (the ledger's, once applied, is what charges use)."""
+        return self.pricing.to_price()
 
     @property
     def deployments(self) -> list[Upstream]:
@@ -369,9 +421,7 @@ def _check_model(model: Model, index: int, seen: set[str], fail: Callable[[str, 
     for name in ("context_window", "max_output_tokens"):
         if getattr(model, name) <= 0:
             fail(f"{key}.{name}", "must be greater than 0")
-    for name in ("input", "output", "cache_create", "cache_hit"):
-        if getattr(model.pricing, name) < 0:
-            fail(f"{key}.pricing.{name}", "must not be negative")
+    _check_pricing(model.pricing, f"{key}.pricing", fail)
     if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
         fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
     if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
@@ -380,6 +430,33 @@ def _check_model(model: Model, index: int, seen: set[str], fail: Callable[[str, 
     values = [level.value for level in model.effort_levels]
     if model.default_effort_level not in values:
         fail(f"{key}.default_effort_level", f"{model.default_effort_level!r} is not one of effort_levels {values}")
+
+
+def _check_pricing(pricing: Pricing, key: str, fail: Callable[[str, str], None]) -> None:
+    """Prices are never negative; a long-context threshold is a positive number of tokens; a tier is
+    named as upstreams report it, and the base price is never a tier of its own."""
+    tables: list[tuple[str, Pricing | RateTable]] = [(key, pricing)]
+    if pricing.long_context is not None:
+        tables.append((f"{key}.long_context", pricing.long_context))
+    for name, tier in pricing.service_tiers.items():
+        if name in BASE_TIERS or not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", name):
+            fail(f"{key}.service_tiers.{name}", "a tier is named as upstreams report it (e.g. flex, priority); "
+                                                "the base price is not a tier of its own")
+        tables.append((f"{key}.service_tiers.{name}", tier))
+        if tier.long_context is not None:
+            tables.append((f"{key}.service_tiers.{name}.long_context", tier.long_context))
+    for where, table in tables:
+        for field_name in table.__struct_fields__:
+            value = getattr(table, field_name)
+            if isinstance(value, Decimal) and value < 0:
+                fail(f"{where}.{field_name}", "must not be negative")
+        if isinstance(table, LongContextPricing) and table.threshold < 1:
+            fail(f"{where}.threshold", "must be at least 1 (prompt tokens)")
+    for tool, fee in pricing.tool_fees.items():
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", tool):
+            fail(f"{key}.tool_fees.{tool}", "a tool is named in lower case, e.g. web_search")
+        if fee < 0:
+            fail(f"{key}.tool_fees.{tool}", "must not be negative")
 
 
 def _check_deployments(model: Model, index: int, fail: Callable[[str, str], None]) -> None:
@@ -422,6 +499,41 @@ def _check_deployment(where: str, upstream: Upstream, fail: Callable[[str, str],
             fail(f"{where}.{name}", "must be greater than 0")
     if upstream.weight < 1:
         fail(f"{where}.weight", "must be at least 1")
+
+
+class PricedModel(msgspec.Struct, frozen=True):
+    """A model's entry in a price list file: its id and its pricing (anything else is ignored)."""
+
+    id: str
+    pricing: Pricing
+
+
+class _PriceListFile(msgspec.Struct, frozen=True):
+    models: list[PricedModel]
+
+
+def parse_price_list(text: str, origin: str) -> dict[str, Price]:
+    """The prices of a price list file: ``[[models]]`` entries with an ``id`` and a ``pricing``
+    table, as in the configuration file (which is itself one; its other keys are ignored)."""
+    try:
+        data = tomllib.loads(text, parse_float=Decimal)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(origin, "", f"not valid TOML: {exc}") from None
+    try:
+        listed = msgspec.convert(data, _PriceListFile, strict=False)
+    except msgspec.ValidationError as exc:
+        raise _config_error_from(origin, str(exc)) from None
+
+    def fail(key: str, problem: str) -> None:
+        raise ConfigError(origin, key, problem)
+
+    prices: dict[str, Price] = {}
+    for i, model in enumerate(listed.models):
+        if model.id in prices:
+            fail(f"models[{i}].id", f"duplicate model id {model.id!r}")
+        _check_pricing(model.pricing, f"models[{i}].pricing", fail)
+        prices[model.id] = model.pricing.to_price()
+    return prices
 
 
 def require_upstream_secrets(settings: Settings, origin: str, environ: Mapping[str, str]) -> None:

@@ -77,7 +77,8 @@ def sections(root: type = schema.Settings, source: str | None = None) -> list[Se
         section = found[info.cls] = Section(info.cls, [path])
         nested: list[tuple[mi.StructType, str]] = []
         for f in info.fields:
-            description = docs.get((info.cls.__name__, f.name), "")
+            description = next((docs[(cls.__name__, f.name)] for cls in info.cls.__mro__
+                                if (cls.__name__, f.name) in docs), "")
             if not description:
                 raise UndocumentedField(
                     f"{info.cls.__name__}.{f.name} has no `#:` comment in domain/settings.py: "
@@ -107,6 +108,8 @@ def _struct_inside(t: mi.Type) -> tuple[mi.StructType | None, str]:
         return t, ""
     if isinstance(t, mi.ListType) and isinstance(t.item_type, mi.StructType):
         return t.item_type, "[]"
+    if isinstance(t, mi.DictType) and isinstance(t.value_type, mi.StructType):
+        return t.value_type, ".NAME"
     return None, ""
 
 
@@ -130,6 +133,8 @@ def type_name(t: mi.Type) -> str:
         return "table"
     if isinstance(t, mi.ListType):
         return "array of tables" if isinstance(t.item_type, mi.StructType) else f"array of {type_name(t.item_type)}s"
+    if isinstance(t, mi.DictType) and isinstance(t.key_type, mi.StrType):
+        return "tables by name" if isinstance(t.value_type, mi.StructType) else f"{type_name(t.value_type)}s by name"
     raise TypeError(f"scripts/config_reference.py cannot name the type {t!r}: teach type_name() about it")
 
 
@@ -150,6 +155,8 @@ def toml_value(value: Any) -> str:
         return str(value)
     if isinstance(value, list):
         return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, msgspec.Struct):
         items = msgspec.structs.asdict(value).items()
         return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in items) + "}"

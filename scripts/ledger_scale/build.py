@@ -31,7 +31,7 @@ from projections.snapshots import SnapshotRow
 from scripts.bench.fast_upstream import COMPLETION_TOKENS, PROMPT_TOKENS
 from scripts.ledger_scale.ledger import BIG, CREDITS_PER_USD, MODEL, PRICES, SMALL, Ledger, Team
 
-PRICE = Price(*(Decimal(p) for p in PRICES))
+PRICE = Price(Decimal(PRICES[0]), Decimal(PRICES[1]), Decimal(PRICES[2]), Decimal(PRICES[3]))
 #: What the fast upstream reports for every chat completion.
 USAGE = TokenUsage(input_tokens=PROMPT_TOKENS, output_tokens=COMPLETION_TOKENS)
 HOLD = worst_case_in_micros(200, 64, PRICE, Decimal(CREDITS_PER_USD))

@@ -172,7 +172,7 @@ def usage_dict(usage: TokenUsage, reasoning_tokens: int = 0) -> dict[str, Any]:
         "total_tokens": usage.total_tokens,
         "prompt_tokens_details": {
             "cached_tokens": usage.cache_hit_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
+            "cache_write_tokens": usage.all_cache_writes,
         },
         "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
     }

@@ -45,8 +45,8 @@ def frame(chunk: Any) -> bytes:
 
 
 def read_answer(answer: Answer) -> c.Response:
-    return read_passed(answer, usage_from_openai, lambda usage: reasoning_tokens(usage, "completion_tokens_details"),
-                       chat_response_to_canonical)
+    return read_passed(answer, lambda usage, whole: usage_from_openai(usage, whole.member("service_tier")),
+                       lambda usage: reasoning_tokens(usage, "completion_tokens_details"), chat_response_to_canonical)
 
 
 def render_answer(answer: Answer, model_id: str, usage: TokenUsage, reasoning: int,
@@ -74,6 +74,7 @@ class _Chunk(msgspec.Struct):
     system_fingerprint: Any = UNSET
     choices: list[_Choice] | UnsetType = UNSET
     usage: Any = UNSET
+    service_tier: Any = None
 
 
 _read_chunk = msgspec.json.Decoder(_Chunk).decode
@@ -152,7 +153,7 @@ class ChatPassThrough:
                 if not isinstance(usage, dict):
                     return None
                 reported = usage
-                counted = usage_from_openai(usage)
+                counted = usage_from_openai(usage, chunk.service_tier)
                 if counted is not None:
                     events.append(c.UsageReported(counted, reasoning_tokens(usage, "completion_tokens_details")))
         frames = self._spliced_together(sent, models, nulls) if sent else []
@@ -196,7 +197,7 @@ class ChatPassThrough:
         usage = chunk.usage
         if isinstance(usage, dict):
             self._reported = usage
-            reported = usage_from_openai(usage)
+            reported = usage_from_openai(usage, chunk.service_tier)
             if reported is not None:
                 events.append(c.UsageReported(reported, reasoning_tokens(usage, "completion_tokens_details")))
         if not choices:

@@ -31,12 +31,17 @@ def stop_reason(finish: str, stop_sequence: str | None) -> str:
 
 
 def usage_dict(usage: TokenUsage) -> dict[str, Any]:
-    return {
+    out: dict[str, Any] = {
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
-        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "cache_creation_input_tokens": usage.all_cache_writes,
         "cache_read_input_tokens": usage.cache_hit_tokens,
+        "cache_creation": {"ephemeral_5m_input_tokens": usage.cache_write_tokens,
+                           "ephemeral_1h_input_tokens": usage.cache_write_1h_tokens},
     }
+    if usage.service_tier:
+        out["service_tier"] = usage.service_tier
+    return out
 
 
 def blocks(content: Any, where: str) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ _REWRITTEN = frozenset({"message_start", "message_delta", "message_stop"})
 
 
 def read_answer(answer: Answer) -> c.Response:
-    return read_passed(answer, usage_from_anthropic, thinking_tokens, message_to_canonical)
+    return read_passed(answer, lambda usage, _: usage_from_anthropic(usage), thinking_tokens, message_to_canonical)
 
 
 def render_answer(answer: Answer, model_id: str, usage: TokenUsage, reasoning: int,

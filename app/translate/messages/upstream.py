@@ -16,7 +16,7 @@ from app.translate import canonical as c
 from app.translate.images import SUPPORTED_MEDIA_TYPES
 from app.translate.messages.client import arguments_object
 from app.translate.tools import ToolNames
-from domain.pricing import TokenUsage
+from domain.pricing import TokenUsage, tool_calls_of
 
 _STOP_IN: dict[object, c.Finish] = {
     "end_turn": "stop",
@@ -29,19 +29,42 @@ _STOP_IN: dict[object, c.Finish] = {
 }
 
 
+#: Anthropic's count of a server tool's calls (``usage.server_tool_use``) → the tool a fee is priced for.
+_SERVER_TOOLS = {"web_search_requests": "web_search", "web_fetch_requests": "web_fetch"}
+
+
 def usage_from_anthropic(usage: Any) -> TokenUsage | None:
+    """Usage as Anthropic reports it. Unlike OpenAI's, its ``input_tokens`` leave the cache out:
+    ``cache_creation_input_tokens`` (every write, of whichever lifetime; ``cache_creation`` splits
+    them into 5-minute and 1-hour writes, billed at different rates) and ``cache_read_input_tokens``
+    are counted beside it, and each is billed once, at its own rate. Server tools' calls
+    (``server_tool_use``) and the tier served (``service_tier``) are read too. In a stream the
+    counts are cumulative: the last report stands for all of it (summing the reports bills cache
+    writes twice)."""
     if not isinstance(usage, dict):
         return None
 
-    def count(name: str) -> int:
-        value = usage.get(name)
-        return value if isinstance(value, int) and value > 0 else 0
+    def count(value: Any) -> int:
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
+    writes = count(usage.get("cache_creation_input_tokens"))
+    split = usage.get("cache_creation")
+    hour = min(count(split.get("ephemeral_1h_input_tokens")), writes) if isinstance(split, dict) else 0
+    if isinstance(split, dict) and not writes:  # only the split was reported
+        hour = count(split.get("ephemeral_1h_input_tokens"))
+        writes = count(split.get("ephemeral_5m_input_tokens")) + hour
+    server = usage.get("server_tool_use")
+    calls = ({tool: count(server.get(field)) for field, tool in _SERVER_TOOLS.items()}
+             if isinstance(server, dict) else {})
+    tier = usage.get("service_tier")
     return TokenUsage(
-        input_tokens=count("input_tokens"),
-        output_tokens=count("output_tokens"),
-        cache_write_tokens=count("cache_creation_input_tokens"),
-        cache_hit_tokens=count("cache_read_input_tokens"),
+        input_tokens=count(usage.get("input_tokens")),
+        output_tokens=count(usage.get("output_tokens")),
+        cache_write_tokens=writes - hour,
+        cache_hit_tokens=count(usage.get("cache_read_input_tokens")),
+        cache_write_1h_tokens=hour,
+        service_tier=tier if isinstance(tier, str) else "",
+        tool_calls=tool_calls_of(calls),
     )
 
 

@@ -157,7 +157,7 @@ def usage_dict(usage: TokenUsage, reasoning_tokens: int) -> dict[str, Any]:
         "input_tokens": usage.prompt_tokens,
         "input_tokens_details": {
             "cached_tokens": usage.cache_hit_tokens,
-            "cache_write_tokens": usage.cache_write_tokens,
+            "cache_write_tokens": usage.all_cache_writes,
         },
         "output_tokens": usage.output_tokens,
         "output_tokens_details": {"reasoning_tokens": reasoning_tokens},

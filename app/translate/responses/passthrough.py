@@ -7,6 +7,7 @@ Only what Tollgate adds changes: the response's ``model`` is the id the client a
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from app.errors import GatewayError
@@ -15,15 +16,30 @@ from app.translate import canonical as c
 from app.translate.answers import read_passed, render_passed
 from app.translate.responses.client import usage_dict
 from app.translate.responses.stream import sse
-from app.translate.responses.upstream import reasoning_tokens, response_to_canonical, usage_from_responses
+from app.translate.responses.upstream import (
+    TOOL_CALL_ITEMS,
+    reasoning_tokens,
+    response_to_canonical,
+    usage_from_responses,
+)
 from app.upstream.base import Answer
 from domain.pricing import TokenUsage
 
 FINAL = ("response.completed", "response.incomplete")
+_TOOL_CALL_ITEM = re.compile(b'"(?:' + b"|".join(item.encode() for item in TOOL_CALL_ITEMS) + b')"')
 
 
 def read_answer(answer: Answer) -> c.Response:
-    return read_passed(answer, usage_from_responses, reasoning_tokens, response_to_canonical)
+    return read_passed(answer, _usage_of, reasoning_tokens, response_to_canonical)
+
+
+def _usage_of(usage: Any, answer: Answer) -> TokenUsage | None:
+    """The answer's usage, with its tier and its tools' calls: its output is decoded only if an item
+    of a billed tool's call may be in it (a plain answer's output is passed on as it came)."""
+    output = answer.members.get("output")
+    tools = output is not None and _TOOL_CALL_ITEM.search(memoryview(output)) is not None
+    return usage_from_responses(usage, {"service_tier": answer.member("service_tier"),
+                                        "output": answer.member("output") if tools else None})
 
 
 def render_answer(answer: Answer, model_id: str, usage: TokenUsage, reasoning: int,

@@ -14,19 +14,38 @@ from app.json import object_or
 from app.translate import canonical as c
 from app.translate.chat.upstream import split_prompt
 from app.translate.images import file_to_data_url, image_to_url
-from domain.pricing import TokenUsage
+from domain.pricing import TokenUsage, tool_calls_of
 
 #: The Responses API refuses a smaller output limit.
 MIN_OUTPUT_TOKENS = 16
 
 
-def usage_from_responses(usage: Any) -> TokenUsage | None:
+#: A Responses output item that is a provider-run tool's call → the tool a fee is priced for.
+TOOL_CALL_ITEMS = {"web_search_call": "web_search", "file_search_call": "file_search",
+                   "code_interpreter_call": "code_interpreter"}
+
+
+def usage_from_responses(usage: Any, response: Any = None) -> TokenUsage | None:
+    """Usage as the Responses API reports it (cached tokens are part of ``input_tokens``), with
+    the tier ``response`` says it was served at and the tool calls among its output items."""
     if not isinstance(usage, dict):
         return None
     prompt, output = usage.get("input_tokens"), usage.get("output_tokens")
     if not isinstance(prompt, int) or not isinstance(output, int) or prompt < 0 or output < 0:
         return None
-    return split_prompt(prompt, output, usage.get("input_tokens_details"))
+    response = response if isinstance(response, dict) else {}
+    return split_prompt(prompt, output, usage.get("input_tokens_details"), response.get("service_tier"),
+                        tool_calls_in(response.get("output")))
+
+
+def tool_calls_in(output: Any) -> tuple[tuple[str, int], ...]:
+    """The provider-run tool calls among a response's output items, by tool."""
+    calls: dict[str, int] = {}
+    for item in output if isinstance(output, list) else ():
+        tool = TOOL_CALL_ITEMS.get(str(item.get("type"))) if isinstance(item, dict) else None
+        if tool is not None:
+            calls[tool] = calls.get(tool, 0) + 1
+    return tool_calls_of(calls)
 
 
 def reasoning_tokens(usage: Any) -> int:
@@ -202,7 +221,7 @@ def response_to_canonical(answer: dict[str, Any]) -> c.Response:
         model=str(answer.get("model") or ""),
         parts=parts,
         finish=finish_of(answer, any(isinstance(p, c.ToolCall) for p in parts)),
-        usage=usage_from_responses(usage),
+        usage=usage_from_responses(usage, answer),
         reasoning_tokens=reasoning_tokens(usage),
     )
 
@@ -232,7 +251,7 @@ class ResponsesEventReader:
         if kind in ("response.completed", "response.incomplete"):
             response = object_or(event.get("response"), {})
             out: list[c.Event] = [c.Finished(finish_of(response, self._called))]
-            usage = usage_from_responses(response.get("usage"))
+            usage = usage_from_responses(response.get("usage"), response)
             if usage is not None:
                 out.append(c.UsageReported(usage, reasoning_tokens(response.get("usage"))))
             return out
