@@ -81,13 +81,42 @@ class AuthenticationFailed(GatewayError):
 
 
 class InsufficientCreditsError(GatewayError):
+    """The team's available balance does not cover the request's worst case (``needed`` against
+    ``available``, micro-credits); once known, ``affordable_max_tokens`` says the largest output
+    limit the balance covers, in the body and in ``x-tollgate-affordable-max-tokens``."""
+
     status = 402
     type = "billing_error"
     anthropic_type = "billing_error"
     retryable = False
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, needed: int = 0, available: int = 0) -> None:
         super().__init__(message)  # a hard budget failure: retrying cannot help
+        self.needed = needed
+        self.available = available
+        self.affordable_max_tokens: int | None = None
+
+    def affording(self, tokens: int, field: str) -> InsufficientCreditsError:
+        """The refusal, saying the largest ``field`` (the request's output limit) the balance covers."""
+        covers = (f"the available balance covers {field} up to {tokens}" if tokens > 0 else
+                  "the available balance does not cover even the prompt")
+        told = InsufficientCreditsError(f"{self.message} {covers[:1].upper()}{covers[1:]}.", needed=self.needed,
+                                        available=self.available)
+        told.affordable_max_tokens = tokens
+        told.headers = {**self.headers, "x-tollgate-affordable-max-tokens": str(tokens)}
+        return told
+
+    def openai_body(self) -> dict[str, object]:
+        body = super().openai_body()
+        if self.affordable_max_tokens is not None:
+            body["error"]["affordable_max_tokens"] = self.affordable_max_tokens  # type: ignore[index]
+        return body
+
+    def anthropic_body(self) -> dict[str, object]:
+        body = super().anthropic_body()
+        if self.affordable_max_tokens is not None:
+            body["error"]["affordable_max_tokens"] = self.affordable_max_tokens  # type: ignore[index]
+        return body
 
 
 class PermissionDenied(GatewayError):

@@ -11,6 +11,7 @@ import asyncio
 import hashlib
 import secrets
 from dataclasses import dataclass
+from decimal import Decimal
 from uuid import UUID
 
 from eventsourcing.persistence import PersistenceError
@@ -43,6 +44,13 @@ class Principal:
     key_tpm: int | None = None
     team_rpm: int | None = None
     team_tpm: int | None = None
+    clamp_output: bool = False  # a request its balance cannot cover gets what it covers instead of 402
+    price_adjustments: tuple[tuple[str, str], ...] = ()  # the team's, (model or "", percent)
+
+    def adjustment_for(self, model_id: str) -> Decimal:
+        """The team's price adjustment for the model, in percent (0: none)."""
+        adjustments = dict(self.price_adjustments)
+        return Decimal(adjustments.get(model_id) or adjustments.get("") or 0)
 
     def may_use(self, model_id: str) -> bool:
         return not self.models or model_id in self.models
@@ -53,7 +61,8 @@ class Principal:
     @classmethod
     def of(cls, record: KeyRecord) -> Principal:
         return cls(record.team_id, record.team_name, record.key_id, record.models, record.endpoints, record.suspended,
-                   record.key_rpm, record.key_tpm, record.team_rpm, record.team_tpm)
+                   record.key_rpm, record.key_tpm, record.team_rpm, record.team_tpm, record.clamp_output,
+                   record.price_adjustments)
 
 
 def hash_key(secret: str) -> str:

@@ -19,6 +19,7 @@ from app.keys import KeyDirectory
 from app.ledger.billing import Billing
 from app.ledger.health import LedgerHealth
 from app.ledger.leases import Leases
+from app.ledger.prices import PriceBook
 from app.ledger.projector import Projector
 from app.ledger.service import LedgerService
 from app.ledger.streams_in_flight import StreamsInFlight
@@ -67,6 +68,8 @@ class Runtime:
     health: LedgerHealth
     #: The streams being relayed and what each delivered, reported with every heartbeat.
     in_flight: StreamsInFlight
+    #: The ledger's price list, which every hold and charge is priced by.
+    prices: PriceBook
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
     _metrics_server: WSGIServer | None = field(default=None, repr=False)
 
@@ -162,7 +165,13 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     streams = StreamSlots(settings.max_streams_per_key, settings.max_streams, settings.redis_url,
                           instances.ledger_identity() if settings.redis_url else "")
     keys = KeyDirectory(store)
-    projector = Projector(store, on_key_change=keys.forget, on_team_change=keys.forget_team).start()
+    try:
+        prices = PriceBook(store, settings).open()
+    except BaseException:
+        store.close()
+        raise
+    projector = Projector(store, on_key_change=keys.forget, on_team_change=keys.forget_team,
+                          on_prices_change=prices.reload).start()
     # Several processes on one ledger (redis_url is what lets them run side by side): take turns.
     shared = settings.redis_url is not None
     writer = LedgerWriter(store, lock=WriterLock(store.database) if shared else None,
@@ -175,11 +184,11 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     ledger = LedgerService(writer)
     leases = Leases(ledger, idle_seconds=float(settings.lease_idle_seconds), owner=owner)
     health = LedgerHealth(writer, LedgerProbe(store.database))
-    billing = Billing(ledger, settings, limiter, leases, writable=lambda: health.writable, owner=owner)
+    billing = Billing(ledger, settings, prices, limiter, leases, writable=lambda: health.writable, owner=owner)
     health.when_writable = billing.pay_owed
     sweeper = HoldSweeper(store, ledger, float(settings.hold_timeout), registry=instances,
                           dead_after=float(settings.instance_dead_after),
-                          prices={model.id: model.price for model in settings.models},
+                          prices=prices,
                           credits_per_usd=settings.credits_per_usd).start()
     http = UpstreamClient(max_connections=1000)
     upstreams = {
@@ -205,6 +214,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         streams=streams,
         instances=instances,
         in_flight=StreamsInFlight(),
+        prices=prices,
         upstreams=upstreams,
         http=http,
     )

@@ -19,6 +19,7 @@ import copy
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, cast
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -38,7 +39,8 @@ from domain.ledger_errors import (
     TeamNotFound,
     TeamSuspended,
 )
-from domain.pricing import Price, TokenUsage, cost_in_micros
+from domain.prices import PriceSource
+from domain.pricing import Price, TokenUsage, price_usage
 
 __all__ = ["ABANDONED", "EXPIRED", "TEAM_NAME", "AlreadyCharged", "Delivery", "HoldNotFound", "InsufficientCredits",
            "InvalidAmount", "InvalidTeamName", "KeyNotFound", "LedgerError", "RequestInProgress", "TeamAlreadyExists",
@@ -77,6 +79,15 @@ class Delivery:
     lease: str = ""  # the lease it was held against ("": a hold of its own)
 
 
+def _price_of(prices: Mapping[str, Price] | PriceSource | None, model: str) -> Price | PriceSource | None:
+    """What prices ``model``'s charges: its price in a mapping, or the price list if it has one for it."""
+    if prices is None:
+        return None
+    if isinstance(prices, Mapping):
+        return prices.get(model)
+    return prices if prices.in_force(model, datetime.now(UTC)) is not None else None
+
+
 def team_id(name: str) -> UUID:
     """A team's aggregate id, derived from its name: no lookup table is needed to find a team."""
     return uuid5(NAMESPACE_URL, f"tollgate:team/{name}")
@@ -95,6 +106,7 @@ class TeamLedger(Aggregate):
 
         def apply(self, team: TeamLedger) -> None:
             team.balance += self.amount
+            team.credited += self.amount
 
     class KeyIssued(Aggregate.Event):
         key_id: str
@@ -202,8 +214,9 @@ class TeamLedger(Aggregate):
         key_id: str
         model: str
         endpoint: str
-        usage: dict[str, int]
-        price: dict[str, str]
+        usage: dict[str, Any]
+        #: The rates the request was billed at (its tier's, or the long-context ones), with the tool fees.
+        price: dict[str, Any]
         credits_per_usd: str
         cost: int
         charged: int
@@ -213,6 +226,12 @@ class TeamLedger(Aggregate):
         #: Set when the request was held in a process's memory against this lease (``hold`` is
         #: then what the charge took from the lease). Events recorded before leases lack it.
         lease: str = ""
+        #: Why ``price`` (``base``, ``tier:flex``, ``long_context``…); events recorded before lack it.
+        basis: str = ""
+        #: The price list entry in force, ``MODEL@VERSION`` of the price list (``domain/prices.py``).
+        price_ref: str = ""
+        #: The team's price adjustment applied on top, in percent (``""``: none).
+        adjustment: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             if self.lease:
@@ -229,6 +248,7 @@ class TeamLedger(Aggregate):
                 team.expired.pop(self.request_id, None)
             team.held -= self.hold
             team.balance -= self.charged
+            team.spent += self.charged
 
     class CreditsLeased(Aggregate.Event):
         """A gateway process set part of the available balance aside, to hold its requests against in
@@ -275,6 +295,51 @@ class TeamLedger(Aggregate):
                 while len(team.expired) > MAX_REMEMBERED_EXPIRIES:
                     team.expired.pop(next(iter(team.expired)))
 
+    class CreditsAdjusted(Aggregate.Event):
+        """Credits given back (``amount`` > 0) or taken (< 0) by an operator's correction, such as
+        a re-rating of past charges: a fact of its own, never an edit of the charges it corrects."""
+
+        amount: int
+        reason: str
+        reference: str
+        balance_after: int
+
+        def apply(self, team: TeamLedger) -> None:
+            team.balance += self.amount
+            team.credited += self.amount
+            if self.reference:
+                team.adjustment_references[self.reference] = None
+
+    class PricesAdjusted(Aggregate.Event):
+        """The team's prices are ``percent`` above (a markup) or below (a discount) the price list,
+        for ``model`` (``""``: every model without an adjustment of its own); ``"0"`` ends it."""
+
+        model: str
+        percent: str
+        reason: str
+
+        def apply(self, team: TeamLedger) -> None:
+            team.policy_version = self.originator_version
+            if Decimal(self.percent):
+                team.price_adjustments[self.model] = self.percent
+            else:
+                team.price_adjustments.pop(self.model, None)
+
+    class OutputClampSet(Aggregate.Event):
+        """Whether a request the available balance cannot cover has its output limit lowered to
+        what the balance covers, instead of being refused: for the key ``key_id``, or for every key
+        of the team (``key_id`` empty)."""
+
+        key_id: str
+        enabled: bool
+
+        def apply(self, team: TeamLedger) -> None:
+            team.policy_version = self.originator_version
+            if self.key_id:
+                team.keys[self.key_id]["clamp"] = self.enabled
+            else:
+                team.clamp_output = self.enabled
+
     @staticmethod
     def create_id(name: str) -> UUID:
         return team_id(name)
@@ -294,6 +359,11 @@ class TeamLedger(Aggregate):
         self.policy_version = 0  # the version of the last event that changed what the team's keys may do
         self.rpm: int | None = None  # the team's rate limits per minute, shared by its keys
         self.tpm: int | None = None
+        self.price_adjustments: dict[str, str] = {}  # model ("": every model) → percent on the price list
+        self.clamp_output = False  # the team's keys get what their balance covers instead of 402
+        self.adjustment_references: dict[str, None] = {}  # each names one adjustment: none is made twice
+        self.credited = 0  # every credit ever added or adjusted (the balance is this less ``spent``)
+        self.spent = 0  # every credit ever charged
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -398,7 +468,7 @@ class TeamLedger(Aggregate):
         self,
         request_id: str,
         usage: TokenUsage,
-        price: Price,
+        price: Price | PriceSource,
         credits_per_usd: Decimal,
         *,
         key_id: str,
@@ -408,11 +478,25 @@ class TeamLedger(Aggregate):
     ) -> TeamLedger.Charged:
         """Debit what ``usage`` cost and close the request's hold; returns the recorded event.
 
+        ``price`` is the price list (or a copy of it): the charge is priced by the entry in force at
+        the instant the event records, which it names (``price_ref``); or a bare price, which names
+        none (tools and tests). The team's price adjustment is applied on top.
+
         A request whose hold expired (its process looked dead) is still charged when it does finish,
         as far as the available balance goes: it was served. A request held against a ``lease``
         is charged from what is left of the lease, then from the available balance.
         """
-        cost = cost_in_micros(usage, price, credits_per_usd)
+        at = self.Charged.create_timestamp()
+        if isinstance(price, Price):
+            table, price_ref = price, ""
+        else:
+            entry = price.in_force(model, at)
+            if entry is None:
+                raise LedgerError(f"model {model!r} has no price in force at {at.isoformat()}")
+            table, price_ref = entry.price, entry.ref
+        adjustment = self.adjustment_for(model)
+        priced = price_usage(usage, table, credits_per_usd, Decimal(adjustment or 0))
+        cost = priced.micros
         if lease:
             if request_id in self.lease_charges:
                 raise AlreadyCharged(self.name, request_id)
@@ -424,12 +508,13 @@ class TeamLedger(Aggregate):
             charged = min(cost, hold + self.available)
         self.trigger_event(
             self.Charged,
+            timestamp=at,
             request_id=request_id,
             key_id=key_id,
             model=model,
             endpoint=endpoint,
             usage=usage.as_record(),
-            price=price.as_record(),
+            price=priced.applied.as_record(),
             credits_per_usd=str(credits_per_usd),
             cost=cost,
             charged=charged,
@@ -437,8 +522,54 @@ class TeamLedger(Aggregate):
             hold=hold,
             balance_after=self.balance - charged,
             lease=lease,
+            basis=priced.basis,
+            price_ref=price_ref,
+            adjustment=adjustment,
         )
         return cast(TeamLedger.Charged, self.pending_events[-1])  # the event just triggered
+
+    def adjustment_for(self, model: str) -> str:
+        """The team's price adjustment for ``model``, in percent (``""``: none)."""
+        return self.price_adjustments.get(model) or self.price_adjustments.get("", "")
+
+    def adjust_credits(self, amount: int, reason: str, reference: str = "") -> int:
+        """Give credits back (``amount`` > 0) or take them (< 0) as a correction; returns the balance
+        after. A correction takes no more than is available (held credits belong to requests)."""
+        if not isinstance(amount, int) or isinstance(amount, bool) or amount == 0:
+            raise InvalidAmount(f"an adjustment must be a non-zero number of micro-credits, got {amount!r}")
+        if not reason.strip():
+            raise LedgerError("an adjustment must say why (a reason)")
+        if amount > MAX_BALANCE - self.balance:
+            raise InvalidAmount(f"an adjustment of {amount} micro-credits would take team {self.name!r}'s balance "
+                                f"past the most a ledger can hold")
+        if -amount > self.available:
+            raise InsufficientCredits(self.name, -amount, self.available)
+        if reference and reference in self.adjustment_references:
+            raise LedgerError(f"team {self.name!r} already has an adjustment under the reference {reference!r}")
+        self.trigger_event(self.CreditsAdjusted, amount=amount, reason=reason, reference=reference,
+                           balance_after=self.balance + amount)
+        return self.balance
+
+    def adjust_prices(self, percent: Decimal, model: str = "", reason: str = "") -> None:
+        """Price the team's requests ``percent`` above (negative: below) the price list, for ``model``
+        or, with no model, for every model without an adjustment of its own (0 ends it)."""
+        if not percent.is_finite() or not Decimal(-100) <= percent <= Decimal(1000):
+            raise LedgerError(f"a price adjustment is a percentage from -100 to 1000, got {percent}")
+        if percent != percent.quantize(Decimal("0.0001")):
+            raise LedgerError(f"a price adjustment has at most 4 decimals, got {percent}")
+        self.trigger_event(self.PricesAdjusted, model=model, percent=f"{percent.normalize():f}", reason=reason)
+
+    def clamp_outputs(self, enabled: bool, key_id: str = "") -> None:
+        """Lower a request's output limit to what the balance covers instead of refusing it, for the
+        key ``key_id`` or (no key) for the whole team."""
+        if key_id:
+            self._key(key_id)
+        self.trigger_event(self.OutputClampSet, key_id=key_id, enabled=enabled)
+
+    def clamps_output(self, key_id: str) -> bool:
+        """Whether requests of the key get what the balance covers instead of 402."""
+        own = self.keys.get(key_id, {}).get("clamp")
+        return bool(own) if own is not None else self.clamp_output
 
     def lease_credits(self, lease: str, needed: int, wanted: int, owner: str = "") -> int:
         """Add to a process's lease at least ``needed`` and up to ``wanted`` of the available balance
@@ -478,7 +609,7 @@ class TeamLedger(Aggregate):
         self,
         owners: Collection[str],
         delivered: Sequence[Delivery] = (),
-        prices: Mapping[str, Price] | None = None,
+        prices: Mapping[str, Price] | PriceSource | None = None,
         credits_per_usd: Decimal = Decimal(0),
     ) -> list[str]:
         """The gateway processes ``owners`` stopped answering: charge what their streams had
@@ -488,7 +619,7 @@ class TeamLedger(Aggregate):
         once-only charge."""
         dead = set(owners)
         for d in delivered:
-            price = (prices or {}).get(d.model)
+            price = _price_of(prices, d.model)
             held_by = d.lease or d.request_id
             if (price is None or not d.usage.total_tokens or held_by not in self.holds
                     or self.hold_owners.get(held_by) not in dead or d.request_id in self.lease_charges):

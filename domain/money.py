@@ -71,6 +71,12 @@ def credits_from_micros(micros: int) -> Decimal:
     return _plain(Decimal(micros) / _MICROS)
 
 
+def credits_from_exact(exact_micros: Decimal) -> Decimal:
+    """An exact (unrounded) amount of micro-credits, such as one part of a cost, in credits: shown,
+    never stored or summed into a balance (only a request's rounded total is)."""
+    return _plain(exact_micros / _MICROS)
+
+
 def usd_from_micros(micros: int, credits_per_usd: Decimal) -> Decimal:
     """The USD value of an amount of micro-credits, derived (never stored as the truth)."""
     return _plain(Decimal(micros) / (_MICROS * credits_per_usd))

@@ -15,12 +15,14 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import cast
 from uuid import UUID
 
 from eventsourcing.persistence import Notification
 
 from domain.ledger import TeamLedger
-from domain.pricing import Price, TokenUsage, cost_in_micros
+from domain.prices import PRICE_LIST_ID, PriceList
+from domain.pricing import Price, TokenUsage, price_usage
 from projections.audit_history import HistoryCheck
 from projections.audit_snapshots import SnapshotCheck
 from projections.database import Database
@@ -48,6 +50,7 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
     model and, given the ``database``, every row of the audit history and usage projections."""
     report = VerifyReport()
     teams: dict[UUID, TeamLedger] = {}
+    prices = _Prices()
     history = HistoryCheck(HistoryProjection(store, database)) if database is not None else None
     snapshots = SnapshotCheck(store)
     charged: dict[UUID, list[int]] = defaultdict(lambda: [0, 0])  # team → [charges, micro-credits]
@@ -58,7 +61,9 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
             report.events += 1
             if progress and report.events % 10_000 == 0:
                 progress(report.events)
-            replayed = _replay_one(store, notification, teams)
+            replayed = _replay_one(store, notification, teams, prices)
+            if replayed is None:  # the price list's
+                continue
             if isinstance(replayed, str):
                 report.problems.append(replayed)
                 break
@@ -73,12 +78,7 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
         if progress:
             progress(report.events)
         report.teams = len(teams)
-        if report.ok:
-            report.problems.extend(_check_once_only_charges(store, teams, charged))
-        if report.ok:
-            report.problems.extend(_check_balances_read_model(store, teams))
-        if report.ok and history:
-            report.problems.extend(history.finish())
+        _check_read_models(report, store, teams, charged, history)
     finally:
         if history:
             history.close()
@@ -87,9 +87,39 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
     return report
 
 
-def _replay_one(store: LedgerStore, notification: Notification,
-                teams: dict[UUID, TeamLedger]) -> tuple[TeamLedger, TeamLedger.Event] | str:
-    """The event applied to its team (kept in ``teams``), or what is wrong with it."""
+def _check_read_models(report: VerifyReport, store: LedgerStore, teams: dict[UUID, TeamLedger],
+                       charged: dict[UUID, list[int]], history: HistoryCheck | None) -> None:
+    """After a clean replay: the once-only charge index, the balances and the audit history agree with it."""
+    if report.ok:
+        report.problems.extend(_check_once_only_charges(store, teams, charged))
+    if report.ok:
+        report.problems.extend(_check_balances_read_model(store, teams))
+    if report.ok and history:
+        report.problems.extend(history.finish())
+
+
+class _Prices:
+    """The price list as the replay has reached it."""
+
+    def __init__(self) -> None:
+        self.list: PriceList | None = None
+
+    def apply(self, store: LedgerStore, notification: Notification) -> str | None:
+        try:
+            event = cast(PriceList.Event, store.mapper.to_domain_event(notification))
+            self.list = cast(PriceList, event.mutate(self.list))
+        except Exception as exc:  # noqa: BLE001 - an event that cannot be applied is the verification's finding
+            return f"event #{notification.id} (the price list): cannot be applied: {exc}"
+        return None
+
+
+def _replay_one(store: LedgerStore, notification: Notification, teams: dict[UUID, TeamLedger],
+                price_list: _Prices) -> tuple[TeamLedger, TeamLedger.Event] | str | None:
+    """The event applied to its team (kept in ``teams``), or what is wrong with it; an event of the
+    price list is applied to it (None: nothing wrong)."""
+    if notification.originator_id == PRICE_LIST_ID:
+        return price_list.apply(store, notification)
+    prices = price_list.list
     try:
         event = store.ledger_event(notification)
     except Exception as exc:  # noqa: BLE001 - an unreadable event is the verification's finding
@@ -101,7 +131,7 @@ def _replay_one(store: LedgerStore, notification: Notification,
         return f"{where}: cannot be applied: {exc}"
     assert isinstance(team, TeamLedger)
     teams[team.id] = team
-    problem = _check_event(team, event)
+    problem = _check_event(team, event) or _check_price(team, event, prices)
     if problem is None and not 0 <= team.held <= team.balance:
         problem = f"balance {team.balance} and holds {team.held} break 0 <= held <= balance"
     if problem:
@@ -114,13 +144,34 @@ def _check_event(team: TeamLedger, event: object) -> str | None:
     if recorded is not None and recorded != team.balance:
         return f"recorded balance_after {recorded} but replay gives {team.balance}"
     if isinstance(event, TeamLedger.Charged):
-        cost = cost_in_micros(
-            TokenUsage.from_record(event.usage), Price.from_record(event.price), Decimal(event.credits_per_usd)
-        )
+        cost = price_usage(TokenUsage.from_record(event.usage), Price.from_record(event.price),
+                           Decimal(event.credits_per_usd), Decimal(event.adjustment or 0)).micros
         if cost != event.cost:
             return f"recorded cost {event.cost} but its usage at its price costs {cost}"
         if event.charged + event.uncollected != event.cost or event.charged < 0:
             return f"charged {event.charged} + uncollected {event.uncollected} != cost {event.cost}"
+    return None
+
+
+def _check_price(team: TeamLedger, event: object, prices: PriceList | None) -> str | None:
+    """A charge that names a price list entry was priced by the entry in force at its instant, at
+    the rates that entry gives its usage, with the team's price adjustment of the time."""
+    if not isinstance(event, TeamLedger.Charged) or not event.price_ref:
+        return None  # charges recorded before the price list (and tools' charges at a bare price) name none
+    entry = prices.entry(event.price_ref) if prices is not None else None
+    if entry is None or entry.model != event.model:
+        return f"priced by {event.price_ref}, which the price list does not have for model {event.model!r}"
+    in_force = prices.in_force(event.model, event.timestamp) if prices is not None else None
+    if in_force is None or in_force.ref != event.price_ref:
+        return (f"priced by {event.price_ref}, but {in_force.ref if in_force else 'no price'} was in force at "
+                f"{event.timestamp.isoformat()}")
+    applied, basis = entry.price.applied(TokenUsage.from_record(event.usage))
+    if Price.from_record(event.price) != applied or event.basis != basis:
+        return (f"priced at {event.basis} {event.price}, but {event.price_ref} gives its usage "
+                f"{basis} {applied.as_record()}")
+    adjustment = team.adjustment_for(event.model)
+    if event.adjustment != adjustment:
+        return f"adjusted by {event.adjustment or 0} %, but the team's adjustment was {adjustment or 0} %"
     return None
 
 

@@ -21,6 +21,7 @@ from eventsourcing.application import Application
 from eventsourcing.persistence import Notification, StoredEvent
 
 from domain.ledger import TeamLedger
+from domain.prices import PRICE_LIST_ID, PriceList
 from projections.database import Database
 from projections.read_models import (
     BalanceRecord,
@@ -42,7 +43,7 @@ PAUSE_EVERY = 50
 #: Events that change what a team's keys may do: the team's key rows are rewritten when one is saved.
 POLICY_EVENTS = (TeamLedger.KeyIssued, TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
                  TeamLedger.KeyEndpointsRestricted, TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet,
-                 TeamLedger.Suspended, TeamLedger.Reinstated)
+                 TeamLedger.Suspended, TeamLedger.Reinstated, TeamLedger.PricesAdjusted, TeamLedger.OutputClampSet)
 
 #: Teams caught up by one query (SQLite takes at most 500 terms of a UNION).
 CATCH_UP_TEAMS = 100
@@ -77,6 +78,22 @@ class LedgerStore(Application[UUID]):
                    for t in teams for e in t.pending_events if isinstance(e, TeamLedger.Charged)]
         try:
             self.save(*teams, keys=keys, balances=balances, idempotent=idempotent, charges=charges)
+        except Exception as exc:
+            raise classify(exc, getattr(self.recorder, "events_table_name", "stored_events")) from exc
+
+    def load_prices(self) -> PriceList | None:
+        """The price list, replayed (None: no price was ever recorded). It changes a few times a
+        year, so its whole history is read."""
+        prices: PriceList | None = None
+        for event in cast(Iterator[PriceList.Event], self.events.get(PRICE_LIST_ID)):
+            prices = cast(PriceList, event.mutate(prices))
+        return prices
+
+    def save_prices(self, prices: PriceList) -> None:
+        """Append the price list's new events (refused, with the store's reason, if another process
+        recorded a price since this copy was read)."""
+        try:
+            self.save(prices)
         except Exception as exc:
             raise classify(exc, getattr(self.recorder, "events_table_name", "stored_events")) from exc
 
@@ -214,7 +231,8 @@ class LedgerStore(Application[UUID]):
         """The teams that recorded the last ``events`` events, most recent first."""
         top = self.recorder.max_notification_id() or 0
         page = self.recorder.select_notifications(max(0, top - events), events, inclusive_of_start=False)
-        return list(dict.fromkeys(n.originator_id for n in reversed(page)))  # type: ignore[misc]
+        return list(dict.fromkeys(n.originator_id for n in reversed(page)  # type: ignore[misc]
+                                  if n.originator_id != PRICE_LIST_ID))
 
     def notifications(self, batch: int = 1000) -> Iterator[Notification]:
         """Every stored event in commit order (the notification log), read in batches."""

@@ -19,6 +19,7 @@ from uuid import UUID
 
 from domain.ledger import TeamLedger
 from domain.money import usd_from_micros
+from domain.prices import PRICE_LIST_ID
 from projections.database import Database, Sql, Transaction
 from projections.event_store import LedgerStore
 from projections.read_models import KEY_COLUMNS, key_records
@@ -49,19 +50,41 @@ _ON_USAGE_CONFLICT = (
 
 def entry_row(notification_id: int, team_name: str, event: Any) -> tuple[Any, ...] | None:
     """The audit-history row of a ledger entry (a top-up or a charge), or None for other events."""
-    if not isinstance(event, TeamLedger.CreditsAdded | TeamLedger.Charged):
+    if not isinstance(event, TeamLedger.CreditsAdded | TeamLedger.Charged | TeamLedger.CreditsAdjusted):
         return None
     common = (notification_id, event.originator_id.hex, team_name, event.originator_version,
               event.timestamp.isoformat())
     if isinstance(event, TeamLedger.CreditsAdded):
         return (*common, "top_up", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
                 event.reference)
+    if isinstance(event, TeamLedger.CreditsAdjusted):
+        reference = f"{event.reason} ({event.reference})" if event.reference else event.reason
+        return (*common, "adjustment", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
+                reference)
     u = event.usage
-    price = ",".join(f"{k}={v}" for k, v in event.price.items())
     usd = usd_from_micros(event.charged, Decimal(event.credits_per_usd))
     return (*common, "charge", event.key_id, event.request_id, event.endpoint, event.model, u["input_tokens"],
-            u["output_tokens"], u["cache_write_tokens"], u["cache_hit_tokens"], price, -event.charged,
+            u["output_tokens"], _cache_writes(u), u["cache_hit_tokens"], price_text(event), -event.charged,
             f"{usd:f}", event.balance_after, "")
+
+
+def price_text(event: TeamLedger.Charged) -> str:
+    """A charge's price as the audit history shows it: each rate (``tool_fees.web_search=…`` for a
+    tool's), then what else priced it (the basis, the price list entry, the team's adjustment) and
+    what else was billed (1-hour cache writes, the tier served, tool calls)."""
+    rates: list[str] = []
+    for key, value in event.price.items():
+        rates += [f"{key}.{name}={v}" for name, v in value.items()] if isinstance(value, dict) else [f"{key}={value}"]
+    extra = [f"{k}={v}" for k, v in (("basis", event.basis), ("price_ref", event.price_ref),
+                                      ("adjustment", event.adjustment)) if v]
+    extra += [f"{k}={v}" for k, v in event.usage.items() if k in ("cache_write_1h_tokens", "service_tier")]
+    extra += [f"calls.{tool}={n}" for tool, n in (event.usage.get("tool_calls") or {}).items()]
+    return ",".join(rates + extra)
+
+
+def _cache_writes(usage: dict[str, Any]) -> int:
+    """Every cache write, of whichever lifetime (the price column says how many were 1-hour ones)."""
+    return int(usage["cache_write_tokens"]) + int(usage.get("cache_write_1h_tokens", 0))
 
 
 def usage_row(team_name: str, event: Any) -> tuple[Any, ...] | None:
@@ -69,7 +92,7 @@ def usage_row(team_name: str, event: Any) -> tuple[Any, ...] | None:
         return None
     u = event.usage
     return (team_name, event.key_id, event.model, event.timestamp.date().isoformat(), 1, u["input_tokens"],
-            u["output_tokens"], u["cache_write_tokens"], u["cache_hit_tokens"], event.charged)
+            u["output_tokens"], _cache_writes(u), u["cache_hit_tokens"], event.charged)
 
 
 class HistoryProjection:
@@ -101,6 +124,8 @@ class HistoryProjection:
     def _rows(self, notifications: Iterable[Any]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         entries, usage = [], []
         for n in notifications:
+            if n.originator_id == PRICE_LIST_ID:  # the price list's events have no team
+                continue
             event = self._store.mapper.to_domain_event(n)
             name = self._team_name(event)
             if (entry := entry_row(n.id, name, event)) is not None:
@@ -153,6 +178,8 @@ class HistoryProjection:
         while page := self._store.recorder.select_notifications(last, 1000, inclusive_of_start=False):
             entries = []
             for n in page:
+                if n.originator_id == PRICE_LIST_ID:  # the price list's events have no team
+                    continue
                 event = self._store.ledger_event(n)
                 team = replay.apply(event)
                 if (entry := entry_row(n.id, team.name, event)) is not None:
@@ -223,6 +250,11 @@ class HistoryProjection:
     def count(self, team: str | None = None, since: str | None = None) -> int:
         where, params = _filters(team, since)
         return int(self._sql.query(f"SELECT COUNT(*) AS n FROM ledger_entries{where}", params)[0]["n"])
+
+    def key_usage(self, team: str, key_id: str) -> list[dict[str, Any]]:
+        """A key's spend per day (all models), oldest first."""
+        return self._sql.query("SELECT day, SUM(cost) AS cost FROM usage_daily WHERE team_name = ? AND key_id = ? "
+                               "GROUP BY day ORDER BY day", [team, key_id])
 
     def usage(self, team: str | None = None) -> list[dict[str, Any]]:
         where, params = (" WHERE team_name = ?", [team]) if team else ("", [])

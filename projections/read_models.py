@@ -36,15 +36,22 @@ class KeyRecord:
     team_tpm: int | None = None
     suspended: bool = False
     version: int = 0  # the team's version this row reflects: an older row never replaces a newer one
+    clamp_output: bool = False  # a request its balance cannot cover is given what it covers, not 402
+    price_adjustments: tuple[tuple[str, str], ...] = ()  # the team's, (model or "", percent)
 
     def as_row(self) -> tuple[Any, ...]:
         return (self.key_hash, self.team_id.hex, self.team_name, self.key_id, int(self.revoked), ",".join(self.models),
                 ",".join(self.endpoints), self.key_rpm, self.key_tpm, self.team_rpm, self.team_tpm, int(self.suspended),
-                self.version)
+                self.version, int(self.clamp_output), ",".join(f"{m}={p}" for m, p in self.price_adjustments))
 
 
 KEY_COLUMNS = ("key_hash", "team_id", "team_name", "key_id", "revoked", "models", "endpoints", "key_rpm", "key_tpm",
-               "team_rpm", "team_tpm", "suspended", "version")
+               "team_rpm", "team_tpm", "suspended", "version", "clamp_output", "price_adjustments")
+
+
+def adjustments_of(text: str) -> tuple[tuple[str, str], ...]:
+    """The price adjustments a key row holds (``model=percent,…``; an empty model is every model)."""
+    return tuple((model, percent) for model, _, percent in (pair.partition("=") for pair in text.split(",") if pair))
 
 
 def key_records(team: Any) -> list[KeyRecord]:
@@ -52,7 +59,7 @@ def key_records(team: Any) -> list[KeyRecord]:
     return [
         KeyRecord(k["hash"], team.id, team.name, key_id, k["revoked"], tuple(k.get("models", ())),
                   tuple(k.get("endpoints", ())), k.get("rpm"), k.get("tpm"), team.rpm, team.tpm, team.suspended,
-                  team.policy_version)
+                  team.policy_version, team.clamps_output(key_id), tuple(sorted(team.price_adjustments.items())))
         for key_id, k in team.keys.items()
     ]
 
@@ -157,7 +164,8 @@ def key_record(row: Any) -> KeyRecord:
 
     return KeyRecord(row["key_hash"], UUID(row["team_id"]), row["team_name"], row["key_id"], bool(row["revoked"]),
                      listed("models"), listed("endpoints"), row["key_rpm"], row["key_tpm"], row["team_rpm"],
-                     row["team_tpm"], bool(row["suspended"]), row["version"])
+                     row["team_tpm"], bool(row["suspended"]), row["version"], bool(row["clamp_output"]),
+                     adjustments_of(row["price_adjustments"] or ""))
 
 
 def balance_record(row: Any) -> BalanceRecord:

@@ -26,6 +26,8 @@ api_keys = Table(
     Column("team_tpm", BigInteger, nullable=True),
     Column("suspended", Integer, nullable=False, server_default="0"),
     Column("version", BigInteger, nullable=False, server_default="0"),
+    Column("clamp_output", Integer, nullable=False, server_default="0"),
+    Column("price_adjustments", String, nullable=False, server_default=""),
 )
 
 team_balances = Table(

@@ -37,6 +37,8 @@ def cmd_team_show(args: argparse.Namespace) -> None:
     with ledger_service(settings, base) as ledger:
         team = ledger.team_summary(args.name)
     state = ", SUSPENDED" if team.suspended else ""
+    state += ", clamp-output" if team.clamp_output else ""
+    state += "".join(f", prices {p} % on {m or 'every model'}" for m, p in team.price_adjustments)
     print(f"team {team.name}: balance {format_credits(team.balance)} credits, "
           f"held {format_credits(team.held)}, available {format_credits(team.balance - team.held)}, "
           f"{_shown_limits(team.rpm, team.tpm)}{state}")
@@ -130,8 +132,25 @@ def cmd_key_list(args: argparse.Namespace) -> None:
         keys = ledger.list_keys(args.team)
     for k in keys:
         state = "revoked" if k.revoked else "active"
+        clamp = "  clamp-output" if k.clamp_output else ""
         print(f"{k.key_id}  {state:<8} models={','.join(k.models) or '*'}  endpoints={','.join(k.endpoints) or '*'}  "
-              f"{_shown_limits(k.rpm, k.tpm)}  {k.label}")
+              f"{_shown_limits(k.rpm, k.tpm)}{clamp}  {k.label}")
+
+
+def cmd_clamp(args: argparse.Namespace) -> None:
+    """``team clamp NAME on|off`` and ``key clamp --team NAME KEY_ID on|off``."""
+    settings, base = load_settings(args.config)
+    team, key_id = (args.team, args.key_id) if args.action == "clamp" and args.command == "key" else (args.name, "")
+    enabled = args.state == "on"
+    with ledger_service(settings, base) as ledger:
+        ledger.clamp_output(team, enabled, key_id)
+    whose = f"Key {key_id} of team {team}" if key_id else f"Team {team}"
+    if enabled:
+        print(f"{whose}: a request the available balance cannot cover is sent with its output limit lowered to what "
+              "the balance covers (x-tollgate-output-clamped), instead of being refused with 402.")
+    else:
+        print(f"{whose}: a request the available balance cannot cover is refused with 402, which says the largest "
+              "output limit the balance covers.")
 
 
 def _per_minute(text: str) -> int:
@@ -170,6 +189,11 @@ def add_team_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     reinstate = team.add_parser("reinstate", parents=[common], help="lift a team's suspension")
     reinstate.add_argument("name")
     reinstate.set_defaults(func=cmd_team_reinstate)
+    clamp = team.add_parser("clamp", parents=[common], help="on: lower a request's output limit to what the balance "
+                                                            "covers instead of refusing it (every key of the team)")
+    clamp.add_argument("name")
+    clamp.add_argument("state", choices=("on", "off"))
+    clamp.set_defaults(func=cmd_clamp)
 
 
 def add_key_commands(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -197,6 +221,12 @@ def add_key_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     key_limit.add_argument("key_id")
     _add_limit_options(key_limit)
     key_limit.set_defaults(func=cmd_key_limit)
+    key_clamp = key.add_parser("clamp", parents=[common], help="on: lower a request's output limit to what the "
+                                                               "balance covers instead of refusing it (this key)")
+    key_clamp.add_argument("--team", required=True)
+    key_clamp.add_argument("key_id")
+    key_clamp.add_argument("state", choices=("on", "off"))
+    key_clamp.set_defaults(func=cmd_clamp)
     key_list = key.add_parser("list", parents=[common], help="a team's keys (ids, state, policies; never secrets)")
     key_list.add_argument("--team", required=True)
     key_list.set_defaults(func=cmd_key_list)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from app.cli.balance import add_balance_command
 from app.cli.keys import add_key_commands, add_team_commands
+from app.cli.prices import add_prices_commands
+from app.cli.rerate import add_rerate_command
 from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_service, ledger_store, load_settings
 from app.http.serving import serve
 from app.ledger.refusals import refusal
@@ -231,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_team_commands(commands, common)
     add_key_commands(commands, common)
+    add_prices_commands(commands, common)
 
     credit = commands.add_parser("credits", help="credits").add_subparsers(dest="action", required=True,
                                                                            metavar="ACTION")
@@ -261,6 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--per-page", type=int, default=20)
     history.set_defaults(func=cmd_ledger_history)
     add_balance_command(ledger, common)
+    add_rerate_command(ledger, common)
 
     db = commands.add_parser("db", help="the database").add_subparsers(dest="action", required=True, metavar="ACTION")
     upgrade = db.add_parser("upgrade", parents=[common], help="create the event store and migrate the read models")

@@ -18,36 +18,42 @@ from typing import Any
 
 from litestar import Request, Response
 
-from app.errors import GatewayError
+from app.errors import GatewayError, InsufficientCreditsError
 from app.http.billed_call import BilledCall, hold
 from app.http.event_stream import EventStream
-from app.http.exchange import plan
+from app.http.exchange import Exchange, plan
 from app.http.prompt_size import measure_prompt
 from app.keys import Principal
 from app.runtime import Runtime
 from app.tokens import Protocol as Wire
 from app.tokens.delivered import Delivered
 from app.translate import canonical as c
+from app.translate.exposure import exposure_of
+from app.translate.output_limit import MIN_CLAMPED_OUTPUT, clamp_output
 from domain import endpoints
 from domain.pricing import TokenUsage
 from domain.settings import Model
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+#: Says that the request's output limit was lowered to what the balance covers (the new limit).
+CLAMPED_HEADER = "x-tollgate-output-clamped"
+#: Each protocol's name for a request's output limit, as a refusal for credits names it.
+OUTPUT_FIELDS: dict[str, str] = {"chat": "max_tokens", "responses": "max_output_tokens", "messages": "max_tokens"}
 ENDPOINTS: dict[str, str] = {"chat": endpoints.CHAT, "responses": endpoints.RESPONSES, "messages": endpoints.MESSAGES}
 
 
 async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
                 protocol: Wire, body: dict[str, Any], raw_body: bytes, *, max_output: int,
-                requested_output: int) -> Response[bytes] | EventStream:
+                requested_output: int, choices: int = 1) -> Response[bytes] | EventStream:
     """Serve a request the caller may make: size its prompt, decide what goes upstream, hold its
-    worst case (``max_output`` output tokens; ``requested_output`` is what the client asked for, its
-    rate-limit estimate), then call and charge. Everything that can refuse it does so before the hold."""
+    worst case (``max_output`` output tokens in all its ``choices``; ``requested_output`` is what the
+    client asked for, its rate-limit estimate), then call and charge. Everything that can refuse it
+    does so before the hold."""
     wire = runtime.upstreams[model.id].wire
     prompt_tokens = await measure_prompt(model, wire, body, protocol, len(raw_body))
     exchange = plan(model, wire, protocol, body, request, prompt_tokens)
-    call = await hold(runtime, request, principal, model, ENDPOINTS[protocol], exchange, raw_body,
-                      worst_case=runtime.billing.worst_case(model, prompt_tokens, max_output),
-                      admitted_tokens=prompt_tokens + requested_output, prompt_tokens=prompt_tokens)
+    call = await _held(runtime, request, principal, model, protocol, exchange, raw_body, prompt_tokens,
+                       max_output, requested_output, choices)
     if not isinstance(call, BilledCall):
         return call  # the stored answer of the request served before under this Idempotency-Key
     if protocol == "messages":
@@ -57,6 +63,37 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
         if call.bill.record is not None:
             call.bill.record.dropped_tools = list(exchange.dropped_tools)
     return await answer(call)
+
+
+async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
+                protocol: Wire, exchange: Exchange, raw_body: bytes, prompt_tokens: int, max_output: int,
+                requested_output: int, choices: int) -> BilledCall | Response[bytes]:
+    """The request held at its worst case. One the balance cannot cover is refused saying the largest
+    output limit it covers, or, for a key that opted in (``clamp_output_to_balance``), held and sent
+    with its output limit lowered to that, which the answer's ``x-tollgate-output-clamped`` says."""
+    billing, wire = runtime.billing, runtime.upstreams[model.id].wire
+    exposure = exposure_of(exchange.body, wire)
+
+    async def held_for(output: int) -> BilledCall | Response[bytes]:
+        return await hold(runtime, request, principal, model, ENDPOINTS[protocol], exchange, raw_body,
+                          worst_case=billing.worst_case(principal, model, prompt_tokens, output, exposure),
+                          admitted_tokens=prompt_tokens + min(requested_output, output), prompt_tokens=prompt_tokens)
+
+    try:
+        return await held_for(max_output)
+    except InsufficientCreditsError as short:
+        per_choice = billing.affordable(principal, model, prompt_tokens, max_output, exposure,
+                                        short.available) // choices
+        if not principal.clamp_output or per_choice < MIN_CLAMPED_OUTPUT:
+            raise short.affording(per_choice, OUTPUT_FIELDS[protocol]) from None
+    exchange.body = clamp_output(exchange.body, wire, per_choice)
+    try:
+        call = await held_for(per_choice * choices)
+    except InsufficientCreditsError as short:  # spent meanwhile by the team's other requests
+        raise short.affording(0, OUTPUT_FIELDS[protocol]) from None
+    if isinstance(call, BilledCall):
+        call.headers[CLAMPED_HEADER] = str(per_choice)
+    return call
 
 
 async def answer(call: BilledCall) -> Response[bytes] | EventStream:

@@ -18,10 +18,11 @@ from app.http.openapi import openapi_config
 from app.http.request_guard import RequestGuard
 from app.http.routes.admin import admin_router
 from app.http.routes.chat import chat_completions
+from app.http.routes.credits import read_credits, read_key
 from app.http.routes.health import live, ready
 from app.http.routes.messages import count_tokens, create_message
 from app.http.routes.metrics import metrics
-from app.http.routes.models import list_models, model_list_body
+from app.http.routes.models import ModelListCache, list_models
 from app.http.routes.responses import create_response
 from app.json import encode
 from app.observability.access import Observed
@@ -105,7 +106,8 @@ def create_app(runtime: Runtime) -> Litestar:
 
     operations = [live, ready] + ([metrics] if runtime.settings.metrics_port is None else [])
     app = Litestar(
-        route_handlers=[list_models, chat_completions, create_response, create_message, count_tokens, admin_router,
+        route_handlers=[list_models, read_credits, read_key, chat_completions, create_response, create_message,
+                        count_tokens, admin_router,
                         *operations, dashboard_router],
         exception_handlers=dict(_EXCEPTION_HANDLERS),
         on_startup=[warm_up, runtime.start, settle_interpreter],
@@ -116,5 +118,5 @@ def create_app(runtime: Runtime) -> Litestar:
         debug=False,
     )
     app.state.runtime = runtime
-    app.state.model_list_body = model_list_body(runtime.settings, int(time.time()))
+    app.state.model_list = ModelListCache(runtime.settings, runtime.prices, int(time.time()))
     return app

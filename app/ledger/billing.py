@@ -11,13 +11,14 @@ import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from app.errors import Conflict, ServiceUnavailable
 from app.keys import Principal
 from app.ledger.leases import Lease, Leases
+from app.ledger.prices import PriceBook
 from app.ledger.refusals import refusal
 from app.ledger.results import AnswerToStore, Charged, Held, Released
 from app.ledger.service import LedgerService, TeamRequest
@@ -33,8 +34,16 @@ from domain.ledger import (
     TeamLedger,
     TeamSuspended,
 )
-from domain.money import credits_from_micros, usd_from_micros
-from domain.pricing import TokenUsage, worst_case_in_micros
+from domain.money import credits_from_exact, credits_from_micros, usd_from_micros
+from domain.pricing import (
+    TOKEN_KINDS,
+    Exposure,
+    Price,
+    TokenUsage,
+    affordable_output_tokens,
+    price_usage,
+    worst_case_in_micros,
+)
 from domain.settings import Model, Settings
 from projections.read_models import ChargeRecord, IdempotentResponse
 
@@ -43,19 +52,52 @@ log = logging.getLogger("tollgate.billing")
 
 @dataclass(frozen=True, slots=True)
 class Charge:
-    """What a served request cost, and what the team has left right after it."""
+    """What a served request cost, what each dimension of it came to, and what the team has left
+    right after it."""
 
     credits: Decimal
     usd: Decimal
     remaining_credits: Decimal
+    #: Each dimension billed (``input``, ``output``, ``cache_write``, ``cache_write_1h``,
+    #: ``cache_hit``, ``tool:web_search``, ``adjustment``): what was counted and its exact cost.
+    breakdown: dict[str, dict[str, Any]] = field(default_factory=dict)
+    basis: str = ""  # the rates it was billed at: base, tier:NAME, long_context
+    price_ref: str = ""  # the price list entry they come from
 
     @classmethod
     def of(cls, event: TeamLedger.Charged | ChargeRecord, credits_per_usd: Decimal) -> Charge:
+        breakdown: dict[str, dict[str, Any]] = {}
+        basis = ref = ""
+        if isinstance(event, TeamLedger.Charged):
+            breakdown = cost_breakdown(event, credits_per_usd)
+            basis, ref = event.basis, event.price_ref
         return cls(credits_from_micros(event.charged), usd_from_micros(event.charged, credits_per_usd),
-                   credits_from_micros(event.balance_after))
+                   credits_from_micros(event.balance_after), breakdown, basis, ref)
 
     def usage_fields(self) -> dict[str, Any]:
-        return {"cost": {"usd": self.usd, "credits": self.credits}, "remaining": {"credits": self.remaining_credits}}
+        cost: dict[str, Any] = {"usd": self.usd, "credits": self.credits}
+        if self.breakdown:
+            cost["breakdown"] = self.breakdown
+        if self.basis:
+            cost["basis"] = self.basis
+        if self.price_ref:
+            cost["price_ref"] = self.price_ref
+        return {"cost": cost, "remaining": {"credits": self.remaining_credits}}
+
+
+def cost_breakdown(event: TeamLedger.Charged, credits_per_usd: Decimal) -> dict[str, dict[str, Any]]:
+    """A charge's cost by dimension, from what it recorded: each dimension's count (tokens, calls,
+    or the adjustment's percent) and its exact cost in credits and USD, before the total was
+    rounded up once (so the parts add up to the exact total, not to the rounded one)."""
+    usage = TokenUsage.from_record(event.usage)
+    priced = price_usage(usage, Price.from_record(event.price), Decimal(event.credits_per_usd),
+                         Decimal(event.adjustment or 0))
+    counts: dict[str, tuple[str, Any]] = {dim: ("tokens", getattr(usage, field)) for dim, field, _ in TOKEN_KINDS}
+    counts.update({f"tool:{tool}": ("calls", n) for tool, n in usage.tool_calls})
+    counts["adjustment"] = ("percent", Decimal(event.adjustment or 0))
+    return {dim: {counts[dim][0]: counts[dim][1], "credits": credits_from_exact(part),
+                  "usd": credits_from_exact(part) / credits_per_usd}
+            for dim, part in priced.parts.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +135,14 @@ Render = Callable[[Charge], bytes]
 
 
 class Billing:
-    def __init__(self, ledger: LedgerService, settings: Settings, limiter: RateLimiter | None = None,
-                 leases: Leases | None = None, writable: Callable[[], bool] | None = None,
-                 owner: Callable[[], str] = str) -> None:
+    def __init__(self, ledger: LedgerService, settings: Settings, prices: PriceBook,
+                 limiter: RateLimiter | None = None, leases: Leases | None = None,
+                 writable: Callable[[], bool] | None = None, owner: Callable[[], str] = str) -> None:
         """``writable``: whether the ledger can be written now (``app/ledger/health.py``); while it
         cannot, no request is held, so none is served that could not be charged. ``owner``: this
         process's instance id, recorded on every hold (``projections/instances.py``)."""
         self._ledger = ledger
+        self._prices = prices
         self._writable = writable
         self._owner = owner
         self._idempotency_ttl = float(settings.idempotency_ttl)
@@ -114,8 +157,18 @@ class Billing:
         if self._limiter is not None and bill.admission is not None:
             self._limiter.correct_soon(bill.admission, tokens)
 
-    def worst_case(self, model: Model, prompt_bound: int, max_output_tokens: int) -> int:
-        return worst_case_in_micros(prompt_bound, max_output_tokens, model.price, self._credits_per_usd)
+    def worst_case(self, principal: Principal, model: Model, prompt_bound: int, max_output_tokens: int,
+                   exposure: Exposure) -> int:
+        """What a hold reserves: the dearest the request could cost at the price in force now and
+        the team's price adjustment."""
+        return worst_case_in_micros(prompt_bound, max_output_tokens, self._prices.current(model.id),
+                                    self._credits_per_usd, exposure, principal.adjustment_for(model.id))
+
+    def affordable(self, principal: Principal, model: Model, prompt_bound: int, ceiling: int, exposure: Exposure,
+                   available: int) -> int:
+        """The largest output allowance (up to ``ceiling``) whose worst case ``available`` covers."""
+        return affordable_output_tokens(available, prompt_bound, ceiling, self._prices.current(model.id),
+                                        self._credits_per_usd, exposure, principal.adjustment_for(model.id))
 
     async def hold(self, bill: RequestBill, amount: int) -> IdempotentResponse | None:
         """Reserve ``amount`` before going upstream (402 if the team cannot afford it).
@@ -132,7 +185,10 @@ class Billing:
         if idem is None and self._leases is not None:
             try:
                 bill.lease = await self._leases.reserve(p.team_id, p.team_name, amount)
-            except (TeamSuspended, InsufficientCredits, LedgerUnavailable) as exc:
+            except InsufficientCredits as exc:  # what this request may have is the team's and its lease's free part
+                raise refusal(InsufficientCredits(exc.team, amount, exc.available + self._leases.free(p.team_id))) \
+                    from None
+            except (TeamSuspended, LedgerUnavailable) as exc:
                 raise refusal(exc) from None
             bill.held = amount
             self._opened(bill)
@@ -189,7 +245,7 @@ class Billing:
         if idem is not None and render is not None and not lease_id:
             answer = AnswerToStore(idem.key, idem.body_hash, content_type, prefix, self._idempotency_ttl,
                                    lambda event: render(Charge.of(event, credits_per_usd)))
-        return self._ledger.charge(bill.on_ledger, usage, bill.model.price, credits_per_usd, lease=lease_id,
+        return self._ledger.charge(bill.on_ledger, usage, self._prices, credits_per_usd, lease=lease_id,
                                    answer=answer)
 
     async def charge(self, bill: RequestBill, usage: TokenUsage, render: Render | None = None,

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from app.ledger.results import LEASE_PREFIX
 from app.ledger.service import LedgerService, durable
 from app.observability import timeline
 
@@ -70,6 +71,11 @@ class Leases:
         #: Set whenever what is held against the leases may have dropped to nothing (``settled``).
         self._settling = asyncio.Event()
 
+    def free(self, team_id: UUID) -> int:
+        """What the team's lease in this process has that no request in flight holds."""
+        lease = self._by_team.get(team_id)
+        return max(0, lease.free) if lease is not None else 0
+
     async def reserve(self, team_id: UUID, team_name: str, amount: int) -> Lease:
         """Hold ``amount`` against the team's lease, growing it first if needed (the ledger's
         refusals — ``InsufficientCredits``, ``TeamSuspended`` — propagate: nothing is held then).
@@ -81,7 +87,7 @@ class Leases:
         benchmark's stall finder: ``lease.grow``)."""
         lease = self._by_team.get(team_id)
         if lease is None:
-            lease = self._by_team[team_id] = Lease("lease_" + secrets.token_hex(8), team_id, team_name)
+            lease = self._by_team[team_id] = Lease(LEASE_PREFIX + secrets.token_hex(8), team_id, team_name)
         if lease.free < amount:
             lease.waiting += amount
             try:

@@ -18,6 +18,7 @@ from uuid import UUID
 
 from app.observability import timeline
 from domain.ledger import TeamLedger
+from domain.prices import PriceList
 from projections.event_store import LedgerStore
 
 log = logging.getLogger("tollgate.projector")
@@ -32,25 +33,29 @@ BACKLOG_SHARE = 0.25
 STOP_PAGES = 20
 
 
-_KEY_EVENTS = tuple(f"{TeamLedger.__module__}:{cls.__qualname__}"
-                    for cls in (TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
-                                TeamLedger.KeyEndpointsRestricted, TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet,
-                                TeamLedger.Suspended, TeamLedger.Reinstated))
+_PRICE_SET = f"{PriceList.__module__}:{PriceList.PriceSet.__qualname__}"
+_KEY_EVENTS = (*(f"{TeamLedger.__module__}:{cls.__qualname__}"
+                 for cls in (TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
+                             TeamLedger.KeyEndpointsRestricted, TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet,
+                             TeamLedger.Suspended, TeamLedger.Reinstated, TeamLedger.PricesAdjusted,
+                             TeamLedger.OutputClampSet)), _PRICE_SET)
 
 
 class Projector:
     """Also tells this process when a key or a team's policy changed anywhere (``on_key_change(key_id)``,
-    ``on_team_change(team_id)``), by following the log on its own cursor: the shared projection
-    position says nothing about this process."""
+    ``on_team_change(team_id)``), or a price was recorded (``on_prices_change()``), by following the
+    log on its own cursor: the shared projection position says nothing about this process."""
 
     def __init__(self, store: LedgerStore, poll_seconds: float = 0.25, history_seconds: float = 2.0,
                  on_key_change: Callable[[str], None] | None = None,
-                 on_team_change: Callable[[UUID], None] | None = None) -> None:
+                 on_team_change: Callable[[UUID], None] | None = None,
+                 on_prices_change: Callable[[], None] | None = None) -> None:
         self._store = store
         self._poll = poll_seconds
         self._history_every = history_seconds
         self._on_key_change = on_key_change
         self._on_team_change = on_team_change
+        self._on_prices_change = on_prices_change
         self._seen = store.recorder.max_notification_id() or 0
         self._wake = threading.Event()
         self._stopping = False
@@ -108,13 +113,19 @@ class Projector:
         while True:  # a page at a time: only policy events are read, but there may be many
             page = self._store.recorder.select_notifications(self._seen, 1000, stop=top, topics=_KEY_EVENTS,
                                                               inclusive_of_start=False)
+            prices_changed = False
             for n in page:
+                if n.topic == _PRICE_SET:
+                    prices_changed = True
+                    continue
                 event = self._store.mapper.to_domain_event(n)
                 key_id = getattr(event, "key_id", None)
-                if key_id is not None and self._on_key_change is not None:
+                if key_id and self._on_key_change is not None:
                     self._on_key_change(key_id)
-                elif key_id is None and self._on_team_change is not None:
+                elif not key_id and self._on_team_change is not None:
                     self._on_team_change(event.originator_id)
+            if prices_changed and self._on_prices_change is not None:
+                self._on_prices_change()
             if len(page) < 1000:
                 break
             self._seen = page[-1].id

@@ -18,6 +18,7 @@ import io
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from datetime import date, timedelta
 from typing import Any, TextIO
 
 from domain.money import credits_from_micros
@@ -64,6 +65,22 @@ def usage(store: LedgerStore, team: str) -> dict[str, Any]:
         total["cost"] = credits_from_micros(total["cost"])
     daily = [{**r, "cost": credits_from_micros(int(r["cost"]))} for r in rows]
     return {"team": team, "by_model": list(by_model.values()), "daily": daily}
+
+
+def key_spend(store: LedgerStore, team: str, key_id: str, today: date) -> dict[str, int]:
+    """What a key has spent (micro-credits): in all, today, this week (from Monday) and this month,
+    UTC calendar periods, from the usage projection (caught up first)."""
+    week, month = today - timedelta(days=today.weekday()), today.replace(day=1)
+    spent = {"total": 0, "daily": 0, "weekly": 0, "monthly": 0}
+    with caught_up(store) as history:
+        rows = history.key_usage(team, key_id)
+    for row in rows:
+        day, cost = date.fromisoformat(row["day"]), int(row["cost"])
+        spent["total"] += cost
+        spent["daily"] += cost if day == today else 0
+        spent["weekly"] += cost if day >= week else 0
+        spent["monthly"] += cost if day >= month else 0
+    return spent
 
 
 def latest_charges(store: LedgerStore, team: str, limit: int) -> list[dict[str, Any]]:

@@ -45,7 +45,8 @@ class _Refusal(Generic[E]):
 def _insufficient(exc: InsufficientCredits) -> GatewayError:
     return InsufficientCreditsError(
         f"Insufficient credits: this request can cost up to {format_credits(exc.needed)} credits "
-        f"but team '{exc.team}' has {format_credits(exc.available)} available. Add credits or lower max_tokens.")
+        f"but team '{exc.team}' has {format_credits(exc.available)} available. Add credits or lower max_tokens.",
+        needed=exc.needed, available=exc.available)
 
 
 _TABLE: dict[type[Exception], _Refusal[Any]] = {entry.refusal: entry for entry in (

@@ -96,10 +96,47 @@ class TeamSummary:
     suspended: bool = False
     rpm: int | None = None
     tpm: int | None = None
+    clamp_output: bool = False
+    price_adjustments: tuple[tuple[str, str], ...] = ()  # (model or "" for every model, percent)
 
     @classmethod
     def of(cls, team: TeamLedger) -> TeamSummary:
-        return cls(team.name, team.balance, team.held, team.suspended, team.rpm, team.tpm)
+        return cls(team.name, team.balance, team.held, team.suspended, team.rpm, team.tpm, team.clamp_output,
+                   tuple(sorted(team.price_adjustments.items())))
+
+
+#: What a credit lease's id starts with (``app/ledger/leases.py``); a request's id starts with ``req_``.
+LEASE_PREFIX = "lease_"
+
+
+@dataclass(frozen=True, slots=True)
+class OpenHold:
+    """Credits set aside and not yet settled: a request's hold, or a gateway process's credit lease
+    (which its requests in flight are held against, in that process's memory)."""
+
+    held_for: str  # the request id, or the lease id
+    amount: int
+    since: float  # Unix time it was placed (a lease: last grown or used)
+    lease: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Funds:
+    """A team's money as a client asks for it (``GET /v1/credits``): what was ever credited and
+    spent, the balance, and what is held, hold by hold."""
+
+    name: str
+    balance: int
+    held: int
+    credited: int
+    spent: int
+    holds: tuple[OpenHold, ...]
+
+    @classmethod
+    def of(cls, team: TeamLedger) -> Funds:
+        holds = tuple(OpenHold(held_for, amount, team.hold_times.get(held_for, 0.0), held_for.startswith(LEASE_PREFIX))
+                      for held_for, amount in team.holds.items())
+        return cls(team.name, team.balance, team.held, team.credited, team.spent, holds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,12 +150,13 @@ class KeySummary:
     endpoints: tuple[str, ...] = ()
     rpm: int | None = None
     tpm: int | None = None
+    clamp_output: bool = False  # the key's own choice, or its team's
 
     @classmethod
     def of(cls, team: TeamLedger, key_id: str) -> KeySummary:
         k = team.keys[key_id]
         return cls(key_id, k["label"], k["revoked"], tuple(k.get("models", ())), tuple(k.get("endpoints", ())),
-                   k.get("rpm"), k.get("tpm"))
+                   k.get("rpm"), k.get("tpm"), team.clamps_output(key_id))
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from app.ledger.results import (
     NO_LIMITS,
     AnswerToStore,
     Charged,
+    Funds,
     Held,
     IssuedKey,
     KeySummary,
@@ -52,6 +53,7 @@ from domain.ledger import (
     TeamLedger,
     team_id,
 )
+from domain.prices import PriceSource
 from domain.pricing import Price, TokenUsage
 from projections.event_store import LedgerStore
 from projections.read_models import ChargeRecord, IdempotentResponse
@@ -109,9 +111,10 @@ class LedgerService:
 
         return self._writer.on_team(request.team_id, request.team_name, place)
 
-    def charge(self, request: TeamRequest, usage: TokenUsage, price: Price, credits_per_usd: Decimal, *,
-               lease: str = "", answer: AnswerToStore | None = None) -> Future[Charged]:
-        """Charge what ``usage`` cost at ``price`` and close the request's hold (or charge it against
+    def charge(self, request: TeamRequest, usage: TokenUsage, price: Price | PriceSource, credits_per_usd: Decimal,
+               *, lease: str = "", answer: AnswerToStore | None = None) -> Future[Charged]:
+        """Charge what ``usage`` cost at ``price`` (the price list: the entry in force as the charge is
+        recorded) and close the request's hold (or charge it against
         ``lease``, its credit lease); with ``answer``, store the answer rendered from the charge under
         the request's Idempotency-Key in the same transaction."""
 
@@ -160,7 +163,8 @@ class LedgerService:
                                     lambda ledger: ReleasedHolds(tuple(ledger.release_expired(now, timeout))))
 
     def release_abandoned(self, team: UUID, team_name: str, owners: Collection[str], delivered: Sequence[Delivery],
-                          prices: Mapping[str, Price], credits_per_usd: Decimal) -> Future[ReleasedHolds]:
+                          prices: Mapping[str, Price] | PriceSource | None,
+                          credits_per_usd: Decimal) -> Future[ReleasedHolds]:
         """Gateway processes ``owners`` died: charge what their streams had ``delivered``, then release
         every hold and lease they had on the team."""
         return self._writer.on_team(team, team_name, lambda ledger: ReleasedHolds(tuple(
@@ -266,9 +270,52 @@ class LedgerService:
 
         return self._on(team, reinstate)
 
+    def adjust_credits(self, team: str, amount: int, reason: str, reference: str = "") -> TeamSummary:
+        """Give ``amount`` micro-credits back (> 0) or take them (< 0) as a correction, saying why."""
+
+        def adjust(ledger: TeamLedger) -> TeamSummary:
+            ledger.adjust_credits(amount, reason, reference)
+            return TeamSummary.of(ledger)
+
+        return self._on(team, adjust)
+
+    def correct(self, team: str, corrections: Sequence[tuple[int, str, str]]) -> list[int]:
+        """Record ``(amount, reason, reference)`` adjustments in one transaction; a debit takes no
+        more than is available (what it could not take is left uncollected). Returns what each moved."""
+
+        def correct(ledger: TeamLedger) -> list[int]:
+            moved = []
+            for amount, reason, reference in corrections:
+                applied = max(amount, -ledger.available)
+                if applied:
+                    ledger.adjust_credits(applied, reason, reference)
+                moved.append(applied)
+            return moved
+
+        return self._on(team, correct)
+
+    def adjust_prices(self, team: str, percent: Decimal, model: str = "", reason: str = "") -> dict[str, str]:
+        """Price the team's requests ``percent`` above (below, if negative) the price list, for
+        ``model`` or every model; returns the team's adjustments after it."""
+
+        def adjust(ledger: TeamLedger) -> dict[str, str]:
+            ledger.adjust_prices(percent, model, reason)
+            return dict(ledger.price_adjustments)
+
+        return self._on(team, adjust)
+
+    def clamp_output(self, team: str, enabled: bool, key_id: str = "") -> None:
+        """Give a request the balance cannot cover what it covers instead of a 402, for the key or
+        (no key) for the whole team."""
+        self._on(team, lambda ledger: ledger.clamp_outputs(enabled, key_id))
+
     def team_summary(self, team: str) -> TeamSummary:
         """The team's balance, holds, limits and state, as committed by every process."""
         return self._on(team, self._caught_up(TeamSummary.of))
+
+    def funds(self, team: str) -> Funds:
+        """The team's balance, totals and open holds, as committed by every process."""
+        return self._on(team, self._caught_up(Funds.of))
 
     def list_keys(self, team: str) -> list[KeySummary]:
         """The team's keys, as committed by every process."""

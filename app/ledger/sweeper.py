@@ -33,7 +33,8 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerUnavailable
 from app.observability import timeline
 from domain.ledger import Delivery, LedgerError
-from domain.pricing import Price, TokenUsage
+from domain.prices import PriceSource
+from domain.pricing import TokenUsage
 from projections.event_store import LedgerStore
 from projections.housekeeping import purge_expired_answers
 from projections.instances import InstanceRegistry, StreamReport
@@ -51,13 +52,13 @@ SETTLE_TIMEOUT = 60.0
 class HoldSweeper:
     def __init__(self, store: LedgerStore, ledger: LedgerService, timeout: float, *,
                  registry: InstanceRegistry | None = None, dead_after: float = 15.0,
-                 prices: dict[str, Price] | None = None, credits_per_usd: Decimal = Decimal(100)) -> None:
+                 prices: PriceSource | None = None, credits_per_usd: Decimal = Decimal(100)) -> None:
         self._store = store
         self._ledger = ledger
         self._timeout = timeout
         self._registry = registry
         self._dead_after = dead_after
-        self._prices = prices or {}
+        self._prices = prices
         self._credits_per_usd = credits_per_usd
         self._interval = max(0.5, min(30.0, timeout / 2))
         self._stop = threading.Event()

@@ -30,7 +30,12 @@ def test_a_plain_completion_reports_its_cost_and_the_remaining_balance(client: o
 
     usage = exact_json(raw.http_response)["usage"]
     cost = micros(6, 4)  # (6 * 2.5 + 4 * 10) * 100 = 5,500 micro-credits
-    assert usage["cost"] == {"usd": Decimal(cost) / 100_000_000, "credits": Decimal(cost) / 1_000_000}
+    price_ref = usage["cost"].pop("price_ref")
+    assert price_ref.startswith("fake-gpt@")  # the price list entry it was priced by
+    breakdown = {"input": {"tokens": 6, "credits": Decimal("0.0015"), "usd": Decimal("0.000015")},
+                 "output": {"tokens": 4, "credits": Decimal("0.004"), "usd": Decimal("0.00004")}}
+    assert usage["cost"] == {"usd": Decimal(cost) / 100_000_000, "credits": Decimal(cost) / 1_000_000,
+                             "basis": "base", "breakdown": breakdown}
     assert usage["remaining"] == {"credits": 100 - Decimal(cost) / 1_000_000}
 
 

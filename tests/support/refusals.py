@@ -32,14 +32,18 @@ def error_of(response: httpx.Response, status: int | None = None) -> dict:
     assert retry == "true" if response.status_code == 429 else retry != "true", response.text[:300]
     assert response.headers["content-type"].startswith("application/json")
     body = response.json()
+    # A refusal for credits also says the largest output limit the balance covers (the same in both shapes).
+    extra = {"affordable_max_tokens"} if response.status_code == 402 else set()
+    if response.status_code == 402:
+        assert body["error"]["affordable_max_tokens"] == int(response.headers["x-tollgate-affordable-max-tokens"])
     if speaks_messages(response.request.url.path):
         assert body["type"] == "error", body
-        assert set(body["error"]) == {"type", "message"}, body
+        assert set(body["error"]) == {"type", "message"} | extra, body
         assert isinstance(body["error"]["message"], str)
         assert body["error"]["message"]
     else:
         assert set(body) == {"error"}, body
-        assert set(body["error"]) == {"message", "type", "param", "code"}, body
+        assert set(body["error"]) == {"message", "type", "param", "code"} | extra, body
         assert isinstance(body["error"]["message"], str)
         assert body["error"]["message"]
     return body["error"]

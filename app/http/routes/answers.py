@@ -122,6 +122,12 @@ class Readiness(msgspec.Struct):
     checks: dict[str, str]
 
 
+class DataAnswer(msgspec.Struct):
+    """OpenRouter's envelope (``GET /v1/credits``, ``GET /v1/key``): the answer under ``data``."""
+
+    data: dict[str, Any]
+
+
 class ModelList(msgspec.Struct):
     object: str
     data: list[dict[str, Any]]

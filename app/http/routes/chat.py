@@ -80,4 +80,4 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     choices = chat.n or 1  # every choice may use the whole output allowance
     return await serve(runtime, request, principal, model, "chat", body, raw,
                        max_output=(requested or model.max_output_tokens) * choices,
-                       requested_output=(requested or 0) * choices)
+                       requested_output=(requested or 0) * choices, choices=choices)

@@ -27,7 +27,7 @@ def lint(path: str, source: str) -> subprocess.CompletedProcess[str]:
     ("domain/probe.py", "from projections.event_store import LedgerStore\n"),
     ("projections/probe.py", "from app.ledger.writer import LedgerWriter\n"),
     ("app/ledger/probe.py", "from app.http.relay import serve\n"),
-    ("app/runtime_probe.py", "from app.http.routes.models import model_list_body\n"),
+    ("app/runtime_probe.py", "from app.http.routes.models import ModelListCache\n"),
     ("app/http/probe.py", "from scripts.bench.options import add_bench_arguments\n"),
     ("app/cli/probe.py", "import scripts.bench\n"),
     ("app/ledger/probe.py", "from .writer import LedgerWriter\n"),  # relative imports would slip past the bans
