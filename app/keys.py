@@ -21,6 +21,7 @@ from projections.event_store import LedgerStore
 from projections.read_models import KeyRecord
 
 KEY_PREFIX = "tg-"
+_NO_ADJUSTMENT = Decimal(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,8 @@ class Principal:
 
     def adjustment_for(self, model_id: str) -> Decimal:
         """The team's price adjustment for the model, in percent (0: none)."""
+        if not self.price_adjustments:
+            return _NO_ADJUSTMENT
         adjustments = dict(self.price_adjustments)
         return Decimal(adjustments.get(model_id) or adjustments.get("") or 0)
 

@@ -40,7 +40,7 @@ from domain.ledger_errors import (
     TeamSuspended,
 )
 from domain.prices import PriceSource
-from domain.pricing import Price, TokenUsage, price_usage
+from domain.pricing import Cost, Price, TokenUsage, price_usage
 
 __all__ = ["ABANDONED", "EXPIRED", "TEAM_NAME", "AlreadyCharged", "Delivery", "HoldNotFound", "InsufficientCredits",
            "InvalidAmount", "InvalidTeamName", "KeyNotFound", "LedgerError", "RequestInProgress", "TeamAlreadyExists",
@@ -464,7 +464,13 @@ class TeamLedger(Aggregate):
                            endpoint=endpoint, owner=owner, idem_key=idem_key)
         return self.available
 
-    def charge(
+    def charge(self, request_id: str, usage: TokenUsage, price: Price | PriceSource, credits_per_usd: Decimal, *,
+               key_id: str, model: str, endpoint: str, lease: str = "") -> TeamLedger.Charged:
+        """Debit what ``usage`` cost and close the request's hold; returns the recorded event."""
+        return self.charge_priced(request_id, usage, price, credits_per_usd, key_id=key_id, model=model,
+                                  endpoint=endpoint, lease=lease)[0]
+
+    def charge_priced(
         self,
         request_id: str,
         usage: TokenUsage,
@@ -475,8 +481,9 @@ class TeamLedger(Aggregate):
         model: str,
         endpoint: str,
         lease: str = "",
-    ) -> TeamLedger.Charged:
-        """Debit what ``usage`` cost and close the request's hold; returns the recorded event.
+    ) -> tuple[TeamLedger.Charged, Cost]:
+        """Debit what ``usage`` cost and close the request's hold; returns the recorded event and
+        what its cost is made of (its parts, computed once, for the answer's receipt).
 
         ``price`` is the price list (or a copy of it): the charge is priced by the entry in force at
         the instant the event records, which it names (``price_ref``); or a bare price, which names
@@ -526,7 +533,7 @@ class TeamLedger(Aggregate):
             price_ref=price_ref,
             adjustment=adjustment,
         )
-        return cast(TeamLedger.Charged, self.pending_events[-1])  # the event just triggered
+        return cast(TeamLedger.Charged, self.pending_events[-1]), priced  # the event just triggered
 
     def adjustment_for(self, model: str) -> str:
         """The team's price adjustment for ``model``, in percent (``""``: none)."""

@@ -82,6 +82,8 @@ class Price:
     def applied(self, usage: TokenUsage) -> tuple[Price, str]:
         """The rates ``usage`` is billed at, with the model's tool fees, and why: ``base``, the tier
         the upstream reported (``tier:flex``), and ``long_context`` when the prompt passed the threshold."""
+        if not self.service_tiers and self.long_context is None:
+            return self, "base"  # one table: the price is its own (the common case, on every charge)
         table, basis = self, "base"
         tier = self.service_tiers.get(usage.service_tier) if usage.service_tier not in BASE_TIERS else None
         if tier is not None:
@@ -262,6 +264,8 @@ def worst_case_in_micros(prompt_token_bound: int, max_output_tokens: int, price:
 
 def _worst_exact(prompt: int, output: int, price: Price, credits_per_usd: Decimal, exposure: Exposure,
                  adjustment: Decimal) -> Decimal:
+    if not price.service_tiers and price.long_context is None and not exposure.tool_calls and not adjustment:
+        return (prompt * price.highest_input + output * price.output) * credits_per_usd  # one table: every hold
     tokens = max(prompt * t.highest_input + output * t.output for t in price.tables(prompt, exposure.tiers))
     fees = sum((calls * price.tool_fees.get(tool, Decimal(0)) * 1_000_000
                 for tool, calls in exposure.tool_calls.items()), Decimal(0))

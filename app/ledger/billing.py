@@ -11,14 +11,13 @@ import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
-from decimal import Decimal
-from typing import Any
+from dataclasses import dataclass
 
 from app.errors import Conflict, ServiceUnavailable
 from app.keys import Principal
 from app.ledger.leases import Lease, Leases
 from app.ledger.prices import PriceBook
+from app.ledger.receipts import Charge
 from app.ledger.refusals import refusal
 from app.ledger.results import AnswerToStore, Charged, Held, Released
 from app.ledger.service import LedgerService, TeamRequest
@@ -34,70 +33,11 @@ from domain.ledger import (
     TeamLedger,
     TeamSuspended,
 )
-from domain.money import credits_from_exact, credits_from_micros, usd_from_micros
-from domain.pricing import (
-    TOKEN_KINDS,
-    Exposure,
-    Price,
-    TokenUsage,
-    affordable_output_tokens,
-    price_usage,
-    worst_case_in_micros,
-)
+from domain.pricing import Exposure, TokenUsage, affordable_output_tokens, worst_case_in_micros
 from domain.settings import Model, Settings
-from projections.read_models import ChargeRecord, IdempotentResponse
+from projections.read_models import IdempotentResponse
 
 log = logging.getLogger("tollgate.billing")
-
-
-@dataclass(frozen=True, slots=True)
-class Charge:
-    """What a served request cost, what each dimension of it came to, and what the team has left
-    right after it."""
-
-    credits: Decimal
-    usd: Decimal
-    remaining_credits: Decimal
-    #: Each dimension billed (``input``, ``output``, ``cache_write``, ``cache_write_1h``,
-    #: ``cache_hit``, ``tool:web_search``, ``adjustment``): what was counted and its exact cost.
-    breakdown: dict[str, dict[str, Any]] = field(default_factory=dict)
-    basis: str = ""  # the rates it was billed at: base, tier:NAME, long_context
-    price_ref: str = ""  # the price list entry they come from
-
-    @classmethod
-    def of(cls, event: TeamLedger.Charged | ChargeRecord, credits_per_usd: Decimal) -> Charge:
-        breakdown: dict[str, dict[str, Any]] = {}
-        basis = ref = ""
-        if isinstance(event, TeamLedger.Charged):
-            breakdown = cost_breakdown(event, credits_per_usd)
-            basis, ref = event.basis, event.price_ref
-        return cls(credits_from_micros(event.charged), usd_from_micros(event.charged, credits_per_usd),
-                   credits_from_micros(event.balance_after), breakdown, basis, ref)
-
-    def usage_fields(self) -> dict[str, Any]:
-        cost: dict[str, Any] = {"usd": self.usd, "credits": self.credits}
-        if self.breakdown:
-            cost["breakdown"] = self.breakdown
-        if self.basis:
-            cost["basis"] = self.basis
-        if self.price_ref:
-            cost["price_ref"] = self.price_ref
-        return {"cost": cost, "remaining": {"credits": self.remaining_credits}}
-
-
-def cost_breakdown(event: TeamLedger.Charged, credits_per_usd: Decimal) -> dict[str, dict[str, Any]]:
-    """A charge's cost by dimension, from what it recorded: each dimension's count (tokens, calls,
-    or the adjustment's percent) and its exact cost in credits and USD, before the total was
-    rounded up once (so the parts add up to the exact total, not to the rounded one)."""
-    usage = TokenUsage.from_record(event.usage)
-    priced = price_usage(usage, Price.from_record(event.price), Decimal(event.credits_per_usd),
-                         Decimal(event.adjustment or 0))
-    counts: dict[str, tuple[str, Any]] = {dim: ("tokens", getattr(usage, field)) for dim, field, _ in TOKEN_KINDS}
-    counts.update({f"tool:{tool}": ("calls", n) for tool, n in usage.tool_calls})
-    counts["adjustment"] = ("percent", Decimal(event.adjustment or 0))
-    return {dim: {counts[dim][0]: counts[dim][1], "credits": credits_from_exact(part),
-                  "usd": credits_from_exact(part) / credits_per_usd}
-            for dim, part in priced.parts.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +184,7 @@ class Billing:
         answer = None
         if idem is not None and render is not None and not lease_id:
             answer = AnswerToStore(idem.key, idem.body_hash, content_type, prefix, self._idempotency_ttl,
-                                   lambda event: render(Charge.of(event, credits_per_usd)))
+                                   lambda event, cost: render(Charge.of(event, credits_per_usd, cost)))
         return self._ledger.charge(bill.on_ledger, usage, self._prices, credits_per_usd, lease=lease_id,
                                    answer=answer)
 
@@ -277,7 +217,7 @@ class Billing:
         self._settle_lease(bill, charged.lease_left)
         self._closed(bill, charged.event, usage)
         self._used(bill, usage.prompt_tokens + usage.output_tokens)
-        charge = Charge.of(charged.event, self._credits_per_usd)
+        charge = Charge.of(charged.event, self._credits_per_usd, charged.cost)
         if charged.answer is not None:  # rendered once, on the writer thread, and stored as sent
             return charge, charged.answer
         return charge, render(charge) if render is not None else b""

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from domain.ledger import TeamLedger
+from domain.pricing import Cost
 from projections.read_models import IdempotentResponse
 
 
@@ -34,7 +35,7 @@ class AnswerToStore:
     content_type: str
     prefix: bytes
     ttl: float
-    render: Callable[[TeamLedger.Charged], bytes]
+    render: Callable[[TeamLedger.Charged, Cost], bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +47,7 @@ class Charged:
     event: TeamLedger.Charged
     lease_left: int | None = None
     answer: bytes | None = None
+    cost: Cost | None = None  # what the cost is made of, as the command computed it
 
 
 @dataclass(frozen=True, slots=True)

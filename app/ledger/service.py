@@ -119,17 +119,18 @@ class LedgerService:
         the request's Idempotency-Key in the same transaction."""
 
         def charge(team: TeamLedger) -> Recorded[Charged]:
-            event = team.charge(request.request_id, usage, price, credits_per_usd, key_id=request.key_id,
-                                model=request.model, endpoint=request.endpoint, lease=lease)
+            event, cost = team.charge_priced(request.request_id, usage, price, credits_per_usd,
+                                             key_id=request.key_id, model=request.model, endpoint=request.endpoint,
+                                             lease=lease)
             lease_left = team.holds.get(lease, 0) if lease else None
             if answer is None:
-                return Recorded(Charged(event, lease_left))
-            body = answer.render(event)
+                return Recorded(Charged(event, lease_left, cost=cost))
+            body = answer.render(event, cost)
             now = datetime.now(UTC)
             stored = IdempotentResponse(team.id, answer.idem_key, answer.body_hash, request.request_id,
                                         answer.content_type, answer.prefix + body, now.isoformat(),
                                         now.timestamp() + answer.ttl)
-            return Recorded(Charged(event, lease_left, body), (stored,))
+            return Recorded(Charged(event, lease_left, body, cost), (stored,))
 
         return self._writer.on_team_recording(request.team_id, request.team_name, charge)
 

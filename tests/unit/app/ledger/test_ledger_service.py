@@ -79,9 +79,10 @@ def test_a_hold_then_its_charge_answer_what_the_team_has_after_each(ledger, stor
 def test_a_charge_that_stores_its_answer_returns_the_body_it_stored(ledger, store):
     ledger.hold(request("r1"), 5_000_000, owner="me", idem_key="K").result()
     answer = AnswerToStore("K", "hash", "application/json", b"prefix:", 60.0,
-                           lambda event: f'{{"charged": {event.charged}}}'.encode())
+                           lambda event, cost: f'{{"charged": {event.charged}, "parts": {len(cost.parts)}}}'.encode())
     charged = ledger.charge(request("r1"), USAGE, PRICE, PER_USD, answer=answer).result()
-    assert charged.answer == f'{{"charged": {charged.event.charged}}}'.encode()
+    assert charged.cost is not None  # what the cost is made of, from the command that charged it
+    assert charged.answer == f'{{"charged": {charged.event.charged}, "parts": {len(charged.cost.parts)}}}'.encode()
     stored = ledger.stored_answer(team_id("acme"), "K")
     assert stored is not None
     assert (stored.response, stored.request_id) == (b"prefix:" + charged.answer, "r1")
@@ -89,7 +90,7 @@ def test_a_charge_that_stores_its_answer_returns_the_body_it_stored(ledger, stor
 
 def test_a_hold_under_a_key_served_before_is_its_stored_answer_and_holds_nothing(ledger, store):
     ledger.hold(request("r1"), 1_000, owner="me", idem_key="K").result()
-    answer = AnswerToStore("K", "hash", "application/json", b"", 60.0, lambda event: b"{}")
+    answer = AnswerToStore("K", "hash", "application/json", b"", 60.0, lambda event, cost: b"{}")
     ledger.charge(request("r1"), USAGE, PRICE, PER_USD, answer=answer).result()
     balance = ledger.team_summary("acme").balance
 
