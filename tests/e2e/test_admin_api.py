@@ -65,7 +65,7 @@ def test_keys_issue_restrict_revoke_and_their_effect(admin: httpx.Client, gatewa
     client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
     keys = admin.get("/teams/keyed/keys").json()["data"]
     assert keys == [{"id": issued["id"], "name": "ci", "revoked": False, "models": [], "endpoints": [], "rpm": None,
-                     "tpm": None}]
+                     "tpm": None, "clamp_output_to_balance": False}]
     assert "key" not in keys[0]  # secrets are shown once, at issue
 
     assert admin.post(f"/teams/keyed/keys/{issued['id']}/revoke").status_code == 200
@@ -94,3 +94,30 @@ def test_history_is_paginated_and_usage_is_summed(admin: httpx.Client, gateway: 
     assert gpt["requests"] == 3
     assert gpt["cost"] == sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
     assert admin.get("/teams/audited/history", params={"page": 0}).status_code == 400
+
+
+def test_pricing_policy_through_the_admin_api(admin: httpx.Client, gateway: Gateway, teams):
+    """A team's discount and its clamp, a key's own clamp, and the price list, as an operator's
+    dashboard or script would set and read them; each change is a ledger event, seen by the gateway."""
+    team = teams.open("100")
+    adjusted = exact(admin.put(f"/teams/{team.name}/price-adjustment",
+                               json={"percent": "-10", "model": "fake-gpt", "reason": "partner"}))
+    assert adjusted["price_adjustments"] == [{"model": "fake-gpt", "percent": Decimal(-10)}]
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    cost = client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "hi"}]).usage
+    assert cost.model_extra["cost"]["breakdown"]["adjustment"]["percent"] == -10
+    unknown = admin.put(f"/teams/{team.name}/price-adjustment", json={"percent": "5", "model": "no-such-model"})
+    assert unknown.status_code == 400
+    assert admin.put(f"/teams/{team.name}/price-adjustment", json={"percent": "1001"}).status_code == 400
+
+    clamped = admin.put(f"/teams/{team.name}/clamp", json={"clamp_output_to_balance": True}).json()
+    assert clamped["clamp_output_to_balance"] is True
+    key_id = admin.get(f"/teams/{team.name}/keys").json()["data"][0]["id"]
+    assert admin.put(f"/teams/{team.name}/keys/{key_id}/clamp", json={"clamp_output_to_balance": False}).json() == {
+        "id": key_id, "clamp_output_to_balance": False}
+    keys = admin.get(f"/teams/{team.name}/keys").json()["data"]
+    assert keys[0]["clamp_output_to_balance"] is False  # the key's own setting wins over its team's
+
+    prices = {m["model"]: m for m in admin.get("/prices").json()["data"]}
+    assert prices["fake-gpt"]["in_force"] == prices["fake-gpt"]["entries"][-1]["ref"]
+    assert prices["fake-gpt"]["entries"][-1]["price"]["input"] == "2.5"

@@ -75,7 +75,7 @@ class KeyModels(msgspec.Struct):
 async def list_teams(request: Request[Any, Any, Any]) -> Response[bytes]:
     store = request.app.state.runtime.store
     rows = await asyncio.to_thread(store.balances)
-    teams = [team_fields(TeamSummary(r.team_name, r.balance, r.held)) for r in rows]
+    teams = [team_fields(TeamSummary(r.team_name, r.balance, r.held), policy=False) for r in rows]
     return json_response({"object": "list", "data": teams})
 
 

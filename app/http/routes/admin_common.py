@@ -7,6 +7,7 @@ import asyncio
 import hmac
 import os
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from litestar import Request, Response
@@ -70,15 +71,23 @@ async def ledger_call(call: Callable[..., R], *args: object) -> R:
         raise refusal(exc) from None
 
 
-def team_fields(summary: TeamSummary) -> dict[str, Any]:
-    return {"name": summary.name, "balance": credits_from_micros(summary.balance),
-            "held": credits_from_micros(summary.held), "available": credits_from_micros(summary.balance - summary.held),
-            "suspended": summary.suspended, "rpm": summary.rpm, "tpm": summary.tpm}
+def team_fields(summary: TeamSummary, *, policy: bool = True) -> dict[str, Any]:
+    """A team as the admin API answers it; ``policy``: with its pricing policy (the clamp and its
+    price adjustments), which only the ledger knows (not a list read from the balances)."""
+    fields = {"name": summary.name, "balance": credits_from_micros(summary.balance),
+              "held": credits_from_micros(summary.held),
+              "available": credits_from_micros(summary.balance - summary.held),
+              "suspended": summary.suspended, "rpm": summary.rpm, "tpm": summary.tpm}
+    if policy:
+        fields["clamp_output_to_balance"] = summary.clamp_output
+        fields["price_adjustments"] = [{"model": model or None, "percent": Decimal(percent)}
+                                       for model, percent in summary.price_adjustments]
+    return fields
 
 
 def key_fields(k: KeySummary) -> dict[str, Any]:
     return {"id": k.key_id, "name": k.label, "revoked": k.revoked, "models": list(k.models),
-            "endpoints": list(k.endpoints), "rpm": k.rpm, "tpm": k.tpm}
+            "endpoints": list(k.endpoints), "rpm": k.rpm, "tpm": k.tpm, "clamp_output_to_balance": k.clamp_output}
 
 
 def limits(rpm: int | None, tpm: int | None) -> Limits:

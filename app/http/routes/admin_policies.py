@@ -1,4 +1,5 @@
-"""Admin routes for what keys and teams may do: endpoints, rate limits, suspension.
+"""Admin routes for what keys and teams may do: endpoints, rate limits, suspension, the clamp of
+output to the balance, price adjustments; and the price list.
 
 Each change is a ledger event, so it is audited like money, and every gateway process sees it
 (its projector evicts the affected keys from its cache within a poll interval).
@@ -6,13 +7,23 @@ Each change is a ledger event, so it is audited like money, and every gateway pr
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import msgspec
-from litestar import Request, Response, post, put
+from litestar import Request, Response, get, post, put
 
+from app.errors import InvalidRequest
 from app.http.routes.admin_common import endpoint_names, json_response, ledger_call, limits, team_fields
-from app.http.routes.answers import KeyEndpointsAnswer, KeyLimitsAnswer, TeamAnswer, answers
+from app.http.routes.answers import (
+    KeyClampAnswer,
+    KeyEndpointsAnswer,
+    KeyLimitsAnswer,
+    PriceListAnswer,
+    TeamAnswer,
+    answers,
+)
 from app.http.routes.request_body import request_json, validate
 from app.runtime import Runtime
 from domain.ledger import team_id
@@ -30,6 +41,22 @@ class NewLimits(msgspec.Struct):
 
 
 class Suspension(msgspec.Struct):
+    reason: str = ""
+
+
+class Clamp(msgspec.Struct):
+    """Whether a request the available balance cannot cover is served with the output limit it
+    covers (``x-tollgate-output-clamped``) instead of a 402."""
+
+    clamp_output_to_balance: bool
+
+
+class PriceAdjustment(msgspec.Struct):
+    """A markup (positive) or discount (negative) in percent on the price list, for ``model`` or
+    (none) every model without its own; 0 ends it."""
+
+    percent: Decimal
+    model: str | None = None
     reason: str = ""
 
 
@@ -77,4 +104,49 @@ async def reinstate_team(request: Request[Any, Any, Any], name: str) -> Response
     return json_response(team_fields(summary))
 
 
-policy_handlers = [restrict_key_endpoints, limit_key, limit_team, suspend_team, reinstate_team]
+@put("/teams/{name:str}/clamp", responses=answers(TeamAnswer, "the team, with its clamp setting"))
+async def clamp_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    clamp = validate(await request_json(request), Clamp).clamp_output_to_balance
+    await ledger_call(runtime.ledger.clamp_output, name, clamp, "")
+    runtime.keys.forget_team(team_id(name))
+    return json_response(team_fields(await ledger_call(runtime.ledger.team_summary, name)))
+
+
+@put("/teams/{name:str}/keys/{key_id:str}/clamp", responses=answers(KeyClampAnswer, "the key's clamp setting"))
+async def clamp_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    clamp = validate(await request_json(request), Clamp).clamp_output_to_balance
+    await ledger_call(runtime.ledger.clamp_output, name, clamp, key_id)
+    runtime.keys.forget(key_id)
+    return json_response({"id": key_id, "clamp_output_to_balance": clamp})
+
+
+@put("/teams/{name:str}/price-adjustment", responses=answers(TeamAnswer, "the team, with its price adjustments"))
+async def adjust_team_prices(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    new = validate(await request_json(request), PriceAdjustment)
+    if new.model is not None and runtime.settings.model(new.model) is None:
+        raise InvalidRequest(f"Unknown model: {new.model!r}.", param="model")
+    await ledger_call(runtime.ledger.adjust_prices, name, new.percent, new.model or "", new.reason)
+    runtime.keys.forget_team(team_id(name))
+    return json_response(team_fields(await ledger_call(runtime.ledger.team_summary, name)))
+
+
+@get("/prices", responses=answers(PriceListAnswer, "every model's prices: the one in force now, and every entry"))
+async def price_list(request: Request[Any, Any, Any]) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    prices = runtime.prices.price_list
+    now = datetime.now(UTC)
+    data = []
+    for model in sorted(prices.entries):
+        current = prices.in_force(model, now)
+        data.append({"model": model, "in_force": current.ref if current is not None else None,
+                     "entries": [{"ref": e.ref, "effective_from": e.effective_from.isoformat(),
+                                  "recorded_at": e.recorded_at.isoformat(), "reason": e.reason,
+                                  "price": e.price.as_record()} for e in prices.history(model)]})
+    return json_response({"object": "list", "data": data})
+
+
+policy_handlers = [restrict_key_endpoints, limit_key, limit_team, suspend_team, reinstate_team, clamp_team, clamp_key,
+                   adjust_team_prices, price_list]

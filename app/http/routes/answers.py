@@ -22,6 +22,10 @@ class TeamAnswer(msgspec.Struct):
     suspended: bool
     rpm: int | None
     tpm: int | None
+    #: Whether a request the balance cannot cover is served with what it covers (not in lists).
+    clamp_output_to_balance: bool | None = None
+    #: The team's markups or discounts in percent, by model (``model`` null: every model; not in lists).
+    price_adjustments: list[dict[str, Any]] | None = None
 
 
 class KeyAnswer(msgspec.Struct):
@@ -32,9 +36,10 @@ class KeyAnswer(msgspec.Struct):
     endpoints: list[str]
     rpm: int | None
     tpm: int | None
+    clamp_output_to_balance: bool
 
 
-class TeamWithKeys(TeamAnswer):
+class TeamWithKeys(TeamAnswer, kw_only=True):
     keys: list[KeyAnswer]
 
 
@@ -71,6 +76,18 @@ class KeyModelsAnswer(msgspec.Struct):
 class KeyEndpointsAnswer(msgspec.Struct):
     id: str
     endpoints: list[str]
+
+
+class KeyClampAnswer(msgspec.Struct):
+    id: str
+    clamp_output_to_balance: bool
+
+
+class PriceListAnswer(msgspec.Struct):
+    """Every model's prices in the ledger's price list: which is in force, and every entry."""
+
+    object: str
+    data: list[dict[str, Any]]
 
 
 class KeyLimitsAnswer(msgspec.Struct):
