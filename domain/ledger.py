@@ -106,7 +106,6 @@ class TeamLedger(Aggregate):
 
         def apply(self, team: TeamLedger) -> None:
             team.balance += self.amount
-            team.credited += self.amount
 
     class KeyIssued(Aggregate.Event):
         key_id: str
@@ -248,7 +247,6 @@ class TeamLedger(Aggregate):
                 team.expired.pop(self.request_id, None)
             team.held -= self.hold
             team.balance -= self.charged
-            team.spent += self.charged
 
     class CreditsLeased(Aggregate.Event):
         """A gateway process set part of the available balance aside, to hold its requests against in
@@ -306,7 +304,6 @@ class TeamLedger(Aggregate):
 
         def apply(self, team: TeamLedger) -> None:
             team.balance += self.amount
-            team.credited += self.amount
             if self.reference:
                 team.adjustment_references[self.reference] = None
 
@@ -340,6 +337,17 @@ class TeamLedger(Aggregate):
             else:
                 team.clamp_output = self.enabled
 
+    #: The state's version, for snapshots: a snapshot of an older state is upcast when read.
+    class_version = 2
+
+    @staticmethod
+    def upcast_v1_v2(state: dict[str, Any]) -> None:
+        """A snapshot taken before teams had price adjustments, an output clamp and adjustment
+        references: none of their events existed then, so the team had none of them."""
+        state.setdefault("price_adjustments", {})
+        state.setdefault("clamp_output", False)
+        state.setdefault("adjustment_references", {})
+
     @staticmethod
     def create_id(name: str) -> UUID:
         return team_id(name)
@@ -362,8 +370,6 @@ class TeamLedger(Aggregate):
         self.price_adjustments: dict[str, str] = {}  # model ("": every model) → percent on the price list
         self.clamp_output = False  # the team's keys get what their balance covers instead of 402
         self.adjustment_references: dict[str, None] = {}  # each names one adjustment: none is made twice
-        self.credited = 0  # every credit ever added or adjusted (the balance is this less ``spent``)
-        self.spent = 0  # every credit ever charged
 
     # -- commands ---------------------------------------------------------------------------
 

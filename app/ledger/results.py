@@ -124,21 +124,26 @@ class OpenHold:
 
 @dataclass(frozen=True, slots=True)
 class Funds:
-    """A team's money as a client asks for it (``GET /v1/credits``): what was ever credited and
-    spent, the balance, and what is held, hold by hold."""
+    """A team's money as a client asks for it (``GET /v1/credits``): the balance, what is held,
+    hold by hold, and what was ever charged (``spent``, from the once-only charge index up to the
+    same version: the balance is what was ever credited less that)."""
 
     name: str
+    version: int
     balance: int
     held: int
-    credited: int
-    spent: int
     holds: tuple[OpenHold, ...]
+    spent: int = 0
+
+    @property
+    def credited(self) -> int:
+        return self.balance + self.spent
 
     @classmethod
     def of(cls, team: TeamLedger) -> Funds:
         holds = tuple(OpenHold(held_for, amount, team.hold_times.get(held_for, 0.0), held_for.startswith(LEASE_PREFIX))
                       for held_for, amount in team.holds.items())
-        return cls(team.name, team.balance, team.held, team.credited, team.spent, holds)
+        return cls(team.name, team.version, team.balance, team.held, holds)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ Two kinds of methods, because their callers differ:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -315,8 +316,11 @@ class LedgerService:
         return self._on(team, self._caught_up(TeamSummary.of))
 
     def funds(self, team: str) -> Funds:
-        """The team's balance, totals and open holds, as committed by every process."""
-        return self._on(team, self._caught_up(Funds.of))
+        """The team's balance and open holds, as committed by every process, and what it ever spent
+        (read from the once-only charge index up to the same version, off the writer thread)."""
+        funds = self._on(team, self._caught_up(Funds.of))
+        _, spent = self.store.read_models.charge_totals(team_id(team), funds.version)
+        return dataclasses.replace(funds, spent=spent)
 
     def list_keys(self, team: str) -> list[KeySummary]:
         """The team's keys, as committed by every process."""

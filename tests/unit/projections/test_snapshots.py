@@ -195,6 +195,23 @@ def test_a_snapshot_taken_before_the_team_gained_some_state_is_passed_over(store
     assert "predates tpm" in caplog.text
 
 
+def test_a_snapshot_of_the_state_before_pricing_policies_is_upcast_not_passed_over(store, monkeypatch):
+    """Snapshots taken before teams had price adjustments, an output clamp and adjustment references
+    (class_version 1) are read with none of them, which is what the team had then: a million-event
+    team upgraded still loads from its snapshot, not by replaying its history."""
+    tid, _ = _record(store, [("top_up", 5), ("key", 1), ("hold", 100)])
+    older = store.load_team(tid)[0].fork()
+    for name in ("price_adjustments", "clamp_output", "adjustment_references"):
+        del older.__dict__[name]
+    with monkeypatch.context() as before:
+        before.setattr(TeamLedger, "class_version", 1)
+        store.team_snapshots.save([store.team_snapshots.take(older)])
+    loaded, used = store.load_team(tid)
+    assert used == older.version
+    assert same_state(loaded, _replayed(store, tid))
+    assert (loaded.price_adjustments, loaded.clamp_output, loaded.adjustment_references) == ({}, False, {})
+
+
 def test_a_snapshot_of_a_version_never_recorded_is_passed_over(store):
     """A snapshot claiming more events than the team has (a row from another ledger, say) cannot be
     caught by its digest; the balances read model, written with the events, says the team is not there."""
