@@ -12,7 +12,6 @@ is priced by the entry in force at the very instant its event records (``TeamLed
 from __future__ import annotations
 
 import logging
-import threading
 from datetime import UTC, datetime
 
 from domain.prices import PriceEntry, PriceList
@@ -33,8 +32,7 @@ class PriceBook:
     def __init__(self, store: LedgerStore, settings: Settings) -> None:
         self._store = store
         self._settings = settings
-        self._list = PriceList()
-        self._lock = threading.Lock()
+        self._list = PriceList.start()
 
     def open(self) -> PriceBook:
         """Read the price list, recording the file's price for every model the list has no price
@@ -74,8 +72,7 @@ class PriceBook:
         """Read the list again (a price was recorded somewhere)."""
         prices = self._store.load_prices()
         if prices is not None:
-            with self._lock:
-                self._list = prices
+            self._list = prices  # one assignment: a reader on another thread sees the old list or the new
 
     def in_force(self, model: str, at: datetime) -> PriceEntry | None:
         return self._list.in_force(model, at)
