@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -25,7 +26,7 @@ from app.ledger.refusals import refusal
 from app.ledger.writer import LedgerUnavailable
 from app.ratelimit.choice import StartupRefused
 from domain.ledger import LedgerError
-from domain.money import format_credits
+from domain.money import AmountError, format_credits, micros_from_credits
 from domain.settings import ConfigError, require_upstream_secrets
 
 if TYPE_CHECKING:
@@ -41,6 +42,25 @@ def cmd_credits_add(args: argparse.Namespace) -> None:
     with ledger_service(settings, base) as ledger:
         team = ledger.top_up(args.team, amount, args.reference or "")
     print(f"Added {format_credits(amount)} credits to team {args.team}; balance {format_credits(team.balance)}.")
+
+
+def cmd_credits_adjust(args: argparse.Namespace) -> None:
+    """A correction of the balance, never an edit of history: credits given back (a refund) or
+    taken, with the reason and the operator's reference kept in the ledger."""
+    try:
+        amount = micros_from_credits(args.amount)
+    except AmountError as exc:
+        raise CommandError(f"invalid credit amount: {exc}") from None
+    if amount == 0:
+        raise CommandError("invalid credit amount: an adjustment moves credits one way or the other (not 0)")
+    if not args.reason.strip():
+        raise CommandError("--reason: say why (it is kept in the ledger)")
+    settings, base = load_settings(args.config)
+    with ledger_service(settings, base) as ledger:
+        team = ledger.adjust_credits(args.team, amount, args.reason, args.reference or "")
+    moved = "Gave back" if amount > 0 else "Took"
+    print(f"{moved} {format_credits(abs(amount))} credits {'to' if amount > 0 else 'from'} team {args.team} "
+          f"({args.reason}); balance {format_credits(team.balance)}.")
 
 
 def _total_events(store: LedgerStore) -> int:
@@ -242,6 +262,13 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("amount", help="credits to add (e.g. 50 or 0.25)")
     add.add_argument("--reference", help="a note kept with the top-up (invoice number, …)")
     add.set_defaults(func=cmd_credits_add)
+    adjust = credit.add_parser("adjust", parents=[common],
+                               help="correct a team's balance (a refund, or credits taken back), with a reason")
+    adjust.add_argument("--team", required=True)
+    adjust.add_argument("amount", help="credits to give back, or to take when negative (e.g. -- -5)")
+    adjust.add_argument("--reason", required=True, help="why; kept in the ledger")
+    adjust.add_argument("--reference", help="the operator's reference (a ticket); one adjustment per reference")
+    adjust.set_defaults(func=cmd_credits_adjust)
 
     ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(dest="action", required=True,
                                                                              metavar="ACTION")
@@ -272,6 +299,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _negative_amounts(argv: list[str]) -> list[str]:
+    """``credits adjust --team T -- -5 --reason R``: the ``--`` only says that ``-5`` is an amount,
+    not an option; argparse would read everything after it as positional, so it is dropped."""
+    return [arg for i, arg in enumerate(argv)
+            if not (arg == "--" and i + 1 < len(argv) and re.fullmatch(r"-\d+(\.\d+)?", argv[i + 1]))]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
@@ -280,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except CommandError as exc:
             print(f"tollgate: error: {exc}", file=sys.stderr)
             return 2
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_negative_amounts(argv))
     try:
         result = args.func(args)
     except (ConfigError, CommandError, StartupRefused) as exc:

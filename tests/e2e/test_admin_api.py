@@ -121,3 +121,26 @@ def test_pricing_policy_through_the_admin_api(admin: httpx.Client, gateway: Gate
     prices = {m["model"]: m for m in admin.get("/prices").json()["data"]}
     assert prices["fake-gpt"]["in_force"] == prices["fake-gpt"]["entries"][-1]["ref"]
     assert prices["fake-gpt"]["entries"][-1]["price"]["input"] == "2.5"
+
+
+def test_adjustments_are_events_of_their_own_with_a_reason_and_a_reference(admin: httpx.Client, gateway: Gateway,
+                                                                          teams):
+    """A refund and a correction, from the CLI (a negative amount after ``--``, as the README shows)
+    and the admin API: each is an adjustment entry in the audit history, the replay agrees, and a
+    reference names one adjustment only."""
+    team = teams.open("10")
+    taken = gateway.cli("credits", "adjust", "--team", team.name, "--", "-2.5", "--reason", "billed twice",
+                        "--reference", "TICKET-1")
+    assert "Took 2.5 credits" in taken.stdout
+    again = gateway.cli("credits", "adjust", "--team", team.name, "--", "-2.5", "--reason", "billed twice",
+                        "--reference", "TICKET-1", check=False)
+    assert again.returncode == 1
+    assert "TICKET-1" in again.stderr
+    given = exact(admin.post(f"/teams/{team.name}/adjustments", json={"amount": "1.25", "reason": "goodwill"}))
+    assert given["balance"] == Decimal("8.75")
+    assert admin.post(f"/teams/{team.name}/adjustments", json={"amount": "0", "reason": "x"}).status_code == 400
+    assert admin.post(f"/teams/{team.name}/adjustments", json={"amount": "-100", "reason": "x"}).status_code == 400
+    entries = admin.get(f"/teams/{team.name}/history").json()["data"]
+    adjustments = [(e["amount"], e["reference"]) for e in entries if e["kind"] == "adjustment"]
+    assert adjustments == [(-2_500_000, "billed twice (TICKET-1)"), (1_250_000, "goodwill")]
+    assert gateway.cli("ledger", "verify", check=False).returncode == 0

@@ -44,7 +44,7 @@ from app.ledger.balance_at import balance_at, parse_instant
 from app.ledger.queries import history_page, usage
 from app.ledger.results import TeamSummary
 from app.runtime import Runtime
-from domain.money import credits_from_micros
+from domain.money import AmountError, credits_from_micros, micros_from_credits
 
 
 class NewTeam(msgspec.Struct):
@@ -56,6 +56,12 @@ class NewTeam(msgspec.Struct):
 
 class NewCredits(msgspec.Struct):
     amount: Any
+    reference: str = ""
+
+
+class Adjustment(msgspec.Struct):
+    amount: Any  # credits, negative to take them back
+    reason: str
     reference: str = ""
 
 
@@ -104,6 +110,21 @@ async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[by
     if amount == 0:
         raise InvalidRequest("Invalid 'amount': must be greater than 0.", param="amount")
     return json_response(team_fields(await ledger_call(runtime.ledger.top_up, name, amount, new.reference)))
+
+
+@post("/teams/{name:str}/adjustments", status_code=200, responses=answers(TeamAnswer, "the team, adjusted"))
+async def adjust_credits(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+    """A correction (a refund, or credits taken back) with its reason: an event of its own."""
+    runtime: Runtime = request.app.state.runtime
+    new = validate(await request_json(request), Adjustment)
+    try:
+        amount = micros_from_credits(str(new.amount))
+    except AmountError as exc:
+        raise InvalidRequest(f"Invalid 'amount': {exc}", param="amount") from None
+    if amount == 0 or not new.reason.strip():
+        raise InvalidRequest("An adjustment moves credits (not 0) and says why ('reason').", param="amount")
+    summary = await ledger_call(runtime.ledger.adjust_credits, name, amount, new.reason, new.reference)
+    return json_response(team_fields(summary))
 
 
 @get("/teams/{name:str}/keys", responses=answers(KeyList, "the team's keys"))
@@ -178,7 +199,7 @@ async def team_usage(request: Request[Any, Any, Any], name: str) -> Response[byt
 
 admin_router = Router(
     path="/admin",
-    route_handlers=[list_teams, create_team, show_team, add_credits, list_keys, issue_key, revoke_key, restrict_key,
-                    team_history, team_balance, team_usage, *policy_handlers],
+    route_handlers=[list_teams, create_team, show_team, add_credits, adjust_credits, list_keys, issue_key, revoke_key,
+                    restrict_key, team_history, team_balance, team_usage, *policy_handlers],
     before_request=require_admin,
 )
