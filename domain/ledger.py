@@ -39,6 +39,7 @@ from domain.ledger_errors import (
     TeamNotFound,
     TeamSuspended,
 )
+from domain.money import format_credits
 from domain.prices import PriceSource
 from domain.pricing import Cost, Price, TokenUsage, price_usage
 
@@ -556,8 +557,8 @@ class TeamLedger(Aggregate):
             raise InvalidAmount(f"an adjustment of {amount} micro-credits would take team {self.name!r}'s balance "
                                 f"past the most a ledger can hold")
         if -amount > self.available:
-            raise InvalidAmount(f"team {self.name!r} has {self.available} micro-credits available: an adjustment "
-                                f"cannot take {-amount} (what requests hold is theirs)")
+            raise InvalidAmount(f"team {self.name!r} has {format_credits(self.available)} credits available: an "
+                                f"adjustment cannot take {format_credits(-amount)} (what requests hold is theirs)")
         if reference and reference in self.adjustment_references:
             raise LedgerError(f"team {self.name!r} already has an adjustment under the reference {reference!r}")
         self.trigger_event(self.CreditsAdjusted, amount=amount, reason=reason, reference=reference,
