@@ -17,6 +17,7 @@ from typing import Any
 
 from litestar import Request, Response, get
 
+from app.errors import AuthenticationFailed
 from app.http.routes.admin_common import json_response
 from app.http.routes.answers import DataAnswer, answers
 from app.http.routes.auth import authenticate
@@ -55,7 +56,9 @@ async def read_key(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
     keys = await asyncio.to_thread(runtime.ledger.list_keys, principal.team_name)
-    key = next(k for k in keys if k.key_id == principal.key_id)
+    key = next((k for k in keys if k.key_id == principal.key_id), None)
+    if key is None or key.revoked:  # revoked since this process last read it
+        raise AuthenticationFailed("Incorrect API key provided.")
     spent = await asyncio.to_thread(key_spend, runtime.store, principal.team_name, principal.key_id,
                                     datetime.now(UTC).date())
     rpm = principal.key_rpm or principal.team_rpm
