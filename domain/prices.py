@@ -106,11 +106,6 @@ class PriceList(Aggregate):
                 best = entry
         return best
 
-    def next_change(self, model: str, after: datetime) -> datetime | None:
-        """When the next recorded price of ``model`` takes effect after ``after`` (None: none is scheduled)."""
-        later = [e.effective_from for e in self.entries.get(model, ()) if e.effective_from > after]
-        return min(later) if later else None
-
     def history(self, model: str) -> list[PriceEntry]:
         return list(self.entries.get(model, ()))
 
