@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, cast
@@ -232,6 +232,10 @@ class TeamLedger(Aggregate):
         price_ref: str = ""
         #: The team's price adjustment applied on top, in percent (``""``: none).
         adjustment: str = ""
+        #: The request's attribution tags (``x-tollgate-tags``: name → value), bounded in size and count.
+        tags: dict[str, str] = field(default_factory=dict)
+        #: The end user the request was made for (``user``, or ``metadata.user_id``; ``""``: not said).
+        end_user: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             if self.lease:
@@ -488,6 +492,8 @@ class TeamLedger(Aggregate):
         model: str,
         endpoint: str,
         lease: str = "",
+        tags: Mapping[str, str] | None = None,
+        end_user: str = "",
     ) -> tuple[TeamLedger.Charged, Cost]:
         """Debit what ``usage`` cost and close the request's hold; returns the recorded event and
         what its cost is made of (its parts, computed once, for the answer's receipt).
@@ -539,6 +545,8 @@ class TeamLedger(Aggregate):
             basis=priced.basis,
             price_ref=price_ref,
             adjustment=adjustment,
+            tags=dict(tags or {}),
+            end_user=end_user,
         )
         return cast(TeamLedger.Charged, self.pending_events[-1]), priced  # the event just triggered
 

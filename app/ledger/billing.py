@@ -11,7 +11,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.errors import Conflict, ServiceUnavailable
 from app.keys import Principal
@@ -62,12 +62,15 @@ class RequestBill:
     held: int = 0  # what it holds against that lease
     record: RequestRecord | None = None  # what its log line and metrics will say
     open: bool = False  # held, and not yet charged or released
+    tags: dict[str, str] = field(default_factory=dict)  # the request's attribution tags
+    end_user: str = ""  # the end user the client named
 
     @property
     def on_ledger(self) -> TeamRequest:
         """The request as the ledger records it."""
         p = self.principal
-        return TeamRequest(p.team_id, p.team_name, self.request_id, p.key_id, self.model.id, self.endpoint)
+        return TeamRequest(p.team_id, p.team_name, self.request_id, p.key_id, self.model.id, self.endpoint,
+                           self.tags, self.end_user)
 
 
 #: Renders a request's answer (or a stream's final frames) once its charge is known.

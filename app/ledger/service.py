@@ -23,7 +23,7 @@ import asyncio
 import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TypeVar
@@ -79,6 +79,9 @@ class TeamRequest:
     key_id: str
     model: str
     endpoint: str
+    #: Who the request is attributed to (``x-tollgate-tags``, and the end user the client named).
+    tags: Mapping[str, str] = field(default_factory=dict)
+    end_user: str = ""
 
 
 class LedgerService:
@@ -122,7 +125,7 @@ class LedgerService:
         def charge(team: TeamLedger) -> Recorded[Charged]:
             event, cost = team.charge_priced(request.request_id, usage, price, credits_per_usd,
                                              key_id=request.key_id, model=request.model, endpoint=request.endpoint,
-                                             lease=lease)
+                                             lease=lease, tags=request.tags, end_user=request.end_user)
             lease_left = team.holds.get(lease, 0) if lease else None
             if answer is None:
                 return Recorded(Charged(event, lease_left, cost=cost))
