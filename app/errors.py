@@ -90,33 +90,39 @@ class InsufficientCreditsError(GatewayError):
     anthropic_type = "billing_error"
     retryable = False
 
-    def __init__(self, message: str, *, needed: int = 0, available: int = 0) -> None:
-        super().__init__(message)  # a hard budget failure: retrying cannot help
+    def __init__(self, message: str, *, needed: int = 0, available: int = 0,
+                 budget: dict[str, object] | None = None, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message, headers=headers)  # a hard budget failure: retrying cannot help
         self.needed = needed
         self.available = available
         self.affordable_max_tokens: int | None = None
+        #: The budget that refused the request, when one did rather than the balance: whose, its
+        #: limit and period, what it has left and when it resets (``budget`` in the error body).
+        self.budget = budget
 
     def affording(self, tokens: int, field: str) -> InsufficientCreditsError:
         """The refusal, saying the largest ``field`` (the request's output limit) the balance covers."""
-        covers = (f"the available balance covers {field} up to {tokens}" if tokens > 0 else
-                  "the available balance does not cover even the prompt")
+        what = "the budget's remainder" if self.budget else "the available balance"
+        covers = (f"{what} covers {field} up to {tokens}" if tokens > 0 else f"{what} does not cover even the prompt")
         told = InsufficientCreditsError(f"{self.message} {covers[:1].upper()}{covers[1:]}.", needed=self.needed,
-                                        available=self.available)
+                                        available=self.available, budget=self.budget)
         told.affordable_max_tokens = tokens
         told.headers = {**self.headers, "x-tollgate-affordable-max-tokens": str(tokens)}
         return told
 
-    def openai_body(self) -> dict[str, object]:
-        body = super().openai_body()
+    def _extended(self, body: dict[str, object]) -> dict[str, object]:
+        error: dict[str, object] = body["error"]  # type: ignore[assignment]
         if self.affordable_max_tokens is not None:
-            body["error"]["affordable_max_tokens"] = self.affordable_max_tokens  # type: ignore[index]
+            error["affordable_max_tokens"] = self.affordable_max_tokens
+        if self.budget is not None:
+            error["budget"] = self.budget
         return body
 
+    def openai_body(self) -> dict[str, object]:
+        return self._extended(super().openai_body())
+
     def anthropic_body(self) -> dict[str, object]:
-        body = super().anthropic_body()
-        if self.affordable_max_tokens is not None:
-            body["error"]["affordable_max_tokens"] = self.affordable_max_tokens  # type: ignore[index]
-        return body
+        return self._extended(super().anthropic_body())
 
 
 class PermissionDenied(GatewayError):

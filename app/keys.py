@@ -47,6 +47,7 @@ class Principal:
     team_tpm: int | None = None
     clamp_output: bool = False  # a request its balance cannot cover gets what it covers instead of 402
     price_adjustments: tuple[tuple[str, str], ...] = ()  # the team's, (model or "", percent)
+    budgeted: bool = False  # the key has a budget: each request is held in the ledger, never against a lease
 
     def adjustment_for(self, model_id: str) -> Decimal:
         """The team's price adjustment for the model, in percent (0: none)."""
@@ -65,7 +66,7 @@ class Principal:
     def of(cls, record: KeyRecord) -> Principal:
         return cls(record.team_id, record.team_name, record.key_id, record.models, record.endpoints, record.suspended,
                    record.key_rpm, record.key_tpm, record.team_rpm, record.team_tpm, record.clamp_output,
-                   record.price_adjustments)
+                   record.price_adjustments, record.budgeted)
 
 
 def hash_key(secret: str) -> str:

@@ -26,8 +26,11 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
+from domain import clock
+from domain.budgets import PERIODS, Budget, counted, spent_in
 from domain.ledger_errors import (
     AlreadyCharged,
+    BudgetExceeded,
     HoldNotFound,
     InsufficientCredits,
     InvalidAmount,
@@ -43,9 +46,9 @@ from domain.money import format_credits
 from domain.prices import PriceSource
 from domain.pricing import Cost, Price, TokenUsage, price_usage
 
-__all__ = ["ABANDONED", "EXPIRED", "TEAM_NAME", "AlreadyCharged", "Delivery", "HoldNotFound", "InsufficientCredits",
-           "InvalidAmount", "InvalidTeamName", "KeyNotFound", "LedgerError", "RequestInProgress", "TeamAlreadyExists",
-           "TeamLedger", "TeamNotFound", "TeamSuspended", "team_id"]
+__all__ = ["ABANDONED", "EXPIRED", "TEAM_NAME", "AlreadyCharged", "BudgetExceeded", "Delivery", "HoldNotFound",
+           "InsufficientCredits", "InvalidAmount", "InvalidTeamName", "KeyNotFound", "LedgerError", "RequestInProgress",
+           "TeamAlreadyExists", "TeamLedger", "TeamNotFound", "TeamSuspended", "team_id"]
 
 #: A team's name: matched whole (``fullmatch``), so no trailing newline slips through to headers and logs.
 TEAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -197,6 +200,8 @@ class TeamLedger(Aggregate):
             team.holds[self.request_id] = self.amount
             team.held += self.amount
             team.hold_times[self.request_id] = self.timestamp.timestamp()
+            team.hold_keys[self.request_id] = self.key_id
+            team.key_held[self.key_id] = team.key_held.get(self.key_id, 0) + self.amount
             if self.owner:
                 team.hold_owners[self.request_id] = self.owner
             if self.idem_key:
@@ -236,6 +241,8 @@ class TeamLedger(Aggregate):
         tags: dict[str, str] = field(default_factory=dict)
         #: The end user the request was made for (``user``, or ``metadata.user_id``; ``""``: not said).
         end_user: str = ""
+        #: What the key's budget has left this period after this charge (None: the key has none).
+        key_budget_left: int | None = None
 
         def apply(self, team: TeamLedger) -> None:
             if self.lease:
@@ -246,12 +253,14 @@ class TeamLedger(Aggregate):
                 while len(team.lease_charges) > MAX_REMEMBERED_EXPIRIES:
                     team.lease_charges.pop(next(iter(team.lease_charges)))
             elif self.request_id in team.holds:
-                team.holds.pop(self.request_id)
-                team._forget_hold(self.request_id)
+                team._forget_hold(self.request_id, team.holds.pop(self.request_id))
             else:  # a late charge: its hold had expired
                 team.expired.pop(self.request_id, None)
             team.held -= self.hold
             team.balance -= self.charged
+            if self.charged:
+                for scope in (self.key_id, ""):  # the key's spend, and the team's
+                    team.spend[scope] = counted(team.spend.get(scope), self.charged, self.timestamp)
 
     class CreditsLeased(Aggregate.Event):
         """A gateway process set part of the available balance aside, to hold its requests against in
@@ -290,8 +299,7 @@ class TeamLedger(Aggregate):
         reason: str
 
         def apply(self, team: TeamLedger) -> None:
-            team.holds.pop(self.request_id)
-            team._forget_hold(self.request_id)
+            team._forget_hold(self.request_id, team.holds.pop(self.request_id))
             team.held -= self.amount
             if self.reason in (EXPIRED, ABANDONED):
                 team.expired[self.request_id] = self.amount
@@ -342,8 +350,29 @@ class TeamLedger(Aggregate):
             else:
                 team.clamp_output = self.enabled
 
+    class BudgetSet(Aggregate.Event):
+        """The key ``key_id`` (or, ``key_id`` empty, the whole team) may spend at most ``limit``
+        micro-credits per ``period`` (``day``, ``week``, ``month``: UTC calendar periods; ``none``:
+        in all); a ``limit`` of None lifts the budget."""
+
+        key_id: str
+        limit: int | None
+        period: str
+        actor: str = ""
+        reason: str = ""
+
+        def apply(self, team: TeamLedger) -> None:
+            team.policy_version = self.originator_version
+            budget = {"limit": self.limit, "period": self.period} if self.limit is not None else None
+            if not self.key_id:
+                team.budget = budget
+            elif budget is None:
+                team.keys[self.key_id].pop("budget", None)
+            else:
+                team.keys[self.key_id]["budget"] = budget
+
     #: The state's version, for snapshots: a snapshot of an older state is upcast when read.
-    class_version = 2
+    class_version = 3
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -352,6 +381,15 @@ class TeamLedger(Aggregate):
         state.setdefault("price_adjustments", {})
         state.setdefault("clamp_output", False)
         state.setdefault("adjustment_references", {})
+
+    @staticmethod
+    def upcast_v2_v3(state: dict[str, Any]) -> None:
+        """A snapshot taken before budgets: no budget was set, and the holds then open are not
+        counted against any key's (a key's holds are counted from the holds placed since)."""
+        state.setdefault("budget", None)
+        state.setdefault("spend", {})
+        state.setdefault("key_held", {})
+        state.setdefault("hold_keys", {})
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -375,6 +413,10 @@ class TeamLedger(Aggregate):
         self.price_adjustments: dict[str, str] = {}  # model ("": every model) → percent on the price list
         self.clamp_output = False  # the team's keys get what their balance covers instead of 402
         self.adjustment_references: dict[str, None] = {}  # each names one adjustment: none is made twice
+        self.budget: dict[str, Any] | None = None  # the team's own budget (``domain/budgets.py``)
+        self.spend: dict[str, dict[str, list[Any]]] = {}  # key id ("": the team) → spend per period
+        self.key_held: dict[str, int] = {}  # key id → what its requests' holds hold now
+        self.hold_keys: dict[str, str] = {}  # request id → the key its hold was placed for
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -469,6 +511,7 @@ class TeamLedger(Aggregate):
             raise RequestInProgress(self.name, self.idem_holds[idem_key])
         if amount < 0:
             raise InvalidAmount(f"a hold cannot be negative: {amount}")
+        self._check_budgets(amount, key_id, clock.now())
         if amount > self.available:
             raise InsufficientCredits(self.name, amount, self.available)
         self.trigger_event(self.HoldPlaced, request_id=request_id, amount=amount, key_id=key_id, model=model,
@@ -506,7 +549,7 @@ class TeamLedger(Aggregate):
         as far as the available balance goes: it was served. A request held against a ``lease``
         is charged from what is left of the lease, then from the available balance.
         """
-        at = self.Charged.create_timestamp()
+        at = clock.now()
         if isinstance(price, Price):
             table, price_ref = price, ""
         else:
@@ -517,15 +560,18 @@ class TeamLedger(Aggregate):
         adjustment = self.adjustment_for(model)
         priced = price_usage(usage, table, credits_per_usd, Decimal(adjustment or 0))
         cost = priced.micros
+        # Beyond its hold, a charge takes no more than is available, nor than its budgets have left.
+        tightest = self.budget_left(key_id, at)
+        room = self.available if tightest is None else min(self.available, max(0, tightest[0]))
         if lease:
             if request_id in self.lease_charges:
                 raise AlreadyCharged(self.name, request_id)
             left = self.holds.get(lease, 0)
-            charged = min(cost, left + self.available)
+            charged = min(cost, left + room)
             hold = min(charged, left)
         else:
             hold = 0 if request_id in self.expired and request_id not in self.holds else self._open_hold(request_id)
-            charged = min(cost, hold + self.available)
+            charged = min(cost, hold + room)
         self.trigger_event(
             self.Charged,
             timestamp=at,
@@ -547,8 +593,64 @@ class TeamLedger(Aggregate):
             adjustment=adjustment,
             tags=dict(tags or {}),
             end_user=end_user,
+            key_budget_left=self._key_budget_left(key_id, at, charged, 0 if lease else hold),
         )
         return cast(TeamLedger.Charged, self.pending_events[-1]), priced  # the event just triggered
+
+    def set_budget(self, limit: int | None, period: str, key_id: str = "", *, actor: str = "",
+                   reason: str = "") -> None:
+        """Let the key ``key_id`` (no key: the whole team) spend at most ``limit`` micro-credits per
+        ``period``; a ``limit`` of None lifts its budget."""
+        if key_id:
+            self._key(key_id)
+        if period not in PERIODS:
+            raise LedgerError(f"a budget's period is one of {', '.join(PERIODS)}, not {period!r}")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise InvalidAmount(f"a budget is a number of micro-credits, 0 or more, got {limit!r}")
+        if limit is not None and limit > MAX_BALANCE:
+            raise InvalidAmount(f"a budget of {limit} micro-credits is more than a ledger can hold")
+        self.trigger_event(self.BudgetSet, key_id=key_id, limit=limit, period=period, actor=actor, reason=reason)
+
+    def budget_of(self, key_id: str = "") -> Budget | None:
+        """The key's budget (no key: the team's), if it has one."""
+        return Budget.from_record(self.keys[key_id].get("budget") if key_id else self.budget)
+
+    def budget_left(self, key_id: str, at: datetime) -> tuple[int, Budget, str] | None:
+        """The tightest budget a request of ``key_id`` (``""``: none, a lease) is held against at
+        ``at``: what it has left (its limit, less what was spent this period, less what is held
+        against it; negative if a lowered limit is overspent), the budget, and whose it is (a key
+        id, or ``""`` for the team's). None if neither the key nor the team has a budget."""
+        tightest: tuple[int, Budget, str] | None = None
+        scopes = [(key_id, self.key_held.get(key_id, 0))] if key_id in self.keys else []
+        for scope, held in (*scopes, ("", self.held)):
+            budget = self.budget_of(scope)
+            if budget is None:
+                continue
+            left = budget.limit - spent_in(self.spend.get(scope), budget.period, at) - held
+            if tightest is None or left < tightest[0]:
+                tightest = (left, budget, scope)
+        return tightest
+
+    def _check_budgets(self, amount: int, key_id: str, at: datetime) -> None:
+        """Refuse a hold of ``amount`` its budgets cannot cover, when they are tighter than the
+        available balance (which the caller checks next)."""
+        tightest = self.budget_left(key_id, at)
+        if tightest is None:
+            return
+        left, budget, scope = tightest
+        if amount > left and left < self.available:
+            resets = budget.resets_at(at)
+            raise BudgetExceeded(self.name, amount, max(0, left), key_id=scope, limit=budget.limit,
+                                 period=budget.period, resets_at=resets.isoformat() if resets else "")
+
+    def _key_budget_left(self, key_id: str, at: datetime, charged: int, hold: int) -> int | None:
+        """What the key's budget will have left once ``charged`` is debited and its ``hold`` closed."""
+        budget = self.budget_of(key_id) if key_id in self.keys else None
+        if budget is None:
+            return None
+        spent = spent_in(self.spend.get(key_id), budget.period, at) + charged
+        held = self.key_held.get(key_id, 0) - hold
+        return max(0, budget.limit - spent - held)
 
     def adjustment_for(self, model: str) -> str:
         """The team's price adjustment for ``model``, in percent (``""``: none)."""
@@ -601,11 +703,15 @@ class TeamLedger(Aggregate):
         if self.suspended:
             raise TeamSuspended(self.name)
         self._check_positive(needed, "a lease")
-        if needed > self.available:
-            raise InsufficientCredits(self.name, needed, self.available)
+        at = clock.now()
+        self._check_budgets(needed, "", at)  # a team's budget bounds its leases as it does its holds
+        tightest = self.budget_left("", at)
+        available = self.available if tightest is None else min(self.available, max(0, tightest[0]))
+        if needed > available:
+            raise InsufficientCredits(self.name, needed, available)
         # Beyond what is needed, a lease takes at most a quarter of what is available, so the
         # team's other gateway processes can still lease theirs.
-        extra = min(wanted - needed, (self.available - needed) // LEASE_SHARE) if wanted > needed else 0
+        extra = min(wanted - needed, (available - needed) // LEASE_SHARE) if wanted > needed else 0
         self.trigger_event(self.CreditsLeased, lease=lease, amount=needed + max(0, extra), owner=owner)
         return self.holds[lease]
 
@@ -660,10 +766,16 @@ class TeamLedger(Aggregate):
         self.trigger_event(self.HoldReleased, request_id=request_id, amount=hold, reason=reason)
         return self.available
 
-    def _forget_hold(self, request_id: str) -> None:
-        """A hold was closed (charged or released): forget what was kept beside its amount."""
+    def _forget_hold(self, request_id: str, amount: int) -> None:
+        """A hold of ``amount`` was closed (charged or released): forget what was kept beside it."""
         self.hold_times.pop(request_id, None)
         self.hold_owners.pop(request_id, None)
+        key_id = self.hold_keys.pop(request_id, None)
+        if key_id is not None:
+            if (still := self.key_held.get(key_id, 0) - amount) > 0:
+                self.key_held[key_id] = still
+            else:
+                self.key_held.pop(key_id, None)
         if self.idem_holds:
             for idem_key, holder in list(self.idem_holds.items()):
                 if holder == request_id:

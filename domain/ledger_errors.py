@@ -38,6 +38,29 @@ class InsufficientCredits(LedgerError):
         self.available = available
 
 
+class BudgetExceeded(InsufficientCredits):
+    """The request's worst case does not fit in what a budget has left this period: the key's
+    (``key_id``) or the team's (``key_id`` empty). ``available`` is what the budget has left."""
+
+    def __init__(self, team: str, needed: int, available: int, *, key_id: str, limit: int, period: str,
+                 resets_at: str) -> None:
+        whose = f"key {key_id!r} of team {team!r}" if key_id else f"team {team!r}"
+        LedgerError.__init__(self, f"{whose} needs {needed} micro-credits but has {available} left of its {period} "
+                                   f"budget of {limit}")
+        self.team = team
+        self.needed = needed
+        self.available = available
+        self.key_id = key_id
+        self.limit = limit
+        self.period = period
+        self.resets_at = resets_at  # ISO 8601, UTC; "" for a lifetime budget
+
+    def leaving(self, available: int) -> BudgetExceeded:
+        """The same refusal, with ``available`` left."""
+        return BudgetExceeded(self.team, self.needed, available, key_id=self.key_id, limit=self.limit,
+                              period=self.period, resets_at=self.resets_at)
+
+
 class RequestInProgress(LedgerError):
     """The same request (same Idempotency-Key) already holds credits and has not finished."""
 

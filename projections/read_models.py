@@ -38,15 +38,17 @@ class KeyRecord:
     version: int = 0  # the team's version this row reflects: an older row never replaces a newer one
     clamp_output: bool = False  # a request its balance cannot cover is given what it covers, not 402
     price_adjustments: tuple[tuple[str, str], ...] = ()  # the team's, (model or "", percent)
+    budgeted: bool = False  # the key has a budget of its own: its requests are held in the ledger, one by one
 
     def as_row(self) -> tuple[Any, ...]:
         return (self.key_hash, self.team_id.hex, self.team_name, self.key_id, int(self.revoked), ",".join(self.models),
                 ",".join(self.endpoints), self.key_rpm, self.key_tpm, self.team_rpm, self.team_tpm, int(self.suspended),
-                self.version, int(self.clamp_output), ",".join(f"{m}={p}" for m, p in self.price_adjustments))
+                self.version, int(self.clamp_output), ",".join(f"{m}={p}" for m, p in self.price_adjustments),
+                int(self.budgeted))
 
 
 KEY_COLUMNS = ("key_hash", "team_id", "team_name", "key_id", "revoked", "models", "endpoints", "key_rpm", "key_tpm",
-               "team_rpm", "team_tpm", "suspended", "version", "clamp_output", "price_adjustments")
+               "team_rpm", "team_tpm", "suspended", "version", "clamp_output", "price_adjustments", "budgeted")
 
 
 def adjustments_of(text: str) -> tuple[tuple[str, str], ...]:
@@ -59,7 +61,8 @@ def key_records(team: Any) -> list[KeyRecord]:
     return [
         KeyRecord(k["hash"], team.id, team.name, key_id, k["revoked"], tuple(k.get("models", ())),
                   tuple(k.get("endpoints", ())), k.get("rpm"), k.get("tpm"), team.rpm, team.tpm, team.suspended,
-                  team.policy_version, team.clamps_output(key_id), tuple(sorted(team.price_adjustments.items())))
+                  team.policy_version, team.clamps_output(key_id), tuple(sorted(team.price_adjustments.items())),
+                  "budget" in k)
         for key_id, k in team.keys.items()
     ]
 
@@ -165,7 +168,7 @@ def key_record(row: Any) -> KeyRecord:
     return KeyRecord(row["key_hash"], UUID(row["team_id"]), row["team_name"], row["key_id"], bool(row["revoked"]),
                      listed("models"), listed("endpoints"), row["key_rpm"], row["key_tpm"], row["team_rpm"],
                      row["team_tpm"], bool(row["suspended"]), row["version"], bool(row["clamp_output"]),
-                     adjustments_of(row["price_adjustments"] or ""))
+                     adjustments_of(row["price_adjustments"] or ""), bool(row["budgeted"]))
 
 
 def balance_record(row: Any) -> BalanceRecord:

@@ -28,6 +28,7 @@ api_keys = Table(
     Column("version", BigInteger, nullable=False, server_default="0"),
     Column("clamp_output", Integer, nullable=False, server_default="0"),
     Column("price_adjustments", String, nullable=False, server_default=""),
+    Column("budgeted", Integer, nullable=False, server_default="0"),
 )
 
 team_balances = Table(

@@ -27,6 +27,7 @@ from app.observability.record import RequestRecord
 from app.ratelimit import Admission, RateLimiter
 from domain.ledger import (
     AlreadyCharged,
+    BudgetExceeded,
     HoldNotFound,
     InsufficientCredits,
     RequestInProgress,
@@ -125,12 +126,14 @@ class Billing:
         if self._writable is not None and not self._writable():
             raise ServiceUnavailable("The billing ledger cannot be written right now, so the gateway serves "
                                      "nothing it could not charge; nothing was charged. Retry shortly.")
-        if idem is None and self._leases is not None:
+        # A key with a budget of its own is held in the ledger, where its budget is: a lease is the team's.
+        if idem is None and self._leases is not None and not p.budgeted:
             try:
                 bill.lease = await self._leases.reserve(p.team_id, p.team_name, amount)
             except InsufficientCredits as exc:  # what this request may have is the team's and its lease's free part
-                raise refusal(InsufficientCredits(exc.team, amount, exc.available + self._leases.free(p.team_id))) \
-                    from None
+                free = exc.available + self._leases.free(p.team_id)
+                raise refusal(exc.leaving(free) if isinstance(exc, BudgetExceeded) else
+                              InsufficientCredits(exc.team, amount, free)) from None
             except (TeamSuspended, LedgerUnavailable) as exc:
                 raise refusal(exc) from None
             bill.held = amount

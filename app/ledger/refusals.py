@@ -22,7 +22,9 @@ from app.errors import (
     ServiceUnavailable,
 )
 from app.ledger.writer import LedgerUnavailable
+from domain.budgets import RESET_NAMES
 from domain.ledger import (
+    BudgetExceeded,
     InsufficientCredits,
     KeyNotFound,
     LedgerError,
@@ -31,7 +33,7 @@ from domain.ledger import (
     TeamNotFound,
     TeamSuspended,
 )
-from domain.money import format_credits
+from domain.money import credits_from_micros, format_credits
 
 E = TypeVar("E", bound=Exception)
 
@@ -40,6 +42,21 @@ E = TypeVar("E", bound=Exception)
 class _Refusal(Generic[E]):
     refusal: type[E]
     told: Callable[[E], GatewayError]
+
+
+def _over_budget(exc: BudgetExceeded) -> GatewayError:
+    whose = f"key '{exc.key_id}' of team '{exc.team}'" if exc.key_id else f"team '{exc.team}'"
+    period = RESET_NAMES.get(exc.period) or "lifetime"
+    resets = f"it resets at {exc.resets_at}" if exc.resets_at else "it does not reset"
+    headers = {"x-tollgate-budget-resets-at": exc.resets_at} if exc.resets_at else {}
+    return InsufficientCreditsError(
+        f"Budget exceeded: this request can cost up to {format_credits(exc.needed)} credits but {whose} has "
+        f"{format_credits(exc.available)} credits left of its {period} budget of {format_credits(exc.limit)} "
+        f"credits ({resets}). Lower max_tokens, or wait for the reset.",
+        needed=exc.needed, available=exc.available, headers=headers, budget={
+            "scope": "key" if exc.key_id else "team", "key_id": exc.key_id or None, "period": exc.period,
+            "limit": credits_from_micros(exc.limit), "remaining": credits_from_micros(exc.available),
+            "resets_at": exc.resets_at or None})
 
 
 def _insufficient(exc: InsufficientCredits) -> GatewayError:
@@ -52,6 +69,7 @@ def _insufficient(exc: InsufficientCredits) -> GatewayError:
 _TABLE: dict[type[Exception], _Refusal[Any]] = {entry.refusal: entry for entry in (
     _Refusal(TeamSuspended, lambda exc: PermissionDenied(f"Team '{exc.team}' is suspended.")),
     _Refusal(InsufficientCredits, _insufficient),
+    _Refusal(BudgetExceeded, _over_budget),
     _Refusal(RequestInProgress, lambda exc: Conflict(
         "A request with this Idempotency-Key is still in progress; retry when it has finished.",
         headers={"x-should-retry": "true", "retry-after": "1"})),

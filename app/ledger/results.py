@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
+from domain import clock
+from domain.budgets import spent_in
 from domain.ledger import TeamLedger
 from domain.pricing import Cost
 from projections.read_models import IdempotentResponse
@@ -100,11 +103,12 @@ class TeamSummary:
     tpm: int | None = None
     clamp_output: bool = False
     price_adjustments: tuple[tuple[str, str], ...] = ()  # (model or "" for every model, percent)
+    budget: BudgetSummary | None = None  # the team's own budget, where it stands now
 
     @classmethod
     def of(cls, team: TeamLedger) -> TeamSummary:
         return cls(team.name, team.balance, team.held, team.suspended, team.rpm, team.tpm, team.clamp_output,
-                   tuple(sorted(team.price_adjustments.items())))
+                   tuple(sorted(team.price_adjustments.items())), BudgetSummary.of(team, "", clock.now()))
 
 
 #: What a credit lease's id starts with (``app/ledger/leases.py``); a request's id starts with ``req_``.
@@ -147,6 +151,32 @@ class Funds:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetSummary:
+    """Where a key's (or a team's) budget stands at an instant: its limit per period, what was spent
+    in this period, what requests in flight hold against it, and when the period ends."""
+
+    limit: int
+    period: str
+    spent: int
+    held: int
+    resets_at: datetime | None
+
+    @property
+    def left(self) -> int:
+        return max(0, self.limit - self.spent - self.held)
+
+    @classmethod
+    def of(cls, team: TeamLedger, key_id: str, at: datetime) -> BudgetSummary | None:
+        """The key's budget (``key_id`` empty: the team's) at ``at``, or None if it has none."""
+        budget = team.budget_of(key_id)
+        if budget is None:
+            return None
+        held = team.key_held.get(key_id, 0) if key_id else team.held
+        return cls(budget.limit, budget.period, spent_in(team.spend.get(key_id), budget.period, at), held,
+                   budget.resets_at(at))
+
+
+@dataclass(frozen=True, slots=True)
 class KeySummary:
     """A key as an operator sees it: never its secret or hash."""
 
@@ -158,12 +188,13 @@ class KeySummary:
     rpm: int | None = None
     tpm: int | None = None
     clamp_output: bool = False  # the key's own choice, or its team's
+    budget: BudgetSummary | None = None  # the key's own budget, where it stands now
 
     @classmethod
     def of(cls, team: TeamLedger, key_id: str) -> KeySummary:
         k = team.keys[key_id]
         return cls(key_id, k["label"], k["revoked"], tuple(k.get("models", ())), tuple(k.get("endpoints", ())),
-                   k.get("rpm"), k.get("tpm"), team.clamps_output(key_id))
+                   k.get("rpm"), k.get("tpm"), team.clamps_output(key_id), BudgetSummary.of(team, key_id, clock.now()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,6 +33,7 @@ from app.keys import new_key
 from app.ledger.results import (
     NO_LIMITS,
     AnswerToStore,
+    BudgetSummary,
     Charged,
     Funds,
     Held,
@@ -45,6 +46,7 @@ from app.ledger.results import (
     TeamSummary,
 )
 from app.ledger.writer import LedgerWriter, Recorded
+from domain import clock
 from domain.ledger import (
     TEAM_NAME,
     Delivery,
@@ -313,6 +315,21 @@ class LedgerService:
         """Give a request the balance cannot cover what it covers instead of a 402, for the key or
         (no key) for the whole team."""
         self._on(team, lambda ledger: ledger.clamp_outputs(enabled, key_id))
+
+    def set_budget(self, team: str, limit: int | None, period: str, key_id: str = "", *, actor: str = "",
+                   reason: str = "") -> BudgetSummary | None:
+        """Let the key (no key: the whole team) spend at most ``limit`` micro-credits per ``period``
+        (None lifts it); returns where the budget stands now."""
+
+        def set_it(ledger: TeamLedger) -> BudgetSummary | None:
+            ledger.set_budget(limit, period, key_id, actor=actor, reason=reason)
+            return BudgetSummary.of(ledger, key_id, clock.now())
+
+        return self._on(team, set_it)
+
+    def budget(self, team: str, key_id: str = "") -> BudgetSummary | None:
+        """Where the key's (no key: the team's) budget stands now, as committed by every process."""
+        return self._on(team, self._caught_up(lambda ledger: BudgetSummary.of(ledger, key_id, clock.now())))
 
     def team_summary(self, team: str) -> TeamSummary:
         """The team's balance, holds, limits and state, as committed by every process."""
