@@ -15,6 +15,7 @@ from types import FrameType
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
+from app.clock_shift import shift_clock_from_environment
 from app.keys import KeyDirectory
 from app.ledger.billing import Billing
 from app.ledger.health import LedgerHealth
@@ -154,6 +155,7 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
 
 def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     timeline.start_from_environment()  # off unless TOLLGATE_TIMELINE names a file (scripts/bench --stalls)
+    shift_clock_from_environment()  # the wall clock unless TOLLGATE_CLOCK_OFFSET says otherwise (tests, drills)
     store = open_ledger_store(settings.database_url, base_dir, settings.database_pool_size)
     try:
         limits, instances = limiter_store(settings, store)

@@ -613,7 +613,7 @@ class TeamLedger(Aggregate):
 
     def budget_of(self, key_id: str = "") -> Budget | None:
         """The key's budget (no key: the team's), if it has one."""
-        return Budget.from_record(self.keys[key_id].get("budget") if key_id else self.budget)
+        return Budget.from_record(self._key(key_id).get("budget") if key_id else self.budget)
 
     def budget_left(self, key_id: str, at: datetime) -> tuple[int, Budget, str] | None:
         """The tightest budget a request of ``key_id`` (``""``: none, a lease) is held against at

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from app.cli.budgets import add_key_budget_command, add_team_budget_command, described
 from app.cli.support import CommandError, credits_amount, ledger_service, load_settings
 from app.ledger.results import Limits
 from domain.endpoints import ENDPOINT_PATHS, parse_endpoints
@@ -39,6 +40,7 @@ def cmd_team_show(args: argparse.Namespace) -> None:
     state = ", SUSPENDED" if team.suspended else ""
     state += ", clamp-output" if team.clamp_output else ""
     state += "".join(f", prices {p} % on {m or 'every model'}" for m, p in team.price_adjustments)
+    state += f", budget {described(team.budget)}" if team.budget else ""
     print(f"team {team.name}: balance {format_credits(team.balance)} credits, "
           f"held {format_credits(team.held)}, available {format_credits(team.balance - team.held)}, "
           f"{_shown_limits(team.rpm, team.tpm)}{state}")
@@ -133,8 +135,9 @@ def cmd_key_list(args: argparse.Namespace) -> None:
     for k in keys:
         state = "revoked" if k.revoked else "active"
         clamp = "  clamp-output" if k.clamp_output else ""
+        budget = f"  budget: {described(k.budget)}" if k.budget else ""
         print(f"{k.key_id}  {state:<8} models={','.join(k.models) or '*'}  endpoints={','.join(k.endpoints) or '*'}  "
-              f"{_shown_limits(k.rpm, k.tpm)}{clamp}  {k.label}")
+              f"{_shown_limits(k.rpm, k.tpm)}{clamp}{budget}  {k.label}")
 
 
 def cmd_clamp(args: argparse.Namespace) -> None:
@@ -194,6 +197,7 @@ def add_team_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     clamp.add_argument("name")
     clamp.add_argument("state", choices=("on", "off"))
     clamp.set_defaults(func=cmd_clamp)
+    add_team_budget_command(team, common)
 
 
 def add_key_commands(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -230,3 +234,4 @@ def add_key_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     key_list = key.add_parser("list", parents=[common], help="a team's keys (ids, state, policies; never secrets)")
     key_list.add_argument("--team", required=True)
     key_list.set_defaults(func=cmd_key_list)
+    add_key_budget_command(key, common)

@@ -21,6 +21,7 @@ from app.cli.keys import add_key_commands, add_team_commands
 from app.cli.prices import add_prices_commands
 from app.cli.rerate import add_rerate_command
 from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_service, ledger_store, load_settings
+from app.clock_shift import ClockOffsetError, shift_clock_from_environment
 from app.http.serving import serve
 from app.ledger.refusals import refusal
 from app.ledger.writer import LedgerUnavailable
@@ -316,8 +317,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
     args = build_parser().parse_args(_negative_amounts(argv))
     try:
+        shift_clock_from_environment()
         result = args.func(args)
-    except (ConfigError, CommandError, StartupRefused) as exc:
+    except (ConfigError, CommandError, StartupRefused, ClockOffsetError) as exc:
         print(f"tollgate: error: {exc}", file=sys.stderr)
         return 2
     except (LedgerError, LedgerUnavailable) as exc:  # said as the APIs say it (app/ledger/refusals.py)

@@ -36,17 +36,22 @@ class Charge:
     breakdown: dict[str, dict[str, Any]] = field(default_factory=dict)
     basis: str = ""  # the rates it was billed at: base, tier:NAME, long_context
     price_ref: str = ""  # the price list entry they come from
+    #: What the key's budget has left this period (None: the key has no budget).
+    key_budget_credits: Decimal | None = None
 
     @classmethod
     def of(cls, event: TeamLedger.Charged | ChargeRecord, credits_per_usd: Decimal,
            cost: Cost | None = None) -> Charge:
         breakdown: dict[str, dict[str, Any]] = {}
         basis = ref = ""
+        budget_left = None
         if isinstance(event, TeamLedger.Charged):
             breakdown = cost_breakdown(event, credits_per_usd, cost)
             basis, ref = event.basis, event.price_ref
+            if event.key_budget_left is not None:
+                budget_left = credits_from_micros(event.key_budget_left)
         return cls(credits_from_micros(event.charged), usd_from_micros(event.charged, credits_per_usd),
-                   credits_from_micros(event.balance_after), breakdown, basis, ref)
+                   credits_from_micros(event.balance_after), breakdown, basis, ref, budget_left)
 
     def usage_fields(self) -> dict[str, Any]:
         cost: dict[str, Any] = {"usd": self.usd, "credits": self.credits}
@@ -56,7 +61,10 @@ class Charge:
             cost["basis"] = self.basis
         if self.price_ref:
             cost["price_ref"] = self.price_ref
-        return {"cost": cost, "remaining": {"credits": self.remaining_credits}}
+        remaining: dict[str, Any] = {"credits": self.remaining_credits}
+        if self.key_budget_credits is not None:
+            remaining["key_budget_credits"] = self.key_budget_credits
+        return {"cost": cost, "remaining": remaining}
 
 
 def cost_breakdown(event: TeamLedger.Charged, credits_per_usd: Decimal, cost: Cost | None = None) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from app.errors import AuthenticationFailed, InvalidRequest, PermissionDenied
 from app.http.routes.auth import presented_key
 from app.json import encode
 from app.ledger.refusals import refusal
-from app.ledger.results import KeySummary, Limits, TeamSummary
+from app.ledger.results import BudgetSummary, KeySummary, Limits, TeamSummary
 from app.ledger.writer import LedgerUnavailable
 from app.runtime import Runtime
 from domain.endpoints import parse_endpoints
@@ -82,12 +82,25 @@ def team_fields(summary: TeamSummary, *, policy: bool = True) -> dict[str, Any]:
         fields["clamp_output_to_balance"] = summary.clamp_output
         fields["price_adjustments"] = [{"model": model or None, "percent": Decimal(percent)}
                                        for model, percent in summary.price_adjustments]
+        fields["budget"] = budget_fields(summary.budget)
     return fields
 
 
 def key_fields(k: KeySummary) -> dict[str, Any]:
     return {"id": k.key_id, "name": k.label, "revoked": k.revoked, "models": list(k.models),
-            "endpoints": list(k.endpoints), "rpm": k.rpm, "tpm": k.tpm, "clamp_output_to_balance": k.clamp_output}
+            "endpoints": list(k.endpoints), "rpm": k.rpm, "tpm": k.tpm, "clamp_output_to_balance": k.clamp_output,
+            "budget": budget_fields(k.budget)}
+
+
+def budget_fields(budget: BudgetSummary | None) -> dict[str, Any] | None:
+    """A budget as the APIs answer it (credits): its limit per period, what was spent this period and
+    what is held against it, what is left, and when the period resets (None: a lifetime budget)."""
+    if budget is None:
+        return None
+    return {"limit": credits_from_micros(budget.limit), "period": budget.period,
+            "spent": credits_from_micros(budget.spent), "held": credits_from_micros(budget.held),
+            "remaining": credits_from_micros(budget.left),
+            "resets_at": budget.resets_at.isoformat() if budget.resets_at else None}
 
 
 def limits(rpm: int | None, tpm: int | None) -> Limits:

@@ -26,6 +26,8 @@ class TeamAnswer(msgspec.Struct):
     clamp_output_to_balance: bool | None = None
     #: The team's markups or discounts in percent, by model (``model`` null: every model; not in lists).
     price_adjustments: list[dict[str, Any]] | None = None
+    #: The team's own budget (limit, period, spent, held, remaining, resets_at), if any (not in lists).
+    budget: dict[str, Any] | None = None
 
 
 class KeyAnswer(msgspec.Struct):
@@ -76,6 +78,14 @@ class KeyModelsAnswer(msgspec.Struct):
 class KeyEndpointsAnswer(msgspec.Struct):
     id: str
     endpoints: list[str]
+
+
+class BudgetAnswer(msgspec.Struct):
+    """A key's (``id``) or its team's budget, where it stands now (``budget`` null: none)."""
+
+    team: str
+    id: str | None
+    budget: dict[str, Any] | None
 
 
 class KeyClampAnswer(msgspec.Struct):

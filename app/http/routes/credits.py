@@ -18,11 +18,12 @@ from typing import Any
 from litestar import Request, Response, get
 
 from app.errors import AuthenticationFailed
-from app.http.routes.admin_common import json_response
+from app.http.routes.admin_common import budget_fields, json_response
 from app.http.routes.answers import DataAnswer, answers
 from app.http.routes.auth import authenticate
 from app.ledger.queries import key_spend
 from app.runtime import Runtime
+from domain.budgets import RESET_NAMES
 from domain.money import credits_from_micros
 
 
@@ -59,6 +60,7 @@ async def read_key(request: Request[Any, Any, Any]) -> Response[bytes]:
     key = next((k for k in keys if k.key_id == principal.key_id), None)
     if key is None or key.revoked:  # revoked since this process last read it
         raise AuthenticationFailed("Incorrect API key provided.")
+    budget = key.budget
     spent = await asyncio.to_thread(key_spend, runtime.store, principal.team_name, principal.key_id,
                                     datetime.now(UTC).date())
     rpm = principal.key_rpm or principal.team_rpm
@@ -66,9 +68,11 @@ async def read_key(request: Request[Any, Any, Any]) -> Response[bytes]:
         "label": key.label or key.key_id,
         "key_id": key.key_id,
         "team": principal.team_name,
-        "limit": None,  # no spending limit of the key's own: the team's balance is its limit
-        "limit_remaining": None,
-        "limit_reset": None,
+        # The key's own budget (None: the team's balance is its only limit).
+        "limit": credits_from_micros(budget.limit) if budget else None,
+        "limit_remaining": credits_from_micros(budget.left) if budget else None,
+        "limit_reset": RESET_NAMES[budget.period] if budget else None,
+        "budget": budget_fields(budget),
         "usage": credits_from_micros(spent["total"]),
         "usage_daily": credits_from_micros(spent["daily"]),
         "usage_weekly": credits_from_micros(spent["weekly"]),
