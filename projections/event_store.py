@@ -43,7 +43,8 @@ PAUSE_EVERY = 50
 #: Events that change what a team's keys may do: the team's key rows are rewritten when one is saved.
 POLICY_EVENTS = (TeamLedger.KeyIssued, TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
                  TeamLedger.KeyEndpointsRestricted, TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet,
-                 TeamLedger.Suspended, TeamLedger.Reinstated, TeamLedger.PricesAdjusted, TeamLedger.OutputClampSet)
+                 TeamLedger.Suspended, TeamLedger.Reinstated, TeamLedger.PricesAdjusted, TeamLedger.OutputClampSet,
+                 TeamLedger.BudgetSet)
 
 #: Teams caught up by one query (SQLite takes at most 500 terms of a UNION).
 CATCH_UP_TEAMS = 100

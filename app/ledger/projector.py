@@ -38,7 +38,7 @@ _KEY_EVENTS = (*(f"{TeamLedger.__module__}:{cls.__qualname__}"
                  for cls in (TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
                              TeamLedger.KeyEndpointsRestricted, TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet,
                              TeamLedger.Suspended, TeamLedger.Reinstated, TeamLedger.PricesAdjusted,
-                             TeamLedger.OutputClampSet)), _PRICE_SET)
+                             TeamLedger.OutputClampSet, TeamLedger.BudgetSet)), _PRICE_SET)
 
 
 class Projector:

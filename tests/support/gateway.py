@@ -256,6 +256,7 @@ class Gateway:
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[str] | None = None
     log_path: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)  # more environment (TOLLGATE_CLOCK_OFFSET, …)
 
     @property
     def base_url(self) -> str:
@@ -273,7 +274,7 @@ class Gateway:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 text=True,
-                env={**os.environ, **GATEWAY_ENV},
+                env={**os.environ, **GATEWAY_ENV, **self.env},
             )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

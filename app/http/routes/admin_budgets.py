@@ -4,6 +4,7 @@ a poll interval; the budget is enforced where the balance is, by the ledger's ho
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import msgspec
@@ -34,7 +35,8 @@ async def _set(request: Request[Any, Any, Any], name: str, key_id: str) -> Respo
     except ValueError as exc:
         raise InvalidRequest(f"Invalid 'period': {exc}.", param="period") from None
     limit = None if new.credits is None else credits_param(new.credits, "credits")
-    budget = await ledger_call(runtime.ledger.set_budget, name, limit, period, key_id, "", new.reason)
+    budget = await ledger_call(functools.partial(runtime.ledger.set_budget, reason=new.reason), name, limit, period,
+                               key_id)
     if key_id:
         runtime.keys.forget(key_id)
     else:
