@@ -25,6 +25,7 @@ import msgspec
 from msgspec import inspect as mi
 
 from app.cli.support import CONFIG_ENV
+from app.clock_shift import CLOCK_OFFSET_ENV
 from domain import settings as schema
 
 START = "<!-- config-reference:start -->"
@@ -174,6 +175,8 @@ def environment_rows() -> list[tuple[str, str]]:
             "The admin API's key; the admin API is off while it is unset.",
         ),
         ("the variable each `api_key_env` names", "That deployment's provider key."),
+        (f"`{CLOCK_OFFSET_ENV}`", ("Seconds to shift the ledger clock that budgets' periods are judged by "
+                                   "(drills and tests only; unset in production).")),
     ]
 
 
