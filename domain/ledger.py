@@ -27,7 +27,16 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from eventsourcing.domain import Aggregate
 
 from domain import clock
-from domain.budgets import PERIODS, Budget, counted, spent_in
+from domain.alerts import (
+    BALANCE_BELOW,
+    Threshold,
+    alert_id,
+    budget_line,
+    check_threshold,
+    crossed_down,
+    crossed_up,
+)
+from domain.budgets import PERIODS, Budget, counted, period_of, spent_in
 from domain.ledger_errors import (
     AlreadyCharged,
     BudgetExceeded,
@@ -371,6 +380,42 @@ class TeamLedger(Aggregate):
             else:
                 team.keys[self.key_id]["budget"] = budget
 
+    class AlertThresholdSet(Aggregate.Event):
+        """An alert at ``value`` of ``kind`` (``domain/alerts.py``) for the key ``key_id`` (empty: the
+        team) is set (``enabled``) or removed."""
+
+        key_id: str
+        kind: str
+        value: str
+        enabled: bool
+        actor: str = ""
+        reason: str = ""
+
+        def apply(self, team: TeamLedger) -> None:
+            threshold = Threshold(self.key_id, self.kind, self.value)
+            if self.enabled:
+                team.alert_thresholds[threshold.name] = threshold.as_record()
+            else:
+                team.alert_thresholds.pop(threshold.name, None)
+
+    class AlertRaised(Aggregate.Event):
+        """A charge (``request_id``) or a correction crossed a threshold: the budget of ``key_id``
+        (empty: the team's) reached ``threshold`` percent of ``limit`` with ``value`` spent in
+        ``period``, or the balance fell to ``value``, under ``threshold``. Delivered to the webhooks
+        from an outbox fed by these events, under ``alert_id``."""
+
+        alert_id: str
+        key_id: str
+        kind: str
+        threshold: str
+        value: int
+        limit: int
+        period: str
+        request_id: str
+
+        def apply(self, team: TeamLedger) -> None:
+            pass
+
     #: The state's version, for snapshots: a snapshot of an older state is upcast when read.
     class_version = 3
 
@@ -390,6 +435,7 @@ class TeamLedger(Aggregate):
         state.setdefault("spend", {})
         state.setdefault("key_held", {})
         state.setdefault("hold_keys", {})
+        state.setdefault("alert_thresholds", {})
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -417,6 +463,7 @@ class TeamLedger(Aggregate):
         self.spend: dict[str, dict[str, list[Any]]] = {}  # key id ("": the team) → spend per period
         self.key_held: dict[str, int] = {}  # key id → what its requests' holds hold now
         self.hold_keys: dict[str, str] = {}  # request id → the key its hold was placed for
+        self.alert_thresholds: dict[str, dict[str, Any]] = {}  # Threshold.name → the threshold (domain/alerts.py)
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -595,7 +642,10 @@ class TeamLedger(Aggregate):
             end_user=end_user,
             key_budget_left=self._key_budget_left(key_id, at, charged, 0 if lease else hold),
         )
-        return cast(TeamLedger.Charged, self.pending_events[-1]), priced  # the event just triggered
+        event = cast(TeamLedger.Charged, self.pending_events[-1])  # the event just triggered
+        if self.alert_thresholds and charged:
+            self._raise_alerts(charged, self.balance + charged, at, key_id, request_id)
+        return event, priced
 
     def set_budget(self, limit: int | None, period: str, key_id: str = "", *, actor: str = "",
                    reason: str = "") -> None:
@@ -673,7 +723,44 @@ class TeamLedger(Aggregate):
             raise LedgerError(f"team {self.name!r} already has an adjustment under the reference {reference!r}")
         self.trigger_event(self.CreditsAdjusted, amount=amount, reason=reason, reference=reference,
                            balance_after=self.balance + amount)
+        if self.alert_thresholds and amount < 0:
+            self._raise_alerts(0, self.balance - amount, clock.now(), "", "")
         return self.balance
+
+    def set_alert(self, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True, actor: str = "",
+                  reason: str = "") -> None:
+        """Alert when the key's (no key: the team's) budget reaches ``value`` percent
+        (``budget_percent``), or the team's balance falls under ``value`` micro-credits
+        (``balance_below``); ``enabled`` False removes the alert."""
+        if key_id:
+            self._key(key_id)
+        try:
+            recorded = check_threshold(kind, value, key_id)
+        except ValueError as exc:
+            raise LedgerError(str(exc)) from None
+        self.trigger_event(self.AlertThresholdSet, key_id=key_id, kind=kind, value=recorded, enabled=enabled,
+                           actor=actor, reason=reason)
+
+    def _raise_alerts(self, charged: int, balance_before: int, at: datetime, key_id: str, request_id: str) -> None:
+        """Record an alert for each threshold the money just moved crossed (``charged`` by the key
+        ``key_id``'s request ``request_id``; the balance from ``balance_before``)."""
+        for record in list(self.alert_thresholds.values()):
+            t = Threshold.from_record(record)
+            if t.kind == BALANCE_BELOW:
+                if crossed_down(balance_before, self.balance, Decimal(t.value)):
+                    self._alert(t, self.balance, 0, "", request_id)
+                continue
+            budget = self.budget_of(t.key_id) if (not t.key_id or t.key_id == key_id) and charged else None
+            if budget is None:
+                continue
+            after = spent_in(self.spend.get(t.key_id), budget.period, at)
+            if crossed_up(after - charged, after, budget_line(budget.limit, t.value)):
+                self._alert(t, after, budget.limit, period_of(budget.period, at), request_id)
+
+    def _alert(self, t: Threshold, value: int, limit: int, period: str, request_id: str) -> None:
+        self.trigger_event(self.AlertRaised, alert_id=alert_id(self.id, self.version + 1), key_id=t.key_id,
+                           kind=t.kind, threshold=t.value, value=value, limit=limit, period=period,
+                           request_id=request_id)
 
     def adjust_prices(self, percent: Decimal, model: str = "", reason: str = "") -> None:
         """Price the team's requests ``percent`` above (negative: below) the price list, for ``model``

@@ -136,7 +136,7 @@ def test_released_holds_give_the_budget_back(at):
 def test_a_snapshot_from_before_budgets_is_upcast():
     state: dict[str, object] = {}
     TeamLedger.upcast_v2_v3(state)
-    assert state == {"budget": None, "spend": {}, "key_held": {}, "hold_keys": {}}
+    assert state == {"budget": None, "spend": {}, "key_held": {}, "hold_keys": {}, "alert_thresholds": {}}
 
 
 command = st.one_of(
