@@ -15,6 +15,7 @@ from types import FrameType
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
+from app.alerts.webhooks import WebhookDelivery
 from app.clock_shift import shift_clock_from_environment
 from app.keys import KeyDirectory
 from app.ledger.billing import Billing
@@ -71,6 +72,8 @@ class Runtime:
     in_flight: StreamsInFlight
     #: The ledger's price list, which every hold and charge is priced by.
     prices: PriceBook
+    #: Sends the alerts the events recorded to the configured webhooks.
+    webhooks: WebhookDelivery
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
     _metrics_server: WSGIServer | None = field(default=None, repr=False)
 
@@ -130,6 +133,7 @@ class Runtime:
         await self.streams.aclose()
         await self.http.aclose()
         self.sweeper.stop()
+        self.webhooks.stop()
         self.writer.stop()  # every queued command is committed first
         self.projector.stop()
         self.instances.stop()
@@ -217,6 +221,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         instances=instances,
         in_flight=StreamsInFlight(),
         prices=prices,
+        webhooks=WebhookDelivery(store.database, settings).start(),
         upstreams=upstreams,
         http=http,
     )

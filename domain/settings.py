@@ -214,6 +214,15 @@ def deployment_keys(model: Model, index: int) -> list[tuple[str, Upstream]]:
     return [(f"models[{index}].upstream", model.upstream)] if model.upstream is not None else []
 
 
+class Webhook(_Strict, frozen=True):
+    #: Where alerts are POSTed (JSON), each under its `x-tollgate-alert-id` (the receiver's
+    #: idempotency key: an alert may arrive more than once, never not at all).
+    url: str
+    #: The environment variable holding the secret the body is signed with: `x-tollgate-signature:
+    #: sha256=HEX`, the HMAC-SHA256 of the exact body (unset: the alerts are sent unsigned).
+    secret_env: str | None = None
+
+
 class Settings(_Strict, frozen=True):
     #: The models clients may ask for, one `[[models]]` table each (at least one).
     models: list[Model]
@@ -296,6 +305,12 @@ class Settings(_Strict, frozen=True):
     max_streams_per_key: int = 100
     #: The most streams one gateway process serves at once, whoever asks (more: 429 with `retry-after`).
     max_streams: int = 1_000
+    #: Receivers of alerts (budget thresholds, low balances), one `[[webhooks]]` table each; an
+    #: alert is retried with backoff from a durable outbox until each receiver accepts it (2xx).
+    webhooks: list[Webhook] = msgspec.field(default_factory=list)
+    #: The longest wait, in seconds, between two deliveries of an alert a receiver refused or did
+    #: not answer (the wait doubles from half a second up to this).
+    webhook_retry_max_seconds: Decimal = Decimal(300)
 
     def model(self, model_id: str) -> Model | None:
         for model in self.models:
@@ -358,6 +373,11 @@ def _check_semantics(settings: Settings, origin: str) -> None:
     seen: set[str] = set()
     for i, model in enumerate(settings.models):
         _check_model(model, i, seen, fail)
+    for i, hook in enumerate(settings.webhooks):
+        if not hook.url.startswith(("http://", "https://")):
+            fail(f"webhooks[{i}].url", f"must be an http:// or https:// URL, got {hook.url!r}")
+    if settings.webhook_retry_max_seconds < 1:
+        fail("webhook_retry_max_seconds", "must be at least 1 second")
         _check_deployments(model, i, fail)
 
 

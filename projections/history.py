@@ -20,6 +20,7 @@ from uuid import UUID
 from domain.ledger import TeamLedger
 from domain.money import usd_from_micros
 from domain.prices import PRICE_LIST_ID
+from projections.alerts import AlertOutbox, alert_row, write_alerts
 from projections.database import Database, Sql, Transaction
 from projections.event_store import LedgerStore
 from projections.read_models import KEY_COLUMNS, key_records
@@ -121,8 +122,9 @@ class HistoryProjection:
             name = self._names[event.originator_id] = rows[0]["team_name"] if rows else event.originator_id.hex
         return name
 
-    def _rows(self, notifications: Iterable[Any]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        entries, usage = [], []
+    def _rows(self, notifications: Iterable[Any]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]],
+                                                            list[tuple[Any, ...]]]:
+        entries, usage, alerts = [], [], []
         for n in notifications:
             if n.originator_id == PRICE_LIST_ID:  # the price list's events have no team
                 continue
@@ -132,7 +134,9 @@ class HistoryProjection:
                 entries.append(entry)
             if (row := usage_row(name, event)) is not None:
                 usage.append(row)
-        return entries, usage
+            if (alert := alert_row(n.id, name, event)) is not None:
+                alerts.append(alert)
+        return entries, usage, alerts
 
     def catch_up(self, batch: int = 500, progress: Callable[[int], None] | None = None,
                  pages: int | None = None) -> int:
@@ -144,7 +148,7 @@ class HistoryProjection:
             page = self._store.recorder.select_notifications(start, batch, inclusive_of_start=False)
             if not page:
                 return done
-            entries, usage = self._rows(page)
+            entries, usage, alerts = self._rows(page)
             with self._sql.transaction() as tx:
                 moved = tx.execute(
                     "UPDATE projection_tracking SET notification_id = ? WHERE name = ? AND notification_id = ?",
@@ -153,6 +157,7 @@ class HistoryProjection:
                 if moved != 1:
                     continue  # another projector got there first: its rows stand, ours are dropped
                 _write(tx, entries, usage)
+                write_alerts(tx, alerts)
             done += len(page)
             if progress:
                 progress(done)
@@ -176,7 +181,7 @@ class HistoryProjection:
         done, last = 0, 0
         usage: dict[tuple[str, str, str, str], list[int]] = defaultdict(lambda: [0] * 6)
         while page := self._store.recorder.select_notifications(last, 1000, inclusive_of_start=False):
-            entries = []
+            entries, alerts = [], []
             for n in page:
                 if n.originator_id == PRICE_LIST_ID:  # the price list's events have no team
                     continue
@@ -184,12 +189,15 @@ class HistoryProjection:
                 team = replay.apply(event)
                 if (entry := entry_row(n.id, team.name, event)) is not None:
                     entries.append(entry)
+                if (alert := alert_row(n.id, team.name, event)) is not None:
+                    alerts.append(alert)
                 if (used := usage_row(team.name, event)) is not None:
                     totals = usage[used[:4]]
                     for i, value in enumerate(used[4:]):
                         totals[i] += value
             with self._sql.transaction() as tx:
                 tx.insert_rows("ledger_entries_rebuild", ENTRY_COLUMNS, entries)
+                write_alerts(tx, alerts)  # completed, never replaced: what was delivered stays delivered
             replay.store_snapshots()
             done, last = done + len(page), page[-1].id
             if progress:
@@ -250,6 +258,10 @@ class HistoryProjection:
     def count(self, team: str | None = None, since: str | None = None) -> int:
         where, params = _filters(team, since)
         return int(self._sql.query(f"SELECT COUNT(*) AS n FROM ledger_entries{where}", params)[0]["n"])
+
+    def outbox(self) -> AlertOutbox:
+        """The alert outbox this projection fills."""
+        return AlertOutbox(self._sql)
 
     def key_usage(self, team: str, key_id: str) -> list[dict[str, Any]]:
         """A key's spend per day (all models), oldest first."""

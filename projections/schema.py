@@ -179,6 +179,37 @@ team_snapshots = Table(
 ledger_identity = Table("ledger_identity", metadata, Column("id", String, primary_key=True))
 
 
+#: The alert outbox (``projections/alerts.py``): each alert the events recorded, and its deliveries.
+alerts = Table(
+    "alerts",
+    metadata,
+    Column("alert_id", String, primary_key=True),
+    Column("notification_id", BigInteger, nullable=False),
+    Column("team_name", String, nullable=False),
+    Column("key_id", String, nullable=False, server_default=""),
+    Column("kind", String, nullable=False),
+    Column("threshold", String, nullable=False),
+    Column("value", BigInteger, nullable=False),
+    Column("budget_limit", BigInteger, nullable=False, server_default="0"),
+    Column("period", String, nullable=False, server_default=""),
+    Column("request_id", String, nullable=False, server_default=""),
+    Column("occurred_at", String, nullable=False),
+    Index("alerts_team", "team_name", "notification_id"),
+    Index("alerts_order", "notification_id"),
+)
+
+alert_deliveries = Table(
+    "alert_deliveries",
+    metadata,
+    Column("alert_id", String, primary_key=True),
+    Column("url", String, primary_key=True),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("next_attempt_at", Float, nullable=False, server_default="0"),
+    Column("delivered_at", String, nullable=True),
+    Column("last_error", String, nullable=False, server_default=""),
+)
+
+
 READ_MODEL_TABLES = frozenset(metadata.tables)
 
 

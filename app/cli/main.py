@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.cli.alerts import add_alert_commands
 from app.cli.balance import add_balance_command
 from app.cli.keys import add_key_commands, add_team_commands
 from app.cli.prices import add_prices_commands
@@ -254,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_team_commands(commands, common)
     add_key_commands(commands, common)
+    add_alert_commands(commands, common)
     add_prices_commands(commands, common)
 
     credit = commands.add_parser("credits", help="credits").add_subparsers(dest="action", required=True,

@@ -125,3 +125,9 @@ def write_export(rows: Iterable[Mapping[str, Any]], fmt: str, out: TextIO, *, he
     if header:
         writer.writerow(ENTRY_COLUMNS)
     writer.writerows([row[c] for c in ENTRY_COLUMNS] for row in rows)
+
+
+def recent_alerts(store: LedgerStore, team: str, limit: int = 50) -> list[dict[str, Any]]:
+    """The team's latest alerts, newest first, each with its deliveries (amounts in micro-credits)."""
+    with caught_up(store) as history:
+        return history.outbox().recent(team, limit)

@@ -47,6 +47,7 @@ from app.ledger.results import (
 )
 from app.ledger.writer import LedgerWriter, Recorded
 from domain import clock
+from domain.alerts import Threshold
 from domain.ledger import (
     TEAM_NAME,
     Delivery,
@@ -84,6 +85,10 @@ class TeamRequest:
     #: Who the request is attributed to (``x-tollgate-tags``, and the end user the client named).
     tags: Mapping[str, str] = field(default_factory=dict)
     end_user: str = ""
+
+
+def thresholds_of(ledger: TeamLedger) -> list[Threshold]:
+    return sorted((Threshold.from_record(t) for t in ledger.alert_thresholds.values()), key=lambda t: t.name)
 
 
 class LedgerService:
@@ -330,6 +335,20 @@ class LedgerService:
     def budget(self, team: str, key_id: str = "") -> BudgetSummary | None:
         """Where the key's (no key: the team's) budget stands now, as committed by every process."""
         return self._on(team, self._caught_up(lambda ledger: BudgetSummary.of(ledger, key_id, clock.now())))
+
+    def set_alert(self, team: str, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True,
+                  actor: str = "", reason: str = "") -> list[Threshold]:
+        """Set (or, ``enabled`` False, remove) an alert threshold; returns the team's thresholds."""
+
+        def set_it(ledger: TeamLedger) -> list[Threshold]:
+            ledger.set_alert(kind, value, key_id, enabled=enabled, actor=actor, reason=reason)
+            return thresholds_of(ledger)
+
+        return self._on(team, set_it)
+
+    def alert_thresholds(self, team: str) -> list[Threshold]:
+        """The team's alert thresholds, as committed by every process."""
+        return self._on(team, self._caught_up(thresholds_of))
 
     def team_summary(self, team: str) -> TeamSummary:
         """The team's balance, holds, limits and state, as committed by every process."""

@@ -13,6 +13,7 @@ import msgspec
 from litestar import Request, Response, Router, get, post, put
 
 from app.errors import InvalidRequest
+from app.http.routes.admin_alerts import alert_handlers
 from app.http.routes.admin_budgets import budget_handlers
 from app.http.routes.admin_common import (
     check_models,
@@ -201,6 +202,7 @@ async def team_usage(request: Request[Any, Any, Any], name: str) -> Response[byt
 admin_router = Router(
     path="/admin",
     route_handlers=[list_teams, create_team, show_team, add_credits, adjust_credits, list_keys, issue_key, revoke_key,
-                    restrict_key, team_history, team_balance, team_usage, *policy_handlers, *budget_handlers],
+                    restrict_key, team_history, team_balance, team_usage, *policy_handlers, *budget_handlers,
+                    *alert_handlers],
     before_request=require_admin,
 )

@@ -88,6 +88,14 @@ class BudgetAnswer(msgspec.Struct):
     budget: dict[str, Any] | None
 
 
+class AlertsAnswer(msgspec.Struct):
+    """A team's alert thresholds, and (when listed) its latest alerts with their deliveries."""
+
+    team: str
+    thresholds: list[dict[str, Any]]
+    alerts: list[dict[str, Any]] | None = None
+
+
 class KeyClampAnswer(msgspec.Struct):
     id: str
     clamp_output_to_balance: bool
