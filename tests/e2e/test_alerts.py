@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from playwright.sync_api import Browser
 
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, free_port, write_config
@@ -75,6 +76,24 @@ def receiver() -> Iterator[Receiver]:
         r._server.server_close()
 
 
+def on_the_dashboard(browser: Browser, gateway: Gateway, team: Team) -> None:
+    """The team, signed in to its dashboard, sees its three alerts, each delivered."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    try:
+        page = context.new_page()
+        page.goto(f"{gateway.root_url}/dashboard")
+        page.fill("#key", team.key)
+        page.click("#sign-in-button")
+        page.wait_for_selector(f'body[data-loaded="{team.name}"]', timeout=10_000)
+        rows = page.locator("#alerts-table tbody tr")
+        assert rows.count() == 3
+        text = page.inner_text("#alerts-table tbody")
+        assert (text.count("budget reached"), text.count("balance low"), text.count("delivered")) == (2, 1, 3)
+        assert "80 %" in text
+    finally:
+        context.close()
+
+
 def start_gateway(config: Path) -> Gateway:
     return Gateway(config, env={"ALERT_SECRET": SECRET}).start()
 
@@ -98,7 +117,7 @@ def spend_until(client: openai.OpenAI, gateway: Gateway, team: str, key_id: str,
 
 
 def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gateway_restart(
-        tmp_path: Path, fake_upstream: FakeUpstream, receiver: Receiver):
+        tmp_path: Path, fake_upstream: FakeUpstream, receiver: Receiver, browser: Browser):
     config = write_config(tmp_path, fake_upstream.base_url, settings=(
         f'webhooks = [{{url = "{receiver.url}", secret_env = "ALERT_SECRET"}}]\nwebhook_retry_max_seconds = 2'))
     gateway = start_gateway(config)
@@ -156,6 +175,7 @@ def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gatewa
         assert len(ledger_alerts(gateway, "watched")) == 3
         shown = gateway.cli("alert", "list", "--team", "watched").stdout
         assert shown.count("delivered") == 3
+        on_the_dashboard(browser, gateway, team)
         assert gateway.cli("ledger", "verify").returncode == 0
     finally:
         gateway.stop()

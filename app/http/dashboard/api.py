@@ -22,11 +22,13 @@ from litestar.response import Stream
 from app.errors import InvalidRequest
 from app.http.dashboard.access import identify, readable_team, viewer_of
 from app.http.dashboard.views import (
+    AlertsView,
     HistoryView,
     RequestsView,
     SessionView,
     TeamView,
     UsageView,
+    alert_view,
     entry_view,
     team_view,
     usage_view,
@@ -93,6 +95,16 @@ async def read_requests(request: Request[Any, Any, Any], name: str, limit: int =
     return json_response(RequestsView(name, [entry_view(r) for r in rows]))
 
 
+@get("/teams/{name:str}/alerts", responses=_answers(AlertsView, "the latest alerts, newest first"))
+async def read_alerts(request: Request[Any, Any, Any], name: str, limit: int = 20) -> Response[bytes]:
+    """The team's latest alerts (budget thresholds reached, the balance under a line), newest first."""
+    check_limit(limit, 500)
+    await readable_team(request, name)
+    runtime: Runtime = request.app.state.runtime
+    rows = await asyncio.to_thread(queries.recent_alerts, runtime.store, name, limit)
+    return json_response(AlertsView(name, [alert_view(r) for r in rows]))
+
+
 _EXPORT_ANSWER = ResponseSpec(data_container=str, media_type="text/csv", generate_examples=False, description=(
     "an attachment: CSV (format=csv) or JSON Lines (format=jsonl, application/x-ndjson)"))
 
@@ -120,7 +132,8 @@ async def _streamed(chunks: Iterator[str]) -> AsyncIterator[bytes]:
 
 dashboard_api = Router(
     path="/dashboard/api",
-    route_handlers=[read_session, read_team, read_history, read_usage, read_requests, export_history],
+    route_handlers=[read_session, read_team, read_history, read_usage, read_requests, read_alerts,
+                    export_history],
     before_request=identify,
     cache_control=CacheControlHeader(no_store=True),  # balances and keys ids: never kept by a cache
     tags=["dashboard"],

@@ -90,6 +90,37 @@ class RequestsView(msgspec.Struct):
     data: list[EntryView]
 
 
+class AlertView(msgspec.Struct):
+    """An alert the ledger raised: a budget's share reached, or the balance under a line (credits),
+    and whether every webhook has it yet."""
+
+    occurred_at: str
+    id: str
+    kind: str
+    key_id: str
+    threshold: str
+    value: Decimal
+    budget_limit: Decimal | None
+    period: str
+    delivered: bool
+    deliveries: int
+
+
+class AlertsView(msgspec.Struct):
+    team: str
+    data: list[AlertView]
+
+
+def alert_view(row: dict[str, Any]) -> AlertView:
+    balance = row["kind"] == "balance_below"
+    threshold = f"{credits_from_micros(int(row['threshold']))} credits" if balance else f"{row['threshold']} %"
+    return AlertView(row["occurred_at"], row["alert_id"], row["kind"], row["key_id"], threshold,
+                     credits_from_micros(int(row["value"])),
+                     None if balance else credits_from_micros(int(row["budget_limit"])), row["period"],
+                     bool(row["deliveries"]) and all(d["delivered_at"] for d in row["deliveries"]),
+                     len(row["deliveries"]))
+
+
 class ModelUsage(msgspec.Struct):
     model: str
     requests: int

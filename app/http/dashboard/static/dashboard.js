@@ -9,7 +9,8 @@
 
 (() => {
   const KEY = "tollgate.dashboard.key";
-  const MONEY = new Set(["balance", "held", "available", "amount", "balance_after", "cost", "cost_usd"]);
+  const MONEY = new Set(["balance", "held", "available", "amount", "balance_after", "cost", "cost_usd", "value",
+                         "budget_limit"]);
   const PER_PAGE = 20;
   const $ = (id) => document.getElementById(id);
   const state = { session: null, team: null, page: 1, ticket: 0 };
@@ -120,6 +121,14 @@
     ]);
   }
 
+  function renderAlerts(alerts) {
+    fill($("alerts-table").tBodies[0], alerts.data, 7, (a) => [
+      cell(when(a.occurred_at)), cell(a.kind === "balance_below" ? "balance low" : "budget reached", "alert-kind"),
+      cell(a.key_id || "team", "mono"), cell(a.threshold), cell(credits(a.value), "num"), cell(a.period),
+      cell(a.deliveries === 0 ? "none configured or not sent yet" : (a.delivered ? "delivered" : "retrying")),
+    ]);
+  }
+
   function renderHistory(history) {
     fill($("history-table").tBodies[0], history.data, 7, (e) => {
       const kind = document.createElement("span");
@@ -149,15 +158,16 @@
     const ticket = ++state.ticket;  // a later choice of team wins over answers still on their way
     showError("");
     try {
-      const [team, usage, requests, history] = await Promise.all([
+      const [team, usage, requests, history, alerts] = await Promise.all([
         json(teamPath("")), json(teamPath("/usage")), json(teamPath("/requests?limit=20")),
-        json(teamPath(`/history?page=${state.page}&per_page=${PER_PAGE}`)),
+        json(teamPath(`/history?page=${state.page}&per_page=${PER_PAGE}`)), json(teamPath("/alerts?limit=20")),
       ]);
       if (ticket !== state.ticket) return;
       renderHistory(history);
       renderTeam(team);
       renderUsage(usage);
       renderRequests(requests);
+      renderAlerts(alerts);
       $("views").hidden = false;
       $("choose").hidden = true;
       document.body.dataset.loaded = state.team;
