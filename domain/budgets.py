@@ -70,13 +70,21 @@ class Budget:
         return period_end(self.period, at)
 
 
-def counted(spend: dict[str, list[Any]] | None, amount: int, at: datetime) -> dict[str, list[Any]]:
+def period_names(at: datetime) -> dict[str, str]:
+    """The name of every kind of period instant ``at`` falls in (worked out once per charge)."""
+    day = at.astimezone(UTC).date()
+    year, week, _ = day.isocalendar()
+    name = day.isoformat()
+    return {"day": name, "week": f"{year}-W{week:02d}", "month": name[:7], "none": ""}
+
+
+def counted(spend: dict[str, list[Any]] | None, amount: int, names: dict[str, str]) -> dict[str, list[Any]]:
     """What a key (or a team) spent, per kind of period (``{period: [its name, micro-credits]}``),
-    once a charge of ``amount`` made at ``at`` is added: a count of an earlier period starts again
-    from this charge. A new value, never a change to ``spend`` (a team's copy shares it until then)."""
+    once a charge of ``amount`` made in the periods ``names`` (:func:`period_names`) is added: a
+    count of an earlier period starts again from this charge. A new value, never a change to
+    ``spend`` (a team's copy shares it until then)."""
     out: dict[str, list[Any]] = {}
-    for period in PERIODS:
-        name = period_of(period, at)
+    for period, name in names.items():
         before = spend.get(period) if spend else None
         out[period] = [name, amount + (int(before[1]) if before and before[0] == name else 0)]
     return out

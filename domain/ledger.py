@@ -36,7 +36,7 @@ from domain.alerts import (
     crossed_down,
     crossed_up,
 )
-from domain.budgets import PERIODS, Budget, counted, period_of, spent_in
+from domain.budgets import PERIODS, Budget, counted, period_names, period_of, spent_in
 from domain.ledger_errors import (
     AlreadyCharged,
     BudgetExceeded,
@@ -268,8 +268,9 @@ class TeamLedger(Aggregate):
             team.held -= self.hold
             team.balance -= self.charged
             if self.charged:
+                names = period_names(self.timestamp)
                 for scope in (self.key_id, ""):  # the key's spend, and the team's
-                    team.spend[scope] = counted(team.spend.get(scope), self.charged, self.timestamp)
+                    team.spend[scope] = counted(team.spend.get(scope), self.charged, names)
 
     class CreditsLeased(Aggregate.Event):
         """A gateway process set part of the available balance aside, to hold its requests against in

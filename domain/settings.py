@@ -373,12 +373,12 @@ def _check_semantics(settings: Settings, origin: str) -> None:
     seen: set[str] = set()
     for i, model in enumerate(settings.models):
         _check_model(model, i, seen, fail)
+        _check_deployments(model, i, fail)
     for i, hook in enumerate(settings.webhooks):
         if not hook.url.startswith(("http://", "https://")):
             fail(f"webhooks[{i}].url", f"must be an http:// or https:// URL, got {hook.url!r}")
     if settings.webhook_retry_max_seconds < 1:
         fail("webhook_retry_max_seconds", "must be at least 1 second")
-        _check_deployments(model, i, fail)
 
 
 def _check_ledger_and_stores(settings: Settings, fail: Callable[[str, str], None]) -> None:

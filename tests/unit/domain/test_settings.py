@@ -141,3 +141,13 @@ def test_a_model_may_choose_how_its_tokens_are_counted():
         parse_settings(GOOD.replace("vision = false", 'vision = false\ntokenizer = "cl100k"'), "t.toml")
     assert str(error.value) == ("t.toml: models[0].tokenizer: unknown tokenizer 'cl100k'; "
                                 "expected one of o200k, anthropic, bytes")
+
+
+@pytest.mark.parametrize(("extra", "key"), [
+    ('webhooks = [{url = "ftp://hooks.example/x"}]', "webhooks[0].url"),
+    ("webhook_retry_max_seconds = 0", "webhook_retry_max_seconds"),
+])
+def test_webhooks_are_checked(extra, key):
+    with pytest.raises(ConfigError) as refused:
+        parse_settings(extra + "\n" + GOOD, "t.toml")
+    assert key in str(refused.value)
