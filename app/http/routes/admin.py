@@ -25,6 +25,7 @@ from app.http.routes.admin_common import (
     team_fields,
 )
 from app.http.routes.admin_policies import policy_handlers
+from app.http.routes.admin_statements import statement_handlers
 from app.http.routes.answers import (
     BalanceAtAnswer,
     HistoryPage,
@@ -200,6 +201,6 @@ async def team_usage(request: Request[Any, Any, Any], name: str) -> Response[byt
 admin_router = Router(
     path="/admin",
     route_handlers=[list_teams, create_team, show_team, add_credits, adjust_credits, list_keys, issue_key, revoke_key,
-                    restrict_key, team_history, team_balance, team_usage, *policy_handlers],
+                    restrict_key, team_history, team_balance, team_usage, *policy_handlers, *statement_handlers],
     before_request=require_admin,
 )
