@@ -39,7 +39,10 @@ from domain.money import format_credits
 from projections.event_store import LedgerStore
 from projections.history import HistoryProjection
 
-_MONTH = re.compile(r"(\d{4})-(\d{2})")
+_MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")
+#: The years a statement's month may be in: from the Unix epoch (no ledger is older) to the last
+#: whose next month a date can still hold.
+FIRST_YEAR, LAST_YEAR = 1970, 9998
 _ONE_MICROSECOND = timedelta(microseconds=1)
 #: The summary rows' sections, in the order they follow the entries.
 SUMMARY_SECTIONS = ("opening_balance", "top_ups", "charges_by_model", "charges_by_key", "charges", "adjustments",
@@ -60,11 +63,11 @@ class Month:
     def parse(cls, text: str) -> Month:
         """``2026-11``; ``ValueError`` saying what is wrong for anything else."""
         found = _MONTH.fullmatch(text.strip()) if isinstance(text, str) else None
-        if found is None or not 1 <= int(found.group(2)) <= 12 or int(found.group(1)) < 1:
+        if found is None or not 1 <= int(found.group(2)) <= 12:
             raise ValueError(f"a month is written YYYY-MM (e.g. 2026-11), not {text!r}")
         year, month = int(found.group(1)), int(found.group(2))
-        if year >= 9999 and month == 12:
-            raise ValueError(f"{text!r} is past the last month a date can end")
+        if not FIRST_YEAR <= year <= LAST_YEAR:
+            raise ValueError(f"a month is from {FIRST_YEAR}-01 to {LAST_YEAR}-12, not {text!r}")
         start = datetime(year, month, 1, tzinfo=UTC)
         end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
         return cls(f"{year:04d}-{month:02d}", start, end)
