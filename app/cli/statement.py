@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
-from contextlib import nullcontext
+import tempfile
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from app.cli.support import CONFIG_ENV, CommandError, ledger_store
 from domain.money import format_credits
@@ -37,12 +37,11 @@ def cmd_ledger_statement(args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else None
     with ledger_store(args.config) as store:
         statement = Statement(store, args.team, month)
-        try:
-            target: Any = output.open("w", encoding="utf-8", newline="") if output else nullcontext(sys.stdout)
-        except OSError as exc:
-            raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
-        with target as out:
-            _write(out, statement_chunks(statement, args.format, args.chained))
+        chunks = statement_chunks(statement, args.format, args.chained)
+        if output is None:
+            sys.stdout.writelines(chunks)
+        else:
+            _write_file(output, chunks)
     figures = statement.figures
     if output is not None:
         print(f"Wrote the statement of team {args.team} for {month.text} to {output}: opening "
@@ -54,8 +53,21 @@ def cmd_ledger_statement(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write(out: TextIO, chunks: Any) -> None:
-    out.writelines(chunks)
+def _write_file(output: Path, chunks: Iterator[str]) -> None:
+    """The statement written beside ``output`` and moved over it once whole: a statement cut short
+    (the ledger gone meanwhile) never stands in its place."""
+    try:
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="", dir=output.parent or ".",
+                                         prefix=f".{output.name}.", delete=False) as out:
+            try:
+                out.writelines(chunks)
+            except BaseException:
+                out.close()
+                Path(out.name).unlink()
+                raise
+        Path(out.name).replace(output)
+    except OSError as exc:
+        raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
 
 
 def cmd_verify_statement(args: argparse.Namespace) -> int:

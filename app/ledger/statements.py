@@ -146,7 +146,9 @@ class StatementFile:
 
 
 def read_statement(text: str) -> StatementFile:
-    """A statement file's rows (CSV or JSON, told apart by its first character)."""
+    """A statement file's rows (CSV or JSON, told apart by its first character; a byte order mark, which
+    spreadsheets write, is passed over)."""
+    text = text.removeprefix("\ufeff")
     if text.lstrip().startswith("{"):
         return _read_json(text)
     return _read_csv(text)

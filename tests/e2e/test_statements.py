@@ -20,6 +20,7 @@ import openai
 import pytest
 
 from projections.statement_chain import COLUMNS, PREV_HASH, chained
+from tests.support.backend import RawDatabase
 from tests.support.gateway import ADMIN_KEY, Gateway
 from tests.support.teams import Team, Teams
 
@@ -247,6 +248,32 @@ def test_other_months_are_empty_and_open_where_the_last_closed(gateway: Gateway,
 
 def _statement_of(gateway: Gateway, team: str, month: str) -> str:
     return gateway.cli("ledger", "statement", "--team", team, "--month", month).stdout
+
+
+def test_a_statement_that_does_not_reconcile_says_what_differs_and_the_command_fails(gateway: Gateway,
+                                                                                   month: Month, tmp_path: Path):
+    """The audit history altered behind the ledger's back (then put back, for the module's verify): the
+    statement is still written, says it is not reconciled and why, and the command exits 1."""
+    raw = RawDatabase.of_config(gateway.config)
+    where = "WHERE team_name = ? AND kind = 'adjustment' AND reference = 'T-7'"
+    raw.execute(f"UPDATE ledger_entries SET amount = amount - 1 {where}", (month.team.name,))
+    try:
+        path = tmp_path / "statement.json"
+        result = gateway.cli("ledger", "statement", "--team", month.team.name, "--month", month.month,
+                             "--output", str(path), check=False)
+        with _admin(gateway) as admin:
+            answer = admin.get(f"/teams/{month.team.name}/statements/{month.month}")
+    finally:
+        raw.execute(f"UPDATE ledger_entries SET amount = amount + 1 {where}", (month.team.name,))
+    assert result.returncode == 1
+    assert "NOT reconciled" in result.stdout
+    assert "the statement does not reconcile: the audit history has 2 adjustment entries of -3.750001 credits" \
+        in result.stderr
+    document = json.loads(path.read_text())
+    assert document["reconciled"] is False
+    assert document["reconciliation"]["note"].startswith("NOT RECONCILED: ")
+    assert json.loads(answer.text)["reconciled"] is False  # the admin API says it in the statement too
+    assert json.loads(_statement(gateway, month))["reconciled"] is True
 
 
 def test_a_bad_month_an_unknown_team_and_a_team_key_are_refused(gateway: Gateway, month: Month):
