@@ -201,7 +201,11 @@ class Statement:
         for event in self.store.events_after(self._id, figures.opening_version, upto=self.upto):
             if event.timestamp >= self.month.end:
                 break
-            team = event.mutate(team)
+            try:
+                team = event.mutate(team)
+            except Exception as exc:  # noqa: BLE001 - a history that cannot be replayed is the statement's finding
+                figures.problems.append(f"version {event.originator_version} cannot be applied: {exc}")
+                break
             assert isinstance(team, TeamLedger)
             recorded = getattr(event, "balance_after", None)
             if recorded is not None and recorded != team.balance and len(figures.problems) < 10:

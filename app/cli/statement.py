@@ -14,13 +14,16 @@ import tempfile
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli.support import CONFIG_ENV, CommandError, ledger_store
 from domain.money import format_credits
 
+if TYPE_CHECKING:  # imported when the command runs: ``tollgate --help`` stays quick
+    from projections.statements import Month
 
-def _month(text: str) -> Any:
+
+def _month(text: str) -> Month:
     from projections.statements import Month
 
     try:

@@ -255,7 +255,7 @@ def test_a_statement_that_does_not_reconcile_says_what_differs_and_the_command_f
     """The audit history altered behind the ledger's back (then put back, for the module's verify): the
     statement is still written, says it is not reconciled and why, and the command exits 1."""
     raw = RawDatabase.of_config(gateway.config)
-    where = "WHERE team_name = ? AND kind = 'adjustment' AND reference = 'T-7'"
+    where = "WHERE team_name = ? AND kind = 'adjustment' AND reference = 'billed twice (T-7)'"
     raw.execute(f"UPDATE ledger_entries SET amount = amount - 1 {where}", (month.team.name,))
     try:
         path = tmp_path / "statement.json"
