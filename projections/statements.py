@@ -85,23 +85,11 @@ class Usage:
     charged: int = 0  # micro-credits taken from the balance
     uncollected: int = 0  # micro-credits the charges cost beyond what the balance could pay
 
-    def add(self, tokens: tuple[int, int, int, int], charged: int, uncollected: int) -> None:
-        self.requests += 1
-        self.input_tokens += tokens[0]
-        self.output_tokens += tokens[1]
-        self.cache_write_tokens += tokens[2]
-        self.cache_hit_tokens += tokens[3]
-        self.charged += charged
-        self.uncollected += uncollected
-
-    def merge(self, other: Usage) -> None:
-        self.requests += other.requests
-        self.input_tokens += other.input_tokens
-        self.output_tokens += other.output_tokens
-        self.cache_write_tokens += other.cache_write_tokens
-        self.cache_hit_tokens += other.cache_hit_tokens
-        self.charged += other.charged
-        self.uncollected += other.uncollected
+    def add(self, other: Usage) -> None:
+        """Count ``other``'s charges in too."""
+        for name in ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "charged",
+                     "uncollected"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def tokens(self) -> tuple[int, int, int, int]:
         return self.input_tokens, self.output_tokens, self.cache_write_tokens, self.cache_hit_tokens
@@ -238,7 +226,7 @@ class Statement:
         tokens = _tokens(event.usage)
         for usage in (figures.charges, figures.by_model.setdefault(event.model, Usage()),
                       figures.by_key.setdefault(event.key_id, Usage())):
-            usage.add(tokens, event.charged, event.uncollected)
+            usage.add(Usage(1, *tokens, charged=event.charged, uncollected=event.uncollected))
         uncollected = _money("uncollected", event.uncollected) if event.uncollected else {}
         return self._row("entry", **common, kind="charge", key_id=event.key_id, model=event.model,
                          endpoint=event.endpoint, request_id=event.request_id,
@@ -326,7 +314,7 @@ class Statement:
                 continue
             tokens = (int(row["i"]), int(row["o"]), int(row["w"]), int(row["h"]))
             for usage in (by_model.setdefault(row["model"], Usage()), by_key.setdefault(row["key_id"], Usage())):
-                usage.merge(Usage(count, *tokens, charged=-amount))
+                usage.add(Usage(count, *tokens, charged=-amount))
         return kinds, by_model, by_key
 
     # -- the summary ------------------------------------------------------------------------------
