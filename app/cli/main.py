@@ -21,6 +21,7 @@ from app.cli.balance import add_balance_command
 from app.cli.keys import add_key_commands, add_team_commands
 from app.cli.prices import add_prices_commands
 from app.cli.rerate import add_rerate_command
+from app.cli.statement import add_statement_commands
 from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_service, ledger_store, load_settings
 from app.clock_shift import ClockOffsetError, shift_clock_from_environment
 from app.http.serving import serve
@@ -295,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.set_defaults(func=cmd_ledger_history)
     add_balance_command(ledger, common)
     add_rerate_command(ledger, common)
+    add_statement_commands(ledger, common, verify)
 
     db = commands.add_parser("db", help="the database").add_subparsers(dest="action", required=True, metavar="ACTION")
     upgrade = db.add_parser("upgrade", parents=[common], help="create the event store and migrate the read models")

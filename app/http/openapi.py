@@ -83,6 +83,15 @@ _ADMIN_BODIES = {
 }
 
 
+#: Routes answering a statement (``app/http/routes/admin_statements.py``): JSON or CSV, as ``format`` says.
+_STATEMENT_PATHS = ("/admin/teams/{name}/statements/{month}", "/dashboard/api/teams/{name}/statements/{month}")
+_STATEMENT_CONTENT = {
+    "application/json": {"schema": {"type": "object", "description": "the statement (format=json)"}},
+    "text/csv": {"schema": {"type": "string", "description": "the statement (format=csv): a header line, then a "
+                                                             "line per row"}},
+}
+
+
 def _body_schemas() -> tuple[dict[type, dict[str, Any]], dict[str, Any]]:
     """Each request struct's schema (by reference) and the component schemas they use."""
     structs = sorted({entry[0] for entry in _GENERATION.values()} | set(_ADMIN_BODIES.values()),
@@ -124,6 +133,10 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
         if operation is not None:
             operation["requestBody"] = {"required": method != "post" or struct is not NewKey,
                                         "content": {"application/json": {"schema": refs[struct]}}}
+    for path in _STATEMENT_PATHS:
+        answer = document.get("paths", {}).get(path, {}).get("get", {}).get("responses", {}).get("200")
+        if answer is not None:
+            answer["content"] = copy.deepcopy(_STATEMENT_CONTENT)
     for path, item in document.get("paths", {}).items():
         for method, operation in item.items():
             if isinstance(operation, dict):

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -140,6 +141,36 @@ def test_a_team_signs_in_and_sees_its_balance_requests_usage_and_history(
     keep(page, tmp_path, "dashboard-team.png")
 
 
+def test_a_team_downloads_its_statement_of_the_month(page: Page, gateway: Gateway, traffic: Traffic,
+                                                    tmp_path: Path):
+    """The statement card picks the current month (UTC): its download is the CLI's statement, and the
+    tamper-evident one verifies."""
+    name = traffic.team.name
+    _sign_in(page, traffic.team.key)
+    page.wait_for_selector(f'body[data-loaded="{name}"]')
+    month = datetime.now(UTC).strftime("%Y-%m")
+    assert page.input_value("#statement-month") == month
+    with page.expect_download() as plain:
+        page.click("#statement-download")
+    assert plain.value.suggested_filename == f"tollgate-{name}-statement-{month}.csv"
+    statement = gateway.cli("ledger", "statement", "--team", name, "--month", month, "--format", "csv").stdout
+    assert Path(plain.value.path()).read_text() == statement
+    assert ",reconciliation," in statement
+    assert ",true," in statement.splitlines()[-1]
+
+    page.select_option("#statement-format", "json")
+    page.check("#statement-chained")
+    with page.expect_download() as tamper_evident:
+        page.click("#statement-download")
+    assert tamper_evident.value.suggested_filename == f"tollgate-{name}-statement-{month}-chained.json"
+    saved = tmp_path / tamper_evident.value.suggested_filename
+    tamper_evident.value.save_as(saved)
+    document = json.loads(saved.read_text())
+    assert (document["reconciled"], len(document["entries"])) == (True, 5)
+    assert "It is the statement the ledger gives" in gateway.cli("ledger", "verify", "--statement", str(saved)).stdout
+    keep(page, tmp_path, "dashboard-statement.png")
+
+
 def test_the_admin_picks_a_team_and_signs_out(page: Page, gateway: Gateway, traffic: Traffic, tmp_path: Path):
     _sign_in(page, ADMIN_KEY)
     page.wait_for_selector("#picker:not([hidden])")
@@ -226,7 +257,8 @@ def test_a_team_key_reads_its_own_team_only(gateway: Gateway, traffic: Traffic, 
         "teams": [traffic.team.name]}
     assert _exact(_api(gateway, f"/teams/{traffic.team.name}", key))["name"] == traffic.team.name
     for path in (f"/teams/{other.name}", f"/teams/{other.name}/history", f"/teams/{other.name}/usage",
-                 f"/teams/{other.name}/requests", f"/teams/{other.name}/export", "/teams/no-such-team"):
+                 f"/teams/{other.name}/requests", f"/teams/{other.name}/export",
+                 f"/teams/{other.name}/statements/2026-11", "/teams/no-such-team"):
         assert _error_type(_api(gateway, path, key), 403) == "permission_error", path
 
 

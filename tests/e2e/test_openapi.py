@@ -29,8 +29,16 @@ def test_every_public_and_admin_route_is_documented(document: dict):
                  "/admin/teams/{name}/history", "/admin/teams/{name}/limits", "/admin/teams/{name}/suspend",
                  "/dashboard", "/dashboard/api/session", "/dashboard/api/teams/{name}",
                  "/dashboard/api/teams/{name}/history", "/dashboard/api/teams/{name}/usage",
-                 "/dashboard/api/teams/{name}/requests", "/dashboard/api/teams/{name}/export"):
+                 "/dashboard/api/teams/{name}/requests", "/dashboard/api/teams/{name}/export",
+                 "/admin/teams/{name}/statements/{month}", "/dashboard/api/teams/{name}/statements/{month}"):
         assert path in paths, path
+
+
+def test_a_statement_is_documented_as_json_or_csv(document: dict):
+    for path in ("/admin/teams/{name}/statements/{month}", "/dashboard/api/teams/{name}/statements/{month}"):
+        operation = document["paths"][path]["get"]
+        assert set(operation["responses"]["200"]["content"]) == {"application/json", "text/csv"}
+        assert {p["name"] for p in operation["parameters"]} >= {"name", "month", "format", "chained"}
 
 
 @pytest.mark.parametrize(("path", "required"), [
@@ -128,20 +136,14 @@ def test_every_route_s_errors_match_its_documented_error_body(gateway: Gateway, 
     for path, method, _ in _operations(document):
         if path.startswith("/health") or path in ("/v1/models", "/dashboard"):
             continue
-        url = root + path.format(name=team.name, key_id="key_nope")
+        url = root + path.format(name=team.name, key_id="key_nope", month="2026-11")
         attempts = [{}, {"headers": {"authorization": "Bearer not-a-key"}}]
         if path.startswith("/admin"):
-            attempts.append({"headers": {"authorization": f"Bearer {team.key}"}})  # 403
-            if "{name}" in path:  # 404: an unknown team
-                attempts.append({"headers": admin_headers(), "url": root + path.format(name=other_team, key_id="k")})
-            if method in ("post", "put"):
-                attempts.append({"headers": admin_headers(), "content": b"{not json"})
-            if "history" in path:
-                attempts.append({"headers": admin_headers(), "params": {"page": "abc"}})
+            attempts += _admin_attempts(root, path, method, team)
         elif path.startswith("/dashboard/api/teams"):
-            attempts.append({"headers": {"authorization": f"Bearer {team.key}"},
-                             "url": root + path.format(name=other_team)})  # 403: another team
-            attempts.append({"headers": admin_headers(), "url": root + path.format(name=other_team)})  # 404
+            elsewhere = root + path.format(name=other_team, month="2026-11")
+            attempts.append({"headers": {"authorization": f"Bearer {team.key}"}, "url": elsewhere})  # 403: another team
+            attempts.append({"headers": admin_headers(), "url": elsewhere})  # 404
             if path.endswith(("/history", "/requests")):  # 400: a query parameter of the wrong type
                 attempts.append({"headers": {"authorization": f"Bearer {team.key}"},
                                  "params": {"page": "x", "limit": "x"}})
@@ -156,6 +158,24 @@ def test_every_route_s_errors_match_its_documented_error_body(gateway: Gateway, 
             _conforms(document, path, method, answer)
             checked += 1
     assert checked >= 80
+
+
+def _admin_attempts(root: str, path: str, method: str, team) -> list[dict]:
+    """An admin route's refusals: a team key (403), an unknown team (404), a body that is not JSON, a
+    page or a month that is not one (400)."""
+    from tests.support.refusals import admin_headers
+
+    attempts: list[dict] = [{"headers": {"authorization": f"Bearer {team.key}"}}]
+    if "{name}" in path:
+        attempts.append({"headers": admin_headers(),
+                         "url": root + path.format(name="no-such-team", key_id="k", month="2026-11")})
+    if method in ("post", "put"):
+        attempts.append({"headers": admin_headers(), "content": b"{not json"})
+    if "history" in path:
+        attempts.append({"headers": admin_headers(), "params": {"page": "abc"}})
+    if "{month}" in path:
+        attempts.append({"headers": admin_headers(), "url": root + path.format(name=team.name, month="2026-13")})
+    return attempts
 
 
 def test_litestar_s_own_refusals_on_admin_routes_are_in_the_openai_shape_naming_the_parameter(gateway: Gateway,

@@ -34,6 +34,13 @@ from app.http.dashboard.views import (
     usage_view,
 )
 from app.http.routes.admin_common import json_response, ledger_call
+from app.http.routes.admin_statements import (
+    CHAINED_PARAMETER,
+    FORMAT_PARAMETER,
+    MONTH_PARAMETER,
+    STATEMENT_ANSWER,
+    statement_stream,
+)
 from app.http.routes.paging import check_limit, check_page
 from app.ledger import queries
 from app.runtime import Runtime
@@ -124,6 +131,17 @@ async def export_history(request: Request[Any, Any, Any], name: str,
                   headers={"Content-Disposition": f'attachment; filename="tollgate-{name}-ledger.{fmt}"'})
 
 
+@get("/teams/{name:str}/statements/{month:str}", responses={200: STATEMENT_ANSWER})
+async def download_statement(request: Request[Any, Any, Any], name: str,
+                             month: Annotated[str, MONTH_PARAMETER],
+                             fmt: Annotated[str, FORMAT_PARAMETER] = "json",
+                             chained: Annotated[bool, CHAINED_PARAMETER] = False) -> Stream:
+    """The team's statement for a UTC calendar month, as ``tollgate ledger statement`` writes it and
+    ``GET /admin/teams/{name}/statements/{month}`` answers it."""
+    await readable_team(request, name)
+    return await statement_stream(request.app.state.runtime, name, month, fmt, chained)
+
+
 async def _streamed(chunks: Iterator[str]) -> AsyncIterator[bytes]:
     """Each chunk read (a page of the database, which blocks) in a worker thread, off the event loop."""
     while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
@@ -133,7 +151,7 @@ async def _streamed(chunks: Iterator[str]) -> AsyncIterator[bytes]:
 dashboard_api = Router(
     path="/dashboard/api",
     route_handlers=[read_session, read_team, read_history, read_usage, read_requests, read_alerts,
-                    export_history],
+                    export_history, download_statement],
     before_request=identify,
     cache_control=CacheControlHeader(no_store=True),  # balances and keys ids: never kept by a cache
     tags=["dashboard"],

@@ -56,10 +56,11 @@ class TeamView(msgspec.Struct):
 
 
 class EntryView(msgspec.Struct):
-    """One ledger entry: a top-up (``amount`` > 0) or a charge (``amount`` < 0), in credits."""
+    """One ledger entry: a top-up (``amount`` > 0), a charge (``amount`` < 0) or an operator's
+    adjustment (either way), in credits."""
 
     occurred_at: str
-    kind: Literal["top_up", "charge"]
+    kind: Literal["top_up", "charge", "adjustment"]
     key_id: str
     request_id: str
     endpoint: str

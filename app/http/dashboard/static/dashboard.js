@@ -133,13 +133,13 @@
     fill($("history-table").tBodies[0], history.data, 7, (e) => {
       const kind = document.createElement("span");
       kind.className = "kind " + e.kind;
-      kind.textContent = e.kind === "top_up" ? "top-up" : "charge";
+      kind.textContent = e.kind === "top_up" ? "top-up" : e.kind;
       const kindCell = cell("");
       kindCell.append(kind);
       return [
         cell(when(e.occurred_at)), kindCell, cell(e.model),
         cell(e.kind === "charge" ? `${count(tokensIn(e))} / ${count(e.output_tokens)}` : "", "num"),
-        cell(credits(e.amount, true), "num " + (e.kind === "top_up" ? "plus" : "minus")),
+        cell(credits(e.amount, true), "num " + (e.amount.startsWith("-") ? "minus" : "plus")),
         cell(credits(e.balance_after), "num"), cell(e.request_id || e.reference, "mono"),
       ];
     });
@@ -184,11 +184,12 @@
     }
   }
 
-  async function download(format) {
+  /** Fetch one of the team's files (with the key, which a plain link could not send) and save it. */
+  async function download(path, fallback) {
     try {
-      const answer = await call(teamPath("/export?format=" + format));
+      const answer = await call(teamPath(path));
       const disposition = answer.headers.get("content-disposition") || "";
-      const name = (/filename="([^"]+)"/.exec(disposition) || [])[1] || `ledger.${format}`;
+      const name = (/filename="([^"]+)"/.exec(disposition) || [])[1] || fallback;
       const link = document.createElement("a");
       link.href = URL.createObjectURL(await answer.blob());
       link.download = name;
@@ -260,7 +261,14 @@
   $("team-picker").addEventListener("change", (event) => chooseTeam(event.target.value));
   $("newer").addEventListener("click", () => { state.page -= 1; loadHistory().catch(failed); });
   $("older").addEventListener("click", () => { state.page += 1; loadHistory().catch(failed); });
-  $("export-csv").addEventListener("click", () => download("csv"));
-  $("export-jsonl").addEventListener("click", () => download("jsonl"));
+  $("export-csv").addEventListener("click", () => download("/export?format=csv", "ledger.csv"));
+  $("export-jsonl").addEventListener("click", () => download("/export?format=jsonl", "ledger.jsonl"));
+  $("statement-month").value = new Date().toISOString().slice(0, 7);  // this month, UTC
+  $("statement-download").addEventListener("click", () => {
+    const month = $("statement-month").value, format = $("statement-format").value;
+    if (!/^\d{4}-\d{2}$/.test(month)) return showError("Choose a month for the statement.");
+    const chained = $("statement-chained").checked;
+    download(`/statements/${month}?format=${format}&chained=${chained}`, `statement-${month}.${format}`);
+  });
   start();
 })();

@@ -1,0 +1,124 @@
+"""``tollgate ledger statement``: a team's monthly statement; ``tollgate ledger verify --statement FILE``.
+
+The statement is built from the team's events (``projections/statements.py``) and written by
+``app/ledger/statements.py``, as the admin API and the dashboard write it. It states whether it
+reconciles; one that does not is still written, says what differs, and the command exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from app.cli.support import CONFIG_ENV, CommandError, ledger_store
+from domain.money import format_credits
+
+if TYPE_CHECKING:  # imported when the command runs: ``tollgate --help`` stays quick
+    from projections.statements import Month
+
+
+def _month(text: str) -> Month:
+    from projections.statements import Month
+
+    try:
+        return Month.parse(text)
+    except ValueError as exc:
+        raise CommandError(f"invalid --month: {exc}") from None
+
+
+def cmd_ledger_statement(args: argparse.Namespace) -> int:
+    from app.ledger.statements import statement_chunks
+    from projections.statements import Statement
+
+    month = _month(args.month or datetime.now(UTC).strftime("%Y-%m"))
+    output = Path(args.output) if args.output else None
+    with ledger_store(args.config) as store:
+        statement = Statement(store, args.team, month)
+        chunks = statement_chunks(statement, args.format, args.chained)
+        if output is None:
+            sys.stdout.writelines(chunks)
+        else:
+            _write_file(output, chunks)
+    figures = statement.figures
+    if output is not None:
+        print(f"Wrote the statement of team {args.team} for {month.text} to {output}: opening "
+              f"{format_credits(figures.opening)}, closing {format_credits(figures.closing)} credits; "
+              f"{'reconciled' if figures.reconciled else 'NOT reconciled'}.")
+    if not figures.reconciled:
+        print(f"tollgate: the statement does not reconcile: {'; '.join(figures.problems)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _write_file(output: Path, chunks: Iterator[str]) -> None:
+    """The statement written beside ``output`` and moved over it once whole: a statement cut short
+    (the ledger gone meanwhile) never stands in its place."""
+    try:
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="", dir=output.parent or ".",
+                                         prefix=f".{output.name}.", delete=False) as out:
+            try:
+                out.writelines(chunks)
+            except BaseException:
+                out.close()
+                Path(out.name).unlink()
+                raise
+        Path(out.name).replace(output)
+    except OSError as exc:
+        raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
+
+
+def cmd_verify_statement(args: argparse.Namespace) -> int:
+    """Check a chained statement file's hash chain and, when the ledger is reachable through the
+    configuration, that it is the statement the ledger gives."""
+    from app.ledger.statements import verify_statement
+
+    path = Path(args.statement)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CommandError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if args.config or os.environ.get(CONFIG_ENV):
+        with ledger_store(args.config) as store:
+            check = verify_statement(text, store)
+    else:
+        check = verify_statement(text, None)
+    found = check.file
+    if not check.ok:
+        print(f"Statement verification FAILED for {path}: {check.problem}", file=sys.stderr)
+        return 1
+    print(f"Statement verified: team {found.team}, {found.month}, {len(found.rows)} rows ({found.fmt.upper()}); "
+          f"every row's prev_hash is the hash of the row before it; final hash {found.final_hash}.")
+    if check.against_ledger:
+        print(f"It is the statement the ledger gives: regenerated from the team's events up to version "
+              f"{check.ledger_version}, row for row, with the same final hash.")
+    else:
+        print(f"Not compared with the ledger (no configuration: pass --config or set {CONFIG_ENV}): the chain "
+              "alone cannot show a file whose hashes were recomputed after it was changed.")
+    return 0
+
+
+def add_statement_commands(ledger: Any, common: argparse.ArgumentParser, verify: argparse.ArgumentParser) -> None:
+    """``ledger statement``, and ``--statement FILE`` on ``ledger verify`` (which then checks the file)."""
+    statement = ledger.add_parser("statement", parents=[common],
+                                  help="a team's statement for a UTC calendar month, reconciled with the replayed "
+                                       "ledger (JSON or CSV; --chained: tamper-evident)")
+    statement.add_argument("--team", required=True)
+    statement.add_argument("--month", help="YYYY-MM (UTC); default: the current month")
+    statement.add_argument("--format", choices=("json", "csv"), default="json")
+    statement.add_argument("--chained", action="store_true",
+                           help="every row carries the hash of the row before it; the statement ends with the "
+                                "final hash (tollgate ledger verify --statement FILE checks it)")
+    statement.add_argument("--output", help="write it to this file (default: standard output)")
+    statement.set_defaults(func=cmd_ledger_statement)
+
+    verify.add_argument("--statement", metavar="FILE",
+                        help="check this chained statement instead of the ledger: its hash chain and, with a "
+                             "configuration, that the ledger gives the same statement")
+    whole: Callable[[argparse.Namespace], int] = verify.get_default("func")
+    verify.set_defaults(func=lambda args: cmd_verify_statement(args) if args.statement else whole(args))

@@ -1,0 +1,346 @@
+"""A team's monthly statement, built from its events: the ledger itself, replayed, not a read model.
+
+For one UTC calendar month: the opening balance (the team's balance after its last event before the
+month; 0 if it had none), each top-up, charge and adjustment of the month in ledger order, the
+charges grouped by model and by key (requests, tokens, credits charged, uncollected), the totals, the
+closing balance, and the reconciliation, stated in the statement itself:
+
+- opening + top-ups − charges + adjustments = closing, to the micro-credit;
+- every entry's recorded ``balance_after`` is the balance the replay gives after it;
+- the closing balance is what the ledger gives at the month's end, loaded apart (its newest snapshot
+  by then, plus its events up to then: ``LedgerStore.load_team``);
+- the audit history (``ledger_entries``) has the same entries: the same counts and amounts of each
+  kind, by model and by key, and the same balances before and after the month.
+
+Which events are the month's: in ledger order (the team's versions), those from the first event at
+or after the month's first instant up to (not including) the first event at or after the next
+month's — the same rule as every point-in-time read of a team (``app/ledger/balance_at.py``).
+
+A statement is the same list of rows whichever format carries it (``projections/statement_chain.py``:
+the columns, and the hash chain of the tamper-evident form): the month's entries first, then the
+summary rows. Rows are produced as the events are read, a page at a time, so a month of a million
+charges is never held in memory; the summary rows come once the month's events are all read.
+
+A statement read while its month goes on covers the events up to the team's version then: its
+closing row names that version (``version``), and the statement regenerated up to it
+(``upto``) is the same statement whenever it is regenerated, as long as the ledger is unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from domain.ledger import TeamLedger, TeamNotFound, team_id
+from domain.money import format_credits
+from projections.event_store import LedgerStore
+from projections.history import HistoryProjection
+
+_MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")
+#: The years a statement's month may be in: from the Unix epoch (no ledger is older) to the last
+#: whose next month a date can still hold.
+FIRST_YEAR, LAST_YEAR = 1970, 9998
+_ONE_MICROSECOND = timedelta(microseconds=1)
+#: The summary rows' sections, in the order they follow the entries.
+SUMMARY_SECTIONS = ("opening_balance", "top_ups", "charges_by_model", "charges_by_key", "charges", "adjustments",
+                    "closing_balance", "reconciliation")
+ENTRY_KINDS = ("top_up", "charge", "adjustment")
+_TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class Month:
+    """A UTC calendar month: ``start`` included, ``end`` (the next month's start) not."""
+
+    text: str
+    start: datetime
+    end: datetime
+
+    @classmethod
+    def parse(cls, text: str) -> Month:
+        """``2026-11``; ``ValueError`` saying what is wrong for anything else."""
+        found = _MONTH.fullmatch(text.strip()) if isinstance(text, str) else None
+        if found is None or not 1 <= int(found.group(2)) <= 12:
+            raise ValueError(f"a month is written YYYY-MM (e.g. 2026-11), not {text!r}")
+        year, month = int(found.group(1)), int(found.group(2))
+        if not FIRST_YEAR <= year <= LAST_YEAR:
+            raise ValueError(f"a month is from {FIRST_YEAR}-01 to {LAST_YEAR}-12, not {text!r}")
+        start = datetime(year, month, 1, tzinfo=UTC)
+        end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+        return cls(f"{year:04d}-{month:02d}", start, end)
+
+
+@dataclass
+class Usage:
+    """The charges of a model, a key, or all of them."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_write_tokens: int = 0
+    cache_hit_tokens: int = 0
+    charged: int = 0  # micro-credits taken from the balance
+    uncollected: int = 0  # micro-credits the charges cost beyond what the balance could pay
+
+    def add(self, other: Usage) -> None:
+        """Count ``other``'s charges in too."""
+        for name in ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "charged",
+                     "uncollected"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def tokens(self) -> tuple[int, int, int, int]:
+        return self.input_tokens, self.output_tokens, self.cache_write_tokens, self.cache_hit_tokens
+
+
+@dataclass
+class Figures:
+    """What a statement adds up (micro-credits), and how the reconciliation went."""
+
+    opening: int = 0
+    opening_version: int = 0
+    top_ups: int = 0
+    top_up_count: int = 0
+    adjustments: int = 0
+    adjustment_count: int = 0
+    charges: Usage = field(default_factory=Usage)
+    by_model: dict[str, Usage] = field(default_factory=dict)
+    by_key: dict[str, Usage] = field(default_factory=dict)
+    closing: int = 0
+    closing_version: int = 0
+    ledger_balance: int = 0  # the ledger's balance at the month's end, loaded apart
+    history_entries: int = 0  # the audit history's entries of the month
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def computed_closing(self) -> int:
+        return self.opening + self.top_ups - self.charges.charged + self.adjustments
+
+    @property
+    def reconciled(self) -> bool:
+        return not self.problems
+
+
+def _tokens(usage: dict[str, Any]) -> tuple[int, int, int, int]:
+    """A charge's tokens as the audit history counts them (every cache write, of whichever lifetime)."""
+    return (int(usage["input_tokens"]), int(usage["output_tokens"]),
+            int(usage["cache_write_tokens"]) + int(usage.get("cache_write_1h_tokens", 0)),
+            int(usage["cache_hit_tokens"]))
+
+
+def _usage_differs(what: str, found: Usage | None, replayed: Usage | None) -> list[str]:
+    """What differs between the audit history's charges of a model or key and the replay's."""
+    found, replayed = found or Usage(), replayed or Usage()
+    if (found.requests, found.charged, found.tokens()) == (replayed.requests, replayed.charged, replayed.tokens()):
+        return []
+    return [(f"the audit history's charges of {what} are {found.requests} requests, {sum(found.tokens())} tokens, "
+             f"{format_credits(found.charged)} credits; the ledger's are {replayed.requests}, "
+             f"{sum(replayed.tokens())}, {format_credits(replayed.charged)}")]
+
+
+def _money(prefix: str, micros: int) -> dict[str, Any]:
+    """An amount as a row carries it: exact credits, and micro-credits."""
+    return {prefix: format_credits(micros), f"{prefix}_micros": micros}
+
+
+def _usage_cells(usage: Usage) -> dict[str, Any]:
+    cells: dict[str, Any] = {"count": usage.requests, **dict(zip(_TOKENS, usage.tokens(), strict=True)),
+                             **_money("amount", usage.charged)}
+    if usage.uncollected:
+        cells.update(_money("uncollected", usage.uncollected))
+    return cells
+
+
+class Statement:
+    """``team``'s statement for ``month``: :meth:`rows` reads the team's events and yields the rows;
+    once they are all read, :attr:`figures` holds the totals and the reconciliation.
+
+    ``upto``: the team's events after this version are not read (a statement regenerated as it was
+    first read). ``TeamNotFound`` if the team was never opened."""
+
+    def __init__(self, store: LedgerStore, team: str, month: Month, upto: int | None = None) -> None:
+        self.store = store
+        self.team = team
+        self.month = month
+        self.upto = upto
+        self.figures = Figures()
+        self._id = team_id(team)
+        if store.find_team(self._id, version=1) is None:
+            raise TeamNotFound(team)
+
+    def _row(self, section: str, **cells: Any) -> dict[str, Any]:
+        return {"team": self.team, "month": self.month.text, "section": section, **cells}
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        """Every row: the month's entries in ledger order, then the summary rows."""
+        yield from self._entries()
+        self._reconcile()
+        yield from self._summary()
+
+    # -- the month's events, replayed --------------------------------------------------------------
+
+    def _entries(self) -> Iterator[dict[str, Any]]:
+        figures = self.figures
+        team, _ = self.store.load_team(self._id, self.upto, at=self.month.start - _ONE_MICROSECOND)
+        if team is not None:
+            figures.opening, figures.opening_version = team.balance, team.version
+        for event in self.store.events_after(self._id, figures.opening_version, upto=self.upto):
+            if event.timestamp >= self.month.end:
+                break
+            try:
+                team = event.mutate(team)
+            except Exception as exc:  # noqa: BLE001 - a history that cannot be replayed is the statement's finding
+                figures.problems.append(f"version {event.originator_version} cannot be applied: {exc}")
+                break
+            assert isinstance(team, TeamLedger)
+            recorded = getattr(event, "balance_after", None)
+            if recorded is not None and recorded != team.balance and len(figures.problems) < 10:
+                figures.problems.append(f"version {event.originator_version}: the entry records the balance after "
+                                        f"it as {format_credits(recorded)}, the replay gives "
+                                        f"{format_credits(team.balance)}")
+            row = self._entry(event)
+            if row is not None:
+                yield row
+        if team is not None:
+            figures.closing, figures.closing_version = team.balance, team.version
+
+    def _entry(self, event: TeamLedger.Event) -> dict[str, Any] | None:
+        """The row of a top-up, charge or adjustment (None for any other event), counted in the totals."""
+        figures = self.figures
+        common = {"occurred_at": event.timestamp.isoformat(), "version": event.originator_version}
+        if isinstance(event, TeamLedger.CreditsAdded):
+            figures.top_ups += event.amount
+            figures.top_up_count += 1
+            return self._row("entry", **common, kind="top_up", **_money("amount", event.amount),
+                             **_money("balance_after", event.balance_after), reference=event.reference)
+        if isinstance(event, TeamLedger.CreditsAdjusted):
+            figures.adjustments += event.amount
+            figures.adjustment_count += 1
+            return self._row("entry", **common, kind="adjustment", **_money("amount", event.amount),
+                             **_money("balance_after", event.balance_after), reason=event.reason,
+                             reference=event.reference)
+        if not isinstance(event, TeamLedger.Charged):
+            return None
+        tokens = _tokens(event.usage)
+        for usage in (figures.charges, figures.by_model.setdefault(event.model, Usage()),
+                      figures.by_key.setdefault(event.key_id, Usage())):
+            usage.add(Usage(1, *tokens, charged=event.charged, uncollected=event.uncollected))
+        uncollected = _money("uncollected", event.uncollected) if event.uncollected else {}
+        return self._row("entry", **common, kind="charge", key_id=event.key_id, model=event.model,
+                         endpoint=event.endpoint, request_id=event.request_id,
+                         **dict(zip(_TOKENS, tokens, strict=True)),
+                         **_money("amount", -event.charged), **uncollected,
+                         **_money("balance_after", event.balance_after))
+
+    # -- the reconciliation ------------------------------------------------------------------------
+
+    def _reconcile(self) -> None:
+        figures = self.figures
+        if figures.computed_closing != figures.closing:
+            figures.problems.append(
+                f"opening {format_credits(figures.opening)} + top-ups {format_credits(figures.top_ups)} - charges "
+                f"{format_credits(figures.charges.charged)} + adjustments {format_credits(figures.adjustments)} = "
+                f"{format_credits(figures.computed_closing)}, but the replay closes at "
+                f"{format_credits(figures.closing)}")
+        self._check_ledger()
+        self._check_history()
+
+    def _check_ledger(self) -> None:
+        """The closing balance against the ledger's balance at the month's end, loaded on its own."""
+        figures = self.figures
+        if figures.closing_version:
+            team, _ = self.store.load_team(self._id, figures.closing_version, at=self.month.end - _ONE_MICROSECOND)
+            figures.ledger_balance = team.balance if team is not None else 0
+            at_version = team.version if team is not None else 0
+            if at_version != figures.closing_version:
+                figures.problems.append(f"the ledger at the month's end is at version {at_version}, the statement's "
+                                        f"replay at {figures.closing_version}")
+        if figures.ledger_balance != figures.closing:
+            figures.problems.append(f"the ledger's balance at the month's end is "
+                                    f"{format_credits(figures.ledger_balance)}, the statement closes at "
+                                    f"{format_credits(figures.closing)}")
+
+    def _check_history(self) -> None:
+        """The audit history's entries of the month against the replay's: counts and amounts by kind,
+        by model and by key, and the balances before and after the month."""
+        figures = self.figures
+        history = HistoryProjection(self.store, self.store.database)
+        try:
+            history.catch_up()  # every event read above is stored: the history reaches it
+        finally:
+            history.close()
+        kinds, by_model, by_key = self._history_figures()
+        figures.history_entries = sum(count for count, _ in kinds.values())
+        replayed = {"top_up": (figures.top_up_count, figures.top_ups),
+                    "charge": (figures.charges.requests, -figures.charges.charged),
+                    "adjustment": (figures.adjustment_count, figures.adjustments)}
+        for kind in sorted(set(kinds) | set(replayed)):
+            (have, have_amount), (want, want_amount) = kinds.get(kind, (0, 0)), replayed.get(kind, (0, 0))
+            if (have, have_amount) != (want, want_amount):
+                figures.problems.append(f"the audit history has {have} {kind} entries of {format_credits(have_amount)} "
+                                        f"credits in the month; the ledger has {want} of {format_credits(want_amount)}")
+        for what, found, replayed_usage in (("model", by_model, figures.by_model), ("key", by_key, figures.by_key)):
+            for name in sorted(set(found) | set(replayed_usage)):
+                figures.problems.extend(_usage_differs(f"{what} {name!r}", found.get(name), replayed_usage.get(name)))
+        for label, version, balance in (("before", figures.opening_version, figures.opening),
+                                        ("after", figures.closing_version, figures.closing)):
+            last = self.store.read_models.read_rows(
+                "SELECT balance_after FROM ledger_entries WHERE team_name = {p} AND version <= {p} "
+                "ORDER BY notification_id DESC LIMIT 1", (self.team, version))
+            recorded = int(last[0]["balance_after"]) if last else 0
+            if recorded != balance:
+                figures.problems.append(f"the audit history's balance {label} the month is {format_credits(recorded)}"
+                                        f", the ledger's {format_credits(balance)}")
+
+    def _history_figures(self) -> tuple[dict[str, tuple[int, int]], dict[str, Usage], dict[str, Usage]]:
+        """The audit history's entries of the month (the versions the replay read): count and amount of
+        each kind, and the charges by model and by key."""
+        rows = self.store.read_models.read_rows(
+            "SELECT kind, model, key_id, COUNT(*) AS n, SUM(amount) AS amount, SUM(input_tokens) AS i, "
+            "SUM(output_tokens) AS o, SUM(cache_write_tokens) AS w, SUM(cache_hit_tokens) AS h "
+            "FROM ledger_entries WHERE team_name = {p} AND version > {p} AND version <= {p} "
+            "GROUP BY kind, model, key_id",
+            (self.team, self.figures.opening_version, self.figures.closing_version))
+        kinds: dict[str, tuple[int, int]] = {}
+        by_model: dict[str, Usage] = {}
+        by_key: dict[str, Usage] = {}
+        for row in rows:
+            count, amount = int(row["n"]), int(row["amount"])
+            before = kinds.get(str(row["kind"]), (0, 0))
+            kinds[str(row["kind"])] = (before[0] + count, before[1] + amount)
+            if row["kind"] != "charge":
+                continue
+            tokens = (int(row["i"]), int(row["o"]), int(row["w"]), int(row["h"]))
+            for usage in (by_model.setdefault(row["model"], Usage()), by_key.setdefault(row["key_id"], Usage())):
+                usage.add(Usage(count, *tokens, charged=-amount))
+        return kinds, by_model, by_key
+
+    # -- the summary ------------------------------------------------------------------------------
+
+    def _summary(self) -> Iterator[dict[str, Any]]:
+        figures = self.figures
+        yield self._row("opening_balance", version=figures.opening_version, **_money("amount", figures.opening))
+        yield self._row("top_ups", count=figures.top_up_count, **_money("amount", figures.top_ups))
+        for model, usage in sorted(figures.by_model.items()):
+            yield self._row("charges_by_model", model=model, **_usage_cells(usage))
+        for key_id, usage in sorted(figures.by_key.items()):
+            yield self._row("charges_by_key", key_id=key_id, **_usage_cells(usage))
+        yield self._row("charges", **_usage_cells(figures.charges))
+        yield self._row("adjustments", count=figures.adjustment_count, **_money("amount", figures.adjustments))
+        yield self._row("closing_balance", version=figures.closing_version, **_money("amount", figures.closing))
+        yield self._row("reconciliation", reconciled=figures.reconciled, **_money("amount", figures.computed_closing),
+                        **_money("balance_after", figures.ledger_balance), count=figures.history_entries,
+                        note=self.note())
+
+    def note(self) -> str:
+        """The reconciliation in words: the sum, the ledger's balance, the audit history; or what differs."""
+        f = self.figures
+        sums = (f"opening {format_credits(f.opening)} + top-ups {format_credits(f.top_ups)} - charges "
+                f"{format_credits(f.charges.charged)} + adjustments {format_credits(f.adjustments)} = "
+                f"{format_credits(f.computed_closing)}")
+        if f.problems:
+            return f"NOT RECONCILED: {sums}; " + "; ".join(f.problems)
+        return (f"reconciled: {sums} = closing {format_credits(f.closing)}, the ledger's balance at the month's end "
+                f"(version {f.closing_version}); the audit history's {f.history_entries} entries agree")
