@@ -66,6 +66,12 @@ def everything(sql: Sql) -> list[tuple[Any, ...]]:
     return sql.tuples(f"SELECT {', '.join(COLUMNS)} FROM {TABLE}", [])
 
 
+def dimensions_of(sql: Sql, team: str) -> list[str]:
+    """The dimensions the team's charges were counted under: ``user``, then its tags' by name."""
+    rows = sql.query(f"SELECT DISTINCT dimension FROM {TABLE} WHERE team_name = ?", [team])
+    return sorted((r["dimension"] for r in rows), key=lambda d: (d != USER, d))
+
+
 def breakdown(sql: Sql, team: str, dimension: str, since: str | None = None) -> list[dict[str, Any]]:
     """The team's usage by the values of ``dimension`` (summed over the days from ``since``, an ISO
     day), the largest cost first; a tag's charges without it under the value ``""``."""

@@ -272,6 +272,10 @@ class HistoryProjection:
         """The team's usage by the values of ``dimension`` (``user`` or ``tag:<name>``)."""
         return attribution.breakdown(self._sql, team, dimension, since)
 
+    def attribution_dimensions(self, team: str) -> list[str]:
+        """The dimensions the team's usage can be reported by (``user``, and each tag name it used)."""
+        return attribution.dimensions_of(self._sql, team)
+
     def attribution_rows(self) -> list[tuple[Any, ...]]:
         """Every ``usage_by_attribution`` row, its ``COLUMNS`` in order."""
         return attribution.everything(self._sql)

@@ -70,12 +70,14 @@ def usage(store: LedgerStore, team: str) -> dict[str, Any]:
 def usage_by(store: LedgerStore, team: str, dimension: str, since: str | None = None) -> dict[str, Any]:
     """Usage by the values of ``dimension`` (``user`` or ``tag:<name>``), from the day ``since`` on:
     every charge of the team under exactly one value (``""`` for charges without it), so the values'
-    costs add up to the team's charges; costs in exact credits, and in micro-credits."""
+    costs add up to the team's charges; costs in exact credits, and in micro-credits. ``dimensions``:
+    those the team's usage can be reported by."""
     with caught_up(store) as history:
         rows = history.attribution_usage(team, dimension, since)
+        dimensions = history.attribution_dimensions(team)
     data = [{**r, "cost": credits_from_micros(r["cost"]), "cost_micros": r["cost"]} for r in rows]
     total = sum(r["cost"] for r in rows)
-    return {"team": team, "by": dimension, "since": since, "data": data,
+    return {"team": team, "by": dimension, "since": since, "dimensions": dimensions or ["user"], "data": data,
             "total": {"requests": sum(r["requests"] for r in rows), "cost": credits_from_micros(total),
                       "cost_micros": total}}
 

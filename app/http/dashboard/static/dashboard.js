@@ -9,10 +9,10 @@
 
 (() => {
   const KEY = "tollgate.dashboard.key";
-  const MONEY = new Set(["balance", "held", "available", "amount", "balance_after", "cost", "cost_usd"]);
+  const MONEY = new Set(["balance", "held", "available", "amount", "balance_after", "cost", "cost_usd", "total_cost"]);
   const PER_PAGE = 20;
   const $ = (id) => document.getElementById(id);
-  const state = { session: null, team: null, page: 1, ticket: 0 };
+  const state = { session: null, team: null, page: 1, ticket: 0, by: "user" };
 
   /** JSON with money kept as the server's exact digits (strings), everything else as usual. */
   function parse(text) {
@@ -113,11 +113,32 @@
   }
 
   function renderRequests(requests) {
-    fill($("requests-table").tBodies[0], requests.data, 8, (e) => [
+    fill($("requests-table").tBodies[0], requests.data, 10, (e) => [
       cell(when(e.occurred_at)), cell(e.model), cell(e.endpoint), cell(e.key_id, "mono"),
       cell(count(tokensIn(e)), "num"), cell(count(e.output_tokens), "num"),
-      cell(credits(e.amount.replace(/^-/, "")), "num"), cell(e.request_id, "mono request-id"),
+      cell(credits(e.amount.replace(/^-/, "")), "num"), cell(e.tags, "mono"), cell(e.end_user),
+      cell(e.request_id, "mono request-id"),
     ]);
+  }
+
+  /** Usage by the values of the chosen dimension; the select lists the team's dimensions. */
+  function renderAttribution(usage) {
+    const select = $("attribution-by");
+    select.replaceChildren(...usage.dimensions.map((d) =>
+      new Option(d === "user" ? "End user" : "Tag " + d.slice(4), d, false, d === usage.by)));
+    fill($("attribution-table").tBodies[0], usage.data, 5, (v) => [
+      cell(v.value || "(none)", v.value ? "" : "muted"), cell(count(v.requests), "num"),
+      cell(count(v.input_tokens + v.cache_write_tokens + v.cache_hit_tokens), "num"),
+      cell(count(v.output_tokens), "num"), cell(credits(v.cost), "num"),
+    ]);
+    $("attribution-requests").textContent = count(usage.data.reduce((n, v) => n + v.requests, 0));
+    $("attribution-total").textContent = credits(usage.total_cost);
+  }
+
+  const attributionPath = () => teamPath("/attribution?by=" + encodeURIComponent(state.by));
+
+  async function loadAttribution() {
+    renderAttribution(await json(attributionPath()));
   }
 
   function renderHistory(history) {
@@ -149,15 +170,16 @@
     const ticket = ++state.ticket;  // a later choice of team wins over answers still on their way
     showError("");
     try {
-      const [team, usage, requests, history] = await Promise.all([
+      const [team, usage, requests, history, attribution] = await Promise.all([
         json(teamPath("")), json(teamPath("/usage")), json(teamPath("/requests?limit=20")),
-        json(teamPath(`/history?page=${state.page}&per_page=${PER_PAGE}`)),
+        json(teamPath(`/history?page=${state.page}&per_page=${PER_PAGE}`)), json(attributionPath()),
       ]);
       if (ticket !== state.ticket) return;
       renderHistory(history);
       renderTeam(team);
       renderUsage(usage);
       renderRequests(requests);
+      renderAttribution(attribution);
       $("views").hidden = false;
       $("choose").hidden = true;
       document.body.dataset.loaded = state.team;
@@ -194,6 +216,7 @@
   function chooseTeam(name) {
     state.team = name || null;
     state.page = 1;
+    state.by = "user";
     $("views").hidden = true;
     $("choose").hidden = Boolean(state.team);
     delete document.body.dataset.loaded;
@@ -250,6 +273,10 @@
   $("team-picker").addEventListener("change", (event) => chooseTeam(event.target.value));
   $("newer").addEventListener("click", () => { state.page -= 1; loadHistory().catch(failed); });
   $("older").addEventListener("click", () => { state.page += 1; loadHistory().catch(failed); });
+  $("attribution-by").addEventListener("change", (event) => {
+    state.by = event.target.value;
+    loadAttribution().catch(failed);
+  });
   $("export-csv").addEventListener("click", () => download("csv"));
   $("export-jsonl").addEventListener("click", () => download("jsonl"));
   start();
