@@ -201,7 +201,7 @@ class BilledCall:
 
 async def hold(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
                endpoint: str, exchange: Exchange, raw_body: bytes, *, worst_case: int, admitted_tokens: int,
-               prompt_tokens: int, attribution: tuple[dict[str, str], str] = ({}, "")) -> BilledCall | Response[bytes]:
+               prompt_tokens: int, attribution: tuple[dict[str, str], str]) -> BilledCall | Response[bytes]:
     """Take a stream's slot (429 over the concurrent-stream limits), admit the request against its
     rate limits (``admitted_tokens``: its token estimate), then hold its ``worst_case``. Returns the
     held call, or — for an Idempotency-Key whose request was served before — its stored answer,
