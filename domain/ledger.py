@@ -90,6 +90,8 @@ class Delivery:
     endpoint: str
     usage: TokenUsage
     lease: str = ""  # the lease it was held against ("": a hold of its own)
+    tags: Mapping[str, str] = field(default_factory=dict)  # its attribution, recorded with its charge
+    end_user: str = ""
 
 
 def _price_of(prices: Mapping[str, Price] | PriceSource | None, model: str) -> Price | PriceSource | None:
@@ -841,8 +843,8 @@ class TeamLedger(Aggregate):
             if (price is None or not d.usage.total_tokens or held_by not in self.holds
                     or self.hold_owners.get(held_by) not in dead or d.request_id in self.lease_charges):
                 continue
-            self.charge(d.request_id, d.usage, price, credits_per_usd, key_id=d.key_id, model=d.model,
-                        endpoint=d.endpoint, lease=d.lease)
+            self.charge_priced(d.request_id, d.usage, price, credits_per_usd, key_id=d.key_id, model=d.model,
+                               endpoint=d.endpoint, lease=d.lease, tags=d.tags, end_user=d.end_user)
         released = [held for held, owner in self.hold_owners.items() if owner in dead and held in self.holds]
         for held in released:
             self.trigger_event(self.HoldReleased, request_id=held, amount=self.holds[held], reason=ABANDONED)

@@ -4,7 +4,8 @@ The projections are read inside one consistent read snapshot of the database (pr
 writing while a verify runs): the position they had reached, then ``ledger_entries`` in keyset pages
 in notification order, merge-joined with the events as the replay reaches them (the replay reads the
 events in notification order too). Only a page of rows is held at a time, never the history; the
-expected usage is summed in a dictionary bounded by team × key × model × day.
+expected usage is summed in dictionaries bounded by team × key × model × day and by team × dimension ×
+value × day (usage by attribution).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from contextlib import ExitStack
 from typing import Any
 
 from domain.ledger import TeamLedger
+from projections import attribution
 from projections.history import USAGE_COLUMNS, HistoryProjection, entry_row, usage_row
 
 #: How many rows a report lists of the events whose audit history rows are missing.
@@ -34,6 +36,7 @@ class HistoryCheck:
         self._problem: str | None = None  # the first row that is wrong (reported before missing rows)
         self._missing: list[int] = []
         self._usage: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0] * 6)
+        self._attributed: dict[tuple[Any, ...], list[int]] = {}  # team × dimension × value × day
 
     def start(self) -> HistoryCheck:
         self._reading.enter_context(self._history.consistent())
@@ -70,6 +73,7 @@ class HistoryCheck:
             totals = self._usage[used[:4]]
             for i, value in enumerate(used[4:]):
                 totals[i] += value
+        attribution.add_rows(self._attributed, attribution.attribution_rows(team_name, event))
 
     def _match(self, notification_id: int, expected: tuple[Any, ...]) -> None:
         if self._row is not None and self._row_id < notification_id:
@@ -100,4 +104,16 @@ class HistoryCheck:
                 return [f"usage for {key} is {counted}, the events say {expected_counts}"]
         if self._usage:
             return [f"usage is missing {sorted(self._usage)[:3]}"]
+        return self._attribution_problems()
+
+    def _attribution_problems(self) -> list[str]:
+        """``usage_by_attribution`` against the sums of the replayed charges."""
+        width = len(attribution.KEY)
+        for row in self._history.attribution_rows():
+            key, counted = tuple(row[:width]), [int(v) for v in row[width:]]
+            expected = self._attributed.pop(key, None)
+            if expected != counted:
+                return [f"usage by attribution for {key} is {counted}, the events say {expected}"]
+        if self._attributed:
+            return [f"usage by attribution is missing {sorted(self._attributed)[:3]}"]
         return []

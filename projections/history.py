@@ -1,7 +1,8 @@
 """The audit history and usage projections, fed by the event notification log.
 
 Each batch of events becomes rows in ``ledger_entries`` (one per top-up or charge) and increments in
-``usage_daily`` (team × key × model × day), written in ONE transaction together with the position
+``usage_daily`` (team × key × model × day) and ``usage_by_attribution`` (team × tag or end user × day,
+``projections/attribution.py``), written in ONE transaction together with the position
 reached in ``projection_tracking``. The position is advanced with an optimistic check, so two
 projectors racing (two gateway processes, or a gateway and the CLI) never apply an event twice:
 exactly once, whatever the delivery.
@@ -17,9 +18,11 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+from domain.attribution import tags_text
 from domain.ledger import TeamLedger
 from domain.money import usd_from_micros
 from domain.prices import PRICE_LIST_ID
+from projections import attribution
 from projections.alerts import AlertOutbox, alert_row, write_alerts
 from projections.database import Database, Sql, Transaction
 from projections.event_store import LedgerStore
@@ -33,10 +36,12 @@ ENTRY_PAGE = 1000
 ENTRY_COLUMNS = (
     "notification_id", "team_id", "team_name", "version", "occurred_at", "kind", "key_id", "request_id", "endpoint",
     "model", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "price", "amount", "cost_usd",
-    "balance_after", "reference",
+    "balance_after", "reference", "tags", "end_user",
 )
 USAGE_COLUMNS = ("team_name", "key_id", "model", "day", "requests", "input_tokens", "output_tokens",
                  "cache_write_tokens", "cache_hit_tokens", "cost")
+#: The read models a rebuild makes again, each in a staging table swapped in at its end.
+_REBUILT = ("ledger_entries", "usage_daily", attribution.TABLE, "team_balances", "api_keys")
 _INSERT_ENTRIES = f"INSERT INTO ledger_entries ({', '.join(ENTRY_COLUMNS)})"
 _ADD_USAGE = f"INSERT INTO usage_daily ({', '.join(USAGE_COLUMNS)})"
 _ON_USAGE_CONFLICT = (
@@ -57,16 +62,16 @@ def entry_row(notification_id: int, team_name: str, event: Any) -> tuple[Any, ..
               event.timestamp.isoformat())
     if isinstance(event, TeamLedger.CreditsAdded):
         return (*common, "top_up", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
-                event.reference)
+                event.reference, "", "")
     if isinstance(event, TeamLedger.CreditsAdjusted):
         reference = f"{event.reason} ({event.reference})" if event.reference else event.reason
         return (*common, "adjustment", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
-                reference)
+                reference, "", "")
     u = event.usage
     usd = usd_from_micros(event.charged, Decimal(event.credits_per_usd))
     return (*common, "charge", event.key_id, event.request_id, event.endpoint, event.model, u["input_tokens"],
             u["output_tokens"], _cache_writes(u), u["cache_hit_tokens"], price_text(event), -event.charged,
-            f"{usd:f}", event.balance_after, "")
+            f"{usd:f}", event.balance_after, "", tags_text(event.tags), event.end_user)
 
 
 def price_text(event: TeamLedger.Charged) -> str:
@@ -123,8 +128,8 @@ class HistoryProjection:
         return name
 
     def _rows(self, notifications: Iterable[Any]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]],
-                                                            list[tuple[Any, ...]]]:
-        entries, usage, alerts = [], [], []
+                                                            list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        entries, usage, alerts, attributed = [], [], [], []
         for n in notifications:
             if n.originator_id == PRICE_LIST_ID:  # the price list's events have no team
                 continue
@@ -136,7 +141,8 @@ class HistoryProjection:
                 usage.append(row)
             if (alert := alert_row(n.id, name, event)) is not None:
                 alerts.append(alert)
-        return entries, usage, alerts
+            attributed += attribution.attribution_rows(name, event)
+        return entries, usage, alerts, attributed
 
     def catch_up(self, batch: int = 500, progress: Callable[[int], None] | None = None,
                  pages: int | None = None) -> int:
@@ -148,7 +154,7 @@ class HistoryProjection:
             page = self._store.recorder.select_notifications(start, batch, inclusive_of_start=False)
             if not page:
                 return done
-            entries, usage, alerts = self._rows(page)
+            entries, usage, alerts, attributed = self._rows(page)
             with self._sql.transaction() as tx:
                 moved = tx.execute(
                     "UPDATE projection_tracking SET notification_id = ? WHERE name = ? AND notification_id = ?",
@@ -158,6 +164,7 @@ class HistoryProjection:
                     continue  # another projector got there first: its rows stand, ours are dropped
                 _write(tx, entries, usage)
                 write_alerts(tx, alerts)
+                attribution.write(tx, attributed)
             done += len(page)
             if progress:
                 progress(done)
@@ -173,13 +180,14 @@ class HistoryProjection:
         at a time; what is kept meanwhile is bounded by the number of teams (their state and usage
         by team × key × model × day), not by the history. Returns how many events were read."""
         with self._sql.transaction() as tx:
-            for table in ("ledger_entries", "usage_daily", "team_balances", "api_keys"):
+            for table in _REBUILT:
                 tx.execute(f"DROP TABLE IF EXISTS {table}_rebuild")
                 tx.execute(f"CREATE TABLE {table}_rebuild AS SELECT * FROM {table} WHERE 1 = 0")
         self._store.team_snapshots.drop_all()
         replay = Replay(self._store, snapshot_every)
         done, last = 0, 0
         usage: dict[tuple[str, str, str, str], list[int]] = defaultdict(lambda: [0] * 6)
+        attributed: dict[tuple[Any, ...], list[int]] = {}
         while page := self._store.recorder.select_notifications(last, 1000, inclusive_of_start=False):
             entries, alerts = [], []
             for n in page:
@@ -195,6 +203,7 @@ class HistoryProjection:
                     totals = usage[used[:4]]
                     for i, value in enumerate(used[4:]):
                         totals[i] += value
+                attribution.add_rows(attributed, attribution.attribution_rows(team.name, event))
             with self._sql.transaction() as tx:
                 tx.insert_rows("ledger_entries_rebuild", ENTRY_COLUMNS, entries)
                 write_alerts(tx, alerts)  # completed, never replaced: what was delivered stays delivered
@@ -206,6 +215,8 @@ class HistoryProjection:
         with self._sql.transaction() as tx:
             tx.executemany(f"INSERT INTO usage_daily_rebuild ({', '.join(USAGE_COLUMNS)}) VALUES "
                            f"({', '.join('?' * len(USAGE_COLUMNS))})", [(*k, *v) for k, v in usage.items()])
+            tx.insert_rows(f"{attribution.TABLE}_rebuild", attribution.COLUMNS,
+                           [(*k, *v) for k, v in attributed.items()])
             tx.executemany("INSERT INTO team_balances_rebuild (team_id, team_name, balance, held, version) "
                            "VALUES (?, ?, ?, ?, ?)", [(t.id.hex, t.name, t.balance, t.held, t.version) for t in teams])
             tx.executemany(f"INSERT INTO api_keys_rebuild ({', '.join(KEY_COLUMNS)}) "
@@ -222,7 +233,7 @@ class HistoryProjection:
     @staticmethod
     def _swap(tx: Transaction, last: int) -> None:
         # The history is replaced whole, at the position the rebuild reached; projectors carry on from there.
-        for table in ("ledger_entries", "usage_daily"):
+        for table in ("ledger_entries", "usage_daily", attribution.TABLE):
             tx.execute(f"DELETE FROM {table}")
             tx.execute(f"INSERT INTO {table} SELECT * FROM {table}_rebuild")
         tx.execute("UPDATE projection_tracking SET notification_id = ? WHERE name = ?", (last, NAME))
@@ -237,7 +248,7 @@ class HistoryProjection:
         updates = ", ".join(f"{c} = excluded.{c}" for c in KEY_COLUMNS[1:])
         tx.execute(f"INSERT INTO api_keys ({columns}) SELECT {columns} FROM api_keys_rebuild WHERE true "
                    f"ON CONFLICT (key_hash) DO UPDATE SET {updates} WHERE api_keys.version <= excluded.version")
-        for table in ("ledger_entries", "usage_daily", "team_balances", "api_keys"):
+        for table in _REBUILT:
             tx.execute(f"DROP TABLE {table}_rebuild")
 
     # -- reading ---------------------------------------------------------------------------------
@@ -267,6 +278,18 @@ class HistoryProjection:
         """A key's spend per day (all models), oldest first."""
         return self._sql.query("SELECT day, SUM(cost) AS cost FROM usage_daily WHERE team_name = ? AND key_id = ? "
                                "GROUP BY day ORDER BY day", [team, key_id])
+
+    def attribution_usage(self, team: str, dimension: str, since: str | None = None) -> list[dict[str, Any]]:
+        """The team's usage by the values of ``dimension`` (``user`` or ``tag:<name>``)."""
+        return attribution.breakdown(self._sql, team, dimension, since)
+
+    def attribution_dimensions(self, team: str) -> list[str]:
+        """The dimensions the team's usage can be reported by (``user``, and each tag name it used)."""
+        return attribution.dimensions_of(self._sql, team)
+
+    def attribution_rows(self) -> list[tuple[Any, ...]]:
+        """Every ``usage_by_attribution`` row, its ``COLUMNS`` in order."""
+        return attribution.everything(self._sql)
 
     def usage(self, team: str | None = None) -> list[dict[str, Any]]:
         where, params = (" WHERE team_name = ?", [team]) if team else ("", [])

@@ -55,10 +55,12 @@ class StreamReport:
     output_tokens: int
     cache_write_tokens: int
     cache_hit_tokens: int
+    tags: str = ""  # its attribution tags, canonical text (``domain/attribution.py``: ``tags_text``)
+    end_user: str = ""
 
 
 _STREAM_COLUMNS = ("request_id", "team_id", "team_name", "key_id", "model", "endpoint", "lease", "input_tokens",
-                   "output_tokens", "cache_write_tokens", "cache_hit_tokens")
+                   "output_tokens", "cache_write_tokens", "cache_hit_tokens", "tags", "end_user")
 
 
 def _alive(pid: int) -> bool:

@@ -64,6 +64,9 @@ ledger_entries = Table(
     Column("cost_usd", String, nullable=False, server_default="0"),
     Column("balance_after", BigInteger, nullable=False),
     Column("reference", String, nullable=False, server_default=""),
+    #: The charge's attribution: its tags (canonical ``name=value,...``) and end user (``""``: none).
+    Column("tags", String, nullable=False, server_default=""),
+    Column("end_user", String, nullable=False, server_default=""),
     Index("ledger_entries_team_time", "team_name", "occurred_at"),
     #: A team's entries in ledger order, a keyset page at a time (export, the dashboard's download).
     Index("ledger_entries_team_order", "team_name", "notification_id"),
@@ -75,6 +78,24 @@ usage_daily = Table(
     Column("team_name", String, primary_key=True),
     Column("key_id", String, primary_key=True),
     Column("model", String, primary_key=True),
+    Column("day", String, primary_key=True),
+    Column("requests", BigInteger, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("cache_hit_tokens", BigInteger, nullable=False),
+    Column("cost", BigInteger, nullable=False),
+)
+
+#: Charges by team × attribution × day: the dimension is ``user`` (the value: the end user) or
+#: ``tag:<name>`` (the tag's value). Every charge has its ``user`` row (``""``: none named), so those
+#: add up to the team's charges; a tag's ``""`` is the team's charges less its tagged ones.
+usage_by_attribution = Table(
+    "usage_by_attribution",
+    metadata,
+    Column("team_name", String, primary_key=True),
+    Column("dimension", String, primary_key=True),
+    Column("value", String, primary_key=True),
     Column("day", String, primary_key=True),
     Column("requests", BigInteger, nullable=False),
     Column("input_tokens", BigInteger, nullable=False),
@@ -142,6 +163,8 @@ inflight_streams = Table(
     Column("cache_write_tokens", BigInteger, nullable=False),
     Column("cache_hit_tokens", BigInteger, nullable=False),
     Column("updated_at", Float, nullable=False),
+    Column("tags", String, nullable=False, server_default=""),
+    Column("end_user", String, nullable=False, server_default=""),
 )
 
 

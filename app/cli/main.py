@@ -23,6 +23,7 @@ from app.cli.prices import add_prices_commands
 from app.cli.rerate import add_rerate_command
 from app.cli.statement import add_statement_commands
 from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_service, ledger_store, load_settings
+from app.cli.usage import add_usage_command
 from app.clock_shift import ClockOffsetError, shift_clock_from_environment
 from app.http.serving import serve
 from app.ledger.refusals import refusal
@@ -258,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_key_commands(commands, common)
     add_alert_commands(commands, common)
     add_prices_commands(commands, common)
+    add_usage_command(commands, common)
 
     credit = commands.add_parser("credits", help="credits").add_subparsers(dest="action", required=True,
                                                                            metavar="ACTION")

@@ -201,16 +201,17 @@ class BilledCall:
 
 async def hold(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
                endpoint: str, exchange: Exchange, raw_body: bytes, *, worst_case: int, admitted_tokens: int,
-               prompt_tokens: int) -> BilledCall | Response[bytes]:
+               prompt_tokens: int, attribution: tuple[dict[str, str], str]) -> BilledCall | Response[bytes]:
     """Take a stream's slot (429 over the concurrent-stream limits), admit the request against its
     rate limits (``admitted_tokens``: its token estimate), then hold its ``worst_case``. Returns the
     held call, or — for an Idempotency-Key whose request was served before — its stored answer,
-    charged nothing more. The slot goes with the call; refused or replayed, it is given back here."""
+    charged nothing more. The slot goes with the call; refused or replayed, it is given back here.
+    ``attribution``: the request's tags and end user, recorded with its charge."""
     slot = await runtime.streams.take(principal.key_id) if exchange.stream else None
     held: BilledCall | Response[bytes] | None = None
     try:
         held = await _held(runtime, request, principal, model, endpoint, exchange, raw_body, worst_case,
-                           admitted_tokens, prompt_tokens, slot)
+                           admitted_tokens, prompt_tokens, slot, attribution)
         return held
     finally:
         if slot is not None and not isinstance(held, BilledCall):
@@ -219,7 +220,8 @@ async def hold(runtime: Runtime, request: Request[Any, Any, Any], principal: Pri
 
 async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
                 endpoint: str, exchange: Exchange, raw_body: bytes, worst_case: int, admitted_tokens: int,
-                prompt_tokens: int, slot: StreamSlot | None) -> BilledCall | Response[bytes]:
+                prompt_tokens: int, slot: StreamSlot | None,
+                attribution: tuple[dict[str, str], str]) -> BilledCall | Response[bytes]:
     """With an Idempotency-Key, the ledger is asked for the key's stored answer against the very
     team state the hold is decided on (``Billing.hold``), so no retry slips between a charge and
     its stored answer."""
@@ -238,7 +240,9 @@ async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
     if timeline.on:
         timeline.mark("admitted", record)
     request.state.rate_limit_headers = admission.headers  # sent with any error from here on
-    bill = RequestBill(principal, model, request_id, endpoint, idempotency, admission, record=record)
+    tags, end_user = attribution
+    bill = RequestBill(principal, model, request_id, endpoint, idempotency, admission, record=record, tags=tags,
+                       end_user=end_user)
     headers = dict(admission.headers)
     if record is not None:
         record.request_id = request_id  # the id the charge records is the one the answer carries

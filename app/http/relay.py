@@ -19,6 +19,7 @@ from typing import Any
 from litestar import Request, Response
 
 from app.errors import GatewayError, InsufficientCreditsError
+from app.http.attribution import attribution_of
 from app.http.billed_call import BilledCall, hold
 from app.http.event_stream import EventStream
 from app.http.exchange import Exchange, plan
@@ -49,11 +50,12 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
     worst case (``max_output`` output tokens in all its ``choices``; ``requested_output`` is what the
     client asked for, its rate-limit estimate), then call and charge. Everything that can refuse it
     does so before the hold."""
+    attribution = attribution_of(request, protocol, body)
     wire = runtime.upstreams[model.id].wire
     prompt_tokens = await measure_prompt(model, wire, body, protocol, len(raw_body))
     exchange = plan(model, wire, protocol, body, request, prompt_tokens)
     call = await _held(runtime, request, principal, model, protocol, exchange, raw_body, prompt_tokens,
-                       max_output, requested_output, choices)
+                       max_output, requested_output, choices, attribution)
     if not isinstance(call, BilledCall):
         return call  # the stored answer of the request served before under this Idempotency-Key
     if protocol == "messages":
@@ -67,7 +69,8 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
 
 async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
                 protocol: Wire, exchange: Exchange, raw_body: bytes, prompt_tokens: int, max_output: int,
-                requested_output: int, choices: int) -> BilledCall | Response[bytes]:
+                requested_output: int, choices: int,
+                attribution: tuple[dict[str, str], str]) -> BilledCall | Response[bytes]:
     """The request held at its worst case. One the balance cannot cover is refused saying the largest
     output limit it covers, or, for a key that opted in (``clamp_output_to_balance``), held and sent
     with its output limit lowered to that, which the answer's ``x-tollgate-output-clamped`` says."""
@@ -77,7 +80,8 @@ async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
     async def held_for(output: int) -> BilledCall | Response[bytes]:
         return await hold(runtime, request, principal, model, ENDPOINTS[protocol], exchange, raw_body,
                           worst_case=billing.worst_case(principal, model, prompt_tokens, output, exposure),
-                          admitted_tokens=prompt_tokens + min(requested_output, output), prompt_tokens=prompt_tokens)
+                          admitted_tokens=prompt_tokens + min(requested_output, output), prompt_tokens=prompt_tokens,
+                          attribution=attribution)
 
     try:
         return await held_for(max_output)

@@ -67,6 +67,21 @@ def usage(store: LedgerStore, team: str) -> dict[str, Any]:
     return {"team": team, "by_model": list(by_model.values()), "daily": daily}
 
 
+def usage_by(store: LedgerStore, team: str, dimension: str, since: str | None = None) -> dict[str, Any]:
+    """Usage by the values of ``dimension`` (``user`` or ``tag:<name>``), from the day ``since`` on:
+    every charge of the team under exactly one value (``""`` for charges without it), so the values'
+    costs add up to the team's charges; costs in exact credits, and in micro-credits. ``dimensions``:
+    those the team's usage can be reported by."""
+    with caught_up(store) as history:
+        rows = history.attribution_usage(team, dimension, since)
+        dimensions = history.attribution_dimensions(team)
+    data = [{**r, "cost": credits_from_micros(r["cost"]), "cost_micros": r["cost"]} for r in rows]
+    total = sum(r["cost"] for r in rows)
+    return {"team": team, "by": dimension, "since": since, "dimensions": dimensions or ["user"], "data": data,
+            "total": {"requests": sum(r["requests"] for r in rows), "cost": credits_from_micros(total),
+                      "cost_micros": total}}
+
+
 def key_spend(store: LedgerStore, team: str, key_id: str, today: date) -> dict[str, int]:
     """What a key has spent (micro-credits): in all, today, this week (from Monday) and this month,
     UTC calendar periods, from the usage projection (caught up first)."""

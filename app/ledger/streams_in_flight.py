@@ -13,6 +13,7 @@ import logging
 
 from app.ledger.billing import RequestBill
 from app.tokens.delivered import Delivered
+from domain.attribution import tags_text
 from projections.instances import StreamReport
 
 log = logging.getLogger("tollgate.streams")
@@ -39,7 +40,8 @@ class StreamsInFlight:
             p = bill.principal
             reports.append(StreamReport(request_id, p.team_id.hex, p.team_name, p.key_id, bill.model.id, bill.endpoint,
                                         bill.lease.lease_id if bill.lease is not None else "", usage.input_tokens,
-                                        usage.output_tokens, usage.cache_write_tokens, usage.cache_hit_tokens))
+                                        usage.output_tokens, usage.cache_write_tokens, usage.cache_hit_tokens,
+                                        tags_text(bill.tags), bill.end_user))
         return reports
 
     def reports_from(self, loop: asyncio.AbstractEventLoop) -> list[StreamReport] | None:

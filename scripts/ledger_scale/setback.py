@@ -4,7 +4,8 @@
   and moved back afterwards — a run stopped in between moves them back on its next start. Loading
   the team is then a full replay.
 - A projection backlog: the audit history loses its last N events' rows (``ledger_entries`` after
-  the new position, and ``usage_daily`` recomputed from the entries that stay, which is exactly
+  the new position, and ``usage_daily`` and ``usage_by_attribution`` recomputed from the entries
+  that stay, which is exactly
   what the projection had written for them) and its position in ``projection_tracking`` goes back
   N events. The gateway's projector then catches up, as after an outage; ``ledger verify`` checks
   afterwards that the history it wrote matches the events.
@@ -12,8 +13,12 @@
 
 from __future__ import annotations
 
+from typing import Any
 from uuid import UUID
 
+from domain.attribution import dimensions, parse_tags
+from projections import attribution
+from projections.database import Sql
 from projections.event_store import open_ledger_store
 from projections.history import NAME, USAGE_COLUMNS, HistoryProjection
 from scripts.ledger_scale.ledger import Ledger
@@ -25,6 +30,24 @@ _USAGE_FROM_ENTRIES = (
     "SUM(cache_write_tokens), SUM(cache_hit_tokens), -SUM(amount) FROM ledger_entries WHERE kind = 'charge' "
     "GROUP BY team_name, key_id, model, substr(occurred_at, 1, 10)"
 )
+
+_SUMS = ("COUNT(*) AS requests, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
+         "SUM(cache_write_tokens) AS cache_write_tokens, SUM(cache_hit_tokens) AS cache_hit_tokens, "
+         "-SUM(amount) AS cost")
+
+
+def _attribution_from_entries(sql: Sql, upto: int) -> list[tuple[Any, ...]]:
+    """The ``usage_by_attribution`` rows of the entries up to event ``upto``: their sums by team,
+    tags, end user and day (few distinct tag sets), spread over each charge's dimensions as the
+    projection spreads them."""
+    groups = sql.query(f"SELECT team_name, tags, end_user, substr(occurred_at, 1, 10) AS day, {_SUMS} "
+                       "FROM ledger_entries WHERE kind = 'charge' AND notification_id <= ? "
+                       "GROUP BY team_name, tags, end_user, substr(occurred_at, 1, 10)", (upto,))
+    rows: list[tuple[Any, ...]] = []
+    for g in groups:
+        counts = tuple(int(g[c]) for c in attribution.SUMMED)
+        rows += [(g["team_name"], d, v, g["day"], *counts) for d, v in dimensions(parse_tags(g["tags"]), g["end_user"])]
+    return rows
 
 
 def _aside_exists(ledger: Ledger) -> bool:
@@ -105,10 +128,13 @@ def set_history_back(ledger: Ledger, events: int) -> tuple[int, int]:
     try:
         top = history_position(ledger)
         position = max(0, top - events)
+        attributed = _attribution_from_entries(sql, position)
         with sql.transaction() as tx:
             tx.execute("DELETE FROM ledger_entries WHERE notification_id > ?", (position,))
             tx.execute("DELETE FROM usage_daily")
             tx.execute(_USAGE_FROM_ENTRIES)
+            tx.execute(f"DELETE FROM {attribution.TABLE}")
+            attribution.write(tx, attributed)
             tx.execute("UPDATE projection_tracking SET notification_id = ? WHERE name = ?", (position, NAME))
         return position, top
     finally:

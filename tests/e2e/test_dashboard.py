@@ -59,9 +59,11 @@ def traffic(gateway: Gateway, teams: Teams) -> Traffic:
     team = teams.open("100")
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     request_ids = []
-    for model in ("fake-gpt", "demo-gpt", "fake-gpt"):
+    attributed = (("project=alpha", "alice"), ("project=beta", ""), ("", "alice"))  # tags, end user
+    for model, (tags, user) in zip(("fake-gpt", "demo-gpt", "fake-gpt"), attributed, strict=True):
         raw = client.chat.completions.with_raw_response.create(
-            model=model, messages=[{"role": "user", "content": "Hello, dashboard!"}], max_tokens=30)
+            model=model, messages=[{"role": "user", "content": "Hello, dashboard!"}], max_tokens=30,
+            extra_headers={"x-tollgate-tags": tags} if tags else None, **({"user": user} if user else {}))
         assert raw.parse().usage is not None
         request_ids.append(raw.headers["x-request-id"])
     # The gateway gives its credit lease back (its last write on the team) before the CLI, another
@@ -169,6 +171,34 @@ def test_a_team_downloads_its_statement_of_the_month(page: Page, gateway: Gatewa
     assert (document["reconciled"], len(document["entries"])) == (True, 5)
     assert "It is the statement the ledger gives" in gateway.cli("ledger", "verify", "--statement", str(saved)).stdout
     keep(page, tmp_path, "dashboard-statement.png")
+
+
+def test_usage_by_attribution_is_filtered_by_a_tag_or_by_end_user(page: Page, traffic: Traffic, tmp_path: Path):
+    """The select lists the team's dimensions; each one's values add up to the team's charges."""
+    charges = [json.loads(line) for line in traffic.exports["jsonl"].splitlines()]
+    spent = sum(-c["amount"] for c in charges if c["kind"] == "charge")
+    _sign_in(page, traffic.team.key)
+    page.wait_for_selector(f'body[data-loaded="{traffic.team.name}"]')
+    assert page.locator("#attribution-by option").all_text_contents() == ["End user", "Tag project"]
+
+    def shown() -> dict[str, tuple[str, str]]:
+        rows = page.locator("#attribution-table tbody tr")
+        return {rows.nth(i).locator("td").nth(0).text_content() or "":
+                (rows.nth(i).locator("td").nth(1).text_content() or "", rows.nth(i).locator("td").nth(4).text_content()
+                 or "") for i in range(rows.count())}
+
+    assert set(shown()) == {"alice", "(none)"}
+    assert shown()["alice"][0] == "2"
+    page.select_option("#attribution-by", "tag:project")
+    page.wait_for_selector("#attribution-table tbody td:has-text('beta')")
+    by_project = shown()
+    requests = {value: count for value, (count, _) in by_project.items()}
+    assert requests == {"alpha": "1", "beta": "1", "(none)": "1"}
+    assert sum(Decimal(cost.replace(",", "")) for _, cost in by_project.values()) * 1_000_000 == spent
+    total = page.text_content("#attribution-total") or ""
+    assert Decimal(total.replace(",", "")) * 1_000_000 == spent
+    assert "project=alpha" in page.inner_text("#requests-table tbody")
+    keep(page, tmp_path, "dashboard-attribution.png")
 
 
 def test_the_admin_picks_a_team_and_signs_out(page: Page, gateway: Gateway, traffic: Traffic, tmp_path: Path):

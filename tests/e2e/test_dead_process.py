@@ -33,11 +33,12 @@ def ask(gateway: Gateway, key: str, content: str = "hello", max_tokens: int = 10
 def start_stream(gateway: Gateway, key: str, delivered: list[str], started: threading.Event) -> threading.Thread:
     """Read a stream of the slow answer in a thread, noting every piece of text the client got."""
     def read() -> None:
-        body = {"model": "fake-gpt", "max_tokens": 1024, "stream": True,
+        body = {"model": "fake-gpt", "max_tokens": 1024, "stream": True, "user": "alice",
                 "messages": [{"role": "user", "content": SLOW_STREAM}]}
         try:
             with httpx.stream("POST", gateway.base_url + "/chat/completions", json=body, timeout=60,
-                              headers={"Authorization": f"Bearer {key}"}) as response:
+                              headers={"Authorization": f"Bearer {key}",
+                                       "x-tollgate-tags": "project=alpha"}) as response:
                 delivered.append(response.headers["x-request-id"])
                 started.set()
                 for line in response.iter_lines():
@@ -103,6 +104,7 @@ def test_a_gateway_killed_mid_stream_frees_its_credit_for_the_next_process(crash
         # Never more than the client received (the fake upstream's words, in the model's tokens).
         assert 0 < stream_charge["output_tokens"] <= o200k_text(text)
         assert stream_charge["amount"] < 0
+        assert (stream_charge["tags"], stream_charge["end_user"]) == ("project=alpha", "alice")  # as reported
         assert second.cli("ledger", "verify").returncode == 0
     finally:
         for gateway in (first, second):

@@ -23,12 +23,14 @@ from app.errors import InvalidRequest
 from app.http.dashboard.access import identify, readable_team, viewer_of
 from app.http.dashboard.views import (
     AlertsView,
+    AttributionView,
     HistoryView,
     RequestsView,
     SessionView,
     TeamView,
     UsageView,
     alert_view,
+    attribution_view,
     entry_view,
     team_view,
     usage_view,
@@ -44,6 +46,7 @@ from app.http.routes.admin_statements import (
 from app.http.routes.paging import check_limit, check_page
 from app.ledger import queries
 from app.runtime import Runtime
+from domain.attribution import AttributionError, dimension_of
 
 _EXPORT_TYPES = {"csv": "text/csv; charset=utf-8", "jsonl": "application/x-ndjson; charset=utf-8"}
 
@@ -90,6 +93,19 @@ async def read_usage(request: Request[Any, Any, Any], name: str) -> Response[byt
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
     return json_response(usage_view(await asyncio.to_thread(queries.usage, runtime.store, name)))
+
+
+@get("/teams/{name:str}/attribution", responses=_answers(AttributionView, "usage by a tag's values, or by end user"))
+async def read_attribution(request: Request[Any, Any, Any], name: str, by: str = "user") -> Response[bytes]:
+    """Requests, tokens and credits by the values of ``by`` (``user`` or ``tag:<name>``), charges
+    without it under ``""``; and the dimensions the team's usage can be reported by."""
+    try:
+        dimension = dimension_of(by)
+    except AttributionError as exc:
+        raise InvalidRequest(f"Invalid 'by': {exc}.", param="by") from None
+    await readable_team(request, name)
+    runtime: Runtime = request.app.state.runtime
+    return json_response(attribution_view(await asyncio.to_thread(queries.usage_by, runtime.store, name, dimension)))
 
 
 @get("/teams/{name:str}/requests", responses=_answers(RequestsView, "the latest charges, newest first"))
@@ -150,8 +166,8 @@ async def _streamed(chunks: Iterator[str]) -> AsyncIterator[bytes]:
 
 dashboard_api = Router(
     path="/dashboard/api",
-    route_handlers=[read_session, read_team, read_history, read_usage, read_requests, read_alerts,
-                    export_history, download_statement],
+    route_handlers=[read_session, read_team, read_history, read_usage, read_attribution, read_requests,
+                    read_alerts, export_history, download_statement],
     before_request=identify,
     cache_control=CacheControlHeader(no_store=True),  # balances and keys ids: never kept by a cache
     tags=["dashboard"],

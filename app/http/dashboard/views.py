@@ -73,6 +73,8 @@ class EntryView(msgspec.Struct):
     cost_usd: Usd
     balance_after: Credits
     reference: str
+    tags: str = ""  # the charge's attribution tags, ``name=value,...``
+    end_user: str = ""
 
 
 class HistoryView(msgspec.Struct):
@@ -145,6 +147,35 @@ class UsageView(msgspec.Struct):
     daily: list[DailyUsage]
 
 
+class ValueUsage(msgspec.Struct):
+    """Usage under one value of a tag, or of one end user (``""``: charges without it)."""
+
+    value: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_hit_tokens: int
+    cost: Credits
+
+
+class AttributionView(msgspec.Struct):
+    """Usage by the values of one dimension (``user`` or ``tag:<name>``), adding up to ``total_cost``."""
+
+    team: str
+    by: str
+    dimensions: list[str]
+    data: list[ValueUsage]
+    total_cost: Credits
+
+
+def attribution_view(answer: dict[str, Any]) -> AttributionView:
+    """``app.ledger.queries.usage_by``'s answer (costs already in credits) as typed rows."""
+    return AttributionView(answer["team"], answer["by"], answer["dimensions"],
+                           [msgspec.convert(r, ValueUsage, strict=False) for r in answer["data"]],
+                           answer["total"]["cost"])
+
+
 def team_view(summary: TeamSummary, keys: list[KeySummary]) -> TeamView:
     return TeamView(summary.name, credits_from_micros(summary.balance), credits_from_micros(summary.held),
                     credits_from_micros(summary.balance - summary.held), summary.suspended, summary.rpm, summary.tpm,
@@ -156,7 +187,8 @@ def entry_view(row: dict[str, Any]) -> EntryView:
     return EntryView(row["occurred_at"], row["kind"], row["key_id"], row["request_id"], row["endpoint"], row["model"],
                      int(row["input_tokens"]), int(row["output_tokens"]), int(row["cache_write_tokens"]),
                      int(row["cache_hit_tokens"]), credits_from_micros(int(row["amount"])), Decimal(row["cost_usd"]),
-                     credits_from_micros(int(row["balance_after"])), row["reference"])
+                     credits_from_micros(int(row["balance_after"])), row["reference"], row.get("tags") or "",
+                     row.get("end_user") or "")
 
 
 def usage_view(usage: dict[str, Any]) -> UsageView:

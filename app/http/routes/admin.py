@@ -44,9 +44,10 @@ from app.http.routes.answers import (
 from app.http.routes.paging import check_page, check_since
 from app.http.routes.request_body import request_json, validate
 from app.ledger.balance_at import balance_at, parse_instant
-from app.ledger.queries import history_page, usage
+from app.ledger.queries import history_page, usage, usage_by
 from app.ledger.results import TeamSummary
 from app.runtime import Runtime
+from domain.attribution import AttributionError, dimension_of
 from domain.money import AmountError, credits_from_micros, micros_from_credits
 
 
@@ -193,10 +194,21 @@ async def team_balance(request: Request[Any, Any, Any], name: str, at: str | Non
                        "request_id": found.request_id}})
 
 
-@get("/teams/{name:str}/usage", responses=answers(UsageAnswer, "usage by model, and by key × model × day"))
-async def team_usage(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+@get("/teams/{name:str}/usage", responses=answers(UsageAnswer, "usage by model, and by key × model × day; or, "
+                                                                 "with 'by', by the values of a tag or by end user"))
+async def team_usage(request: Request[Any, Any, Any], name: str, by: str | None = None,
+                     since: str | None = None) -> Response[bytes]:
+    """``by``: ``tag:<name>`` or ``user``, the usage by its values (``""``: charges without it), which
+    add up to the team's charges; ``since``: from that day on (with ``by``)."""
     runtime: Runtime = request.app.state.runtime
+    check_since(since)
+    try:
+        dimension = dimension_of(by) if by is not None else None
+    except AttributionError as exc:
+        raise InvalidRequest(f"Invalid 'by': {exc}.", param="by") from None
     await ledger_call(runtime.ledger.team_summary, name)
+    if dimension is not None:
+        return json_response(await asyncio.to_thread(usage_by, runtime.store, name, dimension, since))
     return json_response(await asyncio.to_thread(usage, runtime.store, name))
 
 

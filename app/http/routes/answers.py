@@ -143,9 +143,17 @@ class HistoryPage(msgspec.Struct):
 
 
 class UsageAnswer(msgspec.Struct):
+    """Without ``by``: ``by_model`` and ``daily``; with it: ``by``, ``since``, ``dimensions``, ``data``
+    and ``total``."""
+
     team: str
-    by_model: list[dict[str, Any]]
-    daily: list[dict[str, Any]]
+    by_model: list[dict[str, Any]] | None = None
+    daily: list[dict[str, Any]] | None = None
+    by: str | None = None
+    since: str | None = None
+    dimensions: list[str] | None = None
+    data: list[dict[str, Any]] | None = None
+    total: dict[str, Any] | None = None
 
 
 class Liveness(msgspec.Struct):

@@ -78,3 +78,38 @@ def test_a_ledger_upgraded_in_place_refuses_a_second_charge_of_what_it_charged_b
     rows = RawDatabase.of_config(config).execute("SELECT request_id, charged FROM charged_requests ORDER BY request_id")
     assert rows == [("r1", 200), ("r2", 200)]
     assert run_cli(config, "ledger", "verify").returncode == 0
+
+
+def test_a_ledger_upgraded_in_place_reports_its_charges_by_attribution_and_verifies(tmp_path):
+    """Migration 0010 fills usage by attribution from the usage already projected: every charge
+    recorded before it had no attribution, so it counts under no end user."""
+    from decimal import Decimal
+
+    from app.ledger.writer import LedgerWriter
+    from domain.ledger import team_id
+    from domain.pricing import Price, TokenUsage
+    from domain.settings import parse_settings
+    from projections.event_store import open_ledger_store
+
+    config = write_config(tmp_path, "http://127.0.0.1:9/v1")
+    run_cli(config, "team", "create", "acme", "--credits", "10")
+    settings = parse_settings(config.read_text(), str(config))
+    store = open_ledger_store(settings.database_url, config.parent)
+    price = Price(Decimal(1), Decimal(1), Decimal(1), Decimal(1))
+    with LedgerWriter(store) as writer:
+        for rid in ("r1", "r2"):
+            writer.on_team(team_id("acme"), "acme", lambda t, r=rid: t.place_hold(r, 10, "k", "m", "chat")).result()
+            writer.on_team(team_id("acme"), "acme", lambda t, r=rid: t.charge(
+                r, TokenUsage(1, 1), price, Decimal(100), key_id="k", model="m", endpoint="chat")).result()
+    store.close()
+    run_cli(config, "ledger", "history", "--team", "acme")  # the audit history and usage, projected
+    down = alembic(config, "downgrade", "0009")
+    assert down.returncode == 0, down.stderr
+    assert "usage_by_attribution" not in RawDatabase.of_config(config).tables()
+    assert "Database ready" in run_cli(config, "db", "upgrade").stdout
+    rows = RawDatabase.of_config(config).execute("SELECT team_name, dimension, value, requests, cost "
+                                                 "FROM usage_by_attribution")
+    assert rows == [("acme", "user", "", 2, 400)]
+    assert run_cli(config, "ledger", "verify").returncode == 0
+    shown = run_cli(config, "usage", "--team", "acme", "--by", "tag:project", "--format", "csv").stdout
+    assert shown.splitlines()[1:] == [",2,2,2,0,0,0.0004,400"]  # untagged: every charge, under ""

@@ -47,6 +47,15 @@ def test_a_dead_process_s_streams_are_charged_for_what_they_had_delivered_then_r
     assert [e.reason for e in team.pending_events if isinstance(e, TeamLedger.HoldReleased)] == [ABANDONED]
 
 
+def test_a_dead_process_s_stream_is_charged_with_its_attribution():
+    team = funded(TEN)
+    team.place_hold("s1", 1_000_000, "k", "m", "chat", owner="dead")
+    delivered = [Delivery("s1", "k", "m", "chat", TokenUsage(100, 40), tags={"project": "alpha"}, end_user="alice")]
+    team.release_abandoned(["dead"], delivered, {"m": PRICE}, CPU)
+    (charged,) = [e for e in team.pending_events if isinstance(e, TeamLedger.Charged)]
+    assert (charged.tags, charged.end_user) == ({"project": "alpha"}, "alice")
+
+
 def test_a_request_it_served_after_all_is_charged_late_once():
     team = funded(TEN)
     team.place_hold("r1", 1_000_000, "k", "m", "chat", owner="stuck")

@@ -176,3 +176,14 @@ def test_usage_that_differs_from_the_events_is_found(projected):
     assert len(report.problems) == 1
     assert report.problems[0].startswith("usage for ('acme', 'k', 'm', ")
     assert "is [2, 100, 50, 0, 0, 75000], the events say [1, 100, 50, 0, 0, 75000]" in report.problems[0]
+
+
+def test_usage_by_attribution_that_differs_from_the_events_is_found(projected):
+    store, raw = projected
+    assert raw.execute("SELECT dimension, value, requests, cost FROM usage_by_attribution") == [("user", "", 1, 75000)]
+    raw.execute("UPDATE usage_by_attribution SET cost = cost + 1")
+    report = verify_ledger(store, store.database)
+    assert report.problems[0].startswith("usage by attribution for ('acme', 'user', '', ")
+    assert "is [1, 100, 50, 0, 0, 75001], the events say [1, 100, 50, 0, 0, 75000]" in report.problems[0]
+    raw.execute("DELETE FROM usage_by_attribution")
+    assert verify_ledger(store, store.database).problems[0].startswith("usage by attribution is missing")

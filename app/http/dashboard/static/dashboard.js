@@ -9,11 +9,11 @@
 
 (() => {
   const KEY = "tollgate.dashboard.key";
-  const MONEY = new Set(["balance", "held", "available", "amount", "balance_after", "cost", "cost_usd", "value",
-                         "budget_limit"]);
+  const MONEY = new Set(["balance", "held", "available", "amount", "balance_after", "cost", "cost_usd", "total_cost",
+                         "value", "budget_limit"]);
   const PER_PAGE = 20;
   const $ = (id) => document.getElementById(id);
-  const state = { session: null, team: null, page: 1, ticket: 0 };
+  const state = { session: null, team: null, page: 1, ticket: 0, by: "user" };
 
   /** JSON with money kept as the server's exact digits (strings), everything else as usual. */
   function parse(text) {
@@ -114,10 +114,11 @@
   }
 
   function renderRequests(requests) {
-    fill($("requests-table").tBodies[0], requests.data, 8, (e) => [
+    fill($("requests-table").tBodies[0], requests.data, 10, (e) => [
       cell(when(e.occurred_at)), cell(e.model), cell(e.endpoint), cell(e.key_id, "mono"),
       cell(count(tokensIn(e)), "num"), cell(count(e.output_tokens), "num"),
-      cell(credits(e.amount.replace(/^-/, "")), "num"), cell(e.request_id, "mono request-id"),
+      cell(credits(e.amount.replace(/^-/, "")), "num"), cell(e.tags, "mono"), cell(e.end_user),
+      cell(e.request_id, "mono request-id"),
     ]);
   }
 
@@ -127,6 +128,26 @@
       cell(a.key_id || "team", "mono"), cell(a.threshold), cell(credits(a.value), "num"), cell(a.period),
       cell(a.deliveries === 0 ? "none configured or not sent yet" : (a.delivered ? "delivered" : "retrying")),
     ]);
+  }
+
+  /** Usage by the values of the chosen dimension; the select lists the team's dimensions. */
+  function renderAttribution(usage) {
+    const select = $("attribution-by");
+    select.replaceChildren(...usage.dimensions.map((d) =>
+      new Option(d === "user" ? "End user" : "Tag " + d.slice(4), d, false, d === usage.by)));
+    fill($("attribution-table").tBodies[0], usage.data, 5, (v) => [
+      cell(v.value || "(none)", v.value ? "" : "muted"), cell(count(v.requests), "num"),
+      cell(count(v.input_tokens + v.cache_write_tokens + v.cache_hit_tokens), "num"),
+      cell(count(v.output_tokens), "num"), cell(credits(v.cost), "num"),
+    ]);
+    $("attribution-requests").textContent = count(usage.data.reduce((n, v) => n + v.requests, 0));
+    $("attribution-total").textContent = credits(usage.total_cost);
+  }
+
+  const attributionPath = () => teamPath("/attribution?by=" + encodeURIComponent(state.by));
+
+  async function loadAttribution() {
+    renderAttribution(await json(attributionPath()));
   }
 
   function renderHistory(history) {
@@ -158,15 +179,17 @@
     const ticket = ++state.ticket;  // a later choice of team wins over answers still on their way
     showError("");
     try {
-      const [team, usage, requests, history, alerts] = await Promise.all([
+      const [team, usage, requests, history, attribution, alerts] = await Promise.all([
         json(teamPath("")), json(teamPath("/usage")), json(teamPath("/requests?limit=20")),
-        json(teamPath(`/history?page=${state.page}&per_page=${PER_PAGE}`)), json(teamPath("/alerts?limit=20")),
+        json(teamPath(`/history?page=${state.page}&per_page=${PER_PAGE}`)), json(attributionPath()),
+        json(teamPath("/alerts?limit=20")),
       ]);
       if (ticket !== state.ticket) return;
       renderHistory(history);
       renderTeam(team);
       renderUsage(usage);
       renderRequests(requests);
+      renderAttribution(attribution);
       renderAlerts(alerts);
       $("views").hidden = false;
       $("choose").hidden = true;
@@ -205,6 +228,7 @@
   function chooseTeam(name) {
     state.team = name || null;
     state.page = 1;
+    state.by = "user";
     $("views").hidden = true;
     $("choose").hidden = Boolean(state.team);
     delete document.body.dataset.loaded;
@@ -261,6 +285,10 @@
   $("team-picker").addEventListener("change", (event) => chooseTeam(event.target.value));
   $("newer").addEventListener("click", () => { state.page -= 1; loadHistory().catch(failed); });
   $("older").addEventListener("click", () => { state.page += 1; loadHistory().catch(failed); });
+  $("attribution-by").addEventListener("change", (event) => {
+    state.by = event.target.value;
+    loadAttribution().catch(failed);
+  });
   $("export-csv").addEventListener("click", () => download("/export?format=csv", "ledger.csv"));
   $("export-jsonl").addEventListener("click", () => download("/export?format=jsonl", "ledger.jsonl"));
   $("statement-month").value = new Date().toISOString().slice(0, 7);  // this month, UTC

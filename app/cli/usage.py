@@ -1,0 +1,71 @@
+"""``tollgate usage --team T --by tag:project|user [--since DAY] [--format table|json|csv]``.
+
+A team's usage by the values of one tag, or by end user, from the usage projection (caught up
+first): requests, tokens and cost per value, the charges without that tag (or with no end user)
+under ``(none)``, so that the costs add up to the team's charges exactly (``domain/attribution.py``).
+The same numbers as ``GET /admin/teams/{name}/usage?by=…`` (``app/ledger/queries.py``: ``usage_by``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from typing import Any
+
+from app.cli.support import CommandError, ledger_store
+from domain.attribution import NONE_SHOWN, AttributionError, dimension_of
+from domain.ledger_errors import TeamNotFound
+from domain.money import format_credits
+
+_COUNTS = ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens")
+
+
+def cmd_usage(args: argparse.Namespace) -> None:
+    from app.errors import InvalidRequest
+    from app.http.routes.paging import check_since
+    from app.ledger.queries import usage_by
+
+    try:
+        dimension = dimension_of(args.by)
+        check_since(args.since)
+    except AttributionError as exc:
+        raise CommandError(f"--by: {exc}") from None
+    except InvalidRequest as exc:
+        raise CommandError(exc.message.replace("'since'", "--since")) from None
+    with ledger_store(args.config) as store:
+        if not store.read_models.read_rows("SELECT team_name FROM team_balances WHERE team_name = {p}", (args.team,)):
+            raise TeamNotFound(args.team)
+        answer = usage_by(store, args.team, dimension, args.since)
+    rows: list[dict[str, Any]] = answer["data"]
+    if args.format == "json":
+        print(json.dumps({**answer, "data": [{**r, "cost": str(r["cost"])} for r in rows],
+                          "total": {**answer["total"], "cost": str(answer["total"]["cost"])}}))
+    elif args.format == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(("value", *_COUNTS, "cost", "cost_micros"))
+        writer.writerows((r["value"], *(r[c] for c in _COUNTS), str(r["cost"]), r["cost_micros"]) for r in rows)
+    else:
+        _table(args.team, dimension, rows, answer["total"]["cost_micros"])
+
+
+def _table(team: str, dimension: str, rows: list[dict[str, Any]], total: int) -> None:
+    print(f"Team {team}: usage by {dimension}")
+    print(f"{'value':<32} {'requests':>9} {'input':>12} {'output':>12} {'cache w/r':>15} {'cost':>16}")
+    for r in rows:
+        cache = f"{r['cache_write_tokens']}/{r['cache_hit_tokens']}"
+        print(f"{(r['value'] or NONE_SHOWN)[:32]:<32} {r['requests']:>9} {r['input_tokens']:>12} "
+              f"{r['output_tokens']:>12} {cache:>15} {format_credits(r['cost_micros']):>16}")
+    print(f"{'total':<32} {sum(r['requests'] for r in rows):>9} {'':>12} {'':>12} {'':>15} {format_credits(total):>16}")
+
+
+def add_usage_command(commands: argparse._SubParsersAction[argparse.ArgumentParser],
+                      common: argparse.ArgumentParser) -> None:
+    usage = commands.add_parser("usage", parents=[common],
+                                help="a team's usage by the values of a tag (--by tag:NAME) or by end user (--by user)")
+    usage.add_argument("--team", required=True)
+    usage.add_argument("--by", required=True, help="tag:NAME (the x-tollgate-tags name) or user (the end user)")
+    usage.add_argument("--since", help="only usage on or after this day (ISO, UTC), e.g. 2026-11-01")
+    usage.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    usage.set_defaults(func=cmd_usage)

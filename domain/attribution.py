@@ -1,0 +1,89 @@
+"""A request's attribution: the tags and the end user a charge is reported by.
+
+Clients name them per request (``x-tollgate-tags: project=alpha,env=ci``; ``user`` in chat
+completions and responses, ``metadata.user_id`` in messages); each charge records them, and usage is
+summed by tag and by end user. They are bounded here so that no request can grow the ledger or the
+usage read model without limit: at most :data:`MAX_TAGS` tags, names of :data:`MAX_NAME` characters
+from a small alphabet, values of :data:`MAX_VALUE` characters, end users of :data:`MAX_END_USER`.
+
+A charge without a tag of some name counts under the value ``""`` of that dimension (shown as
+``(none)``), so that the values of any dimension always add up to the team's charges exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+MAX_TAGS = 10
+MAX_NAME = 64
+MAX_VALUE = 128
+MAX_END_USER = 256
+#: The dimension of end users; a tag's is ``tag:<name>``.
+USER = "user"
+TAG_PREFIX = "tag:"
+#: How the value ``""`` (no tag of that name, no end user) is shown.
+NONE_SHOWN = "(none)"
+
+_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class AttributionError(ValueError):
+    """A tags header or dimension that cannot be read; the message says what is wrong."""
+
+
+def parse_tags(header: str) -> dict[str, str]:
+    """The tags of an ``x-tollgate-tags`` header: ``name=value`` pairs separated by commas, spaces
+    around each trimmed, empty items skipped. Raises :class:`AttributionError` for a pair without
+    ``=``, a name given twice, or anything over the bounds."""
+    tags: dict[str, str] = {}
+    for item in header.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, eq, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not eq:
+            raise AttributionError(f"tag {item[:80]!r} is not name=value")
+        if not _NAME.fullmatch(name):
+            raise AttributionError(f"tag name {name[:80]!r} must be 1 to {MAX_NAME} characters of A-Z, a-z, 0-9, "
+                                   "'_', '.', ':' and '-'")
+        if not 0 < len(value) <= MAX_VALUE or _CONTROL.search(value):
+            raise AttributionError(f"the value of tag {name!r} must be 1 to {MAX_VALUE} characters, "
+                                   "without control characters or commas")
+        if name in tags:
+            raise AttributionError(f"tag {name!r} is given twice")
+        tags[name] = value
+        if len(tags) > MAX_TAGS:
+            raise AttributionError(f"at most {MAX_TAGS} tags may be given")
+    return tags
+
+
+def tags_text(tags: Mapping[str, str]) -> str:
+    """Tags as one canonical text, ``name=value`` pairs sorted by name, comma-separated (``""``: none);
+    :func:`parse_tags` reads it back."""
+    return ",".join(f"{name}={tags[name]}" for name in sorted(tags))
+
+
+def end_user_of(value: object) -> str:
+    """The end user a request names, as recorded: a string's first :data:`MAX_END_USER` characters
+    (the request itself goes upstream unchanged: the provider judges it); anything else, nothing."""
+    return value[:MAX_END_USER] if isinstance(value, str) else ""
+
+
+def dimension_of(text: str) -> str:
+    """A dimension as a report asks for it: ``user`` or ``tag:<name>``."""
+    if text == USER:
+        return text
+    if text.startswith(TAG_PREFIX) and _NAME.fullmatch(text[len(TAG_PREFIX):]):
+        return text
+    raise AttributionError(f"unknown dimension {text!r}: expected 'user' or 'tag:<name>' "
+                           f"(a name of 1 to {MAX_NAME} characters of A-Z, a-z, 0-9, '_', '.', ':' and '-')")
+
+
+def dimensions(tags: Mapping[str, str], end_user: str) -> list[tuple[str, str]]:
+    """The (dimension, value) pairs a charge is counted under: always its end user (``""``: none),
+    and each of its tags. Charges without a tag of some name are that dimension's ``""``, the
+    team's total less its tagged charges, so they need no row of their own."""
+    return [(USER, end_user), *((f"{TAG_PREFIX}{name}", value) for name, value in tags.items())]
