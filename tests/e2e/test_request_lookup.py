@@ -15,7 +15,8 @@ import httpx
 import openai
 import pytest
 
-from tests.support.gateway import ADMIN_KEY, Gateway
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.gateway import ADMIN_KEY, Gateway, write_config
 from tests.support.teams import Team, Teams
 
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
@@ -202,3 +203,40 @@ def test_both_routes_are_in_the_openapi_document(gateway: Gateway):
     own = paths["/v1/requests/{request_id}"]["get"]
     assert {"401", "404"} <= set(own["responses"])
     assert "404" in paths["/admin/requests/{request_id}"]["get"]["responses"]
+
+
+def test_any_gateway_process_on_the_ledger_answers_for_another_s_requests(tmp_path, fake_upstream: FakeUpstream):
+    config = write_config(tmp_path, fake_upstream.base_url, redis=True)
+    served_by, asked = Gateway(config).start(), Gateway(config).start()
+    try:
+        teams = Teams(config)
+        team = teams.open("10")
+        teams.close()
+        client = openai.OpenAI(base_url=served_by.base_url, api_key=team.key, max_retries=0)
+        raw = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES)
+        usage = json.loads(raw.content, parse_float=Decimal)["usage"]
+        data = lookup(asked, team, raw.headers["x-request-id"])
+        assert data["pending"] == []
+        assert (data["status"], data["total_cost"]) == (200, usage["cost"]["credits"])
+    finally:
+        served_by.stop()
+        asked.stop()
+
+
+def test_without_records_a_charge_is_still_found_with_its_record_pending(tmp_path, fake_upstream: FakeUpstream):
+    config = write_config(tmp_path, fake_upstream.base_url, settings="request_record_days = 0")
+    gateway = Gateway(config).start()
+    try:
+        teams = Teams(config)
+        team = teams.open("10")
+        teams.close()
+        client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+        raw = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES)
+        usage = json.loads(raw.content, parse_float=Decimal)["usage"]
+        data = _decoded(_get(gateway, f"/v1/requests/{raw.headers['x-request-id']}", team.key))["data"]
+        assert data["pending"] == ["record"]
+        assert (data["outcome"], data["cost"], data["balance_after"]) == (
+            "charged", usage["cost"], usage["remaining"]["credits"])
+        assert (data["status"], data["streamed"], data["upstream"], data["latency"]) == (None, None, None, None)
+    finally:
+        gateway.stop()
