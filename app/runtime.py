@@ -28,6 +28,7 @@ from app.ledger.streams_in_flight import StreamsInFlight
 from app.ledger.sweeper import HoldSweeper
 from app.ledger.writer import LedgerWriter
 from app.observability import metrics, timeline
+from app.observability.record_writer import RecordWriter
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
 from app.ratelimit.streams import StreamSlots
@@ -74,6 +75,8 @@ class Runtime:
     prices: PriceBook
     #: Sends the alerts the events recorded to the configured webhooks.
     webhooks: WebhookDelivery
+    #: Writes each answered request's record for the request lookup (None: ``request_record_days = 0``).
+    records: RecordWriter | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
     _metrics_server: WSGIServer | None = field(default=None, repr=False)
 
@@ -135,6 +138,8 @@ class Runtime:
         self.sweeper.stop()
         self.webhooks.stop()
         self.writer.stop()  # every queued command is committed first
+        if self.records is not None:
+            self.records.stop()  # what is waiting is written first
         self.projector.stop()
         self.instances.stop()
         self.health.close()
@@ -195,7 +200,8 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     sweeper = HoldSweeper(store, ledger, float(settings.hold_timeout), registry=instances,
                           dead_after=float(settings.instance_dead_after),
                           prices=prices,
-                          credits_per_usd=settings.credits_per_usd).start()
+                          credits_per_usd=settings.credits_per_usd,
+                          record_days=settings.request_record_days).start()
     http = UpstreamClient(max_connections=1000)
     upstreams = {
         model.id: FallbackUpstream(
@@ -205,7 +211,14 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         )
         for model in settings.models
     }
+    def deployment_name(model_id: str, index: int) -> str:
+        deployments = upstreams[model_id].deployments if model_id in upstreams else []
+        return deployments[index].model if 0 <= index < len(deployments) else ""
+
+    records = (RecordWriter(store.database, deployment_name=deployment_name).start()
+               if settings.request_record_days else None)
     return Runtime(
+        records=records,
         settings=settings,
         store=store,
         writer=writer,

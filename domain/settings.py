@@ -246,6 +246,10 @@ class Settings(_Strict, frozen=True):
     #: Seconds an answer stored under an `Idempotency-Key` is replayed to retries; after that a
     #: retry with the key is a new request (served and charged again), and the stored answer is purged.
     idempotency_ttl: Decimal = Decimal(86400)
+    #: Days each answered request's record (status, timings, the deployment that answered, attempts)
+    #: is kept for `GET /v1/requests/{id}`; older records are purged (their charges stay in the
+    #: ledger, and the lookup still answers from it). 0 keeps none.
+    request_record_days: int = 30
     #: Seconds a credit lease nothing is held against stays with its gateway process before it goes
     #: back to the team (shorter: other processes find the credit sooner; longer: fewer writes).
     lease_idle_seconds: Decimal = Decimal(2)
@@ -403,6 +407,8 @@ def _check_ledger_and_stores(settings: Settings, fail: Callable[[str, str], None
         )
     if settings.idempotency_ttl <= 0:
         fail("idempotency_ttl", "must be greater than 0 (seconds)")
+    if settings.request_record_days < 0:
+        fail("request_record_days", "must not be negative (days; 0 keeps no request records)")
     if settings.lease_idle_seconds <= 0:
         fail("lease_idle_seconds", "must be greater than 0 (seconds)")
     if not 10 <= settings.snapshot_every <= 1_000_000:

@@ -70,6 +70,8 @@ ledger_entries = Table(
     Index("ledger_entries_team_time", "team_name", "occurred_at"),
     #: A team's entries in ledger order, a keyset page at a time (export, the dashboard's download).
     Index("ledger_entries_team_order", "team_name", "notification_id"),
+    #: A request's charge by its id (``GET /admin/requests/{id}``), among millions of entries.
+    Index("ledger_entries_request", "request_id"),
 )
 
 usage_daily = Table(
@@ -195,6 +197,38 @@ team_snapshots = Table(
     Column("state", LargeBinary, nullable=False),
     Column("digest", String, nullable=False),
     Index("team_snapshots_team_time", "team_id", "occurred_at_us"),
+)
+
+
+#: Each answered request as its gateway process saw it (``app/observability/record_writer.py``):
+#: status, timings, the deployment that answered and after how many attempts. Written in batches off
+#: the request path and kept ``request_record_days``; read by ``GET /v1/requests/{id}`` from any
+#: process. Telemetry, not money: the ledger's ``Charged`` event is the charge's truth.
+request_records = Table(
+    "request_records",
+    metadata,
+    Column("request_id", String, primary_key=True),
+    Column("team_name", String, nullable=False),
+    Column("key_id", String, nullable=False),
+    Column("model", String, nullable=False),
+    Column("endpoint", String, nullable=False),
+    Column("method", String, nullable=False),
+    Column("path", String, nullable=False),
+    Column("status", Integer, nullable=False),
+    Column("streamed", Integer, nullable=False),
+    #: Unix time the request arrived.
+    Column("started_at", Float, nullable=False),
+    #: Milliseconds to the answer's first byte (NULL: none was sent), and to its last.
+    Column("first_byte_ms", Float, nullable=True),
+    Column("duration_ms", Float, nullable=False),
+    Column("deployment", Integer, nullable=True),
+    Column("upstream_model", String, nullable=False, server_default=""),
+    Column("attempts", Integer, nullable=False),
+    Column("upstream_errors", String, nullable=False, server_default=""),
+    Column("error", String, nullable=True),
+    #: Micro-credits the gateway charged (NULL: not charged).
+    Column("charged", BigInteger, nullable=True),
+    Index("request_records_started", "started_at"),
 )
 
 

@@ -159,6 +159,12 @@ def _document_errors(path: str, method: str, operation: dict[str, Any]) -> None:
     elif path.startswith("/dashboard/api"):  # a team key (its own team) or the admin key (any team)
         operation["security"] = [{"bearer": []}]
         errors = dict(_DASHBOARD_ERRORS)
+        if path == "/admin/requests/{request_id}":
+            errors["404"] = "no request with that id"
+    elif path == "/v1/requests/{request_id}":
+        operation["security"] = [{"bearer": []}, {"x-api-key": []}]
+        errors = {"401": "missing, invalid or revoked API key",
+                  "404": "no request with that id of the key's team (another team's looks the same)"}
     elif path == "/metrics":
         errors = {"401": "not the admin key"}
     schema = _ANTHROPIC_ERROR if path.startswith("/v1/messages") else _OPENAI_ERROR

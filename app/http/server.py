@@ -23,6 +23,7 @@ from app.http.routes.health import live, ready
 from app.http.routes.messages import count_tokens, create_message
 from app.http.routes.metrics import metrics
 from app.http.routes.models import ModelListCache, list_models
+from app.http.routes.requests import read_request
 from app.http.routes.responses import create_response
 from app.json import encode
 from app.observability.access import Observed
@@ -97,7 +98,8 @@ def create_asgi_app(runtime: Runtime) -> Observed:
     deadlines (``app/http/request_guard.py``), the generation endpoints straight to their handlers, the
     rest through Litestar."""
     hot = HotPaths(create_app(runtime), [chat_completions, create_response, create_message], dict(_EXCEPTION_HANDLERS))
-    return Observed(RequestGuard(hot, float(runtime.settings.body_timeout)))
+    keep = runtime.records.keep if runtime.records is not None else None
+    return Observed(RequestGuard(hot, float(runtime.settings.body_timeout)), keep)
 
 
 def create_app(runtime: Runtime) -> Litestar:
@@ -106,8 +108,8 @@ def create_app(runtime: Runtime) -> Litestar:
 
     operations = [live, ready] + ([metrics] if runtime.settings.metrics_port is None else [])
     app = Litestar(
-        route_handlers=[list_models, read_credits, read_key, chat_completions, create_response, create_message,
-                        count_tokens, admin_router,
+        route_handlers=[list_models, read_credits, read_key, read_request, chat_completions, create_response,
+                        create_message, count_tokens, admin_router,
                         *operations, dashboard_router],
         exception_handlers=dict(_EXCEPTION_HANDLERS),
         on_startup=[warm_up, runtime.start, settle_interpreter],

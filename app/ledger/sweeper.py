@@ -10,7 +10,8 @@ each release happen once, and a request that was only slow is still charged when
 - **Expired holds**, every ``hold_timeout / 2``: any hold older than ``hold_timeout`` is released,
   whoever holds it — the backstop for a process that is alive but stuck.
 
-Idempotency-Key answers past their time to live are purged by the same thread, off the hot path.
+Idempotency-Key answers past their time to live, and request records older than
+``request_record_days``, are purged by the same thread, off the hot path.
 """
 
 from __future__ import annotations
@@ -39,12 +40,13 @@ from domain.pricing import TokenUsage
 from projections.event_store import LedgerStore
 from projections.housekeeping import purge_expired_answers
 from projections.instances import InstanceRegistry, StreamReport
+from projections.request_records import purge_old_records
 
 log = logging.getLogger("tollgate.holds")
 
 #: Seconds between two looks for dead processes.
 DEAD_CHECK_SECONDS = 2.0
-#: Seconds between two purges of expired Idempotency-Key answers.
+#: Seconds between two purges of expired Idempotency-Key answers and old request records.
 PURGE_SECONDS = 600.0
 #: The longest wait for the writer to settle one sweep's commands.
 SETTLE_TIMEOUT = 60.0
@@ -53,7 +55,8 @@ SETTLE_TIMEOUT = 60.0
 class HoldSweeper:
     def __init__(self, store: LedgerStore, ledger: LedgerService, timeout: float, *,
                  registry: InstanceRegistry | None = None, dead_after: float = 15.0,
-                 prices: PriceSource | None = None, credits_per_usd: Decimal = Decimal(100)) -> None:
+                 prices: PriceSource | None = None, credits_per_usd: Decimal = Decimal(100),
+                 record_days: int | None = None) -> None:
         self._store = store
         self._ledger = ledger
         self._timeout = timeout
@@ -61,6 +64,7 @@ class HoldSweeper:
         self._dead_after = dead_after
         self._prices = prices
         self._credits_per_usd = credits_per_usd
+        self._record_days = record_days
         self._interval = max(0.5, min(30.0, timeout / 2))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tollgate-hold-sweeper", daemon=True)
@@ -129,9 +133,17 @@ class HoldSweeper:
                 next_sweep = now + self._interval
             if now >= next_purge:
                 self._safely(lambda: purge_expired_answers(self._store.database), "purging expired answers")
+                self._safely(self.purge_records, "purging old request records")
                 next_purge = now + PURGE_SECONDS
             if self._stop.wait(DEAD_CHECK_SECONDS):
                 return
+
+    def purge_records(self) -> int:
+        """Delete the request records older than ``request_record_days`` (0: every one, none are
+        kept; None: this sweeper leaves them alone)."""
+        if self._record_days is None:
+            return 0
+        return purge_old_records(self._store.database, time.time() - self._record_days * 86400)
 
     @staticmethod
     def _safely(action: Callable[[], object], what: str) -> None:

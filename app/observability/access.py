@@ -43,15 +43,19 @@ def endpoint_of(path: str) -> str:
 
 
 class Observed:
-    def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
+    """``keep``: also called with each published record (the request lookup's writer queues it)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]],
+                 keep: Callable[[RequestRecord], None] | None = None) -> None:
         self.app = app
+        self._publish = publish if keep is None else _and(keep)
 
     async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
                        send: Callable[[Any], Awaitable[None]]) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        record = RequestRecord(scope["method"], scope["path"], endpoint_of(scope["path"]), publish)
+        record = RequestRecord(scope["method"], scope["path"], endpoint_of(scope["path"]), self._publish)
 
         async def observed(message: Any) -> None:
             kind = message["type"]
@@ -75,6 +79,14 @@ class Observed:
             if timeline.on:
                 timeline.request(record.started, record.finished_at, scope.get("client"), record.status,
                                  record.request_id)
+
+
+def _and(keep: Callable[[RequestRecord], None]) -> Callable[[RequestRecord], None]:
+    def publish_and_keep(record: RequestRecord) -> None:
+        publish(record)
+        keep(record)
+
+    return publish_and_keep
 
 
 #: The metrics' labelled children, by their labels: ``labels()`` takes a lock and builds a key on

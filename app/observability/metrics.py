@@ -56,6 +56,9 @@ RATE_LIMITED = Counter("tollgate_rate_limit_rejections", "Requests refused with 
                        "limit (key, team or process) and its kind (requests, tokens or streams).", ["scope", "kind"])
 LEDGER_WRITABLE = Gauge("tollgate_ledger_writable", "1 while the ledger can be written (requests are served), "
                         "0 while it cannot (generation endpoints answer 503).", multiprocess_mode="livemin")
+RECORDS_DROPPED = Counter("tollgate_request_records_dropped",
+                          "Request records not kept for GET /v1/requests/{id}: the oldest waiting ones, dropped "
+                          "while the database could not take them as fast as requests came.")
 
 
 def exposition() -> tuple[bytes, str]:

@@ -27,6 +27,7 @@ def test_every_public_and_admin_route_is_documented(document: dict):
     for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/models",
                  "/admin/teams", "/admin/teams/{name}/credits", "/admin/teams/{name}/keys",
                  "/admin/teams/{name}/history", "/admin/teams/{name}/limits", "/admin/teams/{name}/suspend",
+                 "/v1/requests/{request_id}", "/admin/requests/{request_id}",
                  "/dashboard", "/dashboard/api/session", "/dashboard/api/teams/{name}",
                  "/dashboard/api/teams/{name}/history", "/dashboard/api/teams/{name}/usage",
                  "/dashboard/api/teams/{name}/requests", "/dashboard/api/teams/{name}/export",
@@ -126,31 +127,15 @@ def test_no_route_documents_litestar_s_own_error_body(document: dict):
 
 def test_every_route_s_errors_match_its_documented_error_body(gateway: Gateway, team, document: dict):
     """Each route refused without a key, with a key of the wrong kind, and with bad input (a JSON
-    body that is not JSON, a query parameter of the wrong type, an unknown team): every answer
-    validates against the error body the document gives for its status."""
-    from tests.support.refusals import admin_headers
-
+    body that is not JSON, a query parameter of the wrong type, an unknown team or request): every
+    answer validates against the error body the document gives for its status."""
     root = gateway.root_url
-    other_team = "no-such-team"
     checked = 0
     for path, method, _ in _operations(document):
         if path.startswith("/health") or path in ("/v1/models", "/dashboard"):
             continue
-        url = root + path.format(name=team.name, key_id="key_nope", month="2026-11")
-        attempts = [{}, {"headers": {"authorization": "Bearer not-a-key"}}]
-        if path.startswith("/admin"):
-            attempts += _admin_attempts(root, path, method, team)
-        elif path.startswith("/dashboard/api/teams"):
-            elsewhere = root + path.format(name=other_team, month="2026-11")
-            attempts.append({"headers": {"authorization": f"Bearer {team.key}"}, "url": elsewhere})  # 403: another team
-            attempts.append({"headers": admin_headers(), "url": elsewhere})  # 404
-            if path.endswith(("/history", "/requests")):  # 400: a query parameter of the wrong type
-                attempts.append({"headers": {"authorization": f"Bearer {team.key}"},
-                                 "params": {"page": "x", "limit": "x"}})
-        elif path.startswith("/v1") and method == "post":
-            attempts.append({"headers": {"authorization": f"Bearer {team.key}", "x-api-key": team.key},
-                             "content": b"{not json"})
-        for attempt in attempts:
+        url = root + path.format(name=team.name, key_id="key_nope", request_id="req_nope", month="2026-11")
+        for attempt in _refused_attempts(root, path, method, team):
             answer = httpx.request(method.upper(), attempt.get("url", url), headers=attempt.get("headers"),
                                    content=attempt.get("content"), params=attempt.get("params"), timeout=30)
             if answer.status_code == 200 and path == "/dashboard/api/session":
@@ -160,21 +145,37 @@ def test_every_route_s_errors_match_its_documented_error_body(gateway: Gateway, 
     assert checked >= 80
 
 
-def _admin_attempts(root: str, path: str, method: str, team) -> list[dict]:
-    """An admin route's refusals: a team key (403), an unknown team (404), a body that is not JSON, a
-    page or a month that is not one (400)."""
+def _refused_attempts(root: str, path: str, method: str, team) -> list[dict]:
+    """The ways ``path`` is asked that it must refuse (``url``: another than the route's own)."""
     from tests.support.refusals import admin_headers
 
-    attempts: list[dict] = [{"headers": {"authorization": f"Bearer {team.key}"}}]
-    if "{name}" in path:
-        attempts.append({"headers": admin_headers(),
-                         "url": root + path.format(name="no-such-team", key_id="k", month="2026-11")})
-    if method in ("post", "put"):
-        attempts.append({"headers": admin_headers(), "content": b"{not json"})
-    if "history" in path:
-        attempts.append({"headers": admin_headers(), "params": {"page": "abc"}})
-    if "{month}" in path:
-        attempts.append({"headers": admin_headers(), "url": root + path.format(name=team.name, month="2026-13")})
+    other_team = "no-such-team"
+    attempts: list[dict] = [{}, {"headers": {"authorization": "Bearer not-a-key"}}]
+    if path.startswith("/admin"):
+        attempts.append({"headers": {"authorization": f"Bearer {team.key}"}})  # 403
+        if "{name}" in path:  # 404: an unknown team
+            attempts.append({"headers": admin_headers(),
+                             "url": root + path.format(name=other_team, key_id="k", month="2026-11")})
+        if "{request_id}" in path:  # 404: an unknown request
+            attempts.append({"headers": admin_headers()})
+        if method in ("post", "put"):
+            attempts.append({"headers": admin_headers(), "content": b"{not json"})
+        if "history" in path:
+            attempts.append({"headers": admin_headers(), "params": {"page": "abc"}})
+        if "{month}" in path:  # 400: a month that is not one
+            attempts.append({"headers": admin_headers(), "url": root + path.format(name=team.name, month="2026-13")})
+    elif path.startswith("/dashboard/api/teams"):
+        elsewhere = root + path.format(name=other_team, month="2026-11")
+        attempts.append({"headers": {"authorization": f"Bearer {team.key}"}, "url": elsewhere})  # 403: another team
+        attempts.append({"headers": admin_headers(), "url": elsewhere})  # 404
+        if path.endswith(("/history", "/requests")):  # 400: a query parameter of the wrong type
+            attempts.append({"headers": {"authorization": f"Bearer {team.key}"},
+                             "params": {"page": "x", "limit": "x"}})
+    elif path == "/v1/requests/{request_id}":  # 404: an unknown request
+        attempts.append({"headers": {"authorization": f"Bearer {team.key}"}})
+    elif path.startswith("/v1") and method == "post":
+        attempts.append({"headers": {"authorization": f"Bearer {team.key}", "x-api-key": team.key},
+                         "content": b"{not json"})
     return attempts
 
 

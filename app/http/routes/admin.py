@@ -43,6 +43,7 @@ from app.http.routes.answers import (
 )
 from app.http.routes.paging import check_page, check_since
 from app.http.routes.request_body import request_json, validate
+from app.http.routes.requests import admin_read_request
 from app.ledger.balance_at import balance_at, parse_instant
 from app.ledger.queries import history_page, usage, usage_by
 from app.ledger.results import TeamSummary
@@ -215,7 +216,7 @@ async def team_usage(request: Request[Any, Any, Any], name: str, by: str | None 
 admin_router = Router(
     path="/admin",
     route_handlers=[list_teams, create_team, show_team, add_credits, adjust_credits, list_keys, issue_key, revoke_key,
-                    restrict_key, team_history, team_balance, team_usage, *policy_handlers, *budget_handlers,
-                    *alert_handlers, *statement_handlers],
+                    restrict_key, team_history, team_balance, team_usage, admin_read_request, *policy_handlers,
+                    *budget_handlers, *alert_handlers, *statement_handlers],
     before_request=require_admin,
 )
