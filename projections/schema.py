@@ -30,6 +30,20 @@ api_keys = Table(
     Column("price_adjustments", String, nullable=False, server_default=""),
 )
 
+#: The named admin keys (``domain/admin_keys.py``), by hash: what the admin API looks a presented key up in.
+admin_keys = Table(
+    "admin_keys",
+    metadata,
+    Column("key_hash", String, primary_key=True),
+    Column("key_id", String, nullable=False, unique=True),
+    Column("name", String, nullable=False),
+    Column("role", String, nullable=False),
+    Column("revoked", Integer, nullable=False, server_default="0"),
+    Column("issued_at", String, nullable=False),
+    Column("issued_by", String, nullable=False, server_default=""),
+    Column("version", BigInteger, nullable=False),
+)
+
 team_balances = Table(
     "team_balances",
     metadata,
@@ -63,6 +77,9 @@ ledger_entries = Table(
     Column("cost_usd", String, nullable=False, server_default="0"),
     Column("balance_after", BigInteger, nullable=False),
     Column("reference", String, nullable=False, server_default=""),
+    #: Who caused an operator's entry (``admin:<key id>``, ``admin:config``, ``cli:user@host``), and why.
+    Column("actor", String, nullable=False, server_default=""),
+    Column("reason", String, nullable=False, server_default=""),
     Index("ledger_entries_team_time", "team_name", "occurred_at"),
     #: A team's entries in ledger order, a keyset page at a time (export, the dashboard's download).
     Index("ledger_entries_team_order", "team_name", "notification_id"),

@@ -56,10 +56,12 @@ class TeamView(msgspec.Struct):
 
 
 class EntryView(msgspec.Struct):
-    """One ledger entry: a top-up (``amount`` > 0) or a charge (``amount`` < 0), in credits."""
+    """One ledger entry: a top-up (``amount`` > 0), a charge (``amount`` < 0), an adjustment, or an
+    operator's action that moves no money (``key_issued``, ``suspended``…: ``amount`` 0), in credits;
+    an operator's entry says who (``actor``) and why (``reason``)."""
 
     occurred_at: str
-    kind: Literal["top_up", "charge"]
+    kind: str
     key_id: str
     request_id: str
     endpoint: str
@@ -72,6 +74,8 @@ class EntryView(msgspec.Struct):
     cost_usd: Usd
     balance_after: Credits
     reference: str
+    actor: str = ""
+    reason: str = ""
 
 
 class HistoryView(msgspec.Struct):
@@ -124,7 +128,8 @@ def entry_view(row: dict[str, Any]) -> EntryView:
     return EntryView(row["occurred_at"], row["kind"], row["key_id"], row["request_id"], row["endpoint"], row["model"],
                      int(row["input_tokens"]), int(row["output_tokens"]), int(row["cache_write_tokens"]),
                      int(row["cache_hit_tokens"]), credits_from_micros(int(row["amount"])), Decimal(row["cost_usd"]),
-                     credits_from_micros(int(row["balance_after"])), row["reference"])
+                     credits_from_micros(int(row["balance_after"])), row["reference"], row.get("actor") or "",
+                     row.get("reason") or "")
 
 
 def usage_view(usage: dict[str, Any]) -> UsageView:
