@@ -81,10 +81,12 @@ def test_history_is_paginated_and_usage_is_summed(admin: httpx.Client, gateway: 
     client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
     answers = [client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": f"n {i}"}])
                for i in range(3)]
-    first = admin.get("/teams/audited/history", params={"per_page": 2}).json()
-    assert (first["total"], first["has_more"], len(first["data"])) == (4, True, 2)
-    second = admin.get("/teams/audited/history", params={"per_page": 2, "page": 2}).json()
-    assert [e["kind"] for e in first["data"] + second["data"]] == ["top_up", "charge", "charge", "charge"]
+    first = admin.get("/teams/audited/history", params={"per_page": 3}).json()
+    assert (first["total"], first["has_more"], len(first["data"])) == (6, True, 3)
+    second = admin.get("/teams/audited/history", params={"per_page": 3, "page": 2}).json()
+    assert [e["kind"] for e in first["data"] + second["data"]] == ["team_opened", "top_up", "key_issued", "charge",
+                                                                  "charge", "charge"]
+    assert {e["actor"] for e in first["data"]} == {"admin:config"}  # the operator's entries say who
     assert second["data"][-1]["balance_after"] == int(
         Decimal(str(answers[-1].usage.model_extra["remaining"]["credits"])) * 1_000_000)
 
