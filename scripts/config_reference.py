@@ -171,8 +171,8 @@ def environment_rows() -> list[tuple[str, str]]:
         (f"`{schema.REDIS_URL_ENV}`", "Overrides `redis_url`."),
         (
             f"`{admin_env}`, or the variable `admin_key_env` names",
-            "The admin API's configured key (an operator's); while it is unset, only named admin keys "
-            "(`tollgate admin-key issue`) open the admin API.",
+            ("The admin API's configured key (an operator's); while it is unset, only named admin keys "
+             "(`tollgate admin-key issue`) open the admin API."),
         ),
         ("the variable each `api_key_env` names", "That deployment's provider key."),
     ]
