@@ -15,6 +15,7 @@ from types import FrameType
 from typing import Any
 from wsgiref.simple_server import WSGIServer
 
+from app.admin_keys import AdminKeyDirectory
 from app.alerts.webhooks import WebhookDelivery
 from app.clock_shift import shift_clock_from_environment
 from app.keys import KeyDirectory
@@ -73,6 +74,8 @@ class Runtime:
     in_flight: StreamsInFlight
     #: The ledger's price list, which every hold and charge is priced by.
     prices: PriceBook
+    #: The named admin keys (``app/admin_keys.py``), for the admin API's guard.
+    admin_keys: AdminKeyDirectory
     #: Sends the alerts the events recorded to the configured webhooks.
     webhooks: WebhookDelivery
     #: Writes each answered request's record for the request lookup (None: ``request_record_days = 0``).
@@ -176,12 +179,18 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     streams = StreamSlots(settings.max_streams_per_key, settings.max_streams, settings.redis_url,
                           instances.ledger_identity() if settings.redis_url else "")
     keys = KeyDirectory(store)
+    admin_keys = AdminKeyDirectory(store)
+
+    def key_changed(key_id: str) -> None:  # a team's key, or an admin key (their ids differ)
+        keys.forget(key_id)
+        admin_keys.forget(key_id)
+
     try:
         prices = PriceBook(store, settings).open()
     except BaseException:
         store.close()
         raise
-    projector = Projector(store, on_key_change=keys.forget, on_team_change=keys.forget_team,
+    projector = Projector(store, on_key_change=key_changed, on_team_change=keys.forget_team,
                           on_prices_change=prices.reload).start()
     # Several processes on one ledger (redis_url is what lets them run side by side): take turns.
     shared = settings.redis_url is not None
@@ -224,6 +233,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         writer=writer,
         ledger=ledger,
         keys=keys,
+        admin_keys=admin_keys,
         projector=projector,
         sweeper=sweeper,
         billing=billing,

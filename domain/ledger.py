@@ -113,11 +113,17 @@ class TeamLedger(Aggregate):
 
     class Opened(Aggregate.Created):
         name: str
+        #: Who caused an operator's event (``admin:<key id>``, ``admin:config``, ``cli:user@host``) and
+        #: why; events recorded before actors were kept lack them.
+        actor: str = ""
+        reason: str = ""
 
     class CreditsAdded(Aggregate.Event):
         amount: int
         reference: str
         balance_after: int
+        actor: str = ""
+        reason: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.balance += self.amount
@@ -126,6 +132,8 @@ class TeamLedger(Aggregate):
         key_id: str
         key_hash: str
         label: str
+        actor: str = ""
+        reason: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.policy_version = self.originator_version
@@ -133,6 +141,8 @@ class TeamLedger(Aggregate):
 
     class KeyRevoked(Aggregate.Event):
         key_id: str
+        actor: str = ""
+        reason: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.policy_version = self.originator_version
@@ -143,6 +153,8 @@ class TeamLedger(Aggregate):
 
         key_id: str
         models: list[str]
+        actor: str = ""
+        reason: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.policy_version = self.originator_version
@@ -153,6 +165,8 @@ class TeamLedger(Aggregate):
 
         key_id: str
         endpoints: list[str]
+        actor: str = ""
+        reason: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.policy_version = self.originator_version
@@ -164,6 +178,8 @@ class TeamLedger(Aggregate):
         key_id: str
         rpm: int | None
         tpm: int | None
+        actor: str = ""
+        reason: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.policy_version = self.originator_version
@@ -175,6 +191,8 @@ class TeamLedger(Aggregate):
 
         rpm: int | None
         tpm: int | None
+        actor: str = ""
+        reason: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.policy_version = self.originator_version
@@ -184,12 +202,16 @@ class TeamLedger(Aggregate):
         """The team may not make requests until reinstated; its credits and history are untouched."""
 
         reason: str
+        actor: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.policy_version = self.originator_version
             team.suspended = True
 
     class Reinstated(Aggregate.Event):
+        actor: str = ""
+        reason: str = ""
+
         def apply(self, team: TeamLedger) -> None:
             team.policy_version = self.originator_version
             team.suspended = False
@@ -326,6 +348,7 @@ class TeamLedger(Aggregate):
         reason: str
         reference: str
         balance_after: int
+        actor: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.balance += self.amount
@@ -339,6 +362,7 @@ class TeamLedger(Aggregate):
         model: str
         percent: str
         reason: str
+        actor: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.policy_version = self.originator_version
@@ -354,6 +378,8 @@ class TeamLedger(Aggregate):
 
         key_id: str
         enabled: bool
+        actor: str = ""
+        reason: str = ""
 
         def apply(self, team: TeamLedger) -> None:
             team.policy_version = self.originator_version
@@ -444,7 +470,7 @@ class TeamLedger(Aggregate):
     def create_id(name: str) -> UUID:
         return team_id(name)
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, actor: str = "", reason: str = "") -> None:
         self.name = name
         self.balance = 0
         self.held = 0
@@ -471,10 +497,10 @@ class TeamLedger(Aggregate):
     # -- commands ---------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, name: str) -> TeamLedger:
+    def open(cls, name: str, *, actor: str = "", reason: str = "") -> TeamLedger:
         if not TEAM_NAME.fullmatch(name):
             raise InvalidTeamName(name)
-        return cls(name=name)
+        return cls(name=name, actor=actor, reason=reason)
 
     def fork(self) -> TeamLedger:
         """A copy to apply commands to, leaving this one as it was.
@@ -497,51 +523,57 @@ class TeamLedger(Aggregate):
     def available(self) -> int:
         return self.balance - self.held
 
-    def add_credits(self, amount: int, reference: str = "") -> int:
+    def add_credits(self, amount: int, reference: str = "", *, actor: str = "", reason: str = "") -> int:
         """Top up the balance; returns the balance after."""
         self._check_positive(amount, "a top-up")
         if amount > MAX_BALANCE - self.balance:
             raise InvalidAmount(f"a top-up of {amount} micro-credits would take team {self.name!r}'s balance past "
                                 f"the most a ledger can hold ({MAX_BALANCE} micro-credits)")
         self.trigger_event(
-            self.CreditsAdded, amount=amount, reference=reference, balance_after=self.balance + amount
-        )
+            self.CreditsAdded, amount=amount, reference=reference, balance_after=self.balance + amount, actor=actor,
+            reason=reason)
         return self.balance
 
-    def issue_key(self, key_id: str, key_hash: str, label: str = "") -> None:
+    # Every operator's command takes who gives it (``actor``) and why (``reason``), kept on its event.
+
+    def issue_key(self, key_id: str, key_hash: str, label: str = "", *, actor: str = "", reason: str = "") -> None:
         if key_id in self.keys:
             raise LedgerError(f"key id {key_id!r} is already issued")
-        self.trigger_event(self.KeyIssued, key_id=key_id, key_hash=key_hash, label=label)
+        self.trigger_event(self.KeyIssued, key_id=key_id, key_hash=key_hash, label=label, actor=actor, reason=reason)
 
-    def revoke_key(self, key_id: str) -> None:
+    def revoke_key(self, key_id: str, *, actor: str = "", reason: str = "") -> None:
         if self._key(key_id)["revoked"]:
             raise LedgerError(f"key {key_id!r} of team {self.name!r} is already revoked")
-        self.trigger_event(self.KeyRevoked, key_id=key_id)
+        self.trigger_event(self.KeyRevoked, key_id=key_id, actor=actor, reason=reason)
 
-    def restrict_key(self, key_id: str, models: list[str]) -> None:
+    def restrict_key(self, key_id: str, models: list[str], *, actor: str = "", reason: str = "") -> None:
         self._key(key_id)
-        self.trigger_event(self.KeyModelsRestricted, key_id=key_id, models=sorted(set(models)))
+        self.trigger_event(self.KeyModelsRestricted, key_id=key_id, models=sorted(set(models)), actor=actor,
+                           reason=reason)
 
-    def restrict_key_endpoints(self, key_id: str, endpoints: list[str]) -> None:
+    def restrict_key_endpoints(self, key_id: str, endpoints: list[str], *, actor: str = "", reason: str = "") -> None:
         self._key(key_id)
-        self.trigger_event(self.KeyEndpointsRestricted, key_id=key_id, endpoints=sorted(set(endpoints)))
+        self.trigger_event(self.KeyEndpointsRestricted, key_id=key_id, endpoints=sorted(set(endpoints)), actor=actor,
+                           reason=reason)
 
-    def limit_key(self, key_id: str, rpm: int | None, tpm: int | None) -> None:
+    def limit_key(self, key_id: str, rpm: int | None, tpm: int | None, *, actor: str = "", reason: str = "") -> None:
         self._key(key_id)
-        self.trigger_event(self.KeyLimitsSet, key_id=key_id, rpm=_limit(rpm, "rpm"), tpm=_limit(tpm, "tpm"))
+        self.trigger_event(self.KeyLimitsSet, key_id=key_id, rpm=_limit(rpm, "rpm"), tpm=_limit(tpm, "tpm"),
+                           actor=actor, reason=reason)
 
-    def limit(self, rpm: int | None, tpm: int | None) -> None:
-        self.trigger_event(self.TeamLimitsSet, rpm=_limit(rpm, "rpm"), tpm=_limit(tpm, "tpm"))
+    def limit(self, rpm: int | None, tpm: int | None, *, actor: str = "", reason: str = "") -> None:
+        self.trigger_event(self.TeamLimitsSet, rpm=_limit(rpm, "rpm"), tpm=_limit(tpm, "tpm"), actor=actor,
+                           reason=reason)
 
-    def suspend(self, reason: str = "") -> None:
+    def suspend(self, reason: str = "", *, actor: str = "") -> None:
         if self.suspended:
             raise LedgerError(f"team {self.name!r} is already suspended")
-        self.trigger_event(self.Suspended, reason=reason)
+        self.trigger_event(self.Suspended, reason=reason, actor=actor)
 
-    def reinstate(self) -> None:
+    def reinstate(self, *, actor: str = "", reason: str = "") -> None:
         if not self.suspended:
             raise LedgerError(f"team {self.name!r} is not suspended")
-        self.trigger_event(self.Reinstated)
+        self.trigger_event(self.Reinstated, actor=actor, reason=reason)
 
     def place_hold(self, request_id: str, amount: int, key_id: str, model: str, endpoint: str,
                    *, owner: str = "", idem_key: str = "") -> int:
@@ -709,7 +741,7 @@ class TeamLedger(Aggregate):
         """The team's price adjustment for ``model``, in percent (``""``: none)."""
         return self.price_adjustments.get(model) or self.price_adjustments.get("", "")
 
-    def adjust_credits(self, amount: int, reason: str, reference: str = "") -> int:
+    def adjust_credits(self, amount: int, reason: str, reference: str = "", *, actor: str = "") -> int:
         """Give credits back (``amount`` > 0) or take them (< 0) as a correction; returns the balance
         after. A correction takes no more than is available (held credits belong to requests)."""
         if not isinstance(amount, int) or isinstance(amount, bool) or amount == 0:
@@ -725,7 +757,7 @@ class TeamLedger(Aggregate):
         if reference and reference in self.adjustment_references:
             raise LedgerError(f"team {self.name!r} already has an adjustment under the reference {reference!r}")
         self.trigger_event(self.CreditsAdjusted, amount=amount, reason=reason, reference=reference,
-                           balance_after=self.balance + amount)
+                           balance_after=self.balance + amount, actor=actor)
         if self.alert_thresholds and amount < 0:
             self._raise_alerts(0, self.balance - amount, clock.now(), "", "")
         return self.balance
@@ -765,21 +797,22 @@ class TeamLedger(Aggregate):
                            kind=t.kind, threshold=t.value, value=value, limit=limit, period=period,
                            request_id=request_id)
 
-    def adjust_prices(self, percent: Decimal, model: str = "", reason: str = "") -> None:
+    def adjust_prices(self, percent: Decimal, model: str = "", reason: str = "", *, actor: str = "") -> None:
         """Price the team's requests ``percent`` above (negative: below) the price list, for ``model``
         or, with no model, for every model without an adjustment of its own (0 ends it)."""
         if not percent.is_finite() or not Decimal(-100) <= percent <= Decimal(1000):
             raise LedgerError(f"a price adjustment is a percentage from -100 to 1000, got {percent}")
         if percent != percent.quantize(Decimal("0.0001")):
             raise LedgerError(f"a price adjustment has at most 4 decimals, got {percent}")
-        self.trigger_event(self.PricesAdjusted, model=model, percent=f"{percent.normalize():f}", reason=reason)
+        self.trigger_event(self.PricesAdjusted, model=model, percent=f"{percent.normalize():f}", reason=reason,
+                           actor=actor)
 
-    def clamp_outputs(self, enabled: bool, key_id: str = "") -> None:
+    def clamp_outputs(self, enabled: bool, key_id: str = "", *, actor: str = "", reason: str = "") -> None:
         """Lower a request's output limit to what the balance covers instead of refusing it, for the
         key ``key_id`` or (no key) for the whole team."""
         if key_id:
             self._key(key_id)
-        self.trigger_event(self.OutputClampSet, key_id=key_id, enabled=enabled)
+        self.trigger_event(self.OutputClampSet, key_id=key_id, enabled=enabled, actor=actor, reason=reason)
 
     def clamps_output(self, key_id: str) -> bool:
         """Whether requests of the key get what the balance covers instead of 402."""

@@ -232,7 +232,8 @@ class Settings(_Strict, frozen=True):
     #: PostgreSQL connections each gateway process keeps open for the event store (up to twice as many
     #: under load, plus one each for its projector and its process registration).
     database_pool_size: int = 10
-    #: The environment variable holding the admin API key (the admin API is off while it is unset).
+    #: The environment variable holding the configured admin API key, an operator's (while it is unset,
+    #: only named admin keys open the admin API: `tollgate admin-key issue`).
     admin_key_env: str = "TOLLGATE_ADMIN_KEY"
     #: Seconds after which an unsettled hold counts as abandoned and is released, whatever its
     #: process: the backstop for a process that is alive but stuck (a dead one's holds go sooner,

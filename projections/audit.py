@@ -20,9 +20,12 @@ from uuid import UUID
 
 from eventsourcing.persistence import Notification
 
+from domain.admin_keys import AdminKeys
+from domain.aggregates import NON_TEAM_IDS
 from domain.ledger import TeamLedger
 from domain.prices import PRICE_LIST_ID, PriceList
 from domain.pricing import Price, TokenUsage, price_usage
+from projections.admin_key_directory import directory_problems
 from projections.audit_history import HistoryCheck
 from projections.audit_snapshots import SnapshotCheck
 from projections.database import Database
@@ -62,7 +65,7 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
             if progress and report.events % 10_000 == 0:
                 progress(report.events)
             replayed = _replay_one(store, notification, teams, prices)
-            if replayed is None:  # the price list's
+            if replayed is None:  # the price list's or the admin keys'
                 continue
             if isinstance(replayed, str):
                 report.problems.append(replayed)
@@ -74,11 +77,13 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
                 charged[team.id][0] += 1
                 charged[team.id][1] += event.charged
             if history:
-                history.expect(notification.id, team.name, event)
+                history.expect(notification.id, team.name, event, team.balance)
         if progress:
             progress(report.events)
         report.teams = len(teams)
         _check_read_models(report, store, teams, charged, history)
+        if report.ok:
+            report.problems.extend(directory_problems(store.read_models.admin_keys(), prices.admin_keys))
     finally:
         if history:
             history.close()
@@ -99,17 +104,24 @@ def _check_read_models(report: VerifyReport, store: LedgerStore, teams: dict[UUI
 
 
 class _Prices:
-    """The price list as the replay has reached it."""
+    """The aggregates that are not a team's, as the replay has reached them: the price list, and the
+    admin keys."""
 
     def __init__(self) -> None:
         self.list: PriceList | None = None
+        self.admin_keys: AdminKeys | None = None
 
     def apply(self, store: LedgerStore, notification: Notification) -> str | None:
+        prices = notification.originator_id == PRICE_LIST_ID
         try:
-            event = cast(PriceList.Event, store.mapper.to_domain_event(notification))
-            self.list = cast(PriceList, event.mutate(self.list))
+            event = cast(PriceList.Event | AdminKeys.Event, store.mapper.to_domain_event(notification))
+            if prices:
+                self.list = cast(PriceList, event.mutate(self.list))
+            else:
+                self.admin_keys = cast(AdminKeys, event.mutate(self.admin_keys))
         except Exception as exc:  # noqa: BLE001 - an event that cannot be applied is the verification's finding
-            return f"event #{notification.id} (the price list): cannot be applied: {exc}"
+            whose = "the price list" if prices else "the admin keys"
+            return f"event #{notification.id} ({whose}): cannot be applied: {exc}"
         return None
 
 
@@ -117,7 +129,7 @@ def _replay_one(store: LedgerStore, notification: Notification, teams: dict[UUID
                 price_list: _Prices) -> tuple[TeamLedger, TeamLedger.Event] | str | None:
     """The event applied to its team (kept in ``teams``), or what is wrong with it; an event of the
     price list is applied to it (None: nothing wrong)."""
-    if notification.originator_id == PRICE_LIST_ID:
+    if notification.originator_id in NON_TEAM_IDS:
         return price_list.apply(store, notification)
     prices = price_list.list
     try:

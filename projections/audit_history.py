@@ -63,11 +63,12 @@ class HistoryCheck:
         self._row = next(self._rows, None)
         self._row_id = int(self._row[0]) if self._row is not None else 0  # its notification_id
 
-    def expect(self, notification_id: int, team_name: str, event: TeamLedger.Event) -> None:
-        """What the projections should hold for this event (the next in notification order)."""
+    def expect(self, notification_id: int, team_name: str, event: TeamLedger.Event, balance: int = 0) -> None:
+        """What the projections should hold for this event (the next in notification order);
+        ``balance``: the team's after it, which an operator's row that moves no money repeats."""
         if notification_id > self.position:
             return
-        if (expected := entry_row(notification_id, team_name, event)) is not None and self._problem is None:
+        if (expected := entry_row(notification_id, team_name, event, balance)) is not None and self._problem is None:
             self._match(notification_id, expected)
         if (used := usage_row(team_name, event)) is not None:
             totals = self._usage[used[:4]]

@@ -20,8 +20,11 @@ from uuid import UUID
 from eventsourcing.application import Application
 from eventsourcing.persistence import Notification, StoredEvent
 
+from domain.admin_keys import ADMIN_KEYS_ID, AdminKeys
+from domain.aggregates import NON_TEAM_IDS
 from domain.ledger import TeamLedger
 from domain.prices import PRICE_LIST_ID, PriceList
+from projections.admin_key_directory import AdminKeyRecord
 from projections.database import Database
 from projections.read_models import (
     BalanceRecord,
@@ -97,6 +100,26 @@ class LedgerStore(Application[UUID]):
             self.save(prices)
         except Exception as exc:
             raise classify(exc, getattr(self.recorder, "events_table_name", "stored_events")) from exc
+
+    def load_admin_keys(self) -> AdminKeys | None:
+        """The admin keys, replayed (None: none was ever issued). They are few: every event is read."""
+        keys: AdminKeys | None = None
+        for event in cast(Iterator[AdminKeys.Event], self.events.get(ADMIN_KEYS_ID)):
+            keys = cast(AdminKeys, event.mutate(keys))
+        return keys
+
+    def save_admin_keys(self, keys: AdminKeys) -> None:
+        """Append the admin keys' new events and rewrite the directory rows of the keys they touch, in
+        one transaction (refused, with the store's reason, if another process changed them since)."""
+        touched = {getattr(event, "key_id", None) for event in keys.pending_events}
+        rows = [AdminKeyRecord.of(key) for key_id, key in keys.keys.items() if key_id in touched]
+        try:
+            self.save(keys, admin_keys=rows)
+        except Exception as exc:
+            raise classify(exc, getattr(self.recorder, "events_table_name", "stored_events")) from exc
+
+    def find_admin_key(self, key_hash: str) -> AdminKeyRecord | None:
+        return self.read_models.find_admin_key(key_hash)
 
     @property
     def read_models(self) -> ReadModelQueries:
@@ -233,7 +256,7 @@ class LedgerStore(Application[UUID]):
         top = self.recorder.max_notification_id() or 0
         page = self.recorder.select_notifications(max(0, top - events), events, inclusive_of_start=False)
         return list(dict.fromkeys(n.originator_id for n in reversed(page)  # type: ignore[misc]
-                                  if n.originator_id != PRICE_LIST_ID))
+                                  if n.originator_id not in NON_TEAM_IDS))
 
     def notifications(self, batch: int = 1000) -> Iterator[Notification]:
         """Every stored event in commit order (the notification log), read in batches."""

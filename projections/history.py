@@ -1,6 +1,7 @@
 """The audit history and usage projections, fed by the event notification log.
 
-Each batch of events becomes rows in ``ledger_entries`` (one per top-up or charge) and increments in
+Each batch of events becomes rows in ``ledger_entries`` (one per top-up, adjustment or charge, and one
+per operator's action that moves no money: ``projections/operator_rows.py``) and increments in
 ``usage_daily`` (team × key × model × day) and ``usage_by_attribution`` (team × tag or end user × day,
 ``projections/attribution.py``), written in ONE transaction together with the position
 reached in ``projection_tracking``. The position is advanced with an optimistic check, so two
@@ -18,14 +19,16 @@ from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
+from domain.aggregates import NON_TEAM_IDS
 from domain.attribution import tags_text
 from domain.ledger import TeamLedger
 from domain.money import usd_from_micros
-from domain.prices import PRICE_LIST_ID
 from projections import attribution
+from projections.admin_key_directory import ADMIN_KEY_COLUMNS, records_of
 from projections.alerts import AlertOutbox, alert_row, write_alerts
 from projections.database import Database, Sql, Transaction
 from projections.event_store import LedgerStore
+from projections.operator_rows import OPERATOR_KINDS, operator_row
 from projections.read_models import KEY_COLUMNS, key_records
 from projections.replay import Replay
 from projections.snapshots import SNAPSHOT_EVERY
@@ -36,8 +39,10 @@ ENTRY_PAGE = 1000
 ENTRY_COLUMNS = (
     "notification_id", "team_id", "team_name", "version", "occurred_at", "kind", "key_id", "request_id", "endpoint",
     "model", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "price", "amount", "cost_usd",
-    "balance_after", "reference", "tags", "end_user",
+    "balance_after", "reference", "tags", "end_user", "actor", "reason",
 )
+#: Where ``balance_after`` is in a row of the ``ENTRY_COLUMNS``.
+BALANCE_AFTER = ENTRY_COLUMNS.index("balance_after")
 USAGE_COLUMNS = ("team_name", "key_id", "model", "day", "requests", "input_tokens", "output_tokens",
                  "cache_write_tokens", "cache_hit_tokens", "cost")
 #: The read models a rebuild makes again, each in a staging table swapped in at its end.
@@ -54,24 +59,26 @@ _ON_USAGE_CONFLICT = (
 )
 
 
-def entry_row(notification_id: int, team_name: str, event: Any) -> tuple[Any, ...] | None:
-    """The audit-history row of a ledger entry (a top-up or a charge), or None for other events."""
-    if not isinstance(event, TeamLedger.CreditsAdded | TeamLedger.Charged | TeamLedger.CreditsAdjusted):
-        return None
+def entry_row(notification_id: int, team_name: str, event: Any, balance: int = 0) -> tuple[Any, ...] | None:
+    """The audit-history row of an event: a top-up, an adjustment, a charge, or an operator's action
+    that moves no money (``balance``: the team's balance as it stood then, which such a row repeats);
+    None for the events of the request path that move none (holds, leases, releases)."""
     common = (notification_id, event.originator_id.hex, team_name, event.originator_version,
               event.timestamp.isoformat())
     if isinstance(event, TeamLedger.CreditsAdded):
         return (*common, "top_up", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
-                event.reference, "", "")
+                event.reference, "", "", event.actor, event.reason)
     if isinstance(event, TeamLedger.CreditsAdjusted):
         reference = f"{event.reason} ({event.reference})" if event.reference else event.reason
         return (*common, "adjustment", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
-                reference, "", "")
+                reference, "", "", event.actor, event.reason)
+    if not isinstance(event, TeamLedger.Charged):
+        return operator_row(common, event, balance)
     u = event.usage
     usd = usd_from_micros(event.charged, Decimal(event.credits_per_usd))
     return (*common, "charge", event.key_id, event.request_id, event.endpoint, event.model, u["input_tokens"],
             u["output_tokens"], _cache_writes(u), u["cache_hit_tokens"], price_text(event), -event.charged,
-            f"{usd:f}", event.balance_after, "", tags_text(event.tags), event.end_user)
+            f"{usd:f}", event.balance_after, "", tags_text(event.tags), event.end_user, "", "")
 
 
 def price_text(event: TeamLedger.Charged) -> str:
@@ -127,16 +134,27 @@ class HistoryProjection:
             name = self._names[event.originator_id] = rows[0]["team_name"] if rows else event.originator_id.hex
         return name
 
-    def _rows(self, notifications: Iterable[Any]) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]],
-                                                            list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    def _balance_before(self, team_name: str, start: int) -> int:
+        """The team's balance after its last entry up to notification ``start`` (0: none yet). Every
+        event that moves a balance has its row, and the rows up to the position are all written."""
+        rows = self._sql.query("SELECT balance_after FROM ledger_entries WHERE team_name = ? AND notification_id <= ? "
+                               "ORDER BY notification_id DESC LIMIT 1", (team_name, start))
+        return int(rows[0]["balance_after"]) if rows else 0
+
+    def _rows(self, notifications: Iterable[Any], start: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]],
+                                                                       list[tuple[Any, ...]], list[tuple[Any, ...]]]:
         entries, usage, alerts, attributed = [], [], [], []
+        balances: dict[str, int] = {}  # each team's balance as this batch reached it (read when first needed)
         for n in notifications:
-            if n.originator_id == PRICE_LIST_ID:  # the price list's events have no team
+            if n.originator_id in NON_TEAM_IDS:  # the price list's and admin keys' events have no team
                 continue
             event = self._store.mapper.to_domain_event(n)
             name = self._team_name(event)
-            if (entry := entry_row(n.id, name, event)) is not None:
+            if type(event) in OPERATOR_KINDS and name not in balances:  # a row repeating the balance
+                balances[name] = 0 if isinstance(event, TeamLedger.Opened) else self._balance_before(name, start)
+            if (entry := entry_row(n.id, name, event, balances.get(name, 0))) is not None:
                 entries.append(entry)
+                balances[name] = int(entry[BALANCE_AFTER])
             if (row := usage_row(name, event)) is not None:
                 usage.append(row)
             if (alert := alert_row(n.id, name, event)) is not None:
@@ -154,7 +172,7 @@ class HistoryProjection:
             page = self._store.recorder.select_notifications(start, batch, inclusive_of_start=False)
             if not page:
                 return done
-            entries, usage, alerts, attributed = self._rows(page)
+            entries, usage, alerts, attributed = self._rows(page, start)
             with self._sql.transaction() as tx:
                 moved = tx.execute(
                     "UPDATE projection_tracking SET notification_id = ? WHERE name = ? AND notification_id = ?",
@@ -191,11 +209,11 @@ class HistoryProjection:
         while page := self._store.recorder.select_notifications(last, 1000, inclusive_of_start=False):
             entries, alerts = [], []
             for n in page:
-                if n.originator_id == PRICE_LIST_ID:  # the price list's events have no team
+                if n.originator_id in NON_TEAM_IDS:  # the price list's and admin keys' events have no team
                     continue
                 event = self._store.ledger_event(n)
                 team = replay.apply(event)
-                if (entry := entry_row(n.id, team.name, event)) is not None:
+                if (entry := entry_row(n.id, team.name, event, team.balance)) is not None:
                     entries.append(entry)
                 if (alert := alert_row(n.id, team.name, event)) is not None:
                     alerts.append(alert)
@@ -228,7 +246,17 @@ class HistoryProjection:
                        "SELECT team_id, request_id, version, -amount, balance_after FROM ledger_entries_rebuild "
                        "WHERE kind = 'charge' ON CONFLICT DO NOTHING")
             self._swap(tx, last)
+            self._rebuild_admin_keys(tx)
         return done
+
+    def _rebuild_admin_keys(self, tx: Transaction) -> None:
+        """The admin key directory, from the admin keys' events: a row changed since they were read
+        (a key issued or revoked meanwhile, with its row) stays; every other row is replaced."""
+        keys = self._store.load_admin_keys()
+        tx.execute("DELETE FROM admin_keys WHERE version <= ?", (keys.version if keys is not None else 0,))
+        columns = ", ".join(ADMIN_KEY_COLUMNS)
+        tx.executemany(f"INSERT INTO admin_keys ({columns}) VALUES ({', '.join('?' * len(ADMIN_KEY_COLUMNS))}) "
+                       "ON CONFLICT (key_hash) DO NOTHING", [r.as_row() for r in records_of(keys)])
 
     @staticmethod
     def _swap(tx: Transaction, last: int) -> None:

@@ -63,7 +63,8 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
     def _insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         super()._insert_events(curs, stored_events, **kwargs)
         self.read_models.write(curs, kwargs.get("keys", ()), kwargs.get("balances", ()),
-                               kwargs.get("idempotent", ()), kwargs.get("charges", ()))
+                               kwargs.get("idempotent", ()), kwargs.get("charges", ()),
+                               kwargs.get("admin_keys", ()))
 
     def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self.datastore.transaction(commit=True) as curs:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from projections.admin_key_directory import SELECT_ADMIN_KEY, SELECT_ADMIN_KEYS, UPSERT_ADMIN_KEY, AdminKeyRecord
 from projections.many_rows import insert_rows
 
 
@@ -140,9 +141,12 @@ class ReadModelWriter:
         self.select_idempotent = SELECT_IDEMPOTENT.format(p=marker)
         self.select_charge = SELECT_CHARGE.format(p=marker)
         self.charge_totals = CHARGE_TOTALS.format(p=marker)
+        self.upsert_admin_key = UPSERT_ADMIN_KEY.format(p=marker)
+        self.select_admin_key = SELECT_ADMIN_KEY.format(p=marker)
 
     def write(self, cursor: Any, keys: Sequence[KeyRecord], balances: Sequence[BalanceRecord],
-              idempotent: Sequence[IdempotentResponse] = (), charges: Sequence[ChargeRecord] = ()) -> None:
+              idempotent: Sequence[IdempotentResponse] = (), charges: Sequence[ChargeRecord] = (),
+              admin_keys: Sequence[AdminKeyRecord] = ()) -> None:
         """Charges first: a second charge of a request fails the transaction before anything else is sent."""
         # Each in one statement, however many rows (``projections/many_rows.py``: why).
         insert_rows(cursor, INSERT_CHARGES, [(c.team_id.hex, c.request_id, c.version, c.charged, c.balance_after)
@@ -154,6 +158,8 @@ class ReadModelWriter:
                                                     r.content_type, r.response, r.created_at, r.expires_at))
         for k in keys:
             cursor.execute(self.upsert_key, k.as_row())
+        for a in admin_keys:
+            cursor.execute(self.upsert_admin_key, a.as_row())
         # One lock order for every writer: concurrent batches touching the same teams cannot deadlock.
         # (One row per team: a statement may not upsert a row twice on PostgreSQL.)
         insert_rows(cursor, INSERT_BALANCES, [(b.team_id.hex, b.team_name, b.balance, b.held, b.version)
@@ -199,6 +205,13 @@ class ReadModelQueries:
     def find_key(self, key_hash: str) -> KeyRecord | None:
         rows = self._fetch(self.read_models.select_key, (key_hash,))
         return key_record(rows[0]) if rows else None
+
+    def find_admin_key(self, key_hash: str) -> AdminKeyRecord | None:
+        rows = self._fetch(self.read_models.select_admin_key, (key_hash,))
+        return AdminKeyRecord.from_row(rows[0]) if rows else None
+
+    def admin_keys(self) -> list[AdminKeyRecord]:
+        return [AdminKeyRecord.from_row(r) for r in self._fetch(SELECT_ADMIN_KEYS)]
 
     def balances(self, holding_only: bool = False) -> list[BalanceRecord]:
         return [balance_record(r) for r in self._fetch(SELECT_HOLDING if holding_only else SELECT_BALANCES)]

@@ -31,6 +31,20 @@ api_keys = Table(
     Column("budgeted", Integer, nullable=False, server_default="0"),
 )
 
+#: The named admin keys (``domain/admin_keys.py``), by hash: what the admin API looks a presented key up in.
+admin_keys = Table(
+    "admin_keys",
+    metadata,
+    Column("key_hash", String, primary_key=True),
+    Column("key_id", String, nullable=False, unique=True),
+    Column("name", String, nullable=False),
+    Column("role", String, nullable=False),
+    Column("revoked", Integer, nullable=False, server_default="0"),
+    Column("issued_at", String, nullable=False),
+    Column("issued_by", String, nullable=False, server_default=""),
+    Column("version", BigInteger, nullable=False),
+)
+
 team_balances = Table(
     "team_balances",
     metadata,
@@ -67,6 +81,9 @@ ledger_entries = Table(
     #: The charge's attribution: its tags (canonical ``name=value,...``) and end user (``""``: none).
     Column("tags", String, nullable=False, server_default=""),
     Column("end_user", String, nullable=False, server_default=""),
+    #: Who caused an operator's entry (``admin:<key id>``, ``admin:config``, ``cli:user@host``), and why.
+    Column("actor", String, nullable=False, server_default=""),
+    Column("reason", String, nullable=False, server_default=""),
     Index("ledger_entries_team_time", "team_name", "occurred_at"),
     #: A team's entries in ledger order, a keyset page at a time (export, the dashboard's download).
     Index("ledger_entries_team_order", "team_name", "notification_id"),

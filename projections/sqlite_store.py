@@ -33,7 +33,8 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
         one's row id: nothing here reads notification ids back), then the read models."""
         insert_rows(c, f"INSERT INTO {self.events_table_name}", [_row(s) for s in stored_events])
         self.read_models.write(c, kwargs.get("keys", ()), kwargs.get("balances", ()),
-                               kwargs.get("idempotent", ()), kwargs.get("charges", ()))
+                               kwargs.get("idempotent", ()), kwargs.get("charges", ()),
+                               kwargs.get("admin_keys", ()))
         return None
 
     def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:

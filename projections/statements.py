@@ -301,6 +301,7 @@ class Statement:
             "SELECT kind, model, key_id, COUNT(*) AS n, SUM(amount) AS amount, SUM(input_tokens) AS i, "
             "SUM(output_tokens) AS o, SUM(cache_write_tokens) AS w, SUM(cache_hit_tokens) AS h "
             "FROM ledger_entries WHERE team_name = {p} AND version > {p} AND version <= {p} "
+            "AND kind IN ('top_up', 'charge', 'adjustment') "  # an operator's rows move no money
             "GROUP BY kind, model, key_id",
             (self.team, self.figures.opening_version, self.figures.closing_version))
         kinds: dict[str, tuple[int, int]] = {}

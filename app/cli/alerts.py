@@ -13,7 +13,7 @@ import json
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.cli.support import CommandError, credits_amount, ledger_service, ledger_store, load_settings
+from app.cli.support import CommandError, cli_actor, credits_amount, ledger_service, ledger_store, load_settings
 from app.ledger.queries import recent_alerts
 from domain.alerts import BALANCE_BELOW, BUDGET_PERCENT, Threshold
 from domain.money import format_credits
@@ -42,7 +42,7 @@ def cmd_alert_set(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
         thresholds = ledger.set_alert(args.team, kind, value, args.key or "", enabled=args.action == "set",
-                                      reason=args.reason or "")
+                                      actor=cli_actor(), reason=args.reason or "")
     print(f"Team {args.team} is alerted when: " + ("; ".join(shown(t) for t in thresholds) or "never") + ".")
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.cli.support import CommandError, credits_amount, ledger_service, load_settings
+from app.cli.support import CommandError, cli_actor, credits_amount, ledger_service, load_settings
 from app.ledger.results import BudgetSummary
 from domain.budgets import PERIODS, parse_period
 from domain.money import format_credits
@@ -45,7 +45,7 @@ def cmd_budget(args: argparse.Namespace) -> None:
             budget = ledger.budget(team, key_id)
         else:
             limit = None if args.clear else credits_amount(args.credits)
-            budget = ledger.set_budget(team, limit, args.period, key_id, reason=args.reason or "")
+            budget = ledger.set_budget(team, limit, args.period, key_id, actor=cli_actor(), reason=args.reason or "")
     whose = f"Key {key_id} of team {team}" if key_id else f"Team {team}"
     print(f"{whose}: {described(budget)}.")
 

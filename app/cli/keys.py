@@ -11,7 +11,7 @@ import argparse
 from typing import Any
 
 from app.cli.budgets import add_key_budget_command, add_team_budget_command, described
-from app.cli.support import CommandError, credits_amount, ledger_service, load_settings
+from app.cli.support import CommandError, add_reason_option, cli_actor, credits_amount, ledger_service, load_settings
 from app.ledger.results import Limits
 from domain.endpoints import ENDPOINT_PATHS, parse_endpoints
 from domain.money import format_credits
@@ -29,7 +29,8 @@ def _shown_limits(rpm: int | None, tpm: int | None) -> str:
 def cmd_team_create(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
-        team = ledger.create_team(args.name, credits_amount(args.credits), _limits(args))
+        team = ledger.create_team(args.name, credits_amount(args.credits), _limits(args), actor=cli_actor(),
+                                  reason=args.reason)
     print(f"Opened team {team.name} with {format_credits(team.balance)} credits.")
 
 
@@ -49,21 +50,21 @@ def cmd_team_show(args: argparse.Namespace) -> None:
 def cmd_team_limit(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
-        team = ledger.limit_team(args.name, _limits(args))
+        team = ledger.limit_team(args.name, _limits(args), actor=cli_actor(), reason=args.reason)
     print(f"Team {team.name}: {_shown_limits(team.rpm, team.tpm)} (per minute, shared by its keys).")
 
 
 def cmd_team_suspend(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
-        ledger.suspend(args.name, args.reason or "")
+        ledger.suspend(args.name, args.reason or "", actor=cli_actor())
     print(f"Suspended team {args.name}: every gateway process refuses its keys (403) until it is reinstated.")
 
 
 def cmd_team_reinstate(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
-        ledger.reinstate(args.name)
+        ledger.reinstate(args.name, actor=cli_actor(), reason=args.reason)
     print(f"Reinstated team {args.name}.")
 
 
@@ -90,7 +91,8 @@ def cmd_key_create(args: argparse.Namespace) -> None:
     models = _known_models(settings, _models(args.models))
     endpoints = _endpoints(args.endpoints)
     with ledger_service(settings, base) as ledger:
-        key = ledger.issue_key(args.team, args.name or "", models, endpoints, _limits(args))
+        key = ledger.issue_key(args.team, args.name or "", models, endpoints, _limits(args), actor=cli_actor(),
+                               reason=args.reason)
     only = [f"models: {', '.join(models)}"] if models else []
     only += [f"endpoints: {', '.join(endpoints)}"] if endpoints else []
     only += [_shown_limits(args.rpm, args.tpm)] if args.rpm or args.tpm else []
@@ -102,7 +104,7 @@ def cmd_key_create(args: argparse.Namespace) -> None:
 def cmd_key_revoke(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
-        ledger.revoke_key(args.team, args.key_id)
+        ledger.revoke_key(args.team, args.key_id, actor=cli_actor(), reason=args.reason)
     print(f"Revoked key {args.key_id} of team {args.team}; every gateway process refuses it from now on.")
 
 
@@ -113,18 +115,18 @@ def cmd_key_restrict(args: argparse.Namespace) -> None:
     with ledger_service(settings, base) as ledger:
         if args.models is not None:
             models = _known_models(settings, _models(args.models))
-            ledger.restrict_key(args.team, args.key_id, models)
+            ledger.restrict_key(args.team, args.key_id, models, actor=cli_actor(), reason=args.reason)
             print(f"Key {args.key_id} of team {args.team} may use: {', '.join(models) or 'any model'}.")
         if args.endpoints is not None:
             endpoints = _endpoints(args.endpoints)
-            ledger.restrict_key_endpoints(args.team, args.key_id, endpoints)
+            ledger.restrict_key_endpoints(args.team, args.key_id, endpoints, actor=cli_actor(), reason=args.reason)
             print(f"Key {args.key_id} of team {args.team} may call: {', '.join(endpoints) or 'any endpoint'}.")
 
 
 def cmd_key_limit(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
-        key = ledger.limit_key(args.team, args.key_id, _limits(args))
+        key = ledger.limit_key(args.team, args.key_id, _limits(args), actor=cli_actor(), reason=args.reason)
     print(f"Key {args.key_id} of team {args.team}: {_shown_limits(key.rpm, key.tpm)} (per minute).")
 
 
@@ -146,7 +148,7 @@ def cmd_clamp(args: argparse.Namespace) -> None:
     team, key_id = (args.team, args.key_id) if args.action == "clamp" and args.command == "key" else (args.name, "")
     enabled = args.state == "on"
     with ledger_service(settings, base) as ledger:
-        ledger.clamp_output(team, enabled, key_id)
+        ledger.clamp_output(team, enabled, key_id, actor=cli_actor(), reason=args.reason)
     whose = f"Key {key_id} of team {team}" if key_id else f"Team {team}"
     if enabled:
         print(f"{whose}: a request the available balance cannot cover is sent with its output limit lowered to what "
@@ -177,6 +179,7 @@ def add_team_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     create.add_argument("name")
     create.add_argument("--credits", default="0", help="opening balance in credits (e.g. 100 or 12.5)")
     _add_limit_options(create)
+    add_reason_option(create)
     create.set_defaults(func=cmd_team_create)
     show = team.add_parser("show", parents=[common], help="a team's balance, limits and state")
     show.add_argument("name")
@@ -184,18 +187,21 @@ def add_team_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     limit = team.add_parser("limit", parents=[common], help="set a team's rate limits (shared by all its keys)")
     limit.add_argument("name")
     _add_limit_options(limit)
+    add_reason_option(limit)
     limit.set_defaults(func=cmd_team_limit)
     suspend = team.add_parser("suspend", parents=[common], help="refuse a team's requests (403) until reinstated")
     suspend.add_argument("name")
-    suspend.add_argument("--reason", help="kept in the ledger")
+    add_reason_option(suspend)
     suspend.set_defaults(func=cmd_team_suspend)
     reinstate = team.add_parser("reinstate", parents=[common], help="lift a team's suspension")
     reinstate.add_argument("name")
+    add_reason_option(reinstate)
     reinstate.set_defaults(func=cmd_team_reinstate)
     clamp = team.add_parser("clamp", parents=[common], help="on: lower a request's output limit to what the balance "
                                                             "covers instead of refusing it (every key of the team)")
     clamp.add_argument("name")
     clamp.add_argument("state", choices=("on", "off"))
+    add_reason_option(clamp)
     clamp.set_defaults(func=cmd_clamp)
     add_team_budget_command(team, common)
 
@@ -209,27 +215,32 @@ def add_key_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     key_create.add_argument("--models", help="comma-separated model ids the key may use (default: any)")
     key_create.add_argument("--endpoints", help=endpoint_help)
     _add_limit_options(key_create)
+    add_reason_option(key_create)
     key_create.set_defaults(func=cmd_key_create)
     key_revoke = key.add_parser("revoke", parents=[common], help="revoke a key, at once, in every process")
     key_revoke.add_argument("--team", required=True)
     key_revoke.add_argument("key_id")
+    add_reason_option(key_revoke)
     key_revoke.set_defaults(func=cmd_key_revoke)
     key_restrict = key.add_parser("restrict", parents=[common], help="limit a key to some models or endpoints")
     key_restrict.add_argument("--team", required=True)
     key_restrict.add_argument("key_id")
     key_restrict.add_argument("--models", help="comma-separated model ids ('' for any)")
     key_restrict.add_argument("--endpoints", help=endpoint_help.replace("(default: any)", "('' for any)"))
+    add_reason_option(key_restrict)
     key_restrict.set_defaults(func=cmd_key_restrict)
     key_limit = key.add_parser("limit", parents=[common], help="set a key's own rate limits")
     key_limit.add_argument("--team", required=True)
     key_limit.add_argument("key_id")
     _add_limit_options(key_limit)
+    add_reason_option(key_limit)
     key_limit.set_defaults(func=cmd_key_limit)
     key_clamp = key.add_parser("clamp", parents=[common], help="on: lower a request's output limit to what the "
                                                                "balance covers instead of refusing it (this key)")
     key_clamp.add_argument("--team", required=True)
     key_clamp.add_argument("key_id")
     key_clamp.add_argument("state", choices=("on", "off"))
+    add_reason_option(key_clamp)
     key_clamp.set_defaults(func=cmd_clamp)
     key_list = key.add_parser("list", parents=[common], help="a team's keys (ids, state, policies; never secrets)")
     key_list.add_argument("--team", required=True)

@@ -16,13 +16,23 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.cli.admin_keys import add_admin_key_commands
 from app.cli.alerts import add_alert_commands
 from app.cli.balance import add_balance_command
 from app.cli.keys import add_key_commands, add_team_commands
 from app.cli.prices import add_prices_commands
 from app.cli.rerate import add_rerate_command
 from app.cli.statement import add_statement_commands
-from app.cli.support import CONFIG_ENV, CommandError, credits_amount, ledger_service, ledger_store, load_settings
+from app.cli.support import (
+    CONFIG_ENV,
+    CommandError,
+    add_reason_option,
+    cli_actor,
+    credits_amount,
+    ledger_service,
+    ledger_store,
+    load_settings,
+)
 from app.cli.usage import add_usage_command
 from app.clock_shift import ClockOffsetError, shift_clock_from_environment
 from app.http.serving import serve
@@ -44,7 +54,7 @@ def cmd_credits_add(args: argparse.Namespace) -> None:
         raise CommandError("invalid credit amount: must be greater than 0")
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
-        team = ledger.top_up(args.team, amount, args.reference or "")
+        team = ledger.top_up(args.team, amount, args.reference or "", actor=cli_actor(), reason=args.reason)
     print(f"Added {format_credits(amount)} credits to team {args.team}; balance {format_credits(team.balance)}.")
 
 
@@ -61,7 +71,7 @@ def cmd_credits_adjust(args: argparse.Namespace) -> None:
         raise CommandError("--reason: say why (it is kept in the ledger)")
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
-        team = ledger.adjust_credits(args.team, amount, args.reason, args.reference or "")
+        team = ledger.adjust_credits(args.team, amount, args.reason, args.reference or "", actor=cli_actor())
     moved = "Gave back" if amount > 0 else "Took"
     print(f"{moved} {format_credits(abs(amount))} credits {'to' if amount > 0 else 'from'} team {args.team} "
           f"({args.reason}); balance {format_credits(team.balance)}.")
@@ -109,7 +119,7 @@ def cmd_ledger_rebuild(args: argparse.Namespace) -> None:
                                    snapshot_every=settings.snapshot_every)
         finally:
             history.close()
-    print(f"Rebuilt the audit history, usage, balances, key directory and team snapshots (one every "
+    print(f"Rebuilt the audit history, usage, balances, key directories and team snapshots (one every "
           f"{settings.snapshot_every} events of a team) from {done} events.")
 
 
@@ -158,14 +168,17 @@ def cmd_ledger_history(args: argparse.Namespace) -> None:
         history.close()
     pages = max(1, -(-total // args.per_page))
     print(f"Team {args.team}: {total} ledger entries, page {args.page} of {pages}")
-    print(f"{'time (UTC)':<20} {'entry':<7} {'model':<14} {'tokens in/out':>14} {'amount':>14} {'balance':>14}  "
-          "request")
+    print(f"{'time (UTC)':<20} {'entry':<16} {'model':<14} {'tokens in/out':>14} {'amount':>14} {'balance':>14}  "
+          "request or note [by whom]: why")
     for r in rows:
         tokens = f"{r['input_tokens'] + r['cache_write_tokens'] + r['cache_hit_tokens']}/{r['output_tokens']}" \
             if r["kind"] == "charge" else ""
-        amount = ("+" if r["amount"] > 0 else "-") + format_credits(abs(int(r["amount"])))
-        print(f"{r['occurred_at'][:19].replace('T', ' '):<20} {r['kind']:<7} {r['model'][:14]:<14} {tokens:>14} "
-              f"{amount:>14} {format_credits(int(r['balance_after'])):>14}  {r['request_id'] or r['reference']}")
+        amount = ("+" if r["amount"] > 0 else "-" if r["amount"] < 0 else " ") + format_credits(abs(int(r["amount"])))
+        note = (r["request_id"] or r["key_id"] + (" " if r["key_id"] and r["reference"] else "") + r["reference"])
+        note += f" [{r['actor']}]" if r["actor"] else ""
+        note += f": {r['reason']}" if r["reason"] and r["kind"] != "adjustment" else ""  # an adjustment's note says it
+        print(f"{r['occurred_at'][:19].replace('T', ' '):<20} {r['kind']:<16} {r['model'][:14]:<14} {tokens:>14} "
+              f"{amount:>14} {format_credits(int(r['balance_after'])):>14}  {note}")
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
@@ -204,11 +217,11 @@ def cmd_demo(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
         try:
-            ledger.create_team(args.team, credits_amount(args.credits))
+            ledger.create_team(args.team, credits_amount(args.credits), actor=cli_actor(), reason="demo")
         except TeamAlreadyExists:  # opened by an earlier demo: topped up if it spent everything
             if ledger.team_summary(args.team).balance == 0:
-                ledger.top_up(args.team, credits_amount(args.credits), "demo top-up")
-        secret = ledger.issue_key(args.team, "demo").secret
+                ledger.top_up(args.team, credits_amount(args.credits), "demo top-up", actor=cli_actor())
+        secret = ledger.issue_key(args.team, "demo", actor=cli_actor(), reason="demo").secret
         balance = ledger.team_summary(args.team).balance
     model = settings.models[0].id
     base_url = f"http://{args.host}:{args.port}/v1"
@@ -260,6 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_alert_commands(commands, common)
     add_prices_commands(commands, common)
     add_usage_command(commands, common)
+    add_admin_key_commands(commands, common)
 
     credit = commands.add_parser("credits", help="credits").add_subparsers(dest="action", required=True,
                                                                            metavar="ACTION")
@@ -267,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("--team", required=True)
     add.add_argument("amount", help="credits to add (e.g. 50 or 0.25)")
     add.add_argument("--reference", help="a note kept with the top-up (invoice number, …)")
+    add_reason_option(add)
     add.set_defaults(func=cmd_credits_add)
     adjust = credit.add_parser("adjust", parents=[common],
                                help="correct a team's balance (a refund, or credits taken back), with a reason")

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.cli.support import CommandError, ledger_service, ledger_store, load_settings
+from app.cli.support import CommandError, cli_actor, ledger_service, ledger_store, load_settings
 from domain.prices import PriceList
 from domain.pricing import Price
 
@@ -78,7 +78,8 @@ def cmd_prices_apply(args: argparse.Namespace) -> int:
                 if latest != model.price:
                     planned.append((model.id, changes(latest, model.price)))
                     if not args.dry_run:
-                        prices.set_price(model.id, model.price, effective, now, args.reason or "tollgate prices apply")
+                        prices.set_price(model.id, model.price, effective, now, args.reason or "tollgate prices apply",
+                                         actor=cli_actor())
             if args.dry_run or not planned:
                 break
             try:
@@ -109,7 +110,7 @@ def cmd_prices_history(args: argparse.Namespace) -> int:
     current = prices.in_force(args.model, now) if prices is not None else None
     if args.json:
         print(json.dumps([{"ref": e.ref, "effective_from": e.effective_from.isoformat(),
-                           "recorded_at": e.recorded_at.isoformat(), "reason": e.reason,
+                           "recorded_at": e.recorded_at.isoformat(), "reason": e.reason, "actor": e.actor,
                            "in_force": current is not None and e.ref == current.ref,
                            "price": e.price.as_record()} for e in entries], indent=2))
         return 0
@@ -118,7 +119,7 @@ def cmd_prices_history(args: argparse.Namespace) -> int:
         state = ("in force" if current is not None and entry.ref == current.ref else
                  "scheduled" if entry.effective_from > now else "superseded")
         print(f"{entry.ref}  from {entry.effective_from.isoformat()}  ({state}; recorded "
-              f"{entry.recorded_at.isoformat()}: {entry.reason})")
+              f"{entry.recorded_at.isoformat()}{' by ' + entry.actor if entry.actor else ''}: {entry.reason})")
         for line in changes(previous, entry.price):
             print(f"  {line}")
         previous = entry.price
@@ -134,7 +135,7 @@ def cmd_prices_adjust(args: argparse.Namespace) -> int:
     if args.model and settings.model(args.model) is None:
         raise CommandError(f"no model {args.model!r} in the configuration")
     with ledger_service(settings, base) as ledger:
-        adjustments = ledger.adjust_prices(args.team, percent, args.model or "", args.reason or "")
+        adjustments = ledger.adjust_prices(args.team, percent, args.model or "", args.reason or "", actor=cli_actor())
     shown = ", ".join(f"{p} % on {m or 'every model'}" for m, p in sorted(adjustments.items())) or "none"
     print(f"Team {args.team}'s price adjustments: {shown}.")
     return 0

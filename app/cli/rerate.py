@@ -16,7 +16,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import Any
 
-from app.cli.support import CommandError, ledger_service, load_settings
+from app.cli.support import CommandError, cli_actor, ledger_service, load_settings
 from domain.money import format_credits
 from domain.settings import parse_price_list
 
@@ -55,7 +55,7 @@ def cmd_ledger_rerate(args: argparse.Namespace) -> int:
                                            f"({line.model}, {line.key_id})"),
                         f"rerate:{digest}:{start.isoformat()}:{end.isoformat()}:{line.model}:{line.key_id}")
                        for line in report.lines.values() if line.difference]
-        moved = ledger.correct(args.team, corrections) if args.apply and corrections else []
+        moved = ledger.correct(args.team, corrections, actor=cli_actor()) if args.apply and corrections else []
     if args.json:
         print(json.dumps(_as_json(report, moved), indent=2))
         return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,3 +72,21 @@ def credits_amount(text: str) -> int:
     if micros < 0:
         raise CommandError(f"invalid credit amount: {text} is negative")
     return micros
+
+
+def cli_actor() -> str:
+    """Who the events a command records name as having caused them: ``cli:USER@HOST``, the account
+    that ran it and the machine it ran on (``admin:<key id>`` is the admin API's counterpart)."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name in the environment nor the password database
+        user = f"uid{os.getuid()}"
+    return f"cli:{user}@{socket.gethostname()}"
+
+
+def add_reason_option(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    """``--reason``: why, kept in the ledger with who did it (the audit history shows both)."""
+    parser.add_argument("--reason", required=required, default="", help="why; kept in the ledger with who did it")

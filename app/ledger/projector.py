@@ -17,6 +17,7 @@ from collections.abc import Callable
 from uuid import UUID
 
 from app.observability import timeline
+from domain.admin_keys import AdminKeys
 from domain.ledger import TeamLedger
 from domain.prices import PriceList
 from projections.event_store import LedgerStore
@@ -38,13 +39,15 @@ _KEY_EVENTS = (*(f"{TeamLedger.__module__}:{cls.__qualname__}"
                  for cls in (TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
                              TeamLedger.KeyEndpointsRestricted, TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet,
                              TeamLedger.Suspended, TeamLedger.Reinstated, TeamLedger.PricesAdjusted,
-                             TeamLedger.OutputClampSet, TeamLedger.BudgetSet)), _PRICE_SET)
+                             TeamLedger.OutputClampSet, TeamLedger.BudgetSet)), _PRICE_SET,
+               f"{AdminKeys.__module__}:{AdminKeys.AdminKeyRevoked.__qualname__}")
 
 
 class Projector:
-    """Also tells this process when a key or a team's policy changed anywhere (``on_key_change(key_id)``,
-    ``on_team_change(team_id)``), or a price was recorded (``on_prices_change()``), by following the
-    log on its own cursor: the shared projection position says nothing about this process."""
+    """Also tells this process when a key (a team's, or a revoked admin key) or a team's policy changed
+    anywhere (``on_key_change(key_id)``, ``on_team_change(team_id)``), or a price was recorded
+    (``on_prices_change()``), by following the log on its own cursor: the shared projection position
+    says nothing about this process."""
 
     def __init__(self, store: LedgerStore, poll_seconds: float = 0.25, history_seconds: float = 2.0,
                  on_key_change: Callable[[str], None] | None = None,

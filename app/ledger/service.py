@@ -14,7 +14,9 @@ Two kinds of methods, because their callers differ:
   ``Future``: billing must not block the event loop, and must still see a command through when
   the request that queued it is cut off (the writer completes the future either way).
 - **Administration** (teams, keys, credits, limits) waits for the answer and returns it, as the
-  CLI and the admin API (from a worker thread) want it.
+  CLI and the admin API (from a worker thread) want it. Each command that changes something takes
+  who gives it (``actor``: ``admin:<key id>``, ``admin:config``, ``cli:user@host``) and why
+  (``reason``), which its events keep.
 """
 
 from __future__ import annotations
@@ -192,7 +194,8 @@ class LedgerService:
 
     # -- administration: each waits until its command is durable ------------------------------
 
-    def create_team(self, name: str, opening_balance: int, limits: Limits = NO_LIMITS) -> TeamSummary:
+    def create_team(self, name: str, opening_balance: int, limits: Limits = NO_LIMITS, *, actor: str = "",
+                    reason: str = "") -> TeamSummary:
         """Open a team with ``opening_balance`` (micro-credits) and optional rate limits."""
         if not TEAM_NAME.fullmatch(name):
             raise InvalidTeamName(name)
@@ -200,98 +203,101 @@ class LedgerService:
         def command(team: TeamLedger | None) -> tuple[TeamLedger, Recorded[TeamSummary]]:
             if team is not None:
                 raise TeamAlreadyExists(name)
-            team = TeamLedger.open(name)
+            team = TeamLedger.open(name, actor=actor, reason=reason)
             if opening_balance:
-                team.add_credits(opening_balance, reference="opening balance")
+                team.add_credits(opening_balance, reference="opening balance", actor=actor, reason=reason)
             if limits.given:
-                team.limit(*limits.merged(None, None))
+                team.limit(*limits.merged(None, None), actor=actor, reason=reason)
             return team, Recorded(TeamSummary.of(team))
 
         return self._writer.submit(team_id(name), command).result()
 
-    def top_up(self, team: str, amount: int, reference: str = "") -> TeamSummary:
+    def top_up(self, team: str, amount: int, reference: str = "", *, actor: str = "",
+               reason: str = "") -> TeamSummary:
         """Add ``amount`` micro-credits to a team."""
 
         def top_up(ledger: TeamLedger) -> TeamSummary:
-            ledger.add_credits(amount, reference)
+            ledger.add_credits(amount, reference, actor=actor, reason=reason)
             return TeamSummary.of(ledger)
 
         return self._on(team, top_up)
 
     def issue_key(self, team: str, label: str = "", models: list[str] | None = None,
-                  endpoints: list[str] | None = None, limits: Limits = NO_LIMITS) -> IssuedKey:
+                  endpoints: list[str] | None = None, limits: Limits = NO_LIMITS, *, actor: str = "",
+                  reason: str = "") -> IssuedKey:
         """Issue a key for a team (optionally only for some models or endpoints, with rate limits);
         the answer carries its secret, the only time it is seen."""
         key = new_key()
-
         def issue(ledger: TeamLedger) -> IssuedKey:
-            ledger.issue_key(key.key_id, key.key_hash, label)
+            ledger.issue_key(key.key_id, key.key_hash, label, actor=actor, reason=reason)
             if models:
-                ledger.restrict_key(key.key_id, models)
+                ledger.restrict_key(key.key_id, models, actor=actor, reason=reason)
             if endpoints:
-                ledger.restrict_key_endpoints(key.key_id, endpoints)
+                ledger.restrict_key_endpoints(key.key_id, endpoints, actor=actor, reason=reason)
             if limits.given:
-                ledger.limit_key(key.key_id, *limits.merged(None, None))
+                ledger.limit_key(key.key_id, *limits.merged(None, None), actor=actor, reason=reason)
             return IssuedKey(key.key_id, key.secret)
 
         return self._on(team, issue)
 
-    def revoke_key(self, team: str, key_id: str) -> None:
-        self._on(team, lambda ledger: ledger.revoke_key(key_id))
+    def revoke_key(self, team: str, key_id: str, *, actor: str = "", reason: str = "") -> None:
+        self._on(team, lambda ledger: ledger.revoke_key(key_id, actor=actor, reason=reason))
 
-    def restrict_key(self, team: str, key_id: str, models: list[str]) -> None:
+    def restrict_key(self, team: str, key_id: str, models: list[str], *, actor: str = "", reason: str = "") -> None:
         """Let the key use only ``models`` (none: any model)."""
-        self._on(team, lambda ledger: ledger.restrict_key(key_id, models))
+        self._on(team, lambda ledger: ledger.restrict_key(key_id, models, actor=actor, reason=reason))
 
-    def restrict_key_endpoints(self, team: str, key_id: str, endpoints: list[str]) -> None:
+    def restrict_key_endpoints(self, team: str, key_id: str, endpoints: list[str], *, actor: str = "",
+                               reason: str = "") -> None:
         """Let the key call only ``endpoints`` (none: any endpoint)."""
-        self._on(team, lambda ledger: ledger.restrict_key_endpoints(key_id, endpoints))
+        self._on(team, lambda ledger: ledger.restrict_key_endpoints(key_id, endpoints, actor=actor, reason=reason))
 
-    def limit_key(self, team: str, key_id: str, limits: Limits) -> KeySummary:
+    def limit_key(self, team: str, key_id: str, limits: Limits, *, actor: str = "", reason: str = "") -> KeySummary:
         """Set the key's own rate limits (a limit not given stays as it is)."""
 
         def limit(ledger: TeamLedger) -> KeySummary:
             key = ledger.keys.get(key_id, {})
-            ledger.limit_key(key_id, *limits.merged(key.get("rpm"), key.get("tpm")))
+            ledger.limit_key(key_id, *limits.merged(key.get("rpm"), key.get("tpm")), actor=actor, reason=reason)
             return KeySummary.of(ledger, key_id)
 
         return self._on(team, limit)
 
-    def limit_team(self, team: str, limits: Limits) -> TeamSummary:
+    def limit_team(self, team: str, limits: Limits, *, actor: str = "", reason: str = "") -> TeamSummary:
         """Set the team's rate limits, shared by its keys (a limit not given stays as it is)."""
 
         def limit(ledger: TeamLedger) -> TeamSummary:
-            ledger.limit(*limits.merged(ledger.rpm, ledger.tpm))
+            ledger.limit(*limits.merged(ledger.rpm, ledger.tpm), actor=actor, reason=reason)
             return TeamSummary.of(ledger)
 
         return self._on(team, limit)
 
-    def suspend(self, team: str, reason: str = "") -> TeamSummary:
+    def suspend(self, team: str, reason: str = "", *, actor: str = "") -> TeamSummary:
         """Refuse the team's requests until it is reinstated."""
 
         def suspend(ledger: TeamLedger) -> TeamSummary:
-            ledger.suspend(reason)
+            ledger.suspend(reason, actor=actor)
             return TeamSummary.of(ledger)
 
         return self._on(team, suspend)
 
-    def reinstate(self, team: str) -> TeamSummary:
+    def reinstate(self, team: str, *, actor: str = "", reason: str = "") -> TeamSummary:
         def reinstate(ledger: TeamLedger) -> TeamSummary:
-            ledger.reinstate()
+            ledger.reinstate(actor=actor, reason=reason)
             return TeamSummary.of(ledger)
 
         return self._on(team, reinstate)
 
-    def adjust_credits(self, team: str, amount: int, reason: str, reference: str = "") -> TeamSummary:
+    def adjust_credits(self, team: str, amount: int, reason: str, reference: str = "", *,
+                       actor: str = "") -> TeamSummary:
         """Give ``amount`` micro-credits back (> 0) or take them (< 0) as a correction, saying why."""
 
         def adjust(ledger: TeamLedger) -> TeamSummary:
-            ledger.adjust_credits(amount, reason, reference)
+            ledger.adjust_credits(amount, reason, reference, actor=actor)
             return TeamSummary.of(ledger)
 
         return self._on(team, adjust)
 
-    def correct(self, team: str, corrections: Sequence[tuple[int, str, str]]) -> list[int]:
+    def correct(self, team: str, corrections: Sequence[tuple[int, str, str]], *, actor: str = "") -> list[int]:
         """Record ``(amount, reason, reference)`` adjustments in one transaction; a debit takes no
         more than is available (what it could not take is left uncollected). Returns what each moved."""
 
@@ -300,26 +306,27 @@ class LedgerService:
             for amount, reason, reference in corrections:
                 applied = max(amount, -ledger.available)
                 if applied:
-                    ledger.adjust_credits(applied, reason, reference)
+                    ledger.adjust_credits(applied, reason, reference, actor=actor)
                 moved.append(applied)
             return moved
 
         return self._on(team, correct)
 
-    def adjust_prices(self, team: str, percent: Decimal, model: str = "", reason: str = "") -> dict[str, str]:
+    def adjust_prices(self, team: str, percent: Decimal, model: str = "", reason: str = "", *,
+                      actor: str = "") -> dict[str, str]:
         """Price the team's requests ``percent`` above (below, if negative) the price list, for
         ``model`` or every model; returns the team's adjustments after it."""
 
         def adjust(ledger: TeamLedger) -> dict[str, str]:
-            ledger.adjust_prices(percent, model, reason)
+            ledger.adjust_prices(percent, model, reason, actor=actor)
             return dict(ledger.price_adjustments)
 
         return self._on(team, adjust)
 
-    def clamp_output(self, team: str, enabled: bool, key_id: str = "") -> None:
+    def clamp_output(self, team: str, enabled: bool, key_id: str = "", *, actor: str = "", reason: str = "") -> None:
         """Give a request the balance cannot cover what it covers instead of a 402, for the key or
         (no key) for the whole team."""
-        self._on(team, lambda ledger: ledger.clamp_outputs(enabled, key_id))
+        self._on(team, lambda ledger: ledger.clamp_outputs(enabled, key_id, actor=actor, reason=reason))
 
     def set_budget(self, team: str, limit: int | None, period: str, key_id: str = "", *, actor: str = "",
                    reason: str = "") -> BudgetSummary | None:

@@ -52,7 +52,7 @@ class Snapshot:
 
 def read_snapshot(database_url: str, base_dir: Path) -> Snapshot:
     """Every event in commit order, and the balances read model read after them."""
-    from domain.prices import PRICE_LIST_ID
+    from domain.aggregates import NON_TEAM_IDS
     from projections.event_store import open_ledger_store
 
     store = open_ledger_store(database_url, base_dir, pool_size=2)
@@ -60,7 +60,7 @@ def read_snapshot(database_url: str, base_dir: Path) -> Snapshot:
         names: dict[UUID, str] = {}
         events = []
         for notification in store.notifications():
-            if notification.originator_id == PRICE_LIST_ID:  # the price list's events have no team
+            if notification.originator_id in NON_TEAM_IDS:  # the price list's and admin keys' events have no team
                 continue
             event = store.ledger_event(notification)
             fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}

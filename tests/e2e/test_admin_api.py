@@ -65,7 +65,7 @@ def test_keys_issue_restrict_revoke_and_their_effect(admin: httpx.Client, gatewa
     client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
     keys = admin.get("/teams/keyed/keys").json()["data"]
     assert keys == [{"id": issued["id"], "name": "ci", "revoked": False, "models": [], "endpoints": [], "rpm": None,
-                     "tpm": None, "clamp_output_to_balance": False}]
+                     "tpm": None, "clamp_output_to_balance": False, "budget": None}]
     assert "key" not in keys[0]  # secrets are shown once, at issue
 
     assert admin.post(f"/teams/keyed/keys/{issued['id']}/revoke").status_code == 200
@@ -81,10 +81,12 @@ def test_history_is_paginated_and_usage_is_summed(admin: httpx.Client, gateway: 
     client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
     answers = [client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": f"n {i}"}])
                for i in range(3)]
-    first = admin.get("/teams/audited/history", params={"per_page": 2}).json()
-    assert (first["total"], first["has_more"], len(first["data"])) == (4, True, 2)
-    second = admin.get("/teams/audited/history", params={"per_page": 2, "page": 2}).json()
-    assert [e["kind"] for e in first["data"] + second["data"]] == ["top_up", "charge", "charge", "charge"]
+    first = admin.get("/teams/audited/history", params={"per_page": 3}).json()
+    assert (first["total"], first["has_more"], len(first["data"])) == (6, True, 3)
+    second = admin.get("/teams/audited/history", params={"per_page": 3, "page": 2}).json()
+    assert [e["kind"] for e in first["data"] + second["data"]] == ["team_opened", "top_up", "key_issued", "charge",
+                                                                  "charge", "charge"]
+    assert {e["actor"] for e in first["data"]} == {"admin:config"}  # the operator's entries say who
     assert second["data"][-1]["balance_after"] == int(
         Decimal(str(answers[-1].usage.model_extra["remaining"]["credits"])) * 1_000_000)
 

@@ -111,8 +111,8 @@ def test_usage_by_tag_and_end_user_adds_up_to_the_teams_charges(gateway: Gateway
     assert set(plain) == {"team", "by_model", "daily"}
 
     exported = gateway.cli("ledger", "export", "--team", team.name).stdout.splitlines()
-    assert exported[0].endswith(",tags,end_user")
-    assert any(line.endswith(',"env=ci,project=alpha",alice') for line in exported)
+    assert exported[0].endswith(",tags,end_user,actor,reason")
+    assert any(line.endswith(',"env=ci,project=alpha",alice,,') for line in exported)
     history = admin.get(f"/teams/{team.name}/history", params={"per_page": 100}).json()["data"]
     assert {(r["tags"], r["end_user"]) for r in history if r["kind"] == "charge"} == \
         {(c["tags"], c["end_user"]) for c in charges}

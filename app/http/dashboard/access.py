@@ -1,7 +1,8 @@
 """Who is looking at the dashboard, and which team they may read.
 
 The dashboard has no accounts of its own: a viewer signs in with a secret the gateway already knows,
-a team's API key (it reads that team and no other) or the admin key (any team). The page keeps the
+a team's API key (it reads that team and no other) or an admin key (any team; the dashboard only
+reads, so an auditor's key does as well as an operator's). The page keeps the
 key in the tab's sessionStorage and sends it with every API call as ``Authorization: Bearer``;
 nothing is remembered on the server, so a revoked key stops working at its next call (the key
 directory forgets it within 0.25 s, as it does for the generation endpoints).
@@ -15,7 +16,7 @@ from typing import Any, Literal
 from litestar import Request
 
 from app.errors import AuthenticationFailed, PermissionDenied
-from app.http.routes.admin_common import is_admin_key, ledger_call
+from app.http.routes.admin_common import admin_identity, ledger_call
 from app.http.routes.auth import presented_key
 from app.ledger.results import TeamSummary
 from app.runtime import Runtime
@@ -34,7 +35,7 @@ async def identify(request: Request[Any, Any, Any]) -> None:
     key = presented_key(request)
     if key is None:
         raise AuthenticationFailed("Sign in with a team API key or the admin key, sent as 'Authorization: Bearer KEY'.")
-    if is_admin_key(runtime, key):
+    if await admin_identity(runtime, key) is not None:
         request.state.viewer = Viewer("admin")
         return
     principal = await runtime.keys.principal_for(key)  # None for an unknown or revoked key

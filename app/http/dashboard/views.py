@@ -56,11 +56,12 @@ class TeamView(msgspec.Struct):
 
 
 class EntryView(msgspec.Struct):
-    """One ledger entry: a top-up (``amount`` > 0), a charge (``amount`` < 0) or an operator's
-    adjustment (either way), in credits."""
+    """One ledger entry: a top-up (``amount`` > 0), a charge (``amount`` < 0), an adjustment, or an
+    operator's action that moves no money (``key_issued``, ``suspended``…: ``amount`` 0), in credits;
+    an operator's entry says who (``actor``) and why (``reason``)."""
 
     occurred_at: str
-    kind: Literal["top_up", "charge", "adjustment"]
+    kind: str
     key_id: str
     request_id: str
     endpoint: str
@@ -75,6 +76,8 @@ class EntryView(msgspec.Struct):
     reference: str
     tags: str = ""  # the charge's attribution tags, ``name=value,...``
     end_user: str = ""
+    actor: str = ""
+    reason: str = ""
 
 
 class HistoryView(msgspec.Struct):
@@ -188,7 +191,7 @@ def entry_view(row: dict[str, Any]) -> EntryView:
                      int(row["input_tokens"]), int(row["output_tokens"]), int(row["cache_write_tokens"]),
                      int(row["cache_hit_tokens"]), credits_from_micros(int(row["amount"])), Decimal(row["cost_usd"]),
                      credits_from_micros(int(row["balance_after"])), row["reference"], row.get("tags") or "",
-                     row.get("end_user") or "")
+                     row.get("end_user") or "", row.get("actor") or "", row.get("reason") or "")
 
 
 def usage_view(usage: dict[str, Any]) -> UsageView:

@@ -1,7 +1,10 @@
 """The admin API under /admin: teams, keys, credits, balances, audit history and usage.
 
-Protected by the admin key (the environment variable named by ``admin_key_env``), never by a team
-key: a team key gets 403. Everything it changes goes through the ledger writer, like the CLI.
+Protected by an admin key (the one named by ``admin_key_env``, or a named one issued by ``tollgate
+admin-key issue``), never by a team key: a team key gets 403, and so does an auditor's key on every
+route that changes something (``require_admin``). Everything it changes goes through the ledger
+writer, like the CLI, and its events name the admin key that caused them and the ``reason`` given
+(in the body, or the ``x-tollgate-reason`` header).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from app.errors import InvalidRequest
 from app.http.routes.admin_alerts import alert_handlers
 from app.http.routes.admin_budgets import budget_handlers
 from app.http.routes.admin_common import (
+    actor_of,
     check_models,
     credits_param,
     endpoint_names,
@@ -23,6 +27,7 @@ from app.http.routes.admin_common import (
     key_fields,
     ledger_call,
     limits,
+    reason_of,
     require_admin,
     team_fields,
 )
@@ -52,16 +57,24 @@ from domain.attribution import AttributionError, dimension_of
 from domain.money import AmountError, credits_from_micros, micros_from_credits
 
 
+class Because(msgspec.Struct):
+    """The body of a route that needs nothing else: why (optional; kept on the event)."""
+
+    reason: str = ""
+
+
 class NewTeam(msgspec.Struct):
     name: str
     credits: Any = "0"  # credits as a decimal string ("12.5") or a JSON number; checked by _credits
     rpm: int | None = None
     tpm: int | None = None
+    reason: str = ""
 
 
 class NewCredits(msgspec.Struct):
     amount: Any
     reference: str = ""
+    reason: str = ""
 
 
 class Adjustment(msgspec.Struct):
@@ -76,10 +89,12 @@ class NewKey(msgspec.Struct):
     endpoints: list[str] = []
     rpm: int | None = None
     tpm: int | None = None
+    reason: str = ""
 
 
 class KeyModels(msgspec.Struct):
     models: list[str]
+    reason: str = ""
 
 
 @get("/teams", responses=answers(TeamList, "every team, with its balance"))
@@ -95,7 +110,8 @@ async def create_team(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewTeam)
     summary = await ledger_call(runtime.ledger.create_team, new.name, credits_param(new.credits, "credits"),
-                                limits(new.rpm, new.tpm))
+                                limits(new.rpm, new.tpm), actor=actor_of(request),
+                                reason=reason_of(request, new.reason))
     return json_response(team_fields(summary), 201)
 
 
@@ -114,7 +130,8 @@ async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[by
     amount = credits_param(new.amount, "amount")
     if amount == 0:
         raise InvalidRequest("Invalid 'amount': must be greater than 0.", param="amount")
-    return json_response(team_fields(await ledger_call(runtime.ledger.top_up, name, amount, new.reference)))
+    return json_response(team_fields(await ledger_call(runtime.ledger.top_up, name, amount, new.reference,
+                                                       actor=actor_of(request), reason=reason_of(request, new.reason))))
 
 
 @post("/teams/{name:str}/adjustments", status_code=200, responses=answers(TeamAnswer, "the team, adjusted"))
@@ -128,7 +145,8 @@ async def adjust_credits(request: Request[Any, Any, Any], name: str) -> Response
         raise InvalidRequest(f"Invalid 'amount': {exc}", param="amount") from None
     if amount == 0 or not new.reason.strip():
         raise InvalidRequest("An adjustment moves credits (not 0) and says why ('reason').", param="amount")
-    summary = await ledger_call(runtime.ledger.adjust_credits, name, amount, new.reason, new.reference)
+    summary = await ledger_call(runtime.ledger.adjust_credits, name, amount, reason_of(request, new.reason),
+                                new.reference, actor=actor_of(request))
     return json_response(team_fields(summary))
 
 
@@ -144,7 +162,8 @@ async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[byte
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request, b"{}"), NewKey)
     key = await ledger_call(runtime.ledger.issue_key, name, new.name, check_models(runtime, new.models),
-                            endpoint_names(new.endpoints), limits(new.rpm, new.tpm))
+                            endpoint_names(new.endpoints), limits(new.rpm, new.tpm), actor=actor_of(request),
+                            reason=reason_of(request, new.reason))
     return json_response({"id": key.key_id, "key": key.secret, "name": new.name, "models": new.models,
                   "endpoints": endpoint_names(new.endpoints), "rpm": new.rpm or None, "tpm": new.tpm or None}, 201)
 
@@ -152,7 +171,8 @@ async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[byte
 @post("/teams/{name:str}/keys/{key_id:str}/revoke", status_code=200, responses=answers(RevokedKey, "the key, revoked"))
 async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    await ledger_call(runtime.ledger.revoke_key, name, key_id)
+    reason = reason_of(request, validate(await request_json(request, b"{}"), Because).reason)
+    await ledger_call(runtime.ledger.revoke_key, name, key_id, actor=actor_of(request), reason=reason)
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "revoked": True})
 
@@ -161,7 +181,8 @@ async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) ->
 async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), KeyModels)
-    await ledger_call(runtime.ledger.restrict_key, name, key_id, check_models(runtime, body.models))
+    await ledger_call(runtime.ledger.restrict_key, name, key_id, check_models(runtime, body.models),
+                      actor=actor_of(request), reason=reason_of(request, body.reason))
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "models": sorted(set(body.models))})
 

@@ -4,7 +4,6 @@ raised, each with how its deliveries to the webhooks stand."""
 from __future__ import annotations
 
 import asyncio
-import functools
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -12,7 +11,7 @@ import msgspec
 from litestar import Request, Response, get, put
 
 from app.errors import InvalidRequest
-from app.http.routes.admin_common import credits_param, json_response, ledger_call
+from app.http.routes.admin_common import actor_of, credits_param, json_response, ledger_call, reason_of
 from app.http.routes.answers import AlertsAnswer, answers
 from app.http.routes.request_body import request_json, validate
 from app.ledger.queries import recent_alerts
@@ -62,8 +61,8 @@ async def set_alert(request: Request[Any, Any, Any], name: str) -> Response[byte
             value = Decimal(str(new.value))
         except InvalidOperation:
             raise InvalidRequest("Invalid 'value': a percentage, e.g. 80.", param="value") from None
-    call = functools.partial(runtime.ledger.set_alert, enabled=new.enabled, reason=new.reason)
-    thresholds = await ledger_call(call, name, new.kind, value, new.key_id or "")
+    thresholds = await ledger_call(runtime.ledger.set_alert, name, new.kind, value, new.key_id or "",
+                                   enabled=new.enabled, actor=actor_of(request), reason=reason_of(request, new.reason))
     return json_response({"team": name, "thresholds": [threshold_fields(t) for t in thresholds]})
 
 

@@ -4,14 +4,20 @@ a poll interval; the budget is enforced where the balance is, by the ledger's ho
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, put
 
 from app.errors import InvalidRequest
-from app.http.routes.admin_common import budget_fields, credits_param, json_response, ledger_call
+from app.http.routes.admin_common import (
+    actor_of,
+    budget_fields,
+    credits_param,
+    json_response,
+    ledger_call,
+    reason_of,
+)
 from app.http.routes.answers import BudgetAnswer, answers
 from app.http.routes.request_body import request_json, validate
 from app.runtime import Runtime
@@ -35,8 +41,8 @@ async def _set(request: Request[Any, Any, Any], name: str, key_id: str) -> Respo
     except ValueError as exc:
         raise InvalidRequest(f"Invalid 'period': {exc}.", param="period") from None
     limit = None if new.credits is None else credits_param(new.credits, "credits")
-    budget = await ledger_call(functools.partial(runtime.ledger.set_budget, reason=new.reason), name, limit, period,
-                               key_id)
+    budget = await ledger_call(runtime.ledger.set_budget, name, limit, period, key_id, actor=actor_of(request),
+                               reason=reason_of(request, new.reason))
     if key_id:
         runtime.keys.forget(key_id)
     else:

@@ -1,5 +1,6 @@
-"""What every admin route shares: the admin-key check, JSON answers, parameter checks, and ledger
-commands run off the event loop with their refusals mapped to HTTP errors."""
+"""What every admin route shares: the admin-key check and its roles, who is acting and why, JSON
+answers, parameter checks, and ledger commands run off the event loop with their refusals mapped
+to HTTP errors."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, TypeVar
 
 from litestar import Request, Response
 
+from app.admin_keys import ADMIN_KEY_PREFIX, CONFIG_ADMIN, AdminIdentity
 from app.errors import AuthenticationFailed, InvalidRequest, PermissionDenied
 from app.http.routes.auth import presented_key
 from app.json import encode
@@ -19,9 +21,16 @@ from app.ledger.refusals import refusal
 from app.ledger.results import BudgetSummary, KeySummary, Limits, TeamSummary
 from app.ledger.writer import LedgerUnavailable
 from app.runtime import Runtime
+from domain.admin_keys import OPERATOR
 from domain.endpoints import parse_endpoints
 from domain.ledger import LedgerError
 from domain.money import AmountError, credits_from_micros, micros_from_credits
+
+#: The methods an auditor's key may use: they read, and change nothing.
+READING_METHODS = frozenset({"GET", "HEAD"})
+#: Why an operator did what a request does, for routes whose body has no ``reason`` (or no body).
+REASON_HEADER = "x-tollgate-reason"
+MAX_REASON = 500
 
 
 def is_admin_key(runtime: Runtime, key: str) -> bool:
@@ -30,19 +39,58 @@ def is_admin_key(runtime: Runtime, key: str) -> bool:
     return expected is not None and expected != "" and hmac.compare_digest(key.encode(), expected.encode())
 
 
+async def admin_identity(runtime: Runtime, key: str) -> AdminIdentity | None:
+    """Who ``key`` makes its bearer: the configured admin key's operator, a named admin key's holder,
+    or None (no admin key). A revoked admin key is refused here (401), as a revoked team key is."""
+    if is_admin_key(runtime, key):
+        return CONFIG_ADMIN
+    if not key.startswith(ADMIN_KEY_PREFIX):  # a team's key, or nothing: no admin key lookup
+        return None
+    record = await runtime.admin_keys.record_for(key)
+    if record is None:
+        return None
+    if record.revoked:
+        raise AuthenticationFailed(f"This admin key ({record.key_id}) was revoked.")
+    return AdminIdentity(record.key_id, record.name, record.role)
+
+
 async def require_admin(request: Request[Any, Any, Any]) -> None:
+    """The admin API's one guard (every route under /admin, and /metrics): an admin key, whose role
+    allows the request's method. An auditor only reads (``GET``, ``HEAD``); any other method needs an
+    operator, so a write route added later is an operator's without a line of its own."""
     runtime: Runtime = request.app.state.runtime
     expected = os.environ.get(runtime.settings.admin_key_env)
     key = presented_key(request)
     if key is None:
-        raise AuthenticationFailed("The admin API needs the admin key as 'Authorization: Bearer ADMIN_KEY'.")
-    if is_admin_key(runtime, key):
-        return
-    if await runtime.keys.principal_for(key) is not None:
-        raise PermissionDenied("A team key cannot use the admin API.")
-    if not expected:
-        raise PermissionDenied(f"The admin API is off: set {runtime.settings.admin_key_env} to enable it.")
-    raise AuthenticationFailed("Incorrect admin key provided.")
+        raise AuthenticationFailed("The admin API needs an admin key as 'Authorization: Bearer ADMIN_KEY'.")
+    identity = await admin_identity(runtime, key)
+    if identity is None:
+        if await runtime.keys.principal_for(key) is not None:
+            raise PermissionDenied("A team key cannot use the admin API.")
+        if not expected and not key.startswith(ADMIN_KEY_PREFIX):
+            raise PermissionDenied(f"The admin API is off: set {runtime.settings.admin_key_env}, or issue an admin "
+                                   "key (tollgate admin-key issue), to enable it.")
+        raise AuthenticationFailed("Incorrect admin key provided.")
+    if identity.role != OPERATOR and request.method not in READING_METHODS:
+        raise PermissionDenied(f"This admin key ({identity.key_id}, '{identity.name}') has the role "
+                               f"'{identity.role}', which reads but changes nothing: {request.method} "
+                               f"{request.url.path} needs a key with the role '{OPERATOR}'.")
+    request.state.admin = identity
+
+
+def actor_of(request: Request[Any, Any, Any]) -> str:
+    """How the events this request causes name who caused them (``admin:<key id>``, ``admin:config``)."""
+    identity: AdminIdentity = request.state.admin  # set by ``require_admin``, which runs before every route
+    return identity.actor
+
+
+def reason_of(request: Request[Any, Any, Any], given: str = "") -> str:
+    """Why, as the request says it: the body's ``reason`` if it has one, else the ``x-tollgate-reason``
+    header (for the routes without a body); kept on the events with the actor."""
+    reason = given or request.headers.get(REASON_HEADER, "")
+    if len(reason) > MAX_REASON:
+        raise InvalidRequest(f"Invalid 'reason': at most {MAX_REASON} characters.", param="reason")
+    return reason
 
 
 def json_response(body: Any, status: int = 200) -> Response[bytes]:
@@ -62,11 +110,11 @@ def credits_param(value: Any, name: str) -> int:
 R = TypeVar("R")
 
 
-async def ledger_call(call: Callable[..., R], *args: object) -> R:
+async def ledger_call(call: Callable[..., R], *args: object, **kwargs: object) -> R:
     """Run an admin command (which waits for the ledger writer) off the event loop; the ledger's
     refusals are answered as ``app/ledger/refusals.py`` says."""
     try:
-        return await asyncio.to_thread(call, *args)
+        return await asyncio.to_thread(call, *args, **kwargs)
     except (LedgerError, LedgerUnavailable) as exc:
         raise refusal(exc) from None
 

@@ -15,7 +15,15 @@ import msgspec
 from litestar import Request, Response, get, post, put
 
 from app.errors import InvalidRequest
-from app.http.routes.admin_common import endpoint_names, json_response, ledger_call, limits, team_fields
+from app.http.routes.admin_common import (
+    actor_of,
+    endpoint_names,
+    json_response,
+    ledger_call,
+    limits,
+    reason_of,
+    team_fields,
+)
 from app.http.routes.answers import (
     KeyClampAnswer,
     KeyEndpointsAnswer,
@@ -31,6 +39,7 @@ from domain.ledger import team_id
 
 class KeyEndpoints(msgspec.Struct):
     endpoints: list[str]
+    reason: str = ""
 
 
 class NewLimits(msgspec.Struct):
@@ -38,9 +47,12 @@ class NewLimits(msgspec.Struct):
 
     rpm: int | None = None
     tpm: int | None = None
+    reason: str = ""
 
 
 class Suspension(msgspec.Struct):
+    """Why the team is suspended (or reinstated)."""
+
     reason: str = ""
 
 
@@ -49,6 +61,7 @@ class Clamp(msgspec.Struct):
     covers (``x-tollgate-output-clamped``) instead of a 402."""
 
     clamp_output_to_balance: bool
+    reason: str = ""
 
 
 class PriceAdjustment(msgspec.Struct):
@@ -63,8 +76,10 @@ class PriceAdjustment(msgspec.Struct):
 @put("/teams/{name:str}/keys/{key_id:str}/endpoints", responses=answers(KeyEndpointsAnswer, "the key's endpoints"))
 async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    endpoints = endpoint_names(validate(await request_json(request), KeyEndpoints).endpoints)
-    await ledger_call(runtime.ledger.restrict_key_endpoints, name, key_id, endpoints)
+    body = validate(await request_json(request), KeyEndpoints)
+    endpoints = endpoint_names(body.endpoints)
+    await ledger_call(runtime.ledger.restrict_key_endpoints, name, key_id, endpoints, actor=actor_of(request),
+                      reason=reason_of(request, body.reason))
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "endpoints": sorted(set(endpoints))})
 
@@ -73,7 +88,8 @@ async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key
 async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewLimits)
-    key = await ledger_call(runtime.ledger.limit_key, name, key_id, limits(new.rpm, new.tpm))
+    key = await ledger_call(runtime.ledger.limit_key, name, key_id, limits(new.rpm, new.tpm), actor=actor_of(request),
+                            reason=reason_of(request, new.reason))
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "rpm": key.rpm, "tpm": key.tpm})
 
@@ -82,7 +98,8 @@ async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> 
 async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewLimits)
-    summary = await ledger_call(runtime.ledger.limit_team, name, limits(new.rpm, new.tpm))
+    summary = await ledger_call(runtime.ledger.limit_team, name, limits(new.rpm, new.tpm), actor=actor_of(request),
+                                reason=reason_of(request, new.reason))
     runtime.keys.forget_team(team_id(name))
     return json_response(team_fields(summary))
 
@@ -90,8 +107,8 @@ async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[byt
 @post("/teams/{name:str}/suspend", status_code=200, responses=answers(TeamAnswer, "the team, suspended"))
 async def suspend_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    reason = validate(await request_json(request, b"{}"), Suspension).reason
-    summary = await ledger_call(runtime.ledger.suspend, name, reason)
+    reason = reason_of(request, validate(await request_json(request, b"{}"), Suspension).reason)
+    summary = await ledger_call(runtime.ledger.suspend, name, reason, actor=actor_of(request))
     runtime.keys.forget_team(team_id(name))
     return json_response(team_fields(summary))
 
@@ -99,7 +116,8 @@ async def suspend_team(request: Request[Any, Any, Any], name: str) -> Response[b
 @post("/teams/{name:str}/reinstate", status_code=200, responses=answers(TeamAnswer, "the team, reinstated"))
 async def reinstate_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    summary = await ledger_call(runtime.ledger.reinstate, name)
+    reason = reason_of(request, validate(await request_json(request, b"{}"), Suspension).reason)
+    summary = await ledger_call(runtime.ledger.reinstate, name, actor=actor_of(request), reason=reason)
     runtime.keys.forget_team(team_id(name))
     return json_response(team_fields(summary))
 
@@ -107,8 +125,10 @@ async def reinstate_team(request: Request[Any, Any, Any], name: str) -> Response
 @put("/teams/{name:str}/clamp", responses=answers(TeamAnswer, "the team, with its clamp setting"))
 async def clamp_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    clamp = validate(await request_json(request), Clamp).clamp_output_to_balance
-    await ledger_call(runtime.ledger.clamp_output, name, clamp, "")
+    body = validate(await request_json(request), Clamp)
+    clamp = body.clamp_output_to_balance
+    await ledger_call(runtime.ledger.clamp_output, name, clamp, "", actor=actor_of(request),
+                      reason=reason_of(request, body.reason))
     runtime.keys.forget_team(team_id(name))
     return json_response(team_fields(await ledger_call(runtime.ledger.team_summary, name)))
 
@@ -116,8 +136,10 @@ async def clamp_team(request: Request[Any, Any, Any], name: str) -> Response[byt
 @put("/teams/{name:str}/keys/{key_id:str}/clamp", responses=answers(KeyClampAnswer, "the key's clamp setting"))
 async def clamp_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    clamp = validate(await request_json(request), Clamp).clamp_output_to_balance
-    await ledger_call(runtime.ledger.clamp_output, name, clamp, key_id)
+    body = validate(await request_json(request), Clamp)
+    clamp = body.clamp_output_to_balance
+    await ledger_call(runtime.ledger.clamp_output, name, clamp, key_id, actor=actor_of(request),
+                      reason=reason_of(request, body.reason))
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "clamp_output_to_balance": clamp})
 
@@ -128,7 +150,8 @@ async def adjust_team_prices(request: Request[Any, Any, Any], name: str) -> Resp
     new = validate(await request_json(request), PriceAdjustment)
     if new.model is not None and runtime.settings.model(new.model) is None:
         raise InvalidRequest(f"Unknown model: {new.model!r}.", param="model")
-    await ledger_call(runtime.ledger.adjust_prices, name, new.percent, new.model or "", new.reason)
+    await ledger_call(runtime.ledger.adjust_prices, name, new.percent, new.model or "", reason_of(request, new.reason),
+                      actor=actor_of(request))
     runtime.keys.forget_team(team_id(name))
     return json_response(team_fields(await ledger_call(runtime.ledger.team_summary, name)))
 
@@ -143,7 +166,7 @@ async def price_list(request: Request[Any, Any, Any]) -> Response[bytes]:
         current = prices.in_force(model, now)
         data.append({"model": model, "in_force": current.ref if current is not None else None,
                      "entries": [{"ref": e.ref, "effective_from": e.effective_from.isoformat(),
-                                  "recorded_at": e.recorded_at.isoformat(), "reason": e.reason,
+                                  "recorded_at": e.recorded_at.isoformat(), "reason": e.reason, "actor": e.actor,
                                   "price": e.price.as_record()} for e in prices.history(model)]})
     return json_response({"object": "list", "data": data})
 

@@ -4,7 +4,7 @@ lease. The rows are rewritten from the events on the team's next policy change (
 one), or by ``tollgate ledger rebuild``; until then a row says no budget, which was true before.
 
 Revision ID: 0013
-Revises: 0011
+Revises: 0012
 Create Date: 2026-11-26
 """
 
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0013"
-down_revision = "0011"
+down_revision = "0012"
 branch_labels = None
 depends_on = None
 

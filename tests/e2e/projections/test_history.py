@@ -59,8 +59,9 @@ def exported(gateway: Gateway, team, *options: str) -> list[dict]:
 def test_the_history_has_every_entry_with_the_balances_clients_were_shown(traffic):
     team, answers, gateway = traffic
     rows = exported(gateway, team)
-    assert [r["kind"] for r in rows] == ["top_up", "charge", "charge", "charge", "top_up"]
-    charges = rows[1:4]
+    assert [r["kind"] for r in rows] == ["team_opened", "top_up", "key_issued", "charge", "charge", "charge", "top_up"]
+    assert rows[0]["amount"] == rows[2]["amount"] == 0  # an operator's actions that moved no money
+    charges = rows[3:6]
     for row, answer in zip(charges, answers, strict=True):
         assert row["request_id"].startswith("req_")
         assert row["key_id"].startswith("key_")
@@ -89,7 +90,7 @@ def test_csv_and_jsonl_exports_carry_the_same_entries(traffic):
 def test_history_is_readable_and_paginated(traffic):
     team, _, gateway = traffic
     page = gateway.cli("ledger", "history", "--team", team.name, "--per-page", "2", "--page", "2").stdout
-    assert f"Team {team.name}: 5 ledger entries, page 2 of 3" in page
+    assert f"Team {team.name}: 7 ledger entries, page 2 of 4" in page
     assert len(page.strip().splitlines()) == 2 + 2
 
 
@@ -153,6 +154,6 @@ def test_racing_projectors_apply_every_event_exactly_once(tmp_path):
         t.join()
     raw = RawDatabase(url, tmp_path)
     assert raw.execute("SELECT requests, input_tokens FROM usage_daily") == [(400, 4000)]
-    assert raw.execute("SELECT COUNT(*) FROM ledger_entries") == [(401,)]
+    assert raw.execute("SELECT COUNT(*) FROM ledger_entries") == [(402,)]  # the team opened, its top-up, the charges
     assert verify_ledger(store, store.database).ok
     store.close()

@@ -81,8 +81,9 @@ def test_a_ledger_upgraded_in_place_refuses_a_second_charge_of_what_it_charged_b
 
 
 def test_a_ledger_upgraded_in_place_reports_its_charges_by_attribution_and_verifies(tmp_path):
-    """Migration 0010 fills usage by attribution from the usage already projected: every charge
-    recorded before it had no attribution, so it counts under no end user."""
+    """Usage by attribution after an upgrade from 0009: every charge recorded before it had no
+    attribution, so it counts under no end user (0010 fills it from the usage already projected;
+    0012 projects the whole history again, this usage with it)."""
     from decimal import Decimal
 
     from app.ledger.writer import LedgerWriter
@@ -107,6 +108,7 @@ def test_a_ledger_upgraded_in_place_reports_its_charges_by_attribution_and_verif
     assert down.returncode == 0, down.stderr
     assert "usage_by_attribution" not in RawDatabase.of_config(config).tables()
     assert "Database ready" in run_cli(config, "db", "upgrade").stdout
+    run_cli(config, "ledger", "history", "--team", "acme")  # 0012 projects the history again, usage with it
     rows = RawDatabase.of_config(config).execute("SELECT team_name, dimension, value, requests, cost "
                                                  "FROM usage_by_attribution")
     assert rows == [("acme", "user", "", 2, 400)]

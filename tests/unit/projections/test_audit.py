@@ -119,12 +119,13 @@ def test_a_charge_recorded_twice_in_the_history_is_found(ledger):
 
 @pytest.fixture
 def projected(ledger):
-    """The ledger with its audit history caught up (entries: the top-up at event #2, the charge at #4)."""
+    """The ledger with its audit history caught up (entries: the team opened at event #1, the top-up at
+    #2, the charge at #4)."""
     store, raw = ledger
     history = HistoryProjection(store, store.database)
     history.catch_up()
     history.close()
-    assert raw.execute("SELECT notification_id FROM ledger_entries ORDER BY notification_id") == [(2,), (4,)]
+    assert raw.execute("SELECT notification_id FROM ledger_entries ORDER BY notification_id") == [(1,), (2,), (4,)]
     return store, raw
 
 

@@ -154,7 +154,7 @@
     fill($("history-table").tBodies[0], history.data, 7, (e) => {
       const kind = document.createElement("span");
       kind.className = "kind " + e.kind;
-      kind.textContent = e.kind === "top_up" ? "top-up" : e.kind;
+      kind.textContent = e.kind === "top_up" ? "top-up" : e.kind.replaceAll("_", " ");
       const kindCell = cell("");
       kindCell.append(kind);
       return [

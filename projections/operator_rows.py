@@ -1,0 +1,68 @@
+"""The audit history's rows of an operator's actions that move no money.
+
+A key issued or revoked, a restriction, a limit, a suspension, a price adjustment, a team opened:
+each is a row of ``ledger_entries`` of its own kind, with amount 0 and the team's balance as it
+stood (unchanged by it), saying what changed (in ``reference``), who did it (``actor``) and why
+(``reason``). Kept in the same table as the money, in ledger order, so the history, the export and
+``ledger verify``'s row-by-row check read one sequence: the check compares these rows with their
+events like any other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from domain.ledger import TeamLedger
+
+#: Each operator's event that moves no money, and the kind of its audit history row.
+OPERATOR_KINDS: dict[type[Any], str] = {
+    TeamLedger.Opened: "team_opened",
+    TeamLedger.KeyIssued: "key_issued",
+    TeamLedger.KeyRevoked: "key_revoked",
+    TeamLedger.KeyModelsRestricted: "key_models",
+    TeamLedger.KeyEndpointsRestricted: "key_endpoints",
+    TeamLedger.KeyLimitsSet: "key_limits",
+    TeamLedger.TeamLimitsSet: "team_limits",
+    TeamLedger.Suspended: "suspended",
+    TeamLedger.Reinstated: "reinstated",
+    TeamLedger.PricesAdjusted: "price_adjustment",
+    TeamLedger.OutputClampSet: "output_clamp",
+    TeamLedger.BudgetSet: "budget",
+    TeamLedger.AlertThresholdSet: "alert_threshold",
+}
+
+
+def _limits(rpm: int | None, tpm: int | None) -> str:
+    return f"rpm={rpm or '-'} tpm={tpm or '-'}"
+
+
+def change_of(event: Any) -> str:
+    """What the action set, as the row's ``reference`` says it."""
+    if isinstance(event, TeamLedger.KeyIssued):
+        return event.label
+    if isinstance(event, TeamLedger.KeyModelsRestricted):
+        return "models=" + (",".join(event.models) or "*")
+    if isinstance(event, TeamLedger.KeyEndpointsRestricted):
+        return "endpoints=" + (",".join(event.endpoints) or "*")
+    if isinstance(event, TeamLedger.KeyLimitsSet | TeamLedger.TeamLimitsSet):
+        return _limits(event.rpm, event.tpm)
+    if isinstance(event, TeamLedger.PricesAdjusted):
+        return f"percent={event.percent}"
+    if isinstance(event, TeamLedger.OutputClampSet):
+        return "clamp_output=" + ("on" if event.enabled else "off")
+    if isinstance(event, TeamLedger.BudgetSet):
+        return f"limit={event.limit} period={event.period}" if event.limit is not None else "limit=none"
+    if isinstance(event, TeamLedger.AlertThresholdSet):
+        return f"{event.kind}={event.value}" + ("" if event.enabled else " removed")
+    return ""
+
+
+def operator_row(common: tuple[Any, ...], event: Any, balance: int) -> tuple[Any, ...] | None:
+    """The row of an operator's event that moves no money (None for any other event), after the
+    ``common`` columns; ``balance``: the team's, which the event leaves as it was."""
+    kind = OPERATOR_KINDS.get(type(event))
+    if kind is None:
+        return None
+    model = event.model if isinstance(event, TeamLedger.PricesAdjusted) else ""
+    return (*common, kind, getattr(event, "key_id", ""), "", "", model, 0, 0, 0, 0, "", 0, "0", balance,
+            change_of(event), "", "", event.actor, event.reason)
