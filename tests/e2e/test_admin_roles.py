@@ -69,6 +69,7 @@ def keys(gateway: Gateway) -> dict[str, tuple[str, str]]:
                         json={"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}]}, timeout=10)
     assert answer.status_code == 200, answer.text
     SERVED.append(answer.headers["x-request-id"])  # a request the lookup routes can find
+    gateway.wait_until_nothing_held(TEAM)  # its credit lease given back: no event comes after this
     return {"auditor": issue(gateway, "alice-auditor", "auditor"), "operator": issue(gateway, "oscar-op", "operator")}
 
 
