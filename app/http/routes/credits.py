@@ -27,7 +27,7 @@ from domain.budgets import RESET_NAMES
 from domain.money import credits_from_micros
 
 
-@get("/v1/credits", sync_to_thread=False, responses=answers(
+@get("/v1/credits", responses=answers(
     DataAnswer, "the team's credits: total_credits and total_usage (OpenRouter's), balance, held (each open hold "
                 "and lease), available"))
 async def read_credits(request: Request[Any, Any, Any]) -> Response[bytes]:
@@ -50,7 +50,7 @@ async def read_credits(request: Request[Any, Any, Any]) -> Response[bytes]:
     }})
 
 
-@get("/v1/key", sync_to_thread=False, responses=answers(
+@get("/v1/key", responses=answers(
     DataAnswer, "the calling key: its limits and its usage in all, today, this week and this month (OpenRouter's "
                 "shape)"))
 async def read_key(request: Request[Any, Any, Any]) -> Response[bytes]:

@@ -78,7 +78,7 @@ class RequestAnswer(msgspec.Struct):
     data: RequestFacts
 
 
-@get("/v1/requests/{request_id:str}", sync_to_thread=False, responses=answers(
+@get("/v1/requests/{request_id:str}", responses=answers(
     RequestAnswer, "the request: status, outcome, tokens by kind, price and cost, balance after, timings, "
                    "deployment and attempts (OpenRouter's generation shape)"))
 async def read_request(request: Request[Any, Any, Any], request_id: str) -> Response[bytes]:
