@@ -18,7 +18,7 @@ from app.observability.record_writer import RecordWriter
 from projections.database import Database, Sql
 from projections.event_store import LedgerStore, open_ledger_store
 from projections.request_records import find_record, purge_old_records
-from tests.support.backend import BACKEND, new_database_url
+from tests.support.backend import new_database_url
 
 
 @pytest.fixture
@@ -102,7 +102,6 @@ def test_a_request_id_recorded_again_keeps_its_first_record(store: LedgerStore):
     assert rows(store.database)["r1"]["status"] == 200
 
 
-@pytest.mark.skipif(BACKEND != "sqlite", reason="a ledger file made later in the test's folder")
 def test_records_the_database_refused_are_written_once_it_takes_them(tmp_path: Path):
     url = new_database_url("later.db")
     database = Database.from_url(url, tmp_path)
