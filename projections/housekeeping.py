@@ -17,15 +17,20 @@ BATCH = 1000
 
 def purge_expired_answers(database: Database, now: float | None = None) -> int:
     """Delete the stored answers whose time to live has passed; returns how many."""
-    cutoff = time.time() if now is None else now
+    return purge_batched(database, "idempotency_keys", "expires_at <= ?", time.time() if now is None else now)
+
+
+def purge_batched(database: Database, table: str, condition: str, bound: float) -> int:
+    """Delete the rows of ``table`` that ``condition`` (one ``?``, given ``bound``) selects, ``BATCH``
+    at a time, each batch its own short transaction; returns how many."""
     row = "rowid" if database.kind == "sqlite" else "ctid"
     sql = Sql(database)
     purged = 0
     try:
         while True:
             with sql.transaction() as tx:
-                deleted = tx.execute(f"DELETE FROM idempotency_keys WHERE {row} IN (SELECT {row} FROM idempotency_keys "
-                                     f"WHERE expires_at <= ? LIMIT {BATCH})", (cutoff,))
+                deleted = tx.execute(f"DELETE FROM {table} WHERE {row} IN (SELECT {row} FROM {table} "
+                                     f"WHERE {condition} LIMIT {BATCH})", (bound,))
             purged += max(deleted, 0)
             if deleted < BATCH:
                 return purged

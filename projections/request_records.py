@@ -12,14 +12,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from projections.database import Database, Sql, Transaction
+from projections.housekeeping import purge_batched
 
 RECORD_COLUMNS = (
     "request_id", "team_name", "key_id", "model", "endpoint", "method", "path", "status", "streamed", "started_at",
     "first_byte_ms", "duration_ms", "deployment", "upstream_model", "attempts", "upstream_errors", "error", "charged",
 )
 _INSERT = f"INSERT INTO request_records ({', '.join(RECORD_COLUMNS)})"
-#: Rows deleted per transaction when purging.
-PURGE_BATCH = 1000
 
 
 def write_records(tx: Transaction, rows: Sequence[tuple[Any, ...]]) -> None:
@@ -40,16 +39,4 @@ def find_record(sql: Sql, request_id: str, team_name: str | None = None) -> dict
 
 def purge_old_records(database: Database, before: float) -> int:
     """Delete the records of requests that arrived before ``before`` (Unix time); returns how many."""
-    row = "rowid" if database.kind == "sqlite" else "ctid"
-    sql = Sql(database)
-    purged = 0
-    try:
-        while True:
-            with sql.transaction() as tx:
-                deleted = tx.execute(f"DELETE FROM request_records WHERE {row} IN (SELECT {row} FROM request_records "
-                                     f"WHERE started_at < ? LIMIT {PURGE_BATCH})", (before,))
-            purged += max(deleted, 0)
-            if deleted < PURGE_BATCH:
-                return purged
-    finally:
-        sql.close()
+    return purge_batched(database, "request_records", "started_at < ?", before)
