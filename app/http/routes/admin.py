@@ -33,6 +33,7 @@ from app.http.routes.admin_common import (
 )
 from app.http.routes.admin_policies import policy_handlers
 from app.http.routes.admin_statements import statement_handlers
+from app.http.routes.admin_verify import verify_handlers
 from app.http.routes.answers import (
     BalanceAtAnswer,
     HistoryPage,
@@ -238,6 +239,6 @@ admin_router = Router(
     path="/admin",
     route_handlers=[list_teams, create_team, show_team, add_credits, adjust_credits, list_keys, issue_key, revoke_key,
                     restrict_key, team_history, team_balance, team_usage, admin_read_request, *policy_handlers,
-                    *budget_handlers, *alert_handlers, *statement_handlers],
+                    *budget_handlers, *alert_handlers, *statement_handlers, *verify_handlers],
     before_request=require_admin,
 )
