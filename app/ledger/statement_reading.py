@@ -12,7 +12,8 @@ verifier checks, and whatever it says must be read one way only:
   the verifier checked the other. ``NaN`` and ``Infinity`` are not JSON and are refused too.
 - **CSV**: the header line is the statement's, every line has its cells, the rows' sections come in
   the statement's order (each summary row once), every row names the same team and month, and the
-  final ``end`` line carries the final hash and nothing else, and every cell is of its column's type.
+  final ``end`` line carries the final hash and nothing else; a cell is one the writer could have
+  written (``app/spreadsheet_csv.py``: a formula left unmarked is not), read back as the text it held.
 
 The rows come back in chain order, as text and numbers as the file has them, with where each one is
 in the file (``line 5``, ``entries[3]``) for the messages.
@@ -20,8 +21,6 @@ in the file (``line 5``, ``entries[3]``) for the messages.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -30,6 +29,7 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
+from app.spreadsheet_csv import read_lines, restore, written_as_tollgate_writes
 from projections.statement_chain import COLUMNS, PREV_HASH, genesis
 from projections.statements import SUMMARY_SECTIONS, Month
 
@@ -201,7 +201,7 @@ def _month(text: str) -> Month:
 
 
 def _read_csv(text: str) -> StatementFile:
-    lines = csv.reader(io.StringIO(text))
+    lines = read_lines(text)
     header = tuple(next(lines, ()))
     if not header:
         raise StatementFileError("the file is empty")
@@ -237,10 +237,14 @@ def _read_csv(text: str) -> StatementFile:
 
 
 def _csv_row(header: Sequence[str], written: Sequence[str], number: int) -> dict[str, str]:
-    """A line's cells, checked against the types the writer gives them."""
+    """A line's cells as the text they hold, checked against the types the writer gives them."""
     if len(written) != len(header):
         raise StatementFileError(f"line {number} has {len(written)} cells, the header {len(header)}")
-    row = dict(zip(header, written, strict=True))
+    for column, cell in zip(header, written, strict=True):
+        if not written_as_tollgate_writes(cell):
+            raise StatementFileError(f"line {number}: its {column} {cell[:40]!r} is not a cell Tollgate writes (text "
+                                     "a spreadsheet would take for a formula is written after a ')")
+    row = {column: restore(cell) for column, cell in zip(header, written, strict=True)}
     try:
         msgspec.convert({c: v for c, v in row.items() if v != ""}, _CsvCells, strict=False)
     except msgspec.ValidationError as exc:

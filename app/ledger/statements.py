@@ -7,7 +7,10 @@ form, carry the hash chain of ``projections/statement_chain.py``.
 
 - **CSV**: one header line (:data:`COLUMNS`, then ``prev_hash`` when chained), a line per row — the
   month's entries in ledger order, then the summary rows, each naming its ``section`` — and, chained,
-  a last line whose ``section`` is ``end`` and whose ``prev_hash`` is the final hash.
+  a last line whose ``section`` is ``end`` and whose ``prev_hash`` is the final hash. Written by the
+  one CSV writer (``app/spreadsheet_csv.py``): text a spreadsheet would take for a formula is marked
+  as text (``'=…``), and read back without the mark; the hash chain covers the text, not the mark, so
+  the CSV and the JSON of one statement have the same final hash.
 - **JSON**: one object: the team, the month and its bounds, ``entries`` (the rows of the month's
   entries), then one member per summary section (``charges_by_model`` and ``charges_by_key`` are
   lists), ``reconciled``, and, chained, ``genesis`` and ``final_hash``. A row there leaves out its
@@ -24,7 +27,6 @@ Without the ledger, only the chain is checked, and the result says so.
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Iterator, Mapping
@@ -33,6 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from app.ledger.statement_reading import IMPLIED, LISTED, ORDER, StatementFile, StatementFileError, read_statement
+from app.spreadsheet_csv import CsvWriter
 from domain import clock
 from domain.ledger import TeamLedger, team_id
 from projections.event_store import LedgerStore
@@ -62,15 +65,15 @@ def statement_chunks(statement: Statement, fmt: str, chained: bool) -> Iterator[
 def _csv_chunks(statement: Statement, rows: Iterator[dict[str, Any]], chain: Chain | None) -> Iterator[str]:
     header = (*COLUMNS, PREV_HASH) if chain is not None else COLUMNS
     out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(header)
+    writer = CsvWriter(out)  # a reference, a reason or a model name may look like a formula
+    writer.row(header)
     for count, row in enumerate(rows, start=1):
-        writer.writerow([cell(row.get(c)) for c in header])
+        writer.row([cell(row.get(c)) for c in header])
         if count % CHUNK_ROWS == 0:
             yield _drain(out)
     if chain is not None:
         end = {"team": statement.team, "month": statement.month.text, "section": "end", PREV_HASH: chain.last}
-        writer.writerow([cell(end.get(c)) for c in header])
+        writer.row([cell(end.get(c)) for c in header])
     yield _drain(out)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -283,3 +284,29 @@ def test_a_month_that_is_over_is_verified_to_its_last_event(store, monkeypatch: 
     team.add_credits(1_000_000, "INV-3")  # December's first event: November is over whatever the clock says
     store.save_teams([team])
     assert "2026-11 is over" in (verify_statement(so_far, store, now=november).problem or "")
+
+
+def test_text_that_looks_like_a_formula_is_marked_in_csv_and_still_verifies(store, monkeypatch: pytest.MonkeyPatch):
+    """An operator's reference and reason are written as text a spreadsheet does not evaluate; the
+    chain covers the text itself, so the CSV and the JSON have one final hash and both verify."""
+    monkeypatch.setattr("eventsourcing.domain.datetime_now_with_tzinfo", lambda: datetime(2026, 11, 20, tzinfo=UTC))
+    monkeypatch.setattr("domain.clock.now", lambda: datetime(2026, 11, 20, tzinfo=UTC))
+    team = store.find_team(team_id("acme"))
+    assert team is not None
+    team.add_credits(1_000_000, '=HYPERLINK("http://evil.example","click")')
+    team.adjust_credits(-500_000, "@SUM(A1:A9)", "\t=1+1")
+    store.save_teams([team])
+    text = _text(store, "csv")
+    cells = [cell for line in csv.reader(io.StringIO(text)) for cell in line]
+    assert '\'=HYPERLINK("http://evil.example","click")' in cells
+    assert {"'@SUM(A1:A9)", "'\t=1+1", "-500000", "-0.5"} <= set(cells)  # amounts stay numbers
+    assert not [c for c in cells if c and c[0] in "=+-@\t\r" and not re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", c)]
+    from_csv, from_json = read_statement(text), read_statement(_text(store, "json"))
+    assert from_csv.final_hash == from_json.final_hash
+    entries = [row for row in from_csv.rows if row["section"] == "entry"]
+    assert [(row["reference"], row["reason"]) for row in entries[-2:]] == [
+        ('=HYPERLINK("http://evil.example","click")', ""), ("\t=1+1", "@SUM(A1:A9)")]
+    assert verify_statement(text, store).ok
+
+    unmarked = text.replace("'@SUM(A1:A9)", "@SUM(A1:A9)", 1)
+    assert "its reason '@SUM(A1:A9)' is not a cell Tollgate writes" in _refused(unmarked)
