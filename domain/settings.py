@@ -218,9 +218,10 @@ class Webhook(_Strict, frozen=True):
     #: Where alerts are POSTed (JSON), each under its `x-tollgate-alert-id` (the receiver's
     #: idempotency key: an alert may arrive more than once, never not at all).
     url: str
-    #: The environment variable holding the secret the body is signed with: `x-tollgate-signature:
-    #: sha256=HEX`, the HMAC-SHA256 of the exact body (unset: the alerts are sent unsigned).
-    secret_env: str | None = None
+    #: The environment variable holding the secret every alert is signed with: `x-tollgate-signature:
+    #: t=UNIX_SECONDS,v1=HEX`, the HMAC-SHA256 of `<t>.<alert id>.<body>` (see Alerts: how a receiver
+    #: checks it). `tollgate serve` refuses to start while the variable is unset or empty.
+    secret_env: str
 
 
 class Settings(_Strict, frozen=True):
@@ -382,6 +383,9 @@ def _check_semantics(settings: Settings, origin: str) -> None:
     for i, hook in enumerate(settings.webhooks):
         if not hook.url.startswith(("http://", "https://")):
             fail(f"webhooks[{i}].url", f"must be an http:// or https:// URL, got {hook.url!r}")
+        if not hook.secret_env.strip():
+            fail(f"webhooks[{i}].secret_env", "must name the environment variable holding the secret alerts are "
+                 "signed with (a receiver cannot tell an unsigned alert from a forged one)")
     if settings.webhook_retry_max_seconds < 1:
         fail("webhook_retry_max_seconds", "must be at least 1 second")
 
@@ -561,6 +565,15 @@ def parse_price_list(text: str, origin: str) -> dict[str, Price]:
         _check_pricing(model.pricing, f"models[{i}].pricing", fail)
         prices[model.id] = model.pricing.to_price()
     return prices
+
+
+def require_webhook_secrets(settings: Settings, origin: str, environ: Mapping[str, str]) -> None:
+    """Check, before serving, that the secret of every webhook is set: alerts are never sent unsigned."""
+    for i, hook in enumerate(settings.webhooks):
+        if not environ.get(hook.secret_env):
+            state = "empty" if hook.secret_env in environ else "not set"
+            raise ConfigError(origin, f"webhooks[{i}].secret_env", f"environment variable {hook.secret_env} is {state} "
+                              "(the secret alerts to this webhook are signed with)")
 
 
 def require_upstream_secrets(settings: Settings, origin: str, environ: Mapping[str, str]) -> None:

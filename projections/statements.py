@@ -153,6 +153,18 @@ def _usage_cells(usage: Usage) -> dict[str, Any]:
     return cells
 
 
+def month_closed_at(store: LedgerStore, team: str, month: Month, now: datetime) -> int | None:
+    """The team's version at the end of ``month`` (that of its last event before the next month's
+    first instant: the version a statement of the whole month closes at), once the month is over —
+    ``now`` is past its end, or the team has an event after it; None while the month goes on."""
+    tid = team_id(team)
+    at_end, _ = store.load_team(tid, at=month.end - _ONE_MICROSECOND)
+    version = at_end.version if at_end is not None else 0
+    if now < month.end and next(store.events_after(tid, version, page=1), None) is None:
+        return None
+    return version
+
+
 class Statement:
     """``team``'s statement for ``month``: :meth:`rows` reads the team's events and yields the rows;
     once they are all read, :attr:`figures` holds the totals and the reconciliation.

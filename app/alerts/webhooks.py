@@ -8,6 +8,14 @@ attempt that fails (a connection refused, a timeout, a status other than 2xx) is
 wait that doubles from half a second up to ``webhook_retry_max_seconds``, for as long as it takes.
 A receiver may see an alert twice (a 2xx lost on the way back): ``x-tollgate-alert-id`` is the
 idempotency key it deduplicates by.
+
+Every attempt is signed afresh (:func:`signature`): ``x-tollgate-signature: t=<unix seconds>,v1=<hex>``,
+the HMAC-SHA256, under the webhook's secret, of ``<t>.<alert id>.<body>``. The timestamp lets a
+receiver refuse an old request replayed (it checks ``t`` is within a few minutes of its clock), and
+the id is signed with the body, so a replay under a fresh id — to pass deduplication — fails the
+signature. A webhook without a secret cannot be configured, and ``tollgate serve`` refuses to start
+while a secret's variable is unset (``domain/settings.py``): an unsigned alert cannot be told from a
+forged one.
 """
 
 from __future__ import annotations
@@ -36,9 +44,15 @@ REQUEST_TIMEOUT = 10.0
 FIRST_RETRY = 0.5
 
 
-def signature(secret: str, body: bytes) -> str:
-    """``x-tollgate-signature``: the HMAC-SHA256 of the exact body, hex, as ``sha256=HEX``."""
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def signed_payload(timestamp: int, alert_id: str, body: bytes) -> bytes:
+    """What the signature covers: the attempt's instant, the alert's id and the exact body."""
+    return f"{timestamp}.{alert_id}.".encode() + body
+
+
+def signature(secret: str, timestamp: int, alert_id: str, body: bytes) -> str:
+    """``x-tollgate-signature``: ``t=<timestamp>,v1=<hex HMAC-SHA256 of the signed payload>``."""
+    digest = hmac.new(secret.encode(), signed_payload(timestamp, alert_id, body), hashlib.sha256).hexdigest()
+    return f"t={timestamp},v1={digest}"
 
 
 def retry_after(attempts: int, longest: float) -> float:
@@ -52,6 +66,10 @@ class WebhookDelivery:
     def __init__(self, database: Database, settings: Settings) -> None:
         self._database = database
         self._hooks = list(settings.webhooks)
+        self._secrets = {hook.url: os.environ.get(hook.secret_env, "") for hook in self._hooks}
+        unset = [hook.secret_env for hook in self._hooks if not self._secrets[hook.url]]
+        if unset:  # `tollgate serve` said so already, naming the file; never send an alert unsigned
+            raise ValueError(f"the webhook secret's environment variable {unset[0]} is not set")
         self._longest = float(settings.webhook_retry_max_seconds)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tollgate-alert-webhooks", daemon=True)
@@ -82,15 +100,14 @@ class WebhookDelivery:
             sql.close()
 
     def _deliver_due(self, outbox: AlertOutbox, client: httpx.Client, hook: Webhook) -> None:
-        secret = os.environ.get(hook.secret_env) if hook.secret_env else None
+        secret = self._secrets[hook.url]
         for alert in outbox.due(hook.url, time.time()):
             if self._stop.is_set() or not outbox.claim(hook.url, alert, time.time() + CLAIM_SECONDS):
                 continue
-            body = alert_body(alert)
-            headers = {"content-type": "application/json", "x-tollgate-alert-id": alert["alert_id"],
+            body, alert_id = alert_body(alert), alert["alert_id"]
+            headers = {"content-type": "application/json", "x-tollgate-alert-id": alert_id,
+                       "x-tollgate-signature": signature(secret, int(time.time()), alert_id, body),
                        "user-agent": "tollgate-alerts"}
-            if secret:
-                headers["x-tollgate-signature"] = signature(secret, body)
             error = self._post(client, hook.url, body, headers)
             if error is None:
                 outbox.delivered(hook.url, alert["alert_id"], datetime.now(UTC).isoformat())

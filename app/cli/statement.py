@@ -73,9 +73,14 @@ def _write_file(output: Path, chunks: Iterator[str]) -> None:
         raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
 
 
+#: ``ledger verify --statement FILE``'s exit codes (README: Monthly statements).
+VERIFIED, FAILED, CHAIN_ONLY = 0, 1, 3
+
+
 def cmd_verify_statement(args: argparse.Namespace) -> int:
     """Check a chained statement file's hash chain and, when the ledger is reachable through the
-    configuration, that it is the statement the ledger gives."""
+    configuration, that it is the statement the ledger gives. Exit 0 only for the latter: a chain
+    alone is consistent with itself whoever recomputed it, so that is exit 3, said as such."""
     from app.ledger.statements import verify_statement
 
     path = Path(args.statement)
@@ -91,16 +96,25 @@ def cmd_verify_statement(args: argparse.Namespace) -> int:
     found = check.file
     if not check.ok:
         print(f"Statement verification FAILED for {path}: {check.problem}", file=sys.stderr)
-        return 1
-    print(f"Statement verified: team {found.team}, {found.month}, {len(found.rows)} rows ({found.fmt.upper()}); "
-          f"every row's prev_hash is the hash of the row before it; final hash {found.final_hash}.")
-    if check.against_ledger:
-        print(f"It is the statement the ledger gives: regenerated from the team's events up to version "
-              f"{check.ledger_version}, row for row, with the same final hash.")
+        return FAILED
+    what = f"team {found.team}, {found.month}, {len(found.rows)} rows ({found.fmt.upper()})"
+    if not check.against_ledger:
+        print(f"Statement NOT verified: only its hash chain was checked ({what}): every row's prev_hash is the hash "
+              f"of the row before it; final hash {found.final_hash}.\n"
+              f"A chain is consistent with itself whoever recomputed it: compare the statement with the ledger by "
+              f"passing --config (or setting {CONFIG_ENV}). Exit code {CHAIN_ONLY}: chain consistent, not checked "
+              "against a ledger.")
+        return CHAIN_ONLY
+    print(f"Statement verified: {what}; every row's prev_hash is the hash of the row before it; final hash "
+          f"{found.final_hash}.")
+    print(f"It is the statement the ledger gives: regenerated from the team's events up to version "
+          f"{check.ledger_version}, row for row, with the same final hash.")
+    if check.month_over:
+        print(f"{found.month} is over, and the statement reaches its last event.")
     else:
-        print(f"Not compared with the ledger (no configuration: pass --config or set {CONFIG_ENV}): the chain "
-              "alone cannot show a file whose hashes were recomputed after it was changed.")
-    return 0
+        print(f"{found.month} goes on: the statement is the month so far, up to version {check.ledger_version} "
+              "(once the month is over, only its whole statement verifies).")
+    return VERIFIED
 
 
 def add_statement_commands(ledger: Any, common: argparse.ArgumentParser, verify: argparse.ArgumentParser) -> None:
@@ -119,6 +133,8 @@ def add_statement_commands(ledger: Any, common: argparse.ArgumentParser, verify:
 
     verify.add_argument("--statement", metavar="FILE",
                         help="check this chained statement instead of the ledger: its hash chain and, with a "
-                             "configuration, that the ledger gives the same statement")
+                             "configuration, that the ledger gives the same statement (exit 0: it does; 1: it "
+                             "does not, or the file is not a statement; 3: the chain holds but no ledger was "
+                             "compared, without a configuration)")
     whole: Callable[[argparse.Namespace], int] = verify.get_default("func")
     verify.set_defaults(func=lambda args: cmd_verify_statement(args) if args.statement else whole(args))

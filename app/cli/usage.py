@@ -9,12 +9,12 @@ The same numbers as ``GET /admin/teams/{name}/usage?by=…`` (``app/ledger/queri
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from typing import Any
 
 from app.cli.support import CommandError, ledger_store
+from app.spreadsheet_csv import CsvWriter
 from domain.attribution import NONE_SHOWN, AttributionError, dimension_of
 from domain.ledger_errors import TeamNotFound
 from domain.money import format_credits
@@ -43,9 +43,9 @@ def cmd_usage(args: argparse.Namespace) -> None:
         print(json.dumps({**answer, "data": [{**r, "cost": str(r["cost"])} for r in rows],
                           "total": {**answer["total"], "cost": str(answer["total"]["cost"])}}))
     elif args.format == "csv":
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(("value", *_COUNTS, "cost", "cost_micros"))
-        writer.writerows((r["value"], *(r[c] for c in _COUNTS), str(r["cost"]), r["cost_micros"]) for r in rows)
+        writer = CsvWriter(sys.stdout)  # a tag's value or an end user may look like a formula
+        writer.row(("value", *_COUNTS, "cost", "cost_micros"))
+        writer.rows((r["value"], *(r[c] for c in _COUNTS), str(r["cost"]), r["cost_micros"]) for r in rows)
     else:
         _table(args.team, dimension, rows, answer["total"]["cost_micros"])
 

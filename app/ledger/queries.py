@@ -13,7 +13,6 @@ a page at a time (:func:`export_chunks`), so its memory does not grow with the h
 
 from __future__ import annotations
 
-import csv
 import io
 import json
 from collections.abc import Iterable, Iterator, Mapping
@@ -21,6 +20,7 @@ from contextlib import contextmanager
 from datetime import date, timedelta
 from typing import Any, TextIO
 
+from app.spreadsheet_csv import CsvWriter
 from domain.money import credits_from_micros
 from projections.event_store import LedgerStore
 from projections.history import ENTRY_COLUMNS, ENTRY_PAGE, HistoryProjection, entry_page_sql
@@ -131,15 +131,16 @@ def export_chunks(store: LedgerStore, team: str, fmt: str, upto: int, since: str
 
 
 def write_export(rows: Iterable[Mapping[str, Any]], fmt: str, out: TextIO, *, header: bool = True) -> None:
-    """``rows`` as CSV (the header line, unless ``header`` is false, then one line per entry) or JSON
-    Lines, ``ENTRY_COLUMNS`` in order."""
+    """``rows`` as CSV (the header line, unless ``header`` is false, then one line per entry; text a
+    spreadsheet would take for a formula marked as text: ``app/spreadsheet_csv.py``) or JSON Lines,
+    ``ENTRY_COLUMNS`` in order."""
     if fmt == "jsonl":
         out.writelines(json.dumps({c: row[c] for c in ENTRY_COLUMNS}) + "\n" for row in rows)
         return
-    writer = csv.writer(out, lineterminator="\n")
+    writer = CsvWriter(out)
     if header:
-        writer.writerow(ENTRY_COLUMNS)
-    writer.writerows([row[c] for c in ENTRY_COLUMNS] for row in rows)
+        writer.row(ENTRY_COLUMNS)
+    writer.rows([row[c] for c in ENTRY_COLUMNS] for row in rows)
 
 
 def recent_alerts(store: LedgerStore, team: str, limit: int = 50) -> list[dict[str, Any]]:

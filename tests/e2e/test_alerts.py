@@ -1,7 +1,10 @@
 """Alerts, end to end: thresholds set with the CLI and the admin API are crossed by real requests
 (the official SDK) and a correction; each crossing is recorded once in the ledger and delivered to a
-real HTTP receiver on loopback, signed — and when the receiver is down (killed, its port refusing
-connections) and even the gateway restarts meanwhile, every alert still arrives, exactly once by id.
+real HTTP receiver on loopback, signed over its instant, its id and its body, which the receiver
+checks as the README says (so a replay under a fresh id, or with another timestamp, is refused) —
+and when the receiver is down (killed, its port refusing connections) and even the gateway restarts
+meanwhile, every alert still arrives, exactly once by id. A gateway whose webhook has no secret does
+not start.
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -23,19 +28,35 @@ import pytest
 from playwright.sync_api import Browser
 
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import ADMIN_KEY, Gateway, free_port, write_config
+from tests.support.gateway import ADMIN_KEY, GATEWAY_ENV, Gateway, free_port, tollgate_command, write_config
 from tests.support.teams import Team
 
 SECRET = "whsec-for-tests"
 ASK = [{"role": "user", "content": "Say something short."}]
 
 
+def verified_alert_id(secret: bytes, headers: Any, body: bytes, now: float | None = None,
+                      tolerance: int = 300) -> str | None:
+    """The receiver's check, as the README (Alerts) gives it: the alert's id if Tollgate signed this
+    very request a moment ago, else None."""
+    fields = dict(part.split("=", 1) for part in headers["x-tollgate-signature"].split(","))
+    t, alert_id = fields.get("t", ""), headers["x-tollgate-alert-id"]
+    expected = hmac.new(secret, f"{t}.{alert_id}.".encode() + body, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected, fields.get("v1", "")):
+        return None
+    if not t.isdigit() or abs((time.time() if now is None else now) - int(t)) > tolerance:
+        return None
+    return alert_id
+
+
 class Receiver:
-    """A webhook receiver on a loopback port that can be killed and brought back on the same port."""
+    """A webhook receiver on a loopback port that can be killed and brought back on the same port. It
+    takes (204) what :func:`verified_alert_id` verifies and refuses (401) the rest."""
 
     def __init__(self) -> None:
         self.port = free_port()
-        self.received: list[tuple[str, bytes, str]] = []  # (alert id, body, signature)
+        self.received: list[tuple[str, bytes, str]] = []  # (alert id, body, signature), each verified
+        self.refused: list[str] = []  # the alert ids of the requests that did not verify
         self._server: ThreadingHTTPServer | None = None
 
     @property
@@ -43,13 +64,17 @@ class Receiver:
         return f"http://127.0.0.1:{self.port}/hooks/tollgate"
 
     def start(self) -> Receiver:
-        received = self.received
+        received, refused = self.received, self.refused
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["content-length"]))
-                received.append((self.headers["x-tollgate-alert-id"], body, self.headers["x-tollgate-signature"]))
-                self.send_response(204)
+                alert_id = verified_alert_id(SECRET.encode(), self.headers, body)
+                if alert_id is None:
+                    refused.append(self.headers["x-tollgate-alert-id"])
+                else:
+                    received.append((alert_id, body, self.headers["x-tollgate-signature"]))
+                self.send_response(401 if alert_id is None else 204)
                 self.end_headers()
 
             def log_message(self, *args: Any) -> None:
@@ -116,6 +141,23 @@ def spend_until(client: openai.OpenAI, gateway: Gateway, team: str, key_id: str,
         client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=20)
 
 
+def replays_are_refused(receiver: Receiver, alert_id: str, body: bytes, signature: str) -> None:
+    """A delivery caught on its way and sent again: under a fresh id (which deduplication would not
+    catch), with another timestamp, or as it was but later than the tolerance — none verifies."""
+    fields = dict(part.split("=", 1) for part in signature.split(","))
+    assert set(fields) == {"t", "v1"}
+    assert abs(time.time() - int(fields["t"])) < 60  # signed at the attempt
+    headers = {"x-tollgate-alert-id": alert_id, "x-tollgate-signature": signature}
+    assert verified_alert_id(SECRET.encode(), headers, body) == alert_id
+    assert verified_alert_id(SECRET.encode(), headers, body, now=int(fields["t"]) + 301) is None  # too old
+    for forged in ({**headers, "x-tollgate-alert-id": "alert_" + "f" * 32},
+                   {**headers, "x-tollgate-signature": signature.replace(f"t={fields['t']}",
+                                                                         f"t={int(fields['t']) + 7}")}):
+        answer = httpx.post(receiver.url, content=body, headers={"content-type": "application/json", **forged})
+        assert answer.status_code == 401
+    assert receiver.refused == ["alert_" + "f" * 32, alert_id]
+
+
 def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gateway_restart(
         tmp_path: Path, fake_upstream: FakeUpstream, receiver: Receiver, browser: Browser):
     config = write_config(tmp_path, fake_upstream.base_url, settings=(
@@ -139,15 +181,16 @@ def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gatewa
             assert api.put("/teams/watched/alerts", json={"kind": "balance_below", "value": "-1"}).status_code == 400
         client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
 
-        # Half the key's budget: one alert, delivered and signed.
+        # Half the key's budget: one alert, delivered and signed (the receiver verified it).
         spend_until(client, gateway, "watched", key_id, 100_000)
         first = until(lambda: receiver.received, "the 50 % alert's delivery")
         alert_id, body, signature = first[0]
-        assert signature == "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+        assert receiver.refused == []
         sent = json.loads(body)
         assert (sent["id"], sent["type"], sent["key_id"], sent["threshold"]) == (
             alert_id, "alert.budget_percent", key_id, "50")
         assert sent["value"] >= 100_000
+        replays_are_refused(receiver, alert_id, body, signature)
 
         # The receiver dies; 80 % of the budget and the balance under 0.5 credits are crossed.
         receiver.kill()
@@ -179,3 +222,28 @@ def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gatewa
         assert gateway.cli("ledger", "verify").returncode == 0
     finally:
         gateway.stop()
+
+
+def test_a_gateway_whose_webhook_has_no_secret_does_not_start(tmp_path: Path, fake_upstream: FakeUpstream,
+                                                              receiver: Receiver):
+    """Alerts are never sent unsigned: a webhook without ``secret_env`` is not a configuration, and
+    ``tollgate serve`` refuses to start while the variable it names is unset or empty — one line
+    naming the file and the key, exit 2."""
+    config = write_config(tmp_path, fake_upstream.base_url,
+                          settings=f'webhooks = [{{url = "{receiver.url}", secret_env = "ALERT_SECRET"}}]')
+    env = {k: v for k, v in {**os.environ, **GATEWAY_ENV}.items() if k != "ALERT_SECRET"}
+
+    def serve(environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*tollgate_command(), "serve", "--config", str(config), "--port", str(free_port())],
+                              env=environment, capture_output=True, text=True, timeout=20, check=False)
+
+    for environment, state in ((env, "not set"), ({**env, "ALERT_SECRET": ""}, "empty")):
+        refused = serve(environment)
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr == (f"tollgate: error: {config}: webhooks[0].secret_env: environment variable "
+                                  f"ALERT_SECRET is {state} (the secret alerts to this webhook are signed with)\n")
+    config.write_text(config.read_text().replace(', secret_env = "ALERT_SECRET"', ""))
+    unsigned = serve({**env, "ALERT_SECRET": SECRET})
+    assert unsigned.returncode == 2
+    assert unsigned.stderr == f"tollgate: error: {config}: webhooks[0].secret_env: required key is missing\n"
+    assert receiver.received == receiver.refused == []

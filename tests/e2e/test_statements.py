@@ -9,6 +9,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import subprocess
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -19,9 +21,15 @@ import httpx
 import openai
 import pytest
 
+from app.cli.support import CONFIG_ENV
+from domain.ledger import TeamLedger, team_id
+from domain.settings import parse_settings
+from projections.event_store import LedgerStore, open_ledger_store
 from projections.statement_chain import COLUMNS, PREV_HASH, chained
 from tests.support.backend import RawDatabase
-from tests.support.gateway import ADMIN_KEY, Gateway
+from tests.support.cli_fork import run_tollgate
+from tests.support.gateway import ADMIN_KEY, GATEWAY_ENV, Gateway
+from tests.support.long_history import PRICE, USAGE
 from tests.support.teams import Team, Teams
 
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
@@ -236,6 +244,108 @@ def test_the_admin_apis_chained_statement_verifies(gateway: Gateway, month: Mont
     gateway.cli("ledger", "statement", "--team", month.team.name, "--month", month.month, "--chained",
                 "--output", str(cli))
     assert json.loads(cli.read_text())["final_hash"] == answer.text.splitlines()[-1].split(",")[-1]
+
+
+def _verify_without_a_ledger(path: Path) -> subprocess.CompletedProcess[str]:
+    """``tollgate ledger verify --statement FILE`` with no configuration (neither --config nor the variable)."""
+    env = {k: v for k, v in {**os.environ, **GATEWAY_ENV}.items() if k != CONFIG_ENV}
+    return run_tollgate(["ledger", "verify", "--statement", str(path)], env, timeout=60)
+
+
+def _chained_json(gateway: Gateway, month: Month, tmp_path: Path) -> str:
+    path = tmp_path / "genuine.json"
+    gateway.cli("ledger", "statement", "--team", month.team.name, "--month", month.month, "--chained",
+                "--output", str(path))
+    return path.read_text()
+
+
+@pytest.mark.parametrize("forgery", ["members beside the rows", "a member given twice, the forged value first"])
+def test_a_json_statement_saying_more_than_its_rows_is_refused(gateway: Gateway, month: Month, tmp_path: Path,
+                                                               forgery: str):
+    """What the hash chain does not cover cannot ride along: members of its own (``amount_due``,
+    ``payment_status``) beside a genuine statement's rows, or a member named twice with the forged
+    value first (a reader taking the first value sees it; one taking the last checks the genuine one)."""
+    text = _chained_json(gateway, month, tmp_path)
+    if forgery == "members beside the rows":
+        forged = json.dumps({**json.loads(text), "amount_due": "0.00", "payment_status": "paid"})
+        says = "'amount_due' is not a member a statement writes there"
+    else:
+        forged = text.replace('"closing_balance": {', '"closing_balance": {"amount": "1000000", ', 1)
+        assert json.loads(forged)["closing_balance"]["amount"] == json.loads(text)["closing_balance"]["amount"]
+        says = "the member 'amount' is given twice in one object"
+    path = tmp_path / "forged.json"
+    path.write_text(forged)
+    for refused in (gateway.cli("ledger", "verify", "--statement", str(path), check=False),
+                    _verify_without_a_ledger(path)):
+        assert refused.returncode == 1, refused.stdout
+        assert "Statement verification FAILED" in refused.stderr
+        assert says in refused.stderr
+        assert "verified" not in refused.stdout
+
+
+def test_without_a_ledger_only_the_chain_is_checked_and_it_says_so(gateway: Gateway, month: Month, tmp_path: Path):
+    """No configuration: the chain is all that can be checked, and a chain recomputed after a change
+    holds — so the command never says "verified", and exits 3 (0 only against the ledger)."""
+    genuine = tmp_path / "genuine.json"
+    genuine.write_text(_chained_json(gateway, month, tmp_path))
+    rows = [{k: v for k, v in row.items() if k != PREV_HASH} for row in _rows(genuine.read_text(), "json")]
+    rows[1]["amount_micros"] += 1
+    relinked, final = chained(month.team.name, month.month, rows)
+    forged = tmp_path / "forged.json"
+    forged.write_text(_as_json(genuine.read_text(), relinked, final))
+    for path in (genuine, forged):
+        alone = _verify_without_a_ledger(path)
+        assert alone.returncode == 3, alone.stderr
+        assert "Statement NOT verified: only its hash chain was checked" in alone.stdout
+        assert "Statement verified" not in alone.stdout
+    assert gateway.cli("ledger", "verify", "--statement", str(genuine)).returncode == 0
+    assert gateway.cli("ledger", "verify", "--statement", str(forged), check=False).returncode == 1
+
+
+def _backdated(store: LedgerStore, team: TeamLedger, charges: range) -> None:
+    """``charges`` more requests of ``team`` (a hold and a charge each), saved with its read models."""
+    for i in charges:
+        team.place_hold(f"{team.name}-r{i}", 10_000, "k1", "fake-gpt", "chat.completions")
+        team.charge(f"{team.name}-r{i}", USAGE, PRICE, Decimal(100), key_id="k1", model="fake-gpt",
+                    endpoint="chat.completions")
+    store.save_teams([team])
+
+
+def test_a_closed_month_cut_short_at_an_earlier_version_fails(gateway: Gateway, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch):
+    """March 2025, a month long over: its statement written when 87 of its 109 charges were in the
+    ledger is the statement the ledger gives up to that version, chain and all — but not the month's,
+    and verifying it says so; the whole month's statement verifies."""
+    march = datetime(2025, 3, 10, 12, tzinfo=UTC)
+    monkeypatch.setattr("eventsourcing.domain.datetime_now_with_tzinfo", lambda: march)
+    monkeypatch.setattr("domain.clock.now", lambda: march)
+    settings = parse_settings(gateway.config.read_text(), str(gateway.config))
+    store = open_ledger_store(settings.database_url, gateway.config.parent, pool_size=2)
+    name = f"march-{os.getpid()}-{datetime.now(UTC).strftime('%H%M%S%f')}"
+    try:  # written beside the gateway, as by another gateway process, in March 2025
+        team = TeamLedger.open(name)
+        team.add_credits(10**9, "opening")
+        team.issue_key("k1", "hash-" + name)
+        _backdated(store, team, range(87))
+        cut = tmp_path / "march-so-far.json"
+        gateway.cli("ledger", "statement", "--team", name, "--month", "2025-03", "--chained", "--output", str(cut))
+        loaded = store.find_team(team_id(name))
+        assert loaded is not None
+        _backdated(store, loaded, range(87, 109))
+    finally:
+        store.close()
+    assert sum(e["kind"] == "charge" for e in json.loads(cut.read_text())["entries"]) == 87
+
+    refused = gateway.cli("ledger", "verify", "--statement", str(cut), check=False)
+    assert refused.returncode == 1, refused.stdout
+    assert "2025-03 is over, and the statement stops before its end" in refused.stderr
+    assert "it has 87 charges, the month 109" in refused.stderr
+
+    whole = tmp_path / "march.json"
+    gateway.cli("ledger", "statement", "--team", name, "--month", "2025-03", "--chained", "--output", str(whole))
+    verified = gateway.cli("ledger", "verify", "--statement", str(whole))
+    assert "It is the statement the ledger gives" in verified.stdout
+    assert "2025-03 is over, and the statement reaches its last event" in verified.stdout
 
 
 def test_other_months_are_empty_and_open_where_the_last_closed(gateway: Gateway, month: Month):

@@ -2,7 +2,7 @@ from decimal import Decimal
 
 import pytest
 
-from domain.settings import ConfigError, parse_settings, require_upstream_secrets
+from domain.settings import ConfigError, parse_settings, require_upstream_secrets, require_webhook_secrets
 
 #: The one deployment of GOOD's model.
 UPSTREAM = ('upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", '
@@ -52,6 +52,10 @@ def test_the_documented_example_parses_with_exact_prices():
         (("credits_per_usd = 100", "credits_per_usd = 100\nmax_streams_per_key = -1"), "max_streams_per_key",
          "at least 1"),
         (("credits_per_usd = 100", "credits_per_usd = 100\nwrite_timeout = 0"), "write_timeout", "greater than 0"),
+        (("credits_per_usd = 100", 'credits_per_usd = 100\nwebhooks = [{url = "http://127.0.0.1:9/h"}]'),
+         "webhooks[0].secret_env", "required key is missing"),
+        (("credits_per_usd = 100", 'credits_per_usd = 100\nwebhooks = [{url = "http://x/h", secret_env = " "}]'),
+         "webhooks[0].secret_env", "must name the environment variable"),
     ],
 )
 def test_an_invalid_file_is_refused_naming_the_file_the_key_and_the_problem(change, key, problem):
@@ -144,10 +148,21 @@ def test_a_model_may_choose_how_its_tokens_are_counted():
 
 
 @pytest.mark.parametrize(("extra", "key"), [
-    ('webhooks = [{url = "ftp://hooks.example/x"}]', "webhooks[0].url"),
+    ('webhooks = [{url = "ftp://hooks.example/x", secret_env = "HOOK_SECRET"}]', "webhooks[0].url"),
     ("webhook_retry_max_seconds = 0", "webhook_retry_max_seconds"),
 ])
 def test_webhooks_are_checked(extra, key):
     with pytest.raises(ConfigError) as refused:
         parse_settings(extra + "\n" + GOOD, "t.toml")
     assert key in str(refused.value)
+
+
+def test_serving_needs_every_webhooks_secret_set_and_not_empty():
+    settings = parse_settings(GOOD.replace("credits_per_usd = 100", 'credits_per_usd = 100\nwebhooks = ['
+                                           '{url = "http://127.0.0.1:9/h", secret_env = "HOOK_SECRET"}]'), "t.toml")
+    for environ, state in (({}, "not set"), ({"HOOK_SECRET": ""}, "empty")):
+        with pytest.raises(ConfigError) as error:
+            require_webhook_secrets(settings, "t.toml", environ)
+        assert str(error.value).startswith(
+            f"t.toml: webhooks[0].secret_env: environment variable HOOK_SECRET is {state}")
+    require_webhook_secrets(settings, "t.toml", {"HOOK_SECRET": "whsec"})

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -132,11 +133,12 @@ def test_a_chain_recomputed_after_a_change_fails_against_the_ledger(store, fmt):
 def test_inserted_removed_and_reordered_rows_fail(store):
     lines = _text(store, "csv").splitlines(keepends=True)
     header, rows, end = lines[0], lines[1:-1], lines[-1]
-    for changed in ([*rows[:2], rows[1], *rows[2:]], rows[:2] + rows[3:], [rows[0], rows[2], rows[1], *rows[3:]],
-                    rows[:-1]):
+    for changed in ([*rows[:2], rows[1], *rows[2:]], rows[:2] + rows[3:], [rows[0], rows[2], rows[1], *rows[3:]]):
         found = verify_statement("".join([header, *changed, end]), None)
         assert not found.ok
         assert "the hash chain is broken at row" in (found.problem or "")
+    without_last = verify_statement("".join([header, *rows[:-1], end]), None).problem or ""
+    assert "the statement has no row of section 'reconciliation'" in without_last
     assert "does not end with the final hash" in (verify_statement("".join([header, *rows]), None).problem or "")
 
 
@@ -146,8 +148,8 @@ def test_a_json_row_with_a_field_of_its_own_fails(store):
     assert "broken at row 1" in (verify_statement(json.dumps(document), None).problem or "")
     document = json.loads(_text(store, "json"))
     document["entries"][0]["discount"] = "50%"  # not a column: the hash would not cover it
-    assert "has field(s) a statement row does not: discount" in (verify_statement(json.dumps(document), None).problem
-                                                                  or "")
+    assert "entries[0]: 'discount' is not a member a statement writes there" in (
+        verify_statement(json.dumps(document), None).problem or "")
     document = json.loads(_text(store, "json"))
     document["reconciled"] = False
     assert "'reconciled'" in (verify_statement(json.dumps(document), None).problem or "")
@@ -184,3 +186,127 @@ def _as_json(rows: list[dict], final: str) -> str:
     document["reconciled"] = document["reconciliation"]["reconciled"]
     document["final_hash"] = final
     return json.dumps(document)
+
+
+# -- read strictly: what the chain does not cover is refused -------------------------------------------
+
+
+def _refused(text: str) -> str:
+    found = verify_statement(text, None)
+    assert not found.ok
+    assert (found.problem or "").startswith("not a statement Tollgate can read: ")
+    return found.problem or ""
+
+
+def test_a_json_statement_has_the_members_the_writer_writes_and_no_other(store):
+    document = json.loads(_text(store, "json"))
+    assert "'amount_due' is not a member a statement writes there" in _refused(
+        json.dumps({**document, "amount_due": "0", "payment_status": "paid"}))
+    assert "the statement has no 'closing_balance'" in _refused(
+        json.dumps({k: v for k, v in document.items() if k != "closing_balance"}))
+    wrong_type = json.loads(_text(store, "json"))
+    wrong_type["entries"][0]["version"] = "1"
+    assert "entries[0].version" in _refused(json.dumps(wrong_type))
+    a_float = json.loads(_text(store, "json"))
+    a_float["charges"]["amount"] = 1.5
+    assert "charges.amount" in _refused(json.dumps(a_float))
+    not_a_number = _text(store, "json").replace('"amount_micros": 0', '"amount_micros": NaN', 1)
+    assert "NaN is not a JSON value" in _refused(not_a_number)
+    unchained = json.loads(_text(store, "json", chained_form=False))
+    assert "says it is not chained, yet carries hashes" in _refused(json.dumps({**unchained, "final_hash": "0" * 64}))
+
+
+def test_a_member_named_twice_is_refused_wherever_it_is(store):
+    text = _text(store, "json")
+    first_forged = text.replace('"closing_balance": {', '"closing_balance": {"amount": "999", ', 1)
+    assert json.loads(first_forged)["closing_balance"] == json.loads(text)["closing_balance"]  # the last one wins
+    assert "the member 'amount' is given twice in one object" in _refused(first_forged)
+    team_twice = text.replace('"team": "acme"', '"team": "x", "team": "acme"', 1)
+    assert "the member 'team' is given twice" in _refused(team_twice)
+
+
+def test_a_csv_statement_is_its_rows_in_order_and_the_final_hash_alone(store):
+    lines = _text(store, "csv").splitlines(keepends=True)
+    header, rows, end = lines[0], lines[1:-1], lines[-1]
+    noted = end.rstrip("\n").split(",")
+    noted[COLUMNS.index("note")] = "paid in full"
+    assert "the final hash's, has cells of its own" in _refused("".join([header, *rows, ",".join(noted) + "\n"]))
+
+    found = read_statement(_text(store, "csv"))
+    unlinked = [{k: v for k, v in row.items() if k != PREV_HASH} for row in found.rows]
+    twice = [*unlinked[:-1], unlinked[-2], unlinked[-1]]  # the closing balance twice, the chain recomputed
+    assert "a row of section 'closing_balance' cannot come here" in _refused(_as_csv(*chained("acme", MONTH.text,
+                                                                                              twice)))
+    moved = [*unlinked[:2], unlinked[-3], *unlinked[2:-3], *unlinked[-2:]]  # a summary row among the entries
+    assert "cannot come here" in _refused(_as_csv(*chained("acme", MONTH.text, moved)))
+    other = [dict(row) for row in unlinked]
+    other[1]["team"] = "someone-else"
+    assert "line 3 is of team 'someone-else'" in _refused(_as_csv(*chained("acme", MONTH.text, other)))
+    worded = [dict(row) for row in unlinked]
+    worded[1]["amount_micros"] = "about 3"
+    assert "line 3: " in _refused(_as_csv(*chained("acme", MONTH.text, worded)))
+
+
+def test_the_rows_the_reader_knows_are_the_statements_columns():
+    from app.ledger.statement_reading import _Cells, _CsvCells
+
+    assert set(_CsvCells.__struct_fields__) == {*COLUMNS, PREV_HASH}
+    assert set(_Cells.__struct_fields__) == {*COLUMNS, PREV_HASH} - {"team", "month", "section"}
+
+
+# -- a month that is over: its statement reaches its last event -----------------------------------------
+
+
+def test_a_month_that_is_over_is_verified_to_its_last_event(store, monkeypatch: pytest.MonkeyPatch):
+    """A statement read while November went on is the ledger's up to its version; once November is
+    over (by the clock, or because the team has a later event) only the whole month's verifies."""
+    november, december = datetime(2026, 11, 20, tzinfo=UTC), datetime(2026, 12, 2, tzinfo=UTC)
+    monkeypatch.setattr("eventsourcing.domain.datetime_now_with_tzinfo", lambda: november)
+    monkeypatch.setattr("domain.clock.now", lambda: november)
+    so_far = _text(store, "json")
+    team = store.find_team(team_id("acme"))
+    assert team is not None
+    team.add_credits(1_000_000, "INV-2")
+    store.save_teams([team])
+
+    going_on = verify_statement(so_far, store, now=november)
+    assert going_on.ok, going_on.problem
+    assert not going_on.month_over
+    over = verify_statement(so_far, store, now=december)
+    assert not over.ok
+    assert ("2026-11 is over, and the statement stops before its end: it reaches version 8, the team's last event "
+            "of the month is version 9 — it has 2 charges, the month 2.") in (over.problem or "")
+    whole = verify_statement(_text(store, "json"), store, now=december)
+    assert whole.ok, whole.problem
+    assert whole.month_over
+
+    monkeypatch.setattr("eventsourcing.domain.datetime_now_with_tzinfo", lambda: december)
+    team.add_credits(1_000_000, "INV-3")  # December's first event: November is over whatever the clock says
+    store.save_teams([team])
+    assert "2026-11 is over" in (verify_statement(so_far, store, now=november).problem or "")
+
+
+def test_text_that_looks_like_a_formula_is_marked_in_csv_and_still_verifies(store, monkeypatch: pytest.MonkeyPatch):
+    """An operator's reference and reason are written as text a spreadsheet does not evaluate; the
+    chain covers the text itself, so the CSV and the JSON have one final hash and both verify."""
+    monkeypatch.setattr("eventsourcing.domain.datetime_now_with_tzinfo", lambda: datetime(2026, 11, 20, tzinfo=UTC))
+    monkeypatch.setattr("domain.clock.now", lambda: datetime(2026, 11, 20, tzinfo=UTC))
+    team = store.find_team(team_id("acme"))
+    assert team is not None
+    team.add_credits(1_000_000, '=HYPERLINK("http://evil.example","click")')
+    team.adjust_credits(-500_000, "@SUM(A1:A9)", "\t=1+1")
+    store.save_teams([team])
+    text = _text(store, "csv")
+    cells = [cell for line in csv.reader(io.StringIO(text)) for cell in line]
+    assert '\'=HYPERLINK("http://evil.example","click")' in cells
+    assert {"'@SUM(A1:A9)", "'\t=1+1", "-500000", "-0.5"} <= set(cells)  # amounts stay numbers
+    assert not [c for c in cells if c and c[0] in "=+-@\t\r" and not re.fullmatch(r"-?[0-9]+(\.[0-9]+)?", c)]
+    from_csv, from_json = read_statement(text), read_statement(_text(store, "json"))
+    assert from_csv.final_hash == from_json.final_hash
+    entries = [row for row in from_csv.rows if row["section"] == "entry"]
+    assert [(row["reference"], row["reason"]) for row in entries[-2:]] == [
+        ('=HYPERLINK("http://evil.example","click")', ""), ("\t=1+1", "@SUM(A1:A9)")]
+    assert verify_statement(text, store).ok
+
+    unmarked = text.replace("'@SUM(A1:A9)", "@SUM(A1:A9)", 1)
+    assert "its reason '@SUM(A1:A9)' is not a cell Tollgate writes" in _refused(unmarked)
