@@ -27,7 +27,8 @@ _ENDPOINTS = {
     "/v1/models": "models",
     "/metrics": "metrics",
 }
-_PREFIXES = (("/admin", "admin"), ("/dashboard", "dashboard"), ("/health", "health"), ("/schema", "schema"))
+_PREFIXES = (("/admin", "admin"), ("/dashboard", "dashboard"), ("/health", "health"), ("/schema", "schema"),
+             ("/v1/models/", "models"))
 #: Probes and scrapes come every few seconds: counted, but logged only at debug level.
 _QUIET = {"health", "metrics"}
 
