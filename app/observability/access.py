@@ -108,7 +108,7 @@ def publish(record: RequestRecord) -> None:
     endpoint, model, status = record.endpoint, record.model, record.status or 499
     _child(metrics.REQUESTS, endpoint, model, str(status)).inc()
     _child(metrics.DURATION, endpoint, model).observe(record.latency)
-    ttfb = record.time_to_first_byte if record.stream else None
+    ttfb = record.time_to_first_byte if record.stream_opened else None
     if ttfb is not None:
         _child(metrics.FIRST_TOKEN, endpoint, model).observe(ttfb)
     for kind in record.upstream_errors:

@@ -17,7 +17,14 @@ from litestar.response import Stream
 from app.errors import InvalidRequest, ModelNotFound
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
-from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
+from app.http.routes.request_body import (
+    check_output_limit,
+    check_positive,
+    note_stream,
+    read_json_object,
+    require,
+    validate,
+)
 from app.http.routes.request_counts import check_counts
 from app.runtime import Runtime
 from domain import endpoints
@@ -49,6 +56,7 @@ class ChatRequest(msgspec.Struct):
 
 def parse_chat_request(raw: bytes, settings: Settings) -> tuple[dict[str, Any], ChatRequest]:
     body = read_json_object(raw, settings.max_json_depth)
+    note_stream(body)
     check_counts(body, "chat", settings)
     require(body, "model", "messages")
     request = validate(body, ChatRequest)

@@ -18,7 +18,14 @@ from app.errors import InvalidRequest, ModelNotFound
 from app.http.prompt_size import count_prompt
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
-from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
+from app.http.routes.request_body import (
+    check_output_limit,
+    check_positive,
+    note_stream,
+    read_json_object,
+    require,
+    validate,
+)
 from app.http.routes.request_counts import check_counts
 from app.json import encode
 from app.keys import Principal
@@ -42,6 +49,7 @@ async def _read(request: Request[Any, Any, Any], runtime: Runtime,
                 *required: str) -> tuple[Principal, dict[str, Any], Model]:
     principal = await authenticate(request, runtime)
     body = read_json_object(await request.body(), runtime.settings.max_json_depth)
+    note_stream(body)
     check_counts(body, "messages", runtime.settings)
     require(body, *required)
     if not isinstance(body.get("messages"), list):

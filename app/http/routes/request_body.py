@@ -9,6 +9,7 @@ from litestar import Request
 
 from app.errors import InvalidRequest
 from app.json import decode
+from app.observability.record import current_record
 from domain.settings import Model
 
 T = TypeVar("T")
@@ -59,6 +60,14 @@ async def request_json(request: Request[Any, Any, Any], default: bytes | None = 
     if not raw and default is not None:
         raw = default
     return read_json_object(raw, request.app.state.runtime.settings.max_json_depth)
+
+
+def note_stream(body: dict[str, Any]) -> None:
+    """Note on the request's record whether the client asked for a stream, as soon as its body is
+    read: its log line says what was asked, whatever refuses the request afterwards."""
+    record = current_record()
+    if record is not None:
+        record.stream = body.get("stream") is True
 
 
 def require(body: dict[str, Any], *names: str) -> None:
