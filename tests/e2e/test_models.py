@@ -17,7 +17,8 @@ MODEL_IDS = ["fake-gpt", "demo-gpt", "fake-claude", "slow-gpt", "dead-gpt", "sma
              "fake-codex", "agent-claude", "agent-gpt", "agent-codex", "passing-gpt", "refusing-claude",
              "dropping-claude", "refused-gpt", "overloaded-gpt", "hung-gpt",
              "twin-gpt", "once-gpt", "cut-gpt", "overloaded-claude", "twin-claude",
-             "strict-gpt", "strict-demo", "strict-claude", "strict-codex"]
+             "strict-gpt", "strict-demo", "strict-claude", "strict-codex", "clamping-gpt", "clamping-claude",
+             "clamping-codex"]
 
 
 def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):

@@ -67,11 +67,12 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
     principal, body, model = await _read(request, runtime, "model", "messages", "max_tokens")
     parsed = validate(body, MessagesRequest)
     check_positive(parsed.max_tokens, "max_tokens")
-    check_output_limit(parsed.max_tokens, model, "max_tokens")
+    max_tokens = check_output_limit(parsed.max_tokens, model, "max_tokens") or parsed.max_tokens
     if parsed.temperature is not None and not 0 <= parsed.temperature <= 1:
         raise InvalidRequest(f"temperature: must be between 0 and 1, got {parsed.temperature}.", param="temperature")
     return await serve(runtime, request, principal, model, "messages", body, await request.body(),
-                       max_output=parsed.max_tokens, requested_output=parsed.max_tokens)
+                       max_output=max_tokens, requested_output=max_tokens,
+                       output_clamped=max_tokens if max_tokens != parsed.max_tokens else None)
 
 
 @post("/v1/messages/count_tokens", status_code=200)

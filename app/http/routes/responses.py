@@ -62,7 +62,7 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
     if model is None:
         raise ModelNotFound(parsed.model)
     authorize(principal, model.id, endpoints.RESPONSES)
-    check_output_limit(parsed.max_output_tokens, model, "max_output_tokens")
+    max_output = check_output_limit(parsed.max_output_tokens, model, "max_output_tokens")
     return await serve(runtime, request, principal, model, "responses", body, raw,
-                       max_output=parsed.max_output_tokens or model.max_output_tokens,
-                       requested_output=parsed.max_output_tokens or 0)
+                       max_output=max_output or model.max_output_tokens, requested_output=max_output or 0,
+                       output_clamped=max_output if max_output != parsed.max_output_tokens else None)
