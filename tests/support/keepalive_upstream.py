@@ -23,6 +23,7 @@ import json
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -100,6 +101,7 @@ class KeepAliveUpstream:
 
         asyncio.run_coroutine_threadsafe(close_all(), self._loop).result(5)
         self.fate, self.seen, self._connections = fate, [], 0
+        time.sleep(0.3)  # the gateway has seen those connections close, and dropped them from its pool
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._connections += 1
