@@ -7,6 +7,8 @@ reaches a client, so a bug shows up as a clean 500 ``server_error``, never a tra
 
 from __future__ import annotations
 
+from app.error_types import retyped
+
 
 class GatewayError(Exception):
     status: int = 500
@@ -56,11 +58,15 @@ class GatewayError(Exception):
         return {"x-should-retry": "true" if self.retryable else "false", **self.headers}
 
     def relayed_answer(self) -> tuple[int, bytes] | None:
-        """The upstream's own status and error body, for a request passed through to it — except a
-        refusal of the gateway's own key (401, 403), which is Tollgate's to explain."""
-        if not self.verbatim or self.upstream_body is None or self.upstream_status in (None, 401, 403):
+        """The upstream's own status and error body, for a request passed through to it, with the
+        type the specification gives that status (``app/error_types.py``) — except a refusal of the
+        gateway's own key (401, 403), which is Tollgate's to explain, and a body that is no error of
+        the protocol's (the gateway's own error says what it was)."""
+        status, body, wire = self.upstream_status, self.upstream_body, self.upstream_wire
+        if not self.verbatim or body is None or wire is None or status is None or status in (401, 403):
             return None
-        return self.upstream_status, self.upstream_body
+        typed = retyped(body, wire, status)
+        return None if typed is None else (status, typed)
 
     def anthropic_body(self) -> dict[str, object]:
         return {"type": "error", "error": {"type": self.anthropic_type, "message": self.message}}

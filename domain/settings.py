@@ -151,7 +151,8 @@ class Model(_Strict, frozen=True):
     owned_by: str
     #: The longest prompt in tokens, by the gateway's count: a longer one gets 400 before the upstream is called.
     context_window: int
-    #: The most output tokens a request may ask for (more: 400), and what a hold reserves when it asks none.
+    #: The most output tokens a request may ask for (more: 400, or this many with `clamp_output_to_model`),
+    #: and what a hold reserves when it asks none.
     max_output_tokens: int
     #: Prices in USD per million tokens, by kind, as exact decimals.
     pricing: Pricing
@@ -183,6 +184,11 @@ class Model(_Strict, frozen=True):
     #: How the gateway counts this model's tokens: `o200k`, `anthropic` or `bytes` (unset: by the
     #: upstream's wire, `o200k` for OpenAI-compatible and demo upstreams, `anthropic` for Anthropic's).
     tokenizer: str | None = None
+    #: Serve a request that asks more output (`max_tokens`, `max_completion_tokens`, `max_output_tokens`)
+    #: than `max_output_tokens` with `max_output_tokens`, saying so in `x-tollgate-output-clamped`, instead
+    #: of refusing it (400): for clients that ask a fixed large limit of a model they do not know
+    #: (LiteLLM asks 128,000).
+    clamp_output_to_model: bool = False
 
     @property
     def price(self) -> Price:

@@ -136,7 +136,7 @@ class BilledCall:
             timeline.mark("upstream", self.bill.record)
         self.phase = Phase.DELIVERING
         if self.bill.record is not None:
-            self.bill.record.stream = True
+            self.bill.record.stream_opened = True
         self._runtime.in_flight.track(self.bill, self.delivered)
         return self._stream
 

@@ -31,7 +31,8 @@ from app.http.schema_page import RedocPage, schema_router
 _ERROR_SCHEMAS = {
     "OpenAIError": {
         "type": "object", "required": ["error"], "additionalProperties": False,
-        "description": "An error, in OpenAI's shape: chat, responses, models, admin, dashboard, metrics.",
+        "description": "An error, in OpenAI's shape: chat, responses, models (without anthropic-version), admin, "
+                       "dashboard, metrics.",
         "properties": {"error": {"type": "object", "required": ["message", "type", "param", "code"],
                                  "additionalProperties": False, "properties": {
                                      "message": {"type": "string"}, "type": {"type": "string"},
@@ -39,7 +40,8 @@ _ERROR_SCHEMAS = {
     },
     "AnthropicError": {
         "type": "object", "required": ["type", "error"],
-        "description": "An error, in Anthropic's shape: /v1/messages and /v1/messages/count_tokens.",
+        "description": "An error, in Anthropic's shape: /v1/messages, /v1/messages/count_tokens, and the model "
+                       "routes for a request that carries anthropic-version.",
         "properties": {"type": {"const": "error"}, "error": {"type": "object", "required": ["type", "message"],
                                                              "properties": {"type": {"type": "string"},
                                                                             "message": {"type": "string"}}}},
@@ -150,6 +152,18 @@ def _document_errors(path: str, method: str, operation: dict[str, Any]) -> None:
     route's own errors, and a default for the rest. Litestar's ``{status_code, detail}`` is replaced."""
     if path.startswith("/health"):
         return  # readiness answers its own checks, as JSON of its own
+    schema = _error_schema(path)
+    responses = operation.setdefault("responses", {})
+    for code, why in _route_errors(path, method, operation).items():
+        responses.setdefault(code, {"description": why})
+    responses.setdefault("default", {"description": _ANY_ERROR})
+    for code, answer in responses.items():
+        if code == "default" or code[0] in "45":
+            answer["content"] = {"application/json": {"schema": schema}}
+
+
+def _route_errors(path: str, method: str, operation: dict[str, Any]) -> dict[str, str]:
+    """The errors a route answers itself (and the keys it takes, in ``operation``'s security)."""
     errors: dict[str, str] = {}
     if path.startswith("/admin"):
         operation["security"] = [{"bearer": []}]
@@ -167,14 +181,19 @@ def _document_errors(path: str, method: str, operation: dict[str, Any]) -> None:
                   "404": "no request with that id of the key's team (another team's looks the same)"}
     elif path == "/metrics":
         errors = {"401": "not the admin key"}
-    schema = _ANTHROPIC_ERROR if path.startswith("/v1/messages") else _OPENAI_ERROR
-    responses = operation.setdefault("responses", {})
-    for code, why in errors.items():
-        responses.setdefault(code, {"description": why})
-    responses.setdefault("default", {"description": _ANY_ERROR})
-    for code, answer in responses.items():
-        if code == "default" or code[0] in "45":
-            answer["content"] = {"application/json": {"schema": schema}}
+    elif path == "/v1/models/{model_id}":
+        errors = {"404": "no model with that id"}
+    return errors
+
+
+def _error_schema(path: str) -> dict[str, Any]:
+    """The error body of a route: Anthropic's on the Messages endpoints, either on the model routes
+    (Anthropic's for a request that carries anthropic-version), OpenAI's everywhere else."""
+    if path.startswith("/v1/messages"):
+        return _ANTHROPIC_ERROR
+    if path.startswith("/v1/models"):
+        return {"anyOf": [_OPENAI_ERROR, _ANTHROPIC_ERROR]}
+    return _OPENAI_ERROR
 
 
 class _CompletedJson(JsonRenderPlugin):

@@ -36,7 +36,8 @@ from domain.pricing import TokenUsage
 from domain.settings import Model
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
-#: Says that the request's output limit was lowered to what the balance covers (the new limit).
+#: Says that the request's output limit was lowered to what the balance covers, or to the model's
+#: own (the new limit).
 CLAMPED_HEADER = "x-tollgate-output-clamped"
 #: Each protocol's name for a request's output limit, as a refusal for credits names it.
 OUTPUT_FIELDS: dict[str, str] = {"chat": "max_tokens", "responses": "max_output_tokens", "messages": "max_tokens"}
@@ -45,11 +46,15 @@ ENDPOINTS: dict[str, str] = {"chat": endpoints.CHAT, "responses": endpoints.RESP
 
 async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
                 protocol: Wire, body: dict[str, Any], raw_body: bytes, *, max_output: int,
-                requested_output: int, choices: int = 1) -> Response[bytes] | EventStream:
+                requested_output: int, choices: int = 1,
+                output_clamped: int | None = None) -> Response[bytes] | EventStream:
     """Serve a request the caller may make: size its prompt, decide what goes upstream, hold its
     worst case (``max_output`` output tokens in all its ``choices``; ``requested_output`` is what the
     client asked for, its rate-limit estimate), then call and charge. Everything that can refuse it
-    does so before the hold."""
+    does so before the hold. ``output_clamped``: the model's output limit, when the request asked
+    more and the model serves it with its own (``clamp_output_to_model``), which the answer says."""
+    if output_clamped is not None:
+        body = clamp_output(body, protocol, output_clamped)
     attribution = attribution_of(request, protocol, body)
     wire = runtime.upstreams[model.id].wire
     prompt_tokens = await measure_prompt(model, wire, body, protocol, len(raw_body))
@@ -58,6 +63,8 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
                        max_output, requested_output, choices, attribution)
     if not isinstance(call, BilledCall):
         return call  # the stored answer of the request served before under this Idempotency-Key
+    if output_clamped is not None:  # unless the balance lowered it further
+        call.headers.setdefault(CLAMPED_HEADER, str(output_clamped))
     if protocol == "messages":
         call.headers["request-id"] = call.bill.request_id
     if exchange.dropped_tools:

@@ -22,7 +22,7 @@ from app.http.routes.credits import read_credits, read_key
 from app.http.routes.health import live, ready
 from app.http.routes.messages import count_tokens, create_message
 from app.http.routes.metrics import metrics
-from app.http.routes.models import ModelListCache, list_models
+from app.http.routes.models import ModelListCache, list_models, read_model, speaks_anthropic
 from app.http.routes.requests import read_request
 from app.http.routes.responses import create_response
 from app.json import encode
@@ -39,8 +39,10 @@ def _error_response(status: int, body: dict[str, Any], headers: dict[str, str] |
 
 
 def _speaks_messages(request: Request[Any, Any, Any]) -> bool:
-    """The Messages endpoints answer errors in their own shape (README, API: Errors); the others in OpenAI's."""
-    return request.url.path.startswith("/v1/messages")
+    """The Messages endpoints answer errors in their own shape (README, API: Errors), and so do the
+    model routes for a client of Anthropic's (``anthropic-version``); the others in OpenAI's."""
+    path = request.url.path
+    return path.startswith("/v1/messages") or (path.startswith("/v1/models") and speaks_anthropic(request))
 
 
 def _gateway_error(request: Request[Any, Any, Any], exc: GatewayError) -> Response[bytes]:
@@ -108,8 +110,8 @@ def create_app(runtime: Runtime) -> Litestar:
 
     operations = [live, ready] + ([metrics] if runtime.settings.metrics_port is None else [])
     app = Litestar(
-        route_handlers=[list_models, read_credits, read_key, read_request, chat_completions, create_response,
-                        create_message, count_tokens, admin_router,
+        route_handlers=[list_models, read_model, read_credits, read_key, read_request, chat_completions,
+                        create_response, create_message, count_tokens, admin_router,
                         *operations, dashboard_router],
         exception_handlers=dict(_EXCEPTION_HANDLERS),
         on_startup=[warm_up, runtime.start, settle_interpreter],

@@ -27,7 +27,8 @@ _ENDPOINTS = {
     "/v1/models": "models",
     "/metrics": "metrics",
 }
-_PREFIXES = (("/admin", "admin"), ("/dashboard", "dashboard"), ("/health", "health"), ("/schema", "schema"))
+_PREFIXES = (("/admin", "admin"), ("/dashboard", "dashboard"), ("/health", "health"), ("/schema", "schema"),
+             ("/v1/models/", "models"))
 #: Probes and scrapes come every few seconds: counted, but logged only at debug level.
 _QUIET = {"health", "metrics"}
 
@@ -107,7 +108,7 @@ def publish(record: RequestRecord) -> None:
     endpoint, model, status = record.endpoint, record.model, record.status or 499
     _child(metrics.REQUESTS, endpoint, model, str(status)).inc()
     _child(metrics.DURATION, endpoint, model).observe(record.latency)
-    ttfb = record.time_to_first_byte if record.stream else None
+    ttfb = record.time_to_first_byte if record.stream_opened else None
     if ttfb is not None:
         _child(metrics.FIRST_TOKEN, endpoint, model).observe(ttfb)
     for kind in record.upstream_errors:

@@ -44,7 +44,11 @@ class RequestRecord:
     team: str = ""
     key_id: str = ""
     model: str = ""
+    #: Whether the client asked for a stream (``"stream": true``), served or refused; false until the
+    #: body is read (a request refused before that, e.g. for its key, is logged as not streaming).
     stream: bool = False
+    #: Whether the upstream's stream opened (its time to first byte is then a time to first token).
+    stream_opened: bool = False
     status: int = 0
     first_byte: float | None = None
     finished_at: float | None = None

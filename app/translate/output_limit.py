@@ -1,9 +1,13 @@
-"""A request's output limit lowered to what its team's balance covers (``clamp_output_to_balance``).
+"""A request's output limit lowered to what its team's balance covers (``clamp_output_to_balance``),
+or to what its model produces (``clamp_output_to_model``).
 
 Coding agents ask for 32,000 to 64,000 output tokens by default, and a hold for that many is more
 than a small balance covers although the answer would cost cents. A key (or team) that opted in has
 its request's output limit set to what the available balance covers instead of a 402, and the answer
 says so in a header. The limit is set in the body as it goes upstream, in that wire's own field.
+LiteLLM, given a model id it does not know, asks 128,000; a model that opted in serves such a request
+with its own limit instead of a 400, said in the same header; that limit is set in the client's body,
+in its protocol's field, before the request is translated for any other upstream.
 """
 
 from __future__ import annotations
@@ -31,8 +35,9 @@ def clamp_output(body: dict[str, Any], wire: str, tokens: int) -> dict[str, Any]
                 out.pop("thinking")
     elif wire == "responses":
         out["max_output_tokens"] = tokens
-    else:
+    else:  # each limit the request gives is lowered (one below ``tokens`` stays: the upstream keeps the least)
         present = [name for name in ("max_completion_tokens", "max_tokens") if name in body]
         for name in present or ["max_completion_tokens"]:
-            out[name] = tokens
+            given = body.get(name)
+            out[name] = min(given, tokens) if isinstance(given, int) and not isinstance(given, bool) else tokens
     return out

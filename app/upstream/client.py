@@ -8,17 +8,23 @@ code under them. The adapters need only a POST, a status, headers, the body whol
 they use aiohttp directly, through this module.
 
 aiohttp's failures become one :class:`TransportFailure` that says whether the upstream had begun to
-answer and whether it was a timeout — all the error mapping needs (app/upstream/errors.py).
+answer and whether it was a timeout — all the error mapping needs (app/upstream/errors.py). A request
+whose pooled connection turned out to be dead before any byte of an answer came is first sent once
+more on a fresh connection (``app/upstream/connections.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from dataclasses import dataclass
 
 import aiohttp
 
+from app.upstream.connections import Attempt, WatchedConnector, unwatched, watched
+
+log = logging.getLogger("tollgate.upstream")
 
 @dataclass(frozen=True, slots=True)
 class Timeouts:
@@ -59,39 +65,60 @@ class UpstreamClient:
     def __init__(self, *, max_connections: int = 1000, keepalive_expiry: float = 15.0) -> None:
         self._max_connections = max_connections
         self._keepalive_expiry = keepalive_expiry
+        #: The pooled session, and the one whose every connection is new (closed after its request),
+        #: for a request sent again because its pooled connection was dead.
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
-    def _session_here(self) -> aiohttp.ClientSession:
+    def _sessions_here(self) -> tuple[aiohttp.ClientSession, aiohttp.ClientSession]:
         loop = asyncio.get_running_loop()
-        session = self._session
-        if session is None or session.closed or self._loop is not loop:
-            connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0,
-                                             keepalive_timeout=self._keepalive_expiry)
-            # Nothing added behind the adapters' backs: no User-Agent, no Accept-Encoding (bodies are
-            # relayed as they come), no total timeout (a long stream is fine while bytes keep coming).
-            session = self._session = aiohttp.ClientSession(
-                connector=connector, skip_auto_headers=("User-Agent", "Accept-Encoding"),
-                timeout=aiohttp.ClientTimeout(total=None))
+        session, fresh = self._session, self._fresh
+        if session is None or fresh is None or session.closed or self._loop is not loop:
+            pooled = WatchedConnector(limit=self._max_connections, limit_per_host=0,
+                                      keepalive_timeout=self._keepalive_expiry)
+            session = self._session = _session(pooled)
+            fresh = self._fresh = _session(aiohttp.TCPConnector(limit=self._max_connections, force_close=True))
             self._loop = loop
-        return session
+        return session, fresh
 
     async def post(
         self, url: str, content: bytes, headers: dict[str, str], timeouts: Timeouts
     ) -> aiohttp.ClientResponse:
-        """POST and return once the status and headers came; the body is left to read."""
+        """POST and return once the status and headers came; the body is left to read. Sent once more,
+        on a fresh connection, if it never reached the upstream or its pooled connection died before
+        any byte of an answer came (``app/upstream/connections.py``); never more than once."""
+        pooled, fresh = self._sessions_here()
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect, sock_read=timeouts.read)
+        attempt = Attempt()
+        token = watched(attempt)
         try:
-            return await self._session_here().post(
-                url, data=content, headers=headers, allow_redirects=False,
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect, sock_read=timeouts.read))
+            return await pooled.post(url, data=content, headers=headers, allow_redirects=False, timeout=timeout)
+        except FAILURES as exc:
+            if not attempt.may_retry(exc):
+                raise transport_failure(exc) from exc
+            log.debug("%s: %s before any answer on a %s connection; sending it again on a fresh one", url,
+                      transport_failure(exc).description, "reused" if attempt.reused else "refused")
+        finally:
+            unwatched(token)
+        try:
+            return await fresh.post(url, data=content, headers=headers, allow_redirects=False, timeout=timeout)
         except FAILURES as exc:
             raise transport_failure(exc) from exc
 
     async def aclose(self) -> None:
-        if self._session is not None and not self._session.closed:
-            with contextlib.suppress(RuntimeError):  # its loop is gone (a test's loop, closed)
-                await self._session.close()
-        self._session = None
+        for session in (self._session, self._fresh):
+            if session is not None and not session.closed:
+                with contextlib.suppress(RuntimeError):  # its loop is gone (a test's loop, closed)
+                    await session.close()
+        self._session = self._fresh = None
+
+
+def _session(connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:
+    # Nothing added behind the adapters' backs: no User-Agent, no Accept-Encoding (bodies are relayed
+    # as they come), no total timeout (a long stream is fine while bytes keep coming).
+    return aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent", "Accept-Encoding"),
+                                 timeout=aiohttp.ClientTimeout(total=None))
 
 
 async def read_body(response: aiohttp.ClientResponse) -> bytes:

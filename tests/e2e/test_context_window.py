@@ -6,9 +6,11 @@ prompt exactly at the window and one just over it.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import anthropic
@@ -177,3 +179,85 @@ def test_a_prompt_of_megabytes_is_counted_and_refused_in_seconds(gateway: Gatewa
     assert refused.json()["error"]["code"] == "context_length_exceeded"
     assert time.monotonic() - started < 10
     assert balance_of(gateway, team.name) == Decimal(100)
+
+
+#: (client wire, model, the field the client sets, the field the upstream gets): passed through to an
+#: upstream of the client's protocol, or translated for another.
+CLAMPED = [
+    ("chat", "clamping-gpt", "max_tokens", "max_tokens"),
+    ("chat", "clamping-gpt", "max_completion_tokens", "max_completion_tokens"),
+    ("responses", "clamping-codex", "max_output_tokens", "max_output_tokens"),
+    ("messages", "clamping-claude", "max_tokens", "max_tokens"),
+    ("messages", "clamping-gpt", "max_tokens", "max_completion_tokens"),  # translated
+    ("chat", "clamping-claude", "max_tokens", "max_tokens"),  # translated
+]
+
+
+def raw_send(gateway: Gateway, key: str, endpoint: str, body: dict[str, Any]) -> Any:
+    """Through the endpoint's official SDK, for the answer's headers; a stream is read to its end."""
+    if endpoint == "messages":
+        claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=key, max_retries=0)
+        # a timeout of its own: without one the SDK refuses a plain request for 128,000 tokens
+        raw: Any = claude.messages.with_raw_response.create(**body, timeout=60)
+    else:
+        client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
+        create = (client.chat.completions if endpoint == "chat" else client.responses).with_raw_response.create
+        raw = create(**body)
+    answer = raw.parse()
+    if body.get("stream"):
+        list(answer)
+    return raw
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize(("endpoint", "model", "field", "sent_as"), CLAMPED,
+                         ids=[f"{e}-{m}-{f}" for e, m, f, _ in CLAMPED])
+def test_a_model_that_clamps_serves_an_output_limit_above_its_own_with_its_own(
+        gateway: Gateway, team, fake_upstream: FakeUpstream, endpoint: str, model: str, field: str, sent_as: str,
+        stream: bool):
+    """``clamp_output_to_model``: LiteLLM asks 128,000 output tokens of a model it does not know; the
+    model's own 1,024 go upstream, and the answer says so as the balance clamp does."""
+    body = {**BODIES[endpoint](model, "hi"), field: 128_000, **({"stream": True} if stream else {})}
+    raw = raw_send(gateway, team.key, endpoint, body)
+    assert raw.headers["x-tollgate-output-clamped"] == "1024"
+    assert fake_upstream.requests[-1].body[sent_as] == 1024
+    within = raw_send(gateway, team.key, endpoint, {**body, field: 1024})
+    assert "x-tollgate-output-clamped" not in within.headers
+    assert fake_upstream.requests[-1].body[sent_as] == 1024
+
+
+@pytest.mark.parametrize("endpoint", list(BODIES))
+def test_without_the_opt_in_an_output_limit_above_the_model_s_is_a_400(gateway: Gateway, team, endpoint: str):
+    model = {"chat": "fake-gpt", "responses": "fake-codex", "messages": "small-claude"}[endpoint]
+    field = "max_output_tokens" if endpoint == "responses" else "max_tokens"
+    error = anthropic.BadRequestError if endpoint == "messages" else openai.BadRequestError
+    timeout = {"timeout": 60} if endpoint == "messages" else {}  # the SDK's own check, as above
+    with pytest.raises(error) as refused:
+        send(gateway, team.key, endpoint, {**BODIES[endpoint](model, "hi"), field: 128_000, **timeout})
+    assert "produces at most" in str(refused.value.message)
+    assert no_open_hold(gateway, team.name)
+
+
+LITELLM = Path(__file__).resolve().parent.parent / "fixtures" / "litellm" / "messages-unknown-model.json"
+
+
+@pytest.mark.parametrize(("model", "served"), [("clamping-claude", True), ("clamping-gpt", True),
+                                               ("small-claude", False)])
+def test_litellm_s_request_for_a_model_it_does_not_know(gateway: Gateway, team, fake_upstream: FakeUpstream,
+                                                       model: str, served: bool):
+    """The request LiteLLM 1.110.2 really sent (``tests/fixtures/litellm``) for a model it has no
+    limits for: ``max_tokens`` 128,000. A model that clamps serves it, passed through or translated;
+    one that does not refuses it, as the providers do."""
+    record = json.loads(LITELLM.read_text())
+    assert record["body"]["max_tokens"] == 128_000
+    answer = httpx.post(gateway.root_url + record["path"], json={**record["body"], "model": model}, timeout=30,
+                        headers={**record["headers"], "x-api-key": team.key})
+    if not served:
+        assert answer.status_code == 400
+        assert answer.json()["error"]["type"] == "invalid_request_error"
+        return
+    assert answer.status_code == 200, answer.text
+    assert answer.headers["x-tollgate-output-clamped"] == "1024"
+    assert answer.json()["content"][0]["text"] == "Echo: Say hi."
+    sent = fake_upstream.requests[-1].body
+    assert sent.get("max_tokens", sent.get("max_completion_tokens")) == 1024

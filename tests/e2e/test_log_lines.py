@@ -68,3 +68,26 @@ def test_json_log_lines_are_one_object_a_line_whatever_the_request_carried(gatew
     for line in gateway.output().splitlines():
         assert not line.startswith(("FORGED", FORGED)), line
 
+
+
+#: A request of each protocol asking more output than the model gives, which the gateway refuses (400).
+TOO_LONG = {
+    "/chat/completions": {"model": "fake-gpt", "max_tokens": 100_000, "messages": [{"role": "user", "content": "hi"}]},
+    "/responses": {"model": "fake-codex", "max_output_tokens": 100_000, "input": "hi"},
+    "/messages": {"model": "fake-claude", "max_tokens": 100_000, "messages": [{"role": "user", "content": "hi"}]},
+}
+
+
+@pytest.mark.parametrize("path", list(TOO_LONG))
+def test_a_refused_request_is_logged_streaming_as_its_client_asked(gateway: Gateway, team, path: str):
+    headers = {"authorization": f"Bearer {team.key}", "anthropic-version": "2023-06-01"}
+    for stream in (True, False):
+        answer = httpx.post(gateway.base_url + path, headers=headers, json={**TOO_LONG[path], "stream": stream})
+        assert answer.status_code == 400, answer.text
+        line = gateway.access_line(answer.headers["x-request-id"])
+        assert (line["status"], line["stream"]) == (400, stream)
+        assert line["ttft_ms"] is None  # no stream opened: no first token to time
+    unknown = httpx.post(gateway.base_url + path, headers=headers, json={**TOO_LONG[path], "model": "nope",
+                                                                          "stream": True})
+    assert unknown.status_code == 404
+    assert gateway.access_line(unknown.headers["x-request-id"])["stream"] is True

@@ -25,6 +25,7 @@ def test_every_public_and_admin_route_is_documented(document: dict):
     assert document["openapi"].startswith("3.1")
     paths = document["paths"]
     for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/models",
+                 "/v1/models/{model_id}",
                  "/admin/teams", "/admin/teams/{name}/credits", "/admin/teams/{name}/keys",
                  "/admin/teams/{name}/history", "/admin/teams/{name}/limits", "/admin/teams/{name}/suspend",
                  "/v1/requests/{request_id}", "/admin/requests/{request_id}",
@@ -119,6 +120,10 @@ def test_no_route_documents_litestar_s_own_error_body(document: dict):
                 continue
             if code == "default" or code[0] in "45":
                 schema = answer["content"]["application/json"]["schema"]
+                if path.startswith("/v1/models"):  # Anthropic's shape for a request with anthropic-version
+                    assert schema == {"anyOf": [{"$ref": "#/components/schemas/OpenAIError"},
+                                                {"$ref": "#/components/schemas/AnthropicError"}]}, (path, code)
+                    continue
                 expected = "AnthropicError" if path.startswith("/v1/messages") else "OpenAIError"
                 assert schema == {"$ref": f"#/components/schemas/{expected}"}, (path, method, code)
         if not path.startswith("/health"):
@@ -134,7 +139,8 @@ def test_every_route_s_errors_match_its_documented_error_body(gateway: Gateway, 
     for path, method, _ in _operations(document):
         if path.startswith("/health") or path in ("/v1/models", "/dashboard"):
             continue
-        url = root + path.format(name=team.name, key_id="key_nope", request_id="req_nope", month="2026-11")
+        url = root + path.format(name=team.name, key_id="key_nope", request_id="req_nope", month="2026-11",
+                                 model_id="no-such-model")
         for attempt in _refused_attempts(root, path, method, team):
             answer = httpx.request(method.upper(), attempt.get("url", url), headers=attempt.get("headers"),
                                    content=attempt.get("content"), params=attempt.get("params"), timeout=30)
@@ -171,6 +177,8 @@ def _refused_attempts(root: str, path: str, method: str, team) -> list[dict]:
         if path.endswith(("/history", "/requests")):  # 400: a query parameter of the wrong type
             attempts.append({"headers": {"authorization": f"Bearer {team.key}"},
                              "params": {"page": "x", "limit": "x"}})
+    elif path == "/v1/models/{model_id}":  # 404: an unknown model, in Anthropic's shape for its clients
+        attempts.append({"headers": {"anthropic-version": "2023-06-01"}})
     elif path == "/v1/requests/{request_id}":  # 404: an unknown request
         attempts.append({"headers": {"authorization": f"Bearer {team.key}"}})
     elif path.startswith("/v1") and method == "post":

@@ -32,9 +32,8 @@ from tests.support.fake_upstream import (
     _bad,
     _drop,
     _parse_directives,
-    _Reject,
     _send_json,
-    error_body,
+    openai_failure,
     openai_request,
     tokens,
 )
@@ -260,9 +259,7 @@ async def handle_responses(api_key: str | None, raw: bytes, headers: dict[str, s
     if d.latency_ms:
         await asyncio.sleep(d.latency_ms / 1000)
     if d.fail is not None:
-        type_ = "server_error" if d.fail >= 500 else "rate_limit_error" if d.fail == 429 else "invalid_request_error"
-        raise _Reject(d.fail, error_body(f"fake upstream failure {d.fail}", type_),
-                      [(b"retry-after", b"1")] if d.fail == 429 else [])
+        raise openai_failure(d.fail, f"fake upstream failure {d.fail}")
     prompt = prompt_tokens(req, items)
     produced = _output_tokens(output, reasoning_tokens)
     usage = None if d.no_usage else {

@@ -100,6 +100,15 @@ def _bad(message: str, param: str | None = None) -> _Reject:
     return _Reject(400, error_body(message, "invalid_request_error", param=param))
 
 
+def openai_failure(status: int, message: str) -> _Reject:
+    """OpenAI's own error for ``status``, as its API sends it: a 429 is ``"type": "requests"`` with
+    ``"code": "rate_limit_exceeded"`` and a ``retry-after`` (OpenAI's wording, not the gateway's
+    ``rate_limit_error``), a 5xx ``server_error``, any other status ``invalid_request_error``."""
+    if status == 429:
+        return _Reject(429, error_body(message, "requests", "rate_limit_exceeded"), [(b"retry-after", b"1")])
+    return _Reject(status, error_body(message, "server_error" if status >= 500 else "invalid_request_error"))
+
+
 class _Drop(Exception):
     """Fallback way to break a connection: uvicorn aborts the socket on an app exception."""
 
@@ -333,10 +342,7 @@ class FakeUpstream:
         if d.latency_ms:
             await asyncio.sleep(d.latency_ms / 1000)
         if d.fail is not None:
-            type_ = ("server_error" if d.fail >= 500 else
-                     "rate_limit_error" if d.fail == 429 else "invalid_request_error")
-            extra = [(b"retry-after", b"1")] if d.fail == 429 else []
-            raise _Reject(d.fail, error_body(f"fake upstream failure {d.fail}", type_), extra)
+            raise openai_failure(d.fail, f"fake upstream failure {d.fail}")
         answer = _chat_answer(req, messages, d, prefix, text, stops)
         if req.get("stream") is not True:
             return await _send_completion(answer, d, send, receive)
@@ -534,8 +540,8 @@ async def _fault(faulty: re.Match[str], send: Send, receive: Receive) -> None:
         from tests.support.fake_anthropic import anthropic_error, error_type  # lazy: fake_anthropic imports this module
 
         return await _send_json(send, status, anthropic_error(error_type(status), message), extra)
-    type_ = "server_error" if status >= 500 else "rate_limit_error" if status == 429 else "invalid_request_error"
-    await _send_json(send, status, error_body(message, type_), extra)
+    failure = openai_failure(status, message)
+    await _send_json(send, status, failure.body, failure.headers)
 
 
 async def _send_json(send: Send, status: int, body: Any, extra: list[tuple[bytes, bytes]] | None = None) -> None:

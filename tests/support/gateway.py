@@ -134,7 +134,7 @@ effort_levels = [{{value = "low", display = "Low"}}, {{value = "medium", display
 pricing = {{input = 1.25, output = 10, cache_create = 1.25, cache_hit = 0.125}}
 upstream = {_deployment("openai-responses", upstream_base_url, "gpt-codex-x", api_key_env="UPSTREAM_KEY")}
 {_agent_models(upstream_base_url)}{_builtin_tool_models(upstream_base_url)}{_fallback_models(upstream_base_url)}\
-{_strict_models(upstream_base_url)}""")
+{_strict_models(upstream_base_url)}{_clamping_models(upstream_base_url)}""")
     return config
 
 
@@ -202,6 +202,19 @@ def _strict_models(upstream_base_url: str) -> str:
     return "".join(_model(model_id, [deployment(model_id, kind)], context_window=8192, max_output_tokens=1024,
                           settings='vision = false\nbuiltin_tools = "refuse"')
                    for model_id, kind in STRICT_MODELS.items())
+
+
+#: Models that serve a request asking more output than their 1,024 tokens with 1,024
+#: (``clamp_output_to_model``), one per upstream kind (tests/e2e/test_context_window.py).
+CLAMPING_MODELS = {"clamping-gpt": "openai", "clamping-claude": "anthropic", "clamping-codex": "openai-responses"}
+
+
+def _clamping_models(upstream_base_url: str) -> str:
+    root = upstream_base_url.removesuffix("/v1")
+    return "".join(_model(model_id, [_deployment(kind, root if kind == "anthropic" else upstream_base_url,
+                                                 f"{model_id}-upstream", api_key_env="UPSTREAM_KEY")],
+                          context_window=8192, max_output_tokens=1024, settings="clamp_output_to_model = true")
+                   for model_id, kind in CLAMPING_MODELS.items())
 
 
 #: A weight that makes a deployment the first one tried in all but one request in a million.

@@ -176,5 +176,46 @@ class ModelList(msgspec.Struct):
     data: list[dict[str, Any]]
 
 
-def answers(view: type, description: str, status: int = 200) -> dict[int, ResponseSpec]:
+class AnthropicModelList(msgspec.Struct):
+    """The model list for a request that carries ``anthropic-version``: a page of Anthropic's shape."""
+
+    data: list[dict[str, Any]]
+    has_more: bool
+    first_id: str | None
+    last_id: str | None
+
+
+class OpenAIModel(msgspec.Struct):
+    """A model in OpenAI's shape, with the gateway's fields (as in the list)."""
+
+    id: str
+    object: str
+    created: int
+    owned_by: str
+    display_name: str
+    context_window: int
+    max_output_tokens: int
+    capabilities: dict[str, Any]
+    reasoning: dict[str, Any]
+    pricing: dict[str, Any]
+
+
+class AnthropicModel(msgspec.Struct):
+    """A model in Anthropic's shape, for a request that carries ``anthropic-version``."""
+
+    type: str
+    id: str
+    display_name: str
+    created_at: str
+    lifecycle: str
+    max_input_tokens: int
+    max_tokens: int
+
+
+#: What the model routes answer: OpenAI's shapes, or Anthropic's (``anthropic-version``).
+ModelPage = ModelList | AnthropicModelList
+ModelAnswer = OpenAIModel | AnthropicModel
+
+
+def answers(view: Any, description: str, status: int = 200) -> dict[int, ResponseSpec]:
     return {status: ResponseSpec(data_container=view, description=description, generate_examples=False)}

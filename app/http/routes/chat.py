@@ -17,7 +17,14 @@ from litestar.response import Stream
 from app.errors import InvalidRequest, ModelNotFound
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
-from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
+from app.http.routes.request_body import (
+    check_output_limit,
+    check_positive,
+    note_stream,
+    read_json_object,
+    require,
+    validate,
+)
 from app.http.routes.request_counts import check_counts
 from app.runtime import Runtime
 from domain import endpoints
@@ -49,6 +56,7 @@ class ChatRequest(msgspec.Struct):
 
 def parse_chat_request(raw: bytes, settings: Settings) -> tuple[dict[str, Any], ChatRequest]:
     body = read_json_object(raw, settings.max_json_depth)
+    note_stream(body)
     check_counts(body, "chat", settings)
     require(body, "model", "messages")
     request = validate(body, ChatRequest)
@@ -74,10 +82,12 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     if model is None:
         raise ModelNotFound(chat.model)
     authorize(principal, model.id, endpoints.CHAT)
-    check_output_limit(chat.max_tokens, model, "max_tokens")
-    check_output_limit(chat.max_completion_tokens, model, "max_completion_tokens")
-    requested = chat.max_completion_tokens or chat.max_tokens
+    limits = (check_output_limit(chat.max_tokens, model, "max_tokens"),
+              check_output_limit(chat.max_completion_tokens, model, "max_completion_tokens"))
+    clamped = limits != (chat.max_tokens, chat.max_completion_tokens)
+    requested = limits[1] or limits[0]
     choices = chat.n or 1  # every choice may use the whole output allowance
     return await serve(runtime, request, principal, model, "chat", body, raw,
                        max_output=(requested or model.max_output_tokens) * choices,
-                       requested_output=(requested or 0) * choices, choices=choices)
+                       requested_output=(requested or 0) * choices, choices=choices,
+                       output_clamped=model.max_output_tokens if clamped else None)

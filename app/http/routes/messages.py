@@ -18,7 +18,14 @@ from app.errors import InvalidRequest, ModelNotFound
 from app.http.prompt_size import count_prompt
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
-from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
+from app.http.routes.request_body import (
+    check_output_limit,
+    check_positive,
+    note_stream,
+    read_json_object,
+    require,
+    validate,
+)
 from app.http.routes.request_counts import check_counts
 from app.json import encode
 from app.keys import Principal
@@ -42,6 +49,7 @@ async def _read(request: Request[Any, Any, Any], runtime: Runtime,
                 *required: str) -> tuple[Principal, dict[str, Any], Model]:
     principal = await authenticate(request, runtime)
     body = read_json_object(await request.body(), runtime.settings.max_json_depth)
+    note_stream(body)
     check_counts(body, "messages", runtime.settings)
     require(body, *required)
     if not isinstance(body.get("messages"), list):
@@ -59,11 +67,12 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
     principal, body, model = await _read(request, runtime, "model", "messages", "max_tokens")
     parsed = validate(body, MessagesRequest)
     check_positive(parsed.max_tokens, "max_tokens")
-    check_output_limit(parsed.max_tokens, model, "max_tokens")
+    max_tokens = check_output_limit(parsed.max_tokens, model, "max_tokens") or parsed.max_tokens
     if parsed.temperature is not None and not 0 <= parsed.temperature <= 1:
         raise InvalidRequest(f"temperature: must be between 0 and 1, got {parsed.temperature}.", param="temperature")
     return await serve(runtime, request, principal, model, "messages", body, await request.body(),
-                       max_output=parsed.max_tokens, requested_output=parsed.max_tokens)
+                       max_output=max_tokens, requested_output=max_tokens,
+                       output_clamped=max_tokens if max_tokens != parsed.max_tokens else None)
 
 
 @post("/v1/messages/count_tokens", status_code=200)

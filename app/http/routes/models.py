@@ -1,9 +1,13 @@
-"""GET /v1/models: the models this gateway offers, with their limits and prices (no auth).
+"""GET /v1/models and GET /v1/models/{id}: the models this gateway offers, with their limits and
+prices (no auth).
 
 The prices are those the ledger's price list has in force now (``app/ledger/prices.py``): the
 ``pricing`` fields the specification names, and the rest of the price (1-hour cache writes,
 long-context rates, service tiers, tool fees) beside them when the model has it. The list is
-encoded once and again only when the price list changes (or a scheduled price takes effect)."""
+encoded once and again only when the price list changes (or a scheduled price takes effect).
+
+A request that carries ``anthropic-version`` (Anthropic's SDK always sends it) is answered in
+Anthropic's shapes instead (``app/http/routes/anthropic_models.py``), its errors too."""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ from typing import Any
 
 from litestar import Request, Response, get
 
-from app.http.routes.answers import ModelList, answers
+from app.errors import ModelNotFound
+from app.http.routes.answers import ModelAnswer, ModelPage, answers
+from app.http.routes.anthropic_models import anthropic_card, anthropic_page
 from app.json import encode
 from app.ledger.prices import PriceBook
 from domain.pricing import Price
@@ -64,8 +70,39 @@ class ModelListCache:
             self._priced = priced
         return self._body
 
+    def card(self, model_id: str, anthropic: bool) -> bytes:
+        """One model, as the list has it, or in Anthropic's shape; 404 for a model not configured."""
+        model = self._settings.model(model_id)
+        if model is None:
+            raise ModelNotFound(model_id)
+        if anthropic:
+            return encode(anthropic_card(model, self._created))
+        return encode(model_card(model, self._created, self._prices.current(model.id)))
+
+    def anthropic_page(self, limit: int | None, after_id: str | None, before_id: str | None) -> bytes:
+        return encode(anthropic_page(self._settings.models, self._created, limit=limit, after_id=after_id,
+                                     before_id=before_id))
+
+
+def speaks_anthropic(request: Request[Any, Any, Any]) -> bool:
+    """Whether the client is one of Anthropic's API, answered in its shapes."""
+    return "anthropic-version" in request.headers
+
 
 @get("/v1/models", sync_to_thread=False,
-     responses=answers(ModelList, "every model, with its limits, effort levels and prices"))
-def list_models(request: Request[Any, Any, Any]) -> Response[bytes]:
-    return Response(request.app.state.model_list.body(), media_type="application/json")
+     responses=answers(ModelPage, "every model, with its limits, effort levels and prices (with anthropic-version: "
+                                  "a page of them in Anthropic's shape)"))
+def list_models(request: Request[Any, Any, Any], limit: int | None = None, after_id: str | None = None,
+                before_id: str | None = None) -> Response[bytes]:
+    """``limit``, ``after_id`` and ``before_id`` page the list in Anthropic's shape (OpenAI's has no pages)."""
+    models: ModelListCache = request.app.state.model_list
+    body = models.anthropic_page(limit, after_id, before_id) if speaks_anthropic(request) else models.body()
+    return Response(body, media_type="application/json")
+
+
+@get("/v1/models/{model_id:path}", sync_to_thread=False,
+     responses=answers(ModelAnswer, "the model, as the list has it (with anthropic-version: in Anthropic's shape)"))
+def read_model(request: Request[Any, Any, Any], model_id: str) -> Response[bytes]:
+    """A model by its id (which may hold slashes: ``org/model``)."""
+    models: ModelListCache = request.app.state.model_list
+    return Response(models.card(model_id.removeprefix("/"), speaks_anthropic(request)), media_type="application/json")

@@ -9,6 +9,7 @@ from litestar import Request
 
 from app.errors import InvalidRequest
 from app.json import decode
+from app.observability.record import current_record
 from domain.settings import Model
 
 T = TypeVar("T")
@@ -61,6 +62,14 @@ async def request_json(request: Request[Any, Any, Any], default: bytes | None = 
     return read_json_object(raw, request.app.state.runtime.settings.max_json_depth)
 
 
+def note_stream(body: dict[str, Any]) -> None:
+    """Note on the request's record whether the client asked for a stream, as soon as its body is
+    read: its log line says what was asked, whatever refuses the request afterwards."""
+    record = current_record()
+    if record is not None:
+        record.stream = body.get("stream") is True
+
+
 def require(body: dict[str, Any], *names: str) -> None:
     for name in names:
         if body.get(name) is None:
@@ -83,8 +92,14 @@ def check_positive(value: int | None, name: str) -> None:
         raise InvalidRequest(f"Invalid '{name}': expected a value >= 1, but got {value} instead.", param=name)
 
 
-def check_output_limit(requested: int | None, model: Model, param: str) -> None:
-    """An output limit above what the model can produce is a client error, not a silent clamp."""
-    if requested is not None and requested > model.max_output_tokens:
-        raise InvalidRequest(f"'{param}' is {requested}, but the model `{model.id}` produces at most "
-                             f"{model.max_output_tokens} output tokens.", param=param)
+def check_output_limit(requested: int | None, model: Model, param: str) -> int | None:
+    """The output limit a request is served with: the one it asked for, within what the model can
+    produce. Above that it is a client error (400), not a silent clamp — unless the model's
+    configuration opts in (``clamp_output_to_model``): then it is the model's own limit, which the
+    answer says (``x-tollgate-output-clamped``, set where the request is served)."""
+    if requested is None or requested <= model.max_output_tokens:
+        return requested
+    if model.clamp_output_to_model:
+        return model.max_output_tokens
+    raise InvalidRequest(f"'{param}' is {requested}, but the model `{model.id}` produces at most "
+                         f"{model.max_output_tokens} output tokens.", param=param)

@@ -16,7 +16,14 @@ from litestar.response import Stream
 from app.errors import ModelNotFound
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
-from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
+from app.http.routes.request_body import (
+    check_output_limit,
+    check_positive,
+    note_stream,
+    read_json_object,
+    require,
+    validate,
+)
 from app.http.routes.request_counts import check_counts
 from app.runtime import Runtime
 from domain import endpoints
@@ -46,6 +53,7 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
     principal = await authenticate(request, runtime)
     raw = await request.body()
     body = read_json_object(raw, runtime.settings.max_json_depth)
+    note_stream(body)
     check_counts(body, "responses", runtime.settings)
     require(body, "model", "input")
     parsed = validate(body, ResponsesRequest)
@@ -54,7 +62,7 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
     if model is None:
         raise ModelNotFound(parsed.model)
     authorize(principal, model.id, endpoints.RESPONSES)
-    check_output_limit(parsed.max_output_tokens, model, "max_output_tokens")
+    max_output = check_output_limit(parsed.max_output_tokens, model, "max_output_tokens")
     return await serve(runtime, request, principal, model, "responses", body, raw,
-                       max_output=parsed.max_output_tokens or model.max_output_tokens,
-                       requested_output=parsed.max_output_tokens or 0)
+                       max_output=max_output or model.max_output_tokens, requested_output=max_output or 0,
+                       output_clamped=max_output if max_output != parsed.max_output_tokens else None)

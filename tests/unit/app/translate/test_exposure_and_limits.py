@@ -32,6 +32,9 @@ def test_the_output_limit_is_set_in_each_wire_s_field():
     assert clamp_output({"max_tokens": 100, "max_completion_tokens": 100}, "chat", 50) == {
         "max_tokens": 50, "max_completion_tokens": 50}
     assert clamp_output({}, "chat", 50) == {"max_completion_tokens": 50}
+    # a limit below the new one stays (clamp_output_to_model lowers only the one above the model's)
+    assert clamp_output({"max_tokens": 100, "max_completion_tokens": 128000}, "chat", 1024) == {
+        "max_tokens": 100, "max_completion_tokens": 1024}
     body = {"max_tokens": 32000}
     clamp_output(body, "messages", 10)
     assert body == {"max_tokens": 32000}  # the client's body is left as it came
