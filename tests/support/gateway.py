@@ -18,7 +18,7 @@ from tests.support.backend import new_database_url
 from tests.support.cli_fork import run_tollgate
 
 UPSTREAM_KEY = "upstream-secret"
-ADMIN_KEY = "admin-secret-for-tests"
+ADMIN_KEY = "admin-secret-for-tests-0123456789ab"  # at least 32 characters, or the gateway refuses to start
 GATEWAY_ENV = {"UPSTREAM_KEY": UPSTREAM_KEY, "TOLLGATE_ADMIN_KEY": ADMIN_KEY}
 
 
