@@ -311,6 +311,11 @@ class Settings(_Strict, frozen=True):
     max_streams_per_key: int = 100
     #: The most streams one gateway process serves at once, whoever asks (more: 429 with `retry-after`).
     max_streams: int = 1_000
+    #: Requests with a wrong API key or admin key one client address may make per minute (an IPv6
+    #: address counts by its /64), across every process sharing `redis_url`; past it, 429 with
+    #: `retry-after` for every key but a team key the process has already served, until the
+    #: allowance refills (a token bucket, as rate limits are). 0: no limit.
+    max_key_failures_per_minute: int = 30
     #: Receivers of alerts (budget thresholds, low balances), one `[[webhooks]]` table each; an
     #: alert is retried with backoff from a durable outbox until each receiver accepts it (2xx).
     webhooks: list[Webhook] = msgspec.field(default_factory=list)
@@ -427,6 +432,8 @@ def _check_limits_and_logging(settings: Settings, fail: Callable[[str, str], Non
                  "max_headers", "max_streams_per_key", "max_streams"):
         if getattr(settings, name) < 1:
             fail(name, "must be at least 1")
+    if settings.max_key_failures_per_minute < 0:
+        fail("max_key_failures_per_minute", "must not be negative (0: no limit)")
     for name in ("header_timeout", "body_timeout", "write_timeout"):
         if getattr(settings, name) <= 0:
             fail(name, "must be greater than 0 (seconds)")
