@@ -41,8 +41,7 @@ class UnsendableHead(GatewayError):
     """An answer's header that HTTP cannot carry (the gateway's fault: every client text is encoded)."""
 
     def __init__(self, name: str) -> None:
-        super().__init__(f"The gateway could not send this answer: its header {name!r} is not valid in HTTP. "
-                         "Nothing was charged for it.")
+        super().__init__(f"The gateway could not send this answer: its header {name!r} is not valid in HTTP.")
 
 
 def header_text(text: str) -> str:
