@@ -9,6 +9,23 @@ from __future__ import annotations
 
 from app.error_types import retyped
 
+#: The longest error message (and ``param``) a client is sent. Messages quote what the client sent —
+#: a model name, a path, a field, a tool type — which may be of any length: a 100 KB model name
+#: must not come back in a 100 KB 404. Past the bound the middle is left out, saying how much: a
+#: message's start says what went wrong and its end what to do, and the gateway's own words are
+#: far shorter than this, so only a quotation is ever cut.
+MAX_MESSAGE = 1000
+MAX_PARAM = 200
+
+
+def bounded(text: str, limit: int = MAX_MESSAGE) -> str:
+    """``text``, or its start and end with the middle left out if it is longer than ``limit``."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    head = limit - tail - 40  # room for the note
+    return f"{text[:head]}… [{len(text) - head - tail} characters left out] …{text[-tail:]}"
+
 
 class GatewayError(Exception):
     status: int = 500
@@ -43,9 +60,10 @@ class GatewayError(Exception):
         status: int | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
+        message = bounded(message)
         super().__init__(message)
         self.message = message
-        self.param = param
+        self.param = bounded(param, MAX_PARAM) if param is not None else None
         self.code = code
         if status is not None:
             self.status = status

@@ -106,6 +106,10 @@ class KeyDirectory:
             if principal.team_id == team_id:
                 self.forget(principal.key_id)
 
+    def known(self, secret: str) -> Principal | None:
+        """The key's principal if this process has it already (no I/O), else None."""
+        return self._known.get(hash_key(secret))
+
     async def principal_for(self, secret: str) -> Principal | None:
         key_hash = hash_key(secret)
         principal = self._known.get(key_hash)

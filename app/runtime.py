@@ -32,6 +32,7 @@ from app.observability import metrics, timeline
 from app.observability.record_writer import RecordWriter
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
+from app.ratelimit.key_guesses import KeyGuesses
 from app.ratelimit.streams import StreamSlots
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIResponsesUpstream, OpenAIUpstream, Upstream
 from app.upstream.client import Timeouts, UpstreamClient
@@ -76,6 +77,8 @@ class Runtime:
     prices: PriceBook
     #: The named admin keys (``app/admin_keys.py``), for the admin API's guard.
     admin_keys: AdminKeyDirectory
+    #: Failed key attempts per client address (``max_key_failures_per_minute``).
+    key_guesses: KeyGuesses
     #: Sends the alerts the events recorded to the configured webhooks.
     webhooks: WebhookDelivery
     #: Writes each answered request's record for the request lookup (None: ``request_record_days = 0``).
@@ -234,6 +237,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         ledger=ledger,
         keys=keys,
         admin_keys=admin_keys,
+        key_guesses=KeyGuesses(limits, settings.max_key_failures_per_minute),
         projector=projector,
         sweeper=sweeper,
         billing=billing,

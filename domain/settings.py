@@ -239,8 +239,9 @@ class Settings(_Strict, frozen=True):
     #: PostgreSQL connections each gateway process keeps open for the event store (up to twice as many
     #: under load, plus one each for its projector and its process registration).
     database_pool_size: int = 10
-    #: The environment variable holding the configured admin API key, an operator's (while it is unset,
-    #: only named admin keys open the admin API: `tollgate admin-key issue`).
+    #: The environment variable holding the configured admin API key, an operator's: at least 32
+    #: characters, or the gateway refuses to start (while it is unset, only named admin keys open the
+    #: admin API: `tollgate admin-key issue`).
     admin_key_env: str = "TOLLGATE_ADMIN_KEY"
     #: Seconds after which an unsettled hold counts as abandoned and is released, whatever its
     #: process: the backstop for a process that is alive but stuck (a dead one's holds go sooner,
@@ -317,6 +318,11 @@ class Settings(_Strict, frozen=True):
     max_streams_per_key: int = 100
     #: The most streams one gateway process serves at once, whoever asks (more: 429 with `retry-after`).
     max_streams: int = 1_000
+    #: Requests with a wrong API key or admin key one client address may make per minute (an IPv6
+    #: address counts by its /64), across every process sharing `redis_url`; past it, 429 with
+    #: `retry-after` for every key but a team key the process has already served, until the
+    #: allowance refills (a token bucket, as rate limits are). 0: no limit.
+    max_key_failures_per_minute: int = 30
     #: Receivers of alerts (budget thresholds, low balances), one `[[webhooks]]` table each; an
     #: alert is retried with backoff from a durable outbox until each receiver accepts it (2xx).
     webhooks: list[Webhook] = msgspec.field(default_factory=list)
@@ -436,6 +442,8 @@ def _check_limits_and_logging(settings: Settings, fail: Callable[[str, str], Non
                  "max_headers", "max_streams_per_key", "max_streams"):
         if getattr(settings, name) < 1:
             fail(name, "must be at least 1")
+    if settings.max_key_failures_per_minute < 0:
+        fail("max_key_failures_per_minute", "must not be negative (0: no limit)")
     for name in ("header_timeout", "body_timeout", "write_timeout"):
         if getattr(settings, name) <= 0:
             fail(name, "must be greater than 0 (seconds)")
@@ -589,3 +597,18 @@ def require_upstream_secrets(settings: Settings, origin: str, environ: Mapping[s
             env_name = upstream.api_key_env
             if env_name and not environ.get(env_name):
                 raise ConfigError(origin, f"{where}.api_key_env", f"environment variable {env_name} is not set")
+
+
+#: The shortest configured admin key (``admin_key_env``) a gateway serves with. That key opens every
+#: admin route as an operator, and unlike an issued key (256 random bits) it is whatever was typed:
+#: 32 characters of a generated key are 128 bits or more.
+MIN_ADMIN_KEY = 32
+
+
+def require_strong_admin_key(settings: Settings, origin: str, environ: Mapping[str, str]) -> None:
+    """Check, before serving, that the configured admin key, if set, is at least ``MIN_ADMIN_KEY`` long."""
+    key = environ.get(settings.admin_key_env)
+    if key and len(key) < MIN_ADMIN_KEY:
+        raise ConfigError(origin, "admin_key_env",
+                          f"the admin key in {settings.admin_key_env} is {len(key)} characters long; it must be "
+                          f"at least {MIN_ADMIN_KEY} (make one with: openssl rand -hex 32)")

@@ -172,8 +172,8 @@ def environment_rows() -> list[tuple[str, str]]:
         (f"`{schema.REDIS_URL_ENV}`", "Overrides `redis_url`."),
         (
             f"`{admin_env}`, or the variable `admin_key_env` names",
-            ("The admin API's configured key (an operator's); while it is unset, only named admin keys "
-             "(`tollgate admin-key issue`) open the admin API."),
+            ("The admin API's configured key (an operator's): at least 32 characters, or the gateway refuses "
+             "to start; while it is unset, only named admin keys (`tollgate admin-key issue`) open the admin API."),
         ),
         ("the variable each `api_key_env` names", "That deployment's provider key."),
         (f"`{CLOCK_OFFSET_ENV}`", ("Seconds to shift the ledger clock that budgets' periods are judged by "

@@ -41,7 +41,7 @@ from app.ledger.writer import LedgerUnavailable
 from app.ratelimit.choice import StartupRefused
 from domain.ledger import LedgerError
 from domain.money import AmountError, format_credits, micros_from_credits
-from domain.settings import ConfigError, require_upstream_secrets, require_webhook_secrets
+from domain.settings import ConfigError, require_strong_admin_key, require_upstream_secrets, require_webhook_secrets
 
 if TYPE_CHECKING:
     from projections.event_store import LedgerStore
@@ -196,6 +196,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     config_path = str(args.config or os.environ.get(CONFIG_ENV))
     require_upstream_secrets(settings, config_path, os.environ)
     require_webhook_secrets(settings, config_path, os.environ)
+    require_strong_admin_key(settings, config_path, os.environ)
     serve(settings, base, args.host, args.port, args.workers, config_path)
 
 
@@ -217,6 +218,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
 
     settings, base = load_settings(args.config)
     require_webhook_secrets(settings, str(args.config or os.environ.get(CONFIG_ENV)), os.environ)
+    require_strong_admin_key(settings, str(args.config or os.environ.get(CONFIG_ENV)), os.environ)
     with ledger_service(settings, base) as ledger:
         try:
             ledger.create_team(args.team, credits_amount(args.credits), actor=cli_actor(), reason="demo")

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
 
@@ -36,6 +36,7 @@ import anyio
 from litestar import Request, Response
 
 from app.errors import GatewayError, InvalidRequest
+from app.http.answer_head import encoded_headers
 from app.http.event_stream import LastChunk
 from app.http.exchange import Exchange
 from app.http.prompt_size import model_rules
@@ -146,6 +147,16 @@ class BilledCall:
         if self._slot is not None:
             await give_back(self._slot)
         return LastChunk(frames)
+
+    def seal(self, extra: Mapping[str, str] | None = None) -> None:
+        """Complete the answer's headers (with ``extra``) and check that HTTP can carry every one of
+        them, while the call is only held: an answer is never charged and then found unsendable (the
+        client would pay for an answer it never got, and its SDK's retries would pay again). A head
+        that cannot be sent raises :class:`~app.http.answer_head.UnsendableHead` here, which releases
+        the hold like any failure before the answer. Nothing changes the headers afterwards."""
+        if extra:
+            self.headers.update(extra)
+        encoded_headers(self.headers)
 
     def _verbatim(self, exc: GatewayError) -> None:
         """A request passed through gets the upstream's own error word for word (coding agents match

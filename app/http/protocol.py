@@ -20,6 +20,14 @@ waits for a reader that never comes). So this subclass of uvicorn's protocol add
   buffered (it stopped reading) aborts the connection and raises :class:`ClientTooSlow` out of the
   send, which ends the request (``app/http/request_guard.py``); a stream's relay then bills what it sent.
 
+And it:
+
+- makes the request's path canonical as soon as it is parsed (``app/http/paths.py``), so that every
+  layer above sees ``/v1/chat/completions`` for ``/v1/chat/completions/`` or ``//v1/chat/completions``;
+- closes a connection whose client is still sending a body its answer came before gently
+  (``app/http/lingering.py``), so that the client reads the answer rather than a reset;
+- answers what its parser cannot read (uvicorn: a plain-text 400) as every other refusal.
+
 Refusals are written in the endpoint's error shape when the path is known (Messages' for
 ``/v1/messages*``, OpenAI's otherwise), as every other error of the gateway.
 """
@@ -38,7 +46,9 @@ from uvicorn.protocols.http.flow_control import FlowControl
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from app.errors import GatewayError, HeadersTooLarge, RequestTimeout
+from app.errors import GatewayError, HeadersTooLarge, InvalidRequest, RequestTimeout
+from app.http.lingering import LingeringTransport
+from app.http.paths import make_canonical
 from app.json import encode
 
 log = logging.getLogger("tollgate.http")
@@ -122,13 +132,30 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.flow = _TimedFlowControl(transport, self.limits.write_timeout, self._cut_off)
+        self._closing = LingeringTransport(transport, self.loop, self._unread)
+        self.transport = self._closing  # type: ignore[assignment]  # every close, uvicorn's too, goes through it
         self._arm_head_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm_head_timer()
+        self._closing.lost()
         super().connection_lost(exc)
 
+    def shutdown(self) -> None:
+        if self._closing.lingering:  # the server is stopping: it waits for no client's leftovers
+            self._closing.end()
+            return
+        super().shutdown()
+
+    def _unread(self) -> bool:
+        """Whether the client may still be sending a request's body that its answer came before
+        (a client whose head was refused is not waited for: it is the one being refused)."""
+        return self.cycle is not None and self.cycle.more_body and not self._in_head
+
     def data_received(self, data: bytes) -> None:
+        if self._closing.lingering:  # the answer is out; what the client still sends is dropped
+            self._closing.dropped(len(data))
+            return
         try:
             while data and not self.transport.is_closing():
                 if self._in_head:  # feed no more of an unfinished head than it may have
@@ -164,7 +191,8 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._in_head = False
         self._raw_head = 0
         self._disarm_head_timer()
-        super().on_headers_complete()
+        super().on_headers_complete()  # starts the request's task, which has not run yet
+        make_canonical(self.scope)  # type: ignore[arg-type]  # a TypedDict, read and written as the dict it is
 
     # Limits
 
@@ -203,6 +231,14 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         log.info("refused a request from %s: %d %s", _peer(self.client), error.status, error.message)
         if self.cycle is None or self.cycle.response_complete:
             self.transport.write(self._error_response(error))
+        self._disarm_head_timer()
+        self.transport.close()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request its parser cannot read, in the gateway's JSON error shape
+        rather than uvicorn's plain text."""
+        log.info("refused a request from %s: %s", _peer(self.client), msg)
+        self.transport.write(self._error_response(InvalidRequest(msg)))
         self._disarm_head_timer()
         self.transport.close()
 

@@ -19,6 +19,7 @@ from typing import Any
 from litestar import Request, Response
 
 from app.errors import GatewayError, InsufficientCreditsError
+from app.http.answer_head import header_text
 from app.http.attribution import attribution_of
 from app.http.billed_call import BilledCall, hold
 from app.http.event_stream import EventStream
@@ -36,6 +37,8 @@ from domain.pricing import TokenUsage
 from domain.settings import Model
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
+#: Names the built-in tools taken out of a translated request (each percent-encoded: README, API).
+DROPPED_HEADER = "x-tollgate-dropped-tools"
 #: Says that the request's output limit was lowered to what the balance covers, or to the model's
 #: own (the new limit).
 CLAMPED_HEADER = "x-tollgate-output-clamped"
@@ -67,8 +70,8 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
         call.headers.setdefault(CLAMPED_HEADER, str(output_clamped))
     if protocol == "messages":
         call.headers["request-id"] = call.bill.request_id
-    if exchange.dropped_tools:
-        call.headers["x-tollgate-dropped-tools"] = ", ".join(exchange.dropped_tools)
+    if exchange.dropped_tools:  # the client's own words: each name percent-encoded, so any text can go in a header
+        call.headers[DROPPED_HEADER] = ", ".join(header_text(name) for name in exchange.dropped_tools)
         if call.bill.record is not None:
             call.bill.record.dropped_tools = list(exchange.dropped_tools)
     return await answer(call)
@@ -118,6 +121,7 @@ async def _answered(call: BilledCall) -> Response[bytes]:
     """A plain request: the upstream's whole answer, decoded, charged, and rendered with its cost."""
     exchange = call.exchange
     async with call:
+        call.seal()
         raw = await call.complete()
         resp = exchange.decode(raw)
         usage = resp.usage
@@ -138,7 +142,7 @@ async def _streamed(call: BilledCall) -> EventStream:
     if call.transcript is not None:
         relay = _recorded(relay, call.transcript)
     first = await relay.__anext__()
-    return EventStream(first, relay, headers={**call.headers, **SSE_HEADERS})
+    return EventStream(first, relay, headers=call.headers)
 
 
 async def _relay(call: BilledCall) -> AsyncGenerator[bytes, None]:
@@ -149,6 +153,7 @@ async def _relay(call: BilledCall) -> AsyncGenerator[bytes, None]:
     ends early — the client hung up, or was cut off for reading nothing (``write_timeout``) — is
     billed for exactly that."""
     async with call:
+        call.seal(SSE_HEADERS)
         relay = call.exchange.relay()
         stream = await call.open_stream()
         start = relay.start()

@@ -1,5 +1,4 @@
-"""Each request held to its deadlines, above every route: its body within ``body_timeout``, and
-nothing more read from a connection whose answer went out before its body was read.
+"""Each request held to its deadlines and its answer to HTTP's rules, above every route.
 
 uvicorn reads a request's body only as the application asks for it (``receive``), and sets no
 deadline on it: a client sending its body a byte at a time would keep its request, and what its
@@ -10,7 +9,17 @@ the handler answers as any error, in its endpoint's shape (408).
 An answer that starts before the body was read to its end — a 413 for a body over the limit, a 401,
 a 404, that 408 — says ``connection: close``. Otherwise uvicorn would go on reading the rest of the
 body, and throwing it away, to keep the connection for another request: as long as the client
-cares to send.
+cares to send. (The HTTP protocol then closes the connection gently, ``app/http/protocol.py``, so
+that the client, still sending, reads the answer rather than a reset.)
+
+Every answer's head is checked against the rules uvicorn applies before it reaches uvicorn
+(``app/http/answer_head.py``): uvicorn counts an answer as started before it checks its headers, so
+one it refuses leaves the client with no answer at all. Whatever fails before an answer began — such
+a head, or any error a route's own handling let through — is answered here in the endpoint's JSON
+error shape (with the ``x-request-id`` every answer carries), never uvicorn's plain-text 500.
+
+``HEAD`` is served wherever ``GET`` is: the routes see a ``GET``, and the answer goes out without
+its body (its ``content-length`` kept, as RFC 9110 asks).
 
 A client that stops reading an answer is cut off below, by the HTTP protocol
 (``app/http/protocol.py``); its :class:`ClientTooSlow` ends the request here, quietly: the
@@ -20,12 +29,17 @@ connection is already gone, and a stream's relay bills what was sent (``app/http
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from app.errors import RequestTimeout
+from app.errors import GatewayError, RequestTimeout
+from app.http.answer_head import check
 from app.http.protocol import ClientTooSlow
+from app.json import encode
 from app.observability.record import current_record
+
+log = logging.getLogger("tollgate")
 
 _CLOSE = (b"connection", b"close")
 
@@ -49,26 +63,34 @@ class RequestGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        exchange = _Exchange(receive, send, self.body_timeout, _has_body(scope))
+        head = scope["method"] == "HEAD"
+        exchange = _Exchange(receive, send, self.body_timeout, _has_body(scope), head)
         try:
-            await self.app(scope, exchange.receive, exchange.send)
-        except* ClientTooSlow as cut:
-            record = current_record()
-            if record is not None:
-                record.failed(str(cut.exceptions[0]))
+            try:
+                await self.app({**scope, "method": "GET"} if head else scope, exchange.receive, exchange.send)
+            except* ClientTooSlow as cut:
+                record = current_record()
+                if record is not None:
+                    record.failed(str(cut.exceptions[0]))
+        except Exception as exc:
+            if exchange.started:
+                raise  # the client has part of the answer: uvicorn ends the connection
+            await exchange.fail(scope["path"], exc)
 
 
 class _Exchange:
-    """One request's ``receive`` under the body's deadline, and its ``send``, which closes the
-    connection after an answer given before the body was in."""
+    """One request's ``receive`` under the body's deadline, and its ``send``, which checks the
+    answer's head and closes the connection after an answer given before the body was in."""
 
     def __init__(self, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]],
-                 timeout: float, has_body: bool) -> None:
+                 timeout: float, has_body: bool, head: bool) -> None:
         self._receive = receive
         self._send = send
         self._timeout = timeout
         self._deadline = asyncio.get_running_loop().time() + timeout
         self._body_done = not has_body
+        self._head = head
+        self.started = False  # the answer's head was handed to the server
 
     async def receive(self) -> Any:
         if self._body_done:
@@ -84,8 +106,31 @@ class _Exchange:
         return message
 
     async def send(self, message: Any) -> None:
-        if message["type"] == "http.response.start" and not self._body_done:
-            headers = list(message.get("headers", ()))
-            if not any(name.lower() == b"connection" for name, _ in headers):
+        kind = message["type"]
+        if kind == "http.response.start":
+            headers = message.get("headers", ())
+            check(headers)  # before the server sees it: a head it would refuse is still ours to answer
+            if not self._body_done and not any(name.lower() == b"connection" for name, _ in headers):
                 message["headers"] = [*headers, _CLOSE]
+            self.started = True
+        elif self._head and kind == "http.response.body" and message.get("body"):
+            message = {**message, "body": b""}
         await self._send(message)
+
+    async def fail(self, path: str, exc: Exception) -> None:
+        """Answer a failure before the answer began as the endpoint's JSON error (a 500, unless the
+        failure is one of the gateway's own errors with a status of its own)."""
+        if not isinstance(exc, GatewayError):
+            log.error("unhandled error before the answer began", exc_info=exc)
+            exc = GatewayError("The gateway hit an internal error.")
+        else:
+            log.error("could not answer: %s", exc.message)
+        record = current_record()
+        if record is not None:
+            record.failed(exc.message)
+        body = encode(exc.anthropic_body() if path.startswith("/v1/messages") else exc.openai_body())
+        retry = b"true" if exc.retryable else b"false"  # the error's own headers are what may have failed
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   (b"x-should-retry", retry)]
+        await self.send({"type": "http.response.start", "status": exc.status, "headers": headers})
+        await self.send({"type": "http.response.body", "body": body, "more_body": False})

@@ -74,8 +74,21 @@ def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Resp
         param = str(problems[0]["key"])
         message = " ".join(f"Invalid '{p['key']}' in the {getattr(p.get('source'), 'value', 'request')}: "
                            f"{p.get('message')}." for p in problems)
+    headers = None
+    if status == 405 and exc.headers and "allow" in exc.headers:
+        headers = {"allow": _allowed(exc.headers["allow"])}
+        message = f"{request.method} is not allowed on {request.url.path}: it takes {headers['allow']}."
     kind = NotFound if status == 404 else InvalidRequest if status < 500 else GatewayError
-    return _gateway_error(request, kind(message, param=param, status=status))
+    return _gateway_error(request, kind(message, param=param, status=status, headers=headers))
+
+
+def _allowed(methods: str) -> str:
+    """A 405's ``Allow``: the route's methods as the router lists them, and HEAD wherever GET is (the
+    request guard serves it, ``app/http/request_guard.py``)."""
+    allowed = [m.strip() for m in methods.split(",") if m.strip()]
+    if "GET" in allowed and "HEAD" not in allowed:
+        allowed.insert(allowed.index("GET") + 1, "HEAD")
+    return ", ".join(allowed)
 
 
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:

@@ -53,7 +53,8 @@ COMMIT_SECONDS = Histogram("tollgate_ledger_commit_seconds",
                            "How long the ledger writer's commits take (deciding and saving a batch).",
                            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5))
 RATE_LIMITED = Counter("tollgate_rate_limit_rejections", "Requests refused with 429 by a rate limit, by whose "
-                       "limit (key, team or process) and its kind (requests, tokens or streams).", ["scope", "kind"])
+                       "limit (key, team, process, or a client address's failed keys) and its kind (requests, tokens, "
+                       "streams or failed_keys).", ["scope", "kind"])
 LEDGER_WRITABLE = Gauge("tollgate_ledger_writable", "1 while the ledger can be written (requests are served), "
                         "0 while it cannot (generation endpoints answer 503).", multiprocess_mode="livemin")
 RECORDS_DROPPED = Counter("tollgate_request_records_dropped",

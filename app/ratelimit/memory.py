@@ -18,6 +18,7 @@ class MemoryLimiter:
     def __init__(self, clock: Callable[[], float] | None = None) -> None:
         self._clock = clock or time.monotonic
         self._buckets: dict[str, tuple[float, float]] = {}  # name → (level, when)
+        self._pruned_at = float("-inf")
 
     def _level(self, limit: Limit, now: float) -> float:
         level, last = self._buckets.get(limit.name, (float(limit.per_minute), now))
@@ -29,6 +30,7 @@ class MemoryLimiter:
         if decision.admitted:
             for level in decision.levels:
                 self._buckets[level.limit.name] = (level.remaining, now)
+            self._bounded(now)  # buckets of many names (client addresses) are bounded too
         return decision
 
     async def correct(self, limits: list[Limit], delta: int) -> None:
@@ -37,11 +39,14 @@ class MemoryLimiter:
         for limit in limits:
             level = self._level(limit, now) - delta
             self._buckets[limit.name] = (min(float(limit.per_minute), level), now)
-        if len(self._buckets) > 100_000:
-            self._forget_full(now)
+        self._bounded(now)
 
-    def _forget_full(self, now: float) -> None:
-        """Buckets untouched for a minute are full again; dropping them changes nothing."""
+    def _bounded(self, now: float) -> None:
+        """Past 100,000 buckets, drop those untouched for a minute (they are full again: dropping them
+        changes nothing), at most once every 10 seconds (a scan of them all is not per request)."""
+        if len(self._buckets) <= 100_000 or now - self._pruned_at < 10:
+            return
+        self._pruned_at = now
         for name, (_, last) in list(self._buckets.items()):
             if now - last > 60:
                 del self._buckets[name]

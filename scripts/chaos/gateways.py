@@ -22,7 +22,7 @@ from scripts.chaos.clusters import free_port
 
 UPSTREAM_KEY = "chaos-upstream-secret"
 UPSTREAM_KEY_ENV = "CHAOS_UPSTREAM_KEY"
-ADMIN_KEY = "chaos-admin-secret"
+ADMIN_KEY = "chaos-admin-secret-0123456789abcdef"  # at least 32 characters, or the gateway refuses to start
 #: Variables that would point the processes started here at another configuration or database.
 _OVERRIDES = ("TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_REDIS_URL")
 

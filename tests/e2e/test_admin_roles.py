@@ -133,6 +133,9 @@ def test_an_auditor_reads_every_admin_route_and_changes_nothing(gateway: Gateway
             if "get" in methods:
                 read = auditor.get(filled(path, key_id))
                 assert read.status_code == 200, (path, read.status_code, read.text)
+                headed = auditor.head(filled(path, key_id))  # the role reads with HEAD as with GET
+                assert (headed.status_code, headed.content) == (200, b""), (path, headed.status_code)
+                assert headed.headers["content-type"] == read.headers["content-type"]
         verified = auditor.get("/admin/ledger/verify").json()  # an auditor verifies the ledger, too
         assert (verified["ok"], verified["problems"]) == (True, [])
         assert verified["events"] > 0

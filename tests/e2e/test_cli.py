@@ -95,6 +95,17 @@ def test_serve_refuses_to_start_without_the_upstream_key(config):
     assert "models[0].upstream.api_key_env: environment variable UPSTREAM_KEY is not set" in result.stderr
 
 
+@pytest.mark.parametrize("command", ["serve", "demo"])
+def test_serve_refuses_to_start_with_a_short_admin_key(config, command: str):
+    env = {**os.environ, "UPSTREAM_KEY": "x", "TOLLGATE_ADMIN_KEY": "admin-password-31-characters-xx"}
+    result = subprocess.run([*tollgate_command(), command, "--config", str(config), "--port", "99999"],
+                            capture_output=True, text=True, timeout=30, env=env)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        (f"tollgate: error: {config}: admin_key_env: the admin key in TOLLGATE_ADMIN_KEY is 31 characters long; "
+         "it must be at least 32 (make one with: openssl rand -hex 32)")]
+
+
 def test_the_config_can_come_from_the_environment(config):
     result = subprocess.run([*tollgate_command(), "team", "create", "envteam"], capture_output=True, text=True,
                             timeout=30, env={**os.environ, "TOLLGATE_CONFIG": str(config)})

@@ -100,6 +100,45 @@ def test_a_body_announced_over_the_limit_is_refused_before_it_is_read_and_the_co
         assert "at most 100000 bytes" in message
 
 
+def cleanly_closed(sock) -> bool:
+    """Whether the gateway ended the connection with its end of the stream, not a reset."""
+    try:
+        return sock.recv(65536) == b""
+    except ConnectionResetError:
+        return False
+
+
+@pytest.mark.parametrize("refusal", [401, 413])
+def test_a_client_still_sending_its_body_reads_the_early_answer_rather_than_a_reset(limited: Gateway,
+                                                                                   payer: Team, refusal: int):
+    """The answer comes before the body is read (the key is wrong; the body is over the limit): the
+    connection closes, but only once the client has sent what it was sending, so it never fails on a
+    write (ECONNRESET, EPIPE: many clients report only that) and reads its answer, then a clean end."""
+    size, chunk = 3_000_000, b"x" * 65536
+    key = payer.key if refusal == 413 else "tg-wrong"
+    announced = [("authorization", f"Bearer {key}"), ("content-type", "application/json"),
+                 ("content-length", str(size))]
+    with connect(limited.port) as sock:
+        sock.sendall(head("POST", "/v1/chat/completions", announced))
+        for offset in range(0, size, len(chunk)):  # the whole body, a little at a time, as a slow link sends it
+            sock.sendall(chunk[: size - offset])
+            time.sleep(0.003)
+        reply = read_reply(sock)
+        assert reply.status == refusal
+        assert reply.headers["connection"] == "close"
+        assert_openai_error(reply.json(), "authentication_error" if refusal == 401 else "invalid_request_error")
+        assert cleanly_closed(sock)
+
+
+@pytest.mark.parametrize("refusal", [401, 413])
+def test_the_sdk_reads_an_early_answer_to_a_large_body(limited: Gateway, payer: Team, refusal: int):
+    client = openai.OpenAI(base_url=limited.base_url, api_key=payer.key if refusal == 413 else "tg-wrong",
+                           max_retries=0)
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "x" * 3_000_000}])
+    assert refused.value.status_code == refusal
+
+
 def test_a_chunked_body_is_read_no_further_than_the_limit(limited: Gateway, payer: Team):
     chunk = b"x" * 30_000
     with connect(limited.port) as sock:

@@ -18,7 +18,7 @@ from tests.support.backend import new_database_url
 from tests.support.cli_fork import run_tollgate
 
 UPSTREAM_KEY = "upstream-secret"
-ADMIN_KEY = "admin-secret-for-tests"
+ADMIN_KEY = "admin-secret-for-tests-0123456789ab"  # at least 32 characters, or the gateway refuses to start
 GATEWAY_ENV = {"UPSTREAM_KEY": UPSTREAM_KEY, "TOLLGATE_ADMIN_KEY": ADMIN_KEY}
 
 
@@ -37,16 +37,19 @@ REDIS_URL = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0"
 
 
 def write_config(directory: Path, upstream_base_url: str, *, database: str | None = None, redis: bool = False,
-                 settings: str = "", lease_idle_seconds: str = "0.3") -> Path:
+                 settings: str = "", lease_idle_seconds: str = "0.3", key_failures_per_minute: int = 100_000) -> Path:
     """A configuration with a model on the fake upstream, one on the built-in demo upstream, and
     one whose upstream is down (nothing listens on its port). ``redis``: rate limits in Redis, as
-    several gateway processes on one database need; ``settings``: more top-level TOML lines."""
+    several gateway processes on one database need; ``settings``: more top-level TOML lines.
+    ``key_failures_per_minute``: every test's client is 127.0.0.1, and many send wrong keys on
+    purpose; the throttle of failed key attempts is tested with a small one of its own."""
     config = directory / "tollgate.toml"
     root = upstream_base_url.removesuffix("/v1")
     config.write_text(f"""
 database_url = "{database or new_database_url()}"
 credits_per_usd = 100
 lease_idle_seconds = {lease_idle_seconds}
+max_key_failures_per_minute = {key_failures_per_minute}
 {f'redis_url = "{REDIS_URL}"' if redis else ""}
 {settings}
 

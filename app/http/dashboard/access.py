@@ -17,7 +17,7 @@ from litestar import Request
 
 from app.errors import AuthenticationFailed, PermissionDenied
 from app.http.routes.admin_common import admin_identity, ledger_call
-from app.http.routes.auth import presented_key
+from app.http.routes.auth import client_address, presented_key, wrong_key
 from app.ledger.results import TeamSummary
 from app.runtime import Runtime
 
@@ -35,12 +35,15 @@ async def identify(request: Request[Any, Any, Any]) -> None:
     key = presented_key(request)
     if key is None:
         raise AuthenticationFailed("Sign in with a team API key or the admin key, sent as 'Authorization: Bearer KEY'.")
-    if await admin_identity(runtime, key) is not None:
-        request.state.viewer = Viewer("admin")
-        return
-    principal = await runtime.keys.principal_for(key)  # None for an unknown or revoked key
+    principal = runtime.keys.known(key)  # a team key this process has served: neither checked nor throttled
     if principal is None:
-        raise AuthenticationFailed("Incorrect API key provided.")
+        runtime.key_guesses.check(client_address(request))
+        if await admin_identity(runtime, key) is not None:
+            request.state.viewer = Viewer("admin")
+            return
+        principal = await runtime.keys.principal_for(key)  # None for an unknown or revoked key
+    if principal is None:
+        raise await wrong_key(request, runtime, "Incorrect API key provided.")
     request.state.viewer = Viewer("team", principal.team_name, principal.key_id)
 
 

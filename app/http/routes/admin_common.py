@@ -15,7 +15,7 @@ from litestar import Request, Response
 
 from app.admin_keys import ADMIN_KEY_PREFIX, CONFIG_ADMIN, AdminIdentity
 from app.errors import AuthenticationFailed, InvalidRequest, PermissionDenied
-from app.http.routes.auth import presented_key
+from app.http.routes.auth import client_address, presented_key, team_principal, wrong_key
 from app.json import encode
 from app.ledger.refusals import refusal
 from app.ledger.results import BudgetSummary, KeySummary, Limits, TeamSummary
@@ -63,14 +63,15 @@ async def require_admin(request: Request[Any, Any, Any]) -> None:
     key = presented_key(request)
     if key is None:
         raise AuthenticationFailed("The admin API needs an admin key as 'Authorization: Bearer ADMIN_KEY'.")
+    runtime.key_guesses.check(client_address(request))  # every admin key is checked: the configured one may be weak
     identity = await admin_identity(runtime, key)
     if identity is None:
-        if await runtime.keys.principal_for(key) is not None:
+        if await team_principal(request, runtime, key) is not None:
             raise PermissionDenied("A team key cannot use the admin API.")
         if not expected and not key.startswith(ADMIN_KEY_PREFIX):
             raise PermissionDenied(f"The admin API is off: set {runtime.settings.admin_key_env}, or issue an admin "
                                    "key (tollgate admin-key issue), to enable it.")
-        raise AuthenticationFailed("Incorrect admin key provided.")
+        raise await wrong_key(request, runtime, "Incorrect admin key provided.")
     if identity.role != OPERATOR and request.method not in READING_METHODS:
         raise PermissionDenied(f"This admin key ({identity.key_id}, '{identity.name}') has the role "
                                f"'{identity.role}', which reads but changes nothing: {request.method} "

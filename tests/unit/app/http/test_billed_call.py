@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from app.http.answer_head import UnsendableHead
 from app.http.billed_call import BilledCall
 from app.http.event_stream import EventStream
 from app.http.exchange import plan
@@ -160,3 +161,32 @@ async def test_a_plain_answer_is_charged_once_and_reports_its_charge():
     response = await answer(held_call(ledger, upstream, stream=False))
     assert ledger.asked == [("charge", TokenUsage(input_tokens=9, output_tokens=1))]
     assert b'"cost"' in response.content
+
+
+class CountingUpstream(Upstream):
+    def __init__(self) -> None:
+        super().__init__(answer={"choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}}]})
+        self.calls = 0
+
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        self.calls += 1
+        return await super().complete(body, headers)
+
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> UpstreamStream:
+        self.calls += 1
+        return await super().open_stream(body, headers)
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("value", ["网络搜索", "a\r\nb"], ids=["not-latin-1", "cr-lf"])
+async def test_an_answer_whose_headers_http_cannot_carry_is_refused_before_the_upstream_and_never_charged(
+        stream: bool, value: str):
+    ledger, upstream = Ledger(), CountingUpstream()
+    call = held_call(ledger, upstream, stream=stream)
+    call.headers["x-unsendable"] = value  # no header the gateway makes can be like this: the guard behind that
+    with pytest.raises(UnsendableHead) as refused:
+        await answer(call)
+    assert refused.value.status == 500
+    assert "x-unsendable" in refused.value.message
+    assert ledger.asked == [("release", "upstream failed")]
+    assert upstream.calls == 0
