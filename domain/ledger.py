@@ -36,6 +36,7 @@ from domain.alerts import (
     crossed_down,
     crossed_up,
 )
+from domain.bounds import AMOUNT, BUDGET, PRICE_ADJUSTMENT_PERCENT, RPM, TPM, Bound, OutOfBounds
 from domain.budgets import PERIODS, Budget, counted, period_names, period_of, spent_in
 from domain.ledger_errors import (
     AlreadyCharged,
@@ -71,12 +72,13 @@ MAX_REMEMBERED_EXPIRIES = 1000
 LEASE_SHARE = 4  # a lease grows by at most 1/LEASE_SHARE of the available balance beyond what is needed
 
 
-def _limit(value: int | None, what: str) -> int | None:
-    """A per-minute limit: a positive integer, or ``None`` (or 0) for none."""
-    if value is None or value == 0:
+def _limit(value: int | None, bound: Bound) -> int | None:
+    """A per-minute limit: a whole number in its range (``domain/bounds.py``), or ``None`` (or 0) for none."""
+    if value is None or (value == 0 and not isinstance(value, bool)):
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise LedgerError(f"{what} must be a positive whole number (0 for no limit), got {value!r}")
+    problem = bound.problem(value)
+    if problem is not None:
+        raise OutOfBounds(f"{problem} (0 for no limit)")
     return value
 
 
@@ -526,6 +528,7 @@ class TeamLedger(Aggregate):
     def add_credits(self, amount: int, reference: str = "", *, actor: str = "", reason: str = "") -> int:
         """Top up the balance; returns the balance after."""
         self._check_positive(amount, "a top-up")
+        AMOUNT.check(amount)
         if amount > MAX_BALANCE - self.balance:
             raise InvalidAmount(f"a top-up of {amount} micro-credits would take team {self.name!r}'s balance past "
                                 f"the most a ledger can hold ({MAX_BALANCE} micro-credits)")
@@ -558,11 +561,11 @@ class TeamLedger(Aggregate):
 
     def limit_key(self, key_id: str, rpm: int | None, tpm: int | None, *, actor: str = "", reason: str = "") -> None:
         self._key(key_id)
-        self.trigger_event(self.KeyLimitsSet, key_id=key_id, rpm=_limit(rpm, "rpm"), tpm=_limit(tpm, "tpm"),
+        self.trigger_event(self.KeyLimitsSet, key_id=key_id, rpm=_limit(rpm, RPM), tpm=_limit(tpm, TPM),
                            actor=actor, reason=reason)
 
     def limit(self, rpm: int | None, tpm: int | None, *, actor: str = "", reason: str = "") -> None:
-        self.trigger_event(self.TeamLimitsSet, rpm=_limit(rpm, "rpm"), tpm=_limit(tpm, "tpm"), actor=actor,
+        self.trigger_event(self.TeamLimitsSet, rpm=_limit(rpm, RPM), tpm=_limit(tpm, TPM), actor=actor,
                            reason=reason)
 
     def suspend(self, reason: str = "", *, actor: str = "") -> None:
@@ -690,10 +693,8 @@ class TeamLedger(Aggregate):
             self._key(key_id)
         if period not in PERIODS:
             raise LedgerError(f"a budget's period is one of {', '.join(PERIODS)}, not {period!r}")
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-            raise InvalidAmount(f"a budget is a number of micro-credits, 0 or more, got {limit!r}")
-        if limit is not None and limit > MAX_BALANCE:
-            raise InvalidAmount(f"a budget of {limit} micro-credits is more than a ledger can hold")
+        if limit is not None:
+            BUDGET.check(limit)
         self.trigger_event(self.BudgetSet, key_id=key_id, limit=limit, period=period, actor=actor, reason=reason)
 
     def budget_of(self, key_id: str = "") -> Budget | None:
@@ -746,6 +747,7 @@ class TeamLedger(Aggregate):
         after. A correction takes no more than is available (held credits belong to requests)."""
         if not isinstance(amount, int) or isinstance(amount, bool) or amount == 0:
             raise InvalidAmount(f"an adjustment must be a non-zero number of micro-credits, got {amount!r}")
+        AMOUNT.check(abs(amount))
         if not reason.strip():
             raise LedgerError("an adjustment must say why (a reason)")
         if amount > MAX_BALANCE - self.balance:
@@ -800,10 +802,7 @@ class TeamLedger(Aggregate):
     def adjust_prices(self, percent: Decimal, model: str = "", reason: str = "", *, actor: str = "") -> None:
         """Price the team's requests ``percent`` above (negative: below) the price list, for ``model``
         or, with no model, for every model without an adjustment of its own (0 ends it)."""
-        if not percent.is_finite() or not Decimal(-100) <= percent <= Decimal(1000):
-            raise LedgerError(f"a price adjustment is a percentage from -100 to 1000, got {percent}")
-        if percent != percent.quantize(Decimal("0.0001")):
-            raise LedgerError(f"a price adjustment has at most 4 decimals, got {percent}")
+        PRICE_ADJUSTMENT_PERCENT.check(percent)
         self.trigger_event(self.PricesAdjusted, model=model, percent=f"{percent.normalize():f}", reason=reason,
                            actor=actor)
 
