@@ -103,6 +103,10 @@ BALANCE_ALERT = Bound("a balance alert", 1, _MAX_MICROS, "micro-credits", whole=
 PRICE_ADJUSTMENT_PERCENT = Bound("a price adjustment", Decimal(-100), Decimal(1000), "percent",
                                  step=Decimal("0.0001"))
 
+#: How far a drill's ledger clock runs ahead of the wall clock (``TOLLGATE_CLOCK_OFFSET``): never
+#: behind it, and at most 31 days, enough to reach the end of any budget's period.
+CLOCK_OFFSET = Bound("a clock offset", Decimal(0), Decimal(31 * 86400), "seconds")
+
 # -- set in the configuration file (and price list files) ------------------------------------------
 #: Any rate of a price: USD per million tokens of a kind.
 PRICE_RATE = Bound("a price", Decimal(0), Decimal(10_000), "USD per million tokens")

@@ -120,6 +120,11 @@ class TeamLedger(Aggregate):
         actor: str = ""
         reason: str = ""
 
+        @staticmethod
+        def create_timestamp() -> datetime:
+            """A team opens at the ledger clock's instant, as every later event of it is recorded (``now``)."""
+            return clock.now()
+
     class CreditsAdded(Aggregate.Event):
         amount: int
         reference: str
@@ -525,6 +530,20 @@ class TeamLedger(Aggregate):
     def available(self) -> int:
         return self.balance - self.held
 
+    def now(self) -> datetime:
+        """The instant the team's ledger judges and records at: the ledger clock (``domain/clock.py``),
+        but never before the team's latest event. So the team's events are in time order whatever
+        the clocks of the processes that record them, a budget's period never goes back to one it
+        has left — a period is spent once, even after a process whose clock ran ahead charged in
+        it — and no charge falls before what the team's ledger already said."""
+        return max(clock.now(), self.modified_on)
+
+    def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
+        """Record an event at the team's instant (:meth:`now`) unless the command gave one."""
+        if kwargs.get("timestamp") is None:
+            kwargs["timestamp"] = self.now()
+        super().trigger_event(event_class, **kwargs)
+
     def add_credits(self, amount: int, reference: str = "", *, actor: str = "", reason: str = "") -> int:
         """Top up the balance; returns the balance after."""
         self._check_positive(amount, "a top-up")
@@ -596,7 +615,7 @@ class TeamLedger(Aggregate):
             raise RequestInProgress(self.name, self.idem_holds[idem_key])
         if amount < 0:
             raise InvalidAmount(f"a hold cannot be negative: {amount}")
-        self._check_budgets(amount, key_id, clock.now())
+        self._check_budgets(amount, key_id, self.now())
         if amount > self.available:
             raise InsufficientCredits(self.name, amount, self.available)
         self.trigger_event(self.HoldPlaced, request_id=request_id, amount=amount, key_id=key_id, model=model,
@@ -634,7 +653,7 @@ class TeamLedger(Aggregate):
         as far as the available balance goes: it was served. A request held against a ``lease``
         is charged from what is left of the lease, then from the available balance.
         """
-        at = clock.now()
+        at = self.now()
         if isinstance(price, Price):
             table, price_ref = price, ""
         else:
@@ -761,7 +780,7 @@ class TeamLedger(Aggregate):
         self.trigger_event(self.CreditsAdjusted, amount=amount, reason=reason, reference=reference,
                            balance_after=self.balance + amount, actor=actor)
         if self.alert_thresholds and amount < 0:
-            self._raise_alerts(0, self.balance - amount, clock.now(), "", "")
+            self._raise_alerts(0, self.balance - amount, self.now(), "", "")
         return self.balance
 
     def set_alert(self, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True, actor: str = "",
@@ -825,7 +844,7 @@ class TeamLedger(Aggregate):
         if self.suspended:
             raise TeamSuspended(self.name)
         self._check_positive(needed, "a lease")
-        at = clock.now()
+        at = self.now()
         self._check_budgets(needed, "", at)  # a team's budget bounds its leases as it does its holds
         tightest = self.budget_left("", at)
         available = self.available if tightest is None else min(self.available, max(0, tightest[0]))

@@ -48,7 +48,6 @@ from app.ledger.results import (
     TeamSummary,
 )
 from app.ledger.writer import LedgerWriter, Recorded
-from domain import clock
 from domain.alerts import Threshold
 from domain.ledger import (
     TEAM_NAME,
@@ -335,13 +334,13 @@ class LedgerService:
 
         def set_it(ledger: TeamLedger) -> BudgetSummary | None:
             ledger.set_budget(limit, period, key_id, actor=actor, reason=reason)
-            return BudgetSummary.of(ledger, key_id, clock.now())
+            return BudgetSummary.of(ledger, key_id, ledger.now())
 
         return self._on(team, set_it)
 
     def budget(self, team: str, key_id: str = "") -> BudgetSummary | None:
         """Where the key's (no key: the team's) budget stands now, as committed by every process."""
-        return self._on(team, self._caught_up(lambda ledger: BudgetSummary.of(ledger, key_id, clock.now())))
+        return self._on(team, self._caught_up(lambda ledger: BudgetSummary.of(ledger, key_id, ledger.now())))
 
     def set_alert(self, team: str, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True,
                   actor: str = "", reason: str = "") -> list[Threshold]:
