@@ -26,7 +26,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
-from domain import clock
+from domain import clock, rerates
 from domain.alerts import (
     BALANCE_BELOW,
     Threshold,
@@ -361,6 +361,26 @@ class TeamLedger(Aggregate):
             team.balance += self.amount
             if self.reference:
                 team.adjustment_references[self.reference] = None
+                if self.reference.startswith(rerates.PREFIX):
+                    rerates.with_legacy(team.rerates, self.reference)  # a re-rate's, from before ``Rerated``
+
+    class Rerated(Aggregate.Event):
+        """The team's charges of ``models`` in ``[start, end)`` (UTC) were re-rated at the price list
+        whose canonical form's digest is ``prices`` (``domain/rerates.py``); the adjustments that
+        follow it, under ``reference:MODEL:KEY``, move the money. No re-rate of the same models may
+        overlap it."""
+
+        reference: str
+        start: str
+        end: str
+        models: list[str]
+        prices: str
+        actor: str = ""
+        reason: str = ""
+
+        def apply(self, team: TeamLedger) -> None:
+            team.rerates[self.reference] = {"from": self.start, "to": self.end, "models": list(self.models),
+                                            "at": self.timestamp.isoformat(), "actor": self.actor}
 
     class PricesAdjusted(Aggregate.Event):
         """The team's prices are ``percent`` above (a markup) or below (a discount) the price list,
@@ -453,7 +473,7 @@ class TeamLedger(Aggregate):
             pass
 
     #: The state's version, for snapshots: a snapshot of an older state is upcast when read.
-    class_version = 3
+    class_version = 4
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -472,6 +492,15 @@ class TeamLedger(Aggregate):
         state.setdefault("key_held", {})
         state.setdefault("hold_keys", {})
         state.setdefault("alert_thresholds", {})
+
+    @staticmethod
+    def upcast_v3_v4(state: dict[str, Any]) -> None:
+        """A snapshot taken before re-rates were events of their own: the re-rates applied until then
+        are known by their adjustments' references."""
+        applied: dict[str, dict[str, Any]] = {}
+        for reference in state.get("adjustment_references", {}):
+            rerates.with_legacy(applied, reference)
+        state.setdefault("rerates", applied)
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -500,6 +529,7 @@ class TeamLedger(Aggregate):
         self.key_held: dict[str, int] = {}  # key id → what its requests' holds hold now
         self.hold_keys: dict[str, str] = {}  # request id → the key its hold was placed for
         self.alert_thresholds: dict[str, dict[str, Any]] = {}  # Threshold.name → the threshold (domain/alerts.py)
+        self.rerates: dict[str, dict[str, Any]] = {}  # re-rate reference → its period and models (domain/rerates.py)
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -782,6 +812,34 @@ class TeamLedger(Aggregate):
         if self.alert_thresholds and amount < 0:
             self._raise_alerts(0, self.balance - amount, self.now(), "", "")
         return self.balance
+
+    def apply_rerate(self, scope: rerates.RerateScope, lines: Sequence[tuple[str, str, int]], *,
+                     through_version: int | None, actor: str = "", reason: str = "") -> list[int]:
+        """Record the re-rate ``scope`` and its adjustments ``(model, key id, amount)`` (a refund > 0, a
+        debit < 0), refunds first, a debit taking no more than is available; returns what each moved,
+        in the order given. Refused (``RerateRefused``) if its period has not ended or overlaps an
+        applied re-rate of the same models; ``RerateRaced`` if ``through_version`` (the version the
+        re-rate was computed through, when nothing after its period was seen yet) is not the team's."""
+        if through_version is not None and through_version != self.version:
+            raise rerates.RerateRaced(f"team {self.name!r} recorded events while the re-rate was computed; "
+                                      "run it again")
+        problem = rerates.refusal(self.rerates, scope, self.name, self.now())
+        if problem is not None:
+            raise rerates.RerateRefused(problem)
+        moved = dict.fromkeys(range(len(lines)), 0)
+        if not any(amount for _, _, amount in lines):
+            return list(moved.values())
+        self.trigger_event(self.Rerated, reference=scope.reference, start=scope.start.isoformat(),
+                           end=scope.end.isoformat(), models=list(scope.models), prices=scope.prices, actor=actor,
+                           reason=reason)
+        for i in sorted(moved, key=lambda i: -lines[i][2]):  # refunds first: a debit may take from them
+            model, key_id, amount = lines[i]
+            moved[i] = max(amount, -self.available)
+            if moved[i]:
+                why = f"re-rated {scope.start.isoformat()} to {scope.end.isoformat()} ({model}, {key_id})"
+                self.adjust_credits(moved[i], f"{why}: {reason}" if reason else why,
+                                    f"{scope.reference}:{model}:{key_id}", actor=actor)
+        return list(moved.values())
 
     def set_alert(self, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True, actor: str = "",
                   reason: str = "") -> None:
