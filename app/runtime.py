@@ -170,7 +170,9 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
 
 def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     timeline.start_from_environment()  # off unless TOLLGATE_TIMELINE names a file (scripts/bench --stalls)
-    shift_clock_from_environment()  # the wall clock unless TOLLGATE_CLOCK_OFFSET says otherwise (tests, drills)
+    if shifted := shift_clock_from_environment():  # the wall clock unless a drill's TOLLGATE_CLOCK_OFFSET says so
+        log.warning("the ledger clock runs %s s ahead of the wall clock (TOLLGATE_CLOCK_OFFSET, a drill): the teams "
+                    "this process charges move into its time", shifted)
     store = open_ledger_store(settings.database_url, base_dir, settings.database_pool_size)
     try:
         limits, instances = limiter_store(settings, store)

@@ -15,6 +15,8 @@ from decimal import Decimal
 from typing import Any
 from uuid import NAMESPACE_URL, UUID, uuid5
 
+from domain.bounds import BALANCE_ALERT, BUDGET_ALERT_PERCENT, Bound
+
 BUDGET_PERCENT = "budget_percent"
 BALANCE_BELOW = "balance_below"
 KINDS = (BUDGET_PERCENT, BALANCE_BELOW)
@@ -49,14 +51,20 @@ def check_threshold(kind: str, value: Decimal, key_id: str) -> str:
     if not value.is_finite():
         raise ValueError(f"an alert's threshold must be a number, got {value}")
     if kind == BUDGET_PERCENT:
-        if not Decimal(0) < value <= Decimal(1000) or value != value.quantize(Decimal("0.01")):
-            raise ValueError(f"a budget alert is a percentage above 0 (at most 2 decimals), got {value}")
+        _in_range(BUDGET_ALERT_PERCENT, value)
         return f"{value.normalize():f}"
     if key_id:
         raise ValueError("a balance alert is the team's (a key has no balance of its own)")
-    if value <= 0 or value != int(value):
-        raise ValueError(f"a balance alert is a positive number of micro-credits, got {value}")
+    if value != int(value):
+        raise ValueError(f"a balance alert is a whole number of micro-credits, got {value}")
+    _in_range(BALANCE_ALERT, int(value))
     return str(int(value))
+
+
+def _in_range(bound: Bound, value: int | Decimal) -> None:
+    problem = bound.problem(value)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def budget_line(limit: int, percent: str) -> Decimal:

@@ -26,7 +26,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
-from domain import clock
+from domain import clock, rerates
 from domain.alerts import (
     BALANCE_BELOW,
     Threshold,
@@ -36,6 +36,7 @@ from domain.alerts import (
     crossed_down,
     crossed_up,
 )
+from domain.bounds import AMOUNT, BUDGET, PRICE_ADJUSTMENT_PERCENT, RPM, TPM, Bound, OutOfBounds
 from domain.budgets import PERIODS, Budget, counted, period_names, period_of, spent_in
 from domain.ledger_errors import (
     AlreadyCharged,
@@ -71,12 +72,13 @@ MAX_REMEMBERED_EXPIRIES = 1000
 LEASE_SHARE = 4  # a lease grows by at most 1/LEASE_SHARE of the available balance beyond what is needed
 
 
-def _limit(value: int | None, what: str) -> int | None:
-    """A per-minute limit: a positive integer, or ``None`` (or 0) for none."""
-    if value is None or value == 0:
+def _limit(value: int | None, bound: Bound) -> int | None:
+    """A per-minute limit: a whole number in its range (``domain/bounds.py``), or ``None`` (or 0) for none."""
+    if value is None or (value == 0 and not isinstance(value, bool)):
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise LedgerError(f"{what} must be a positive whole number (0 for no limit), got {value!r}")
+    problem = bound.problem(value)
+    if problem is not None:
+        raise OutOfBounds(f"{problem} (0 for no limit)")
     return value
 
 
@@ -117,6 +119,11 @@ class TeamLedger(Aggregate):
         #: why; events recorded before actors were kept lack them.
         actor: str = ""
         reason: str = ""
+
+        @staticmethod
+        def create_timestamp() -> datetime:
+            """A team opens at the ledger clock's instant, as every later event of it is recorded (``now``)."""
+            return clock.now()
 
     class CreditsAdded(Aggregate.Event):
         amount: int
@@ -354,6 +361,26 @@ class TeamLedger(Aggregate):
             team.balance += self.amount
             if self.reference:
                 team.adjustment_references[self.reference] = None
+                if self.reference.startswith(rerates.PREFIX):
+                    rerates.with_legacy(team.rerates, self.reference)  # a re-rate's, from before ``Rerated``
+
+    class Rerated(Aggregate.Event):
+        """The team's charges of ``models`` in ``[start, end)`` (UTC) were re-rated at the price list
+        whose canonical form's digest is ``prices`` (``domain/rerates.py``); the adjustments that
+        follow it, under ``reference:MODEL:KEY``, move the money. No re-rate of the same models may
+        overlap it."""
+
+        reference: str
+        start: str
+        end: str
+        models: list[str]
+        prices: str
+        actor: str = ""
+        reason: str = ""
+
+        def apply(self, team: TeamLedger) -> None:
+            team.rerates[self.reference] = {"from": self.start, "to": self.end, "models": list(self.models),
+                                            "at": self.timestamp.isoformat(), "actor": self.actor}
 
     class PricesAdjusted(Aggregate.Event):
         """The team's prices are ``percent`` above (a markup) or below (a discount) the price list,
@@ -446,7 +473,7 @@ class TeamLedger(Aggregate):
             pass
 
     #: The state's version, for snapshots: a snapshot of an older state is upcast when read.
-    class_version = 3
+    class_version = 4
 
     @staticmethod
     def upcast_v1_v2(state: dict[str, Any]) -> None:
@@ -465,6 +492,15 @@ class TeamLedger(Aggregate):
         state.setdefault("key_held", {})
         state.setdefault("hold_keys", {})
         state.setdefault("alert_thresholds", {})
+
+    @staticmethod
+    def upcast_v3_v4(state: dict[str, Any]) -> None:
+        """A snapshot taken before re-rates were events of their own: the re-rates applied until then
+        are known by their adjustments' references."""
+        applied: dict[str, dict[str, Any]] = {}
+        for reference in state.get("adjustment_references", {}):
+            rerates.with_legacy(applied, reference)
+        state.setdefault("rerates", applied)
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -493,6 +529,7 @@ class TeamLedger(Aggregate):
         self.key_held: dict[str, int] = {}  # key id → what its requests' holds hold now
         self.hold_keys: dict[str, str] = {}  # request id → the key its hold was placed for
         self.alert_thresholds: dict[str, dict[str, Any]] = {}  # Threshold.name → the threshold (domain/alerts.py)
+        self.rerates: dict[str, dict[str, Any]] = {}  # re-rate reference → its period and models (domain/rerates.py)
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -523,9 +560,24 @@ class TeamLedger(Aggregate):
     def available(self) -> int:
         return self.balance - self.held
 
+    def now(self) -> datetime:
+        """The instant the team's ledger judges and records at: the ledger clock (``domain/clock.py``),
+        but never before the team's latest event. So the team's events are in time order whatever
+        the clocks of the processes that record them, a budget's period never goes back to one it
+        has left — a period is spent once, even after a process whose clock ran ahead charged in
+        it — and no charge falls before what the team's ledger already said."""
+        return max(clock.now(), self.modified_on)
+
+    def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
+        """Record an event at the team's instant (:meth:`now`) unless the command gave one."""
+        if kwargs.get("timestamp") is None:
+            kwargs["timestamp"] = self.now()
+        super().trigger_event(event_class, **kwargs)
+
     def add_credits(self, amount: int, reference: str = "", *, actor: str = "", reason: str = "") -> int:
         """Top up the balance; returns the balance after."""
         self._check_positive(amount, "a top-up")
+        AMOUNT.check(amount)
         if amount > MAX_BALANCE - self.balance:
             raise InvalidAmount(f"a top-up of {amount} micro-credits would take team {self.name!r}'s balance past "
                                 f"the most a ledger can hold ({MAX_BALANCE} micro-credits)")
@@ -558,11 +610,11 @@ class TeamLedger(Aggregate):
 
     def limit_key(self, key_id: str, rpm: int | None, tpm: int | None, *, actor: str = "", reason: str = "") -> None:
         self._key(key_id)
-        self.trigger_event(self.KeyLimitsSet, key_id=key_id, rpm=_limit(rpm, "rpm"), tpm=_limit(tpm, "tpm"),
+        self.trigger_event(self.KeyLimitsSet, key_id=key_id, rpm=_limit(rpm, RPM), tpm=_limit(tpm, TPM),
                            actor=actor, reason=reason)
 
     def limit(self, rpm: int | None, tpm: int | None, *, actor: str = "", reason: str = "") -> None:
-        self.trigger_event(self.TeamLimitsSet, rpm=_limit(rpm, "rpm"), tpm=_limit(tpm, "tpm"), actor=actor,
+        self.trigger_event(self.TeamLimitsSet, rpm=_limit(rpm, RPM), tpm=_limit(tpm, TPM), actor=actor,
                            reason=reason)
 
     def suspend(self, reason: str = "", *, actor: str = "") -> None:
@@ -593,7 +645,7 @@ class TeamLedger(Aggregate):
             raise RequestInProgress(self.name, self.idem_holds[idem_key])
         if amount < 0:
             raise InvalidAmount(f"a hold cannot be negative: {amount}")
-        self._check_budgets(amount, key_id, clock.now())
+        self._check_budgets(amount, key_id, self.now())
         if amount > self.available:
             raise InsufficientCredits(self.name, amount, self.available)
         self.trigger_event(self.HoldPlaced, request_id=request_id, amount=amount, key_id=key_id, model=model,
@@ -631,7 +683,7 @@ class TeamLedger(Aggregate):
         as far as the available balance goes: it was served. A request held against a ``lease``
         is charged from what is left of the lease, then from the available balance.
         """
-        at = clock.now()
+        at = self.now()
         if isinstance(price, Price):
             table, price_ref = price, ""
         else:
@@ -690,10 +742,8 @@ class TeamLedger(Aggregate):
             self._key(key_id)
         if period not in PERIODS:
             raise LedgerError(f"a budget's period is one of {', '.join(PERIODS)}, not {period!r}")
-        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
-            raise InvalidAmount(f"a budget is a number of micro-credits, 0 or more, got {limit!r}")
-        if limit is not None and limit > MAX_BALANCE:
-            raise InvalidAmount(f"a budget of {limit} micro-credits is more than a ledger can hold")
+        if limit is not None:
+            BUDGET.check(limit)
         self.trigger_event(self.BudgetSet, key_id=key_id, limit=limit, period=period, actor=actor, reason=reason)
 
     def budget_of(self, key_id: str = "") -> Budget | None:
@@ -746,6 +796,7 @@ class TeamLedger(Aggregate):
         after. A correction takes no more than is available (held credits belong to requests)."""
         if not isinstance(amount, int) or isinstance(amount, bool) or amount == 0:
             raise InvalidAmount(f"an adjustment must be a non-zero number of micro-credits, got {amount!r}")
+        AMOUNT.check(abs(amount))
         if not reason.strip():
             raise LedgerError("an adjustment must say why (a reason)")
         if amount > MAX_BALANCE - self.balance:
@@ -759,8 +810,36 @@ class TeamLedger(Aggregate):
         self.trigger_event(self.CreditsAdjusted, amount=amount, reason=reason, reference=reference,
                            balance_after=self.balance + amount, actor=actor)
         if self.alert_thresholds and amount < 0:
-            self._raise_alerts(0, self.balance - amount, clock.now(), "", "")
+            self._raise_alerts(0, self.balance - amount, self.now(), "", "")
         return self.balance
+
+    def apply_rerate(self, scope: rerates.RerateScope, lines: Sequence[tuple[str, str, int]], *,
+                     through_version: int | None, actor: str = "", reason: str = "") -> list[int]:
+        """Record the re-rate ``scope`` and its adjustments ``(model, key id, amount)`` (a refund > 0, a
+        debit < 0), refunds first, a debit taking no more than is available; returns what each moved,
+        in the order given. Refused (``RerateRefused``) if its period has not ended or overlaps an
+        applied re-rate of the same models; ``RerateRaced`` if ``through_version`` (the version the
+        re-rate was computed through, when nothing after its period was seen yet) is not the team's."""
+        if through_version is not None and through_version != self.version:
+            raise rerates.RerateRaced(f"team {self.name!r} recorded events while the re-rate was computed; "
+                                      "run it again")
+        problem = rerates.refusal(self.rerates, scope, self.name, self.now())
+        if problem is not None:
+            raise rerates.RerateRefused(problem)
+        moved = dict.fromkeys(range(len(lines)), 0)
+        if not any(amount for _, _, amount in lines):
+            return list(moved.values())
+        self.trigger_event(self.Rerated, reference=scope.reference, start=scope.start.isoformat(),
+                           end=scope.end.isoformat(), models=list(scope.models), prices=scope.prices, actor=actor,
+                           reason=reason)
+        for i in sorted(moved, key=lambda i: -lines[i][2]):  # refunds first: a debit may take from them
+            model, key_id, amount = lines[i]
+            moved[i] = max(amount, -self.available)
+            if moved[i]:
+                why = f"re-rated {scope.start.isoformat()} to {scope.end.isoformat()} ({model}, {key_id})"
+                self.adjust_credits(moved[i], f"{why}: {reason}" if reason else why,
+                                    f"{scope.reference}:{model}:{key_id}", actor=actor)
+        return list(moved.values())
 
     def set_alert(self, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True, actor: str = "",
                   reason: str = "") -> None:
@@ -800,10 +879,7 @@ class TeamLedger(Aggregate):
     def adjust_prices(self, percent: Decimal, model: str = "", reason: str = "", *, actor: str = "") -> None:
         """Price the team's requests ``percent`` above (negative: below) the price list, for ``model``
         or, with no model, for every model without an adjustment of its own (0 ends it)."""
-        if not percent.is_finite() or not Decimal(-100) <= percent <= Decimal(1000):
-            raise LedgerError(f"a price adjustment is a percentage from -100 to 1000, got {percent}")
-        if percent != percent.quantize(Decimal("0.0001")):
-            raise LedgerError(f"a price adjustment has at most 4 decimals, got {percent}")
+        PRICE_ADJUSTMENT_PERCENT.check(percent)
         self.trigger_event(self.PricesAdjusted, model=model, percent=f"{percent.normalize():f}", reason=reason,
                            actor=actor)
 
@@ -826,7 +902,7 @@ class TeamLedger(Aggregate):
         if self.suspended:
             raise TeamSuspended(self.name)
         self._check_positive(needed, "a lease")
-        at = clock.now()
+        at = self.now()
         self._check_budgets(needed, "", at)  # a team's budget bounds its leases as it does its holds
         tightest = self.budget_left("", at)
         available = self.available if tightest is None else min(self.available, max(0, tightest[0]))

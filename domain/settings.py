@@ -14,6 +14,17 @@ from decimal import Decimal
 
 import msgspec
 
+from domain.bounds import (
+    CONNECTIONS,
+    CREDITS_PER_USD,
+    KEY_FAILURES,
+    PRICE_RATE,
+    SECONDS,
+    STREAMS,
+    TOKENS,
+    TOOL_FEE,
+    Bound,
+)
 from domain.pricing import BASE_TIERS, LongContext, Price
 
 UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "demo")
@@ -404,8 +415,7 @@ def _check_semantics(settings: Settings, origin: str) -> None:
 
 def _check_ledger_and_stores(settings: Settings, fail: Callable[[str, str], None]) -> None:
     """The credit rate, the database and Redis, and the ledger's timings."""
-    if settings.credits_per_usd <= 0:
-        fail("credits_per_usd", "must be greater than 0")
+    _check_bound(CREDITS_PER_USD, settings.credits_per_usd, "credits_per_usd", fail)
     url = settings.database_url
     if not (
         (url.startswith("sqlite:///") and len(url) > len("sqlite:///"))
@@ -414,8 +424,7 @@ def _check_ledger_and_stores(settings: Settings, fail: Callable[[str, str], None
         fail("database_url", f"unsupported URL {url!r}: use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DBNAME")
     if settings.redis_url is not None and not re.match(r"^rediss?://[^/\s]+(/\d+)?$", settings.redis_url):
         fail("redis_url", f"unsupported URL {settings.redis_url!r}: use redis://HOST:PORT/DB (or rediss:// for TLS)")
-    if settings.database_pool_size < 1:
-        fail("database_pool_size", "must be at least 1")
+    _check_bound(CONNECTIONS, settings.database_pool_size, "database_pool_size", fail)
     if settings.hold_timeout <= 0:
         fail("hold_timeout", "must be greater than 0 (seconds)")
     if settings.instance_dead_after < 6:
@@ -432,6 +441,20 @@ def _check_ledger_and_stores(settings: Settings, fail: Callable[[str, str], None
         fail("snapshot_every", "must be between 10 and 1000000 (events)")
     if settings.shutdown_timeout < 0:
         fail("shutdown_timeout", "must not be negative (seconds)")
+    for name in _DURATIONS:
+        _check_bound(SECONDS, getattr(settings, name), name, fail)
+
+
+#: Every top-level setting in seconds: each has its own least value (above), and all the same most.
+_DURATIONS = ("hold_timeout", "instance_dead_after", "idempotency_ttl", "lease_idle_seconds", "shutdown_timeout",
+              "header_timeout", "body_timeout", "write_timeout", "webhook_retry_max_seconds")
+
+
+def _check_bound(bound: Bound, value: object, key: str, fail: Callable[[str, str], None]) -> None:
+    """Refuse a number out of its range (``domain/bounds.py``), naming the key."""
+    wrong = bound.violation(value)
+    if wrong is not None:
+        fail(key, wrong)
 
 
 def _check_limits_and_logging(settings: Settings, fail: Callable[[str, str], None]) -> None:
@@ -439,11 +462,12 @@ def _check_limits_and_logging(settings: Settings, fail: Callable[[str, str], Non
     if not 8 <= settings.max_json_depth <= 256:
         fail("max_json_depth", "must be between 8 and 256")
     for name in ("max_request_bytes", "max_messages", "max_tools", "max_content_parts", "max_header_bytes",
-                 "max_headers", "max_streams_per_key", "max_streams"):
+                 "max_headers"):
         if getattr(settings, name) < 1:
             fail(name, "must be at least 1")
-    if settings.max_key_failures_per_minute < 0:
-        fail("max_key_failures_per_minute", "must not be negative (0: no limit)")
+    for name in ("max_streams_per_key", "max_streams"):
+        _check_bound(STREAMS, getattr(settings, name), name, fail)
+    _check_bound(KEY_FAILURES, settings.max_key_failures_per_minute, "max_key_failures_per_minute", fail)
     for name in ("header_timeout", "body_timeout", "write_timeout"):
         if getattr(settings, name) <= 0:
             fail(name, "must be greater than 0 (seconds)")
@@ -464,8 +488,7 @@ def _check_model(model: Model, index: int, seen: set[str], fail: Callable[[str, 
         fail(f"{key}.id", f"duplicate model id {model.id!r}")
     seen.add(model.id)
     for name in ("context_window", "max_output_tokens"):
-        if getattr(model, name) <= 0:
-            fail(f"{key}.{name}", "must be greater than 0")
+        _check_bound(TOKENS, getattr(model, name), f"{key}.{name}", fail)
     _check_pricing(model.pricing, f"{key}.pricing", fail)
     if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
         fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
@@ -493,15 +516,14 @@ def _check_pricing(pricing: Pricing, key: str, fail: Callable[[str, str], None])
     for where, table in tables:
         for field_name in table.__struct_fields__:
             value = getattr(table, field_name)
-            if isinstance(value, Decimal) and value < 0:
-                fail(f"{where}.{field_name}", "must not be negative")
-        if isinstance(table, LongContextPricing) and table.threshold < 1:
-            fail(f"{where}.threshold", "must be at least 1 (prompt tokens)")
+            if isinstance(value, Decimal):
+                _check_bound(PRICE_RATE, value, f"{where}.{field_name}", fail)
+        if isinstance(table, LongContextPricing):
+            _check_bound(TOKENS, table.threshold, f"{where}.threshold", fail)
     for tool, fee in pricing.tool_fees.items():
         if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", tool):
             fail(f"{key}.tool_fees.{tool}", "a tool is named in lower case, e.g. web_search")
-        if fee < 0:
-            fail(f"{key}.tool_fees.{tool}", "must not be negative")
+        _check_bound(TOOL_FEE, fee, f"{key}.tool_fees.{tool}", fail)
 
 
 def _check_deployments(model: Model, index: int, fail: Callable[[str, str], None]) -> None:

@@ -3,9 +3,11 @@
 Each charge recorded its usage (every billed dimension, the tier served, the tool calls) and the
 team's price adjustment of the time, so pricing it again is the same arithmetic with other rates —
 and the same rounding rule, once per request: re-rated at the prices the charges were made at, the
-totals come out exactly as recorded. The difference per model and key is what a correction would
-move; ``tollgate ledger rerate --apply`` records it as adjustments (``TeamLedger.CreditsAdjusted``),
-never by editing a charge.
+totals come out exactly as recorded. What a correction would move is worked out per charge from what
+it *collected* (its cost less what was left uncollected), never from its cost: a charge cut short by
+its budget or balance is refunded at most what it collected beyond its new cost (``domain/rerates.py``).
+``tollgate ledger rerate --apply`` records it as adjustments (``TeamLedger.apply_rerate``), never by
+editing a charge.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from decimal import Decimal
 
 from domain.ledger import TeamLedger, team_id
 from domain.pricing import Price, TokenUsage, price_usage
+from domain.rerates import rerated_collection
 from projections.event_store import LedgerStore
 
 
@@ -29,11 +32,8 @@ class RerateLine:
     charges: int = 0
     recorded: int = 0  # micro-credits, the charges' costs as recorded
     rerated: int = 0  # micro-credits, at the other price list
-
-    @property
-    def difference(self) -> int:
-        """What the team was charged beyond the other price list (negative: too little)."""
-        return self.recorded - self.rerated
+    collected: int = 0  # micro-credits the charges took (their costs less what was left uncollected)
+    adjustment: int = 0  # what a correction moves: a refund (> 0) of what was collected beyond, or a debit
 
 
 @dataclass
@@ -43,6 +43,11 @@ class RerateReport:
     end: datetime
     lines: dict[tuple[str, str], RerateLine] = field(default_factory=dict)
     unpriced: dict[str, int] = field(default_factory=dict)  # models the price list lacks → charges left as they are
+    #: The team's version the report read through, and whether it read an event at or after ``end``:
+    #: the team's events are in time order (``TeamLedger.now``), so then no charge can still come in
+    #: the period; until then, a re-rate applies only if the team is still at that version.
+    through_version: int = 0
+    complete: bool = False
 
     @property
     def recorded(self) -> int:
@@ -52,15 +57,26 @@ class RerateReport:
     def rerated(self) -> int:
         return sum(line.rerated for line in self.lines.values())
 
+    @property
+    def collected(self) -> int:
+        return sum(line.collected for line in self.lines.values())
+
+    @property
+    def adjustment(self) -> int:
+        return sum(line.adjustment for line in self.lines.values())
+
 
 def rerate(store: LedgerStore, team: str, start: datetime, end: datetime, prices: Mapping[str, Price]) -> RerateReport:
     """Every charge of ``team`` made in ``[start, end)`` priced again at ``prices`` (by model): the
     team's events from its state at ``start`` (found from its snapshots) to ``end``, a page at a time."""
     report = RerateReport(team, start, end)
     before, _ = store.load_team(team_id(team), at=start)
-    for event in store.events_after(team_id(team), before.version if before is not None else 0):
+    report.through_version = before.version if before is not None else 0
+    for event in store.events_after(team_id(team), report.through_version):
         if event.timestamp >= end:
+            report.complete = True
             break
+        report.through_version = event.originator_version
         if not isinstance(event, TeamLedger.Charged) or event.timestamp < start:
             continue
         price = prices.get(event.model)
@@ -68,8 +84,11 @@ def rerate(store: LedgerStore, team: str, start: datetime, end: datetime, prices
             report.unpriced[event.model] = report.unpriced.get(event.model, 0) + 1
             continue
         line = report.lines.setdefault((event.model, event.key_id), RerateLine(event.model, event.key_id))
+        cost = price_usage(TokenUsage.from_record(event.usage), price, Decimal(event.credits_per_usd),
+                           Decimal(event.adjustment or 0)).micros
         line.charges += 1
         line.recorded += event.cost
-        line.rerated += price_usage(TokenUsage.from_record(event.usage), price, Decimal(event.credits_per_usd),
-                                    Decimal(event.adjustment or 0)).micros
+        line.rerated += cost
+        line.collected += event.charged
+        line.adjustment += event.charged - rerated_collection(event.charged, event.uncollected, cost)
     return report

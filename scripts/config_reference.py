@@ -25,7 +25,7 @@ import msgspec
 from msgspec import inspect as mi
 
 from app.cli.support import CONFIG_ENV
-from app.clock_shift import CLOCK_OFFSET_ENV
+from app.clock_shift import CLOCK_DRILL_ENV, CLOCK_OFFSET_ENV
 from domain import settings as schema
 
 START = "<!-- config-reference:start -->"
@@ -176,8 +176,11 @@ def environment_rows() -> list[tuple[str, str]]:
              "to start; while it is unset, only named admin keys (`tollgate admin-key issue`) open the admin API."),
         ),
         ("the variable each `api_key_env` names", "That deployment's provider key."),
-        (f"`{CLOCK_OFFSET_ENV}`", ("Seconds to shift the ledger clock that budgets' periods are judged by "
-                                   "(drills and tests only; unset in production).")),
+        (f"`{CLOCK_OFFSET_ENV}`", ("Seconds to run the ledger clock, which charges are timestamped and budgets' "
+                                   f"periods judged by, ahead of the wall clock: 0 to 2,678,400 (31 days), and only "
+                                   f"beside `{CLOCK_DRILL_ENV}=1` (drills and tests; unset in production).")),
+        (f"`{CLOCK_DRILL_ENV}`", (f"`1` lets `{CLOCK_OFFSET_ENV}` shift the clock; without it a process given an "
+                                  "offset refuses to start.")),
     ]
 
 

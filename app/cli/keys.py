@@ -8,11 +8,13 @@ additions that leave those forms unchanged.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 from app.cli.budgets import add_key_budget_command, add_team_budget_command, described
 from app.cli.support import CommandError, add_reason_option, cli_actor, credits_amount, ledger_service, load_settings
 from app.ledger.results import Limits
+from domain.bounds import RPM, TPM, Bound
 from domain.endpoints import ENDPOINT_PATHS, parse_endpoints
 from domain.money import format_credits
 from domain.settings import Settings
@@ -158,19 +160,24 @@ def cmd_clamp(args: argparse.Namespace) -> None:
               "output limit the balance covers.")
 
 
-def _per_minute(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 (no limit) or more, got {value}")
-    return value
+def _per_minute(bound: Bound) -> Callable[[str], int]:
+    """A per-minute limit as typed: a whole number in its range (``domain/bounds.py``), or 0 for none."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value != 0 and (wrong := bound.violation(value)) is not None:
+            raise argparse.ArgumentTypeError(f"{wrong} (0: no limit), got {value}")
+        return value
+
+    return parse
 
 
 def _add_limit_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--rpm", type=_per_minute, help="requests per minute (0: no limit)")
-    parser.add_argument("--tpm", type=_per_minute, help="tokens per minute, prompt and output (0: no limit)")
+    parser.add_argument("--rpm", type=_per_minute(RPM), help="requests per minute (0: no limit)")
+    parser.add_argument("--tpm", type=_per_minute(TPM), help="tokens per minute, prompt and output (0: no limit)")
 
 
 def add_team_commands(commands: Any, common: argparse.ArgumentParser) -> None:

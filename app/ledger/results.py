@@ -11,7 +11,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from domain import clock
 from domain.budgets import spent_in
 from domain.ledger import TeamLedger
 from domain.pricing import Cost
@@ -108,7 +107,7 @@ class TeamSummary:
     @classmethod
     def of(cls, team: TeamLedger) -> TeamSummary:
         return cls(team.name, team.balance, team.held, team.suspended, team.rpm, team.tpm, team.clamp_output,
-                   tuple(sorted(team.price_adjustments.items())), BudgetSummary.of(team, "", clock.now()))
+                   tuple(sorted(team.price_adjustments.items())), BudgetSummary.of(team, "", team.now()))
 
 
 #: What a credit lease's id starts with (``app/ledger/leases.py``); a request's id starts with ``req_``.
@@ -194,7 +193,7 @@ class KeySummary:
     def of(cls, team: TeamLedger, key_id: str) -> KeySummary:
         k = team.keys[key_id]
         return cls(key_id, k["label"], k["revoked"], tuple(k.get("models", ())), tuple(k.get("endpoints", ())),
-                   k.get("rpm"), k.get("tpm"), team.clamps_output(key_id), BudgetSummary.of(team, key_id, clock.now()))
+                   k.get("rpm"), k.get("tpm"), team.clamps_output(key_id), BudgetSummary.of(team, key_id, team.now()))
 
 
 @dataclass(frozen=True, slots=True)

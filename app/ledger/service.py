@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import TypeVar
+from typing import Any, TypeVar
 from uuid import UUID
 
 from app.keys import new_key
@@ -48,7 +48,6 @@ from app.ledger.results import (
     TeamSummary,
 )
 from app.ledger.writer import LedgerWriter, Recorded
-from domain import clock
 from domain.alerts import Threshold
 from domain.ledger import (
     TEAM_NAME,
@@ -61,6 +60,7 @@ from domain.ledger import (
 )
 from domain.prices import PriceSource
 from domain.pricing import Price, TokenUsage
+from domain.rerates import RerateScope
 from projections.event_store import LedgerStore
 from projections.read_models import ChargeRecord, IdempotentResponse
 
@@ -297,20 +297,16 @@ class LedgerService:
 
         return self._on(team, adjust)
 
-    def correct(self, team: str, corrections: Sequence[tuple[int, str, str]], *, actor: str = "") -> list[int]:
-        """Record ``(amount, reason, reference)`` adjustments in one transaction; a debit takes no
-        more than is available (what it could not take is left uncollected). Returns what each moved."""
+    def apply_rerate(self, team: str, scope: RerateScope, lines: Sequence[tuple[str, str, int]], *,
+                     through_version: int | None, actor: str = "", reason: str = "") -> list[int]:
+        """Record the re-rate ``scope`` and its adjustments ``(model, key id, amount)`` in one
+        transaction, unless it overlaps an applied one (``TeamLedger.apply_rerate``); returns what each moved."""
+        return self._on(team, lambda ledger: ledger.apply_rerate(scope, lines, through_version=through_version,
+                                                                 actor=actor, reason=reason))
 
-        def correct(ledger: TeamLedger) -> list[int]:
-            moved = []
-            for amount, reason, reference in corrections:
-                applied = max(amount, -ledger.available)
-                if applied:
-                    ledger.adjust_credits(applied, reason, reference, actor=actor)
-                moved.append(applied)
-            return moved
-
-        return self._on(team, correct)
+    def rerates(self, team: str) -> dict[str, dict[str, Any]]:
+        """The team's applied re-rates (reference → period, models, when and by whom), as committed."""
+        return self._on(team, self._caught_up(lambda ledger: dict(ledger.rerates)))
 
     def adjust_prices(self, team: str, percent: Decimal, model: str = "", reason: str = "", *,
                       actor: str = "") -> dict[str, str]:
@@ -335,13 +331,13 @@ class LedgerService:
 
         def set_it(ledger: TeamLedger) -> BudgetSummary | None:
             ledger.set_budget(limit, period, key_id, actor=actor, reason=reason)
-            return BudgetSummary.of(ledger, key_id, clock.now())
+            return BudgetSummary.of(ledger, key_id, ledger.now())
 
         return self._on(team, set_it)
 
     def budget(self, team: str, key_id: str = "") -> BudgetSummary | None:
         """Where the key's (no key: the team's) budget stands now, as committed by every process."""
-        return self._on(team, self._caught_up(lambda ledger: BudgetSummary.of(ledger, key_id, clock.now())))
+        return self._on(team, self._caught_up(lambda ledger: BudgetSummary.of(ledger, key_id, ledger.now())))
 
     def set_alert(self, team: str, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True,
                   actor: str = "", reason: str = "") -> list[Threshold]:

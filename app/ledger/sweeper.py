@@ -33,6 +33,7 @@ from app.ledger.results import ReleasedHolds
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerUnavailable
 from app.observability import timeline
+from domain import clock
 from domain.attribution import parse_tags
 from domain.ledger import Delivery, LedgerError
 from domain.prices import PriceSource
@@ -78,8 +79,8 @@ class HoldSweeper:
         self._thread.join(timeout=30)
 
     def sweep(self) -> None:
-        """Release every hold older than ``hold_timeout``."""
-        now = time.time()
+        """Release every hold older than ``hold_timeout``, by the ledger clock its holds were placed by."""
+        now = clock.now().timestamp()
         for team in self._store.balances(holding_only=True):
             self._ledger.release_expired(team.team_id, team.team_name, now, self._timeout)
 

@@ -220,7 +220,7 @@ def test_a_daily_budget_resets_exactly_when_the_day_changes(tmp_path: Path, fake
     midnight = midnight_after(real + timedelta(days=1))
     offset = (midnight - timedelta(seconds=20)) - real
     gateway = Gateway(write_config(tmp_path, fake_upstream.base_url),
-                      env={"TOLLGATE_CLOCK_OFFSET": str(offset.total_seconds())}).start()
+                      env={"TOLLGATE_CLOCK_OFFSET": str(offset.total_seconds()), "TOLLGATE_CLOCK_DRILL": "1"}).start()
     try:
         gateway.cli("team", "create", "night-shift", "--credits", "100")
         secret = gateway.cli("key", "create", "--team", "night-shift").stdout.strip().splitlines()[-1]

@@ -22,6 +22,7 @@ from app.ledger.results import BudgetSummary, KeySummary, Limits, TeamSummary
 from app.ledger.writer import LedgerUnavailable
 from app.runtime import Runtime
 from domain.admin_keys import OPERATOR
+from domain.bounds import RPM, TPM
 from domain.endpoints import parse_endpoints
 from domain.ledger import LedgerError
 from domain.money import AmountError, credits_from_micros, micros_from_credits
@@ -153,9 +154,11 @@ def budget_fields(budget: BudgetSummary | None) -> dict[str, Any] | None:
 
 
 def limits(rpm: int | None, tpm: int | None) -> Limits:
-    for name, value in (("rpm", rpm), ("tpm", tpm)):
-        if value is not None and value < 0:
-            raise InvalidRequest(f"Invalid '{name}': a per-minute limit must be a whole number >= 0 (0 removes it).",
+    """The rate limits a request sets, each in its range (``domain/bounds.py``; 0 removes it), or a 400
+    naming the field: refused here, before the ledger is asked (which refuses them as well)."""
+    for name, value, bound in (("rpm", rpm, RPM), ("tpm", tpm, TPM)):
+        if value is not None and value != 0 and (wrong := bound.violation(value)) is not None:
+            raise InvalidRequest(f"Invalid '{name}': a per-minute limit {wrong} (0 removes it), got {value}.",
                                  param=name)
     return Limits(rpm, tpm)
 

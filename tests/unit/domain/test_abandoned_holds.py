@@ -2,6 +2,7 @@
 
 import pytest
 
+from domain.bounds import AMOUNT
 from domain.ledger import (
     ABANDONED,
     MAX_BALANCE,
@@ -78,10 +79,15 @@ def test_one_request_at_a_time_per_idempotency_key():
 
 def test_a_balance_never_grows_past_what_the_ledger_can_hold():
     team = funded(1)
+    most = AMOUNT.high  # the largest one top-up (domain/bounds.py): it takes about 900 to fill a balance
+    while team.balance <= MAX_BALANCE - most:
+        team.add_credits(most)
     with pytest.raises(InvalidAmount):
-        team.add_credits(MAX_BALANCE)
-    team.add_credits(MAX_BALANCE - 1)
+        team.add_credits(MAX_BALANCE - team.balance + 1)
+    team.add_credits(MAX_BALANCE - team.balance)
     assert team.balance == MAX_BALANCE
+    with pytest.raises(InvalidAmount):
+        team.add_credits(1)
 
 
 @pytest.mark.parametrize("name", ["acme\n", "acme\nx", " acme", "acme/x", ""])
