@@ -281,6 +281,7 @@ def test_a_month_that_is_over_is_verified_to_its_last_event(store, monkeypatch: 
     assert whole.month_over
 
     monkeypatch.setattr("eventsourcing.domain.datetime_now_with_tzinfo", lambda: december)
+    monkeypatch.setattr("domain.clock.now", lambda: december)  # a team's events are stamped by the ledger clock
     team.add_credits(1_000_000, "INV-3")  # December's first event: November is over whatever the clock says
     store.save_teams([team])
     assert "2026-11 is over" in (verify_statement(so_far, store, now=november).problem or "")
