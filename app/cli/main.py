@@ -32,6 +32,7 @@ from app.cli.support import (
     ledger_service,
     ledger_store,
     load_settings,
+    recorded_text,
 )
 from app.cli.usage import add_usage_command
 from app.clock_shift import ClockOffsetError, shift_clock_from_environment
@@ -280,15 +281,16 @@ def build_parser() -> argparse.ArgumentParser:
     add = credit.add_parser("add", parents=[common], help="top up a team")
     add.add_argument("--team", required=True)
     add.add_argument("amount", help="credits to add (e.g. 50 or 0.25)")
-    add.add_argument("--reference", help="a note kept with the top-up (invoice number, …)")
+    add.add_argument("--reference", type=recorded_text, help="a note kept with the top-up (invoice number, …)")
     add_reason_option(add)
     add.set_defaults(func=cmd_credits_add)
     adjust = credit.add_parser("adjust", parents=[common],
                                help="correct a team's balance (a refund, or credits taken back), with a reason")
     adjust.add_argument("--team", required=True)
     adjust.add_argument("amount", help="credits to give back, or to take when negative (e.g. -- -5)")
-    adjust.add_argument("--reason", required=True, help="why; kept in the ledger")
-    adjust.add_argument("--reference", help="the operator's reference (a ticket); one adjustment per reference")
+    adjust.add_argument("--reason", required=True, type=recorded_text, help="why; kept in the ledger")
+    adjust.add_argument("--reference", type=recorded_text,
+                        help="the operator's reference (a ticket); one adjustment per reference")
     adjust.set_defaults(func=cmd_credits_adjust)
 
     ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(dest="action", required=True,

@@ -30,6 +30,7 @@ from app.http.routes.admin_common import (
     reason_of,
     require_admin,
     team_fields,
+    text_param,
 )
 from app.http.routes.admin_policies import policy_handlers
 from app.http.routes.admin_statements import statement_handlers
@@ -131,7 +132,8 @@ async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[by
     amount = credits_param(new.amount, "amount")
     if amount == 0:
         raise InvalidRequest("Invalid 'amount': must be greater than 0.", param="amount")
-    return json_response(team_fields(await ledger_call(runtime.ledger.top_up, name, amount, new.reference,
+    return json_response(team_fields(await ledger_call(runtime.ledger.top_up, name, amount,
+                                                       text_param(new.reference, "reference"),
                                                        actor=actor_of(request), reason=reason_of(request, new.reason))))
 
 
@@ -147,7 +149,7 @@ async def adjust_credits(request: Request[Any, Any, Any], name: str) -> Response
     if amount == 0 or not new.reason.strip():
         raise InvalidRequest("An adjustment moves credits (not 0) and says why ('reason').", param="amount")
     summary = await ledger_call(runtime.ledger.adjust_credits, name, amount, reason_of(request, new.reason),
-                                new.reference, actor=actor_of(request))
+                                text_param(new.reference, "reference"), actor=actor_of(request))
     return json_response(team_fields(summary))
 
 
@@ -162,7 +164,8 @@ async def list_keys(request: Request[Any, Any, Any], name: str) -> Response[byte
 async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request, b"{}"), NewKey)
-    key = await ledger_call(runtime.ledger.issue_key, name, new.name, check_models(runtime, new.models),
+    key = await ledger_call(runtime.ledger.issue_key, name, text_param(new.name, "name"),
+                            check_models(runtime, new.models),
                             endpoint_names(new.endpoints), limits(new.rpm, new.tpm), actor=actor_of(request),
                             reason=reason_of(request, new.reason))
     return json_response({"id": key.key_id, "key": key.secret, "name": new.name, "models": new.models,
