@@ -17,6 +17,7 @@ from typing import Any
 from domain.attribution import USER, dimensions
 from domain.ledger import TeamLedger
 from projections.database import Sql, Transaction
+from projections.storable import storable_row
 
 TABLE = "usage_by_attribution"
 #: The key of a row, then what it sums.
@@ -39,7 +40,8 @@ def attribution_rows(team_name: str, event: Any) -> list[tuple[Any, ...]]:
     counts = (1, u["input_tokens"], u["output_tokens"],
               int(u["cache_write_tokens"]) + int(u.get("cache_write_1h_tokens", 0)), u["cache_hit_tokens"],
               event.charged)
-    return [(team_name, dimension, value, day, *counts) for dimension, value in dimensions(event.tags, event.end_user)]
+    return [storable_row((team_name, dimension, value, day, *counts))
+            for dimension, value in dimensions(event.tags, event.end_user)]
 
 
 def add_rows(totals: dict[tuple[Any, ...], Counts], rows: Sequence[tuple[Any, ...]]) -> None:

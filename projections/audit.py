@@ -32,6 +32,12 @@ from projections.database import Database
 from projections.event_store import LedgerStore
 from projections.history import HistoryProjection
 
+#: The most events the audit history projection may be behind the ledger when ``verify`` begins. A
+#: running gateway's projector catches up every two seconds, so under the heaviest load measured
+#: (about 1,500 requests a second) it is a few thousand events behind at most; more means that no
+#: projector is catching it up (none running, or one failing on every try), which verify fails.
+MAX_PROJECTION_LAG = 10_000
+
 
 @dataclass
 class VerifyReport:
@@ -40,6 +46,9 @@ class VerifyReport:
     charges: int = 0
     snapshots: int = 0  # how many team snapshots were checked against the replay
     outdated_snapshots: int = 0  # of those, taken before the team gained some state (loads pass them over)
+    projected: int = 0  # the event the audit history projection had reached (its rows were checked up to it)
+    behind: int = 0  # how many events it had not reached yet
+    quarantined: int = 0  # events it set aside, unable to project them (each a problem)
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -82,6 +91,8 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
             progress(report.events)
         report.teams = len(teams)
         _check_read_models(report, store, teams, charged, history)
+        if history:
+            _projection_state(report, history)
         if report.ok:
             report.problems.extend(directory_problems(store.read_models.admin_keys(), prices.admin_keys))
     finally:
@@ -90,6 +101,17 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
     report.problems.extend(snapshots.finish(teams))
     report.snapshots, report.outdated_snapshots = snapshots.checked, snapshots.outdated
     return report
+
+
+def _projection_state(report: VerifyReport, history: HistoryCheck) -> None:
+    """How far the audit history projection had come, and how many events it set aside; a problem
+    if it is further behind than a running projector ever is."""
+    report.projected, report.behind, report.quarantined = history.position, history.behind, history.quarantined
+    if history.behind > MAX_PROJECTION_LAG:
+        report.problems.append(
+            f"the audit history projection is {history.behind} events behind the ledger (more than "
+            f"{MAX_PROJECTION_LAG}): no projector is catching it up; is a gateway running, and does its log say "
+            "why not? (`tollgate ledger rebuild` projects every event now)")
 
 
 def _check_read_models(report: VerifyReport, store: LedgerStore, teams: dict[UUID, TeamLedger],

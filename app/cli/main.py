@@ -85,13 +85,9 @@ def _total_events(store: LedgerStore) -> int:
 def cmd_ledger_verify(args: argparse.Namespace) -> int:
     from app.cli.progress import progress_bar
     from projections.audit import verify_ledger
-    from projections.history import HistoryProjection
 
     with ledger_store(args.config) as store:
         report = verify_ledger(store, store.database, progress=progress_bar("verify", _total_events(store)))
-        history = HistoryProjection(store, store.database)
-        position, total = history.position(), _total_events(store)
-        history.close()
     if report.ok:
         print(f"Ledger verified: {report.events} events, {report.teams} teams, {report.charges} charges; "
               "every recorded balance matches the replay.")
@@ -99,8 +95,8 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
             f" ({report.outdated_snapshots} of them taken before the team gained some state, so loads replay its "
             "events instead; `tollgate ledger rebuild` takes them again)")
         print(f"Team snapshots checked against the replay: {report.snapshots}, all equal to it{outdated}.")
-        lag = "" if position >= total else f" (the projections are {total - position} events behind; they catch up)"
-        print(f"Audit history and usage match the events up to event #{position}{lag}.")
+        lag = f" (the projections are {report.behind} events behind; they catch up)" if report.behind else ""
+        print(f"Audit history and usage match the events up to event #{report.projected}{lag}.")
         return 0
     print(f"Ledger verification FAILED after {report.events} events: {report.problems[0]}", file=sys.stderr)
     for problem in report.problems[1:]:

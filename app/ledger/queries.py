@@ -23,7 +23,8 @@ from typing import Any, TextIO
 
 from domain.money import credits_from_micros
 from projections.event_store import LedgerStore
-from projections.history import ENTRY_COLUMNS, ENTRY_PAGE, HistoryProjection, entry_page_sql
+from projections.history import ENTRY_PAGE, HistoryProjection, entry_page_sql
+from projections.history_rows import ENTRY_COLUMNS
 
 EXPORT_FORMATS = ("csv", "jsonl")
 _SUMMED = ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "cost")

@@ -24,6 +24,9 @@ class VerifyAnswer(msgspec.Struct):
     teams: int
     charges: int
     snapshots: int
+    projected: int
+    behind: int
+    quarantined: int
     problems: list[str]
 
 
@@ -32,7 +35,8 @@ async def verify(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     report = await asyncio.to_thread(verify_ledger, runtime.store, runtime.store.database)
     return json_response({"ok": report.ok, "events": report.events, "teams": report.teams, "charges": report.charges,
-                          "snapshots": report.snapshots, "problems": report.problems})
+                          "snapshots": report.snapshots, "projected": report.projected, "behind": report.behind,
+                          "quarantined": report.quarantined, "problems": report.problems})
 
 
 verify_handlers = [verify]
