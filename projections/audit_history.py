@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
+from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
 from projections import attribution, quarantine
 from projections.history import HistoryProjection
@@ -39,6 +40,7 @@ class HistoryCheck:
         self._missing: list[int] = []
         self._usage: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0] * 6)
         self._attributed: dict[tuple[Any, ...], list[int]] = {}  # team × dimension × value × day
+        self._admission = Admission()  # its bounds, counted as the replay reaches each charge
         self._quarantined: set[int] = set()  # events the projection set aside: they have no rows
         self._unprojectable: str | None = None  # the first event whose rows cannot be made, not set aside
 
@@ -88,7 +90,7 @@ class HistoryCheck:
             totals = self._usage[used[:4]]
             for i, value in enumerate(used[4:]):
                 totals[i] += value
-        attribution.add_rows(self._attributed, rows.attributed)
+        attribution.add_rows(self._attributed, self._admission.admit(rows.attributed))
 
     def _match(self, notification_id: int, expected: tuple[Any, ...]) -> None:
         if self._row is not None and self._row_id < notification_id:

@@ -20,6 +20,7 @@ from typing import Any
 from uuid import UUID
 
 from domain.aggregates import NON_TEAM_IDS
+from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
 from projections import attribution, quarantine
 from projections.admin_key_directory import ADMIN_KEY_COLUMNS, records_of
@@ -124,6 +125,7 @@ class HistoryProjection:
                 continue
             if entry is not None:
                 balances[name] = int(entry[BALANCE_AFTER])
+        rows.attributed = attribution.admitted(self._sql, rows.attributed)  # within each team's bounds for the day
         return rows
 
     def catch_up(self, batch: int = 500, progress: Callable[[int], None] | None = None,
@@ -199,6 +201,7 @@ class HistoryProjection:
                 tx.execute(f"CREATE TABLE {table}_rebuild AS SELECT * FROM {table} WHERE 1 = 0")
         self._store.team_snapshots.drop_all()
         replay = Replay(self._store, snapshot_every)
+        admission = Admission()  # the bounds on usage by attribution, counted as the events come
         done, last = 0, 0
         usage: dict[tuple[str, str, str, str], list[int]] = defaultdict(lambda: [0] * 6)
         attributed: dict[tuple[Any, ...], list[int]] = {}
@@ -221,7 +224,7 @@ class HistoryProjection:
                 totals = usage[used[:4]]
                 for i, value in enumerate(used[4:]):
                     totals[i] += value
-            attribution.add_rows(attributed, rows.attributed)
+            attribution.add_rows(attributed, admission.admit(rows.attributed))
             quarantined += rows.quarantined
             replay.store_snapshots()
             done, last = done + len(page), page[-1].id
@@ -307,9 +310,10 @@ class HistoryProjection:
         return self._sql.query("SELECT day, SUM(cost) AS cost FROM usage_daily WHERE team_name = ? AND key_id = ? "
                                "GROUP BY day ORDER BY day", [team, key_id])
 
-    def attribution_usage(self, team: str, dimension: str, since: str | None = None) -> list[dict[str, Any]]:
-        """The team's usage by the values of ``dimension`` (``user`` or ``tag:<name>``)."""
-        return attribution.breakdown(self._sql, team, dimension, since)
+    def attribution_usage(self, team: str, dimension: str, since: str | None = None, *, limit: int = 100,
+                          offset: int = 0) -> attribution.Breakdown:
+        """A page of the team's usage by the values of ``dimension`` (``user`` or ``tag:<name>``)."""
+        return attribution.breakdown(self._sql, team, dimension, since, limit=limit, offset=offset)
 
     def attribution_dimensions(self, team: str) -> list[str]:
         """The dimensions the team's usage can be reported by (``user``, and each tag name it used)."""

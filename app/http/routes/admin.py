@@ -52,7 +52,7 @@ from app.http.routes.paging import check_page, check_since
 from app.http.routes.request_body import request_json, validate
 from app.http.routes.requests import admin_read_request
 from app.ledger.balance_at import balance_at, parse_instant
-from app.ledger.queries import history_page, usage, usage_by
+from app.ledger.queries import MAX_USAGE_PER_PAGE, USAGE_PER_PAGE, history_page, usage, usage_by
 from app.ledger.results import TeamSummary
 from app.runtime import Runtime
 from domain.attribution import AttributionError, dimension_of
@@ -223,18 +223,20 @@ async def team_balance(request: Request[Any, Any, Any], name: str, at: str | Non
 @get("/teams/{name:str}/usage", responses=answers(UsageAnswer, "usage by model, and by key × model × day; or, "
                                                                  "with 'by', by the values of a tag or by end user"))
 async def team_usage(request: Request[Any, Any, Any], name: str, by: str | None = None,
-                     since: str | None = None) -> Response[bytes]:
-    """``by``: ``tag:<name>`` or ``user``, the usage by its values (``""``: charges without it), which
-    add up to the team's charges; ``since``: from that day on (with ``by``)."""
+                     since: str | None = None, page: int = 1, per_page: int = USAGE_PER_PAGE) -> Response[bytes]:
+    """``by``: ``tag:<name>`` or ``user``, the usage by its values (``""``: charges without it, ``null``:
+    those beyond the day's bounds), which add up to the team's charges, ``per_page`` values a page;
+    ``since``: from that day on (with ``by``)."""
     runtime: Runtime = request.app.state.runtime
     check_since(since)
+    check_page(page, per_page, MAX_USAGE_PER_PAGE)
     try:
         dimension = dimension_of(by) if by is not None else None
     except AttributionError as exc:
         raise InvalidRequest(f"Invalid 'by': {exc}.", param="by") from None
     await ledger_call(runtime.ledger.team_summary, name)
     if dimension is not None:
-        return json_response(await asyncio.to_thread(usage_by, runtime.store, name, dimension, since))
+        return json_response(await asyncio.to_thread(usage_by, runtime.store, name, dimension, since, page, per_page))
     return json_response(await asyncio.to_thread(usage, runtime.store, name))
 
 
