@@ -70,14 +70,16 @@ def _old_gateway_charges(gateway: Gateway, team: str) -> int:
 @pytest.fixture(scope="module")
 def poisoned(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Poisoned]:
     gateway = Gateway(write_config(tmp_path_factory.mktemp("quarantine"), fake_upstream.base_url)).start()
-    teams = Teams(gateway.config)
-    old, other = teams.open("10"), teams.open("10")
-    teams.close()
-    huge = _old_gateway_charges(gateway, old.name)
-    openai.OpenAI(base_url=gateway.base_url, api_key=other.key, max_retries=0).chat.completions.create(
-        model="fake-gpt", messages=HI, user="alice")
-    yield Poisoned(gateway, old, other, huge)
-    gateway.stop()
+    try:
+        teams = Teams(gateway.config)
+        old, other = teams.open("10"), teams.open("10")
+        teams.close()
+        huge = _old_gateway_charges(gateway, old.name)
+        openai.OpenAI(base_url=gateway.base_url, api_key=other.key, max_retries=0).chat.completions.create(
+            model="fake-gpt", messages=HI, user="alice")
+        yield Poisoned(gateway, old, other, huge)
+    finally:
+        gateway.stop()
 
 
 def _exported(gateway: Gateway, team: str) -> list[dict]:
