@@ -142,3 +142,19 @@ def test_a_slice_the_database_refuses_is_projected_one_event_at_a_time_setting_a
     finally:
         history.close()
     assert raw.execute("SELECT requests, input_tokens FROM usage_daily") == [(2, 5 * 10**18 + 30)]
+
+
+def test_verify_fails_when_the_projection_is_further_behind_than_a_running_projector_ever_is(ledger):
+    from projections.audit import MAX_PROJECTION_LAG
+    from tests.support.long_history import build_history
+
+    store, _ = ledger
+    build_history(store, {"busy": MAX_PROJECTION_LAG // 2 + 10}, snapshot_every=None)  # a hold and a charge each
+    report = verify_ledger(store, store.database)
+    assert not report.ok
+    assert report.behind > MAX_PROJECTION_LAG
+    assert f"{report.behind} events behind" in report.problems[0]
+    _project(store).close()
+    caught_up = verify_ledger(store, store.database)
+    assert caught_up.ok, caught_up.problems
+    assert caught_up.behind == 0
