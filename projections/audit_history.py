@@ -19,7 +19,7 @@ from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
 from projections import attribution, quarantine
 from projections.history import HistoryProjection
-from projections.history_rows import USAGE_COLUMNS, Slice
+from projections.history_rows import USAGE_COLUMNS, entry_row, usage_row
 
 #: How many rows a report lists of the events whose audit history rows are missing.
 _MISSING_SHOWN = 5
@@ -76,9 +76,10 @@ class HistoryCheck:
         ``balance``: the team's after it, which an operator's row that moves no money repeats."""
         if notification_id > self.position or notification_id in self._quarantined:
             return  # not projected yet, or set aside by the projection (reported by ``finish``)
-        rows = Slice()
         try:
-            expected = rows.add(notification_id, team_name, event, balance)
+            expected = entry_row(notification_id, team_name, event, balance)
+            used = usage_row(team_name, event)
+            attributed = attribution.attribution_rows(team_name, event)
         except Exception as exc:  # noqa: BLE001 - rows that cannot be made are the check's finding
             self._unprojectable = self._unprojectable or (
                 f"event #{notification_id} cannot be projected ({quarantine.why(exc)}), yet the audit history "
@@ -86,11 +87,12 @@ class HistoryCheck:
             return
         if expected is not None and self._problem is None:
             self._match(notification_id, expected)
-        for used in rows.usage:
+        if used is not None:
             totals = self._usage[used[:4]]
             for i, value in enumerate(used[4:]):
                 totals[i] += value
-        attribution.add_rows(self._attributed, self._admission.admit(rows.attributed))
+        if attributed:
+            attribution.add_rows(self._attributed, self._admission.admit(attributed))
 
     def _match(self, notification_id: int, expected: tuple[Any, ...]) -> None:
         if self._row is not None and self._row_id < notification_id:
