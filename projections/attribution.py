@@ -73,21 +73,32 @@ def write(tx: Transaction, rows: Sequence[tuple[Any, ...]]) -> None:
 
 def admitted(sql: Sql, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """A slice's rows within the bounds (``domain/attribution_bounds.py``), each team's day taken up
-    where the rows already stored left it."""
+    where the rows already stored left it: what is counted of the slice's teams and days, and which
+    of its values have rows, read in a few queries whatever the number of teams."""
+    if not rows:
+        return []
+    days = {(row[0], row[3]) for row in rows}
+    where = (f"team_name IN ({', '.join('?' * len({t for t, _ in days}))}) "
+             f"AND day IN ({', '.join('?' * len({d for _, d in days}))})")
+    params = [*sorted({t for t, _ in days}), *sorted({d for _, d in days})]
+    counts: dict[tuple[str, str], list[tuple[str, int]]] = {day: [] for day in days}
+    for team, day, dimension, n in sql.tuples(
+            f"SELECT team_name, day, dimension, SUM(CASE WHEN value IN ('', ?) THEN 0 ELSE 1 END) FROM {TABLE} "
+            f"WHERE {where} GROUP BY team_name, day, dimension", [OTHER, *params]):
+        if (team, day) in counts:
+            counts[(team, day)].append((dimension, int(n)))
+    known: dict[tuple[str, str], list[tuple[str, str]]] = {day: [] for day in days}
+    values = sorted({row[2] for row in rows})
+    for at in range(0, len(values), _IN_CHUNK):  # which of the values about to be counted have rows
+        chunk = values[at:at + _IN_CHUNK]
+        for team, day, dimension, value in sql.tuples(
+                f"SELECT team_name, day, dimension, value FROM {TABLE} WHERE {where} "
+                f"AND value IN ({', '.join('?' * len(chunk))})", [*params, *chunk]):
+            if (team, day) in known:
+                known[(team, day)].append((dimension, value))
     admission = Admission()
-    candidates: dict[tuple[str, str], set[str]] = {}
-    for row in rows:
-        candidates.setdefault((row[0], row[3]), set()).add(row[2])
-    for (team, day), values in candidates.items():
-        counts = sql.tuples(f"SELECT dimension, SUM(CASE WHEN value IN ('', ?) THEN 0 ELSE 1 END) FROM {TABLE} "
-                            "WHERE team_name = ? AND day = ? GROUP BY dimension", [OTHER, team, day])
-        known: list[tuple[str, str]] = []
-        listed = sorted(values)
-        for at in range(0, len(listed), _IN_CHUNK):  # which of the values about to be counted have rows
-            chunk = listed[at:at + _IN_CHUNK]
-            known += sql.tuples(f"SELECT dimension, value FROM {TABLE} WHERE team_name = ? AND day = ? AND value IN "
-                                f"({', '.join('?' * len(chunk))})", [team, day, *chunk])
-        admission.seed(team, day, ((d, int(n)) for d, n in counts), known)
+    for team, day in days:
+        admission.seed(team, day, counts[(team, day)], known[(team, day)])
     return admission.admit(rows)
 
 

@@ -35,6 +35,8 @@ SLICE_EVENTS = 100
 #: so that it takes at most this share of the time: the request path, which shares the process and
 #: its interpreter lock, keeps its latency while a backlog of a million events drains in minutes.
 BACKLOG_SHARE = 0.25
+#: How often the projection's lag and set-aside events are read for the health endpoint and the metrics.
+REPORT_SECONDS = 1.0
 #: At most this many pages (of 500 events) are caught up when the process stops; the next start does the rest.
 STOP_PAGES = 20
 
@@ -103,7 +105,7 @@ class Projector:
 
         history: HistoryProjection | None = None  # its connection belongs to this thread
         try:
-            caught_up_at = 0.0
+            caught_up_at = reported_at = 0.0
             while not self._stopping:
                 pause = self._poll
                 try:
@@ -114,7 +116,9 @@ class Projector:
                         started = time.monotonic()
                         with timeline.span("projector.slice"):
                             caught_up = history.catch_up(batch=SLICE_EVENTS, pages=1) < SLICE_EVENTS
-                        self._report(history)
+                        if time.monotonic() - reported_at >= REPORT_SECONDS:
+                            self._report(history)
+                            reported_at = time.monotonic()
                         if caught_up:
                             caught_up_at = time.monotonic()
                         else:  # a backlog: the next slice after a rest that leaves the request path the GIL
