@@ -141,4 +141,7 @@ def test_an_idempotency_key_and_an_operators_reason_follow_the_same_rule(own_gat
         reference = admin.post(f"/teams/{team.name}/credits", json={"amount": "1", "reference": "INV\u202e7"})
         assert reference.status_code == 400
         assert reference.json()["error"]["param"] == "reference"
+    cli = gateway.cli("credits", "add", "--team", team.name, "1", "--reason", "bad\x1breason", check=False)
+    assert cli.returncode == 2
+    assert "U+001B" in cli.stderr
     assert gateway.wait_until_nothing_held(team.name) == before
