@@ -124,7 +124,8 @@ class Projector:
                         else:  # a backlog: the next slice after a rest that leaves the request path the GIL
                             pause = min(self._poll, (time.monotonic() - started) * (1 / BACKLOG_SHARE - 1))
                 except Exception as exc:
-                    log.exception("the audit history projection could not catch up; retrying")
+                    if self.status.problem is None:  # said once, with its traceback; not at every retry
+                        log.exception("the audit history projection could not catch up; retrying until it can")
                     self.status = ProjectionStatus(self.status.behind, self.status.quarantined,
                                                    f"{type(exc).__name__}: {str(exc).strip()}"[:300])
                     if history is not None:  # its connection may be gone with the database: open a new one
@@ -144,6 +145,8 @@ class Projector:
     def _report(self, history: HistoryProjection) -> None:
         """Say how the projection stands: in ``status`` (the health endpoint) and the metrics."""
         behind = max(0, (self._store.recorder.max_notification_id() or 0) - history.position())
+        if self.status.problem is not None:
+            log.warning("the audit history projection catches up again (%s events behind)", behind)
         self.status = ProjectionStatus(behind, history.quarantined_count())
         metrics.PROJECTION_LAG.set(behind)
         metrics.PROJECTION_QUARANTINED.set(self.status.quarantined)
