@@ -103,6 +103,28 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
     return report
 
 
+def verify_caught_up(store: LedgerStore, progress: Callable[[int], None] | None = None,
+                     catching_up: Callable[[int], Callable[[int], None] | None] | None = None) -> VerifyReport:
+    """What ``ledger verify`` runs (the command, and the admin API's): the audit history caught up
+    first, as every reader of it does, then :func:`verify_ledger`. A projection that cannot catch up
+    (stuck: the database refuses it, whatever the number of events it is behind) is the first problem.
+    ``catching_up(behind)``: a progress callback for the catch-up, if it wants one."""
+    history = HistoryProjection(store, store.database)
+    stuck = None
+    try:
+        behind = (store.recorder.max_notification_id() or 0) - history.position()
+        history.catch_up(progress=catching_up(behind) if catching_up is not None else None)
+    except Exception as exc:  # noqa: BLE001 - whatever stops the projection is the verification's finding
+        stuck = (f"the audit history projection cannot catch up ({type(exc).__name__}: {str(exc).strip()[:300]}): "
+                 "it is stuck, and what it says is behind the ledger")
+    finally:
+        history.close()
+    report = verify_ledger(store, store.database, progress)
+    if stuck is not None:
+        report.problems.insert(0, stuck)
+    return report
+
+
 def _projection_state(report: VerifyReport, history: HistoryCheck) -> None:
     """How far the audit history projection had come, and how many events it set aside; a problem
     if it is further behind than a running projector ever is."""

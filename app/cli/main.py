@@ -84,10 +84,11 @@ def _total_events(store: LedgerStore) -> int:
 
 def cmd_ledger_verify(args: argparse.Namespace) -> int:
     from app.cli.progress import progress_bar
-    from projections.audit import verify_ledger
+    from projections.audit import verify_caught_up
 
     with ledger_store(args.config) as store:
-        report = verify_ledger(store, store.database, progress=progress_bar("verify", _total_events(store)))
+        report = verify_caught_up(store, progress=progress_bar("verify", _total_events(store)),
+                                  catching_up=lambda n: progress_bar("catching up", n) if n > 5000 else None)
     if report.ok:
         print(f"Ledger verified: {report.events} events, {report.teams} teams, {report.charges} charges; "
               "every recorded balance matches the replay.")

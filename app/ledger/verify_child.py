@@ -1,8 +1,9 @@
 """The process one ``GET /admin/ledger/verify`` run happens in (``app/ledger/verify_runs.py``).
 
-It reads ``{"database_url", "base_dir"}`` from its standard input, replays and checks the ledger as
-``tollgate ledger verify`` does, and writes ``{"report": {...}}`` (or ``{"error": "..."}``) as one
-JSON line to its standard output. It runs at a lower CPU priority than the gateway.
+It reads ``{"database_url", "base_dir"}`` from its standard input, catches the audit history up,
+replays and checks the ledger as ``tollgate ledger verify`` does, and writes ``{"report": {...}}``
+(or ``{"error": "..."}``) as one JSON line to its standard output. It runs at a lower CPU priority
+than the gateway.
 """
 
 from __future__ import annotations
@@ -24,12 +25,12 @@ def main() -> int:
         os.nice(NICENESS)
     order = json.loads(sys.stdin.read())
     try:
-        from projections.audit import verify_ledger
+        from projections.audit import verify_caught_up
         from projections.event_store import open_ledger_store
 
         store = open_ledger_store(order["database_url"], Path(order["base_dir"]), pool_size=2)
         try:
-            report = verify_ledger(store, store.database)
+            report = verify_caught_up(store)
         finally:
             store.close()
     except Exception as exc:  # noqa: BLE001 - whatever stopped the run is what the caller is told

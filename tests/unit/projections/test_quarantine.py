@@ -158,3 +158,28 @@ def test_verify_fails_when_the_projection_is_further_behind_than_a_running_proje
     caught_up = verify_ledger(store, store.database)
     assert caught_up.ok, caught_up.problems
     assert caught_up.behind == 0
+
+
+def test_verify_catches_the_projection_up_first_and_fails_when_it_is_stuck(ledger):
+    """``ledger verify`` (the command and the admin API) catches the audit history up as every reader
+    of it does: a projection merely behind is checked whole; one that cannot move is a failure, however
+    few events it is behind (once, ``verify`` said "6 events behind" and exited 0)."""
+    from projections.audit import verify_caught_up
+    from projections.history_rows import ENTRY_COLUMNS
+
+    store, raw = ledger
+    _charges(store, TokenUsage(10, 5))
+    report = verify_caught_up(store)
+    assert report.ok, report.problems
+    assert (report.behind, report.projected) == (0, store.recorder.max_notification_id())
+    with LedgerWriter(store) as writer:
+        LedgerService(writer).top_up("acme", 5)
+    top = store.recorder.max_notification_id()
+    columns = ", ".join(ENTRY_COLUMNS)
+    copied = ", ".join("?" if c == "notification_id" else c for c in ENTRY_COLUMNS)
+    raw.execute(f"INSERT INTO ledger_entries ({columns}) SELECT {copied} FROM ledger_entries "
+                "WHERE notification_id = (SELECT MAX(notification_id) FROM ledger_entries)", (top,))  # in its way
+    stuck = verify_caught_up(store)
+    assert not stuck.ok
+    assert "cannot catch up" in stuck.problems[0]
+    assert stuck.behind == 1
