@@ -7,7 +7,9 @@ usage read model without limit: at most :data:`MAX_TAGS` tags, names of :data:`M
 from a small alphabet, values of :data:`MAX_VALUE` characters, end users of :data:`MAX_END_USER`.
 
 A charge without a tag of some name counts under the value ``""`` of that dimension (shown as
-``(none)``), so that the values of any dimension always add up to the team's charges exactly.
+``(none)``), so that the values of any dimension always add up to the team's charges exactly. How
+many values a team's day counts by name is bounded too (``domain/attribution_bounds.py``); the text
+itself follows the rule of every recorded client text (``domain/client_text.py``).
 """
 
 from __future__ import annotations
