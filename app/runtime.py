@@ -27,6 +27,7 @@ from app.ledger.projector import Projector
 from app.ledger.service import LedgerService
 from app.ledger.streams_in_flight import StreamsInFlight
 from app.ledger.sweeper import HoldSweeper
+from app.ledger.verify_runs import VerifyRuns
 from app.ledger.writer import LedgerWriter
 from app.observability import metrics, timeline
 from app.observability.record_writer import RecordWriter
@@ -81,6 +82,8 @@ class Runtime:
     key_guesses: KeyGuesses
     #: Sends the alerts the events recorded to the configured webhooks.
     webhooks: WebhookDelivery
+    #: ``ledger verify`` for the admin API: one run at a time, in a process of its own.
+    verify_runs: VerifyRuns
     #: Writes each answered request's record for the request lookup (None: ``request_record_days = 0``).
     records: RecordWriter | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
@@ -142,6 +145,7 @@ class Runtime:
         await self.streams.aclose()
         await self.http.aclose()
         self.sweeper.stop()
+        await self.verify_runs.aclose()
         self.webhooks.stop()
         self.writer.stop()  # every queued command is committed first
         if self.records is not None:
@@ -251,6 +255,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         in_flight=StreamsInFlight(),
         prices=prices,
         webhooks=WebhookDelivery(store.database, settings).start(),
+        verify_runs=VerifyRuns(settings.database_url, base_dir),
         upstreams=upstreams,
         http=http,
     )

@@ -7,13 +7,17 @@ usage read model without limit: at most :data:`MAX_TAGS` tags, names of :data:`M
 from a small alphabet, values of :data:`MAX_VALUE` characters, end users of :data:`MAX_END_USER`.
 
 A charge without a tag of some name counts under the value ``""`` of that dimension (shown as
-``(none)``), so that the values of any dimension always add up to the team's charges exactly.
+``(none)``), so that the values of any dimension always add up to the team's charges exactly. How
+many values a team's day counts by name is bounded too (``domain/attribution_bounds.py``); the text
+itself follows the rule of every recorded client text (``domain/client_text.py``).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+
+from domain.client_text import ClientTextError, checked_text
 
 MAX_TAGS = 10
 MAX_NAME = 64
@@ -26,7 +30,6 @@ TAG_PREFIX = "tag:"
 NONE_SHOWN = "(none)"
 
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 class AttributionError(ValueError):
@@ -49,9 +52,13 @@ def parse_tags(header: str) -> dict[str, str]:
         if not _NAME.fullmatch(name):
             raise AttributionError(f"tag name {name[:80]!r} must be 1 to {MAX_NAME} characters of A-Z, a-z, 0-9, "
                                    "'_', '.', ':' and '-'")
-        if not 0 < len(value) <= MAX_VALUE or _CONTROL.search(value):
+        if not 0 < len(value) <= MAX_VALUE:
             raise AttributionError(f"the value of tag {name!r} must be 1 to {MAX_VALUE} characters, "
                                    "without control characters or commas")
+        try:
+            checked_text(value, f"tag {name}", MAX_VALUE)  # no control characters (domain/client_text.py)
+        except ClientTextError as exc:
+            raise AttributionError(str(exc)) from None
         if name in tags:
             raise AttributionError(f"tag {name!r} is given twice")
         tags[name] = value
@@ -66,10 +73,22 @@ def tags_text(tags: Mapping[str, str]) -> str:
     return ",".join(f"{name}={tags[name]}" for name in sorted(tags))
 
 
-def end_user_of(value: object) -> str:
-    """The end user a request names, as recorded: a string's first :data:`MAX_END_USER` characters
-    (the request itself goes upstream unchanged: the provider judges it); anything else, nothing."""
-    return value[:MAX_END_USER] if isinstance(value, str) else ""
+def tags_of_text(text: str) -> dict[str, str]:
+    """Tags from their canonical text (:func:`tags_text`) as the gateway itself wrote it (a stream's
+    heartbeat report): read back as they were checked then, never refused (a report written by an
+    older version, under older rules, still charges its stream)."""
+    return dict(pair.split("=", 1) for pair in text.split(",") if "=" in pair)
+
+
+def end_user_of(value: object, field: str) -> str:
+    """The end user a request names (in its ``field``), as recorded: a string's first
+    :data:`MAX_END_USER` characters (the request itself goes upstream unchanged, and a long id is
+    still counted, never refused); anything else, nothing. A string holding what no recorded text
+    may hold (NUL, a control or bidirectional control character: ``domain/client_text.py``) is
+    refused with :class:`~domain.client_text.ClientTextError` naming ``field``."""
+    if not isinstance(value, str):
+        return ""
+    return checked_text(value, field, len(value))[:MAX_END_USER]
 
 
 def dimension_of(text: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from domain.ledger import TeamLedger
 from projections.database import Sql, Transaction
+from projections.storable import storable_row
 
 ALERT_COLUMNS = ("alert_id", "notification_id", "team_name", "key_id", "kind", "threshold", "value", "budget_limit",
                  "period", "request_id", "occurred_at")
@@ -25,8 +26,8 @@ ON_ALERT_CONFLICT = "ON CONFLICT (alert_id) DO NOTHING"
 def alert_row(notification_id: int, team_name: str, event: Any) -> tuple[Any, ...] | None:
     if not isinstance(event, TeamLedger.AlertRaised):
         return None
-    return (event.alert_id, notification_id, team_name, event.key_id, event.kind, event.threshold, event.value,
-            event.limit, event.period, event.request_id, event.timestamp.isoformat())
+    return storable_row((event.alert_id, notification_id, team_name, event.key_id, event.kind, event.threshold,
+                         event.value, event.limit, event.period, event.request_id, event.timestamp.isoformat()))
 
 
 def write_alerts(tx: Transaction, rows: list[tuple[Any, ...]]) -> None:

@@ -15,9 +15,11 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
+from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
-from projections import attribution
-from projections.history import USAGE_COLUMNS, HistoryProjection, entry_row, usage_row
+from projections import attribution, quarantine
+from projections.history import HistoryProjection
+from projections.history_rows import USAGE_COLUMNS, entry_row, usage_row
 
 #: How many rows a report lists of the events whose audit history rows are missing.
 _MISSING_SHOWN = 5
@@ -30,6 +32,7 @@ class HistoryCheck:
         self._history = history
         self._reading = ExitStack()
         self.position = 0
+        self.behind = 0  # how many events the projection had not reached when the check began
         self._rows: Iterator[tuple[Any, ...]] = iter(())
         self._row: tuple[Any, ...] | None = None  # the next row (its ENTRY_COLUMNS) not yet matched with an event
         self._row_id = 0
@@ -37,10 +40,15 @@ class HistoryCheck:
         self._missing: list[int] = []
         self._usage: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0] * 6)
         self._attributed: dict[tuple[Any, ...], list[int]] = {}  # team × dimension × value × day
+        self._admission = Admission()  # its bounds, counted as the replay reaches each charge
+        self._quarantined: set[int] = set()  # events the projection set aside: they have no rows
+        self._unprojectable: str | None = None  # the first event whose rows cannot be made, not set aside
 
     def start(self) -> HistoryCheck:
         self._reading.enter_context(self._history.consistent())
         self.position = self._history.position()
+        self.behind = max(0, self._history.newest_event() - self.position)
+        self._quarantined = self._history.quarantined_ids()
         self._rows = self._pages()
         self._advance()
         return self
@@ -66,15 +74,25 @@ class HistoryCheck:
     def expect(self, notification_id: int, team_name: str, event: TeamLedger.Event, balance: int = 0) -> None:
         """What the projections should hold for this event (the next in notification order);
         ``balance``: the team's after it, which an operator's row that moves no money repeats."""
-        if notification_id > self.position:
+        if notification_id > self.position or notification_id in self._quarantined:
+            return  # not projected yet, or set aside by the projection (reported by ``finish``)
+        try:
+            expected = entry_row(notification_id, team_name, event, balance)
+            used = usage_row(team_name, event)
+            attributed = attribution.attribution_rows(team_name, event)
+        except Exception as exc:  # noqa: BLE001 - rows that cannot be made are the check's finding
+            self._unprojectable = self._unprojectable or (
+                f"event #{notification_id} cannot be projected ({quarantine.why(exc)}), yet the audit history "
+                "projection went past it without setting it aside")
             return
-        if (expected := entry_row(notification_id, team_name, event, balance)) is not None and self._problem is None:
+        if expected is not None and self._problem is None:
             self._match(notification_id, expected)
-        if (used := usage_row(team_name, event)) is not None:
+        if used is not None:
             totals = self._usage[used[:4]]
             for i, value in enumerate(used[4:]):
                 totals[i] += value
-        attribution.add_rows(self._attributed, attribution.attribution_rows(team_name, event))
+        if attributed:
+            attribution.add_rows(self._attributed, self._admission.admit(attributed))
 
     def _match(self, notification_id: int, expected: tuple[Any, ...]) -> None:
         if self._row is not None and self._row_id < notification_id:
@@ -89,8 +107,17 @@ class HistoryCheck:
                                  f"{actual} != {expected}")
             self._advance()
 
+    @property
+    def quarantined(self) -> int:
+        return len(self._quarantined)
+
     def finish(self) -> list[str]:
-        """The first problem found, if any: a wrong row, then missing rows, then usage."""
+        """The first problem found, if any: events set aside, then a wrong row, then missing rows,
+        then usage."""
+        if self._quarantined:
+            return [self._quarantine_problem()]
+        if self._unprojectable is not None:
+            return [self._unprojectable]
         if self._problem is None and self._row is not None:
             self._problem = f"audit history row for event #{self._row_id} has no ledger entry behind it"
         if self._problem is not None:
@@ -106,6 +133,14 @@ class HistoryCheck:
         if self._usage:
             return [f"usage is missing {sorted(self._usage)[:3]}"]
         return self._attribution_problems()
+
+    def _quarantine_problem(self) -> str:
+        shown = self._history.quarantined(_MISSING_SHOWN)
+        listed = "; ".join(f"#{q['notification_id']} ({q['topic'].rpartition(':')[2] or q['topic']}): {q['error']}"
+                           for q in shown)
+        return (f"the audit history projection set aside {len(self._quarantined)} event(s) it could not project, "
+                f"which have no rows in it: {listed}. Fix the cause, then `tollgate ledger rebuild` projects them "
+                "again")
 
     def _attribution_problems(self) -> list[str]:
         """``usage_by_attribution`` against the sums of the replayed charges."""

@@ -12,39 +12,32 @@ exactly once, whatever the delivery.
 from __future__ import annotations
 
 import itertools
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
-from decimal import Decimal
 from typing import Any
 from uuid import UUID
 
 from domain.aggregates import NON_TEAM_IDS
-from domain.attribution import tags_text
+from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
-from domain.money import usd_from_micros
-from projections import attribution
+from projections import attribution, quarantine
 from projections.admin_key_directory import ADMIN_KEY_COLUMNS, records_of
-from projections.alerts import AlertOutbox, alert_row, write_alerts
+from projections.alerts import AlertOutbox, write_alerts
 from projections.database import Database, Sql, Transaction
 from projections.event_store import LedgerStore
-from projections.operator_rows import OPERATOR_KINDS, operator_row
+from projections.history_rows import BALANCE_AFTER, ENTRY_COLUMNS, USAGE_COLUMNS, Slice
+from projections.operator_rows import OPERATOR_KINDS
 from projections.read_models import KEY_COLUMNS, key_records
 from projections.replay import Replay
 from projections.snapshots import SNAPSHOT_EVERY
 
+log = logging.getLogger("tollgate.projector")
+
 NAME = "history"
 #: How many ledger entries a page of a whole-history read holds (export, verify).
 ENTRY_PAGE = 1000
-ENTRY_COLUMNS = (
-    "notification_id", "team_id", "team_name", "version", "occurred_at", "kind", "key_id", "request_id", "endpoint",
-    "model", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "price", "amount", "cost_usd",
-    "balance_after", "reference", "tags", "end_user", "actor", "reason",
-)
-#: Where ``balance_after`` is in a row of the ``ENTRY_COLUMNS``.
-BALANCE_AFTER = ENTRY_COLUMNS.index("balance_after")
-USAGE_COLUMNS = ("team_name", "key_id", "model", "day", "requests", "input_tokens", "output_tokens",
-                 "cache_write_tokens", "cache_hit_tokens", "cost")
 #: The read models a rebuild makes again, each in a staging table swapped in at its end.
 _REBUILT = ("ledger_entries", "usage_daily", attribution.TABLE, "team_balances", "api_keys")
 _INSERT_ENTRIES = f"INSERT INTO ledger_entries ({', '.join(ENTRY_COLUMNS)})"
@@ -57,55 +50,6 @@ _ON_USAGE_CONFLICT = (
     "cache_hit_tokens = usage_daily.cache_hit_tokens + excluded.cache_hit_tokens, "
     "cost = usage_daily.cost + excluded.cost"
 )
-
-
-def entry_row(notification_id: int, team_name: str, event: Any, balance: int = 0) -> tuple[Any, ...] | None:
-    """The audit-history row of an event: a top-up, an adjustment, a charge, or an operator's action
-    that moves no money (``balance``: the team's balance as it stood then, which such a row repeats);
-    None for the events of the request path that move none (holds, leases, releases)."""
-    common = (notification_id, event.originator_id.hex, team_name, event.originator_version,
-              event.timestamp.isoformat())
-    if isinstance(event, TeamLedger.CreditsAdded):
-        return (*common, "top_up", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
-                event.reference, "", "", event.actor, event.reason)
-    if isinstance(event, TeamLedger.CreditsAdjusted):
-        reference = f"{event.reason} ({event.reference})" if event.reference else event.reason
-        return (*common, "adjustment", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
-                reference, "", "", event.actor, event.reason)
-    if not isinstance(event, TeamLedger.Charged):
-        return operator_row(common, event, balance)
-    u = event.usage
-    usd = usd_from_micros(event.charged, Decimal(event.credits_per_usd))
-    return (*common, "charge", event.key_id, event.request_id, event.endpoint, event.model, u["input_tokens"],
-            u["output_tokens"], _cache_writes(u), u["cache_hit_tokens"], price_text(event), -event.charged,
-            f"{usd:f}", event.balance_after, "", tags_text(event.tags), event.end_user, "", "")
-
-
-def price_text(event: TeamLedger.Charged) -> str:
-    """A charge's price as the audit history shows it: each rate (``tool_fees.web_search=…`` for a
-    tool's), then what else priced it (the basis, the price list entry, the team's adjustment) and
-    what else was billed (1-hour cache writes, the tier served, tool calls)."""
-    rates: list[str] = []
-    for key, value in event.price.items():
-        rates += [f"{key}.{name}={v}" for name, v in value.items()] if isinstance(value, dict) else [f"{key}={value}"]
-    extra = [f"{k}={v}" for k, v in (("basis", event.basis), ("price_ref", event.price_ref),
-                                      ("adjustment", event.adjustment)) if v]
-    extra += [f"{k}={v}" for k, v in event.usage.items() if k in ("cache_write_1h_tokens", "service_tier")]
-    extra += [f"calls.{tool}={n}" for tool, n in (event.usage.get("tool_calls") or {}).items()]
-    return ",".join(rates + extra)
-
-
-def _cache_writes(usage: dict[str, Any]) -> int:
-    """Every cache write, of whichever lifetime (the price column says how many were 1-hour ones)."""
-    return int(usage["cache_write_tokens"]) + int(usage.get("cache_write_1h_tokens", 0))
-
-
-def usage_row(team_name: str, event: Any) -> tuple[Any, ...] | None:
-    if not isinstance(event, TeamLedger.Charged):
-        return None
-    u = event.usage
-    return (team_name, event.key_id, event.model, event.timestamp.date().isoformat(), 1, u["input_tokens"],
-            u["output_tokens"], _cache_writes(u), u["cache_hit_tokens"], event.charged)
 
 
 class HistoryProjection:
@@ -125,6 +69,22 @@ class HistoryProjection:
         rows = self._sql.query("SELECT notification_id FROM projection_tracking WHERE name = ?", (NAME,))
         return int(rows[0]["notification_id"]) if rows else 0
 
+    def newest_event(self) -> int:
+        """The newest event's notification id (0: none), as this connection sees the store."""
+        table, column = (("stored_events", "rowid") if self._sql.kind == "sqlite"
+                         else ("ledger_events", "notification_id"))
+        return int(self._sql.query(f"SELECT MAX({column}) AS n FROM {table}")[0]["n"] or 0)
+
+    def quarantined(self, limit: int = 10) -> list[dict[str, Any]]:
+        """The first ``limit`` events this projection set aside (``projections/quarantine.py``)."""
+        return quarantine.listed(self._sql, NAME, limit)
+
+    def quarantined_ids(self) -> set[int]:
+        return quarantine.ids(self._sql, NAME)
+
+    def quarantined_count(self) -> int:
+        return quarantine.count(self._sql, NAME)
+
     def _team_name(self, event: Any) -> str:
         if isinstance(event, TeamLedger.Opened):
             self._names[event.originator_id] = event.name
@@ -141,52 +101,90 @@ class HistoryProjection:
                                "ORDER BY notification_id DESC LIMIT 1", (team_name, start))
         return int(rows[0]["balance_after"]) if rows else 0
 
-    def _rows(self, notifications: Iterable[Any], start: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]],
-                                                                       list[tuple[Any, ...]], list[tuple[Any, ...]]]:
-        entries, usage, alerts, attributed = [], [], [], []
+    def _rows(self, notifications: Iterable[Any], start: int) -> Slice:
+        """The rows of events after notification ``start``; an event whose rows cannot be made (it
+        cannot be read, or they cannot be stored) is quarantined instead. A failure of the database
+        itself (reading a team's name or balance) is raised: it is no event's fault."""
+        rows = Slice()
         balances: dict[str, int] = {}  # each team's balance as this batch reached it (read when first needed)
         for n in notifications:
             if n.originator_id in NON_TEAM_IDS:  # the price list's and admin keys' events have no team
                 continue
-            event = self._store.mapper.to_domain_event(n)
+            try:
+                event = self._store.mapper.to_domain_event(n)
+            except Exception as exc:  # noqa: BLE001 - an event that cannot be read is quarantined, not a stop
+                rows.quarantine(n, exc)
+                continue
             name = self._team_name(event)
             if type(event) in OPERATOR_KINDS and name not in balances:  # a row repeating the balance
                 balances[name] = 0 if isinstance(event, TeamLedger.Opened) else self._balance_before(name, start)
-            if (entry := entry_row(n.id, name, event, balances.get(name, 0))) is not None:
-                entries.append(entry)
+            try:
+                entry = rows.add(n.id, name, event, balances.get(name, 0))
+            except Exception as exc:  # noqa: BLE001 - rows that cannot be made or stored: quarantined, not a stop
+                rows.quarantine(n, exc)
+                continue
+            if entry is not None:
                 balances[name] = int(entry[BALANCE_AFTER])
-            if (row := usage_row(name, event)) is not None:
-                usage.append(row)
-            if (alert := alert_row(n.id, name, event)) is not None:
-                alerts.append(alert)
-            attributed += attribution.attribution_rows(name, event)
-        return entries, usage, alerts, attributed
+        rows.attributed = attribution.admitted(self._sql, rows.attributed)  # within each team's bounds for the day
+        return rows
 
     def catch_up(self, batch: int = 500, progress: Callable[[int], None] | None = None,
                  pages: int | None = None) -> int:
         """Apply every event not yet projected (at most ``pages`` pages of ``batch``: a caller that
-        shares the process with the request path catches up in slices); returns how many were read."""
+        shares the process with the request path catches up in slices); returns how many were read.
+        No event stops it: one it cannot project is quarantined (``projections/quarantine.py``)."""
         done = 0
         for _ in range(pages) if pages is not None else itertools.count():
             start = self.position()
             page = self._store.recorder.select_notifications(start, batch, inclusive_of_start=False)
             if not page:
                 return done
-            entries, usage, alerts, attributed = self._rows(page, start)
-            with self._sql.transaction() as tx:
-                moved = tx.execute(
-                    "UPDATE projection_tracking SET notification_id = ? WHERE name = ? AND notification_id = ?",
-                    (page[-1].id, NAME, start),
-                )
-                if moved != 1:
-                    continue  # another projector got there first: its rows stand, ours are dropped
-                _write(tx, entries, usage)
-                write_alerts(tx, alerts)
-                attribution.write(tx, attributed)
+            if not self._apply(page, start):
+                continue  # another projector got there first: its rows stand, ours are dropped
             done += len(page)
             if progress:
                 progress(done)
         return done
+
+    def _apply(self, page: Sequence[Any], start: int) -> bool:
+        """Project ``page`` (the events after ``start``) in one transaction; if the database refuses
+        what one of them holds, one event at a time, quarantining the one it refuses. False if
+        another projector moved the position first."""
+        try:
+            return self._commit(self._rows(page, start), start, page[-1].id)
+        except Exception as exc:
+            if not quarantine.refused_for_its_data(exc):
+                raise
+        for i, n in enumerate(page):
+            before = page[i - 1].id if i else start
+            try:
+                moved = self._commit(self._rows([n], before), before, n.id)
+            except Exception as exc:
+                if not quarantine.refused_for_its_data(exc):
+                    raise
+                refused = Slice()
+                refused.quarantine(n, exc)
+                moved = self._commit(refused, before, n.id)
+            if not moved:
+                return False
+        return True
+
+    def _commit(self, rows: Slice, start: int, last: int) -> bool:
+        """Write a slice's rows and move the position from ``start`` to ``last``, in one transaction
+        (False, nothing written: another projector moved it first)."""
+        with self._sql.transaction() as tx:
+            moved = tx.execute("UPDATE projection_tracking SET notification_id = ? WHERE name = ? "
+                               "AND notification_id = ?", (last, NAME, start))
+            if moved != 1:
+                return False
+            _write(tx, rows.entries, rows.usage)
+            write_alerts(tx, rows.alerts)
+            attribution.write(tx, rows.attributed)
+            quarantine.add(tx, NAME, rows.quarantined)
+        for nid, topic, error in rows.quarantined:
+            log.error("event #%d (%s) cannot be projected into the audit history (%s): quarantined, and the "
+                      "events after it projected; `tollgate ledger verify` reports it", nid, topic, error)
+        return True
 
     # -- rebuild ---------------------------------------------------------------------------------
 
@@ -203,28 +201,31 @@ class HistoryProjection:
                 tx.execute(f"CREATE TABLE {table}_rebuild AS SELECT * FROM {table} WHERE 1 = 0")
         self._store.team_snapshots.drop_all()
         replay = Replay(self._store, snapshot_every)
+        admission = Admission()  # the bounds on usage by attribution, counted as the events come
         done, last = 0, 0
         usage: dict[tuple[str, str, str, str], list[int]] = defaultdict(lambda: [0] * 6)
         attributed: dict[tuple[Any, ...], list[int]] = {}
+        quarantined: list[tuple[int, str, str]] = []
         while page := self._store.recorder.select_notifications(last, 1000, inclusive_of_start=False):
-            entries, alerts = [], []
+            rows = Slice()
             for n in page:
                 if n.originator_id in NON_TEAM_IDS:  # the price list's and admin keys' events have no team
                     continue
-                event = self._store.ledger_event(n)
+                event = self._store.ledger_event(n)  # one the replay cannot apply stops it: no balance could be rebuilt
                 team = replay.apply(event)
-                if (entry := entry_row(n.id, team.name, event, team.balance)) is not None:
-                    entries.append(entry)
-                if (alert := alert_row(n.id, team.name, event)) is not None:
-                    alerts.append(alert)
-                if (used := usage_row(team.name, event)) is not None:
-                    totals = usage[used[:4]]
-                    for i, value in enumerate(used[4:]):
-                        totals[i] += value
-                attribution.add_rows(attributed, attribution.attribution_rows(team.name, event))
+                try:
+                    rows.add(n.id, team.name, event, team.balance)
+                except Exception as exc:  # noqa: BLE001 - rows that cannot be made or stored: quarantined again
+                    rows.quarantine(n, exc)
             with self._sql.transaction() as tx:
-                tx.insert_rows("ledger_entries_rebuild", ENTRY_COLUMNS, entries)
-                write_alerts(tx, alerts)  # completed, never replaced: what was delivered stays delivered
+                tx.insert_rows("ledger_entries_rebuild", ENTRY_COLUMNS, rows.entries)
+                write_alerts(tx, rows.alerts)  # completed, never replaced: what was delivered stays delivered
+            for used in rows.usage:
+                totals = usage[used[:4]]
+                for i, value in enumerate(used[4:]):
+                    totals[i] += value
+            attribution.add_rows(attributed, admission.admit(rows.attributed))
+            quarantined += rows.quarantined
             replay.store_snapshots()
             done, last = done + len(page), page[-1].id
             if progress:
@@ -246,6 +247,8 @@ class HistoryProjection:
                        "SELECT team_id, request_id, version, -amount, balance_after FROM ledger_entries_rebuild "
                        "WHERE kind = 'charge' ON CONFLICT DO NOTHING")
             self._swap(tx, last)
+            quarantine.forget(tx, NAME, last)  # projected again: only what still cannot be stays set aside
+            quarantine.add(tx, NAME, quarantined)
             self._rebuild_admin_keys(tx)
         return done
 
@@ -307,9 +310,10 @@ class HistoryProjection:
         return self._sql.query("SELECT day, SUM(cost) AS cost FROM usage_daily WHERE team_name = ? AND key_id = ? "
                                "GROUP BY day ORDER BY day", [team, key_id])
 
-    def attribution_usage(self, team: str, dimension: str, since: str | None = None) -> list[dict[str, Any]]:
-        """The team's usage by the values of ``dimension`` (``user`` or ``tag:<name>``)."""
-        return attribution.breakdown(self._sql, team, dimension, since)
+    def attribution_usage(self, team: str, dimension: str, since: str | None = None, *, limit: int = 100,
+                          offset: int = 0) -> attribution.Breakdown:
+        """A page of the team's usage by the values of ``dimension`` (``user`` or ``tag:<name>``)."""
+        return attribution.breakdown(self._sql, team, dimension, since, limit=limit, offset=offset)
 
     def attribution_dimensions(self, team: str) -> list[str]:
         """The dimensions the team's usage can be reported by (``user``, and each tag name it used)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from projections.database import Database, Sql, Transaction
 from projections.housekeeping import purge_batched
+from projections.storable import storable_text
 
 RECORD_COLUMNS = (
     "request_id", "team_name", "key_id", "model", "endpoint", "method", "path", "status", "streamed", "started_at",
@@ -22,8 +23,11 @@ _INSERT = f"INSERT INTO request_records ({', '.join(RECORD_COLUMNS)})"
 
 
 def write_records(tx: Transaction, rows: Sequence[tuple[Any, ...]]) -> None:
-    """Insert the rows (tuples of ``RECORD_COLUMNS``), skipping request ids already recorded."""
-    tx.insert_many(_INSERT, rows, "ON CONFLICT (request_id) DO NOTHING")
+    """Insert the rows (tuples of ``RECORD_COLUMNS``), skipping request ids already recorded. Their
+    text is stored by the projections' rule (``projections/storable.py``): a record echoes what a
+    client sent (a model name in an error), and one holding NUL once failed every batch after it."""
+    stored = [tuple(storable_text(v) if isinstance(v, str) else v for v in row) for row in rows]
+    tx.insert_many(_INSERT, stored, "ON CONFLICT (request_id) DO NOTHING")
 
 
 def find_record(sql: Sql, request_id: str, team_name: str | None = None) -> dict[str, Any] | None:

@@ -122,6 +122,7 @@ usage_by_attribution = Table(
     Column("cache_write_tokens", BigInteger, nullable=False),
     Column("cache_hit_tokens", BigInteger, nullable=False),
     Column("cost", BigInteger, nullable=False),
+    Index("usage_by_attribution_day", "team_name", "day", "dimension"),
 )
 
 projection_tracking = Table(
@@ -281,6 +282,19 @@ alert_deliveries = Table(
     Column("next_attempt_at", Float, nullable=False, server_default="0"),
     Column("delivered_at", String, nullable=True),
     Column("last_error", String, nullable=False, server_default=""),
+)
+
+
+#: Events a projection could not project, skipped so that the events after them are
+#: (``projections/quarantine.py``): reported by health, metrics and ``ledger verify``.
+projection_quarantine = Table(
+    "projection_quarantine",
+    metadata,
+    Column("name", String, primary_key=True),
+    Column("notification_id", BigInteger, primary_key=True),
+    Column("topic", String, nullable=False),
+    Column("error", String, nullable=False),
+    Column("quarantined_at", String, nullable=False),
 )
 
 

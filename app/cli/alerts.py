@@ -13,7 +13,15 @@ import json
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.cli.support import CommandError, cli_actor, credits_amount, ledger_service, ledger_store, load_settings
+from app.cli.support import (
+    CommandError,
+    cli_actor,
+    credits_amount,
+    ledger_service,
+    ledger_store,
+    load_settings,
+    recorded_text,
+)
 from app.ledger.queries import recent_alerts
 from domain.alerts import BALANCE_BELOW, BUDGET_PERCENT, Threshold
 from domain.money import format_credits
@@ -86,7 +94,7 @@ def add_alert_commands(commands: Any, common: argparse.ArgumentParser) -> None:
         parser.add_argument("--key", help="a key's budget (default: the team's)")
         parser.add_argument("--budget-percent", help="a share of the budget, e.g. 80")
         parser.add_argument("--balance-below", help="an amount of credits (the team's balance)")
-        parser.add_argument("--reason", help="kept in the ledger")
+        parser.add_argument("--reason", type=recorded_text, help="kept in the ledger")
         parser.set_defaults(func=cmd_alert_set)
     listing = alert.add_parser("list", parents=[common], help="a team's thresholds and latest alerts")
     listing.add_argument("--team", required=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.cli.support import CommandError, cli_actor, credits_amount, ledger_service, load_settings
+from app.cli.support import CommandError, cli_actor, credits_amount, ledger_service, load_settings, recorded_text
 from app.ledger.results import BudgetSummary
 from domain.budgets import PERIODS, parse_period
 from domain.money import format_credits
@@ -55,7 +55,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--period", type=_period, default="month",
                         help=f"{', '.join(PERIODS)} (UTC calendar periods; none: in all); default month")
     parser.add_argument("--clear", action="store_true", help="lift the budget")
-    parser.add_argument("--reason", help="kept in the ledger")
+    parser.add_argument("--reason", type=recorded_text, help="kept in the ledger")
     parser.set_defaults(func=cmd_budget)
 
 

@@ -12,7 +12,15 @@ from collections.abc import Callable
 from typing import Any
 
 from app.cli.budgets import add_key_budget_command, add_team_budget_command, described
-from app.cli.support import CommandError, add_reason_option, cli_actor, credits_amount, ledger_service, load_settings
+from app.cli.support import (
+    CommandError,
+    add_reason_option,
+    cli_actor,
+    credits_amount,
+    ledger_service,
+    load_settings,
+    recorded_text,
+)
 from app.ledger.results import Limits
 from domain.bounds import RPM, TPM, Bound
 from domain.endpoints import ENDPOINT_PATHS, parse_endpoints
@@ -218,7 +226,7 @@ def add_key_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     key = commands.add_parser("key", help="API keys").add_subparsers(dest="action", required=True, metavar="ACTION")
     key_create = key.add_parser("create", parents=[common], help="issue a key (printed once, as the last line)")
     key_create.add_argument("--team", required=True)
-    key_create.add_argument("--name", help="a label for the key")
+    key_create.add_argument("--name", type=recorded_text, help="a label for the key")
     key_create.add_argument("--models", help="comma-separated model ids the key may use (default: any)")
     key_create.add_argument("--endpoints", help=endpoint_help)
     _add_limit_options(key_create)

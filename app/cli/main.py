@@ -32,6 +32,7 @@ from app.cli.support import (
     ledger_service,
     ledger_store,
     load_settings,
+    recorded_text,
 )
 from app.cli.usage import add_usage_command
 from app.clock_shift import ClockOffsetError, shift_clock_from_environment
@@ -83,14 +84,11 @@ def _total_events(store: LedgerStore) -> int:
 
 def cmd_ledger_verify(args: argparse.Namespace) -> int:
     from app.cli.progress import progress_bar
-    from projections.audit import verify_ledger
-    from projections.history import HistoryProjection
+    from projections.audit import verify_caught_up
 
     with ledger_store(args.config) as store:
-        report = verify_ledger(store, store.database, progress=progress_bar("verify", _total_events(store)))
-        history = HistoryProjection(store, store.database)
-        position, total = history.position(), _total_events(store)
-        history.close()
+        report = verify_caught_up(store, progress=progress_bar("verify", _total_events(store)),
+                                  catching_up=lambda n: progress_bar("catching up", n) if n > 5000 else None)
     if report.ok:
         print(f"Ledger verified: {report.events} events, {report.teams} teams, {report.charges} charges; "
               "every recorded balance matches the replay.")
@@ -98,8 +96,8 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
             f" ({report.outdated_snapshots} of them taken before the team gained some state, so loads replay its "
             "events instead; `tollgate ledger rebuild` takes them again)")
         print(f"Team snapshots checked against the replay: {report.snapshots}, all equal to it{outdated}.")
-        lag = "" if position >= total else f" (the projections are {total - position} events behind; they catch up)"
-        print(f"Audit history and usage match the events up to event #{position}{lag}.")
+        lag = f" (the projections are {report.behind} events behind; they catch up)" if report.behind else ""
+        print(f"Audit history and usage match the events up to event #{report.projected}{lag}.")
         return 0
     print(f"Ledger verification FAILED after {report.events} events: {report.problems[0]}", file=sys.stderr)
     for problem in report.problems[1:]:
@@ -284,15 +282,16 @@ def build_parser() -> argparse.ArgumentParser:
     add = credit.add_parser("add", parents=[common], help="top up a team")
     add.add_argument("--team", required=True)
     add.add_argument("amount", help="credits to add (e.g. 50 or 0.25)")
-    add.add_argument("--reference", help="a note kept with the top-up (invoice number, …)")
+    add.add_argument("--reference", type=recorded_text, help="a note kept with the top-up (invoice number, …)")
     add_reason_option(add)
     add.set_defaults(func=cmd_credits_add)
     adjust = credit.add_parser("adjust", parents=[common],
                                help="correct a team's balance (a refund, or credits taken back), with a reason")
     adjust.add_argument("--team", required=True)
     adjust.add_argument("amount", help="credits to give back, or to take when negative (e.g. -- -5)")
-    adjust.add_argument("--reason", required=True, help="why; kept in the ledger")
-    adjust.add_argument("--reference", help="the operator's reference (a ticket); one adjustment per reference")
+    adjust.add_argument("--reason", required=True, type=recorded_text, help="why; kept in the ledger")
+    adjust.add_argument("--reference", type=recorded_text,
+                        help="the operator's reference (a ticket); one adjustment per reference")
     adjust.set_defaults(func=cmd_credits_adjust)
 
     ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(dest="action", required=True,

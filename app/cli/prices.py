@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.cli.support import CommandError, cli_actor, ledger_service, ledger_store, load_settings
+from app.cli.support import CommandError, cli_actor, ledger_service, ledger_store, load_settings, recorded_text
 from domain.prices import PriceList
 from domain.pricing import Price
 
@@ -149,7 +149,7 @@ def add_prices_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     apply.add_argument("--dry-run", action="store_true", help="say what would be recorded; record nothing")
     apply.add_argument("--effective-from", help="when the new prices take effect: an ISO 8601 instant, or 'now' "
                                                 f"(default: {int(APPLY_AHEAD.total_seconds())} seconds from now)")
-    apply.add_argument("--reason", help="kept in the ledger with each price")
+    apply.add_argument("--reason", type=recorded_text, help="kept in the ledger with each price")
     apply.set_defaults(func=cmd_prices_apply)
     history = prices.add_parser("history", parents=[common], help="every price a model has had, and when")
     history.add_argument("model")
@@ -160,5 +160,5 @@ def add_prices_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     adjust.add_argument("--team", required=True)
     adjust.add_argument("--percent", required=True, help="e.g. 15 (a markup), -10 (a discount), 0 (none)")
     adjust.add_argument("--model", help="only this model (default: every model without its own adjustment)")
-    adjust.add_argument("--reason", help="kept in the ledger")
+    adjust.add_argument("--reason", type=recorded_text, help="kept in the ledger")
     adjust.set_defaults(func=cmd_prices_adjust)

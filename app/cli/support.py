@@ -17,6 +17,8 @@ if TYPE_CHECKING:  # imported when a command opens the ledger: ``tollgate --help
     from projections.event_store import LedgerStore
 
 CONFIG_ENV = "TOLLGATE_CONFIG"
+#: The longest reason, reference or key name a command records (the admin API's bound).
+MAX_RECORDED_TEXT = 500
 
 
 class CommandError(Exception):
@@ -87,6 +89,19 @@ def cli_actor() -> str:
     return f"cli:{user}@{socket.gethostname()}"
 
 
+def recorded_text(value: str) -> str:
+    """An option's text that the ledger records (a reason, a reference, a key's name), by the rule
+    every recorded text follows (``domain/client_text.py``; an argument that is not UTF-8 reaches
+    Python as lone surrogates, which the rule refuses too)."""
+    from domain.client_text import ClientTextError, checked_text
+
+    try:
+        return checked_text(value, "the text", MAX_RECORDED_TEXT)
+    except ClientTextError as exc:
+        raise argparse.ArgumentTypeError(exc.problem) from None
+
+
 def add_reason_option(parser: argparse.ArgumentParser, required: bool = False) -> None:
     """``--reason``: why, kept in the ledger with who did it (the audit history shows both)."""
-    parser.add_argument("--reason", required=required, default="", help="why; kept in the ledger with who did it")
+    parser.add_argument("--reason", required=required, default="", type=recorded_text,
+                        help="why; kept in the ledger with who did it")

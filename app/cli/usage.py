@@ -1,4 +1,4 @@
-"""``tollgate usage --team T --by tag:project|user [--since DAY] [--format table|json|csv]``.
+"""``tollgate usage --team T --by tag:project|user [--since DAY] [--format table|json|csv] [--page N] [--per-page N]``.
 
 A team's usage by the values of one tag, or by end user, from the usage projection (caught up
 first): requests, tokens and cost per value, the charges without that tag (or with no end user)
@@ -16,6 +16,7 @@ from typing import Any
 from app.cli.support import CommandError, ledger_store
 from app.spreadsheet_csv import CsvWriter
 from domain.attribution import NONE_SHOWN, AttributionError, dimension_of
+from domain.attribution_bounds import OTHER_SHOWN
 from domain.ledger_errors import TeamNotFound
 from domain.money import format_credits
 
@@ -24,20 +25,22 @@ _COUNTS = ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "c
 
 def cmd_usage(args: argparse.Namespace) -> None:
     from app.errors import InvalidRequest
-    from app.http.routes.paging import check_since
-    from app.ledger.queries import usage_by
+    from app.http.routes.paging import check_page, check_since
+    from app.ledger.queries import MAX_USAGE_PER_PAGE, usage_by
 
     try:
         dimension = dimension_of(args.by)
         check_since(args.since)
+        check_page(args.page, args.per_page, MAX_USAGE_PER_PAGE)
     except AttributionError as exc:
         raise CommandError(f"--by: {exc}") from None
     except InvalidRequest as exc:
-        raise CommandError(exc.message.replace("'since'", "--since")) from None
+        raise CommandError(exc.message.replace("'since'", "--since").replace("'per_page'", "--per-page")
+                           .replace("'page'", "--page")) from None
     with ledger_store(args.config) as store:
         if not store.read_models.read_rows("SELECT team_name FROM team_balances WHERE team_name = {p}", (args.team,)):
             raise TeamNotFound(args.team)
-        answer = usage_by(store, args.team, dimension, args.since)
+        answer = usage_by(store, args.team, dimension, args.since, args.page, args.per_page)
     rows: list[dict[str, Any]] = answer["data"]
     if args.format == "json":
         print(json.dumps({**answer, "data": [{**r, "cost": str(r["cost"])} for r in rows],
@@ -45,19 +48,28 @@ def cmd_usage(args: argparse.Namespace) -> None:
     elif args.format == "csv":
         writer = CsvWriter(sys.stdout)  # a tag's value or an end user may look like a formula
         writer.row(("value", *_COUNTS, "cost", "cost_micros"))
-        writer.rows((r["value"], *(r[c] for c in _COUNTS), str(r["cost"]), r["cost_micros"]) for r in rows)
+        writer.rows((_shown(r["value"]) if r["value"] is None else r["value"], *(r[c] for c in _COUNTS),
+                     str(r["cost"]), r["cost_micros"]) for r in rows)
     else:
-        _table(args.team, dimension, rows, answer["total"]["cost_micros"])
+        _table(args.team, dimension, answer)
 
 
-def _table(team: str, dimension: str, rows: list[dict[str, Any]], total: int) -> None:
-    print(f"Team {team}: usage by {dimension}")
+def _shown(value: str | None) -> str:
+    """A value as people read it: ``(none)`` for charges without it, ``(other)`` for those beyond the bounds."""
+    return OTHER_SHOWN if value is None else value or NONE_SHOWN
+
+
+def _table(team: str, dimension: str, answer: dict[str, Any]) -> None:
+    rows: list[dict[str, Any]] = answer["data"]
+    pages = max(1, -(-answer["values"] // answer["per_page"]))
+    print(f"Team {team}: usage by {dimension}, {answer['values']} values, page {answer['page']} of {pages}")
     print(f"{'value':<32} {'requests':>9} {'input':>12} {'output':>12} {'cache w/r':>15} {'cost':>16}")
     for r in rows:
         cache = f"{r['cache_write_tokens']}/{r['cache_hit_tokens']}"
-        print(f"{(r['value'] or NONE_SHOWN)[:32]:<32} {r['requests']:>9} {r['input_tokens']:>12} "
+        print(f"{_shown(r['value'])[:32]:<32} {r['requests']:>9} {r['input_tokens']:>12} "
               f"{r['output_tokens']:>12} {cache:>15} {format_credits(r['cost_micros']):>16}")
-    print(f"{'total':<32} {sum(r['requests'] for r in rows):>9} {'':>12} {'':>12} {'':>15} {format_credits(total):>16}")
+    total = answer["total"]
+    print(f"{'total':<32} {total['requests']:>9} {'':>12} {'':>12} {'':>15} {format_credits(total['cost_micros']):>16}")
 
 
 def add_usage_command(commands: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -68,4 +80,6 @@ def add_usage_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     usage.add_argument("--by", required=True, help="tag:NAME (the x-tollgate-tags name) or user (the end user)")
     usage.add_argument("--since", help="only usage on or after this day (ISO, UTC), e.g. 2026-11-01")
     usage.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    usage.add_argument("--page", type=int, default=1, help="which page of values, the largest cost first")
+    usage.add_argument("--per-page", type=int, default=100, help="values a page (at most 1000)")
     usage.set_defaults(func=cmd_usage)

@@ -49,8 +49,12 @@ from app.ratelimit.streams import StreamSlot
 from app.runtime import Runtime
 from app.tokens.delivered import Delivered
 from app.upstream import Answer, RawStream
+from domain.client_text import ClientTextError, checked_text, header_text
 from domain.pricing import TokenUsage
 from domain.settings import Model
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+MAX_IDEMPOTENCY_KEY = 255
 
 
 class Phase(enum.Enum):
@@ -236,13 +240,11 @@ async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
     """With an Idempotency-Key, the ledger is asked for the key's stored answer against the very
     team state the hold is decided on (``Billing.hold``), so no retry slips between a charge and
     its stored answer."""
-    idem_key = request.headers.get("idempotency-key")
+    idem_key = request.headers.get(IDEMPOTENCY_HEADER.lower())
     record = current_record()
     idempotency = None
     if idem_key is not None:
-        if not 0 < len(idem_key) <= 255:
-            raise InvalidRequest("The Idempotency-Key header must be 1 to 255 characters long.")
-        idempotency = Idempotency(idem_key, hashlib.sha256(raw_body).hexdigest())
+        idempotency = Idempotency(_idempotency_key(idem_key), hashlib.sha256(raw_body).hexdigest())
     # Every attempt is a request of its own, also under an Idempotency-Key: the ledger serves one
     # attempt per key at a time, a retry gets the stored answer of the one that completed, and once
     # that answer expires a retry is a new request, charged under its own id.
@@ -275,6 +277,19 @@ async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
         headers["x-request-id"] = stored.request_id
     return Response(stored.response, media_type=stored.content_type,
                     headers={**headers, "idempotent-replayed": "true"})
+
+
+def _idempotency_key(header: str) -> str:
+    """The Idempotency-Key as its UTF-8 bytes spell it, recorded with the hold and the stored answer:
+    1 to 255 characters, by the rule every recorded client text follows (``domain/client_text.py``)."""
+    try:
+        key = checked_text(header_text(header, IDEMPOTENCY_HEADER), IDEMPOTENCY_HEADER, MAX_IDEMPOTENCY_KEY)
+    except ClientTextError as exc:
+        raise InvalidRequest(f"Invalid '{IDEMPOTENCY_HEADER}' header: {exc.problem}.",
+                             param=IDEMPOTENCY_HEADER) from None
+    if not key:
+        raise InvalidRequest(f"The {IDEMPOTENCY_HEADER} header must be 1 to {MAX_IDEMPOTENCY_KEY} characters long.")
+    return key
 
 
 async def give_back(slot: StreamSlot) -> None:

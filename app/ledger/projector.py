@@ -14,13 +14,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from uuid import UUID
 
-from app.observability import timeline
+from app.observability import metrics, timeline
 from domain.admin_keys import AdminKeys
 from domain.ledger import TeamLedger
 from domain.prices import PriceList
 from projections.event_store import LedgerStore
+
+if TYPE_CHECKING:
+    from projections.history import HistoryProjection
 
 log = logging.getLogger("tollgate.projector")
 
@@ -30,6 +35,8 @@ SLICE_EVENTS = 100
 #: so that it takes at most this share of the time: the request path, which shares the process and
 #: its interpreter lock, keeps its latency while a backlog of a million events drains in minutes.
 BACKLOG_SHARE = 0.25
+#: How often the projection's lag and set-aside events are read for the health endpoint and the metrics.
+REPORT_SECONDS = 1.0
 #: At most this many pages (of 500 events) are caught up when the process stops; the next start does the rest.
 STOP_PAGES = 20
 
@@ -41,6 +48,25 @@ _KEY_EVENTS = (*(f"{TeamLedger.__module__}:{cls.__qualname__}"
                              TeamLedger.Suspended, TeamLedger.Reinstated, TeamLedger.PricesAdjusted,
                              TeamLedger.OutputClampSet, TeamLedger.BudgetSet)), _PRICE_SET,
                f"{AdminKeys.__module__}:{AdminKeys.AdminKeyRevoked.__qualname__}")
+
+
+@dataclass(frozen=True)
+class ProjectionStatus:
+    """How the audit history projection stood when this process's projector last looked (every
+    couple of seconds): what the health endpoint and the metrics report."""
+
+    behind: int = 0  # events not projected yet
+    quarantined: int = 0  # events set aside, unable to be projected (``projections/quarantine.py``)
+    problem: str | None = None  # why the last catch-up failed (the database, never an event), until one succeeds
+
+    def readiness_checks(self) -> dict[str, str]:
+        """The projection's lines in ``/health/ready``'s checks (they never make it unready: requests are
+        served and charged whatever the projection's state)."""
+        state = "current" if not self.behind else f"{self.behind} events behind"
+        if self.problem:
+            state = f"failing: {self.problem}"
+        quarantined = f"{self.quarantined} (tollgate ledger verify lists them)" if self.quarantined else "0"
+        return {"history_projection": state, "quarantined_events": quarantined}
 
 
 class Projector:
@@ -60,6 +86,7 @@ class Projector:
         self._on_team_change = on_team_change
         self._on_prices_change = on_prices_change
         self._seen = store.recorder.max_notification_id() or 0
+        self.status = ProjectionStatus()
         self._wake = threading.Event()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="tollgate-projector", daemon=True)
@@ -78,7 +105,7 @@ class Projector:
 
         history: HistoryProjection | None = None  # its connection belongs to this thread
         try:
-            caught_up_at = 0.0
+            caught_up_at = reported_at = 0.0
             while not self._stopping:
                 pause = self._poll
                 try:
@@ -89,12 +116,18 @@ class Projector:
                         started = time.monotonic()
                         with timeline.span("projector.slice"):
                             caught_up = history.catch_up(batch=SLICE_EVENTS, pages=1) < SLICE_EVENTS
+                        if time.monotonic() - reported_at >= REPORT_SECONDS:
+                            self._report(history)
+                            reported_at = time.monotonic()
                         if caught_up:
                             caught_up_at = time.monotonic()
                         else:  # a backlog: the next slice after a rest that leaves the request path the GIL
                             pause = min(self._poll, (time.monotonic() - started) * (1 / BACKLOG_SHARE - 1))
-                except Exception:
-                    log.exception("the audit history projection could not catch up; retrying")
+                except Exception as exc:
+                    if self.status.problem is None:  # said once, with its traceback; not at every retry
+                        log.exception("the audit history projection could not catch up; retrying until it can")
+                    self.status = ProjectionStatus(self.status.behind, self.status.quarantined,
+                                                   f"{type(exc).__name__}: {str(exc).strip()}"[:300])
                     if history is not None:  # its connection may be gone with the database: open a new one
                         history.close()
                         history = None
@@ -108,6 +141,15 @@ class Projector:
         finally:
             if history is not None:
                 history.close()
+
+    def _report(self, history: HistoryProjection) -> None:
+        """Say how the projection stands: in ``status`` (the health endpoint) and the metrics."""
+        behind = max(0, (self._store.recorder.max_notification_id() or 0) - history.position())
+        if self.status.problem is not None:
+            log.warning("the audit history projection catches up again (%s events behind)", behind)
+        self.status = ProjectionStatus(behind, history.quarantined_count())
+        metrics.PROJECTION_LAG.set(behind)
+        metrics.PROJECTION_QUARANTINED.set(self.status.quarantined)
 
     def _follow_key_changes(self) -> None:
         top = self._store.recorder.max_notification_id() or 0

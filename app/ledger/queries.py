@@ -21,11 +21,16 @@ from datetime import date, timedelta
 from typing import Any, TextIO
 
 from app.spreadsheet_csv import CsvWriter
+from domain.attribution_bounds import OTHER
 from domain.money import credits_from_micros
 from projections.event_store import LedgerStore
-from projections.history import ENTRY_COLUMNS, ENTRY_PAGE, HistoryProjection, entry_page_sql
+from projections.history import ENTRY_PAGE, HistoryProjection, entry_page_sql
+from projections.history_rows import ENTRY_COLUMNS
 
 EXPORT_FORMATS = ("csv", "jsonl")
+#: Values a page of usage by attribution holds unless asked otherwise, and at most.
+USAGE_PER_PAGE = 100
+MAX_USAGE_PER_PAGE = 1000
 _SUMMED = ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "cost")
 
 
@@ -67,19 +72,23 @@ def usage(store: LedgerStore, team: str) -> dict[str, Any]:
     return {"team": team, "by_model": list(by_model.values()), "daily": daily}
 
 
-def usage_by(store: LedgerStore, team: str, dimension: str, since: str | None = None) -> dict[str, Any]:
-    """Usage by the values of ``dimension`` (``user`` or ``tag:<name>``), from the day ``since`` on:
-    every charge of the team under exactly one value (``""`` for charges without it), so the values'
-    costs add up to the team's charges; costs in exact credits, and in micro-credits. ``dimensions``:
-    those the team's usage can be reported by."""
+def usage_by(store: LedgerStore, team: str, dimension: str, since: str | None = None, page: int = 1,
+             per_page: int = USAGE_PER_PAGE) -> dict[str, Any]:
+    """Usage by the values of ``dimension`` (``user`` or ``tag:<name>``), from the day ``since`` on,
+    a page of ``per_page`` values at a time, the largest cost first: every charge of the team under
+    exactly one value (``""`` for charges without it, ``None`` for those beyond the day's bounds:
+    ``domain/attribution_bounds.py``), so the values' costs add up to the team's charges (``total``);
+    costs in exact credits, and in micro-credits. ``dimensions``: those the team's usage can be
+    reported by."""
     with caught_up(store) as history:
-        rows = history.attribution_usage(team, dimension, since)
+        found = history.attribution_usage(team, dimension, since, limit=per_page, offset=(page - 1) * per_page)
         dimensions = history.attribution_dimensions(team)
-    data = [{**r, "cost": credits_from_micros(r["cost"]), "cost_micros": r["cost"]} for r in rows]
-    total = sum(r["cost"] for r in rows)
+    data = [{**r, "value": None if r["value"] == OTHER else r["value"], "cost": credits_from_micros(r["cost"]),
+             "cost_micros": r["cost"]} for r in found.rows]
+    total = found.total["cost"]
     return {"team": team, "by": dimension, "since": since, "dimensions": dimensions or ["user"], "data": data,
-            "total": {"requests": sum(r["requests"] for r in rows), "cost": credits_from_micros(total),
-                      "cost_micros": total}}
+            "total": {"requests": found.total["requests"], "cost": credits_from_micros(total), "cost_micros": total},
+            "page": page, "per_page": per_page, "values": found.values, "has_more": page * per_page < found.values}
 
 
 def key_spend(store: LedgerStore, team: str, key_id: str, today: date) -> dict[str, int]:

@@ -34,7 +34,7 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerUnavailable
 from app.observability import timeline
 from domain import clock
-from domain.attribution import parse_tags
+from domain.attribution import tags_of_text
 from domain.ledger import Delivery, LedgerError
 from domain.prices import PriceSource
 from domain.pricing import TokenUsage
@@ -160,4 +160,4 @@ def _delivery(report: StreamReport) -> Delivery:
     usage = TokenUsage(input_tokens=report.input_tokens, output_tokens=report.output_tokens,
                        cache_write_tokens=report.cache_write_tokens, cache_hit_tokens=report.cache_hit_tokens)
     return Delivery(report.request_id, report.key_id, report.model, report.endpoint, usage, report.lease,
-                    parse_tags(report.tags), report.end_user)
+                    tags_of_text(report.tags), report.end_user)

@@ -57,6 +57,12 @@ RATE_LIMITED = Counter("tollgate_rate_limit_rejections", "Requests refused with 
                        "streams or failed_keys).", ["scope", "kind"])
 LEDGER_WRITABLE = Gauge("tollgate_ledger_writable", "1 while the ledger can be written (requests are served), "
                         "0 while it cannot (generation endpoints answer 503).", multiprocess_mode="livemin")
+PROJECTION_LAG = Gauge("tollgate_projection_lag_events",
+                       "Events the audit history projection has not reached yet (it catches up every two seconds).",
+                       multiprocess_mode="livemax")
+PROJECTION_QUARANTINED = Gauge("tollgate_projection_quarantined_events",
+                               "Events the audit history projection set aside, unable to project them "
+                               "(tollgate ledger verify lists them and fails).", multiprocess_mode="livemax")
 RECORDS_DROPPED = Counter("tollgate_request_records_dropped",
                           "Request records not kept for GET /v1/requests/{id}: the oldest waiting ones, dropped "
                           "while the database could not take them as fast as requests came.")

@@ -20,7 +20,8 @@ from domain.attribution import dimensions, parse_tags
 from projections import attribution
 from projections.database import Sql
 from projections.event_store import open_ledger_store
-from projections.history import NAME, USAGE_COLUMNS, HistoryProjection
+from projections.history import NAME, HistoryProjection
+from projections.history_rows import USAGE_COLUMNS
 from scripts.ledger_scale.ledger import Ledger
 
 ASIDE = "team_snapshots_aside"

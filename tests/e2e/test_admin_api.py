@@ -146,3 +146,51 @@ def test_adjustments_are_events_of_their_own_with_a_reason_and_a_reference(admin
     adjustments = [(e["amount"], e["reference"]) for e in entries if e["kind"] == "adjustment"]
     assert adjustments == [(-2_500_000, "billed twice (TICKET-1)"), (1_250_000, "goodwill")]
     assert gateway.cli("ledger", "verify", check=False).returncode == 0
+
+
+def test_verify_callers_share_one_run_which_runs_outside_the_gateway_process(admin: httpx.Client, gateway: Gateway):
+    """Issue #27, finding 11: four auditors verifying at once ran four replays in the gateway's own
+    interpreter, beside the request path. Callers that ask while a run is under way now share it (the
+    same report, started and finished at the same instants), and the run is a child process."""
+    import threading
+    import time
+
+    answers: list[dict] = []
+
+    def ask() -> None:
+        with httpx.Client(base_url=str(admin.base_url), headers=dict(admin.headers), timeout=120) as own:
+            answers.append(own.get("/ledger/verify").json())
+
+    assert gateway.process is not None
+    children_before = _children(gateway.process.pid)
+    callers = [threading.Thread(target=ask) for _ in range(4)]
+    for caller in callers:
+        caller.start()
+    seen: set[str] = set()
+    while any(c.is_alive() for c in callers):
+        seen |= {cmd for pid, cmd in _children(gateway.process.pid).items() if pid not in children_before}
+        time.sleep(0.01)
+    for caller in callers:
+        caller.join()
+    assert len(answers) == 4
+    assert all(a["ok"] for a in answers), answers[0]["problems"]
+    assert len({(a["started_at"], a["finished_at"]) for a in answers}) == 1  # one run, shared
+    assert any("app.ledger.verify_child" in cmd for cmd in seen)  # the replay ran in a process of its own
+    later = admin.get("/ledger/verify").json()
+    assert later["started_at"] >= answers[0]["finished_at"]  # a caller after it ended gets a run of its own
+
+
+def _children(pid: int) -> dict[int, str]:
+    """The processes whose parent is ``pid``, with their command lines (Linux's /proc)."""
+    from pathlib import Path
+
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue
+    return found

@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support.backend import RawDatabase
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway
 from tests.support.teams import Team
@@ -185,3 +186,41 @@ def test_usage_by_refuses_an_unknown_dimension(admin: httpx.Client, gateway: Gat
     missing = gateway.cli("usage", "--team", "nobody-at-all", "--by", "user", check=False)
     assert missing.returncode == 1
     assert "does not exist" in missing.stderr
+
+
+def test_a_client_cannot_grow_usage_by_attribution_without_bound(gateway: Gateway, team: Team, admin: httpx.Client):
+    """Issue #27, finding 12: 200 requests, each with ten tags of fresh names and a fresh end user,
+    made 2,200 rows of usage by attribution and a 183 KB answer. Per team and day only the first 20
+    tag names are counted by name, and each dimension's values are bounded
+    (``domain/attribution_bounds.py``); answers come a page at a time; every value still adds up."""
+    body = {"model": "fake-gpt", "messages": HI}
+    headers = {"Authorization": f"Bearer {team.key}"}
+    with httpx.Client(base_url=gateway.base_url, headers=headers) as http:
+        for i in range(200):
+            tags = ",".join(f"n{i}x{j}=v{i}" for j in range(10))
+            answer = http.post("/chat/completions", json={**body, "user": f"user-{i}"}, headers={TAGS: tags})
+            assert answer.status_code == 200, answer.text
+    raw = RawDatabase.of_config(gateway.config)
+    gateway.cli("ledger", "history", "--team", team.name)  # the projection caught up
+    rows = raw.execute("SELECT dimension, COUNT(*) FROM usage_by_attribution WHERE team_name = ? GROUP BY dimension",
+                       (team.name,))
+    assert sum(n for _, n in rows) == 200 + 20  # each end user, and the first 20 tag names' one value
+    assert len(rows) == 1 + 20
+
+    first = admin.get(f"/teams/{team.name}/usage", params={"by": "user"})
+    assert len(first.content) < 40_000
+    answer = first.json()
+    assert (answer["values"], answer["per_page"], len(answer["data"]), answer["has_more"]) == (200, 100, 100, True)
+    assert len(answer["dimensions"]) == 21
+    second = admin.get(f"/teams/{team.name}/usage", params={"by": "user", "page": 2}).json()
+    assert second["has_more"] is False
+    values = [r["value"] for r in answer["data"] + second["data"]]
+    assert sorted(values) == sorted(f"user-{i}" for i in range(200))
+    total = sum(-c["amount"] for c in gateway.charges(team.name))
+    assert sum(r["cost_micros"] for r in answer["data"] + second["data"]) == total == answer["total"]["cost_micros"]
+    late = admin.get(f"/teams/{team.name}/usage", params={"by": "tag:n150x0"}).json()  # a name past the 20th
+    assert late["data"] == [{**late["data"][0], "value": ""}]  # not counted by name: all under (none)
+    assert late["data"][0]["cost_micros"] == total
+    refused = admin.get(f"/teams/{team.name}/usage", params={"by": "user", "per_page": 1001})
+    assert refused.status_code == 400
+    assert gateway.cli("ledger", "verify").returncode == 0

@@ -188,6 +188,22 @@ def test_a_request_whose_upstream_failed_shows_its_status_attempts_and_no_charge
     assert data["pending"] == []
 
 
+def test_a_record_echoing_nul_is_kept_and_the_records_after_it_too(gateway: Gateway, team: Team):
+    """A request's record echoes what its client sent (an unknown model's name, in its error): one
+    holding NUL once failed every batch of records after it, on PostgreSQL, for every team. Its text
+    is stored as the projections store it (``projections/storable.py``)."""
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    with pytest.raises(openai.NotFoundError) as unknown:
+        client.chat.completions.create(model="evil\u0000model", messages=[{"role": "user", "content": "x"}])
+    with pytest.raises(openai.InternalServerError) as failed:
+        client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:500]]"}])
+    after = lookup(gateway, team, failed.value.response.headers["x-request-id"])  # known by its record alone
+    assert (after["status"], after["outcome"]) == (500, "not_charged")
+    poisoned = lookup(gateway, team, unknown.value.response.headers["x-request-id"])
+    assert poisoned["status"] == 404
+    assert "evil\ufffdmodel" in poisoned["error"]
+
+
 def test_a_failover_shows_the_deployment_that_answered_and_the_attempts(gateway: Gateway, team: Team):
     claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
     raw = claude.messages.with_raw_response.create(model="overloaded-claude", max_tokens=50, messages=MESSAGES)

@@ -96,16 +96,20 @@ async def read_usage(request: Request[Any, Any, Any], name: str) -> Response[byt
 
 
 @get("/teams/{name:str}/attribution", responses=_answers(AttributionView, "usage by a tag's values, or by end user"))
-async def read_attribution(request: Request[Any, Any, Any], name: str, by: str = "user") -> Response[bytes]:
+async def read_attribution(request: Request[Any, Any, Any], name: str, by: str = "user", page: int = 1,
+                           per_page: int = queries.USAGE_PER_PAGE) -> Response[bytes]:
     """Requests, tokens and credits by the values of ``by`` (``user`` or ``tag:<name>``), charges
-    without it under ``""``; and the dimensions the team's usage can be reported by."""
+    without it under ``""``, a page of values at a time; and the dimensions the team's usage can be
+    reported by."""
     try:
         dimension = dimension_of(by)
     except AttributionError as exc:
         raise InvalidRequest(f"Invalid 'by': {exc}.", param="by") from None
+    check_page(page, per_page, queries.MAX_USAGE_PER_PAGE)
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
-    return json_response(attribution_view(await asyncio.to_thread(queries.usage_by, runtime.store, name, dimension)))
+    return json_response(attribution_view(await asyncio.to_thread(queries.usage_by, runtime.store, name, dimension,
+                                                                  None, page, per_page)))
 
 
 @get("/teams/{name:str}/requests", responses=_answers(RequestsView, "the latest charges, newest first"))

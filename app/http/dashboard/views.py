@@ -151,9 +151,10 @@ class UsageView(msgspec.Struct):
 
 
 class ValueUsage(msgspec.Struct):
-    """Usage under one value of a tag, or of one end user (``""``: charges without it)."""
+    """Usage under one value of a tag, or of one end user (``""``: charges without it; ``None``: the
+    values beyond a day's bounds, ``domain/attribution_bounds.py``)."""
 
-    value: str
+    value: str | None
     requests: int
     input_tokens: int
     output_tokens: int
@@ -170,13 +171,17 @@ class AttributionView(msgspec.Struct):
     dimensions: list[str]
     data: list[ValueUsage]
     total_cost: Credits
+    total_requests: int = 0
+    values: int = 0  # how many values there are in all; ``data`` is the largest ``per_page`` of them
+    has_more: bool = False
 
 
 def attribution_view(answer: dict[str, Any]) -> AttributionView:
     """``app.ledger.queries.usage_by``'s answer (costs already in credits) as typed rows."""
     return AttributionView(answer["team"], answer["by"], answer["dimensions"],
                            [msgspec.convert(r, ValueUsage, strict=False) for r in answer["data"]],
-                           answer["total"]["cost"])
+                           answer["total"]["cost"], answer["total"]["requests"], answer["values"],
+                           answer["has_more"])
 
 
 def team_view(summary: TeamSummary, keys: list[KeySummary]) -> TeamView:

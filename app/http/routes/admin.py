@@ -30,6 +30,7 @@ from app.http.routes.admin_common import (
     reason_of,
     require_admin,
     team_fields,
+    text_param,
 )
 from app.http.routes.admin_policies import policy_handlers
 from app.http.routes.admin_statements import statement_handlers
@@ -51,7 +52,7 @@ from app.http.routes.paging import check_page, check_since
 from app.http.routes.request_body import request_json, validate
 from app.http.routes.requests import admin_read_request
 from app.ledger.balance_at import balance_at, parse_instant
-from app.ledger.queries import history_page, usage, usage_by
+from app.ledger.queries import MAX_USAGE_PER_PAGE, USAGE_PER_PAGE, history_page, usage, usage_by
 from app.ledger.results import TeamSummary
 from app.runtime import Runtime
 from domain.attribution import AttributionError, dimension_of
@@ -131,7 +132,8 @@ async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[by
     amount = credits_param(new.amount, "amount")
     if amount == 0:
         raise InvalidRequest("Invalid 'amount': must be greater than 0.", param="amount")
-    return json_response(team_fields(await ledger_call(runtime.ledger.top_up, name, amount, new.reference,
+    return json_response(team_fields(await ledger_call(runtime.ledger.top_up, name, amount,
+                                                       text_param(new.reference, "reference"),
                                                        actor=actor_of(request), reason=reason_of(request, new.reason))))
 
 
@@ -147,7 +149,7 @@ async def adjust_credits(request: Request[Any, Any, Any], name: str) -> Response
     if amount == 0 or not new.reason.strip():
         raise InvalidRequest("An adjustment moves credits (not 0) and says why ('reason').", param="amount")
     summary = await ledger_call(runtime.ledger.adjust_credits, name, amount, reason_of(request, new.reason),
-                                new.reference, actor=actor_of(request))
+                                text_param(new.reference, "reference"), actor=actor_of(request))
     return json_response(team_fields(summary))
 
 
@@ -162,7 +164,8 @@ async def list_keys(request: Request[Any, Any, Any], name: str) -> Response[byte
 async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request, b"{}"), NewKey)
-    key = await ledger_call(runtime.ledger.issue_key, name, new.name, check_models(runtime, new.models),
+    key = await ledger_call(runtime.ledger.issue_key, name, text_param(new.name, "name"),
+                            check_models(runtime, new.models),
                             endpoint_names(new.endpoints), limits(new.rpm, new.tpm), actor=actor_of(request),
                             reason=reason_of(request, new.reason))
     return json_response({"id": key.key_id, "key": key.secret, "name": new.name, "models": new.models,
@@ -220,18 +223,20 @@ async def team_balance(request: Request[Any, Any, Any], name: str, at: str | Non
 @get("/teams/{name:str}/usage", responses=answers(UsageAnswer, "usage by model, and by key × model × day; or, "
                                                                  "with 'by', by the values of a tag or by end user"))
 async def team_usage(request: Request[Any, Any, Any], name: str, by: str | None = None,
-                     since: str | None = None) -> Response[bytes]:
-    """``by``: ``tag:<name>`` or ``user``, the usage by its values (``""``: charges without it), which
-    add up to the team's charges; ``since``: from that day on (with ``by``)."""
+                     since: str | None = None, page: int = 1, per_page: int = USAGE_PER_PAGE) -> Response[bytes]:
+    """``by``: ``tag:<name>`` or ``user``, the usage by its values (``""``: charges without it, ``null``:
+    those beyond the day's bounds), which add up to the team's charges, ``per_page`` values a page;
+    ``since``: from that day on (with ``by``)."""
     runtime: Runtime = request.app.state.runtime
     check_since(since)
+    check_page(page, per_page, MAX_USAGE_PER_PAGE)
     try:
         dimension = dimension_of(by) if by is not None else None
     except AttributionError as exc:
         raise InvalidRequest(f"Invalid 'by': {exc}.", param="by") from None
     await ledger_call(runtime.ledger.team_summary, name)
     if dimension is not None:
-        return json_response(await asyncio.to_thread(usage_by, runtime.store, name, dimension, since))
+        return json_response(await asyncio.to_thread(usage_by, runtime.store, name, dimension, since, page, per_page))
     return json_response(await asyncio.to_thread(usage, runtime.store, name))
 
 

@@ -23,6 +23,7 @@ from app.ledger.writer import LedgerUnavailable
 from app.runtime import Runtime
 from domain.admin_keys import OPERATOR
 from domain.bounds import RPM, TPM
+from domain.client_text import ClientTextError, checked_text, header_text
 from domain.endpoints import parse_endpoints
 from domain.ledger import LedgerError
 from domain.money import AmountError, credits_from_micros, micros_from_credits
@@ -88,11 +89,23 @@ def actor_of(request: Request[Any, Any, Any]) -> str:
 
 def reason_of(request: Request[Any, Any, Any], given: str = "") -> str:
     """Why, as the request says it: the body's ``reason`` if it has one, else the ``x-tollgate-reason``
-    header (for the routes without a body); kept on the events with the actor."""
-    reason = given or request.headers.get(REASON_HEADER, "")
-    if len(reason) > MAX_REASON:
-        raise InvalidRequest(f"Invalid 'reason': at most {MAX_REASON} characters.", param="reason")
-    return reason
+    header (for the routes without a body, its bytes read as UTF-8); kept on the events with the actor."""
+    if given:
+        return text_param(given, "reason")
+    try:
+        header = header_text(request.headers.get(REASON_HEADER, ""), REASON_HEADER)
+    except ClientTextError as exc:
+        raise InvalidRequest(f"Invalid '{REASON_HEADER}' header: {exc.problem}.", param="reason") from None
+    return text_param(header, "reason")
+
+
+def text_param(value: str, name: str, max_chars: int = MAX_REASON) -> str:
+    """An operator's text the events record (a reason, a reference, a key's name), by the rule every
+    recorded client text follows (``domain/client_text.py``): a 400 naming it otherwise."""
+    try:
+        return checked_text(value, name, max_chars)
+    except ClientTextError as exc:
+        raise InvalidRequest(f"Invalid '{name}': {exc.problem}.", param=name) from None
 
 
 def json_response(body: Any, status: int = 200) -> Response[bytes]:

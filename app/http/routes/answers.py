@@ -143,8 +143,8 @@ class HistoryPage(msgspec.Struct):
 
 
 class UsageAnswer(msgspec.Struct):
-    """Without ``by``: ``by_model`` and ``daily``; with it: ``by``, ``since``, ``dimensions``, ``data``
-    and ``total``."""
+    """Without ``by``: ``by_model`` and ``daily``; with it: ``by``, ``since``, ``dimensions``, a page of
+    ``data`` (``page``, ``per_page``, ``values`` in all, ``has_more``) and the team's ``total``."""
 
     team: str
     by_model: list[dict[str, Any]] | None = None
@@ -154,6 +154,10 @@ class UsageAnswer(msgspec.Struct):
     dimensions: list[str] | None = None
     data: list[dict[str, Any]] | None = None
     total: dict[str, Any] | None = None
+    page: int | None = None
+    per_page: int | None = None
+    values: int | None = None
+    has_more: bool | None = None
 
 
 class Liveness(msgspec.Struct):

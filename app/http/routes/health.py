@@ -3,6 +3,8 @@
 ``/health/live`` answers 200 while the process can answer at all (restart it when it cannot).
 ``/health/ready`` answers 200 only while the ledger can be written and the writer runs, and the
 process is not shutting down; otherwise 503 with what is wrong — send traffic elsewhere meanwhile.
+Its checks also say how the audit history projection stands (current, behind, failing; events it
+set aside), which never makes the process unready: requests are served and charged regardless.
 """
 
 from __future__ import annotations
@@ -27,5 +29,6 @@ async def live() -> Response[bytes]:
 async def ready(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     ok, checks = runtime.health.readiness()
+    checks = {**checks, **runtime.projector.status.readiness_checks()}
     body = {"status": "ready" if ok else "unavailable", "checks": checks}
     return Response(encode(body), status_code=200 if ok else 503, media_type="application/json")

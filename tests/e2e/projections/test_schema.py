@@ -115,3 +115,61 @@ def test_a_ledger_upgraded_in_place_reports_its_charges_by_attribution_and_verif
     assert run_cli(config, "ledger", "verify").returncode == 0
     shown = run_cli(config, "usage", "--team", "acme", "--by", "tag:project", "--format", "csv").stdout
     assert shown.splitlines()[1:] == [",2,2,2,0,0,0.0004,400"]  # untagged: every charge, under ""
+
+
+def test_an_upgrade_to_0015_projects_again_a_history_the_new_rules_would_not_make(tmp_path):
+    """0015 bounds usage by attribution and makes unstorable text storable: a history projected by
+    the rules before (more tag names in a day than the bounds allow; on SQLite, NUL stored as it came)
+    is projected again, so that ``ledger verify`` agrees with it; one within the rules is left alone."""
+    from decimal import Decimal
+
+    from app.ledger.writer import LedgerWriter
+    from domain.ledger import team_id
+    from domain.pricing import Price, TokenUsage
+    from domain.settings import parse_settings
+    from projections.event_store import open_ledger_store
+
+    config = write_config(tmp_path, "http://127.0.0.1:9/v1")
+    run_cli(config, "team", "create", "acme", "--credits", "10")
+    settings = parse_settings(config.read_text(), str(config))
+    store = open_ledger_store(settings.database_url, config.parent)
+    price = Price(Decimal(1), Decimal(1), Decimal(1), Decimal(1))
+    with LedgerWriter(store) as writer:
+        for i in range(3):
+            tags = {f"t{i}x{j}": "v" for j in range(10)}  # 30 tag names in a day
+            writer.on_team(team_id("acme"), "acme", lambda t, i=i: t.place_hold(f"r{i}", 10, "k", "m", "chat")).result()
+            writer.on_team(team_id("acme"), "acme", lambda t, i=i, g=tags: t.charge_priced(
+                f"r{i}", TokenUsage(1, 1), price, Decimal(100), key_id="k", model="m", endpoint="chat", tags=g,
+                end_user="someone")).result()
+    store.close()
+    raw = RawDatabase.of_config(config)
+
+    def dimensions() -> int:
+        return raw.execute("SELECT COUNT(DISTINCT dimension) FROM usage_by_attribution")[0][0]
+
+    run_cli(config, "ledger", "history", "--team", "acme")  # projected, within the bounds
+    assert dimensions() == 1 + 20
+    assert alembic(config, "downgrade", "0014").returncode == 0
+    assert "Database ready" in run_cli(config, "db", "upgrade").stdout
+    assert raw.execute("SELECT notification_id FROM projection_tracking")[0][0] > 0  # within the rules: left alone
+
+    assert alembic(config, "downgrade", "0014").returncode == 0
+    day = raw.execute("SELECT day FROM usage_by_attribution LIMIT 1")[0][0]
+    raw.execute("INSERT INTO usage_by_attribution SELECT team_name, 'tag:t2x' || ?, 'v', day, requests, input_tokens, "
+                "output_tokens, cache_write_tokens, cache_hit_tokens, cost FROM usage_by_attribution "
+                "WHERE dimension = 'user' AND day = ?", ("9", day))  # what the rules before counted: a 22nd name
+    assert dimensions() == 1 + 21
+    assert "Database ready" in run_cli(config, "db", "upgrade").stdout
+    assert raw.execute("SELECT notification_id FROM projection_tracking")[0][0] == 0
+    run_cli(config, "ledger", "history", "--team", "acme")
+    assert dimensions() == 1 + 20
+    assert run_cli(config, "ledger", "verify").returncode == 0
+
+    if raw.db.kind == "sqlite":  # PostgreSQL's text never could hold NUL
+        assert alembic(config, "downgrade", "0014").returncode == 0
+        raw.execute("UPDATE ledger_entries SET end_user = 'some' || char(0) || 'one' WHERE kind = 'charge'")
+        assert "Database ready" in run_cli(config, "db", "upgrade").stdout
+        assert raw.execute("SELECT notification_id FROM projection_tracking")[0][0] == 0
+        run_cli(config, "ledger", "history", "--team", "acme")
+        assert raw.execute("SELECT DISTINCT end_user FROM ledger_entries WHERE kind = 'charge'") == [("someone",)]
+        assert run_cli(config, "ledger", "verify").returncode == 0

@@ -11,8 +11,10 @@ from domain.attribution import (
     dimensions,
     end_user_of,
     parse_tags,
+    tags_of_text,
     tags_text,
 )
+from domain.client_text import ClientTextError
 
 
 def test_tags_are_name_value_pairs_trimmed_with_empty_items_skipped():
@@ -26,6 +28,7 @@ def test_tags_have_one_canonical_text_that_reads_back():
     tags = {"z": "1", "a": "x=y", "m": "é ü"}
     assert tags_text(tags) == "a=x=y,m=é ü,z=1"
     assert parse_tags(tags_text(tags)) == tags
+    assert tags_of_text(tags_text(tags)) == tags
     assert tags_text({}) == ""
 
 
@@ -53,10 +56,26 @@ def test_the_bounds_themselves_are_accepted():
 
 
 def test_an_end_user_is_a_string_cut_to_its_bound_and_anything_else_is_nothing():
-    assert end_user_of("alice") == "alice"
-    assert end_user_of("u" * (MAX_END_USER + 50)) == "u" * MAX_END_USER
+    assert end_user_of("alice", "user") == "alice"
+    assert end_user_of("caf\u00e9 \u5927", "user") == "caf\u00e9 \u5927"
+    assert end_user_of("u" * (MAX_END_USER + 50), "user") == "u" * MAX_END_USER
     for value in (None, 42, {"id": "x"}, ["a"], True):
-        assert end_user_of(value) == ""
+        assert end_user_of(value, "user") == ""
+
+
+@pytest.mark.parametrize("value", ["evil\u0000user", "a\nb", "a\x85b", "abc\u202edef", "x\u2066y", "\ud800",
+                                   "u" * 300 + "\u0000"])
+def test_an_end_user_the_ledger_could_not_record_as_it_is_is_refused_naming_its_field(value):
+    with pytest.raises(ClientTextError) as refused:
+        end_user_of(value, "metadata.user_id")
+    assert refused.value.field == "metadata.user_id"
+    assert "must not contain U+" in str(refused.value)
+
+
+@pytest.mark.parametrize("value", ["a\u0000b", "a\u0085b", "a\u202eb", "a\u200fb", "a\u061cb"])
+def test_a_tag_value_with_a_control_or_bidi_character_is_refused(value):
+    with pytest.raises(AttributionError, match="control characters"):
+        parse_tags(f"project={value}")
 
 
 def test_dimensions_are_the_end_user_and_each_tag():

@@ -136,11 +136,11 @@
     select.replaceChildren(...usage.dimensions.map((d) =>
       new Option(d === "user" ? "End user" : "Tag " + d.slice(4), d, false, d === usage.by)));
     fill($("attribution-table").tBodies[0], usage.data, 5, (v) => [
-      cell(v.value || "(none)", v.value ? "" : "muted"), cell(count(v.requests), "num"),
+      cell(v.value === null ? "(other)" : v.value || "(none)", v.value ? "" : "muted"), cell(count(v.requests), "num"),
       cell(count(v.input_tokens + v.cache_write_tokens + v.cache_hit_tokens), "num"),
       cell(count(v.output_tokens), "num"), cell(credits(v.cost), "num"),
     ]);
-    $("attribution-requests").textContent = count(usage.data.reduce((n, v) => n + v.requests, 0));
+    $("attribution-requests").textContent = count(usage.total_requests);
     $("attribution-total").textContent = credits(usage.total_cost);
   }
 

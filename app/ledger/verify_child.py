@@ -1,0 +1,44 @@
+"""The process one ``GET /admin/ledger/verify`` run happens in (``app/ledger/verify_runs.py``).
+
+It reads ``{"database_url", "base_dir"}`` from its standard input, catches the audit history up,
+replays and checks the ledger as ``tollgate ledger verify`` does, and writes ``{"report": {...}}``
+(or ``{"error": "..."}``) as one JSON line to its standard output. It runs at a lower CPU priority
+than the gateway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+
+#: How much lower than the gateway's the run's CPU priority is: an audit is never urgent, and where the
+#: cores are few the request path gets them first.
+NICENESS = 10
+
+
+def main() -> int:
+    with contextlib.suppress(OSError):
+        os.nice(NICENESS)
+    order = json.loads(sys.stdin.read())
+    try:
+        from projections.audit import verify_caught_up
+        from projections.event_store import open_ledger_store
+
+        store = open_ledger_store(order["database_url"], Path(order["base_dir"]), pool_size=2)
+        try:
+            report = verify_caught_up(store)
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001 - whatever stopped the run is what the caller is told
+        sys.stdout.write(json.dumps({"error": f"{type(exc).__name__}: {str(exc).strip()}"[:500]}) + "\n")
+        return 1
+    sys.stdout.write(json.dumps({"report": {**dataclasses.asdict(report), "ok": report.ok}}) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

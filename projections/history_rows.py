@@ -1,0 +1,122 @@
+"""The rows the history projection makes of events: the audit history's, the usage's, the
+attribution's and the alerts' (each as it is stored: ``projections/storable.py``), for the live
+projection, ``ledger rebuild`` and ``ledger verify`` alike, so the three make the very same rows.
+
+A :class:`Slice` gathers a run of events' rows: an event's rows are all kept, or, if one of them
+cannot be made, none, and the event is quarantined (``projections/quarantine.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from domain.attribution import tags_text
+from domain.ledger import TeamLedger
+from domain.money import usd_from_micros
+from projections import attribution, quarantine
+from projections.alerts import alert_row
+from projections.operator_rows import operator_row
+from projections.storable import storable_row
+
+ENTRY_COLUMNS = (
+    "notification_id", "team_id", "team_name", "version", "occurred_at", "kind", "key_id", "request_id", "endpoint",
+    "model", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "price", "amount", "cost_usd",
+    "balance_after", "reference", "tags", "end_user", "actor", "reason",
+)
+#: Where ``balance_after`` is in a row of the ``ENTRY_COLUMNS``.
+BALANCE_AFTER = ENTRY_COLUMNS.index("balance_after")
+USAGE_COLUMNS = ("team_name", "key_id", "model", "day", "requests", "input_tokens", "output_tokens",
+                 "cache_write_tokens", "cache_hit_tokens", "cost")
+def entry_row(notification_id: int, team_name: str, event: Any, balance: int = 0) -> tuple[Any, ...] | None:
+    """The audit-history row of an event: a top-up, an adjustment, a charge, or an operator's action
+    that moves no money (``balance``: the team's balance as it stood then, which such a row repeats);
+    None for the events of the request path that move none (holds, leases, releases). As it is
+    stored (``projections/storable.py``; :class:`~projections.storable.Unstorable` if it cannot be)."""
+    row = _entry_row(notification_id, team_name, event, balance)
+    return storable_row(row) if row is not None else None
+
+
+def _entry_row(notification_id: int, team_name: str, event: Any, balance: int) -> tuple[Any, ...] | None:
+    common = (notification_id, event.originator_id.hex, team_name, event.originator_version,
+              event.timestamp.isoformat())
+    if isinstance(event, TeamLedger.CreditsAdded):
+        return (*common, "top_up", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
+                event.reference, "", "", event.actor, event.reason)
+    if isinstance(event, TeamLedger.CreditsAdjusted):
+        reference = f"{event.reason} ({event.reference})" if event.reference else event.reason
+        return (*common, "adjustment", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
+                reference, "", "", event.actor, event.reason)
+    if not isinstance(event, TeamLedger.Charged):
+        return operator_row(common, event, balance)
+    u = event.usage
+    usd = usd_from_micros(event.charged, Decimal(event.credits_per_usd))
+    return (*common, "charge", event.key_id, event.request_id, event.endpoint, event.model, u["input_tokens"],
+            u["output_tokens"], _cache_writes(u), u["cache_hit_tokens"], price_text(event), -event.charged,
+            f"{usd:f}", event.balance_after, "", tags_text(event.tags), event.end_user, "", "")
+
+
+def price_text(event: TeamLedger.Charged) -> str:
+    """A charge's price as the audit history shows it: each rate (``tool_fees.web_search=…`` for a
+    tool's), then what else priced it (the basis, the price list entry, the team's adjustment) and
+    what else was billed (1-hour cache writes, the tier served, tool calls)."""
+    rates: list[str] = []
+    for key, value in event.price.items():
+        rates += [f"{key}.{name}={v}" for name, v in value.items()] if isinstance(value, dict) else [f"{key}={value}"]
+    extra = [f"{k}={v}" for k, v in (("basis", event.basis), ("price_ref", event.price_ref),
+                                      ("adjustment", event.adjustment)) if v]
+    extra += [f"{k}={v}" for k, v in event.usage.items() if k in ("cache_write_1h_tokens", "service_tier")]
+    extra += [f"calls.{tool}={n}" for tool, n in (event.usage.get("tool_calls") or {}).items()]
+    return ",".join(rates + extra)
+
+
+def _cache_writes(usage: dict[str, Any]) -> int:
+    """Every cache write, of whichever lifetime (the price column says how many were 1-hour ones)."""
+    return int(usage["cache_write_tokens"]) + int(usage.get("cache_write_1h_tokens", 0))
+
+
+def usage_row(team_name: str, event: Any) -> tuple[Any, ...] | None:
+    """A charge's increment of ``usage_daily``, as it is stored (``projections/storable.py``)."""
+    if not isinstance(event, TeamLedger.Charged):
+        return None
+    u = event.usage
+    return storable_row((team_name, event.key_id, event.model, event.timestamp.date().isoformat(), 1,
+                         u["input_tokens"], u["output_tokens"], _cache_writes(u), u["cache_hit_tokens"],
+                         event.charged))
+
+
+Row = tuple[Any, ...]
+
+
+@dataclass
+class Slice:
+    """The rows a run of events makes, table by table, and the events set aside (``quarantined``:
+    notification id, topic, why)."""
+
+    entries: list[Row] = field(default_factory=list)
+    usage: list[Row] = field(default_factory=list)
+    alerts: list[Row] = field(default_factory=list)
+    attributed: list[Row] = field(default_factory=list)
+    quarantined: list[tuple[int, str, str]] = field(default_factory=list)
+
+    def add(self, notification_id: int, team_name: str, event: Any, balance: int) -> Row | None:
+        """The event's rows (``balance``: its team's as it stood, for a row that repeats it); returns
+        its audit history row, if it has one. Every row is made before any is kept, so an event
+        whose rows cannot be made or stored (raised) leaves the slice as it was."""
+        entry = entry_row(notification_id, team_name, event, balance)
+        used = usage_row(team_name, event)
+        alert = alert_row(notification_id, team_name, event)
+        attributed = attribution.attribution_rows(team_name, event)
+        if entry is not None:
+            self.entries.append(entry)
+        if used is not None:
+            self.usage.append(used)
+        if alert is not None:
+            self.alerts.append(alert)
+        self.attributed += attributed
+        return entry
+
+    def quarantine(self, notification: Any, exc: BaseException) -> None:
+        """Set the event aside, with why."""
+        self.quarantined.append((notification.id, notification.topic, quarantine.why(exc)))
