@@ -176,7 +176,7 @@ def test_verify_callers_share_one_run_which_runs_outside_the_gateway_process(adm
     assert all(a["ok"] for a in answers), answers[0]["problems"]
     assert len({(a["started_at"], a["finished_at"]) for a in answers}) == 1  # one run, shared
     assert any("app.ledger.verify_child" in cmd for cmd in seen)  # the replay ran in a process of its own
-    later = admin.get("/ledger/verify").json()
+    later = admin.get("/ledger/verify", timeout=120).json()  # a whole run of its own, on the session's ledger
     assert later["started_at"] >= answers[0]["finished_at"]  # a caller after it ended gets a run of its own
 
 

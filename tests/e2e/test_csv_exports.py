@@ -1,6 +1,6 @@
 """Every CSV a user may open in a spreadsheet, end to end: tags and end users that a spreadsheet would
 take for formulas (``=HYPERLINK(…)``, ``+cmd|…``, ``@SUM(…)``, ``-2+3``), sent by real clients through
-the official SDKs, and an operator's reference and reason (one starting with a TAB), come out of
+the official SDKs, and an operator's reference and reason (one with a space before its formula), come out of
 ``tollgate ledger export``, the dashboard's download, ``tollgate usage --format csv`` and the monthly
 statement (CLI, admin API, dashboard) as text that is never evaluated — while the amounts, negative
 ones included, stay numbers, and the chained statement still verifies against the ledger."""
@@ -34,7 +34,7 @@ NUMBER = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 #: The end users, and the project tag's values, the requests carry.
 USERS = ['=HYPERLINK("http://evil.example","click")', "+cmd|' /C calc'!A0", "@SUM(A1:A2)", "-2+3"]
 PROJECTS = ['=HYPERLINK("http://evil.example/x")', "+cmd|' /C calc'!A0", "@SUM(1+1)", "-2+3"]
-TOP_UP_REFERENCE = "\t=1+1"
+TOP_UP_REFERENCE = " =1+1"  # a TAB is refused where an operator's text enters (domain/client_text.py)
 ADJUSTMENT_REASON = '=HYPERLINK("http://evil.example")'
 
 
