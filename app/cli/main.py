@@ -45,7 +45,7 @@ from domain.money import AmountError, format_credits, micros_from_credits
 from domain.settings import ConfigError, require_strong_admin_key, require_upstream_secrets, require_webhook_secrets
 
 if TYPE_CHECKING:
-    from projections.event_store import LedgerStore
+    from app.store.event_store import LedgerStore
     from projections.history import HistoryProjection
 
 
@@ -180,7 +180,7 @@ def cmd_ledger_history(args: argparse.Namespace) -> None:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
-    from projections.event_store import open_ledger_store
+    from app.store.event_store import open_ledger_store
 
     settings, base = load_settings(args.config)
     open_ledger_store(settings.database_url, base).close()

@@ -62,7 +62,7 @@ def changes(old: Price | None, new: Price) -> list[str]:
 
 
 def cmd_prices_apply(args: argparse.Namespace) -> int:
-    from projections.store_errors import VersionConflict
+    from app.store.store_errors import VersionConflict
 
     settings, _ = load_settings(args.config)
     planned: list[tuple[str, list[str]]] = []

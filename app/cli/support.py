@@ -14,7 +14,7 @@ from domain.settings import ConfigError, Settings, parse_settings
 
 if TYPE_CHECKING:  # imported when a command opens the ledger: ``tollgate --help`` stays quick
     from app.ledger.service import LedgerService
-    from projections.event_store import LedgerStore
+    from app.store.event_store import LedgerStore
 
 CONFIG_ENV = "TOLLGATE_CONFIG"
 #: The longest reason, reference or key name a command records (the admin API's bound).
@@ -43,7 +43,7 @@ def ledger_service(settings: Settings, base_dir: Path) -> Iterator[LedgerService
     committed) and the store closed when the block ends."""
     from app.ledger.service import LedgerService
     from app.ledger.writer import LedgerWriter
-    from projections.event_store import open_ledger_store
+    from app.store.event_store import open_ledger_store
 
     store = open_ledger_store(settings.database_url, base_dir)
     try:
@@ -56,7 +56,7 @@ def ledger_service(settings: Settings, base_dir: Path) -> Iterator[LedgerService
 @contextmanager
 def ledger_store(config: str | None) -> Iterator[LedgerStore]:
     """The ledger's store alone, for commands that only read (two connections at most)."""
-    from projections.event_store import open_ledger_store
+    from app.store.event_store import open_ledger_store
 
     settings, base = load_settings(config)
     store = open_ledger_store(settings.database_url, base, pool_size=2)

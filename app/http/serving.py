@@ -95,7 +95,7 @@ def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, wor
     from uvicorn.supervisors import Multiprocess
 
     from app.ratelimit.redis_store import reachable
-    from projections.event_store import open_ledger_store
+    from app.store.event_store import open_ledger_store
 
     if settings.redis_url is None:
         raise CommandError(

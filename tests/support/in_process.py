@@ -26,12 +26,12 @@ from litestar.testing import TestClient
 
 from app.http.server import create_asgi_app
 from app.runtime import Runtime, build_runtime
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.read_models import ChargeRecord
+from app.store.store_errors import StoreUnreachable
 from domain.ledger import team_id
 from domain.settings import Settings, parse_settings
 from projections.audit import verify_ledger
-from projections.event_store import LedgerStore, open_ledger_store
-from projections.read_models import ChargeRecord
-from projections.store_errors import StoreUnreachable
 from tests.support.gateway import ADMIN_KEY
 
 ADMIN = {"authorization": f"Bearer {ADMIN_KEY}"}

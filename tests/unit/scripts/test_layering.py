@@ -24,7 +24,7 @@ def lint(path: str, source: str) -> subprocess.CompletedProcess[str]:
     ("domain/probe.py", "import httpx\n"),
     ("domain/probe.py", "import psycopg\n"),
     ("domain/probe.py", "from app.keys import hash_key\n"),
-    ("domain/probe.py", "from projections.event_store import LedgerStore\n"),
+    ("domain/probe.py", "from app.store.event_store import LedgerStore\n"),
     ("projections/probe.py", "from app.ledger.writer import LedgerWriter\n"),
     ("app/ledger/probe.py", "from app.http.relay import serve\n"),
     ("app/runtime_probe.py", "from app.http.routes.models import ModelListCache\n"),
@@ -41,7 +41,7 @@ def test_an_import_across_the_layering_fails_the_gate(path: str, source: str) ->
 @pytest.mark.parametrize(("path", "source"), [
     ("domain/probe.py", "from domain.money import format_credits\n"),
     ("projections/probe.py", "from domain.ledger import TeamLedger\n"),
-    ("app/ledger/probe.py", "from projections.event_store import LedgerStore\n"),
+    ("app/ledger/probe.py", "from app.store.event_store import LedgerStore\n"),
     ("app/cli/probe.py", "from app.http.serving import serve\n"),
     ("app/http/probe.py", "from app.ledger.service import LedgerService\n"),
     ("scripts/probe.py", "from scripts.bench.options import add_bench_arguments\n"),
