@@ -24,14 +24,12 @@ from app.cli.prices import add_prices_commands
 from app.cli.rerate import add_rerate_command
 from app.cli.statement import add_statement_commands
 from app.cli.support import (
-    CONFIG_ENV,
     CommandError,
     add_reason_option,
     cli_actor,
     credits_amount,
     ledger_service,
     ledger_store,
-    load_settings,
     recorded_text,
 )
 from app.cli.usage import add_usage_command
@@ -40,6 +38,7 @@ from app.http.serving import serve
 from app.ledger.refusals import refusal
 from app.ledger.writer import LedgerUnavailable
 from app.ratelimit.choice import StartupRefused
+from app.settings_file import CONFIG_ENV, load_settings
 from domain.ledger import LedgerError
 from domain.money import AmountError, format_credits, micros_from_credits
 from domain.settings import ConfigError, require_strong_admin_key, require_upstream_secrets, require_webhook_secrets

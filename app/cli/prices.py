@@ -16,7 +16,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.cli.support import CommandError, cli_actor, ledger_service, ledger_store, load_settings, recorded_text
+from app.cli.support import CommandError, cli_actor, ledger_service, ledger_store, recorded_text
+from app.settings_file import load_settings
 from domain.prices import PriceList
 from domain.pricing import Price
 

@@ -1,4 +1,7 @@
-"""What every ``tollgate`` command shares: finding the config, opening the ledger, reading amounts."""
+"""What every ``tollgate`` command shares: opening the ledger, reading amounts, naming who acts.
+
+The configuration file is found and read by ``app/settings_file.py`` (the serving workers read it
+too)."""
 
 from __future__ import annotations
 
@@ -9,32 +12,20 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.settings_file import load_settings
 from domain.money import AmountError, micros_from_credits
-from domain.settings import ConfigError, Settings, parse_settings
+from domain.settings import Settings
 
 if TYPE_CHECKING:  # imported when a command opens the ledger: ``tollgate --help`` stays quick
     from app.ledger.service import LedgerService
     from app.store.event_store import LedgerStore
 
-CONFIG_ENV = "TOLLGATE_CONFIG"
 #: The longest reason, reference or key name a command records (the admin API's bound).
 MAX_RECORDED_TEXT = 500
 
 
 class CommandError(Exception):
     """A command that cannot be carried out; its message is for the user."""
-
-
-def load_settings(config: str | None) -> tuple[Settings, Path]:
-    path_text = config or os.environ.get(CONFIG_ENV)
-    if not path_text:
-        raise CommandError(f"no configuration file: pass --config PATH or set {CONFIG_ENV}")
-    path = Path(path_text)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(str(path), "", f"cannot read the file: {exc.strerror or exc}") from None
-    return parse_settings(text, str(path), os.environ), path.resolve().parent
 
 
 @contextmanager

@@ -21,7 +21,7 @@ import httpx
 import openai
 import pytest
 
-from app.cli.support import CONFIG_ENV
+from app.settings_file import CONFIG_ENV
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import TeamLedger, team_id
 from domain.settings import parse_settings
