@@ -30,6 +30,7 @@ from app.cli.support import (
     credits_amount,
     ledger_service,
     ledger_store,
+    out_of_bounds,
     recorded_text,
 )
 from app.cli.usage import add_usage_command
@@ -131,19 +132,18 @@ def _caught_up_history(store: LedgerStore) -> HistoryProjection:
 
 
 def _query_checked(check: Callable[..., None], *values: object) -> None:
-    """A query's numbers and times, bounded as the admin API bounds them (``app/http/routes/paging.py``)."""
-    from app.errors import InvalidRequest
+    """A query's numbers and times, bounded as the admin API bounds them (``app/paging.py``)."""
+    from app.paging import OutOfBounds
 
     try:
         check(*values)
-    except InvalidRequest as exc:
-        raise CommandError(exc.message.replace("'per_page'", "--per-page").replace("'page'", "--page")
-                           .replace("'since'", "--since")) from None
+    except OutOfBounds as exc:
+        raise out_of_bounds(exc) from None
 
 
 def cmd_ledger_export(args: argparse.Namespace) -> None:
-    from app.http.routes.paging import check_since
     from app.ledger.queries import export_chunks  # the dashboard's export writes the same lines
+    from app.paging import check_since
 
     _query_checked(check_since, args.since)
     with ledger_store(args.config) as store:
@@ -155,9 +155,9 @@ def cmd_ledger_export(args: argparse.Namespace) -> None:
 
 
 def cmd_ledger_history(args: argparse.Namespace) -> None:
-    from app.http.routes.paging import check_page
+    from app.paging import MAX_HISTORY_PER_PAGE, check_page
 
-    _query_checked(check_page, args.page, args.per_page, 1000)
+    _query_checked(check_page, args.page, args.per_page, MAX_HISTORY_PER_PAGE)
     with ledger_store(args.config) as store:
         history = _caught_up_history(store)
         total = history.count(team=args.team)

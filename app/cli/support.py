@@ -18,6 +18,7 @@ from domain.settings import Settings
 
 if TYPE_CHECKING:  # imported when a command opens the ledger: ``tollgate --help`` stays quick
     from app.ledger.service import LedgerService
+    from app.paging import OutOfBounds
     from app.store.event_store import LedgerStore
 
 #: The longest reason, reference or key name a command records (the admin API's bound).
@@ -55,6 +56,12 @@ def ledger_store(config: str | None) -> Iterator[LedgerStore]:
         yield store
     finally:
         store.close()
+
+
+def out_of_bounds(exc: OutOfBounds) -> CommandError:
+    """A page, page size or time out of the bounds the admin API sets (``app/paging.py``), in the
+    same words, naming the option that gave it (``--per-page`` where the API says ``'per_page'``)."""
+    return CommandError(exc.said("--" + exc.parameter.replace("_", "-")))
 
 
 def credits_amount(text: str) -> int:
