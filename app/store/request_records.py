@@ -24,7 +24,7 @@ _INSERT = f"INSERT INTO request_records ({', '.join(RECORD_COLUMNS)})"
 
 def write_records(tx: Transaction, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert the rows (tuples of ``RECORD_COLUMNS``), skipping request ids already recorded. Their
-    text is stored by the projections' rule (``app/store/storable.py``): a record echoes what a
+    text is stored by the rule the projections' rows follow too (``app/store/storable.py``): a record echoes what a
     client sent (a model name in an error), and one holding NUL once failed every batch after it."""
     stored = [tuple(storable_text(v) if isinstance(v, str) else v for v in row) for row in rows]
     tx.insert_many(_INSERT, stored, "ON CONFLICT (request_id) DO NOTHING")

@@ -7,7 +7,7 @@ operator would, and after ``stop`` (the runtime's own shutdown: every request se
 returned, the writer flushed) the store is opened afresh and read — balances, charges, and a replay
 of every event (``verify_ledger``). Nothing here reaches into the ledger service's internals, so
 the tests survive its refactors; the two functions that must (``charge_of``, ``team_state``) read
-the store, whose API is the projections layer's.
+the store, whose API is app/store's.
 """
 
 from __future__ import annotations
