@@ -55,7 +55,7 @@ BACKEND_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/test
 
 # The unit tests that write the ledger's database (the writer, billing, the relay, the audit, the
 # process registry) run on PostgreSQL too, in its half; the rest of the unit layer is backend-free.
-UNIT_LEDGER := tests/unit/app/ledger tests/unit/app/http tests/unit/projections tests/unit/app/observability/test_record_writer.py
+UNIT_LEDGER := tests/unit/app/ledger tests/unit/app/http tests/unit/app/store tests/unit/projections tests/unit/app/observability/test_record_writer.py
 
 # The dashboard test drives headless Chromium (Debian's package; installed here when missing and root).
 browser:

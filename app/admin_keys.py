@@ -19,10 +19,10 @@ from eventsourcing.persistence import PersistenceError
 
 from app.errors import ServiceUnavailable
 from app.keys import hash_key
+from app.store.admin_key_directory import AdminKeyRecord
+from app.store.event_store import LedgerStore
+from app.store.store_errors import VersionConflict
 from domain.admin_keys import OPERATOR, AdminKeys
-from projections.admin_key_directory import AdminKeyRecord
-from projections.event_store import LedgerStore
-from projections.store_errors import VersionConflict
 
 ADMIN_KEY_PREFIX = "tga-"
 #: How long a process trusts what it read of an admin key (its projector forgets a revoked one sooner).

@@ -17,8 +17,8 @@ from uuid import UUID
 from eventsourcing.persistence import PersistenceError
 
 from app.errors import ServiceUnavailable
-from projections.event_store import LedgerStore
-from projections.read_models import KeyRecord
+from app.store.event_store import LedgerStore
+from app.store.read_models import KeyRecord
 
 KEY_PREFIX = "tg-"
 _NO_ADJUSTMENT = Decimal(0)

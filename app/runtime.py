@@ -35,15 +35,15 @@ from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
 from app.ratelimit.key_guesses import KeyGuesses
 from app.ratelimit.streams import StreamSlots
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.instances import InstanceRegistry
+from app.store.probe import LedgerProbe
+from app.store.writer_lock import WriterLock
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIResponsesUpstream, OpenAIUpstream, Upstream
 from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.fallback import Deployment, FallbackUpstream
 from domain.settings import Settings
 from domain.settings import Upstream as UpstreamSettings
-from projections.event_store import LedgerStore, open_ledger_store
-from projections.instances import InstanceRegistry
-from projections.probe import LedgerProbe
-from projections.writer_lock import WriterLock
 
 log = logging.getLogger("tollgate")
 

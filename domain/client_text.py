@@ -15,7 +15,7 @@ and log lines. Each is checked here, once, before anything is held or recorded:
 A value that breaks the rule is refused with :class:`ClientTextError`, whose message names the
 field and says what is wrong (the endpoints answer it as a 400 in their own error shape); nothing
 is ever silently changed here. (Events recorded before this rule may hold such text:
-``projections/storable.py`` is how the projections store them.)
+``app/store/storable.py`` is how the projections and the request records store them.)
 """
 
 from __future__ import annotations

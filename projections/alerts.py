@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from app.store.database import Sql, Transaction
+from app.store.storable import storable_row
 from domain.ledger import TeamLedger
-from projections.database import Sql, Transaction
-from projections.storable import storable_row
 
 ALERT_COLUMNS = ("alert_id", "notification_id", "team_name", "key_id", "kind", "threshold", "value", "budget_limit",
                  "period", "request_id", "occurred_at")

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from app.store.database import Sql, Transaction
+from app.store.storable import storable_row
 from domain.attribution import USER, dimensions
 from domain.attribution_bounds import OTHER, Admission
 from domain.ledger import TeamLedger
-from projections.database import Sql, Transaction
-from projections.storable import storable_row
 
 TABLE = "usage_by_attribution"
 #: The key of a row, then what it sums.

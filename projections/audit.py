@@ -20,16 +20,16 @@ from uuid import UUID
 
 from eventsourcing.persistence import Notification
 
+from app.store.admin_key_directory import directory_problems
+from app.store.database import Database
+from app.store.event_store import LedgerStore
 from domain.admin_keys import AdminKeys
 from domain.aggregates import NON_TEAM_IDS
 from domain.ledger import TeamLedger
 from domain.prices import PRICE_LIST_ID, PriceList
 from domain.pricing import Price, TokenUsage, price_usage
-from projections.admin_key_directory import directory_problems
 from projections.audit_history import HistoryCheck
 from projections.audit_snapshots import SnapshotCheck
-from projections.database import Database
-from projections.event_store import LedgerStore
 from projections.history import HistoryProjection
 
 #: The most events the audit history projection may be behind the ledger when ``verify`` begins. A

@@ -1,6 +1,6 @@
 """Checking every team snapshot against the full replay, as ``ledger verify`` replays the events.
 
-A snapshot is a cache of a team's state at one version (``projections/snapshots.py``). As the replay
+A snapshot is a cache of a team's state at one version (``app/store/snapshots.py``). As the replay
 brings each team to a version that has a snapshot, the snapshot is read, its digest checked, and the
 team it restores compared with the replayed team: a corrupt snapshot, or one that disagrees with the
 events, is a problem. The versions that have snapshots are read lazily, a few per team at a time
@@ -18,9 +18,9 @@ import sys
 from typing import Any
 from uuid import UUID
 
+from app.store.event_store import LedgerStore
+from app.store.snapshots import SnapshotRow, same_state
 from domain.ledger import TeamLedger
-from projections.event_store import LedgerStore
-from projections.snapshots import SnapshotRow, same_state
 
 #: How many of a team's snapshot versions are read at a time.
 VERSIONS_PAGE = 50

@@ -19,19 +19,19 @@ from contextlib import AbstractContextManager
 from typing import Any
 from uuid import UUID
 
+from app.store.admin_key_directory import ADMIN_KEY_COLUMNS, records_of
+from app.store.database import Database, Sql, Transaction
+from app.store.event_store import LedgerStore
+from app.store.read_models import KEY_COLUMNS, key_records
+from app.store.snapshots import SNAPSHOT_EVERY
 from domain.aggregates import NON_TEAM_IDS
 from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
 from projections import attribution, quarantine
-from projections.admin_key_directory import ADMIN_KEY_COLUMNS, records_of
 from projections.alerts import AlertOutbox, write_alerts
-from projections.database import Database, Sql, Transaction
-from projections.event_store import LedgerStore
 from projections.history_rows import BALANCE_AFTER, ENTRY_COLUMNS, USAGE_COLUMNS, Slice
 from projections.operator_rows import OPERATOR_KINDS
-from projections.read_models import KEY_COLUMNS, key_records
 from projections.replay import Replay
-from projections.snapshots import SNAPSHOT_EVERY
 
 log = logging.getLogger("tollgate.projector")
 
@@ -329,7 +329,7 @@ class HistoryProjection:
 
 
 def _write(tx: Transaction, entries: Sequence[tuple[Any, ...]], usage: Sequence[tuple[Any, ...]]) -> None:
-    """A slice's rows, each table in one statement (``projections/many_rows.py``: why); its usage
+    """A slice's rows, each table in one statement (``app/store/many_rows.py``: why); its usage
     summed per team, key, model and day first (a statement may not upsert a row twice)."""
     tx.insert_many(_INSERT_ENTRIES, entries)
     tx.insert_many(_ADD_USAGE, summed_usage(usage), _ON_USAGE_CONFLICT)

@@ -1,5 +1,5 @@
 """The rows the history projection makes of events: the audit history's, the usage's, the
-attribution's and the alerts' (each as it is stored: ``projections/storable.py``), for the live
+attribution's and the alerts' (each as it is stored: ``app/store/storable.py``), for the live
 projection, ``ledger rebuild`` and ``ledger verify`` alike, so the three make the very same rows.
 
 A :class:`Slice` gathers a run of events' rows: an event's rows are all kept, or, if one of them
@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from app.store.storable import storable_row
 from domain.attribution import tags_text
 from domain.ledger import TeamLedger
 from domain.money import usd_from_micros
 from projections import attribution, quarantine
 from projections.alerts import alert_row
 from projections.operator_rows import operator_row
-from projections.storable import storable_row
 
 ENTRY_COLUMNS = (
     "notification_id", "team_id", "team_name", "version", "occurred_at", "kind", "key_id", "request_id", "endpoint",
@@ -33,7 +33,7 @@ def entry_row(notification_id: int, team_name: str, event: Any, balance: int = 0
     """The audit-history row of an event: a top-up, an adjustment, a charge, or an operator's action
     that moves no money (``balance``: the team's balance as it stood then, which such a row repeats);
     None for the events of the request path that move none (holds, leases, releases). As it is
-    stored (``projections/storable.py``; :class:`~projections.storable.Unstorable` if it cannot be)."""
+    stored (``app/store/storable.py``; :class:`~app.store.storable.Unstorable` if it cannot be)."""
     row = _entry_row(notification_id, team_name, event, balance)
     return storable_row(row) if row is not None else None
 
@@ -77,7 +77,7 @@ def _cache_writes(usage: dict[str, Any]) -> int:
 
 
 def usage_row(team_name: str, event: Any) -> tuple[Any, ...] | None:
-    """A charge's increment of ``usage_daily``, as it is stored (``projections/storable.py``)."""
+    """A charge's increment of ``usage_daily``, as it is stored (``app/store/storable.py``)."""
     if not isinstance(event, TeamLedger.Charged):
         return None
     u = event.usage

@@ -2,7 +2,7 @@
 
 A projection applies the events in order, each slice in one transaction with its position. One
 event it cannot project — unreadable, a shape the projection does not know, a row no database can
-hold (``projections/storable.py``) — must never stop it: once an event would have stopped the audit
+hold (``app/store/storable.py``) — must never stop it: once an event would have stopped the audit
 history for every team until someone repaired the database by hand. Such an event is recorded here
 (``projection_quarantine``: which projection, the event, why) in the very transaction that moves
 the position past it, so it is skipped exactly once, whatever the number of projectors.
@@ -24,8 +24,8 @@ import sqlite3
 from datetime import UTC, datetime
 from typing import Any
 
-from projections.database import Sql, Transaction
-from projections.storable import storable_text
+from app.store.database import Sql, Transaction
+from app.store.storable import storable_text
 
 TABLE = "projection_quarantine"
 COLUMNS = ("name", "notification_id", "topic", "error", "quarantined_at")

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import cast
 from uuid import UUID
 
+from app.store.event_store import LedgerStore
+from app.store.snapshots import SnapshotRow
 from domain.ledger import TeamLedger
-from projections.event_store import LedgerStore
-from projections.snapshots import SnapshotRow
 
 
 class Replay:

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
+from app.store.event_store import LedgerStore
 from domain.ledger import TeamLedger, team_id
 from domain.pricing import Price, TokenUsage, price_usage
 from domain.rerates import rerated_collection
-from projections.event_store import LedgerStore
 
 
 @dataclass

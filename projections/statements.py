@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from app.store.event_store import LedgerStore
 from domain.ledger import TeamLedger, TeamNotFound, team_id
 from domain.money import format_credits
-from projections.event_store import LedgerStore
 from projections.history import HistoryProjection
 
 _MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")

@@ -24,8 +24,8 @@ from typing import Any
 import msgspec
 from msgspec import inspect as mi
 
-from app.cli.support import CONFIG_ENV
 from app.clock_shift import CLOCK_DRILL_ENV, CLOCK_OFFSET_ENV
+from app.settings_file import CONFIG_ENV
 from domain import settings as schema
 
 START = "<!-- config-reference:start -->"

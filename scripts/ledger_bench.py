@@ -26,12 +26,12 @@ from typing import Any
 
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
+from app.store.database import Database
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.store_errors import VersionConflict
 from domain.ledger import TeamLedger, team_id
 from domain.pricing import Price, TokenUsage
-from projections.database import Database
-from projections.event_store import LedgerStore, open_ledger_store
 from projections.history import HistoryProjection
-from projections.store_errors import VersionConflict
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
 USAGE = TokenUsage(input_tokens=500, output_tokens=200)

@@ -36,12 +36,13 @@ from typing import Any, ClassVar
 
 from litestar.response import Stream
 
-from app.http.exchange import plan
 from app.http.prompt_size import model_rules
 from app.http.relay import answer
 from app.http.server import create_asgi_app
 from app.runtime import build_runtime
+from app.tokens import Protocol as Wire
 from app.tokens.delivered import Delivered
+from app.translate.exchange import plan
 from app.upstream.client import Timeouts
 from domain.pricing import TokenUsage
 from domain.settings import parse_settings
@@ -324,11 +325,11 @@ async def relay_once(driver: Driver) -> int:
     """One request through the relay alone (``app/http/relay.py``: plan, call, answer, and the
     streamed answer's ASGI messages), its call billed by nothing."""
     path, body, _, _ = driver.case
-    protocol = "chat" if path == "/v1/chat/completions" else "messages"
+    protocol: Wire = "chat" if path == "/v1/chat/completions" else "messages"
     model = driver.runtime.settings.model(body["model"])
     assert model is not None
     upstream = driver.runtime.upstreams[model.id]
-    exchange = plan(model, upstream.wire, protocol, dict(body), _Request(), 20)  # type: ignore[arg-type]
+    exchange = plan(model, upstream.wire, protocol, dict(body), {}, 20)
     call = _Call(exchange, upstream, Delivered(model_rules(model, upstream.wire), 20))
     response = await answer(call)  # type: ignore[arg-type]
     if not isinstance(response, Stream):

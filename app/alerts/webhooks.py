@@ -30,9 +30,9 @@ from datetime import UTC, datetime
 
 import httpx
 
+from app.store.database import Database, Sql
 from domain.settings import Settings, Webhook
 from projections.alerts import AlertOutbox, alert_body
-from projections.database import Database, Sql
 
 log = logging.getLogger("tollgate.alerts")
 

@@ -13,16 +13,9 @@ import json
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.cli.support import (
-    CommandError,
-    cli_actor,
-    credits_amount,
-    ledger_service,
-    ledger_store,
-    load_settings,
-    recorded_text,
-)
+from app.cli.support import CommandError, cli_actor, credits_amount, ledger_service, ledger_store, recorded_text
 from app.ledger.queries import recent_alerts
+from app.settings_file import load_settings
 from domain.alerts import BALANCE_BELOW, BUDGET_PERCENT, Threshold
 from domain.money import format_credits
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from app.cli.support import CommandError, cli_actor, credits_amount, ledger_service, load_settings, recorded_text
+from app.cli.support import CommandError, cli_actor, credits_amount, ledger_service, recorded_text
 from app.ledger.results import BudgetSummary
+from app.settings_file import load_settings
 from domain.budgets import PERIODS, parse_period
 from domain.money import format_credits
 

@@ -12,16 +12,9 @@ from collections.abc import Callable
 from typing import Any
 
 from app.cli.budgets import add_key_budget_command, add_team_budget_command, described
-from app.cli.support import (
-    CommandError,
-    add_reason_option,
-    cli_actor,
-    credits_amount,
-    ledger_service,
-    load_settings,
-    recorded_text,
-)
+from app.cli.support import CommandError, add_reason_option, cli_actor, credits_amount, ledger_service, recorded_text
 from app.ledger.results import Limits
+from app.settings_file import load_settings
 from domain.bounds import RPM, TPM, Bound
 from domain.endpoints import ENDPOINT_PATHS, parse_endpoints
 from domain.money import format_credits

@@ -24,14 +24,13 @@ from app.cli.prices import add_prices_commands
 from app.cli.rerate import add_rerate_command
 from app.cli.statement import add_statement_commands
 from app.cli.support import (
-    CONFIG_ENV,
     CommandError,
     add_reason_option,
     cli_actor,
     credits_amount,
     ledger_service,
     ledger_store,
-    load_settings,
+    out_of_bounds,
     recorded_text,
 )
 from app.cli.usage import add_usage_command
@@ -40,12 +39,13 @@ from app.http.serving import serve
 from app.ledger.refusals import refusal
 from app.ledger.writer import LedgerUnavailable
 from app.ratelimit.choice import StartupRefused
+from app.settings_file import CONFIG_ENV, load_settings
 from domain.ledger import LedgerError
 from domain.money import AmountError, format_credits, micros_from_credits
 from domain.settings import ConfigError, require_strong_admin_key, require_upstream_secrets, require_webhook_secrets
 
 if TYPE_CHECKING:
-    from projections.event_store import LedgerStore
+    from app.store.event_store import LedgerStore
     from projections.history import HistoryProjection
 
 
@@ -132,19 +132,18 @@ def _caught_up_history(store: LedgerStore) -> HistoryProjection:
 
 
 def _query_checked(check: Callable[..., None], *values: object) -> None:
-    """A query's numbers and times, bounded as the admin API bounds them (``app/http/routes/paging.py``)."""
-    from app.errors import InvalidRequest
+    """A query's numbers and times, bounded as the admin API bounds them (``app/paging.py``)."""
+    from app.paging import OutOfBounds
 
     try:
         check(*values)
-    except InvalidRequest as exc:
-        raise CommandError(exc.message.replace("'per_page'", "--per-page").replace("'page'", "--page")
-                           .replace("'since'", "--since")) from None
+    except OutOfBounds as exc:
+        raise out_of_bounds(exc) from None
 
 
 def cmd_ledger_export(args: argparse.Namespace) -> None:
-    from app.http.routes.paging import check_since
     from app.ledger.queries import export_chunks  # the dashboard's export writes the same lines
+    from app.paging import check_since
 
     _query_checked(check_since, args.since)
     with ledger_store(args.config) as store:
@@ -156,9 +155,9 @@ def cmd_ledger_export(args: argparse.Namespace) -> None:
 
 
 def cmd_ledger_history(args: argparse.Namespace) -> None:
-    from app.http.routes.paging import check_page
+    from app.paging import MAX_HISTORY_PER_PAGE, check_page
 
-    _query_checked(check_page, args.page, args.per_page, 1000)
+    _query_checked(check_page, args.page, args.per_page, MAX_HISTORY_PER_PAGE)
     with ledger_store(args.config) as store:
         history = _caught_up_history(store)
         total = history.count(team=args.team)
@@ -180,7 +179,7 @@ def cmd_ledger_history(args: argparse.Namespace) -> None:
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
-    from projections.event_store import open_ledger_store
+    from app.store.event_store import open_ledger_store
 
     settings, base = load_settings(args.config)
     open_ledger_store(settings.database_url, base).close()

@@ -16,7 +16,8 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.cli.support import CommandError, cli_actor, ledger_service, ledger_store, load_settings, recorded_text
+from app.cli.support import CommandError, cli_actor, ledger_service, ledger_store, recorded_text
+from app.settings_file import load_settings
 from domain.prices import PriceList
 from domain.pricing import Price
 
@@ -62,7 +63,7 @@ def changes(old: Price | None, new: Price) -> list[str]:
 
 
 def cmd_prices_apply(args: argparse.Namespace) -> int:
-    from projections.store_errors import VersionConflict
+    from app.store.store_errors import VersionConflict
 
     settings, _ = load_settings(args.config)
     planned: list[tuple[str, list[str]]] = []

@@ -19,7 +19,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli.support import CommandError, add_reason_option, cli_actor, ledger_service, load_settings
+from app.cli.support import CommandError, add_reason_option, cli_actor, ledger_service
+from app.settings_file import load_settings
 from domain.money import format_credits
 from domain.pricing import Price
 from domain.rerates import RerateRaced, RerateScope, overlapping, scope_of

@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from app.cli.support import CONFIG_ENV, CommandError, ledger_store
+from app.cli.support import CommandError, ledger_store
+from app.settings_file import CONFIG_ENV
 from domain.money import format_credits
 
 if TYPE_CHECKING:  # imported when the command runs: ``tollgate --help`` stays quick

@@ -1,4 +1,7 @@
-"""What every ``tollgate`` command shares: finding the config, opening the ledger, reading amounts."""
+"""What every ``tollgate`` command shares: opening the ledger, reading amounts, naming who acts.
+
+The configuration file is found and read by ``app/settings_file.py`` (the serving workers read it
+too)."""
 
 from __future__ import annotations
 
@@ -9,14 +12,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.settings_file import load_settings
 from domain.money import AmountError, micros_from_credits
-from domain.settings import ConfigError, Settings, parse_settings
+from domain.settings import Settings
 
 if TYPE_CHECKING:  # imported when a command opens the ledger: ``tollgate --help`` stays quick
     from app.ledger.service import LedgerService
-    from projections.event_store import LedgerStore
+    from app.paging import OutOfBounds
+    from app.store.event_store import LedgerStore
 
-CONFIG_ENV = "TOLLGATE_CONFIG"
 #: The longest reason, reference or key name a command records (the admin API's bound).
 MAX_RECORDED_TEXT = 500
 
@@ -25,25 +29,13 @@ class CommandError(Exception):
     """A command that cannot be carried out; its message is for the user."""
 
 
-def load_settings(config: str | None) -> tuple[Settings, Path]:
-    path_text = config or os.environ.get(CONFIG_ENV)
-    if not path_text:
-        raise CommandError(f"no configuration file: pass --config PATH or set {CONFIG_ENV}")
-    path = Path(path_text)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(str(path), "", f"cannot read the file: {exc.strerror or exc}") from None
-    return parse_settings(text, str(path), os.environ), path.resolve().parent
-
-
 @contextmanager
 def ledger_service(settings: Settings, base_dir: Path) -> Iterator[LedgerService]:
     """The ledger's commands, through a writer of this process's own, stopped (every command
     committed) and the store closed when the block ends."""
     from app.ledger.service import LedgerService
     from app.ledger.writer import LedgerWriter
-    from projections.event_store import open_ledger_store
+    from app.store.event_store import open_ledger_store
 
     store = open_ledger_store(settings.database_url, base_dir)
     try:
@@ -56,7 +48,7 @@ def ledger_service(settings: Settings, base_dir: Path) -> Iterator[LedgerService
 @contextmanager
 def ledger_store(config: str | None) -> Iterator[LedgerStore]:
     """The ledger's store alone, for commands that only read (two connections at most)."""
-    from projections.event_store import open_ledger_store
+    from app.store.event_store import open_ledger_store
 
     settings, base = load_settings(config)
     store = open_ledger_store(settings.database_url, base, pool_size=2)
@@ -64,6 +56,12 @@ def ledger_store(config: str | None) -> Iterator[LedgerStore]:
         yield store
     finally:
         store.close()
+
+
+def out_of_bounds(exc: OutOfBounds) -> CommandError:
+    """A page, page size or time out of the bounds the admin API sets (``app/paging.py``), in the
+    same words, naming the option that gave it (``--per-page`` where the API says ``'per_page'``)."""
+    return CommandError(exc.said("--" + exc.parameter.replace("_", "-")))
 
 
 def credits_amount(text: str) -> int:

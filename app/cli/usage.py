@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from app.cli.support import CommandError, ledger_store
+from app.cli.support import CommandError, ledger_store, out_of_bounds
 from app.spreadsheet_csv import CsvWriter
 from domain.attribution import NONE_SHOWN, AttributionError, dimension_of
 from domain.attribution_bounds import OTHER_SHOWN
@@ -24,9 +24,8 @@ _COUNTS = ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "c
 
 
 def cmd_usage(args: argparse.Namespace) -> None:
-    from app.errors import InvalidRequest
-    from app.http.routes.paging import check_page, check_since
     from app.ledger.queries import MAX_USAGE_PER_PAGE, usage_by
+    from app.paging import OutOfBounds, check_page, check_since
 
     try:
         dimension = dimension_of(args.by)
@@ -34,9 +33,8 @@ def cmd_usage(args: argparse.Namespace) -> None:
         check_page(args.page, args.per_page, MAX_USAGE_PER_PAGE)
     except AttributionError as exc:
         raise CommandError(f"--by: {exc}") from None
-    except InvalidRequest as exc:
-        raise CommandError(exc.message.replace("'since'", "--since").replace("'per_page'", "--per-page")
-                           .replace("'page'", "--page")) from None
+    except OutOfBounds as exc:
+        raise out_of_bounds(exc) from None
     with ledger_store(args.config) as store:
         if not store.read_models.read_rows("SELECT team_name FROM team_balances WHERE team_name = {p}", (args.team,)):
             raise TeamNotFound(args.team)

@@ -1,7 +1,7 @@
 """Reading a request's attribution (``domain/attribution.py``) before anything is held.
 
 The tags header is Tollgate's own: it is read here and never forwarded (only each protocol's version
-headers go upstream, ``app/http/exchange.py``); its bytes are UTF-8. The end user is a field of the
+headers go upstream, ``app/translate/exchange.py``); its bytes are UTF-8. The end user is a field of the
 body, which goes upstream unchanged whatever it holds: a string is recorded (its first 256
 characters), anything else is not — but a string holding what no recorded text may hold (NUL, a
 control or bidirectional control character: ``domain/client_text.py``) is refused, naming the

@@ -38,7 +38,6 @@ from litestar import Request, Response
 from app.errors import GatewayError, InvalidRequest
 from app.http.answer_head import encoded_headers
 from app.http.event_stream import LastChunk
-from app.http.exchange import Exchange
 from app.http.prompt_size import model_rules
 from app.keys import Principal
 from app.ledger.billing import Idempotency, RequestBill
@@ -48,6 +47,7 @@ from app.observability.request_ids import new_request_id
 from app.ratelimit.streams import StreamSlot
 from app.runtime import Runtime
 from app.tokens.delivered import Delivered
+from app.translate.exchange import Exchange
 from app.upstream import Answer, RawStream
 from domain.client_text import ClientTextError, checked_text, header_text
 from domain.pricing import TokenUsage

@@ -1,7 +1,7 @@
 """The billed request, shared by every generation endpoint: size, plan, hold, call, charge, answer.
 
 Endpoints differ only in how they parse and authorise a request (``app/http/routes/``); what goes
-upstream and what comes back is an :class:`~app.http.exchange.Exchange`, whose codec either
+upstream and what comes back is an :class:`~app.translate.exchange.Exchange`, whose codec either
 passes the upstream's answer through or translates it, and the money moves the same way for all of
 them, plain or streamed, inside one :class:`~app.http.billed_call.BilledCall`. So a change to how a
 request is billed is made here once, not once per endpoint or per protocol pair.
@@ -23,13 +23,13 @@ from app.http.answer_head import header_text
 from app.http.attribution import attribution_of
 from app.http.billed_call import BilledCall, hold
 from app.http.event_stream import EventStream
-from app.http.exchange import Exchange, plan
 from app.http.prompt_size import measure_prompt
 from app.keys import Principal
 from app.runtime import Runtime
 from app.tokens import Protocol as Wire
 from app.tokens.delivered import Delivered
 from app.translate import canonical as c
+from app.translate.exchange import Exchange, plan
 from app.translate.exposure import exposure_of
 from app.translate.output_limit import MIN_CLAMPED_OUTPUT, clamp_output
 from domain import endpoints
@@ -61,7 +61,7 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
     attribution = attribution_of(request, protocol, body)
     wire = runtime.upstreams[model.id].wire
     prompt_tokens = await measure_prompt(model, wire, body, protocol, len(raw_body))
-    exchange = plan(model, wire, protocol, body, request, prompt_tokens)
+    exchange = plan(model, wire, protocol, body, request.headers, prompt_tokens)
     call = await _held(runtime, request, principal, model, protocol, exchange, raw_body, prompt_tokens,
                        max_output, requested_output, choices, attribution)
     if not isinstance(call, BilledCall):

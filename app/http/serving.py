@@ -20,9 +20,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypedDict, cast
 
-from app.cli.support import CONFIG_ENV, CommandError, load_settings
 from app.observability.logs import configure_logging
 from app.ratelimit.choice import StartupRefused
+from app.settings_file import CONFIG_ENV, load_settings
 from domain.settings import ConfigError, Settings
 
 #: The exit code with which a worker that cannot start tells uvicorn's supervisor to stop (not restart it).
@@ -95,10 +95,10 @@ def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, wor
     from uvicorn.supervisors import Multiprocess
 
     from app.ratelimit.redis_store import reachable
-    from projections.event_store import open_ledger_store
+    from app.store.event_store import open_ledger_store
 
     if settings.redis_url is None:
-        raise CommandError(
+        raise StartupRefused(
             f"--workers {workers} runs {workers} gateway processes on one ledger, and rate limits kept in one "
             'process\'s memory would not hold across them: set redis_url (e.g. "redis://127.0.0.1:6379/0") '
             "in the configuration, or TOLLGATE_REDIS_URL")
@@ -157,7 +157,7 @@ def app_from_environment() -> object:
         configure_logging(settings.log_format, settings.log_level)
         with ThreadPoolExecutor(1) as pool:
             runtime = pool.submit(build_runtime, settings, base).result()
-    except (ConfigError, CommandError, StartupRefused) as exc:
+    except (ConfigError, StartupRefused) as exc:
         print(f"tollgate: error: {exc}", file=sys.stderr, flush=True)
         sys.exit(WORKER_STARTUP_FAILURE)
     return create_asgi_app(runtime)

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from app.store.event_store import LedgerStore
 from domain.ledger import TeamLedger, TeamNotFound, team_id
 from domain.ledger_errors import TeamNotOpenedYet
-from projections.event_store import LedgerStore
 
 
 @dataclass(frozen=True, slots=True)

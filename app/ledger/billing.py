@@ -25,6 +25,7 @@ from app.ledger.writer import LedgerUnavailable, RefusedByStore
 from app.observability import metrics
 from app.observability.record import RequestRecord
 from app.ratelimit import Admission, RateLimiter
+from app.store.read_models import IdempotentResponse
 from domain.ledger import (
     AlreadyCharged,
     BudgetExceeded,
@@ -36,7 +37,6 @@ from domain.ledger import (
 )
 from domain.pricing import Exposure, TokenUsage, affordable_output_tokens, worst_case_in_micros
 from domain.settings import Model, Settings
-from projections.read_models import IdempotentResponse
 
 log = logging.getLogger("tollgate.billing")
 
@@ -84,7 +84,7 @@ class Billing:
                  writable: Callable[[], bool] | None = None, owner: Callable[[], str] = str) -> None:
         """``writable``: whether the ledger can be written now (``app/ledger/health.py``); while it
         cannot, no request is held, so none is served that could not be charged. ``owner``: this
-        process's instance id, recorded on every hold (``projections/instances.py``)."""
+        process's instance id, recorded on every hold (``app/store/instances.py``)."""
         self._ledger = ledger
         self._prices = prices
         self._writable = writable

@@ -1,7 +1,7 @@
 """Whether this process may serve billed requests: the ledger can be written and its writer runs.
 
 Two sources say so. The writer reports a commit that failed (at once, on the writer thread), and
-a probe (``projections/probe.py``) asks the database every second. While either says no, billing
+a probe (``app/store/probe.py``) asks the database every second. While either says no, billing
 refuses new requests with 503 before anything goes upstream — a gateway that cannot record a charge
 must not serve — and ``/health/ready`` answers 503, so a load balancer sends traffic elsewhere. The
 probe's next success clears both: the writer's next commit is the proof.
@@ -16,7 +16,7 @@ from typing import Any
 
 from app.ledger.writer import LedgerWriter
 from app.observability import metrics, timeline
-from projections.probe import LedgerProbe
+from app.store.probe import LedgerProbe
 
 log = logging.getLogger("tollgate.health")
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
+from app.store.database import Sql
+from app.store.event_store import LedgerStore
+from app.store.request_records import find_record
 from domain.ledger import TeamLedger, team_id
-from projections.database import Sql
-from projections.event_store import LedgerStore
-from projections.request_records import find_record
 
 
 @dataclass(frozen=True)

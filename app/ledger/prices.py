@@ -14,11 +14,11 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from app.store.event_store import LedgerStore
+from app.store.store_errors import VersionConflict
 from domain.prices import PriceEntry, PriceList
 from domain.pricing import Price
 from domain.settings import Settings
-from projections.event_store import LedgerStore
-from projections.store_errors import VersionConflict
 
 log = logging.getLogger("tollgate.prices")
 

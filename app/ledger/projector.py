@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 from uuid import UUID
 
 from app.observability import metrics, timeline
+from app.store.event_store import LedgerStore
 from domain.admin_keys import AdminKeys
 from domain.ledger import TeamLedger
 from domain.prices import PriceList
-from projections.event_store import LedgerStore
 
 if TYPE_CHECKING:
     from projections.history import HistoryProjection

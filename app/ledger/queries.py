@@ -21,9 +21,9 @@ from datetime import date, timedelta
 from typing import Any, TextIO
 
 from app.spreadsheet_csv import CsvWriter
+from app.store.event_store import LedgerStore
 from domain.attribution_bounds import OTHER
 from domain.money import credits_from_micros
-from projections.event_store import LedgerStore
 from projections.history import ENTRY_PAGE, HistoryProjection, entry_page_sql
 from projections.history_rows import ENTRY_COLUMNS
 

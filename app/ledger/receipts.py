@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from app.store.read_models import ChargeRecord
 from domain.ledger import TeamLedger
 from domain.money import credits_from_exact, credits_from_micros, usd_from_micros
 from domain.pricing import TOKEN_KINDS, Cost, Price, TokenUsage, price_usage
-from projections.read_models import ChargeRecord
 
 #: A breakdown's token dimension → the usage field that counts it.
 _COUNTED = {dimension: counted for dimension, counted, _ in TOKEN_KINDS}

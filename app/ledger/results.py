@@ -11,10 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from app.store.read_models import IdempotentResponse
 from domain.budgets import spent_in
 from domain.ledger import TeamLedger
 from domain.pricing import Cost
-from projections.read_models import IdempotentResponse
 
 
 @dataclass(frozen=True, slots=True)

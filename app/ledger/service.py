@@ -48,6 +48,8 @@ from app.ledger.results import (
     TeamSummary,
 )
 from app.ledger.writer import LedgerWriter, Recorded
+from app.store.event_store import LedgerStore
+from app.store.read_models import ChargeRecord, IdempotentResponse
 from domain.alerts import Threshold
 from domain.ledger import (
     TEAM_NAME,
@@ -61,8 +63,6 @@ from domain.ledger import (
 from domain.prices import PriceSource
 from domain.pricing import Price, TokenUsage
 from domain.rerates import RerateScope
-from projections.event_store import LedgerStore
-from projections.read_models import ChargeRecord, IdempotentResponse
 
 R = TypeVar("R")
 

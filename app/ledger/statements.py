@@ -36,9 +36,9 @@ from typing import Any
 
 from app.ledger.statement_reading import IMPLIED, LISTED, ORDER, StatementFile, StatementFileError, read_statement
 from app.spreadsheet_csv import CsvWriter
+from app.store.event_store import LedgerStore
 from domain import clock
 from domain.ledger import TeamLedger, team_id
-from projections.event_store import LedgerStore
 from projections.statement_chain import COLUMNS, PREV_HASH, Chain, cell, check_chain, describe
 from projections.statements import Month, Statement, month_closed_at
 

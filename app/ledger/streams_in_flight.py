@@ -1,6 +1,6 @@
 """The streams this process is relaying, and what each has delivered so far.
 
-Reported with every heartbeat (``projections/instances.py``), which asks for them on the event
+Reported with every heartbeat (``app/store/instances.py``), which asks for them on the event
 loop: if the process dies mid-stream, the process that releases its holds charges each of these
 streams for what it had delivered at the last report — a lower bound of what its client received,
 so a crash never bills more than was sent, and no longer bills nothing at all.
@@ -12,9 +12,9 @@ import asyncio
 import logging
 
 from app.ledger.billing import RequestBill
+from app.store.instances import StreamReport
 from app.tokens.delivered import Delivered
 from domain.attribution import tags_text
-from projections.instances import StreamReport
 
 log = logging.getLogger("tollgate.streams")
 

@@ -33,15 +33,15 @@ from app.ledger.results import ReleasedHolds
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerUnavailable
 from app.observability import timeline
+from app.store.event_store import LedgerStore
+from app.store.housekeeping import purge_expired_answers
+from app.store.instances import InstanceRegistry, StreamReport
+from app.store.request_records import purge_old_records
 from domain import clock
 from domain.attribution import tags_of_text
 from domain.ledger import Delivery, LedgerError
 from domain.prices import PriceSource
 from domain.pricing import TokenUsage
-from projections.event_store import LedgerStore
-from projections.housekeeping import purge_expired_answers
-from projections.instances import InstanceRegistry, StreamReport
-from projections.request_records import purge_old_records
 
 log = logging.getLogger("tollgate.holds")
 

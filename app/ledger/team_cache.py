@@ -10,7 +10,7 @@ to the writer, in the order they came, when it arrives. A request for a team tha
 waits only for that team.
 
 Every ``snapshot_every`` events of a team, the writer hands a copy of the committed team to the
-snapshot thread, which encodes and stores it (``projections/snapshots.py``): a snapshot costs the
+snapshot thread, which encodes and stores it (``app/store/snapshots.py``): a snapshot costs the
 writer a copy of a small dictionary, never a write.
 """
 
@@ -27,9 +27,9 @@ from typing import Generic, TypeVar
 from uuid import UUID
 
 from app.observability import timeline
+from app.store.event_store import LedgerStore
+from app.store.snapshots import SNAPSHOT_EVERY
 from domain.ledger import TeamLedger
-from projections.event_store import LedgerStore
-from projections.snapshots import SNAPSHOT_EVERY
 
 log = logging.getLogger("tollgate.ledger")
 

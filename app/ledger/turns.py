@@ -1,6 +1,6 @@
 """The ledger writer's turns under the writer lock, when other gateway processes write the same ledger.
 
-A turn decides and saves a batch under the locks of its teams (``projections/writer_lock.py``),
+A turn decides and saves a batch under the locks of its teams (``app/store/writer_lock.py``),
 each team's copy first caught up with what other processes wrote: one query for all of them, in the
 round trip that takes the locks.
 
@@ -27,9 +27,9 @@ from collections.abc import Callable, Collection, Iterable, Sequence, Set
 from typing import Any, Generic, Protocol, TypeVar
 from uuid import UUID
 
+from app.store.event_store import LedgerStore
+from app.store.writer_lock import WriterLock
 from domain.ledger import TeamLedger
-from projections.event_store import LedgerStore
-from projections.writer_lock import WriterLock
 
 log = logging.getLogger("tollgate.ledger")
 

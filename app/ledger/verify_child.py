@@ -25,8 +25,8 @@ def main() -> int:
         os.nice(NICENESS)
     order = json.loads(sys.stdin.read())
     try:
+        from app.store.event_store import open_ledger_store
         from projections.audit import verify_caught_up
-        from projections.event_store import open_ledger_store
 
         store = open_ledger_store(order["database_url"], Path(order["base_dir"]), pool_size=2)
         try:

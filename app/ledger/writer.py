@@ -13,7 +13,7 @@ whole batch is applied again (commands are idempotent per request id), a bounded
 A refusal for lack of credits is re-checked against the stored history first, so credits added
 from elsewhere are seen at once.
 
-Only a version conflict is retried as one (``projections/store_errors.py`` tells the store's
+Only a version conflict is retried as one (``app/store/store_errors.py`` tells the store's
 refusals apart). A duplicate of a once-only row — a second charge of a request, a second answer
 under an Idempotency-Key — or a value the database rejects is the fault of one command, and that
 command alone fails: the batch is committed again one command at a time. One bad command must
@@ -37,12 +37,12 @@ from uuid import UUID
 from app.ledger.team_cache import Loaded, TeamCache
 from app.ledger.turns import Turns
 from app.observability import metrics, timeline
+from app.store.event_store import LedgerStore
+from app.store.read_models import IdempotentResponse
+from app.store.snapshots import SNAPSHOT_EVERY
+from app.store.store_errors import DuplicateRecord, RecordRejected, StaleConnection, StoreRefused, VersionConflict
+from app.store.writer_lock import WriterLock
 from domain.ledger import AlreadyCharged, InsufficientCredits, LedgerError, TeamLedger, TeamNotFound, TeamSuspended
-from projections.event_store import LedgerStore
-from projections.read_models import IdempotentResponse
-from projections.snapshots import SNAPSHOT_EVERY
-from projections.store_errors import DuplicateRecord, RecordRejected, StaleConnection, StoreRefused, VersionConflict
-from projections.writer_lock import WriterLock
 
 log = logging.getLogger("tollgate.ledger")
 
@@ -102,7 +102,7 @@ class LedgerWriter:
                  on_commit: Callable[[], None] | None = None, lock: WriterLock | None = None,
                  snapshot_every: int | None = SNAPSHOT_EVERY) -> None:
         """``lock``: taken around each batch when other gateway processes write the same ledger
-        (projections/writer_lock.py); the batch's teams first catch up with what they wrote.
+        (app/store/writer_lock.py); the batch's teams first catch up with what they wrote.
         ``snapshot_every``: a snapshot of a team every this many of its events (None: none)."""
         self.store = store
         self._on_commit = on_commit

@@ -23,8 +23,8 @@ from typing import Any
 
 from app.observability import metrics
 from app.observability.record import RequestRecord
-from projections.database import Database, Sql
-from projections.request_records import write_records
+from app.store.database import Database, Sql
+from app.store.request_records import write_records
 
 log = logging.getLogger("tollgate.records")
 

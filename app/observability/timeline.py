@@ -151,7 +151,8 @@ def mark(what: str, record: Any) -> None:
 
 def traced(obj: object, method: str, kind: str) -> None:
     """Record every call of ``obj.method`` as a span of ``kind`` (for a class that may not import
-    this module, as ``projections/`` may not); nothing when the timeline is off."""
+    this module, as ``app/store``'s may not: the process registry's heartbeat); nothing when the
+    timeline is off."""
     if _recorder is None:
         return
     original: Callable[..., Any] = getattr(obj, method)

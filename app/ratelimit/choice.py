@@ -12,9 +12,9 @@ import asyncio
 
 from app.ratelimit.memory import MemoryLimiter
 from app.ratelimit.redis_store import RedisLimiter, reachable
+from app.store.event_store import LedgerStore
+from app.store.instances import InstanceRegistry
 from domain.settings import Settings
-from projections.event_store import LedgerStore
-from projections.instances import InstanceRegistry
 
 
 class StartupRefused(Exception):

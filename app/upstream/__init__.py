@@ -3,7 +3,7 @@
 Each adapter speaks one wire protocol (``wire`` says which): requests as JSON dicts, answers and
 stream events as the upstream's JSON text, read once and decoded on demand; the routes either pass
 a client's body through to an upstream of its own protocol, or translate it
-(``app/http/exchange.py``).
+(``app/translate/exchange.py``).
 """
 
 from app.upstream.anthropic import AnthropicUpstream

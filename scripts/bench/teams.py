@@ -22,8 +22,9 @@ def team_name(index: int) -> str:
 
 
 def main(argv: list[str]) -> int:
-    from app.cli.support import credits_amount, ledger_service, load_settings
+    from app.cli.support import credits_amount, ledger_service
     from app.ledger.results import Limits
+    from app.settings_file import load_settings
 
     config, first, count = argv[0], int(argv[1]), int(argv[2])
     settings, base = load_settings(config)

@@ -52,8 +52,8 @@ class Snapshot:
 
 def read_snapshot(database_url: str, base_dir: Path) -> Snapshot:
     """Every event in commit order, and the balances read model read after them."""
+    from app.store.event_store import open_ledger_store
     from domain.aggregates import NON_TEAM_IDS
-    from projections.event_store import open_ledger_store
 
     store = open_ledger_store(database_url, base_dir, pool_size=2)
     try:
@@ -79,7 +79,7 @@ def read_snapshot(database_url: str, base_dir: Path) -> Snapshot:
 
 def total_held(database_url: str, base_dir: Path) -> dict[str, int]:
     """The teams holding credit now (the balances read model), e.g. to wait for every lease to go back."""
-    from projections.event_store import open_ledger_store
+    from app.store.event_store import open_ledger_store
 
     store = open_ledger_store(database_url, base_dir, pool_size=1)
     try:

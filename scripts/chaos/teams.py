@@ -55,9 +55,9 @@ def open_teams(database_url: str, base_dir: Path, count: int, poor_every: int) -
     from app.ledger.results import Limits
     from app.ledger.service import LedgerService
     from app.ledger.writer import LedgerWriter
+    from app.store.event_store import open_ledger_store
     from domain.ledger import team_id
     from domain.money import micros_from_credits
-    from projections.event_store import open_ledger_store
 
     store = open_ledger_store(database_url, base_dir, pool_size=2)
     teams = []

@@ -22,12 +22,12 @@ from typing import Any
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.observability.request_ids import new_request_id
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.snapshots import SnapshotRow
 from domain.endpoints import CHAT
 from domain.ledger import TeamLedger
 from domain.pricing import Price, TokenUsage, worst_case_in_micros
-from projections.event_store import LedgerStore, open_ledger_store
 from projections.history import HistoryProjection
-from projections.snapshots import SnapshotRow
 from scripts.bench.fast_upstream import COMPLETION_TOKENS, PROMPT_TOKENS
 from scripts.ledger_scale.ledger import BIG, CREDITS_PER_USD, MODEL, PRICES, SMALL, Ledger, Team
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, cast
 from uuid import UUID
 
+from app.store.event_store import open_ledger_store
 from domain.ledger import TeamLedger
-from projections.event_store import open_ledger_store
 
 
 def _status_kb(key: str) -> int:

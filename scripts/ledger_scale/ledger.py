@@ -14,9 +14,9 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
+from app.store.database import Database, Sql
+from app.store.event_store import open_ledger_store
 from domain.ledger import team_id
-from projections.database import Database, Sql
-from projections.event_store import open_ledger_store
 
 UPSTREAM_KEY_ENV = "BENCH_UPSTREAM_KEY"  # the variable scripts/bench/servers.py gives every process it starts
 MODEL = "bench-gpt"

@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from projections.snapshots import SNAPSHOT_EVERY
+from app.store.snapshots import SNAPSHOT_EVERY
 from scripts.bench import servers
 from scripts.bench.options import DEFAULT_POSTGRES
 from scripts.ledger_scale import gateway, ledger, setback

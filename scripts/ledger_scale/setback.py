@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from app.store.database import Sql
+from app.store.event_store import open_ledger_store
 from domain.attribution import dimensions, parse_tags
 from projections import attribution
-from projections.database import Sql
-from projections.event_store import open_ledger_store
 from projections.history import NAME, HistoryProjection
 from projections.history_rows import USAGE_COLUMNS
 from scripts.ledger_scale.ledger import Ledger

@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import open_ledger_store
 from domain.ledger import team_id
 from domain.settings import parse_settings
-from projections.event_store import open_ledger_store
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 

@@ -9,9 +9,9 @@ from decimal import Decimal
 import openai
 import pytest
 
+from app.store.event_store import open_ledger_store
 from domain.ledger import team_id
 from domain.settings import parse_settings
-from projections.event_store import open_ledger_store
 from tests.support.backend import RawDatabase
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, run_cli, tollgate_command, write_config

@@ -24,8 +24,8 @@ import openai
 import pytest
 from playwright.sync_api import Browser, Page
 
+from app.store.event_store import open_ledger_store
 from domain.settings import parse_settings
-from projections.event_store import open_ledger_store
 from tests.support.gateway import ADMIN_KEY, Gateway
 from tests.support.long_history import build_history
 from tests.support.screenshots import keep

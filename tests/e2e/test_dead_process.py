@@ -14,8 +14,8 @@ from decimal import Decimal
 import httpx
 import pytest
 
+from app.store.instances import HEARTBEAT_SECONDS
 from app.tokens.counting import o200k_text
-from projections.instances import HEARTBEAT_SECONDS
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from projections.housekeeping import purge_expired_answers
+from app.store.housekeeping import purge_expired_answers
 from tests.support.backend import BACKEND, RawDatabase
 from tests.support.charges import balance_of
 from tests.support.fake_upstream import FakeUpstream

@@ -9,8 +9,8 @@ from decimal import Decimal
 
 import openai
 
+from app.store.writer_lock import WriterLock
 from domain.ledger import team_id
-from projections.writer_lock import WriterLock
 from tests.support.backend import BACKEND, RawDatabase
 from tests.support.charges import balance_of
 from tests.support.fake_upstream import FakeUpstream

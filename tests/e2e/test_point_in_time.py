@@ -11,10 +11,10 @@ import httpx
 import openai
 import pytest
 
+from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import team_id
 from domain.money import credits_from_micros, format_credits
 from domain.settings import parse_settings
-from projections.event_store import LedgerStore, open_ledger_store
 from tests.support.gateway import ADMIN_KEY, Gateway
 from tests.support.teams import Team
 

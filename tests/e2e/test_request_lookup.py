@@ -191,7 +191,7 @@ def test_a_request_whose_upstream_failed_shows_its_status_attempts_and_no_charge
 def test_a_record_echoing_nul_is_kept_and_the_records_after_it_too(gateway: Gateway, team: Team):
     """A request's record echoes what its client sent (an unknown model's name, in its error): one
     holding NUL once failed every batch of records after it, on PostgreSQL, for every team. Its text
-    is stored as the projections store it (``projections/storable.py``)."""
+    is stored as the projections store it (``app/store/storable.py``)."""
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     with pytest.raises(openai.NotFoundError) as unknown:
         client.chat.completions.create(model="evil\u0000model", messages=[{"role": "user", "content": "x"}])

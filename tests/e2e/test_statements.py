@@ -21,10 +21,10 @@ import httpx
 import openai
 import pytest
 
-from app.cli.support import CONFIG_ENV
+from app.settings_file import CONFIG_ENV
+from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import TeamLedger, team_id
 from domain.settings import parse_settings
-from projections.event_store import LedgerStore, open_ledger_store
 from projections.statement_chain import COLUMNS, PREV_HASH, chained
 from tests.support.backend import RawDatabase
 from tests.support.cli_fork import run_tollgate

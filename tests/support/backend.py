@@ -13,8 +13,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from app.store.database import Database
 from domain.settings import parse_settings
-from projections.database import Database
 
 BACKEND = os.environ.get("TOLLGATE_TEST_BACKEND", "sqlite")
 POSTGRES_ADMIN_URL = os.environ.get("TOLLGATE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")

@@ -36,9 +36,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What the commands import, on either backend: imported once, by the server, before it forks.
-PRELOADED = ("app.cli.main", "app.cli.progress", "app.cli.support", "app.http.routes.paging", "app.ledger.queries",
-             "app.ledger.service", "app.ledger.writer", "projections.audit", "projections.event_store",
-             "projections.history", "projections.postgres_store", "projections.sqlite_store")
+PRELOADED = ("app.cli.main", "app.cli.progress", "app.cli.support", "app.paging", "app.ledger.queries",
+             "app.ledger.service", "app.ledger.writer", "projections.audit", "app.store.event_store",
+             "projections.history", "app.store.postgres_store", "app.store.sqlite_store")
 
 # -- the server (a process of its own) ------------------------------------------------------------
 

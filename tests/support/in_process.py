@@ -7,7 +7,7 @@ operator would, and after ``stop`` (the runtime's own shutdown: every request se
 returned, the writer flushed) the store is opened afresh and read — balances, charges, and a replay
 of every event (``verify_ledger``). Nothing here reaches into the ledger service's internals, so
 the tests survive its refactors; the two functions that must (``charge_of``, ``team_state``) read
-the store, whose API is the projections layer's.
+the store, whose API is app/store's.
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ from litestar.testing import TestClient
 
 from app.http.server import create_asgi_app
 from app.runtime import Runtime, build_runtime
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.read_models import ChargeRecord
+from app.store.store_errors import StoreUnreachable
 from domain.ledger import team_id
 from domain.settings import Settings, parse_settings
 from projections.audit import verify_ledger
-from projections.event_store import LedgerStore, open_ledger_store
-from projections.read_models import ChargeRecord
-from projections.store_errors import StoreUnreachable
 from tests.support.gateway import ADMIN_KEY
 
 ADMIN = {"authorization": f"Bearer {ADMIN_KEY}"}

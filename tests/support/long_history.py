@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from app.store.event_store import LedgerStore
 from domain.ledger import TeamLedger
 from domain.pricing import Price, TokenUsage
-from projections.event_store import LedgerStore
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
 USAGE = TokenUsage(input_tokens=500, output_tokens=200)

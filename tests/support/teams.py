@@ -9,9 +9,9 @@ from pathlib import Path
 from app.ledger.results import Limits
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import open_ledger_store
 from domain.money import micros_from_credits
 from domain.settings import parse_settings
-from projections.event_store import open_ledger_store
 
 _team_numbers = itertools.count(1)
 

@@ -43,8 +43,8 @@ from app.http.routes.admin_statements import (
     STATEMENT_ANSWER,
     statement_stream,
 )
-from app.http.routes.paging import check_limit, check_page
 from app.ledger import queries
+from app.paging import check_limit, check_page
 from app.runtime import Runtime
 from domain.attribution import AttributionError, dimension_of
 

@@ -48,12 +48,12 @@ from app.http.routes.answers import (
     UsageAnswer,
     answers,
 )
-from app.http.routes.paging import check_page, check_since
 from app.http.routes.request_body import request_json, validate
 from app.http.routes.requests import admin_read_request
 from app.ledger.balance_at import balance_at, parse_instant
 from app.ledger.queries import MAX_USAGE_PER_PAGE, USAGE_PER_PAGE, history_page, usage, usage_by
 from app.ledger.results import TeamSummary
+from app.paging import MAX_HISTORY_PER_PAGE, check_page, check_since
 from app.runtime import Runtime
 from domain.attribution import AttributionError, dimension_of
 from domain.money import AmountError, credits_from_micros, micros_from_credits
@@ -195,7 +195,7 @@ async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) 
 async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1, per_page: int = 50,
                        since: str | None = None) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    check_page(page, per_page, 1000)
+    check_page(page, per_page, MAX_HISTORY_PER_PAGE)
     check_since(since)
     await ledger_call(runtime.ledger.team_summary, name)  # 404 for an unknown team
     return json_response(await asyncio.to_thread(history_page, runtime.store, name, page, per_page, since))

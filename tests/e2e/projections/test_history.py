@@ -13,10 +13,10 @@ import pytest
 
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import open_ledger_store
 from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
-from projections.event_store import open_ledger_store
 from projections.history import HistoryProjection
 from tests.support.backend import RawDatabase, new_database_url
 from tests.support.fake_upstream import FakeUpstream

@@ -22,10 +22,10 @@ import openai
 import pytest
 
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import open_ledger_store
 from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
 from domain.settings import parse_settings
-from projections.event_store import open_ledger_store
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, write_config
 from tests.support.teams import Team, Teams

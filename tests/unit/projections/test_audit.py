@@ -8,10 +8,10 @@ import pytest
 
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
-from projections.event_store import LedgerStore, open_ledger_store
 from projections.history import ENTRY_COLUMNS, HistoryProjection
 from tests.support.backend import RawDatabase, new_database_url
 

@@ -17,10 +17,10 @@ from typing import Any, TypeVar
 import pytest
 
 from app.ledger.queries import export_chunks, export_upto
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.snapshots import SNAPSHOT_EVERY
 from projections.audit import verify_ledger
-from projections.event_store import LedgerStore, open_ledger_store
 from projections.history import HistoryProjection
-from projections.snapshots import SNAPSHOT_EVERY
 from tests.support.backend import new_database_url
 from tests.support.long_history import build_history
 

@@ -12,8 +12,8 @@ from app.keys import hash_key
 from app.ledger.results import Limits
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import LedgerStore, open_ledger_store
 from projections.audit import verify_ledger
-from projections.event_store import LedgerStore, open_ledger_store
 from projections.history import HistoryProjection
 from tests.support.backend import RawDatabase, new_database_url
 

@@ -12,13 +12,13 @@ import pytest
 
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.storable import REPLACEMENT, Unstorable, storable_row, storable_text
 from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
-from projections.event_store import LedgerStore, open_ledger_store
 from projections.history import HistoryProjection
 from projections.quarantine import refused_for_its_data
-from projections.storable import REPLACEMENT, Unstorable, storable_row, storable_text
 from tests.support.backend import BACKEND, RawDatabase, new_database_url
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))

@@ -12,9 +12,9 @@ import pytest
 
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import TeamLedger, TeamNotFound, team_id
 from domain.pricing import Price, TokenUsage
-from projections.event_store import LedgerStore, open_ledger_store
 from projections.statements import Month, Statement
 from tests.support.backend import RawDatabase, new_database_url
 

@@ -1,6 +1,6 @@
 """`verify_ledger` checks every team snapshot against the full replay, and `rebuild` writes them again.
 
-A snapshot is a cache of a team's state (``projections/snapshots.py``): one that is corrupt, that
+A snapshot is a cache of a team's state (``app/store/snapshots.py``): one that is corrupt, that
 disagrees with the events, or that has no events behind it is a problem verify reports (naming the
 team and the version); a rebuild drops them all and takes them again from its replay.
 """
@@ -13,12 +13,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.snapshots import SnapshotRow, same_state, state_digest
 from domain.ledger import TeamLedger, team_id
 from projections.audit import verify_ledger
 from projections.audit_snapshots import PROBLEMS_SHOWN
-from projections.event_store import LedgerStore, open_ledger_store
 from projections.history import HistoryProjection
-from projections.snapshots import SnapshotRow, same_state, state_digest
 from tests.support.backend import RawDatabase, new_database_url
 from tests.support.long_history import build_history
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from msgspec import inspect as mi
 
-from app.cli.support import CONFIG_ENV
+from app.settings_file import CONFIG_ENV
 from domain import settings as schema
 from scripts.config_reference import END, START, UndocumentedField, main, render, replace_section, sections
 

@@ -21,11 +21,11 @@ import pytest
 from app.http.answer_head import UnsendableHead
 from app.http.billed_call import BilledCall
 from app.http.event_stream import EventStream
-from app.http.exchange import plan
 from app.http.relay import answer
 from app.keys import Principal
 from app.ledger.billing import Charge, RequestBill
 from app.ledger.streams_in_flight import StreamsInFlight
+from app.translate.exchange import plan
 from app.upstream.base import Answer, StreamEvent
 from domain.pricing import TokenUsage
 from domain.settings import parse_settings
@@ -106,9 +106,8 @@ def chunk(text: str) -> dict[str, Any]:
 def held_call(ledger: Ledger, upstream: Upstream, stream: bool, slot: Any = None) -> BilledCall:
     """A call as ``app.http.billed_call.hold`` hands it over: held, with its exchange (passed through)."""
     runtime: Any = SimpleNamespace(billing=ledger, upstreams={MODEL.id: upstream}, in_flight=StreamsInFlight())
-    request: Any = SimpleNamespace(headers={})
     body = {"model": MODEL.id, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
-    exchange = plan(MODEL, "chat", "chat", body, request, PROMPT_TOKENS)
+    exchange = plan(MODEL, "chat", "chat", body, {}, PROMPT_TOKENS)
     bill = RequestBill(Principal(uuid.uuid4(), "acme", "key-1"), MODEL, "req-1", "chat", open=True)
     return BilledCall(runtime, bill, exchange, {}, PROMPT_TOKENS, slot)
 

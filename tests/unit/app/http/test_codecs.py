@@ -1,5 +1,5 @@
 """Every pair of client protocol and upstream wire, plain and streaming, through the real
-application: passed through when they match, translated otherwise (``app/http/exchange.py``,
+application: passed through when they match, translated otherwise (``app/translate/exchange.py``,
 ``app/translate``). Each answer must carry the upstream's text and usage in the client's own
 shape, and the cost it reports must be exactly what the ledger charged."""
 

@@ -10,8 +10,8 @@ import pytest
 from app.ledger.leases import Leases
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import open_ledger_store
 from domain.ledger import InsufficientCredits, TeamLedger, team_id
-from projections.event_store import open_ledger_store
 from tests.support.backend import new_database_url
 
 WORST_CASE = 10_000

@@ -23,12 +23,12 @@ from app.ledger.billing import Billing, Idempotency, RequestBill
 from app.ledger.prices import PriceBook
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter, Recorded, RefusedByStore
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.read_models import IdempotentResponse
 from domain.ledger import MAX_BALANCE, AlreadyCharged, InvalidAmount, TeamLedger, team_id
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from domain.settings import parse_settings
 from projections.audit import verify_ledger
-from projections.event_store import LedgerStore, open_ledger_store
-from projections.read_models import IdempotentResponse
 from tests.support.backend import BACKEND, new_database_url
 from tests.support.gateway import write_config
 

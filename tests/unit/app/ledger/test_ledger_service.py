@@ -20,6 +20,7 @@ from app.ledger.refusals import refusal
 from app.ledger.results import AnswerToStore, Limits
 from app.ledger.service import LedgerService, TeamRequest
 from app.ledger.writer import LedgerUnavailable, LedgerWriter, RefusedByStore
+from app.store.event_store import open_ledger_store
 from domain.ledger import (
     InsufficientCredits,
     InvalidTeamName,
@@ -33,7 +34,6 @@ from domain.ledger import (
 )
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from projections.audit import verify_ledger
-from projections.event_store import open_ledger_store
 from tests.support.backend import new_database_url
 
 PRICE = Price(Decimal(1), Decimal(2), Decimal(1), Decimal(1))

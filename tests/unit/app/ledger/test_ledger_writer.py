@@ -8,11 +8,11 @@ import pytest
 
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import open_ledger_store
+from app.store.store_errors import VersionConflict
+from app.store.writer_lock import WriterLock
 from domain.ledger import InsufficientCredits, team_id
 from projections.audit import verify_ledger
-from projections.event_store import open_ledger_store
-from projections.store_errors import VersionConflict
-from projections.writer_lock import WriterLock
 from tests.support.backend import new_database_url
 
 

@@ -16,9 +16,9 @@ import pytest
 from app.ledger.service import LedgerService
 from app.ledger.statements import read_statement, statement_chunks, verify_statement
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
-from projections.event_store import LedgerStore, open_ledger_store
 from projections.statement_chain import COLUMNS, PREV_HASH, chained
 from projections.statements import Month, Statement
 from tests.support.backend import new_database_url

@@ -12,10 +12,10 @@ import pytest
 
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.snapshots import same_state
 from domain.ledger import TeamLedger, team_id
 from domain.pricing import Price, TokenUsage
-from projections.event_store import LedgerStore, open_ledger_store
-from projections.snapshots import same_state
 from tests.support.backend import new_database_url
 
 PRICE = Price(Decimal(1), Decimal(2), Decimal("1.25"), Decimal("0.1"))

@@ -1,4 +1,4 @@
-"""The writer lock across gateway processes (``projections/writer_lock.py``) and the catch-up it
+"""The writer lock across gateway processes (``app/store/writer_lock.py``) and the catch-up it
 covers: each test's ledger is opened twice, as two processes would open it.
 
 On PostgreSQL the lock is per team: a writer waits only for the teams another process is writing.
@@ -19,12 +19,12 @@ import pytest
 from app.ledger import turns
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
+from app.store import writer_lock
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.store_errors import VersionConflict
+from app.store.writer_lock import WriterLock, team_key
 from domain.ledger import InsufficientCredits, TeamLedger, team_id
-from projections import writer_lock
 from projections.audit import verify_ledger
-from projections.event_store import LedgerStore, open_ledger_store
-from projections.store_errors import VersionConflict
-from projections.writer_lock import WriterLock, team_key
 from tests.support.backend import BACKEND, new_database_url
 
 

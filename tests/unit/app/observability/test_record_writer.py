@@ -15,9 +15,9 @@ import pytest
 from app.observability import record_writer
 from app.observability.record import RequestRecord
 from app.observability.record_writer import RecordWriter
-from projections.database import Database, Sql
-from projections.event_store import LedgerStore, open_ledger_store
-from projections.request_records import find_record, purge_old_records
+from app.store.database import Database, Sql
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.request_records import find_record, purge_old_records
 from tests.support.backend import new_database_url
 
 

@@ -1,4 +1,4 @@
-"""Alembic migrations of the read-model schema (:mod:`projections.schema`)."""
+"""Alembic migrations of the read-model schema (:mod:`app.store.schema`)."""
 
 from pathlib import Path
 

@@ -20,13 +20,9 @@ from uuid import UUID
 from eventsourcing.application import Application
 from eventsourcing.persistence import Notification, StoredEvent
 
-from domain.admin_keys import ADMIN_KEYS_ID, AdminKeys
-from domain.aggregates import NON_TEAM_IDS
-from domain.ledger import TeamLedger
-from domain.prices import PRICE_LIST_ID, PriceList
-from projections.admin_key_directory import AdminKeyRecord
-from projections.database import Database
-from projections.read_models import (
+from app.store.admin_key_directory import AdminKeyRecord
+from app.store.database import Database
+from app.store.read_models import (
     BalanceRecord,
     ChargeRecord,
     IdempotentResponse,
@@ -34,8 +30,12 @@ from projections.read_models import (
     ReadModelQueries,
     key_records,
 )
-from projections.snapshots import Snapshots, micros_since_epoch
-from projections.store_errors import classify
+from app.store.snapshots import Snapshots, micros_since_epoch
+from app.store.store_errors import classify
+from domain.admin_keys import ADMIN_KEYS_ID, AdminKeys
+from domain.aggregates import NON_TEAM_IDS
+from domain.ledger import TeamLedger
+from domain.prices import PRICE_LIST_ID, PriceList
 
 log = logging.getLogger("tollgate.ledger")
 #: How many of a team's events are read at a time when it is loaded or caught up.
@@ -70,7 +70,7 @@ class LedgerStore(Application[UUID]):
         """Append the teams' pending events and update the read models, in one transaction.
 
         Every charge also gets its row in ``charged_requests``, whose key refuses a second charge
-        of the same request. Raises a :class:`~projections.store_errors.StoreRefused` saying why
+        of the same request. Raises a :class:`~app.store.store_errors.StoreRefused` saying why
         the transaction was refused (nothing of it is then written)."""
         teams = [t for t in teams if t.pending_events]
         if not teams:
@@ -207,7 +207,7 @@ class LedgerStore(Application[UUID]):
                             page: int = EVENT_PAGE) -> list[StoredEvent]:
         """The events other processes appended to any of ``teams`` since these copies, up to ``page``
         a team, as stored, in one query (nothing found, the common case, costs just that query);
-        ``connection``: the writer lock's, on PostgreSQL (``projections/writer_lock.py``)."""
+        ``connection``: the writer lock's, on PostgreSQL (``app/store/writer_lock.py``)."""
         versions = [(team.id, team.version) for team in teams]
         recorder = cast(NewerEvents, self.recorder)
         return [stored for at in range(0, len(versions), CATCH_UP_TEAMS)

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from projections.database import Database
-from projections.event_store import open_ledger_store
-from projections.instances import InstanceRegistry
+from app.store.database import Database
+from app.store.event_store import open_ledger_store
+from app.store.instances import InstanceRegistry
 from tests.support.backend import BACKEND, new_database_url
 
 

@@ -38,7 +38,7 @@ from domain.ledger import TeamLedger
 if TYPE_CHECKING:
     from eventsourcing.persistence import Mapper
 
-    from projections.read_models import ReadModelQueries
+    from app.store.read_models import ReadModelQueries
 
 log = logging.getLogger("tollgate.snapshots")
 

@@ -14,7 +14,7 @@ import contextlib
 import sqlite3
 from typing import Any
 
-from projections.database import Database
+from app.store.database import Database
 
 
 class LedgerProbe:

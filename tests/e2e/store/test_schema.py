@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from projections.migrations import HEAD
+from app.store.migrations import HEAD
 from tests.support.backend import RawDatabase
 from tests.support.gateway import run_cli, write_config
 
@@ -43,7 +43,7 @@ def test_the_recorded_head_revision_is_the_newest_migration():
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
-    from projections.migrations import HEAD, MIGRATIONS
+    from app.store.migrations import HEAD, MIGRATIONS
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
@@ -55,10 +55,10 @@ def test_a_ledger_upgraded_in_place_refuses_a_second_charge_of_what_it_charged_b
     from decimal import Decimal
 
     from app.ledger.writer import LedgerWriter
+    from app.store.event_store import open_ledger_store
     from domain.ledger import team_id
     from domain.pricing import Price, TokenUsage
     from domain.settings import parse_settings
-    from projections.event_store import open_ledger_store
 
     config = write_config(tmp_path, "http://127.0.0.1:9/v1")
     run_cli(config, "team", "create", "acme", "--credits", "10")
@@ -87,10 +87,10 @@ def test_a_ledger_upgraded_in_place_reports_its_charges_by_attribution_and_verif
     from decimal import Decimal
 
     from app.ledger.writer import LedgerWriter
+    from app.store.event_store import open_ledger_store
     from domain.ledger import team_id
     from domain.pricing import Price, TokenUsage
     from domain.settings import parse_settings
-    from projections.event_store import open_ledger_store
 
     config = write_config(tmp_path, "http://127.0.0.1:9/v1")
     run_cli(config, "team", "create", "acme", "--credits", "10")
@@ -124,10 +124,10 @@ def test_an_upgrade_to_0015_projects_again_a_history_the_new_rules_would_not_mak
     from decimal import Decimal
 
     from app.ledger.writer import LedgerWriter
+    from app.store.event_store import open_ledger_store
     from domain.ledger import team_id
     from domain.pricing import Price, TokenUsage
     from domain.settings import parse_settings
-    from projections.event_store import open_ledger_store
 
     config = write_config(tmp_path, "http://127.0.0.1:9/v1")
     run_cli(config, "team", "create", "acme", "--credits", "10")

@@ -18,11 +18,9 @@ read as canonical ones and written again.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-from litestar import Request
 
 from app.json import encode
 from app.tokens import Protocol as Wire
@@ -73,11 +71,12 @@ _TO_CANONICAL: dict[str, Callable[[dict[str, Any]], c.Request]] = {
     "responses": responses_request_to_canonical}
 
 
-def plan(model: Model, wire: str, protocol: Wire, body: dict[str, Any], request: Request[Any, Any, Any],
+def plan(model: Model, wire: str, protocol: Wire, body: dict[str, Any], headers: Mapping[str, str],
          prompt_tokens: int) -> Exchange:
-    """The exchange for a request in ``protocol`` to a model whose upstream speaks ``wire``."""
+    """The exchange for a request in ``protocol`` to a model whose upstream speaks ``wire``; ``headers``
+    are the client's (looked up by lower-case name: the server's headers ignore case)."""
     if wire == protocol:
-        return _passthrough(model, protocol, body, request)
+        return _passthrough(model, protocol, body, headers)
     req = _TO_CANONICAL[protocol](body)
     req.effort = c.effort_for_model(req.effort, [level.value for level in model.effort_levels])
     tools.settle_builtins(req, model.builtin_tools, model.id)
@@ -89,10 +88,10 @@ def _include_usage(body: dict[str, Any]) -> bool:
     return isinstance(options, dict) and options.get("include_usage") is True
 
 
-def _passthrough(model: Model, wire: Wire, body: dict[str, Any], request: Request[Any, Any, Any]) -> Exchange:
-    headers = {name: request.headers[name] for name in VERSION_HEADERS[wire] if request.headers.get(name)}
-    if wire == "messages" and "anthropic-version" not in headers and request.headers.get("compat-version"):
-        headers["anthropic-version"] = request.headers["compat-version"]
+def _passthrough(model: Model, wire: Wire, body: dict[str, Any], client_headers: Mapping[str, str]) -> Exchange:
+    headers = {name: client_headers[name] for name in VERSION_HEADERS[wire] if client_headers.get(name)}
+    if wire == "messages" and "anthropic-version" not in headers and client_headers.get("compat-version"):
+        headers["anthropic-version"] = client_headers["compat-version"]
     builtins = tools.builtin_names(body, wire)
     dropped: list[str] = []
     if builtins:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from projections.database import Database, Sql
-from projections.event_store import open_ledger_store
+from app.store.database import Database, Sql
+from app.store.event_store import open_ledger_store
+from app.store.sqlite_store import CACHED_STATEMENTS, LEDGER_AUTOCHECKPOINT
 from projections.history import HistoryProjection
-from projections.sqlite_store import CACHED_STATEMENTS, LEDGER_AUTOCHECKPOINT
 from tests.support.backend import BACKEND
 
 pytestmark = pytest.mark.skipif(BACKEND != "sqlite", reason="SQLite's own connection settings")

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from projections.database import Database, Sql, Transaction
-from projections.housekeeping import purge_batched
-from projections.storable import storable_text
+from app.store.database import Database, Sql, Transaction
+from app.store.housekeeping import purge_batched
+from app.store.storable import storable_text
 
 RECORD_COLUMNS = (
     "request_id", "team_name", "key_id", "model", "endpoint", "method", "path", "status", "streamed", "started_at",
@@ -24,7 +24,7 @@ _INSERT = f"INSERT INTO request_records ({', '.join(RECORD_COLUMNS)})"
 
 def write_records(tx: Transaction, rows: Sequence[tuple[Any, ...]]) -> None:
     """Insert the rows (tuples of ``RECORD_COLUMNS``), skipping request ids already recorded. Their
-    text is stored by the projections' rule (``projections/storable.py``): a record echoes what a
+    text is stored by the rule the projections' rows follow too (``app/store/storable.py``): a record echoes what a
     client sent (a model name in an error), and one holding NUL once failed every batch after it."""
     stored = [tuple(storable_text(v) if isinstance(v, str) else v for v in row) for row in rows]
     tx.insert_many(_INSERT, stored, "ON CONFLICT (request_id) DO NOTHING")

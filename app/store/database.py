@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from projections.many_rows import insert_rows
-from projections.migrations import HEAD
+from app.store.many_rows import insert_rows
+from app.store.migrations import HEAD
 
 if TYPE_CHECKING:  # psycopg is imported where PostgreSQL is used, not by every SQLite command
     import psycopg
@@ -68,10 +68,10 @@ class Database:
         if self.kind == "sqlite":
             assert self.path is not None
             return {
-                "PERSISTENCE_MODULE": "projections.sqlite_store:LedgerSQLiteFactory",
+                "PERSISTENCE_MODULE": "app.store.sqlite_store:LedgerSQLiteFactory",
                 "SQLITE_DBNAME": str(self.path),
                 "SQLITE_LOCK_TIMEOUT": "30",
-                "APPLICATION_RECORDER_TOPIC": "projections.sqlite_store:SQLiteLedgerRecorder",
+                "APPLICATION_RECORDER_TOPIC": "app.store.sqlite_store:SQLiteLedgerRecorder",
                 "CREATE_TABLE": "y" if create_tables else "n",
             }
         return {
@@ -86,7 +86,7 @@ class Database:
             "POSTGRES_LOCK_TIMEOUT": "5",
             "POSTGRES_CONNECT_TIMEOUT": "5",  # also the pool's wait for a connection; the library retries 10 times
             "POSTGRES_PRE_PING": "y",
-            "APPLICATION_RECORDER_TOPIC": "projections.postgres_store:PostgresLedgerRecorder",
+            "APPLICATION_RECORDER_TOPIC": "app.store.postgres_store:PostgresLedgerRecorder",
             "CREATE_TABLE": "y" if create_tables else "n",
         }
 
@@ -119,7 +119,7 @@ class Database:
 
     def create_schema(self, create_event_store: Callable[[], object]) -> None:
         """Create the event store and migrate the read models, once, even with racing processes."""
-        from projections.schema import upgrade_read_models
+        from app.store.schema import upgrade_read_models
 
         if self.kind == "sqlite":
             assert self.path is not None
@@ -227,7 +227,7 @@ class Transaction:
 
     def insert_many(self, head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
         """``head`` (``INSERT INTO t (a, b)``) with every row in one statement, ``tail`` after it
-        (``projections/many_rows.py``)."""
+        (``app/store/many_rows.py``)."""
         insert_rows(_Translated(self._cursor, self._translate), head, rows, tail)
 
     def insert_rows(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from projections.database import Database
+from app.store.database import Database
 
 log = logging.getLogger("tollgate.ledger")
 

@@ -1,4 +1,8 @@
-"""What the projections store of an event: exactly what it holds, but for what no database can store.
+"""What a database can store of a value: exactly what it holds, but for what no database can store.
+
+A property of the databases (both of them), so it sits with the store: the projections' rows pass
+through it, and so do the request records (``app/store/request_records.py``), which hold text a
+client sent.
 
 Text a client sends is checked where it enters (``domain/client_text.py``), but events recorded
 before that rule may hold anything a JSON string can: one end user holding NUL once stopped the

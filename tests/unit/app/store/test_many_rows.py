@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from app.store.many_rows import ROWS_PER_STATEMENT, insert_rows, statement
 from projections.history import summed_usage
-from projections.many_rows import ROWS_PER_STATEMENT, insert_rows, statement
 
 
 def test_a_statement_has_one_group_of_markers_per_row():
@@ -35,7 +35,7 @@ def test_usage_of_one_team_key_model_and_day_is_summed_into_one_row():
 
 
 def test_more_rows_than_one_statement_takes_are_all_written(tmp_path):
-    from projections.database import Database, Sql
+    from app.store.database import Database, Sql
 
     database = Database("sqlite", path=tmp_path / "rows.db")
     sql = Sql(database)

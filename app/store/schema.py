@@ -1,4 +1,4 @@
-"""The read-model schema, owned by alembic (migrations in ``projections/migrations``).
+"""The read-model schema, owned by alembic (migrations in ``app/store/migrations``).
 
 The eventsourcing library creates and owns its event tables; alembic creates and migrates only the
 tables below, so ``alembic revision --autogenerate`` never proposes to drop the event store.
@@ -143,7 +143,7 @@ idempotency_keys = Table(
     Column("response", LargeBinary, nullable=False),
     Column("created_at", String, nullable=False),
     #: Unix time after which the key no longer replays this answer (a retry is a new request), and
-    #: the row may be purged (``projections/housekeeping.py``).
+    #: the row may be purged (``app/store/housekeeping.py``).
     Column("expires_at", Float, nullable=False, server_default="0"),
     Index("idempotency_keys_expiry", "expires_at"),
 )
@@ -202,7 +202,7 @@ gateway_instances = Table(
 )
 
 
-#: A team's state every ``snapshot_every`` events (``projections/snapshots.py``): a cache, never the
+#: A team's state every ``snapshot_every`` events (``app/store/snapshots.py``): a cache, never the
 #: truth. ``occurred_at_us`` is when its last event happened (microseconds since the Unix epoch), for
 #: reading a team as it was at an instant; ``digest`` guards the state against corruption.
 team_snapshots = Table(
@@ -306,7 +306,7 @@ def upgrade_read_models(sqlalchemy_url: str) -> None:
     from alembic import command
     from alembic.config import Config
 
-    from projections.migrations import MIGRATIONS
+    from app.store.migrations import MIGRATIONS
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))

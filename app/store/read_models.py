@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
 
-from projections.admin_key_directory import SELECT_ADMIN_KEY, SELECT_ADMIN_KEYS, UPSERT_ADMIN_KEY, AdminKeyRecord
-from projections.many_rows import insert_rows
+from app.store.admin_key_directory import SELECT_ADMIN_KEY, SELECT_ADMIN_KEYS, UPSERT_ADMIN_KEY, AdminKeyRecord
+from app.store.many_rows import insert_rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +148,7 @@ class ReadModelWriter:
               idempotent: Sequence[IdempotentResponse] = (), charges: Sequence[ChargeRecord] = (),
               admin_keys: Sequence[AdminKeyRecord] = ()) -> None:
         """Charges first: a second charge of a request fails the transaction before anything else is sent."""
-        # Each in one statement, however many rows (``projections/many_rows.py``: why).
+        # Each in one statement, however many rows (``app/store/many_rows.py``: why).
         insert_rows(cursor, INSERT_CHARGES, [(c.team_id.hex, c.request_id, c.version, c.charged, c.balance_after)
                                              for c in charges], marker=self.marker)
         now = time.time()

@@ -5,7 +5,7 @@ and day, which the attribution bounds read (``projections/attribution.py``). A n
 quarantined event; an existing one has none either (its projection stopped at such an event instead,
 and goes on from there once upgraded). A history whose rows differ from what this version makes of
 the events is projected again (by the gateways' projectors, or ``tollgate ledger rebuild`` at once):
-an SQLite history that stored NUL characters as they came (``projections/storable.py``), or one
+an SQLite history that stored NUL characters as they came (``app/store/storable.py``), or one
 with more usage-by-attribution rows in a team's day than the new bounds allow
 (``domain/attribution_bounds.py``).
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from projections.database import Database, Sql
+from app.store.database import Database, Sql
 
 #: Rows deleted per transaction.
 BATCH = 1000

@@ -25,7 +25,7 @@ from eventsourcing.utils import retry
 from psycopg import Cursor, sql
 from psycopg.rows import DictRow, dict_row
 
-from projections.read_models import ReadModelQueries, ReadModelWriter
+from app.store.read_models import ReadModelQueries, ReadModelWriter
 
 
 class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):

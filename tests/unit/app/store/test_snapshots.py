@@ -19,10 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.snapshots import same_state
 from domain.ledger import LedgerError, TeamLedger, team_id
 from domain.pricing import Price, TokenUsage
-from projections.event_store import LedgerStore, open_ledger_store
-from projections.snapshots import same_state
 from tests.support.backend import RawDatabase, new_database_url
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))

@@ -17,8 +17,8 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
-from projections.many_rows import insert_rows
-from projections.read_models import ReadModelQueries, ReadModelWriter
+from app.store.many_rows import insert_rows
+from app.store.read_models import ReadModelQueries, ReadModelWriter
 
 
 class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 
-from projections.database import Database, Sql
+from app.store.database import Database, Sql
 
 log = logging.getLogger("tollgate.instances")
 

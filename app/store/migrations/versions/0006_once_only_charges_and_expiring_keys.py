@@ -21,7 +21,7 @@ down_revision = "0005"
 branch_labels = None
 depends_on = None
 
-#: The event store's table on each backend (projections/database.py's ``EVENTS_TABLE``).
+#: The event store's table on each backend (app/store/database.py's ``EVENTS_TABLE``).
 _EVENTS = {"sqlite": "stored_events", "postgresql": "ledger_events"}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from alembic import context
 from sqlalchemy import create_engine, pool
 
-from projections.schema import READ_MODEL_TABLES, metadata
+from app.store.schema import READ_MODEL_TABLES, metadata
 
 config = context.config
 if config.config_file_name and not config.attributes.get("url"):
@@ -24,8 +24,8 @@ def database_url() -> str:
     url = config.attributes.get("url")
     if url:
         return str(url)
+    from app.store.database import Database
     from domain.settings import parse_settings
-    from projections.database import Database
 
     path = context.get_x_argument(as_dictionary=True).get("config") or os.environ.get("TOLLGATE_CONFIG")
     if not path:
