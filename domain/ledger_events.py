@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
 
 from eventsourcing.domain import Aggregate
 from msgspec.structs import replace
@@ -27,6 +26,7 @@ from domain import clock, rerates
 from domain.alerts import Threshold
 from domain.budgets import Budget, counted, period_names
 from domain.ledger_state import ABANDONED, EXPIRED, MAX_REMEMBERED_EXPIRIES, Hold, KeyPolicy, LedgerState
+from domain.pricing import PriceRecord, UsageRecord
 
 
 class Opened(Aggregate.Created):
@@ -182,9 +182,10 @@ class Charged(Aggregate.Event):
     key_id: str
     model: str
     endpoint: str
-    usage: dict[str, Any]
-    #: The rates the request was billed at (its tier's, or the long-context ones), with the tool fees.
-    price: dict[str, Any]
+    #: What the request used, and the rates it was billed at (its tier's, or the long-context ones,
+    #: with the tool fees): stored as the plain JSON objects they always were, typed for their readers.
+    usage: UsageRecord
+    price: PriceRecord
     credits_per_usd: str
     cost: int
     charged: int

@@ -16,6 +16,7 @@ from app.store.storable import storable_row
 from domain.attribution import tags_text
 from domain.ledger import TeamLedger
 from domain.money import usd_from_micros
+from domain.pricing import UsageRecord
 from projections import attribution, quarantine
 from projections.alerts import alert_row
 from projections.operator_rows import operator_row
@@ -71,7 +72,7 @@ def price_text(event: TeamLedger.Charged) -> str:
     return ",".join(rates + extra)
 
 
-def _cache_writes(usage: dict[str, Any]) -> int:
+def _cache_writes(usage: UsageRecord) -> int:
     """Every cache write, of whichever lifetime (the price column says how many were 1-hour ones)."""
     return int(usage["cache_write_tokens"]) + int(usage.get("cache_write_1h_tokens", 0))
 
