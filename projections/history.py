@@ -29,7 +29,7 @@ from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
 from projections import attribution, quarantine
 from projections.alerts import AlertOutbox, write_alerts
-from projections.history_rows import BALANCE_AFTER, ENTRY_COLUMNS, USAGE_COLUMNS, Slice
+from projections.history_rows import ENTRY_COLUMNS, USAGE_COLUMNS, EntryRow, Slice
 from projections.operator_rows import OPERATOR_KINDS
 from projections.replay import Replay
 
@@ -124,7 +124,7 @@ class HistoryProjection:
                 rows.quarantine(n, exc)
                 continue
             if entry is not None:
-                balances[name] = int(entry[BALANCE_AFTER])
+                balances[name] = entry.balance_after
         rows.attributed = attribution.admitted(self._sql, rows.attributed)  # within each team's bounds for the day
         return rows
 
@@ -218,7 +218,7 @@ class HistoryProjection:
                 except Exception as exc:  # noqa: BLE001 - rows that cannot be made or stored: quarantined again
                     rows.quarantine(n, exc)
             with self._sql.transaction() as tx:
-                tx.insert_rows("ledger_entries_rebuild", ENTRY_COLUMNS, rows.entries)
+                tx.insert_rows("ledger_entries_rebuild", ENTRY_COLUMNS, [e.values() for e in rows.entries])
                 write_alerts(tx, rows.alerts)  # completed, never replaced: what was delivered stays delivered
             for used in rows.usage:
                 totals = usage[used[:4]]
@@ -328,10 +328,10 @@ class HistoryProjection:
         return self._sql.query(f"SELECT * FROM usage_daily{where} ORDER BY team_name, day, model, key_id", params)
 
 
-def _write(tx: Transaction, entries: Sequence[tuple[Any, ...]], usage: Sequence[tuple[Any, ...]]) -> None:
+def _write(tx: Transaction, entries: Sequence[EntryRow], usage: Sequence[tuple[Any, ...]]) -> None:
     """A slice's rows, each table in one statement (``app/store/many_rows.py``: why); its usage
     summed per team, key, model and day first (a statement may not upsert a row twice)."""
-    tx.insert_many(_INSERT_ENTRIES, entries)
+    tx.insert_many(_INSERT_ENTRIES, [e.values() for e in entries])
     tx.insert_many(_ADD_USAGE, summed_usage(usage), _ON_USAGE_CONFLICT)
 
 
