@@ -19,6 +19,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.domain import DomainEventProtocol
+from eventsourcing.persistence import Notification
+
 from app.store.admin_key_directory import ADMIN_KEY_COLUMNS, records_of
 from app.store.database import Database, Sql, Transaction
 from app.store.event_store import LedgerStore
@@ -85,7 +88,7 @@ class HistoryProjection:
     def quarantined_count(self) -> int:
         return quarantine.count(self._sql, NAME)
 
-    def _team_name(self, event: Any) -> str:
+    def _team_name(self, event: DomainEventProtocol[UUID]) -> str:
         if isinstance(event, TeamLedger.Opened):
             self._names[event.originator_id] = event.name
         name = self._names.get(event.originator_id)
@@ -101,7 +104,7 @@ class HistoryProjection:
                                "ORDER BY notification_id DESC LIMIT 1", (team_name, start))
         return int(rows[0]["balance_after"]) if rows else 0
 
-    def _rows(self, notifications: Iterable[Any], start: int) -> Slice:
+    def _rows(self, notifications: Iterable[Notification], start: int) -> Slice:
         """The rows of events after notification ``start``; an event whose rows cannot be made (it
         cannot be read, or they cannot be stored) is quarantined instead. A failure of the database
         itself (reading a team's name or balance) is raised: it is no event's fault."""
@@ -146,7 +149,7 @@ class HistoryProjection:
                 progress(done)
         return done
 
-    def _apply(self, page: Sequence[Any], start: int) -> bool:
+    def _apply(self, page: Sequence[Notification], start: int) -> bool:
         """Project ``page`` (the events after ``start``) in one transaction; if the database refuses
         what one of them holds, one event at a time, quarantining the one it refuses. False if
         another projector moved the position first."""

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from eventsourcing.persistence import Notification
+
 from app.store.entry_rows import ENTRY_COLUMNS, EntryHead, EntryRow
 from app.store.storable import storable_row
 from domain.attribution import tags_text
@@ -121,6 +123,6 @@ class Slice:
         self.attributed += attributed
         return entry
 
-    def quarantine(self, notification: Any, exc: BaseException) -> None:
+    def quarantine(self, notification: Notification, exc: BaseException) -> None:
         """Set the event aside, with why."""
         self.quarantined.append((notification.id, notification.topic, quarantine.why(exc)))

@@ -87,7 +87,7 @@ class _HoldAsDict(Transcoding):
     type = Hold
     name = "ledger_hold"
 
-    def encode(self, obj: Hold) -> dict[str, Any]:
+    def encode(self, obj: Hold) -> dict[str, object]:
         return asdict(obj)
 
     def decode(self, data: dict[str, Any]) -> Hold:
@@ -98,7 +98,7 @@ class _KeyPolicyAsDict(Transcoding):
     type = KeyPolicy
     name = "ledger_key"
 
-    def encode(self, obj: KeyPolicy) -> dict[str, Any]:
+    def encode(self, obj: KeyPolicy) -> dict[str, object]:
         return asdict(obj)
 
     def decode(self, data: dict[str, Any]) -> KeyPolicy:
@@ -109,7 +109,7 @@ class _BudgetAsDict(Transcoding):
     type = Budget
     name = "budget"
 
-    def encode(self, obj: Budget) -> dict[str, Any]:
+    def encode(self, obj: Budget) -> dict[str, object]:
         return obj.as_record()
 
     def decode(self, data: dict[str, Any]) -> Budget | None:
