@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 from uuid import NAMESPACE_URL, UUID, uuid5
 
 from eventsourcing.domain import Aggregate
 
 from domain.ledger_errors import LedgerError
-from domain.pricing import Price
+from domain.pricing import Price, PriceRecord
 
 #: The price list's aggregate id: one per ledger.
 PRICE_LIST_ID = uuid5(NAMESPACE_URL, "tollgate:price-list")
@@ -64,7 +64,7 @@ class PriceList(Aggregate):
         """From ``effective_from`` (an ISO 8601 instant, UTC), ``model`` costs ``price`` (a price record)."""
 
         model: str
-        price: dict[str, Any]
+        price: PriceRecord
         effective_from: str
         reason: str
         actor: str = ""  # events recorded before actors were kept lack it

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from domain.money import round_up_to_micros
 
@@ -42,6 +42,39 @@ TOKEN_KINDS = (
 #: Tiers that are the base price whatever the configuration says (how OpenAI and Anthropic name it).
 BASE_TIERS = frozenset({"", "default", "standard", "auto", "standard_only"})
 _HUNDRED = Decimal(100)
+
+
+class PriceRecord(TypedDict):
+    """A price as events store it (``Price.as_record``: a charge's rates, a price list entry): every
+    rate a decimal string, so every digit is kept; what is unset is left out."""
+
+    input: str
+    output: str
+    cache_create: str
+    cache_hit: str
+    cache_write_1h: NotRequired[str]
+    long_context: NotRequired[LongContextRecord]
+    service_tiers: NotRequired[dict[str, PriceRecord]]
+    tool_fees: NotRequired[dict[str, str]]
+
+
+class LongContextRecord(PriceRecord):
+    """The long-context rates, and above how many prompt tokens they apply."""
+
+    threshold: int
+
+
+class UsageRecord(TypedDict):
+    """A request's usage as its charge stores it (``TokenUsage.as_record``): the kinds that came
+    later only when used, so a charge recorded before them reads the same."""
+
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_hit_tokens: int
+    cache_write_1h_tokens: NotRequired[int]
+    service_tier: NotRequired[str]
+    tool_calls: NotRequired[dict[str, int]]  # tool → calls the upstream says it made
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,10 +135,10 @@ class Price:
         return [*chosen, *(t.long_context.price for t in chosen
                            if t.long_context is not None and prompt_bound > t.long_context.threshold)]
 
-    def as_record(self) -> dict[str, Any]:
+    def as_record(self) -> PriceRecord:
         """The price as stored in events (strings keep every digit; what is unset is left out)."""
-        record: dict[str, Any] = {"input": str(self.input), "output": str(self.output),
-                                  "cache_create": str(self.cache_create), "cache_hit": str(self.cache_hit)}
+        record: PriceRecord = {"input": str(self.input), "output": str(self.output),
+                               "cache_create": str(self.cache_create), "cache_hit": str(self.cache_hit)}
         if self.cache_write_1h is not None:
             record["cache_write_1h"] = str(self.cache_write_1h)
         if self.long_context is not None:
@@ -169,9 +202,9 @@ class TokenUsage:
     def all_cache_writes(self) -> int:
         return self.cache_write_tokens + self.cache_write_1h_tokens
 
-    def as_record(self) -> dict[str, Any]:
+    def as_record(self) -> UsageRecord:
         """The usage as stored in a charge event (the kinds that came later only when used)."""
-        record: dict[str, Any] = {
+        record: UsageRecord = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_write_tokens": self.cache_write_tokens,

@@ -23,7 +23,7 @@ INSERT_ALERTS = f"INSERT INTO alerts ({', '.join(ALERT_COLUMNS)})"
 ON_ALERT_CONFLICT = "ON CONFLICT (alert_id) DO NOTHING"
 
 
-def alert_row(notification_id: int, team_name: str, event: Any) -> tuple[Any, ...] | None:
+def alert_row(notification_id: int, team_name: str, event: object) -> tuple[Any, ...] | None:
     if not isinstance(event, TeamLedger.AlertRaised):
         return None
     return storable_row((event.alert_id, notification_id, team_name, event.key_id, event.kind, event.threshold,

@@ -39,7 +39,7 @@ MAX_DIMENSIONS_SHOWN = 100
 _IN_CHUNK = 500
 
 
-def attribution_rows(team_name: str, event: Any) -> list[tuple[Any, ...]]:
+def attribution_rows(team_name: str, event: object) -> list[tuple[Any, ...]]:
     """A charge's rows (its end user's, and one per tag); none for any other event."""
     if not isinstance(event, TeamLedger.Charged):
         return []

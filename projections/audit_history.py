@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
+from app.store.entry_rows import NOTIFICATION_ID, EntryRow
 from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
 from projections import attribution, quarantine
@@ -63,13 +64,13 @@ class HistoryCheck:
         """Every row, even any beyond the position (which only tampering could have written there)."""
         after = 0
         while page := self._history.entry_page(after):
-            after = int(page[-1][0])
+            after = int(page[-1][NOTIFICATION_ID])
             yield from page
             del page  # not held while the next page is read
 
     def _advance(self) -> None:
         self._row = next(self._rows, None)
-        self._row_id = int(self._row[0]) if self._row is not None else 0  # its notification_id
+        self._row_id = int(self._row[NOTIFICATION_ID]) if self._row is not None else 0
 
     def expect(self, notification_id: int, team_name: str, event: TeamLedger.Event, balance: int = 0) -> None:
         """What the projections should hold for this event (the next in notification order);
@@ -94,17 +95,16 @@ class HistoryCheck:
         if attributed:
             attribution.add_rows(self._attributed, self._admission.admit(attributed))
 
-    def _match(self, notification_id: int, expected: tuple[Any, ...]) -> None:
+    def _match(self, notification_id: int, expected: EntryRow) -> None:
         if self._row is not None and self._row_id < notification_id:
             self._problem = f"audit history row for event #{self._row_id} has no ledger entry behind it"
         elif self._row is None or self._row_id > notification_id:
             if len(self._missing) < _MISSING_SHOWN:
                 self._missing.append(notification_id)
         else:
-            actual = self._row
-            if actual != expected and tuple(map(str, expected)) != tuple(map(str, actual)):
-                self._problem = (f"audit history row for event #{notification_id} differs from its event: "
-                                 f"{actual} != {expected}")
+            difference = expected.difference(self._row)
+            if difference is not None:
+                self._problem = f"audit history row for event #{notification_id} differs from its event: {difference}"
             self._advance()
 
     @property

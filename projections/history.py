@@ -19,6 +19,9 @@ from contextlib import AbstractContextManager
 from typing import Any
 from uuid import UUID
 
+from eventsourcing.domain import DomainEventProtocol
+from eventsourcing.persistence import Notification
+
 from app.store.admin_key_directory import ADMIN_KEY_COLUMNS, records_of
 from app.store.database import Database, Sql, Transaction
 from app.store.event_store import LedgerStore
@@ -29,7 +32,7 @@ from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
 from projections import attribution, quarantine
 from projections.alerts import AlertOutbox, write_alerts
-from projections.history_rows import BALANCE_AFTER, ENTRY_COLUMNS, USAGE_COLUMNS, Slice
+from projections.history_rows import ENTRY_COLUMNS, USAGE_COLUMNS, EntryRow, Slice
 from projections.operator_rows import OPERATOR_KINDS
 from projections.replay import Replay
 
@@ -85,7 +88,7 @@ class HistoryProjection:
     def quarantined_count(self) -> int:
         return quarantine.count(self._sql, NAME)
 
-    def _team_name(self, event: Any) -> str:
+    def _team_name(self, event: DomainEventProtocol[UUID]) -> str:
         if isinstance(event, TeamLedger.Opened):
             self._names[event.originator_id] = event.name
         name = self._names.get(event.originator_id)
@@ -101,7 +104,7 @@ class HistoryProjection:
                                "ORDER BY notification_id DESC LIMIT 1", (team_name, start))
         return int(rows[0]["balance_after"]) if rows else 0
 
-    def _rows(self, notifications: Iterable[Any], start: int) -> Slice:
+    def _rows(self, notifications: Iterable[Notification], start: int) -> Slice:
         """The rows of events after notification ``start``; an event whose rows cannot be made (it
         cannot be read, or they cannot be stored) is quarantined instead. A failure of the database
         itself (reading a team's name or balance) is raised: it is no event's fault."""
@@ -124,7 +127,7 @@ class HistoryProjection:
                 rows.quarantine(n, exc)
                 continue
             if entry is not None:
-                balances[name] = int(entry[BALANCE_AFTER])
+                balances[name] = entry.balance_after
         rows.attributed = attribution.admitted(self._sql, rows.attributed)  # within each team's bounds for the day
         return rows
 
@@ -146,7 +149,7 @@ class HistoryProjection:
                 progress(done)
         return done
 
-    def _apply(self, page: Sequence[Any], start: int) -> bool:
+    def _apply(self, page: Sequence[Notification], start: int) -> bool:
         """Project ``page`` (the events after ``start``) in one transaction; if the database refuses
         what one of them holds, one event at a time, quarantining the one it refuses. False if
         another projector moved the position first."""
@@ -218,7 +221,7 @@ class HistoryProjection:
                 except Exception as exc:  # noqa: BLE001 - rows that cannot be made or stored: quarantined again
                     rows.quarantine(n, exc)
             with self._sql.transaction() as tx:
-                tx.insert_rows("ledger_entries_rebuild", ENTRY_COLUMNS, rows.entries)
+                tx.insert_rows("ledger_entries_rebuild", ENTRY_COLUMNS, [e.values() for e in rows.entries])
                 write_alerts(tx, rows.alerts)  # completed, never replaced: what was delivered stays delivered
             for used in rows.usage:
                 totals = usage[used[:4]]
@@ -328,10 +331,10 @@ class HistoryProjection:
         return self._sql.query(f"SELECT * FROM usage_daily{where} ORDER BY team_name, day, model, key_id", params)
 
 
-def _write(tx: Transaction, entries: Sequence[tuple[Any, ...]], usage: Sequence[tuple[Any, ...]]) -> None:
+def _write(tx: Transaction, entries: Sequence[EntryRow], usage: Sequence[tuple[Any, ...]]) -> None:
     """A slice's rows, each table in one statement (``app/store/many_rows.py``: why); its usage
     summed per team, key, model and day first (a statement may not upsert a row twice)."""
-    tx.insert_many(_INSERT_ENTRIES, entries)
+    tx.insert_many(_INSERT_ENTRIES, [e.values() for e in entries])
     tx.insert_many(_ADD_USAGE, summed_usage(usage), _ON_USAGE_CONFLICT)
 
 

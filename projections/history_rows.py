@@ -12,49 +12,55 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from eventsourcing.persistence import Notification
+
+from app.store.entry_rows import ENTRY_COLUMNS, EntryHead, EntryRow
 from app.store.storable import storable_row
 from domain.attribution import tags_text
 from domain.ledger import TeamLedger
 from domain.money import usd_from_micros
+from domain.pricing import UsageRecord
 from projections import attribution, quarantine
 from projections.alerts import alert_row
 from projections.operator_rows import operator_row
 
-ENTRY_COLUMNS = (
-    "notification_id", "team_id", "team_name", "version", "occurred_at", "kind", "key_id", "request_id", "endpoint",
-    "model", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "price", "amount", "cost_usd",
-    "balance_after", "reference", "tags", "end_user", "actor", "reason",
-)
-#: Where ``balance_after`` is in a row of the ``ENTRY_COLUMNS``.
-BALANCE_AFTER = ENTRY_COLUMNS.index("balance_after")
+__all__ = ["ENTRY_COLUMNS", "USAGE_COLUMNS", "EntryRow", "Slice", "entry_row", "price_text", "usage_row"]
+
 USAGE_COLUMNS = ("team_name", "key_id", "model", "day", "requests", "input_tokens", "output_tokens",
                  "cache_write_tokens", "cache_hit_tokens", "cost")
-def entry_row(notification_id: int, team_name: str, event: Any, balance: int = 0) -> tuple[Any, ...] | None:
+
+
+def entry_row(notification_id: int, team_name: str, event: object, balance: int = 0) -> EntryRow | None:
     """The audit-history row of an event: a top-up, an adjustment, a charge, or an operator's action
     that moves no money (``balance``: the team's balance as it stood then, which such a row repeats);
     None for the events of the request path that move none (holds, leases, releases). As it is
     stored (``app/store/storable.py``; :class:`~app.store.storable.Unstorable` if it cannot be)."""
+    if not isinstance(event, TeamLedger.Event):
+        return None
     row = _entry_row(notification_id, team_name, event, balance)
-    return storable_row(row) if row is not None else None
+    return row.storable() if row is not None else None
 
 
-def _entry_row(notification_id: int, team_name: str, event: Any, balance: int) -> tuple[Any, ...] | None:
-    common = (notification_id, event.originator_id.hex, team_name, event.originator_version,
-              event.timestamp.isoformat())
+def _entry_row(notification_id: int, team_name: str, event: TeamLedger.Event, balance: int) -> EntryRow | None:
+    common = EntryHead(notification_id=notification_id, team_id=event.originator_id.hex, team_name=team_name,
+                       version=event.originator_version, occurred_at=event.timestamp.isoformat())
     if isinstance(event, TeamLedger.CreditsAdded):
-        return (*common, "top_up", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
-                event.reference, "", "", event.actor, event.reason)
+        return EntryRow(**common, kind="top_up", amount=event.amount, balance_after=event.balance_after,
+                        reference=event.reference, actor=event.actor, reason=event.reason)
     if isinstance(event, TeamLedger.CreditsAdjusted):
         reference = f"{event.reason} ({event.reference})" if event.reference else event.reason
-        return (*common, "adjustment", "", "", "", "", 0, 0, 0, 0, "", event.amount, "0", event.balance_after,
-                reference, "", "", event.actor, event.reason)
+        return EntryRow(**common, kind="adjustment", amount=event.amount, balance_after=event.balance_after,
+                        reference=reference, actor=event.actor, reason=event.reason)
     if not isinstance(event, TeamLedger.Charged):
         return operator_row(common, event, balance)
     u = event.usage
     usd = usd_from_micros(event.charged, Decimal(event.credits_per_usd))
-    return (*common, "charge", event.key_id, event.request_id, event.endpoint, event.model, u["input_tokens"],
-            u["output_tokens"], _cache_writes(u), u["cache_hit_tokens"], price_text(event), -event.charged,
-            f"{usd:f}", event.balance_after, "", tags_text(event.tags), event.end_user, "", "")
+    return EntryRow(**common, kind="charge", key_id=event.key_id, request_id=event.request_id,
+                    endpoint=event.endpoint, model=event.model, input_tokens=u["input_tokens"],
+                    output_tokens=u["output_tokens"], cache_write_tokens=_cache_writes(u),
+                    cache_hit_tokens=u["cache_hit_tokens"], price=price_text(event), amount=-event.charged,
+                    cost_usd=f"{usd:f}", balance_after=event.balance_after, tags=tags_text(event.tags),
+                    end_user=event.end_user)
 
 
 def price_text(event: TeamLedger.Charged) -> str:
@@ -71,12 +77,12 @@ def price_text(event: TeamLedger.Charged) -> str:
     return ",".join(rates + extra)
 
 
-def _cache_writes(usage: dict[str, Any]) -> int:
+def _cache_writes(usage: UsageRecord) -> int:
     """Every cache write, of whichever lifetime (the price column says how many were 1-hour ones)."""
     return int(usage["cache_write_tokens"]) + int(usage.get("cache_write_1h_tokens", 0))
 
 
-def usage_row(team_name: str, event: Any) -> tuple[Any, ...] | None:
+def usage_row(team_name: str, event: object) -> tuple[Any, ...] | None:
     """A charge's increment of ``usage_daily``, as it is stored (``app/store/storable.py``)."""
     if not isinstance(event, TeamLedger.Charged):
         return None
@@ -94,13 +100,13 @@ class Slice:
     """The rows a run of events makes, table by table, and the events set aside (``quarantined``:
     notification id, topic, why)."""
 
-    entries: list[Row] = field(default_factory=list)
+    entries: list[EntryRow] = field(default_factory=list)
     usage: list[Row] = field(default_factory=list)
     alerts: list[Row] = field(default_factory=list)
     attributed: list[Row] = field(default_factory=list)
     quarantined: list[tuple[int, str, str]] = field(default_factory=list)
 
-    def add(self, notification_id: int, team_name: str, event: Any, balance: int) -> Row | None:
+    def add(self, notification_id: int, team_name: str, event: object, balance: int) -> EntryRow | None:
         """The event's rows (``balance``: its team's as it stood, for a row that repeats it); returns
         its audit history row, if it has one. Every row is made before any is kept, so an event
         whose rows cannot be made or stored (raised) leaves the slice as it was."""
@@ -117,6 +123,6 @@ class Slice:
         self.attributed += attributed
         return entry
 
-    def quarantine(self, notification: Any, exc: BaseException) -> None:
+    def quarantine(self, notification: Notification, exc: BaseException) -> None:
         """Set the event aside, with why."""
         self.quarantined.append((notification.id, notification.topic, quarantine.why(exc)))

@@ -10,12 +10,13 @@ events like any other.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Protocol, cast
 
+from app.store.entry_rows import EntryHead, EntryRow
 from domain.ledger import TeamLedger
 
 #: Each operator's event that moves no money, and the kind of its audit history row.
-OPERATOR_KINDS: dict[type[Any], str] = {
+OPERATOR_KINDS: dict[type[TeamLedger.Event], str] = {
     TeamLedger.Opened: "team_opened",
     TeamLedger.KeyIssued: "key_issued",
     TeamLedger.KeyRevoked: "key_revoked",
@@ -36,7 +37,17 @@ def _limits(rpm: int | None, tpm: int | None) -> str:
     return f"rpm={rpm or '-'} tpm={tpm or '-'}"
 
 
-def change_of(event: Any) -> str:
+class _Said(Protocol):
+    """What every operator's event says: who caused it, and why."""
+
+    @property
+    def actor(self) -> str: ...
+
+    @property
+    def reason(self) -> str: ...
+
+
+def change_of(event: TeamLedger.Event) -> str:
     """What the action set, as the row's ``reference`` says it."""
     if isinstance(event, TeamLedger.KeyIssued):
         return event.label
@@ -57,12 +68,13 @@ def change_of(event: Any) -> str:
     return ""
 
 
-def operator_row(common: tuple[Any, ...], event: Any, balance: int) -> tuple[Any, ...] | None:
-    """The row of an operator's event that moves no money (None for any other event), after the
-    ``common`` columns; ``balance``: the team's, which the event leaves as it was."""
+def operator_row(head: EntryHead, event: TeamLedger.Event, balance: int) -> EntryRow | None:
+    """The row of an operator's event that moves no money (None for any other event); ``head``: the
+    columns every entry fills alike, ``balance``: the team's, which the event leaves as it was."""
     kind = OPERATOR_KINDS.get(type(event))
     if kind is None:
         return None
+    said = cast(_Said, event)  # every event of OPERATOR_KINDS says who and why
     model = event.model if isinstance(event, TeamLedger.PricesAdjusted) else ""
-    return (*common, kind, getattr(event, "key_id", ""), "", "", model, 0, 0, 0, 0, "", 0, "0", balance,
-            change_of(event), "", "", event.actor, event.reason)
+    return EntryRow(**head, kind=kind, key_id=getattr(event, "key_id", ""), model=model, amount=0,
+                    balance_after=balance, reference=change_of(event), actor=said.actor, reason=said.reason)

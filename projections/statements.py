@@ -37,6 +37,7 @@ from typing import Any
 from app.store.event_store import LedgerStore
 from domain.ledger import TeamLedger, TeamNotFound, team_id
 from domain.money import format_credits
+from domain.pricing import UsageRecord
 from projections.history import HistoryProjection
 
 _MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")
@@ -123,7 +124,7 @@ class Figures:
         return not self.problems
 
 
-def _tokens(usage: dict[str, Any]) -> tuple[int, int, int, int]:
+def _tokens(usage: UsageRecord) -> tuple[int, int, int, int]:
     """A charge's tokens as the audit history counts them (every cache write, of whichever lifetime)."""
     return (int(usage["input_tokens"]), int(usage["output_tokens"]),
             int(usage["cache_write_tokens"]) + int(usage.get("cache_write_1h_tokens", 0)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -40,7 +41,7 @@ def _instant(text: str | None, now: datetime) -> datetime:
     return when
 
 
-def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, str]:
+def _flat(record: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     out: dict[str, str] = {}
     for key, value in record.items():
         if isinstance(value, dict):

@@ -144,8 +144,8 @@ class Funds:
 
     @classmethod
     def of(cls, team: TeamLedger) -> Funds:
-        holds = tuple(OpenHold(held_for, amount, team.hold_times.get(held_for, 0.0), held_for.startswith(LEASE_PREFIX))
-                      for held_for, amount in team.holds.items())
+        holds = tuple(OpenHold(held_for, hold.amount, hold.placed, held_for.startswith(LEASE_PREFIX))
+                      for held_for, hold in team.holds.items())
         return cls(team.name, team.version, team.balance, team.held, holds)
 
 
@@ -192,8 +192,8 @@ class KeySummary:
     @classmethod
     def of(cls, team: TeamLedger, key_id: str) -> KeySummary:
         k = team.keys[key_id]
-        return cls(key_id, k["label"], k["revoked"], tuple(k.get("models", ())), tuple(k.get("endpoints", ())),
-                   k.get("rpm"), k.get("tpm"), team.clamps_output(key_id), BudgetSummary.of(team, key_id, team.now()))
+        return cls(key_id, k.label, k.revoked, k.models, k.endpoints, k.rpm, k.tpm, team.clamps_output(key_id),
+                   BudgetSummary.of(team, key_id, team.now()))
 
 
 @dataclass(frozen=True, slots=True)

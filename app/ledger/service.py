@@ -135,7 +135,7 @@ class LedgerService:
             event, cost = team.charge_priced(request.request_id, usage, price, credits_per_usd,
                                              key_id=request.key_id, model=request.model, endpoint=request.endpoint,
                                              lease=lease, tags=request.tags, end_user=request.end_user)
-            lease_left = team.holds.get(lease, 0) if lease else None
+            lease_left = team.held_for(lease) if lease else None
             if answer is None:
                 return Recorded(Charged(event, lease_left, cost=cost))
             body = answer.render(event, cost)
@@ -256,8 +256,9 @@ class LedgerService:
         """Set the key's own rate limits (a limit not given stays as it is)."""
 
         def limit(ledger: TeamLedger) -> KeySummary:
-            key = ledger.keys.get(key_id, {})
-            ledger.limit_key(key_id, *limits.merged(key.get("rpm"), key.get("tpm")), actor=actor, reason=reason)
+            key = ledger.keys.get(key_id)
+            rpm, tpm = (key.rpm, key.tpm) if key is not None else (None, None)
+            ledger.limit_key(key_id, *limits.merged(rpm, tpm), actor=actor, reason=reason)
             return KeySummary.of(ledger, key_id)
 
         return self._on(team, limit)

@@ -18,7 +18,7 @@ from typing import Any, Protocol, cast
 from uuid import UUID
 
 from eventsourcing.application import Application
-from eventsourcing.persistence import Notification, StoredEvent
+from eventsourcing.persistence import JSONTranscoder, Notification, StoredEvent
 
 from app.store.admin_key_directory import AdminKeyRecord
 from app.store.database import Database
@@ -30,7 +30,7 @@ from app.store.read_models import (
     ReadModelQueries,
     key_records,
 )
-from app.store.snapshots import Snapshots, micros_since_epoch
+from app.store.snapshots import Snapshots, micros_since_epoch, register_state_transcodings
 from app.store.store_errors import classify
 from domain.admin_keys import ADMIN_KEYS_ID, AdminKeys
 from domain.aggregates import NON_TEAM_IDS
@@ -65,6 +65,11 @@ class LedgerStore(Application[UUID]):
 
     name = "Ledger"
     database: Database
+
+    def register_transcodings(self, transcoder: JSONTranscoder) -> None:
+        """The library's, and the team state's records, which its snapshots hold."""
+        super().register_transcodings(transcoder)
+        register_state_transcodings(transcoder)
 
     def save_teams(self, teams: Iterable[TeamLedger], idempotent: Sequence[IdempotentResponse] = ()) -> None:
         """Append the teams' pending events and update the read models, in one transaction.

@@ -9,11 +9,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from app.store.admin_key_directory import SELECT_ADMIN_KEY, SELECT_ADMIN_KEYS, UPSERT_ADMIN_KEY, AdminKeyRecord
 from app.store.many_rows import insert_rows
+
+if TYPE_CHECKING:
+    from domain.ledger import TeamLedger
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +60,12 @@ def adjustments_of(text: str) -> tuple[tuple[str, str], ...]:
     return tuple((model, percent) for model, _, percent in (pair.partition("=") for pair in text.split(",") if pair))
 
 
-def key_records(team: Any) -> list[KeyRecord]:
-    """The key rows a team's state implies (``team`` is a ``TeamLedger``)."""
+def key_records(team: TeamLedger) -> list[KeyRecord]:
+    """The key rows a team's state implies."""
     return [
-        KeyRecord(k["hash"], team.id, team.name, key_id, k["revoked"], tuple(k.get("models", ())),
-                  tuple(k.get("endpoints", ())), k.get("rpm"), k.get("tpm"), team.rpm, team.tpm, team.suspended,
-                  team.policy_version, team.clamps_output(key_id), tuple(sorted(team.price_adjustments.items())),
-                  "budget" in k)
+        KeyRecord(k.key_hash, team.id, team.name, key_id, k.revoked, k.models, k.endpoints, k.rpm, k.tpm, team.rpm,
+                  team.tpm, team.suspended, team.policy_version, team.clamps_output(key_id),
+                  tuple(sorted(team.price_adjustments.items())), k.budget is not None)
         for key_id, k in team.keys.items()
     ]
 

@@ -6,9 +6,25 @@ tables below, so ``alembic revision --autogenerate`` never proposes to drop the 
 
 from __future__ import annotations
 
+from typing import Any
+
+import msgspec
+from msgspec.structs import fields
 from sqlalchemy import BigInteger, CheckConstraint, Column, Float, Index, Integer, LargeBinary, MetaData, String, Table
 
+from app.store.entry_rows import EntryRow
+
 metadata = MetaData()
+
+
+def columns_of(record: type[msgspec.Struct], primary_key: str) -> list[Column[Any]]:
+    """The columns of a table whose rows are ``record``s, in its fields' order: an ``int`` field a
+    64-bit integer column, a ``str`` a text one, none NULL, a field's default the column's server
+    default (what a row written before the column existed holds)."""
+    kinds: dict[object, type[BigInteger] | type[String]] = {int: BigInteger, str: String}
+    return [Column(f.name, kinds[f.type], primary_key=f.name == primary_key, nullable=False,
+                   server_default=None if f.default is msgspec.NODEFAULT else str(f.default))
+            for f in fields(record)]
 
 api_keys = Table(
     "api_keys",
@@ -56,34 +72,12 @@ team_balances = Table(
     CheckConstraint("held >= 0 AND balance >= held", name="team_balances_available_not_negative"),
 )
 
+#: The audit history: its columns are the fields of the row the history projection makes of an
+#: event (``app/store/entry_rows.py``), declared there once.
 ledger_entries = Table(
     "ledger_entries",
     metadata,
-    Column("notification_id", BigInteger, primary_key=True),
-    Column("team_id", String, nullable=False),
-    Column("team_name", String, nullable=False),
-    Column("version", BigInteger, nullable=False),
-    Column("occurred_at", String, nullable=False),
-    Column("kind", String, nullable=False),
-    Column("key_id", String, nullable=False, server_default=""),
-    Column("request_id", String, nullable=False, server_default=""),
-    Column("endpoint", String, nullable=False, server_default=""),
-    Column("model", String, nullable=False, server_default=""),
-    Column("input_tokens", BigInteger, nullable=False, server_default="0"),
-    Column("output_tokens", BigInteger, nullable=False, server_default="0"),
-    Column("cache_write_tokens", BigInteger, nullable=False, server_default="0"),
-    Column("cache_hit_tokens", BigInteger, nullable=False, server_default="0"),
-    Column("price", String, nullable=False, server_default=""),
-    Column("amount", BigInteger, nullable=False),
-    Column("cost_usd", String, nullable=False, server_default="0"),
-    Column("balance_after", BigInteger, nullable=False),
-    Column("reference", String, nullable=False, server_default=""),
-    #: The charge's attribution: its tags (canonical ``name=value,...``) and end user (``""``: none).
-    Column("tags", String, nullable=False, server_default=""),
-    Column("end_user", String, nullable=False, server_default=""),
-    #: Who caused an operator's entry (``admin:<key id>``, ``admin:config``, ``cli:user@host``), and why.
-    Column("actor", String, nullable=False, server_default=""),
-    Column("reason", String, nullable=False, server_default=""),
+    *columns_of(EntryRow, primary_key="notification_id"),
     Index("ledger_entries_team_time", "team_name", "occurred_at"),
     #: A team's entries in ledger order, a keyset page at a time (export, the dashboard's download).
     Index("ledger_entries_team_order", "team_name", "notification_id"),

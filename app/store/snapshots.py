@@ -6,7 +6,9 @@ every ``snapshot_every`` events off the request path (``app/ledger/snapshotter.p
 from its latest snapshot plus the events after it (``LedgerStore.find_team``).
 
 The state is the eventsourcing library's own snapshot of the aggregate (``Snapshot.take``, which
-the aggregate's ``class_version`` upcasts on read), encoded by the store's mapper and compressed
+the aggregate's ``class_version`` upcasts on read: ``domain/ledger_upcasts.py``), encoded by the
+store's mapper (JSON; the state's records — each hold, each key, a budget — as the dictionary of
+their fields, tagged with their name: :func:`register_state_transcodings`) and compressed
 (zlib: half the size, a fraction of a millisecond), kept in a table
 of our own (``team_snapshots``, migrated by alembic like every read model) with two more columns:
 when the snapshot's last event happened, so a team can be read as it was at an instant; and a
@@ -31,9 +33,12 @@ from typing import TYPE_CHECKING, Any, cast
 from uuid import UUID
 
 from eventsourcing.domain import Snapshot
-from eventsourcing.persistence import StoredEvent
+from eventsourcing.persistence import JSONTranscoder, StoredEvent, Transcoding
+from msgspec.structs import asdict
 
+from domain.budgets import Budget
 from domain.ledger import TeamLedger
+from domain.ledger_state import Hold, KeyPolicy
 
 if TYPE_CHECKING:
     from eventsourcing.persistence import Mapper
@@ -76,6 +81,46 @@ def state_digest(team_id: UUID, version: int, topic: str, state: bytes) -> str:
     """What a snapshot's ``digest`` column holds: SHA-256 over everything that makes the team."""
     head = f"{team_id.hex}:{version}:{topic}:".encode()
     return hashlib.sha256(head + state).hexdigest()
+
+
+class _HoldAsDict(Transcoding):
+    type = Hold
+    name = "ledger_hold"
+
+    def encode(self, obj: Hold) -> dict[str, object]:
+        return asdict(obj)
+
+    def decode(self, data: dict[str, Any]) -> Hold:
+        return Hold(**data)
+
+
+class _KeyPolicyAsDict(Transcoding):
+    type = KeyPolicy
+    name = "ledger_key"
+
+    def encode(self, obj: KeyPolicy) -> dict[str, object]:
+        return asdict(obj)
+
+    def decode(self, data: dict[str, Any]) -> KeyPolicy:
+        return KeyPolicy(**{**data, "models": tuple(data["models"]), "endpoints": tuple(data["endpoints"])})
+
+
+class _BudgetAsDict(Transcoding):
+    type = Budget
+    name = "budget"
+
+    def encode(self, obj: Budget) -> dict[str, object]:
+        return obj.as_record()
+
+    def decode(self, data: dict[str, Any]) -> Budget | None:
+        return Budget.from_record(data)
+
+
+def register_state_transcodings(transcoder: JSONTranscoder) -> None:
+    """How the team state's records are written in a snapshot (and read back): each as the
+    dictionary of its fields, under a name that, once stored, never changes."""
+    for transcoding in (_HoldAsDict(), _KeyPolicyAsDict(), _BudgetAsDict()):
+        transcoder.register(transcoding)
 
 
 class Snapshots:

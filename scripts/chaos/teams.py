@@ -77,7 +77,7 @@ def open_teams(database_url: str, base_dir: Path, count: int, poor_every: int) -
         for name, opening, poor, secrets, limited in teams:
             team = store.find_team(team_id(name))
             assert team is not None
-            by_hash = {key["hash"]: key_id for key_id, key in team.keys.items()}
+            by_hash = {key.key_hash: key_id for key_id, key in team.keys.items()}
             key_ids = (by_hash[hash_key(secrets[0])], by_hash[hash_key(secrets[1])])
             result.append(Team(name, opening, poor, secrets, key_ids, limited))
         return result

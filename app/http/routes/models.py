@@ -11,6 +11,7 @@ Anthropic's shapes instead (``app/http/routes/anthropic_models.py``), its errors
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -45,7 +46,7 @@ def model_card(model: Model, default_created: int, price: Price) -> dict[str, An
 
 def _pricing(price: Price) -> dict[str, Any]:
     """The price as the model list shows it: every number (not the strings a ledger event keeps)."""
-    def numbers(record: dict[str, Any]) -> dict[str, Any]:
+    def numbers(record: Mapping[str, Any]) -> dict[str, Any]:
         return {k: numbers(v) if isinstance(v, dict) else v if isinstance(v, int) else Decimal(v)
                 for k, v in record.items()}
 

@@ -173,7 +173,7 @@ def test_no_sequence_of_requests_spends_past_a_key_budget_in_any_day(commands):
                     clock.shift(start - datetime.now(UTC))
             except (InsufficientCredits, HoldNotFound):
                 pass
-            assert team.key_held.get("k1", 0) == sum(a for r, a in team.holds.items() if team.hold_keys[r] == "k1")
+            assert team.key_held.get("k1", 0) == sum(h.amount for h in team.holds.values() if h.key_id == "k1")
         by_day: dict[str, int] = {}
         for e in team.collect_events():
             if isinstance(e, TeamLedger.Charged) and e.key_id == "k1":

@@ -114,7 +114,7 @@ def test_replaying_the_events_reproduces_the_state():
 def test_holds_older_than_the_timeout_are_released_and_can_still_be_charged_once():
     team = funded(1_000_000)
     team.place_hold("old", 600_000, "k1", "m", "chat")
-    placed = team.hold_times["old"]
+    placed = team.holds["old"].placed
     assert team.release_expired(now=placed + 10, timeout=60) == []
     assert team.release_expired(now=placed + 61, timeout=60) == ["old"]
     assert (team.held, team.available) == (0, 1_000_000)
@@ -130,7 +130,7 @@ def test_holds_older_than_the_timeout_are_released_and_can_still_be_charged_once
 def test_a_late_charge_after_expiry_never_overdraws():
     team = funded(100_000)
     team.place_hold("old", 100_000, "k1", "m", "chat")
-    team.release_expired(now=team.hold_times["old"] + 1_000, timeout=60)
+    team.release_expired(now=team.holds["old"].placed + 1_000, timeout=60)
     team.place_hold("new", 90_000, "k1", "m", "chat")
     event = charge(team, "old", TokenUsage(output_tokens=1_000))  # costs 1,000,000
     assert event.charged == 10_000
@@ -172,8 +172,8 @@ def test_key_and_team_policies_are_recorded_as_events():
     team.limit_key("key_1", 60, 0)
     team.limit(600, 100_000)
     key = team.keys["key_1"]
-    assert key["endpoints"] == ["chat.completions", "messages"]
-    assert (key["rpm"], key["tpm"]) == (60, None)  # 0 means no limit
+    assert key.endpoints == ("chat.completions", "messages")
+    assert (key.rpm, key.tpm) == (60, None)  # 0 means no limit
     assert (team.rpm, team.tpm) == (600, 100_000)
     assert team.policy_version == team.version
     with pytest.raises(LedgerError):
@@ -195,7 +195,7 @@ def test_a_lease_is_a_hold_that_requests_are_charged_against_in_memory():
     charged = team.charge("r1", TokenUsage(input_tokens=3), price, Decimal(1), key_id="k", model="m",
                           endpoint="chat.completions", lease="lease-1")
     assert (charged.cost, charged.charged, charged.hold, charged.lease) == (3, 3, 3, "lease-1")
-    assert (team.balance, team.held, team.holds["lease-1"]) == (997, 997, 997)
+    assert (team.balance, team.held, team.holds["lease-1"].amount) == (997, 997, 997)
     with pytest.raises(LedgerError):  # a request is charged once
         team.charge("r1", TokenUsage(input_tokens=1), price, Decimal(1), key_id="k", model="m",
                     endpoint="chat.completions", lease="lease-1")

@@ -48,7 +48,7 @@ def test_available_never_goes_negative_and_replay_reproduces_the_state(opening, 
         before = team.balance
         run(team, cmd)
         assert 0 <= team.held <= team.balance, "available = balance - held must stay >= 0"
-        assert team.held == sum(team.holds.values())
+        assert team.held == sum(h.amount for h in team.holds.values())
         if cmd[0] == "charge":
             debited += before - team.balance
 

@@ -170,6 +170,18 @@ def test_an_audit_history_row_that_differs_from_its_event_is_found_before_missin
     assert report.problems[0].startswith("audit history row for event #4 differs from its event")
 
 
+@pytest.mark.parametrize(("column", "stored", "said"), [
+    ("amount", "amount - 1", "its amount is -75001, its event's is -75000"),
+    ("reference", "'forged'", "its reference is 'forged', its event's is ''"),
+    ("output_tokens", "output_tokens + 5", "its output_tokens is 55, its event's is 50"),
+])
+def test_an_audit_history_row_that_differs_says_which_column_and_what_its_event_says(projected, column, stored, said):
+    store, raw = projected
+    raw.execute(f"UPDATE ledger_entries SET {column} = {stored} WHERE notification_id = 4")
+    report = verify_ledger(store, store.database)
+    assert report.problems == [f"audit history row for event #4 differs from its event: {said}"]
+
+
 def test_usage_that_differs_from_the_events_is_found(projected):
     store, raw = projected
     raw.execute("UPDATE usage_daily SET requests = 2")

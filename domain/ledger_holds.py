@@ -1,0 +1,270 @@
+"""The request path's commands: a hold placed before a request goes upstream, its charge when it is
+served (or the release of its hold when nothing was), the credit leases a gateway process holds its
+requests against in memory, and the release of the holds of requests whose process died.
+
+Part of the team aggregate (``TeamLedger`` in ``domain/ledger.py`` is these commands, the operators'
+and the state). Each checks its guards, then records its event (``domain/ledger_events.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, cast
+
+from domain import ledger_events as events
+from domain.ledger_errors import (
+    AlreadyCharged,
+    BudgetExceeded,
+    HoldNotFound,
+    InsufficientCredits,
+    InvalidAmount,
+    LedgerError,
+    RequestInProgress,
+    TeamSuspended,
+)
+from domain.ledger_policies import TeamPolicies
+from domain.ledger_state import ABANDONED, EXPIRED, Hold, check_positive
+from domain.prices import PriceSource
+from domain.pricing import Cost, Price, TokenUsage, price_usage
+
+LEASE_SHARE = 4  # a lease grows by at most 1/LEASE_SHARE of the available balance beyond what is needed
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """What a stream in flight had delivered when its gateway process last reported it."""
+
+    request_id: str
+    key_id: str
+    model: str
+    endpoint: str
+    usage: TokenUsage
+    lease: str = ""  # the lease it was held against ("": a hold of its own)
+    tags: Mapping[str, str] = field(default_factory=dict)  # its attribution, recorded with its charge
+    end_user: str = ""
+
+
+def _price_of(prices: Mapping[str, Price] | PriceSource | None, model: str) -> Price | PriceSource | None:
+    """What prices ``model``'s charges: its price in a mapping, or the price list if it has one for it."""
+    if prices is None:
+        return None
+    if isinstance(prices, Mapping):
+        return prices.get(model)
+    return prices if prices.in_force(model, datetime.now(UTC)) is not None else None
+
+
+class TeamHolds(TeamPolicies):
+    """The request path's commands of the team aggregate (a part of ``TeamLedger``, never used alone)."""
+
+    if TYPE_CHECKING:
+        pending_events: list[Any]
+
+        def now(self) -> datetime:
+            """The aggregate's (``TeamLedger.now``): the instant the team judges and records at."""
+
+        def _raise_alerts(self, charged: int, balance_before: int, at: datetime, key_id: str,
+                          request_id: str) -> None:
+            """The aggregate's: an alert for each threshold the money just moved crossed."""
+
+    def place_hold(self, request_id: str, amount: int, key_id: str, model: str, endpoint: str,
+                   *, owner: str = "", idem_key: str = "") -> int:
+        """Reserve ``amount`` for a request about to go upstream, on behalf of gateway process
+        ``owner``; returns what is still available.
+
+        Placing the same request's hold again is a no-op, so a command replayed after a write
+        conflict never reserves twice. A request under an Idempotency-Key (``idem_key``) another
+        request of the team still holds is refused (``RequestInProgress``): a client retrying while
+        its first attempt runs.
+        """
+        if request_id in self.holds:
+            return self.available
+        if self.suspended:
+            raise TeamSuspended(self.name)
+        if idem_key and idem_key in self.idem_holds:
+            raise RequestInProgress(self.name, self.idem_holds[idem_key])
+        if amount < 0:
+            raise InvalidAmount(f"a hold cannot be negative: {amount}")
+        self._check_budgets(amount, key_id, self.now())
+        if amount > self.available:
+            raise InsufficientCredits(self.name, amount, self.available)
+        self.trigger_event(events.HoldPlaced, request_id=request_id, amount=amount, key_id=key_id, model=model,
+                           endpoint=endpoint, owner=owner, idem_key=idem_key)
+        return self.available
+
+    def charge(self, request_id: str, usage: TokenUsage, price: Price | PriceSource, credits_per_usd: Decimal, *,
+               key_id: str, model: str, endpoint: str, lease: str = "") -> events.Charged:
+        """Debit what ``usage`` cost and close the request's hold; returns the recorded event."""
+        return self.charge_priced(request_id, usage, price, credits_per_usd, key_id=key_id, model=model,
+                                  endpoint=endpoint, lease=lease)[0]
+
+    def charge_priced(
+        self,
+        request_id: str,
+        usage: TokenUsage,
+        price: Price | PriceSource,
+        credits_per_usd: Decimal,
+        *,
+        key_id: str,
+        model: str,
+        endpoint: str,
+        lease: str = "",
+        tags: Mapping[str, str] | None = None,
+        end_user: str = "",
+    ) -> tuple[events.Charged, Cost]:
+        """Debit what ``usage`` cost and close the request's hold; returns the recorded event and
+        what its cost is made of (its parts, computed once, for the answer's receipt).
+
+        ``price`` is the price list (or a copy of it): the charge is priced by the entry in force at
+        the instant the event records, which it names (``price_ref``); or a bare price, which names
+        none (tools and tests). The team's price adjustment is applied on top.
+
+        A request whose hold expired (its process looked dead) is still charged when it does finish,
+        as far as the available balance goes: it was served. A request held against a ``lease``
+        is charged from what is left of the lease, then from the available balance.
+        """
+        at = self.now()
+        if isinstance(price, Price):
+            table, price_ref = price, ""
+        else:
+            entry = price.in_force(model, at)
+            if entry is None:
+                raise LedgerError(f"model {model!r} has no price in force at {at.isoformat()}")
+            table, price_ref = entry.price, entry.ref
+        adjustment = self.adjustment_for(model)
+        priced = price_usage(usage, table, credits_per_usd, Decimal(adjustment or 0))
+        cost = priced.micros
+        # Beyond its hold, a charge takes no more than is available, nor than its budgets have left.
+        tightest = self.budget_left(key_id, at)
+        room = self.available if tightest is None else min(self.available, max(0, tightest[0]))
+        if lease:
+            if request_id in self.lease_charges:
+                raise AlreadyCharged(self.name, request_id)
+            left = self.held_for(lease)
+            charged = min(cost, left + room)
+            hold = min(charged, left)
+        else:
+            hold = (0 if request_id in self.expired and request_id not in self.holds
+                    else self._open_hold(request_id).amount)
+            charged = min(cost, hold + room)
+        self.trigger_event(
+            events.Charged,
+            timestamp=at,
+            request_id=request_id,
+            key_id=key_id,
+            model=model,
+            endpoint=endpoint,
+            usage=usage.as_record(),
+            price=priced.applied.as_record(),
+            credits_per_usd=str(credits_per_usd),
+            cost=cost,
+            charged=charged,
+            uncollected=cost - charged,
+            hold=hold,
+            balance_after=self.balance - charged,
+            lease=lease,
+            basis=priced.basis,
+            price_ref=price_ref,
+            adjustment=adjustment,
+            tags=dict(tags or {}),
+            end_user=end_user,
+            key_budget_left=self.key_budget_left(key_id, at, charged, 0 if lease else hold),
+        )
+        event = cast(events.Charged, self.pending_events[-1])  # the event just triggered
+        if self.alert_thresholds and charged:
+            self._raise_alerts(charged, self.balance + charged, at, key_id, request_id)
+        return event, priced
+
+    def _check_budgets(self, amount: int, key_id: str, at: datetime) -> None:
+        """Refuse a hold of ``amount`` its budgets cannot cover, when they are tighter than the
+        available balance (which the caller checks next)."""
+        tightest = self.budget_left(key_id, at)
+        if tightest is None:
+            return
+        left, budget, scope = tightest
+        if amount > left and left < self.available:
+            resets = budget.resets_at(at)
+            raise BudgetExceeded(self.name, amount, max(0, left), key_id=scope, limit=budget.limit,
+                                 period=budget.period, resets_at=resets.isoformat() if resets else "")
+
+    def lease_credits(self, lease: str, needed: int, wanted: int, owner: str = "") -> int:
+        """Add to a process's lease at least ``needed`` and up to ``wanted`` of the available balance
+        (the part beyond ``needed`` at most a quarter of what else is available); returns what the
+        lease holds now. ``InsufficientCredits`` if not even ``needed`` is there."""
+        if self.suspended:
+            raise TeamSuspended(self.name)
+        check_positive(needed, "a lease")
+        at = self.now()
+        self._check_budgets(needed, "", at)  # a team's budget bounds its leases as it does its holds
+        tightest = self.budget_left("", at)
+        available = self.available if tightest is None else min(self.available, max(0, tightest[0]))
+        if needed > available:
+            raise InsufficientCredits(self.name, needed, available)
+        # Beyond what is needed, a lease takes at most a quarter of what is available, so the
+        # team's other gateway processes can still lease theirs.
+        extra = min(wanted - needed, (available - needed) // LEASE_SHARE) if wanted > needed else 0
+        self.trigger_event(events.CreditsLeased, lease=lease, amount=needed + max(0, extra), owner=owner)
+        return self.holds[lease].amount
+
+    def return_lease(self, lease: str) -> None:
+        """Give what is left of a lease back to the available balance (no-op if nothing is left)."""
+        if self.held_for(lease) > 0:
+            self.release_hold(lease, "lease returned")
+        elif lease in self.holds:
+            self.trigger_event(events.HoldReleased, request_id=lease, amount=0, reason="lease returned")
+
+    def record_failure(self, request_id: str, lease: str, key_id: str, model: str, endpoint: str, reason: str) -> None:
+        self.trigger_event(events.RequestFailed, request_id=request_id, lease=lease, key_id=key_id, model=model,
+                           endpoint=endpoint, reason=reason)
+
+    def release_expired(self, now: float, timeout: float) -> list[str]:
+        """Release the holds placed more than ``timeout`` seconds before ``now``: their requests'
+        processes died, or their streams outlived any sane bound. Returns their request ids."""
+        stale = [request_id for request_id, hold in self.holds.items() if hold.placed + timeout < now]
+        for request_id in stale:
+            self.trigger_event(events.HoldReleased, request_id=request_id, amount=self.holds[request_id].amount,
+                               reason=EXPIRED)
+        return stale
+
+    def release_abandoned(
+        self,
+        owners: Collection[str],
+        delivered: Sequence[Delivery] = (),
+        prices: Mapping[str, Price] | PriceSource | None = None,
+        credits_per_usd: Decimal = Decimal(0),
+    ) -> list[str]:
+        """The gateway processes ``owners`` stopped answering: charge what their streams had
+        ``delivered`` as they last reported it (at ``prices``, by model), then release every hold and
+        lease they still have. Returns the ids released. A stream already charged, or whose hold is
+        gone, is left alone; one charged later by its process after all is refused by the store's
+        once-only charge."""
+        dead = set(owners)
+        for d in delivered:
+            price = _price_of(prices, d.model)
+            held_by = d.lease or d.request_id
+            hold = self.holds.get(held_by)
+            if (price is None or not d.usage.total_tokens or hold is None or not hold.owner or hold.owner not in dead
+                    or d.request_id in self.lease_charges):
+                continue
+            self.charge_priced(d.request_id, d.usage, price, credits_per_usd, key_id=d.key_id, model=d.model,
+                               endpoint=d.endpoint, lease=d.lease, tags=d.tags, end_user=d.end_user)
+        released = [held for held, hold in self.holds.items() if hold.owner and hold.owner in dead]
+        for held in released:
+            self.trigger_event(events.HoldReleased, request_id=held, amount=self.holds[held].amount, reason=ABANDONED)
+        return released
+
+    def release_hold(self, request_id: str, reason: str) -> int:
+        """Close a request's hold without charging (nothing was delivered); returns available."""
+        hold = self._open_hold(request_id)
+        self.trigger_event(events.HoldReleased, request_id=request_id, amount=hold.amount, reason=reason)
+        return self.available
+
+    # -- guards -----------------------------------------------------------------------------
+
+    def _open_hold(self, request_id: str) -> Hold:
+        try:
+            return self.holds[request_id]
+        except KeyError:
+            raise HoldNotFound(self.name, request_id) from None
