@@ -23,15 +23,39 @@ class CommandError(Exception):
     """A command that cannot be carried out; its message is for the user."""
 
 
+class UnreadableFile(ValueError):
+    """A file a command was given that cannot be read as text; the message says why, for the user."""
+
+
+class NotText(UnreadableFile):
+    """A file that was read, and whose bytes are not UTF-8 text."""
+
+
+def read_text_file(path: Path) -> str:
+    """A file an operator hands a command (a configuration, a price list, a statement), as UTF-8 text:
+    the encoding Tollgate writes and documents, whatever the machine's locale. A file that cannot be
+    read is :class:`UnreadableFile`, one whose bytes are not UTF-8 :class:`NotText`, each saying why —
+    never a traceback."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise UnreadableFile(exc.strerror or str(exc)) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise NotText(f"it is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start} is not "
+                             "valid there)") from None
+
+
 def load_settings(config: str | None) -> tuple[Settings, Path]:
     path_text = config or os.environ.get(CONFIG_ENV)
     if not path_text:
         raise CommandError(f"no configuration file: pass --config PATH or set {CONFIG_ENV}")
     path = Path(path_text)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(str(path), "", f"cannot read the file: {exc.strerror or exc}") from None
+        text = read_text_file(path)
+    except UnreadableFile as exc:
+        raise ConfigError(str(path), "", f"cannot read the file: {exc}") from None
     return parse_settings(text, str(path), os.environ), path.resolve().parent
 
 

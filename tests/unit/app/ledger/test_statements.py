@@ -216,6 +216,17 @@ def test_a_json_statement_has_the_members_the_writer_writes_and_no_other(store):
     assert "says it is not chained, yet carries hashes" in _refused(json.dumps({**unchained, "final_hash": "0" * 64}))
 
 
+def test_a_json_statement_with_a_number_too_long_or_nesting_too_deep_is_refused_not_a_crash(store):
+    """Found by fuzzing: a whole number past the 4,300 digits Python reads as one, and arrays nested past
+    the interpreter's stack, raised out of the reader (a traceback from ``ledger verify --statement``)."""
+    text = _text(store, "json")
+    huge = text.replace('"amount_micros": 0', '"amount_micros": ' + "9" * 5000, 1)
+    assert huge != text
+    assert "a number in it is longer than any a statement writes" in _refused(huge)
+    deep = text.replace('"entries": [', '"entries": [' + "[" * 100_000, 1)
+    assert "it nests arrays and objects deeper than a statement does" in _refused(deep)
+
+
 def test_a_member_named_twice_is_refused_wherever_it_is(store):
     text = _text(store, "json")
     first_forged = text.replace('"closing_balance": {', '"closing_balance": {"amount": "999", ', 1)
