@@ -89,7 +89,8 @@ def problem_of(outcome: Outcome, apply: bool) -> str | None:
     if "Traceback" in out + err:
         return f"a traceback: {(out + err).strip().splitlines()[-1][:150]}"
     if code != 0:
-        if code not in (1, 2) or not err.startswith("tollgate: error: "):
+        clear = err.startswith("tollgate: error: ") or (code == 2 and err.startswith("usage: ") and ": error: " in err)
+        if code not in (1, 2) or not clear:  # the command's error line, or argparse's (an option it refused)
             return f"exit {code} without a clear error: {err.strip()[:150]!r}"
         return f"refused (exit {code}), and the balance moved by {outcome.moved}" if outcome.moved else None
     try:
