@@ -21,9 +21,10 @@ in the file (``line 5``, ``entries[3]``) for the messages.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -213,8 +214,23 @@ def _month(text: str) -> Month:
 # -- CSV ----------------------------------------------------------------------------------------------
 
 
-def _read_csv(text: str) -> StatementFile:
+def _csv_lines(text: str) -> Iterator[list[str]]:
+    """The file's lines as their cells; what the ``csv`` module cannot read as CSV (a cell past its
+    131,072 characters, which no statement writes) is :class:`StatementFileError`, naming the line."""
     lines = read_lines(text)
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise StatementFileError(f"line {getattr(lines, 'line_num', '?')} is not CSV a statement writes: "
+                                     f"{exc}") from None
+        yield line
+
+
+def _read_csv(text: str) -> StatementFile:
+    lines = _csv_lines(text)
     header = tuple(next(lines, ()))
     if not header:
         raise StatementFileError("the file is empty")
