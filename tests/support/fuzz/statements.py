@@ -250,9 +250,11 @@ def mutated(draw: st.DrawFn, genuine: bytes, fmt: str) -> bytes:
 
 
 def _tagged(value: Any) -> Any:
-    """A JSON value with each scalar's type beside it (``1`` is not ``1.0`` nor ``true``)."""
+    """A JSON value with each scalar's type beside it (``1`` is not ``1.0`` nor ``true``); a member that
+    is ``null`` or ``""`` is left out, as an absent one is: each is the same empty cell, to the hash
+    chain (``projections/statement_chain.py``: ``cell``) and to whoever reads it."""
     if isinstance(value, dict):
-        return {k: _tagged(v) for k, v in value.items()}
+        return {k: _tagged(v) for k, v in value.items() if v is not None and v != ""}
     if isinstance(value, list):
         return [_tagged(v) for v in value]
     return (type(value).__name__, repr(value))
@@ -267,7 +269,8 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def same_content(genuine: bytes, candidate: bytes, fmt: str) -> bool:
     """Whether ``candidate`` says what ``genuine`` says: the same JSON values of the same types, each
-    member once; or the same CSV rows, cell for cell (a byte order mark before either is passed over)."""
+    member once (an empty one as good as absent); or the same CSV rows, cell for cell (a byte order
+    mark before either is passed over)."""
     try:
         text = candidate.removeprefix(BOM).decode("utf-8")
         if fmt == "csv":
