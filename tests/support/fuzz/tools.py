@@ -108,18 +108,22 @@ def tool_cases(draw: st.DrawFn, endpoint: str) -> ToolCase:
 
 
 def explicit(endpoint: str) -> list[ToolCase]:
-    """The finding's inputs: a translated request with a built-in tool typed past Latin-1, and one
-    typed with a line break, plain and streamed."""
+    """The findings' inputs: a translated request with a built-in tool typed past Latin-1, and one
+    typed with a line break, plain and streamed; and a built-in typed with a list, chosen by
+    ``tool_choice``, on a model that drops built-in tools (a 500, found by the long run)."""
     translated = MODELS[endpoint][1]
     cases = []
-    for kind, stream in (("网络搜索", False), ("web\r\nsearch", True), ("web\x00search\u202e", False)):
+    for model, kind, stream in ((translated, "网络搜索", False), (translated, "web\r\nsearch", True),
+                                (translated, "web\x00search\u202e", False), ("dropping-claude", [6], False)):
         tools = [{"type": kind}]
         if endpoint == "responses":
-            body: dict[str, Any] = {"model": translated, "input": "hi", "tools": tools}
+            body: dict[str, Any] = {"model": model, "input": "hi", "tools": tools}
         else:
-            body = {"model": translated, "messages": [{"role": "user", "content": "hi"}], "tools": tools,
+            body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "tools": tools,
                     **({"max_tokens": 16} if endpoint == "messages" else {})}
+        if isinstance(kind, list):
+            body["tool_choice"] = {"type": kind}
         if stream:
             body["stream"] = True
-        cases.append(ToolCase(json.dumps(body).encode(), translated, stream, frozenset({kind})))
+        cases.append(ToolCase(json.dumps(body).encode(), model, stream, frozenset({str(kind)})))
     return cases
