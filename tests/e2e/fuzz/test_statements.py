@@ -20,7 +20,7 @@ from app.cli.support import CONFIG_ENV
 from tests.support.cli_fork import run_tollgate
 from tests.support.fuzz.harness import Run, fuzz
 from tests.support.fuzz.served import headers_for
-from tests.support.fuzz.statements import mutated, same_content
+from tests.support.fuzz.statements import findings, mutated, same_content
 from tests.support.gateway import GATEWAY_ENV, Gateway
 from tests.support.teams import Teams
 
@@ -100,5 +100,6 @@ def test_no_changed_statement_is_verified_and_none_crashes_the_command(fuzz_gate
             run.tally.fail("cli", route, code, problem, content)
 
     fuzz(one, content=mutated(original, fmt), with_config=st.sampled_from([True, True, True, False]),
-         explicit=[{"content": original, "with_config": True}, {"content": original, "with_config": False}])
+         explicit=[{"content": original, "with_config": True}, {"content": original, "with_config": False},
+                   *({"content": forged, "with_config": True} for forged in findings(original, fmt))])
     run.check()

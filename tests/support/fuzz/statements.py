@@ -278,3 +278,16 @@ def same_content(genuine: bytes, candidate: bytes, fmt: str) -> bool:
         return _tagged(json.loads(text, object_pairs_hook=_unique)) == _tagged(json.loads(genuine))
     except (ValueError, RecursionError):
         return False
+
+
+def findings(genuine: bytes, fmt: str) -> list[bytes]:
+    """The issue's findings, which every run tries first: members of a statement's own beside its rows,
+    a member named twice with the forged value first, a row with a cell of its own, the end cut off."""
+    text = genuine.decode("utf-8")
+    if fmt == "json":
+        return [json.dumps({**json.loads(text), "amount_due": "0.00", "payment_status": "paid"}).encode(),
+                text.replace('"closing_balance": {', '"closing_balance": {"amount": "1000000", ', 1).encode(),
+                genuine[: len(genuine) // 2]]
+    lines = text.splitlines(keepends=True)
+    return ["".join([lines[0], lines[1].rstrip("\r\n") + ",paid\r\n", *lines[2:]]).encode(),
+            "".join(lines[:-1]).encode()]
