@@ -3,9 +3,10 @@ in two batches: ``--from`` and ``--to`` spelled every way, price files written e
 without ``--apply``.
 
 Never a traceback: a report (``--json``) or a clear error (``tollgate: error: …``, exit 1 or 2). With
-``--apply``, the balance moves by exactly what the report says it adjusted, and the same command
-run again right after moves nothing (a re-rate is named by its content, and applied once); without
-it, nothing moves. Whatever was applied, no refund exceeds what was collected: the team's balance
+``--apply``, the balance moves by exactly what the report says it adjusted, and the same re-rate run
+again right after — as it was written, then respelled (its bounds at another offset, its prices file
+with a comment) — moves nothing (a re-rate is named by its content, and applied once); without it,
+nothing moves. Whatever was applied, no refund exceeds what was collected: the team's balance
 never rises above what it was given (and a debit never takes it below 0). Every case leaves the
 audit history projection able to keep up (tests/support/fuzz/projection.py).
 """
@@ -24,7 +25,7 @@ import pytest
 from hypothesis import strategies as st
 
 from tests.support.fuzz.harness import Ledger, Run, fuzz
-from tests.support.fuzz.rerates import REASONS, Moments, bound, price_files
+from tests.support.fuzz.rerates import REASONS, Moments, bound, price_files, respelled
 from tests.support.fuzz.served import headers_for
 from tests.support.gateway import Gateway
 from tests.support.teams import Teams
@@ -83,6 +84,11 @@ def _run(gateway: Gateway, ledger: Ledger, args: list[str]) -> Outcome:
     return Outcome(done.returncode, done.stdout, done.stderr, ledger.now()[0] - before)
 
 
+def _args(team: str, start: str, end: str, prices: Path, apply: bool, reason: str | None) -> list[str]:
+    return ["ledger", "rerate", "--team", team, f"--from={start}", f"--to={end}", "--prices", str(prices), "--json",
+            *(["--apply"] if apply else []), *([f"--reason={reason}"] if reason else [])]
+
+
 def problem_of(outcome: Outcome, apply: bool) -> str | None:
     """What is wrong with one run of the command, or None."""
     code, out, err = outcome.code, outcome.out, outcome.err
@@ -95,11 +101,12 @@ def problem_of(outcome: Outcome, apply: bool) -> str | None:
         return f"refused (exit {code}), and the balance moved by {outcome.moved}" if outcome.moved else None
     try:
         report = json.loads(out)
-    except ValueError:
-        return f"exit 0 without a report: {out[:100]!r}"
-    adjusted = Decimal(sum(report["adjusted_micros"])) / 1_000_000
-    if report["adjustment_micros"] > report["collected_micros"]:
-        return f"a refund of {report['adjustment_micros']} beyond the {report['collected_micros']} collected"
+        adjusted = Decimal(sum(report["adjusted_micros"])) / 1_000_000
+        refund, collected = int(report["adjustment_micros"]), int(report["collected_micros"])
+    except (ValueError, KeyError, TypeError):
+        return f"exit 0 without a report of its figures (README, Prices: --json): {out[:100]!r}"
+    if refund > collected:
+        return f"a refund of {refund} beyond the {collected} collected"
     if outcome.moved != adjusted or (adjusted and not apply):
         return f"the balance moved by {outcome.moved} for adjustments of {adjusted}{'' if apply else ' (a preview)'}"
     return None
@@ -111,24 +118,28 @@ def test_no_rerate_input_crashes_the_command_or_moves_money_twice(fuzz_gateway: 
     prices = tmp_path / "prices.toml"
 
     def one(start: str, end: str, file: bytes, apply: bool, reason: str | None) -> None:
-        prices.write_bytes(file)
-        args = ["ledger", "rerate", "--team", charged.name, f"--from={start}", f"--to={end}", "--prices",
-                str(prices), "--json", *(["--apply"] if apply else []), *([f"--reason={reason}"] if reason else [])]
-        shown = json.dumps(args[3:-1] if not apply else args[3:]).encode() + b"\n" + file
         route = f"ledger rerate{' --apply' if apply else ''}"
+        args = _args(charged.name, start, end, prices, apply, reason)
+        shown = json.dumps(args[3:]).encode() + b"\n" + file
         run.case()
-        first = _run(fuzz_gateway, ledger, args)
-        again = _run(fuzz_gateway, ledger, args) if apply and first.code == 0 else None
+        prices.write_bytes(file)
+        outcomes = [_run(fuzz_gateway, ledger, args)]
+        if apply and outcomes[0].code == 0:  # the same re-rate again: as it was written, then respelled
+            outcomes.append(_run(fuzz_gateway, ledger, args))
+            prices.write_bytes(b"# the same prices, respelled\n" + file)
+            outcomes.append(_run(fuzz_gateway, ledger, _args(charged.name, respelled(start), respelled(end),
+                                                              prices, apply, reason)))
         run.done(route, shown)
-        for outcome in (first, again):
-            problem = problem_of(outcome, apply) if outcome is not None else None
+        for outcome in outcomes:
+            problem = problem_of(outcome, apply)
             if problem is not None:
-                run.tally.fail("cli", route, outcome.code if outcome else None, problem, shown)
-        if again is not None and again.moved:
-            run.tally.fail("balance", route, again.code, f"the same re-rate applied again moved {again.moved}", shown)
+                run.tally.fail("cli", route, outcome.code, problem, shown)
+        if any(again.moved for again in outcomes[1:]):
+            run.tally.fail("balance", route, outcomes[0].code, "the same re-rate, applied again, moved "
+                           f"{' then '.join(str(again.moved) for again in outcomes[1:])}", shown)
         balance = ledger.now()[0]
         if not 0 <= balance <= GIVEN:
-            run.tally.fail("balance", route, first.code, f"the balance is {balance}: refunds beyond what was "
+            run.tally.fail("balance", route, outcomes[0].code, f"the balance is {balance}: refunds beyond what was "
                            f"collected, or a debit below 0", shown)
 
     moments = charged.moments

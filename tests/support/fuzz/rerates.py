@@ -106,5 +106,18 @@ def price_files(draw: st.DrawFn) -> bytes:
     return raw
 
 
+def respelled(text: str) -> str:
+    """The same bound spelled otherwise: an instant at +05:30 (a naive one is UTC); a date, or what is
+    not an instant, as it is."""
+    if len(text) == 10:
+        return text
+    try:
+        when = datetime.fromisoformat(text)
+        return (when if when.tzinfo else when.replace(tzinfo=UTC)).astimezone(INDIA).isoformat()
+    except (ValueError, OverflowError):
+        return text
+
+
+INDIA = timezone(timedelta(hours=5, minutes=30))
 REASONS = st.none() | st.sampled_from(["price correction", "", "=HYPERLINK(1)", "r\u202eeason", "line\nbreak",
                                        "\x1b[31mred", "é" * 300])
