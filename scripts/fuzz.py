@@ -4,10 +4,14 @@
 ``--examples`` each (default 500) from a random seed (printed, so a run can be repeated with
 ``--seed``), against a real gateway and the fake upstream, and prints one line::
 
-    fuzz: 4412 cases (1210 served), 0 gateway 5xx, 0 tracebacks, 0 balance violations, 0 distinct failures
+    fuzz: 30412 cases (9210 served), 0 gateway 5xx, 0 tracebacks, 0 balance violations, 0 distinct failures,
+    projections current
 
-then every distinct failure with the smallest input that showed it. Run it from the repository root
-(it needs the test suite, and PostgreSQL with ``TOLLGATE_TEST_BACKEND=postgresql``)::
+(on one line) then every distinct failure with the smallest input that showed it. It ends with
+whether the audit history projection had caught up with every event the run wrote (``projections
+current``, or ``projections N events behind``, when it had not within a few seconds: a request
+stopped it). It exits 0 only when there was no failure and the projections were current. Run it from
+the repository root (it needs the test suite, and PostgreSQL with ``TOLLGATE_TEST_BACKEND=postgresql``)::
 
     python -m scripts.fuzz                      # every fuzzer
     python -m scripts.fuzz --examples 2000 -k bodies
@@ -52,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         if failure["example"]:
             print(f"    input: {failure['example'][:500]}")
-    return 1 if tally["failures"] else 0
+    return 1 if tally["failures"] or tally.get("behind") != 0 else 0
 
 
 if __name__ == "__main__":

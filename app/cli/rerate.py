@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli.support import CommandError, add_reason_option, cli_actor, ledger_service
-from app.settings_file import load_settings
+from app.settings_file import UnreadableFile, load_settings, read_text_file
 from domain.money import format_credits
 from domain.pricing import Price
 from domain.rerates import RerateRaced, RerateScope, overlapping, scope_of
@@ -43,9 +43,12 @@ def _bound(text: str, *, end: bool) -> datetime:
             day = date.fromisoformat(text) + (timedelta(days=1) if end else timedelta())
             return datetime.combine(day, time(), UTC)
         when = datetime.fromisoformat(text)
+        return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).astimezone(UTC)
     except ValueError:
         raise CommandError(f"not a date or an ISO 8601 instant: {text!r} (e.g. 2026-11-01)") from None
-    return (when if when.tzinfo is not None else when.replace(tzinfo=UTC)).astimezone(UTC)
+    except OverflowError:  # in UTC, or as the end of its day, it falls outside the years 1 to 9999
+        raise CommandError(f"{text!r} bounds no period: in UTC, or as the end of its day, it is outside the "
+                           "years 1 to 9999") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +68,9 @@ def cmd_ledger_rerate(args: argparse.Namespace) -> int:
         raise CommandError("--to must come after --from")
     path = Path(args.prices)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise CommandError(f"cannot read {path}: {exc.strerror or exc}") from None
+        text = read_text_file(path)
+    except UnreadableFile as exc:
+        raise CommandError(f"cannot read {path}: {exc}") from None
     prices = parse_price_list(text, str(path))
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli.support import CommandError, ledger_store
-from app.settings_file import CONFIG_ENV
+from app.settings_file import CONFIG_ENV, NotText, UnreadableFile, read_text_file
 from domain.money import format_credits
 
 if TYPE_CHECKING:  # imported when the command runs: ``tollgate --help`` stays quick
@@ -86,9 +86,13 @@ def cmd_verify_statement(args: argparse.Namespace) -> int:
 
     path = Path(args.statement)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CommandError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
+        text = read_text_file(path)
+    except NotText as exc:  # a file, and not a statement (1); a file that cannot be read is a usage error (2)
+        print(f"Statement verification FAILED for {path}: {exc}, so it is not a statement Tollgate writes",
+              file=sys.stderr)
+        return FAILED
+    except UnreadableFile as exc:
+        raise CommandError(f"cannot read {path}: {exc}") from None
     if args.config or os.environ.get(CONFIG_ENV):
         with ledger_store(args.config) as store:
             check = verify_statement(text, store)

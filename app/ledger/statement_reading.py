@@ -21,9 +21,10 @@ in the file (``line 5``, ``entries[3]``) for the messages.
 
 from __future__ import annotations
 
+import csv
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -157,11 +158,24 @@ def _schema_problem(exc: msgspec.ValidationError) -> str:
     return f"{path}: {problem}" if path else problem
 
 
-def _read_json(text: str) -> StatementFile:
+def _json_value(text: str) -> Any:
+    """The file's JSON value, or :class:`StatementFileError` for anything the reader cannot take as a
+    statement's — never another exception: not JSON, a member named twice, ``NaN``, a whole number
+    past the 4,300 digits Python reads as one, nesting past the interpreter's stack."""
     try:
-        loaded = json.loads(text, object_pairs_hook=_one_value_each, parse_constant=_not_json)
+        return json.loads(text, object_pairs_hook=_one_value_each, parse_constant=_not_json)
+    except StatementFileError:
+        raise
     except json.JSONDecodeError as exc:
         raise StatementFileError(f"not valid JSON: {exc}") from None
+    except ValueError:  # the digit limit: no statement writes such a number
+        raise StatementFileError("a number in it is longer than any a statement writes") from None
+    except RecursionError:
+        raise StatementFileError("it nests arrays and objects deeper than a statement does") from None
+
+
+def _read_json(text: str) -> StatementFile:
+    loaded = _json_value(text)
     if not isinstance(loaded, dict) or loaded.get("object") != "ledger.statement":
         raise StatementFileError("not a statement (a JSON object whose 'object' is 'ledger.statement')")
     try:
@@ -200,8 +214,23 @@ def _month(text: str) -> Month:
 # -- CSV ----------------------------------------------------------------------------------------------
 
 
-def _read_csv(text: str) -> StatementFile:
+def _csv_lines(text: str) -> Iterator[list[str]]:
+    """The file's lines as their cells; what the ``csv`` module cannot read as CSV (a cell past its
+    131,072 characters, which no statement writes) is :class:`StatementFileError`, naming the line."""
     lines = read_lines(text)
+    while True:
+        try:
+            line = next(lines)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise StatementFileError(f"line {getattr(lines, 'line_num', '?')} is not CSV a statement writes: "
+                                     f"{exc}") from None
+        yield line
+
+
+def _read_csv(text: str) -> StatementFile:
+    lines = _csv_lines(text)
     header = tuple(next(lines, ()))
     if not header:
         raise StatementFileError("the file is empty")

@@ -168,11 +168,18 @@ def without_builtins(body: dict[str, Any], protocol: str) -> dict[str, Any]:
             out["tools"] = kept
         else:
             out.pop("tools", None)
-        choice = body.get("tool_choice")
-        if (isinstance(choice, dict) and (choice.get("name") in dropped or choice.get("type") in dropped)) or not kept:
+        if not kept or _names_one_of(body.get("tool_choice"), dropped):
             out.pop("tool_choice", None)
     out.pop("web_search_options" if protocol == "chat" else "mcp_servers" if protocol == "messages" else "", None)
     return out
+
+
+def _names_one_of(choice: Any, dropped: set[str]) -> bool:
+    """Whether a tool choice names one of the ``dropped`` tools, by its ``name`` or its ``type`` read
+    as a dropped tool's name is (``str``: a client may send any JSON there, a list included)."""
+    if not isinstance(choice, dict):
+        return False
+    return any(value is not None and str(value) in dropped for value in (choice.get("name"), choice.get("type")))
 
 
 def policy(setting: str | None, *, passthrough: bool) -> str:

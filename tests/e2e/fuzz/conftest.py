@@ -1,5 +1,6 @@
 """One gateway for the fuzzers (its credit leases given back quickly, so that each request's effect
-on the money can be seen alone), one team paying for them, and one tally of what broke."""
+on the money can be seen alone), one team paying for them, one watch on its audit history
+projection, and one tally of what broke."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.fuzz.harness import Ledger, Run, Tally
+from tests.support.fuzz.projection import Positions, ProjectionWatch, behind_at_end
 from tests.support.gateway import Gateway, write_config
 from tests.support.teams import Team, Teams
 
@@ -37,34 +39,53 @@ def fuzz_team(fuzz_gateway: Gateway) -> Team:
 
 
 @pytest.fixture(scope="session")
-def run_tally() -> Iterator[Tally]:
-    """Every fuzzer's cases and failures, for the one-line summary of a whole run."""
+def positions(fuzz_gateway: Gateway) -> Iterator[Positions]:
+    """The audit history projection's position and the newest event, read from the gateway's database."""
+    read = Positions(fuzz_gateway.config)
+    yield read
+    read.close()
+
+
+@pytest.fixture(scope="session")
+def run_tally(positions: Positions) -> Iterator[Tally]:
+    """Every fuzzer's cases and failures, for the one-line summary of a whole run, which ends by
+    saying whether the projection caught up with every event the run wrote."""
     tally = Tally()
     yield tally
+    tally.behind = behind_at_end(positions)
     where = os.environ.get(SUMMARY_ENV)
     if where:
         Path(where).write_text(json.dumps(tally.as_json(), indent=1))
 
 
+@pytest.fixture(scope="session")
+def projection(positions: Positions) -> ProjectionWatch:
+    """The cases whose events the audit history projection has not passed yet, across fuzzers."""
+    return ProjectionWatch(positions)
+
+
 @pytest.fixture
-def run(run_tally: Tally, fuzz_gateway: Gateway) -> Iterator[Run]:
+def run(run_tally: Tally, fuzz_gateway: Gateway, projection: ProjectionWatch) -> Iterator[Run]:
     """This test's run, added to the whole run's tally when it ends."""
-    mine = Run(fuzz_gateway)
+    mine = Run(fuzz_gateway, projection)
     yield mine
-    run_tally.cases += mine.tally.cases
-    run_tally.served += mine.tally.served
-    for key, failure in mine.tally.failures.items():
-        run_tally.failures.setdefault(key, failure)
+    run_tally.add(mine.tally)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ledger_verified(fuzz_gateway: Gateway) -> Iterator[None]:
-    """Every request a module's fuzzers had served was charged exactly once: the ledger replays clean."""
+def ledger_verified(fuzz_gateway: Gateway, projection: ProjectionWatch, run_tally: Tally) -> Iterator[None]:
+    """After a module's fuzzers, the gateway's own projector has caught the audit history up with
+    every event they wrote (within a few seconds: it had not stopped behind one of them), and every
+    request they had served was charged exactly once: the ledger replays clean."""
     yield
+    stall = projection.settle()
+    if stall is not None:
+        stall.tally(run_tally)
+    assert stall is None, f"{stall.detail()}\n    by {stall.route}: {stall.example[:300]!r}"
     result = fuzz_gateway.cli("ledger", "verify", check=False)
     assert result.returncode == 0, f"ledger verify failed after fuzzing:\n{result.stdout}{result.stderr}"
 
 
 @pytest.fixture
 def ledger(fuzz_gateway: Gateway, fuzz_team: Team) -> Ledger:
-    return Ledger(fuzz_gateway, fuzz_team.name)
+    return Ledger(fuzz_gateway, fuzz_team.name, fuzz_team.key)

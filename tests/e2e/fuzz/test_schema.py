@@ -55,9 +55,13 @@ def _exercise(gateway: Gateway, run: Run, route: str, key: str) -> Callable[[Any
     the document, and any failure tallied under the route."""
 
     def one(case) -> None:
-        run.tally.cases += 1
+        run.case()
         headers = {"authorization": f"Bearer {key}", "x-api-key": key, "anthropic-version": "2023-06-01"}
-        response = case.call(base_url=gateway.root_url, headers=headers, timeout=60)
+        example = case.body if isinstance(case.body, bytes) else repr(case.body).encode()
+        try:
+            response = case.call(base_url=gateway.root_url, headers=headers, timeout=60)
+        finally:
+            run.done(route, example[:2000])
         if response.status_code >= 500 and upstream_failed(gateway, response):
             return  # the upstream's failure, relayed
         try:
@@ -66,8 +70,7 @@ def _exercise(gateway: Gateway, run: Run, route: str, key: str) -> Callable[[Any
             kind = "5xx" if response.status_code >= 500 else "conformance"
             logged = run.watch.tracebacks() if kind == "5xx" else []
             detail = logged[0] if logged else _first_failure(exc)
-            run.tally.fail(kind, route, response.status_code, detail, (case.body if isinstance(case.body, bytes)
-                                                                         else repr(case.body).encode())[:2000])
+            run.tally.fail(kind, route, response.status_code, detail, example[:2000])
 
     return one
 

@@ -10,6 +10,10 @@ once a whole run is over: ``tollgate ledger verify``).
 Failures are tallied, not raised on the spot, so that one run reports every distinct failure —
 its route, status and message or traceback, with the smallest input that showed it — rather than
 the first. ``Tally.summary`` is the one line ``python -m scripts.fuzz`` prints.
+
+And every case must leave the audit history projection able to keep up: after each one, the
+projection's position is read against the newest event (``tests/support/fuzz/projection.py``),
+and a case whose events it has not passed within a few seconds is a failure of its own.
 """
 
 from __future__ import annotations
@@ -23,9 +27,10 @@ from decimal import Decimal
 from typing import Any
 
 import httpx
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis.strategies import SearchStrategy
 
+from tests.support.fuzz.projection import ProjectionWatch, Stall
 from tests.support.gateway import ADMIN_KEY, Gateway
 
 #: The bounded run of ``make test``: few examples, derandomized (the same inputs every run).
@@ -38,11 +43,15 @@ SEED = os.environ.get("TOLLGATE_FUZZ_SEED")
 BOUNDED = 12
 
 
-def fuzz(test: Callable[..., None], **strategies: SearchStrategy[Any]) -> None:
+def fuzz(test: Callable[..., None], explicit: list[dict[str, Any]] | None = None,
+         **strategies: SearchStrategy[Any]) -> None:
     """Run ``test`` on generated arguments: ``BOUNDED`` examples, the same ones every run, unless the
-    environment asks for more (and a seed). Failures are tallied by the test itself, so nothing is
-    shrunk: every example is new."""
+    environment asks for more (and a seed); and first on each of the ``explicit`` arguments (the
+    inputs of findings, which every run must try). Failures are tallied by the test itself, so
+    nothing is shrunk: every example is new."""
     runner = given(**strategies)(test)
+    for arguments in reversed(explicit or []):
+        runner = example(**arguments)(runner)
     if SEED is not None:
         runner = seed(int(SEED))(runner)
     settings(max_examples=EXAMPLES or BOUNDED, deadline=None, database=None, derandomize=SEED is None,
@@ -51,7 +60,10 @@ def fuzz(test: Callable[..., None], **strategies: SearchStrategy[Any]) -> None:
 
 @dataclass
 class Failure:
-    kind: str  # "5xx", "traceback", "balance", "held", "hang"
+    #: "5xx", "traceback", "balance", "held", "hang", "projection"; "shape" (a refusal not in its endpoint's
+    #: error shape), "answer" (a served answer that is not one), "charge" (not charged exactly once),
+    #: "recorded" (the charge recorded other than what was sent), "cli" (a command's traceback or exit code)
+    kind: str
     route: str
     status: int | None
     detail: str
@@ -64,6 +76,8 @@ class Tally:
     cases: int = 0
     served: int = 0
     failures: dict[tuple[str, str, int | None, str], Failure] = field(default_factory=dict)
+    #: How many events the audit history projection was behind at the end of the run (None: not read).
+    behind: int | None = None
 
     def fail(self, kind: str, route: str, status: int | None, detail: str, example: bytes) -> None:
         key = (kind, route, status, detail[:200])
@@ -78,10 +92,21 @@ class Tally:
     def of_kind(self, kind: str) -> int:
         return sum(f.count for f in self.failures.values() if f.kind == kind)
 
+    def add(self, other: Tally) -> None:
+        self.cases += other.cases
+        self.served += other.served
+        for key, failure in other.failures.items():
+            self.failures.setdefault(key, failure)
+
+    def projections(self) -> str:
+        if self.behind is None:
+            return "projections not read"
+        return "projections current" if self.behind == 0 else f"projections {self.behind} events behind"
+
     def summary(self) -> str:
         return (f"fuzz: {self.cases} cases ({self.served} served), {self.of_kind('5xx')} gateway 5xx, "
                 f"{self.of_kind('traceback')} tracebacks, {self.of_kind('balance') + self.of_kind('held')} "
-                f"balance violations, {len(self.failures)} distinct failures")
+                f"balance violations, {len(self.failures)} distinct failures, {self.projections()}")
 
     def report(self) -> str:
         lines = []
@@ -91,17 +116,24 @@ class Tally:
         return "\n".join(lines)
 
     def as_json(self) -> dict[str, Any]:
-        return {"summary": self.summary(), "cases": self.cases, "failures": [
+        return {"summary": self.summary(), "cases": self.cases, "behind": self.behind, "failures": [
             {"kind": f.kind, "route": f.route, "status": f.status, "detail": f.detail, "count": f.count,
              "example": f.example[:2000].decode("utf-8", "backslashreplace")} for f in self.failures.values()]}
 
 
 class Ledger:
-    """The team's balance and held amount, as the gateway's own ledger writer has them (admin API)."""
+    """The team's balance and held amount, as the gateway's own ledger writer has them (admin API);
+    and its requests as the ledger charged them (``GET /v1/requests/{id}`` with the team's ``key``,
+    which reads the charge itself, there the moment its client has the answer)."""
 
-    def __init__(self, gateway: Gateway, team: str) -> None:
+    def __init__(self, gateway: Gateway, team: str, key: str = "") -> None:
         self._url = f"{gateway.root_url}/admin/teams/{team}"
         self._http = httpx.Client(headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
+        self._requests = f"{gateway.root_url}/v1/requests"
+        self._key = key
+
+    def request(self, request_id: str) -> httpx.Response:
+        return self._http.get(f"{self._requests}/{request_id}", headers={"authorization": f"Bearer {self._key}"})
 
     def now(self) -> tuple[Decimal, Decimal]:
         body = self._http.get(self._url).json()
@@ -144,12 +176,29 @@ class LogWatch:
 
 
 class Run:
-    """One fuzzer's tally, and the gateway's log from its start: ``check`` fails the test on any
-    failure, tracebacks logged meanwhile included, naming each with its smallest input."""
+    """One fuzzer's tally, the gateway's log from its start, and the projection's watch (shared by a
+    module's fuzzers, which settles it at the module's end: conftest.py): ``check`` fails the test
+    on any failure, tracebacks logged meanwhile and a projection left behind included, naming each
+    with its smallest input."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Gateway, projection: ProjectionWatch) -> None:
+        self.gateway = gateway
         self.tally = Tally()
         self.watch = LogWatch(gateway)
+        self.projection = projection
+
+    def case(self) -> None:
+        """A case begins (its events are those written from now until ``done``)."""
+        self.tally.cases += 1
+        self.projection.before_case()
+
+    def done(self, route: str, example: bytes) -> None:
+        """A case ended: a stall of the projection behind an earlier case's events is that case's failure."""
+        self._stalled(self.projection.after_case(route, example))
+
+    def _stalled(self, stall: Stall | None) -> None:
+        if stall is not None:
+            stall.tally(self.tally)
 
     def check(self) -> None:
         for traceback in self.watch.tracebacks():
@@ -193,33 +242,45 @@ def upstream_called(gateway: Gateway, response: httpx.Response) -> bool:
     return bool((line.get("upstream") or {}).get("attempts"))
 
 
-def exercise(gateway: Gateway, ledger: Ledger, tally: Tally, watch: LogWatch, route: str, url: str,
-             headers: dict[str, str], body: bytes) -> httpx.Response | None:
+@dataclass(frozen=True)
+class Sent:
+    """A fuzzed request's answer, and the team's balance before it (nothing held)."""
+
+    response: httpx.Response
+    before: Decimal
+
+
+def exercise(run: Run, ledger: Ledger, route: str, url: str, headers: dict[str, Any], body: bytes,
+             example: bytes | None = None, send: Callable[[], httpx.Response] | None = None) -> Sent | None:
     """Send one fuzzed body, and hold its answer to the rules above (a 5xx is named by the traceback
-    it logged, if any, so that each cause is a failure of its own)."""
+    it logged, if any, so that each cause is a failure of its own); ``example``: the input the case
+    is tallied with, if not the body (a header's value); ``send``: how it is sent, if not by httpx."""
+    shown = body if example is None else example
     before = ledger.settled()
     if before is None:
-        tally.fail("held", route, None, "a hold or lease stayed open after an earlier request", body)
+        run.tally.fail("held", route, None, "a hold or lease stayed open after an earlier request", shown)
         return None
-    tally.cases += 1
+    run.case()
     try:
-        response = httpx.post(url, content=body, headers=headers, timeout=60)
-    except httpx.HTTPError as exc:
-        tally.fail("hang", route, None, f"no answer: {exc!r}", body)
+        response = send() if send is not None else httpx.post(url, content=body, headers=headers, timeout=60)
+    except (httpx.HTTPError, OSError) as exc:
+        run.tally.fail("hang", route, None, f"no answer: {exc!r}", shown)
         return None
+    finally:
+        run.done(route, shown)
     status = response.status_code
     if 200 <= status < 300:
-        tally.served += 1
-        return response
-    if status >= 500 and not upstream_failed(gateway, response):
-        logged = watch.tracebacks()
-        tally.fail("5xx", route, status, logged[0] if logged else _message(response), body)
+        run.tally.served += 1
+        return Sent(response, before[0])
+    if status >= 500 and not upstream_failed(run.gateway, response):
+        logged = run.watch.tracebacks()
+        run.tally.fail("5xx", route, status, logged[0] if logged else _message(response), shown)
     balance, held = ledger.now()
     if balance != before[0]:
-        tally.fail("balance", route, status, f"balance {before[0]} -> {balance} for an error answer", body)
-    if held != 0 and not upstream_called(gateway, response):
-        tally.fail("held", route, status, f"held 0 -> {held} for a request refused before the upstream", body)
-    return response
+        run.tally.fail("balance", route, status, f"balance {before[0]} -> {balance} for an error answer", shown)
+    if held != 0 and not upstream_called(run.gateway, response):
+        run.tally.fail("held", route, status, f"held 0 -> {held} for a request refused before the upstream", shown)
+    return Sent(response, before[0])
 
 
 def _message(response: httpx.Response) -> str:

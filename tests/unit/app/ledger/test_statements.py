@@ -216,6 +216,25 @@ def test_a_json_statement_has_the_members_the_writer_writes_and_no_other(store):
     assert "says it is not chained, yet carries hashes" in _refused(json.dumps({**unchained, "final_hash": "0" * 64}))
 
 
+def test_a_json_statement_with_a_number_too_long_or_nesting_too_deep_is_refused_not_a_crash(store):
+    """Found by fuzzing: a whole number past the 4,300 digits Python reads as one, and arrays nested past
+    the interpreter's stack, raised out of the reader (a traceback from ``ledger verify --statement``)."""
+    text = _text(store, "json")
+    huge = text.replace('"amount_micros": 0', '"amount_micros": ' + "9" * 5000, 1)
+    assert huge != text
+    assert "a number in it is longer than any a statement writes" in _refused(huge)
+    deep = text.replace('"entries": [', '"entries": [' + "[" * 100_000, 1)
+    assert "it nests arrays and objects deeper than a statement does" in _refused(deep)
+
+
+def test_a_csv_statement_with_a_cell_longer_than_csv_reads_is_refused_not_a_crash(store):
+    """Found by fuzzing: a cell past the ``csv`` module's 131,072 characters raised ``csv.Error`` out of
+    the reader (a traceback from ``ledger verify --statement``)."""
+    lines = _text(store, "csv").splitlines(keepends=True)
+    lines[2] = lines[2].replace(",,", "," + "x" * 200_000 + ",", 1)
+    assert "line 3 is not CSV a statement writes: field larger than field limit" in _refused("".join(lines))
+
+
 def test_a_member_named_twice_is_refused_wherever_it_is(store):
     text = _text(store, "json")
     first_forged = text.replace('"closing_balance": {', '"closing_balance": {"amount": "999", ', 1)

@@ -89,6 +89,17 @@ def test_a_tool_choice_naming_a_dropped_built_in_goes_with_it():
     assert tools.without_builtins(body, "messages") == {}
 
 
+@pytest.mark.parametrize("kind", [[6], [], {"a": 1}])
+def test_a_built_in_typed_with_json_that_is_not_text_is_dropped_with_the_choice_naming_it(kind):
+    """Found by fuzzing: a tool choice whose type was a list (as the tool's) was looked up in the set of
+    dropped names, a TypeError and a 500 (``dropping-claude``, a model that drops built-in tools)."""
+    body = {"tools": [{"type": kind}, {"name": "f", "input_schema": {}}], "tool_choice": {"type": kind}}
+    assert tools.builtin_names(body, "messages") == [str(kind)]
+    assert tools.without_builtins(body, "messages") == {"tools": [{"name": "f", "input_schema": {}}]}
+    kept = {**body, "tool_choice": {"type": "tool", "name": ["f"]}}
+    assert tools.without_builtins(kept, "messages")["tool_choice"] == {"type": "tool", "name": ["f"]}
+
+
 def test_the_policy_drops_refuses_or_passes_built_ins_of_a_translated_request():
     def request() -> c.Request:
         return c.Request("m", [], builtin_tools=[c.BuiltinTool("web_search", {"type": "web_search"})],
