@@ -16,7 +16,7 @@ import httpx
 import pytest
 from hypothesis import strategies as st
 
-from app.cli.support import CONFIG_ENV
+from app.settings_file import CONFIG_ENV
 from tests.support.cli_fork import run_tollgate
 from tests.support.fuzz.harness import Run, fuzz
 from tests.support.fuzz.served import headers_for

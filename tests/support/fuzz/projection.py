@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from app.ledger.projector import SLICE_EVENTS
+from app.store.database import Database
 from domain.settings import parse_settings
-from projections.database import Database
 from projections.history import NAME
 
 #: Seconds a case's events may wait for the projection (it catches up every 2 s, in slices).
