@@ -330,6 +330,18 @@ def _negative_amounts(argv: list[str]) -> list[str]:
             if not (arg == "--" and i + 1 < len(argv) and re.fullmatch(r"-\d+(\.\d+)?", argv[i + 1]))]
 
 
+#: Where the errors of the database come from: its drivers, and the event store library's persistence.
+_DATABASE_MODULES = ("psycopg", "sqlite3", "eventsourcing.persistence", "eventsourcing.postgres",
+                     "eventsourcing.sqlite")
+
+
+def _from_the_database(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database's (unreachable, refusing connections, read-only, …) rather than
+    a bug: the drivers' errors and the event store library's, which wraps them. Told apart by the
+    class's module, so that neither driver need be imported to ask."""
+    return any(cls.__module__.startswith(_DATABASE_MODULES) for cls in type(exc).__mro__)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:
@@ -347,6 +359,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (LedgerError, LedgerUnavailable) as exc:  # said as the APIs say it (app/ledger/refusals.py)
         print(f"tollgate: error: {refusal(exc).message}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if not _from_the_database(exc):
+            raise  # a bug: its traceback is what a report needs
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        print(f"tollgate: error: the ledger's database cannot be used: {first_line}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

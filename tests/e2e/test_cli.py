@@ -183,3 +183,15 @@ def test_ledger_history_and_export_refuse_pages_and_times_out_of_range(config):
     assert result.returncode == 2
     assert "--since" in result.stderr
     assert "acme" in run_cli(config, "ledger", "history", "--team", "acme", "--page", "1000000").stdout
+
+
+def test_a_database_that_cannot_be_reached_is_one_clear_line_not_a_traceback(tmp_path, fake_upstream: FakeUpstream):
+    """An operator's command against a PostgreSQL server that refuses connections says so in one line
+    and exits 1 (a traceback was printed before)."""
+    unreachable = write_config(tmp_path, fake_upstream.base_url, database="postgresql://postgres@127.0.0.1:1/nowhere")
+    for args in (("team", "create", "nobody", "--credits", "1"), ("ledger", "verify")):
+        result = run_cli(unreachable, *args, check=False)
+        assert result.returncode == 1, result.stderr
+        assert "Traceback" not in result.stderr
+        assert result.stderr.startswith("tollgate: error: the ledger's database cannot be used: connection failed"), \
+            result.stderr
