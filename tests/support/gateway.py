@@ -15,6 +15,7 @@ from pathlib import Path
 import httpx
 
 from tests.support.backend import new_database_url
+from tests.support.children import end_server, start_server
 from tests.support.cli_fork import run_tollgate
 
 UPSTREAM_KEY = "upstream-secret"
@@ -273,6 +274,7 @@ class Gateway:
     process: subprocess.Popen[str] | None = None
     log_path: Path | None = None
     env: dict[str, str] = field(default_factory=dict)  # more environment (TOLLGATE_CLOCK_OFFSET, …)
+    serve_args: tuple[str, ...] = ()  # more arguments to ``tollgate serve`` (``--workers``, …)
 
     @property
     def base_url(self) -> str:
@@ -285,8 +287,9 @@ class Gateway:
     def start(self) -> Gateway:
         self.log_path = self.config.parent / f"gateway-{self.port}.log"
         with self.log_path.open("w") as log:
-            self.process = subprocess.Popen(
-                [*tollgate_command(), "serve", "--config", str(self.config), "--port", str(self.port)],
+            self.process = start_server(
+                [*tollgate_command(), "serve", "--config", str(self.config), "--port", str(self.port),
+                 *self.serve_args],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -331,12 +334,7 @@ class Gateway:
         """Stop the gateway the way an operator does (SIGTERM) and return what it printed."""
         if self.process is None:
             return ""
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        end_server(self.process)
         self.process = None
         return self.output()
 
