@@ -51,7 +51,8 @@ test-chaos: install
 # End-to-end tests that never touch the ledger's database (the fake upstream, the gateway
 # benchmark's quick run) run once, in the SQLite half.
 BACKEND_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/test_fake_responses.py \
-	--ignore=tests/e2e/scripts/test_bench.py --ignore=tests/e2e/test_killed_test_runs.py
+	--ignore=tests/e2e/scripts/test_bench.py --ignore=tests/e2e/test_killed_test_runs.py \
+	--ignore=tests/e2e/ratelimit/test_redis_store.py
 
 # The unit tests that write the ledger's database (the writer, billing, the relay, the audit, the
 # process registry) run on PostgreSQL too, in its half; the rest of the unit layer is backend-free.

@@ -18,6 +18,7 @@ from domain.settings import parse_settings
 
 BACKEND = os.environ.get("TOLLGATE_TEST_BACKEND", "sqlite")
 POSTGRES_ADMIN_URL = os.environ.get("TOLLGATE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 _created: list[str] = []
 
 
@@ -32,7 +33,7 @@ def check_redis() -> str | None:
     """Why Redis (rate limits shared by gateway processes; required by the suite) cannot be used, or None."""
     import redis
 
-    url = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+    url = REDIS_URL
     try:
         redis.Redis.from_url(url, socket_connect_timeout=3).ping()
     except Exception as exc:  # noqa: BLE001 - whatever stops the ping is the reason the suite cannot start
@@ -41,9 +42,10 @@ def check_redis() -> str | None:
 
 
 def check_server() -> str | None:
-    """Why the chosen backend (or Redis) cannot be used, or None."""
+    """Why the chosen backend cannot be used, or None (Redis is checked only for the end-to-end layer,
+    by ``check_redis``: the unit layer needs no service)."""
     if BACKEND == "sqlite":
-        return check_redis()
+        return None
     if BACKEND != "postgresql":
         return f"TOLLGATE_TEST_BACKEND must be sqlite or postgresql, not {BACKEND!r}"
     try:
@@ -51,7 +53,7 @@ def check_server() -> str | None:
             pass
     except Exception as exc:  # noqa: BLE001 - whatever stops the connection is the reason the suite cannot start
         return f"PostgreSQL at {POSTGRES_ADMIN_URL} is unreachable ({exc}); start it or set TOLLGATE_TEST_POSTGRES_URL"
-    return check_redis()
+    return None
 
 
 def new_database_url(name: str = "tollgate.db") -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.backend import new_database_url
+from tests.support.backend import REDIS_URL, new_database_url
 from tests.support.children import end_server, start_server
 from tests.support.cli_fork import run_tollgate
 
@@ -34,7 +34,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-REDIS_URL = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
 def write_config(directory: Path, upstream_base_url: str, *, database: str | None = None, redis: bool = False,
