@@ -71,6 +71,9 @@ agents:
 # refuses connections) run once, in the PostgreSQL half.
 POSTGRES_ONLY := --ignore=tests/e2e/test_owed_charges.py --ignore=tests/e2e/test_key_directory_outage.py
 
+# The unit layer needs no service (tests/unit/conftest.py fails a test that reaches Redis, or on
+# SQLite PostgreSQL). Tests that take seconds to build a long history (tests/scale) run with each
+# backend's end-to-end half, not in it.
 test-unit: install
 	TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest tests/unit
 
@@ -78,15 +81,15 @@ test-unit-postgresql: install
 	TOLLGATE_TEST_BACKEND=postgresql $(BIN)/python -m pytest $(UNIT_LEDGER)
 
 test-e2e-sqlite: install browser agents
-	TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest tests/e2e $(POSTGRES_ONLY)
+	TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest tests/e2e tests/scale $(POSTGRES_ONLY)
 
 test-e2e-postgresql: install browser agents
-	TOLLGATE_TEST_BACKEND=postgresql $(BIN)/python -m pytest tests/e2e $(BACKEND_FREE)
+	TOLLGATE_TEST_BACKEND=postgresql $(BIN)/python -m pytest tests/e2e tests/scale $(BACKEND_FREE)
 
 # Each backend's whole share, as before the layers were split: the unit layer (all of it on SQLite,
 # its ledger tests on PostgreSQL) and that backend's end-to-end half.
 test-sqlite: install browser agents
-	TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest tests/unit tests/e2e $(POSTGRES_ONLY)
+	TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest tests/unit tests/e2e tests/scale $(POSTGRES_ONLY)
 
 test-postgresql: install browser agents
-	TOLLGATE_TEST_BACKEND=postgresql $(BIN)/python -m pytest $(UNIT_LEDGER) tests/e2e $(BACKEND_FREE)
+	TOLLGATE_TEST_BACKEND=postgresql $(BIN)/python -m pytest $(UNIT_LEDGER) tests/e2e tests/scale $(BACKEND_FREE)
