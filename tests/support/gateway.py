@@ -42,11 +42,14 @@ def write_config(directory: Path, upstream_base_url: str, *, database: str | Non
     one whose upstream is down (nothing listens on its port). ``redis``: rate limits in Redis, as
     several gateway processes on one database need; ``settings``: more top-level TOML lines.
     ``key_failures_per_minute``: every test's client is 127.0.0.1, and many send wrong keys on
-    purpose; the throttle of failed key attempts is tested with a small one of its own."""
+    purpose; the throttle of failed key attempts is tested with a small one of its own. A test gateway
+    keeps two PostgreSQL connections for its event store (up to four under load), not the default ten:
+    two halves of the suite share the server with others, and the tests send a few requests at once."""
     config = directory / "tollgate.toml"
     root = upstream_base_url.removesuffix("/v1")
     config.write_text(f"""
 database_url = "{database or new_database_url()}"
+database_pool_size = 2
 credits_per_usd = 100
 lease_idle_seconds = {lease_idle_seconds}
 max_key_failures_per_minute = {key_failures_per_minute}
