@@ -5,19 +5,21 @@ statements each committed on their own) took about 0.4 s of the unit layer's tim
 layer makes about 160: more than a third of its run. Here the first ledger of a test process is made
 by the application's own ``Database.create_schema``, closed, and kept as a template; every later
 ledger that does not exist yet is a copy of that file. An existing file (an old ledger a test
-upgrades) still goes through ``create_schema`` itself, and so does PostgreSQL. The copy is the same
-bytes the real creation wrote, so what a test reads is what a ledger made from nothing holds; the
-creation itself stays tested by the template's making and by tests/e2e/store (whose gateway and CLI
-processes create their schemas themselves).
+upgrades) still goes through ``create_schema`` itself, and so does PostgreSQL. A copy holds the
+bytes the real creation wrote but one value: the ledger's identity (a random id a migration draws,
+which namespaces its rate limits in Redis) is drawn anew for each copy. What a test reads is what a
+ledger made from nothing holds; the creation itself stays tested by the template's making and by
+tests/e2e/store (whose gateway and CLI processes create their schemas themselves).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 from app.store.database import Database
@@ -39,6 +41,9 @@ def sqlite_ledgers_from_a_template(directory: Path) -> Iterator[Path]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         copy = self.path.with_name(f"{self.path.name}.{uuid.uuid4().hex}")
         shutil.copyfile(template, copy)
+        with closing(sqlite3.connect(copy)) as db, db:  # the one value a migration draws: its own identity
+            db.execute("UPDATE ledger_identity SET id = ?", (uuid.uuid4().hex,))
+        assert not Path(f"{copy}-wal").exists(), "the copy's write-ahead log was not folded back into it"
         try:  # a link, not a rename: a ledger another thread created meanwhile is never replaced
             os.link(copy, self.path)
         except FileExistsError:
