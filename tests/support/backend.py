@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -63,23 +64,43 @@ def new_database_url(name: str = "tollgate.db") -> str:
     return new_postgres_database_url()
 
 
+#: A migrated, empty ledger database that new ones are copied from (``CREATE DATABASE ... TEMPLATE``),
+#: when tests/support/schema_template.py has made one; else new databases are empty.
+postgres_template: str | None = None
+
+
 def new_postgres_database_url() -> str:
-    """A fresh, empty PostgreSQL database (dropped at the end of the run), whatever the backend."""
+    """A fresh PostgreSQL database (dropped at the end of the run), whatever the backend: empty, or a
+    copy of ``postgres_template`` with an identity of its own."""
     dbname = "tg_test_" + uuid.uuid4().hex[:12]
     with _admin() as conn:
-        conn.execute(f'CREATE DATABASE "{dbname}"')
+        conn.execute(f'CREATE DATABASE "{dbname}"' + (f' TEMPLATE "{postgres_template}"' if postgres_template else ""))
     _created.append(dbname)
     admin = Database.from_url(POSTGRES_ADMIN_URL, Path())
     credentials = admin.user + (f":{admin.password}" if admin.password else "")
-    return f"postgresql://{credentials}@{admin.host}:{admin.port}/{dbname}"
+    url = f"postgresql://{credentials}@{admin.host}:{admin.port}/{dbname}"
+    if postgres_template:
+        RawDatabase(url, Path()).execute("UPDATE ledger_identity SET id = ?", (uuid.uuid4().hex,))
+    return url
+
+
+#: Connections the databases are dropped on, side by side. Each DROP DATABASE waits for a checkpoint
+#: of the whole server (about a second, 250 databases per PostgreSQL half); drops on several
+#: connections share checkpoints: 20 databases took 22 s on one connection, 8.6 s on eight.
+DROPPING_CONNECTIONS = 6
 
 
 def drop_created_databases() -> None:
-    if not _created:
-        return
-    with _admin() as conn:
-        while _created:
-            conn.execute(f'DROP DATABASE IF EXISTS "{_created.pop()}" WITH (FORCE)')
+    names, _created[:] = list(_created), []
+
+    def drop(share: list[str]) -> None:
+        with _admin() as conn:
+            for name in share:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    shares = [names[i::DROPPING_CONNECTIONS] for i in range(min(DROPPING_CONNECTIONS, len(names)))]
+    with ThreadPoolExecutor(len(shares) or 1) as pool:
+        list(pool.map(drop, shares))
 
 
 class RawDatabase:

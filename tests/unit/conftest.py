@@ -19,7 +19,7 @@ from tests.support.backend import BACKEND, POSTGRES_ADMIN_URL, REDIS_URL
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import GATEWAY_ENV, write_config
 from tests.support.in_process import InProcessGateway, ledger_of
-from tests.support.schema_template import sqlite_ledgers_from_a_template
+from tests.support.schema_template import ledgers_from_a_template
 
 
 @pytest.fixture
@@ -83,6 +83,6 @@ def _no_services() -> Iterator[None]:
 
 @pytest.fixture(autouse=True, scope="session")
 def _ledgers_from_a_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """New SQLite ledgers are copies of one migrated once (tests/support/schema_template.py)."""
-    with sqlite_ledgers_from_a_template(tmp_path_factory.mktemp("template")):
+    """New ledgers are copies of one migrated once (tests/support/schema_template.py)."""
+    with ledgers_from_a_template(tmp_path_factory.mktemp("template")):
         yield
