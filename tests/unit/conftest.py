@@ -54,7 +54,10 @@ def _service_ports() -> dict[int, str]:
     return ports
 
 
-@pytest.fixture(autouse=True, scope="session")
+# The two fixtures below are the package's, not the session's: a run that goes on with tests/e2e
+# (make test-postgresql; an xdist worker given files of both layers) reaches Redis, and makes its
+# ledgers from nothing, again once the unit tests are done.
+@pytest.fixture(autouse=True, scope="package")
 def _no_services() -> Iterator[None]:
     """Refuse every connection this process opens to a service's port (Python's sockets: Redis's
     client; psycopg's libpq connects in C, and ``TOLLGATE_TEST_POSTGRES_URL`` pointed at a closed port
@@ -81,7 +84,7 @@ def _no_services() -> Iterator[None]:
         yield
 
 
-@pytest.fixture(autouse=True, scope="session")
+@pytest.fixture(autouse=True, scope="package")
 def _ledgers_from_a_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """New ledgers are copies of one migrated once (tests/support/schema_template.py)."""
     with ledgers_from_a_template(tmp_path_factory.mktemp("template")):
