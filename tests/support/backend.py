@@ -57,11 +57,12 @@ def check_server() -> str | None:
     return None
 
 
-def new_database_url(name: str = "tollgate.db") -> str:
-    """A fresh, empty ledger database for one configuration."""
+def new_database_url(name: str = "tollgate.db", *, empty: bool = False) -> str:
+    """A fresh ledger database for one configuration. ``empty``: without the schema even while new
+    PostgreSQL databases are copies of a migrated template (a test of a database before its schema)."""
     if BACKEND == "sqlite":
         return f"sqlite:///{name}"
-    return new_postgres_database_url()
+    return new_postgres_database_url(empty=empty)
 
 
 #: A migrated, empty ledger database that new ones are copied from (``CREATE DATABASE ... TEMPLATE``),
@@ -69,17 +70,18 @@ def new_database_url(name: str = "tollgate.db") -> str:
 postgres_template: str | None = None
 
 
-def new_postgres_database_url() -> str:
+def new_postgres_database_url(*, empty: bool = False) -> str:
     """A fresh PostgreSQL database (dropped at the end of the run), whatever the backend: empty, or a
     copy of ``postgres_template`` with an identity of its own."""
     dbname = "tg_test_" + uuid.uuid4().hex[:12]
+    template = None if empty else postgres_template
     with _admin() as conn:
-        conn.execute(f'CREATE DATABASE "{dbname}"' + (f' TEMPLATE "{postgres_template}"' if postgres_template else ""))
+        conn.execute(f'CREATE DATABASE "{dbname}"' + (f' TEMPLATE "{template}"' if template else ""))
     _created.append(dbname)
     admin = Database.from_url(POSTGRES_ADMIN_URL, Path())
     credentials = admin.user + (f":{admin.password}" if admin.password else "")
     url = f"postgresql://{credentials}@{admin.host}:{admin.port}/{dbname}"
-    if postgres_template:
+    if template:
         RawDatabase(url, Path()).execute("UPDATE ledger_identity SET id = ?", (uuid.uuid4().hex,))
     return url
 
