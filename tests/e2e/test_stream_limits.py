@@ -26,8 +26,16 @@ from tests.support.teams import Team, Teams
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
 LIMITS = "max_streams_per_key = 2\nmax_streams = 3\nwrite_timeout = 1\n"
-#: Two seconds before the fake's first byte: the stream holds its slot meanwhile.
-SLOW = "hold on [[latency:2000]]"
+
+
+def held_at(gate: str) -> str:
+    """A message the fake answers only once the test opens ``gate``: its stream holds its slot meanwhile,
+    however slow the machine (a fixed latency raced the test's own checks under load)."""
+    return f"hold on [[gate:{gate}]]"
+
+
+def new_gate(name: str) -> str:
+    return f"{name}-{time.time_ns()}"
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +82,7 @@ async def post(http: httpx.AsyncClient, request: tuple[str, dict, dict]) -> http
 
 async def open_slowly(http: httpx.AsyncClient, fake: FakeUpstream, requests: list[tuple[str, dict, dict]]
                       ) -> list[asyncio.Task[httpx.Response]]:
-    """Start streams that take two seconds to begin, and return once the fake has them all (each took
+    """Start streams the fake holds at a gate, and return once the fake has them all (each took
     its slot before it was sent upstream)."""
     seen = len(fake.requests)
     tasks = [asyncio.create_task(post(http, r)) for r in requests]
@@ -105,15 +113,21 @@ async def test_a_key_with_its_streams_open_gets_429_until_one_ends(streaming: Ga
                                                                    fake_upstream: FakeUpstream):
     team = stream_teams.open("100")
     async with httpx.AsyncClient(timeout=30) as http:
-        running = await open_slowly(http, fake_upstream, [chat(streaming, team, SLOW), messages(streaming, team, SLOW)])
-        before = streaming.cli("team", "show", team.name).stdout  # the two streams' holds
-        sent = len(fake_upstream.requests)
-        assert_refused_for_streams(await post(http, chat(streaming, team, "one more")), "This API key has 2 streams")
-        assert_refused_for_streams(await post(http, messages(streaming, team, "one more")), "This API key")
-        assert len(fake_upstream.requests) == sent  # refused before the upstream, and before any hold:
-        assert streaming.cli("team", "show", team.name).stdout == before
-        plain = await post(http, chat(streaming, team, "not a stream", stream=False))
-        assert plain.status_code == 200  # the limit counts streams only
+        gate = new_gate("key-streams")
+        running = await open_slowly(http, fake_upstream, [chat(streaming, team, held_at(gate)),
+                                                          messages(streaming, team, held_at(gate))])
+        try:
+            before = streaming.cli("team", "show", team.name).stdout  # the two streams' holds
+            sent = len(fake_upstream.requests)
+            refused = await post(http, chat(streaming, team, "one more"))
+            assert_refused_for_streams(refused, "This API key has 2 streams")
+            assert_refused_for_streams(await post(http, messages(streaming, team, "one more")), "This API key")
+            assert len(fake_upstream.requests) == sent  # refused before the upstream, and before any hold:
+            assert streaming.cli("team", "show", team.name).stdout == before
+            plain = await post(http, chat(streaming, team, "not a stream", stream=False))
+            assert plain.status_code == 200  # the limit counts streams only
+        finally:
+            fake_upstream.open_gate(gate)
         assert [reply.status_code for reply in await asyncio.gather(*running)] == [200] * len(running)
         again = await post(http, chat(streaming, team, "once they ended"))
         assert again.status_code == 200
@@ -126,10 +140,15 @@ async def test_a_process_serving_its_limit_of_streams_refuses_any_key(streaming:
                                                                       fake_upstream: FakeUpstream):
     first, second = stream_teams.open("100"), stream_teams.open("100")
     async with httpx.AsyncClient(timeout=30) as http:
-        running = await open_slowly(http, fake_upstream, [chat(streaming, first, SLOW), chat(streaming, first, SLOW),
-                                                          messages(streaming, second, SLOW)])
-        assert_refused_for_streams(await post(http, chat(streaming, second, "a fourth")), "This gateway process")
-        assert_refused_for_streams(await post(http, messages(streaming, second, "a fourth")), "concurrent streams")
+        gate = new_gate("process-streams")
+        running = await open_slowly(http, fake_upstream, [chat(streaming, first, held_at(gate)),
+                                                          chat(streaming, first, held_at(gate)),
+                                                          messages(streaming, second, held_at(gate))])
+        try:
+            assert_refused_for_streams(await post(http, chat(streaming, second, "a fourth")), "This gateway process")
+            assert_refused_for_streams(await post(http, messages(streaming, second, "a fourth")), "concurrent streams")
+        finally:
+            fake_upstream.open_gate(gate)
         assert [reply.status_code for reply in await asyncio.gather(*running)] == [200] * len(running)
     for team, streams in ((first, 2), (second, 1)):
         streaming.wait_until_nothing_held(team.name)
@@ -144,9 +163,14 @@ async def test_a_key_s_limit_holds_across_processes_sharing_redis(shared: list[G
     finally:
         teams.close()
     async with httpx.AsyncClient(timeout=30) as http:
-        running = await open_slowly(http, fake_upstream, [chat(one, team, SLOW), chat(one, team, SLOW)])
-        assert_refused_for_streams(await post(http, chat(other, team, "elsewhere")), "This API key has 2 streams")
-        assert_refused_for_streams(await post(http, messages(other, team, "elsewhere")), "This API key")
+        gate = new_gate("shared-streams")
+        running = await open_slowly(http, fake_upstream, [chat(one, team, held_at(gate)),
+                                                          chat(one, team, held_at(gate))])
+        try:
+            assert_refused_for_streams(await post(http, chat(other, team, "elsewhere")), "This API key has 2 streams")
+            assert_refused_for_streams(await post(http, messages(other, team, "elsewhere")), "This API key")
+        finally:
+            fake_upstream.open_gate(gate)
         assert [reply.status_code for reply in await asyncio.gather(*running)] == [200] * len(running)
         for _ in range(5):  # a stream's slot is free, in every process, as soon as the stream has ended
             rounds = await asyncio.gather(post(http, chat(one, team, "next")), post(http, chat(other, team, "next")))

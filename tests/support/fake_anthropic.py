@@ -33,6 +33,7 @@ from tests.support.fake_upstream import (
     _parse_directives,
     _Reject,
     _send_json,
+    before_answering,
     cut_at_stop,
     tokens,
 )
@@ -304,8 +305,7 @@ def _block_output(block: dict[str, Any]) -> str:
 
 async def _messages(req: dict[str, Any], receive: Receive, send: Send) -> None:
     d, blocks, stop_reason, stop_sequence = _reply(req)
-    if d.latency_ms:
-        await asyncio.sleep(d.latency_ms / 1000)
+    await before_answering(d)
     if d.fail is not None:
         extra = [(b"retry-after", b"1")] if d.fail == 429 else []
         raise _Reject(d.fail, anthropic_error(error_type(d.fail), f"fake upstream failure {d.fail}"), extra)

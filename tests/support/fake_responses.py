@@ -17,7 +17,6 @@ continued with ``previous_response_id``.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
@@ -33,6 +32,7 @@ from tests.support.fake_upstream import (
     _drop,
     _parse_directives,
     _send_json,
+    before_answering,
     openai_failure,
     openai_request,
     tokens,
@@ -256,8 +256,7 @@ async def handle_responses(api_key: str | None, raw: bytes, headers: dict[str, s
         earlier_input, earlier_output = _STORED[req["previous_response_id"]]
         items = [*earlier_input, *earlier_output, *items]
     d, output, incomplete, reasoning_tokens = _output(req, items)
-    if d.latency_ms:
-        await asyncio.sleep(d.latency_ms / 1000)
+    await before_answering(d)
     if d.fail is not None:
         raise openai_failure(d.fail, f"fake upstream failure {d.fail}")
     prompt = prompt_tokens(req, items)

@@ -53,6 +53,7 @@ Send = Callable[[Message], Awaitable[None]]
 MODELS = {"object": "list", "data": [{"id": "gpt-x", "object": "model", "created": 1700000000, "owned_by": "fake"}]}
 _DIRECTIVE = re.compile(r"\[\[(fail|latency|chunk-delay|drop-after|cached|cache-write|reason):([^\]]*)\]\]"
                         r"|\[\[(no-usage|think|stream-error)\]\]"
+                        r"|\[\[gate:(?P<gate>[\w-]+)\]\]"
                         r"|\[\[tool:(?P<tool>[^\]\s]+)(?:\s+(?P<args>\{.*?\}))?\]\]", re.DOTALL)
 _INT_DIRECTIVES = {"fail": "fail", "latency": "latency_ms", "chunk-delay": "chunk_delay_ms", "drop-after": "drop_after",
                    "cached": "cached",
@@ -168,6 +169,29 @@ class _Directives:
     no_usage: bool = False
     think: bool = False
     stream_error: bool = False
+    #: ``[[gate:NAME]]``: answer only once the test opened the gate NAME (``FakeUpstream.open_gate``), so a
+    #: request is provably in flight for as long as the test needs, however slow the machine.
+    gate: str | None = None
+
+
+#: The gates requests wait at, by name; set from the test's thread, read from the fake's event loop.
+_GATES: dict[str, threading.Event] = {}
+_GATES_LOCK = threading.Lock()
+#: A gate nobody opens lets its requests through after this long, so a failed test leaves nothing hanging.
+GATE_TIMEOUT = 60.0
+
+
+def _gate(name: str) -> threading.Event:
+    with _GATES_LOCK:
+        return _GATES.setdefault(name, threading.Event())
+
+
+async def before_answering(d: _Directives) -> None:
+    """The wait the directives ask for before an answer: a fixed latency, then the gate if one is named."""
+    if d.latency_ms:
+        await asyncio.sleep(d.latency_ms / 1000)
+    if d.gate is not None:
+        await asyncio.to_thread(_gate(d.gate).wait, GATE_TIMEOUT)  # set from the test's thread
 
 
 def _parse_directives(text: str, reject: Callable[[str], _Reject] | None = None) -> tuple[str, _Directives]:
@@ -178,7 +202,9 @@ def _parse_directives(text: str, reject: Callable[[str], _Reject] | None = None)
     d = _Directives()
     for m in _DIRECTIVE.finditer(text):
         name, value = m.group(1) or m.group(3), m.group(2)
-        if m.group("tool"):
+        if m.group("gate"):
+            d.gate = m.group("gate")
+        elif m.group("tool"):
             d.tool = m.group("tool")
             if m.group("args"):
                 try:
@@ -264,6 +290,10 @@ class FakeUpstream:
             self._sock.close()
         self._server = self._thread = self._sock = None
 
+    def open_gate(self, name: str) -> None:
+        """Let every request waiting at ``[[gate:NAME]]`` (and every later one) answer."""
+        _gate(name).set()
+
     def clear(self) -> None:
         with self._lock:
             self.requests.clear()
@@ -339,8 +369,7 @@ class FakeUpstream:
         stops = _validate_chat(req, messages)
         prefix, source = _echoed(messages)
         text, d = _parse_directives(source)
-        if d.latency_ms:
-            await asyncio.sleep(d.latency_ms / 1000)
+        await before_answering(d)
         if d.fail is not None:
             raise openai_failure(d.fail, f"fake upstream failure {d.fail}")
         answer = _chat_answer(req, messages, d, prefix, text, stops)

@@ -35,8 +35,9 @@ ROLES = ["user", "assistant", "system", "developer", "tool", "function", "model"
 
 SPECIAL_NUMBERS = st.sampled_from([0, -1, 1, -2 ** 31, 2 ** 31, 2 ** 53 + 1, 2 ** 63, 2 ** 64, 10 ** 40, -(10 ** 40),
                                    0.5, -0.0, 1e308, -1e308, 5e-324, 3.0])
-LEAVES = st.one_of(st.none(), st.booleans(), SPECIAL_NUMBERS, st.integers(), st.floats(allow_nan=False),
-                   st.text(max_size=20), st.sampled_from(BLOCK_TYPES + ROLES))
+LEAVES = st.one_of(st.none(), st.booleans(), SPECIAL_NUMBERS, st.integers(),
+                   st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20),
+                   st.sampled_from(BLOCK_TYPES + ROLES))
 VALUES = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=4)
                       | st.dictionaries(st.sampled_from(["type", "text", "content", "role", "name", "id", "source",
                                                          "input", "arguments", "image_url", "x"]) | st.text(max_size=6),
