@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from app.cli.support import CommandError, add_reason_option, cli_actor, ledger_service
 from app.settings_file import UnreadableFile, load_settings, read_text_file
 from domain.money import format_credits
+from domain.price_list import parse_price_list
 from domain.pricing import Price
 from domain.rerates import RerateRaced, RerateScope, overlapping, scope_of
-from domain.settings import parse_price_list
 
 if TYPE_CHECKING:
     from app.ledger.service import LedgerService
