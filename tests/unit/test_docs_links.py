@@ -113,6 +113,30 @@ def test_every_repository_path_named_exists(document):
     assert not missing, f"{document.relative_to(ROOT)} names paths that do not exist:\n" + "\n".join(missing)
 
 
+def test_every_module_the_layout_names_exists():
+    """The Layout page's tree names files by their folder (``app/store/  event_store.py …``): each name
+    must be a file, or a folder when it ends in ``/``, somewhere under the folder whose lines it is on
+    (or at the top of the repository: ``imports only domain/``, ``named by alembic.ini``)."""
+    text = (DOCS / "layout.md").read_text(encoding="utf-8")
+    tree = text.split("```")[1]
+    missing, folder = [], None
+    for line in filter(str.strip, tree.splitlines()):
+        starts = re.match(r"^([\w./]+/)\s", line)
+        if starts:
+            folder = ROOT / starts.group(1)
+            assert folder.is_dir(), f"layout.md: {starts.group(1)} is not a folder"
+            line = line[len(starts.group(1)):]
+        assert folder is not None, "layout.md's tree must start with a folder"
+        for name in re.findall(r"(?<![\w/.])([a-z_]\w*\.(?:py|toml|ini)|[a-z_]\w*/)(?![\w/])", line):
+            if name.endswith("/"):
+                found = (ROOT / name).is_dir() or any(p.is_dir() for p in folder.rglob(name.rstrip("/")))
+            else:
+                found = (ROOT / name).is_file() or any(folder.rglob(name))
+            if not found:
+                missing.append(f"{folder.relative_to(ROOT)}/ … {name}")
+    assert not missing, "layout.md names what is not in the tree:\n" + "\n".join(missing)
+
+
 def test_every_page_is_in_the_nav_and_linked_from_the_readme():
     config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     in_nav = set(re.findall(r":\s*([\w-]+\.md)\s*$", config, re.MULTILINE))
