@@ -11,7 +11,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo check docs test test-unit test-unit-postgresql test-e2e-sqlite test-e2e-postgresql test-sqlite test-postgresql \
+.PHONY: demo check test test-unit test-unit-postgresql test-e2e-sqlite test-e2e-postgresql test-sqlite test-postgresql \
 	test-chaos install browser agents
 
 install: $(VENV)/.installed
@@ -46,10 +46,11 @@ check: install
 
 # The documentation site (mkdocs.yml, docs/) built into site/, strict: a broken link or anchor, or a page
 # left out of the nav, fails the build. A few seconds; `make test` runs it after the gate.
+.PHONY: docs
 docs: install
 	$(BIN)/mkdocs build --strict --site-dir site  # not --quiet: it silences the warnings that --strict counts
 
-# The chaos suite (scripts/chaos, docs/chaos.md): its own PostgreSQL cluster and Redis, three
+# The chaos suite (scripts/chaos, README "Chaos suite"): its own PostgreSQL cluster and Redis, three
 # gateways, a burst of traffic and faults; non-zero exit on any violation.
 test-chaos: install
 	$(BIN)/python -m scripts.chaos
