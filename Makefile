@@ -32,6 +32,7 @@ demo: install
 # the cores to itself). The build fails if any of them fails; the chaos suite runs even if a half failed.
 test: install browser agents
 	$(MAKE) --no-print-directory check
+	$(MAKE) --no-print-directory docs
 	@$(MAKE) --no-print-directory test-unit || exit $$?; \
 	status=0; \
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e-sqlite test-postgresql || status=$$?; \
@@ -42,6 +43,12 @@ test: install browser agents
 # test` runs it first and stops there if it fails.
 check: install
 	VENV=$(VENV) sh scripts/check
+
+# The documentation site (mkdocs.yml, docs/) built into site/, strict: a broken link or anchor, or a page
+# left out of the nav, fails the build. A few seconds; `make test` runs it after the gate.
+.PHONY: docs
+docs: install
+	$(BIN)/mkdocs build --strict --site-dir site  # not --quiet: it silences the warnings that --strict counts
 
 # The chaos suite (scripts/chaos, README "Chaos suite"): its own PostgreSQL cluster and Redis, three
 # gateways, a burst of traffic and faults; non-zero exit on any violation.

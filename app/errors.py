@@ -30,7 +30,7 @@ def bounded(text: str, limit: int = MAX_MESSAGE) -> str:
 class GatewayError(Exception):
     status: int = 500
     type: str = "server_error"
-    #: The type in the Messages error shape (README, "API": errors).
+    #: The type in the Messages error shape (docs/api.md, "Errors").
     anthropic_type: str = "api_error"
     #: Sent as ``x-should-retry``, which the official SDKs obey: transient failures say true.
     retryable: bool = True

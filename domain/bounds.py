@@ -10,7 +10,7 @@ integer columns, Redis's doubles (exact to 2**53), and the ledger's signed 64-bi
 the dearest request the bounds allow (10^8 tokens at 10,000 USD per million at 10^5 credits per USD
 with a markup of +1000%) comes to 1.1 × 10^18 micro-credits, under the 9.2 × 10^18 a balance holds.
 
-The README's "What an operator may set" lists them; its table is this module's.
+docs/limits.md's "What an operator may set" lists them; its table is this module's.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Bound:
             raise OutOfBounds(problem)
 
     def described(self) -> str:
-        """The range in words, as the README's table says it: ``1 to 1,000,000,000 per minute``."""
+        """The range in words, as the docs' table says it: ``1 to 1,000,000,000 per minute``."""
         unit = f" {self.unit}" if self.unit else ""
         low = _shown(self.low) if self.low_included else f"more than {_shown(self.low)}"
         return f"{low} to {_shown(self.high)}{unit}"

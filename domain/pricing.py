@@ -5,7 +5,7 @@ tokens times a number of tokens, times credits-per-USD, times a million micro-cr
 is just ``tokens × price × credits_per_usd`` micro-credits, costs are exact ``Decimal``s until the
 one rounding rule in :mod:`domain.money` turns a request's total into whole micro-credits.
 
-What providers bill, and how it is priced here (README, "How billing works"):
+What providers bill, and how it is priced here (docs/billing.md, docs/prices.md):
 
 - **Token kinds**: prompt tokens neither written to nor read from a cache (``input``), output tokens
   (reasoning included), cache writes of the default 5-minute lifetime (``cache_create``), 1-hour

@@ -35,8 +35,8 @@ class ConfigError(Exception):
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Every field carries a ``#:`` comment: ``scripts/config_reference.py`` builds the README's
-    configuration reference from them, and its test fails for a field without one."""
+    """Every field carries a ``#:`` comment: ``scripts/config_reference.py`` builds the
+    configuration reference (docs/configuration-reference.md) from them, and its test fails for a field without one."""
 
 
 class EffortLevel(_Strict, frozen=True):  # msgspec inherits frozen; type checkers need it said again

@@ -1,13 +1,13 @@
-"""The README's configuration reference, generated from the schema in ``domain/settings.py``.
+"""The configuration reference (docs/configuration-reference.md), generated from ``domain/settings.py``.
 
 A hand-written reference drifts from the schema the first time someone adds a key; this one cannot:
 every key, type and default comes from the msgspec Structs themselves, and each description from the
 ``#:`` comment above the field (the convention Sphinx reads too). A field without one stops the
-script, so an undocumented key fails the tests. ``--check README.md`` exits 1 when the README's copy
-differs from what the schema generates; ``--write README.md`` replaces it.
+script, so an undocumented key fails the tests. ``--check FILE`` exits 1 when the copy in FILE
+differs from what the schema generates; ``--write FILE`` replaces it.
 
     python -m scripts.config_reference                    # print the reference
-    python -m scripts.config_reference --write README.md  # after changing domain/settings.py
+    python -m scripts.config_reference --write docs/configuration-reference.md  # after changing domain/settings.py
 """
 
 from __future__ import annotations
@@ -189,9 +189,9 @@ def _cell(text: str) -> str:
 
 
 def render() -> str:
-    out = [("Generated from `domain/settings.py` by `python -m scripts.config_reference --write README.md`; "
-           "do not edit by hand. Keys are relative to the table named in each heading; `[]` marks an "
-           "array of tables (`[[models]]`, `upstreams = [{...}]`)."), ""]
+    out = [("Generated from `domain/settings.py` by `python -m scripts.config_reference --write "
+            "docs/configuration-reference.md`; do not edit by hand. Keys are relative to the table named in each "
+            "heading; `[]` marks an array of tables (`[[models]]`, `upstreams = [{...}]`)."), ""]
     for section in sections():
         heading = "Top level" if section.paths == [""] else ", ".join(f"`{p}`" for p in section.paths)
         out += [f"### {heading}", "", "| key | type | default | description |", "|---|---|---|---|"]
@@ -205,7 +205,7 @@ def render() -> str:
 def replace_section(readme: str, reference: str) -> str:
     start, end = readme.find(START), readme.find(END)
     if start < 0 or end < start:
-        raise ValueError(f"the README has no {START} … {END} section")
+        raise ValueError(f"the file has no {START} … {END} section")
     return readme[: start + len(START)] + "\n" + reference + readme[end:]
 
 
@@ -213,9 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.config_reference", description=__doc__.split("\n")[0])
     action = parser.add_mutually_exclusive_group()
     action.add_argument(
-        "--check", metavar="README", help="exit 1 if this file's reference is not what the schema generates"
+        "--check", metavar="FILE", help="exit 1 if this file's reference is not what the schema generates"
     )
-    action.add_argument("--write", metavar="README", help="replace this file's reference with the generated one")
+    action.add_argument("--write", metavar="FILE", help="replace this file's reference with the generated one")
     args = parser.parse_args(argv)
     reference = render()
     target = args.check or args.write

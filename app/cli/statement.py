@@ -74,7 +74,7 @@ def _write_file(output: Path, chunks: Iterator[str]) -> None:
         raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
 
 
-#: ``ledger verify --statement FILE``'s exit codes (README: Monthly statements).
+#: ``ledger verify --statement FILE``'s exit codes (docs/billing.md, "Monthly statements").
 VERIFIED, FAILED, CHAIN_ONLY = 0, 1, 3
 
 

@@ -39,7 +39,7 @@ def _error_response(status: int, body: dict[str, Any], headers: dict[str, str] |
 
 
 def _speaks_messages(request: Request[Any, Any, Any]) -> bool:
-    """The Messages endpoints answer errors in their own shape (README, API: Errors), and so do the
+    """The Messages endpoints answer errors in their own shape (docs/api.md, "Errors"), and so do the
     model routes for a client of Anthropic's (``anthropic-version``); the others in OpenAI's."""
     path = request.url.path
     return path.startswith("/v1/messages") or (path.startswith("/v1/models") and speaks_anthropic(request))

@@ -1,7 +1,7 @@
 """The ledger writer: one thread per process that owns the team aggregates and group-commits.
 
 A per-request get → command → save would serialise every request on a database round trip and
-collapse under contention (README, "How billing works", the writer). Instead, handlers queue
+collapse under contention (docs/billing.md, "The writer"). Instead, handlers queue
 commands here; the writer thread takes everything queued (up to ``max_batch``), applies each command
 to the in-memory aggregate in order — so each caller gets the state right after *its own* event —
 and appends all the resulting events of all teams in ONE transaction. Callers' futures complete only

@@ -1,4 +1,4 @@
-"""``python -m scripts.chaos``: the chaos suite (see scripts/chaos/run.py and the README's "Chaos suite").
+"""``python -m scripts.chaos``: the chaos suite (see scripts/chaos/run.py and docs/chaos.md).
 
 The CI mode (the default) runs about a minute of load with every fault once and finishes within
 three minutes; ``--long`` runs five minutes of load, more teams, every fault three times, for

@@ -1,5 +1,5 @@
 """From one backend's measurements to the issue's targets (each PASS or MISS), and the table: one
-row per figure, a column per backend, ready to paste into the README.
+row per figure, a column per backend, ready to paste into docs/performance.md.
 
 Runs made separately (one backend each) are put in one table by
 ``python -m scripts.ledger_scale.report RUN.json [RUN.json …]`` (the files ``--json`` wrote).

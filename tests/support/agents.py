@@ -1,7 +1,7 @@
 """Running the coding agents our users run — Claude Code and Codex CLI — against a gateway, as they do.
 
 Each agent runs non-interactively (``claude -p``, ``codex exec``) in a temporary home, configured by
-the README's own recipe (``Coding agents``), through a :class:`RecordingProxy` that keeps every
+the documentation's own recipe (docs/clients.md, ``Coding agents``), through a :class:`RecordingProxy` that keeps every
 exchange: the bodies the agent sent (saved as fixtures, secrets removed) and the answers, whose
 reported cost the tests compare with the ledger. The agents are installed by
 ``scripts/ensure_agents.sh`` (``make test`` runs it), at the versions pinned there.
@@ -43,19 +43,19 @@ def binary(agent: tuple[str, str, str]) -> Path:
     return path
 
 
-# -- the README's recipes ------------------------------------------------------------------------
+# -- the documentation's recipes (docs/clients.md) -------------------------------------------------
 
 
 def readme_block(marker: str) -> str:
-    """The code block that follows ``<!-- recipe:MARKER -->`` in the README."""
-    text = (ROOT / "README.md").read_text()
+    """The code block that follows ``<!-- recipe:MARKER -->`` in docs/clients.md."""
+    text = (ROOT / "docs" / "clients.md").read_text()
     found = re.search(rf"<!-- recipe:{marker} -->\s*```\w*\n(.*?)```", text, re.DOTALL)
-    assert found, f"the README has no recipe:{marker} block"
+    assert found, f"docs/clients.md has no recipe:{marker} block"
     return found.group(1)
 
 
 def claude_code_environment(root_url: str, key: str, model: str) -> dict[str, str]:
-    """The README's ``export`` lines for Claude Code, with this gateway, key and model filled in."""
+    """The documented ``export`` lines for Claude Code, with this gateway, key and model filled in."""
     env = {}
     for line in readme_block("claude-code").splitlines():
         found = re.match(r"export (\w+)=(\S+)", line.strip())
@@ -66,7 +66,7 @@ def claude_code_environment(root_url: str, key: str, model: str) -> dict[str, st
 
 
 def codex_config(root_url: str, model: str) -> str:
-    """The README's Codex ``config.toml``, with this gateway and model filled in."""
+    """The documented Codex ``config.toml``, with this gateway and model filled in."""
     return readme_block("codex").replace("http://127.0.0.1:8080", root_url).replace("MODEL_ID", model)
 
 
@@ -81,7 +81,7 @@ def _run(args: list[str], env: dict[str, str], workdir: Path, timeout: float) ->
 
 def run_claude_code(root_url: str, key: str, *, model: str, prompt: str, auth: Literal["token", "api_key"],
                     workdir: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``claude -p PROMPT`` with the README's environment, the key as ``ANTHROPIC_AUTH_TOKEN`` (sent as
+    """``claude -p PROMPT`` with the documented environment, the key as ``ANTHROPIC_AUTH_TOKEN`` (sent as
     ``Authorization: Bearer``) or ``ANTHROPIC_API_KEY`` (sent as ``x-api-key``). ``--allowedTools Bash``
     lets it run its shell tool without asking (it runs as root here, where
     ``--dangerously-skip-permissions`` is refused)."""
@@ -95,7 +95,7 @@ def run_claude_code(root_url: str, key: str, *, model: str, prompt: str, auth: L
 
 def run_codex(root_url: str, key: str, *, model: str, prompt: str, workdir: Path,
               timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``codex exec PROMPT`` with the README's provider block in a fresh ``CODEX_HOME``. Its shell tool
+    """``codex exec PROMPT`` with the documented provider block in a fresh ``CODEX_HOME``. Its shell tool
     runs in Codex's own read-only sandbox (its bundled bubblewrap works here)."""
     codex_home = Path(tempfile.mkdtemp(prefix="codex-home-"))
     (codex_home / "config.toml").write_text(codex_config(root_url, model))

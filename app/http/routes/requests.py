@@ -40,7 +40,7 @@ _MAX_ID = 200
 
 
 class RequestFacts(msgspec.Struct):
-    """One request, as ``GET /v1/requests/{id}`` answers it (README, "Looking a request up")."""
+    """One request, as ``GET /v1/requests/{id}`` answers it (docs/api.md, "Looking a request up")."""
 
     id: str
     created_at: str

@@ -152,7 +152,7 @@ def wants_encrypted_reasoning(body: dict[str, Any]) -> bool:
 
 
 def usage_dict(usage: TokenUsage, reasoning_tokens: int) -> dict[str, Any]:
-    """The official Responses usage, plus the Chat-style names the gateway also reports (README, API)."""
+    """The official Responses usage, plus the Chat-style names the gateway also reports (docs/api.md)."""
     return {
         "input_tokens": usage.prompt_tokens,
         "input_tokens_details": {

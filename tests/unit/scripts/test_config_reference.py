@@ -1,4 +1,5 @@
-"""The README's configuration reference matches the schema, and no configuration key goes undocumented."""
+"""The configuration reference (docs/configuration-reference.md) matches the schema, and no configuration key
+goes undocumented."""
 
 from __future__ import annotations
 
@@ -12,13 +13,13 @@ from app.settings_file import CONFIG_ENV
 from domain import settings as schema
 from scripts.config_reference import END, START, UndocumentedField, main, render, replace_section, sections
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[3] / "docs" / "configuration-reference.md"
 
 
 def _committed_reference() -> str:
-    text = README.read_text()
-    assert text.count(START) == 1, "README.md needs exactly one reference section"
-    assert text.count(END) == 1, "README.md needs exactly one reference section"
+    text = REFERENCE.read_text()
+    assert text.count(START) == 1, "docs/configuration-reference.md needs exactly one reference section"
+    assert text.count(END) == 1, "docs/configuration-reference.md needs exactly one reference section"
     return text[text.index(START) + len(START): text.index(END)]
 
 
@@ -52,10 +53,11 @@ def _tables(reference: str) -> dict[str, dict[str, str]]:
     return tables
 
 
-def test_the_committed_readme_is_what_the_schema_generates():
+def test_the_committed_reference_is_what_the_schema_generates():
     assert _committed_reference() == "\n" + render(), (
-        "README.md's configuration reference is stale: run python -m scripts.config_reference --write README.md")
-    assert main(["--check", str(README)]) == 0
+        "the configuration reference is stale: run python -m scripts.config_reference --write "
+        "docs/configuration-reference.md")
+    assert main(["--check", str(REFERENCE)]) == 0
 
 
 def test_every_settings_key_has_a_row_with_a_description():
@@ -86,8 +88,8 @@ def test_a_field_without_a_comment_stops_the_script():
         sections(source=undocumented)
 
 
-def test_check_fails_on_a_stale_readme_and_write_repairs_it(tmp_path, capsys):
-    stale = tmp_path / "README.md"
+def test_check_fails_on_a_stale_reference_and_write_repairs_it(tmp_path, capsys):
+    stale = tmp_path / "configuration-reference.md"
     stale.write_text(f"# Title\n\n{START}\n| `old_key` | string | unset | gone |\n{END}\n\n## Next\n")
     assert main(["--check", str(stale)]) == 1
     assert "out of date" in capsys.readouterr().err
