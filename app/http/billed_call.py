@@ -39,8 +39,10 @@ from app.errors import GatewayError, InvalidRequest
 from app.http.answer_head import encoded_headers
 from app.http.event_stream import LastChunk
 from app.http.prompt_size import model_rules
+from app.http.refusals import http_error, service_refusals_answered
 from app.keys import Principal
 from app.ledger.billing import Idempotency, RequestBill
+from app.ledger.refusals import REFUSALS
 from app.observability import timeline
 from app.observability.record import current_record
 from app.observability.request_ids import new_request_id
@@ -171,7 +173,9 @@ class BilledCall:
         """Charge a whole answer; returns its body, which ``render`` makes from the charge's usage
         fields (and which is stored under the request's Idempotency-Key)."""
         self.phase = Phase.SETTLED
-        _, body = await self._runtime.billing.charge(self.bill, usage, lambda charge: render(charge.usage_fields()))
+        with service_refusals_answered():
+            _, body = await self._runtime.billing.charge(self.bill, usage,
+                                                         lambda charge: render(charge.usage_fields()))
         if timeline.on:
             timeline.mark("charged", self.bill.record)
         return body
@@ -181,9 +185,10 @@ class BilledCall:
         durable before they go out). ``final`` may run more than once (if the ledger must decide
         again), so it must not change what it reads."""
         self.phase = Phase.SETTLED
-        _, body = await self._runtime.billing.charge(
-            self.bill, usage, lambda charge: b"".join(final(charge.usage_fields())),
-            prefix=b"".join(self.transcript or ()), content_type="text/event-stream", delivered=True)
+        with service_refusals_answered():
+            _, body = await self._runtime.billing.charge(
+                self.bill, usage, lambda charge: b"".join(final(charge.usage_fields())),
+                prefix=b"".join(self.transcript or ()), content_type="text/event-stream", delivered=True)
         if timeline.on:
             timeline.mark("charged", self.bill.record)
         return body
@@ -197,7 +202,8 @@ class BilledCall:
             record.upstream_failed(exc.upstream_kind)
             record.failed(exc.message)
         if self.delivered:
-            await self._runtime.billing.charge(self.bill, self.delivered.usage(), delivered=True)
+            with service_refusals_answered():
+                await self._runtime.billing.charge(self.bill, self.delivered.usage(), delivered=True)
         else:
             await self._runtime.billing.release(self.bill, "upstream failed mid-stream")
 
@@ -263,9 +269,9 @@ async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
         headers["x-request-id"] = request_id
     try:
         stored = await runtime.billing.hold(bill, worst_case)
-    except GatewayError:
+    except REFUSALS as exc:
         runtime.limiter.correct_soon(admission, 0)  # refused before any token was used
-        raise
+        raise http_error(exc) from None
     if timeline.on:
         timeline.mark("held", record)
     if stored is None:

@@ -13,12 +13,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from app.errors import Conflict, ServiceUnavailable
 from app.keys import Principal
 from app.ledger.leases import Lease, Leases
 from app.ledger.prices import PriceBook
 from app.ledger.receipts import Charge
-from app.ledger.refusals import refusal
+from app.ledger.refusals import ChargeNotRecorded, ChargeOwed, IdempotencyKeyReused, LedgerNotWritable
 from app.ledger.results import AnswerToStore, Charged, Held, Released
 from app.ledger.service import LedgerService, TeamRequest
 from app.ledger.writer import LedgerUnavailable, RefusedByStore
@@ -31,9 +30,7 @@ from domain.ledger import (
     BudgetExceeded,
     HoldNotFound,
     InsufficientCredits,
-    RequestInProgress,
     TeamLedger,
-    TeamSuspended,
 )
 from domain.pricing import Exposure, TokenUsage, affordable_output_tokens, worst_case_in_micros
 from domain.settings import Model, Settings
@@ -115,27 +112,26 @@ class Billing:
                                         self._credits_per_usd, exposure, principal.adjustment_for(model.id))
 
     async def hold(self, bill: RequestBill, amount: int) -> IdempotentResponse | None:
-        """Reserve ``amount`` before going upstream (402 if the team cannot afford it).
+        """Reserve ``amount`` before going upstream (refused with ``InsufficientCredits`` if the team
+        cannot afford it, ``TeamSuspended``, ``LedgerNotWritable`` or ``LedgerUnavailable``).
 
         With an Idempotency-Key, returns the stored answer instead if the request was served
-        before, and refuses (409) a retry while the first attempt runs or a reuse for another body.
+        before, and refuses a retry while the first attempt runs (``RequestInProgress``) or a reuse
+        for another body (``IdempotencyKeyReused``).
         The stored answer is looked up inside the ledger writer, against the very team state the
         hold is decided on, so no retry can slip between a charge and its stored answer.
         """
         p, idem = bill.principal, bill.idempotency
         if self._writable is not None and not self._writable():
-            raise ServiceUnavailable("The billing ledger cannot be written right now, so the gateway serves "
-                                     "nothing it could not charge; nothing was charged. Retry shortly.")
+            raise LedgerNotWritable
         # A key with a budget of its own is held in the ledger, where its budget is: a lease is the team's.
         if idem is None and self._leases is not None and not p.budgeted:
             try:
                 bill.lease = await self._leases.reserve(p.team_id, p.team_name, amount)
             except InsufficientCredits as exc:  # what this request may have is the team's and its lease's free part
                 free = exc.available + self._leases.free(p.team_id)
-                raise refusal(exc.leaving(free) if isinstance(exc, BudgetExceeded) else
-                              InsufficientCredits(exc.team, amount, free)) from None
-            except (TeamSuspended, LedgerUnavailable) as exc:
-                raise refusal(exc) from None
+                raise (exc.leaving(free) if isinstance(exc, BudgetExceeded) else
+                       InsufficientCredits(exc.team, amount, free)) from None
             bill.held = amount
             self._opened(bill)
             return None
@@ -147,11 +143,9 @@ class Billing:
         except asyncio.CancelledError:  # the request was cut off while its hold was being placed
             placing.add_done_callback(lambda done: self._release_if_placed(bill, done))
             raise
-        except (TeamSuspended, InsufficientCredits, RequestInProgress, LedgerUnavailable) as exc:
-            raise refusal(exc) from None
         if held.stored_answer is not None:  # served before: no hold was placed
             if idem is not None and held.stored_answer.body_hash != idem.body_hash:
-                raise Conflict("This Idempotency-Key was already used for a different request body.")
+                raise IdempotencyKeyReused
             return held.stored_answer
         self._opened(bill)
         return None
@@ -212,11 +206,10 @@ class Billing:
             return await self._charged_before(bill, exc, render, content_type)
         except LedgerUnavailable as exc:
             if delivered and self._owe(bill, usage):
-                raise ServiceUnavailable(f"The billing ledger is unavailable ({exc}); this stream will be "
-                                         "charged once it can be written again.") from None
+                raise ChargeOwed(exc) from None
             self._settle_lease(bill, None)  # nothing was charged; the memory hold ends all the same
             self._closed(bill)
-            raise refusal(exc) from None
+            raise
         except BaseException:
             self._closed(bill)
             raise
@@ -243,7 +236,7 @@ class Billing:
         if record is None:
             self._settle_lease(bill, None)
             self._closed(bill)
-            raise ServiceUnavailable(f"The billing ledger could not record this request's charge: {refused}")
+            raise ChargeNotRecorded(refused)
         if duplicate_answer:  # this attempt's own hold is still open: the key was charged once, by the other
             await self.release(bill, "answered under the same Idempotency-Key by another attempt")
         else:

@@ -2,7 +2,7 @@
 
 Each method of ``LedgerService`` says in its signature which of these it returns, so a caller
 reads its fields instead of telling results apart by their class; a refusal is the domain's
-exception (``domain/ledger_errors.py``), mapped for people once, in ``app/ledger/refusals.py``.
+exception (``domain/ledger_errors.py``), answered over HTTP once, in ``app/http/refusals.py``.
 """
 
 from __future__ import annotations
