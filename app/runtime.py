@@ -8,8 +8,9 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -52,6 +53,19 @@ log = logging.getLogger("tollgate")
 SETTLE_WAIT = 5.0
 
 
+@dataclass(frozen=True, slots=True)
+class BillingServices:
+    """What the billed path (``app/http/relay.py``, ``app/http/billed_call.py``) uses of a running
+    gateway, and nothing more: the billing, the rate limits and stream slots a request is admitted
+    by, each model's upstream, and the streams in flight a dead process's are billed from."""
+
+    billing: Billing
+    limiter: RateLimiter
+    streams: StreamSlots
+    upstreams: Mapping[str, FallbackUpstream]
+    in_flight: StreamsInFlight
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -88,6 +102,11 @@ class Runtime:
     records: RecordWriter | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
     _metrics_server: WSGIServer | None = field(default=None, repr=False)
+
+    @cached_property
+    def billing_services(self) -> BillingServices:
+        """The part of this runtime the billed path holds (made once)."""
+        return BillingServices(self.billing, self.limiter, self.streams, self.upstreams, self.in_flight)
 
     async def start(self) -> None:
         """On the serving loop: give idle credit leases back, probe the ledger every second, serve

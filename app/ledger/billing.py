@@ -25,6 +25,7 @@ from app.observability import metrics
 from app.observability.record import RequestRecord
 from app.ratelimit import Admission, RateLimiter
 from app.store.read_models import IdempotentResponse
+from domain.attribution import Attribution
 from domain.ledger import (
     AlreadyCharged,
     BudgetExceeded,
@@ -60,15 +61,14 @@ class RequestBill:
     held: int = 0  # what it holds against that lease
     record: RequestRecord | None = None  # what its log line and metrics will say
     open: bool = False  # held, and not yet charged or released
-    tags: dict[str, str] = field(default_factory=dict)  # the request's attribution tags
-    end_user: str = ""  # the end user the client named
+    attribution: Attribution = field(default_factory=Attribution)  # its tags and end user
 
     @property
     def on_ledger(self) -> TeamRequest:
         """The request as the ledger records it."""
         p = self.principal
         return TeamRequest(p.team_id, p.team_name, self.request_id, p.key_id, self.model.id, self.endpoint,
-                           self.tags, self.end_user)
+                           self.attribution.tags, self.attribution.end_user)
 
 
 #: Renders a request's answer (or a stream's final frames) once its charge is known.
