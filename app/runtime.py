@@ -20,14 +20,14 @@ from app.admin_keys import AdminKeyDirectory
 from app.alerts.webhooks import WebhookDelivery
 from app.clock_shift import shift_clock_from_environment
 from app.keys import KeyDirectory
-from app.ledger.billing import Billing
+from app.ledger.billing import Billing, ThisProcess
 from app.ledger.health import LedgerHealth
 from app.ledger.leases import Leases
 from app.ledger.prices import PriceBook
 from app.ledger.projector import Projector
 from app.ledger.service import LedgerService
 from app.ledger.streams_in_flight import StreamsInFlight
-from app.ledger.sweeper import HoldSweeper
+from app.ledger.sweeper import HoldSweeper, SweepTimes
 from app.ledger.verify_runs import VerifyRuns
 from app.ledger.writer import LedgerWriter
 from app.observability import metrics, timeline
@@ -232,13 +232,13 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     ledger = LedgerService(writer)
     leases = Leases(ledger, idle_seconds=float(settings.lease_idle_seconds), owner=owner)
     health = LedgerHealth(writer, LedgerProbe(store.database))
-    billing = Billing(ledger, settings, prices, limiter, leases, writable=lambda: health.writable, owner=owner)
+    billing = Billing(ledger, settings, prices, limiter, leases,
+                      ThisProcess(owner=owner, writable=lambda: health.writable))
     health.when_writable = billing.pay_owed
-    sweeper = HoldSweeper(store, ledger, float(settings.hold_timeout), registry=instances,
-                          dead_after=float(settings.instance_dead_after),
-                          prices=prices,
-                          credits_per_usd=settings.credits_per_usd,
-                          record_days=settings.request_record_days).start()
+    times = SweepTimes(float(settings.hold_timeout), dead_after=float(settings.instance_dead_after),
+                       record_days=settings.request_record_days)
+    sweeper = HoldSweeper(store, ledger, times, registry=instances, prices=prices,
+                          credits_per_usd=settings.credits_per_usd).start()
     http = UpstreamClient(max_connections=1000)
     upstreams = {
         model.id: FallbackUpstream(

@@ -7,6 +7,8 @@ application's one table (``app/http/refusals.py``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from domain.budgets import RESET_NAMES
 from domain.money import format_credits
 
@@ -57,22 +59,34 @@ class InsufficientCredits(LedgerError):
                 "max_tokens.")
 
 
-class BudgetExceeded(InsufficientCredits):
-    """The request's worst case does not fit in what a budget has left this period: the key's
-    (``key_id``) or the team's (``key_id`` empty). ``available`` is what the budget has left."""
+@dataclass(frozen=True, slots=True)
+class RefusingBudget:
+    """The budget that refused a request: the key's (``key_id``) or the team's (``key_id`` empty), its
+    ``limit`` (micro-credits) a ``period``, and when it resets (ISO 8601, UTC; "" for a lifetime budget)."""
 
-    def __init__(self, team: str, needed: int, available: int, *, key_id: str, limit: int, period: str,
-                 resets_at: str) -> None:
+    key_id: str
+    limit: int
+    period: str
+    resets_at: str
+
+
+class BudgetExceeded(InsufficientCredits):
+    """The request's worst case does not fit in what a budget has left this period (``budget``).
+    ``available`` is what the budget has left."""
+
+    def __init__(self, team: str, needed: int, available: int, budget: RefusingBudget) -> None:
+        key_id, period, limit = budget.key_id, budget.period, budget.limit
         whose = f"key {key_id!r} of team {team!r}" if key_id else f"team {team!r}"
         LedgerError.__init__(self, f"{whose} needs {needed} micro-credits but has {available} left of its {period} "
                                    f"budget of {limit}")
         self.team = team
         self.needed = needed
         self.available = available
+        self.budget = budget
         self.key_id = key_id
         self.limit = limit
         self.period = period
-        self.resets_at = resets_at  # ISO 8601, UTC; "" for a lifetime budget
+        self.resets_at = budget.resets_at
 
     @property
     def told(self) -> str:
@@ -85,8 +99,7 @@ class BudgetExceeded(InsufficientCredits):
 
     def leaving(self, available: int) -> BudgetExceeded:
         """The same refusal, with ``available`` left."""
-        return BudgetExceeded(self.team, self.needed, available, key_id=self.key_id, limit=self.limit,
-                              period=self.period, resets_at=self.resets_at)
+        return BudgetExceeded(self.team, self.needed, available, self.budget)
 
 
 class RequestInProgress(LedgerError):

@@ -22,6 +22,7 @@ from domain.ledger_errors import (
     InsufficientCredits,
     InvalidAmount,
     LedgerError,
+    RefusingBudget,
     RequestInProgress,
     TeamSuspended,
 )
@@ -186,8 +187,8 @@ class TeamHolds(TeamPolicies):
         left, budget, scope = tightest
         if amount > left and left < self.available:
             resets = budget.resets_at(at)
-            raise BudgetExceeded(self.name, amount, max(0, left), key_id=scope, limit=budget.limit,
-                                 period=budget.period, resets_at=resets.isoformat() if resets else "")
+            raise BudgetExceeded(self.name, amount, max(0, left), RefusingBudget(
+                scope, budget.limit, budget.period, resets.isoformat() if resets else ""))
 
     def lease_credits(self, lease: str, needed: int, wanted: int, owner: str = "") -> int:
         """Add to a process's lease at least ``needed`` and up to ``wanted`` of the available balance

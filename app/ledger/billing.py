@@ -75,17 +75,32 @@ class RequestBill:
 Render = Callable[[Charge], bytes]
 
 
+def _always() -> bool:
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class ThisProcess:
+    """What billing asks of the gateway process it runs in: its instance id, recorded on every hold
+    (``app/store/instances.py``), and whether the ledger can be written now (``app/ledger/health.py``;
+    while it cannot, no request is held, so none is served that could not be charged)."""
+
+    owner: Callable[[], str] = str
+    writable: Callable[[], bool] = _always
+
+
+#: A process of no registry whose ledger is always writable (the tests', the tools').
+A_PROCESS = ThisProcess()
+
+
 class Billing:
     def __init__(self, ledger: LedgerService, settings: Settings, prices: PriceBook,
                  limiter: RateLimiter | None = None, leases: Leases | None = None,
-                 writable: Callable[[], bool] | None = None, owner: Callable[[], str] = str) -> None:
-        """``writable``: whether the ledger can be written now (``app/ledger/health.py``); while it
-        cannot, no request is held, so none is served that could not be charged. ``owner``: this
-        process's instance id, recorded on every hold (``app/store/instances.py``)."""
+                 process: ThisProcess = A_PROCESS) -> None:
         self._ledger = ledger
         self._prices = prices
-        self._writable = writable
-        self._owner = owner
+        self._writable = process.writable
+        self._owner = process.owner
         self._idempotency_ttl = float(settings.idempotency_ttl)
         #: Charges for answers already delivered that the ledger could not record, to make again.
         self._owed: list[tuple[RequestBill, TokenUsage]] = []
@@ -108,8 +123,9 @@ class Billing:
     def affordable(self, principal: Principal, model: Model, prompt_bound: int, ceiling: int, exposure: Exposure,
                    available: int) -> int:
         """The largest output allowance (up to ``ceiling``) whose worst case ``available`` covers."""
-        return affordable_output_tokens(available, prompt_bound, ceiling, self._prices.current(model.id),
-                                        self._credits_per_usd, exposure, principal.adjustment_for(model.id))
+        price, adjustment = self._prices.current(model.id), principal.adjustment_for(model.id)
+        return affordable_output_tokens(available, ceiling, lambda output: worst_case_in_micros(
+            prompt_bound, output, price, self._credits_per_usd, exposure, adjustment))
 
     async def hold(self, bill: RequestBill, amount: int) -> IdempotentResponse | None:
         """Reserve ``amount`` before going upstream (refused with ``InsufficientCredits`` if the team
@@ -122,7 +138,7 @@ class Billing:
         hold is decided on, so no retry can slip between a charge and its stored answer.
         """
         p, idem = bill.principal, bill.idempotency
-        if self._writable is not None and not self._writable():
+        if not self._writable():
             raise LedgerNotWritable
         # A key with a budget of its own is held in the ledger, where its budget is: a lease is the team's.
         if idem is None and self._leases is not None and not p.budgeted:

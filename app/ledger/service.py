@@ -33,7 +33,9 @@ from uuid import UUID
 
 from app.keys import new_key
 from app.ledger.results import (
+    ANY_USE,
     NO_LIMITS,
+    AlertSetting,
     AnswerToStore,
     BudgetSummary,
     Charged,
@@ -41,6 +43,7 @@ from app.ledger.results import (
     Held,
     IssuedKey,
     KeySummary,
+    KeyTerms,
     Leased,
     Limits,
     Released,
@@ -222,12 +225,13 @@ class LedgerService:
 
         return self._on(team, top_up)
 
-    def issue_key(self, team: str, label: str = "", models: list[str] | None = None,
-                  endpoints: list[str] | None = None, limits: Limits = NO_LIMITS, *, actor: str = "",
+    def issue_key(self, team: str, label: str = "", terms: KeyTerms = ANY_USE, *, actor: str = "",
                   reason: str = "") -> IssuedKey:
-        """Issue a key for a team (optionally only for some models or endpoints, with rate limits);
-        the answer carries its secret, the only time it is seen."""
+        """Issue a key for a team (optionally only for some models or endpoints, with rate limits:
+        its ``terms``); the answer carries its secret, the only time it is seen."""
         key = new_key()
+        models, endpoints, limits = terms.models, terms.endpoints, terms.limits
+
         def issue(ledger: TeamLedger) -> IssuedKey:
             ledger.issue_key(key.key_id, key.key_hash, label, actor=actor, reason=reason)
             if models:
@@ -340,12 +344,11 @@ class LedgerService:
         """Where the key's (no key: the team's) budget stands now, as committed by every process."""
         return self._on(team, self._caught_up(lambda ledger: BudgetSummary.of(ledger, key_id, ledger.now())))
 
-    def set_alert(self, team: str, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True,
-                  actor: str = "", reason: str = "") -> list[Threshold]:
+    def set_alert(self, team: str, alert: AlertSetting, *, actor: str = "", reason: str = "") -> list[Threshold]:
         """Set (or, ``enabled`` False, remove) an alert threshold; returns the team's thresholds."""
 
         def set_it(ledger: TeamLedger) -> list[Threshold]:
-            ledger.set_alert(kind, value, key_id, enabled=enabled, actor=actor, reason=reason)
+            ledger.set_alert(alert.kind, alert.value, alert.key_id, enabled=alert.enabled, actor=actor, reason=reason)
             return thresholds_of(ledger)
 
         return self._on(team, set_it)

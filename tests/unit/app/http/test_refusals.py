@@ -32,6 +32,7 @@ from domain.ledger import (
     TeamNotFound,
     TeamSuspended,
 )
+from domain.ledger_errors import RefusingBudget
 
 
 @pytest.mark.parametrize(("refused", "told", "status", "message"), [
@@ -69,8 +70,8 @@ def test_a_retry_in_progress_is_told_to_come_back_shortly():
 
 
 def test_an_exceeded_budget_says_which_budget_and_when_it_resets():
-    refused = BudgetExceeded("acme", 2_000_000, 500_000, key_id="key_1", limit=10_000_000, period="day",
-                             resets_at="2030-01-02T00:00:00Z")
+    refused = BudgetExceeded("acme", 2_000_000, 500_000, RefusingBudget(
+        key_id="key_1", limit=10_000_000, period="day", resets_at="2030-01-02T00:00:00Z"))
     error = http_error(refused)
     assert isinstance(error, InsufficientCreditsError)
     assert error.message == ("Budget exceeded: this request can cost up to 2 credits but key 'key_1' of team 'acme' "

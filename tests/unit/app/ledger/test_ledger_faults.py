@@ -17,15 +17,14 @@ from typing import Any
 
 import pytest
 
-from app.errors import Conflict
 from app.keys import Principal
-from app.ledger.billing import Billing, Idempotency, RequestBill
+from app.ledger.billing import Billing, Idempotency, RequestBill, ThisProcess
 from app.ledger.prices import PriceBook
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter, Recorded, RefusedByStore
 from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.read_models import IdempotentResponse
-from domain.ledger import MAX_BALANCE, AlreadyCharged, InvalidAmount, TeamLedger, team_id
+from domain.ledger import MAX_BALANCE, AlreadyCharged, InvalidAmount, RequestInProgress, TeamLedger, team_id
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from domain.settings import parse_settings
 from projections.audit import verify_ledger
@@ -103,7 +102,8 @@ async def test_a_retry_decided_in_the_batch_that_answers_the_key_is_told_to_wait
     """Through billing: the retry sees the answer its batch is storing and gets a 409 to retry, instead
     of going upstream a second time."""
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(), owner=lambda: "this-process")
+    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(),
+                      process=ThisProcess(owner=lambda: "this-process"))
     principal = Principal(team_id("a"), "a", "key_1")
     model = settings.model("fake-gpt")
     first = RequestBill(principal, model, "req_first", "chat", Idempotency("K", "hash"))
@@ -114,7 +114,7 @@ async def test_a_retry_decided_in_the_batch_that_answers_the_key_is_told_to_wait
         retried = asyncio.ensure_future(billing.hold(retry, 1_000))
         await asyncio.sleep(0.2)  # both are queued behind the held writer
     assert (await charged)[1] == b'{"answer": 1}'
-    with pytest.raises(Conflict):
+    with pytest.raises(RequestInProgress):  # answered 409 by app/http/refusals.py
         await retried
     replayed = await billing.hold(RequestBill(principal, model, "req_later", "chat", Idempotency("K", "hash")), 1_000)
     assert replayed is not None
@@ -186,7 +186,8 @@ async def test_a_request_cut_off_while_its_hold_is_placed_leaves_nothing_held(wr
     cancel the writer's future under it: the writer then failed its whole batch ("ledger writer
     failed a batch"), and the hold, placed all the same, stayed until hold_timeout."""
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(), owner=lambda: "this-process")
+    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(),
+                      process=ThisProcess(owner=lambda: "this-process"))
     principal = Principal(team_id("a"), "a", "key_1")
     bill = RequestBill(principal, settings.model("fake-gpt"), "req_cut", "chat", Idempotency("K", "hash"))
     with held_writer(writer):
@@ -209,7 +210,8 @@ async def test_a_request_cut_off_while_its_hold_is_placed_leaves_nothing_held(wr
 
 async def test_a_request_cut_off_while_it_is_charged_is_charged_once(writer, store, tmp_path):
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(), owner=lambda: "this-process")
+    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(),
+                      process=ThisProcess(owner=lambda: "this-process"))
     model = settings.model("fake-gpt")
     bill = RequestBill(Principal(team_id("a"), "a", "key_1"), model, "req_cut", "chat")
     await billing.hold(bill, 1_000_000)

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from app.keys import hash_key
-from app.ledger.results import AnswerToStore, Limits
+from app.ledger.results import AnswerToStore, KeyTerms, Limits
 from app.ledger.service import LedgerService, TeamRequest
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import open_ledger_store
@@ -121,7 +121,7 @@ def test_sweeps_name_the_holds_they_release(ledger):
 
 
 def test_administration_answers_summaries(ledger, store):
-    key = ledger.issue_key("acme", "ci", ["m"], ["chat"], Limits(rpm=5))
+    key = ledger.issue_key("acme", "ci", KeyTerms(["m"], ["chat"], Limits(rpm=5)))
     assert store.find_key(hash_key(key.secret)).key_id == key.key_id
     limited = ledger.limit_key("acme", key.key_id, Limits(tpm=900))
     assert (limited.rpm, limited.tpm, limited.models, limited.endpoints) == (5, 900, ("m",), ("chat",))
