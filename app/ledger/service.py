@@ -54,6 +54,7 @@ from app.ledger.writer import LedgerWriter, Recorded
 from app.store.event_store import LedgerStore
 from app.store.read_models import ChargeRecord, IdempotentResponse
 from domain.alerts import Threshold
+from domain.attribution import Attribution
 from domain.ledger import (
     TEAM_NAME,
     Delivery,
@@ -63,6 +64,7 @@ from domain.ledger import (
     TeamLedger,
     team_id,
 )
+from domain.ledger_holds import RequestOnLedger
 from domain.prices import PriceSource
 from domain.pricing import Price, TokenUsage
 from domain.rerates import RerateScope
@@ -90,6 +92,12 @@ class TeamRequest:
     #: Who the request is attributed to (``x-tollgate-tags``, and the end user the client named).
     tags: Mapping[str, str] = field(default_factory=dict)
     end_user: str = ""
+
+    @property
+    def on_team(self) -> RequestOnLedger:
+        """The request as its team's ledger records it."""
+        return RequestOnLedger(self.request_id, self.key_id, self.model, self.endpoint,
+                               Attribution(self.tags, self.end_user))
 
 
 def thresholds_of(ledger: TeamLedger) -> list[Threshold]:
@@ -122,8 +130,7 @@ class LedgerService:
                 answer = self.store.find_idempotent(team.id, idem_key)
                 if answer is not None:
                     return Held(team.available, answer)
-            return Held(team.place_hold(request.request_id, amount, request.key_id, request.model, request.endpoint,
-                                        owner=owner, idem_key=idem_key))
+            return Held(team.place_hold(request.on_team, amount, owner=owner, idem_key=idem_key))
 
         return self._writer.on_team(request.team_id, request.team_name, place)
 
@@ -135,9 +142,7 @@ class LedgerService:
         the request's Idempotency-Key in the same transaction."""
 
         def charge(team: TeamLedger) -> Recorded[Charged]:
-            event, cost = team.charge_priced(request.request_id, usage, price, credits_per_usd,
-                                             key_id=request.key_id, model=request.model, endpoint=request.endpoint,
-                                             lease=lease, tags=request.tags, end_user=request.end_user)
+            event, cost = team.charge_priced(request.on_team, usage, price, credits_per_usd, lease=lease)
             lease_left = team.held_for(lease) if lease else None
             if answer is None:
                 return Recorded(Charged(event, lease_left, cost=cost))
