@@ -115,3 +115,17 @@ def test_every_part_of_a_package_a_layer_may_not_import_is_banned(config: str, p
     assert allowed <= parts
     assert sorted(parts - allowed - _banned(config)) == [], f"add them to {config}"
     assert not allowed & _banned(config)
+
+
+@pytest.mark.parametrize("path", ["app/http/probe.py", "app/ledger/probe.py", "domain/probe.py", "scripts/probe.py"])
+def test_a_function_of_more_than_six_arguments_fails_the_gate(path: str) -> None:
+    """Records, not long argument lists (issue #28): the billed path once passed twelve."""
+    source = "def f(a, b, c, d, e, g, h):\n    return a\n"
+    result = subprocess.run([str(RUFF), "check", "--no-cache", "--select", "PLR0913", "--stdin-filename", path, "-"],
+                            input=source, capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    assert result.returncode == 1, result.stdout
+    assert "PLR0913" in result.stdout
+    six = subprocess.run([str(RUFF), "check", "--no-cache", "--select", "PLR0913", "--stdin-filename", path, "-"],
+                         input="def f(a, b, c, d, e, g):\n    return a\n", capture_output=True, text=True, cwd=ROOT,
+                         timeout=60, check=False)
+    assert six.returncode == 0, six.stdout
