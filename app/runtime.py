@@ -8,8 +8,9 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -19,14 +20,14 @@ from app.admin_keys import AdminKeyDirectory
 from app.alerts.webhooks import WebhookDelivery
 from app.clock_shift import shift_clock_from_environment
 from app.keys import KeyDirectory
-from app.ledger.billing import Billing
+from app.ledger.billing import Billing, ThisProcess
 from app.ledger.health import LedgerHealth
 from app.ledger.leases import Leases
 from app.ledger.prices import PriceBook
 from app.ledger.projector import Projector
 from app.ledger.service import LedgerService
 from app.ledger.streams_in_flight import StreamsInFlight
-from app.ledger.sweeper import HoldSweeper
+from app.ledger.sweeper import HoldSweeper, SweepTimes
 from app.ledger.verify_runs import VerifyRuns
 from app.ledger.writer import LedgerWriter
 from app.observability import metrics, timeline
@@ -50,6 +51,19 @@ log = logging.getLogger("tollgate")
 #: Seconds the shutdown waits for requests cut off by ``shutdown_timeout`` to settle their holds
 #: (their charges are queued to the writer) before giving the credit leases back.
 SETTLE_WAIT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class BillingServices:
+    """What the billed path (``app/http/relay.py``, ``app/http/billed_call.py``) uses of a running
+    gateway, and nothing more: the billing, the rate limits and stream slots a request is admitted
+    by, each model's upstream, and the streams in flight a dead process's are billed from."""
+
+    billing: Billing
+    limiter: RateLimiter
+    streams: StreamSlots
+    upstreams: Mapping[str, FallbackUpstream]
+    in_flight: StreamsInFlight
 
 
 @dataclass
@@ -88,6 +102,11 @@ class Runtime:
     records: RecordWriter | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
     _metrics_server: WSGIServer | None = field(default=None, repr=False)
+
+    @cached_property
+    def billing_services(self) -> BillingServices:
+        """The part of this runtime the billed path holds (made once)."""
+        return BillingServices(self.billing, self.limiter, self.streams, self.upstreams, self.in_flight)
 
     async def start(self) -> None:
         """On the serving loop: give idle credit leases back, probe the ledger every second, serve
@@ -213,13 +232,13 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     ledger = LedgerService(writer)
     leases = Leases(ledger, idle_seconds=float(settings.lease_idle_seconds), owner=owner)
     health = LedgerHealth(writer, LedgerProbe(store.database))
-    billing = Billing(ledger, settings, prices, limiter, leases, writable=lambda: health.writable, owner=owner)
+    billing = Billing(ledger, settings, prices, limiter, leases,
+                      ThisProcess(owner=owner, writable=lambda: health.writable))
     health.when_writable = billing.pay_owed
-    sweeper = HoldSweeper(store, ledger, float(settings.hold_timeout), registry=instances,
-                          dead_after=float(settings.instance_dead_after),
-                          prices=prices,
-                          credits_per_usd=settings.credits_per_usd,
-                          record_days=settings.request_record_days).start()
+    times = SweepTimes(float(settings.hold_timeout), dead_after=float(settings.instance_dead_after),
+                       record_days=settings.request_record_days)
+    sweeper = HoldSweeper(store, ledger, times, registry=instances, prices=prices,
+                          credits_per_usd=settings.credits_per_usd).start()
     http = UpstreamClient(max_connections=1000)
     upstreams = {
         model.id: FallbackUpstream(

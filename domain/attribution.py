@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from domain.client_text import ClientTextError, checked_text
 
@@ -30,6 +31,15 @@ TAG_PREFIX = "tag:"
 NONE_SHOWN = "(none)"
 
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """Who one request is attributed to: its tags (checked by :func:`parse_tags`) and the end user
+    its client named (``""``: none), as its charge records them."""
+
+    tags: Mapping[str, str] = field(default_factory=dict)
+    end_user: str = ""
 
 
 class AttributionError(ValueError):

@@ -48,12 +48,13 @@ from domain.ledger_errors import (
     TeamNotFound,
     TeamSuspended,
 )
-from domain.ledger_holds import Delivery, TeamHolds
+from domain.ledger_holds import Delivery, RequestOnLedger, TeamHolds
 from domain.ledger_state import ABANDONED, EXPIRED, STATE_VERSION, check_positive
 from domain.money import format_credits
 
 __all__ = ["ABANDONED", "EXPIRED", "TEAM_NAME", "AlreadyCharged", "BudgetExceeded", "Delivery", "HoldNotFound",
            "InsufficientCredits", "InvalidAmount", "InvalidTeamName", "KeyNotFound", "LedgerError", "RequestInProgress",
+           "RequestOnLedger",
            "TeamAlreadyExists", "TeamLedger", "TeamNotFound", "TeamSuspended", "team_id"]
 
 #: A team's name: matched whole (``fullmatch``), so no trailing newline slips through to headers and logs.

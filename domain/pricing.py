@@ -23,7 +23,7 @@ ones) and why (``basis``), so an auditor reads the price of every charge off the
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, NotRequired, TypedDict
@@ -306,14 +306,13 @@ def _worst_exact(prompt: int, output: int, price: Price, credits_per_usd: Decima
     return exact + exact * adjustment / _HUNDRED if adjustment else exact
 
 
-def affordable_output_tokens(available: int, prompt_token_bound: int, ceiling: int, price: Price,
-                             credits_per_usd: Decimal, exposure: Exposure = _ANYTHING,
-                             adjustment: Decimal = Decimal(0)) -> int:
+def affordable_output_tokens(available: int, ceiling: int, worst_case: Callable[[int], int]) -> int:
     """The largest output allowance, at most ``ceiling``, whose worst case ``available`` covers
-    (0 if not even the prompt is covered): what a refusal for credits tells the client it can ask for."""
+    (0 if not even the prompt is covered): what a refusal for credits tells the client it can ask for.
+    ``worst_case``: a request's worst case for an output allowance (``worst_case_in_micros`` with
+    its prompt, price and exposure), which grows with the allowance."""
     def fits(output: int) -> bool:
-        return worst_case_in_micros(prompt_token_bound, output, price, credits_per_usd, exposure,
-                                    adjustment) <= available
+        return worst_case(output) <= available
 
     if not fits(0):
         return 0

@@ -30,6 +30,7 @@ from app.store.database import Database
 from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.store_errors import VersionConflict
 from domain.ledger import TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.history import HistoryProjection
 
@@ -40,12 +41,12 @@ PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 def holding(rid: str) -> Callable[[TeamLedger], object]:
     """The request's hold, as a command on its team."""
-    return lambda team: team.place_hold(rid, 10_000, "k", "m", "chat")
+    return lambda team: team.place_hold(RequestOnLedger(rid, "k", "m", "chat"), 10_000)
 
 
 def charging(rid: str) -> Callable[[TeamLedger], object]:
     """The request's charge, as a command on its team."""
-    return lambda team: team.charge(rid, USAGE, PRICE, Decimal(100), key_id="k", model="m", endpoint="chat")
+    return lambda team: team.charge(RequestOnLedger(rid, "k", "m", "chat"), USAGE, PRICE, Decimal(100))
 
 
 async def writer_scenario(store: LedgerStore, teams: list[str], requests: int, concurrency: int) -> dict[str, Any]:

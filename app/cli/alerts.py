@@ -15,6 +15,7 @@ from typing import Any
 
 from app.cli.support import CommandError, cli_actor, credits_amount, ledger_service, ledger_store, recorded_text
 from app.ledger.queries import recent_alerts
+from app.ledger.results import AlertSetting
 from app.settings_file import load_settings
 from domain.alerts import BALANCE_BELOW, BUDGET_PERCENT, Threshold
 from domain.money import format_credits
@@ -42,8 +43,8 @@ def cmd_alert_set(args: argparse.Namespace) -> None:
     kind, value = _threshold(args)
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
-        thresholds = ledger.set_alert(args.team, kind, value, args.key or "", enabled=args.action == "set",
-                                      actor=cli_actor(), reason=args.reason or "")
+        alert = AlertSetting(kind, value, args.key or "", enabled=args.action == "set")
+        thresholds = ledger.set_alert(args.team, alert, actor=cli_actor(), reason=args.reason or "")
     print(f"Team {args.team} is alerted when: " + ("; ".join(shown(t) for t in thresholds) or "never") + ".")
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.cli.budgets import add_key_budget_command, add_team_budget_command, described
 from app.cli.support import CommandError, add_reason_option, cli_actor, credits_amount, ledger_service, recorded_text
-from app.ledger.results import Limits
+from app.ledger.results import KeyTerms, Limits
 from app.settings_file import load_settings
 from domain.bounds import RPM, TPM, Bound
 from domain.endpoints import ENDPOINT_PATHS, parse_endpoints
@@ -94,8 +94,8 @@ def cmd_key_create(args: argparse.Namespace) -> None:
     models = _known_models(settings, _models(args.models))
     endpoints = _endpoints(args.endpoints)
     with ledger_service(settings, base) as ledger:
-        key = ledger.issue_key(args.team, args.name or "", models, endpoints, _limits(args), actor=cli_actor(),
-                               reason=args.reason)
+        key = ledger.issue_key(args.team, args.name or "", KeyTerms(models, endpoints, _limits(args)),
+                               actor=cli_actor(), reason=args.reason)
     only = [f"models: {', '.join(models)}"] if models else []
     only += [f"endpoints: {', '.join(endpoints)}"] if endpoints else []
     only += [_shown_limits(args.rpm, args.tpm)] if args.rpm or args.tpm else []

@@ -35,12 +35,11 @@ from app.cli.support import (
 )
 from app.cli.usage import add_usage_command
 from app.clock_shift import ClockOffsetError, shift_clock_from_environment
+from app.errors import bounded
 from app.http.serving import serve
-from app.ledger.refusals import refusal
-from app.ledger.writer import LedgerUnavailable
+from app.ledger.refusals import REFUSALS
 from app.ratelimit.choice import StartupRefused
 from app.settings_file import CONFIG_ENV, load_settings
-from domain.ledger import LedgerError
 from domain.money import AmountError, format_credits, micros_from_credits
 from domain.settings import ConfigError, require_strong_admin_key, require_upstream_secrets, require_webhook_secrets
 
@@ -357,8 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, CommandError, StartupRefused, ClockOffsetError) as exc:
         print(f"tollgate: error: {exc}", file=sys.stderr)
         return 2
-    except (LedgerError, LedgerUnavailable) as exc:  # said as the APIs say it (app/ledger/refusals.py)
-        print(f"tollgate: error: {refusal(exc).message}", file=sys.stderr)
+    except REFUSALS as exc:  # in the words the APIs answer with (its told)
+        print(f"tollgate: error: {bounded(exc.told)}", file=sys.stderr)
         return 1
     except Exception as exc:
         if not _from_the_database(exc):

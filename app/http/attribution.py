@@ -16,13 +16,13 @@ from litestar import Request
 
 from app.errors import InvalidRequest
 from app.tokens import Protocol as Wire
-from domain.attribution import AttributionError, end_user_of, parse_tags
+from domain.attribution import Attribution, AttributionError, end_user_of, parse_tags
 from domain.client_text import ClientTextError, header_text
 
 TAGS_HEADER = "x-tollgate-tags"
 
 
-def attribution_of(request: Request[Any, Any, Any], protocol: Wire, body: dict[str, Any]) -> tuple[dict[str, str], str]:
+def attribution_of(request: Request[Any, Any, Any], protocol: Wire, body: dict[str, Any]) -> Attribution:
     """The request's tags and end user; a tags header that cannot be read, or an end user that
     cannot be recorded, is refused (400, in the endpoint's own error shape), before any hold."""
     headers = request.headers.getall(TAGS_HEADER, [])
@@ -41,4 +41,4 @@ def attribution_of(request: Request[Any, Any, Any], protocol: Wire, body: dict[s
     except ClientTextError as exc:
         raise InvalidRequest(f"Invalid '{exc.field}': {exc.problem}.", param=exc.field,
                              code="invalid_end_user") from None
-    return tags, end_user
+    return Attribution(tags, end_user)

@@ -13,12 +13,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from app.errors import Conflict, ServiceUnavailable
 from app.keys import Principal
 from app.ledger.leases import Lease, Leases
 from app.ledger.prices import PriceBook
 from app.ledger.receipts import Charge
-from app.ledger.refusals import refusal
+from app.ledger.refusals import ChargeNotRecorded, ChargeOwed, IdempotencyKeyReused, LedgerNotWritable
 from app.ledger.results import AnswerToStore, Charged, Held, Released
 from app.ledger.service import LedgerService, TeamRequest
 from app.ledger.writer import LedgerUnavailable, RefusedByStore
@@ -26,14 +25,13 @@ from app.observability import metrics
 from app.observability.record import RequestRecord
 from app.ratelimit import Admission, RateLimiter
 from app.store.read_models import IdempotentResponse
+from domain.attribution import Attribution
 from domain.ledger import (
     AlreadyCharged,
     BudgetExceeded,
     HoldNotFound,
     InsufficientCredits,
-    RequestInProgress,
     TeamLedger,
-    TeamSuspended,
 )
 from domain.pricing import Exposure, TokenUsage, affordable_output_tokens, worst_case_in_micros
 from domain.settings import Model, Settings
@@ -63,32 +61,46 @@ class RequestBill:
     held: int = 0  # what it holds against that lease
     record: RequestRecord | None = None  # what its log line and metrics will say
     open: bool = False  # held, and not yet charged or released
-    tags: dict[str, str] = field(default_factory=dict)  # the request's attribution tags
-    end_user: str = ""  # the end user the client named
+    attribution: Attribution = field(default_factory=Attribution)  # its tags and end user
 
     @property
     def on_ledger(self) -> TeamRequest:
         """The request as the ledger records it."""
         p = self.principal
         return TeamRequest(p.team_id, p.team_name, self.request_id, p.key_id, self.model.id, self.endpoint,
-                           self.tags, self.end_user)
+                           self.attribution.tags, self.attribution.end_user)
 
 
 #: Renders a request's answer (or a stream's final frames) once its charge is known.
 Render = Callable[[Charge], bytes]
 
 
+def _always() -> bool:
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class ThisProcess:
+    """What billing asks of the gateway process it runs in: its instance id, recorded on every hold
+    (``app/store/instances.py``), and whether the ledger can be written now (``app/ledger/health.py``;
+    while it cannot, no request is held, so none is served that could not be charged)."""
+
+    owner: Callable[[], str] = str
+    writable: Callable[[], bool] = _always
+
+
+#: A process of no registry whose ledger is always writable (the tests', the tools').
+A_PROCESS = ThisProcess()
+
+
 class Billing:
     def __init__(self, ledger: LedgerService, settings: Settings, prices: PriceBook,
                  limiter: RateLimiter | None = None, leases: Leases | None = None,
-                 writable: Callable[[], bool] | None = None, owner: Callable[[], str] = str) -> None:
-        """``writable``: whether the ledger can be written now (``app/ledger/health.py``); while it
-        cannot, no request is held, so none is served that could not be charged. ``owner``: this
-        process's instance id, recorded on every hold (``app/store/instances.py``)."""
+                 process: ThisProcess = A_PROCESS) -> None:
         self._ledger = ledger
         self._prices = prices
-        self._writable = writable
-        self._owner = owner
+        self._writable = process.writable
+        self._owner = process.owner
         self._idempotency_ttl = float(settings.idempotency_ttl)
         #: Charges for answers already delivered that the ledger could not record, to make again.
         self._owed: list[tuple[RequestBill, TokenUsage]] = []
@@ -111,31 +123,31 @@ class Billing:
     def affordable(self, principal: Principal, model: Model, prompt_bound: int, ceiling: int, exposure: Exposure,
                    available: int) -> int:
         """The largest output allowance (up to ``ceiling``) whose worst case ``available`` covers."""
-        return affordable_output_tokens(available, prompt_bound, ceiling, self._prices.current(model.id),
-                                        self._credits_per_usd, exposure, principal.adjustment_for(model.id))
+        price, adjustment = self._prices.current(model.id), principal.adjustment_for(model.id)
+        return affordable_output_tokens(available, ceiling, lambda output: worst_case_in_micros(
+            prompt_bound, output, price, self._credits_per_usd, exposure, adjustment))
 
     async def hold(self, bill: RequestBill, amount: int) -> IdempotentResponse | None:
-        """Reserve ``amount`` before going upstream (402 if the team cannot afford it).
+        """Reserve ``amount`` before going upstream (refused with ``InsufficientCredits`` if the team
+        cannot afford it, ``TeamSuspended``, ``LedgerNotWritable`` or ``LedgerUnavailable``).
 
         With an Idempotency-Key, returns the stored answer instead if the request was served
-        before, and refuses (409) a retry while the first attempt runs or a reuse for another body.
+        before, and refuses a retry while the first attempt runs (``RequestInProgress``) or a reuse
+        for another body (``IdempotencyKeyReused``).
         The stored answer is looked up inside the ledger writer, against the very team state the
         hold is decided on, so no retry can slip between a charge and its stored answer.
         """
         p, idem = bill.principal, bill.idempotency
-        if self._writable is not None and not self._writable():
-            raise ServiceUnavailable("The billing ledger cannot be written right now, so the gateway serves "
-                                     "nothing it could not charge; nothing was charged. Retry shortly.")
+        if not self._writable():
+            raise LedgerNotWritable
         # A key with a budget of its own is held in the ledger, where its budget is: a lease is the team's.
         if idem is None and self._leases is not None and not p.budgeted:
             try:
                 bill.lease = await self._leases.reserve(p.team_id, p.team_name, amount)
             except InsufficientCredits as exc:  # what this request may have is the team's and its lease's free part
                 free = exc.available + self._leases.free(p.team_id)
-                raise refusal(exc.leaving(free) if isinstance(exc, BudgetExceeded) else
-                              InsufficientCredits(exc.team, amount, free)) from None
-            except (TeamSuspended, LedgerUnavailable) as exc:
-                raise refusal(exc) from None
+                raise (exc.leaving(free) if isinstance(exc, BudgetExceeded) else
+                       InsufficientCredits(exc.team, amount, free)) from None
             bill.held = amount
             self._opened(bill)
             return None
@@ -147,11 +159,9 @@ class Billing:
         except asyncio.CancelledError:  # the request was cut off while its hold was being placed
             placing.add_done_callback(lambda done: self._release_if_placed(bill, done))
             raise
-        except (TeamSuspended, InsufficientCredits, RequestInProgress, LedgerUnavailable) as exc:
-            raise refusal(exc) from None
         if held.stored_answer is not None:  # served before: no hold was placed
             if idem is not None and held.stored_answer.body_hash != idem.body_hash:
-                raise Conflict("This Idempotency-Key was already used for a different request body.")
+                raise IdempotencyKeyReused
             return held.stored_answer
         self._opened(bill)
         return None
@@ -212,11 +222,10 @@ class Billing:
             return await self._charged_before(bill, exc, render, content_type)
         except LedgerUnavailable as exc:
             if delivered and self._owe(bill, usage):
-                raise ServiceUnavailable(f"The billing ledger is unavailable ({exc}); this stream will be "
-                                         "charged once it can be written again.") from None
+                raise ChargeOwed(exc) from None
             self._settle_lease(bill, None)  # nothing was charged; the memory hold ends all the same
             self._closed(bill)
-            raise refusal(exc) from None
+            raise
         except BaseException:
             self._closed(bill)
             raise
@@ -243,7 +252,7 @@ class Billing:
         if record is None:
             self._settle_lease(bill, None)
             self._closed(bill)
-            raise ServiceUnavailable(f"The billing ledger could not record this request's charge: {refused}")
+            raise ChargeNotRecorded(refused)
         if duplicate_answer:  # this attempt's own hold is still open: the key was charged once, by the other
             await self.release(bill, "answered under the same Idempotency-Key by another attempt")
         else:

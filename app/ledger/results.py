@@ -2,7 +2,7 @@
 
 Each method of ``LedgerService`` says in its signature which of these it returns, so a caller
 reads its fields instead of telling results apart by their class; a refusal is the domain's
-exception (``domain/ledger_errors.py``), mapped for people once, in ``app/ledger/refusals.py``.
+exception (``domain/ledger_errors.py``), answered over HTTP once, in ``app/http/refusals.py``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from app.store.read_models import IdempotentResponse
 from domain.budgets import spent_in
@@ -90,6 +91,30 @@ class Limits:
 
 #: No rate limit given: each stays as it is.
 NO_LIMITS = Limits()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyTerms:
+    """What a new key may do: only these models and endpoints (None: any), within these rate limits."""
+
+    models: list[str] | None = None
+    endpoints: list[str] | None = None
+    limits: Limits = NO_LIMITS
+
+
+#: A key for any model and endpoint, within the team's limits only.
+ANY_USE = KeyTerms()
+
+
+@dataclass(frozen=True, slots=True)
+class AlertSetting:
+    """An alert threshold to set, or (``enabled`` False) remove: ``kind`` at ``value`` (a percent of a
+    budget, or micro-credits of the balance) for the key ``key_id`` (``""``: the team)."""
+
+    kind: str
+    value: Decimal
+    key_id: str = ""
+    enabled: bool = True
 
 
 @dataclass(frozen=True, slots=True)

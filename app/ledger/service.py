@@ -33,7 +33,9 @@ from uuid import UUID
 
 from app.keys import new_key
 from app.ledger.results import (
+    ANY_USE,
     NO_LIMITS,
+    AlertSetting,
     AnswerToStore,
     BudgetSummary,
     Charged,
@@ -41,6 +43,7 @@ from app.ledger.results import (
     Held,
     IssuedKey,
     KeySummary,
+    KeyTerms,
     Leased,
     Limits,
     Released,
@@ -51,6 +54,7 @@ from app.ledger.writer import LedgerWriter, Recorded
 from app.store.event_store import LedgerStore
 from app.store.read_models import ChargeRecord, IdempotentResponse
 from domain.alerts import Threshold
+from domain.attribution import Attribution
 from domain.ledger import (
     TEAM_NAME,
     Delivery,
@@ -60,6 +64,7 @@ from domain.ledger import (
     TeamLedger,
     team_id,
 )
+from domain.ledger_holds import RequestOnLedger
 from domain.prices import PriceSource
 from domain.pricing import Price, TokenUsage
 from domain.rerates import RerateScope
@@ -87,6 +92,12 @@ class TeamRequest:
     #: Who the request is attributed to (``x-tollgate-tags``, and the end user the client named).
     tags: Mapping[str, str] = field(default_factory=dict)
     end_user: str = ""
+
+    @property
+    def on_team(self) -> RequestOnLedger:
+        """The request as its team's ledger records it."""
+        return RequestOnLedger(self.request_id, self.key_id, self.model, self.endpoint,
+                               Attribution(self.tags, self.end_user))
 
 
 def thresholds_of(ledger: TeamLedger) -> list[Threshold]:
@@ -119,8 +130,7 @@ class LedgerService:
                 answer = self.store.find_idempotent(team.id, idem_key)
                 if answer is not None:
                     return Held(team.available, answer)
-            return Held(team.place_hold(request.request_id, amount, request.key_id, request.model, request.endpoint,
-                                        owner=owner, idem_key=idem_key))
+            return Held(team.place_hold(request.on_team, amount, owner=owner, idem_key=idem_key))
 
         return self._writer.on_team(request.team_id, request.team_name, place)
 
@@ -132,9 +142,7 @@ class LedgerService:
         the request's Idempotency-Key in the same transaction."""
 
         def charge(team: TeamLedger) -> Recorded[Charged]:
-            event, cost = team.charge_priced(request.request_id, usage, price, credits_per_usd,
-                                             key_id=request.key_id, model=request.model, endpoint=request.endpoint,
-                                             lease=lease, tags=request.tags, end_user=request.end_user)
+            event, cost = team.charge_priced(request.on_team, usage, price, credits_per_usd, lease=lease)
             lease_left = team.held_for(lease) if lease else None
             if answer is None:
                 return Recorded(Charged(event, lease_left, cost=cost))
@@ -222,12 +230,13 @@ class LedgerService:
 
         return self._on(team, top_up)
 
-    def issue_key(self, team: str, label: str = "", models: list[str] | None = None,
-                  endpoints: list[str] | None = None, limits: Limits = NO_LIMITS, *, actor: str = "",
+    def issue_key(self, team: str, label: str = "", terms: KeyTerms = ANY_USE, *, actor: str = "",
                   reason: str = "") -> IssuedKey:
-        """Issue a key for a team (optionally only for some models or endpoints, with rate limits);
-        the answer carries its secret, the only time it is seen."""
+        """Issue a key for a team (optionally only for some models or endpoints, with rate limits:
+        its ``terms``); the answer carries its secret, the only time it is seen."""
         key = new_key()
+        models, endpoints, limits = terms.models, terms.endpoints, terms.limits
+
         def issue(ledger: TeamLedger) -> IssuedKey:
             ledger.issue_key(key.key_id, key.key_hash, label, actor=actor, reason=reason)
             if models:
@@ -340,12 +349,11 @@ class LedgerService:
         """Where the key's (no key: the team's) budget stands now, as committed by every process."""
         return self._on(team, self._caught_up(lambda ledger: BudgetSummary.of(ledger, key_id, ledger.now())))
 
-    def set_alert(self, team: str, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True,
-                  actor: str = "", reason: str = "") -> list[Threshold]:
+    def set_alert(self, team: str, alert: AlertSetting, *, actor: str = "", reason: str = "") -> list[Threshold]:
         """Set (or, ``enabled`` False, remove) an alert threshold; returns the team's thresholds."""
 
         def set_it(ledger: TeamLedger) -> list[Threshold]:
-            ledger.set_alert(kind, value, key_id, enabled=enabled, actor=actor, reason=reason)
+            ledger.set_alert(alert.kind, alert.value, alert.key_id, enabled=alert.enabled, actor=actor, reason=reason)
             return thresholds_of(ledger)
 
         return self._on(team, set_it)

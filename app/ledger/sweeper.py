@@ -23,6 +23,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from decimal import Decimal
 from uuid import UUID
 
@@ -53,20 +54,30 @@ PURGE_SECONDS = 600.0
 SETTLE_TIMEOUT = 60.0
 
 
+@dataclass(frozen=True, slots=True)
+class SweepTimes:
+    """When the sweeper acts: a hold open ``hold_timeout`` seconds is released, a process silent for
+    ``dead_after`` seconds is dead (its holds settled), and request records are kept ``record_days``
+    days (None: not purged here)."""
+
+    hold_timeout: float
+    dead_after: float = 15.0
+    record_days: int | None = None
+
+
 class HoldSweeper:
-    def __init__(self, store: LedgerStore, ledger: LedgerService, timeout: float, *,
-                 registry: InstanceRegistry | None = None, dead_after: float = 15.0,
-                 prices: PriceSource | None = None, credits_per_usd: Decimal = Decimal(100),
-                 record_days: int | None = None) -> None:
+    def __init__(self, store: LedgerStore, ledger: LedgerService, times: SweepTimes, *,
+                 registry: InstanceRegistry | None = None, prices: PriceSource | None = None,
+                 credits_per_usd: Decimal = Decimal(100)) -> None:
         self._store = store
         self._ledger = ledger
-        self._timeout = timeout
+        self._timeout = times.hold_timeout
         self._registry = registry
-        self._dead_after = dead_after
+        self._dead_after = times.dead_after
         self._prices = prices
         self._credits_per_usd = credits_per_usd
-        self._record_days = record_days
-        self._interval = max(0.5, min(30.0, timeout / 2))
+        self._record_days = times.record_days
+        self._interval = max(0.5, min(30.0, times.hold_timeout / 2))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tollgate-hold-sweeper", daemon=True)
 

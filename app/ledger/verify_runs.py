@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.errors import ServiceUnavailable
+from app.ledger.refusals import VerifyUnavailable
 
 #: The child's module, run with this interpreter.
 CHILD = "app.ledger.verify_child"
@@ -75,7 +75,7 @@ class VerifyRuns:
             answer = {}
         if "report" not in answer:
             why = answer.get("error") or err.decode(errors="replace").strip().splitlines()[-1:] or ["no report"]
-            raise ServiceUnavailable(f"The ledger could not be verified now: {why if isinstance(why, str) else why[0]}")
+            raise VerifyUnavailable(why if isinstance(why, str) else why[0])
         return VerifyRun(answer["report"], started, datetime.now(UTC))
 
     async def aclose(self) -> None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar
 from uuid import UUID
 
+from app.ledger.refusals import ServiceRefusal
 from app.ledger.team_cache import Loaded, TeamCache
 from app.ledger.turns import Turns
 from app.observability import metrics, timeline
@@ -64,8 +65,12 @@ class Recorded(Generic[R]):
 Command: TypeAlias = Callable[[TeamLedger | None], tuple[TeamLedger, Recorded[R]]]
 
 
-class LedgerUnavailable(Exception):
+class LedgerUnavailable(ServiceRefusal):
     """The event store could not be written; nothing in the batch was recorded."""
+
+    @property
+    def told(self) -> str:
+        return f"The billing ledger is unavailable: {self}"
 
 
 class RefusedByStore(LedgerError):

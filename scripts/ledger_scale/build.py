@@ -26,6 +26,7 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.snapshots import SnapshotRow
 from domain.endpoints import CHAT
 from domain.ledger import TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage, worst_case_in_micros
 from projections.history import HistoryProjection
 from scripts.bench.fast_upstream import COMPLETION_TOKENS, PROMPT_TOKENS
@@ -73,9 +74,8 @@ def grow(store: LedgerStore, team: Team, events: int, snapshot_every: int,
         if ledger.available < HOLD:
             ledger.add_credits(TOP_UP, reference="top-up")
         request_id = new_request_id()
-        ledger.place_hold(request_id, HOLD, team.key_id, MODEL, CHAT, owner=OWNER)
-        ledger.charge(request_id, USAGE, PRICE, Decimal(CREDITS_PER_USD), key_id=team.key_id, model=MODEL,
-                      endpoint=CHAT)
+        ledger.place_hold(RequestOnLedger(request_id, team.key_id, MODEL, CHAT), HOLD, owner=OWNER)
+        ledger.charge(RequestOnLedger(request_id, team.key_id, MODEL, CHAT), USAGE, PRICE, Decimal(CREDITS_PER_USD))
         if ledger.version - snapshot_at >= snapshot_every:  # after a request, as after a writer's commit
             taken.append(store.team_snapshots.take(ledger))
             snapshot_at = ledger.version

@@ -24,6 +24,7 @@ import pytest
 from app.settings_file import CONFIG_ENV
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.settings import parse_settings
 from projections.statement_chain import COLUMNS, PREV_HASH, chained
 from tests.support.backend import RawDatabase
@@ -305,9 +306,9 @@ def test_without_a_ledger_only_the_chain_is_checked_and_it_says_so(gateway: Gate
 def _backdated(store: LedgerStore, team: TeamLedger, charges: range) -> None:
     """``charges`` more requests of ``team`` (a hold and a charge each), saved with its read models."""
     for i in charges:
-        team.place_hold(f"{team.name}-r{i}", 10_000, "k1", "fake-gpt", "chat.completions")
-        team.charge(f"{team.name}-r{i}", USAGE, PRICE, Decimal(100), key_id="k1", model="fake-gpt",
-                    endpoint="chat.completions")
+        team.place_hold(RequestOnLedger(f"{team.name}-r{i}", "k1", "fake-gpt", "chat.completions"), 10_000)
+        team.charge(RequestOnLedger(f"{team.name}-r{i}", "k1", "fake-gpt", "chat.completions"), USAGE, PRICE,
+                    Decimal(100))
     store.save_teams([team])
 
 

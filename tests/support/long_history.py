@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from app.store.event_store import LedgerStore
 from domain.ledger import TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
@@ -36,8 +37,8 @@ def build_history(store: LedgerStore, requests: dict[str, int], *, batch: int = 
             for i in range(done[name], min(done[name] + batch, requests[name])):
                 rid = f"{name}-r{i}"
                 model = MODELS[i % len(MODELS)]
-                team.place_hold(rid, 10_000, "k1", model, "chat.completions")
-                team.charge(rid, USAGE, PRICE, Decimal(100), key_id="k1", model=model, endpoint="chat.completions")
+                team.place_hold(RequestOnLedger(rid, "k1", model, "chat.completions"), 10_000)
+                team.charge(RequestOnLedger(rid, "k1", model, "chat.completions"), USAGE, PRICE, Decimal(100))
             done[name] = min(done[name] + batch, requests[name])
         events += sum(len(t.pending_events) for t in teams.values())
         store.save_teams(teams.values())

@@ -52,7 +52,7 @@ from app.http.routes.request_body import request_json, validate
 from app.http.routes.requests import admin_read_request
 from app.ledger.balance_at import balance_at, parse_instant
 from app.ledger.queries import MAX_USAGE_PER_PAGE, USAGE_PER_PAGE, history_page, usage, usage_by
-from app.ledger.results import TeamSummary
+from app.ledger.results import KeyTerms, TeamSummary
 from app.paging import MAX_HISTORY_PER_PAGE, check_page, check_since
 from app.runtime import Runtime
 from domain.attribution import AttributionError, dimension_of
@@ -164,10 +164,9 @@ async def list_keys(request: Request[Any, Any, Any], name: str) -> Response[byte
 async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request, b"{}"), NewKey)
-    key = await ledger_call(runtime.ledger.issue_key, name, text_param(new.name, "name"),
-                            check_models(runtime, new.models),
-                            endpoint_names(new.endpoints), limits(new.rpm, new.tpm), actor=actor_of(request),
-                            reason=reason_of(request, new.reason))
+    terms = KeyTerms(check_models(runtime, new.models), endpoint_names(new.endpoints), limits(new.rpm, new.tpm))
+    key = await ledger_call(runtime.ledger.issue_key, name, text_param(new.name, "name"), terms,
+                            actor=actor_of(request), reason=reason_of(request, new.reason))
     return json_response({"id": key.key_id, "key": key.secret, "name": new.name, "models": new.models,
                   "endpoints": endpoint_names(new.endpoints), "rpm": new.rpm or None, "tpm": new.tpm or None}, 201)
 

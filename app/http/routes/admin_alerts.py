@@ -15,6 +15,7 @@ from app.http.routes.admin_common import actor_of, credits_param, json_response,
 from app.http.routes.answers import AlertsAnswer, answers
 from app.http.routes.request_body import request_json, validate
 from app.ledger.queries import recent_alerts
+from app.ledger.results import AlertSetting
 from app.runtime import Runtime
 from domain.alerts import BALANCE_BELOW, KINDS, Threshold
 from domain.money import credits_from_micros
@@ -61,8 +62,9 @@ async def set_alert(request: Request[Any, Any, Any], name: str) -> Response[byte
             value = Decimal(str(new.value))
         except InvalidOperation:
             raise InvalidRequest("Invalid 'value': a percentage, e.g. 80.", param="value") from None
-    thresholds = await ledger_call(runtime.ledger.set_alert, name, new.kind, value, new.key_id or "",
-                                   enabled=new.enabled, actor=actor_of(request), reason=reason_of(request, new.reason))
+    alert = AlertSetting(new.kind, value, new.key_id or "", enabled=new.enabled)
+    thresholds = await ledger_call(runtime.ledger.set_alert, name, alert, actor=actor_of(request),
+                                   reason=reason_of(request, new.reason))
     return json_response({"team": name, "thresholds": [threshold_fields(t) for t in thresholds]})
 
 

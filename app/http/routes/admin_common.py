@@ -15,17 +15,16 @@ from litestar import Request, Response
 
 from app.admin_keys import ADMIN_KEY_PREFIX, CONFIG_ADMIN, AdminIdentity
 from app.errors import AuthenticationFailed, InvalidRequest, PermissionDenied
+from app.http.refusals import http_error
 from app.http.routes.auth import client_address, presented_key, team_principal, wrong_key
 from app.json import encode
-from app.ledger.refusals import refusal
+from app.ledger.refusals import REFUSALS
 from app.ledger.results import BudgetSummary, KeySummary, Limits, TeamSummary
-from app.ledger.writer import LedgerUnavailable
 from app.runtime import Runtime
 from domain.admin_keys import OPERATOR
 from domain.bounds import RPM, TPM
 from domain.client_text import ClientTextError, checked_text, header_text
 from domain.endpoints import parse_endpoints
-from domain.ledger import LedgerError
 from domain.money import AmountError, credits_from_micros, micros_from_credits
 
 #: The methods an auditor's key may use: they read, and change nothing.
@@ -127,11 +126,11 @@ R = TypeVar("R")
 
 async def ledger_call(call: Callable[..., R], *args: object, **kwargs: object) -> R:
     """Run an admin command (which waits for the ledger writer) off the event loop; the ledger's
-    refusals are answered as ``app/ledger/refusals.py`` says."""
+    refusals are answered as ``app/http/refusals.py`` says."""
     try:
         return await asyncio.to_thread(call, *args, **kwargs)
-    except (LedgerError, LedgerUnavailable) as exc:
-        raise refusal(exc) from None
+    except REFUSALS as exc:
+        raise http_error(exc) from None
 
 
 def team_fields(summary: TeamSummary, *, policy: bool = True) -> dict[str, Any]:

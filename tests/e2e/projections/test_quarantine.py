@@ -23,7 +23,9 @@ import pytest
 
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import open_ledger_store
+from domain.attribution import Attribution
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from domain.settings import parse_settings
 from tests.support.fake_upstream import FakeUpstream
@@ -55,11 +57,11 @@ def _old_gateway_charges(gateway: Gateway, team: str) -> int:
         with LedgerWriter(store) as writer:
             for request_id, usage, tags, end_user in charges:
                 writer.on_team(tid, team, lambda t: t.add_credits(10**6, "top-up")).result()  # the huge one takes it
-                writer.on_team(tid, team, lambda t, r=request_id: t.place_hold(
-                    r, 10_000, "key_old", "fake-gpt", "chat.completions")).result()
-                writer.on_team(tid, team, lambda t, r=request_id, u=usage, g=tags, e=end_user: t.charge_priced(
-                    r, u, PRICE, Decimal(100), key_id="key_old", model="fake-gpt", endpoint="chat.completions",
-                    tags=g, end_user=e)).result()
+                request = RequestOnLedger(request_id, "key_old", "fake-gpt", "chat.completions",
+                                          Attribution(tags or {}, end_user))
+                writer.on_team(tid, team, lambda t, r=request: t.place_hold(r, 10_000)).result()
+                writer.on_team(tid, team,
+                               lambda t, r=request, u=usage: t.charge_priced(r, u, PRICE, Decimal(100))).result()
         huge = [n.id for n in store.notifications() if b"old-2" in n.state and n.topic.endswith("Charged")]
     finally:
         store.close()

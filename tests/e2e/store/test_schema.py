@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from app.store.migrations import HEAD
+from domain.attribution import Attribution
+from domain.ledger_holds import RequestOnLedger
 from tests.support.backend import RawDatabase
 from tests.support.gateway import run_cli, write_config
 
@@ -67,9 +69,11 @@ def test_a_ledger_upgraded_in_place_refuses_a_second_charge_of_what_it_charged_b
     price = Price(Decimal(1), Decimal(1), Decimal(1), Decimal(1))
     with LedgerWriter(store) as writer:
         for rid in ("r1", "r2"):
-            writer.on_team(team_id("acme"), "acme", lambda t, r=rid: t.place_hold(r, 10, "k", "m", "chat")).result()
-            writer.on_team(team_id("acme"), "acme", lambda t, r=rid: t.charge(
-                r, TokenUsage(1, 1), price, Decimal(100), key_id="k", model="m", endpoint="chat")).result()
+            writer.on_team(team_id("acme"), "acme",
+                           lambda t, r=rid: t.place_hold(RequestOnLedger(r, "k", "m", "chat"), 10)).result()
+            writer.on_team(team_id("acme"), "acme",
+                           lambda t, r=rid: t.charge(RequestOnLedger(r, "k", "m", "chat"), TokenUsage(1, 1), price,
+                                                     Decimal(100))).result()
     store.close()
     down = alembic(config, "downgrade", "0005")
     assert down.returncode == 0, down.stderr
@@ -99,9 +103,11 @@ def test_a_ledger_upgraded_in_place_reports_its_charges_by_attribution_and_verif
     price = Price(Decimal(1), Decimal(1), Decimal(1), Decimal(1))
     with LedgerWriter(store) as writer:
         for rid in ("r1", "r2"):
-            writer.on_team(team_id("acme"), "acme", lambda t, r=rid: t.place_hold(r, 10, "k", "m", "chat")).result()
-            writer.on_team(team_id("acme"), "acme", lambda t, r=rid: t.charge(
-                r, TokenUsage(1, 1), price, Decimal(100), key_id="k", model="m", endpoint="chat")).result()
+            writer.on_team(team_id("acme"), "acme",
+                           lambda t, r=rid: t.place_hold(RequestOnLedger(r, "k", "m", "chat"), 10)).result()
+            writer.on_team(team_id("acme"), "acme",
+                           lambda t, r=rid: t.charge(RequestOnLedger(r, "k", "m", "chat"), TokenUsage(1, 1), price,
+                                                     Decimal(100))).result()
     store.close()
     run_cli(config, "ledger", "history", "--team", "acme")  # the audit history and usage, projected
     down = alembic(config, "downgrade", "0009")
@@ -137,10 +143,11 @@ def test_an_upgrade_to_0015_projects_again_a_history_the_new_rules_would_not_mak
     with LedgerWriter(store) as writer:
         for i in range(3):
             tags = {f"t{i}x{j}": "v" for j in range(10)}  # 30 tag names in a day
-            writer.on_team(team_id("acme"), "acme", lambda t, i=i: t.place_hold(f"r{i}", 10, "k", "m", "chat")).result()
-            writer.on_team(team_id("acme"), "acme", lambda t, i=i, g=tags: t.charge_priced(
-                f"r{i}", TokenUsage(1, 1), price, Decimal(100), key_id="k", model="m", endpoint="chat", tags=g,
-                end_user="someone")).result()
+            writer.on_team(team_id("acme"), "acme",
+                           lambda t, i=i: t.place_hold(RequestOnLedger(f"r{i}", "k", "m", "chat"), 10)).result()
+            request = RequestOnLedger(f"r{i}", "k", "m", "chat", Attribution(tags, "someone"))
+            writer.on_team(team_id("acme"), "acme",
+                           lambda t, r=request: t.charge_priced(r, TokenUsage(1, 1), price, Decimal(100))).result()
     store.close()
     raw = RawDatabase.of_config(config)
 

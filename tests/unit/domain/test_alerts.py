@@ -11,6 +11,7 @@ import pytest
 from domain import clock
 from domain.alerts import BALANCE_BELOW, BUDGET_PERCENT
 from domain.ledger import LedgerError, TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from tests.support.ledgers import CPU, funded, replay
 
@@ -26,9 +27,8 @@ def noon() -> Iterator[None]:
 
 
 def spend(team: TeamLedger, request_id: str, amount: int, key_id: str = "k1") -> None:
-    team.place_hold(request_id, amount * CREDIT, key_id, "m", "chat")
-    team.charge(request_id, TokenUsage(output_tokens=amount), ONE_CREDIT, CPU, key_id=key_id, model="m",
-                endpoint="chat")
+    team.place_hold(RequestOnLedger(request_id, key_id, "m", "chat"), amount * CREDIT)
+    team.charge(RequestOnLedger(request_id, key_id, "m", "chat"), TokenUsage(output_tokens=amount), ONE_CREDIT, CPU)
 
 
 def alerts(team: TeamLedger) -> list[TeamLedger.AlertRaised]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from domain.budgets import Budget
 from domain.ledger import TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.ledger_state import Hold, KeyPolicy
 
 
@@ -21,8 +22,8 @@ def _team() -> TeamLedger:
     team.set_budget(9_000_000, "month")
     team.clamp_outputs(True, "k2")
     team.revoke_key("k2")
-    team.place_hold("r1", 1_000_000, "k1", "m", "chat", owner="p1", idem_key="K1")
-    team.place_hold("r2", 500_000, "k2", "m", "chat")
+    team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 1_000_000, owner="p1", idem_key="K1")
+    team.place_hold(RequestOnLedger("r2", "k2", "m", "chat"), 500_000)
     team.lease_credits("lease_1", 100_000, 100_000, owner="p2")
     return team
 

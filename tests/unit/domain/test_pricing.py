@@ -152,7 +152,8 @@ def test_the_worst_case_covers_whatever_the_usage_within_its_bounds(prompt, outp
 @given(available=st.integers(0, 10**9), prompt=st.integers(0, 300_000))
 def test_the_affordable_output_is_the_largest_the_balance_covers(available, prompt):
     ceiling = 64_000
-    tokens = affordable_output_tokens(available, prompt, ceiling, OPUS, CPU)
+    tokens = affordable_output_tokens(available, ceiling,
+                                      lambda output: worst_case_in_micros(prompt, output, OPUS, CPU))
     if tokens == 0:
         assert worst_case_in_micros(prompt, 1, OPUS, CPU) > available
     else:

@@ -11,6 +11,7 @@ import pytest
 
 from domain import clock
 from domain.ledger import TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import LongContext, Price
 from domain.rerates import RerateRaced, RerateRefused, canonical_price, rerated_collection, scope_of
 from tests.support.ledgers import replay
@@ -84,7 +85,7 @@ def test_applied_once_then_every_overlap_of_the_same_model_is_refused_naming_it(
 
 def test_refunds_come_first_and_a_debit_takes_no_more_than_is_available():
     team = team_with_charges()
-    team.place_hold("r", 9_000_000, "k1", "m", "chat")  # 1,000,000 available
+    team.place_hold(RequestOnLedger("r", "k1", "m", "chat"), 9_000_000)  # 1,000,000 available
     moved = team.apply_rerate(scope_of(NOV, DEC, {**HALF, "n": PRICE}, ["m", "n"]),
                               [("m", "k1", -3_000_000), ("n", "k1", 500_000)],
                               through_version=None)

@@ -11,8 +11,10 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import open_ledger_store
 from domain import attribution_bounds
+from domain.attribution import Attribution
 from domain.attribution_bounds import OTHER
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
 from projections.history import HistoryProjection
@@ -40,10 +42,11 @@ def test_live_rebuilt_and_verified_rows_are_the_same_within_the_bounds(tmp_path,
         for i, (user, tags) in enumerate(charges):
             for name in ("acme", "beta"):
                 tid = team_id(name)
-                writer.on_team(tid, name, lambda t, i=i: t.place_hold(f"r{i}", 1000, "k", "m", "chat")).result()
-                writer.on_team(tid, name, lambda t, i=i, u=user, g=tags: t.charge_priced(
-                    f"r{i}", TokenUsage(10 + i, 5), PRICE, Decimal(100), key_id="k", model="m", endpoint="chat",
-                    tags=g, end_user=u)).result()
+                writer.on_team(tid, name,
+                               lambda t, i=i: t.place_hold(RequestOnLedger(f"r{i}", "k", "m", "chat"), 1000)).result()
+                request = RequestOnLedger(f"r{i}", "k", "m", "chat", Attribution(tags or {}, user))
+                writer.on_team(tid, name, lambda t, i=i, r=request: t.charge_priced(
+                    r, TokenUsage(10 + i, 5), PRICE, Decimal(100))).result()
     raw = RawDatabase(url, tmp_path)
     history = HistoryProjection(store, store.database)
     rows = "SELECT dimension, value, requests, cost FROM usage_by_attribution WHERE team_name = ?"

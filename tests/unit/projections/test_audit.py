@@ -10,6 +10,7 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
 from projections.history import ENTRY_COLUMNS, HistoryProjection
@@ -26,9 +27,10 @@ def ledger(tmp_path) -> tuple[LedgerStore, RawDatabase]:
     with LedgerWriter(store) as writer:
         LedgerService(writer).create_team("acme", 1_000_000)
         tid = team_id("acme")
-        writer.on_team(tid, "acme", lambda t: t.place_hold("r1", 500_000, "k", "m", "chat")).result()
-        writer.on_team(tid, "acme", lambda t: t.charge("r1", TokenUsage(100, 50), PRICE, Decimal(100),
-                                                       key_id="k", model="m", endpoint="chat")).result()
+        writer.on_team(tid, "acme", lambda t: t.place_hold(RequestOnLedger("r1", "k", "m", "chat"), 500_000)).result()
+        writer.on_team(tid, "acme",
+                       lambda t: t.charge(RequestOnLedger("r1", "k", "m", "chat"), TokenUsage(100, 50), PRICE,
+                                          Decimal(100))).result()
     yield store, RawDatabase(url, tmp_path)
     store.close()
 

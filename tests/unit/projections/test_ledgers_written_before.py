@@ -25,6 +25,7 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.snapshots import SnapshotRow, same_state
 from domain.budgets import Budget
 from domain.ledger import TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.ledger_state import STATE_VERSION, Hold, KeyPolicy
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_caught_up, verify_ledger
@@ -147,12 +148,12 @@ def test_a_ledger_written_before_carries_on_with_today_s_code(old_ledger):
     store, _ = old_ledger
     team, _ = store.load_team(team_id("acme"))
     assert team is not None
-    team.charge("r7", TokenUsage(300, 100), PRICE, Decimal(100), key_id="k1", model="m", endpoint="chat.completions")
-    team.charge("q4", TokenUsage(10, 10), PRICE, Decimal(100), key_id="k1", model="m", endpoint="chat.completions",
+    team.charge(RequestOnLedger("r7", "k1", "m", "chat.completions"), TokenUsage(300, 100), PRICE, Decimal(100))
+    team.charge(RequestOnLedger("q4", "k1", "m", "chat.completions"), TokenUsage(10, 10), PRICE, Decimal(100),
                 lease="lease_3")
     team.return_lease("lease_3")
     team.set_budget(5_000_000, "week", "k1")
-    team.place_hold("r8", 100_000, "k1", "m", "chat.completions", owner="p9", idem_key="K8")
+    team.place_hold(RequestOnLedger("r8", "k1", "m", "chat.completions"), 100_000, owner="p9", idem_key="K8")
     store.save_teams([team])
     store.team_snapshots.save([store.team_snapshots.take(team)])
     loaded, used = store.load_team(team_id("acme"))

@@ -9,7 +9,7 @@ import pytest
 
 from app.admin_keys import issue_admin_key, revoke_admin_key
 from app.keys import hash_key
-from app.ledger.results import Limits
+from app.ledger.results import KeyTerms, Limits
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
@@ -29,7 +29,7 @@ def ledger(tmp_path) -> tuple[LedgerStore, RawDatabase]:
         service = LedgerService(writer)
         service.create_team("acme", 1_000_000, actor="cli:ops@box", reason="signed up")
         service.top_up("acme", 500_000, "INV-1", actor=OPERATOR, reason="invoice paid")
-        key = service.issue_key("acme", "ci", limits=Limits(rpm=10), actor=OPERATOR, reason="for CI")
+        key = service.issue_key("acme", "ci", KeyTerms(limits=Limits(rpm=10)), actor=OPERATOR, reason="for CI")
         service.suspend("acme", "unpaid", actor=OPERATOR)
         service.reinstate("acme", actor=OPERATOR, reason="paid")
         service.revoke_key("acme", key.key_id, actor=OPERATOR, reason="leaked")

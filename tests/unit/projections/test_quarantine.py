@@ -14,7 +14,9 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.storable import REPLACEMENT, Unstorable, storable_row, storable_text
+from domain.attribution import Attribution
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
 from projections.history import HistoryProjection
@@ -63,9 +65,11 @@ def _charges(store: LedgerStore, *usages: TokenUsage, end_user: str = "") -> Non
         tid = team_id("acme")
         for i, usage in enumerate(usages):
             writer.on_team(tid, "acme", lambda t: t.add_credits(10**9, "top-up")).result()  # a huge charge takes all
-            writer.on_team(tid, "acme", lambda t, i=i: t.place_hold(f"r{i}", 1000, "k", "m", "chat")).result()
-            writer.on_team(tid, "acme", lambda t, i=i, u=usage: t.charge_priced(
-                f"r{i}", u, PRICE, Decimal(100), key_id="k", model="m", endpoint="chat", end_user=end_user)).result()
+            writer.on_team(tid, "acme",
+                           lambda t, i=i: t.place_hold(RequestOnLedger(f"r{i}", "k", "m", "chat"), 1000)).result()
+            request = RequestOnLedger(f"r{i}", "k", "m", "chat", Attribution({}, end_user))
+            writer.on_team(tid, "acme",
+                           lambda t, r=request, u=usage: t.charge_priced(r, u, PRICE, Decimal(100))).result()
 
 
 def _project(store: LedgerStore, batch: int = 500) -> HistoryProjection:

@@ -14,6 +14,7 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import TeamLedger, TeamNotFound, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.statements import Month, Statement
 from tests.support.backend import RawDatabase, new_database_url
@@ -50,10 +51,11 @@ def ledger(tmp_path, clock: Clock) -> Iterator[tuple[LedgerStore, LedgerWriter, 
 
 def _charge(writer: LedgerWriter, request_id: str, model: str, key_id: str, usage: TokenUsage) -> int:
     tid = team_id("acme")
-    writer.on_team(tid, "acme", lambda t: t.place_hold(request_id, 900_000, key_id, model, "chat")).result()
+    writer.on_team(tid, "acme",
+                   lambda t: t.place_hold(RequestOnLedger(request_id, key_id, model, "chat"), 900_000)).result()
     charged: TeamLedger.Charged = writer.on_team(
-        tid, "acme", lambda t: t.charge(request_id, usage, PRICE, Decimal(100), key_id=key_id, model=model,
-                                        endpoint="chat")).result()
+        tid, "acme", lambda t: t.charge(RequestOnLedger(request_id, key_id, model, "chat"), usage, PRICE,
+                                        Decimal(100))).result()
     return charged.charged
 
 

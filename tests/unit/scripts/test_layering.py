@@ -37,6 +37,12 @@ def lint(path: str, source: str) -> subprocess.CompletedProcess[str]:
     ("app/http/probe.py", "from scripts.bench.options import add_bench_arguments\n"),
     ("app/cli/probe.py", "import scripts.bench\n"),
     ("app/ledger/probe.py", "from .writer import LedgerWriter\n"),  # relative imports would slip past the bans
+    # the ledger's service refuses in the ledger's terms; app/http/refusals.py answers them over HTTP
+    ("app/ledger/probe.py", "from app.errors import ServiceUnavailable\n"),
+    ("app/ledger/probe.py", "from litestar import Request\n"),
+    ("app/ledger/probe.py", "import app.http.refusals\n"),
+    ("app/ledger/probe.py", "import scripts.bench\n"),
+    ("app/cli/probe.py", "from app.http.refusals import http_error\n"),
     # the store imports the domain only: neither the rest of app/ nor the projections built on it
     ("app/store/probe.py", "from app.ledger.writer import LedgerWriter\n"),
     ("app/store/probe.py", "from app.keys import hash_key\n"),
@@ -74,6 +80,8 @@ def test_an_import_across_the_layering_fails_the_gate(path: str, source: str) ->
     ("app/store/probe.py", "from app.store.database import Database\n"),
     ("projections/probe.py", "from app.store.event_store import LedgerStore\n"),
     ("app/ledger/probe.py", "from projections.history import HistoryProjection\n"),
+    ("app/ledger/probe.py", "from domain.ledger_errors import LedgerError\n"),
+    ("app/cli/probe.py", "from app.ledger.refusals import REFUSALS\n"),
     ("app/http/serving.py", "from app.settings_file import load_settings\n"),
     ("app/http/probe.py", "from app.paging import check_page\n"),
     ("app/cli/probe.py", "from app.paging import check_page\n"),
@@ -107,3 +115,17 @@ def test_every_part_of_a_package_a_layer_may_not_import_is_banned(config: str, p
     assert allowed <= parts
     assert sorted(parts - allowed - _banned(config)) == [], f"add them to {config}"
     assert not allowed & _banned(config)
+
+
+@pytest.mark.parametrize("path", ["app/http/probe.py", "app/ledger/probe.py", "domain/probe.py", "scripts/probe.py"])
+def test_a_function_of_more_than_six_arguments_fails_the_gate(path: str) -> None:
+    """Records, not long argument lists (issue #28): the billed path once passed twelve."""
+    source = "def f(a, b, c, d, e, g, h):\n    return a\n"
+    result = subprocess.run([str(RUFF), "check", "--no-cache", "--select", "PLR0913", "--stdin-filename", path, "-"],
+                            input=source, capture_output=True, text=True, cwd=ROOT, timeout=60, check=False)
+    assert result.returncode == 1, result.stdout
+    assert "PLR0913" in result.stdout
+    six = subprocess.run([str(RUFF), "check", "--no-cache", "--select", "PLR0913", "--stdin-filename", path, "-"],
+                         input="def f(a, b, c, d, e, g):\n    return a\n", capture_output=True, text=True, cwd=ROOT,
+                         timeout=60, check=False)
+    assert six.returncode == 0, six.stdout

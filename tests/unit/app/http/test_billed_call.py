@@ -20,6 +20,7 @@ import pytest
 
 from app.http.answer_head import UnsendableHead
 from app.http.billed_call import BilledCall
+from app.http.billed_request import BilledRequest, OutputAsk
 from app.http.event_stream import EventStream
 from app.http.relay import answer
 from app.keys import Principal
@@ -27,6 +28,7 @@ from app.ledger.billing import Charge, RequestBill
 from app.ledger.streams_in_flight import StreamsInFlight
 from app.translate.exchange import plan
 from app.upstream.base import Answer, StreamEvent
+from domain.attribution import Attribution
 from domain.pricing import TokenUsage
 from domain.settings import parse_settings
 
@@ -105,11 +107,15 @@ def chunk(text: str) -> dict[str, Any]:
 
 def held_call(ledger: Ledger, upstream: Upstream, stream: bool, slot: Any = None) -> BilledCall:
     """A call as ``app.http.billed_call.hold`` hands it over: held, with its exchange (passed through)."""
-    runtime: Any = SimpleNamespace(billing=ledger, upstreams={MODEL.id: upstream}, in_flight=StreamsInFlight())
+    services: Any = SimpleNamespace(billing=ledger, upstreams={MODEL.id: upstream}, in_flight=StreamsInFlight())
     body = {"model": MODEL.id, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
     exchange = plan(MODEL, "chat", "chat", body, {}, PROMPT_TOKENS)
-    bill = RequestBill(Principal(uuid.uuid4(), "acme", "key-1"), MODEL, "req-1", "chat", open=True)
-    return BilledCall(runtime, bill, exchange, {}, PROMPT_TOKENS, slot)
+    principal = Principal(uuid.uuid4(), "acme", "key-1")
+    billed = BilledRequest(principal=principal, model=MODEL, protocol="chat", upstream_wire="chat", endpoint="chat",
+                           stream=stream, request_id="req-1", idempotency=None, attribution=Attribution(),
+                           prompt_tokens=PROMPT_TOKENS, output=OutputAsk(most=100, requested=0), record=None)
+    bill = RequestBill(principal, MODEL, "req-1", "chat", open=True)
+    return BilledCall(services, billed, bill, exchange, {}, slot)
 
 
 async def test_a_stream_cut_off_while_its_charge_is_made_is_charged_once_and_nothing_more():

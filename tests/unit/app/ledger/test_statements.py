@@ -18,6 +18,7 @@ from app.ledger.statements import read_statement, statement_chunks, verify_state
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.statement_chain import COLUMNS, PREV_HASH, chained
 from projections.statements import Month, Statement
@@ -37,9 +38,12 @@ def store(tmp_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LedgerStore]:
         service.create_team("acme", 10_000_000)
         tid = team_id("acme")
         for request_id, model in (("r1", "m1"), ("r2", "m2")):
-            writer.on_team(tid, "acme", lambda t, r=request_id, m=model: t.place_hold(r, 900_000, "k1", m, "chat"))
-            writer.on_team(tid, "acme", lambda t, r=request_id, m=model: t.charge(
-                r, TokenUsage(1234, 56), PRICE, Decimal(100), key_id="k1", model=m, endpoint="chat")).result()
+            writer.on_team(tid, "acme",
+                           lambda t, r=request_id, m=model: t.place_hold(RequestOnLedger(r, "k1", m, "chat"), 900_000))
+            writer.on_team(tid, "acme",
+                           lambda t, r=request_id, m=model: t.charge(RequestOnLedger(r, "k1", m, "chat"),
+                                                                     TokenUsage(1234,
+                                                                                56), PRICE, Decimal(100))).result()
         service.top_up("acme", 2_500_000, 'INV-1, "quoted"')
         service.adjust_credits("acme", -1_000_000, "billed twice", "T-1")
     yield opened

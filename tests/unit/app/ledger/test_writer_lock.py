@@ -24,6 +24,7 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.store_errors import VersionConflict
 from app.store.writer_lock import WriterLock, team_key
 from domain.ledger import InsufficientCredits, TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from projections.audit import verify_ledger
 from tests.support.backend import BACKEND, new_database_url
 
@@ -38,7 +39,8 @@ def stores(tmp_path) -> Iterator[list[LedgerStore]]:
 
 
 def hold(writer: LedgerWriter, team: str, request_id: str, amount: int = 1):
-    return writer.on_team(team_id(team), team, lambda t: t.place_hold(request_id, amount, "k", "m", "chat"))
+    return writer.on_team(team_id(team), team,
+                          lambda t: t.place_hold(RequestOnLedger(request_id, "k", "m", "chat"), amount))
 
 
 @contextmanager

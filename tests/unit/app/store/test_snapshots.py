@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.snapshots import same_state
 from domain.ledger import LedgerError, TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from tests.support.backend import RawDatabase, new_database_url
 
@@ -63,13 +64,13 @@ def _pick(team: TeamLedger, index: object) -> str:
 
 _COMMANDS = {
     "top_up": lambda t, op, step: t.add_credits(op[1], f"ref{step}"),
-    "hold": lambda t, op, step: t.place_hold(f"r{step}", op[1], "k0", "m", "chat", owner="p1"),
-    "charge": lambda t, op, step: t.charge(_pick(t, op[1]), TokenUsage(op[2], op[2] // 2), PRICE, PER_USD,
-                                           key_id="k0", model="m", endpoint="chat"),
+    "hold": lambda t, op, step: t.place_hold(RequestOnLedger(f"r{step}", "k0", "m", "chat"), op[1], owner="p1"),
+    "charge": lambda t, op, step: t.charge(RequestOnLedger(_pick(t, op[1]), "k0", "m", "chat"),
+                                           TokenUsage(op[2], op[2] // 2), PRICE, PER_USD),
     "release": lambda t, op, step: t.release_hold(_pick(t, op[1]), "upstream failed"),
     "lease": lambda t, op, step: t.lease_credits("L1", op[1], op[1] + op[2], owner="p1"),
-    "lease_charge": lambda t, op, step: "L1" in t.holds and t.charge(
-        f"q{step}", TokenUsage(op[1], 1), PRICE, PER_USD, key_id="k0", model="m", endpoint="chat", lease="L1"),
+    "lease_charge": lambda t, op, step: "L1" in t.holds and t.charge(RequestOnLedger(f"q{step}", "k0", "m", "chat"),
+                                                                     TokenUsage(op[1], 1), PRICE, PER_USD, lease="L1"),
     "return_lease": lambda t, op, step: t.return_lease("L1"),
     "key": lambda t, op, step: t.issue_key(f"k{op[1]}", f"hash{op[1]}", "label"),
     "revoke": lambda t, op, step: t.revoke_key(f"k{op[1]}"),
