@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from decimal import Decimal
 
 import pytest
@@ -95,7 +96,8 @@ def test_a_charge_missing_from_the_once_only_index_is_found_and_a_rebuild_restor
     report = verify_ledger(store)
     assert not report.ok
     assert "the once-only charge index has 0 charge(s)" in report.problems[0]
-    HistoryProjection(store, store.database).rebuild()
+    with closing(HistoryProjection(store, store.database)) as history:
+        history.rebuild()
     assert raw.execute("SELECT request_id, charged FROM charged_requests") == [("r1", 75_000)]
     assert verify_ledger(store).ok
 
