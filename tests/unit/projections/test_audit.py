@@ -13,7 +13,8 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import team_id
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
-from projections.history import ENTRY_COLUMNS, HistoryProjection
+from projections.history import HistoryProjection
+from projections.history_rows import ENTRY_COLUMNS
 from tests.support.backend import RawDatabase, new_database_url
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))

@@ -23,7 +23,8 @@ from app.http.billed_call import BilledCall
 from app.http.event_stream import EventStream
 from app.http.relay import answer
 from app.keys import Principal
-from app.ledger.billing import Charge, RequestBill
+from app.ledger.billing import RequestBill
+from app.ledger.receipts import Charge
 from app.ledger.streams_in_flight import StreamsInFlight
 from app.translate.exchange import plan
 from app.upstream.base import Answer, StreamEvent
