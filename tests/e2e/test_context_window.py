@@ -18,7 +18,8 @@ import httpx
 import openai
 import pytest
 
-from app.tokens import RULES, prompt_tokens
+from app.tokens import prompt_tokens
+from app.tokens.counting import RULES
 from tests.support import images
 from tests.support.charges import balance_of
 from tests.support.fake_anthropic import prompt_tokens as fake_anthropic_prompt_tokens
@@ -81,19 +82,21 @@ def test_a_prompt_over_the_window_is_a_400_and_one_at_it_is_served(endpoint, mod
     assert window - 2 <= fits_count <= window < too_long_count <= window + 2
 
     error_class = anthropic.BadRequestError if endpoint == "messages" else openai.BadRequestError
-    with pytest.raises(error_class) as refused:
+    with pytest.raises(error_class) as raised:
         send(gateway, team.key, endpoint, too_long)
-    assert refused.value.status_code == 400
-    assert refused.value.response.headers["x-should-retry"] == "false"
+    refused = raised.value
+    assert isinstance(refused, anthropic.BadRequestError | openai.BadRequestError)  # either SDK's, as typed
+    assert refused.status_code == 400
+    assert refused.response.headers["x-should-retry"] == "false"
     message = (f"This model's maximum context length is {window} tokens. However, your messages resulted in "
                f"{too_long_count} tokens. Please reduce the length of the messages.")
     if endpoint == "messages":
-        assert refused.value.response.json() == {"type": "error", "error": {"type": "invalid_request_error",
-                                                                            "message": message}}
+        assert refused.response.json() == {"type": "error", "error": {"type": "invalid_request_error",
+                                                                      "message": message}}
     else:
-        assert refused.value.response.json() == {"error": {"message": message, "type": "invalid_request_error",
-                                                           "param": PARAMS[endpoint],
-                                                           "code": "context_length_exceeded"}}
+        assert refused.response.json() == {"error": {"message": message, "type": "invalid_request_error",
+                                                     "param": PARAMS[endpoint],
+                                                     "code": "context_length_exceeded"}}
     assert fake_upstream.requests == []  # the upstream was never called
     assert balance_of(gateway, team.name) == 100
     assert no_open_hold(gateway, team.name)
@@ -234,6 +237,7 @@ def test_without_the_opt_in_an_output_limit_above_the_model_s_is_a_400(gateway: 
     timeout = {"timeout": 60} if endpoint == "messages" else {}  # the SDK's own check, as above
     with pytest.raises(error) as refused:
         send(gateway, team.key, endpoint, {**BODIES[endpoint](model, "hi"), field: 128_000, **timeout})
+    assert isinstance(refused.value, anthropic.BadRequestError | openai.BadRequestError)  # either SDK's, as typed
     assert "produces at most" in str(refused.value.message)
     assert no_open_hold(gateway, team.name)
 

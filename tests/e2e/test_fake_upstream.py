@@ -16,6 +16,7 @@ import httpx
 import httpx2
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.support.fake_upstream import FakeUpstream
 
@@ -37,7 +38,7 @@ def client(fake: FakeUpstream) -> Iterator[openai.OpenAI]:
         yield c
 
 
-def user(text: str) -> list[dict[str, str]]:
+def user(text: str) -> list[ChatCompletionMessageParam]:
     return [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}]
 
 

@@ -21,7 +21,7 @@ import anthropic
 import openai
 import pytest
 
-from app.tokens import RULES
+from app.tokens.counting import RULES
 from app.upstream.fallback import weighted_order
 from tests.support.charges import balance_of
 from tests.support.fake_upstream import FakeUpstream
@@ -61,9 +61,10 @@ def ask(gateway: Gateway, team: Team, endpoint: str, model: str, text: str = PRO
         return Answer("".join(c.choices[0].delta.content or "" for c in received if c.choices),
                       chunks.response.headers["x-request-id"], _credits(received[-1].usage.model_extra))
     if endpoint == "messages" and not stream:
-        raw = claude.messages.with_raw_response.create(model=model, max_tokens=100, messages=messages)
-        message = raw.parse()
-        return Answer(message.content[0].text, raw.headers["x-request-id"], _credits(message.usage.model_extra))
+        raw_message = claude.messages.with_raw_response.create(model=model, max_tokens=100, messages=messages)
+        message = raw_message.parse()
+        return Answer(message.content[0].text, raw_message.headers["x-request-id"],
+                      _credits(message.usage.model_extra))
     if endpoint == "messages":
         events = claude.messages.create(model=model, max_tokens=100, messages=messages, stream=True)
         seen = list(events)
@@ -71,9 +72,10 @@ def ask(gateway: Gateway, team: Team, endpoint: str, model: str, text: str = PRO
         return Answer("".join(e.delta.text for e in seen if e.type == "content_block_delta"),
                       events.response.headers["x-request-id"], _credits(delta.usage.model_extra))
     if not stream:
-        raw = client.responses.with_raw_response.create(model=model, input=text)
-        response = raw.parse()
-        return Answer(response.output_text, raw.headers["x-request-id"], _credits(response.usage.model_extra))
+        raw_response = client.responses.with_raw_response.create(model=model, input=text)
+        response = raw_response.parse()
+        return Answer(response.output_text, raw_response.headers["x-request-id"],
+                      _credits(response.usage.model_extra))
     events = client.responses.create(model=model, input=text, stream=True)
     completed = next(e for e in events if e.type == "response.completed").response
     return Answer(completed.output_text, events.response.headers["x-request-id"], _credits(completed.usage.model_extra))

@@ -67,9 +67,9 @@ def traffic(observed: Observed) -> dict[str, Any]:
         seen["answers"].append((raw.headers["x-request-id"], raw.parse().usage))
     with client.chat.completions.with_streaming_response.create(
             model="fake-gpt", messages=[{"role": "user", "content": "a stream [[chunk-delay:20]]"}],
-            stream=True, stream_options={"include_usage": True}) as raw:
-        seen["stream_id"] = raw.headers["x-request-id"]
-        chunks = list(raw.parse())
+            stream=True, stream_options={"include_usage": True}) as streamed:
+        seen["stream_id"] = streamed.headers["x-request-id"]
+        chunks = list(streamed.parse())
     seen["answers"].append((seen["stream_id"], chunks[-1].usage))
 
     claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)

@@ -18,7 +18,8 @@ import httpx
 import openai
 import pytest
 
-from app.tokens import RULES, prompt_tokens
+from app.tokens import prompt_tokens
+from app.tokens.counting import RULES
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from tests.support.charges import balance_of
 from tests.support.fake_upstream import FakeUpstream

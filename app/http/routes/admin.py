@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, Router, get, post, put
+from litestar.params import FromPath, FromQuery
 
 from app.errors import InvalidRequest
 from app.http.routes.admin_alerts import alert_handlers
@@ -118,7 +119,7 @@ async def create_team(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 
 @get("/teams/{name:str}", responses=answers(TeamWithKeys, "the team, with its keys"))
-async def show_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def show_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     summary = await ledger_call(runtime.ledger.team_summary, name)
     keys = await ledger_call(runtime.ledger.list_keys, name)
@@ -126,7 +127,7 @@ async def show_team(request: Request[Any, Any, Any], name: str) -> Response[byte
 
 
 @post("/teams/{name:str}/credits", status_code=200, responses=answers(TeamAnswer, "the team, credited"))
-async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def add_credits(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewCredits)
     amount = credits_param(new.amount, "amount")
@@ -138,7 +139,7 @@ async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[by
 
 
 @post("/teams/{name:str}/adjustments", status_code=200, responses=answers(TeamAnswer, "the team, adjusted"))
-async def adjust_credits(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def adjust_credits(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     """A correction (a refund, or credits taken back) with its reason: an event of its own."""
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), Adjustment)
@@ -154,14 +155,14 @@ async def adjust_credits(request: Request[Any, Any, Any], name: str) -> Response
 
 
 @get("/teams/{name:str}/keys", responses=answers(KeyList, "the team's keys"))
-async def list_keys(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def list_keys(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     keys = await ledger_call(runtime.ledger.list_keys, name)
     return json_response({"object": "list", "data": [key_fields(k) for k in keys]})
 
 
 @post("/teams/{name:str}/keys", responses=answers(IssuedKey, "the new key (its secret shown this once)", 201))
-async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def issue_key(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request, b"{}"), NewKey)
     terms = KeyTerms(check_models(runtime, new.models), endpoint_names(new.endpoints), limits(new.rpm, new.tpm))
@@ -172,7 +173,7 @@ async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[byte
 
 
 @post("/teams/{name:str}/keys/{key_id:str}/revoke", status_code=200, responses=answers(RevokedKey, "the key, revoked"))
-async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+async def revoke_key(request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     reason = reason_of(request, validate(await request_json(request, b"{}"), Because).reason)
     await ledger_call(runtime.ledger.revoke_key, name, key_id, actor=actor_of(request), reason=reason)
@@ -181,7 +182,7 @@ async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) ->
 
 
 @put("/teams/{name:str}/keys/{key_id:str}/models", responses=answers(KeyModelsAnswer, "the key's models"))
-async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+async def restrict_key(request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), KeyModels)
     await ledger_call(runtime.ledger.restrict_key, name, key_id, check_models(runtime, body.models),
@@ -191,8 +192,9 @@ async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) 
 
 
 @get("/teams/{name:str}/history", responses=answers(HistoryPage, "one page of the team's ledger entries"))
-async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1, per_page: int = 50,
-                       since: str | None = None) -> Response[bytes]:
+async def team_history(request: Request[Any, Any, Any], name: FromPath[str], page: FromQuery[int] = 1,
+                       per_page: FromQuery[int] = 50,
+                       since: FromQuery[str | None] = None) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     check_page(page, per_page, MAX_HISTORY_PER_PAGE)
     check_since(since)
@@ -201,7 +203,8 @@ async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1
 
 
 @get("/teams/{name:str}/balance", responses=answers(BalanceAtAnswer, "the team's balance now, or at the instant 'at'"))
-async def team_balance(request: Request[Any, Any, Any], name: str, at: str | None = None) -> Response[bytes]:
+async def team_balance(request: Request[Any, Any, Any], name: FromPath[str],
+                       at: FromQuery[str | None] = None) -> Response[bytes]:
     """The balance, held credit and last event of the team at the instant ``at`` (ISO 8601, UTC unless
     it says otherwise; now if absent), exactly as replaying its events up to then gives them."""
     runtime: Runtime = request.app.state.runtime
@@ -221,8 +224,9 @@ async def team_balance(request: Request[Any, Any, Any], name: str, at: str | Non
 
 @get("/teams/{name:str}/usage", responses=answers(UsageAnswer, "usage by model, and by key × model × day; or, "
                                                                  "with 'by', by the values of a tag or by end user"))
-async def team_usage(request: Request[Any, Any, Any], name: str, by: str | None = None,
-                     since: str | None = None, page: int = 1, per_page: int = USAGE_PER_PAGE) -> Response[bytes]:
+async def team_usage(request: Request[Any, Any, Any], name: FromPath[str], by: FromQuery[str | None] = None,
+                     since: FromQuery[str | None] = None, page: FromQuery[int] = 1,
+                     per_page: FromQuery[int] = USAGE_PER_PAGE) -> Response[bytes]:
     """``by``: ``tag:<name>`` or ``user``, the usage by its values (``""``: charges without it, ``null``:
     those beyond the day's bounds), which add up to the team's charges, ``per_page`` values a page;
     ``since``: from that day on (with ``by``)."""

@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, put
+from litestar.params import FromPath
 
 from app.errors import InvalidRequest
 from app.http.routes.admin_common import actor_of, credits_param, json_response, ledger_call, reason_of
@@ -50,7 +51,7 @@ def alert_fields(alert: dict[str, Any]) -> dict[str, Any]:
 
 
 @put("/teams/{name:str}/alerts", responses=answers(AlertsAnswer, "the team's alert thresholds, as set"))
-async def set_alert(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def set_alert(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewThreshold)
     if new.kind not in KINDS:
@@ -69,7 +70,7 @@ async def set_alert(request: Request[Any, Any, Any], name: str) -> Response[byte
 
 
 @get("/teams/{name:str}/alerts", responses=answers(AlertsAnswer, "the team's thresholds and latest alerts"))
-async def list_alerts(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def list_alerts(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     thresholds = await ledger_call(runtime.ledger.alert_thresholds, name)
     alerts = await asyncio.to_thread(recent_alerts, runtime.store, name)

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, post, put
+from litestar.params import FromPath
 
 from app.errors import InvalidRequest
 from app.http.routes.admin_common import (
@@ -74,7 +75,8 @@ class PriceAdjustment(msgspec.Struct):
 
 
 @put("/teams/{name:str}/keys/{key_id:str}/endpoints", responses=answers(KeyEndpointsAnswer, "the key's endpoints"))
-async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+async def restrict_key_endpoints(request: Request[Any, Any, Any], name: FromPath[str],
+                                 key_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), KeyEndpoints)
     endpoints = endpoint_names(body.endpoints)
@@ -85,7 +87,7 @@ async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key
 
 
 @put("/teams/{name:str}/keys/{key_id:str}/limits", responses=answers(KeyLimitsAnswer, "the key's limits"))
-async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+async def limit_key(request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewLimits)
     key = await ledger_call(runtime.ledger.limit_key, name, key_id, limits(new.rpm, new.tpm), actor=actor_of(request),
@@ -95,7 +97,7 @@ async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> 
 
 
 @put("/teams/{name:str}/limits", responses=answers(TeamAnswer, "the team, with its limits"))
-async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def limit_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewLimits)
     summary = await ledger_call(runtime.ledger.limit_team, name, limits(new.rpm, new.tpm), actor=actor_of(request),
@@ -105,7 +107,7 @@ async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[byt
 
 
 @post("/teams/{name:str}/suspend", status_code=200, responses=answers(TeamAnswer, "the team, suspended"))
-async def suspend_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def suspend_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     reason = reason_of(request, validate(await request_json(request, b"{}"), Suspension).reason)
     summary = await ledger_call(runtime.ledger.suspend, name, reason, actor=actor_of(request))
@@ -114,7 +116,7 @@ async def suspend_team(request: Request[Any, Any, Any], name: str) -> Response[b
 
 
 @post("/teams/{name:str}/reinstate", status_code=200, responses=answers(TeamAnswer, "the team, reinstated"))
-async def reinstate_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def reinstate_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     reason = reason_of(request, validate(await request_json(request, b"{}"), Suspension).reason)
     summary = await ledger_call(runtime.ledger.reinstate, name, actor=actor_of(request), reason=reason)
@@ -123,7 +125,7 @@ async def reinstate_team(request: Request[Any, Any, Any], name: str) -> Response
 
 
 @put("/teams/{name:str}/clamp", responses=answers(TeamAnswer, "the team, with its clamp setting"))
-async def clamp_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def clamp_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), Clamp)
     clamp = body.clamp_output_to_balance
@@ -134,7 +136,7 @@ async def clamp_team(request: Request[Any, Any, Any], name: str) -> Response[byt
 
 
 @put("/teams/{name:str}/keys/{key_id:str}/clamp", responses=answers(KeyClampAnswer, "the key's clamp setting"))
-async def clamp_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+async def clamp_key(request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), Clamp)
     clamp = body.clamp_output_to_balance
@@ -145,7 +147,7 @@ async def clamp_key(request: Request[Any, Any, Any], name: str, key_id: str) -> 
 
 
 @put("/teams/{name:str}/price-adjustment", responses=answers(TeamAnswer, "the team, with its price adjustments"))
-async def adjust_team_prices(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def adjust_team_prices(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), PriceAdjustment)
     if new.model is not None and runtime.settings.model(new.model) is None:

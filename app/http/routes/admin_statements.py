@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from litestar import Request, get
 from litestar.openapi import ResponseSpec
-from litestar.params import Parameter
+from litestar.params import FromPath, PathParameter, QueryParameter
 from litestar.response import Stream
 
 from app.errors import InvalidRequest
@@ -26,10 +26,10 @@ from projections.statements import Month, Statement
 #: Documented at /schema: JSON (format=json, the default) or CSV (``app/http/openapi.py`` lists both).
 STATEMENT_ANSWER = ResponseSpec(data_container=str, media_type="application/json", generate_examples=False,
                                 description="the statement: JSON (format=json) or CSV (format=csv, text/csv)")
-MONTH_PARAMETER = Parameter(description="the UTC calendar month, YYYY-MM (e.g. 2026-11)")
-FORMAT_PARAMETER = Parameter(query="format", description="json (the default) or csv")
-CHAINED_PARAMETER = Parameter(description="true: every row carries the hash of the row before it, and the "
-                                          "statement ends with the final hash")
+MONTH_PARAMETER = PathParameter(description="the UTC calendar month, YYYY-MM (e.g. 2026-11)")
+FORMAT_PARAMETER = QueryParameter(name="format", description="json (the default) or csv")
+CHAINED_PARAMETER = QueryParameter(description="true: every row carries the hash of the row before it, and "
+                                        "the statement ends with the final hash")
 
 
 async def statement_stream(runtime: Runtime, name: str, month: str, fmt: str, chained: bool) -> Stream:
@@ -54,7 +54,7 @@ async def _streamed(chunks: Iterator[str]) -> AsyncIterator[bytes]:
 
 
 @get("/teams/{name:str}/statements/{month:str}", responses={200: STATEMENT_ANSWER})
-async def team_statement(request: Request[Any, Any, Any], name: str,
+async def team_statement(request: Request[Any, Any, Any], name: FromPath[str],
                          month: Annotated[str, MONTH_PARAMETER],
                          fmt: Annotated[str, FORMAT_PARAMETER] = "json",
                          chained: Annotated[bool, CHAINED_PARAMETER] = False) -> Stream:

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from litestar import Request, Response, get
+from litestar.params import FromPath, FromQuery
 
 from app.errors import ModelNotFound
 from app.http.routes.answers import ModelAnswer, ModelPage, answers
@@ -93,8 +94,9 @@ def speaks_anthropic(request: Request[Any, Any, Any]) -> bool:
 @get("/v1/models", sync_to_thread=False,
      responses=answers(ModelPage, "every model, with its limits, effort levels and prices (with anthropic-version: "
                                   "a page of them in Anthropic's shape)"))
-def list_models(request: Request[Any, Any, Any], limit: int | None = None, after_id: str | None = None,
-                before_id: str | None = None) -> Response[bytes]:
+def list_models(request: Request[Any, Any, Any], limit: FromQuery[int | None] = None,
+                after_id: FromQuery[str | None] = None,
+                before_id: FromQuery[str | None] = None) -> Response[bytes]:
     """``limit``, ``after_id`` and ``before_id`` page the list in Anthropic's shape (OpenAI's has no pages)."""
     models: ModelListCache = request.app.state.model_list
     body = models.anthropic_page(limit, after_id, before_id) if speaks_anthropic(request) else models.body()
@@ -103,7 +105,7 @@ def list_models(request: Request[Any, Any, Any], limit: int | None = None, after
 
 @get("/v1/models/{model_id:path}", sync_to_thread=False,
      responses=answers(ModelAnswer, "the model, as the list has it (with anthropic-version: in Anthropic's shape)"))
-def read_model(request: Request[Any, Any, Any], model_id: str) -> Response[bytes]:
+def read_model(request: Request[Any, Any, Any], model_id: FromPath[str]) -> Response[bytes]:
     """A model by its id (which may hold slashes: ``org/model``)."""
     models: ModelListCache = request.app.state.model_list
     return Response(models.card(model_id.removeprefix("/"), speaks_anthropic(request)), media_type="application/json")

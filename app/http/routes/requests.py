@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get
+from litestar.params import FromPath
 
 from app.errors import NotFound
 from app.http.routes.admin_common import json_response
@@ -81,7 +82,7 @@ class RequestAnswer(msgspec.Struct):
 @get("/v1/requests/{request_id:str}", responses=answers(
     RequestAnswer, "the request: status, outcome, tokens by kind, price and cost, balance after, timings, "
                    "deployment and attempts (OpenRouter's generation shape)"))
-async def read_request(request: Request[Any, Any, Any], request_id: str) -> Response[bytes]:
+async def read_request(request: Request[Any, Any, Any], request_id: FromPath[str]) -> Response[bytes]:
     """A request of the calling key's team, by the id its answer carried in ``x-request-id``."""
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
@@ -90,7 +91,7 @@ async def read_request(request: Request[Any, Any, Any], request_id: str) -> Resp
 
 @get("/requests/{request_id:str}", responses=answers(
     RequestAnswer, "the request, whichever team made it (the same answer as GET /v1/requests/{id})"))
-async def admin_read_request(request: Request[Any, Any, Any], request_id: str) -> Response[bytes]:
+async def admin_read_request(request: Request[Any, Any, Any], request_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     return await _answer(runtime, request_id, None)
 

@@ -49,10 +49,10 @@ def genuine(fuzz_gateway: Gateway, tmp_path_factory: pytest.TempPathFactory) -> 
     where = tmp_path_factory.mktemp("statements")
     files = {}
     for fmt in ("json", "csv"):
-        path = where / f"genuine.{fmt}"
+        written = where / f"genuine.{fmt}"
         fuzz_gateway.cli("ledger", "statement", "--team", team.name, "--month", month, "--format", fmt, "--chained",
-                         "--output", str(path))
-        files[fmt] = path.read_bytes()
+                         "--output", str(written))
+        files[fmt] = written.read_bytes()
     return files
 
 

@@ -45,7 +45,7 @@ def test_tags_have_one_canonical_text_that_reads_back():
     (",".join(f"t{i}=v" for i in range(11)), "at most 10 tags"),
 ])
 def test_a_tag_out_of_bounds_is_refused_saying_what_is_wrong(header, says):
-    with pytest.raises(AttributionError, match="") as refused:
+    with pytest.raises(AttributionError) as refused:
         parse_tags(header)
     assert says in str(refused.value)
 

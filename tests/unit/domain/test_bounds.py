@@ -104,6 +104,6 @@ def test_the_largest_limits_are_recorded_and_0_means_none():
 def test_the_configuration_refuses_a_number_out_of_range_naming_the_key(change, key):
     assert change[0] in GOOD
     with pytest.raises(ConfigError) as error:
-        parse_settings(GOOD.replace(*change, 1), "t.toml")
+        parse_settings(GOOD.replace(change[0], change[1], 1), "t.toml")
     assert error.value.key == key
     assert "at most" in error.value.problem

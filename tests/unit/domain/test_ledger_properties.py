@@ -57,6 +57,7 @@ def test_available_never_goes_negative_and_replay_reproduces_the_state(opening, 
     replayed = None
     for event in events:
         replayed = event.mutate(replayed)
+    assert replayed is not None
     assert (replayed.balance, replayed.held, replayed.holds, replayed.version) == (
         team.balance, team.held, team.holds, team.version)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from decimal import Decimal
 
 import pytest
@@ -13,7 +14,8 @@ from domain.ledger import team_id
 from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
-from projections.history import ENTRY_COLUMNS, HistoryProjection
+from projections.history import HistoryProjection
+from projections.history_rows import ENTRY_COLUMNS
 from tests.support.backend import RawDatabase, new_database_url
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
@@ -97,7 +99,8 @@ def test_a_charge_missing_from_the_once_only_index_is_found_and_a_rebuild_restor
     report = verify_ledger(store)
     assert not report.ok
     assert "the once-only charge index has 0 charge(s)" in report.problems[0]
-    HistoryProjection(store, store.database).rebuild()
+    with closing(HistoryProjection(store, store.database)) as history:
+        history.rebuild()
     assert raw.execute("SELECT request_id, charged FROM charged_requests") == [("r1", 75_000)]
     assert verify_ledger(store).ok
 

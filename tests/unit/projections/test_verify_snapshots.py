@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 
 import pytest
 
@@ -155,7 +156,8 @@ def test_rebuild_drops_every_snapshot_and_takes_them_again_from_its_replay(ledge
     raw.execute("DELETE FROM team_snapshots WHERE team_id = ?", (team_id("globex").hex,))
     assert not verify_ledger(store).ok
 
-    HistoryProjection(store, store.database).rebuild(snapshot_every=50)
+    with closing(HistoryProjection(store, store.database)) as history:
+        history.rebuild(snapshot_every=50)
 
     for name in TEAMS:
         tid = team_id(name)
@@ -176,6 +178,7 @@ def test_rebuild_drops_every_snapshot_and_takes_them_again_from_its_replay(ledge
 
 def test_a_rebuild_without_snapshots_leaves_none(ledger):
     store, _ = ledger
-    HistoryProjection(store, store.database).rebuild(snapshot_every=None)
+    with closing(HistoryProjection(store, store.database)) as history:
+        history.rebuild(snapshot_every=None)
     assert store.team_snapshots.count() == 0
     assert verify_ledger(store, store.database).ok

@@ -24,7 +24,8 @@ from app.http.billed_request import BilledRequest, OutputAsk
 from app.http.event_stream import EventStream
 from app.http.relay import answer
 from app.keys import Principal
-from app.ledger.billing import Charge, RequestBill
+from app.ledger.billing import RequestBill
+from app.ledger.receipts import Charge
 from app.ledger.streams_in_flight import StreamsInFlight
 from app.translate.exchange import plan
 from app.upstream.base import Answer, StreamEvent

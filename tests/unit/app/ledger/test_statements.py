@@ -14,7 +14,8 @@ from decimal import Decimal
 import pytest
 
 from app.ledger.service import LedgerService
-from app.ledger.statements import read_statement, statement_chunks, verify_statement
+from app.ledger.statement_reading import read_statement
+from app.ledger.statements import statement_chunks, verify_statement
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import team_id

@@ -6,10 +6,11 @@ import math
 
 import pytest
 
-from app.tokens import RULES, prompt_tokens, rules_for
+from app.tokens import prompt_tokens, rules_for
 from app.tokens.counting import (
     ANTHROPIC_IMAGE_MAX,
     OPENAI_IMAGE_MAX,
+    RULES,
     anthropic_image,
     anthropic_text,
     openai_image,
