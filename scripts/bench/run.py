@@ -28,13 +28,14 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
 from scripts.bench import servers
 from scripts.bench.cases import CASES, Case
-from scripts.bench.loadgen import LoadGenerators, render_request
+from scripts.bench.loadgen import Load, LoadGenerators, Target, render_request
 from scripts.bench.procstat import cpu_seconds, peak_rss_mb
 from scripts.bench.report import (
     check_targets,
@@ -78,7 +79,32 @@ class Plan:
         self.concurrency = QUICK["concurrency"] if quick and default_concurrency else args.concurrency
         self.warmup = QUICK["warmup"] if quick else min(1.0, self.duration)
         self.idle_seconds = QUICK["idle"] if quick else 4.0
+        self.services = servers.Services(args.postgres_url, args.redis_url)
         self.args = args
+
+
+@dataclass(frozen=True, slots=True)
+class Rig:
+    """What every configuration is measured with: the fast upstream, the load generators and the
+    work folder (logs, ledgers, timelines)."""
+
+    upstream: servers.Server
+    loadgens: LoadGenerators
+    workdir: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Settling:
+    """How far past its end a run's CPU is counted: ``seconds`` more, less what the server spends idle
+    over them (``idle_cpu``, CPU seconds per second); and the stall finder its requests go to, if any.
+    Tollgate's runs settle; the direct and floor runs do not."""
+
+    seconds: float = 0.0
+    idle_cpu: float = 0.0
+    stalls: StallFinder | None = None
+
+
+UNSETTLED = Settling()
 
 
 def _sanity(server: servers.Server, case: Case, key: str, billed: bool) -> None:
@@ -93,21 +119,20 @@ def _sanity(server: servers.Server, case: Case, key: str, billed: bool) -> None:
         )
 
 
-def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes | list[bytes], concurrency: int,
-            duration: float, settle: float = 0.0, idle_cpu: float = 0.0,
-            stalls: StallFinder | None = None) -> dict[str, Any]:
-    """One closed-loop run. CPU is counted from just before the run until ``settle`` seconds after
+def measure(loadgens: LoadGenerators, server: servers.Server, load: Load,
+            settling: Settling = UNSETTLED) -> dict[str, Any]:
+    """One closed-loop run. CPU is counted from just before the run until ``settling.seconds`` after
     it — work a server defers (Tollgate's audit history catches up every 2 s) belongs to the
     requests that caused it — less what the server spends idle over those settle seconds
-    (``idle_cpu``, CPU seconds per second: its timers), which no request caused."""
+    (``settling.idle_cpu``, CPU seconds per second: its timers), which no request caused."""
     pids = server.pids()
     before = cpu_seconds(pids)
-    result = loadgens.run("127.0.0.1", server.port, request, concurrency, duration)
-    if stalls is not None:
-        stalls.add(result)
-    if settle:
-        time.sleep(settle)
-    used = cpu_seconds(pids) - before - idle_cpu * settle
+    result = loadgens.run(Target("127.0.0.1", server.port), load)
+    if settling.stalls is not None:
+        settling.stalls.add(result)
+    if settling.seconds:
+        time.sleep(settling.seconds)
+    used = cpu_seconds(pids) - before - settling.idle_cpu * settling.seconds
     metrics = run_metrics(result.ok, result.errors, result.seconds, list(result.latencies), list(result.first_chunk),
                           max(used, 0.0))
     metrics["statuses"] = {str(k): v for k, v in result.statuses.items() if k != 200}  # what the errors were
@@ -156,8 +181,8 @@ def _profile(plan: Plan, targets: dict[str, servers.Server], key: str, loadgens:
         found[case.name] = {}
         for name in ("floor", "tollgate"):
             runs = []
-            drive = lambda: runs.append(loadgens.run("127.0.0.1", targets[name].port, requests[name],  # noqa: E731, B023
-                                                     concurrency, seconds))
+            target, load = Target("127.0.0.1", targets[name].port), Load(requests[name], concurrency, seconds)
+            drive = lambda: runs.append(loadgens.run(target, load))  # noqa: E731, B023
             found[case.name][name] = profile.record(targets[name].pid, seconds,
                                                     outdir / f"{label}-{case.name}-{name}.txt", drive)
             served += runs[0].ok if name == "tollgate" else 0
@@ -165,11 +190,11 @@ def _profile(plan: Plan, targets: dict[str, servers.Server], key: str, loadgens:
     return found, served
 
 
-def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Server, loadgens: LoadGenerators,
-                 workdir: Path, soak_seconds: float) -> dict[str, Any]:
+def bench_config(plan: Plan, configuration: servers.Configuration, rig: Rig, soak_seconds: float) -> dict[str, Any]:
+    backend, workers = configuration.backend, configuration.workers
+    upstream, loadgens, workdir = rig.upstream, rig.loadgens, rig.workdir
     print(f"\n== {backend}, --workers {workers} ==", flush=True)
-    ledger = servers.new_ledger(workdir, backend, upstream, workers=workers, postgres_admin=plan.args.postgres_url,
-                                redis_url=plan.args.redis_url, teams=plan.args.teams)
+    ledger = servers.new_ledger(workdir, upstream, configuration, plan.services, teams=plan.args.teams)
     floor = servers.bare_proxy(workdir, upstream, workers)
     stalls = StallFinder(workdir / f"timeline-{backend}-w{workers}.jsonl") if plan.args.stalls else None
     gateway = servers.tollgate(workdir, ledger, workers, stalls.env() if stalls else None)
@@ -181,19 +206,21 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
         gateway.start()
         idle = result["tollgate_idle_cpu_ms_per_s"] = idle_cpu(gateway, plan.idle_seconds) * 1e3
         print(f"tollgate idle: {idle:.1f} ms CPU per second (subtracted over each run's settle time)", flush=True)
+        settled = Settling(plan.settle, idle / 1e3, stalls)  # how Tollgate's runs are counted
         for case in plan.cases:
             result["cases"][case.name] = {}
             requests = _requests(case, targets, ledger.key, ledger.keys)
             for name, server in targets.items():  # one checked request, then a warm-up run
                 _sanity(server, case, ledger.key, billed=name == "tollgate")
-                warm = loadgens.run("127.0.0.1", server.port, requests[name], max(plan.concurrency), plan.warmup)
+                warm = loadgens.run(Target("127.0.0.1", server.port),
+                                    Load(requests[name], max(plan.concurrency), plan.warmup))
                 if name == "tollgate":
                     answered += 1 + warm.ok
             for concurrency in plan.concurrency:
                 rounds = []
                 for _ in range(plan.rounds):
-                    runs = {name: measure(loadgens, server, requests[name], concurrency, plan.duration,
-                                          *((plan.settle, idle / 1e3, stalls) if name == "tollgate" else ()))
+                    runs = {name: measure(loadgens, server, Load(requests[name], concurrency, plan.duration),
+                                          settled if name == "tollgate" else UNSETTLED)
                             for name, server in targets.items()}
                     answered += runs["tollgate"]["requests"]
                     rounds.append(runs)
@@ -265,12 +292,13 @@ def run(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="tollgate-bench-"))
     loadgens = LoadGenerators(max(1, args.loadgen_processes))
     upstream = servers.fast_upstream(workdir).start()
+    rig = Rig(upstream, loadgens, workdir)
     failed = True
     try:
-        configs = [(b, w) for b in plan.backends for w in plan.workers]
-        for i, (backend, workers) in enumerate(configs):
+        configs = [servers.Configuration(b, w) for b in plan.backends for w in plan.workers]
+        for i, configuration in enumerate(configs):
             soak_seconds = args.soak if i == len(configs) - 1 else 0.0
-            report["configs"].append(bench_config(plan, backend, workers, upstream, loadgens, workdir, soak_seconds))
+            report["configs"].append(bench_config(plan, configuration, rig, soak_seconds))
         failed = False
     finally:
         upstream.stop()

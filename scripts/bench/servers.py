@@ -165,10 +165,29 @@ class Ledger:
                 conn.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
 
 
-def new_ledger(workdir: Path, backend: str, upstream: Server, *, workers: int, postgres_admin: str,
-               redis_url: str, teams: int = 1) -> Ledger:
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    """One configuration the benchmark measures Tollgate in: a ledger backend and a number of workers."""
+
+    backend: str  # "sqlite" or "postgresql"
+    workers: int
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """The shared services a ledger may need: the PostgreSQL server its database is created on (an
+    admin URL), and the Redis that more than one worker share their rate limits through."""
+
+    postgres_admin: str
+    redis_url: str
+
+
+def new_ledger(workdir: Path, upstream: Server, configuration: Configuration, services: Services, *,
+               teams: int = 1) -> Ledger:
     """A ledger with the bench team (credits that never run out) and its key (limits that never bind);
     with ``teams`` above 1, that many teams in all, each with such a key (``scripts/bench/teams.py``)."""
+    backend, workers = configuration.backend, configuration.workers
+    postgres_admin, redis_url = services.postgres_admin, services.redis_url
     name = f"tollgate_bench_{uuid.uuid4().hex[:10]}"
     ledger = Ledger(backend, workdir / f"{name}.toml")
     if backend == "sqlite":

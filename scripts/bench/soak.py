@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from scripts.bench.cases import CASES
-from scripts.bench.loadgen import LoadGenerators, Result, render_request
+from scripts.bench.loadgen import Load, LoadGenerators, Result, Target, render_request
 from scripts.bench.procstat import rss_mb
 
 
@@ -31,7 +31,7 @@ def soak(plan: Any, gateway: Any, key: str, loadgens: LoadGenerators, config: di
 
     outcome: dict[str, Result] = {}
     runner = threading.Thread(target=lambda: outcome.setdefault(
-        "result", loadgens.run("127.0.0.1", gateway.port, request, concurrency, seconds, rate=rate)))
+        "result", loadgens.run(Target("127.0.0.1", gateway.port), Load(request, concurrency, seconds, rate=rate))))
     every = max(1.0, min(5.0, seconds / 20))
     samples: list[dict[str, Any]] = []
     started = time.monotonic()

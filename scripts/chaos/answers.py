@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from scripts.chaos.client import ANSWERED, BROKEN, NO_ANSWER, Attempt
 from scripts.chaos.faults import KILL, POSTGRES_REFUSING, POSTGRES_RESTART, REDIS_RESTART, Fault
-from scripts.chaos.teams import OperatorAction, Team
+from scripts.chaos.record import RunRecord
 from scripts.chaos.traffic import Plan
 from scripts.chaos.verdict import Verdict
 
@@ -92,9 +92,12 @@ def classify_5xx(attempt: Attempt, plan: Plan, faults: list[Fault], verdict: Ver
     verdict.fail(f"undocumented {status}", _describe(attempt, plan))
 
 
-def _judge_status(status: int, attempt: Attempt, plan: Plan, team: Team,
-                  revoked: dict[tuple[str, str], tuple[float, float]], faults: list[Fault], verdict: Verdict) -> None:
+def _judge_status(status: int, attempt: Attempt, record: RunRecord,
+                  revoked: dict[tuple[str, str], tuple[float, float]], verdict: Verdict) -> None:
     """Whether the answer's status is one the gateway documents for what happened to the request."""
+    plan = record.plan_of(attempt)
+    team = record.team_of(plan)
+    faults = record.faults
     key_id = team.key_ids[plan.key]
     revocation = revoked.get((team.name, key_id))
     if status >= 500:
@@ -119,12 +122,11 @@ def _judge_status(status: int, attempt: Attempt, plan: Plan, team: Team,
         verdict.fail(f"undocumented {status}", _describe(attempt, plan))
 
 
-def check_answers(plans: list[Plan], attempts: list[Attempt], faults: list[Fault], teams: list[Team],
-                  actions: list[OperatorAction], verdict: Verdict) -> None:
-    revoked = {(a.team, a.argument): (a.started, a.ended) for a in actions if a.kind == "revoke" and a.ok}
-    for attempt in attempts:
-        plan = plans[attempt.plan]
-        team = teams[plan.team]
+def check_answers(record: RunRecord, verdict: Verdict) -> None:
+    faults = record.faults
+    revoked = {(a.team, a.argument): (a.started, a.ended) for a in record.actions if a.kind == "revoke" and a.ok}
+    for attempt in record.attempts:
+        plan = record.plan_of(attempt)
         verdict.statuses[str(attempt.status) if attempt.status else attempt.outcome] += 1
         for problem in attempt.problems:
             verdict.fail("malformed answer", f"{problem}: {_describe(attempt, plan)}; body {attempt.body[:300]!r}")
@@ -133,6 +135,6 @@ def check_answers(plans: list[Plan], attempts: list[Attempt], faults: list[Fault
         status = attempt.status
         if status is None:
             continue
-        _judge_status(status, attempt, plan, team, revoked, faults, verdict)
+        _judge_status(status, attempt, record, revoked, verdict)
         if attempt.outcome == ANSWERED and status != 200 and not attempt.error:
             verdict.fail("an error without a message", f"{_describe(attempt, plan)}; body {attempt.body[:300]!r}")

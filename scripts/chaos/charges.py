@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, cast
 
 from scripts.chaos.client import ANSWERED, BROKEN, COMPLETE, ERROR_EVENT, NO_ANSWER, Attempt
-from scripts.chaos.faults import KILL, Fault
+from scripts.chaos.faults import KILL
 
 if TYPE_CHECKING:  # the gateway's own modules load only when prices are asked for
     from app.tokens import Protocol
@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the gateway's own modules load only when prices are asked f
     from domain.settings import Model, Settings
 from scripts.chaos.gateways import MODELS
 from scripts.chaos.ledger import LedgerEvent, Snapshot
-from scripts.chaos.teams import Team
+from scripts.chaos.record import RunRecord
 from scripts.chaos.traffic import MAX_TOKENS, Plan
 from scripts.chaos.verdict import Verdict
 
@@ -98,19 +98,18 @@ def _input_tokens(event: LedgerEvent) -> int:
 
 
 class ChargeChecks:
-    def __init__(self, plans: list[Plan], attempts: list[Attempt], snapshot: Snapshot, faults: list[Fault],
-                 teams: list[Team], prices: Prices, verdict: Verdict) -> None:
-        self.plans = plans
-        self.teams = teams
+    def __init__(self, record: RunRecord, snapshot: Snapshot, prices: Prices, verdict: Verdict) -> None:
+        self.plans = record.plans
+        self.teams = record.teams
         self.prices = prices
         self.verdict = verdict
         self.charged = _index(snapshot, "Charged")
         self.failed = _index(snapshot, "RequestFailed")
         self.released = _index(snapshot, "HoldReleased")
         self.under_key = _attempts_under_keys(snapshot)
-        self.kills = [f for f in faults if f.kind == KILL]
+        self.kills = [f for f in record.faults if f.kind == KILL]
         self.by_plan: dict[int, list[Attempt]] = defaultdict(list)
-        for attempt in attempts:
+        for attempt in record.attempts:
             self.by_plan[attempt.plan].append(attempt)
         self.seen: set[str] = set()
         self.unknown: Counter[str] = Counter()  # team → attempts that got no answer (and no request id)

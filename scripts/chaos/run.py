@@ -29,7 +29,8 @@ from scripts.chaos.invariants import DEAD_RELEASE_SECONDS, check_dead_holds, che
 from scripts.chaos.ledger import Snapshot, read_snapshot, wait_until_nothing_held
 from scripts.chaos.load import Load
 from scripts.chaos.logs import log_problems
-from scripts.chaos.teams import Operator, Team, open_teams
+from scripts.chaos.record import RunRecord
+from scripts.chaos.teams import Operator, open_teams
 from scripts.chaos.traffic import Plan, plan_traffic
 from scripts.chaos.verdict import Verdict, summary_line
 
@@ -108,7 +109,8 @@ def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
         verify = run_cli(config, "ledger", "verify", timeout=300)
         exits = {g.index: g.stop() for g in gateways}
 
-        verdict = judge(plans, load, injector, operator, teams, snapshot, config)
+        record = RunRecord(plans, load.attempts, injector.faults, teams, operator.actions)
+        verdict = judge(record, snapshot, config)
         if verify.returncode != 0:
             verdict.fail("ledger verify", (verify.stdout + verify.stderr).strip()[-2000:])
         for index, status in exits.items():
@@ -140,17 +142,16 @@ def _stop_by_exception(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def judge(plans: list[Plan], load: Load, injector: Injector, operator: Operator, teams: list[Team],
-          snapshot: Snapshot, config: Path) -> Verdict:
+def judge(record: RunRecord, snapshot: Snapshot, config: Path) -> Verdict:
     from domain.settings import parse_settings
 
     verdict = Verdict()
-    check_answers(plans, load.attempts, injector.faults, teams, operator.actions, verdict)
+    check_answers(record, verdict)
     prices = Prices(parse_settings(config.read_text(), str(config)))
-    ChargeChecks(plans, load.attempts, snapshot, injector.faults, teams, prices, verdict).run()
+    ChargeChecks(record, snapshot, prices, verdict).run()
     replayed = replay(snapshot, verdict)
-    check_sums(snapshot, replayed, teams, operator.actions, verdict)
-    dead = check_dead_holds(snapshot, load.attempts, injector.faults, verdict)
+    check_sums(snapshot, replayed, record.teams, record.actions, verdict)
+    dead = check_dead_holds(snapshot, record.attempts, record.faults, verdict)
     check_nothing_held(snapshot, replayed, dead, verdict)
     return verdict
 

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -147,10 +148,22 @@ def alongside(server: servers.Server, big: Team, small: Team) -> dict[str, Any]:
             "gateway_rss_mb": rss(server)}
 
 
-def during_catch_up(server: servers.Server, small: Team, position: Callable[[], int], target: int,
-                    started_at: float, after_requests: int, timeout: float = 3600) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    """The audit history's catch-up to wait for: how to read its ``position``, the ``target`` it must
+    reach, the ``perf_counter`` its time is counted from (the gateway's start), and how long it may
+    take at most (``timeout`` seconds)."""
+
+    position: Callable[[], int]
+    target: int
+    started_at: float
+    timeout: float = 3600
+
+
+def during_catch_up(server: servers.Server, small: Team, catch_up: CatchUp, after_requests: int) -> dict[str, Any]:
     """The small team's requests, one after the other, while the audit history catches up to
-    ``target``; then ``after_requests`` more once it has, on the same gateway (the steady figure)."""
+    ``catch_up.target``; then ``after_requests`` more once it has, on the same gateway (the steady figure)."""
+    position, target, started_at, timeout = catch_up.position, catch_up.target, catch_up.started_at, catch_up.timeout
     client = Client(server.port, small)
     during: list[float] = []
     try:

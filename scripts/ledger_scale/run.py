@@ -210,7 +210,8 @@ def _requests(plan: Plan, built: ledger.Ledger, workdir: Path) -> dict[str, Any]
         with gw.restarted() as server:
             if target - position >= WARM_BEFORE_CATCH_UP:  # the process's first-request costs, out of the way
                 gateway.first_request(server, built.teams[ledger.FILLER])
-            catch_up = gateway.during_catch_up(server, small, polled, target, gw.started_at, plan.requests)
+            catch_up = gateway.during_catch_up(server, small, gateway.CatchUp(polled, target, gw.started_at),
+                                               plan.requests)
     finally:
         polled.close()
     catch_up["backlog_events"] = target - position

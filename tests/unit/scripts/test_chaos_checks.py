@@ -14,6 +14,7 @@ from scripts.chaos.faults import KILL, POSTGRES_RESTART, Fault
 from scripts.chaos.gateways import write_config
 from scripts.chaos.invariants import check_dead_holds, check_nothing_held, replay
 from scripts.chaos.ledger import LedgerEvent, Snapshot
+from scripts.chaos.record import RunRecord
 from scripts.chaos.teams import Team
 from scripts.chaos.traffic import Plan
 from scripts.chaos.verdict import Verdict
@@ -58,7 +59,7 @@ def opened(balance: int = 1_000_000) -> list[LedgerEvent]:
 def charge_verdict(plans: list[Plan], attempts: list[Attempt], events: list[LedgerEvent], prices: Prices,
                    faults: list[Fault] = ()) -> Verdict:
     verdict = Verdict()
-    ChargeChecks(plans, attempts, Snapshot(events, {}), list(faults), [TEAM], prices, verdict).run()
+    ChargeChecks(RunRecord(plans, attempts, list(faults), [TEAM], []), Snapshot(events, {}), prices, verdict).run()
     return verdict
 
 
@@ -165,22 +166,22 @@ def test_a_503_about_the_ledger_is_documented_only_during_a_database_outage_and_
     outage = Fault(POSTGRES_RESTART, started=10.5, ended=11.0)
     away = attempt(status=503, cost=None, remaining=None, error="The billing ledger cannot be written right now")
     verdict = Verdict()
-    check_answers([plan()], [away], [outage], [TEAM], [], verdict)
+    check_answers(RunRecord([plan()], [away], [outage], [TEAM], []), verdict)
     assert verdict.violations == []
     assert verdict.five_xx[503] == 1
     verdict = Verdict()
-    check_answers([plan()], [away], [], [TEAM], [], verdict)
+    check_answers(RunRecord([plan()], [away], [], [TEAM], []), verdict)
     assert [v.check for v in verdict.violations] == ["503 outside the database outage"]
     crash = attempt(status=500, cost=None, remaining=None, error="The gateway hit an internal error.")
     verdict = Verdict()
-    check_answers([plan()], [crash], [outage], [TEAM], [], verdict)
+    check_answers(RunRecord([plan()], [crash], [outage], [TEAM], []), verdict)
     assert [v.check for v in verdict.violations] == ["undocumented 500"]
 
 
 def test_a_stream_showing_a_traceback_is_a_violation() -> None:
     broken = attempt(outcome=COMPLETE, problems=["a stream frame holds a traceback"])
     verdict = Verdict()
-    check_answers([plan(stream=True)], [broken], [], [TEAM], [], verdict)
+    check_answers(RunRecord([plan(stream=True)], [broken], [], [TEAM], []), verdict)
     assert [v.check for v in verdict.violations] == ["malformed answer"]
 
 
@@ -190,14 +191,14 @@ def test_a_revoked_key_must_be_refused_soon_after_the_revocation_or_after_an_out
     revoked = OperatorAction("revoke", TEAM.name, "key_a", "", started=5.0, ended=6.0, ok=True)
     served = attempt(started=10.0, ended=10.5)
     verdict = Verdict()
-    check_answers([plan()], [served], [], [TEAM], [revoked], verdict)
+    check_answers(RunRecord([plan()], [served], [], [TEAM], [revoked]), verdict)
     assert [v.check for v in verdict.violations] == ["revoked key served"]
     outage = Fault(POSTGRES_RESTART, started=6.5, ended=7.0)  # the gateways learn of it when the database is back
     verdict = Verdict()
-    check_answers([plan()], [served], [outage], [TEAM], [revoked], verdict)
+    check_answers(RunRecord([plan()], [served], [outage], [TEAM], [revoked]), verdict)
     assert verdict.violations == []
     refused = attempt(status=401, cost=None, remaining=None, started=1.0, ended=2.0,
                       error="Incorrect API key provided.")
     verdict = Verdict()
-    check_answers([plan()], [refused], [], [TEAM], [revoked], verdict)
+    check_answers(RunRecord([plan()], [refused], [], [TEAM], [revoked]), verdict)
     assert [v.check for v in verdict.violations] == ["valid key refused"]
