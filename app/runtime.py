@@ -114,6 +114,7 @@ class Runtime:
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.leases.run()), loop.create_task(self.health.run()), *timeline.watch_loop()]
         self.instances.stream_reports = lambda: self.in_flight.reports_from(loop)
+
         # Taken for dead while stuck, this process's leases were released: its book must lease afresh.
         def lease_afresh() -> None:
             loop.call_soon_threadsafe(self.leases.forget_all)
@@ -136,8 +137,9 @@ class Runtime:
             if not callable(previous):
                 continue
 
-            def draining(signum: int, frame: FrameType | None,
-                         previous: Callable[[int, FrameType | None], Any] = previous) -> None:
+            def draining(
+                signum: int, frame: FrameType | None, previous: Callable[[int, FrameType | None], Any] = previous
+            ) -> None:
                 self.health.draining = True
                 previous(signum, frame)
 
@@ -154,8 +156,11 @@ class Runtime:
             async with asyncio.timeout(SETTLE_WAIT):
                 await self.leases.settled()
         if self.billing.owed:
-            log.error("stopping with %d charge(s) the ledger could not record; their leases expire after "
-                      "hold_timeout and those requests are never charged", self.billing.owed)
+            log.error(
+                "stopping with %d charge(s) the ledger could not record; their leases expire after "
+                "hold_timeout and those requests are never charged",
+                self.billing.owed,
+            )
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(SETTLE_WAIT):
                 await self.leases.grown()
@@ -185,7 +190,9 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
         return DemoUpstream()
     api_key = os.environ.get(up.api_key_env) if up.api_key_env else None
     kinds: dict[str, type[AnthropicUpstream | OpenAIResponsesUpstream | OpenAIUpstream]] = {
-        "anthropic": AnthropicUpstream, "openai-responses": OpenAIResponsesUpstream}
+        "anthropic": AnthropicUpstream,
+        "openai-responses": OpenAIResponsesUpstream,
+    }
     kind = kinds.get(up.kind, OpenAIUpstream)
     timeout = Timeouts(connect=float(up.connect_timeout), read=float(up.timeout))
     return kind(up.base_url or "", api_key, timeout=timeout, client=http)
@@ -194,8 +201,11 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
 def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     timeline.start_from_environment()  # off unless TOLLGATE_TIMELINE names a file (scripts/bench --stalls)
     if shifted := shift_clock_from_environment():  # the wall clock unless a drill's TOLLGATE_CLOCK_OFFSET says so
-        log.warning("the ledger clock runs %s s ahead of the wall clock (TOLLGATE_CLOCK_OFFSET, a drill): the teams "
-                    "this process charges move into its time", shifted)
+        log.warning(
+            "the ledger clock runs %s s ahead of the wall clock (TOLLGATE_CLOCK_OFFSET, a drill): the teams "
+            "this process charges move into its time",
+            shifted,
+        )
     store = open_ledger_store(settings.database_url, base_dir, settings.database_pool_size)
     try:
         limits, instances = limiter_store(settings, store)
@@ -204,8 +214,12 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         raise
     timeline.traced(instances, "beat", "heartbeat")
     limiter = RateLimiter(limits)
-    streams = StreamSlots(settings.max_streams_per_key, settings.max_streams, settings.redis_url,
-                          instances.ledger_identity() if settings.redis_url else "")
+    streams = StreamSlots(
+        settings.max_streams_per_key,
+        settings.max_streams,
+        settings.redis_url,
+        instances.ledger_identity() if settings.redis_url else "",
+    )
     keys = KeyDirectory(store)
     admin_keys = AdminKeyDirectory(store)
 
@@ -218,12 +232,14 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     except BaseException:
         store.close()
         raise
-    projector = Projector(store, on_key_change=key_changed, on_team_change=keys.forget_team,
-                          on_prices_change=prices.reload).start()
+    projector = Projector(
+        store, on_key_change=key_changed, on_team_change=keys.forget_team, on_prices_change=prices.reload
+    ).start()
     # Several processes on one ledger (redis_url is what lets them run side by side): take turns.
     shared = settings.redis_url is not None
-    writer = LedgerWriter(store, lock=WriterLock(store.database) if shared else None,
-                          snapshot_every=settings.snapshot_every).start()
+    writer = LedgerWriter(
+        store, lock=WriterLock(store.database) if shared else None, snapshot_every=settings.snapshot_every
+    ).start()
     writer.warm(store.recent_teams())  # in the background: the first requests find their teams loaded
 
     def owner() -> str:  # the id every hold and lease of this process is recorded under
@@ -232,13 +248,18 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     ledger = LedgerService(writer)
     leases = Leases(ledger, idle_seconds=float(settings.lease_idle_seconds), owner=owner)
     health = LedgerHealth(writer, LedgerProbe(store.database))
-    billing = Billing(ledger, settings, prices, limiter, leases,
-                      ThisProcess(owner=owner, writable=lambda: health.writable))
+    billing = Billing(
+        ledger, settings, prices, limiter, leases, ThisProcess(owner=owner, writable=lambda: health.writable)
+    )
     health.when_writable = billing.pay_owed
-    times = SweepTimes(float(settings.hold_timeout), dead_after=float(settings.instance_dead_after),
-                       record_days=settings.request_record_days)
-    sweeper = HoldSweeper(store, ledger, times, registry=instances, prices=prices,
-                          credits_per_usd=settings.credits_per_usd).start()
+    times = SweepTimes(
+        float(settings.hold_timeout),
+        dead_after=float(settings.instance_dead_after),
+        record_days=settings.request_record_days,
+    )
+    sweeper = HoldSweeper(
+        store, ledger, times, registry=instances, prices=prices, credits_per_usd=settings.credits_per_usd
+    ).start()
     http = UpstreamClient(max_connections=1000)
     upstreams = {
         model.id: FallbackUpstream(
@@ -248,12 +269,14 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         )
         for model in settings.models
     }
+
     def deployment_name(model_id: str, index: int) -> str:
         deployments = upstreams[model_id].deployments if model_id in upstreams else []
         return deployments[index].model if 0 <= index < len(deployments) else ""
 
-    records = (RecordWriter(store.database, deployment_name=deployment_name).start()
-               if settings.request_record_days else None)
+    records = (
+        RecordWriter(store.database, deployment_name=deployment_name).start() if settings.request_record_days else None
+    )
     return Runtime(
         records=records,
         settings=settings,

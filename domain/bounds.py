@@ -95,13 +95,13 @@ AMOUNT = Bound("an amount", 1, _MAX_MICROS, "micro-credits", whole=True)
 #: A key's or a team's budget per period (0: nothing may be spent).
 BUDGET = Bound("a budget", 0, _MAX_MICROS, "micro-credits", whole=True)
 #: An alert when a budget's spend reaches this share of it.
-BUDGET_ALERT_PERCENT = Bound("a budget alert", Decimal(0), Decimal(1000), "percent", low_included=False,
-                             step=Decimal("0.01"))
+BUDGET_ALERT_PERCENT = Bound(
+    "a budget alert", Decimal(0), Decimal(1000), "percent", low_included=False, step=Decimal("0.01")
+)
 #: An alert when the team's balance falls under this.
 BALANCE_ALERT = Bound("a balance alert", 1, _MAX_MICROS, "micro-credits", whole=True)
 #: A team's markup (positive) or discount (negative) on the price list.
-PRICE_ADJUSTMENT_PERCENT = Bound("a price adjustment", Decimal(-100), Decimal(1000), "percent",
-                                 step=Decimal("0.0001"))
+PRICE_ADJUSTMENT_PERCENT = Bound("a price adjustment", Decimal(-100), Decimal(1000), "percent", step=Decimal("0.0001"))
 
 #: How far a drill's ledger clock runs ahead of the wall clock (``TOLLGATE_CLOCK_OFFSET``): never
 #: behind it, and at most 31 days, enough to reach the end of any budget's period.

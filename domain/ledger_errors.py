@@ -54,9 +54,11 @@ class InsufficientCredits(LedgerError):
 
     @property
     def told(self) -> str:
-        return (f"Insufficient credits: this request can cost up to {format_credits(self.needed)} credits "
-                f"but team '{self.team}' has {format_credits(self.available)} available. Add credits or lower "
-                "max_tokens.")
+        return (
+            f"Insufficient credits: this request can cost up to {format_credits(self.needed)} credits "
+            f"but team '{self.team}' has {format_credits(self.available)} available. Add credits or lower "
+            "max_tokens."
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +79,9 @@ class BudgetExceeded(InsufficientCredits):
     def __init__(self, team: str, needed: int, available: int, budget: RefusingBudget) -> None:
         key_id, period, limit = budget.key_id, budget.period, budget.limit
         whose = f"key {key_id!r} of team {team!r}" if key_id else f"team {team!r}"
-        LedgerError.__init__(self, f"{whose} needs {needed} micro-credits but has {available} left of its {period} "
-                                   f"budget of {limit}")
+        LedgerError.__init__(
+            self, f"{whose} needs {needed} micro-credits but has {available} left of its {period} budget of {limit}"
+        )
         self.team = team
         self.needed = needed
         self.available = available
@@ -93,9 +96,11 @@ class BudgetExceeded(InsufficientCredits):
         whose = f"key '{self.key_id}' of team '{self.team}'" if self.key_id else f"team '{self.team}'"
         period = RESET_NAMES.get(self.period) or "lifetime"
         resets = f"it resets at {self.resets_at}" if self.resets_at else "it does not reset"
-        return (f"Budget exceeded: this request can cost up to {format_credits(self.needed)} credits but {whose} "
-                f"has {format_credits(self.available)} credits left of its {period} budget of "
-                f"{format_credits(self.limit)} credits ({resets}). Lower max_tokens, or wait for the reset.")
+        return (
+            f"Budget exceeded: this request can cost up to {format_credits(self.needed)} credits but {whose} "
+            f"has {format_credits(self.available)} credits left of its {period} budget of "
+            f"{format_credits(self.limit)} credits ({resets}). Lower max_tokens, or wait for the reset."
+        )
 
     def leaving(self, available: int) -> BudgetExceeded:
         """The same refusal, with ``available`` left."""

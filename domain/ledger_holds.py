@@ -79,8 +79,7 @@ class TeamHolds(TeamPolicies):
         def now(self) -> datetime:
             """The aggregate's (``TeamLedger.now``): the instant the team judges and records at."""
 
-        def _raise_alerts(self, charged: int, balance_before: int, at: datetime, key_id: str,
-                          request_id: str) -> None:
+        def _raise_alerts(self, charged: int, balance_before: int, at: datetime, key_id: str, request_id: str) -> None:
             """The aggregate's: an alert for each threshold the money just moved crossed."""
 
     def place_hold(self, request: RequestOnLedger, amount: int, *, owner: str = "", idem_key: str = "") -> int:
@@ -104,17 +103,39 @@ class TeamHolds(TeamPolicies):
         self._check_budgets(amount, key_id, self.now())
         if amount > self.available:
             raise InsufficientCredits(self.name, amount, self.available)
-        self.trigger_event(events.HoldPlaced, request_id=request_id, amount=amount, key_id=key_id,
-                           model=request.model, endpoint=request.endpoint, owner=owner, idem_key=idem_key)
+        self.trigger_event(
+            events.HoldPlaced,
+            request_id=request_id,
+            amount=amount,
+            key_id=key_id,
+            model=request.model,
+            endpoint=request.endpoint,
+            owner=owner,
+            idem_key=idem_key,
+        )
         return self.available
 
-    def charge(self, request: RequestOnLedger, usage: TokenUsage, price: Price | PriceSource, credits_per_usd: Decimal,
-               *, lease: str = "") -> events.Charged:
+    def charge(
+        self,
+        request: RequestOnLedger,
+        usage: TokenUsage,
+        price: Price | PriceSource,
+        credits_per_usd: Decimal,
+        *,
+        lease: str = "",
+    ) -> events.Charged:
         """Debit what ``usage`` cost and close the request's hold; returns the recorded event."""
         return self.charge_priced(request, usage, price, credits_per_usd, lease=lease)[0]
 
-    def charge_priced(self, request: RequestOnLedger, usage: TokenUsage, price: Price | PriceSource,
-                      credits_per_usd: Decimal, *, lease: str = "") -> tuple[events.Charged, Cost]:
+    def charge_priced(
+        self,
+        request: RequestOnLedger,
+        usage: TokenUsage,
+        price: Price | PriceSource,
+        credits_per_usd: Decimal,
+        *,
+        lease: str = "",
+    ) -> tuple[events.Charged, Cost]:
         """Debit what ``usage`` cost and close the request's hold; returns the recorded event and
         what its cost is made of (its parts, computed once, for the answer's receipt).
 
@@ -148,8 +169,9 @@ class TeamHolds(TeamPolicies):
             charged = min(cost, left + room)
             hold = min(charged, left)
         else:
-            hold = (0 if request_id in self.expired and request_id not in self.holds
-                    else self._open_hold(request_id).amount)
+            hold = (
+                0 if request_id in self.expired and request_id not in self.holds else self._open_hold(request_id).amount
+            )
             charged = min(cost, hold + room)
         self.trigger_event(
             events.Charged,
@@ -188,8 +210,12 @@ class TeamHolds(TeamPolicies):
         left, budget, scope = tightest
         if amount > left and left < self.available:
             resets = budget.resets_at(at)
-            raise BudgetExceeded(self.name, amount, max(0, left), RefusingBudget(
-                scope, budget.limit, budget.period, resets.isoformat() if resets else ""))
+            raise BudgetExceeded(
+                self.name,
+                amount,
+                max(0, left),
+                RefusingBudget(scope, budget.limit, budget.period, resets.isoformat() if resets else ""),
+            )
 
     def lease_credits(self, lease: str, needed: int, wanted: int, owner: str = "") -> int:
         """Add to a process's lease at least ``needed`` and up to ``wanted`` of the available balance
@@ -218,16 +244,24 @@ class TeamHolds(TeamPolicies):
             self.trigger_event(events.HoldReleased, request_id=lease, amount=0, reason="lease returned")
 
     def record_failure(self, request_id: str, lease: str, key_id: str, model: str, endpoint: str, reason: str) -> None:
-        self.trigger_event(events.RequestFailed, request_id=request_id, lease=lease, key_id=key_id, model=model,
-                           endpoint=endpoint, reason=reason)
+        self.trigger_event(
+            events.RequestFailed,
+            request_id=request_id,
+            lease=lease,
+            key_id=key_id,
+            model=model,
+            endpoint=endpoint,
+            reason=reason,
+        )
 
     def release_expired(self, now: float, timeout: float) -> list[str]:
         """Release the holds placed more than ``timeout`` seconds before ``now``: their requests'
         processes died, or their streams outlived any sane bound. Returns their request ids."""
         stale = [request_id for request_id, hold in self.holds.items() if hold.placed + timeout < now]
         for request_id in stale:
-            self.trigger_event(events.HoldReleased, request_id=request_id, amount=self.holds[request_id].amount,
-                               reason=EXPIRED)
+            self.trigger_event(
+                events.HoldReleased, request_id=request_id, amount=self.holds[request_id].amount, reason=EXPIRED
+            )
         return stale
 
     def release_abandoned(
@@ -247,8 +281,14 @@ class TeamHolds(TeamPolicies):
             price = _price_of(prices, d.model)
             held_by = d.lease or d.request_id
             hold = self.holds.get(held_by)
-            if (price is None or not d.usage.total_tokens or hold is None or not hold.owner or hold.owner not in dead
-                    or d.request_id in self.lease_charges):
+            if (
+                price is None
+                or not d.usage.total_tokens
+                or hold is None
+                or not hold.owner
+                or hold.owner not in dead
+                or d.request_id in self.lease_charges
+            ):
                 continue
             request = RequestOnLedger(d.request_id, d.key_id, d.model, d.endpoint, Attribution(d.tags, d.end_user))
             self.charge_priced(request, d.usage, price, credits_per_usd, lease=d.lease)

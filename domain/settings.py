@@ -95,18 +95,29 @@ class Pricing(_Strict, frozen=True):
     tool_fees: dict[str, Decimal] = msgspec.field(default_factory=dict)
 
     def to_price(self) -> Price:
-        return Price(self.input, self.output, self.cache_create, self.cache_hit, self.cache_write_1h,
-                     _long_context(self.long_context),
-                     {name: Price(t.input, t.output, t.cache_write, t.cache_hit, t.cache_write_1h,
-                                  _long_context(t.long_context)) for name, t in self.service_tiers.items()},
-                     dict(self.tool_fees))
+        return Price(
+            self.input,
+            self.output,
+            self.cache_create,
+            self.cache_hit,
+            self.cache_write_1h,
+            _long_context(self.long_context),
+            {
+                name: Price(
+                    t.input, t.output, t.cache_write, t.cache_hit, t.cache_write_1h, _long_context(t.long_context)
+                )
+                for name, t in self.service_tiers.items()
+            },
+            dict(self.tool_fees),
+        )
 
 
 def _long_context(table: LongContextPricing | None) -> LongContext | None:
     if table is None:
         return None
-    return LongContext(table.threshold, Price(table.input, table.output, table.cache_write, table.cache_hit,
-                                              table.cache_write_1h))
+    return LongContext(
+        table.threshold, Price(table.input, table.output, table.cache_write, table.cache_hit, table.cache_write_1h)
+    )
 
 
 class Upstream(_Strict, frozen=True):
@@ -205,8 +216,6 @@ class Model(_Strict, frozen=True):
         """The model name sent to ``deployment`` (each may know the model by its own name; defaults to the id
         clients use)."""
         return deployment.model or self.id
-
-
 
 
 class Webhook(_Strict, frozen=True):
@@ -376,8 +385,12 @@ def require_webhook_secrets(settings: Settings, origin: str, environ: Mapping[st
     for i, hook in enumerate(settings.webhooks):
         if not environ.get(hook.secret_env):
             state = "empty" if hook.secret_env in environ else "not set"
-            raise ConfigError(origin, f"webhooks[{i}].secret_env", f"environment variable {hook.secret_env} is {state} "
-                              "(the secret alerts to this webhook are signed with)")
+            raise ConfigError(
+                origin,
+                f"webhooks[{i}].secret_env",
+                f"environment variable {hook.secret_env} is {state} "
+                "(the secret alerts to this webhook are signed with)",
+            )
 
 
 def require_upstream_secrets(settings: Settings, origin: str, environ: Mapping[str, str]) -> None:
@@ -399,6 +412,9 @@ def require_strong_admin_key(settings: Settings, origin: str, environ: Mapping[s
     """Check, before serving, that the configured admin key, if set, is at least ``MIN_ADMIN_KEY`` long."""
     key = environ.get(settings.admin_key_env)
     if key and len(key) < MIN_ADMIN_KEY:
-        raise ConfigError(origin, "admin_key_env",
-                          f"the admin key in {settings.admin_key_env} is {len(key)} characters long; it must be "
-                          f"at least {MIN_ADMIN_KEY} (make one with: openssl rand -hex 32)")
+        raise ConfigError(
+            origin,
+            "admin_key_env",
+            f"the admin key in {settings.admin_key_env} is {len(key)} characters long; it must be "
+            f"at least {MIN_ADMIN_KEY} (make one with: openssl rand -hex 32)",
+        )

@@ -62,8 +62,11 @@ def check_semantics(settings: Settings, fail: Fail) -> None:
         if not hook.url.startswith(("http://", "https://")):
             fail(f"webhooks[{i}].url", f"must be an http:// or https:// URL, got {hook.url!r}")
         if not hook.secret_env.strip():
-            fail(f"webhooks[{i}].secret_env", "must name the environment variable holding the secret alerts are "
-                 "signed with (a receiver cannot tell an unsigned alert from a forged one)")
+            fail(
+                f"webhooks[{i}].secret_env",
+                "must name the environment variable holding the secret alerts are "
+                "signed with (a receiver cannot tell an unsigned alert from a forged one)",
+            )
     if settings.webhook_retry_max_seconds < 1:
         fail("webhook_retry_max_seconds", "must be at least 1 second")
 
@@ -76,7 +79,10 @@ def _check_ledger_and_stores(settings: Settings, fail: Fail) -> None:
         (url.startswith("sqlite:///") and len(url) > len("sqlite:///"))
         or re.match(r"^postgres(ql)?://[^/]*/[^/?#]+", url)
     ):
-        fail("database_url", f"unsupported URL {url!r}: use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DBNAME")
+        fail(
+            "database_url",
+            f"unsupported URL {url!r}: use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DBNAME",
+        )
     if settings.redis_url is not None and not re.match(r"^rediss?://[^/\s]+(/\d+)?$", settings.redis_url):
         fail("redis_url", f"unsupported URL {settings.redis_url!r}: use redis://HOST:PORT/DB (or rediss:// for TLS)")
     _check_bound(CONNECTIONS, settings.database_pool_size, "database_pool_size", fail)
@@ -101,8 +107,17 @@ def _check_ledger_and_stores(settings: Settings, fail: Fail) -> None:
 
 
 #: Every top-level setting in seconds: each has its own least value (above), and all the same most.
-_DURATIONS = ("hold_timeout", "instance_dead_after", "idempotency_ttl", "lease_idle_seconds", "shutdown_timeout",
-              "header_timeout", "body_timeout", "write_timeout", "webhook_retry_max_seconds")
+_DURATIONS = (
+    "hold_timeout",
+    "instance_dead_after",
+    "idempotency_ttl",
+    "lease_idle_seconds",
+    "shutdown_timeout",
+    "header_timeout",
+    "body_timeout",
+    "write_timeout",
+    "webhook_retry_max_seconds",
+)
 
 
 def _check_bound(bound: Bound, value: object, key: str, fail: Fail) -> None:
@@ -116,8 +131,14 @@ def _check_limits_and_logging(settings: Settings, fail: Fail) -> None:
     """The limits against abuse, the metrics port and the log settings."""
     if not 8 <= settings.max_json_depth <= 256:
         fail("max_json_depth", "must be between 8 and 256")
-    for name in ("max_request_bytes", "max_messages", "max_tools", "max_content_parts", "max_header_bytes",
-                 "max_headers"):
+    for name in (
+        "max_request_bytes",
+        "max_messages",
+        "max_tools",
+        "max_content_parts",
+        "max_header_bytes",
+        "max_headers",
+    ):
         if getattr(settings, name) < 1:
             fail(name, "must be at least 1")
     for name in ("max_streams_per_key", "max_streams"):
@@ -148,8 +169,10 @@ def _check_model(model: Model, index: int, seen: set[str], fail: Fail) -> None:
     if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
         fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
     if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
-        fail(f"{key}.builtin_tools", f"unknown policy {model.builtin_tools!r}; expected one of "
-                                     f"{', '.join(BUILTIN_TOOL_POLICIES)}")
+        fail(
+            f"{key}.builtin_tools",
+            f"unknown policy {model.builtin_tools!r}; expected one of {', '.join(BUILTIN_TOOL_POLICIES)}",
+        )
     values = [level.value for level in model.effort_levels]
     if model.default_effort_level not in values:
         fail(f"{key}.default_effort_level", f"{model.default_effort_level!r} is not one of effort_levels {values}")
@@ -165,8 +188,10 @@ def check_pricing(pricing: Pricing, key: str, fail: Fail) -> None:
         thresholds.append((f"{key}.long_context.threshold", pricing.long_context.threshold))
     for name, tier in pricing.service_tiers.items():
         if name in BASE_TIERS or not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", name):
-            fail(f"{key}.service_tiers.{name}", "a tier is named as upstreams report it (e.g. flex, priority); "
-                                                "the base price is not a tier of its own")
+            fail(
+                f"{key}.service_tiers.{name}",
+                "a tier is named as upstreams report it (e.g. flex, priority); the base price is not a tier of its own",
+            )
         tables.append((f"{key}.service_tiers.{name}", tier))
         if tier.long_context is not None:
             tables.append((f"{key}.service_tiers.{name}.long_context", tier.long_context))

@@ -116,10 +116,15 @@ def naive_scenario(store: LedgerStore, teams: list[str], requests: int, threads:
 
 def _result(requests: int, elapsed: float, latencies: list[float]) -> dict[str, Any]:
     ordered = sorted(latencies)
-    return {"requests": requests, "seconds": round(elapsed, 3), "requests_per_s": round(requests / elapsed, 1),
-            "charges_per_s": round(requests / elapsed, 1), "events_per_s": round(2 * requests / elapsed, 1),
-            "p50_ms": round(statistics.median(ordered) * 1000, 2),
-            "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1] * 1000, 2)}
+    return {
+        "requests": requests,
+        "seconds": round(elapsed, 3),
+        "requests_per_s": round(requests / elapsed, 1),
+        "charges_per_s": round(requests / elapsed, 1),
+        "events_per_s": round(2 * requests / elapsed, 1),
+        "p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1] * 1000, 2),
+    }
 
 
 def fresh_database(kind: str, directory: Path) -> str | None:
@@ -161,8 +166,9 @@ def bench_backend(kind: str, requests: int, concurrency: int) -> dict[str, Any] 
             "writer_hot_team": asyncio.run(writer_scenario(store, ["hot"], requests, concurrency)),
             "writer_1000_teams": asyncio.run(writer_scenario(store, many, requests, concurrency)),
         }
-        cached = LedgerStore(env={**store.database.eventsourcing_env(9, create_tables=False),
-                                  "AGGREGATE_CACHE_MAXSIZE": "1000"})
+        cached = LedgerStore(
+            env={**store.database.eventsourcing_env(9, create_tables=False), "AGGREGATE_CACHE_MAXSIZE": "1000"}
+        )
         results["naive_hot_team_1_thread"] = naive_scenario(cached, ["cold"], max(requests // 6, 200), 1)
         results["naive_hot_team_8_threads"] = naive_scenario(cached, ["cold"], max(requests // 6, 200), 8)
         cached.close()
@@ -200,13 +206,20 @@ def main(argv: list[str] | None = None) -> int:
         naive = results["naive_hot_team_1_thread"]["requests_per_s"]
         for name, r in results.items():
             if name == "rebuild":
-                print(f"{kind:<11} {'rebuild all read models':<26} {'':>9} {r['events_per_s']:>9} {'':>8} {'':>8}  "
-                      f"{r['events']} events in {r['seconds']} s")
+                print(
+                    f"{kind:<11} {'rebuild all read models':<26} {'':>9} {r['events_per_s']:>9} {'':>8} {'':>8}  "
+                    f"{r['events']} events in {r['seconds']} s"
+                )
                 continue
-            note = f"{r['requests_per_s'] / naive:.1f}x the naive 1-thread baseline" if name.startswith("writer") else (
-                f"{r['conflicts']} write conflicts" if r.get("conflicts") else "")
-            print(f"{kind:<11} {name:<26} {r['requests_per_s']:>9} {r['events_per_s']:>9} {r['p50_ms']:>8} "
-                  f"{r['p99_ms']:>8}  {note}")
+            note = (
+                f"{r['requests_per_s'] / naive:.1f}x the naive 1-thread baseline"
+                if name.startswith("writer")
+                else (f"{r['conflicts']} write conflicts" if r.get("conflicts") else "")
+            )
+            print(
+                f"{kind:<11} {name:<26} {r['requests_per_s']:>9} {r['events_per_s']:>9} {r['p50_ms']:>8} "
+                f"{r['p99_ms']:>8}  {note}"
+            )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

@@ -66,23 +66,29 @@ def cmd_alert_list(args: argparse.Namespace) -> None:
 def _raised(alert: dict[str, Any]) -> str:
     whose = f"key {alert['key_id']}" if alert["key_id"] else "team"
     if alert["kind"] == BUDGET_PERCENT:
-        return (f"{whose} reached {alert['threshold']} % of its budget: {format_credits(int(alert['value']))} of "
-                f"{format_credits(int(alert['budget_limit']))} credits in {alert['period']}")
+        return (
+            f"{whose} reached {alert['threshold']} % of its budget: {format_credits(int(alert['value']))} of "
+            f"{format_credits(int(alert['budget_limit']))} credits in {alert['period']}"
+        )
     return f"balance {format_credits(int(alert['value']))} credits, under {format_credits(int(alert['threshold']))}"
 
 
 def _delivered(deliveries: list[dict[str, Any]]) -> str:
     if not deliveries:
         return "(not sent yet)"
-    return ", ".join(f"{d['url']}: " + ("delivered" if d["delivered_at"] else f"retrying ({d['last_error']})")
-                     for d in deliveries)
+    return ", ".join(
+        f"{d['url']}: " + ("delivered" if d["delivered_at"] else f"retrying ({d['last_error']})") for d in deliveries
+    )
 
 
 def add_alert_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     alert = commands.add_parser("alert", help="alert thresholds and the alerts raised").add_subparsers(
-        dest="action", required=True, metavar="ACTION")
-    for action, text in (("set", "alert when a budget reaches a share or the balance falls under an amount"),
-                         ("clear", "stop alerting at a threshold")):
+        dest="action", required=True, metavar="ACTION"
+    )
+    for action, text in (
+        ("set", "alert when a budget reaches a share or the balance falls under an amount"),
+        ("clear", "stop alerting at a threshold"),
+    ):
         parser = alert.add_parser(action, parents=[common], help=text)
         parser.add_argument("--team", required=True)
         parser.add_argument("--key", help="a key's budget (default: the team's)")

@@ -63,11 +63,28 @@ class BilledCall:
     Made by :func:`hold` only, once the hold is placed; the block that enters it must follow the
     hold with no await in between, so that nothing can come between a hold and its settlement."""
 
-    __slots__ = ("_delivered", "_services", "_slot", "_stream", "bill", "billed", "exchange", "headers", "phase",
-                 "transcript")
+    __slots__ = (
+        "_delivered",
+        "_services",
+        "_slot",
+        "_stream",
+        "bill",
+        "billed",
+        "exchange",
+        "headers",
+        "phase",
+        "transcript",
+    )
 
-    def __init__(self, services: BillingServices, billed: BilledRequest, bill: RequestBill, exchange: Exchange,
-                 headers: dict[str, str], slot: StreamSlot | None) -> None:
+    def __init__(
+        self,
+        services: BillingServices,
+        billed: BilledRequest,
+        bill: RequestBill,
+        exchange: Exchange,
+        headers: dict[str, str],
+        slot: StreamSlot | None,
+    ) -> None:
         #: What the request is (frozen), and its billing context (what the ledger holds of it).
         self.billed = billed
         self.bill = bill
@@ -95,8 +112,9 @@ class BilledCall:
     async def __aenter__(self) -> BilledCall:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         """The one place an unsettled call is settled, however the block was left."""
         phase, self.phase = self.phase, Phase.SETTLED
         try:
@@ -167,8 +185,9 @@ class BilledCall:
         fields (and which is stored under the request's Idempotency-Key)."""
         self.phase = Phase.SETTLED
         with service_refusals_answered():
-            _, body = await self._services.billing.charge(self.bill, usage,
-                                                         lambda charge: render(charge.usage_fields()))
+            _, body = await self._services.billing.charge(
+                self.bill, usage, lambda charge: render(charge.usage_fields())
+            )
         if timeline.on:
             timeline.mark("charged", self.bill.record)
         return body
@@ -180,8 +199,13 @@ class BilledCall:
         self.phase = Phase.SETTLED
         with service_refusals_answered():
             _, body = await self._services.billing.charge(
-                self.bill, usage, lambda charge: b"".join(final(charge.usage_fields())),
-                prefix=b"".join(self.transcript or ()), content_type="text/event-stream", delivered=True)
+                self.bill,
+                usage,
+                lambda charge: b"".join(final(charge.usage_fields())),
+                prefix=b"".join(self.transcript or ()),
+                content_type="text/event-stream",
+                delivered=True,
+            )
         if timeline.on:
             timeline.mark("charged", self.bill.record)
         return body
@@ -213,8 +237,13 @@ class BilledCall:
             billing.release_soon(self.bill, "client disconnected")
 
 
-async def hold(services: BillingServices, request: Request[Any, Any, Any], billed: BilledRequest, exchange: Exchange,
-               size: HoldSize) -> BilledCall | Response[bytes]:
+async def hold(
+    services: BillingServices,
+    request: Request[Any, Any, Any],
+    billed: BilledRequest,
+    exchange: Exchange,
+    size: HoldSize,
+) -> BilledCall | Response[bytes]:
     """Take a stream's slot (429 over the concurrent-stream limits), admit the request against its
     rate limits, then hold its worst case (``size``). Returns the held call, or — for an
     Idempotency-Key whose request was served before — its stored answer, charged nothing more. The
@@ -229,9 +258,14 @@ async def hold(services: BillingServices, request: Request[Any, Any, Any], bille
             await give_back(slot)
 
 
-async def _admitted_and_held(services: BillingServices, request: Request[Any, Any, Any], billed: BilledRequest,
-                             exchange: Exchange, size: HoldSize,
-                             slot: StreamSlot | None) -> BilledCall | Response[bytes]:
+async def _admitted_and_held(
+    services: BillingServices,
+    request: Request[Any, Any, Any],
+    billed: BilledRequest,
+    exchange: Exchange,
+    size: HoldSize,
+    slot: StreamSlot | None,
+) -> BilledCall | Response[bytes]:
     """Admit the request against its rate limits, then hold it. With an Idempotency-Key, the ledger
     is asked for the key's stored answer against the very team state the hold is decided on
     (``Billing.hold``), so no retry slips between a charge and its stored answer; that answer is
@@ -261,8 +295,7 @@ async def _admitted_and_held(services: BillingServices, request: Request[Any, An
         record.request_id = stored.request_id  # the answer is the original request's, under its id
     else:
         headers["x-request-id"] = stored.request_id
-    return Response(stored.response, media_type=stored.content_type,
-                    headers={**headers, "idempotent-replayed": "true"})
+    return Response(stored.response, media_type=stored.content_type, headers={**headers, "idempotent-replayed": "true"})
 
 
 async def give_back(slot: StreamSlot) -> None:

@@ -87,8 +87,16 @@ class BilledRequest:
 
     def bill(self, admission: Admission) -> RequestBill:
         """Its billing context for the ledger, once admitted against its rate limits."""
-        return RequestBill(self.principal, self.model, self.request_id, self.endpoint, self.idempotency, admission,
-                           record=self.record, attribution=self.attribution)
+        return RequestBill(
+            self.principal,
+            self.model,
+            self.request_id,
+            self.endpoint,
+            self.idempotency,
+            admission,
+            record=self.record,
+            attribution=self.attribution,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +131,9 @@ def _idempotency_key(header: str) -> str:
     try:
         key = checked_text(header_text(header, IDEMPOTENCY_HEADER), IDEMPOTENCY_HEADER, MAX_IDEMPOTENCY_KEY)
     except ClientTextError as exc:
-        raise InvalidRequest(f"Invalid '{IDEMPOTENCY_HEADER}' header: {exc.problem}.",
-                             param=IDEMPOTENCY_HEADER) from None
+        raise InvalidRequest(
+            f"Invalid '{IDEMPOTENCY_HEADER}' header: {exc.problem}.", param=IDEMPOTENCY_HEADER
+        ) from None
     if not key:
         raise InvalidRequest(f"The {IDEMPOTENCY_HEADER} header must be 1 to {MAX_IDEMPOTENCY_KEY} characters long.")
     return key

@@ -41,10 +41,20 @@ Refusal = LedgerError | ServiceRefusal
 
 def _over_budget(exc: BudgetExceeded) -> GatewayError:
     headers = {"x-tollgate-budget-resets-at": exc.resets_at} if exc.resets_at else {}
-    return InsufficientCreditsError(exc.told, needed=exc.needed, available=exc.available, headers=headers, budget={
-        "scope": "key" if exc.key_id else "team", "key_id": exc.key_id or None, "period": exc.period,
-        "limit": credits_from_micros(exc.limit), "remaining": credits_from_micros(exc.available),
-        "resets_at": exc.resets_at or None})
+    return InsufficientCreditsError(
+        exc.told,
+        needed=exc.needed,
+        available=exc.available,
+        headers=headers,
+        budget={
+            "scope": "key" if exc.key_id else "team",
+            "key_id": exc.key_id or None,
+            "period": exc.period,
+            "limit": credits_from_micros(exc.limit),
+            "remaining": credits_from_micros(exc.available),
+            "resets_at": exc.resets_at or None,
+        },
+    )
 
 
 def _insufficient(exc: InsufficientCredits) -> GatewayError:

@@ -44,8 +44,7 @@ CLAMPED_HEADER = "x-tollgate-output-clamped"
 OUTPUT_FIELDS: dict[str, str] = {"chat": "max_tokens", "responses": "max_output_tokens", "messages": "max_tokens"}
 
 
-async def serve(runtime: Runtime, request: Request[Any, Any, Any],
-                asked: Generation) -> Response[bytes] | EventStream:
+async def serve(runtime: Runtime, request: Request[Any, Any, Any], asked: Generation) -> Response[bytes] | EventStream:
     """Serve a request the caller may make: size its prompt, decide what goes upstream, hold its
     worst case (``asked.output``: the output it may use in all its choices, and what the client asked
     for, its rate-limit estimate), then call and charge. Everything that can refuse it does so before
@@ -59,10 +58,19 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any],
     exchange = plan(asked.model, wire, protocol, body, request.headers, prompt_tokens)
     record = current_record()
     billed = BilledRequest(
-        principal=asked.principal, model=asked.model, protocol=protocol, upstream_wire=wire,
-        endpoint=ENDPOINTS[protocol], stream=exchange.stream, request_id=request_id_of(record),
-        idempotency=idempotency_of(request, asked.raw_body), attribution=attribution, prompt_tokens=prompt_tokens,
-        output=asked.output, record=record)
+        principal=asked.principal,
+        model=asked.model,
+        protocol=protocol,
+        upstream_wire=wire,
+        endpoint=ENDPOINTS[protocol],
+        stream=exchange.stream,
+        request_id=request_id_of(record),
+        idempotency=idempotency_of(request, asked.raw_body),
+        attribution=attribution,
+        prompt_tokens=prompt_tokens,
+        output=asked.output,
+        record=record,
+    )
     call = await _held_within_balance(services, request, billed, exchange)
     if not isinstance(call, BilledCall):
         return call  # the stored answer of the request served before under this Idempotency-Key
@@ -77,8 +85,9 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any],
     return await answer(call)
 
 
-async def _held_within_balance(services: BillingServices, request: Request[Any, Any, Any], billed: BilledRequest,
-                               exchange: Exchange) -> BilledCall | Response[bytes]:
+async def _held_within_balance(
+    services: BillingServices, request: Request[Any, Any, Any], billed: BilledRequest, exchange: Exchange
+) -> BilledCall | Response[bytes]:
     """The request held at its worst case. One the balance cannot cover is refused saying the largest
     output limit it covers, or, for a key that opted in (``clamp_output_to_balance``), held and sent
     with its output limit lowered to that, which the answer's ``x-tollgate-output-clamped`` says."""
@@ -87,15 +96,19 @@ async def _held_within_balance(services: BillingServices, request: Request[Any, 
     exposure = exposure_of(exchange.body, billed.upstream_wire)
 
     async def held_for(most: int) -> BilledCall | Response[bytes]:
-        size = HoldSize(worst_case=billing.worst_case(principal, model, prompt_tokens, most, exposure),
-                        admitted_tokens=prompt_tokens + min(output.requested, most))
+        size = HoldSize(
+            worst_case=billing.worst_case(principal, model, prompt_tokens, most, exposure),
+            admitted_tokens=prompt_tokens + min(output.requested, most),
+        )
         return await hold(services, request, billed, exchange, size)
 
     try:
         return await held_for(output.most)
     except InsufficientCreditsError as short:
-        per_choice = billing.affordable(principal, model, prompt_tokens, output.most, exposure,
-                                        short.available) // output.choices
+        per_choice = (
+            billing.affordable(principal, model, prompt_tokens, output.most, exposure, short.available)
+            // output.choices
+        )
         if not principal.clamp_output or per_choice < MIN_CLAMPED_OUTPUT:
             raise short.affording(per_choice, OUTPUT_FIELDS[billed.protocol]) from None
     exchange.body = clamp_output(exchange.body, billed.upstream_wire, per_choice)

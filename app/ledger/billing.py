@@ -67,8 +67,16 @@ class RequestBill:
     def on_ledger(self) -> TeamRequest:
         """The request as the ledger records it."""
         p = self.principal
-        return TeamRequest(p.team_id, p.team_name, self.request_id, p.key_id, self.model.id, self.endpoint,
-                           self.attribution.tags, self.attribution.end_user)
+        return TeamRequest(
+            p.team_id,
+            p.team_name,
+            self.request_id,
+            p.key_id,
+            self.model.id,
+            self.endpoint,
+            self.attribution.tags,
+            self.attribution.end_user,
+        )
 
 
 #: Renders a request's answer (or a stream's final frames) once its charge is known.
@@ -94,9 +102,15 @@ A_PROCESS = ThisProcess()
 
 
 class Billing:
-    def __init__(self, ledger: LedgerService, settings: Settings, prices: PriceBook,
-                 limiter: RateLimiter | None = None, leases: Leases | None = None,
-                 process: ThisProcess = A_PROCESS) -> None:
+    def __init__(
+        self,
+        ledger: LedgerService,
+        settings: Settings,
+        prices: PriceBook,
+        limiter: RateLimiter | None = None,
+        leases: Leases | None = None,
+        process: ThisProcess = A_PROCESS,
+    ) -> None:
         self._ledger = ledger
         self._prices = prices
         self._writable = process.writable
@@ -113,19 +127,32 @@ class Billing:
         if self._limiter is not None and bill.admission is not None:
             self._limiter.correct_soon(bill.admission, tokens)
 
-    def worst_case(self, principal: Principal, model: Model, prompt_bound: int, max_output_tokens: int,
-                   exposure: Exposure) -> int:
+    def worst_case(
+        self, principal: Principal, model: Model, prompt_bound: int, max_output_tokens: int, exposure: Exposure
+    ) -> int:
         """What a hold reserves: the dearest the request could cost at the price in force now and
         the team's price adjustment."""
-        return worst_case_in_micros(prompt_bound, max_output_tokens, self._prices.current(model.id),
-                                    self._credits_per_usd, exposure, principal.adjustment_for(model.id))
+        return worst_case_in_micros(
+            prompt_bound,
+            max_output_tokens,
+            self._prices.current(model.id),
+            self._credits_per_usd,
+            exposure,
+            principal.adjustment_for(model.id),
+        )
 
-    def affordable(self, principal: Principal, model: Model, prompt_bound: int, ceiling: int, exposure: Exposure,
-                   available: int) -> int:
+    def affordable(
+        self, principal: Principal, model: Model, prompt_bound: int, ceiling: int, exposure: Exposure, available: int
+    ) -> int:
         """The largest output allowance (up to ``ceiling``) whose worst case ``available`` covers."""
         price, adjustment = self._prices.current(model.id), principal.adjustment_for(model.id)
-        return affordable_output_tokens(available, ceiling, lambda output: worst_case_in_micros(
-            prompt_bound, output, price, self._credits_per_usd, exposure, adjustment))
+        return affordable_output_tokens(
+            available,
+            ceiling,
+            lambda output: worst_case_in_micros(
+                prompt_bound, output, price, self._credits_per_usd, exposure, adjustment
+            ),
+        )
 
     async def hold(self, bill: RequestBill, amount: int) -> IdempotentResponse | None:
         """Reserve ``amount`` before going upstream (refused with ``InsufficientCredits`` if the team
@@ -146,14 +173,18 @@ class Billing:
                 bill.lease = await self._leases.reserve(p.team_id, p.team_name, amount)
             except InsufficientCredits as exc:  # what this request may have is the team's and its lease's free part
                 free = exc.available + self._leases.free(p.team_id)
-                raise (exc.leaving(free) if isinstance(exc, BudgetExceeded) else
-                       InsufficientCredits(exc.team, amount, free)) from None
+                raise (
+                    exc.leaving(free)
+                    if isinstance(exc, BudgetExceeded)
+                    else InsufficientCredits(exc.team, amount, free)
+                ) from None
             bill.held = amount
             self._opened(bill)
             return None
 
-        placing = self._ledger.hold(bill.on_ledger, amount, owner=self._owner(),
-                                    idem_key=idem.key if idem is not None else "")
+        placing = self._ledger.hold(
+            bill.on_ledger, amount, owner=self._owner(), idem_key=idem.key if idem is not None else ""
+        )
         try:
             held = await asyncio.shield(asyncio.wrap_future(placing))
         except asyncio.CancelledError:  # the request was cut off while its hold was being placed
@@ -193,20 +224,37 @@ class Billing:
                 bill.record.charge(usage, charged.charged)
             bill.record.settled()
 
-    def _submit_charge(self, bill: RequestBill, usage: TokenUsage, render: Render | None = None,
-                       prefix: bytes = b"", content_type: str = "application/json") -> Future[Charged]:
+    def _submit_charge(
+        self,
+        bill: RequestBill,
+        usage: TokenUsage,
+        render: Render | None = None,
+        prefix: bytes = b"",
+        content_type: str = "application/json",
+    ) -> Future[Charged]:
         idem, credits_per_usd = bill.idempotency, self._credits_per_usd
         lease_id = bill.lease.lease_id if bill.lease is not None else ""
         answer = None
         if idem is not None and render is not None and not lease_id:
-            answer = AnswerToStore(idem.key, idem.body_hash, content_type, prefix, self._idempotency_ttl,
-                                   lambda event, cost: render(Charge.of(event, credits_per_usd, cost)))
-        return self._ledger.charge(bill.on_ledger, usage, self._prices, credits_per_usd, lease=lease_id,
-                                   answer=answer)
+            answer = AnswerToStore(
+                idem.key,
+                idem.body_hash,
+                content_type,
+                prefix,
+                self._idempotency_ttl,
+                lambda event, cost: render(Charge.of(event, credits_per_usd, cost)),
+            )
+        return self._ledger.charge(bill.on_ledger, usage, self._prices, credits_per_usd, lease=lease_id, answer=answer)
 
-    async def charge(self, bill: RequestBill, usage: TokenUsage, render: Render | None = None,
-                     prefix: bytes = b"", content_type: str = "application/json",
-                     delivered: bool = False) -> tuple[Charge, bytes]:
+    async def charge(
+        self,
+        bill: RequestBill,
+        usage: TokenUsage,
+        render: Render | None = None,
+        prefix: bytes = b"",
+        content_type: str = "application/json",
+        delivered: bool = False,
+    ) -> tuple[Charge, bytes]:
         """Charge the actual cost and close the hold; returns once the charge is durable, with the
         answer ``render`` made of it (stored under the request's Idempotency-Key, after ``prefix``:
         the frames a stream already sent). ``delivered``: the client already has what it is charged
@@ -237,15 +285,17 @@ class Billing:
             return charge, charged.answer
         return charge, render(charge) if render is not None else b""
 
-    async def _charged_before(self, bill: RequestBill, refused: Exception, render: Render | None,
-                              content_type: str) -> tuple[Charge, bytes]:
+    async def _charged_before(
+        self, bill: RequestBill, refused: Exception, render: Render | None, content_type: str
+    ) -> tuple[Charge, bytes]:
         """The ledger refused the charge because the request, or its Idempotency-Key, was charged
         already (another process charged this stream as abandoned; a retry after a lost commit
         acknowledgement; another attempt under the key): the first charge stands, and is what the
         client is told. Anything else is a failure to charge."""
         p, idem = bill.principal, bill.idempotency
         duplicate_answer = isinstance(refused, RefusedByStore) and (refused.constraint or "").startswith(
-            "idempotency_keys")
+            "idempotency_keys"
+        )
         answer = await asyncio.to_thread(self._ledger.stored_answer, p.team_id, idem.key) if idem else None
         request_id = answer.request_id if duplicate_answer and answer is not None else bill.request_id
         record = await asyncio.to_thread(self._ledger.recorded_charge, p.team_id, request_id)
@@ -282,8 +332,9 @@ class Billing:
 
         charging.add_done_callback(settled)
 
-    def _charged_soon(self, bill: RequestBill, usage: TokenUsage, charged: Charged | None,
-                      error: BaseException | None) -> None:
+    def _charged_soon(
+        self, bill: RequestBill, usage: TokenUsage, charged: Charged | None, error: BaseException | None
+    ) -> None:
         if isinstance(error, LedgerUnavailable) and self._owe(bill, usage):
             return
         self._settle_lease(bill, charged.lease_left if charged is not None else None)
@@ -298,8 +349,10 @@ class Billing:
         if bill.idempotency is not None:
             return False
         self._owed.append((bill, usage))
-        log.warning("request %s: the ledger could not record its charge; it is charged when the ledger can be "
-                    "written again", bill.request_id)
+        log.warning(
+            "request %s: the ledger could not record its charge; it is charged when the ledger can be written again",
+            bill.request_id,
+        )
         if bill.record is not None:
             bill.record.failed("ledger unavailable: the charge is owed, and made when the ledger returns")
             bill.record.settled()

@@ -24,8 +24,10 @@ class LedgerNotWritable(ServiceRefusal):
     served that could not be charged."""
 
     def __init__(self) -> None:
-        super().__init__("The billing ledger cannot be written right now, so the gateway serves nothing it could not "
-                         "charge; nothing was charged. Retry shortly.")
+        super().__init__(
+            "The billing ledger cannot be written right now, so the gateway serves nothing it could not "
+            "charge; nothing was charged. Retry shortly."
+        )
 
 
 class ChargeOwed(ServiceRefusal):
@@ -33,8 +35,9 @@ class ChargeOwed(ServiceRefusal):
     can be written again."""
 
     def __init__(self, why: Exception) -> None:
-        super().__init__(f"The billing ledger is unavailable ({why}); this stream will be charged once it can be "
-                         "written again.")
+        super().__init__(
+            f"The billing ledger is unavailable ({why}); this stream will be charged once it can be written again."
+        )
 
 
 class ChargeNotRecorded(ServiceRefusal):

@@ -131,8 +131,17 @@ class TeamSummary:
 
     @classmethod
     def of(cls, team: TeamLedger) -> TeamSummary:
-        return cls(team.name, team.balance, team.held, team.suspended, team.rpm, team.tpm, team.clamp_output,
-                   tuple(sorted(team.price_adjustments.items())), BudgetSummary.of(team, "", team.now()))
+        return cls(
+            team.name,
+            team.balance,
+            team.held,
+            team.suspended,
+            team.rpm,
+            team.tpm,
+            team.clamp_output,
+            tuple(sorted(team.price_adjustments.items())),
+            BudgetSummary.of(team, "", team.now()),
+        )
 
 
 #: What a credit lease's id starts with (``app/ledger/leases.py``); a request's id starts with ``req_``.
@@ -169,8 +178,10 @@ class Funds:
 
     @classmethod
     def of(cls, team: TeamLedger) -> Funds:
-        holds = tuple(OpenHold(held_for, hold.amount, hold.placed, held_for.startswith(LEASE_PREFIX))
-                      for held_for, hold in team.holds.items())
+        holds = tuple(
+            OpenHold(held_for, hold.amount, hold.placed, held_for.startswith(LEASE_PREFIX))
+            for held_for, hold in team.holds.items()
+        )
         return cls(team.name, team.version, team.balance, team.held, holds)
 
 
@@ -196,8 +207,9 @@ class BudgetSummary:
         if budget is None:
             return None
         held = team.key_held.get(key_id, 0) if key_id else team.held
-        return cls(budget.limit, budget.period, spent_in(team.spend.get(key_id), budget.period, at), held,
-                   budget.resets_at(at))
+        return cls(
+            budget.limit, budget.period, spent_in(team.spend.get(key_id), budget.period, at), held, budget.resets_at(at)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,8 +229,17 @@ class KeySummary:
     @classmethod
     def of(cls, team: TeamLedger, key_id: str) -> KeySummary:
         k = team.keys[key_id]
-        return cls(key_id, k.label, k.revoked, k.models, k.endpoints, k.rpm, k.tpm, team.clamps_output(key_id),
-                   BudgetSummary.of(team, key_id, team.now()))
+        return cls(
+            key_id,
+            k.label,
+            k.revoked,
+            k.models,
+            k.endpoints,
+            k.rpm,
+            k.tpm,
+            team.clamps_output(key_id),
+            BudgetSummary.of(team, key_id, team.now()),
+        )
 
 
 @dataclass(frozen=True, slots=True)

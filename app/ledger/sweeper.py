@@ -66,9 +66,16 @@ class SweepTimes:
 
 
 class HoldSweeper:
-    def __init__(self, store: LedgerStore, ledger: LedgerService, times: SweepTimes, *,
-                 registry: InstanceRegistry | None = None, prices: PriceSource | None = None,
-                 credits_per_usd: Decimal = Decimal(100)) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        ledger: LedgerService,
+        times: SweepTimes,
+        *,
+        registry: InstanceRegistry | None = None,
+        prices: PriceSource | None = None,
+        credits_per_usd: Decimal = Decimal(100),
+    ) -> None:
         self._store = store
         self._ledger = ledger
         self._timeout = times.hold_timeout
@@ -111,21 +118,27 @@ class HoldSweeper:
             deliveries[team_id].append(_delivery(report))
         for team in self._store.balances(holding_only=True):
             names[team.team_id] = team.team_name
-        futures = {team_id: self._release(team_id, name, dead, deliveries.get(team_id, []))
-                   for team_id, name in names.items()}
+        futures = {
+            team_id: self._release(team_id, name, dead, deliveries.get(team_id, [])) for team_id, name in names.items()
+        }
         released = 0
         for team_id, future in futures.items():
             try:
                 released += len(future.result(timeout=SETTLE_TIMEOUT).held_by)
             except LedgerError as exc:  # a stream it reported was charged after all: release without charging
-                log.warning("could not charge the abandoned streams of team %s (%s); releasing their holds",
-                            team_id, exc)
+                log.warning(
+                    "could not charge the abandoned streams of team %s (%s); releasing their holds", team_id, exc
+                )
                 again = self._release(team_id, names[team_id], dead, [])
                 released += len(again.result(timeout=SETTLE_TIMEOUT).held_by)
         self._registry.forget(dead)  # not reached if a release failed: the next sweep tries again
-        log.warning("gateway process(es) %s stopped answering: %d hold(s) and lease(s) released, %d stream(s) "
-                    "charged for what they had delivered", ", ".join(dead), released,
-                    sum(len(d) for d in deliveries.values()))
+        log.warning(
+            "gateway process(es) %s stopped answering: %d hold(s) and lease(s) released, %d stream(s) "
+            "charged for what they had delivered",
+            ", ".join(dead),
+            released,
+            sum(len(d) for d in deliveries.values()),
+        )
         return dead
 
     def _release(self, team_id: UUID, name: str, dead: list[str], delivered: list[Delivery]) -> Future[ReleasedHolds]:
@@ -168,7 +181,19 @@ class HoldSweeper:
 
 
 def _delivery(report: StreamReport) -> Delivery:
-    usage = TokenUsage(input_tokens=report.input_tokens, output_tokens=report.output_tokens,
-                       cache_write_tokens=report.cache_write_tokens, cache_hit_tokens=report.cache_hit_tokens)
-    return Delivery(report.request_id, report.key_id, report.model, report.endpoint, usage, report.lease,
-                    tags_of_text(report.tags), report.end_user)
+    usage = TokenUsage(
+        input_tokens=report.input_tokens,
+        output_tokens=report.output_tokens,
+        cache_write_tokens=report.cache_write_tokens,
+        cache_hit_tokens=report.cache_hit_tokens,
+    )
+    return Delivery(
+        report.request_id,
+        report.key_id,
+        report.model,
+        report.endpoint,
+        usage,
+        report.lease,
+        tags_of_text(report.tags),
+        report.end_user,
+    )

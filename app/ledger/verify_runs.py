@@ -59,8 +59,13 @@ class VerifyRuns:
     async def _run(self) -> VerifyRun:
         started = datetime.now(UTC)
         child = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", CHILD, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            CHILD,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             order = json.dumps({"database_url": self._database_url, "base_dir": str(self._base_dir)}).encode()
             out, err = await child.communicate(order)

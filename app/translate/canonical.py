@@ -256,8 +256,7 @@ class UsageReported:
     partial: bool = False
 
 
-Event = (TextDelta | ThinkingDelta | ThinkingSealed | ToolCallStarted | ToolArgumentsDelta | Finished
-         | UsageReported)
+Event = TextDelta | ThinkingDelta | ThinkingSealed | ToolCallStarted | ToolArgumentsDelta | Finished | UsageReported
 
 
 def deliver(event: Event, delivered: Delivered) -> None:

@@ -33,8 +33,10 @@ import uvloop
 
 def render_request(host: str, port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    return (f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n{head}"
-            f"content-length: {len(body)}\r\n\r\n").encode() + body
+    return (
+        f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n{head}"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +190,9 @@ async def run_load(target: Target, load: Load) -> dict[str, Any]:
     requests (one per team's key), connection ``i`` sends the ``i``-th modulo their number."""
     loop = asyncio.get_running_loop()
     connections = load.connections
-    run = _Run(loop, load.request, 0.0, connections / load.rate if load.rate else 0.0, connections,
-               loop.create_future())
+    run = _Run(
+        loop, load.request, 0.0, connections / load.rate if load.rate else 0.0, connections, loop.create_future()
+    )
     clients = []
     for i in range(connections):
         _, client = await loop.create_connection(functools.partial(_Client, run, i), target.host, target.port)
@@ -202,9 +205,16 @@ async def run_load(target: Target, load: Load) -> dict[str, Any]:
             client.next_at = started + run.interval * i / connections - run.interval
         client.send()
     await run.all_done
-    return {"ok": run.ok, "errors": run.errors, "seconds": max(run.last - started, 1e-9),
-            "latencies": run.latencies.tobytes(), "first_chunk": run.first_chunk.tobytes(),
-            "started": run.started.tobytes(), "ports": run.ports.tobytes(), "statuses": run.statuses}
+    return {
+        "ok": run.ok,
+        "errors": run.errors,
+        "seconds": max(run.last - started, 1e-9),
+        "latencies": run.latencies.tobytes(),
+        "first_chunk": run.first_chunk.tobytes(),
+        "started": run.started.tobytes(),
+        "ports": run.ports.tobytes(),
+        "statuses": run.statuses,
+    }
 
 
 def _worker(conn: Connection) -> None:
@@ -243,7 +253,7 @@ class LoadGenerators:
         there are connections) and merge what they measured. Several requests (one per team) are
         spread over all the connections: each generator starts where the one before left off."""
         request, connections = load.request, load.connections
-        used = self._pipes[:max(1, min(processes or len(self._pipes), connections))]
+        used = self._pipes[: max(1, min(processes or len(self._pipes), connections))]
         shares = [connections // len(used) + (1 if i < connections % len(used) else 0) for i in range(len(used))]
         start = 0
         for pipe, share in zip(used, shares, strict=True):

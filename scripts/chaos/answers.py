@@ -29,14 +29,20 @@ LIMITS_AWAY = ("Rate limits cannot be checked",)
 
 
 def _during(attempt: Attempt, faults: list[Fault], kinds: tuple[str, ...]) -> bool:
-    return any(f.kind in kinds and attempt.started <= f.ended + GRACE and attempt.ended >= f.started - 1
-               for f in faults)
+    return any(
+        f.kind in kinds and attempt.started <= f.ended + GRACE and attempt.ended >= f.started - 1 for f in faults
+    )
 
 
 def _gateway_down(attempt: Attempt, faults: list[Fault]) -> bool:
     """Whether the attempt's gateway was killed while it ran, or was down (until its restart was ready)."""
-    return any(f.kind == KILL and f.victim == attempt.gateway and attempt.started <= (f.back or f.ended) + 1
-               and attempt.ended >= f.started for f in faults)
+    return any(
+        f.kind == KILL
+        and f.victim == attempt.gateway
+        and attempt.started <= (f.back or f.ended) + 1
+        and attempt.ended >= f.started
+        for f in faults
+    )
 
 
 def _refused_from(revocation: tuple[float, float], faults: list[Fault]) -> float:
@@ -44,8 +50,11 @@ def _refused_from(revocation: tuple[float, float], faults: list[Fault]) -> float
     database was away meanwhile (the gateways learn of it from the events), then after it is back."""
     deadline = revocation[1] + REVOCATION_GRACE
     for fault in faults:
-        if fault.kind in (POSTGRES_RESTART, POSTGRES_REFUSING) and fault.started <= deadline \
-                and fault.ended >= revocation[0]:
+        if (
+            fault.kind in (POSTGRES_RESTART, POSTGRES_REFUSING)
+            and fault.started <= deadline
+            and fault.ended >= revocation[0]
+        ):
             deadline = max(deadline, fault.ended + GRACE)
     return deadline
 
@@ -60,10 +69,12 @@ def _from_upstream(attempt: Attempt) -> bool:
 
 
 def _describe(attempt: Attempt, plan: Plan) -> str:
-    return (f"request #{plan.index} attempt {attempt.number} ({plan.endpoint}, {plan.model}, "
-            f"{'stream' if plan.stream else 'plain'}, fault {plan.fault or 'none'}, gateway {attempt.gateway} "
-            f"pid {attempt.pid}, id {attempt.request_id or '-'}, at {attempt.started:.3f}): {attempt.status} "
-            f"{attempt.error[:200]!r}")
+    return (
+        f"request #{plan.index} attempt {attempt.number} ({plan.endpoint}, {plan.model}, "
+        f"{'stream' if plan.stream else 'plain'}, fault {plan.fault or 'none'}, gateway {attempt.gateway} "
+        f"pid {attempt.pid}, id {attempt.request_id or '-'}, at {attempt.started:.3f}): {attempt.status} "
+        f"{attempt.error[:200]!r}"
+    )
 
 
 def classify_5xx(attempt: Attempt, plan: Plan, faults: list[Fault], verdict: Verdict) -> None:
@@ -92,8 +103,13 @@ def classify_5xx(attempt: Attempt, plan: Plan, faults: list[Fault], verdict: Ver
     verdict.fail(f"undocumented {status}", _describe(attempt, plan))
 
 
-def _judge_status(status: int, attempt: Attempt, record: RunRecord,
-                  revoked: dict[tuple[str, str], tuple[float, float]], verdict: Verdict) -> None:
+def _judge_status(
+    status: int,
+    attempt: Attempt,
+    record: RunRecord,
+    revoked: dict[tuple[str, str], tuple[float, float]],
+    verdict: Verdict,
+) -> None:
     """Whether the answer's status is one the gateway documents for what happened to the request."""
     plan = record.plan_of(attempt)
     team = record.team_of(plan)
@@ -104,8 +120,9 @@ def _judge_status(status: int, attempt: Attempt, record: RunRecord,
         classify_5xx(attempt, plan, faults, verdict)
     elif status == 200:
         if revocation is not None and attempt.started > _refused_from(revocation, faults):
-            verdict.fail("revoked key served",
-                         f"key {key_id} revoked at {revocation[1]:.3f}: {_describe(attempt, plan)}")
+            verdict.fail(
+                "revoked key served", f"key {key_id} revoked at {revocation[1]:.3f}: {_describe(attempt, plan)}"
+            )
     elif status == 401:
         if revocation is None or attempt.ended < revocation[0]:
             verdict.fail("valid key refused", _describe(attempt, plan))

@@ -63,8 +63,11 @@ def say(text: str) -> None:
 def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
     profile = LONG if long else CI
     seed = seed if seed is not None else (random.randrange(1, 1_000_000) if long else CI_SEED)
-    print(f"chaos: {profile.name} mode, seed {seed} (again: python -m scripts.chaos --seed {seed}"
-          f"{' --long' if long else ''}{'' if faults else ' --no-faults'})", flush=True)
+    print(
+        f"chaos: {profile.name} mode, seed {seed} (again: python -m scripts.chaos --seed {seed}"
+        f"{' --long' if long else ''}{'' if faults else ' --no-faults'})",
+        flush=True,
+    )
     folder = Path(tempfile.mkdtemp(prefix="tollgate-chaos-"))
     folder.chmod(0o755)  # the postgres user reaches its cluster inside
     signal.signal(signal.SIGTERM, _stop_by_exception)
@@ -84,13 +87,21 @@ def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
             gateway.launch()
         for gateway in gateways:
             gateway.wait_ready()
-        say(f"ready in {time.monotonic() - started:.1f} s: PostgreSQL :{postgres.port}, Redis :{redis.port}, "
+        say(
+            f"ready in {time.monotonic() - started:.1f} s: PostgreSQL :{postgres.port}, Redis :{redis.port}, "
             f"upstream :{upstream.port}, gateways {', '.join(f':{g.port}' for g in gateways)}; "
-            f"{len(teams)} teams ({sum(t.poor for t in teams)} poor); work folder {folder}")
+            f"{len(teams)} teams ({sum(t.poor for t in teams)} poor); work folder {folder}"
+        )
 
         plans = plan_traffic(seed, profile.requests, len(teams), GATEWAYS, profile.duration)
-        load = Load(plans, lambda g: gateways[g].url, lambda g: gateways[g].pid,
-                    [t.secrets for t in teams], GATEWAYS, profile.concurrency)
+        load = Load(
+            plans,
+            lambda g: gateways[g].url,
+            lambda g: gateways[g].pid,
+            [t.secrets for t in teams],
+            GATEWAYS,
+            profile.concurrency,
+        )
         operator = Operator(config)
         injector = Injector(postgres, DATABASE, redis, gateways, operator, teams, load, random.Random(seed))
         schedule = schedule_for(long) if faults else []
@@ -156,21 +167,35 @@ def judge(record: RunRecord, snapshot: Snapshot, config: Path) -> Verdict:
     return verdict
 
 
-def _save(folder: Path, plans: list[Plan], load: Load, injector: Injector, operator: Operator,
-          snapshot: Snapshot) -> None:
+def _save(
+    folder: Path, plans: list[Plan], load: Load, injector: Injector, operator: Operator, snapshot: Snapshot
+) -> None:
     (folder / "plans.jsonl").write_text("".join(json.dumps(asdict(p)) + "\n" for p in plans))
     (folder / "attempts.jsonl").write_text("".join(a.as_json() + "\n" for a in load.attempts))
-    (folder / "events.jsonl").write_text("".join(
-        json.dumps({"position": e.position, "team": e.team, "kind": e.kind, "version": e.version, "at": e.at,
-                    **e.fields}, default=str) + "\n" for e in snapshot.events))
-    (folder / "faults.json").write_text(json.dumps({"faults": [asdict(f) for f in injector.faults],
-                                                    "operator": [asdict(a) for a in operator.actions]}, indent=1))
+    (folder / "events.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"position": e.position, "team": e.team, "kind": e.kind, "version": e.version, "at": e.at, **e.fields},
+                default=str,
+            )
+            + "\n"
+            for e in snapshot.events
+        )
+    )
+    (folder / "faults.json").write_text(
+        json.dumps(
+            {"faults": [asdict(f) for f in injector.faults], "operator": [asdict(a) for a in operator.actions]},
+            indent=1,
+        )
+    )
 
 
 def _report(verdict: Verdict, injector: Injector, gateways: list[GatewayProcess], seconds: float) -> None:
     for fault in injector.faults:
-        say(f"fault at +{fault.started - injector.load.started:5.1f} s, {fault.ended - fault.started:4.1f} s: "
-            f"{fault.kind}: {fault.detail}")
+        say(
+            f"fault at +{fault.started - injector.load.started:5.1f} s, {fault.ended - fault.started:4.1f} s: "
+            f"{fault.kind}: {fault.detail}"
+        )
     say("answers: " + ", ".join(f"{k} ×{v}" for k, v in sorted(verdict.statuses.items())))
     say("5xx by cause: " + (", ".join(f"{k} ×{v}" for k, v in sorted(verdict.causes.items())) or "none"))
     for note in verdict.notes:

@@ -95,8 +95,16 @@ class Operator:
 
     def top_up(self, team: str, amount: str = TOP_UP) -> OperatorAction:
         reference = f"chaos top-up {len(self.actions) + 1}"
-        return self._run(OperatorAction("top-up", team, amount, reference, time.time()),
-                         "credits", "add", "--team", team, amount, "--reference", reference)
+        return self._run(
+            OperatorAction("top-up", team, amount, reference, time.time()),
+            "credits",
+            "add",
+            "--team",
+            team,
+            amount,
+            "--reference",
+            reference,
+        )
 
     def revoke(self, team: str, key_id: str) -> OperatorAction:
         return self._run(

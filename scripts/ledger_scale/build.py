@@ -52,8 +52,9 @@ def open_teams(ledger: Ledger, store: LedgerStore) -> None:
             ledger.teams[name] = Team(name, key.secret, key.key_id)
 
 
-def grow(store: LedgerStore, team: Team, events: int, snapshot_every: int,
-         progress: Callable[[int], None] | None = None) -> int:
+def grow(
+    store: LedgerStore, team: Team, events: int, snapshot_every: int, progress: Callable[[int], None] | None = None
+) -> int:
     """Add requests to the team until it has ``events`` events; returns the snapshots taken."""
     ledger = store.find_team(team.id)
     if ledger is None:
@@ -150,10 +151,16 @@ def build(ledger: Ledger, events: int, snapshot_every: int) -> dict[str, Any]:
         store.close()
     seconds = time.perf_counter() - started
     ledger.built_events = events
-    ledger.build = {"events": total, "big_team_events": big.version if big else 0, "snapshots": snapshots,
-                    "seconds": round(seconds, 1), "events_per_s": round(total / seconds),
-                    "big_team_write_seconds": round(written, 1),
-                    "big_team_write_events_per_s": round((big.version if big else 0) / written),
-                    "history_seconds": round(projected, 1), "history_events_per_s": round(total / projected)}
+    ledger.build = {
+        "events": total,
+        "big_team_events": big.version if big else 0,
+        "snapshots": snapshots,
+        "seconds": round(seconds, 1),
+        "events_per_s": round(total / seconds),
+        "big_team_write_seconds": round(written, 1),
+        "big_team_write_events_per_s": round((big.version if big else 0) / written),
+        "history_seconds": round(projected, 1),
+        "history_events_per_s": round(total / projected),
+    }
     ledger.save()
     return ledger.build

@@ -23,8 +23,10 @@ from scripts.bench.report import percentile
 from scripts.ledger_scale.ledger import MODEL, Ledger, Team
 
 START_ATTEMPTS = 3
-BODY = (b'{"model":"' + MODEL.encode() + b'","max_tokens":64,"messages":[{"role":"user","content":'
-        b'"Why do toll roads keep a ledger of every car that passes through?"}]}')
+BODY = (
+    b'{"model":"' + MODEL.encode() + b'","max_tokens":64,"messages":[{"role":"user","content":'
+    b'"Why do toll roads keep a ledger of every car that passes through?"}]}'
+)
 
 
 class Client:
@@ -51,8 +53,12 @@ class Client:
 
 def summary(latencies: list[float]) -> dict[str, Any]:
     ordered = sorted(latencies)
-    return {"requests": len(ordered), "p50_ms": statistics.median(ordered) if ordered else None,
-            "p99_ms": percentile(ordered, 0.99) if ordered else None, "max_ms": ordered[-1] if ordered else None}
+    return {
+        "requests": len(ordered),
+        "p50_ms": statistics.median(ordered) if ordered else None,
+        "p99_ms": percentile(ordered, 0.99) if ordered else None,
+        "max_ms": ordered[-1] if ordered else None,
+    }
 
 
 class Gateway:
@@ -67,8 +73,12 @@ class Gateway:
     @contextmanager
     def restarted(self) -> Iterator[servers.Server]:
         port = servers.free_port()
-        server = servers.Server("tollgate", [*servers.tollgate_command(), "serve", "--config", str(self.ledger.config),
-                                             "--port", str(port)], port, self.log)
+        server = servers.Server(
+            "tollgate",
+            [*servers.tollgate_command(), "serve", "--config", str(self.ledger.config), "--port", str(port)],
+            port,
+            self.log,
+        )
         for attempt in range(START_ATTEMPTS):
             self.started_at = time.perf_counter()
             try:
@@ -144,8 +154,12 @@ def alongside(server: servers.Server, big: Team, small: Team) -> dict[str, Any]:
         client.close()
     if failed:
         raise failed[0]
-    return {"big_first_ms": big_ms[0], "small_first_ms": latencies[0], "small": summary(latencies),
-            "gateway_rss_mb": rss(server)}
+    return {
+        "big_first_ms": big_ms[0],
+        "small_first_ms": latencies[0],
+        "small": summary(latencies),
+        "gateway_rss_mb": rss(server),
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,8 @@ def ledger_verified_after(gateway: Gateway) -> Iterator[None]:
 #: tests make an official SDK's client per request and leave it to the collector, whose sockets then
 #: warn as unclosed in whichever test runs next (issue #28: close them, then drop this).
 _UNCLOSED_SDK_SOCKETS = pytest.mark.filterwarnings(
-    "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning")
+    "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -23,9 +23,11 @@ def test_the_holds_of_a_dead_process_are_released_after_the_timeout(tmp_path, fa
         settings = parse_settings(config.read_text(), str(config))
         store = open_ledger_store(settings.database_url, config.parent)
         with LedgerWriter(store) as dead:
-            dead.on_team(team_id("acme"), "acme",
-                         lambda t: t.place_hold(RequestOnLedger("req_lost", "k", "fake-gpt", "chat.completions"),
-                                                4_000_000)).result()
+            dead.on_team(
+                team_id("acme"),
+                "acme",
+                lambda t: t.place_hold(RequestOnLedger("req_lost", "k", "fake-gpt", "chat.completions"), 4_000_000),
+            ).result()
         store.close()
         assert "held 4, available 6" in gateway.cli("team", "show", "acme").stdout
 

@@ -55,8 +55,9 @@ def stream_teams(streaming: Gateway) -> Iterator[Teams]:
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[list[Gateway]]:
     """Two gateway processes on one ledger, sharing their limits through Redis."""
-    config = write_config(tmp_path_factory.mktemp("shared-streams"), fake_upstream.base_url, redis=True,
-                          settings=LIMITS)
+    config = write_config(
+        tmp_path_factory.mktemp("shared-streams"), fake_upstream.base_url, redis=True, settings=LIMITS
+    )
     gateways = [Gateway(config).start() for _ in range(2)]
     yield gateways
     for gw in gateways:
@@ -64,15 +65,19 @@ def shared(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream
 
 
 def chat(gateway: Gateway, team: Team, text: str, *, stream: bool = True) -> tuple[str, dict, dict]:
-    return (gateway.base_url + "/chat/completions",
-            {"model": "fake-gpt", "stream": stream, "messages": [{"role": "user", "content": text}]},
-            {"authorization": f"Bearer {team.key}"})
+    return (
+        gateway.base_url + "/chat/completions",
+        {"model": "fake-gpt", "stream": stream, "messages": [{"role": "user", "content": text}]},
+        {"authorization": f"Bearer {team.key}"},
+    )
 
 
 def messages(gateway: Gateway, team: Team, text: str) -> tuple[str, dict, dict]:
-    return (gateway.root_url + "/v1/messages",
-            {"model": "fake-claude", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": text}]},
-            {"x-api-key": team.key, "anthropic-version": "2023-06-01"})
+    return (
+        gateway.root_url + "/v1/messages",
+        {"model": "fake-claude", "max_tokens": 50, "stream": True, "messages": [{"role": "user", "content": text}]},
+        {"x-api-key": team.key, "anthropic-version": "2023-06-01"},
+    )
 
 
 async def post(http: httpx.AsyncClient, request: tuple[str, dict, dict]) -> httpx.Response:
@@ -80,8 +85,9 @@ async def post(http: httpx.AsyncClient, request: tuple[str, dict, dict]) -> http
     return await http.post(url, json=body, headers=headers)
 
 
-async def open_slowly(http: httpx.AsyncClient, fake: FakeUpstream, requests: list[tuple[str, dict, dict]]
-                      ) -> list[asyncio.Task[httpx.Response]]:
+async def open_slowly(
+    http: httpx.AsyncClient, fake: FakeUpstream, requests: list[tuple[str, dict, dict]]
+) -> list[asyncio.Task[httpx.Response]]:
     """Start streams the fake holds at a gate, and return once the fake has them all (each took
     its slot before it was sent upstream)."""
     seen = len(fake.requests)
@@ -109,13 +115,15 @@ def assert_refused_for_streams(reply: httpx.Response, whose: str) -> None:
     assert whose in message
 
 
-async def test_a_key_with_its_streams_open_gets_429_until_one_ends(streaming: Gateway, stream_teams: Teams,
-                                                                   fake_upstream: FakeUpstream):
+async def test_a_key_with_its_streams_open_gets_429_until_one_ends(
+    streaming: Gateway, stream_teams: Teams, fake_upstream: FakeUpstream
+):
     team = stream_teams.open("100")
     async with httpx.AsyncClient(timeout=30) as http:
         gate = new_gate("key-streams")
-        running = await open_slowly(http, fake_upstream, [chat(streaming, team, held_at(gate)),
-                                                          messages(streaming, team, held_at(gate))])
+        running = await open_slowly(
+            http, fake_upstream, [chat(streaming, team, held_at(gate)), messages(streaming, team, held_at(gate))]
+        )
         try:
             before = streaming.cli("team", "show", team.name).stdout  # the two streams' holds
             sent = len(fake_upstream.requests)
@@ -136,14 +144,21 @@ async def test_a_key_with_its_streams_open_gets_429_until_one_ends(streaming: Ga
     assert len(streaming.charges(team.name)) == 4  # the two slow streams, the plain request, the last stream
 
 
-async def test_a_process_serving_its_limit_of_streams_refuses_any_key(streaming: Gateway, stream_teams: Teams,
-                                                                      fake_upstream: FakeUpstream):
+async def test_a_process_serving_its_limit_of_streams_refuses_any_key(
+    streaming: Gateway, stream_teams: Teams, fake_upstream: FakeUpstream
+):
     first, second = stream_teams.open("100"), stream_teams.open("100")
     async with httpx.AsyncClient(timeout=30) as http:
         gate = new_gate("process-streams")
-        running = await open_slowly(http, fake_upstream, [chat(streaming, first, held_at(gate)),
-                                                          chat(streaming, first, held_at(gate)),
-                                                          messages(streaming, second, held_at(gate))])
+        running = await open_slowly(
+            http,
+            fake_upstream,
+            [
+                chat(streaming, first, held_at(gate)),
+                chat(streaming, first, held_at(gate)),
+                messages(streaming, second, held_at(gate)),
+            ],
+        )
         try:
             assert_refused_for_streams(await post(http, chat(streaming, second, "a fourth")), "This gateway process")
             assert_refused_for_streams(await post(http, messages(streaming, second, "a fourth")), "concurrent streams")
@@ -164,8 +179,9 @@ async def test_a_key_s_limit_holds_across_processes_sharing_redis(shared: list[G
         teams.close()
     async with httpx.AsyncClient(timeout=30) as http:
         gate = new_gate("shared-streams")
-        running = await open_slowly(http, fake_upstream, [chat(one, team, held_at(gate)),
-                                                          chat(one, team, held_at(gate))])
+        running = await open_slowly(
+            http, fake_upstream, [chat(one, team, held_at(gate)), chat(one, team, held_at(gate))]
+        )
         try:
             assert_refused_for_streams(await post(http, chat(other, team, "elsewhere")), "This API key has 2 streams")
             assert_refused_for_streams(await post(http, messages(other, team, "elsewhere")), "This API key")
@@ -224,8 +240,9 @@ def _text_in(frames: bytes) -> str:
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "messages"])
-def test_a_client_that_stops_reading_is_cut_off_and_billed_for_what_was_sent(streaming: Gateway,
-                                                                             stream_teams: Teams, endpoint):
+def test_a_client_that_stops_reading_is_cut_off_and_billed_for_what_was_sent(
+    streaming: Gateway, stream_teams: Teams, endpoint
+):
     team = stream_teams.open("100")
     words = " ".join(f"w{i}" for i in range(WORDS))  # echoed back: ~20 MB of frames, more than buffers hold
     if endpoint == "chat":
@@ -233,8 +250,12 @@ def test_a_client_that_stops_reading_is_cut_off_and_billed_for_what_was_sent(str
         body = {"model": "agent-gpt", "stream": True, "messages": [{"role": "user", "content": words}]}
     else:
         path, headers = "/v1/messages", {"x-api-key": team.key, "anthropic-version": "2023-06-01"}
-        body = {"model": "agent-claude", "max_tokens": 128000, "stream": True,
-                "messages": [{"role": "user", "content": words}]}
+        body = {
+            "model": "agent-claude",
+            "max_tokens": 128000,
+            "stream": True,
+            "messages": [{"role": "user", "content": words}],
+        }
     request = head("POST", path, {**headers, "content-type": "application/json"}, json.dumps(body).encode())
     with connect(streaming.port, receive_buffer=4096) as sock:
         sock.sendall(request)
@@ -250,7 +271,10 @@ def test_a_client_that_stops_reading_is_cut_off_and_billed_for_what_was_sent(str
     delivered, whole = count_o200k(_text_in(received)), count_o200k("Echo: " + words)
     assert 0 < delivered <= charge["output_tokens"] < whole  # billed for what was sent: not nothing, not everything
     assert Decimal(shown.split("balance ")[1].split(" ")[0]) == 100 + Decimal(charge["amount"]) / 1_000_000
-    line = next(line for line in streaming.log_lines() if line.get("logger") == "tollgate.access"
-                and line.get("team") == team.name)
+    line = next(
+        line
+        for line in streaming.log_lines()
+        if line.get("logger") == "tollgate.access" and line.get("team") == team.name
+    )
     assert line["status"] == 200
     assert line["error"].startswith("cut off: the client read nothing")

@@ -21,8 +21,9 @@ USAGE = TokenUsage(input_tokens=500, output_tokens=200)
 MODELS = ("fake-gpt", "fake-claude")
 
 
-def build_history(store: LedgerStore, requests: dict[str, int], *, batch: int = 400,
-                  snapshot_every: int | None = 500) -> int:
+def build_history(
+    store: LedgerStore, requests: dict[str, int], *, batch: int = 400, snapshot_every: int | None = 500
+) -> int:
     """Open each named team and run its number of requests (a hold and a charge each), saving
     ``batch`` requests of every team at a time; returns how many events were stored."""
     teams = {name: TeamLedger.open(name) for name in requests}

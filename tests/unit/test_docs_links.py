@@ -85,8 +85,11 @@ def _named_paths(path: Path) -> list[tuple[int, str]]:
             candidate = span.strip()
             if candidate in TOP_FILES:
                 out.append((number, candidate))
-            elif (candidate.startswith(TOP_LEVEL) and not re.search(r"[\s*<>…|]|\.\.\.", candidate)
-                  and not candidate.endswith("_")):
+            elif (
+                candidate.startswith(TOP_LEVEL)
+                and not re.search(r"[\s*<>…|]|\.\.\.", candidate)
+                and not candidate.endswith("_")
+            ):
                 out += [(number, p.split("::")[0]) for p in _expanded(candidate)]
     return out
 
@@ -125,7 +128,7 @@ def test_every_module_the_layout_names_exists():
         if starts:
             folder = ROOT / starts.group(1)
             assert folder.is_dir(), f"layout.md: {starts.group(1)} is not a folder"
-            line = line[len(starts.group(1)):]
+            line = line[len(starts.group(1)) :]
         assert folder is not None, "layout.md's tree must start with a folder"
         for name in re.findall(r"(?<![\w/.])([a-z_]\w*\.(?:py|toml|ini)|[a-z_]\w*/)(?![\w/])", line):
             if name.endswith("/"):
@@ -150,9 +153,12 @@ def test_every_page_is_in_the_nav_and_linked_from_the_readme():
 def test_the_checks_find_what_is_broken(tmp_path):
     """The checks above can fail: a missing file, a missing anchor and a missing path are found."""
     page = tmp_path / "page.md"
-    page.write_text("# A title\n\n## Two words\n\nSee [here](#two-words), [there](#nowhere), [gone](gone.md),\n"
-                    "`app/ledger/writer.py`, `app/no_such_module.py`, `app/translate/{chat,nothing}/`.\n\n"
-                    "```\n[inside a fence](nowhere.md)\n```\n", encoding="utf-8")
+    page.write_text(
+        "# A title\n\n## Two words\n\nSee [here](#two-words), [there](#nowhere), [gone](gone.md),\n"
+        "`app/ledger/writer.py`, `app/no_such_module.py`, `app/translate/{chat,nothing}/`.\n\n"
+        "```\n[inside a fence](nowhere.md)\n```\n",
+        encoding="utf-8",
+    )
     assert anchors(page) == {"a-title", "two-words"}
     assert [t for _, t in _links(page)] == ["#two-words", "#nowhere", "gone.md"]
     named = [p for _, p in _named_paths(page)]

@@ -112,9 +112,14 @@ async def list_teams(request: Request[Any, Any, Any]) -> Response[bytes]:
 async def create_team(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewTeam)
-    summary = await ledger_call(runtime.ledger.create_team, new.name, credits_param(new.credits, "credits"),
-                                limits(new.rpm, new.tpm), actor=actor_of(request),
-                                reason=reason_of(request, new.reason))
+    summary = await ledger_call(
+        runtime.ledger.create_team,
+        new.name,
+        credits_param(new.credits, "credits"),
+        limits(new.rpm, new.tpm),
+        actor=actor_of(request),
+        reason=reason_of(request, new.reason),
+    )
     return json_response(team_fields(summary), 201)
 
 
@@ -133,9 +138,18 @@ async def add_credits(request: Request[Any, Any, Any], name: FromPath[str]) -> R
     amount = credits_param(new.amount, "amount")
     if amount == 0:
         raise InvalidRequest("Invalid 'amount': must be greater than 0.", param="amount")
-    return json_response(team_fields(await ledger_call(runtime.ledger.top_up, name, amount,
-                                                       text_param(new.reference, "reference"),
-                                                       actor=actor_of(request), reason=reason_of(request, new.reason))))
+    return json_response(
+        team_fields(
+            await ledger_call(
+                runtime.ledger.top_up,
+                name,
+                amount,
+                text_param(new.reference, "reference"),
+                actor=actor_of(request),
+                reason=reason_of(request, new.reason),
+            )
+        )
+    )
 
 
 @post("/teams/{name:str}/adjustments", status_code=200, responses=answers(TeamAnswer, "the team, adjusted"))
@@ -149,8 +163,14 @@ async def adjust_credits(request: Request[Any, Any, Any], name: FromPath[str]) -
         raise InvalidRequest(f"Invalid 'amount': {exc}", param="amount") from None
     if amount == 0 or not new.reason.strip():
         raise InvalidRequest("An adjustment moves credits (not 0) and says why ('reason').", param="amount")
-    summary = await ledger_call(runtime.ledger.adjust_credits, name, amount, reason_of(request, new.reason),
-                                text_param(new.reference, "reference"), actor=actor_of(request))
+    summary = await ledger_call(
+        runtime.ledger.adjust_credits,
+        name,
+        amount,
+        reason_of(request, new.reason),
+        text_param(new.reference, "reference"),
+        actor=actor_of(request),
+    )
     return json_response(team_fields(summary))
 
 
@@ -166,10 +186,26 @@ async def issue_key(request: Request[Any, Any, Any], name: FromPath[str]) -> Res
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request, b"{}"), NewKey)
     terms = KeyTerms(check_models(runtime, new.models), endpoint_names(new.endpoints), limits(new.rpm, new.tpm))
-    key = await ledger_call(runtime.ledger.issue_key, name, text_param(new.name, "name"), terms,
-                            actor=actor_of(request), reason=reason_of(request, new.reason))
-    return json_response({"id": key.key_id, "key": key.secret, "name": new.name, "models": new.models,
-                  "endpoints": endpoint_names(new.endpoints), "rpm": new.rpm or None, "tpm": new.tpm or None}, 201)
+    key = await ledger_call(
+        runtime.ledger.issue_key,
+        name,
+        text_param(new.name, "name"),
+        terms,
+        actor=actor_of(request),
+        reason=reason_of(request, new.reason),
+    )
+    return json_response(
+        {
+            "id": key.key_id,
+            "key": key.secret,
+            "name": new.name,
+            "models": new.models,
+            "endpoints": endpoint_names(new.endpoints),
+            "rpm": new.rpm or None,
+            "tpm": new.tpm or None,
+        },
+        201,
+    )
 
 
 @post("/teams/{name:str}/keys/{key_id:str}/revoke", status_code=200, responses=answers(RevokedKey, "the key, revoked"))
@@ -185,16 +221,26 @@ async def revoke_key(request: Request[Any, Any, Any], name: FromPath[str], key_i
 async def restrict_key(request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), KeyModels)
-    await ledger_call(runtime.ledger.restrict_key, name, key_id, check_models(runtime, body.models),
-                      actor=actor_of(request), reason=reason_of(request, body.reason))
+    await ledger_call(
+        runtime.ledger.restrict_key,
+        name,
+        key_id,
+        check_models(runtime, body.models),
+        actor=actor_of(request),
+        reason=reason_of(request, body.reason),
+    )
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "models": sorted(set(body.models))})
 
 
 @get("/teams/{name:str}/history", responses=answers(HistoryPage, "one page of the team's ledger entries"))
-async def team_history(request: Request[Any, Any, Any], name: FromPath[str], page: FromQuery[int] = 1,
-                       per_page: FromQuery[int] = 50,
-                       since: FromQuery[str | None] = None) -> Response[bytes]:
+async def team_history(
+    request: Request[Any, Any, Any],
+    name: FromPath[str],
+    page: FromQuery[int] = 1,
+    per_page: FromQuery[int] = 50,
+    since: FromQuery[str | None] = None,
+) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     check_page(page, per_page, MAX_HISTORY_PER_PAGE)
     check_since(since)
@@ -203,8 +249,9 @@ async def team_history(request: Request[Any, Any, Any], name: FromPath[str], pag
 
 
 @get("/teams/{name:str}/balance", responses=answers(BalanceAtAnswer, "the team's balance now, or at the instant 'at'"))
-async def team_balance(request: Request[Any, Any, Any], name: FromPath[str],
-                       at: FromQuery[str | None] = None) -> Response[bytes]:
+async def team_balance(
+    request: Request[Any, Any, Any], name: FromPath[str], at: FromQuery[str | None] = None
+) -> Response[bytes]:
     """The balance, held credit and last event of the team at the instant ``at`` (ISO 8601, UTC unless
     it says otherwise; now if absent), exactly as replaying its events up to then gives them."""
     runtime: Runtime = request.app.state.runtime
@@ -213,20 +260,40 @@ async def team_balance(request: Request[Any, Any, Any], name: FromPath[str],
     except ValueError:
         raise InvalidRequest(f"Invalid 'at': expected an ISO 8601 date or time, got {at!r}.", param="at") from None
     found = await ledger_call(balance_at, runtime.store, name, instant)
-    return json_response({
-        "team": found.team, "at": instant.isoformat() if instant is not None else None,
-        "balance": credits_from_micros(found.balance), "held": credits_from_micros(found.held),
-        "available": credits_from_micros(found.balance - found.held),
-        "balance_micros": found.balance, "held_micros": found.held, "version": found.version,
-        "last_event": {"version": found.version, "type": found.event, "occurred_at": found.occurred_at.isoformat(),
-                       "request_id": found.request_id}})
+    return json_response(
+        {
+            "team": found.team,
+            "at": instant.isoformat() if instant is not None else None,
+            "balance": credits_from_micros(found.balance),
+            "held": credits_from_micros(found.held),
+            "available": credits_from_micros(found.balance - found.held),
+            "balance_micros": found.balance,
+            "held_micros": found.held,
+            "version": found.version,
+            "last_event": {
+                "version": found.version,
+                "type": found.event,
+                "occurred_at": found.occurred_at.isoformat(),
+                "request_id": found.request_id,
+            },
+        }
+    )
 
 
-@get("/teams/{name:str}/usage", responses=answers(UsageAnswer, "usage by model, and by key × model × day; or, "
-                                                                 "with 'by', by the values of a tag or by end user"))
-async def team_usage(request: Request[Any, Any, Any], name: FromPath[str], by: FromQuery[str | None] = None,
-                     since: FromQuery[str | None] = None, page: FromQuery[int] = 1,
-                     per_page: FromQuery[int] = USAGE_PER_PAGE) -> Response[bytes]:
+@get(
+    "/teams/{name:str}/usage",
+    responses=answers(
+        UsageAnswer, "usage by model, and by key × model × day; or, with 'by', by the values of a tag or by end user"
+    ),
+)
+async def team_usage(
+    request: Request[Any, Any, Any],
+    name: FromPath[str],
+    by: FromQuery[str | None] = None,
+    since: FromQuery[str | None] = None,
+    page: FromQuery[int] = 1,
+    per_page: FromQuery[int] = USAGE_PER_PAGE,
+) -> Response[bytes]:
     """``by``: ``tag:<name>`` or ``user``, the usage by its values (``""``: charges without it, ``null``:
     those beyond the day's bounds), which add up to the team's charges, ``per_page`` values a page;
     ``since``: from that day on (with ``by``)."""
@@ -245,8 +312,25 @@ async def team_usage(request: Request[Any, Any, Any], name: FromPath[str], by: F
 
 admin_router = Router(
     path="/admin",
-    route_handlers=[list_teams, create_team, show_team, add_credits, adjust_credits, list_keys, issue_key, revoke_key,
-                    restrict_key, team_history, team_balance, team_usage, admin_read_request, *policy_handlers,
-                    *budget_handlers, *alert_handlers, *statement_handlers, *verify_handlers],
+    route_handlers=[
+        list_teams,
+        create_team,
+        show_team,
+        add_credits,
+        adjust_credits,
+        list_keys,
+        issue_key,
+        revoke_key,
+        restrict_key,
+        team_history,
+        team_balance,
+        team_usage,
+        admin_read_request,
+        *policy_handlers,
+        *budget_handlers,
+        *alert_handlers,
+        *statement_handlers,
+        *verify_handlers,
+    ],
     before_request=require_admin,
 )

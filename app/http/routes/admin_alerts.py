@@ -40,14 +40,26 @@ def threshold_fields(t: Threshold) -> dict[str, Any]:
 
 def alert_fields(alert: dict[str, Any]) -> dict[str, Any]:
     balance = alert["kind"] == BALANCE_BELOW
-    return {"id": alert["alert_id"], "kind": alert["kind"], "key_id": alert["key_id"] or None,
-            "threshold": credits_from_micros(int(alert["threshold"])) if balance else Decimal(alert["threshold"]),
-            "value": credits_from_micros(int(alert["value"])),
-            "budget_limit": credits_from_micros(int(alert["budget_limit"])) if not balance else None,
-            "period": alert["period"] or None, "request_id": alert["request_id"] or None,
-            "occurred_at": alert["occurred_at"],
-            "deliveries": [{"url": d["url"], "attempts": d["attempts"], "delivered_at": d["delivered_at"],
-                            "last_error": d["last_error"] or None} for d in alert["deliveries"]]}
+    return {
+        "id": alert["alert_id"],
+        "kind": alert["kind"],
+        "key_id": alert["key_id"] or None,
+        "threshold": credits_from_micros(int(alert["threshold"])) if balance else Decimal(alert["threshold"]),
+        "value": credits_from_micros(int(alert["value"])),
+        "budget_limit": credits_from_micros(int(alert["budget_limit"])) if not balance else None,
+        "period": alert["period"] or None,
+        "request_id": alert["request_id"] or None,
+        "occurred_at": alert["occurred_at"],
+        "deliveries": [
+            {
+                "url": d["url"],
+                "attempts": d["attempts"],
+                "delivered_at": d["delivered_at"],
+                "last_error": d["last_error"] or None,
+            }
+            for d in alert["deliveries"]
+        ],
+    }
 
 
 @put("/teams/{name:str}/alerts", responses=answers(AlertsAnswer, "the team's alert thresholds, as set"))
@@ -64,8 +76,9 @@ async def set_alert(request: Request[Any, Any, Any], name: FromPath[str]) -> Res
         except InvalidOperation:
             raise InvalidRequest("Invalid 'value': a percentage, e.g. 80.", param="value") from None
     alert = AlertSetting(new.kind, value, new.key_id or "", enabled=new.enabled)
-    thresholds = await ledger_call(runtime.ledger.set_alert, name, alert, actor=actor_of(request),
-                                   reason=reason_of(request, new.reason))
+    thresholds = await ledger_call(
+        runtime.ledger.set_alert, name, alert, actor=actor_of(request), reason=reason_of(request, new.reason)
+    )
     return json_response({"team": name, "thresholds": [threshold_fields(t) for t in thresholds]})
 
 
@@ -74,8 +87,13 @@ async def list_alerts(request: Request[Any, Any, Any], name: FromPath[str]) -> R
     runtime: Runtime = request.app.state.runtime
     thresholds = await ledger_call(runtime.ledger.alert_thresholds, name)
     alerts = await asyncio.to_thread(recent_alerts, runtime.store, name)
-    return json_response({"team": name, "thresholds": [threshold_fields(t) for t in thresholds],
-                          "alerts": [alert_fields(a) for a in alerts]})
+    return json_response(
+        {
+            "team": name,
+            "thresholds": [threshold_fields(t) for t in thresholds],
+            "alerts": [alert_fields(a) for a in alerts],
+        }
+    )
 
 
 alert_handlers = [set_alert, list_alerts]

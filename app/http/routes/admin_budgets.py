@@ -42,8 +42,15 @@ async def _set(request: Request[Any, Any, Any], name: str, key_id: str) -> Respo
     except ValueError as exc:
         raise InvalidRequest(f"Invalid 'period': {exc}.", param="period") from None
     limit = None if new.credits is None else credits_param(new.credits, "credits")
-    budget = await ledger_call(runtime.ledger.set_budget, name, limit, period, key_id, actor=actor_of(request),
-                               reason=reason_of(request, new.reason))
+    budget = await ledger_call(
+        runtime.ledger.set_budget,
+        name,
+        limit,
+        period,
+        key_id,
+        actor=actor_of(request),
+        reason=reason_of(request, new.reason),
+    )
     if key_id:
         runtime.keys.forget(key_id)
     else:
@@ -69,16 +76,20 @@ async def show_team_budget(request: Request[Any, Any, Any], name: FromPath[str])
 
 
 @put("/teams/{name:str}/keys/{key_id:str}/budget", responses=answers(BudgetAnswer, "the key's budget, as set"))
-async def set_key_budget(request: Request[Any, Any, Any], name: FromPath[str],
-                         key_id: FromPath[str]) -> Response[bytes]:
+async def set_key_budget(
+    request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]
+) -> Response[bytes]:
     """The most one key may spend per period."""
     return await _set(request, name, key_id)
 
 
-@get("/teams/{name:str}/keys/{key_id:str}/budget", responses=answers(BudgetAnswer,
-                                                                     "the key's budget, where it stands now"))
-async def show_key_budget(request: Request[Any, Any, Any], name: FromPath[str],
-                          key_id: FromPath[str]) -> Response[bytes]:
+@get(
+    "/teams/{name:str}/keys/{key_id:str}/budget",
+    responses=answers(BudgetAnswer, "the key's budget, where it stands now"),
+)
+async def show_key_budget(
+    request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]
+) -> Response[bytes]:
     return await _show(request, name, key_id)
 
 

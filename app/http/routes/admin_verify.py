@@ -39,8 +39,13 @@ async def verify(request: Request[Any, Any, Any]) -> Response[bytes]:
     with answered_over_http():
         run = await runtime.verify_runs.result()
     fields = ("ok", "events", "teams", "charges", "snapshots", "projected", "behind", "quarantined", "problems")
-    return json_response({**{name: run.report[name] for name in fields}, "started_at": run.started_at.isoformat(),
-                          "finished_at": run.finished_at.isoformat()})
+    return json_response(
+        {
+            **{name: run.report[name] for name in fields},
+            "started_at": run.started_at.isoformat(),
+            "finished_at": run.finished_at.isoformat(),
+        }
+    )
 
 
 verify_handlers = [verify]

@@ -46,8 +46,9 @@ class MessagesRequest(msgspec.Struct):
     system: str | list[dict[str, Any]] | None = None
 
 
-async def _read(request: Request[Any, Any, Any], runtime: Runtime,
-                *required: str) -> tuple[Principal, dict[str, Any], Model]:
+async def _read(
+    request: Request[Any, Any, Any], runtime: Runtime, *required: str
+) -> tuple[Principal, dict[str, Any], Model]:
     principal = await authenticate(request, runtime)
     body = read_json_object(await request.body(), runtime.settings.max_json_depth)
     note_stream(body)
@@ -71,8 +72,9 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
     max_tokens = check_output_limit(parsed.max_tokens, model, "max_tokens") or parsed.max_tokens
     if parsed.temperature is not None and not 0 <= parsed.temperature <= 1:
         raise InvalidRequest(f"temperature: must be between 0 and 1, got {parsed.temperature}.", param="temperature")
-    output = OutputAsk(most=max_tokens, requested=max_tokens,
-                       model_limit=max_tokens if max_tokens != parsed.max_tokens else None)
+    output = OutputAsk(
+        most=max_tokens, requested=max_tokens, model_limit=max_tokens if max_tokens != parsed.max_tokens else None
+    )
     return await serve(runtime, request, Generation(principal, model, "messages", body, await request.body(), output))
 
 

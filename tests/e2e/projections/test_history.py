@@ -120,8 +120,9 @@ def test_rebuild_equals_the_live_projections_and_repairs_them(traffic):
 def test_usage_is_summed_by_team_key_model_and_day(traffic):
     team, answers, gateway = traffic
     raw = RawDatabase.of_config(gateway.config)
-    rows = raw.execute("SELECT model, requests, output_tokens, cost FROM usage_daily WHERE team_name = ? "
-                       "ORDER BY model", (team.name,))
+    rows = raw.execute(
+        "SELECT model, requests, output_tokens, cost FROM usage_daily WHERE team_name = ? ORDER BY model", (team.name,)
+    )
     by_model = {r[0]: r[1:] for r in rows}
     assert by_model["fake-gpt"][0] == 2
     assert by_model["fake-claude"][0] == 1
@@ -137,10 +138,16 @@ def test_racing_projectors_apply_every_event_exactly_once(tmp_path):
         tid = team_id("busy")
         for i in range(400):
             writer.on_team(tid, "busy", lambda t, i=i: t.place_hold(RequestOnLedger(f"r{i}", "k", "m", "chat"), 1000))
-        futures = [writer.on_team(tid, "busy",
-                                  lambda t, i=i: t.charge(RequestOnLedger(f"r{i}", "k", "m", "chat"),
-                                                          TokenUsage(10, 10), PRICE, Decimal(100)))
-                   for i in range(400)]
+        futures = [
+            writer.on_team(
+                tid,
+                "busy",
+                lambda t, i=i: t.charge(
+                    RequestOnLedger(f"r{i}", "k", "m", "chat"), TokenUsage(10, 10), PRICE, Decimal(100)
+                ),
+            )
+            for i in range(400)
+        ]
         for f in futures:
             f.result()
 

@@ -36,9 +36,11 @@ def test_a_dead_process_s_streams_are_charged_for_what_they_had_delivered_then_r
     team = funded(TEN)
     team.lease_credits("lease-dead", 3_000_000, 3_000_000, owner="dead")
     team.place_hold(RequestOnLedger("r-idem", "k", "m", "chat"), 1_000_000, owner="dead", idem_key="K")
-    delivered = [Delivery("s1", "k", "m", "chat", TokenUsage(100, 40), lease="lease-dead"),
-                 Delivery("r-idem", "k", "m", "chat", TokenUsage(50, 10)),
-                 Delivery("unknown-model", "k", "other", "chat", TokenUsage(50, 10), lease="lease-dead")]
+    delivered = [
+        Delivery("s1", "k", "m", "chat", TokenUsage(100, 40), lease="lease-dead"),
+        Delivery("r-idem", "k", "m", "chat", TokenUsage(50, 10)),
+        Delivery("unknown-model", "k", "other", "chat", TokenUsage(50, 10), lease="lease-dead"),
+    ]
     released = team.release_abandoned(["dead"], delivered, {"m": PRICE}, CPU)
     charged = [e for e in team.pending_events if isinstance(e, TeamLedger.Charged)]
     assert [(c.request_id, c.usage["output_tokens"]) for c in charged] == [("s1", 40), ("r-idem", 10)]
@@ -72,8 +74,9 @@ def test_one_request_at_a_time_per_idempotency_key():
     team.place_hold(RequestOnLedger("first", "k", "m", "chat"), 1_000, idem_key="K")
     with pytest.raises(RequestInProgress):
         team.place_hold(RequestOnLedger("retry", "k", "m", "chat"), 1_000, idem_key="K")
-    assert team.place_hold(RequestOnLedger("first", "k", "m", "chat"), 1_000,
-                           idem_key="K") == team.available  # replayed: no-op
+    assert (
+        team.place_hold(RequestOnLedger("first", "k", "m", "chat"), 1_000, idem_key="K") == team.available
+    )  # replayed: no-op
     team.release_hold("first", "upstream failed")
     team.place_hold(RequestOnLedger("retry", "k", "m", "chat"), 1_000, idem_key="K")  # the key is free again
     assert replay(team).idem_holds == {"K": "retry"}

@@ -46,16 +46,20 @@ def with_key(balance: int = 100) -> TeamLedger:
 
 def spend(team: TeamLedger, request_id: str, amount: int, key_id: str = "k1") -> TeamLedger.Charged:
     team.place_hold(RequestOnLedger(request_id, key_id, "m", "chat"), amount * CREDIT)
-    return team.charge(RequestOnLedger(request_id, key_id, "m", "chat"), TokenUsage(output_tokens=amount), ONE_CREDIT,
-                       CPU)
+    return team.charge(
+        RequestOnLedger(request_id, key_id, "m", "chat"), TokenUsage(output_tokens=amount), ONE_CREDIT, CPU
+    )
 
 
-@pytest.mark.parametrize(("period", "name", "end"), [
-    ("day", "2026-11-26", datetime(2026, 11, 27, tzinfo=UTC)),
-    ("week", "2026-W48", datetime(2026, 11, 30, tzinfo=UTC)),  # ISO weeks start on Monday
-    ("month", "2026-11", datetime(2026, 12, 1, tzinfo=UTC)),
-    ("none", "", None),
-])
+@pytest.mark.parametrize(
+    ("period", "name", "end"),
+    [
+        ("day", "2026-11-26", datetime(2026, 11, 27, tzinfo=UTC)),
+        ("week", "2026-W48", datetime(2026, 11, 30, tzinfo=UTC)),  # ISO weeks start on Monday
+        ("month", "2026-11", datetime(2026, 12, 1, tzinfo=UTC)),
+        ("none", "", None),
+    ],
+)
 def test_periods_are_utc_calendar_periods(period, name, end):
     instant = datetime(2026, 11, 26, 23, 59, 59, tzinfo=UTC)
     assert period_of(period, instant) == name
@@ -94,8 +98,9 @@ def test_a_charge_never_takes_more_than_the_budget_has_left(at):
     team = with_key()
     team.set_budget(5 * CREDIT, "month", "k1")
     team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 2 * CREDIT)
-    charged = team.charge(RequestOnLedger("r1", "k1", "m", "chat"), TokenUsage(output_tokens=9), ONE_CREDIT,
-                          CPU)  # the upstream reported more than the hold allowed for
+    charged = team.charge(
+        RequestOnLedger("r1", "k1", "m", "chat"), TokenUsage(output_tokens=9), ONE_CREDIT, CPU
+    )  # the upstream reported more than the hold allowed for
     assert (charged.charged, charged.uncollected, charged.key_budget_left) == (5 * CREDIT, 4 * CREDIT, 0)
 
 
@@ -141,11 +146,14 @@ def test_a_snapshot_from_before_budgets_is_upcast():
 
 
 command = st.one_of(
-    st.tuples(st.just("hold"), st.sampled_from(["r0", "r1", "r2", "r3"]), st.sampled_from(["k1", "k2"]),
-              st.integers(0, 8)),
+    st.tuples(
+        st.just("hold"), st.sampled_from(["r0", "r1", "r2", "r3"]), st.sampled_from(["k1", "k2"]), st.integers(0, 8)
+    ),
     st.tuples(st.just("charge"), st.sampled_from(["r0", "r1", "r2", "r3"]), st.integers(0, 12)),
     st.tuples(st.just("release"), st.sampled_from(["r0", "r1", "r2", "r3"])),
-    st.tuples(st.just("next_day"),),
+    st.tuples(
+        st.just("next_day"),
+    ),
 )
 
 
@@ -164,8 +172,12 @@ def test_no_sequence_of_requests_spends_past_a_key_budget_in_any_day(commands):
                     team.place_hold(RequestOnLedger(cmd[1], cmd[2], "m", "chat"), cmd[3] * CREDIT)
                     keys.setdefault(cmd[1], cmd[2])
                 elif cmd[0] == "charge" and cmd[1] in keys:
-                    team.charge(RequestOnLedger(cmd[1], keys.pop(cmd[1]), "m", "chat"),
-                                TokenUsage(output_tokens=cmd[2]), ONE_CREDIT, CPU)
+                    team.charge(
+                        RequestOnLedger(cmd[1], keys.pop(cmd[1]), "m", "chat"),
+                        TokenUsage(output_tokens=cmd[2]),
+                        ONE_CREDIT,
+                        CPU,
+                    )
                 elif cmd[0] == "release":
                     team.release_hold(cmd[1], "test")
                     keys.pop(cmd[1], None)

@@ -108,7 +108,11 @@ def test_replaying_the_events_reproduces_the_state():
     copy = replay(team)
 
     assert (copy.balance, copy.held, copy.holds, copy.keys, copy.version) == (
-        team.balance, team.held, team.holds, team.keys, team.version
+        team.balance,
+        team.held,
+        team.holds,
+        team.keys,
+        team.version,
     )
 
 
@@ -141,8 +145,9 @@ def test_a_late_charge_after_expiry_never_overdraws():
 def test_a_free_model_s_zero_hold_is_closed_by_its_charge():
     team = funded(1_000)
     team.place_hold(RequestOnLedger("free", "k1", "m", "chat"), 0)
-    event = team.charge(RequestOnLedger("free", "k1", "m", "chat"), TokenUsage(input_tokens=10),
-                        Price(*(Decimal(0),) * 4), CPU)
+    event = team.charge(
+        RequestOnLedger("free", "k1", "m", "chat"), TokenUsage(input_tokens=10), Price(*(Decimal(0),) * 4), CPU
+    )
     assert event.charged == 0
     assert team.holds == {}
     assert replay(team).holds == {}
@@ -158,9 +163,12 @@ def test_a_suspended_team_cannot_place_holds_until_reinstated():
     team.suspend("unpaid invoice")
     with pytest.raises(TeamSuspended):
         team.place_hold(RequestOnLedger("r2", "key_1", "m", "chat.completions"), 10)
-    team.charge(RequestOnLedger("r1", "key_1", "m", "chat.completions"), TokenUsage(input_tokens=1),
-                Price(Decimal(1), Decimal(1), Decimal(1),
-                      Decimal(1)), Decimal(100))  # a request already running still settles
+    team.charge(
+        RequestOnLedger("r1", "key_1", "m", "chat.completions"),
+        TokenUsage(input_tokens=1),
+        Price(Decimal(1), Decimal(1), Decimal(1), Decimal(1)),
+        Decimal(100),
+    )  # a request already running still settles
     with pytest.raises(LedgerError):
         team.suspend("again")
     team.reinstate()
@@ -194,13 +202,23 @@ def test_a_lease_is_a_hold_that_requests_are_charged_against_in_memory():
         team.lease_credits("lease-2", needed=1, wanted=10)
 
     price = Price(Decimal(1), Decimal(1), Decimal(0), Decimal(0))  # at 1 credit per USD: 1 micro-credit a token
-    charged = team.charge(RequestOnLedger("r1", "k", "m", "chat.completions"), TokenUsage(input_tokens=3), price,
-                          Decimal(1), lease="lease-1")
+    charged = team.charge(
+        RequestOnLedger("r1", "k", "m", "chat.completions"),
+        TokenUsage(input_tokens=3),
+        price,
+        Decimal(1),
+        lease="lease-1",
+    )
     assert (charged.cost, charged.charged, charged.hold, charged.lease) == (3, 3, 3, "lease-1")
     assert (team.balance, team.held, team.holds["lease-1"].amount) == (997, 997, 997)
     with pytest.raises(LedgerError):  # a request is charged once
-        team.charge(RequestOnLedger("r1", "k", "m", "chat.completions"), TokenUsage(input_tokens=1), price, Decimal(1),
-                    lease="lease-1")
+        team.charge(
+            RequestOnLedger("r1", "k", "m", "chat.completions"),
+            TokenUsage(input_tokens=1),
+            price,
+            Decimal(1),
+            lease="lease-1",
+        )
     team.record_failure("r2", "lease-1", "k", "m", "chat.completions", "upstream failed")
     team.return_lease("lease-1")
     assert team.held == 0

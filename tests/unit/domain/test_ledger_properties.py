@@ -59,7 +59,11 @@ def test_available_never_goes_negative_and_replay_reproduces_the_state(opening, 
         replayed = event.mutate(replayed)
     assert replayed is not None
     assert (replayed.balance, replayed.held, replayed.holds, replayed.version) == (
-        team.balance, team.held, team.holds, team.version)
+        team.balance,
+        team.held,
+        team.holds,
+        team.version,
+    )
 
     # Money is conserved: what came in, less what was charged, is what is left.
     added = sum(e.amount for e in events if isinstance(e, TeamLedger.CreditsAdded))

@@ -34,8 +34,9 @@ def set_clock(instant: datetime) -> None:
 
 def spend(team: TeamLedger, request_id: str, amount: int) -> TeamLedger.Charged:
     team.place_hold(RequestOnLedger(request_id, "k1", "m", "chat"), amount * CREDIT)
-    return team.charge(RequestOnLedger(request_id, "k1", "m", "chat"), TokenUsage(output_tokens=amount), ONE_CREDIT,
-                       CPU)
+    return team.charge(
+        RequestOnLedger(request_id, "k1", "m", "chat"), TokenUsage(output_tokens=amount), ONE_CREDIT, CPU
+    )
 
 
 def opened() -> TeamLedger:

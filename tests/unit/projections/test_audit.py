@@ -30,9 +30,11 @@ def ledger(tmp_path) -> tuple[LedgerStore, RawDatabase]:
         LedgerService(writer).create_team("acme", 1_000_000)
         tid = team_id("acme")
         writer.on_team(tid, "acme", lambda t: t.place_hold(RequestOnLedger("r1", "k", "m", "chat"), 500_000)).result()
-        writer.on_team(tid, "acme",
-                       lambda t: t.charge(RequestOnLedger("r1", "k", "m", "chat"), TokenUsage(100, 50), PRICE,
-                                          Decimal(100))).result()
+        writer.on_team(
+            tid,
+            "acme",
+            lambda t: t.charge(RequestOnLedger("r1", "k", "m", "chat"), TokenUsage(100, 50), PRICE, Decimal(100)),
+        ).result()
     yield store, RawDatabase(url, tmp_path)
     store.close()
 
@@ -110,10 +112,15 @@ def test_a_charge_recorded_twice_in_the_history_is_found(ledger):
     store, raw = ledger
     ((_, state),) = raw.events("Charged")
     team = store.find_team(team_id("acme"))
-    raw.execute("INSERT INTO {events} (originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)",
-                (raw.execute("SELECT originator_id FROM {events} LIMIT 1")[0][0], team.version + 1,
-                 "domain.ledger:TeamLedger.Charged", state.replace(b'"balance_after":925000', b'"balance_after":850000')
-                 .replace(b'"hold":500000', b'"hold":0')))
+    raw.execute(
+        "INSERT INTO {events} (originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)",
+        (
+            raw.execute("SELECT originator_id FROM {events} LIMIT 1")[0][0],
+            team.version + 1,
+            "domain.ledger:TeamLedger.Charged",
+            state.replace(b'"balance_after":925000', b'"balance_after":850000').replace(b'"hold":500000', b'"hold":0'),
+        ),
+    )
     report = verify_ledger(store)
     assert not report.ok
     assert "the once-only charge index has 1 charge(s)" in report.problems[0]
@@ -136,8 +143,11 @@ def projected(ledger):
 
 def _copy_entry(raw: RawDatabase, source: int, notification_id: int) -> None:
     columns = ", ".join(c for c in ENTRY_COLUMNS if c != "notification_id")
-    raw.execute(f"INSERT INTO ledger_entries (notification_id, {columns}) SELECT ?, {columns} FROM ledger_entries "
-                "WHERE notification_id = ?", (notification_id, source))
+    raw.execute(
+        f"INSERT INTO ledger_entries (notification_id, {columns}) SELECT ?, {columns} FROM ledger_entries "
+        "WHERE notification_id = ?",
+        (notification_id, source),
+    )
 
 
 def test_a_projected_history_verifies(projected):
@@ -175,11 +185,14 @@ def test_an_audit_history_row_that_differs_from_its_event_is_found_before_missin
     assert report.problems[0].startswith("audit history row for event #4 differs from its event")
 
 
-@pytest.mark.parametrize(("column", "stored", "said"), [
-    ("amount", "amount - 1", "its amount is -75001, its event's is -75000"),
-    ("reference", "'forged'", "its reference is 'forged', its event's is ''"),
-    ("output_tokens", "output_tokens + 5", "its output_tokens is 55, its event's is 50"),
-])
+@pytest.mark.parametrize(
+    ("column", "stored", "said"),
+    [
+        ("amount", "amount - 1", "its amount is -75001, its event's is -75000"),
+        ("reference", "'forged'", "its reference is 'forged', its event's is ''"),
+        ("output_tokens", "output_tokens + 5", "its output_tokens is 55, its event's is 50"),
+    ],
+)
 def test_an_audit_history_row_that_differs_says_which_column_and_what_its_event_says(projected, column, stored, said):
     store, raw = projected
     raw.execute(f"UPDATE ledger_entries SET {column} = {stored} WHERE notification_id = 4")

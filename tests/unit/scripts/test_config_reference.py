@@ -20,7 +20,7 @@ def _committed_reference() -> str:
     text = REFERENCE.read_text()
     assert text.count(START) == 1, "docs/configuration-reference.md needs exactly one reference section"
     assert text.count(END) == 1, "docs/configuration-reference.md needs exactly one reference section"
-    return text[text.index(START) + len(START): text.index(END)]
+    return text[text.index(START) + len(START) : text.index(END)]
 
 
 def _every_key(info: mi.StructType, path: str = "") -> list[tuple[str, str, str]]:
@@ -56,7 +56,8 @@ def _tables(reference: str) -> dict[str, dict[str, str]]:
 def test_the_committed_reference_is_what_the_schema_generates():
     assert _committed_reference() == "\n" + render(), (
         "the configuration reference is stale: run python -m scripts.config_reference --write "
-        "docs/configuration-reference.md")
+        "docs/configuration-reference.md"
+    )
     assert main(["--check", str(REFERENCE)]) == 0
 
 
@@ -68,8 +69,9 @@ def test_every_settings_key_has_a_row_with_a_description():
     assert ("models[].pricing", "cache_hit", "Pricing") in keys
     for path, key, owner in keys:
         heading = "Top level" if path == "" else next(h for h in tables if f"`{path}`" in h.split(", "))
-        assert tables[heading].get(f"`{key}`", "").strip(), \
+        assert tables[heading].get(f"`{key}`", "").strip(), (
             f"{owner}.{key} ({path or 'top level'}) is not in the reference"
+        )
 
 
 def test_the_environment_overrides_are_listed():
@@ -77,7 +79,10 @@ def test_the_environment_overrides_are_listed():
     for name in (CONFIG_ENV, schema.DATABASE_URL_ENV, schema.REDIS_URL_ENV, "TOLLGATE_ADMIN_KEY"):
         assert any(f"`{name}`" in row for row in environment), name
     assert {"TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_REDIS_URL"} == {
-        CONFIG_ENV, schema.DATABASE_URL_ENV, schema.REDIS_URL_ENV}
+        CONFIG_ENV,
+        schema.DATABASE_URL_ENV,
+        schema.REDIS_URL_ENV,
+    }
 
 
 def test_a_field_without_a_comment_stops_the_script():

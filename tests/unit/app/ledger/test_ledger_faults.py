@@ -69,12 +69,20 @@ def on(writer: LedgerWriter, team: str, action: Callable[[TeamLedger], Any]) -> 
 
 def charge(writer: LedgerWriter, team: str, request_id: str, *, lease: str = "", answer_key: str = "") -> Any:
     def command(ledger: TeamLedger) -> Recorded[TeamLedger.Charged]:
-        event = ledger.charge(RequestOnLedger(request_id, "k", "m", "chat"), TokenUsage(10, 10), PRICE, Decimal(100),
-                              lease=lease)
+        event = ledger.charge(
+            RequestOnLedger(request_id, "k", "m", "chat"), TokenUsage(10, 10), PRICE, Decimal(100), lease=lease
+        )
         if not answer_key:
             return Recorded(event)
-        return Recorded(event, (IdempotentResponse(ledger.id, answer_key, "hash", request_id, "application/json",
-                                                   b"{}", "now", time.time() + 60),))
+        return Recorded(
+            event,
+            (
+                IdempotentResponse(
+                    ledger.id, answer_key, "hash", request_id, "application/json", b"{}", "now", time.time() + 60
+                ),
+            ),
+        )
+
     return writer.on_team_recording(team_id(team), team, command)
 
 
@@ -85,8 +93,9 @@ def test_a_second_answer_under_one_idempotency_key_fails_only_its_own_command(wr
     on(writer, "a", lambda t: t.place_hold(RequestOnLedger("first", "k", "m", "chat"), 1_000, idem_key="K")).result()
     with held_writer(writer):
         first = charge(writer, "a", "first", answer_key="K")
-        retry_hold = on(writer, "a",
-                        lambda t: t.place_hold(RequestOnLedger("retry", "k", "m", "chat"), 1_000, idem_key="K"))
+        retry_hold = on(
+            writer, "a", lambda t: t.place_hold(RequestOnLedger("retry", "k", "m", "chat"), 1_000, idem_key="K")
+        )
         retry_charge = charge(writer, "a", "retry", answer_key="K")
         other_team = on(writer, "b", lambda t: t.place_hold(RequestOnLedger("other", "k", "m", "chat"), 5))
     assert first.result().request_id == "first"
@@ -104,8 +113,12 @@ async def test_a_retry_decided_in_the_batch_that_answers_the_key_is_told_to_wait
     """Through billing: the retry sees the answer its batch is storing and gets a 409 to retry, instead
     of going upstream a second time."""
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(),
-                      process=ThisProcess(owner=lambda: "this-process"))
+    billing = Billing(
+        LedgerService(writer),
+        settings,
+        PriceBook(store, settings).open(),
+        process=ThisProcess(owner=lambda: "this-process"),
+    )
     principal = Principal(team_id("a"), "a", "key_1")
     model = settings.model("fake-gpt")
     first = RequestBill(principal, model, "req_first", "chat", Idempotency("K", "hash"))
@@ -177,8 +190,11 @@ def test_a_connection_whose_prepared_statements_were_lost_is_replaced(writer, st
     for i in range(10):
         team = "ab"[i % 2]
         try:
-            results.append(on(writer, team,
-                              lambda t, i=i: t.place_hold(RequestOnLedger(f"after{i}", "k", "m", "chat"), 1)).result())
+            results.append(
+                on(
+                    writer, team, lambda t, i=i: t.place_hold(RequestOnLedger(f"after{i}", "k", "m", "chat"), 1)
+                ).result()
+            )
         except Exception as exc:  # noqa: BLE001 — the assertion below names it
             results.append(exc)
     assert all(isinstance(r, int) for r in results), results
@@ -189,8 +205,12 @@ async def test_a_request_cut_off_while_its_hold_is_placed_leaves_nothing_held(wr
     cancel the writer's future under it: the writer then failed its whole batch ("ledger writer
     failed a batch"), and the hold, placed all the same, stayed until hold_timeout."""
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(),
-                      process=ThisProcess(owner=lambda: "this-process"))
+    billing = Billing(
+        LedgerService(writer),
+        settings,
+        PriceBook(store, settings).open(),
+        process=ThisProcess(owner=lambda: "this-process"),
+    )
     principal = Principal(team_id("a"), "a", "key_1")
     bill = RequestBill(principal, settings.model("fake-gpt"), "req_cut", "chat", Idempotency("K", "hash"))
     with held_writer(writer):
@@ -213,8 +233,12 @@ async def test_a_request_cut_off_while_its_hold_is_placed_leaves_nothing_held(wr
 
 async def test_a_request_cut_off_while_it_is_charged_is_charged_once(writer, store, tmp_path):
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(),
-                      process=ThisProcess(owner=lambda: "this-process"))
+    billing = Billing(
+        LedgerService(writer),
+        settings,
+        PriceBook(store, settings).open(),
+        process=ThisProcess(owner=lambda: "this-process"),
+    )
     model = settings.model("fake-gpt")
     bill = RequestBill(Principal(team_id("a"), "a", "key_1"), model, "req_cut", "chat")
     await billing.hold(bill, 1_000_000)

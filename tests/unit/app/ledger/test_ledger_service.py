@@ -67,8 +67,14 @@ def test_a_hold_then_its_charge_answer_what_the_team_has_after_each(ledger, stor
 
 def test_a_charge_that_stores_its_answer_returns_the_body_it_stored(ledger, store):
     ledger.hold(request("r1"), 5_000_000, owner="me", idem_key="K").result()
-    answer = AnswerToStore("K", "hash", "application/json", b"prefix:", 60.0,
-                           lambda event, cost: f'{{"charged": {event.charged}, "parts": {len(cost.parts)}}}'.encode())
+    answer = AnswerToStore(
+        "K",
+        "hash",
+        "application/json",
+        b"prefix:",
+        60.0,
+        lambda event, cost: f'{{"charged": {event.charged}, "parts": {len(cost.parts)}}}'.encode(),
+    )
     charged = ledger.charge(request("r1"), USAGE, PRICE, PER_USD, answer=answer).result()
     assert charged.cost is not None  # what the cost is made of, from the command that charged it
     assert charged.answer == f'{{"charged": {charged.event.charged}, "parts": {len(charged.cost.parts)}}}'.encode()

@@ -49,11 +49,15 @@ def test_a_team_with_a_long_history_loading_does_not_delay_another_team(store):
         small = LedgerService(writer)
         small.create_team("small", 1_000)
         started = time.perf_counter()
-        first = writer.on_team(team_id("big"), "big",
-                               lambda t: t.place_hold(RequestOnLedger("x1", "k", "m", "chat"), 1))
-        then = [writer.on_team(team_id("big"), "big",
-                               lambda t, i=i: t.place_hold(RequestOnLedger(f"x{i}", "k", "m", "chat"), 1))
-                for i in (2, 3)]
+        first = writer.on_team(
+            team_id("big"), "big", lambda t: t.place_hold(RequestOnLedger("x1", "k", "m", "chat"), 1)
+        )
+        then = [
+            writer.on_team(
+                team_id("big"), "big", lambda t, i=i: t.place_hold(RequestOnLedger(f"x{i}", "k", "m", "chat"), 1)
+            )
+            for i in (2, 3)
+        ]
         waits = []
         while not first.done():
             asked = time.perf_counter()

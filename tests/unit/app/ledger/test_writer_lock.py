@@ -39,8 +39,9 @@ def stores(tmp_path) -> Iterator[list[LedgerStore]]:
 
 
 def hold(writer: LedgerWriter, team: str, request_id: str, amount: int = 1):
-    return writer.on_team(team_id(team), team,
-                          lambda t: t.place_hold(RequestOnLedger(request_id, "k", "m", "chat"), amount))
+    return writer.on_team(
+        team_id(team), team, lambda t: t.place_hold(RequestOnLedger(request_id, "k", "m", "chat"), amount)
+    )
 
 
 @contextmanager
@@ -153,12 +154,14 @@ def test_locks_are_taken_in_one_order_so_batches_sharing_teams_never_deadlock(st
     arrival: every command is answered, no save refused, and the ledger checks out."""
     refused = [0]
     for store in stores:
+
         def counted(teams, idempotent=(), _save=store.save_teams):
             try:
                 return _save(teams, idempotent)
             except VersionConflict:
                 refused[0] += 1
                 raise
+
         store.save_teams = counted  # type: ignore[method-assign]
     writers = [LedgerWriter(s, lock=WriterLock(s.database)).start() for s in stores]
     names = [f"t{i}" for i in range(12)]

@@ -15,8 +15,9 @@ async def test_a_burst_larger_than_the_connection_pool_waits_for_connections_ins
     limit = [Limit("key:burst", REQUESTS, 1_000_000, 1)]
     try:
         burst = 4 * RedisLimiter.MAX_CONNECTIONS
-        decisions = await asyncio.gather(*(limiter.admit(limit) for _ in range(burst)),
-                                         *(limiter.correct(limit, -1) for _ in range(burst)))
+        decisions = await asyncio.gather(
+            *(limiter.admit(limit) for _ in range(burst)), *(limiter.correct(limit, -1) for _ in range(burst))
+        )
     finally:
         await limiter.aclose()
     assert all(d.admitted for d in decisions[:burst])

@@ -58,8 +58,12 @@ def test_every_stored_topic_names_a_class_of_the_domain(tmp_path: Path) -> None:
     aggregate_topics = {json.loads(zlib.decompress(bytes(row[1])))["topic"] for row in snapshots}
 
     stored = event_topics | aggregate_topics
-    assert {"domain.ledger:TeamLedger.Charged", "domain.prices:PriceList.PriceSet",
-            "domain.admin_keys:AdminKeys.AdminKeyIssued", "domain.ledger:TeamLedger"} <= stored
+    assert {
+        "domain.ledger:TeamLedger.Charged",
+        "domain.prices:PriceList.PriceSet",
+        "domain.admin_keys:AdminKeys.AdminKeyIssued",
+        "domain.ledger:TeamLedger",
+    } <= stored
     assert [topic for topic in stored if not topic.startswith("domain.")] == []
     for topic in stored | {SNAPSHOT}:
         resolve_topic(topic)  # each still names a class that can be imported
