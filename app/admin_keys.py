@@ -109,8 +109,10 @@ class AdminKeyDirectory:
         try:
             record = await asyncio.to_thread(self._store.find_admin_key, key_hash)
         except PersistenceError:
-            raise ServiceUnavailable("The admin key directory cannot be read right now (the database is "
-                                     "unavailable). Retry shortly.", headers={"retry-after": "1"}) from None
+            raise ServiceUnavailable(
+                "The admin key directory cannot be read right now (the database is unavailable). Retry shortly.",
+                headers={"retry-after": "1"},
+            ) from None
         if len(self._known) > 1000:  # unknown keys are remembered too: bounded, whatever is presented
             self._known.clear()
         self._known[key_hash] = (now, record)

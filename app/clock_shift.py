@@ -41,9 +41,11 @@ def shift_clock_from_environment() -> Decimal:
     except InvalidOperation:
         raise ClockOffsetError(f"{CLOCK_OFFSET_ENV} must be a number of seconds, not {text!r}") from None
     if os.environ.get(CLOCK_DRILL_ENV, "").strip() != "1":
-        raise ClockOffsetError(f"{CLOCK_OFFSET_ENV} is set ({text}) but {CLOCK_DRILL_ENV} is not 1: a shifted "
-                               "ledger clock is for drills and tests only; unset it, or set both for a drill on a "
-                               "ledger of its own")
+        raise ClockOffsetError(
+            f"{CLOCK_OFFSET_ENV} is set ({text}) but {CLOCK_DRILL_ENV} is not 1: a shifted "
+            "ledger clock is for drills and tests only; unset it, or set both for a drill on a "
+            "ledger of its own"
+        )
     wrong = CLOCK_OFFSET.violation(seconds)
     if wrong is not None:
         raise ClockOffsetError(f"{CLOCK_OFFSET_ENV} {wrong} (ahead of the wall clock, never behind it), got {text}")

@@ -14,14 +14,28 @@ import msgspec
 
 #: Chat completions, responses and models (section 7.1): any other 4xx is ``invalid_request_error``,
 #: any 5xx ``server_error``.
-OPENAI_TYPES: dict[int, str] = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
-                                403: "permission_error", 404: "invalid_request_error", 429: "rate_limit_error"}
+OPENAI_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    429: "rate_limit_error",
+}
 #: Messages (section 7.2), with Anthropic's own types for the statuses the specification does not
 #: list (413 ``request_too_large``; an overloaded upstream's 503 and 529, ``overloaded_error``, which
 #: Anthropic's clients back off from): any other 4xx is ``invalid_request_error``, any 5xx ``api_error``.
-ANTHROPIC_TYPES: dict[int, str] = {400: "invalid_request_error", 401: "authentication_error", 402: "billing_error",
-                                   403: "permission_error", 404: "not_found_error", 413: "request_too_large",
-                                   429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
+ANTHROPIC_TYPES: dict[int, str] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
 
 
 def openai_type(status: int) -> str:

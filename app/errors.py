@@ -30,7 +30,7 @@ def bounded(text: str, limit: int = MAX_MESSAGE) -> str:
 class GatewayError(Exception):
     status: int = 500
     type: str = "server_error"
-    #: The type in the Messages error shape (README, "API": errors).
+    #: The type in the Messages error shape (docs/api.md, "Errors").
     anthropic_type: str = "api_error"
     #: Sent as ``x-should-retry``, which the official SDKs obey: transient failures say true.
     retryable: bool = True
@@ -114,8 +114,15 @@ class InsufficientCreditsError(GatewayError):
     anthropic_type = "billing_error"
     retryable = False
 
-    def __init__(self, message: str, *, needed: int = 0, available: int = 0,
-                 budget: dict[str, object] | None = None, headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        needed: int = 0,
+        available: int = 0,
+        budget: dict[str, object] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message, headers=headers)  # a hard budget failure: retrying cannot help
         self.needed = needed
         self.available = available
@@ -127,9 +134,13 @@ class InsufficientCreditsError(GatewayError):
     def affording(self, tokens: int, field: str) -> InsufficientCreditsError:
         """The refusal, saying the largest ``field`` (the request's output limit) the balance covers."""
         what = "the budget's remainder" if self.budget else "the available balance"
-        covers = (f"{what} covers {field} up to {tokens}" if tokens > 0 else f"{what} does not cover even the prompt")
-        told = InsufficientCreditsError(f"{self.message} {covers[:1].upper()}{covers[1:]}.", needed=self.needed,
-                                        available=self.available, budget=self.budget)
+        covers = f"{what} covers {field} up to {tokens}" if tokens > 0 else f"{what} does not cover even the prompt"
+        told = InsufficientCreditsError(
+            f"{self.message} {covers[:1].upper()}{covers[1:]}.",
+            needed=self.needed,
+            available=self.available,
+            budget=self.budget,
+        )
         told.affordable_max_tokens = tokens
         told.headers = {**self.headers, "x-tollgate-affordable-max-tokens": str(tokens)}
         return told

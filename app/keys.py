@@ -64,9 +64,21 @@ class Principal:
 
     @classmethod
     def of(cls, record: KeyRecord) -> Principal:
-        return cls(record.team_id, record.team_name, record.key_id, record.models, record.endpoints, record.suspended,
-                   record.key_rpm, record.key_tpm, record.team_rpm, record.team_tpm, record.clamp_output,
-                   record.price_adjustments, record.budgeted)
+        return cls(
+            record.team_id,
+            record.team_name,
+            record.key_id,
+            record.models,
+            record.endpoints,
+            record.suspended,
+            record.key_rpm,
+            record.key_tpm,
+            record.team_rpm,
+            record.team_tpm,
+            record.clamp_output,
+            record.price_adjustments,
+            record.budgeted,
+        )
 
 
 def hash_key(secret: str) -> str:
@@ -118,8 +130,11 @@ class KeyDirectory:
         try:
             record = await asyncio.to_thread(self._store.find_key, key_hash)
         except PersistenceError:  # the database is away: the documented, retryable 503 of an outage
-            raise ServiceUnavailable("The key directory cannot be read right now (the database is unavailable); "
-                                     "nothing was charged. Retry shortly.", headers={"retry-after": "1"}) from None
+            raise ServiceUnavailable(
+                "The key directory cannot be read right now (the database is unavailable); "
+                "nothing was charged. Retry shortly.",
+                headers={"retry-after": "1"},
+            ) from None
         if record is None or record.revoked:
             return None
         principal = Principal.of(record)

@@ -8,8 +8,9 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -19,14 +20,14 @@ from app.admin_keys import AdminKeyDirectory
 from app.alerts.webhooks import WebhookDelivery
 from app.clock_shift import shift_clock_from_environment
 from app.keys import KeyDirectory
-from app.ledger.billing import Billing
+from app.ledger.billing import Billing, ThisProcess
 from app.ledger.health import LedgerHealth
 from app.ledger.leases import Leases
 from app.ledger.prices import PriceBook
 from app.ledger.projector import Projector
 from app.ledger.service import LedgerService
 from app.ledger.streams_in_flight import StreamsInFlight
-from app.ledger.sweeper import HoldSweeper
+from app.ledger.sweeper import HoldSweeper, SweepTimes
 from app.ledger.verify_runs import VerifyRuns
 from app.ledger.writer import LedgerWriter
 from app.observability import metrics, timeline
@@ -50,6 +51,19 @@ log = logging.getLogger("tollgate")
 #: Seconds the shutdown waits for requests cut off by ``shutdown_timeout`` to settle their holds
 #: (their charges are queued to the writer) before giving the credit leases back.
 SETTLE_WAIT = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class BillingServices:
+    """What the billed path (``app/http/relay.py``, ``app/http/billed_call.py``) uses of a running
+    gateway, and nothing more: the billing, the rate limits and stream slots a request is admitted
+    by, each model's upstream, and the streams in flight a dead process's are billed from."""
+
+    billing: Billing
+    limiter: RateLimiter
+    streams: StreamSlots
+    upstreams: Mapping[str, FallbackUpstream]
+    in_flight: StreamsInFlight
 
 
 @dataclass
@@ -89,12 +103,18 @@ class Runtime:
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
     _metrics_server: WSGIServer | None = field(default=None, repr=False)
 
+    @cached_property
+    def billing_services(self) -> BillingServices:
+        """The part of this runtime the billed path holds (made once)."""
+        return BillingServices(self.billing, self.limiter, self.streams, self.upstreams, self.in_flight)
+
     async def start(self) -> None:
         """On the serving loop: give idle credit leases back, probe the ledger every second, serve
         metrics on their own port if so configured, and stop taking work on SIGTERM."""
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.leases.run()), loop.create_task(self.health.run()), *timeline.watch_loop()]
         self.instances.stream_reports = lambda: self.in_flight.reports_from(loop)
+
         # Taken for dead while stuck, this process's leases were released: its book must lease afresh.
         def lease_afresh() -> None:
             loop.call_soon_threadsafe(self.leases.forget_all)
@@ -117,8 +137,9 @@ class Runtime:
             if not callable(previous):
                 continue
 
-            def draining(signum: int, frame: FrameType | None,
-                         previous: Callable[[int, FrameType | None], Any] = previous) -> None:
+            def draining(
+                signum: int, frame: FrameType | None, previous: Callable[[int, FrameType | None], Any] = previous
+            ) -> None:
                 self.health.draining = True
                 previous(signum, frame)
 
@@ -135,8 +156,11 @@ class Runtime:
             async with asyncio.timeout(SETTLE_WAIT):
                 await self.leases.settled()
         if self.billing.owed:
-            log.error("stopping with %d charge(s) the ledger could not record; their leases expire after "
-                      "hold_timeout and those requests are never charged", self.billing.owed)
+            log.error(
+                "stopping with %d charge(s) the ledger could not record; their leases expire after "
+                "hold_timeout and those requests are never charged",
+                self.billing.owed,
+            )
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(SETTLE_WAIT):
                 await self.leases.grown()
@@ -166,7 +190,9 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
         return DemoUpstream()
     api_key = os.environ.get(up.api_key_env) if up.api_key_env else None
     kinds: dict[str, type[AnthropicUpstream | OpenAIResponsesUpstream | OpenAIUpstream]] = {
-        "anthropic": AnthropicUpstream, "openai-responses": OpenAIResponsesUpstream}
+        "anthropic": AnthropicUpstream,
+        "openai-responses": OpenAIResponsesUpstream,
+    }
     kind = kinds.get(up.kind, OpenAIUpstream)
     timeout = Timeouts(connect=float(up.connect_timeout), read=float(up.timeout))
     return kind(up.base_url or "", api_key, timeout=timeout, client=http)
@@ -175,8 +201,11 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
 def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     timeline.start_from_environment()  # off unless TOLLGATE_TIMELINE names a file (scripts/bench --stalls)
     if shifted := shift_clock_from_environment():  # the wall clock unless a drill's TOLLGATE_CLOCK_OFFSET says so
-        log.warning("the ledger clock runs %s s ahead of the wall clock (TOLLGATE_CLOCK_OFFSET, a drill): the teams "
-                    "this process charges move into its time", shifted)
+        log.warning(
+            "the ledger clock runs %s s ahead of the wall clock (TOLLGATE_CLOCK_OFFSET, a drill): the teams "
+            "this process charges move into its time",
+            shifted,
+        )
     store = open_ledger_store(settings.database_url, base_dir, settings.database_pool_size)
     try:
         limits, instances = limiter_store(settings, store)
@@ -185,8 +214,12 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         raise
     timeline.traced(instances, "beat", "heartbeat")
     limiter = RateLimiter(limits)
-    streams = StreamSlots(settings.max_streams_per_key, settings.max_streams, settings.redis_url,
-                          instances.ledger_identity() if settings.redis_url else "")
+    streams = StreamSlots(
+        settings.max_streams_per_key,
+        settings.max_streams,
+        settings.redis_url,
+        instances.ledger_identity() if settings.redis_url else "",
+    )
     keys = KeyDirectory(store)
     admin_keys = AdminKeyDirectory(store)
 
@@ -199,12 +232,14 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     except BaseException:
         store.close()
         raise
-    projector = Projector(store, on_key_change=key_changed, on_team_change=keys.forget_team,
-                          on_prices_change=prices.reload).start()
+    projector = Projector(
+        store, on_key_change=key_changed, on_team_change=keys.forget_team, on_prices_change=prices.reload
+    ).start()
     # Several processes on one ledger (redis_url is what lets them run side by side): take turns.
     shared = settings.redis_url is not None
-    writer = LedgerWriter(store, lock=WriterLock(store.database) if shared else None,
-                          snapshot_every=settings.snapshot_every).start()
+    writer = LedgerWriter(
+        store, lock=WriterLock(store.database) if shared else None, snapshot_every=settings.snapshot_every
+    ).start()
     writer.warm(store.recent_teams())  # in the background: the first requests find their teams loaded
 
     def owner() -> str:  # the id every hold and lease of this process is recorded under
@@ -213,13 +248,18 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     ledger = LedgerService(writer)
     leases = Leases(ledger, idle_seconds=float(settings.lease_idle_seconds), owner=owner)
     health = LedgerHealth(writer, LedgerProbe(store.database))
-    billing = Billing(ledger, settings, prices, limiter, leases, writable=lambda: health.writable, owner=owner)
+    billing = Billing(
+        ledger, settings, prices, limiter, leases, ThisProcess(owner=owner, writable=lambda: health.writable)
+    )
     health.when_writable = billing.pay_owed
-    sweeper = HoldSweeper(store, ledger, float(settings.hold_timeout), registry=instances,
-                          dead_after=float(settings.instance_dead_after),
-                          prices=prices,
-                          credits_per_usd=settings.credits_per_usd,
-                          record_days=settings.request_record_days).start()
+    times = SweepTimes(
+        float(settings.hold_timeout),
+        dead_after=float(settings.instance_dead_after),
+        record_days=settings.request_record_days,
+    )
+    sweeper = HoldSweeper(
+        store, ledger, times, registry=instances, prices=prices, credits_per_usd=settings.credits_per_usd
+    ).start()
     http = UpstreamClient(max_connections=1000)
     upstreams = {
         model.id: FallbackUpstream(
@@ -229,12 +269,14 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         )
         for model in settings.models
     }
+
     def deployment_name(model_id: str, index: int) -> str:
         deployments = upstreams[model_id].deployments if model_id in upstreams else []
         return deployments[index].model if 0 <= index < len(deployments) else ""
 
-    records = (RecordWriter(store.database, deployment_name=deployment_name).start()
-               if settings.request_record_days else None)
+    records = (
+        RecordWriter(store.database, deployment_name=deployment_name).start() if settings.request_record_days else None
+    )
     return Runtime(
         records=records,
         settings=settings,

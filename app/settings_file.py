@@ -44,8 +44,9 @@ def read_text_file(path: Path) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise NotText(f"it is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start} is not "
-                      "valid there)") from None
+        raise NotText(
+            f"it is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start} is not valid there)"
+        ) from None
 
 
 def load_settings(config: str | None) -> tuple[Settings, Path]:

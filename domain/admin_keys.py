@@ -66,8 +66,16 @@ class AdminKeys(Aggregate):
         reason: str = ""
 
         def apply(self, keys: AdminKeys) -> None:
-            keys.keys[self.key_id] = AdminKey(self.key_id, self.key_hash, self.name, self.role, self.timestamp,
-                                              self.actor, False, self.originator_version)
+            keys.keys[self.key_id] = AdminKey(
+                self.key_id,
+                self.key_hash,
+                self.name,
+                self.role,
+                self.timestamp,
+                self.actor,
+                False,
+                self.originator_version,
+            )
 
     class AdminKeyRevoked(Aggregate.Event):
         key_id: str
@@ -76,8 +84,16 @@ class AdminKeys(Aggregate):
 
         def apply(self, keys: AdminKeys) -> None:
             key = keys.keys[self.key_id]
-            keys.keys[self.key_id] = AdminKey(key.key_id, key.key_hash, key.name, key.role, key.issued_at,
-                                              key.issued_by, True, self.originator_version)
+            keys.keys[self.key_id] = AdminKey(
+                key.key_id,
+                key.key_hash,
+                key.name,
+                key.role,
+                key.issued_at,
+                key.issued_by,
+                True,
+                self.originator_version,
+            )
 
     @staticmethod
     def create_id() -> UUID:
@@ -100,8 +116,9 @@ class AdminKeys(Aggregate):
             raise LedgerError(f"admin key id {key_id!r} is already issued")
         if any(k.name == name and not k.revoked for k in self.keys.values()):
             raise LedgerError(f"an admin key named {name!r} is already in force: revoke it first")
-        self.trigger_event(self.AdminKeyIssued, key_id=key_id, key_hash=key_hash, name=name, role=role, actor=actor,
-                           reason=reason)
+        self.trigger_event(
+            self.AdminKeyIssued, key_id=key_id, key_hash=key_hash, name=name, role=role, actor=actor, reason=reason
+        )
 
     def revoke(self, key_id: str, *, actor: str, reason: str = "") -> None:
         key = self.keys.get(key_id)

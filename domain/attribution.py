@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from domain.client_text import ClientTextError, checked_text
 
@@ -30,6 +31,15 @@ TAG_PREFIX = "tag:"
 NONE_SHOWN = "(none)"
 
 _NAME = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """Who one request is attributed to: its tags (checked by :func:`parse_tags`) and the end user
+    its client named (``""``: none), as its charge records them."""
+
+    tags: Mapping[str, str] = field(default_factory=dict)
+    end_user: str = ""
 
 
 class AttributionError(ValueError):
@@ -50,11 +60,13 @@ def parse_tags(header: str) -> dict[str, str]:
         if not eq:
             raise AttributionError(f"tag {item[:80]!r} is not name=value")
         if not _NAME.fullmatch(name):
-            raise AttributionError(f"tag name {name[:80]!r} must be 1 to {MAX_NAME} characters of A-Z, a-z, 0-9, "
-                                   "'_', '.', ':' and '-'")
+            raise AttributionError(
+                f"tag name {name[:80]!r} must be 1 to {MAX_NAME} characters of A-Z, a-z, 0-9, '_', '.', ':' and '-'"
+            )
         if not 0 < len(value) <= MAX_VALUE:
-            raise AttributionError(f"the value of tag {name!r} must be 1 to {MAX_VALUE} characters, "
-                                   "without control characters or commas")
+            raise AttributionError(
+                f"the value of tag {name!r} must be 1 to {MAX_VALUE} characters, without control characters or commas"
+            )
         try:
             checked_text(value, f"tag {name}", MAX_VALUE)  # no control characters (domain/client_text.py)
         except ClientTextError as exc:
@@ -95,10 +107,12 @@ def dimension_of(text: str) -> str:
     """A dimension as a report asks for it: ``user`` or ``tag:<name>``."""
     if text == USER:
         return text
-    if text.startswith(TAG_PREFIX) and _NAME.fullmatch(text[len(TAG_PREFIX):]):
+    if text.startswith(TAG_PREFIX) and _NAME.fullmatch(text[len(TAG_PREFIX) :]):
         return text
-    raise AttributionError(f"unknown dimension {text!r}: expected 'user' or 'tag:<name>' "
-                           f"(a name of 1 to {MAX_NAME} characters of A-Z, a-z, 0-9, '_', '.', ':' and '-')")
+    raise AttributionError(
+        f"unknown dimension {text!r}: expected 'user' or 'tag:<name>' "
+        f"(a name of 1 to {MAX_NAME} characters of A-Z, a-z, 0-9, '_', '.', ':' and '-')"
+    )
 
 
 def dimensions(tags: Mapping[str, str], end_user: str) -> list[tuple[str, str]]:

@@ -10,7 +10,7 @@ integer columns, Redis's doubles (exact to 2**53), and the ledger's signed 64-bi
 the dearest request the bounds allow (10^8 tokens at 10,000 USD per million at 10^5 credits per USD
 with a markup of +1000%) comes to 1.1 × 10^18 micro-credits, under the 9.2 × 10^18 a balance holds.
 
-The README's "What an operator may set" lists them; its table is this module's.
+docs/limits.md's "What an operator may set" lists them; its table is this module's.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ class Bound:
             raise OutOfBounds(problem)
 
     def described(self) -> str:
-        """The range in words, as the README's table says it: ``1 to 1,000,000,000 per minute``."""
+        """The range in words, as the docs' table says it: ``1 to 1,000,000,000 per minute``."""
         unit = f" {self.unit}" if self.unit else ""
         low = _shown(self.low) if self.low_included else f"more than {_shown(self.low)}"
         return f"{low} to {_shown(self.high)}{unit}"
@@ -95,13 +95,13 @@ AMOUNT = Bound("an amount", 1, _MAX_MICROS, "micro-credits", whole=True)
 #: A key's or a team's budget per period (0: nothing may be spent).
 BUDGET = Bound("a budget", 0, _MAX_MICROS, "micro-credits", whole=True)
 #: An alert when a budget's spend reaches this share of it.
-BUDGET_ALERT_PERCENT = Bound("a budget alert", Decimal(0), Decimal(1000), "percent", low_included=False,
-                             step=Decimal("0.01"))
+BUDGET_ALERT_PERCENT = Bound(
+    "a budget alert", Decimal(0), Decimal(1000), "percent", low_included=False, step=Decimal("0.01")
+)
 #: An alert when the team's balance falls under this.
 BALANCE_ALERT = Bound("a balance alert", 1, _MAX_MICROS, "micro-credits", whole=True)
 #: A team's markup (positive) or discount (negative) on the price list.
-PRICE_ADJUSTMENT_PERCENT = Bound("a price adjustment", Decimal(-100), Decimal(1000), "percent",
-                                 step=Decimal("0.0001"))
+PRICE_ADJUSTMENT_PERCENT = Bound("a price adjustment", Decimal(-100), Decimal(1000), "percent", step=Decimal("0.0001"))
 
 #: How far a drill's ledger clock runs ahead of the wall clock (``TOLLGATE_CLOCK_OFFSET``): never
 #: behind it, and at most 31 days, enough to reach the end of any budget's period.

@@ -47,8 +47,9 @@ def period_end(period: str, at: datetime) -> datetime | None:
         return midnight + timedelta(days=7 - at.weekday())
     if period == "month":
         first = midnight.replace(day=1)
-        return first.replace(year=first.year + 1, month=1) if first.month == 12 else \
-            first.replace(month=first.month + 1)
+        return (
+            first.replace(year=first.year + 1, month=1) if first.month == 12 else first.replace(month=first.month + 1)
+        )
     return None
 
 

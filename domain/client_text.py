@@ -42,9 +42,12 @@ def checked_text(value: str, field: str, max_chars: int) -> str:
     if len(value) > max_chars:
         raise ClientTextError(field, f"must be at most {max_chars} characters long (it has {len(value)})")
     if (found := REFUSED.search(value)) is not None:
-        raise ClientTextError(field, f"must not contain {describe(found.group())} (at character "
-                                     f"{found.start() + 1}): control characters, bidirectional controls and "
-                                     "NUL are refused")
+        raise ClientTextError(
+            field,
+            f"must not contain {describe(found.group())} (at character "
+            f"{found.start() + 1}): control characters, bidirectional controls and "
+            "NUL are refused",
+        )
     return value
 
 

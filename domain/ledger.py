@@ -48,13 +48,31 @@ from domain.ledger_errors import (
     TeamNotFound,
     TeamSuspended,
 )
-from domain.ledger_holds import Delivery, TeamHolds
+from domain.ledger_holds import Delivery, RequestOnLedger, TeamHolds
 from domain.ledger_state import ABANDONED, EXPIRED, STATE_VERSION, check_positive
 from domain.money import format_credits
 
-__all__ = ["ABANDONED", "EXPIRED", "TEAM_NAME", "AlreadyCharged", "BudgetExceeded", "Delivery", "HoldNotFound",
-           "InsufficientCredits", "InvalidAmount", "InvalidTeamName", "KeyNotFound", "LedgerError", "RequestInProgress",
-           "TeamAlreadyExists", "TeamLedger", "TeamNotFound", "TeamSuspended", "team_id"]
+__all__ = [
+    "ABANDONED",
+    "EXPIRED",
+    "TEAM_NAME",
+    "AlreadyCharged",
+    "BudgetExceeded",
+    "Delivery",
+    "HoldNotFound",
+    "InsufficientCredits",
+    "InvalidAmount",
+    "InvalidTeamName",
+    "KeyNotFound",
+    "LedgerError",
+    "RequestInProgress",
+    "RequestOnLedger",
+    "TeamAlreadyExists",
+    "TeamLedger",
+    "TeamNotFound",
+    "TeamSuspended",
+    "team_id",
+]
 
 #: A team's name: matched whole (``fullmatch``), so no trailing newline slips through to headers and logs.
 TEAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -180,11 +198,18 @@ class TeamLedger(TeamHolds, Aggregate):
         check_positive(amount, "a top-up")
         AMOUNT.check(amount)
         if amount > MAX_BALANCE - self.balance:
-            raise InvalidAmount(f"a top-up of {amount} micro-credits would take team {self.name!r}'s balance past "
-                                f"the most a ledger can hold ({MAX_BALANCE} micro-credits)")
+            raise InvalidAmount(
+                f"a top-up of {amount} micro-credits would take team {self.name!r}'s balance past "
+                f"the most a ledger can hold ({MAX_BALANCE} micro-credits)"
+            )
         self.trigger_event(
-            self.CreditsAdded, amount=amount, reference=reference, balance_after=self.balance + amount, actor=actor,
-            reason=reason)
+            self.CreditsAdded,
+            amount=amount,
+            reference=reference,
+            balance_after=self.balance + amount,
+            actor=actor,
+            reason=reason,
+        )
         return self.balance
 
     def adjust_credits(self, amount: int, reason: str, reference: str = "", *, actor: str = "") -> int:
@@ -196,45 +221,71 @@ class TeamLedger(TeamHolds, Aggregate):
         if not reason.strip():
             raise LedgerError("an adjustment must say why (a reason)")
         if amount > MAX_BALANCE - self.balance:
-            raise InvalidAmount(f"an adjustment of {amount} micro-credits would take team {self.name!r}'s balance "
-                                f"past the most a ledger can hold")
+            raise InvalidAmount(
+                f"an adjustment of {amount} micro-credits would take team {self.name!r}'s balance "
+                f"past the most a ledger can hold"
+            )
         if -amount > self.available:
-            raise InvalidAmount(f"team {self.name!r} has {format_credits(self.available)} credits available: an "
-                                f"adjustment cannot take {format_credits(-amount)} (what requests hold is theirs)")
+            raise InvalidAmount(
+                f"team {self.name!r} has {format_credits(self.available)} credits available: an "
+                f"adjustment cannot take {format_credits(-amount)} (what requests hold is theirs)"
+            )
         if reference and reference in self.adjustment_references:
             raise LedgerError(f"team {self.name!r} already has an adjustment under the reference {reference!r}")
-        self.trigger_event(self.CreditsAdjusted, amount=amount, reason=reason, reference=reference,
-                           balance_after=self.balance + amount, actor=actor)
+        self.trigger_event(
+            self.CreditsAdjusted,
+            amount=amount,
+            reason=reason,
+            reference=reference,
+            balance_after=self.balance + amount,
+            actor=actor,
+        )
         if self.alert_thresholds and amount < 0:
             self._raise_alerts(0, self.balance - amount, self.now(), "", "")
         return self.balance
 
-    def apply_rerate(self, scope: rerates.RerateScope, lines: Sequence[tuple[str, str, int]], *,
-                     through_version: int | None, actor: str = "", reason: str = "") -> list[int]:
+    def apply_rerate(
+        self,
+        scope: rerates.RerateScope,
+        lines: Sequence[tuple[str, str, int]],
+        *,
+        through_version: int | None,
+        actor: str = "",
+        reason: str = "",
+    ) -> list[int]:
         """Record the re-rate ``scope`` and its adjustments ``(model, key id, amount)`` (a refund > 0, a
         debit < 0), refunds first, a debit taking no more than is available; returns what each moved,
         in the order given. Refused (``RerateRefused``) if its period has not ended or overlaps an
         applied re-rate of the same models; ``RerateRaced`` if ``through_version`` (the version the
         re-rate was computed through, when nothing after its period was seen yet) is not the team's."""
         if through_version is not None and through_version != self.version:
-            raise rerates.RerateRaced(f"team {self.name!r} recorded events while the re-rate was computed; "
-                                      "run it again")
+            raise rerates.RerateRaced(
+                f"team {self.name!r} recorded events while the re-rate was computed; run it again"
+            )
         problem = rerates.refusal(self.rerates, scope, self.name, self.now())
         if problem is not None:
             raise rerates.RerateRefused(problem)
         moved = dict.fromkeys(range(len(lines)), 0)
         if not any(amount for _, _, amount in lines):
             return list(moved.values())
-        self.trigger_event(self.Rerated, reference=scope.reference, start=scope.start.isoformat(),
-                           end=scope.end.isoformat(), models=list(scope.models), prices=scope.prices, actor=actor,
-                           reason=reason)
+        self.trigger_event(
+            self.Rerated,
+            reference=scope.reference,
+            start=scope.start.isoformat(),
+            end=scope.end.isoformat(),
+            models=list(scope.models),
+            prices=scope.prices,
+            actor=actor,
+            reason=reason,
+        )
         for i in sorted(moved, key=lambda i: -lines[i][2]):  # refunds first: a debit may take from them
             model, key_id, amount = lines[i]
             moved[i] = max(amount, -self.available)
             if moved[i]:
                 why = f"re-rated {scope.start.isoformat()} to {scope.end.isoformat()} ({model}, {key_id})"
-                self.adjust_credits(moved[i], f"{why}: {reason}" if reason else why,
-                                    f"{scope.reference}:{model}:{key_id}", actor=actor)
+                self.adjust_credits(
+                    moved[i], f"{why}: {reason}" if reason else why, f"{scope.reference}:{model}:{key_id}", actor=actor
+                )
         return list(moved.values())
 
     def _raise_alerts(self, charged: int, balance_before: int, at: datetime, key_id: str, request_id: str) -> None:
@@ -254,7 +305,14 @@ class TeamLedger(TeamHolds, Aggregate):
                 self._alert(t, after, budget.limit, period_of(budget.period, at), request_id)
 
     def _alert(self, t: Threshold, value: int, limit: int, period: str, request_id: str) -> None:
-        self.trigger_event(self.AlertRaised, alert_id=alert_id(self.id, self.version + 1), key_id=t.key_id,
-                           kind=t.kind, threshold=t.value, value=value, limit=limit, period=period,
-                           request_id=request_id)
-
+        self.trigger_event(
+            self.AlertRaised,
+            alert_id=alert_id(self.id, self.version + 1),
+            key_id=t.key_id,
+            kind=t.kind,
+            threshold=t.value,
+            value=value,
+            limit=limit,
+            period=period,
+            request_id=request_id,
+        )

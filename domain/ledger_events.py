@@ -162,8 +162,9 @@ class HoldPlaced(Aggregate.Event):
     idem_key: str = ""
 
     def apply(self, team: LedgerState) -> None:
-        team.holds[self.request_id] = Hold(self.amount, self.timestamp.timestamp(), self.key_id, self.owner,
-                                           self.idem_key)
+        team.holds[self.request_id] = Hold(
+            self.amount, self.timestamp.timestamp(), self.key_id, self.owner, self.idem_key
+        )
         team.held += self.amount
         team.key_held[self.key_id] = team.key_held.get(self.key_id, 0) + self.amount
         if self.idem_key:
@@ -212,8 +213,9 @@ class Charged(Aggregate.Event):
         if self.lease:
             lease = team.holds.get(self.lease)
             if lease is not None:  # a lease in use is alive: its time is the charge's
-                team.holds[self.lease] = replace(lease, amount=lease.amount - self.hold,
-                                                 placed=self.timestamp.timestamp())
+                team.holds[self.lease] = replace(
+                    lease, amount=lease.amount - self.hold, placed=self.timestamp.timestamp()
+                )
             team.lease_charges[self.request_id] = None
             while len(team.lease_charges) > MAX_REMEMBERED_EXPIRIES:
                 team.lease_charges.pop(next(iter(team.lease_charges)))
@@ -242,9 +244,11 @@ class CreditsLeased(Aggregate.Event):
     def apply(self, team: LedgerState) -> None:
         lease = team.holds.get(self.lease)
         placed = self.timestamp.timestamp()
-        team.holds[self.lease] = (Hold(self.amount, placed, owner=self.owner) if lease is None else
-                                  replace(lease, amount=lease.amount + self.amount, placed=placed,
-                                          owner=self.owner or lease.owner))
+        team.holds[self.lease] = (
+            Hold(self.amount, placed, owner=self.owner)
+            if lease is None
+            else replace(lease, amount=lease.amount + self.amount, placed=placed, owner=self.owner or lease.owner)
+        )
         team.held += self.amount
 
 
@@ -310,8 +314,13 @@ class Rerated(Aggregate.Event):
     reason: str = ""
 
     def apply(self, team: LedgerState) -> None:
-        team.rerates[self.reference] = {"from": self.start, "to": self.end, "models": list(self.models),
-                                        "at": self.timestamp.isoformat(), "actor": self.actor}
+        team.rerates[self.reference] = {
+            "from": self.start,
+            "to": self.end,
+            "models": list(self.models),
+            "at": self.timestamp.isoformat(),
+            "actor": self.actor,
+        }
 
 
 class PricesAdjusted(Aggregate.Event):

@@ -15,6 +15,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
 from domain import ledger_events as events
+from domain.attribution import Attribution
 from domain.ledger_errors import (
     AlreadyCharged,
     BudgetExceeded,
@@ -22,6 +23,7 @@ from domain.ledger_errors import (
     InsufficientCredits,
     InvalidAmount,
     LedgerError,
+    RefusingBudget,
     RequestInProgress,
     TeamSuspended,
 )
@@ -56,6 +58,18 @@ def _price_of(prices: Mapping[str, Price] | PriceSource | None, model: str) -> P
     return prices if prices.in_force(model, datetime.now(UTC)) is not None else None
 
 
+@dataclass(frozen=True, slots=True)
+class RequestOnLedger:
+    """A request as its team's ledger records it: its id, the key it came with, its model and
+    endpoint, and who it is attributed to (its tags and end user, recorded with its charge)."""
+
+    request_id: str
+    key_id: str
+    model: str
+    endpoint: str
+    attribution: Attribution = field(default_factory=Attribution)
+
+
 class TeamHolds(TeamPolicies):
     """The request path's commands of the team aggregate (a part of ``TeamLedger``, never used alone)."""
 
@@ -65,12 +79,10 @@ class TeamHolds(TeamPolicies):
         def now(self) -> datetime:
             """The aggregate's (``TeamLedger.now``): the instant the team judges and records at."""
 
-        def _raise_alerts(self, charged: int, balance_before: int, at: datetime, key_id: str,
-                          request_id: str) -> None:
+        def _raise_alerts(self, charged: int, balance_before: int, at: datetime, key_id: str, request_id: str) -> None:
             """The aggregate's: an alert for each threshold the money just moved crossed."""
 
-    def place_hold(self, request_id: str, amount: int, key_id: str, model: str, endpoint: str,
-                   *, owner: str = "", idem_key: str = "") -> int:
+    def place_hold(self, request: RequestOnLedger, amount: int, *, owner: str = "", idem_key: str = "") -> int:
         """Reserve ``amount`` for a request about to go upstream, on behalf of gateway process
         ``owner``; returns what is still available.
 
@@ -79,6 +91,7 @@ class TeamHolds(TeamPolicies):
         request of the team still holds is refused (``RequestInProgress``): a client retrying while
         its first attempt runs.
         """
+        request_id, key_id = request.request_id, request.key_id
         if request_id in self.holds:
             return self.available
         if self.suspended:
@@ -90,29 +103,38 @@ class TeamHolds(TeamPolicies):
         self._check_budgets(amount, key_id, self.now())
         if amount > self.available:
             raise InsufficientCredits(self.name, amount, self.available)
-        self.trigger_event(events.HoldPlaced, request_id=request_id, amount=amount, key_id=key_id, model=model,
-                           endpoint=endpoint, owner=owner, idem_key=idem_key)
+        self.trigger_event(
+            events.HoldPlaced,
+            request_id=request_id,
+            amount=amount,
+            key_id=key_id,
+            model=request.model,
+            endpoint=request.endpoint,
+            owner=owner,
+            idem_key=idem_key,
+        )
         return self.available
 
-    def charge(self, request_id: str, usage: TokenUsage, price: Price | PriceSource, credits_per_usd: Decimal, *,
-               key_id: str, model: str, endpoint: str, lease: str = "") -> events.Charged:
-        """Debit what ``usage`` cost and close the request's hold; returns the recorded event."""
-        return self.charge_priced(request_id, usage, price, credits_per_usd, key_id=key_id, model=model,
-                                  endpoint=endpoint, lease=lease)[0]
-
-    def charge_priced(
+    def charge(
         self,
-        request_id: str,
+        request: RequestOnLedger,
         usage: TokenUsage,
         price: Price | PriceSource,
         credits_per_usd: Decimal,
         *,
-        key_id: str,
-        model: str,
-        endpoint: str,
         lease: str = "",
-        tags: Mapping[str, str] | None = None,
-        end_user: str = "",
+    ) -> events.Charged:
+        """Debit what ``usage`` cost and close the request's hold; returns the recorded event."""
+        return self.charge_priced(request, usage, price, credits_per_usd, lease=lease)[0]
+
+    def charge_priced(
+        self,
+        request: RequestOnLedger,
+        usage: TokenUsage,
+        price: Price | PriceSource,
+        credits_per_usd: Decimal,
+        *,
+        lease: str = "",
     ) -> tuple[events.Charged, Cost]:
         """Debit what ``usage`` cost and close the request's hold; returns the recorded event and
         what its cost is made of (its parts, computed once, for the answer's receipt).
@@ -125,6 +147,7 @@ class TeamHolds(TeamPolicies):
         as far as the available balance goes: it was served. A request held against a ``lease``
         is charged from what is left of the lease, then from the available balance.
         """
+        request_id, key_id, model = request.request_id, request.key_id, request.model
         at = self.now()
         if isinstance(price, Price):
             table, price_ref = price, ""
@@ -146,8 +169,9 @@ class TeamHolds(TeamPolicies):
             charged = min(cost, left + room)
             hold = min(charged, left)
         else:
-            hold = (0 if request_id in self.expired and request_id not in self.holds
-                    else self._open_hold(request_id).amount)
+            hold = (
+                0 if request_id in self.expired and request_id not in self.holds else self._open_hold(request_id).amount
+            )
             charged = min(cost, hold + room)
         self.trigger_event(
             events.Charged,
@@ -155,7 +179,7 @@ class TeamHolds(TeamPolicies):
             request_id=request_id,
             key_id=key_id,
             model=model,
-            endpoint=endpoint,
+            endpoint=request.endpoint,
             usage=usage.as_record(),
             price=priced.applied.as_record(),
             credits_per_usd=str(credits_per_usd),
@@ -168,8 +192,8 @@ class TeamHolds(TeamPolicies):
             basis=priced.basis,
             price_ref=price_ref,
             adjustment=adjustment,
-            tags=dict(tags or {}),
-            end_user=end_user,
+            tags=dict(request.attribution.tags),
+            end_user=request.attribution.end_user,
             key_budget_left=self.key_budget_left(key_id, at, charged, 0 if lease else hold),
         )
         event = cast(events.Charged, self.pending_events[-1])  # the event just triggered
@@ -186,8 +210,12 @@ class TeamHolds(TeamPolicies):
         left, budget, scope = tightest
         if amount > left and left < self.available:
             resets = budget.resets_at(at)
-            raise BudgetExceeded(self.name, amount, max(0, left), key_id=scope, limit=budget.limit,
-                                 period=budget.period, resets_at=resets.isoformat() if resets else "")
+            raise BudgetExceeded(
+                self.name,
+                amount,
+                max(0, left),
+                RefusingBudget(scope, budget.limit, budget.period, resets.isoformat() if resets else ""),
+            )
 
     def lease_credits(self, lease: str, needed: int, wanted: int, owner: str = "") -> int:
         """Add to a process's lease at least ``needed`` and up to ``wanted`` of the available balance
@@ -216,16 +244,24 @@ class TeamHolds(TeamPolicies):
             self.trigger_event(events.HoldReleased, request_id=lease, amount=0, reason="lease returned")
 
     def record_failure(self, request_id: str, lease: str, key_id: str, model: str, endpoint: str, reason: str) -> None:
-        self.trigger_event(events.RequestFailed, request_id=request_id, lease=lease, key_id=key_id, model=model,
-                           endpoint=endpoint, reason=reason)
+        self.trigger_event(
+            events.RequestFailed,
+            request_id=request_id,
+            lease=lease,
+            key_id=key_id,
+            model=model,
+            endpoint=endpoint,
+            reason=reason,
+        )
 
     def release_expired(self, now: float, timeout: float) -> list[str]:
         """Release the holds placed more than ``timeout`` seconds before ``now``: their requests'
         processes died, or their streams outlived any sane bound. Returns their request ids."""
         stale = [request_id for request_id, hold in self.holds.items() if hold.placed + timeout < now]
         for request_id in stale:
-            self.trigger_event(events.HoldReleased, request_id=request_id, amount=self.holds[request_id].amount,
-                               reason=EXPIRED)
+            self.trigger_event(
+                events.HoldReleased, request_id=request_id, amount=self.holds[request_id].amount, reason=EXPIRED
+            )
         return stale
 
     def release_abandoned(
@@ -245,11 +281,17 @@ class TeamHolds(TeamPolicies):
             price = _price_of(prices, d.model)
             held_by = d.lease or d.request_id
             hold = self.holds.get(held_by)
-            if (price is None or not d.usage.total_tokens or hold is None or not hold.owner or hold.owner not in dead
-                    or d.request_id in self.lease_charges):
+            if (
+                price is None
+                or not d.usage.total_tokens
+                or hold is None
+                or not hold.owner
+                or hold.owner not in dead
+                or d.request_id in self.lease_charges
+            ):
                 continue
-            self.charge_priced(d.request_id, d.usage, price, credits_per_usd, key_id=d.key_id, model=d.model,
-                               endpoint=d.endpoint, lease=d.lease, tags=d.tags, end_user=d.end_user)
+            request = RequestOnLedger(d.request_id, d.key_id, d.model, d.endpoint, Attribution(d.tags, d.end_user))
+            self.charge_priced(request, d.usage, price, credits_per_usd, lease=d.lease)
         released = [held for held, hold in self.holds.items() if hold.owner and hold.owner in dead]
         for held in released:
             self.trigger_event(events.HoldReleased, request_id=held, amount=self.holds[held].amount, reason=ABANDONED)

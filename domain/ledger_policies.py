@@ -33,14 +33,14 @@ class TeamPolicies(LedgerState):
     """The policy commands of the team aggregate (a part of ``TeamLedger``, never used alone)."""
 
     if TYPE_CHECKING:
+
         def trigger_event(self, event_class: Any, **kwargs: Any) -> None:
             """The aggregate's (``TeamLedger.trigger_event``): records an event at the team's instant."""
 
     def issue_key(self, key_id: str, key_hash: str, label: str = "", *, actor: str = "", reason: str = "") -> None:
         if key_id in self.keys:
             raise LedgerError(f"key id {key_id!r} is already issued")
-        self.trigger_event(events.KeyIssued, key_id=key_id, key_hash=key_hash, label=label, actor=actor,
-                           reason=reason)
+        self.trigger_event(events.KeyIssued, key_id=key_id, key_hash=key_hash, label=label, actor=actor, reason=reason)
 
     def revoke_key(self, key_id: str, *, actor: str = "", reason: str = "") -> None:
         if self.key(key_id).revoked:
@@ -49,22 +49,24 @@ class TeamPolicies(LedgerState):
 
     def restrict_key(self, key_id: str, models: list[str], *, actor: str = "", reason: str = "") -> None:
         self.key(key_id)
-        self.trigger_event(events.KeyModelsRestricted, key_id=key_id, models=sorted(set(models)), actor=actor,
-                           reason=reason)
+        self.trigger_event(
+            events.KeyModelsRestricted, key_id=key_id, models=sorted(set(models)), actor=actor, reason=reason
+        )
 
     def restrict_key_endpoints(self, key_id: str, endpoints: list[str], *, actor: str = "", reason: str = "") -> None:
         self.key(key_id)
-        self.trigger_event(events.KeyEndpointsRestricted, key_id=key_id, endpoints=sorted(set(endpoints)),
-                           actor=actor, reason=reason)
+        self.trigger_event(
+            events.KeyEndpointsRestricted, key_id=key_id, endpoints=sorted(set(endpoints)), actor=actor, reason=reason
+        )
 
     def limit_key(self, key_id: str, rpm: int | None, tpm: int | None, *, actor: str = "", reason: str = "") -> None:
         self.key(key_id)
-        self.trigger_event(events.KeyLimitsSet, key_id=key_id, rpm=_limit(rpm, RPM), tpm=_limit(tpm, TPM),
-                           actor=actor, reason=reason)
+        self.trigger_event(
+            events.KeyLimitsSet, key_id=key_id, rpm=_limit(rpm, RPM), tpm=_limit(tpm, TPM), actor=actor, reason=reason
+        )
 
     def limit(self, rpm: int | None, tpm: int | None, *, actor: str = "", reason: str = "") -> None:
-        self.trigger_event(events.TeamLimitsSet, rpm=_limit(rpm, RPM), tpm=_limit(tpm, TPM), actor=actor,
-                           reason=reason)
+        self.trigger_event(events.TeamLimitsSet, rpm=_limit(rpm, RPM), tpm=_limit(tpm, TPM), actor=actor, reason=reason)
 
     def suspend(self, reason: str = "", *, actor: str = "") -> None:
         if self.suspended:
@@ -76,8 +78,9 @@ class TeamPolicies(LedgerState):
             raise LedgerError(f"team {self.name!r} is not suspended")
         self.trigger_event(events.Reinstated, actor=actor, reason=reason)
 
-    def set_budget(self, limit: int | None, period: str, key_id: str = "", *, actor: str = "",
-                   reason: str = "") -> None:
+    def set_budget(
+        self, limit: int | None, period: str, key_id: str = "", *, actor: str = "", reason: str = ""
+    ) -> None:
         """Let the key ``key_id`` (no key: the whole team) spend at most ``limit`` micro-credits per
         ``period``; a ``limit`` of None lifts its budget."""
         if key_id:
@@ -88,8 +91,9 @@ class TeamPolicies(LedgerState):
             BUDGET.check(limit)
         self.trigger_event(events.BudgetSet, key_id=key_id, limit=limit, period=period, actor=actor, reason=reason)
 
-    def set_alert(self, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True, actor: str = "",
-                  reason: str = "") -> None:
+    def set_alert(
+        self, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True, actor: str = "", reason: str = ""
+    ) -> None:
         """Alert when the key's (no key: the team's) budget reaches ``value`` percent
         (``budget_percent``), or the team's balance falls under ``value`` micro-credits
         (``balance_below``); ``enabled`` False removes the alert."""
@@ -99,15 +103,23 @@ class TeamPolicies(LedgerState):
             recorded = check_threshold(kind, value, key_id)
         except ValueError as exc:
             raise LedgerError(str(exc)) from None
-        self.trigger_event(events.AlertThresholdSet, key_id=key_id, kind=kind, value=recorded, enabled=enabled,
-                           actor=actor, reason=reason)
+        self.trigger_event(
+            events.AlertThresholdSet,
+            key_id=key_id,
+            kind=kind,
+            value=recorded,
+            enabled=enabled,
+            actor=actor,
+            reason=reason,
+        )
 
     def adjust_prices(self, percent: Decimal, model: str = "", reason: str = "", *, actor: str = "") -> None:
         """Price the team's requests ``percent`` above (negative: below) the price list, for ``model``
         or, with no model, for every model without an adjustment of its own (0 ends it)."""
         PRICE_ADJUSTMENT_PERCENT.check(percent)
-        self.trigger_event(events.PricesAdjusted, model=model, percent=f"{percent.normalize():f}", reason=reason,
-                           actor=actor)
+        self.trigger_event(
+            events.PricesAdjusted, model=model, percent=f"{percent.normalize():f}", reason=reason, actor=actor
+        )
 
     def clamp_outputs(self, enabled: bool, key_id: str = "", *, actor: str = "", reason: str = "") -> None:
         """Lower a request's output limit to what the balance covers instead of refusing it, for the

@@ -54,17 +54,29 @@ def upcast_v4_v5(state: dict[str, Any]) -> None:
     key_of: dict[str, str] = state.pop("hold_keys", {})
     if times is not None:
         idem_of = {request_id: idem_key for idem_key, request_id in state["idem_holds"].items()}
-        state["holds"] = {held_for: Hold(amount, times[held_for], key_of.get(held_for), owners.get(held_for, ""),
-                                         idem_of.get(held_for, ""))
-                          for held_for, amount in state["holds"].items()}
-    state["keys"] = {key_id: key if isinstance(key, KeyPolicy) else _key_policy(key)
-                     for key_id, key in state["keys"].items()}
+        state["holds"] = {
+            held_for: Hold(
+                amount, times[held_for], key_of.get(held_for), owners.get(held_for, ""), idem_of.get(held_for, "")
+            )
+            for held_for, amount in state["holds"].items()
+        }
+    state["keys"] = {
+        key_id: key if isinstance(key, KeyPolicy) else _key_policy(key) for key_id, key in state["keys"].items()
+    }
     if isinstance(state["budget"], dict):
         state["budget"] = Budget.from_record(state["budget"])
 
 
 def _key_policy(key: dict[str, Any]) -> KeyPolicy:
     """A key as the state kept it before it was a record: what was never set on it is absent."""
-    return KeyPolicy(key["hash"], key["label"], key["revoked"], tuple(key.get("models", ())),
-                     tuple(key.get("endpoints", ())), key.get("rpm"), key.get("tpm"), key.get("clamp"),
-                     Budget.from_record(key.get("budget")))
+    return KeyPolicy(
+        key["hash"],
+        key["label"],
+        key["revoked"],
+        tuple(key.get("models", ())),
+        tuple(key.get("endpoints", ())),
+        key.get("rpm"),
+        key.get("tpm"),
+        key.get("clamp"),
+        Budget.from_record(key.get("budget")),
+    )

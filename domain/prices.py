@@ -70,8 +70,15 @@ class PriceList(Aggregate):
         actor: str = ""  # events recorded before actors were kept lack it
 
         def apply(self, prices: PriceList) -> None:
-            entry = PriceEntry(self.model, Price.from_record(self.price), datetime.fromisoformat(self.effective_from),
-                               self.originator_version, self.timestamp, self.reason, self.actor)
+            entry = PriceEntry(
+                self.model,
+                Price.from_record(self.price),
+                datetime.fromisoformat(self.effective_from),
+                self.originator_version,
+                self.timestamp,
+                self.reason,
+                self.actor,
+            )
             prices.entries.setdefault(self.model, []).append(entry)
 
     @staticmethod
@@ -85,8 +92,9 @@ class PriceList(Aggregate):
     def start(cls) -> PriceList:
         return cls()
 
-    def set_price(self, model: str, price: Price, effective_from: datetime, now: datetime, reason: str = "", *,
-                  actor: str = "") -> None:
+    def set_price(
+        self, model: str, price: Price, effective_from: datetime, now: datetime, reason: str = "", *, actor: str = ""
+    ) -> None:
         """Record that ``model`` costs ``price`` from ``effective_from`` on, which may not be before
         ``now``: charges already made keep the price they were made at (a wrong past price is put
         right by re-rating the period, ``tollgate ledger rerate``, never by rewriting it)."""
@@ -96,9 +104,16 @@ class PriceList(Aggregate):
             raise PriceChangeRefused(
                 f"a price of {model!r} cannot take effect at {effective_from.isoformat()}, before now "
                 f"({now.isoformat()}): charges made since were priced at the price then in force; re-rate the period "
-                "instead (tollgate ledger rerate)")
-        self.trigger_event(self.PriceSet, model=model, price=price.as_record(),
-                           effective_from=effective_from.isoformat(), reason=reason, actor=actor)
+                "instead (tollgate ledger rerate)"
+            )
+        self.trigger_event(
+            self.PriceSet,
+            model=model,
+            price=price.as_record(),
+            effective_from=effective_from.isoformat(),
+            reason=reason,
+            actor=actor,
+        )
 
     def in_force(self, model: str, at: datetime) -> PriceEntry | None:
         """The entry that prices ``model`` at ``at``: the latest to take effect by then (of two taking

@@ -5,7 +5,7 @@ tokens times a number of tokens, times credits-per-USD, times a million micro-cr
 is just ``tokens × price × credits_per_usd`` micro-credits, costs are exact ``Decimal``s until the
 one rounding rule in :mod:`domain.money` turns a request's total into whole micro-credits.
 
-What providers bill, and how it is priced here (README, "How billing works"):
+What providers bill, and how it is priced here (docs/billing.md, docs/prices.md):
 
 - **Token kinds**: prompt tokens neither written to nor read from a cache (``input``), output tokens
   (reasoning included), cache writes of the default 5-minute lifetime (``cache_create``), 1-hour
@@ -23,7 +23,7 @@ ones) and why (``basis``), so an auditor reads the price of every charge off the
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, NotRequired, TypedDict
@@ -124,26 +124,41 @@ class Price:
         if table.long_context is not None and usage.prompt_tokens > table.long_context.threshold:
             table = table.long_context.price
             basis = "long_context" if basis == "base" else f"{basis}+long_context"
-        return Price(table.input, table.output, table.cache_create, table.cache_hit, table.cache_write_1h,
-                     tool_fees=self.tool_fees), basis
+        return Price(
+            table.input,
+            table.output,
+            table.cache_create,
+            table.cache_hit,
+            table.cache_write_1h,
+            tool_fees=self.tool_fees,
+        ), basis
 
     def tables(self, prompt_bound: int, tiers: Collection[str] | None = None) -> list[Price]:
         """The rate tables a request whose prompt is at most ``prompt_bound`` tokens may be billed at:
         the base and the named ``tiers`` (every configured tier when ``None``), and the long-context
         table of each whose threshold the prompt may pass."""
         chosen = [self, *(t for name, t in self.service_tiers.items() if tiers is None or name in tiers)]
-        return [*chosen, *(t.long_context.price for t in chosen
-                           if t.long_context is not None and prompt_bound > t.long_context.threshold)]
+        return [
+            *chosen,
+            *(
+                t.long_context.price
+                for t in chosen
+                if t.long_context is not None and prompt_bound > t.long_context.threshold
+            ),
+        ]
 
     def as_record(self) -> PriceRecord:
         """The price as stored in events (strings keep every digit; what is unset is left out)."""
-        record: PriceRecord = {"input": str(self.input), "output": str(self.output),
-                               "cache_create": str(self.cache_create), "cache_hit": str(self.cache_hit)}
+        record: PriceRecord = {
+            "input": str(self.input),
+            "output": str(self.output),
+            "cache_create": str(self.cache_create),
+            "cache_hit": str(self.cache_hit),
+        }
         if self.cache_write_1h is not None:
             record["cache_write_1h"] = str(self.cache_write_1h)
         if self.long_context is not None:
-            record["long_context"] = {"threshold": self.long_context.threshold,
-                                      **self.long_context.price.as_record()}
+            record["long_context"] = {"threshold": self.long_context.threshold, **self.long_context.price.as_record()}
         if self.service_tiers:
             record["service_tiers"] = {name: tier.as_record() for name, tier in sorted(self.service_tiers.items())}
         if self.tool_fees:
@@ -154,11 +169,14 @@ class Price:
     def from_record(cls, record: Mapping[str, Any]) -> Price:
         long_context = record.get("long_context")
         return cls(
-            Decimal(record["input"]), Decimal(record["output"]), Decimal(record["cache_create"]),
+            Decimal(record["input"]),
+            Decimal(record["output"]),
+            Decimal(record["cache_create"]),
             Decimal(record["cache_hit"]),
             cache_write_1h=Decimal(record["cache_write_1h"]) if "cache_write_1h" in record else None,
             long_context=LongContext(int(long_context["threshold"]), cls.from_record(long_context))
-            if long_context else None,
+            if long_context
+            else None,
             service_tiers={name: cls.from_record(tier) for name, tier in (record.get("service_tiers") or {}).items()},
             tool_fees={name: Decimal(fee) for name, fee in (record.get("tool_fees") or {}).items()},
         )
@@ -184,8 +202,13 @@ class TokenUsage:
     tool_calls: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens",
-                     "cache_write_1h_tokens"):
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_write_tokens",
+            "cache_hit_tokens",
+            "cache_write_1h_tokens",
+        ):
             _check_count(name, getattr(self, name))
         for tool, calls in self.tool_calls:
             _check_count(f"tool_calls[{tool!r}]", calls)
@@ -220,9 +243,15 @@ class TokenUsage:
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> TokenUsage:
-        return cls(record["input_tokens"], record["output_tokens"], record["cache_write_tokens"],
-                   record["cache_hit_tokens"], record.get("cache_write_1h_tokens", 0),
-                   record.get("service_tier", ""), tool_calls_of(record.get("tool_calls") or {}))
+        return cls(
+            record["input_tokens"],
+            record["output_tokens"],
+            record["cache_write_tokens"],
+            record["cache_hit_tokens"],
+            record.get("cache_write_1h_tokens", 0),
+            record.get("service_tier", ""),
+            tool_calls_of(record.get("tool_calls") or {}),
+        )
 
 
 def tool_calls_of(calls: Mapping[str, int]) -> tuple[tuple[str, int], ...]:
@@ -247,8 +276,7 @@ class Cost:
     basis: str
 
 
-def price_usage(usage: TokenUsage, price: Price, credits_per_usd: Decimal,
-                adjustment: Decimal = Decimal(0)) -> Cost:
+def price_usage(usage: TokenUsage, price: Price, credits_per_usd: Decimal, adjustment: Decimal = Decimal(0)) -> Cost:
     """The cost of ``usage`` at ``price``: at the rates it applies to the usage (tier, long context),
     plus the fee of every tool call reported, then the team's price ``adjustment`` (a percentage:
     ``-10`` is a 10 % discount), rounded up once."""
@@ -285,35 +313,45 @@ class Exposure:
 _ANYTHING = Exposure()
 
 
-def worst_case_in_micros(prompt_token_bound: int, max_output_tokens: int, price: Price, credits_per_usd: Decimal,
-                         exposure: Exposure = _ANYTHING, adjustment: Decimal = Decimal(0)) -> int:
+def worst_case_in_micros(
+    prompt_token_bound: int,
+    max_output_tokens: int,
+    price: Price,
+    credits_per_usd: Decimal,
+    exposure: Exposure = _ANYTHING,
+    adjustment: Decimal = Decimal(0),
+) -> int:
     """The most a request can cost: every prompt token at the dearest input rate and every allowed
     output token at the output rate, of the dearest table it may be billed at (any tier it may be
     served at, and the long-context rates if its prompt may pass the threshold), plus the fees of the
     most tool calls it may make. This is what a hold reserves."""
-    return round_up_to_micros(_worst_exact(prompt_token_bound, max_output_tokens, price, credits_per_usd,
-                                           exposure, adjustment))
+    return round_up_to_micros(
+        _worst_exact(prompt_token_bound, max_output_tokens, price, credits_per_usd, exposure, adjustment)
+    )
 
 
-def _worst_exact(prompt: int, output: int, price: Price, credits_per_usd: Decimal, exposure: Exposure,
-                 adjustment: Decimal) -> Decimal:
+def _worst_exact(
+    prompt: int, output: int, price: Price, credits_per_usd: Decimal, exposure: Exposure, adjustment: Decimal
+) -> Decimal:
     if not price.service_tiers and price.long_context is None and not exposure.tool_calls and not adjustment:
         return (prompt * price.highest_input + output * price.output) * credits_per_usd  # one table: every hold
     tokens = max(prompt * t.highest_input + output * t.output for t in price.tables(prompt, exposure.tiers))
-    fees = sum((calls * price.tool_fees.get(tool, Decimal(0)) * 1_000_000
-                for tool, calls in exposure.tool_calls.items()), Decimal(0))
+    fees = sum(
+        (calls * price.tool_fees.get(tool, Decimal(0)) * 1_000_000 for tool, calls in exposure.tool_calls.items()),
+        Decimal(0),
+    )
     exact = (tokens + fees) * credits_per_usd
     return exact + exact * adjustment / _HUNDRED if adjustment else exact
 
 
-def affordable_output_tokens(available: int, prompt_token_bound: int, ceiling: int, price: Price,
-                             credits_per_usd: Decimal, exposure: Exposure = _ANYTHING,
-                             adjustment: Decimal = Decimal(0)) -> int:
+def affordable_output_tokens(available: int, ceiling: int, worst_case: Callable[[int], int]) -> int:
     """The largest output allowance, at most ``ceiling``, whose worst case ``available`` covers
-    (0 if not even the prompt is covered): what a refusal for credits tells the client it can ask for."""
+    (0 if not even the prompt is covered): what a refusal for credits tells the client it can ask for.
+    ``worst_case``: a request's worst case for an output allowance (``worst_case_in_micros`` with
+    its prompt, price and exposure), which grows with the allowance."""
+
     def fits(output: int) -> bool:
-        return worst_case_in_micros(prompt_token_bound, output, price, credits_per_usd, exposure,
-                                    adjustment) <= available
+        return worst_case(output) <= available
 
     if not fits(0):
         return 0

@@ -62,8 +62,11 @@ class RerateScope:
 
     @property
     def reference(self) -> str:
-        content = json.dumps({"from": self.start.isoformat(), "to": self.end.isoformat(), "prices": self.prices},
-                             separators=(",", ":"), sort_keys=True)
+        content = json.dumps(
+            {"from": self.start.isoformat(), "to": self.end.isoformat(), "prices": self.prices},
+            separators=(",", ":"),
+            sort_keys=True,
+        )
         return PREFIX + hashlib.sha256(content.encode()).hexdigest()[:16]
 
     def as_record(self) -> dict[str, Any]:
@@ -85,12 +88,18 @@ def _number(value: Decimal) -> str:
 def canonical_price(price: Price) -> dict[str, Any]:
     """A price as what it bills, not as it was written: every rate a normalised number, the 1-hour
     cache rate always said (unset, it is the 5-minute one), tiers and fees in name order, free tools left out."""
-    record: dict[str, Any] = {"input": _number(price.input), "output": _number(price.output),
-                              "cache_create": _number(price.cache_create), "cache_hit": _number(price.cache_hit),
-                              "cache_write_1h": _number(price.write_1h)}
+    record: dict[str, Any] = {
+        "input": _number(price.input),
+        "output": _number(price.output),
+        "cache_create": _number(price.cache_create),
+        "cache_hit": _number(price.cache_hit),
+        "cache_write_1h": _number(price.write_1h),
+    }
     if price.long_context is not None:
-        record["long_context"] = {"threshold": price.long_context.threshold,
-                                  **canonical_price(price.long_context.price)}
+        record["long_context"] = {
+            "threshold": price.long_context.threshold,
+            **canonical_price(price.long_context.price),
+        }
     if price.service_tiers:
         record["service_tiers"] = {name: canonical_price(t) for name, t in sorted(price.service_tiers.items())}
     fees = {name: _number(fee) for name, fee in sorted(price.tool_fees.items()) if fee}
@@ -114,16 +123,20 @@ def refusal(applied: Mapping[str, Mapping[str, Any]], scope: RerateScope, team: 
     earlier = overlapping(applied, scope)
     if earlier is None:
         if scope.end > now:
-            return (f"the period runs to {scope.end.isoformat()}, which has not come (it is {now.isoformat()}): "
-                    "only a period that has ended is re-rated, or charges still to come in it would never be")
+            return (
+                f"the period runs to {scope.end.isoformat()}, which has not come (it is {now.isoformat()}): "
+                "only a period that has ended is re-rated, or charges still to come in it would never be"
+            )
         return None
     reference, record = earlier
     shared = ", ".join(sorted(set(record["models"]) & set(scope.models)))
     by = f" by {record['actor']}" if record.get("actor") else ""
     when = f" at {record['at']}" if record.get("at") else ""
-    return (f"team {team!r} already had {shared} re-rated from {record['from']} to {record['to']} ({reference}, "
-            f"applied{by}{when}); a re-rate may not overlap an earlier one of the same model: re-rate only what "
-            "no earlier re-rate covered")
+    return (
+        f"team {team!r} already had {shared} re-rated from {record['from']} to {record['to']} ({reference}, "
+        f"applied{by}{when}); a re-rate may not overlap an earlier one of the same model: re-rate only what "
+        "no earlier re-rate covered"
+    )
 
 
 _ISO = r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:[+-]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?)?"
@@ -139,9 +152,10 @@ def legacy_rerate(reference: str) -> tuple[str, dict[str, Any]] | None:
     if found is None:
         return None
     start, end = datetime.fromisoformat(found["start"]), datetime.fromisoformat(found["end"])
-    return (f"rerate:{found['digest']}:{found['start']}:{found['end']}",
-            {"from": start.astimezone(UTC).isoformat(), "to": end.astimezone(UTC).isoformat(),
-             "models": [found["model"]]})
+    return (
+        f"rerate:{found['digest']}:{found['start']}:{found['end']}",
+        {"from": start.astimezone(UTC).isoformat(), "to": end.astimezone(UTC).isoformat(), "models": [found["model"]]},
+    )
 
 
 def with_legacy(applied: dict[str, dict[str, Any]], reference: str) -> None:

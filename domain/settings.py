@@ -9,36 +9,19 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 
 import msgspec
 
-from domain.bounds import (
-    CONNECTIONS,
-    CREDITS_PER_USD,
-    KEY_FAILURES,
-    PRICE_RATE,
-    SECONDS,
-    STREAMS,
-    TOKENS,
-    TOOL_FEE,
-    Bound,
-)
-from domain.pricing import BASE_TIERS, LongContext, Price
+from domain.pricing import LongContext, Price
+from domain.settings_checks import check_semantics, deployment_keys
 
-UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "demo")
 #: The wire protocol each kind speaks. Routes choose pass-through or translation by it, so the
 #: deployments of one model must all speak the same one.
 UPSTREAM_WIRES = {"openai": "chat", "demo": "chat", "openai-responses": "responses", "anthropic": "messages"}
-#: What happens to a built-in tool (a provider-run tool such as web search) in a request: `pass` it
-#: to the upstream, `drop` it (the request is served without it) or `refuse` the request.
-BUILTIN_TOOL_POLICIES = ("pass", "drop", "refuse")
 DATABASE_URL_ENV = "TOLLGATE_DATABASE_URL"
 REDIS_URL_ENV = "TOLLGATE_REDIS_URL"
-TOKENIZERS = ("o200k", "anthropic", "bytes")
-LOG_FORMATS = ("json", "text")
-LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 class ConfigError(Exception):
@@ -52,8 +35,8 @@ class ConfigError(Exception):
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
-    """Every field carries a ``#:`` comment: ``scripts/config_reference.py`` builds the README's
-    configuration reference from them, and its test fails for a field without one."""
+    """Every field carries a ``#:`` comment: ``scripts/config_reference.py`` builds the
+    configuration reference (docs/configuration-reference.md) from them, and its test fails for a field without one."""
 
 
 class EffortLevel(_Strict, frozen=True):  # msgspec inherits frozen; type checkers need it said again
@@ -112,18 +95,29 @@ class Pricing(_Strict, frozen=True):
     tool_fees: dict[str, Decimal] = msgspec.field(default_factory=dict)
 
     def to_price(self) -> Price:
-        return Price(self.input, self.output, self.cache_create, self.cache_hit, self.cache_write_1h,
-                     _long_context(self.long_context),
-                     {name: Price(t.input, t.output, t.cache_write, t.cache_hit, t.cache_write_1h,
-                                  _long_context(t.long_context)) for name, t in self.service_tiers.items()},
-                     dict(self.tool_fees))
+        return Price(
+            self.input,
+            self.output,
+            self.cache_create,
+            self.cache_hit,
+            self.cache_write_1h,
+            _long_context(self.long_context),
+            {
+                name: Price(
+                    t.input, t.output, t.cache_write, t.cache_hit, t.cache_write_1h, _long_context(t.long_context)
+                )
+                for name, t in self.service_tiers.items()
+            },
+            dict(self.tool_fees),
+        )
 
 
 def _long_context(table: LongContextPricing | None) -> LongContext | None:
     if table is None:
         return None
-    return LongContext(table.threshold, Price(table.input, table.output, table.cache_write, table.cache_hit,
-                                              table.cache_write_1h))
+    return LongContext(
+        table.threshold, Price(table.input, table.output, table.cache_write, table.cache_hit, table.cache_write_1h)
+    )
 
 
 class Upstream(_Strict, frozen=True):
@@ -222,13 +216,6 @@ class Model(_Strict, frozen=True):
         """The model name sent to ``deployment`` (each may know the model by its own name; defaults to the id
         clients use)."""
         return deployment.model or self.id
-
-
-def deployment_keys(model: Model, index: int) -> list[tuple[str, Upstream]]:
-    """Each deployment of ``models[index]`` with the key that names it in the file, for error messages."""
-    if model.upstreams is not None:
-        return [(f"models[{index}].upstreams[{j}]", up) for j, up in enumerate(model.upstreams)]
-    return [(f"models[{index}].upstream", model.upstream)] if model.upstream is not None else []
 
 
 class Webhook(_Strict, frozen=True):
@@ -365,15 +352,19 @@ def parse_settings(text: str, origin: str, environ: Mapping[str, str] | None = N
     try:
         settings = msgspec.convert(data, Settings, strict=False)
     except msgspec.ValidationError as exc:
-        raise _config_error_from(origin, str(exc)) from None
-    _check_semantics(settings, origin)
+        raise config_error_from(origin, str(exc)) from None
+
+    def fail(key: str, problem: str) -> None:
+        raise ConfigError(origin, key, problem)
+
+    check_semantics(settings, fail)
     return settings
 
 
 _AT_PATH = re.compile(r"^(?P<problem>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
 
 
-def _config_error_from(origin: str, message: str) -> ConfigError:
+def config_error_from(origin: str, message: str) -> ConfigError:
     match = _AT_PATH.match(message)
     assert match is not None
     path = (match.group("path") or "").lstrip(".")
@@ -389,227 +380,17 @@ def _config_error_from(origin: str, message: str) -> ConfigError:
     return ConfigError(origin, path, problem[:1].lower() + problem[1:])
 
 
-def _check_semantics(settings: Settings, origin: str) -> None:
-    """Every rule the schema cannot say, in the file's order: the first broken one is reported."""
-
-    def fail(key: str, problem: str) -> None:
-        raise ConfigError(origin, key, problem)
-
-    _check_ledger_and_stores(settings, fail)
-    _check_limits_and_logging(settings, fail)
-    if not settings.models:
-        fail("models", "at least one [[models]] entry is required")
-    seen: set[str] = set()
-    for i, model in enumerate(settings.models):
-        _check_model(model, i, seen, fail)
-        _check_deployments(model, i, fail)
-    for i, hook in enumerate(settings.webhooks):
-        if not hook.url.startswith(("http://", "https://")):
-            fail(f"webhooks[{i}].url", f"must be an http:// or https:// URL, got {hook.url!r}")
-        if not hook.secret_env.strip():
-            fail(f"webhooks[{i}].secret_env", "must name the environment variable holding the secret alerts are "
-                 "signed with (a receiver cannot tell an unsigned alert from a forged one)")
-    if settings.webhook_retry_max_seconds < 1:
-        fail("webhook_retry_max_seconds", "must be at least 1 second")
-
-
-def _check_ledger_and_stores(settings: Settings, fail: Callable[[str, str], None]) -> None:
-    """The credit rate, the database and Redis, and the ledger's timings."""
-    _check_bound(CREDITS_PER_USD, settings.credits_per_usd, "credits_per_usd", fail)
-    url = settings.database_url
-    if not (
-        (url.startswith("sqlite:///") and len(url) > len("sqlite:///"))
-        or re.match(r"^postgres(ql)?://[^/]*/[^/?#]+", url)
-    ):
-        fail("database_url", f"unsupported URL {url!r}: use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DBNAME")
-    if settings.redis_url is not None and not re.match(r"^rediss?://[^/\s]+(/\d+)?$", settings.redis_url):
-        fail("redis_url", f"unsupported URL {settings.redis_url!r}: use redis://HOST:PORT/DB (or rediss:// for TLS)")
-    _check_bound(CONNECTIONS, settings.database_pool_size, "database_pool_size", fail)
-    if settings.hold_timeout <= 0:
-        fail("hold_timeout", "must be greater than 0 (seconds)")
-    if settings.instance_dead_after < 6:
-        fail(
-            "instance_dead_after", "must be at least 6 (seconds: two heartbeats), or live processes are taken for dead"
-        )
-    if settings.idempotency_ttl <= 0:
-        fail("idempotency_ttl", "must be greater than 0 (seconds)")
-    if settings.request_record_days < 0:
-        fail("request_record_days", "must not be negative (days; 0 keeps no request records)")
-    if settings.lease_idle_seconds <= 0:
-        fail("lease_idle_seconds", "must be greater than 0 (seconds)")
-    if not 10 <= settings.snapshot_every <= 1_000_000:
-        fail("snapshot_every", "must be between 10 and 1000000 (events)")
-    if settings.shutdown_timeout < 0:
-        fail("shutdown_timeout", "must not be negative (seconds)")
-    for name in _DURATIONS:
-        _check_bound(SECONDS, getattr(settings, name), name, fail)
-
-
-#: Every top-level setting in seconds: each has its own least value (above), and all the same most.
-_DURATIONS = ("hold_timeout", "instance_dead_after", "idempotency_ttl", "lease_idle_seconds", "shutdown_timeout",
-              "header_timeout", "body_timeout", "write_timeout", "webhook_retry_max_seconds")
-
-
-def _check_bound(bound: Bound, value: object, key: str, fail: Callable[[str, str], None]) -> None:
-    """Refuse a number out of its range (``domain/bounds.py``), naming the key."""
-    wrong = bound.violation(value)
-    if wrong is not None:
-        fail(key, wrong)
-
-
-def _check_limits_and_logging(settings: Settings, fail: Callable[[str, str], None]) -> None:
-    """The limits against abuse, the metrics port and the log settings."""
-    if not 8 <= settings.max_json_depth <= 256:
-        fail("max_json_depth", "must be between 8 and 256")
-    for name in ("max_request_bytes", "max_messages", "max_tools", "max_content_parts", "max_header_bytes",
-                 "max_headers"):
-        if getattr(settings, name) < 1:
-            fail(name, "must be at least 1")
-    for name in ("max_streams_per_key", "max_streams"):
-        _check_bound(STREAMS, getattr(settings, name), name, fail)
-    _check_bound(KEY_FAILURES, settings.max_key_failures_per_minute, "max_key_failures_per_minute", fail)
-    for name in ("header_timeout", "body_timeout", "write_timeout"):
-        if getattr(settings, name) <= 0:
-            fail(name, "must be greater than 0 (seconds)")
-    if settings.metrics_port is not None and not 1 <= settings.metrics_port <= 65535:
-        fail("metrics_port", "must be a TCP port, 1 to 65535")
-    if settings.log_format not in LOG_FORMATS:
-        fail("log_format", f"unknown format {settings.log_format!r}; expected one of {', '.join(LOG_FORMATS)}")
-    if settings.log_level not in LOG_LEVELS:
-        fail("log_level", f"unknown level {settings.log_level!r}; expected one of {', '.join(LOG_LEVELS)}")
-
-
-def _check_model(model: Model, index: int, seen: set[str], fail: Callable[[str, str], None]) -> None:
-    """One [[models]] entry but its deployments; ``seen``: the ids of the entries before it."""
-    key = f"models[{index}]"
-    if not model.id:
-        fail(f"{key}.id", "must not be empty")
-    if model.id in seen:
-        fail(f"{key}.id", f"duplicate model id {model.id!r}")
-    seen.add(model.id)
-    for name in ("context_window", "max_output_tokens"):
-        _check_bound(TOKENS, getattr(model, name), f"{key}.{name}", fail)
-    _check_pricing(model.pricing, f"{key}.pricing", fail)
-    if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
-        fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
-    if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
-        fail(f"{key}.builtin_tools", f"unknown policy {model.builtin_tools!r}; expected one of "
-                                     f"{', '.join(BUILTIN_TOOL_POLICIES)}")
-    values = [level.value for level in model.effort_levels]
-    if model.default_effort_level not in values:
-        fail(f"{key}.default_effort_level", f"{model.default_effort_level!r} is not one of effort_levels {values}")
-
-
-def _check_pricing(pricing: Pricing, key: str, fail: Callable[[str, str], None]) -> None:
-    """Prices are never negative; a long-context threshold is a positive number of tokens; a tier is
-    named as upstreams report it, and the base price is never a tier of its own."""
-    tables: list[tuple[str, Pricing | RateTable]] = [(key, pricing)]
-    if pricing.long_context is not None:
-        tables.append((f"{key}.long_context", pricing.long_context))
-    for name, tier in pricing.service_tiers.items():
-        if name in BASE_TIERS or not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", name):
-            fail(f"{key}.service_tiers.{name}", "a tier is named as upstreams report it (e.g. flex, priority); "
-                                                "the base price is not a tier of its own")
-        tables.append((f"{key}.service_tiers.{name}", tier))
-        if tier.long_context is not None:
-            tables.append((f"{key}.service_tiers.{name}.long_context", tier.long_context))
-    for where, table in tables:
-        for field_name in table.__struct_fields__:
-            value = getattr(table, field_name)
-            if isinstance(value, Decimal):
-                _check_bound(PRICE_RATE, value, f"{where}.{field_name}", fail)
-        if isinstance(table, LongContextPricing):
-            _check_bound(TOKENS, table.threshold, f"{where}.threshold", fail)
-    for tool, fee in pricing.tool_fees.items():
-        if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", tool):
-            fail(f"{key}.tool_fees.{tool}", "a tool is named in lower case, e.g. web_search")
-        _check_bound(TOOL_FEE, fee, f"{key}.tool_fees.{tool}", fail)
-
-
-def _check_deployments(model: Model, index: int, fail: Callable[[str, str], None]) -> None:
-    key = f"models[{index}]"
-    if model.upstream is None and model.upstreams is None:
-        fail(f"{key}.upstream", "required key is missing (or list several deployments as `upstreams = [...]`)")
-    if model.upstream is not None and model.upstreams is not None:
-        fail(f"{key}.upstreams", "give either `upstream` or `upstreams`, not both")
-    if model.upstreams is not None and not model.upstreams:
-        fail(f"{key}.upstreams", "must list at least one deployment")
-    first: tuple[str, Upstream] | None = None
-    for where, upstream in deployment_keys(model, index):
-        _check_deployment(where, upstream, fail)
-        if first is None:
-            first = (where, upstream)
-        elif upstream.wire != first[1].wire:
-            fail(
-                f"{where}.kind",
-                f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
-                f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
-                f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
-                f"anthropic: messages)",
-            )
-    count = len(model.deployments)
-    if model.max_attempts is not None and not 1 <= model.max_attempts <= count:
-        fail(f"{key}.max_attempts", f"must be between 1 and the number of deployments ({count})")
-
-
-def _check_deployment(where: str, upstream: Upstream, fail: Callable[[str, str], None]) -> None:
-    """One deployment on its own (``where``: its key in the file)."""
-    if upstream.kind not in UPSTREAM_KINDS:
-        fail(f"{where}.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
-    if upstream.kind != "demo":
-        if not upstream.base_url:
-            fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
-        elif not re.match(r"^https?://[^/\s]+", upstream.base_url):
-            fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")
-    for name in ("timeout", "connect_timeout"):
-        if getattr(upstream, name) <= 0:
-            fail(f"{where}.{name}", "must be greater than 0")
-    if upstream.weight < 1:
-        fail(f"{where}.weight", "must be at least 1")
-
-
-class PricedModel(msgspec.Struct, frozen=True):
-    """A model's entry in a price list file: its id and its pricing (anything else is ignored)."""
-
-    id: str
-    pricing: Pricing
-
-
-class _PriceListFile(msgspec.Struct, frozen=True):
-    models: list[PricedModel]
-
-
-def parse_price_list(text: str, origin: str) -> dict[str, Price]:
-    """The prices of a price list file: ``[[models]]`` entries with an ``id`` and a ``pricing``
-    table, as in the configuration file (which is itself one; its other keys are ignored)."""
-    try:
-        data = tomllib.loads(text, parse_float=Decimal)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(origin, "", f"not valid TOML: {exc}") from None
-    try:
-        listed = msgspec.convert(data, _PriceListFile, strict=False)
-    except msgspec.ValidationError as exc:
-        raise _config_error_from(origin, str(exc)) from None
-
-    def fail(key: str, problem: str) -> None:
-        raise ConfigError(origin, key, problem)
-
-    prices: dict[str, Price] = {}
-    for i, model in enumerate(listed.models):
-        if model.id in prices:
-            fail(f"models[{i}].id", f"duplicate model id {model.id!r}")
-        _check_pricing(model.pricing, f"models[{i}].pricing", fail)
-        prices[model.id] = model.pricing.to_price()
-    return prices
-
-
 def require_webhook_secrets(settings: Settings, origin: str, environ: Mapping[str, str]) -> None:
     """Check, before serving, that the secret of every webhook is set: alerts are never sent unsigned."""
     for i, hook in enumerate(settings.webhooks):
         if not environ.get(hook.secret_env):
             state = "empty" if hook.secret_env in environ else "not set"
-            raise ConfigError(origin, f"webhooks[{i}].secret_env", f"environment variable {hook.secret_env} is {state} "
-                              "(the secret alerts to this webhook are signed with)")
+            raise ConfigError(
+                origin,
+                f"webhooks[{i}].secret_env",
+                f"environment variable {hook.secret_env} is {state} "
+                "(the secret alerts to this webhook are signed with)",
+            )
 
 
 def require_upstream_secrets(settings: Settings, origin: str, environ: Mapping[str, str]) -> None:
@@ -631,6 +412,9 @@ def require_strong_admin_key(settings: Settings, origin: str, environ: Mapping[s
     """Check, before serving, that the configured admin key, if set, is at least ``MIN_ADMIN_KEY`` long."""
     key = environ.get(settings.admin_key_env)
     if key and len(key) < MIN_ADMIN_KEY:
-        raise ConfigError(origin, "admin_key_env",
-                          f"the admin key in {settings.admin_key_env} is {len(key)} characters long; it must be "
-                          f"at least {MIN_ADMIN_KEY} (make one with: openssl rand -hex 32)")
+        raise ConfigError(
+            origin,
+            "admin_key_env",
+            f"the admin key in {settings.admin_key_env} is {len(key)} characters long; it must be "
+            f"at least {MIN_ADMIN_KEY} (make one with: openssl rand -hex 32)",
+        )

@@ -17,8 +17,19 @@ from app.store.database import Sql, Transaction
 from app.store.storable import storable_row
 from domain.ledger import TeamLedger
 
-ALERT_COLUMNS = ("alert_id", "notification_id", "team_name", "key_id", "kind", "threshold", "value", "budget_limit",
-                 "period", "request_id", "occurred_at")
+ALERT_COLUMNS = (
+    "alert_id",
+    "notification_id",
+    "team_name",
+    "key_id",
+    "kind",
+    "threshold",
+    "value",
+    "budget_limit",
+    "period",
+    "request_id",
+    "occurred_at",
+)
 INSERT_ALERTS = f"INSERT INTO alerts ({', '.join(ALERT_COLUMNS)})"
 ON_ALERT_CONFLICT = "ON CONFLICT (alert_id) DO NOTHING"
 
@@ -26,8 +37,21 @@ ON_ALERT_CONFLICT = "ON CONFLICT (alert_id) DO NOTHING"
 def alert_row(notification_id: int, team_name: str, event: object) -> tuple[Any, ...] | None:
     if not isinstance(event, TeamLedger.AlertRaised):
         return None
-    return storable_row((event.alert_id, notification_id, team_name, event.key_id, event.kind, event.threshold,
-                         event.value, event.limit, event.period, event.request_id, event.timestamp.isoformat()))
+    return storable_row(
+        (
+            event.alert_id,
+            notification_id,
+            team_name,
+            event.key_id,
+            event.kind,
+            event.threshold,
+            event.value,
+            event.limit,
+            event.period,
+            event.request_id,
+            event.timestamp.isoformat(),
+        )
+    )
 
 
 def write_alerts(tx: Transaction, rows: list[tuple[Any, ...]]) -> None:
@@ -36,12 +60,23 @@ def write_alerts(tx: Transaction, rows: list[tuple[Any, ...]]) -> None:
 
 def alert_body(row: dict[str, Any]) -> bytes:
     """What a receiver is sent: the alert as the ledger recorded it (amounts in micro-credits)."""
-    return json.dumps({
-        "id": row["alert_id"], "type": "alert." + row["kind"], "team": row["team_name"],
-        "key_id": row["key_id"] or None, "threshold": row["threshold"], "value": int(row["value"]),
-        "budget_limit": int(row["budget_limit"]) or None, "period": row["period"] or None,
-        "request_id": row["request_id"] or None, "occurred_at": row["occurred_at"], "unit": "micro-credits",
-    }, separators=(",", ":"), sort_keys=True).encode()
+    return json.dumps(
+        {
+            "id": row["alert_id"],
+            "type": "alert." + row["kind"],
+            "team": row["team_name"],
+            "key_id": row["key_id"] or None,
+            "threshold": row["threshold"],
+            "value": int(row["value"]),
+            "budget_limit": int(row["budget_limit"]) or None,
+            "period": row["period"] or None,
+            "request_id": row["request_id"] or None,
+            "occurred_at": row["occurred_at"],
+            "unit": "micro-credits",
+        },
+        separators=(",", ":"),
+        sort_keys=True,
+    ).encode()
 
 
 class AlertOutbox:
@@ -56,35 +91,50 @@ class AlertOutbox:
             "SELECT a.*, COALESCE(d.attempts, 0) AS attempts, COALESCE(d.next_attempt_at, 0) AS next_attempt_at "
             "FROM alerts a LEFT JOIN alert_deliveries d ON d.alert_id = a.alert_id AND d.url = ? "
             "WHERE d.delivered_at IS NULL AND COALESCE(d.next_attempt_at, 0) <= ? "
-            f"ORDER BY a.notification_id LIMIT {int(limit)}", [url, now])
+            f"ORDER BY a.notification_id LIMIT {int(limit)}",
+            [url, now],
+        )
 
     def claim(self, url: str, alert: dict[str, Any], until: float) -> bool:
         """Take the alert's next attempt for this process (until ``until``); False if another
         process took it first."""
         with self._sql.transaction() as tx:
-            tx.execute("INSERT INTO alert_deliveries (alert_id, url, attempts, next_attempt_at, delivered_at, "
-                       "last_error) VALUES (?, ?, 0, 0, NULL, '') ON CONFLICT (alert_id, url) DO NOTHING",
-                       (alert["alert_id"], url))
-            return tx.execute("UPDATE alert_deliveries SET next_attempt_at = ?, attempts = attempts + 1 "
-                              "WHERE alert_id = ? AND url = ? AND next_attempt_at = ? AND delivered_at IS NULL",
-                              (until, alert["alert_id"], url, alert["next_attempt_at"])) == 1
+            tx.execute(
+                "INSERT INTO alert_deliveries (alert_id, url, attempts, next_attempt_at, delivered_at, "
+                "last_error) VALUES (?, ?, 0, 0, NULL, '') ON CONFLICT (alert_id, url) DO NOTHING",
+                (alert["alert_id"], url),
+            )
+            return (
+                tx.execute(
+                    "UPDATE alert_deliveries SET next_attempt_at = ?, attempts = attempts + 1 "
+                    "WHERE alert_id = ? AND url = ? AND next_attempt_at = ? AND delivered_at IS NULL",
+                    (until, alert["alert_id"], url, alert["next_attempt_at"]),
+                )
+                == 1
+            )
 
     def delivered(self, url: str, alert_id: str, at: str) -> None:
         with self._sql.transaction() as tx:
-            tx.execute("UPDATE alert_deliveries SET delivered_at = ?, last_error = '' WHERE alert_id = ? AND url = ?",
-                       (at, alert_id, url))
+            tx.execute(
+                "UPDATE alert_deliveries SET delivered_at = ?, last_error = '' WHERE alert_id = ? AND url = ?",
+                (at, alert_id, url),
+            )
 
     def failed(self, url: str, alert_id: str, retry_at: float, error: str) -> None:
         with self._sql.transaction() as tx:
-            tx.execute("UPDATE alert_deliveries SET next_attempt_at = ?, last_error = ? WHERE alert_id = ? AND url = ?",
-                       (retry_at, error[:300], alert_id, url))
+            tx.execute(
+                "UPDATE alert_deliveries SET next_attempt_at = ?, last_error = ? WHERE alert_id = ? AND url = ?",
+                (retry_at, error[:300], alert_id, url),
+            )
 
     def recent(self, team: str, limit: int = 50) -> list[dict[str, Any]]:
         """The team's latest alerts, newest first, each with how its deliveries stand."""
-        alerts = self._sql.query(f"SELECT * FROM alerts WHERE team_name = ? ORDER BY notification_id DESC "
-                                 f"LIMIT {int(limit)}", [team])
+        alerts = self._sql.query(
+            f"SELECT * FROM alerts WHERE team_name = ? ORDER BY notification_id DESC LIMIT {int(limit)}", [team]
+        )
         for alert in alerts:
             alert["deliveries"] = self._sql.query(
                 "SELECT url, attempts, delivered_at, last_error FROM alert_deliveries WHERE alert_id = ? ORDER BY url",
-                [alert["alert_id"]])
+                [alert["alert_id"]],
+            )
         return alerts

@@ -29,8 +29,9 @@ KEY = ("team_name", "dimension", "value", "day")
 SUMMED = ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "cost")
 COLUMNS = (*KEY, *SUMMED)
 _ADD = f"INSERT INTO {TABLE} ({', '.join(COLUMNS)})"
-_ON_CONFLICT = (f"ON CONFLICT ({', '.join(KEY)}) DO UPDATE SET "
-                + ", ".join(f"{c} = {TABLE}.{c} + excluded.{c}" for c in SUMMED))
+_ON_CONFLICT = f"ON CONFLICT ({', '.join(KEY)}) DO UPDATE SET " + ", ".join(
+    f"{c} = {TABLE}.{c} + excluded.{c}" for c in SUMMED
+)
 
 Counts = list[int]
 #: How many tag dimensions a report lists (the most used); any other can still be asked for by name.
@@ -45,22 +46,29 @@ def attribution_rows(team_name: str, event: object) -> list[tuple[Any, ...]]:
         return []
     u = event.usage
     day = event.timestamp.date().isoformat()
-    counts = (1, u["input_tokens"], u["output_tokens"],
-              int(u["cache_write_tokens"]) + int(u.get("cache_write_1h_tokens", 0)), u["cache_hit_tokens"],
-              event.charged)
-    return [storable_row((team_name, dimension, value, day, *counts))
-            for dimension, value in dimensions(event.tags, event.end_user)]
+    counts = (
+        1,
+        u["input_tokens"],
+        u["output_tokens"],
+        int(u["cache_write_tokens"]) + int(u.get("cache_write_1h_tokens", 0)),
+        u["cache_hit_tokens"],
+        event.charged,
+    )
+    return [
+        storable_row((team_name, dimension, value, day, *counts))
+        for dimension, value in dimensions(event.tags, event.end_user)
+    ]
 
 
 def add_rows(totals: dict[tuple[Any, ...], Counts], rows: Sequence[tuple[Any, ...]]) -> None:
     """Add ``rows`` into ``totals``, by their key."""
     for row in rows:
-        key = row[:len(KEY)]
+        key = row[: len(KEY)]
         summed = totals.get(key)
         if summed is None:
-            totals[key] = list(row[len(KEY):])
+            totals[key] = list(row[len(KEY) :])
         else:
-            for i, value in enumerate(row[len(KEY):]):
+            for i, value in enumerate(row[len(KEY) :]):
                 summed[i] += value
 
 
@@ -78,22 +86,28 @@ def admitted(sql: Sql, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]
     if not rows:
         return []
     days = {(row[0], row[3]) for row in rows}
-    where = (f"team_name IN ({', '.join('?' * len({t for t, _ in days}))}) "
-             f"AND day IN ({', '.join('?' * len({d for _, d in days}))})")
+    where = (
+        f"team_name IN ({', '.join('?' * len({t for t, _ in days}))}) "
+        f"AND day IN ({', '.join('?' * len({d for _, d in days}))})"
+    )
     params = [*sorted({t for t, _ in days}), *sorted({d for _, d in days})]
     counts: dict[tuple[str, str], list[tuple[str, int]]] = {day: [] for day in days}
     for team, day, dimension, n in sql.tuples(
-            f"SELECT team_name, day, dimension, SUM(CASE WHEN value IN ('', ?) THEN 0 ELSE 1 END) FROM {TABLE} "
-            f"WHERE {where} GROUP BY team_name, day, dimension", [OTHER, *params]):
+        f"SELECT team_name, day, dimension, SUM(CASE WHEN value IN ('', ?) THEN 0 ELSE 1 END) FROM {TABLE} "
+        f"WHERE {where} GROUP BY team_name, day, dimension",
+        [OTHER, *params],
+    ):
         if (team, day) in counts:
             counts[(team, day)].append((dimension, int(n)))
     known: dict[tuple[str, str], list[tuple[str, str]]] = {day: [] for day in days}
     values = sorted({row[2] for row in rows})
     for at in range(0, len(values), _IN_CHUNK):  # which of the values about to be counted have rows
-        chunk = values[at:at + _IN_CHUNK]
+        chunk = values[at : at + _IN_CHUNK]
         for team, day, dimension, value in sql.tuples(
-                f"SELECT team_name, day, dimension, value FROM {TABLE} WHERE {where} "
-                f"AND value IN ({', '.join('?' * len(chunk))})", [*params, *chunk]):
+            f"SELECT team_name, day, dimension, value FROM {TABLE} WHERE {where} "
+            f"AND value IN ({', '.join('?' * len(chunk))})",
+            [*params, *chunk],
+        ):
             if (team, day) in known:
                 known[(team, day)].append((dimension, value))
     admission = Admission()
@@ -110,8 +124,11 @@ def everything(sql: Sql) -> list[tuple[Any, ...]]:
 def dimensions_of(sql: Sql, team: str) -> list[str]:
     """The dimensions the team's charges were counted under: ``user``, then its most used tags' (at
     most :data:`MAX_DIMENSIONS_SHOWN` of them), by name."""
-    rows = sql.query(f"SELECT dimension FROM {TABLE} WHERE team_name = ? AND dimension <> ? GROUP BY dimension "
-                     f"ORDER BY SUM(requests) DESC, dimension LIMIT {MAX_DIMENSIONS_SHOWN}", [team, USER])
+    rows = sql.query(
+        f"SELECT dimension FROM {TABLE} WHERE team_name = ? AND dimension <> ? GROUP BY dimension "
+        f"ORDER BY SUM(requests) DESC, dimension LIMIT {MAX_DIMENSIONS_SHOWN}",
+        [team, USER],
+    )
     used = sql.query(f"SELECT 1 AS one FROM {TABLE} WHERE team_name = ? AND dimension = ? LIMIT 1", [team, USER])
     return ([USER] if used else []) + sorted(r["dimension"] for r in rows)
 
@@ -127,8 +144,9 @@ class Breakdown:
     total: dict[str, int]
 
 
-def breakdown(sql: Sql, team: str, dimension: str, since: str | None = None, *, limit: int = 100,
-              offset: int = 0) -> Breakdown:
+def breakdown(
+    sql: Sql, team: str, dimension: str, since: str | None = None, *, limit: int = 100, offset: int = 0
+) -> Breakdown:
     """The team's usage by the values of ``dimension`` (summed over the days from ``since``, an ISO
     day), ``limit`` values from the ``offset``-th, the largest cost first (then the most requests,
     then the value, by code point); a tag's charges without it under the value ``""``. One page is
@@ -159,8 +177,12 @@ def breakdown(sql: Sql, team: str, dimension: str, since: str | None = None, *, 
     if untagged is None:
         return Breakdown(page(offset, limit), values, total)
     cost, requests = untagged[SUMMED.index("cost")], untagged[SUMMED.index("requests")]
-    rank = int(sql.query(f"SELECT COUNT(*) AS n FROM ({grouped}) g WHERE cost > ? OR (cost = ? AND requests > ?)",
-                         [*params, cost, cost, requests])[0]["n"])  # "" comes first among equals
+    rank = int(
+        sql.query(
+            f"SELECT COUNT(*) AS n FROM ({grouped}) g WHERE cost > ? OR (cost = ? AND requests > ?)",
+            [*params, cost, cost, requests],
+        )[0]["n"]
+    )  # "" comes first among equals
     none = {"value": "", **dict(zip(SUMMED, untagged, strict=True))}
     if rank < offset:
         rows = page(offset - 1, limit)

@@ -56,8 +56,9 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_ledger(store: LedgerStore, database: Database | None = None,
-                  progress: Callable[[int], None] | None = None) -> VerifyReport:
+def verify_ledger(
+    store: LedgerStore, database: Database | None = None, progress: Callable[[int], None] | None = None
+) -> VerifyReport:
     """Replay every event and check every recorded balance, every team snapshot, the balances read
     model and, given the ``database``, every row of the audit history and usage projections."""
     report = VerifyReport()
@@ -103,8 +104,11 @@ def verify_ledger(store: LedgerStore, database: Database | None = None,
     return report
 
 
-def verify_caught_up(store: LedgerStore, progress: Callable[[int], None] | None = None,
-                     catching_up: Callable[[int], Callable[[int], None] | None] | None = None) -> VerifyReport:
+def verify_caught_up(
+    store: LedgerStore,
+    progress: Callable[[int], None] | None = None,
+    catching_up: Callable[[int], Callable[[int], None] | None] | None = None,
+) -> VerifyReport:
     """What ``ledger verify`` runs (the command, and the admin API's): the audit history caught up
     first, as every reader of it does, then :func:`verify_ledger`. A projection that cannot catch up
     (stuck: the database refuses it, whatever the number of events it is behind) is the first problem.
@@ -115,8 +119,10 @@ def verify_caught_up(store: LedgerStore, progress: Callable[[int], None] | None 
         behind = (store.recorder.max_notification_id() or 0) - history.position()
         history.catch_up(progress=catching_up(behind) if catching_up is not None else None)
     except Exception as exc:  # noqa: BLE001 - whatever stops the projection is the verification's finding
-        stuck = (f"the audit history projection cannot catch up ({type(exc).__name__}: {str(exc).strip()[:300]}): "
-                 "it is stuck, and what it says is behind the ledger")
+        stuck = (
+            f"the audit history projection cannot catch up ({type(exc).__name__}: {str(exc).strip()[:300]}): "
+            "it is stuck, and what it says is behind the ledger"
+        )
     finally:
         history.close()
     report = verify_ledger(store, store.database, progress)
@@ -133,11 +139,17 @@ def _projection_state(report: VerifyReport, history: HistoryCheck) -> None:
         report.problems.append(
             f"the audit history projection is {history.behind} events behind the ledger (more than "
             f"{MAX_PROJECTION_LAG}): no projector is catching it up; is a gateway running, and does its log say "
-            "why not? (`tollgate ledger rebuild` projects every event now)")
+            "why not? (`tollgate ledger rebuild` projects every event now)"
+        )
 
 
-def _check_read_models(report: VerifyReport, store: LedgerStore, teams: dict[UUID, TeamLedger],
-                       charged: dict[UUID, list[int]], history: HistoryCheck | None) -> None:
+def _check_read_models(
+    report: VerifyReport,
+    store: LedgerStore,
+    teams: dict[UUID, TeamLedger],
+    charged: dict[UUID, list[int]],
+    history: HistoryCheck | None,
+) -> None:
     """After a clean replay: the once-only charge index, the balances and the audit history agree with it."""
     if report.ok:
         report.problems.extend(_check_once_only_charges(store, teams, charged))
@@ -169,8 +181,9 @@ class _Prices:
         return None
 
 
-def _replay_one(store: LedgerStore, notification: Notification, teams: dict[UUID, TeamLedger],
-                price_list: _Prices) -> tuple[TeamLedger, TeamLedger.Event] | str | None:
+def _replay_one(
+    store: LedgerStore, notification: Notification, teams: dict[UUID, TeamLedger], price_list: _Prices
+) -> tuple[TeamLedger, TeamLedger.Event] | str | None:
     """The event applied to its team (kept in ``teams``), or what is wrong with it; an event of the
     price list is applied to it (None: nothing wrong)."""
     if notification.originator_id in NON_TEAM_IDS:
@@ -200,8 +213,12 @@ def _check_event(team: TeamLedger, event: object) -> str | None:
     if recorded is not None and recorded != team.balance:
         return f"recorded balance_after {recorded} but replay gives {team.balance}"
     if isinstance(event, TeamLedger.Charged):
-        cost = price_usage(TokenUsage.from_record(event.usage), Price.from_record(event.price),
-                           Decimal(event.credits_per_usd), Decimal(event.adjustment or 0)).micros
+        cost = price_usage(
+            TokenUsage.from_record(event.usage),
+            Price.from_record(event.price),
+            Decimal(event.credits_per_usd),
+            Decimal(event.adjustment or 0),
+        ).micros
         if cost != event.cost:
             return f"recorded cost {event.cost} but its usage at its price costs {cost}"
         if event.charged + event.uncollected != event.cost or event.charged < 0:
@@ -219,20 +236,25 @@ def _check_price(team: TeamLedger, event: object, prices: PriceList | None) -> s
         return f"priced by {event.price_ref}, which the price list does not have for model {event.model!r}"
     in_force = prices.in_force(event.model, event.timestamp) if prices is not None else None
     if in_force is None or in_force.ref != event.price_ref:
-        return (f"priced by {event.price_ref}, but {in_force.ref if in_force else 'no price'} was in force at "
-                f"{event.timestamp.isoformat()}")
+        return (
+            f"priced by {event.price_ref}, but {in_force.ref if in_force else 'no price'} was in force at "
+            f"{event.timestamp.isoformat()}"
+        )
     applied, basis = entry.price.applied(TokenUsage.from_record(event.usage))
     if Price.from_record(event.price) != applied or event.basis != basis:
-        return (f"priced at {event.basis} {event.price}, but {event.price_ref} gives its usage "
-                f"{basis} {applied.as_record()}")
+        return (
+            f"priced at {event.basis} {event.price}, but {event.price_ref} gives its usage "
+            f"{basis} {applied.as_record()}"
+        )
     adjustment = team.adjustment_for(event.model)
     if event.adjustment != adjustment:
         return f"adjusted by {event.adjustment or 0} %, but the team's adjustment was {adjustment or 0} %"
     return None
 
 
-def _check_once_only_charges(store: LedgerStore, teams: dict[UUID, TeamLedger],
-                             charged: dict[UUID, list[int]]) -> list[str]:
+def _check_once_only_charges(
+    store: LedgerStore, teams: dict[UUID, TeamLedger], charged: dict[UUID, list[int]]
+) -> list[str]:
     """Every charge has its row in ``charged_requests`` (the store's refusal of a second charge of a
     request), and no row lacks its charge: compared per team, by count and amount, up to the
     version the replay reached (charges written since are checked by the next run)."""
@@ -241,9 +263,11 @@ def _check_once_only_charges(store: LedgerStore, teams: dict[UUID, TeamLedger],
         count, total = store.read_models.charge_totals(team.id, team.version)
         expected = charged.get(team.id, [0, 0])
         if (count, total) != tuple(expected):
-            problems.append(f"team {team.name!r}: the once-only charge index has {count} charge(s) of {total} "
-                            f"micro-credits up to version {team.version}; the events have {expected[0]} of "
-                            f"{expected[1]}")
+            problems.append(
+                f"team {team.name!r}: the once-only charge index has {count} charge(s) of {total} "
+                f"micro-credits up to version {team.version}; the events have {expected[0]} of "
+                f"{expected[1]}"
+            )
     return problems
 
 

@@ -84,7 +84,8 @@ class HistoryCheck:
         except Exception as exc:  # noqa: BLE001 - rows that cannot be made are the check's finding
             self._unprojectable = self._unprojectable or (
                 f"event #{notification_id} cannot be projected ({quarantine.why(exc)}), yet the audit history "
-                "projection went past it without setting it aside")
+                "projection went past it without setting it aside"
+            )
             return
         if expected is not None and self._problem is None:
             self._match(notification_id, expected)
@@ -136,11 +137,14 @@ class HistoryCheck:
 
     def _quarantine_problem(self) -> str:
         shown = self._history.quarantined(_MISSING_SHOWN)
-        listed = "; ".join(f"#{q['notification_id']} ({q['topic'].rpartition(':')[2] or q['topic']}): {q['error']}"
-                           for q in shown)
-        return (f"the audit history projection set aside {len(self._quarantined)} event(s) it could not project, "
-                f"which have no rows in it: {listed}. Fix the cause, then `tollgate ledger rebuild` projects them "
-                "again")
+        listed = "; ".join(
+            f"#{q['notification_id']} ({q['topic'].rpartition(':')[2] or q['topic']}): {q['error']}" for q in shown
+        )
+        return (
+            f"the audit history projection set aside {len(self._quarantined)} event(s) it could not project, "
+            f"which have no rows in it: {listed}. Fix the cause, then `tollgate ledger rebuild` projects them "
+            "again"
+        )
 
     def _attribution_problems(self) -> list[str]:
         """``usage_by_attribution`` against the sums of the replayed charges."""

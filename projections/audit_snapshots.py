@@ -108,8 +108,10 @@ class SnapshotCheck:
             beyond = self._snapshots.versions(team_id, team.version, 1)
             # A snapshot is stored after its events: if the event of its version is not there now, it never was.
             if beyond and not list(self._store.events.get(team_id, gt=beyond[0] - 1, lte=beyond[0])):
-                self._problem(f"snapshot of team {team.name!r} at version {beyond[0]} is beyond the team's last "
-                              f"event (version {team.version})")
+                self._problem(
+                    f"snapshot of team {team.name!r} at version {beyond[0]} is beyond the team's last "
+                    f"event (version {team.version})"
+                )
         for team_id in self._snapshots.each_team():
             if team_id not in teams and not list(self._store.events.get(team_id, limit=1)):
                 self._problem(f"snapshots of team {team_id} have no events behind them")

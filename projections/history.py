@@ -74,8 +74,9 @@ class HistoryProjection:
 
     def newest_event(self) -> int:
         """The newest event's notification id (0: none), as this connection sees the store."""
-        table, column = (("stored_events", "rowid") if self._sql.kind == "sqlite"
-                         else ("ledger_events", "notification_id"))
+        table, column = (
+            ("stored_events", "rowid") if self._sql.kind == "sqlite" else ("ledger_events", "notification_id")
+        )
         return int(self._sql.query(f"SELECT MAX({column}) AS n FROM {table}")[0]["n"] or 0)
 
     def quarantined(self, limit: int = 10) -> list[dict[str, Any]]:
@@ -100,8 +101,11 @@ class HistoryProjection:
     def _balance_before(self, team_name: str, start: int) -> int:
         """The team's balance after its last entry up to notification ``start`` (0: none yet). Every
         event that moves a balance has its row, and the rows up to the position are all written."""
-        rows = self._sql.query("SELECT balance_after FROM ledger_entries WHERE team_name = ? AND notification_id <= ? "
-                               "ORDER BY notification_id DESC LIMIT 1", (team_name, start))
+        rows = self._sql.query(
+            "SELECT balance_after FROM ledger_entries WHERE team_name = ? AND notification_id <= ? "
+            "ORDER BY notification_id DESC LIMIT 1",
+            (team_name, start),
+        )
         return int(rows[0]["balance_after"]) if rows else 0
 
     def _rows(self, notifications: Iterable[Notification], start: int) -> Slice:
@@ -131,8 +135,9 @@ class HistoryProjection:
         rows.attributed = attribution.admitted(self._sql, rows.attributed)  # within each team's bounds for the day
         return rows
 
-    def catch_up(self, batch: int = 500, progress: Callable[[int], None] | None = None,
-                 pages: int | None = None) -> int:
+    def catch_up(
+        self, batch: int = 500, progress: Callable[[int], None] | None = None, pages: int | None = None
+    ) -> int:
         """Apply every event not yet projected (at most ``pages`` pages of ``batch``: a caller that
         shares the process with the request path catches up in slices); returns how many were read.
         No event stops it: one it cannot project is quarantined (``projections/quarantine.py``)."""
@@ -176,8 +181,10 @@ class HistoryProjection:
         """Write a slice's rows and move the position from ``start`` to ``last``, in one transaction
         (False, nothing written: another projector moved it first)."""
         with self._sql.transaction() as tx:
-            moved = tx.execute("UPDATE projection_tracking SET notification_id = ? WHERE name = ? "
-                               "AND notification_id = ?", (last, NAME, start))
+            moved = tx.execute(
+                "UPDATE projection_tracking SET notification_id = ? WHERE name = ? AND notification_id = ?",
+                (last, NAME, start),
+            )
             if moved != 1:
                 return False
             _write(tx, rows.entries, rows.usage)
@@ -185,14 +192,20 @@ class HistoryProjection:
             attribution.write(tx, rows.attributed)
             quarantine.add(tx, NAME, rows.quarantined)
         for nid, topic, error in rows.quarantined:
-            log.error("event #%d (%s) cannot be projected into the audit history (%s): quarantined, and the "
-                      "events after it projected; `tollgate ledger verify` reports it", nid, topic, error)
+            log.error(
+                "event #%d (%s) cannot be projected into the audit history (%s): quarantined, and the "
+                "events after it projected; `tollgate ledger verify` reports it",
+                nid,
+                topic,
+                error,
+            )
         return True
 
     # -- rebuild ---------------------------------------------------------------------------------
 
-    def rebuild(self, progress: Callable[[int], None] | None = None,
-                snapshot_every: int | None = SNAPSHOT_EVERY) -> int:
+    def rebuild(
+        self, progress: Callable[[int], None] | None = None, snapshot_every: int | None = SNAPSHOT_EVERY
+    ) -> int:
         """Rebuild every read model from the events into fresh staging tables, then swap them in; and
         the team snapshots: all dropped first, then one of each team at every multiple of
         ``snapshot_every`` (None: none) taken from the same replay. One pass over the events, a page
@@ -235,20 +248,29 @@ class HistoryProjection:
                 progress(done)
         teams = list(replay.teams.values())
         with self._sql.transaction() as tx:
-            tx.executemany(f"INSERT INTO usage_daily_rebuild ({', '.join(USAGE_COLUMNS)}) VALUES "
-                           f"({', '.join('?' * len(USAGE_COLUMNS))})", [(*k, *v) for k, v in usage.items()])
-            tx.insert_rows(f"{attribution.TABLE}_rebuild", attribution.COLUMNS,
-                           [(*k, *v) for k, v in attributed.items()])
-            tx.executemany("INSERT INTO team_balances_rebuild (team_id, team_name, balance, held, version) "
-                           "VALUES (?, ?, ?, ?, ?)", [(t.id.hex, t.name, t.balance, t.held, t.version) for t in teams])
-            tx.executemany(f"INSERT INTO api_keys_rebuild ({', '.join(KEY_COLUMNS)}) "
-                           f"VALUES ({', '.join('?' * len(KEY_COLUMNS))})",
-                           [k.as_row() for t in teams for k in key_records(t)])
+            tx.executemany(
+                f"INSERT INTO usage_daily_rebuild ({', '.join(USAGE_COLUMNS)}) VALUES "
+                f"({', '.join('?' * len(USAGE_COLUMNS))})",
+                [(*k, *v) for k, v in usage.items()],
+            )
+            tx.insert_rows(
+                f"{attribution.TABLE}_rebuild", attribution.COLUMNS, [(*k, *v) for k, v in attributed.items()]
+            )
+            tx.executemany(
+                "INSERT INTO team_balances_rebuild (team_id, team_name, balance, held, version) VALUES (?, ?, ?, ?, ?)",
+                [(t.id.hex, t.name, t.balance, t.held, t.version) for t in teams],
+            )
+            tx.executemany(
+                f"INSERT INTO api_keys_rebuild ({', '.join(KEY_COLUMNS)}) VALUES ({', '.join('?' * len(KEY_COLUMNS))})",
+                [k.as_row() for t in teams for k in key_records(t)],
+            )
             # The once-only charge index is never replaced, only completed: a row it lost comes back
             # (every charge has its audit history row, with the figures the index keeps).
-            tx.execute("INSERT INTO charged_requests (team_id, request_id, version, charged, balance_after) "
-                       "SELECT team_id, request_id, version, -amount, balance_after FROM ledger_entries_rebuild "
-                       "WHERE kind = 'charge' ON CONFLICT DO NOTHING")
+            tx.execute(
+                "INSERT INTO charged_requests (team_id, request_id, version, charged, balance_after) "
+                "SELECT team_id, request_id, version, -amount, balance_after FROM ledger_entries_rebuild "
+                "WHERE kind = 'charge' ON CONFLICT DO NOTHING"
+            )
             self._swap(tx, last)
             quarantine.forget(tx, NAME, last)  # projected again: only what still cannot be stays set aside
             quarantine.add(tx, NAME, quarantined)
@@ -261,8 +283,11 @@ class HistoryProjection:
         keys = self._store.load_admin_keys()
         tx.execute("DELETE FROM admin_keys WHERE version <= ?", (keys.version if keys is not None else 0,))
         columns = ", ".join(ADMIN_KEY_COLUMNS)
-        tx.executemany(f"INSERT INTO admin_keys ({columns}) VALUES ({', '.join('?' * len(ADMIN_KEY_COLUMNS))}) "
-                       "ON CONFLICT (key_hash) DO NOTHING", [r.as_row() for r in records_of(keys)])
+        tx.executemany(
+            f"INSERT INTO admin_keys ({columns}) VALUES ({', '.join('?' * len(ADMIN_KEY_COLUMNS))}) "
+            "ON CONFLICT (key_hash) DO NOTHING",
+            [r.as_row() for r in records_of(keys)],
+        )
 
     @staticmethod
     def _swap(tx: Transaction, last: int) -> None:
@@ -280,15 +305,24 @@ class HistoryProjection:
         )
         columns = ", ".join(KEY_COLUMNS)
         updates = ", ".join(f"{c} = excluded.{c}" for c in KEY_COLUMNS[1:])
-        tx.execute(f"INSERT INTO api_keys ({columns}) SELECT {columns} FROM api_keys_rebuild WHERE true "
-                   f"ON CONFLICT (key_hash) DO UPDATE SET {updates} WHERE api_keys.version <= excluded.version")
+        tx.execute(
+            f"INSERT INTO api_keys ({columns}) SELECT {columns} FROM api_keys_rebuild WHERE true "
+            f"ON CONFLICT (key_hash) DO UPDATE SET {updates} WHERE api_keys.version <= excluded.version"
+        )
         for table in _REBUILT:
             tx.execute(f"DROP TABLE {table}_rebuild")
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def entries(self, team: str | None = None, since: str | None = None, limit: int | None = None,
-                offset: int = 0, kind: str | None = None, newest_first: bool = False) -> list[dict[str, Any]]:
+    def entries(
+        self,
+        team: str | None = None,
+        since: str | None = None,
+        limit: int | None = None,
+        offset: int = 0,
+        kind: str | None = None,
+        newest_first: bool = False,
+    ) -> list[dict[str, Any]]:
         """Ledger entries in ledger order (``newest_first``: the reverse); ``kind``: ``top_up`` or ``charge`` only."""
         where, params = _filters(team, since, kind)
         page = f" LIMIT {int(limit)} OFFSET {int(offset)}" if limit is not None else ""
@@ -310,11 +344,15 @@ class HistoryProjection:
 
     def key_usage(self, team: str, key_id: str) -> list[dict[str, Any]]:
         """A key's spend per day (all models), oldest first."""
-        return self._sql.query("SELECT day, SUM(cost) AS cost FROM usage_daily WHERE team_name = ? AND key_id = ? "
-                               "GROUP BY day ORDER BY day", [team, key_id])
+        return self._sql.query(
+            "SELECT day, SUM(cost) AS cost FROM usage_daily WHERE team_name = ? AND key_id = ? "
+            "GROUP BY day ORDER BY day",
+            [team, key_id],
+        )
 
-    def attribution_usage(self, team: str, dimension: str, since: str | None = None, *, limit: int = 100,
-                          offset: int = 0) -> attribution.Breakdown:
+    def attribution_usage(
+        self, team: str, dimension: str, since: str | None = None, *, limit: int = 100, offset: int = 0
+    ) -> attribution.Breakdown:
         """A page of the team's usage by the values of ``dimension`` (``user`` or ``tag:<name>``)."""
         return attribution.breakdown(self._sql, team, dimension, since, limit=limit, offset=offset)
 
@@ -352,8 +390,14 @@ def summed_usage(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     return [tuple(total) for total in totals.values()]
 
 
-def entry_page_sql(after: int, upto: int | None = None, team: str | None = None, since: str | None = None,
-                   limit: int = ENTRY_PAGE, columns: str = "*") -> tuple[str, list[Any]]:
+def entry_page_sql(
+    after: int,
+    upto: int | None = None,
+    team: str | None = None,
+    since: str | None = None,
+    limit: int = ENTRY_PAGE,
+    columns: str = "*",
+) -> tuple[str, list[Any]]:
     """The query (``?`` markers) of a keyset page of ledger entries: those after notification
     ``after`` and up to ``upto``, in ledger order, at most ``limit``. Each page starts where the last
     one ended, through the index on (``team_name``,) ``notification_id``, so reading a whole history
@@ -362,8 +406,9 @@ def entry_page_sql(after: int, upto: int | None = None, team: str | None = None,
     return f"SELECT {columns} FROM ledger_entries{where} ORDER BY notification_id LIMIT {int(limit)}", params
 
 
-def _filters(team: str | None, since: str | None, kind: str | None = None, *, after: int | None = None,
-             upto: int | None = None) -> tuple[str, list[Any]]:
+def _filters(
+    team: str | None, since: str | None, kind: str | None = None, *, after: int | None = None, upto: int | None = None
+) -> tuple[str, list[Any]]:
     clauses: list[str] = []
     params: list[Any] = []
     if after is not None:

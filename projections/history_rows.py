@@ -26,8 +26,18 @@ from projections.operator_rows import operator_row
 
 __all__ = ["ENTRY_COLUMNS", "USAGE_COLUMNS", "EntryRow", "Slice", "entry_row", "price_text", "usage_row"]
 
-USAGE_COLUMNS = ("team_name", "key_id", "model", "day", "requests", "input_tokens", "output_tokens",
-                 "cache_write_tokens", "cache_hit_tokens", "cost")
+USAGE_COLUMNS = (
+    "team_name",
+    "key_id",
+    "model",
+    "day",
+    "requests",
+    "input_tokens",
+    "output_tokens",
+    "cache_write_tokens",
+    "cache_hit_tokens",
+    "cost",
+)
 
 
 def entry_row(notification_id: int, team_name: str, event: object, balance: int = 0) -> EntryRow | None:
@@ -42,25 +52,56 @@ def entry_row(notification_id: int, team_name: str, event: object, balance: int 
 
 
 def _entry_row(notification_id: int, team_name: str, event: TeamLedger.Event, balance: int) -> EntryRow | None:
-    common = EntryHead(notification_id=notification_id, team_id=event.originator_id.hex, team_name=team_name,
-                       version=event.originator_version, occurred_at=event.timestamp.isoformat())
+    common = EntryHead(
+        notification_id=notification_id,
+        team_id=event.originator_id.hex,
+        team_name=team_name,
+        version=event.originator_version,
+        occurred_at=event.timestamp.isoformat(),
+    )
     if isinstance(event, TeamLedger.CreditsAdded):
-        return EntryRow(**common, kind="top_up", amount=event.amount, balance_after=event.balance_after,
-                        reference=event.reference, actor=event.actor, reason=event.reason)
+        return EntryRow(
+            **common,
+            kind="top_up",
+            amount=event.amount,
+            balance_after=event.balance_after,
+            reference=event.reference,
+            actor=event.actor,
+            reason=event.reason,
+        )
     if isinstance(event, TeamLedger.CreditsAdjusted):
         reference = f"{event.reason} ({event.reference})" if event.reference else event.reason
-        return EntryRow(**common, kind="adjustment", amount=event.amount, balance_after=event.balance_after,
-                        reference=reference, actor=event.actor, reason=event.reason)
+        return EntryRow(
+            **common,
+            kind="adjustment",
+            amount=event.amount,
+            balance_after=event.balance_after,
+            reference=reference,
+            actor=event.actor,
+            reason=event.reason,
+        )
     if not isinstance(event, TeamLedger.Charged):
         return operator_row(common, event, balance)
     u = event.usage
     usd = usd_from_micros(event.charged, Decimal(event.credits_per_usd))
-    return EntryRow(**common, kind="charge", key_id=event.key_id, request_id=event.request_id,
-                    endpoint=event.endpoint, model=event.model, input_tokens=u["input_tokens"],
-                    output_tokens=u["output_tokens"], cache_write_tokens=_cache_writes(u),
-                    cache_hit_tokens=u["cache_hit_tokens"], price=price_text(event), amount=-event.charged,
-                    cost_usd=f"{usd:f}", balance_after=event.balance_after, tags=tags_text(event.tags),
-                    end_user=event.end_user)
+    return EntryRow(
+        **common,
+        kind="charge",
+        key_id=event.key_id,
+        request_id=event.request_id,
+        endpoint=event.endpoint,
+        model=event.model,
+        input_tokens=u["input_tokens"],
+        output_tokens=u["output_tokens"],
+        cache_write_tokens=_cache_writes(u),
+        cache_hit_tokens=u["cache_hit_tokens"],
+        price=price_text(event),
+        amount=-event.charged,
+        cost_usd=f"{usd:f}",
+        balance_after=event.balance_after,
+        tags=tags_text(event.tags),
+        end_user=event.end_user,
+    )
 
 
 def price_text(event: TeamLedger.Charged) -> str:
@@ -70,8 +111,11 @@ def price_text(event: TeamLedger.Charged) -> str:
     rates: list[str] = []
     for key, value in event.price.items():
         rates += [f"{key}.{name}={v}" for name, v in value.items()] if isinstance(value, dict) else [f"{key}={value}"]
-    extra = [f"{k}={v}" for k, v in (("basis", event.basis), ("price_ref", event.price_ref),
-                                      ("adjustment", event.adjustment)) if v]
+    extra = [
+        f"{k}={v}"
+        for k, v in (("basis", event.basis), ("price_ref", event.price_ref), ("adjustment", event.adjustment))
+        if v
+    ]
     extra += [f"{k}={v}" for k, v in event.usage.items() if k in ("cache_write_1h_tokens", "service_tier")]
     extra += [f"calls.{tool}={n}" for tool, n in (event.usage.get("tool_calls") or {}).items()]
     return ",".join(rates + extra)
@@ -87,9 +131,20 @@ def usage_row(team_name: str, event: object) -> tuple[Any, ...] | None:
     if not isinstance(event, TeamLedger.Charged):
         return None
     u = event.usage
-    return storable_row((team_name, event.key_id, event.model, event.timestamp.date().isoformat(), 1,
-                         u["input_tokens"], u["output_tokens"], _cache_writes(u), u["cache_hit_tokens"],
-                         event.charged))
+    return storable_row(
+        (
+            team_name,
+            event.key_id,
+            event.model,
+            event.timestamp.date().isoformat(),
+            1,
+            u["input_tokens"],
+            u["output_tokens"],
+            _cache_writes(u),
+            u["cache_hit_tokens"],
+            event.charged,
+        )
+    )
 
 
 Row = tuple[Any, ...]

@@ -76,5 +76,14 @@ def operator_row(head: EntryHead, event: TeamLedger.Event, balance: int) -> Entr
         return None
     said = cast(_Said, event)  # every event of OPERATOR_KINDS says who and why
     model = event.model if isinstance(event, TeamLedger.PricesAdjusted) else ""
-    return EntryRow(**head, kind=kind, key_id=getattr(event, "key_id", ""), model=model, amount=0,
-                    balance_after=balance, reference=change_of(event), actor=said.actor, reason=said.reason)
+    return EntryRow(
+        **head,
+        kind=kind,
+        key_id=getattr(event, "key_id", ""),
+        model=model,
+        amount=0,
+        balance_after=balance,
+        reference=change_of(event),
+        actor=said.actor,
+        reason=said.reason,
+    )

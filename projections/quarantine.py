@@ -61,9 +61,11 @@ def add(tx: Transaction, name: str, quarantined: list[tuple[int, str, str]]) -> 
     """Record ``(notification id, topic, why)`` of events projection ``name`` skips, in the
     transaction that moves its position past them."""
     now = datetime.now(UTC).isoformat()
-    tx.executemany(f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?) "
-                   "ON CONFLICT (name, notification_id) DO NOTHING",
-                   [(name, nid, storable_text(topic), error, now) for nid, topic, error in quarantined])
+    tx.executemany(
+        f"INSERT INTO {TABLE} ({', '.join(COLUMNS)}) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (name, notification_id) DO NOTHING",
+        [(name, nid, storable_text(topic), error, now) for nid, topic, error in quarantined],
+    )
 
 
 def forget(tx: Transaction, name: str, upto: int) -> None:
@@ -73,14 +75,16 @@ def forget(tx: Transaction, name: str, upto: int) -> None:
 
 def listed(sql: Sql, name: str, limit: int = 10) -> list[dict[str, Any]]:
     """The first ``limit`` events projection ``name`` quarantined, oldest first."""
-    return sql.query(f"SELECT {', '.join(COLUMNS)} FROM {TABLE} WHERE name = ? ORDER BY notification_id "
-                     f"LIMIT {int(limit)}", (name,))
+    return sql.query(
+        f"SELECT {', '.join(COLUMNS)} FROM {TABLE} WHERE name = ? ORDER BY notification_id LIMIT {int(limit)}", (name,)
+    )
 
 
 def ids(sql: Sql, name: str) -> set[int]:
     """Every event projection ``name`` quarantined (few: each is an event it could not project)."""
-    return {int(r["notification_id"]) for r in sql.query(f"SELECT notification_id FROM {TABLE} WHERE name = ?",
-                                                         (name,))}
+    return {
+        int(r["notification_id"]) for r in sql.query(f"SELECT notification_id FROM {TABLE} WHERE name = ?", (name,))
+    }
 
 
 def count(sql: Sql, name: str) -> int:

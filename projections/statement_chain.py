@@ -27,10 +27,31 @@ from typing import Any
 
 #: Every column of a statement row, in order (``prev_hash`` follows them in the chained form).
 COLUMNS = (
-    "team", "month", "section", "occurred_at", "version", "kind", "key_id", "model", "endpoint", "request_id",
-    "count", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "amount", "amount_micros",
-    "uncollected", "uncollected_micros", "balance_after", "balance_after_micros", "reason", "reference",
-    "reconciled", "note",
+    "team",
+    "month",
+    "section",
+    "occurred_at",
+    "version",
+    "kind",
+    "key_id",
+    "model",
+    "endpoint",
+    "request_id",
+    "count",
+    "input_tokens",
+    "output_tokens",
+    "cache_write_tokens",
+    "cache_hit_tokens",
+    "amount",
+    "amount_micros",
+    "uncollected",
+    "uncollected_micros",
+    "balance_after",
+    "balance_after_micros",
+    "reason",
+    "reference",
+    "reconciled",
+    "note",
 )
 PREV_HASH = "prev_hash"
 #: The version of the canonical form, part of every genesis: a later form cannot pass for this one.
@@ -54,8 +75,9 @@ def cell(value: Any) -> str:
 
 def canonical(row: Row) -> bytes:
     """The bytes a row's hash is taken of: its cells in column order, then its ``prev_hash``."""
-    return json.dumps([cell(row.get(c)) for c in (*COLUMNS, PREV_HASH)], ensure_ascii=False,
-                      separators=(",", ":")).encode()
+    return json.dumps(
+        [cell(row.get(c)) for c in (*COLUMNS, PREV_HASH)], ensure_ascii=False, separators=(",", ":")
+    ).encode()
 
 
 def row_hash(row: Row) -> str:
@@ -114,15 +136,17 @@ def describe(row: Row) -> str:
     if section == "entry":
         what = cell(row.get("kind")) or "entry"
         return f"{what} at version {cell(row.get('version'))}" + (
-            f" ({cell(row.get('request_id'))})" if row.get("request_id") else "")
+            f" ({cell(row.get('request_id'))})" if row.get("request_id") else ""
+        )
     for column in ("model", "key_id"):
         if row.get(column) and section.startswith("charges_by"):
             return f"{section} {cell(row.get(column))}"
     return section
 
 
-def check_chain(team: str, month: str, rows: Sequence[Row], final_hash: str,
-                where: Sequence[str] | None = None) -> ChainCheck:
+def check_chain(
+    team: str, month: str, rows: Sequence[Row], final_hash: str, where: Sequence[str] | None = None
+) -> ChainCheck:
     """Whether ``rows`` are the chain they say they are: each ``prev_hash`` the hash of the row before
     (the genesis of ``team`` and ``month`` for the first) and ``final_hash`` the hash of the last.
     ``where`` says where each row is in its file (``line 5``, ``entries[3]``) for the message."""
@@ -143,10 +167,13 @@ def check_chain(team: str, month: str, rows: Sequence[Row], final_hash: str,
     if final_hash != expected:
         if not rows:
             return ChainCheck(0, final_hash, "the statement has no rows, and its final hash is not its genesis")
-        return ChainCheck(len(rows), final_hash,
-                          f"{named(len(rows) - 1)}: changed, or rows after it were removed — the statement's final "
-                          f"hash {final_hash[:16]}… is not the hash of its last row ({expected[:16]}…)",
-                          len(rows) - 1)
+        return ChainCheck(
+            len(rows),
+            final_hash,
+            f"{named(len(rows) - 1)}: changed, or rows after it were removed — the statement's final "
+            f"hash {final_hash[:16]}… is not the hash of its last row ({expected[:16]}…)",
+            len(rows) - 1,
+        )
     return ChainCheck(len(rows), final_hash)
 
 
@@ -159,9 +186,14 @@ def _break(index: int, follows: int | None, follows_genesis: bool) -> tuple[int,
             return index, f"out of place: it follows {after}, which comes after it (rows were reordered)"
         return (follows + 1 if follows is not None else 0), (
             f"out of place: row {index + 1} follows {after}, so the rows from here to it were inserted, or rows "
-            "were reordered")
+            "were reordered"
+        )
     if index == 0:
-        return 0, ("its prev_hash is not the genesis of this team and month (rows were removed before it, or the "
-                   "statement's team or month was changed)")
-    return index - 1, ("changed (its content no longer hashes to the prev_hash the next row carries), or the rows "
-                       "after it were removed")
+        return 0, (
+            "its prev_hash is not the genesis of this team and month (rows were removed before it, or the "
+            "statement's team or month was changed)"
+        )
+    return index - 1, (
+        "changed (its content no longer hashes to the prev_hash the next row carries), or the rows "
+        "after it were removed"
+    )

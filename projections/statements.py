@@ -46,8 +46,16 @@ _MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")
 FIRST_YEAR, LAST_YEAR = 1970, 9998
 _ONE_MICROSECOND = timedelta(microseconds=1)
 #: The summary rows' sections, in the order they follow the entries.
-SUMMARY_SECTIONS = ("opening_balance", "top_ups", "charges_by_model", "charges_by_key", "charges", "adjustments",
-                    "closing_balance", "reconciliation")
+SUMMARY_SECTIONS = (
+    "opening_balance",
+    "top_ups",
+    "charges_by_model",
+    "charges_by_key",
+    "charges",
+    "adjustments",
+    "closing_balance",
+    "reconciliation",
+)
 ENTRY_KINDS = ("top_up", "charge", "adjustment")
 _TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens")
 
@@ -88,8 +96,15 @@ class Usage:
 
     def add(self, other: Usage) -> None:
         """Count ``other``'s charges in too."""
-        for name in ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "charged",
-                     "uncollected"):
+        for name in (
+            "requests",
+            "input_tokens",
+            "output_tokens",
+            "cache_write_tokens",
+            "cache_hit_tokens",
+            "charged",
+            "uncollected",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def tokens(self) -> tuple[int, int, int, int]:
@@ -126,9 +141,12 @@ class Figures:
 
 def _tokens(usage: UsageRecord) -> tuple[int, int, int, int]:
     """A charge's tokens as the audit history counts them (every cache write, of whichever lifetime)."""
-    return (int(usage["input_tokens"]), int(usage["output_tokens"]),
-            int(usage["cache_write_tokens"]) + int(usage.get("cache_write_1h_tokens", 0)),
-            int(usage["cache_hit_tokens"]))
+    return (
+        int(usage["input_tokens"]),
+        int(usage["output_tokens"]),
+        int(usage["cache_write_tokens"]) + int(usage.get("cache_write_1h_tokens", 0)),
+        int(usage["cache_hit_tokens"]),
+    )
 
 
 def _usage_differs(what: str, found: Usage | None, replayed: Usage | None) -> list[str]:
@@ -136,9 +154,13 @@ def _usage_differs(what: str, found: Usage | None, replayed: Usage | None) -> li
     found, replayed = found or Usage(), replayed or Usage()
     if (found.requests, found.charged, found.tokens()) == (replayed.requests, replayed.charged, replayed.tokens()):
         return []
-    return [(f"the audit history's charges of {what} are {found.requests} requests, {sum(found.tokens())} tokens, "
-             f"{format_credits(found.charged)} credits; the ledger's are {replayed.requests}, "
-             f"{sum(replayed.tokens())}, {format_credits(replayed.charged)}")]
+    return [
+        (
+            f"the audit history's charges of {what} are {found.requests} requests, {sum(found.tokens())} tokens, "
+            f"{format_credits(found.charged)} credits; the ledger's are {replayed.requests}, "
+            f"{sum(replayed.tokens())}, {format_credits(replayed.charged)}"
+        )
+    ]
 
 
 def _money(prefix: str, micros: int) -> dict[str, Any]:
@@ -147,8 +169,11 @@ def _money(prefix: str, micros: int) -> dict[str, Any]:
 
 
 def _usage_cells(usage: Usage) -> dict[str, Any]:
-    cells: dict[str, Any] = {"count": usage.requests, **dict(zip(_TOKENS, usage.tokens(), strict=True)),
-                             **_money("amount", usage.charged)}
+    cells: dict[str, Any] = {
+        "count": usage.requests,
+        **dict(zip(_TOKENS, usage.tokens(), strict=True)),
+        **_money("amount", usage.charged),
+    }
     if usage.uncollected:
         cells.update(_money("uncollected", usage.uncollected))
     return cells
@@ -210,9 +235,11 @@ class Statement:
             assert isinstance(team, TeamLedger)
             recorded = getattr(event, "balance_after", None)
             if recorded is not None and recorded != team.balance and len(figures.problems) < 10:
-                figures.problems.append(f"version {event.originator_version}: the entry records the balance after "
-                                        f"it as {format_credits(recorded)}, the replay gives "
-                                        f"{format_credits(team.balance)}")
+                figures.problems.append(
+                    f"version {event.originator_version}: the entry records the balance after "
+                    f"it as {format_credits(recorded)}, the replay gives "
+                    f"{format_credits(team.balance)}"
+                )
             row = self._entry(event)
             if row is not None:
                 yield row
@@ -226,26 +253,49 @@ class Statement:
         if isinstance(event, TeamLedger.CreditsAdded):
             figures.top_ups += event.amount
             figures.top_up_count += 1
-            return self._row("entry", **common, kind="top_up", **_money("amount", event.amount),
-                             **_money("balance_after", event.balance_after), reference=event.reference)
+            return self._row(
+                "entry",
+                **common,
+                kind="top_up",
+                **_money("amount", event.amount),
+                **_money("balance_after", event.balance_after),
+                reference=event.reference,
+            )
         if isinstance(event, TeamLedger.CreditsAdjusted):
             figures.adjustments += event.amount
             figures.adjustment_count += 1
-            return self._row("entry", **common, kind="adjustment", **_money("amount", event.amount),
-                             **_money("balance_after", event.balance_after), reason=event.reason,
-                             reference=event.reference)
+            return self._row(
+                "entry",
+                **common,
+                kind="adjustment",
+                **_money("amount", event.amount),
+                **_money("balance_after", event.balance_after),
+                reason=event.reason,
+                reference=event.reference,
+            )
         if not isinstance(event, TeamLedger.Charged):
             return None
         tokens = _tokens(event.usage)
-        for usage in (figures.charges, figures.by_model.setdefault(event.model, Usage()),
-                      figures.by_key.setdefault(event.key_id, Usage())):
+        for usage in (
+            figures.charges,
+            figures.by_model.setdefault(event.model, Usage()),
+            figures.by_key.setdefault(event.key_id, Usage()),
+        ):
             usage.add(Usage(1, *tokens, charged=event.charged, uncollected=event.uncollected))
         uncollected = _money("uncollected", event.uncollected) if event.uncollected else {}
-        return self._row("entry", **common, kind="charge", key_id=event.key_id, model=event.model,
-                         endpoint=event.endpoint, request_id=event.request_id,
-                         **dict(zip(_TOKENS, tokens, strict=True)),
-                         **_money("amount", -event.charged), **uncollected,
-                         **_money("balance_after", event.balance_after))
+        return self._row(
+            "entry",
+            **common,
+            kind="charge",
+            key_id=event.key_id,
+            model=event.model,
+            endpoint=event.endpoint,
+            request_id=event.request_id,
+            **dict(zip(_TOKENS, tokens, strict=True)),
+            **_money("amount", -event.charged),
+            **uncollected,
+            **_money("balance_after", event.balance_after),
+        )
 
     # -- the reconciliation ------------------------------------------------------------------------
 
@@ -256,7 +306,8 @@ class Statement:
                 f"opening {format_credits(figures.opening)} + top-ups {format_credits(figures.top_ups)} - charges "
                 f"{format_credits(figures.charges.charged)} + adjustments {format_credits(figures.adjustments)} = "
                 f"{format_credits(figures.computed_closing)}, but the replay closes at "
-                f"{format_credits(figures.closing)}")
+                f"{format_credits(figures.closing)}"
+            )
         self._check_ledger()
         self._check_history()
 
@@ -268,12 +319,16 @@ class Statement:
             figures.ledger_balance = team.balance if team is not None else 0
             at_version = team.version if team is not None else 0
             if at_version != figures.closing_version:
-                figures.problems.append(f"the ledger at the month's end is at version {at_version}, the statement's "
-                                        f"replay at {figures.closing_version}")
+                figures.problems.append(
+                    f"the ledger at the month's end is at version {at_version}, the statement's "
+                    f"replay at {figures.closing_version}"
+                )
         if figures.ledger_balance != figures.closing:
-            figures.problems.append(f"the ledger's balance at the month's end is "
-                                    f"{format_credits(figures.ledger_balance)}, the statement closes at "
-                                    f"{format_credits(figures.closing)}")
+            figures.problems.append(
+                f"the ledger's balance at the month's end is "
+                f"{format_credits(figures.ledger_balance)}, the statement closes at "
+                f"{format_credits(figures.closing)}"
+            )
 
     def _check_history(self) -> None:
         """The audit history's entries of the month against the replay's: counts and amounts by kind,
@@ -286,26 +341,36 @@ class Statement:
             history.close()
         kinds, by_model, by_key = self._history_figures()
         figures.history_entries = sum(count for count, _ in kinds.values())
-        replayed = {"top_up": (figures.top_up_count, figures.top_ups),
-                    "charge": (figures.charges.requests, -figures.charges.charged),
-                    "adjustment": (figures.adjustment_count, figures.adjustments)}
+        replayed = {
+            "top_up": (figures.top_up_count, figures.top_ups),
+            "charge": (figures.charges.requests, -figures.charges.charged),
+            "adjustment": (figures.adjustment_count, figures.adjustments),
+        }
         for kind in sorted(set(kinds) | set(replayed)):
             (have, have_amount), (want, want_amount) = kinds.get(kind, (0, 0)), replayed.get(kind, (0, 0))
             if (have, have_amount) != (want, want_amount):
-                figures.problems.append(f"the audit history has {have} {kind} entries of {format_credits(have_amount)} "
-                                        f"credits in the month; the ledger has {want} of {format_credits(want_amount)}")
+                figures.problems.append(
+                    f"the audit history has {have} {kind} entries of {format_credits(have_amount)} "
+                    f"credits in the month; the ledger has {want} of {format_credits(want_amount)}"
+                )
         for what, found, replayed_usage in (("model", by_model, figures.by_model), ("key", by_key, figures.by_key)):
             for name in sorted(set(found) | set(replayed_usage)):
                 figures.problems.extend(_usage_differs(f"{what} {name!r}", found.get(name), replayed_usage.get(name)))
-        for label, version, balance in (("before", figures.opening_version, figures.opening),
-                                        ("after", figures.closing_version, figures.closing)):
+        for label, version, balance in (
+            ("before", figures.opening_version, figures.opening),
+            ("after", figures.closing_version, figures.closing),
+        ):
             last = self.store.read_models.read_rows(
                 "SELECT balance_after FROM ledger_entries WHERE team_name = {p} AND version <= {p} "
-                "ORDER BY notification_id DESC LIMIT 1", (self.team, version))
+                "ORDER BY notification_id DESC LIMIT 1",
+                (self.team, version),
+            )
             recorded = int(last[0]["balance_after"]) if last else 0
             if recorded != balance:
-                figures.problems.append(f"the audit history's balance {label} the month is {format_credits(recorded)}"
-                                        f", the ledger's {format_credits(balance)}")
+                figures.problems.append(
+                    f"the audit history's balance {label} the month is {format_credits(recorded)}"
+                    f", the ledger's {format_credits(balance)}"
+                )
 
     def _history_figures(self) -> tuple[dict[str, tuple[int, int]], dict[str, Usage], dict[str, Usage]]:
         """The audit history's entries of the month (the versions the replay read): count and amount of
@@ -316,7 +381,8 @@ class Statement:
             "FROM ledger_entries WHERE team_name = {p} AND version > {p} AND version <= {p} "
             "AND kind IN ('top_up', 'charge', 'adjustment') "  # an operator's rows move no money
             "GROUP BY kind, model, key_id",
-            (self.team, self.figures.opening_version, self.figures.closing_version))
+            (self.team, self.figures.opening_version, self.figures.closing_version),
+        )
         kinds: dict[str, tuple[int, int]] = {}
         by_model: dict[str, Usage] = {}
         by_key: dict[str, Usage] = {}
@@ -344,17 +410,26 @@ class Statement:
         yield self._row("charges", **_usage_cells(figures.charges))
         yield self._row("adjustments", count=figures.adjustment_count, **_money("amount", figures.adjustments))
         yield self._row("closing_balance", version=figures.closing_version, **_money("amount", figures.closing))
-        yield self._row("reconciliation", reconciled=figures.reconciled, **_money("amount", figures.computed_closing),
-                        **_money("balance_after", figures.ledger_balance), count=figures.history_entries,
-                        note=self.note())
+        yield self._row(
+            "reconciliation",
+            reconciled=figures.reconciled,
+            **_money("amount", figures.computed_closing),
+            **_money("balance_after", figures.ledger_balance),
+            count=figures.history_entries,
+            note=self.note(),
+        )
 
     def note(self) -> str:
         """The reconciliation in words: the sum, the ledger's balance, the audit history; or what differs."""
         f = self.figures
-        sums = (f"opening {format_credits(f.opening)} + top-ups {format_credits(f.top_ups)} - charges "
-                f"{format_credits(f.charges.charged)} + adjustments {format_credits(f.adjustments)} = "
-                f"{format_credits(f.computed_closing)}")
+        sums = (
+            f"opening {format_credits(f.opening)} + top-ups {format_credits(f.top_ups)} - charges "
+            f"{format_credits(f.charges.charged)} + adjustments {format_credits(f.adjustments)} = "
+            f"{format_credits(f.computed_closing)}"
+        )
         if f.problems:
             return f"NOT RECONCILED: {sums}; " + "; ".join(f.problems)
-        return (f"reconciled: {sums} = closing {format_credits(f.closing)}, the ledger's balance at the month's end "
-                f"(version {f.closing_version}); the audit history's {f.history_entries} entries agree")
+        return (
+            f"reconciled: {sums} = closing {format_credits(f.closing)}, the ledger's balance at the month's end "
+            f"(version {f.closing_version}); the audit history's {f.history_entries} entries agree"
+        )

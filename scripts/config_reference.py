@@ -1,13 +1,13 @@
-"""The README's configuration reference, generated from the schema in ``domain/settings.py``.
+"""The configuration reference (docs/configuration-reference.md), generated from ``domain/settings.py``.
 
 A hand-written reference drifts from the schema the first time someone adds a key; this one cannot:
 every key, type and default comes from the msgspec Structs themselves, and each description from the
 ``#:`` comment above the field (the convention Sphinx reads too). A field without one stops the
-script, so an undocumented key fails the tests. ``--check README.md`` exits 1 when the README's copy
-differs from what the schema generates; ``--write README.md`` replaces it.
+script, so an undocumented key fails the tests. ``--check FILE`` exits 1 when the copy in FILE
+differs from what the schema generates; ``--write FILE`` replaces it.
 
     python -m scripts.config_reference                    # print the reference
-    python -m scripts.config_reference --write README.md  # after changing domain/settings.py
+    python -m scripts.config_reference --write docs/configuration-reference.md  # after changing domain/settings.py
 """
 
 from __future__ import annotations
@@ -78,12 +78,14 @@ def sections(root: type = schema.Settings, source: str | None = None) -> list[Se
         section = found[info.cls] = Section(info.cls, [path])
         nested: list[tuple[mi.StructType, str]] = []
         for f in info.fields:
-            description = next((docs[(cls.__name__, f.name)] for cls in info.cls.__mro__
-                                if (cls.__name__, f.name) in docs), "")
+            description = next(
+                (docs[(cls.__name__, f.name)] for cls in info.cls.__mro__ if (cls.__name__, f.name) in docs), ""
+            )
             if not description:
                 raise UndocumentedField(
                     f"{info.cls.__name__}.{f.name} has no `#:` comment in domain/settings.py: "
-                    "say in one line what the key does")
+                    "say in one line what the key does"
+                )
             section.rows.append((f.encode_name, type_name(f.type), default_text(f), description))
             inner, suffix = _struct_inside(f.type)
             if inner is not None:
@@ -172,15 +174,24 @@ def environment_rows() -> list[tuple[str, str]]:
         (f"`{schema.REDIS_URL_ENV}`", "Overrides `redis_url`."),
         (
             f"`{admin_env}`, or the variable `admin_key_env` names",
-            ("The admin API's configured key (an operator's): at least 32 characters, or the gateway refuses "
-             "to start; while it is unset, only named admin keys (`tollgate admin-key issue`) open the admin API."),
+            (
+                "The admin API's configured key (an operator's): at least 32 characters, or the gateway refuses "
+                "to start; while it is unset, only named admin keys (`tollgate admin-key issue`) open the admin API."
+            ),
         ),
         ("the variable each `api_key_env` names", "That deployment's provider key."),
-        (f"`{CLOCK_OFFSET_ENV}`", ("Seconds to run the ledger clock, which charges are timestamped and budgets' "
-                                   f"periods judged by, ahead of the wall clock: 0 to 2,678,400 (31 days), and only "
-                                   f"beside `{CLOCK_DRILL_ENV}=1` (drills and tests; unset in production).")),
-        (f"`{CLOCK_DRILL_ENV}`", (f"`1` lets `{CLOCK_OFFSET_ENV}` shift the clock; without it a process given an "
-                                  "offset refuses to start.")),
+        (
+            f"`{CLOCK_OFFSET_ENV}`",
+            (
+                "Seconds to run the ledger clock, which charges are timestamped and budgets' "
+                f"periods judged by, ahead of the wall clock: 0 to 2,678,400 (31 days), and only "
+                f"beside `{CLOCK_DRILL_ENV}=1` (drills and tests; unset in production)."
+            ),
+        ),
+        (
+            f"`{CLOCK_DRILL_ENV}`",
+            (f"`1` lets `{CLOCK_OFFSET_ENV}` shift the clock; without it a process given an offset refuses to start."),
+        ),
     ]
 
 
@@ -189,9 +200,14 @@ def _cell(text: str) -> str:
 
 
 def render() -> str:
-    out = [("Generated from `domain/settings.py` by `python -m scripts.config_reference --write README.md`; "
-           "do not edit by hand. Keys are relative to the table named in each heading; `[]` marks an "
-           "array of tables (`[[models]]`, `upstreams = [{...}]`)."), ""]
+    out = [
+        (
+            "Generated from `domain/settings.py` by `python -m scripts.config_reference --write "
+            "docs/configuration-reference.md`; do not edit by hand. Keys are relative to the table named in each "
+            "heading; `[]` marks an array of tables (`[[models]]`, `upstreams = [{...}]`)."
+        ),
+        "",
+    ]
     for section in sections():
         heading = "Top level" if section.paths == [""] else ", ".join(f"`{p}`" for p in section.paths)
         out += [f"### {heading}", "", "| key | type | default | description |", "|---|---|---|---|"]
@@ -205,7 +221,7 @@ def render() -> str:
 def replace_section(readme: str, reference: str) -> str:
     start, end = readme.find(START), readme.find(END)
     if start < 0 or end < start:
-        raise ValueError(f"the README has no {START} … {END} section")
+        raise ValueError(f"the file has no {START} … {END} section")
     return readme[: start + len(START)] + "\n" + reference + readme[end:]
 
 
@@ -213,9 +229,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scripts.config_reference", description=__doc__.split("\n")[0])
     action = parser.add_mutually_exclusive_group()
     action.add_argument(
-        "--check", metavar="README", help="exit 1 if this file's reference is not what the schema generates"
+        "--check", metavar="FILE", help="exit 1 if this file's reference is not what the schema generates"
     )
-    action.add_argument("--write", metavar="README", help="replace this file's reference with the generated one")
+    action.add_argument("--write", metavar="FILE", help="replace this file's reference with the generated one")
     args = parser.parse_args(argv)
     reference = render()
     target = args.check or args.write
@@ -235,8 +251,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{path}: configuration reference updated.")
         return 0
     if updated != text:
-        print(f"{path}: the configuration reference is out of date; run "
-              f"python -m scripts.config_reference --write {target}", file=sys.stderr)
+        print(
+            f"{path}: the configuration reference is out of date; run "
+            f"python -m scripts.config_reference --write {target}",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

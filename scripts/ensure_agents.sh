@@ -11,7 +11,8 @@ DIR="${TOLLGATE_AGENTS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tollgate/agents}"
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "Installing Node.js and npm (Debian's packages) for the coding-agent tests..."
-    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }; then
+    . "$(dirname "$0")/apt_install.sh"
+    if ! apt_install nodejs npm; then
       echo "Could not install Node.js and npm with apt-get; the coding-agent tests need them." >&2
       exit 1
     fi

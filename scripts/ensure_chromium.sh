@@ -4,7 +4,8 @@
 command -v chromium >/dev/null 2>&1 && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "Installing Chromium (Debian's package) for the dashboard test..."
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  . "$(dirname "$0")/apt_install.sh"
+  apt_install chromium
   exit $?
 fi
 echo "The dashboard test needs Chromium: run 'sudo apt-get install chromium' (Debian/Ubuntu)." >&2

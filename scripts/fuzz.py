@@ -35,12 +35,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None, help="the random seed (default: a new one, printed)")
     parser.add_argument("-k", dest="select", default=None, help="only the fuzzers whose names match (pytest's -k)")
     args = parser.parse_args(argv)
-    seed = args.seed if args.seed is not None else random.randrange(2 ** 32)
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
     print(f"fuzzing with {args.examples} examples per fuzzer, seed {seed}", flush=True)
     with tempfile.TemporaryDirectory(prefix="tollgate-fuzz-") as work:
         summary = Path(work) / "summary.json"
-        env = {**os.environ, "TOLLGATE_FUZZ_EXAMPLES": str(args.examples), "TOLLGATE_FUZZ_SEED": str(seed),
-               "TOLLGATE_FUZZ_SUMMARY": str(summary)}
+        env = {
+            **os.environ,
+            "TOLLGATE_FUZZ_EXAMPLES": str(args.examples),
+            "TOLLGATE_FUZZ_SEED": str(seed),
+            "TOLLGATE_FUZZ_SUMMARY": str(summary),
+        }
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=no", "tests/e2e/fuzz"]
         if args.select:
             command += ["-k", args.select]

@@ -30,6 +30,7 @@ from app.store.database import Database
 from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.store_errors import VersionConflict
 from domain.ledger import TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.history import HistoryProjection
 
@@ -40,12 +41,12 @@ PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 
 def holding(rid: str) -> Callable[[TeamLedger], object]:
     """The request's hold, as a command on its team."""
-    return lambda team: team.place_hold(rid, 10_000, "k", "m", "chat")
+    return lambda team: team.place_hold(RequestOnLedger(rid, "k", "m", "chat"), 10_000)
 
 
 def charging(rid: str) -> Callable[[TeamLedger], object]:
     """The request's charge, as a command on its team."""
-    return lambda team: team.charge(rid, USAGE, PRICE, Decimal(100), key_id="k", model="m", endpoint="chat")
+    return lambda team: team.charge(RequestOnLedger(rid, "k", "m", "chat"), USAGE, PRICE, Decimal(100))
 
 
 async def writer_scenario(store: LedgerStore, teams: list[str], requests: int, concurrency: int) -> dict[str, Any]:
@@ -115,10 +116,15 @@ def naive_scenario(store: LedgerStore, teams: list[str], requests: int, threads:
 
 def _result(requests: int, elapsed: float, latencies: list[float]) -> dict[str, Any]:
     ordered = sorted(latencies)
-    return {"requests": requests, "seconds": round(elapsed, 3), "requests_per_s": round(requests / elapsed, 1),
-            "charges_per_s": round(requests / elapsed, 1), "events_per_s": round(2 * requests / elapsed, 1),
-            "p50_ms": round(statistics.median(ordered) * 1000, 2),
-            "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1] * 1000, 2)}
+    return {
+        "requests": requests,
+        "seconds": round(elapsed, 3),
+        "requests_per_s": round(requests / elapsed, 1),
+        "charges_per_s": round(requests / elapsed, 1),
+        "events_per_s": round(2 * requests / elapsed, 1),
+        "p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "p99_ms": round(ordered[int(len(ordered) * 0.99) - 1] * 1000, 2),
+    }
 
 
 def fresh_database(kind: str, directory: Path) -> str | None:
@@ -160,8 +166,9 @@ def bench_backend(kind: str, requests: int, concurrency: int, naive_requests: in
             "writer_hot_team": asyncio.run(writer_scenario(store, ["hot"], requests, concurrency)),
             "writer_1000_teams": asyncio.run(writer_scenario(store, many, requests, concurrency)),
         }
-        cached = LedgerStore(env={**store.database.eventsourcing_env(9, create_tables=False),
-                                  "AGGREGATE_CACHE_MAXSIZE": "1000"})
+        cached = LedgerStore(
+            env={**store.database.eventsourcing_env(9, create_tables=False), "AGGREGATE_CACHE_MAXSIZE": "1000"}
+        )
         results["naive_hot_team_1_thread"] = naive_scenario(cached, ["cold"], naive_requests, 1)
         results["naive_hot_team_8_threads"] = naive_scenario(cached, ["cold"], naive_requests, 8)
         cached.close()
@@ -187,9 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--json", type=Path, help="also write the results here")
-    parser.add_argument("--naive-requests", type=int, default=None,
-                        help="requests of each naive scenario (default: a sixth of --requests, at least 200); "
-                             "eight naive threads on one team retry conflicts for most of a minute at 200")
+    parser.add_argument(
+        "--naive-requests",
+        type=int,
+        default=None,
+        help="requests of each naive scenario (default: a sixth of --requests, at least 200); "
+        "eight naive threads on one team retry conflicts for most of a minute at 200",
+    )
     args = parser.parse_args(argv)
     naive_requests = args.naive_requests or max(args.requests // 6, 200)
     report: dict[str, Any] = {"requests": args.requests, "concurrency": args.concurrency, "backends": {}}
@@ -203,13 +214,20 @@ def main(argv: list[str] | None = None) -> int:
         naive = results["naive_hot_team_1_thread"]["requests_per_s"]
         for name, r in results.items():
             if name == "rebuild":
-                print(f"{kind:<11} {'rebuild all read models':<26} {'':>9} {r['events_per_s']:>9} {'':>8} {'':>8}  "
-                      f"{r['events']} events in {r['seconds']} s")
+                print(
+                    f"{kind:<11} {'rebuild all read models':<26} {'':>9} {r['events_per_s']:>9} {'':>8} {'':>8}  "
+                    f"{r['events']} events in {r['seconds']} s"
+                )
                 continue
-            note = f"{r['requests_per_s'] / naive:.1f}x the naive 1-thread baseline" if name.startswith("writer") else (
-                f"{r['conflicts']} write conflicts" if r.get("conflicts") else "")
-            print(f"{kind:<11} {name:<26} {r['requests_per_s']:>9} {r['events_per_s']:>9} {r['p50_ms']:>8} "
-                  f"{r['p99_ms']:>8}  {note}")
+            note = (
+                f"{r['requests_per_s'] / naive:.1f}x the naive 1-thread baseline"
+                if name.startswith("writer")
+                else (f"{r['conflicts']} write conflicts" if r.get("conflicts") else "")
+            )
+            print(
+                f"{kind:<11} {name:<26} {r['requests_per_s']:>9} {r['events_per_s']:>9} {r['p50_ms']:>8} "
+                f"{r['p99_ms']:>8}  {note}"
+            )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2))
     return 0

@@ -48,8 +48,10 @@ from domain.pricing import TokenUsage
 from domain.settings import parse_settings
 
 WORDS = [f" word{i}" for i in range(20)]
-PROMPT = [{"role": "system", "content": "You are a helpful assistant. Answer in one short sentence."},
-          {"role": "user", "content": "Why do toll roads keep a ledger of every car that passes through?"}]
+PROMPT = [
+    {"role": "system", "content": "You are a helpful assistant. Answer in one short sentence."},
+    {"role": "user", "content": "Why do toll roads keep a ledger of every car that passes through?"},
+]
 KEY_ENV = "RELAY_COST_UPSTREAM_KEY"
 
 
@@ -58,50 +60,117 @@ def _json(value: object) -> bytes:
 
 
 def chat_answer() -> bytes:
-    return _json({"id": "chatcmpl-bench", "object": "chat.completion", "created": 1_700_000_000, "model": "gpt-x",
-                  "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(WORDS)},
-                               "logprobs": None, "finish_reason": "stop"}],
-                  "usage": {"prompt_tokens": 12, "completion_tokens": 20, "total_tokens": 32},
-                  "system_fingerprint": "fp_bench"})
+    return _json(
+        {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion",
+            "created": 1_700_000_000,
+            "model": "gpt-x",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "".join(WORDS)},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 20, "total_tokens": 32},
+            "system_fingerprint": "fp_bench",
+        }
+    )
 
 
 def chat_frames() -> list[bytes]:
     def chunk(delta: dict[str, object], finish: str | None = None, **extra: object) -> bytes:
-        return b"data: " + _json({"id": "chatcmpl-bench", "object": "chat.completion.chunk",
-                                  "created": 1_700_000_000, "model": "gpt-x", "system_fingerprint": "fp_bench",
-                                  "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                               "finish_reason": finish}], **extra}) + b"\n\n"
+        return (
+            b"data: "
+            + _json(
+                {
+                    "id": "chatcmpl-bench",
+                    "object": "chat.completion.chunk",
+                    "created": 1_700_000_000,
+                    "model": "gpt-x",
+                    "system_fingerprint": "fp_bench",
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+                    **extra,
+                }
+            )
+            + b"\n\n"
+        )
 
-    frames = [chunk({"role": "assistant", "content": w} if i == 0 else {"content": w}, usage=None)
-              for i, w in enumerate(WORDS)]
+    frames = [
+        chunk({"role": "assistant", "content": w} if i == 0 else {"content": w}, usage=None)
+        for i, w in enumerate(WORDS)
+    ]
     frames.append(chunk({}, "stop", usage=None))
-    frames.append(b"data: " + _json({"id": "chatcmpl-bench", "object": "chat.completion.chunk",
-                                     "created": 1_700_000_000, "model": "gpt-x", "system_fingerprint": "fp_bench",
-                                     "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": 20,
-                                                              "total_tokens": 32}}) + b"\n\n")
+    frames.append(
+        b"data: "
+        + _json(
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion.chunk",
+                "created": 1_700_000_000,
+                "model": "gpt-x",
+                "system_fingerprint": "fp_bench",
+                "choices": [],
+                "usage": {"prompt_tokens": 12, "completion_tokens": 20, "total_tokens": 32},
+            }
+        )
+        + b"\n\n"
+    )
     return [*frames, b"data: [DONE]\n\n"]
 
 
 def message_answer() -> bytes:
-    return _json({"id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-x",
-                  "content": [{"type": "text", "text": "".join(WORDS)}], "stop_reason": "end_turn",
-                  "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 20}})
+    return _json(
+        {
+            "id": "msg_bench",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-x",
+            "content": [{"type": "text", "text": "".join(WORDS)}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 12, "output_tokens": 20},
+        }
+    )
 
 
 def message_frames() -> list[bytes]:
     def event(body: dict[str, Any]) -> bytes:
         return b"event: " + str(body["type"]).encode() + b"\ndata: " + _json(body) + b"\n\n"
 
-    return [event({"type": "message_start", "message": {
-        "id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-x", "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 1}}}),
+    return [
+        event(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_bench",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-x",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 12, "output_tokens": 1},
+                },
+            }
+        ),
         event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-        *(event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}})
-          for w in WORDS),
+        *(
+            event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}})
+            for w in WORDS
+        ),
         event({"type": "content_block_stop", "index": 0}),
-        event({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-               "usage": {"output_tokens": 20}}),
-        event({"type": "message_stop"})]
+        event(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 20},
+            }
+        ),
+        event({"type": "message_stop"}),
+    ]
 
 
 class _Content:
@@ -155,20 +224,54 @@ class CannedResponse:
 
 CASES: dict[str, tuple[str, dict[str, Any], list[bytes], bool]] = {
     # name: (path, body, the upstream's reads, frames one per read)
-    "chat": ("/v1/chat/completions", {"model": "bench-gpt", "messages": PROMPT, "max_tokens": 64},
-             [chat_answer()], False),
-    "chat_stream": ("/v1/chat/completions", {"model": "bench-gpt", "messages": PROMPT, "max_tokens": 64,
-                                             "stream": True, "stream_options": {"include_usage": True}},
-                    [b"".join(chat_frames())], False),
-    "chat_stream_apart": ("/v1/chat/completions", {"model": "bench-gpt", "messages": PROMPT, "max_tokens": 64,
-                                                   "stream": True, "stream_options": {"include_usage": True}},
-                          chat_frames(), True),
-    "messages": ("/v1/messages", {"model": "bench-claude", "max_tokens": 64, "messages": PROMPT[1:]},
-                 [message_answer()], False),
-    "messages_stream": ("/v1/messages", {"model": "bench-claude", "max_tokens": 64, "messages": PROMPT[1:],
-                                         "stream": True}, [b"".join(message_frames())], False),
-    "messages_stream_apart": ("/v1/messages", {"model": "bench-claude", "max_tokens": 64, "messages": PROMPT[1:],
-                                               "stream": True}, message_frames(), True),
+    "chat": (
+        "/v1/chat/completions",
+        {"model": "bench-gpt", "messages": PROMPT, "max_tokens": 64},
+        [chat_answer()],
+        False,
+    ),
+    "chat_stream": (
+        "/v1/chat/completions",
+        {
+            "model": "bench-gpt",
+            "messages": PROMPT,
+            "max_tokens": 64,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+        [b"".join(chat_frames())],
+        False,
+    ),
+    "chat_stream_apart": (
+        "/v1/chat/completions",
+        {
+            "model": "bench-gpt",
+            "messages": PROMPT,
+            "max_tokens": 64,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+        chat_frames(),
+        True,
+    ),
+    "messages": (
+        "/v1/messages",
+        {"model": "bench-claude", "max_tokens": 64, "messages": PROMPT[1:]},
+        [message_answer()],
+        False,
+    ),
+    "messages_stream": (
+        "/v1/messages",
+        {"model": "bench-claude", "max_tokens": 64, "messages": PROMPT[1:], "stream": True},
+        [b"".join(message_frames())],
+        False,
+    ),
+    "messages_stream_apart": (
+        "/v1/messages",
+        {"model": "bench-claude", "max_tokens": 64, "messages": PROMPT[1:], "stream": True},
+        message_frames(),
+        True,
+    ),
 }
 
 MODEL = """
@@ -184,16 +287,23 @@ upstream = {{kind = "{kind}", base_url = "http://127.0.0.1:9/v1", api_key_env = 
 
 
 def _cli(config: Path, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "app.cli", *args, "--config", str(config)], capture_output=True,
-                          text=True, check=True, env={**os.environ, KEY_ENV: "k"})
+    done = subprocess.run(
+        [sys.executable, "-m", "app.cli", *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, KEY_ENV: "k"},
+    )
     return done.stdout.strip().splitlines()[-1]
 
 
 def setup(workdir: Path) -> tuple[Path, str]:
     config = workdir / "tollgate.toml"
-    config.write_text(f'database_url = "sqlite:///{workdir / "ledger.db"}"\ncredits_per_usd = 100\n'
-                      + MODEL.format(id="bench-gpt", kind="openai", env=KEY_ENV, name="gpt-x")
-                      + MODEL.format(id="bench-claude", kind="anthropic", env=KEY_ENV, name="claude-x"))
+    config.write_text(
+        f'database_url = "sqlite:///{workdir / "ledger.db"}"\ncredits_per_usd = 100\n'
+        + MODEL.format(id="bench-gpt", kind="openai", env=KEY_ENV, name="gpt-x")
+        + MODEL.format(id="bench-claude", kind="anthropic", env=KEY_ENV, name="claude-x")
+    )
     _cli(config, "team", "create", "bench", "--credits", "1000000000")
     key = _cli(config, "key", "create", "--team", "bench", "--rpm", "100000000", "--tpm", "100000000000")
     return config, key
@@ -231,8 +341,9 @@ class Driver:
             elif message["type"].endswith("failed"):
                 raise RuntimeError(message)
 
-        self._lifespan = asyncio.create_task(self.app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}},
-                                                      receive, send))
+        self._lifespan = asyncio.create_task(
+            self.app({"type": "lifespan", "asgi": {"version": "3.0"}, "state": {}}, receive, send)
+        )
         await self._started.wait()
 
     async def stop(self) -> None:
@@ -243,12 +354,26 @@ class Driver:
     async def request(self) -> int:
         path, body, _, _ = self.case
         raw = _json(body)
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-                 "headers": [(b"host", b"gateway.local"), (b"content-type", b"application/json"),
-                             (b"content-length", str(len(raw)).encode()),
-                             (b"authorization", f"Bearer {self.key}".encode())],
-                 "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80), "state": {}}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [
+                (b"host", b"gateway.local"),
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(raw)).encode()),
+                (b"authorization", f"Bearer {self.key}".encode()),
+            ],
+            "client": ("127.0.0.1", 50000),
+            "server": ("127.0.0.1", 80),
+            "state": {},
+        }
         bodies = [{"type": "http.request", "body": raw, "more_body": False}]
         complete = asyncio.Event()
         status = 0
@@ -387,17 +512,21 @@ async def run(args: argparse.Namespace) -> None:
                     results[case].append(await measure(driver, case, args.requests, args.concurrency, args.part))
         finally:
             await driver.stop()
-    print(f"CPU per request ({args.part}), in process, concurrency {args.concurrency}, {args.requests} requests × "
-          f"{args.rounds} rounds: the median and the least of the rounds (the least is the one the machine's "
-          f"other work disturbed least), each against {cases[0]}'s; the process's, and the event loop's thread's")
+    print(
+        f"CPU per request ({args.part}), in process, concurrency {args.concurrency}, {args.requests} requests × "
+        f"{args.rounds} rounds: the median and the least of the rounds (the least is the one the machine's "
+        f"other work disturbed least), each against {cases[0]}'s; the process's, and the event loop's thread's"
+    )
     for which, name in ((0, "process"), (1, "event loop")):
         base = statistics.median(r[which] for r in results[cases[0]])
         least = min(r[which] for r in results[cases[0]])
         for case in cases:
             values = [r[which] for r in results[case]]
             median = statistics.median(values)
-            print(f"  {name:10} {case:22} median {median * 1e3:6.3f} ms ({median / base:4.2f}×)   "
-                  f"least {min(values) * 1e3:6.3f} ms ({min(values) / least:4.2f}×)")
+            print(
+                f"  {name:10} {case:22} median {median * 1e3:6.3f} ms ({median / base:4.2f}×)   "
+                f"least {min(values) * 1e3:6.3f} ms ({min(values) / least:4.2f}×)"
+            )
 
 
 def main() -> None:
@@ -406,9 +535,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--cases", default="chat,chat_stream,chat_stream_apart")
-    parser.add_argument("--part", choices=("request", "relay"), default="request",
-                        help="the whole request (default), or the relay alone: no auth, no prompt count, no "
-                             "ledger (the answer's cost is fixed), so what changes between runs is the relay's")
+    parser.add_argument(
+        "--part",
+        choices=("request", "relay"),
+        default="request",
+        help="the whole request (default), or the relay alone: no auth, no prompt count, no "
+        "ledger (the answer's cost is fixed), so what changes between runs is the relay's",
+    )
     asyncio.run(run(parser.parse_args()))
 
 

@@ -34,7 +34,7 @@ TARGET = Path(__file__).resolve().parent.parent / "app" / "tokens" / "o200k_base
 
 def ranks_from_js(source: str) -> dict[bytes, int]:
     """Parse js-tiktoken's ``module.exports = {"bpe_ranks": "..."}`` into token bytes → rank."""
-    payload = json.loads(source[source.index("{"):source.rindex("}") + 1])
+    payload = json.loads(source[source.index("{") : source.rindex("}") + 1])
     ranks: dict[bytes, int] = {}
     for line in payload["bpe_ranks"].split("\n"):
         if not line:

@@ -94,8 +94,9 @@ class WebhookDelivery:
                         try:
                             self._deliver_due(outbox, client, hook)
                         except Exception:
-                            log.warning("alert delivery to %s paused: the outbox could not be read", hook.url,
-                                        exc_info=True)
+                            log.warning(
+                                "alert delivery to %s paused: the outbox could not be read", hook.url, exc_info=True
+                            )
         finally:
             sql.close()
 
@@ -105,9 +106,12 @@ class WebhookDelivery:
             if self._stop.is_set() or not outbox.claim(hook.url, alert, time.time() + CLAIM_SECONDS):
                 continue
             body, alert_id = alert_body(alert), alert["alert_id"]
-            headers = {"content-type": "application/json", "x-tollgate-alert-id": alert_id,
-                       "x-tollgate-signature": signature(secret, int(time.time()), alert_id, body),
-                       "user-agent": "tollgate-alerts"}
+            headers = {
+                "content-type": "application/json",
+                "x-tollgate-alert-id": alert_id,
+                "x-tollgate-signature": signature(secret, int(time.time()), alert_id, body),
+                "user-agent": "tollgate-alerts",
+            }
             error = self._post(client, hook.url, body, headers)
             if error is None:
                 outbox.delivered(hook.url, alert["alert_id"], datetime.now(UTC).isoformat())

@@ -44,11 +44,16 @@ def cmd_admin_key_list(args: argparse.Namespace) -> None:
 
 def add_admin_key_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     admin = commands.add_parser("admin-key", help="named admin keys, with roles").add_subparsers(
-        dest="action", required=True, metavar="ACTION")
+        dest="action", required=True, metavar="ACTION"
+    )
     issue = admin.add_parser("issue", parents=[common], help="issue an admin key (printed once, as the last line)")
     issue.add_argument("--name", required=True, help="whose key it is (a person or a tool), as the history shows it")
-    issue.add_argument("--role", required=True, choices=ROLES,
-                       help="auditor: reads everything, changes nothing; operator: may also change things")
+    issue.add_argument(
+        "--role",
+        required=True,
+        choices=ROLES,
+        help="auditor: reads everything, changes nothing; operator: may also change things",
+    )
     add_reason_option(issue)
     issue.set_defaults(func=cmd_admin_key_issue)
     revoke = admin.add_parser("revoke", parents=[common], help="revoke an admin key, in every gateway process")

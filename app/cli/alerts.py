@@ -15,6 +15,7 @@ from typing import Any
 
 from app.cli.support import CommandError, cli_actor, credits_amount, ledger_service, ledger_store, recorded_text
 from app.ledger.queries import recent_alerts
+from app.ledger.results import AlertSetting
 from app.settings_file import load_settings
 from domain.alerts import BALANCE_BELOW, BUDGET_PERCENT, Threshold
 from domain.money import format_credits
@@ -42,8 +43,8 @@ def cmd_alert_set(args: argparse.Namespace) -> None:
     kind, value = _threshold(args)
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
-        thresholds = ledger.set_alert(args.team, kind, value, args.key or "", enabled=args.action == "set",
-                                      actor=cli_actor(), reason=args.reason or "")
+        alert = AlertSetting(kind, value, args.key or "", enabled=args.action == "set")
+        thresholds = ledger.set_alert(args.team, alert, actor=cli_actor(), reason=args.reason or "")
     print(f"Team {args.team} is alerted when: " + ("; ".join(shown(t) for t in thresholds) or "never") + ".")
 
 
@@ -65,23 +66,29 @@ def cmd_alert_list(args: argparse.Namespace) -> None:
 def _raised(alert: dict[str, Any]) -> str:
     whose = f"key {alert['key_id']}" if alert["key_id"] else "team"
     if alert["kind"] == BUDGET_PERCENT:
-        return (f"{whose} reached {alert['threshold']} % of its budget: {format_credits(int(alert['value']))} of "
-                f"{format_credits(int(alert['budget_limit']))} credits in {alert['period']}")
+        return (
+            f"{whose} reached {alert['threshold']} % of its budget: {format_credits(int(alert['value']))} of "
+            f"{format_credits(int(alert['budget_limit']))} credits in {alert['period']}"
+        )
     return f"balance {format_credits(int(alert['value']))} credits, under {format_credits(int(alert['threshold']))}"
 
 
 def _delivered(deliveries: list[dict[str, Any]]) -> str:
     if not deliveries:
         return "(not sent yet)"
-    return ", ".join(f"{d['url']}: " + ("delivered" if d["delivered_at"] else f"retrying ({d['last_error']})")
-                     for d in deliveries)
+    return ", ".join(
+        f"{d['url']}: " + ("delivered" if d["delivered_at"] else f"retrying ({d['last_error']})") for d in deliveries
+    )
 
 
 def add_alert_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     alert = commands.add_parser("alert", help="alert thresholds and the alerts raised").add_subparsers(
-        dest="action", required=True, metavar="ACTION")
-    for action, text in (("set", "alert when a budget reaches a share or the balance falls under an amount"),
-                         ("clear", "stop alerting at a threshold")):
+        dest="action", required=True, metavar="ACTION"
+    )
+    for action, text in (
+        ("set", "alert when a budget reaches a share or the balance falls under an amount"),
+        ("clear", "stop alerting at a threshold"),
+    ):
         parser = alert.add_parser(action, parents=[common], help=text)
         parser.add_argument("--team", required=True)
         parser.add_argument("--key", help="a key's budget (default: the team's)")

@@ -31,8 +31,10 @@ def described(budget: BudgetSummary | None) -> str:
         return "no budget"
     per = "in all" if budget.period == "none" else f"per {budget.period}"
     resets = f", resets {budget.resets_at.isoformat()}" if budget.resets_at else ""
-    return (f"{format_credits(budget.limit)} credits {per}: {format_credits(budget.spent)} spent, "
-            f"{format_credits(budget.held)} held, {format_credits(budget.left)} left{resets}")
+    return (
+        f"{format_credits(budget.limit)} credits {per}: {format_credits(budget.spent)} spent, "
+        f"{format_credits(budget.held)} held, {format_credits(budget.left)} left{resets}"
+    )
 
 
 def cmd_budget(args: argparse.Namespace) -> None:
@@ -53,23 +55,29 @@ def cmd_budget(args: argparse.Namespace) -> None:
 
 def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--credits", help="the most it may spend per period, in credits (e.g. 50 or 12.5)")
-    parser.add_argument("--period", type=_period, default="month",
-                        help=f"{', '.join(PERIODS)} (UTC calendar periods; none: in all); default month")
+    parser.add_argument(
+        "--period",
+        type=_period,
+        default="month",
+        help=f"{', '.join(PERIODS)} (UTC calendar periods; none: in all); default month",
+    )
     parser.add_argument("--clear", action="store_true", help="lift the budget")
     parser.add_argument("--reason", type=recorded_text, help="kept in the ledger")
     parser.set_defaults(func=cmd_budget)
 
 
 def add_key_budget_command(key: Any, common: argparse.ArgumentParser) -> None:
-    budget = key.add_parser("budget", parents=[common],
-                            help="set (--credits, --period), lift (--clear) or show a key's spending budget")
+    budget = key.add_parser(
+        "budget", parents=[common], help="set (--credits, --period), lift (--clear) or show a key's spending budget"
+    )
     budget.add_argument("--team", required=True)
     budget.add_argument("key_id")
     _add_options(budget)
 
 
 def add_team_budget_command(team: Any, common: argparse.ArgumentParser) -> None:
-    budget = team.add_parser("budget", parents=[common],
-                             help="set (--credits, --period), lift (--clear) or show a team's spending budget")
+    budget = team.add_parser(
+        "budget", parents=[common], help="set (--credits, --period), lift (--clear) or show a team's spending budget"
+    )
     budget.add_argument("name")
     _add_options(budget)

@@ -13,7 +13,7 @@ from typing import Any
 
 from app.cli.budgets import add_key_budget_command, add_team_budget_command, described
 from app.cli.support import CommandError, add_reason_option, cli_actor, credits_amount, ledger_service, recorded_text
-from app.ledger.results import Limits
+from app.ledger.results import KeyTerms, Limits
 from app.settings_file import load_settings
 from domain.bounds import RPM, TPM, Bound
 from domain.endpoints import ENDPOINT_PATHS, parse_endpoints
@@ -32,8 +32,9 @@ def _shown_limits(rpm: int | None, tpm: int | None) -> str:
 def cmd_team_create(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     with ledger_service(settings, base) as ledger:
-        team = ledger.create_team(args.name, credits_amount(args.credits), _limits(args), actor=cli_actor(),
-                                  reason=args.reason)
+        team = ledger.create_team(
+            args.name, credits_amount(args.credits), _limits(args), actor=cli_actor(), reason=args.reason
+        )
     print(f"Opened team {team.name} with {format_credits(team.balance)} credits.")
 
 
@@ -45,9 +46,11 @@ def cmd_team_show(args: argparse.Namespace) -> None:
     state += ", clamp-output" if team.clamp_output else ""
     state += "".join(f", prices {p} % on {m or 'every model'}" for m, p in team.price_adjustments)
     state += f", budget {described(team.budget)}" if team.budget else ""
-    print(f"team {team.name}: balance {format_credits(team.balance)} credits, "
-          f"held {format_credits(team.held)}, available {format_credits(team.balance - team.held)}, "
-          f"{_shown_limits(team.rpm, team.tpm)}{state}")
+    print(
+        f"team {team.name}: balance {format_credits(team.balance)} credits, "
+        f"held {format_credits(team.held)}, available {format_credits(team.balance - team.held)}, "
+        f"{_shown_limits(team.rpm, team.tpm)}{state}"
+    )
 
 
 def cmd_team_limit(args: argparse.Namespace) -> None:
@@ -94,13 +97,19 @@ def cmd_key_create(args: argparse.Namespace) -> None:
     models = _known_models(settings, _models(args.models))
     endpoints = _endpoints(args.endpoints)
     with ledger_service(settings, base) as ledger:
-        key = ledger.issue_key(args.team, args.name or "", models, endpoints, _limits(args), actor=cli_actor(),
-                               reason=args.reason)
+        key = ledger.issue_key(
+            args.team,
+            args.name or "",
+            KeyTerms(models, endpoints, _limits(args)),
+            actor=cli_actor(),
+            reason=args.reason,
+        )
     only = [f"models: {', '.join(models)}"] if models else []
     only += [f"endpoints: {', '.join(endpoints)}"] if endpoints else []
     only += [_shown_limits(args.rpm, args.tpm)] if args.rpm or args.tpm else []
-    print(f"Issued an API key for team {args.team}{' (' + '; '.join(only) + ')' if only else ''}. "
-          "It is shown only once:")
+    print(
+        f"Issued an API key for team {args.team}{' (' + '; '.join(only) + ')' if only else ''}. It is shown only once:"
+    )
     print(key.secret)
 
 
@@ -141,8 +150,10 @@ def cmd_key_list(args: argparse.Namespace) -> None:
         state = "revoked" if k.revoked else "active"
         clamp = "  clamp-output" if k.clamp_output else ""
         budget = f"  budget: {described(k.budget)}" if k.budget else ""
-        print(f"{k.key_id}  {state:<8} models={','.join(k.models) or '*'}  endpoints={','.join(k.endpoints) or '*'}  "
-              f"{_shown_limits(k.rpm, k.tpm)}{clamp}{budget}  {k.label}")
+        print(
+            f"{k.key_id}  {state:<8} models={','.join(k.models) or '*'}  endpoints={','.join(k.endpoints) or '*'}  "
+            f"{_shown_limits(k.rpm, k.tpm)}{clamp}{budget}  {k.label}"
+        )
 
 
 def cmd_clamp(args: argparse.Namespace) -> None:
@@ -154,11 +165,15 @@ def cmd_clamp(args: argparse.Namespace) -> None:
         ledger.clamp_output(team, enabled, key_id, actor=cli_actor(), reason=args.reason)
     whose = f"Key {key_id} of team {team}" if key_id else f"Team {team}"
     if enabled:
-        print(f"{whose}: a request the available balance cannot cover is sent with its output limit lowered to what "
-              "the balance covers (x-tollgate-output-clamped), instead of being refused with 402.")
+        print(
+            f"{whose}: a request the available balance cannot cover is sent with its output limit lowered to what "
+            "the balance covers (x-tollgate-output-clamped), instead of being refused with 402."
+        )
     else:
-        print(f"{whose}: a request the available balance cannot cover is refused with 402, which says the largest "
-              "output limit the balance covers.")
+        print(
+            f"{whose}: a request the available balance cannot cover is refused with 402, which says the largest "
+            "output limit the balance covers."
+        )
 
 
 def _per_minute(bound: Bound) -> Callable[[str], int]:
@@ -205,8 +220,12 @@ def add_team_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     reinstate.add_argument("name")
     add_reason_option(reinstate)
     reinstate.set_defaults(func=cmd_team_reinstate)
-    clamp = team.add_parser("clamp", parents=[common], help="on: lower a request's output limit to what the balance "
-                                                            "covers instead of refusing it (every key of the team)")
+    clamp = team.add_parser(
+        "clamp",
+        parents=[common],
+        help="on: lower a request's output limit to what the balance "
+        "covers instead of refusing it (every key of the team)",
+    )
     clamp.add_argument("name")
     clamp.add_argument("state", choices=("on", "off"))
     add_reason_option(clamp)
@@ -243,8 +262,11 @@ def add_key_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     _add_limit_options(key_limit)
     add_reason_option(key_limit)
     key_limit.set_defaults(func=cmd_key_limit)
-    key_clamp = key.add_parser("clamp", parents=[common], help="on: lower a request's output limit to what the "
-                                                               "balance covers instead of refusing it (this key)")
+    key_clamp = key.add_parser(
+        "clamp",
+        parents=[common],
+        help="on: lower a request's output limit to what the balance covers instead of refusing it (this key)",
+    )
     key_clamp.add_argument("--team", required=True)
     key_clamp.add_argument("key_id")
     key_clamp.add_argument("state", choices=("on", "off"))

@@ -35,12 +35,11 @@ from app.cli.support import (
 )
 from app.cli.usage import add_usage_command
 from app.clock_shift import ClockOffsetError, shift_clock_from_environment
+from app.errors import bounded
 from app.http.serving import serve
-from app.ledger.refusals import refusal
-from app.ledger.writer import LedgerUnavailable
+from app.ledger.refusals import REFUSALS
 from app.ratelimit.choice import StartupRefused
 from app.settings_file import CONFIG_ENV, load_settings
-from domain.ledger import LedgerError
 from domain.money import AmountError, format_credits, micros_from_credits
 from domain.settings import ConfigError, require_strong_admin_key, require_upstream_secrets, require_webhook_secrets
 
@@ -74,8 +73,10 @@ def cmd_credits_adjust(args: argparse.Namespace) -> None:
     with ledger_service(settings, base) as ledger:
         team = ledger.adjust_credits(args.team, amount, args.reason, args.reference or "", actor=cli_actor())
     moved = "Gave back" if amount > 0 else "Took"
-    print(f"{moved} {format_credits(abs(amount))} credits {'to' if amount > 0 else 'from'} team {args.team} "
-          f"({args.reason}); balance {format_credits(team.balance)}.")
+    print(
+        f"{moved} {format_credits(abs(amount))} credits {'to' if amount > 0 else 'from'} team {args.team} "
+        f"({args.reason}); balance {format_credits(team.balance)}."
+    )
 
 
 def _total_events(store: LedgerStore) -> int:
@@ -87,14 +88,24 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
     from projections.audit import verify_caught_up
 
     with ledger_store(args.config) as store:
-        report = verify_caught_up(store, progress=progress_bar("verify", _total_events(store)),
-                                  catching_up=lambda n: progress_bar("catching up", n) if n > 5000 else None)
+        report = verify_caught_up(
+            store,
+            progress=progress_bar("verify", _total_events(store)),
+            catching_up=lambda n: progress_bar("catching up", n) if n > 5000 else None,
+        )
     if report.ok:
-        print(f"Ledger verified: {report.events} events, {report.teams} teams, {report.charges} charges; "
-              "every recorded balance matches the replay.")
-        outdated = "" if not report.outdated_snapshots else (
-            f" ({report.outdated_snapshots} of them taken before the team gained some state, so loads replay its "
-            "events instead; `tollgate ledger rebuild` takes them again)")
+        print(
+            f"Ledger verified: {report.events} events, {report.teams} teams, {report.charges} charges; "
+            "every recorded balance matches the replay."
+        )
+        outdated = (
+            ""
+            if not report.outdated_snapshots
+            else (
+                f" ({report.outdated_snapshots} of them taken before the team gained some state, so loads replay its "
+                "events instead; `tollgate ledger rebuild` takes them again)"
+            )
+        )
         print(f"Team snapshots checked against the replay: {report.snapshots}, all equal to it{outdated}.")
         lag = f" (the projections are {report.behind} events behind; they catch up)" if report.behind else ""
         print(f"Audit history and usage match the events up to event #{report.projected}{lag}.")
@@ -113,12 +124,15 @@ def cmd_ledger_rebuild(args: argparse.Namespace) -> None:
     with ledger_store(args.config) as store:
         history = HistoryProjection(store, store.database)
         try:
-            done = history.rebuild(progress=progress_bar("rebuild", _total_events(store)),
-                                   snapshot_every=settings.snapshot_every)
+            done = history.rebuild(
+                progress=progress_bar("rebuild", _total_events(store)), snapshot_every=settings.snapshot_every
+            )
         finally:
             history.close()
-    print(f"Rebuilt the audit history, usage, balances, key directories and team snapshots (one every "
-          f"{settings.snapshot_every} events of a team) from {done} events.")
+    print(
+        f"Rebuilt the audit history, usage, balances, key directories and team snapshots (one every "
+        f"{settings.snapshot_every} events of a team) from {done} events."
+    )
 
 
 def _caught_up_history(store: LedgerStore) -> HistoryProjection:
@@ -165,17 +179,24 @@ def cmd_ledger_history(args: argparse.Namespace) -> None:
         history.close()
     pages = max(1, -(-total // args.per_page))
     print(f"Team {args.team}: {total} ledger entries, page {args.page} of {pages}")
-    print(f"{'time (UTC)':<20} {'entry':<16} {'model':<14} {'tokens in/out':>14} {'amount':>14} {'balance':>14}  "
-          "request or note [by whom]: why")
+    print(
+        f"{'time (UTC)':<20} {'entry':<16} {'model':<14} {'tokens in/out':>14} {'amount':>14} {'balance':>14}  "
+        "request or note [by whom]: why"
+    )
     for r in rows:
-        tokens = f"{r['input_tokens'] + r['cache_write_tokens'] + r['cache_hit_tokens']}/{r['output_tokens']}" \
-            if r["kind"] == "charge" else ""
+        tokens = (
+            f"{r['input_tokens'] + r['cache_write_tokens'] + r['cache_hit_tokens']}/{r['output_tokens']}"
+            if r["kind"] == "charge"
+            else ""
+        )
         amount = ("+" if r["amount"] > 0 else "-" if r["amount"] < 0 else " ") + format_credits(abs(int(r["amount"])))
-        note = (r["request_id"] or r["key_id"] + (" " if r["key_id"] and r["reference"] else "") + r["reference"])
+        note = r["request_id"] or r["key_id"] + (" " if r["key_id"] and r["reference"] else "") + r["reference"]
         note += f" [{r['actor']}]" if r["actor"] else ""
         note += f": {r['reason']}" if r["reason"] and r["kind"] != "adjustment" else ""  # an adjustment's note says it
-        print(f"{r['occurred_at'][:19].replace('T', ' '):<20} {r['kind']:<16} {r['model'][:14]:<14} {tokens:>14} "
-              f"{amount:>14} {format_credits(int(r['balance_after'])):>14}  {note}")
+        print(
+            f"{r['occurred_at'][:19].replace('T', ' '):<20} {r['kind']:<16} {r['model'][:14]:<14} {tokens:>14} "
+            f"{amount:>14} {format_credits(int(r['balance_after'])):>14}  {note}"
+        )
 
 
 def cmd_db_upgrade(args: argparse.Namespace) -> None:
@@ -203,8 +224,10 @@ def cmd_bench(bench_args: Sequence[str]) -> int:
     command runs it as a process of its own, from the checkout this package was installed from."""
     checkout = Path(__file__).resolve().parents[2]
     if not (checkout / "scripts" / "bench" / "run.py").is_file():
-        raise CommandError("the benchmark ships with Tollgate's source checkout (scripts/bench); "
-                           "install Tollgate from a checkout (pip install -e .) to run it")
+        raise CommandError(
+            "the benchmark ships with Tollgate's source checkout (scripts/bench); "
+            "install Tollgate from a checkout (pip install -e .) to run it"
+        )
     command = [sys.executable, "-m", "scripts.bench", *bench_args]
     return subprocess.run(command, cwd=checkout, check=False).returncode
 
@@ -226,7 +249,8 @@ def cmd_demo(args: argparse.Namespace) -> None:
         balance = ledger.team_summary(args.team).balance
     model = settings.models[0].id
     base_url = f"http://{args.host}:{args.port}/v1"
-    print(f"""
+    print(
+        f"""
 Tollgate demo: team '{args.team}' has {format_credits(balance)} credits.
 API key (shown once): {secret}
 
@@ -237,7 +261,9 @@ Try it:
 
 Or with the OpenAI SDK: OpenAI(base_url="{base_url}", api_key="{secret}")
 The team's dashboard: http://{args.host}:{args.port}/dashboard (sign in with the key)
-""", flush=True)
+""",
+        flush=True,
+    )
     serve(settings, base, args.host, args.port)
 
 
@@ -245,20 +271,26 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--config", help=f"configuration file (TOML); default: ${CONFIG_ENV}")
 
-    parser = argparse.ArgumentParser(prog="tollgate",
-                                     description="An LLM gateway with a prepaid, event-sourced ledger.")
+    parser = argparse.ArgumentParser(
+        prog="tollgate", description="An LLM gateway with a prepaid, event-sourced ledger."
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve_p = commands.add_parser("serve", parents=[common], help="run the gateway")
     serve_p.add_argument("--host", default="127.0.0.1")
     serve_p.add_argument("--port", type=int, default=8080)
-    serve_p.add_argument("--workers", type=int, default=1,
-                         help="gateway processes sharing the port (more than 1 needs redis_url)")
+    serve_p.add_argument(
+        "--workers", type=int, default=1, help="gateway processes sharing the port (more than 1 needs redis_url)"
+    )
     serve_p.set_defaults(func=cmd_serve)
 
-    bench = commands.add_parser("bench", add_help=False, prog="tollgate bench",
-                                help="benchmark the gateway against a bare proxy and the upstream itself "
-                                     "(tollgate bench --help lists its options)")
+    bench = commands.add_parser(
+        "bench",
+        add_help=False,
+        prog="tollgate bench",
+        help="benchmark the gateway against a bare proxy and the upstream itself "
+        "(tollgate bench --help lists its options)",
+    )
     bench.set_defaults(func=lambda args: cmd_bench([]))  # main() hands every argument after "bench" over
     bench.set_defaults(func=cmd_bench)
 
@@ -276,32 +308,41 @@ def build_parser() -> argparse.ArgumentParser:
     add_usage_command(commands, common)
     add_admin_key_commands(commands, common)
 
-    credit = commands.add_parser("credits", help="credits").add_subparsers(dest="action", required=True,
-                                                                           metavar="ACTION")
+    credit = commands.add_parser("credits", help="credits").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
     add = credit.add_parser("add", parents=[common], help="top up a team")
     add.add_argument("--team", required=True)
     add.add_argument("amount", help="credits to add (e.g. 50 or 0.25)")
     add.add_argument("--reference", type=recorded_text, help="a note kept with the top-up (invoice number, …)")
     add_reason_option(add)
     add.set_defaults(func=cmd_credits_add)
-    adjust = credit.add_parser("adjust", parents=[common],
-                               help="correct a team's balance (a refund, or credits taken back), with a reason")
+    adjust = credit.add_parser(
+        "adjust", parents=[common], help="correct a team's balance (a refund, or credits taken back), with a reason"
+    )
     adjust.add_argument("--team", required=True)
     adjust.add_argument("amount", help="credits to give back, or to take when negative (e.g. -- -5)")
     adjust.add_argument("--reason", required=True, type=recorded_text, help="why; kept in the ledger")
-    adjust.add_argument("--reference", type=recorded_text,
-                        help="the operator's reference (a ticket); one adjustment per reference")
+    adjust.add_argument(
+        "--reference", type=recorded_text, help="the operator's reference (a ticket); one adjustment per reference"
+    )
     adjust.set_defaults(func=cmd_credits_adjust)
 
-    ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(dest="action", required=True,
-                                                                             metavar="ACTION")
-    verify = ledger.add_parser("verify", parents=[common],
-                               help="replay every event; check every recorded balance, projection row and "
-                                    "team snapshot")
+    ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    verify = ledger.add_parser(
+        "verify",
+        parents=[common],
+        help="replay every event; check every recorded balance, projection row and team snapshot",
+    )
     verify.set_defaults(func=cmd_ledger_verify)
-    rebuild = ledger.add_parser("rebuild", parents=[common],
-                                help="rebuild every read model from the events into fresh tables, then swap them in; "
-                                     "drop the team snapshots and take them again")
+    rebuild = ledger.add_parser(
+        "rebuild",
+        parents=[common],
+        help="rebuild every read model from the events into fresh tables, then swap them in; "
+        "drop the team snapshots and take them again",
+    )
     rebuild.set_defaults(func=cmd_ledger_rebuild)
     export = ledger.add_parser("export", parents=[common], help="a team's audit history, as CSV or JSON lines")
     export.add_argument("--team", required=True)
@@ -326,13 +367,21 @@ def build_parser() -> argparse.ArgumentParser:
 def _negative_amounts(argv: list[str]) -> list[str]:
     """``credits adjust --team T -- -5 --reason R``: the ``--`` only says that ``-5`` is an amount,
     not an option; argparse would read everything after it as positional, so it is dropped."""
-    return [arg for i, arg in enumerate(argv)
-            if not (arg == "--" and i + 1 < len(argv) and re.fullmatch(r"-\d+(\.\d+)?", argv[i + 1]))]
+    return [
+        arg
+        for i, arg in enumerate(argv)
+        if not (arg == "--" and i + 1 < len(argv) and re.fullmatch(r"-\d+(\.\d+)?", argv[i + 1]))
+    ]
 
 
 #: Where the errors of the database come from: its drivers, and the event store library's persistence.
-_DATABASE_MODULES = ("psycopg", "sqlite3", "eventsourcing.persistence", "eventsourcing.postgres",
-                     "eventsourcing.sqlite")
+_DATABASE_MODULES = (
+    "psycopg",
+    "sqlite3",
+    "eventsourcing.persistence",
+    "eventsourcing.postgres",
+    "eventsourcing.sqlite",
+)
 
 
 def _from_the_database(exc: BaseException) -> bool:
@@ -357,8 +406,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ConfigError, CommandError, StartupRefused, ClockOffsetError) as exc:
         print(f"tollgate: error: {exc}", file=sys.stderr)
         return 2
-    except (LedgerError, LedgerUnavailable) as exc:  # said as the APIs say it (app/ledger/refusals.py)
-        print(f"tollgate: error: {refusal(exc).message}", file=sys.stderr)
+    except REFUSALS as exc:  # in the words the APIs answer with (its told)
+        print(f"tollgate: error: {bounded(exc.told)}", file=sys.stderr)
         return 1
     except Exception as exc:
         if not _from_the_database(exc):

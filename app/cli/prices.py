@@ -80,8 +80,14 @@ def cmd_prices_apply(args: argparse.Namespace) -> int:
                 if latest != model.price:
                     planned.append((model.id, changes(latest, model.price)))
                     if not args.dry_run:
-                        prices.set_price(model.id, model.price, effective, now, args.reason or "tollgate prices apply",
-                                         actor=cli_actor())
+                        prices.set_price(
+                            model.id,
+                            model.price,
+                            effective,
+                            now,
+                            args.reason or "tollgate prices apply",
+                            actor=cli_actor(),
+                        )
             if args.dry_run or not planned:
                 break
             try:
@@ -111,17 +117,37 @@ def cmd_prices_history(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     current = prices.in_force(args.model, now) if prices is not None else None
     if args.json:
-        print(json.dumps([{"ref": e.ref, "effective_from": e.effective_from.isoformat(),
-                           "recorded_at": e.recorded_at.isoformat(), "reason": e.reason, "actor": e.actor,
-                           "in_force": current is not None and e.ref == current.ref,
-                           "price": e.price.as_record()} for e in entries], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "ref": e.ref,
+                        "effective_from": e.effective_from.isoformat(),
+                        "recorded_at": e.recorded_at.isoformat(),
+                        "reason": e.reason,
+                        "actor": e.actor,
+                        "in_force": current is not None and e.ref == current.ref,
+                        "price": e.price.as_record(),
+                    }
+                    for e in entries
+                ],
+                indent=2,
+            )
+        )
         return 0
     previous: Price | None = None
     for entry in entries:
-        state = ("in force" if current is not None and entry.ref == current.ref else
-                 "scheduled" if entry.effective_from > now else "superseded")
-        print(f"{entry.ref}  from {entry.effective_from.isoformat()}  ({state}; recorded "
-              f"{entry.recorded_at.isoformat()}{' by ' + entry.actor if entry.actor else ''}: {entry.reason})")
+        state = (
+            "in force"
+            if current is not None and entry.ref == current.ref
+            else "scheduled"
+            if entry.effective_from > now
+            else "superseded"
+        )
+        print(
+            f"{entry.ref}  from {entry.effective_from.isoformat()}  ({state}; recorded "
+            f"{entry.recorded_at.isoformat()}{' by ' + entry.actor if entry.actor else ''}: {entry.reason})"
+        )
         for line in changes(previous, entry.price):
             print(f"  {line}")
         previous = entry.price
@@ -145,20 +171,28 @@ def cmd_prices_adjust(args: argparse.Namespace) -> int:
 
 def add_prices_commands(commands: Any, common: argparse.ArgumentParser) -> None:
     prices = commands.add_parser("prices", help="the ledger's price list").add_subparsers(
-        dest="action", required=True, metavar="ACTION")
-    apply = prices.add_parser("apply", parents=[common],
-                              help="record the configuration's prices where they differ from the price list")
+        dest="action", required=True, metavar="ACTION"
+    )
+    apply = prices.add_parser(
+        "apply", parents=[common], help="record the configuration's prices where they differ from the price list"
+    )
     apply.add_argument("--dry-run", action="store_true", help="say what would be recorded; record nothing")
-    apply.add_argument("--effective-from", help="when the new prices take effect: an ISO 8601 instant, or 'now' "
-                                                f"(default: {int(APPLY_AHEAD.total_seconds())} seconds from now)")
+    apply.add_argument(
+        "--effective-from",
+        help="when the new prices take effect: an ISO 8601 instant, or 'now' "
+        f"(default: {int(APPLY_AHEAD.total_seconds())} seconds from now)",
+    )
     apply.add_argument("--reason", type=recorded_text, help="kept in the ledger with each price")
     apply.set_defaults(func=cmd_prices_apply)
     history = prices.add_parser("history", parents=[common], help="every price a model has had, and when")
     history.add_argument("model")
     history.add_argument("--json", action="store_true")
     history.set_defaults(func=cmd_prices_history)
-    adjust = prices.add_parser("adjust", parents=[common],
-                               help="price a team's requests some percent above (markup) or below (discount) the list")
+    adjust = prices.add_parser(
+        "adjust",
+        parents=[common],
+        help="price a team's requests some percent above (markup) or below (discount) the list",
+    )
     adjust.add_argument("--team", required=True)
     adjust.add_argument("--percent", required=True, help="e.g. 15 (a markup), -10 (a discount), 0 (none)")
     adjust.add_argument("--model", help="only this model (default: every model without its own adjustment)")

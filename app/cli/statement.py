@@ -48,9 +48,11 @@ def cmd_ledger_statement(args: argparse.Namespace) -> int:
             _write_file(output, chunks)
     figures = statement.figures
     if output is not None:
-        print(f"Wrote the statement of team {args.team} for {month.text} to {output}: opening "
-              f"{format_credits(figures.opening)}, closing {format_credits(figures.closing)} credits; "
-              f"{'reconciled' if figures.reconciled else 'NOT reconciled'}.")
+        print(
+            f"Wrote the statement of team {args.team} for {month.text} to {output}: opening "
+            f"{format_credits(figures.opening)}, closing {format_credits(figures.closing)} credits; "
+            f"{'reconciled' if figures.reconciled else 'NOT reconciled'}."
+        )
     if not figures.reconciled:
         print(f"tollgate: the statement does not reconcile: {'; '.join(figures.problems)}", file=sys.stderr)
         return 1
@@ -61,8 +63,9 @@ def _write_file(output: Path, chunks: Iterator[str]) -> None:
     """The statement written beside ``output`` and moved over it once whole: a statement cut short
     (the ledger gone meanwhile) never stands in its place."""
     try:
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", newline="", dir=output.parent or ".",
-                                         prefix=f".{output.name}.", delete=False) as out:
+        with tempfile.NamedTemporaryFile(
+            "w", encoding="utf-8", newline="", dir=output.parent or ".", prefix=f".{output.name}.", delete=False
+        ) as out:
             try:
                 out.writelines(chunks)
             except BaseException:
@@ -74,7 +77,7 @@ def _write_file(output: Path, chunks: Iterator[str]) -> None:
         raise CommandError(f"cannot write {output}: {exc.strerror or exc}") from None
 
 
-#: ``ledger verify --statement FILE``'s exit codes (README: Monthly statements).
+#: ``ledger verify --statement FILE``'s exit codes (docs/billing.md, "Monthly statements").
 VERIFIED, FAILED, CHAIN_ONLY = 0, 1, 3
 
 
@@ -88,8 +91,10 @@ def cmd_verify_statement(args: argparse.Namespace) -> int:
     try:
         text = read_text_file(path)
     except NotText as exc:  # a file, and not a statement (1); a file that cannot be read is a usage error (2)
-        print(f"Statement verification FAILED for {path}: {exc}, so it is not a statement Tollgate writes",
-              file=sys.stderr)
+        print(
+            f"Statement verification FAILED for {path}: {exc}, so it is not a statement Tollgate writes",
+            file=sys.stderr,
+        )
         return FAILED
     except UnreadableFile as exc:
         raise CommandError(f"cannot read {path}: {exc}") from None
@@ -104,42 +109,59 @@ def cmd_verify_statement(args: argparse.Namespace) -> int:
         return FAILED
     what = f"team {found.team}, {found.month}, {len(found.rows)} rows ({found.fmt.upper()})"
     if not check.against_ledger:
-        print(f"Statement NOT verified: only its hash chain was checked ({what}): every row's prev_hash is the hash "
-              f"of the row before it; final hash {found.final_hash}.\n"
-              f"A chain is consistent with itself whoever recomputed it: compare the statement with the ledger by "
-              f"passing --config (or setting {CONFIG_ENV}). Exit code {CHAIN_ONLY}: chain consistent, not checked "
-              "against a ledger.")
+        print(
+            f"Statement NOT verified: only its hash chain was checked ({what}): every row's prev_hash is the hash "
+            f"of the row before it; final hash {found.final_hash}.\n"
+            f"A chain is consistent with itself whoever recomputed it: compare the statement with the ledger by "
+            f"passing --config (or setting {CONFIG_ENV}). Exit code {CHAIN_ONLY}: chain consistent, not checked "
+            "against a ledger."
+        )
         return CHAIN_ONLY
-    print(f"Statement verified: {what}; every row's prev_hash is the hash of the row before it; final hash "
-          f"{found.final_hash}.")
-    print(f"It is the statement the ledger gives: regenerated from the team's events up to version "
-          f"{check.ledger_version}, row for row, with the same final hash.")
+    print(
+        f"Statement verified: {what}; every row's prev_hash is the hash of the row before it; final hash "
+        f"{found.final_hash}."
+    )
+    print(
+        f"It is the statement the ledger gives: regenerated from the team's events up to version "
+        f"{check.ledger_version}, row for row, with the same final hash."
+    )
     if check.month_over:
         print(f"{found.month} is over, and the statement reaches its last event.")
     else:
-        print(f"{found.month} goes on: the statement is the month so far, up to version {check.ledger_version} "
-              "(once the month is over, only its whole statement verifies).")
+        print(
+            f"{found.month} goes on: the statement is the month so far, up to version {check.ledger_version} "
+            "(once the month is over, only its whole statement verifies)."
+        )
     return VERIFIED
 
 
 def add_statement_commands(ledger: Any, common: argparse.ArgumentParser, verify: argparse.ArgumentParser) -> None:
     """``ledger statement``, and ``--statement FILE`` on ``ledger verify`` (which then checks the file)."""
-    statement = ledger.add_parser("statement", parents=[common],
-                                  help="a team's statement for a UTC calendar month, reconciled with the replayed "
-                                       "ledger (JSON or CSV; --chained: tamper-evident)")
+    statement = ledger.add_parser(
+        "statement",
+        parents=[common],
+        help="a team's statement for a UTC calendar month, reconciled with the replayed "
+        "ledger (JSON or CSV; --chained: tamper-evident)",
+    )
     statement.add_argument("--team", required=True)
     statement.add_argument("--month", help="YYYY-MM (UTC); default: the current month")
     statement.add_argument("--format", choices=("json", "csv"), default="json")
-    statement.add_argument("--chained", action="store_true",
-                           help="every row carries the hash of the row before it; the statement ends with the "
-                                "final hash (tollgate ledger verify --statement FILE checks it)")
+    statement.add_argument(
+        "--chained",
+        action="store_true",
+        help="every row carries the hash of the row before it; the statement ends with the "
+        "final hash (tollgate ledger verify --statement FILE checks it)",
+    )
     statement.add_argument("--output", help="write it to this file (default: standard output)")
     statement.set_defaults(func=cmd_ledger_statement)
 
-    verify.add_argument("--statement", metavar="FILE",
-                        help="check this chained statement instead of the ledger: its hash chain and, with a "
-                             "configuration, that the ledger gives the same statement (exit 0: it does; 1: it "
-                             "does not, or the file is not a statement; 3: the chain holds but no ledger was "
-                             "compared, without a configuration)")
+    verify.add_argument(
+        "--statement",
+        metavar="FILE",
+        help="check this chained statement instead of the ledger: its hash chain and, with a "
+        "configuration, that the ledger gives the same statement (exit 0: it does; 1: it "
+        "does not, or the file is not a statement; 3: the chain holds but no ledger was "
+        "compared, without a configuration)",
+    )
     whole: Callable[[argparse.Namespace], int] = verify.get_default("func")
     verify.set_defaults(func=lambda args: cmd_verify_statement(args) if args.statement else whole(args))

@@ -103,5 +103,6 @@ def recorded_text(value: str) -> str:
 
 def add_reason_option(parser: argparse.ArgumentParser, required: bool = False) -> None:
     """``--reason``: why, kept in the ledger with who did it (the audit history shows both)."""
-    parser.add_argument("--reason", required=required, default="", type=recorded_text,
-                        help="why; kept in the ledger with who did it")
+    parser.add_argument(
+        "--reason", required=required, default="", type=recorded_text, help="why; kept in the ledger with who did it"
+    )

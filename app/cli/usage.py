@@ -41,13 +41,27 @@ def cmd_usage(args: argparse.Namespace) -> None:
         answer = usage_by(store, args.team, dimension, args.since, args.page, args.per_page)
     rows: list[dict[str, Any]] = answer["data"]
     if args.format == "json":
-        print(json.dumps({**answer, "data": [{**r, "cost": str(r["cost"])} for r in rows],
-                          "total": {**answer["total"], "cost": str(answer["total"]["cost"])}}))
+        print(
+            json.dumps(
+                {
+                    **answer,
+                    "data": [{**r, "cost": str(r["cost"])} for r in rows],
+                    "total": {**answer["total"], "cost": str(answer["total"]["cost"])},
+                }
+            )
+        )
     elif args.format == "csv":
         writer = CsvWriter(sys.stdout)  # a tag's value or an end user may look like a formula
         writer.row(("value", *_COUNTS, "cost", "cost_micros"))
-        writer.rows((_shown(r["value"]) if r["value"] is None else r["value"], *(r[c] for c in _COUNTS),
-                     str(r["cost"]), r["cost_micros"]) for r in rows)
+        writer.rows(
+            (
+                _shown(r["value"]) if r["value"] is None else r["value"],
+                *(r[c] for c in _COUNTS),
+                str(r["cost"]),
+                r["cost_micros"],
+            )
+            for r in rows
+        )
     else:
         _table(args.team, dimension, answer)
 
@@ -64,16 +78,22 @@ def _table(team: str, dimension: str, answer: dict[str, Any]) -> None:
     print(f"{'value':<32} {'requests':>9} {'input':>12} {'output':>12} {'cache w/r':>15} {'cost':>16}")
     for r in rows:
         cache = f"{r['cache_write_tokens']}/{r['cache_hit_tokens']}"
-        print(f"{_shown(r['value'])[:32]:<32} {r['requests']:>9} {r['input_tokens']:>12} "
-              f"{r['output_tokens']:>12} {cache:>15} {format_credits(r['cost_micros']):>16}")
+        print(
+            f"{_shown(r['value'])[:32]:<32} {r['requests']:>9} {r['input_tokens']:>12} "
+            f"{r['output_tokens']:>12} {cache:>15} {format_credits(r['cost_micros']):>16}"
+        )
     total = answer["total"]
     print(f"{'total':<32} {total['requests']:>9} {'':>12} {'':>12} {'':>15} {format_credits(total['cost_micros']):>16}")
 
 
-def add_usage_command(commands: argparse._SubParsersAction[argparse.ArgumentParser],
-                      common: argparse.ArgumentParser) -> None:
-    usage = commands.add_parser("usage", parents=[common],
-                                help="a team's usage by the values of a tag (--by tag:NAME) or by end user (--by user)")
+def add_usage_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> None:
+    usage = commands.add_parser(
+        "usage",
+        parents=[common],
+        help="a team's usage by the values of a tag (--by tag:NAME) or by end user (--by user)",
+    )
     usage.add_argument("--team", required=True)
     usage.add_argument("--by", required=True, help="tag:NAME (the x-tollgate-tags name) or user (the end user)")
     usage.add_argument("--since", help="only usage on or after this day (ISO, UTC), e.g. 2026-11-01")

@@ -66,8 +66,10 @@ def check(headers: Iterable[tuple[bytes, bytes]]) -> None:
     """Raise :class:`UnsendableHead` for a header uvicorn would refuse (one search over all the names
     and one over all the values: this runs for every answer)."""
     headers = list(headers)
-    if _BAD_NAME.search(b"".join(name for name, _ in headers)) is None and \
-            _BAD_VALUE.search(b"".join(value for _, value in headers)) is None:
+    if (
+        _BAD_NAME.search(b"".join(name for name, _ in headers)) is None
+        and _BAD_VALUE.search(b"".join(value for _, value in headers)) is None
+    ):
         return
     for name, value in headers:
         if _BAD_NAME.search(name) or _BAD_VALUE.search(value):

@@ -16,13 +16,13 @@ from litestar import Request
 
 from app.errors import InvalidRequest
 from app.tokens import Protocol as Wire
-from domain.attribution import AttributionError, end_user_of, parse_tags
+from domain.attribution import Attribution, AttributionError, end_user_of, parse_tags
 from domain.client_text import ClientTextError, header_text
 
 TAGS_HEADER = "x-tollgate-tags"
 
 
-def attribution_of(request: Request[Any, Any, Any], protocol: Wire, body: dict[str, Any]) -> tuple[dict[str, str], str]:
+def attribution_of(request: Request[Any, Any, Any], protocol: Wire, body: dict[str, Any]) -> Attribution:
     """The request's tags and end user; a tags header that cannot be read, or an end user that
     cannot be recorded, is refused (400, in the endpoint's own error shape), before any hold."""
     headers = request.headers.getall(TAGS_HEADER, [])
@@ -30,8 +30,11 @@ def attribution_of(request: Request[Any, Any, Any], protocol: Wire, body: dict[s
         tags = parse_tags(",".join(header_text(h, TAGS_HEADER) for h in headers)) if headers else {}
     except (AttributionError, ClientTextError) as exc:
         problem = exc.problem if isinstance(exc, ClientTextError) else str(exc)
-        raise InvalidRequest(f"Invalid '{TAGS_HEADER}' header: {problem}. Expected name=value pairs separated by "
-                             "commas, e.g. 'project=alpha,env=ci'.", code="invalid_tags") from None
+        raise InvalidRequest(
+            f"Invalid '{TAGS_HEADER}' header: {problem}. Expected name=value pairs separated by "
+            "commas, e.g. 'project=alpha,env=ci'.",
+            code="invalid_tags",
+        ) from None
     try:
         if protocol == "messages":
             metadata = body.get("metadata")
@@ -39,6 +42,7 @@ def attribution_of(request: Request[Any, Any, Any], protocol: Wire, body: dict[s
         else:
             end_user = end_user_of(body.get("user"), "user")
     except ClientTextError as exc:
-        raise InvalidRequest(f"Invalid '{exc.field}': {exc.problem}.", param=exc.field,
-                             code="invalid_end_user") from None
-    return tags, end_user
+        raise InvalidRequest(
+            f"Invalid '{exc.field}': {exc.problem}.", param=exc.field, code="invalid_end_user"
+        ) from None
+    return Attribution(tags, end_user)

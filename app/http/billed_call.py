@@ -27,7 +27,6 @@ its next stream at once finds it free), and closes the upstream's stream. The re
 from __future__ import annotations
 
 import enum
-import hashlib
 from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any
@@ -35,26 +34,21 @@ from typing import Any
 import anyio
 from litestar import Request, Response
 
-from app.errors import GatewayError, InvalidRequest
+from app.errors import GatewayError
 from app.http.answer_head import encoded_headers
+from app.http.billed_request import BilledRequest, HoldSize
 from app.http.event_stream import LastChunk
 from app.http.prompt_size import model_rules
-from app.keys import Principal
-from app.ledger.billing import Idempotency, RequestBill
+from app.http.refusals import http_error, service_refusals_answered
+from app.ledger.billing import RequestBill
+from app.ledger.refusals import REFUSALS
 from app.observability import timeline
-from app.observability.record import current_record
-from app.observability.request_ids import new_request_id
 from app.ratelimit.streams import StreamSlot
-from app.runtime import Runtime
+from app.runtime import BillingServices
 from app.tokens.delivered import Delivered
 from app.translate.exchange import Exchange
 from app.upstream import Answer, RawStream
-from domain.client_text import ClientTextError, checked_text, header_text
 from domain.pricing import TokenUsage
-from domain.settings import Model
-
-IDEMPOTENCY_HEADER = "Idempotency-Key"
-MAX_IDEMPOTENCY_KEY = 255
 
 
 class Phase(enum.Enum):
@@ -69,11 +63,30 @@ class BilledCall:
     Made by :func:`hold` only, once the hold is placed; the block that enters it must follow the
     hold with no await in between, so that nothing can come between a hold and its settlement."""
 
-    __slots__ = ("_delivered", "_prompt_tokens", "_runtime", "_slot", "_stream", "bill", "exchange", "headers",
-                 "phase", "transcript")
+    __slots__ = (
+        "_delivered",
+        "_services",
+        "_slot",
+        "_stream",
+        "bill",
+        "billed",
+        "exchange",
+        "headers",
+        "phase",
+        "transcript",
+    )
 
-    def __init__(self, runtime: Runtime, bill: RequestBill, exchange: Exchange, headers: dict[str, str],
-                 prompt_tokens: int, slot: StreamSlot | None) -> None:
+    def __init__(
+        self,
+        services: BillingServices,
+        billed: BilledRequest,
+        bill: RequestBill,
+        exchange: Exchange,
+        headers: dict[str, str],
+        slot: StreamSlot | None,
+    ) -> None:
+        #: What the request is (frozen), and its billing context (what the ledger holds of it).
+        self.billed = billed
         self.bill = bill
         self.exchange = exchange
         #: The answer's headers: rate limits, the request id, what was dropped from the request.
@@ -81,10 +94,9 @@ class BilledCall:
         #: Where an idempotent stream's frames are kept, to be stored with its charge.
         self.transcript: list[bytes] | None = [] if bill.idempotency is not None else None
         self.phase = Phase.HELD
-        self._runtime = runtime
+        self._services = services
         self._slot = slot
         self._stream: RawStream | None = None
-        self._prompt_tokens = prompt_tokens
         self._delivered: Delivered | None = None
 
     @property
@@ -93,20 +105,21 @@ class BilledCall:
         early, and of an answer whose upstream reported no usage (made when first asked for: most
         plain answers never need it)."""
         if self._delivered is None:
-            rules = model_rules(self.bill.model, self._runtime.upstreams[self.bill.model.id].wire)
-            self._delivered = Delivered(rules, self._prompt_tokens)
+            rules = model_rules(self.billed.model, self.billed.upstream_wire)
+            self._delivered = Delivered(rules, self.billed.prompt_tokens)
         return self._delivered
 
     async def __aenter__(self) -> BilledCall:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         """The one place an unsettled call is settled, however the block was left."""
         phase, self.phase = self.phase, Phase.SETTLED
         try:
             if phase is Phase.HELD:
-                await self._runtime.billing.release(self.bill, "upstream failed")
+                await self._services.billing.release(self.bill, "upstream failed")
             elif phase is Phase.DELIVERING:
                 self._settle_soon()
         finally:
@@ -117,7 +130,7 @@ class BilledCall:
 
     async def complete(self) -> Answer:
         """The upstream's whole answer (a plain request)."""
-        upstream = self._runtime.upstreams[self.bill.model.id]
+        upstream = self._services.upstreams[self.billed.model.id]
         try:
             answer = await upstream.complete(self.exchange.body, self.exchange.headers)
         except GatewayError as exc:
@@ -131,7 +144,7 @@ class BilledCall:
         """The upstream's stream, open: from here on the client may be sent part of the answer, which
         is what an early end is billed for, and what a dead process is billed for by another
         (the streams in flight, reported with the heartbeat)."""
-        upstream = self._runtime.upstreams[self.bill.model.id]
+        upstream = self._services.upstreams[self.billed.model.id]
         try:
             self._stream = await upstream.open_stream(self.exchange.body, self.exchange.headers)
         except GatewayError as exc:
@@ -142,7 +155,7 @@ class BilledCall:
         self.phase = Phase.DELIVERING
         if self.bill.record is not None:
             self.bill.record.stream_opened = True
-        self._runtime.in_flight.track(self.bill, self.delivered)
+        self._services.in_flight.track(self.bill, self.delivered)
         return self._stream
 
     async def last_frames(self, frames: bytes) -> LastChunk:
@@ -171,7 +184,10 @@ class BilledCall:
         """Charge a whole answer; returns its body, which ``render`` makes from the charge's usage
         fields (and which is stored under the request's Idempotency-Key)."""
         self.phase = Phase.SETTLED
-        _, body = await self._runtime.billing.charge(self.bill, usage, lambda charge: render(charge.usage_fields()))
+        with service_refusals_answered():
+            _, body = await self._services.billing.charge(
+                self.bill, usage, lambda charge: render(charge.usage_fields())
+            )
         if timeline.on:
             timeline.mark("charged", self.bill.record)
         return body
@@ -181,9 +197,15 @@ class BilledCall:
         durable before they go out). ``final`` may run more than once (if the ledger must decide
         again), so it must not change what it reads."""
         self.phase = Phase.SETTLED
-        _, body = await self._runtime.billing.charge(
-            self.bill, usage, lambda charge: b"".join(final(charge.usage_fields())),
-            prefix=b"".join(self.transcript or ()), content_type="text/event-stream", delivered=True)
+        with service_refusals_answered():
+            _, body = await self._services.billing.charge(
+                self.bill,
+                usage,
+                lambda charge: b"".join(final(charge.usage_fields())),
+                prefix=b"".join(self.transcript or ()),
+                content_type="text/event-stream",
+                delivered=True,
+            )
         if timeline.on:
             timeline.mark("charged", self.bill.record)
         return body
@@ -197,15 +219,16 @@ class BilledCall:
             record.upstream_failed(exc.upstream_kind)
             record.failed(exc.message)
         if self.delivered:
-            await self._runtime.billing.charge(self.bill, self.delivered.usage(), delivered=True)
+            with service_refusals_answered():
+                await self._services.billing.charge(self.bill, self.delivered.usage(), delivered=True)
         else:
-            await self._runtime.billing.release(self.bill, "upstream failed mid-stream")
+            await self._services.billing.release(self.bill, "upstream failed mid-stream")
 
     def _settle_soon(self) -> None:
         """The client went away: bill what the gateway sent it, or release, without waiting. Frames
         written just before the hang-up may never have reached the client; they are billed all the
         same (the gateway cannot know, and the upstream produced them)."""
-        billing = self._runtime.billing
+        billing = self._services.billing
         if self.bill.record is not None:
             self.bill.record.failed("client disconnected")
         if self.delivered:
@@ -214,82 +237,65 @@ class BilledCall:
             billing.release_soon(self.bill, "client disconnected")
 
 
-async def hold(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
-               endpoint: str, exchange: Exchange, raw_body: bytes, *, worst_case: int, admitted_tokens: int,
-               prompt_tokens: int, attribution: tuple[dict[str, str], str]) -> BilledCall | Response[bytes]:
+async def hold(
+    services: BillingServices,
+    request: Request[Any, Any, Any],
+    billed: BilledRequest,
+    exchange: Exchange,
+    size: HoldSize,
+) -> BilledCall | Response[bytes]:
     """Take a stream's slot (429 over the concurrent-stream limits), admit the request against its
-    rate limits (``admitted_tokens``: its token estimate), then hold its ``worst_case``. Returns the
-    held call, or — for an Idempotency-Key whose request was served before — its stored answer,
-    charged nothing more. The slot goes with the call; refused or replayed, it is given back here.
-    ``attribution``: the request's tags and end user, recorded with its charge."""
-    slot = await runtime.streams.take(principal.key_id) if exchange.stream else None
+    rate limits, then hold its worst case (``size``). Returns the held call, or — for an
+    Idempotency-Key whose request was served before — its stored answer, charged nothing more. The
+    slot goes with the call; refused or replayed, it is given back here."""
+    slot = await services.streams.take(billed.principal.key_id) if billed.stream else None
     held: BilledCall | Response[bytes] | None = None
     try:
-        held = await _held(runtime, request, principal, model, endpoint, exchange, raw_body, worst_case,
-                           admitted_tokens, prompt_tokens, slot, attribution)
+        held = await _admitted_and_held(services, request, billed, exchange, size, slot)
         return held
     finally:
         if slot is not None and not isinstance(held, BilledCall):
             await give_back(slot)
 
 
-async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
-                endpoint: str, exchange: Exchange, raw_body: bytes, worst_case: int, admitted_tokens: int,
-                prompt_tokens: int, slot: StreamSlot | None,
-                attribution: tuple[dict[str, str], str]) -> BilledCall | Response[bytes]:
-    """With an Idempotency-Key, the ledger is asked for the key's stored answer against the very
-    team state the hold is decided on (``Billing.hold``), so no retry slips between a charge and
-    its stored answer."""
-    idem_key = request.headers.get(IDEMPOTENCY_HEADER.lower())
-    record = current_record()
-    idempotency = None
-    if idem_key is not None:
-        idempotency = Idempotency(_idempotency_key(idem_key), hashlib.sha256(raw_body).hexdigest())
-    # Every attempt is a request of its own, also under an Idempotency-Key: the ledger serves one
-    # attempt per key at a time, a retry gets the stored answer of the one that completed, and once
-    # that answer expires a retry is a new request, charged under its own id.
-    request_id = record.request_id if record is not None else new_request_id()
-    admission = await runtime.limiter.admit(principal, admitted_tokens)
+async def _admitted_and_held(
+    services: BillingServices,
+    request: Request[Any, Any, Any],
+    billed: BilledRequest,
+    exchange: Exchange,
+    size: HoldSize,
+    slot: StreamSlot | None,
+) -> BilledCall | Response[bytes]:
+    """Admit the request against its rate limits, then hold it. With an Idempotency-Key, the ledger
+    is asked for the key's stored answer against the very team state the hold is decided on
+    (``Billing.hold``), so no retry slips between a charge and its stored answer; that answer is
+    returned instead, under the original request's id."""
+    record = billed.record
+    admission = await services.limiter.admit(billed.principal, size.admitted_tokens)
     if timeline.on:
         timeline.mark("admitted", record)
     request.state.rate_limit_headers = admission.headers  # sent with any error from here on
-    tags, end_user = attribution
-    bill = RequestBill(principal, model, request_id, endpoint, idempotency, admission, record=record, tags=tags,
-                       end_user=end_user)
+    bill = billed.bill(admission)
     headers = dict(admission.headers)
     if record is not None:
-        record.request_id = request_id  # the id the charge records is the one the answer carries
+        record.request_id = billed.request_id  # the id the charge records is the one the answer carries
     else:
-        headers["x-request-id"] = request_id
+        headers["x-request-id"] = billed.request_id
     try:
-        stored = await runtime.billing.hold(bill, worst_case)
-    except GatewayError:
-        runtime.limiter.correct_soon(admission, 0)  # refused before any token was used
-        raise
+        stored = await services.billing.hold(bill, size.worst_case)
+    except REFUSALS as exc:
+        services.limiter.correct_soon(admission, 0)  # refused before any token was used
+        raise http_error(exc) from None
     if timeline.on:
         timeline.mark("held", record)
     if stored is None:
-        return BilledCall(runtime, bill, exchange, headers, prompt_tokens, slot)
-    runtime.limiter.correct_soon(admission, 0)  # a replay uses no tokens
+        return BilledCall(services, billed, bill, exchange, headers, slot)
+    services.limiter.correct_soon(admission, 0)  # a replay uses no tokens
     if record is not None:
         record.request_id = stored.request_id  # the answer is the original request's, under its id
     else:
         headers["x-request-id"] = stored.request_id
-    return Response(stored.response, media_type=stored.content_type,
-                    headers={**headers, "idempotent-replayed": "true"})
-
-
-def _idempotency_key(header: str) -> str:
-    """The Idempotency-Key as its UTF-8 bytes spell it, recorded with the hold and the stored answer:
-    1 to 255 characters, by the rule every recorded client text follows (``domain/client_text.py``)."""
-    try:
-        key = checked_text(header_text(header, IDEMPOTENCY_HEADER), IDEMPOTENCY_HEADER, MAX_IDEMPOTENCY_KEY)
-    except ClientTextError as exc:
-        raise InvalidRequest(f"Invalid '{IDEMPOTENCY_HEADER}' header: {exc.problem}.",
-                             param=IDEMPOTENCY_HEADER) from None
-    if not key:
-        raise InvalidRequest(f"The {IDEMPOTENCY_HEADER} header must be 1 to {MAX_IDEMPOTENCY_KEY} characters long.")
-    return key
+    return Response(stored.response, media_type=stored.content_type, headers={**headers, "idempotent-replayed": "true"})
 
 
 async def give_back(slot: StreamSlot) -> None:

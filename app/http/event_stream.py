@@ -50,17 +50,25 @@ class EventStream(Stream):
         super().__init__(rest, headers=headers, media_type=_MEDIA_TYPE)
         self.first = first
 
-    def to_asgi_response(self, app: Litestar | None, request: Request[Any, Any, Any], *,
-                         background: BackgroundTask | BackgroundTasks | None = None,
-                         cookies: Iterable[Cookie] | None = None,
-                         encoded_headers: Iterable[tuple[bytes, bytes]] | None = None,
-                         headers: dict[str, str] | None = None, is_head_response: bool = False,
-                         media_type: MediaType | str | None = None, status_code: int | None = None,
-                         type_encoders: TypeEncodersMap | None = None) -> ASGIResponse:
+    def to_asgi_response(
+        self,
+        app: Litestar | None,
+        request: Request[Any, Any, Any],
+        *,
+        background: BackgroundTask | BackgroundTasks | None = None,
+        cookies: Iterable[Cookie] | None = None,
+        encoded_headers: Iterable[tuple[bytes, bytes]] | None = None,
+        headers: dict[str, str] | None = None,
+        is_head_response: bool = False,
+        media_type: MediaType | str | None = None,
+        status_code: int | None = None,
+        type_encoders: TypeEncodersMap | None = None,
+    ) -> ASGIResponse:
         if background or cookies or encoded_headers or headers or is_head_response or self.cookies:
             raise NotImplementedError("an event stream is sent as it is, by the generation endpoints' fast path")
-        encoded = [(name.lower().encode("latin-1"), str(value).encode("latin-1"))
-                   for name, value in self.headers.items()]
+        encoded = [
+            (name.lower().encode("latin-1"), str(value).encode("latin-1")) for name, value in self.headers.items()
+        ]
         if not any(name == b"content-type" for name, _ in encoded):
             encoded.append((b"content-type", f"{_MEDIA_TYPE}; charset={self.encoding}".encode("latin-1")))
         return _EventStreamResponse(self.status_code or 200, encoded, self.first, self.iterator)  # type: ignore[return-value,arg-type]
@@ -71,8 +79,9 @@ class _EventStreamResponse:
 
     __slots__ = ("_first", "_headers", "_rest", "_status")
 
-    def __init__(self, status: int, headers: list[tuple[bytes, bytes]], first: bytes,
-                 rest: AsyncGenerator[bytes, None]) -> None:
+    def __init__(
+        self, status: int, headers: list[tuple[bytes, bytes]], first: bytes, rest: AsyncGenerator[bytes, None]
+    ) -> None:
         self._status = status
         self._headers = headers
         self._first = first

@@ -26,8 +26,12 @@ ExceptionHandler = Callable[[Request[Any, Any, Any], Any], Response[bytes]]
 
 
 class HotPaths:
-    def __init__(self, app: Litestar, handlers: list[HTTPRouteHandler],
-                 exception_handlers: Mapping[type[BaseException], ExceptionHandler]) -> None:
+    def __init__(
+        self,
+        app: Litestar,
+        handlers: list[HTTPRouteHandler],
+        exception_handlers: Mapping[type[BaseException], ExceptionHandler],
+    ) -> None:
         self.app = app
         self._handlers = {path: handler for handler in handlers for path in handler.paths}
         self._exception_handlers = list(exception_handlers.items())
@@ -70,8 +74,14 @@ def _is_whole(response: Response[Any]) -> bool:
     """A finished body with nothing Litestar must add (no cookies, no background task), of a status
     that carries a body: sent as two ASGI messages, as Litestar would send them."""
     status = response.status_code or 200
-    return (type(response) is Response and isinstance(response.content, bytes) and not response.cookies
-            and response.background is None and status >= 200 and status not in (204, 304))
+    return (
+        type(response) is Response
+        and isinstance(response.content, bytes)
+        and not response.cookies
+        and response.background is None
+        and status >= 200
+        and status not in (204, 304)
+    )
 
 
 async def _send_whole(response: Response[Any], send: Send) -> None:

@@ -5,7 +5,7 @@ A gateway process holds about 100,000 objects after start-up (Litestar, msgspec'
 configuration, the tokenizer's Python side, the ledger's aggregates) that live as long as the
 process. With CPython's defaults each full (generation 2) collection walked all of them with the
 event loop stopped: 40-190 ms, every few seconds under load, every request in flight waiting out
-the pause (``tollgate bench --stalls``; README, "Performance"). Requests themselves leave almost no
+the pause (``tollgate bench --stalls``; docs/performance.md). Requests themselves leave almost no
 cycles behind: what they allocate is freed by reference counting as they end.
 
 So once the process has started: collect what start-up left behind, then move every survivor to

@@ -35,8 +35,9 @@ class LingeringTransport:
     be sending; everything else is the transport's own. While it lingers it says it is closing, so
     the HTTP protocol reads nothing more as a request."""
 
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop,
-                 unread: Callable[[], bool]) -> None:
+    def __init__(
+        self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop, unread: Callable[[], bool]
+    ) -> None:
         self._transport = transport
         self._loop = loop
         self._unread = unread

@@ -30,36 +30,66 @@ from app.http.schema_page import RedocPage, schema_router
 #: The two error bodies (``app/errors.py`` renders them), as components every error answer refers to.
 _ERROR_SCHEMAS = {
     "OpenAIError": {
-        "type": "object", "required": ["error"], "additionalProperties": False,
+        "type": "object",
+        "required": ["error"],
+        "additionalProperties": False,
         "description": "An error, in OpenAI's shape: chat, responses, models (without anthropic-version), admin, "
-                       "dashboard, metrics.",
-        "properties": {"error": {"type": "object", "required": ["message", "type", "param", "code"],
-                                 "additionalProperties": False, "properties": {
-                                     "message": {"type": "string"}, "type": {"type": "string"},
-                                     "param": {"type": ["string", "null"]}, "code": {"type": ["string", "null"]}}}},
+        "dashboard, metrics.",
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["message", "type", "param", "code"],
+                "additionalProperties": False,
+                "properties": {
+                    "message": {"type": "string"},
+                    "type": {"type": "string"},
+                    "param": {"type": ["string", "null"]},
+                    "code": {"type": ["string", "null"]},
+                },
+            }
+        },
     },
     "AnthropicError": {
-        "type": "object", "required": ["type", "error"],
+        "type": "object",
+        "required": ["type", "error"],
         "description": "An error, in Anthropic's shape: /v1/messages, /v1/messages/count_tokens, and the model "
-                       "routes for a request that carries anthropic-version.",
-        "properties": {"type": {"const": "error"}, "error": {"type": "object", "required": ["type", "message"],
-                                                             "properties": {"type": {"type": "string"},
-                                                                            "message": {"type": "string"}}}},
+        "routes for a request that carries anthropic-version.",
+        "properties": {
+            "type": {"const": "error"},
+            "error": {
+                "type": "object",
+                "required": ["type", "message"],
+                "properties": {"type": {"type": "string"}, "message": {"type": "string"}},
+            },
+        },
     },
 }
 _OPENAI_ERROR = {"$ref": "#/components/schemas/OpenAIError"}
 _ANTHROPIC_ERROR = {"$ref": "#/components/schemas/AnthropicError"}
-_ERRORS = {"400": "invalid request", "401": "missing, invalid or revoked API key",
-           "402": "the team's credits cannot cover the request's worst case",
-           "403": "the key may not use this model or endpoint, or the team is suspended",
-           "404": "unknown model", "413": "request body too large", "429": "rate limited (see Retry-After)",
-           "502": "the upstream failed", "503": "the upstream is overloaded, or the ledger cannot be written",
-           "504": "the upstream timed out"}
-_DASHBOARD_ERRORS = {"400": "an invalid query parameter", "401": "missing, invalid or revoked key",
-                     "403": "a team key asking for another team", "404": "no such team (admin key)"}
-_ADMIN_ERRORS = {"400": "an invalid body, path or query parameter", "401": "not the admin key",
-                 "403": "a team key (the admin API takes the admin key only), or the admin API is off",
-                 "404": "no such team or key"}
+_ERRORS = {
+    "400": "invalid request",
+    "401": "missing, invalid or revoked API key",
+    "402": "the team's credits cannot cover the request's worst case",
+    "403": "the key may not use this model or endpoint, or the team is suspended",
+    "404": "unknown model",
+    "413": "request body too large",
+    "429": "rate limited (see Retry-After)",
+    "502": "the upstream failed",
+    "503": "the upstream is overloaded, or the ledger cannot be written",
+    "504": "the upstream timed out",
+}
+_DASHBOARD_ERRORS = {
+    "400": "an invalid query parameter",
+    "401": "missing, invalid or revoked key",
+    "403": "a team key asking for another team",
+    "404": "no such team (admin key)",
+}
+_ADMIN_ERRORS = {
+    "400": "an invalid body, path or query parameter",
+    "401": "not the admin key",
+    "403": "a team key (the admin API takes the admin key only), or the admin API is off",
+    "404": "no such team or key",
+}
 #: Errors any route may answer, in its own shape.
 _ANY_ERROR = "any other error in the same shape: 405 (method), 500 (a fault of the gateway's), 503 (the ledger)"
 
@@ -89,15 +119,17 @@ _ADMIN_BODIES = {
 _STATEMENT_PATHS = ("/admin/teams/{name}/statements/{month}", "/dashboard/api/teams/{name}/statements/{month}")
 _STATEMENT_CONTENT = {
     "application/json": {"schema": {"type": "object", "description": "the statement (format=json)"}},
-    "text/csv": {"schema": {"type": "string", "description": "the statement (format=csv): a header line, then a "
-                                                             "line per row"}},
+    "text/csv": {
+        "schema": {"type": "string", "description": "the statement (format=csv): a header line, then a line per row"}
+    },
 }
 
 
 def _body_schemas() -> tuple[dict[type, dict[str, Any]], dict[str, Any]]:
     """Each request struct's schema (by reference) and the component schemas they use."""
-    structs = sorted({entry[0] for entry in _GENERATION.values()} | set(_ADMIN_BODIES.values()),
-                     key=lambda s: s.__name__)
+    structs = sorted(
+        {entry[0] for entry in _GENERATION.values()} | set(_ADMIN_BODIES.values()), key=lambda s: s.__name__
+    )
     refs, components = msgspec.json.schema_components(structs, ref_template="#/components/schemas/{name}")
     return dict(zip(structs, refs, strict=True)), components
 
@@ -108,8 +140,11 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
     refs, components = _body_schemas()
     document.setdefault("components", {}).setdefault("schemas", {}).update({**components, **_ERROR_SCHEMAS})
     schemes = document["components"].setdefault("securitySchemes", {})
-    schemes["bearer"] = {"type": "http", "scheme": "bearer",
-                         "description": "A Tollgate team key (or the admin key on /admin and /dashboard/api)"}
+    schemes["bearer"] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A Tollgate team key (or the admin key on /admin and /dashboard/api)",
+    }
     schemes["x-api-key"] = {"type": "apiKey", "in": "header", "name": "x-api-key", "description": "A Tollgate team key"}
     for path, (struct, shape, summary, streams) in _GENERATION.items():
         operation = document.setdefault("paths", {}).setdefault(path, {}).setdefault("post", {})
@@ -119,22 +154,30 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
             content["text/event-stream"] = {
                 "schema": {"type": "string", "description": "server-sent events of the protocol"}
             }
-        operation.update({
-            "summary": summary,
-            "description": "Fields not listed are passed to the upstream untouched. Non-streaming answers carry "
-                           "`usage.cost` and `usage.remaining` (credits); so does a stream's final usage event.",
-            "security": [{"bearer": []}, {"x-api-key": []}],
-            "requestBody": {"required": True, "content": {"application/json": {"schema": refs[struct]}}},
-            "responses": {"200": {"description": "the answer", "content": content},
-                          **{code: {"description": why, "content": {"application/json": {"schema": error}}}
-                             for code, why in _ERRORS.items()}},
-        })
+        operation.update(
+            {
+                "summary": summary,
+                "description": "Fields not listed are passed to the upstream untouched. Non-streaming answers carry "
+                "`usage.cost` and `usage.remaining` (credits); so does a stream's final usage event.",
+                "security": [{"bearer": []}, {"x-api-key": []}],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": refs[struct]}}},
+                "responses": {
+                    "200": {"description": "the answer", "content": content},
+                    **{
+                        code: {"description": why, "content": {"application/json": {"schema": error}}}
+                        for code, why in _ERRORS.items()
+                    },
+                },
+            }
+        )
         operation.pop("parameters", None)  # Litestar's view of the handler's `request` argument
     for (path, method), struct in _ADMIN_BODIES.items():
         operation = document.get("paths", {}).get(path, {}).get(method)
         if operation is not None:
-            operation["requestBody"] = {"required": method != "post" or struct is not NewKey,
-                                        "content": {"application/json": {"schema": refs[struct]}}}
+            operation["requestBody"] = {
+                "required": method != "post" or struct is not NewKey,
+                "content": {"application/json": {"schema": refs[struct]}},
+            }
     for path in _STATEMENT_PATHS:
         answer = document.get("paths", {}).get(path, {}).get("get", {}).get("responses", {}).get("200")
         if answer is not None:
@@ -177,8 +220,10 @@ def _route_errors(path: str, method: str, operation: dict[str, Any]) -> dict[str
             errors["404"] = "no request with that id"
     elif path == "/v1/requests/{request_id}":
         operation["security"] = [{"bearer": []}, {"x-api-key": []}]
-        errors = {"401": "missing, invalid or revoked API key",
-                  "404": "no request with that id of the key's team (another team's looks the same)"}
+        errors = {
+            "401": "missing, invalid or revoked API key",
+            "404": "no request with that id of the key's team (another team's looks the same)",
+        }
     elif path == "/metrics":
         errors = {"401": "not the admin key"}
     elif path == "/v1/models/{model_id}":
@@ -202,6 +247,11 @@ class _CompletedJson(JsonRenderPlugin):
 
 
 def openapi_config(version: str) -> OpenAPIConfig:
-    return OpenAPIConfig(title="Tollgate", version=version, path="/schema",
-                         description="An LLM gateway billing every request to a team's prepaid credits.",
-                         render_plugins=[_CompletedJson(), RedocPage()], openapi_router=schema_router())
+    return OpenAPIConfig(
+        title="Tollgate",
+        version=version,
+        path="/schema",
+        description="An LLM gateway billing every request to a team's prepaid credits.",
+        render_plugins=[_CompletedJson(), RedocPage()],
+        openapi_router=schema_router(),
+    )

@@ -45,5 +45,7 @@ async def measure_prompt(model: Model, wire: str, body: dict[str, Any], protocol
         raise InvalidRequest(
             f"This model's maximum context length is {model.context_window} tokens. However, your messages "
             f"resulted in {size.tokens} tokens. Please reduce the length of the messages.",
-            param=_PARAM[protocol], code="context_length_exceeded")
+            param=_PARAM[protocol],
+            code="context_length_exceeded",
+        )
     return size.tokens

@@ -116,8 +116,15 @@ class _TimedFlowControl(FlowControl):
 
 
 class GuardedHttpToolsProtocol(HttpToolsProtocol):
-    def __init__(self, config: Config, server_state: ServerState, app_state: dict[str, Any],
-                 _loop: asyncio.AbstractEventLoop | None = None, *, limits: ConnectionLimits) -> None:
+    def __init__(
+        self,
+        config: Config,
+        server_state: ServerState,
+        app_state: dict[str, Any],
+        _loop: asyncio.AbstractEventLoop | None = None,
+        *,
+        limits: ConnectionLimits,
+    ) -> None:
         super().__init__(config, server_state, app_state, _loop)
         self.parser = _Parser(self.parser)  # type: ignore[assignment]
         self.limits = limits
@@ -206,10 +213,13 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def _too_large(self, what: str) -> HeadersTooLarge:
         if what == "headers":
-            return HeadersTooLarge(f"The request has more than {self.limits.max_headers} headers, the most this "
-                                   "gateway takes.")
-        return HeadersTooLarge(f"The request's line and headers are larger than this gateway takes: at most "
-                               f"{self.limits.max_header_bytes} bytes.")
+            return HeadersTooLarge(
+                f"The request has more than {self.limits.max_headers} headers, the most this gateway takes."
+            )
+        return HeadersTooLarge(
+            f"The request's line and headers are larger than this gateway takes: at most "
+            f"{self.limits.max_header_bytes} bytes."
+        )
 
     def _arm_head_timer(self) -> None:
         self._head_timer = self.loop.call_later(self.limits.header_timeout, self._head_timed_out)
@@ -222,8 +232,11 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
     def _head_timed_out(self) -> None:
         self._head_timer = None
         if self._in_head and not self.transport.is_closing():
-            self._refuse(RequestTimeout(f"The request's line and headers did not arrive within "
-                                        f"{self.limits.header_timeout:g} seconds."))
+            self._refuse(
+                RequestTimeout(
+                    f"The request's line and headers did not arrive within {self.limits.header_timeout:g} seconds."
+                )
+            )
 
     def _refuse(self, error: GatewayError) -> None:
         """Answer a refused head (unless an earlier request on the connection is still answering:
@@ -246,16 +259,21 @@ class GuardedHttpToolsProtocol(HttpToolsProtocol):
         path = getattr(self, "url", b"")  # uvicorn's URL of the current request, once it began
         body = encode(error.anthropic_body() if path.startswith(b"/v1/messages") else error.openai_body())
         lines = [STATUS_LINE[error.status]]
-        headers = [*self.server_state.default_headers, (b"content-type", b"application/json"),
-                   (b"content-length", str(len(body)).encode()), (b"connection", b"close"),
-                   *((name.encode(), value.encode()) for name, value in error.response_headers().items())]
+        headers = [
+            *self.server_state.default_headers,
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            *((name.encode(), value.encode()) for name, value in error.response_headers().items()),
+        ]
         lines += [name + b": " + value + b"\r\n" for name, value in headers]
         return b"".join(lines) + b"\r\n" + body
 
     def _cut_off(self) -> None:
         """The client stopped reading: drop the connection and what is buffered for it, now."""
-        log.info("cut off %s: it read nothing of its answer for %g seconds", _peer(self.client),
-                 self.limits.write_timeout)
+        log.info(
+            "cut off %s: it read nothing of its answer for %g seconds", _peer(self.client), self.limits.write_timeout
+        )
         if self.cycle is not None:
             self.cycle.disconnected = True  # its later sends are dropped, its receive says disconnected
         self.transport.abort()

@@ -22,19 +22,17 @@ from app.errors import GatewayError, InsufficientCreditsError
 from app.http.answer_head import header_text
 from app.http.attribution import attribution_of
 from app.http.billed_call import BilledCall, hold
+from app.http.billed_request import ENDPOINTS, BilledRequest, Generation, HoldSize, idempotency_of, request_id_of
 from app.http.event_stream import EventStream
 from app.http.prompt_size import measure_prompt
-from app.keys import Principal
-from app.runtime import Runtime
-from app.tokens import Protocol as Wire
+from app.observability.record import current_record
+from app.runtime import BillingServices, Runtime
 from app.tokens.delivered import Delivered
 from app.translate import canonical as c
 from app.translate.exchange import Exchange, plan
 from app.translate.exposure import exposure_of
 from app.translate.output_limit import MIN_CLAMPED_OUTPUT, clamp_output
-from domain import endpoints
 from domain.pricing import TokenUsage
-from domain.settings import Model
 
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 #: Names the built-in tools taken out of a translated request (each percent-encoded: README, API).
@@ -44,30 +42,40 @@ DROPPED_HEADER = "x-tollgate-dropped-tools"
 CLAMPED_HEADER = "x-tollgate-output-clamped"
 #: Each protocol's name for a request's output limit, as a refusal for credits names it.
 OUTPUT_FIELDS: dict[str, str] = {"chat": "max_tokens", "responses": "max_output_tokens", "messages": "max_tokens"}
-ENDPOINTS: dict[str, str] = {"chat": endpoints.CHAT, "responses": endpoints.RESPONSES, "messages": endpoints.MESSAGES}
 
 
-async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
-                protocol: Wire, body: dict[str, Any], raw_body: bytes, *, max_output: int,
-                requested_output: int, choices: int = 1,
-                output_clamped: int | None = None) -> Response[bytes] | EventStream:
+async def serve(runtime: Runtime, request: Request[Any, Any, Any], asked: Generation) -> Response[bytes] | EventStream:
     """Serve a request the caller may make: size its prompt, decide what goes upstream, hold its
-    worst case (``max_output`` output tokens in all its ``choices``; ``requested_output`` is what the
-    client asked for, its rate-limit estimate), then call and charge. Everything that can refuse it
-    does so before the hold. ``output_clamped``: the model's output limit, when the request asked
-    more and the model serves it with its own (``clamp_output_to_model``), which the answer says."""
-    if output_clamped is not None:
-        body = clamp_output(body, protocol, output_clamped)
+    worst case (``asked.output``: the output it may use in all its choices, and what the client asked
+    for, its rate-limit estimate), then call and charge. Everything that can refuse it does so before
+    the hold. A request lowered to the model's own output limit (``clamp_output_to_model``) is
+    answered saying so."""
+    services, protocol, model_limit = runtime.billing_services, asked.protocol, asked.output.model_limit
+    body = asked.body if model_limit is None else clamp_output(asked.body, protocol, model_limit)
     attribution = attribution_of(request, protocol, body)
-    wire = runtime.upstreams[model.id].wire
-    prompt_tokens = await measure_prompt(model, wire, body, protocol, len(raw_body))
-    exchange = plan(model, wire, protocol, body, request.headers, prompt_tokens)
-    call = await _held(runtime, request, principal, model, protocol, exchange, raw_body, prompt_tokens,
-                       max_output, requested_output, choices, attribution)
+    wire = services.upstreams[asked.model.id].wire
+    prompt_tokens = await measure_prompt(asked.model, wire, body, protocol, len(asked.raw_body))
+    exchange = plan(asked.model, wire, protocol, body, request.headers, prompt_tokens)
+    record = current_record()
+    billed = BilledRequest(
+        principal=asked.principal,
+        model=asked.model,
+        protocol=protocol,
+        upstream_wire=wire,
+        endpoint=ENDPOINTS[protocol],
+        stream=exchange.stream,
+        request_id=request_id_of(record),
+        idempotency=idempotency_of(request, asked.raw_body),
+        attribution=attribution,
+        prompt_tokens=prompt_tokens,
+        output=asked.output,
+        record=record,
+    )
+    call = await _held_within_balance(services, request, billed, exchange)
     if not isinstance(call, BilledCall):
         return call  # the stored answer of the request served before under this Idempotency-Key
-    if output_clamped is not None:  # unless the balance lowered it further
-        call.headers.setdefault(CLAMPED_HEADER, str(output_clamped))
+    if model_limit is not None:  # unless the balance lowered it further
+        call.headers.setdefault(CLAMPED_HEADER, str(model_limit))
     if protocol == "messages":
         call.headers["request-id"] = call.bill.request_id
     if exchange.dropped_tools:  # the client's own words: each name percent-encoded, so any text can go in a header
@@ -77,34 +85,37 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], principal: Pr
     return await answer(call)
 
 
-async def _held(runtime: Runtime, request: Request[Any, Any, Any], principal: Principal, model: Model,
-                protocol: Wire, exchange: Exchange, raw_body: bytes, prompt_tokens: int, max_output: int,
-                requested_output: int, choices: int,
-                attribution: tuple[dict[str, str], str]) -> BilledCall | Response[bytes]:
+async def _held_within_balance(
+    services: BillingServices, request: Request[Any, Any, Any], billed: BilledRequest, exchange: Exchange
+) -> BilledCall | Response[bytes]:
     """The request held at its worst case. One the balance cannot cover is refused saying the largest
     output limit it covers, or, for a key that opted in (``clamp_output_to_balance``), held and sent
     with its output limit lowered to that, which the answer's ``x-tollgate-output-clamped`` says."""
-    billing, wire = runtime.billing, runtime.upstreams[model.id].wire
-    exposure = exposure_of(exchange.body, wire)
+    billing, principal, model = services.billing, billed.principal, billed.model
+    prompt_tokens, output = billed.prompt_tokens, billed.output
+    exposure = exposure_of(exchange.body, billed.upstream_wire)
 
-    async def held_for(output: int) -> BilledCall | Response[bytes]:
-        return await hold(runtime, request, principal, model, ENDPOINTS[protocol], exchange, raw_body,
-                          worst_case=billing.worst_case(principal, model, prompt_tokens, output, exposure),
-                          admitted_tokens=prompt_tokens + min(requested_output, output), prompt_tokens=prompt_tokens,
-                          attribution=attribution)
+    async def held_for(most: int) -> BilledCall | Response[bytes]:
+        size = HoldSize(
+            worst_case=billing.worst_case(principal, model, prompt_tokens, most, exposure),
+            admitted_tokens=prompt_tokens + min(output.requested, most),
+        )
+        return await hold(services, request, billed, exchange, size)
 
     try:
-        return await held_for(max_output)
+        return await held_for(output.most)
     except InsufficientCreditsError as short:
-        per_choice = billing.affordable(principal, model, prompt_tokens, max_output, exposure,
-                                        short.available) // choices
+        per_choice = (
+            billing.affordable(principal, model, prompt_tokens, output.most, exposure, short.available)
+            // output.choices
+        )
         if not principal.clamp_output or per_choice < MIN_CLAMPED_OUTPUT:
-            raise short.affording(per_choice, OUTPUT_FIELDS[protocol]) from None
-    exchange.body = clamp_output(exchange.body, wire, per_choice)
+            raise short.affording(per_choice, OUTPUT_FIELDS[billed.protocol]) from None
+    exchange.body = clamp_output(exchange.body, billed.upstream_wire, per_choice)
     try:
-        call = await held_for(per_choice * choices)
+        call = await held_for(per_choice * output.choices)
     except InsufficientCreditsError as short:  # spent meanwhile by the team's other requests
-        raise short.affording(0, OUTPUT_FIELDS[protocol]) from None
+        raise short.affording(0, OUTPUT_FIELDS[billed.protocol]) from None
     if isinstance(call, BilledCall):
         call.headers[CLAMPED_HEADER] = str(per_choice)
     return call

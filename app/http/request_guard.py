@@ -58,8 +58,9 @@ class RequestGuard:
         self.app = app
         self.body_timeout = body_timeout
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
-                       send: Callable[[Any], Awaitable[None]]) -> None:
+    async def __call__(
+        self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]
+    ) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -82,8 +83,14 @@ class _Exchange:
     """One request's ``receive`` under the body's deadline, and its ``send``, which checks the
     answer's head and closes the connection after an answer given before the body was in."""
 
-    def __init__(self, receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]],
-                 timeout: float, has_body: bool, head: bool) -> None:
+    def __init__(
+        self,
+        receive: Callable[[], Awaitable[Any]],
+        send: Callable[[Any], Awaitable[None]],
+        timeout: float,
+        has_body: bool,
+        head: bool,
+    ) -> None:
         self._receive = receive
         self._send = send
         self._timeout = timeout
@@ -99,8 +106,9 @@ class _Exchange:
             async with asyncio.timeout_at(self._deadline):
                 message = await self._receive()
         except TimeoutError:
-            raise RequestTimeout(f"The request body did not arrive within {self._timeout:g} seconds.",
-                                 headers={"connection": "close"}) from None
+            raise RequestTimeout(
+                f"The request body did not arrive within {self._timeout:g} seconds.", headers={"connection": "close"}
+            ) from None
         if message["type"] != "http.request" or not message.get("more_body", False):
             self._body_done = True
         return message
@@ -130,7 +138,10 @@ class _Exchange:
             record.failed(exc.message)
         body = encode(exc.anthropic_body() if path.startswith("/v1/messages") else exc.openai_body())
         retry = b"true" if exc.retryable else b"false"  # the error's own headers are what may have failed
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"x-should-retry", retry)]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"x-should-retry", retry),
+        ]
         await self.send({"type": "http.response.start", "status": exc.status, "headers": headers})
         await self.send({"type": "http.response.body", "body": body, "more_body": False})

@@ -39,7 +39,7 @@ def _error_response(status: int, body: dict[str, Any], headers: dict[str, str] |
 
 
 def _speaks_messages(request: Request[Any, Any, Any]) -> bool:
-    """The Messages endpoints answer errors in their own shape (README, API: Errors), and so do the
+    """The Messages endpoints answer errors in their own shape (docs/api.md, "Errors"), and so do the
     model routes for a client of Anthropic's (``anthropic-version``); the others in OpenAI's."""
     path = request.url.path
     return path.startswith("/v1/messages") or (path.startswith("/v1/models") and speaks_anthropic(request))
@@ -64,16 +64,22 @@ def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Resp
     status = exc.status_code
     if status == 413:  # Litestar's own check of max_request_bytes, before reading past it
         limit = request.app.state.runtime.settings.max_request_bytes
-        return _gateway_error(request, RequestTooLarge(
-            f"The request body is larger than this gateway takes: at most {limit} bytes.",
-            headers={"connection": "close"}))
+        return _gateway_error(
+            request,
+            RequestTooLarge(
+                f"The request body is larger than this gateway takes: at most {limit} bytes.",
+                headers={"connection": "close"},
+            ),
+        )
     message = exc.detail if status != 404 else "Unknown request URL. Please check the URL and method."
     param = None
     problems = [p for p in exc.extra if isinstance(p, dict) and p.get("key")] if isinstance(exc.extra, list) else []
     if problems:
         param = str(problems[0]["key"])
-        message = " ".join(f"Invalid '{p['key']}' in the {getattr(p.get('source'), 'value', 'request')}: "
-                           f"{p.get('message')}." for p in problems)
+        message = " ".join(
+            f"Invalid '{p['key']}' in the {getattr(p.get('source'), 'value', 'request')}: {p.get('message')}."
+            for p in problems
+        )
     headers = None
     if status == 405 and exc.headers and "allow" in exc.headers:
         headers = {"allow": _allowed(exc.headers["allow"])}
@@ -105,7 +111,10 @@ def _version() -> str:
 
 #: Most specific first: the fast path (app/http/hot_paths.py) takes the first that matches.
 _EXCEPTION_HANDLERS: list[tuple[type[Exception], Any]] = [
-    (GatewayError, _gateway_error), (HTTPException, _http_exception), (Exception, _unexpected)]
+    (GatewayError, _gateway_error),
+    (HTTPException, _http_exception),
+    (Exception, _unexpected),
+]
 
 
 def create_asgi_app(runtime: Runtime) -> Observed:
@@ -123,9 +132,20 @@ def create_app(runtime: Runtime) -> Litestar:
 
     operations = [live, ready] + ([metrics] if runtime.settings.metrics_port is None else [])
     app = Litestar(
-        route_handlers=[list_models, read_model, read_credits, read_key, read_request, chat_completions,
-                        create_response, create_message, count_tokens, admin_router,
-                        *operations, dashboard_router],
+        route_handlers=[
+            list_models,
+            read_model,
+            read_credits,
+            read_key,
+            read_request,
+            chat_completions,
+            create_response,
+            create_message,
+            count_tokens,
+            admin_router,
+            *operations,
+            dashboard_router,
+        ],
         exception_handlers=dict(_EXCEPTION_HANDLERS),
         on_startup=[warm_up, runtime.start, settle_interpreter],
         on_shutdown=[close_runtime],

@@ -29,8 +29,9 @@ from domain.settings import ConfigError, Settings
 WORKER_STARTUP_FAILURE = 3
 
 
-def serve(settings: Settings, base_dir: Path, host: str, port: int, workers: int = 1,
-          config_path: str | None = None) -> None:
+def serve(
+    settings: Settings, base_dir: Path, host: str, port: int, workers: int = 1, config_path: str | None = None
+) -> None:
     import uvicorn
 
     if workers > 1:
@@ -80,17 +81,26 @@ def _uvicorn_options(settings: Settings) -> UvicornOptions:
     the gateway serves no WebSocket."""
     from app.http.protocol import ConnectionLimits, GuardedHttpToolsProtocol
 
-    limits = ConnectionLimits(max_header_bytes=settings.max_header_bytes, max_headers=settings.max_headers,
-                              header_timeout=float(settings.header_timeout),
-                              write_timeout=float(settings.write_timeout))
-    return {"log_config": None, "log_level": "warning", "access_log": False,
-            "timeout_graceful_shutdown": float(settings.shutdown_timeout),
-            # uvicorn calls the partial as it would the class
-            "http": cast(type[asyncio.Protocol], partial(GuardedHttpToolsProtocol, limits=limits)), "ws": "none"}
+    limits = ConnectionLimits(
+        max_header_bytes=settings.max_header_bytes,
+        max_headers=settings.max_headers,
+        header_timeout=float(settings.header_timeout),
+        write_timeout=float(settings.write_timeout),
+    )
+    return {
+        "log_config": None,
+        "log_level": "warning",
+        "access_log": False,
+        "timeout_graceful_shutdown": float(settings.shutdown_timeout),
+        # uvicorn calls the partial as it would the class
+        "http": cast(type[asyncio.Protocol], partial(GuardedHttpToolsProtocol, limits=limits)),
+        "ws": "none",
+    }
 
 
-def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, workers: int,
-                   config_path: str | None) -> None:
+def _serve_workers(
+    settings: Settings, base_dir: Path, host: str, port: int, workers: int, config_path: str | None
+) -> None:
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
@@ -101,7 +111,8 @@ def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, wor
         raise StartupRefused(
             f"--workers {workers} runs {workers} gateway processes on one ledger, and rate limits kept in one "
             'process\'s memory would not hold across them: set redis_url (e.g. "redis://127.0.0.1:6379/0") '
-            "in the configuration, or TOLLGATE_REDIS_URL")
+            "in the configuration, or TOLLGATE_REDIS_URL"
+        )
     try:
         asyncio.run(reachable(settings.redis_url))
     except Exception as exc:  # noqa: BLE001 - any failure to reach Redis refuses the start, with its reason
@@ -125,11 +136,19 @@ def _serve_workers(settings: Settings, base_dir: Path, host: str, port: int, wor
         MultiProcessCollector(registry, path=metrics_dir.name)
         metrics_server, _ = start_http_server(settings.metrics_port, addr=settings.metrics_host, registry=registry)
 
-    config = uvicorn.Config("app.http.serving:app_from_environment", factory=True, host=host, port=port,
-                            workers=workers, **_uvicorn_options(settings))
+    config = uvicorn.Config(
+        "app.http.serving:app_from_environment",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        **_uvicorn_options(settings),
+    )
     supervisor = Multiprocess(config, sockets=[config.bind_socket()])
-    print(f"Tollgate: serving {len(settings.models)} model(s) on http://{host}:{port}/v1 "
-          f"with {workers} worker processes", flush=True)
+    print(
+        f"Tollgate: serving {len(settings.models)} model(s) on http://{host}:{port}/v1 with {workers} worker processes",
+        flush=True,
+    )
     try:
         supervisor.run()  # until SIGTERM or SIGINT, which it passes on to every worker, then joins them
     finally:

@@ -47,8 +47,16 @@ def balance_at(store: LedgerStore, name: str, at: datetime | None = None) -> Bal
             raise TeamNotOpenedYet(name, at.isoformat())
         raise TeamNotFound(name)
     last = next(store.events_after(tid, team.version - 1, upto=team.version))
-    return BalanceAt(team.name, at, team.balance, team.held, team.version, _kind(last),
-                     last.timestamp, str(getattr(last, "request_id", "") or getattr(last, "lease", "")))
+    return BalanceAt(
+        team.name,
+        at,
+        team.balance,
+        team.held,
+        team.version,
+        _kind(last),
+        last.timestamp,
+        str(getattr(last, "request_id", "") or getattr(last, "lease", "")),
+    )
 
 
 def _kind(event: TeamLedger.Event) -> str:

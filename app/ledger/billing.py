@@ -13,12 +13,11 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from app.errors import Conflict, ServiceUnavailable
 from app.keys import Principal
 from app.ledger.leases import Lease, Leases
 from app.ledger.prices import PriceBook
 from app.ledger.receipts import Charge
-from app.ledger.refusals import refusal
+from app.ledger.refusals import ChargeNotRecorded, ChargeOwed, IdempotencyKeyReused, LedgerNotWritable
 from app.ledger.results import AnswerToStore, Charged, Held, Released
 from app.ledger.service import LedgerService, TeamRequest
 from app.ledger.writer import LedgerUnavailable, RefusedByStore
@@ -26,14 +25,13 @@ from app.observability import metrics
 from app.observability.record import RequestRecord
 from app.ratelimit import Admission, RateLimiter
 from app.store.read_models import IdempotentResponse
+from domain.attribution import Attribution
 from domain.ledger import (
     AlreadyCharged,
     BudgetExceeded,
     HoldNotFound,
     InsufficientCredits,
-    RequestInProgress,
     TeamLedger,
-    TeamSuspended,
 )
 from domain.pricing import Exposure, TokenUsage, affordable_output_tokens, worst_case_in_micros
 from domain.settings import Model, Settings
@@ -63,32 +61,60 @@ class RequestBill:
     held: int = 0  # what it holds against that lease
     record: RequestRecord | None = None  # what its log line and metrics will say
     open: bool = False  # held, and not yet charged or released
-    tags: dict[str, str] = field(default_factory=dict)  # the request's attribution tags
-    end_user: str = ""  # the end user the client named
+    attribution: Attribution = field(default_factory=Attribution)  # its tags and end user
 
     @property
     def on_ledger(self) -> TeamRequest:
         """The request as the ledger records it."""
         p = self.principal
-        return TeamRequest(p.team_id, p.team_name, self.request_id, p.key_id, self.model.id, self.endpoint,
-                           self.tags, self.end_user)
+        return TeamRequest(
+            p.team_id,
+            p.team_name,
+            self.request_id,
+            p.key_id,
+            self.model.id,
+            self.endpoint,
+            self.attribution.tags,
+            self.attribution.end_user,
+        )
 
 
 #: Renders a request's answer (or a stream's final frames) once its charge is known.
 Render = Callable[[Charge], bytes]
 
 
+def _always() -> bool:
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class ThisProcess:
+    """What billing asks of the gateway process it runs in: its instance id, recorded on every hold
+    (``app/store/instances.py``), and whether the ledger can be written now (``app/ledger/health.py``;
+    while it cannot, no request is held, so none is served that could not be charged)."""
+
+    owner: Callable[[], str] = str
+    writable: Callable[[], bool] = _always
+
+
+#: A process of no registry whose ledger is always writable (the tests', the tools').
+A_PROCESS = ThisProcess()
+
+
 class Billing:
-    def __init__(self, ledger: LedgerService, settings: Settings, prices: PriceBook,
-                 limiter: RateLimiter | None = None, leases: Leases | None = None,
-                 writable: Callable[[], bool] | None = None, owner: Callable[[], str] = str) -> None:
-        """``writable``: whether the ledger can be written now (``app/ledger/health.py``); while it
-        cannot, no request is held, so none is served that could not be charged. ``owner``: this
-        process's instance id, recorded on every hold (``app/store/instances.py``)."""
+    def __init__(
+        self,
+        ledger: LedgerService,
+        settings: Settings,
+        prices: PriceBook,
+        limiter: RateLimiter | None = None,
+        leases: Leases | None = None,
+        process: ThisProcess = A_PROCESS,
+    ) -> None:
         self._ledger = ledger
         self._prices = prices
-        self._writable = writable
-        self._owner = owner
+        self._writable = process.writable
+        self._owner = process.owner
         self._idempotency_ttl = float(settings.idempotency_ttl)
         #: Charges for answers already delivered that the ledger could not record, to make again.
         self._owed: list[tuple[RequestBill, TokenUsage]] = []
@@ -101,57 +127,72 @@ class Billing:
         if self._limiter is not None and bill.admission is not None:
             self._limiter.correct_soon(bill.admission, tokens)
 
-    def worst_case(self, principal: Principal, model: Model, prompt_bound: int, max_output_tokens: int,
-                   exposure: Exposure) -> int:
+    def worst_case(
+        self, principal: Principal, model: Model, prompt_bound: int, max_output_tokens: int, exposure: Exposure
+    ) -> int:
         """What a hold reserves: the dearest the request could cost at the price in force now and
         the team's price adjustment."""
-        return worst_case_in_micros(prompt_bound, max_output_tokens, self._prices.current(model.id),
-                                    self._credits_per_usd, exposure, principal.adjustment_for(model.id))
+        return worst_case_in_micros(
+            prompt_bound,
+            max_output_tokens,
+            self._prices.current(model.id),
+            self._credits_per_usd,
+            exposure,
+            principal.adjustment_for(model.id),
+        )
 
-    def affordable(self, principal: Principal, model: Model, prompt_bound: int, ceiling: int, exposure: Exposure,
-                   available: int) -> int:
+    def affordable(
+        self, principal: Principal, model: Model, prompt_bound: int, ceiling: int, exposure: Exposure, available: int
+    ) -> int:
         """The largest output allowance (up to ``ceiling``) whose worst case ``available`` covers."""
-        return affordable_output_tokens(available, prompt_bound, ceiling, self._prices.current(model.id),
-                                        self._credits_per_usd, exposure, principal.adjustment_for(model.id))
+        price, adjustment = self._prices.current(model.id), principal.adjustment_for(model.id)
+        return affordable_output_tokens(
+            available,
+            ceiling,
+            lambda output: worst_case_in_micros(
+                prompt_bound, output, price, self._credits_per_usd, exposure, adjustment
+            ),
+        )
 
     async def hold(self, bill: RequestBill, amount: int) -> IdempotentResponse | None:
-        """Reserve ``amount`` before going upstream (402 if the team cannot afford it).
+        """Reserve ``amount`` before going upstream (refused with ``InsufficientCredits`` if the team
+        cannot afford it, ``TeamSuspended``, ``LedgerNotWritable`` or ``LedgerUnavailable``).
 
         With an Idempotency-Key, returns the stored answer instead if the request was served
-        before, and refuses (409) a retry while the first attempt runs or a reuse for another body.
+        before, and refuses a retry while the first attempt runs (``RequestInProgress``) or a reuse
+        for another body (``IdempotencyKeyReused``).
         The stored answer is looked up inside the ledger writer, against the very team state the
         hold is decided on, so no retry can slip between a charge and its stored answer.
         """
         p, idem = bill.principal, bill.idempotency
-        if self._writable is not None and not self._writable():
-            raise ServiceUnavailable("The billing ledger cannot be written right now, so the gateway serves "
-                                     "nothing it could not charge; nothing was charged. Retry shortly.")
+        if not self._writable():
+            raise LedgerNotWritable
         # A key with a budget of its own is held in the ledger, where its budget is: a lease is the team's.
         if idem is None and self._leases is not None and not p.budgeted:
             try:
                 bill.lease = await self._leases.reserve(p.team_id, p.team_name, amount)
             except InsufficientCredits as exc:  # what this request may have is the team's and its lease's free part
                 free = exc.available + self._leases.free(p.team_id)
-                raise refusal(exc.leaving(free) if isinstance(exc, BudgetExceeded) else
-                              InsufficientCredits(exc.team, amount, free)) from None
-            except (TeamSuspended, LedgerUnavailable) as exc:
-                raise refusal(exc) from None
+                raise (
+                    exc.leaving(free)
+                    if isinstance(exc, BudgetExceeded)
+                    else InsufficientCredits(exc.team, amount, free)
+                ) from None
             bill.held = amount
             self._opened(bill)
             return None
 
-        placing = self._ledger.hold(bill.on_ledger, amount, owner=self._owner(),
-                                    idem_key=idem.key if idem is not None else "")
+        placing = self._ledger.hold(
+            bill.on_ledger, amount, owner=self._owner(), idem_key=idem.key if idem is not None else ""
+        )
         try:
             held = await asyncio.shield(asyncio.wrap_future(placing))
         except asyncio.CancelledError:  # the request was cut off while its hold was being placed
             placing.add_done_callback(lambda done: self._release_if_placed(bill, done))
             raise
-        except (TeamSuspended, InsufficientCredits, RequestInProgress, LedgerUnavailable) as exc:
-            raise refusal(exc) from None
         if held.stored_answer is not None:  # served before: no hold was placed
             if idem is not None and held.stored_answer.body_hash != idem.body_hash:
-                raise Conflict("This Idempotency-Key was already used for a different request body.")
+                raise IdempotencyKeyReused
             return held.stored_answer
         self._opened(bill)
         return None
@@ -183,20 +224,37 @@ class Billing:
                 bill.record.charge(usage, charged.charged)
             bill.record.settled()
 
-    def _submit_charge(self, bill: RequestBill, usage: TokenUsage, render: Render | None = None,
-                       prefix: bytes = b"", content_type: str = "application/json") -> Future[Charged]:
+    def _submit_charge(
+        self,
+        bill: RequestBill,
+        usage: TokenUsage,
+        render: Render | None = None,
+        prefix: bytes = b"",
+        content_type: str = "application/json",
+    ) -> Future[Charged]:
         idem, credits_per_usd = bill.idempotency, self._credits_per_usd
         lease_id = bill.lease.lease_id if bill.lease is not None else ""
         answer = None
         if idem is not None and render is not None and not lease_id:
-            answer = AnswerToStore(idem.key, idem.body_hash, content_type, prefix, self._idempotency_ttl,
-                                   lambda event, cost: render(Charge.of(event, credits_per_usd, cost)))
-        return self._ledger.charge(bill.on_ledger, usage, self._prices, credits_per_usd, lease=lease_id,
-                                   answer=answer)
+            answer = AnswerToStore(
+                idem.key,
+                idem.body_hash,
+                content_type,
+                prefix,
+                self._idempotency_ttl,
+                lambda event, cost: render(Charge.of(event, credits_per_usd, cost)),
+            )
+        return self._ledger.charge(bill.on_ledger, usage, self._prices, credits_per_usd, lease=lease_id, answer=answer)
 
-    async def charge(self, bill: RequestBill, usage: TokenUsage, render: Render | None = None,
-                     prefix: bytes = b"", content_type: str = "application/json",
-                     delivered: bool = False) -> tuple[Charge, bytes]:
+    async def charge(
+        self,
+        bill: RequestBill,
+        usage: TokenUsage,
+        render: Render | None = None,
+        prefix: bytes = b"",
+        content_type: str = "application/json",
+        delivered: bool = False,
+    ) -> tuple[Charge, bytes]:
         """Charge the actual cost and close the hold; returns once the charge is durable, with the
         answer ``render`` made of it (stored under the request's Idempotency-Key, after ``prefix``:
         the frames a stream already sent). ``delivered``: the client already has what it is charged
@@ -212,11 +270,10 @@ class Billing:
             return await self._charged_before(bill, exc, render, content_type)
         except LedgerUnavailable as exc:
             if delivered and self._owe(bill, usage):
-                raise ServiceUnavailable(f"The billing ledger is unavailable ({exc}); this stream will be "
-                                         "charged once it can be written again.") from None
+                raise ChargeOwed(exc) from None
             self._settle_lease(bill, None)  # nothing was charged; the memory hold ends all the same
             self._closed(bill)
-            raise refusal(exc) from None
+            raise
         except BaseException:
             self._closed(bill)
             raise
@@ -228,22 +285,24 @@ class Billing:
             return charge, charged.answer
         return charge, render(charge) if render is not None else b""
 
-    async def _charged_before(self, bill: RequestBill, refused: Exception, render: Render | None,
-                              content_type: str) -> tuple[Charge, bytes]:
+    async def _charged_before(
+        self, bill: RequestBill, refused: Exception, render: Render | None, content_type: str
+    ) -> tuple[Charge, bytes]:
         """The ledger refused the charge because the request, or its Idempotency-Key, was charged
         already (another process charged this stream as abandoned; a retry after a lost commit
         acknowledgement; another attempt under the key): the first charge stands, and is what the
         client is told. Anything else is a failure to charge."""
         p, idem = bill.principal, bill.idempotency
         duplicate_answer = isinstance(refused, RefusedByStore) and (refused.constraint or "").startswith(
-            "idempotency_keys")
+            "idempotency_keys"
+        )
         answer = await asyncio.to_thread(self._ledger.stored_answer, p.team_id, idem.key) if idem else None
         request_id = answer.request_id if duplicate_answer and answer is not None else bill.request_id
         record = await asyncio.to_thread(self._ledger.recorded_charge, p.team_id, request_id)
         if record is None:
             self._settle_lease(bill, None)
             self._closed(bill)
-            raise ServiceUnavailable(f"The billing ledger could not record this request's charge: {refused}")
+            raise ChargeNotRecorded(refused)
         if duplicate_answer:  # this attempt's own hold is still open: the key was charged once, by the other
             await self.release(bill, "answered under the same Idempotency-Key by another attempt")
         else:
@@ -273,8 +332,9 @@ class Billing:
 
         charging.add_done_callback(settled)
 
-    def _charged_soon(self, bill: RequestBill, usage: TokenUsage, charged: Charged | None,
-                      error: BaseException | None) -> None:
+    def _charged_soon(
+        self, bill: RequestBill, usage: TokenUsage, charged: Charged | None, error: BaseException | None
+    ) -> None:
         if isinstance(error, LedgerUnavailable) and self._owe(bill, usage):
             return
         self._settle_lease(bill, charged.lease_left if charged is not None else None)
@@ -289,8 +349,10 @@ class Billing:
         if bill.idempotency is not None:
             return False
         self._owed.append((bill, usage))
-        log.warning("request %s: the ledger could not record its charge; it is charged when the ledger can be "
-                    "written again", bill.request_id)
+        log.warning(
+            "request %s: the ledger could not record its charge; it is charged when the ledger can be written again",
+            bill.request_id,
+        )
         if bill.record is not None:
             bill.record.failed("ledger unavailable: the charge is owed, and made when the ledger returns")
             bill.record.settled()

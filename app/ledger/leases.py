@@ -58,8 +58,13 @@ class Lease:
 
 
 class Leases:
-    def __init__(self, ledger: LedgerService, growth: int = GROWTH, idle_seconds: float = IDLE_SECONDS,
-                 owner: Callable[[], str] = str) -> None:
+    def __init__(
+        self,
+        ledger: LedgerService,
+        growth: int = GROWTH,
+        idle_seconds: float = IDLE_SECONDS,
+        owner: Callable[[], str] = str,
+    ) -> None:
         """``owner``: this process's instance id, recorded on each lease."""
         self._ledger = ledger
         self._owner = owner
@@ -110,8 +115,9 @@ class Leases:
         # growth was being written queued for the lock: after a quiet spell, a burst of sixty-four
         # took four growths in turn, one for each sixteen).
         wanted = max(amount * self._growth, 2 * (lease.reserved + max(lease.waiting, amount)))
-        growing = self._ledger.lease(lease.team_id, lease.team_name, lease.lease_id, max(needed, 1), wanted,
-                                     self._owner())
+        growing = self._ledger.lease(
+            lease.team_id, lease.team_name, lease.lease_id, max(needed, 1), wanted, self._owner()
+        )
         with timeline.span("lease.grow", [needed, wanted], cpu=False):
             lease.remaining = (await durable(growing)).remaining
 
@@ -150,8 +156,11 @@ class Leases:
     def idle(self, now: float | None = None) -> list[Lease]:
         """Take out of the book the leases nothing is held against and that were not used lately."""
         now = time.monotonic() if now is None else now
-        done = [lease for lease in self._by_team.values()
-                if lease.reserved == 0 and not lease.growing.locked() and now - lease.last_used >= self._idle]
+        done = [
+            lease
+            for lease in self._by_team.values()
+            if lease.reserved == 0 and not lease.growing.locked() and now - lease.last_used >= self._idle
+        ]
         for lease in done:
             del self._by_team[lease.team_id]
         return done

@@ -54,8 +54,11 @@ class PriceBook:
                 continue
         self._list = prices
         for model_id in self.differing():
-            log.warning("the configuration's price of model %s differs from the ledger's price list, which charges "
-                        "use; `tollgate prices apply` records the file's", model_id)
+            log.warning(
+                "the configuration's price of model %s differs from the ledger's price list, which charges "
+                "use; `tollgate prices apply` records the file's",
+                model_id,
+            )
         return self
 
     def differing(self) -> list[str]:

@@ -42,12 +42,25 @@ STOP_PAGES = 20
 
 
 _PRICE_SET = f"{PriceList.__module__}:{PriceList.PriceSet.__qualname__}"
-_KEY_EVENTS = (*(f"{TeamLedger.__module__}:{cls.__qualname__}"
-                 for cls in (TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
-                             TeamLedger.KeyEndpointsRestricted, TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet,
-                             TeamLedger.Suspended, TeamLedger.Reinstated, TeamLedger.PricesAdjusted,
-                             TeamLedger.OutputClampSet, TeamLedger.BudgetSet)), _PRICE_SET,
-               f"{AdminKeys.__module__}:{AdminKeys.AdminKeyRevoked.__qualname__}")
+_KEY_EVENTS = (
+    *(
+        f"{TeamLedger.__module__}:{cls.__qualname__}"
+        for cls in (
+            TeamLedger.KeyRevoked,
+            TeamLedger.KeyModelsRestricted,
+            TeamLedger.KeyEndpointsRestricted,
+            TeamLedger.KeyLimitsSet,
+            TeamLedger.TeamLimitsSet,
+            TeamLedger.Suspended,
+            TeamLedger.Reinstated,
+            TeamLedger.PricesAdjusted,
+            TeamLedger.OutputClampSet,
+            TeamLedger.BudgetSet,
+        )
+    ),
+    _PRICE_SET,
+    f"{AdminKeys.__module__}:{AdminKeys.AdminKeyRevoked.__qualname__}",
+)
 
 
 @dataclass(frozen=True)
@@ -75,10 +88,15 @@ class Projector:
     (``on_prices_change()``), by following the log on its own cursor: the shared projection position
     says nothing about this process."""
 
-    def __init__(self, store: LedgerStore, poll_seconds: float = 0.25, history_seconds: float = 2.0,
-                 on_key_change: Callable[[str], None] | None = None,
-                 on_team_change: Callable[[UUID], None] | None = None,
-                 on_prices_change: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        poll_seconds: float = 0.25,
+        history_seconds: float = 2.0,
+        on_key_change: Callable[[str], None] | None = None,
+        on_team_change: Callable[[UUID], None] | None = None,
+        on_prices_change: Callable[[], None] | None = None,
+    ) -> None:
         self._store = store
         self._poll = poll_seconds
         self._history_every = history_seconds
@@ -126,8 +144,9 @@ class Projector:
                 except Exception as exc:
                     if self.status.problem is None:  # said once, with its traceback; not at every retry
                         log.exception("the audit history projection could not catch up; retrying until it can")
-                    self.status = ProjectionStatus(self.status.behind, self.status.quarantined,
-                                                   f"{type(exc).__name__}: {str(exc).strip()}"[:300])
+                    self.status = ProjectionStatus(
+                        self.status.behind, self.status.quarantined, f"{type(exc).__name__}: {str(exc).strip()}"[:300]
+                    )
                     if history is not None:  # its connection may be gone with the database: open a new one
                         history.close()
                         history = None
@@ -156,8 +175,9 @@ class Projector:
         if top <= self._seen:
             return
         while True:  # a page at a time: only policy events are read, but there may be many
-            page = self._store.recorder.select_notifications(self._seen, 1000, stop=top, topics=_KEY_EVENTS,
-                                                              inclusive_of_start=False)
+            page = self._store.recorder.select_notifications(
+                self._seen, 1000, stop=top, topics=_KEY_EVENTS, inclusive_of_start=False
+            )
             prices_changed = False
             for n in page:
                 if n.topic == _PRICE_SET:

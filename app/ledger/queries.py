@@ -45,16 +45,24 @@ def caught_up(store: LedgerStore) -> Iterator[HistoryProjection]:
         history.close()
 
 
-def history_page(store: LedgerStore, team: str, page: int, per_page: int, since: str | None = None,
-                 newest_first: bool = False) -> dict[str, Any]:
+def history_page(
+    store: LedgerStore, team: str, page: int, per_page: int, since: str | None = None, newest_first: bool = False
+) -> dict[str, Any]:
     """One page of the team's ledger entries in ledger order (or newest first), as the rows are
     stored (amounts in micro-credits)."""
     with caught_up(store) as history:
         total = history.count(team=team, since=since)
-        rows = history.entries(team=team, since=since, limit=per_page, offset=(page - 1) * per_page,
-                               newest_first=newest_first)
-    return {"object": "list", "data": rows, "page": page, "per_page": per_page, "total": total,
-            "has_more": page * per_page < total}
+        rows = history.entries(
+            team=team, since=since, limit=per_page, offset=(page - 1) * per_page, newest_first=newest_first
+        )
+    return {
+        "object": "list",
+        "data": rows,
+        "page": page,
+        "per_page": per_page,
+        "total": total,
+        "has_more": page * per_page < total,
+    }
 
 
 def usage(store: LedgerStore, team: str) -> dict[str, Any]:
@@ -72,8 +80,14 @@ def usage(store: LedgerStore, team: str) -> dict[str, Any]:
     return {"team": team, "by_model": list(by_model.values()), "daily": daily}
 
 
-def usage_by(store: LedgerStore, team: str, dimension: str, since: str | None = None, page: int = 1,
-             per_page: int = USAGE_PER_PAGE) -> dict[str, Any]:
+def usage_by(
+    store: LedgerStore,
+    team: str,
+    dimension: str,
+    since: str | None = None,
+    page: int = 1,
+    per_page: int = USAGE_PER_PAGE,
+) -> dict[str, Any]:
     """Usage by the values of ``dimension`` (``user`` or ``tag:<name>``), from the day ``since`` on,
     a page of ``per_page`` values at a time, the largest cost first: every charge of the team under
     exactly one value (``""`` for charges without it, ``None`` for those beyond the day's bounds:
@@ -83,12 +97,28 @@ def usage_by(store: LedgerStore, team: str, dimension: str, since: str | None = 
     with caught_up(store) as history:
         found = history.attribution_usage(team, dimension, since, limit=per_page, offset=(page - 1) * per_page)
         dimensions = history.attribution_dimensions(team)
-    data = [{**r, "value": None if r["value"] == OTHER else r["value"], "cost": credits_from_micros(r["cost"]),
-             "cost_micros": r["cost"]} for r in found.rows]
+    data = [
+        {
+            **r,
+            "value": None if r["value"] == OTHER else r["value"],
+            "cost": credits_from_micros(r["cost"]),
+            "cost_micros": r["cost"],
+        }
+        for r in found.rows
+    ]
     total = found.total["cost"]
-    return {"team": team, "by": dimension, "since": since, "dimensions": dimensions or ["user"], "data": data,
-            "total": {"requests": found.total["requests"], "cost": credits_from_micros(total), "cost_micros": total},
-            "page": page, "per_page": per_page, "values": found.values, "has_more": page * per_page < found.values}
+    return {
+        "team": team,
+        "by": dimension,
+        "since": since,
+        "dimensions": dimensions or ["user"],
+        "data": data,
+        "total": {"requests": found.total["requests"], "cost": credits_from_micros(total), "cost_micros": total},
+        "page": page,
+        "per_page": per_page,
+        "values": found.values,
+        "has_more": page * per_page < found.values,
+    }
 
 
 def key_spend(store: LedgerStore, team: str, key_id: str, today: date) -> dict[str, int]:

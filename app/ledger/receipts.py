@@ -40,8 +40,7 @@ class Charge:
     key_budget_credits: Decimal | None = None
 
     @classmethod
-    def of(cls, event: TeamLedger.Charged | ChargeRecord, credits_per_usd: Decimal,
-           cost: Cost | None = None) -> Charge:
+    def of(cls, event: TeamLedger.Charged | ChargeRecord, credits_per_usd: Decimal, cost: Cost | None = None) -> Charge:
         breakdown: dict[str, dict[str, Any]] = {}
         basis = ref = ""
         budget_left = None
@@ -50,8 +49,15 @@ class Charge:
             basis, ref = event.basis, event.price_ref
             if event.key_budget_left is not None:
                 budget_left = credits_from_micros(event.key_budget_left)
-        return cls(credits_from_micros(event.charged), usd_from_micros(event.charged, credits_per_usd),
-                   credits_from_micros(event.balance_after), breakdown, basis, ref, budget_left)
+        return cls(
+            credits_from_micros(event.charged),
+            usd_from_micros(event.charged, credits_per_usd),
+            credits_from_micros(event.balance_after),
+            breakdown,
+            basis,
+            ref,
+            budget_left,
+        )
 
     def usage_fields(self) -> dict[str, Any]:
         cost: dict[str, Any] = {"usd": self.usd, "credits": self.credits}
@@ -72,8 +78,12 @@ def cost_breakdown(event: TeamLedger.Charged, credits_per_usd: Decimal, cost: Co
     percent) and its exact cost in credits and USD (the parts add up to the exact total, not to the
     rounded one). ``cost``: the parts as the charge command computed them (else priced again)."""
     if cost is None:
-        cost = price_usage(TokenUsage.from_record(event.usage), Price.from_record(event.price),
-                           Decimal(event.credits_per_usd), Decimal(event.adjustment or 0))
+        cost = price_usage(
+            TokenUsage.from_record(event.usage),
+            Price.from_record(event.price),
+            Decimal(event.credits_per_usd),
+            Decimal(event.adjustment or 0),
+        )
     usage, calls = event.usage, event.usage.get("tool_calls") or {}
     out: dict[str, Any] = {}
     for dimension, part in cost.parts.items():

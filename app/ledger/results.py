@@ -2,7 +2,7 @@
 
 Each method of ``LedgerService`` says in its signature which of these it returns, so a caller
 reads its fields instead of telling results apart by their class; a refusal is the domain's
-exception (``domain/ledger_errors.py``), mapped for people once, in ``app/ledger/refusals.py``.
+exception (``domain/ledger_errors.py``), answered over HTTP once, in ``app/http/refusals.py``.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from app.store.read_models import IdempotentResponse
 from domain.budgets import spent_in
@@ -93,6 +94,30 @@ NO_LIMITS = Limits()
 
 
 @dataclass(frozen=True, slots=True)
+class KeyTerms:
+    """What a new key may do: only these models and endpoints (None: any), within these rate limits."""
+
+    models: list[str] | None = None
+    endpoints: list[str] | None = None
+    limits: Limits = NO_LIMITS
+
+
+#: A key for any model and endpoint, within the team's limits only.
+ANY_USE = KeyTerms()
+
+
+@dataclass(frozen=True, slots=True)
+class AlertSetting:
+    """An alert threshold to set, or (``enabled`` False) remove: ``kind`` at ``value`` (a percent of a
+    budget, or micro-credits of the balance) for the key ``key_id`` (``""``: the team)."""
+
+    kind: str
+    value: Decimal
+    key_id: str = ""
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class TeamSummary:
     name: str
     balance: int
@@ -106,8 +131,17 @@ class TeamSummary:
 
     @classmethod
     def of(cls, team: TeamLedger) -> TeamSummary:
-        return cls(team.name, team.balance, team.held, team.suspended, team.rpm, team.tpm, team.clamp_output,
-                   tuple(sorted(team.price_adjustments.items())), BudgetSummary.of(team, "", team.now()))
+        return cls(
+            team.name,
+            team.balance,
+            team.held,
+            team.suspended,
+            team.rpm,
+            team.tpm,
+            team.clamp_output,
+            tuple(sorted(team.price_adjustments.items())),
+            BudgetSummary.of(team, "", team.now()),
+        )
 
 
 #: What a credit lease's id starts with (``app/ledger/leases.py``); a request's id starts with ``req_``.
@@ -144,8 +178,10 @@ class Funds:
 
     @classmethod
     def of(cls, team: TeamLedger) -> Funds:
-        holds = tuple(OpenHold(held_for, hold.amount, hold.placed, held_for.startswith(LEASE_PREFIX))
-                      for held_for, hold in team.holds.items())
+        holds = tuple(
+            OpenHold(held_for, hold.amount, hold.placed, held_for.startswith(LEASE_PREFIX))
+            for held_for, hold in team.holds.items()
+        )
         return cls(team.name, team.version, team.balance, team.held, holds)
 
 
@@ -171,8 +207,9 @@ class BudgetSummary:
         if budget is None:
             return None
         held = team.key_held.get(key_id, 0) if key_id else team.held
-        return cls(budget.limit, budget.period, spent_in(team.spend.get(key_id), budget.period, at), held,
-                   budget.resets_at(at))
+        return cls(
+            budget.limit, budget.period, spent_in(team.spend.get(key_id), budget.period, at), held, budget.resets_at(at)
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,8 +229,17 @@ class KeySummary:
     @classmethod
     def of(cls, team: TeamLedger, key_id: str) -> KeySummary:
         k = team.keys[key_id]
-        return cls(key_id, k.label, k.revoked, k.models, k.endpoints, k.rpm, k.tpm, team.clamps_output(key_id),
-                   BudgetSummary.of(team, key_id, team.now()))
+        return cls(
+            key_id,
+            k.label,
+            k.revoked,
+            k.models,
+            k.endpoints,
+            k.rpm,
+            k.tpm,
+            team.clamps_output(key_id),
+            BudgetSummary.of(team, key_id, team.now()),
+        )
 
 
 @dataclass(frozen=True, slots=True)

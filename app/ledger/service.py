@@ -33,7 +33,9 @@ from uuid import UUID
 
 from app.keys import new_key
 from app.ledger.results import (
+    ANY_USE,
     NO_LIMITS,
+    AlertSetting,
     AnswerToStore,
     BudgetSummary,
     Charged,
@@ -41,6 +43,7 @@ from app.ledger.results import (
     Held,
     IssuedKey,
     KeySummary,
+    KeyTerms,
     Leased,
     Limits,
     Released,
@@ -51,6 +54,7 @@ from app.ledger.writer import LedgerWriter, Recorded
 from app.store.event_store import LedgerStore
 from app.store.read_models import ChargeRecord, IdempotentResponse
 from domain.alerts import Threshold
+from domain.attribution import Attribution
 from domain.ledger import (
     TEAM_NAME,
     Delivery,
@@ -60,6 +64,7 @@ from domain.ledger import (
     TeamLedger,
     team_id,
 )
+from domain.ledger_holds import RequestOnLedger
 from domain.prices import PriceSource
 from domain.pricing import Price, TokenUsage
 from domain.rerates import RerateScope
@@ -87,6 +92,13 @@ class TeamRequest:
     #: Who the request is attributed to (``x-tollgate-tags``, and the end user the client named).
     tags: Mapping[str, str] = field(default_factory=dict)
     end_user: str = ""
+
+    @property
+    def on_team(self) -> RequestOnLedger:
+        """The request as its team's ledger records it."""
+        return RequestOnLedger(
+            self.request_id, self.key_id, self.model, self.endpoint, Attribution(self.tags, self.end_user)
+        )
 
 
 def thresholds_of(ledger: TeamLedger) -> list[Threshold]:
@@ -119,38 +131,51 @@ class LedgerService:
                 answer = self.store.find_idempotent(team.id, idem_key)
                 if answer is not None:
                     return Held(team.available, answer)
-            return Held(team.place_hold(request.request_id, amount, request.key_id, request.model, request.endpoint,
-                                        owner=owner, idem_key=idem_key))
+            return Held(team.place_hold(request.on_team, amount, owner=owner, idem_key=idem_key))
 
         return self._writer.on_team(request.team_id, request.team_name, place)
 
-    def charge(self, request: TeamRequest, usage: TokenUsage, price: Price | PriceSource, credits_per_usd: Decimal,
-               *, lease: str = "", answer: AnswerToStore | None = None) -> Future[Charged]:
+    def charge(
+        self,
+        request: TeamRequest,
+        usage: TokenUsage,
+        price: Price | PriceSource,
+        credits_per_usd: Decimal,
+        *,
+        lease: str = "",
+        answer: AnswerToStore | None = None,
+    ) -> Future[Charged]:
         """Charge what ``usage`` cost at ``price`` (the price list: the entry in force as the charge is
         recorded) and close the request's hold (or charge it against
         ``lease``, its credit lease); with ``answer``, store the answer rendered from the charge under
         the request's Idempotency-Key in the same transaction."""
 
         def charge(team: TeamLedger) -> Recorded[Charged]:
-            event, cost = team.charge_priced(request.request_id, usage, price, credits_per_usd,
-                                             key_id=request.key_id, model=request.model, endpoint=request.endpoint,
-                                             lease=lease, tags=request.tags, end_user=request.end_user)
+            event, cost = team.charge_priced(request.on_team, usage, price, credits_per_usd, lease=lease)
             lease_left = team.held_for(lease) if lease else None
             if answer is None:
                 return Recorded(Charged(event, lease_left, cost=cost))
             body = answer.render(event, cost)
             now = datetime.now(UTC)
-            stored = IdempotentResponse(team.id, answer.idem_key, answer.body_hash, request.request_id,
-                                        answer.content_type, answer.prefix + body, now.isoformat(),
-                                        now.timestamp() + answer.ttl)
+            stored = IdempotentResponse(
+                team.id,
+                answer.idem_key,
+                answer.body_hash,
+                request.request_id,
+                answer.content_type,
+                answer.prefix + body,
+                now.isoformat(),
+                now.timestamp() + answer.ttl,
+            )
             return Recorded(Charged(event, lease_left, body, cost), (stored,))
 
         return self._writer.on_team_recording(request.team_id, request.team_name, charge)
 
     def release(self, request: TeamRequest, reason: str) -> Future[Released]:
         """Close the request's hold without charging: nothing was delivered."""
-        return self._writer.on_team(request.team_id, request.team_name,
-                                    lambda team: Released(team.release_hold(request.request_id, reason)))
+        return self._writer.on_team(
+            request.team_id, request.team_name, lambda team: Released(team.release_hold(request.request_id, reason))
+        )
 
     def record_failure(self, request: TeamRequest, lease: str, reason: str) -> Future[Released]:
         """Record that a request held in memory against ``lease`` failed, uncharged (its hold ended in
@@ -164,8 +189,9 @@ class LedgerService:
 
     def lease(self, team: UUID, team_name: str, lease: str, needed: int, wanted: int, owner: str) -> Future[Leased]:
         """Grow gateway process ``owner``'s credit lease by at least ``needed``, up to ``wanted``."""
-        return self._writer.on_team(team, team_name,
-                                    lambda ledger: Leased(ledger.lease_credits(lease, needed, wanted, owner)))
+        return self._writer.on_team(
+            team, team_name, lambda ledger: Leased(ledger.lease_credits(lease, needed, wanted, owner))
+        )
 
     def return_lease(self, team: UUID, team_name: str, lease: str) -> Future[None]:
         """Give what is left of a credit lease back to the team's available balance."""
@@ -173,16 +199,26 @@ class LedgerService:
 
     def release_expired(self, team: UUID, team_name: str, now: float, timeout: float) -> Future[ReleasedHolds]:
         """Release the team's holds placed more than ``timeout`` seconds before ``now``."""
-        return self._writer.on_team(team, team_name,
-                                    lambda ledger: ReleasedHolds(tuple(ledger.release_expired(now, timeout))))
+        return self._writer.on_team(
+            team, team_name, lambda ledger: ReleasedHolds(tuple(ledger.release_expired(now, timeout)))
+        )
 
-    def release_abandoned(self, team: UUID, team_name: str, owners: Collection[str], delivered: Sequence[Delivery],
-                          prices: Mapping[str, Price] | PriceSource | None,
-                          credits_per_usd: Decimal) -> Future[ReleasedHolds]:
+    def release_abandoned(
+        self,
+        team: UUID,
+        team_name: str,
+        owners: Collection[str],
+        delivered: Sequence[Delivery],
+        prices: Mapping[str, Price] | PriceSource | None,
+        credits_per_usd: Decimal,
+    ) -> Future[ReleasedHolds]:
         """Gateway processes ``owners`` died: charge what their streams had ``delivered``, then release
         every hold and lease they had on the team."""
-        return self._writer.on_team(team, team_name, lambda ledger: ReleasedHolds(tuple(
-            ledger.release_abandoned(owners, delivered, prices, credits_per_usd))))
+        return self._writer.on_team(
+            team,
+            team_name,
+            lambda ledger: ReleasedHolds(tuple(ledger.release_abandoned(owners, delivered, prices, credits_per_usd))),
+        )
 
     def stored_answer(self, team: UUID, idem_key: str) -> IdempotentResponse | None:
         """The answer stored under an Idempotency-Key of the team, if any (a read; it blocks)."""
@@ -194,8 +230,9 @@ class LedgerService:
 
     # -- administration: each waits until its command is durable ------------------------------
 
-    def create_team(self, name: str, opening_balance: int, limits: Limits = NO_LIMITS, *, actor: str = "",
-                    reason: str = "") -> TeamSummary:
+    def create_team(
+        self, name: str, opening_balance: int, limits: Limits = NO_LIMITS, *, actor: str = "", reason: str = ""
+    ) -> TeamSummary:
         """Open a team with ``opening_balance`` (micro-credits) and optional rate limits."""
         if not TEAM_NAME.fullmatch(name):
             raise InvalidTeamName(name)
@@ -212,8 +249,7 @@ class LedgerService:
 
         return self._writer.submit(team_id(name), command).result()
 
-    def top_up(self, team: str, amount: int, reference: str = "", *, actor: str = "",
-               reason: str = "") -> TeamSummary:
+    def top_up(self, team: str, amount: int, reference: str = "", *, actor: str = "", reason: str = "") -> TeamSummary:
         """Add ``amount`` micro-credits to a team."""
 
         def top_up(ledger: TeamLedger) -> TeamSummary:
@@ -222,12 +258,14 @@ class LedgerService:
 
         return self._on(team, top_up)
 
-    def issue_key(self, team: str, label: str = "", models: list[str] | None = None,
-                  endpoints: list[str] | None = None, limits: Limits = NO_LIMITS, *, actor: str = "",
-                  reason: str = "") -> IssuedKey:
-        """Issue a key for a team (optionally only for some models or endpoints, with rate limits);
-        the answer carries its secret, the only time it is seen."""
+    def issue_key(
+        self, team: str, label: str = "", terms: KeyTerms = ANY_USE, *, actor: str = "", reason: str = ""
+    ) -> IssuedKey:
+        """Issue a key for a team (optionally only for some models or endpoints, with rate limits:
+        its ``terms``); the answer carries its secret, the only time it is seen."""
         key = new_key()
+        models, endpoints, limits = terms.models, terms.endpoints, terms.limits
+
         def issue(ledger: TeamLedger) -> IssuedKey:
             ledger.issue_key(key.key_id, key.key_hash, label, actor=actor, reason=reason)
             if models:
@@ -247,8 +285,9 @@ class LedgerService:
         """Let the key use only ``models`` (none: any model)."""
         self._on(team, lambda ledger: ledger.restrict_key(key_id, models, actor=actor, reason=reason))
 
-    def restrict_key_endpoints(self, team: str, key_id: str, endpoints: list[str], *, actor: str = "",
-                               reason: str = "") -> None:
+    def restrict_key_endpoints(
+        self, team: str, key_id: str, endpoints: list[str], *, actor: str = "", reason: str = ""
+    ) -> None:
         """Let the key call only ``endpoints`` (none: any endpoint)."""
         self._on(team, lambda ledger: ledger.restrict_key_endpoints(key_id, endpoints, actor=actor, reason=reason))
 
@@ -288,8 +327,9 @@ class LedgerService:
 
         return self._on(team, reinstate)
 
-    def adjust_credits(self, team: str, amount: int, reason: str, reference: str = "", *,
-                       actor: str = "") -> TeamSummary:
+    def adjust_credits(
+        self, team: str, amount: int, reason: str, reference: str = "", *, actor: str = ""
+    ) -> TeamSummary:
         """Give ``amount`` micro-credits back (> 0) or take them (< 0) as a correction, saying why."""
 
         def adjust(ledger: TeamLedger) -> TeamSummary:
@@ -298,19 +338,32 @@ class LedgerService:
 
         return self._on(team, adjust)
 
-    def apply_rerate(self, team: str, scope: RerateScope, lines: Sequence[tuple[str, str, int]], *,
-                     through_version: int | None, actor: str = "", reason: str = "") -> list[int]:
+    def apply_rerate(
+        self,
+        team: str,
+        scope: RerateScope,
+        lines: Sequence[tuple[str, str, int]],
+        *,
+        through_version: int | None,
+        actor: str = "",
+        reason: str = "",
+    ) -> list[int]:
         """Record the re-rate ``scope`` and its adjustments ``(model, key id, amount)`` in one
         transaction, unless it overlaps an applied one (``TeamLedger.apply_rerate``); returns what each moved."""
-        return self._on(team, lambda ledger: ledger.apply_rerate(scope, lines, through_version=through_version,
-                                                                 actor=actor, reason=reason))
+        return self._on(
+            team,
+            lambda ledger: ledger.apply_rerate(
+                scope, lines, through_version=through_version, actor=actor, reason=reason
+            ),
+        )
 
     def rerates(self, team: str) -> dict[str, dict[str, Any]]:
         """The team's applied re-rates (reference → period, models, when and by whom), as committed."""
         return self._on(team, self._caught_up(lambda ledger: dict(ledger.rerates)))
 
-    def adjust_prices(self, team: str, percent: Decimal, model: str = "", reason: str = "", *,
-                      actor: str = "") -> dict[str, str]:
+    def adjust_prices(
+        self, team: str, percent: Decimal, model: str = "", reason: str = "", *, actor: str = ""
+    ) -> dict[str, str]:
         """Price the team's requests ``percent`` above (below, if negative) the price list, for
         ``model`` or every model; returns the team's adjustments after it."""
 
@@ -325,8 +378,9 @@ class LedgerService:
         (no key) for the whole team."""
         self._on(team, lambda ledger: ledger.clamp_outputs(enabled, key_id, actor=actor, reason=reason))
 
-    def set_budget(self, team: str, limit: int | None, period: str, key_id: str = "", *, actor: str = "",
-                   reason: str = "") -> BudgetSummary | None:
+    def set_budget(
+        self, team: str, limit: int | None, period: str, key_id: str = "", *, actor: str = "", reason: str = ""
+    ) -> BudgetSummary | None:
         """Let the key (no key: the whole team) spend at most ``limit`` micro-credits per ``period``
         (None lifts it); returns where the budget stands now."""
 
@@ -340,12 +394,11 @@ class LedgerService:
         """Where the key's (no key: the team's) budget stands now, as committed by every process."""
         return self._on(team, self._caught_up(lambda ledger: BudgetSummary.of(ledger, key_id, ledger.now())))
 
-    def set_alert(self, team: str, kind: str, value: Decimal, key_id: str = "", *, enabled: bool = True,
-                  actor: str = "", reason: str = "") -> list[Threshold]:
+    def set_alert(self, team: str, alert: AlertSetting, *, actor: str = "", reason: str = "") -> list[Threshold]:
         """Set (or, ``enabled`` False, remove) an alert threshold; returns the team's thresholds."""
 
         def set_it(ledger: TeamLedger) -> list[Threshold]:
-            ledger.set_alert(kind, value, key_id, enabled=enabled, actor=actor, reason=reason)
+            ledger.set_alert(alert.kind, alert.value, alert.key_id, enabled=alert.enabled, actor=actor, reason=reason)
             return thresholds_of(ledger)
 
         return self._on(team, set_it)

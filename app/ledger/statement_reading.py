@@ -136,8 +136,10 @@ def _one_value_each(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     names = [name for name, _ in pairs]
     if len(set(names)) != len(names):
         twice = next(name for name in names if names.count(name) > 1)
-        raise StatementFileError(f"the member {twice!r} is given twice in one object: JSON readers disagree on "
-                                 "which value they take, so a statement never repeats a member")
+        raise StatementFileError(
+            f"the member {twice!r} is given twice in one object: JSON readers disagree on "
+            "which value they take, so a statement never repeats a member"
+        )
     return dict(pairs)
 
 
@@ -224,8 +226,9 @@ def _csv_lines(text: str) -> Iterator[list[str]]:
         except StopIteration:
             return
         except csv.Error as exc:
-            raise StatementFileError(f"line {getattr(lines, 'line_num', '?')} is not CSV a statement writes: "
-                                     f"{exc}") from None
+            raise StatementFileError(
+                f"line {getattr(lines, 'line_num', '?')} is not CSV a statement writes: {exc}"
+            ) from None
         yield line
 
 
@@ -236,8 +239,9 @@ def _read_csv(text: str) -> StatementFile:
         raise StatementFileError("the file is empty")
     chained = header == (*COLUMNS, PREV_HASH)
     if not chained and header != COLUMNS:
-        raise StatementFileError("its first line is not a statement's header line (the columns were changed, or it "
-                                 "is not a statement)")
+        raise StatementFileError(
+            "its first line is not a statement's header line (the columns were changed, or it is not a statement)"
+        )
     rows, where = [], []
     for number, written in enumerate(lines, start=2):
         rows.append(_csv_row(header, written, number))
@@ -248,18 +252,23 @@ def _read_csv(text: str) -> StatementFile:
     _month(month)
     for row, place in zip(rows, where, strict=True):
         if (row["team"], row["month"]) != (team, month):
-            raise StatementFileError(f"{place} is of team {row['team']!r} and {row['month']}, the statement of team "
-                                     f"{team!r} and {month}")
+            raise StatementFileError(
+                f"{place} is of team {row['team']!r} and {row['month']}, the statement of team {team!r} and {month}"
+            )
     final = ""
     if chained:
         end = rows.pop()
         if end["section"] != "end":
-            raise StatementFileError("the file does not end with the final hash (its last line's section is not "
-                                     "'end'): it was cut short, or its last line was removed")
+            raise StatementFileError(
+                "the file does not end with the final hash (its last line's section is not "
+                "'end'): it was cut short, or its last line was removed"
+            )
         place = where.pop()
         if [c for c in header if end[c] and c not in (*IMPLIED, PREV_HASH)]:
-            raise StatementFileError(f"{place}, the final hash's, has cells of its own (it holds the team, the "
-                                     "month, 'end' and the final hash only)")
+            raise StatementFileError(
+                f"{place}, the final hash's, has cells of its own (it holds the team, the "
+                "month, 'end' and the final hash only)"
+            )
         final = end[PREV_HASH]
     _sections_in_order([row["section"] for row in rows], where)
     return StatementFile("csv", team, month, rows, where, chained, final)
@@ -271,8 +280,10 @@ def _csv_row(header: Sequence[str], written: Sequence[str], number: int) -> dict
         raise StatementFileError(f"line {number} has {len(written)} cells, the header {len(header)}")
     for column, cell in zip(header, written, strict=True):
         if not written_as_tollgate_writes(cell):
-            raise StatementFileError(f"line {number}: its {column} {cell[:40]!r} is not a cell Tollgate writes (text "
-                                     "a spreadsheet would take for a formula is written after a ')")
+            raise StatementFileError(
+                f"line {number}: its {column} {cell[:40]!r} is not a cell Tollgate writes (text "
+                "a spreadsheet would take for a formula is written after a ')"
+            )
     row = {column: restore(cell) for column, cell in zip(header, written, strict=True)}
     try:
         msgspec.convert({c: v for c, v in row.items() if v != ""}, _CsvCells, strict=False)
@@ -290,9 +301,11 @@ def _sections_in_order(sections: Iterable[str], where: Sequence[str]) -> None:
             continue
         step = ORDER.index(section) if section in ORDER else -1
         if step <= last:  # not a section, out of order, or a summary row given twice
-            raise StatementFileError(f"{where[index]}: a row of section {section!r} cannot come here (a statement's "
-                                     f"rows are the entries, then one row of each summary section, in the order "
-                                     f"{', '.join(ORDER[1:])})")
+            raise StatementFileError(
+                f"{where[index]}: a row of section {section!r} cannot come here (a statement's "
+                f"rows are the entries, then one row of each summary section, in the order "
+                f"{', '.join(ORDER[1:])})"
+            )
         last, previous = step, section
         seen.add(section)
     missing = [section for section in ORDER if section not in LISTED and section not in seen]

@@ -90,8 +90,14 @@ def _json_row(row: Mapping[str, Any]) -> str:
 
 def _json_chunks(statement: Statement, rows: Iterator[dict[str, Any]], chain: Chain | None) -> Iterator[str]:
     month = statement.month
-    head = {"object": "ledger.statement", "team": statement.team, "month": month.text,
-            "from": month.start.isoformat(), "to": month.end.isoformat(), "chained": chain is not None}
+    head = {
+        "object": "ledger.statement",
+        "team": statement.team,
+        "month": month.text,
+        "from": month.start.isoformat(),
+        "to": month.end.isoformat(),
+        "chained": chain is not None,
+    }
     if chain is not None:
         head["genesis"] = chain.genesis
     parts = [json.dumps(head, ensure_ascii=False)[:-1]]
@@ -156,8 +162,9 @@ def verify_statement(text: str, store: LedgerStore | None, now: datetime | None 
     except StatementFileError as exc:
         return StatementCheck(StatementFile("", "", "", [], [], False), f"not a statement Tollgate can read: {exc}")
     if not found.chained:
-        return StatementCheck(found, "the statement has no hash chain: export it with --chained (chained=true) to "
-                                     "verify it")
+        return StatementCheck(
+            found, "the statement has no hash chain: export it with --chained (chained=true) to verify it"
+        )
     chain = check_chain(found.team, found.month, found.rows, found.final_hash, found.where)
     if not chain.ok:
         return StatementCheck(found, f"the hash chain is broken at {chain.problem}")
@@ -172,8 +179,9 @@ def verify_statement(text: str, store: LedgerStore | None, now: datetime | None 
         check.against_ledger = True
         ended_at = month_closed_at(store, found.team, month, now or clock.now())
         check.month_over = ended_at is not None
-        check.problem = _cut_short(found, store, version, ended_at) or _compare_with_ledger(found, store, month,
-                                                                                            version)
+        check.problem = _cut_short(found, store, version, ended_at) or _compare_with_ledger(
+            found, store, month, version
+        )
     return check
 
 
@@ -183,13 +191,17 @@ def _cut_short(found: StatementFile, store: LedgerStore, version: int, ended_at:
     recomputed). None if it reaches it, or the month goes on."""
     if ended_at is None or version >= ended_at:
         return None
-    missing = sum(isinstance(event, TeamLedger.Charged)
-                  for event in store.events_after(team_id(found.team), version, upto=ended_at))
+    missing = sum(
+        isinstance(event, TeamLedger.Charged)
+        for event in store.events_after(team_id(found.team), version, upto=ended_at)
+    )
     charges = sum(row.get("kind") == "charge" for row in found.rows)
-    return (f"{found.month} is over, and the statement stops before its end: it reaches version {version}, the team's "
-            f"last event of the month is version {ended_at} — it has {charges} charges, the month "
-            f"{charges + missing}. It was read while the month was still going on, or cut short; the statement of "
-            f"the whole month is `tollgate ledger statement --team {found.team} --month {found.month} --chained`")
+    return (
+        f"{found.month} is over, and the statement stops before its end: it reaches version {version}, the team's "
+        f"last event of the month is version {ended_at} — it has {charges} charges, the month "
+        f"{charges + missing}. It was read while the month was still going on, or cut short; the statement of "
+        f"the whole month is `tollgate ledger statement --team {found.team} --month {found.month} --chained`"
+    )
 
 
 def _compare_with_ledger(found: StatementFile, store: LedgerStore, month: Month, version: int) -> str | None:
@@ -198,18 +210,24 @@ def _compare_with_ledger(found: StatementFile, store: LedgerStore, month: Month,
     index = 0
     for index, row in enumerate(chain.links(Statement(store, found.team, month, upto=version).rows())):
         if index >= len(found.rows):
-            return (f"the ledger gives this statement more rows than the file has ({len(found.rows)}): from "
-                    f"{describe(row)} on, they are missing")
+            return (
+                f"the ledger gives this statement more rows than the file has ({len(found.rows)}): from "
+                f"{describe(row)} on, they are missing"
+            )
         mine = found.rows[index]
         differing = [c for c in COLUMNS if cell(mine.get(c)) != cell(row.get(c))]
         if differing:
             column = differing[0]
-            return (f"row {index + 1} ({found.where[index]}), {describe(mine)}, is not what the ledger gives: its "
-                    f"{column} is {cell(mine.get(column))!r} in the file, {cell(row.get(column))!r} in the ledger")
+            return (
+                f"row {index + 1} ({found.where[index]}), {describe(mine)}, is not what the ledger gives: its "
+                f"{column} is {cell(mine.get(column))!r} in the file, {cell(row.get(column))!r} in the ledger"
+            )
     rows = chain.rows
     if rows != len(found.rows):
-        return (f"the file has {len(found.rows)} rows, the statement the ledger gives {rows}: from row {rows + 1} "
-                f"({found.where[rows]}) on, they are not the ledger's")
+        return (
+            f"the file has {len(found.rows)} rows, the statement the ledger gives {rows}: from row {rows + 1} "
+            f"({found.where[rows]}) on, they are not the ledger's"
+        )
     if chain.last != found.final_hash:
         return f"its final hash {found.final_hash[:16]}… is not the final hash the ledger gives ({chain.last[:16]}…)"
     return None

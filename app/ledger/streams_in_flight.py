@@ -38,15 +38,29 @@ class StreamsInFlight:
                 continue
             usage = delivered.usage()
             p = bill.principal
-            reports.append(StreamReport(request_id, p.team_id.hex, p.team_name, p.key_id, bill.model.id, bill.endpoint,
-                                        bill.lease.lease_id if bill.lease is not None else "", usage.input_tokens,
-                                        usage.output_tokens, usage.cache_write_tokens, usage.cache_hit_tokens,
-                                        tags_text(bill.tags), bill.end_user))
+            reports.append(
+                StreamReport(
+                    request_id,
+                    p.team_id.hex,
+                    p.team_name,
+                    p.key_id,
+                    bill.model.id,
+                    bill.endpoint,
+                    bill.lease.lease_id if bill.lease is not None else "",
+                    usage.input_tokens,
+                    usage.output_tokens,
+                    usage.cache_write_tokens,
+                    usage.cache_hit_tokens,
+                    tags_text(bill.attribution.tags),
+                    bill.attribution.end_user,
+                )
+            )
         return reports
 
     def reports_from(self, loop: asyncio.AbstractEventLoop) -> list[StreamReport] | None:
         """``reports``, asked from another thread (the heartbeat's) of the loop the relays run on;
         None if the loop does not answer within a second (this beat then reports nothing new)."""
+
         async def collect() -> list[StreamReport]:
             return self.reports()
 

@@ -23,6 +23,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from decimal import Decimal
 from uuid import UUID
 
@@ -53,20 +54,37 @@ PURGE_SECONDS = 600.0
 SETTLE_TIMEOUT = 60.0
 
 
+@dataclass(frozen=True, slots=True)
+class SweepTimes:
+    """When the sweeper acts: a hold open ``hold_timeout`` seconds is released, a process silent for
+    ``dead_after`` seconds is dead (its holds settled), and request records are kept ``record_days``
+    days (None: not purged here)."""
+
+    hold_timeout: float
+    dead_after: float = 15.0
+    record_days: int | None = None
+
+
 class HoldSweeper:
-    def __init__(self, store: LedgerStore, ledger: LedgerService, timeout: float, *,
-                 registry: InstanceRegistry | None = None, dead_after: float = 15.0,
-                 prices: PriceSource | None = None, credits_per_usd: Decimal = Decimal(100),
-                 record_days: int | None = None) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        ledger: LedgerService,
+        times: SweepTimes,
+        *,
+        registry: InstanceRegistry | None = None,
+        prices: PriceSource | None = None,
+        credits_per_usd: Decimal = Decimal(100),
+    ) -> None:
         self._store = store
         self._ledger = ledger
-        self._timeout = timeout
+        self._timeout = times.hold_timeout
         self._registry = registry
-        self._dead_after = dead_after
+        self._dead_after = times.dead_after
         self._prices = prices
         self._credits_per_usd = credits_per_usd
-        self._record_days = record_days
-        self._interval = max(0.5, min(30.0, timeout / 2))
+        self._record_days = times.record_days
+        self._interval = max(0.5, min(30.0, times.hold_timeout / 2))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tollgate-hold-sweeper", daemon=True)
 
@@ -100,21 +118,27 @@ class HoldSweeper:
             deliveries[team_id].append(_delivery(report))
         for team in self._store.balances(holding_only=True):
             names[team.team_id] = team.team_name
-        futures = {team_id: self._release(team_id, name, dead, deliveries.get(team_id, []))
-                   for team_id, name in names.items()}
+        futures = {
+            team_id: self._release(team_id, name, dead, deliveries.get(team_id, [])) for team_id, name in names.items()
+        }
         released = 0
         for team_id, future in futures.items():
             try:
                 released += len(future.result(timeout=SETTLE_TIMEOUT).held_by)
             except LedgerError as exc:  # a stream it reported was charged after all: release without charging
-                log.warning("could not charge the abandoned streams of team %s (%s); releasing their holds",
-                            team_id, exc)
+                log.warning(
+                    "could not charge the abandoned streams of team %s (%s); releasing their holds", team_id, exc
+                )
                 again = self._release(team_id, names[team_id], dead, [])
                 released += len(again.result(timeout=SETTLE_TIMEOUT).held_by)
         self._registry.forget(dead)  # not reached if a release failed: the next sweep tries again
-        log.warning("gateway process(es) %s stopped answering: %d hold(s) and lease(s) released, %d stream(s) "
-                    "charged for what they had delivered", ", ".join(dead), released,
-                    sum(len(d) for d in deliveries.values()))
+        log.warning(
+            "gateway process(es) %s stopped answering: %d hold(s) and lease(s) released, %d stream(s) "
+            "charged for what they had delivered",
+            ", ".join(dead),
+            released,
+            sum(len(d) for d in deliveries.values()),
+        )
         return dead
 
     def _release(self, team_id: UUID, name: str, dead: list[str], delivered: list[Delivery]) -> Future[ReleasedHolds]:
@@ -157,7 +181,19 @@ class HoldSweeper:
 
 
 def _delivery(report: StreamReport) -> Delivery:
-    usage = TokenUsage(input_tokens=report.input_tokens, output_tokens=report.output_tokens,
-                       cache_write_tokens=report.cache_write_tokens, cache_hit_tokens=report.cache_hit_tokens)
-    return Delivery(report.request_id, report.key_id, report.model, report.endpoint, usage, report.lease,
-                    tags_of_text(report.tags), report.end_user)
+    usage = TokenUsage(
+        input_tokens=report.input_tokens,
+        output_tokens=report.output_tokens,
+        cache_write_tokens=report.cache_write_tokens,
+        cache_hit_tokens=report.cache_hit_tokens,
+    )
+    return Delivery(
+        report.request_id,
+        report.key_id,
+        report.model,
+        report.endpoint,
+        usage,
+        report.lease,
+        tags_of_text(report.tags),
+        report.end_user,
+    )

@@ -51,8 +51,15 @@ class TeamCache(Generic[T]):
 
     Every method but the loaders' is called on the writer thread only."""
 
-    def __init__(self, store: LedgerStore, deliver: Callable[[Loaded], None], *,
-                 snapshot_every: int | None = SNAPSHOT_EVERY, loaders: int = 2, idle_seconds: float = 600) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        deliver: Callable[[Loaded], None],
+        *,
+        snapshot_every: int | None = SNAPSHOT_EVERY,
+        loaders: int = 2,
+        idle_seconds: float = 600,
+    ) -> None:
         """``deliver`` puts a loader's answer in the writer's queue; ``snapshot_every``: None for no
         snapshots (a tool that only reads, or a test that counts writes); ``idle_seconds``: a team
         no command has used for this long is dropped (loaded again, from its snapshot, when needed)."""
@@ -68,8 +75,7 @@ class TeamCache(Generic[T]):
         self._snapshot_at: dict[UUID, int] = {}  # the version of each team's latest snapshot we know of
         self._loaders = ThreadPoolExecutor(max_workers=loaders, thread_name_prefix="tollgate-ledger-loader")
         self._snapshots: queue.SimpleQueue[TeamLedger | None] = queue.SimpleQueue()
-        self._snapshotter = threading.Thread(target=self._take_snapshots, name="tollgate-ledger-snapshots",
-                                             daemon=True)
+        self._snapshotter = threading.Thread(target=self._take_snapshots, name="tollgate-ledger-snapshots", daemon=True)
         if snapshot_every is not None:
             self._snapshotter.start()
 
@@ -169,8 +175,9 @@ class TeamCache(Generic[T]):
                 with timeline.span("team.snapshot", team.version):
                     self._store.team_snapshots.save([self._store.team_snapshots.take(team)])
             except Exception:
-                log.warning("could not store a snapshot of team %s at version %d", team.name, team.version,
-                            exc_info=True)
+                log.warning(
+                    "could not store a snapshot of team %s at version %d", team.name, team.version, exc_info=True
+                )
 
     def close(self) -> None:
         """Stop loading, and store the snapshots already taken."""

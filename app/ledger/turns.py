@@ -99,9 +99,14 @@ class Turns(Generic[C]):
     """Takes the writer's turns: ``commit`` decides and saves commands (``C``, each for its
     ``team_id``), ``catch_up`` applies what others wrote to the writer's copies (``copies``)."""
 
-    def __init__(self, lock: WriterLock, store: LedgerStore, copies: Callable[[Iterable[UUID]], list[TeamLedger]],
-                 catch_up: Callable[[Iterable[UUID], Sequence[Any] | None], None],
-                 commit: Callable[[list[C]], None]) -> None:
+    def __init__(
+        self,
+        lock: WriterLock,
+        store: LedgerStore,
+        copies: Callable[[Iterable[UUID]], list[TeamLedger]],
+        catch_up: Callable[[Iterable[UUID], Sequence[Any] | None], None],
+        commit: Callable[[list[C]], None],
+    ) -> None:
         self.lock = lock
         self._store = store
         self._copies = copies
@@ -115,8 +120,11 @@ class Turns(Generic[C]):
         teams in ``behind`` (teams with commands held back already, whose order must stay)."""
         teams = {item.team_id for item in batch} - behind
         if overdue := self._contention.overdue(teams):
-            log.warning("the ledger writer lock of team(s) %s was missed for %.0f s; writing without it",
-                        ", ".join(map(str, overdue)), GIVE_UP)
+            log.warning(
+                "the ledger writer lock of team(s) %s was missed for %.0f s; writing without it",
+                ", ".join(map(str, overdue)),
+                GIVE_UP,
+            )
             self._catch_up(overdue, None)
             self._commit([item for item in batch if item.team_id in overdue])
             self._contention.forget(overdue)

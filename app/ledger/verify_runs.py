@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.errors import ServiceUnavailable
+from app.ledger.refusals import VerifyUnavailable
 
 #: The child's module, run with this interpreter.
 CHILD = "app.ledger.verify_child"
@@ -59,8 +59,13 @@ class VerifyRuns:
     async def _run(self) -> VerifyRun:
         started = datetime.now(UTC)
         child = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", CHILD, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            CHILD,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             order = json.dumps({"database_url": self._database_url, "base_dir": str(self._base_dir)}).encode()
             out, err = await child.communicate(order)
@@ -75,7 +80,7 @@ class VerifyRuns:
             answer = {}
         if "report" not in answer:
             why = answer.get("error") or err.decode(errors="replace").strip().splitlines()[-1:] or ["no report"]
-            raise ServiceUnavailable(f"The ledger could not be verified now: {why if isinstance(why, str) else why[0]}")
+            raise VerifyUnavailable(why if isinstance(why, str) else why[0])
         return VerifyRun(answer["report"], started, datetime.now(UTC))
 
     async def aclose(self) -> None:

@@ -1,7 +1,7 @@
 """The ledger writer: one thread per process that owns the team aggregates and group-commits.
 
 A per-request get → command → save would serialise every request on a database round trip and
-collapse under contention (README, "How billing works", the writer). Instead, handlers queue
+collapse under contention (docs/billing.md, "The writer"). Instead, handlers queue
 commands here; the writer thread takes everything queued (up to ``max_batch``), applies each command
 to the in-memory aggregate in order — so each caller gets the state right after *its own* event —
 and appends all the resulting events of all teams in ONE transaction. Callers' futures complete only
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar
 from uuid import UUID
 
+from app.ledger.refusals import ServiceRefusal
 from app.ledger.team_cache import Loaded, TeamCache
 from app.ledger.turns import Turns
 from app.observability import metrics, timeline
@@ -64,8 +65,12 @@ class Recorded(Generic[R]):
 Command: TypeAlias = Callable[[TeamLedger | None], tuple[TeamLedger, Recorded[R]]]
 
 
-class LedgerUnavailable(Exception):
+class LedgerUnavailable(ServiceRefusal):
     """The event store could not be written; nothing in the batch was recorded."""
+
+    @property
+    def told(self) -> str:
+        return f"The billing ledger is unavailable: {self}"
 
 
 class RefusedByStore(LedgerError):
@@ -98,9 +103,16 @@ _Outcome: TypeAlias = tuple["_Queued[Any]", object, LedgerError | None]
 class LedgerWriter:
     """Owns the in-memory team aggregates of this process and writes them in group commits."""
 
-    def __init__(self, store: LedgerStore, *, max_batch: int = 64, max_attempts: int = 20,
-                 on_commit: Callable[[], None] | None = None, lock: WriterLock | None = None,
-                 snapshot_every: int | None = SNAPSHOT_EVERY) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        *,
+        max_batch: int = 64,
+        max_attempts: int = 20,
+        on_commit: Callable[[], None] | None = None,
+        lock: WriterLock | None = None,
+        snapshot_every: int | None = SNAPSHOT_EVERY,
+    ) -> None:
         """``lock``: taken around each batch when other gateway processes write the same ledger
         (app/store/writer_lock.py); the batch's teams first catch up with what they wrote.
         ``snapshot_every``: a snapshot of a team every this many of its events (None: none)."""
@@ -113,8 +125,9 @@ class LedgerWriter:
         self._queue: queue.SimpleQueue[_Queued[Any] | Loaded | _Between | None] = queue.SimpleQueue()
         # With other processes writing the same teams, a copy left idle for long would have much to
         # catch up on the writer thread: dropped after a minute, it is loaded from its snapshot instead.
-        self._cache: TeamCache[_Queued[Any]] = TeamCache(store, self._queue.put, snapshot_every=snapshot_every,
-                                                         idle_seconds=60 if lock is not None else 600)
+        self._cache: TeamCache[_Queued[Any]] = TeamCache(
+            store, self._queue.put, snapshot_every=snapshot_every, idle_seconds=60 if lock is not None else 600
+        )
         #: Answers stored under an Idempotency-Key by the commands of the batch being decided.
         self._pending_answers: dict[tuple[UUID, str], IdempotentResponse] = {}
         #: With the lock: the turns (``app/ledger/turns.py``), and the commands of teams another process
@@ -212,7 +225,7 @@ class LedgerWriter:
                     ready.append(item)
             for at in range(0, len(ready), self.max_batch):
                 with timeline.span("writer.batch", min(self.max_batch, len(ready) - at)):
-                    self._write(ready[at:at + self.max_batch])
+                    self._write(ready[at : at + self.max_batch])
             self._cache.drop_idle()
 
     def _arrived(self, loaded: Loaded) -> list[_Queued[Any]]:
@@ -252,8 +265,16 @@ class LedgerWriter:
             written = {tid: team for tid, team in touched.items() if team is not None}
             # Saving drains the teams' pending events: keep what a refusal of a lone command must name
             # (a refused batch is committed again one command at a time, so only a lone one is named).
-            charged = [e.request_id for team in written.values() for e in team.pending_events
-                       if isinstance(e, TeamLedger.Charged)] if len(batch) == 1 else []
+            charged = (
+                [
+                    e.request_id
+                    for team in written.values()
+                    for e in team.pending_events
+                    if isinstance(e, TeamLedger.Charged)
+                ]
+                if len(batch) == 1
+                else []
+            )
             try:
                 with timeline.span("writer.save", len(written)):
                     self.store.save_teams(written.values(), idempotent)
@@ -261,8 +282,13 @@ class LedgerWriter:
                 # Another process appended to one of these teams (or opened the same team): bring
                 # the committed copies up to date and decide the whole batch again.
                 last_conflict = str(exc)
-                log.info("ledger batch of %d command(s) lost a version race (attempt %d of %d: %s); catching up",
-                         len(batch), attempt + 1, self.max_attempts, exc)
+                log.info(
+                    "ledger batch of %d command(s) lost a version race (attempt %d of %d: %s); catching up",
+                    len(batch),
+                    attempt + 1,
+                    self.max_attempts,
+                    exc,
+                )
                 self._catch_up(written)
                 continue
             except StaleConnection as exc:  # that connection is gone: the same writes on a fresh one
@@ -271,8 +297,12 @@ class LedgerWriter:
                 continue
             except (DuplicateRecord, RecordRejected) as exc:
                 if len(batch) > 1:
-                    log.warning("the ledger refused a batch of %d command(s) (%s); committing them one at a time so "
-                                "that only the command at fault fails", len(batch), exc)
+                    log.warning(
+                        "the ledger refused a batch of %d command(s) (%s); committing them one at a time so "
+                        "that only the command at fault fails",
+                        len(batch),
+                        exc,
+                    )
                     for item in batch:
                         self._commit([item])
                     return
@@ -288,8 +318,12 @@ class LedgerWriter:
                 return
             self._committed(written, outcomes)
             return
-        log.error("ledger batch of %d command(s) could still not be saved after %d attempts (last: %s)",
-                  len(batch), self.max_attempts, last_conflict)
+        log.error(
+            "ledger batch of %d command(s) could still not be saved after %d attempts (last: %s)",
+            len(batch),
+            self.max_attempts,
+            last_conflict,
+        )
         self._fail(batch, LedgerUnavailable("the ledger kept conflicting with another writer; try again"))
 
     def _committed(self, written: dict[UUID, TeamLedger], outcomes: list[_Outcome]) -> None:
@@ -300,8 +334,9 @@ class LedgerWriter:
         for item, value, refusal in outcomes:
             _answer(item.future, value, refusal)
 
-    def _decide(self, batch: list[_Queued[Any]]) -> tuple[dict[UUID, TeamLedger | None], list[_Outcome],
-                                                           list[IdempotentResponse]]:
+    def _decide(
+        self, batch: list[_Queued[Any]]
+    ) -> tuple[dict[UUID, TeamLedger | None], list[_Outcome], list[IdempotentResponse]]:
         """Apply the batch's commands in order to forks of the committed teams, so that a refused
         save leaves the committed copies as they were, ready to catch up with what won."""
         touched: dict[UUID, TeamLedger | None] = {}

@@ -27,8 +27,13 @@ _ENDPOINTS = {
     "/v1/models": "models",
     "/metrics": "metrics",
 }
-_PREFIXES = (("/admin", "admin"), ("/dashboard", "dashboard"), ("/health", "health"), ("/schema", "schema"),
-             ("/v1/models/", "models"))
+_PREFIXES = (
+    ("/admin", "admin"),
+    ("/dashboard", "dashboard"),
+    ("/health", "health"),
+    ("/schema", "schema"),
+    ("/v1/models/", "models"),
+)
 #: Probes and scrapes come every few seconds: counted, but logged only at debug level.
 _QUIET = {"health", "metrics"}
 
@@ -46,13 +51,15 @@ def endpoint_of(path: str) -> str:
 class Observed:
     """``keep``: also called with each published record (the request lookup's writer queues it)."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]],
-                 keep: Callable[[RequestRecord], None] | None = None) -> None:
+    def __init__(
+        self, app: Callable[..., Awaitable[None]], keep: Callable[[RequestRecord], None] | None = None
+    ) -> None:
         self.app = app
         self._publish = publish if keep is None else _and(keep)
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]],
-                       send: Callable[[Any], Awaitable[None]]) -> None:
+    async def __call__(
+        self, scope: dict[str, Any], receive: Callable[[], Awaitable[Any]], send: Callable[[Any], Awaitable[None]]
+    ) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -78,8 +85,9 @@ class Observed:
             record.leave(token)
             record.finished()
             if timeline.on:
-                timeline.request(record.started, record.finished_at, scope.get("client"), record.status,
-                                 record.request_id)
+                timeline.request(
+                    record.started, record.finished_at, scope.get("client"), record.status, record.request_id
+                )
 
 
 def _and(keep: Callable[[RequestRecord], None]) -> Callable[[RequestRecord], None]:
@@ -115,8 +123,12 @@ def publish(record: RequestRecord) -> None:
         _child(metrics.UPSTREAM_ERRORS, model, kind).inc()
     usage = record.usage
     if usage is not None:
-        for kind, count in (("input", usage.input_tokens), ("output", usage.output_tokens),
-                            ("cache_write", usage.cache_write_tokens), ("cache_hit", usage.cache_hit_tokens)):
+        for kind, count in (
+            ("input", usage.input_tokens),
+            ("output", usage.output_tokens),
+            ("cache_write", usage.cache_write_tokens),
+            ("cache_hit", usage.cache_hit_tokens),
+        ):
             if count:
                 _child(metrics.TOKENS, model, kind).inc(count)
     if record.charged:
@@ -139,15 +151,24 @@ def fields(record: RequestRecord, ttfb: float | None) -> dict[str, Any]:
         "key_id": record.key_id or None,
         "model": record.model or None,
         "stream": record.stream,
-        "tokens": None if usage is None else {
-            "input": usage.input_tokens, "output": usage.output_tokens,
-            "cache_write": usage.cache_write_tokens, "cache_hit": usage.cache_hit_tokens},
+        "tokens": None
+        if usage is None
+        else {
+            "input": usage.input_tokens,
+            "output": usage.output_tokens,
+            "cache_write": usage.cache_write_tokens,
+            "cache_hit": usage.cache_hit_tokens,
+        },
         "cost_credits": None if record.charged is None else format_credits(record.charged),
         "latency_ms": round(record.latency * 1000, 3),
         "ttft_ms": None if ttfb is None else round(ttfb * 1000, 3),
-        "upstream": None if not record.upstream_attempts else {
-            "attempts": record.upstream_attempts, "deployment": record.deployment,
-            "errors": record.upstream_errors or None},
+        "upstream": None
+        if not record.upstream_attempts
+        else {
+            "attempts": record.upstream_attempts,
+            "deployment": record.deployment,
+            "errors": record.upstream_errors or None,
+        },
         "error": record.error,
         "dropped_tools": record.dropped_tools or None,
     }

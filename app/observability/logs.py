@@ -76,8 +76,9 @@ class TextFormatter(logging.Formatter):
         text = f"{self.formatTime(record)} {record.levelname} {record.name}: {escaped(record.getMessage())}"
         request = getattr(record, "request", None)
         if request:
-            text += " " + " ".join(f"{k}={_field(v)}" for k, v in request.items()
-                                   if v is not None and k not in ("method", "path"))
+            text += " " + " ".join(
+                f"{k}={_field(v)}" for k, v in request.items() if v is not None and k not in ("method", "path")
+            )
         exception = self.formatException(record.exc_info) if record.exc_info else record.exc_text
         if exception:
             text += "".join(f"\n    {escaped(line)}" for line in exception.splitlines())

@@ -42,8 +42,14 @@ DeploymentName = Callable[[str, int], str]
 
 
 class RecordWriter:
-    def __init__(self, database: Database, *, capacity: int = CAPACITY, flush_seconds: float = FLUSH_SECONDS,
-                 deployment_name: DeploymentName | None = None) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        capacity: int = CAPACITY,
+        flush_seconds: float = FLUSH_SECONDS,
+        deployment_name: DeploymentName | None = None,
+    ) -> None:
         self._database = database
         self._capacity = capacity
         self._flush_seconds = flush_seconds
@@ -117,8 +123,12 @@ class RecordWriter:
         except Exception as exc:  # noqa: BLE001 - the database away: keep the batch, try again later
             if not self._failing:
                 self._failing = True
-                log.warning("request records could not be written (%s); trying again, the oldest waiting "
-                            "ones are dropped past %d", str(exc).strip() or type(exc).__name__, self._capacity)
+                log.warning(
+                    "request records could not be written (%s); trying again, the oldest waiting "
+                    "ones are dropped past %d",
+                    str(exc).strip() or type(exc).__name__,
+                    self._capacity,
+                )
             if sql is not None:
                 sql.close()
             return None
@@ -140,8 +150,23 @@ class RecordWriter:
         if record.deployment is not None and self._deployment_name is not None:
             upstream_model = self._deployment_name(record.model, record.deployment)
         first_byte = record.time_to_first_byte
-        return (record.request_id, record.team, record.key_id, record.model, record.endpoint, record.method,
-                record.path, record.status or 499, int(record.stream), record.started + wall_offset,
-                None if first_byte is None else round(first_byte * 1000, 3), round(record.latency * 1000, 3),
-                record.deployment, upstream_model, record.upstream_attempts, ",".join(record.upstream_errors),
-                record.error, record.charged)
+        return (
+            record.request_id,
+            record.team,
+            record.key_id,
+            record.model,
+            record.endpoint,
+            record.method,
+            record.path,
+            record.status or 499,
+            int(record.stream),
+            record.started + wall_offset,
+            None if first_byte is None else round(first_byte * 1000, 3),
+            round(record.latency * 1000, 3),
+            record.deployment,
+            upstream_model,
+            record.upstream_attempts,
+            ",".join(record.upstream_errors),
+            record.error,
+            record.charged,
+        )

@@ -30,7 +30,7 @@ _ids: Iterator[str] = iter(())
 def _block() -> Iterator[str]:
     text = os.urandom(_ID_BYTES * BLOCK).hex()
     width = 2 * _ID_BYTES
-    return iter([f"req_{text[i:i + width]}" for i in range(0, len(text), width)])
+    return iter([f"req_{text[i : i + width]}" for i in range(0, len(text), width)])
 
 
 def _forget_parents() -> None:

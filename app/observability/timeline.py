@@ -107,8 +107,14 @@ class _Span:
         end = monotonic()
         if self._cpu:
             (cpu, runq), (cpu0, runq0) = scheduled(), self._started_cpu
-            self._recorder.add(self._kind, self._start, end, self._detail, cpu - cpu0,
-                               None if runq is None or runq0 is None else runq - runq0)
+            self._recorder.add(
+                self._kind,
+                self._start,
+                end,
+                self._detail,
+                cpu - cpu0,
+                None if runq is None or runq0 is None else runq - runq0,
+            )
         else:
             self._recorder.add(self._kind, self._start, end, self._detail)
 
@@ -196,8 +202,9 @@ class Recorder:
         self.path = path
         self.pid = os.getpid()
         self.dropped = 0
-        self._spans: collections.deque[tuple[str, float, float, Any, float | None, float | None]] = (
-            collections.deque(maxlen=capacity))
+        self._spans: collections.deque[tuple[str, float, float, Any, float | None, float | None]] = collections.deque(
+            maxlen=capacity
+        )
         self._stopped = threading.Event()
         self._writer = threading.Thread(target=self._write_regularly, name="tollgate-timeline", daemon=True)
         self._write_lock = threading.Lock()
@@ -223,8 +230,15 @@ class Recorder:
                 thread.join(timeout=5)
         self.flush()
 
-    def add(self, kind: str, start: float, end: float, detail: Any = None, cpu: float | None = None,
-            runq: float | None = None) -> None:
+    def add(
+        self,
+        kind: str,
+        start: float,
+        end: float,
+        detail: Any = None,
+        cpu: float | None = None,
+        runq: float | None = None,
+    ) -> None:
         spans = self._spans
         if len(spans) == spans.maxlen:
             self.dropped += 1
@@ -246,8 +260,7 @@ class Recorder:
         self._loop_thread = threading.get_ident()
         self._loop_tick = monotonic()
         if self._sampler is None:
-            self._sampler = threading.Thread(target=self._sample_stalls, name="tollgate-timeline-sampler",
-                                             daemon=True)
+            self._sampler = threading.Thread(target=self._sample_stalls, name="tollgate-timeline-sampler", daemon=True)
             self._sampler.start()
         cpu, runq = scheduled()
         while True:
@@ -258,8 +271,14 @@ class Recorder:
             cpu, runq = scheduled()
             if now - due > LATE:
                 samples, self._samples = self._samples, []
-                self.add("loop.late", due, now, _top(samples) if samples else None, cpu - was_cpu,
-                         None if runq is None or was_runq is None else runq - was_runq)
+                self.add(
+                    "loop.late",
+                    due,
+                    now,
+                    _top(samples) if samples else None,
+                    cpu - was_cpu,
+                    None if runq is None or was_runq is None else runq - was_runq,
+                )
             elif self._samples:
                 self._samples = []
 
@@ -272,8 +291,11 @@ class Recorder:
             if frame is None:
                 continue
             names = {t.ident: t.name for t in threading.enumerate()}
-            others = [f"{names.get(ident, ident)}: {_stack(f, 2)}" for ident, f in frames.items()
-                      if f.f_code.co_name != "wait" and not str(names.get(ident)).startswith("tollgate-timeline")]
+            others = [
+                f"{names.get(ident, ident)}: {_stack(f, 2)}"
+                for ident, f in frames.items()
+                if f.f_code.co_name != "wait" and not str(names.get(ident)).startswith("tollgate-timeline")
+            ]
             self._samples.append((_stack(frame), others))
 
     # -- the file -------------------------------------------------------------------------------
@@ -292,10 +314,30 @@ class Recorder:
                     kind, start, end, detail, cpu, runq = spans.popleft()
                 except IndexError:
                     break
-                lines.append(_encoder.encode({"pid": pid, "kind": kind, "start": start, "end": end, "detail": detail,
-                                              "cpu": cpu, "runq": runq}))
-            lines.append(_encoder.encode({"pid": pid, "kind": "timeline.flush", "start": started, "end": monotonic(),
-                                          "detail": {"spans": len(lines), "dropped": self.dropped}}))
+                lines.append(
+                    _encoder.encode(
+                        {
+                            "pid": pid,
+                            "kind": kind,
+                            "start": start,
+                            "end": end,
+                            "detail": detail,
+                            "cpu": cpu,
+                            "runq": runq,
+                        }
+                    )
+                )
+            lines.append(
+                _encoder.encode(
+                    {
+                        "pid": pid,
+                        "kind": "timeline.flush",
+                        "start": started,
+                        "end": monotonic(),
+                        "detail": {"spans": len(lines), "dropped": self.dropped},
+                    }
+                )
+            )
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             try:
                 os.write(fd, b"\n".join(lines) + b"\n")
@@ -320,11 +362,11 @@ def _short(filename: str) -> str:
     """A source file's path from its package on (``…/site-packages/`` and the checkout dropped)."""
     at = filename.rfind("site-packages/")
     if at >= 0:
-        return filename[at + len("site-packages/"):]
+        return filename[at + len("site-packages/") :]
     for top in ("/app/", "/projections/", "/domain/"):
         at = filename.rfind(top)
         if at >= 0:
-            return filename[at + 1:]
+            return filename[at + 1 :]
     found = _STDLIB.search(filename)
     return found.group(1) if found else filename
 
@@ -334,5 +376,8 @@ def _top(samples: list[tuple[str, list[str]]]) -> dict[str, Any]:
     first), and the other threads not waiting on a condition (the GIL's other takers)."""
     stacks = collections.Counter(stack for stack, _ in samples).most_common(3)
     threads = collections.Counter(other for _, others in samples for other in others).most_common(6)
-    return {"samples": len(samples), "stacks": [[n, stack] for stack, n in stacks],
-            "threads": [[n, where] for where, n in threads]}
+    return {
+        "samples": len(samples),
+        "stacks": [[n, stack] for stack, n in stacks],
+        "threads": [[n, where] for where, n in threads],
+    }

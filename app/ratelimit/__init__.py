@@ -43,8 +43,10 @@ class Admission:
 def limits_for(principal: Principal, tokens: int | None) -> list[Limit]:
     """The limits a request takes from: one request from each rpm, and ``tokens`` from each tpm
     (None: a request that uses no tokens, such as counting a prompt, takes from no tpm)."""
-    scopes = ((f"key:{principal.key_id}", principal.key_rpm, principal.key_tpm),
-              (f"team:{principal.team_id.hex}", principal.team_rpm, principal.team_tpm))
+    scopes = (
+        (f"key:{principal.key_id}", principal.key_rpm, principal.key_tpm),
+        (f"team:{principal.team_id.hex}", principal.team_rpm, principal.team_tpm),
+    )
     limits = []
     for scope, rpm, tpm in scopes:
         if rpm:
@@ -93,8 +95,9 @@ class RateLimiter:
             decision = await self._store.admit(limits)
         except Exception as exc:  # noqa: BLE001 - the shared store is down: refuse rather than run unlimited
             log.error("rate-limit store unavailable: %s", exc)
-            raise ServiceUnavailable("Rate limits cannot be checked right now; retry shortly.",
-                                     headers={"retry-after": "1"}) from None
+            raise ServiceUnavailable(
+                "Rate limits cannot be checked right now; retry shortly.", headers={"retry-after": "1"}
+            ) from None
         headers = rate_limit_headers(decision)
         if not decision.admitted:
             raise _refusal(decision, headers)
@@ -108,8 +111,7 @@ class RateLimiter:
             loop = asyncio.get_running_loop()
         except RuntimeError:  # settled from a finaliser outside the loop: the estimate stands
             return
-        task = loop.create_task(
-            self._correct(admission.token_limits, actual_tokens - admission.estimated_tokens))
+        task = loop.create_task(self._correct(admission.token_limits, actual_tokens - admission.estimated_tokens))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
 
@@ -132,11 +134,16 @@ def _refusal(decision: Decision, headers: dict[str, str]) -> RateLimited:
     what = "requests" if level.limit.kind == REQUESTS else "tokens"
     metrics.RATE_LIMITED.labels("key" if whose == "API key" else "team", what).inc()
     if math.isinf(decision.retry_after):
-        error = RateLimited(f"Request too large: it needs {level.limit.cost} {what} but the {whose}'s limit is "
-                            f"{level.limit.per_minute} {what} per minute.", headers=headers)
+        error = RateLimited(
+            f"Request too large: it needs {level.limit.cost} {what} but the {whose}'s limit is "
+            f"{level.limit.per_minute} {what} per minute.",
+            headers=headers,
+        )
         error.retryable = False
         return error
     retry = max(1, math.ceil(decision.retry_after))
-    return RateLimited(f"Rate limit reached for this {whose}: {level.limit.per_minute} {what} per minute. "
-                       f"Please try again in {duration(decision.retry_after)}.",
-                       headers={**headers, "retry-after": str(retry)})
+    return RateLimited(
+        f"Rate limit reached for this {whose}: {level.limit.per_minute} {what} per minute. "
+        f"Please try again in {duration(decision.retry_after)}.",
+        headers={**headers, "retry-after": str(retry)},
+    )

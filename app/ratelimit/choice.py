@@ -31,14 +31,17 @@ def limiter_store(settings: Settings, store: LedgerStore) -> tuple[MemoryLimiter
             raise StartupRefused(
                 f"another gateway process serves this database ({where}); rate limits kept in one process's "
                 'memory would not hold across processes: set redis_url (e.g. "redis://127.0.0.1:6379/0") '
-                "in the configuration of every gateway process")
+                "in the configuration of every gateway process"
+            )
         return MemoryLimiter(), registry
     unshared = [p for p in peers if not p.shared_limits]
     if unshared:
         registry.stop()
         where = ", ".join(f"pid {p.pid} on {p.host}" for p in unshared)
-        raise StartupRefused(f"a gateway process without redis_url serves this database ({where}); "
-                             "its rate limits are not shared: restart it with redis_url set")
+        raise StartupRefused(
+            f"a gateway process without redis_url serves this database ({where}); "
+            "its rate limits are not shared: restart it with redis_url set"
+        )
     try:  # fail at start, not on the first request
         asyncio.run(reachable(settings.redis_url))
     except Exception as exc:  # noqa: BLE001 - any failure to reach Redis refuses the start, with its reason

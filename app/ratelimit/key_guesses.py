@@ -88,7 +88,9 @@ class KeyGuesses:
     def _refusal(wait: float) -> RateLimited:
         metrics.RATE_LIMITED.labels("address", "failed_keys").inc()
         seconds = max(1, math.ceil(wait))
-        error = RateLimited(f"Too many requests with a wrong API key from this address; try again in {seconds} s, "
-                            "with a valid key.", headers={"retry-after": str(seconds)})
+        error = RateLimited(
+            f"Too many requests with a wrong API key from this address; try again in {seconds} s, with a valid key.",
+            headers={"retry-after": str(seconds)},
+        )
         error.retryable = False  # the same key will not be right on a retry
         return error

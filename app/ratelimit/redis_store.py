@@ -90,9 +90,17 @@ class RedisLimiter:
         # retry, on a fresh connection, keeps that from becoming a 503 while Redis answers again. A
         # Redis that does not answer at all still fails within its timeouts (a timeout is not retried).
         retry = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
-        pool = aioredis.BlockingConnectionPool.from_url(url, max_connections=self.MAX_CONNECTIONS, timeout=2,
-                                                        socket_timeout=2, socket_connect_timeout=2, retry=retry)
-        self._redis = aioredis.Redis(connection_pool=pool)
+        pool = aioredis.BlockingConnectionPool.from_url(
+            url,
+            max_connections=self.MAX_CONNECTIONS,
+            timeout=2,
+            socket_timeout=2,
+            socket_connect_timeout=2,
+            retry=retry,
+        )
+        # from_pool: the client owns the pool, so aclose() disconnects its connections too (a client
+        # built with connection_pool= leaves them open, each a socket left for the collector to find).
+        self._redis = aioredis.Redis.from_pool(pool)
         self._prefix = f"tollgate:{namespace}:rl:"
         self._admit = self._redis.register_script(_ADMIT)
         self._correct = self._redis.register_script(_CORRECT)

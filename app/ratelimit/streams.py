@@ -86,8 +86,11 @@ class StreamSlots:
         self.per_process = per_process
         self._open: set[StreamSlot] = set()
         self._local: dict[str, int] = {}  # key id → this process's open streams (the whole count without Redis)
-        self._redis = None if redis_url is None else aioredis.Redis.from_url(
-            redis_url, socket_timeout=2, socket_connect_timeout=2)
+        self._redis = (
+            None
+            if redis_url is None
+            else aioredis.Redis.from_url(redis_url, socket_timeout=2, socket_connect_timeout=2)
+        )
         self._prefix = f"tollgate:{namespace}:streams:"
         self._take = self._redis.register_script(_TAKE) if self._redis is not None else None
         self._renew = self._redis.register_script(_RENEW) if self._redis is not None else None
@@ -154,8 +157,9 @@ class StreamSlots:
             if not shared or self._renew is None:  # slots are in Redis only when there is one
                 continue
             try:
-                await self._renew(keys=[self._prefix + s.key_id for s in shared],
-                                  args=[SLOT_TTL, *(s.member for s in shared)])
+                await self._renew(
+                    keys=[self._prefix + s.key_id for s in shared], args=[SLOT_TTL, *(s.member for s in shared)]
+                )
             except Exception as exc:  # noqa: BLE001 - unrenewed slots expire; the next round tries again
                 log.warning("could not renew %d stream slots: %s", len(shared), exc)
 

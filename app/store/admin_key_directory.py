@@ -38,17 +38,41 @@ class AdminKeyRecord:
 
     @classmethod
     def of(cls, key: AdminKey) -> AdminKeyRecord:
-        return cls(key.key_hash, key.key_id, key.name, key.role, key.revoked, key.issued_at.isoformat(),
-                   key.issued_by, key.version)
+        return cls(
+            key.key_hash,
+            key.key_id,
+            key.name,
+            key.role,
+            key.revoked,
+            key.issued_at.isoformat(),
+            key.issued_by,
+            key.version,
+        )
 
     @classmethod
     def from_row(cls, row: Any) -> AdminKeyRecord:
-        return cls(row["key_hash"], row["key_id"], row["name"], row["role"], bool(row["revoked"]), row["issued_at"],
-                   row["issued_by"], int(row["version"]))
+        return cls(
+            row["key_hash"],
+            row["key_id"],
+            row["name"],
+            row["role"],
+            bool(row["revoked"]),
+            row["issued_at"],
+            row["issued_by"],
+            int(row["version"]),
+        )
 
     def as_row(self) -> tuple[Any, ...]:
-        return (self.key_hash, self.key_id, self.name, self.role, int(self.revoked), self.issued_at, self.issued_by,
-                self.version)
+        return (
+            self.key_hash,
+            self.key_id,
+            self.name,
+            self.role,
+            int(self.revoked),
+            self.issued_at,
+            self.issued_by,
+            self.version,
+        )
 
 
 def records_of(keys: AdminKeys | None) -> list[AdminKeyRecord]:

@@ -42,9 +42,14 @@ class Database:
         parts = urlsplit(url)
         if parts.scheme not in ("postgresql", "postgres") or not parts.path.strip("/"):
             raise ValueError(f"unsupported database URL {url!r}")
-        return cls("postgresql", host=parts.hostname or "127.0.0.1", port=parts.port or 5432,
-                   user=unquote(parts.username or ""), password=unquote(parts.password or ""),
-                   dbname=unquote(parts.path.strip("/")))
+        return cls(
+            "postgresql",
+            host=parts.hostname or "127.0.0.1",
+            port=parts.port or 5432,
+            user=unquote(parts.username or ""),
+            password=unquote(parts.password or ""),
+            dbname=unquote(parts.path.strip("/")),
+        )
 
     @property
     def events_table(self) -> str:
@@ -53,16 +58,23 @@ class Database:
     def conninfo(self) -> str:
         from psycopg.conninfo import make_conninfo
 
-        return make_conninfo(host=self.host, port=self.port, user=self.user or None, password=self.password or None,
-                             dbname=self.dbname)
+        return make_conninfo(
+            host=self.host, port=self.port, user=self.user or None, password=self.password or None, dbname=self.dbname
+        )
 
     def sqlalchemy_url(self) -> str:
         if self.kind == "sqlite":
             return f"sqlite:///{self.path}"
         from sqlalchemy import URL
 
-        return URL.create("postgresql+psycopg", username=self.user or None, password=self.password or None,
-                          host=self.host, port=self.port, database=self.dbname).render_as_string(hide_password=False)
+        return URL.create(
+            "postgresql+psycopg",
+            username=self.user or None,
+            password=self.password or None,
+            host=self.host,
+            port=self.port,
+            database=self.dbname,
+        ).render_as_string(hide_password=False)
 
     def eventsourcing_env(self, pool_size: int, *, create_tables: bool) -> dict[str, str]:
         if self.kind == "sqlite":
@@ -153,8 +165,9 @@ class Sql:
         self.kind = database.kind
         if database.kind == "sqlite":
             assert database.path is not None
-            self._conn: Any = sqlite3.connect(database.path, timeout=30, isolation_level=None,
-                                              check_same_thread=not any_thread)
+            self._conn: Any = sqlite3.connect(
+                database.path, timeout=30, isolation_level=None, check_same_thread=not any_thread
+            )
             self._conn.row_factory = sqlite3.Row
             if rebuildable:
                 self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -236,8 +249,9 @@ class Transaction:
         if not rows:
             return
         if self._kind == "sqlite":
-            self._cursor.executemany(f"INSERT INTO {table} ({', '.join(columns)}) "
-                                     f"VALUES ({', '.join('?' * len(columns))})", rows)
+            self._cursor.executemany(
+                f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", rows
+            )
             return
         with self._cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
             for row in rows:

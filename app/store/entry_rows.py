@@ -59,8 +59,14 @@ class EntryRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
         stored = storable_row(values)
         if stored is values:
             return self
-        return replace(self, **{column: value for column, value, was in zip(ENTRY_COLUMNS, stored, values, strict=True)
-                                if value is not was})
+        return replace(
+            self,
+            **{
+                column: value
+                for column, value, was in zip(ENTRY_COLUMNS, stored, values, strict=True)
+                if value is not was
+            },
+        )
 
     def difference(self, stored: Sequence[object]) -> str | None:
         """Where the ``stored`` row (its columns in order) differs from this one, said; None if it

@@ -44,10 +44,19 @@ EVENT_PAGE = 1000
 PAUSE_EVERY = 50
 
 #: Events that change what a team's keys may do: the team's key rows are rewritten when one is saved.
-POLICY_EVENTS = (TeamLedger.KeyIssued, TeamLedger.KeyRevoked, TeamLedger.KeyModelsRestricted,
-                 TeamLedger.KeyEndpointsRestricted, TeamLedger.KeyLimitsSet, TeamLedger.TeamLimitsSet,
-                 TeamLedger.Suspended, TeamLedger.Reinstated, TeamLedger.PricesAdjusted, TeamLedger.OutputClampSet,
-                 TeamLedger.BudgetSet)
+POLICY_EVENTS = (
+    TeamLedger.KeyIssued,
+    TeamLedger.KeyRevoked,
+    TeamLedger.KeyModelsRestricted,
+    TeamLedger.KeyEndpointsRestricted,
+    TeamLedger.KeyLimitsSet,
+    TeamLedger.TeamLimitsSet,
+    TeamLedger.Suspended,
+    TeamLedger.Reinstated,
+    TeamLedger.PricesAdjusted,
+    TeamLedger.OutputClampSet,
+    TeamLedger.BudgetSet,
+)
 
 #: Teams caught up by one query (SQLite takes at most 500 terms of a UNION).
 CATCH_UP_TEAMS = 100
@@ -56,8 +65,9 @@ CATCH_UP_TEAMS = 100
 class NewerEvents(Protocol):
     """What both recorders (``sqlite_store``, ``postgres_store``) add to find other processes' writes."""
 
-    def select_newer_events(self, versions: Sequence[tuple[UUID, int]], page: int,
-                            connection: Any = None) -> list[StoredEvent]: ...
+    def select_newer_events(
+        self, versions: Sequence[tuple[UUID, int]], page: int, connection: Any = None
+    ) -> list[StoredEvent]: ...
 
 
 class LedgerStore(Application[UUID]):
@@ -80,11 +90,14 @@ class LedgerStore(Application[UUID]):
         teams = [t for t in teams if t.pending_events]
         if not teams:
             return
-        keys = [k for t in teams if any(isinstance(e, POLICY_EVENTS) for e in t.pending_events)
-                for k in key_records(t)]
+        keys = [k for t in teams if any(isinstance(e, POLICY_EVENTS) for e in t.pending_events) for k in key_records(t)]
         balances = [BalanceRecord(t.id, t.name, t.balance, t.held, t.version) for t in teams]
-        charges = [ChargeRecord(e.originator_id, e.request_id, e.originator_version, e.charged, e.balance_after)
-                   for t in teams for e in t.pending_events if isinstance(e, TeamLedger.Charged)]
+        charges = [
+            ChargeRecord(e.originator_id, e.request_id, e.originator_version, e.charged, e.balance_after)
+            for t in teams
+            for e in t.pending_events
+            if isinstance(e, TeamLedger.Charged)
+        ]
         try:
             self.save(*teams, keys=keys, balances=balances, idempotent=idempotent, charges=charges)
         except Exception as exc:
@@ -144,8 +157,14 @@ class LedgerStore(Application[UUID]):
         """The team as it is now (or as it was at ``version``), or None if it was never opened."""
         return self.load_team(team_id, version)[0]
 
-    def load_team(self, team_id: UUID, version: int | None = None, *, at: datetime | None = None,
-                  pause: Callable[[], None] | None = None) -> tuple[TeamLedger | None, int]:
+    def load_team(
+        self,
+        team_id: UUID,
+        version: int | None = None,
+        *,
+        at: datetime | None = None,
+        pause: Callable[[], None] | None = None,
+    ) -> tuple[TeamLedger | None, int]:
         """The team as it is now, as it was at ``version``, or as it was at the instant ``at`` (after
         every event that happened by then); and the version of the snapshot it was loaded from (0:
         none). From the latest usable snapshot, then the events after it, a page at a time: the cost
@@ -157,8 +176,12 @@ class LedgerStore(Application[UUID]):
         used = start.version if start is not None else 0
         team = self._replay(team_id, start, version, at, pause)
         if used and team is not None and version is None and at is None and not self._agrees(team):
-            log.warning("team %s loaded from its snapshot at version %d disagrees with the balances read model; "
-                        "replaying its events instead", team.name, used)
+            log.warning(
+                "team %s loaded from its snapshot at version %d disagrees with the balances read model; "
+                "replaying its events instead",
+                team.name,
+                used,
+            )
             return self._replay(team_id, None, None, None, pause), 0
         return team, used
 
@@ -174,8 +197,14 @@ class LedgerStore(Application[UUID]):
             version = row.version - 1
         return None
 
-    def _replay(self, team_id: UUID, team: TeamLedger | None, version: int | None, at: datetime | None,
-                pause: Callable[[], None] | None = None) -> TeamLedger | None:
+    def _replay(
+        self,
+        team_id: UUID,
+        team: TeamLedger | None,
+        version: int | None,
+        at: datetime | None,
+        pause: Callable[[], None] | None = None,
+    ) -> TeamLedger | None:
         """``team`` (None: nothing yet) with its newer events applied, up to ``version`` or ``at``."""
         for event in self.events_after(team_id, team.version if team is not None else 0, upto=version):
             if at is not None and event.timestamp > at:
@@ -186,16 +215,18 @@ class LedgerStore(Application[UUID]):
         return team
 
     def _agrees(self, team: TeamLedger) -> bool:
-        rows = self.read_models.read_rows("SELECT balance, held, version FROM team_balances WHERE team_id = {p}",
-                                          (team.id.hex,))
+        rows = self.read_models.read_rows(
+            "SELECT balance, held, version FROM team_balances WHERE team_id = {p}", (team.id.hex,)
+        )
         if not rows or int(rows[0]["version"]) < team.version:
             return False  # the row is written with the events: a snapshot beyond it has versions never recorded
         if int(rows[0]["version"]) > team.version:
             return True  # newer events were written since we read them: nothing to compare
         return (int(rows[0]["balance"]), int(rows[0]["held"])) == (team.balance, team.held)
 
-    def events_after(self, team_id: UUID, version: int, *, upto: int | None = None,
-                     page: int = EVENT_PAGE) -> Iterator[TeamLedger.Event]:
+    def events_after(
+        self, team_id: UUID, version: int, *, upto: int | None = None, page: int = EVENT_PAGE
+    ) -> Iterator[TeamLedger.Event]:
         """The team's events after ``version`` (up to ``upto``), read ``page`` at a time."""
         while True:
             events = cast(list[TeamLedger.Event], list(self.events.get(team_id, gt=version, lte=upto, limit=page)))
@@ -208,18 +239,23 @@ class LedgerStore(Application[UUID]):
         """Events another process appended to ``team`` since this copy was loaded, a page at a time."""
         return self.events_after(team.id, team.version)
 
-    def newer_stored_events(self, teams: Iterable[TeamLedger], connection: Any = None,
-                            page: int = EVENT_PAGE) -> list[StoredEvent]:
+    def newer_stored_events(
+        self, teams: Iterable[TeamLedger], connection: Any = None, page: int = EVENT_PAGE
+    ) -> list[StoredEvent]:
         """The events other processes appended to any of ``teams`` since these copies, up to ``page``
         a team, as stored, in one query (nothing found, the common case, costs just that query);
         ``connection``: the writer lock's, on PostgreSQL (``app/store/writer_lock.py``)."""
         versions = [(team.id, team.version) for team in teams]
         recorder = cast(NewerEvents, self.recorder)
-        return [stored for at in range(0, len(versions), CATCH_UP_TEAMS)
-                for stored in recorder.select_newer_events(versions[at:at + CATCH_UP_TEAMS], page, connection)]
+        return [
+            stored
+            for at in range(0, len(versions), CATCH_UP_TEAMS)
+            for stored in recorder.select_newer_events(versions[at : at + CATCH_UP_TEAMS], page, connection)
+        ]
 
-    def newer_events_of(self, teams: Iterable[TeamLedger], found: Sequence[StoredEvent] | None = None,
-                        page: int = EVENT_PAGE) -> Iterator[TeamLedger.Event]:
+    def newer_events_of(
+        self, teams: Iterable[TeamLedger], found: Sequence[StoredEvent] | None = None, page: int = EVENT_PAGE
+    ) -> Iterator[TeamLedger.Event]:
         """The events other processes appended to any of ``teams`` since these copies, each team's in
         order: ``found`` (what ``newer_stored_events`` read), or read now; a team with more than
         ``page`` of them is read on from there a page at a time."""
@@ -260,8 +296,13 @@ class LedgerStore(Application[UUID]):
         """The teams that recorded the last ``events`` events, most recent first."""
         top = self.recorder.max_notification_id() or 0
         page = self.recorder.select_notifications(max(0, top - events), events, inclusive_of_start=False)
-        return list(dict.fromkeys(n.originator_id for n in reversed(page)  # type: ignore[misc]
-                                  if n.originator_id not in NON_TEAM_IDS))
+        return list(
+            dict.fromkeys(
+                n.originator_id  # type: ignore[misc]
+                for n in reversed(page)
+                if n.originator_id not in NON_TEAM_IDS
+            )
+        )
 
     def notifications(self, batch: int = 1000) -> Iterator[Notification]:
         """Every stored event in commit order (the notification log), read in batches."""

@@ -29,8 +29,10 @@ def purge_batched(database: Database, table: str, condition: str, bound: float) 
     try:
         while True:
             with sql.transaction() as tx:
-                deleted = tx.execute(f"DELETE FROM {table} WHERE {row} IN (SELECT {row} FROM {table} "
-                                     f"WHERE {condition} LIMIT {BATCH})", (bound,))
+                deleted = tx.execute(
+                    f"DELETE FROM {table} WHERE {row} IN (SELECT {row} FROM {table} WHERE {condition} LIMIT {BATCH})",
+                    (bound,),
+                )
             purged += max(deleted, 0)
             if deleted < BATCH:
                 return purged

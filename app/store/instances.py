@@ -59,8 +59,21 @@ class StreamReport:
     end_user: str = ""
 
 
-_STREAM_COLUMNS = ("request_id", "team_id", "team_name", "key_id", "model", "endpoint", "lease", "input_tokens",
-                   "output_tokens", "cache_write_tokens", "cache_hit_tokens", "tags", "end_user")
+_STREAM_COLUMNS = (
+    "request_id",
+    "team_id",
+    "team_name",
+    "key_id",
+    "model",
+    "endpoint",
+    "lease",
+    "input_tokens",
+    "output_tokens",
+    "cache_write_tokens",
+    "cache_hit_tokens",
+    "tags",
+    "end_user",
+)
 
 
 def _alive(pid: int) -> bool:
@@ -121,8 +134,11 @@ class InstanceRegistry:
     def _insert(self) -> None:
         now = time.time()
         with self._connection() as sql, sql.transaction() as tx:
-            tx.execute("INSERT INTO gateway_instances (instance_id, host, pid, shared_limits, started_at, last_seen) "
-                       "VALUES (?, ?, ?, ?, ?, ?)", (self._id, self._host, os.getpid(), int(self._shared), now, now))
+            tx.execute(
+                "INSERT INTO gateway_instances (instance_id, host, pid, shared_limits, started_at, last_seen) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (self._id, self._host, os.getpid(), int(self._shared), now, now),
+            )
         self._heard_since = now
 
     def peers(self) -> list[Peer]:
@@ -133,8 +149,11 @@ class InstanceRegistry:
                 "WHERE instance_id <> ? AND last_seen > ?",
                 (self._id, time.time() - SILENT_AFTER_SECONDS),
             )
-        return [Peer(r["host"], int(r["pid"]), bool(r["shared_limits"])) for r in rows
-                if not (r["host"] == self._host and not _alive(int(r["pid"])))]
+        return [
+            Peer(r["host"], int(r["pid"]), bool(r["shared_limits"]))
+            for r in rows
+            if not (r["host"] == self._host and not _alive(int(r["pid"])))
+        ]
 
     # -- the heartbeat ---------------------------------------------------------------------------
 
@@ -154,13 +173,19 @@ class InstanceRegistry:
             )
             if found and streams is not None:
                 tx.execute("DELETE FROM inflight_streams WHERE instance_id = ?", (self._id,))
-                tx.executemany(f"INSERT INTO inflight_streams (instance_id, {', '.join(_STREAM_COLUMNS)}, updated_at) "
-                               f"VALUES ({', '.join('?' * (len(_STREAM_COLUMNS) + 2))})",
-                               [(self._id, *(getattr(s, c) for c in _STREAM_COLUMNS), time.time()) for s in streams])
+                tx.executemany(
+                    f"INSERT INTO inflight_streams (instance_id, {', '.join(_STREAM_COLUMNS)}, updated_at) "
+                    f"VALUES ({', '.join('?' * (len(_STREAM_COLUMNS) + 2))})",
+                    [(self._id, *(getattr(s, c) for c in _STREAM_COLUMNS), time.time()) for s in streams],
+                )
         if not found:
             old, self._id = self._id, uuid.uuid4().hex
-            log.error("this gateway process (instance %s) was taken for dead after a silence, and its holds and "
-                      "leases were released; it carries on as instance %s", old, self._id)
+            log.error(
+                "this gateway process (instance %s) was taken for dead after a silence, and its holds and "
+                "leases were released; it carries on as instance %s",
+                old,
+                self._id,
+            )
             self._insert()
             if self.on_reregistered is not None:
                 self.on_reregistered()
@@ -175,19 +200,25 @@ class InstanceRegistry:
         now = time.time()
         heard = self._heard_since is not None and now - self._heard_since >= dead_after
         with self._connection() as sql:
-            rows = sql.query("SELECT instance_id, host, pid, last_seen FROM gateway_instances WHERE instance_id <> ?",
-                                   (self._id,))
-        return [r["instance_id"] for r in rows
-                if (heard and float(r["last_seen"]) < now - dead_after)
-                or (r["host"] == self._host and not _alive(int(r["pid"])))]
+            rows = sql.query(
+                "SELECT instance_id, host, pid, last_seen FROM gateway_instances WHERE instance_id <> ?", (self._id,)
+            )
+        return [
+            r["instance_id"]
+            for r in rows
+            if (heard and float(r["last_seen"]) < now - dead_after)
+            or (r["host"] == self._host and not _alive(int(r["pid"])))
+        ]
 
     def abandoned_streams(self, instance_ids: Sequence[str]) -> list[StreamReport]:
         if not instance_ids:
             return []
         marks = ", ".join("?" * len(instance_ids))
         with self._connection() as sql:
-            rows = sql.query(f"SELECT {', '.join(_STREAM_COLUMNS)} FROM inflight_streams "
-                                   f"WHERE instance_id IN ({marks})", tuple(instance_ids))
+            rows = sql.query(
+                f"SELECT {', '.join(_STREAM_COLUMNS)} FROM inflight_streams WHERE instance_id IN ({marks})",
+                tuple(instance_ids),
+            )
         return [StreamReport(**{c: r[c] for c in _STREAM_COLUMNS}) for r in rows]
 
     def forget(self, instance_ids: Sequence[str]) -> None:

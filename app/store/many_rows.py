@@ -35,7 +35,7 @@ def insert_rows(cursor: Cursor, head: str, rows: Sequence[Sequence[Any]], tail: 
     width, at = len(rows[0]), 0
     while at < len(rows):
         size = min(ROWS_PER_STATEMENT, 1 << ((len(rows) - at).bit_length() - 1))
-        chunk = rows[at:at + size]
+        chunk = rows[at : at + size]
         cursor.execute(statement(head, tail, marker, width, size), [value for row in chunk for value in row])
         at += size
 

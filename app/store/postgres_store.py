@@ -62,9 +62,14 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
 
     def _insert_events(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], **kwargs: Any) -> None:
         super()._insert_events(curs, stored_events, **kwargs)
-        self.read_models.write(curs, kwargs.get("keys", ()), kwargs.get("balances", ()),
-                               kwargs.get("idempotent", ()), kwargs.get("charges", ()),
-                               kwargs.get("admin_keys", ()))
+        self.read_models.write(
+            curs,
+            kwargs.get("keys", ()),
+            kwargs.get("balances", ()),
+            kwargs.get("idempotent", ()),
+            kwargs.get("charges", ()),
+            kwargs.get("admin_keys", ()),
+        )
 
     def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self.datastore.transaction(commit=True) as curs:
@@ -75,8 +80,9 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
             curs.execute(sql, params)
             return curs.fetchall()
 
-    def select_newer_events(self, versions: Sequence[tuple[UUID, int]], page: int,
-                            connection: Any = None) -> list[StoredEvent]:
+    def select_newer_events(
+        self, versions: Sequence[tuple[UUID, int]], page: int, connection: Any = None
+    ) -> list[StoredEvent]:
         """The events of each ``(team id, version)`` after that version, at most ``page`` a team, in
         one query: each team is its own index range scan (``LATERAL``), whatever the table's size.
         On ``connection`` if given (the writer lock's, in the pipeline that takes the locks), else
@@ -98,5 +104,12 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
         ).format(schema=sql.Identifier(self.datastore.schema), table=sql.Identifier(self.events_table_name))
         with conn.cursor(row_factory=dict_row) as curs:
             curs.execute(query, ([tid for tid, _ in versions], [v for _, v in versions], page), prepare=True)
-            return [StoredEvent(originator_id=row["originator_id"], originator_version=row["originator_version"],
-                                topic=row["topic"], state=bytes(row["state"])) for row in curs.fetchall()]
+            return [
+                StoredEvent(
+                    originator_id=row["originator_id"],
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=bytes(row["state"]),
+                )
+                for row in curs.fetchall()
+            ]

@@ -38,8 +38,9 @@ class LedgerProbe:
     def _check_sqlite(self) -> None:
         if self._conn is None:
             assert self._database.path is not None
-            self._conn = sqlite3.connect(self._database.path, timeout=self._timeout,
-                                         isolation_level=None, check_same_thread=False)
+            self._conn = sqlite3.connect(
+                self._database.path, timeout=self._timeout, isolation_level=None, check_same_thread=False
+            )
         self._conn.execute("BEGIN IMMEDIATE")
         self._conn.execute("ROLLBACK")
 
@@ -47,11 +48,13 @@ class LedgerProbe:
         import psycopg
 
         if self._conn is None:
-            self._conn = psycopg.connect(self._database.conninfo(), autocommit=True,
-                                         connect_timeout=max(1, int(self._timeout)))
+            self._conn = psycopg.connect(
+                self._database.conninfo(), autocommit=True, connect_timeout=max(1, int(self._timeout))
+            )
             self._conn.execute(f"SET statement_timeout = {int(self._timeout * 1000)}")
         standby, read_only = self._conn.execute(
-            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'").fetchone()
+            "SELECT pg_is_in_recovery(), current_setting('transaction_read_only') = 'on'"
+        ).fetchone()
         if standby or read_only:
             raise RuntimeError("the database is read-only" + (" (a standby)" if standby else ""))
 

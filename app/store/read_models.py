@@ -45,14 +45,44 @@ class KeyRecord:
     budgeted: bool = False  # the key has a budget of its own: its requests are held in the ledger, one by one
 
     def as_row(self) -> tuple[Any, ...]:
-        return (self.key_hash, self.team_id.hex, self.team_name, self.key_id, int(self.revoked), ",".join(self.models),
-                ",".join(self.endpoints), self.key_rpm, self.key_tpm, self.team_rpm, self.team_tpm, int(self.suspended),
-                self.version, int(self.clamp_output), ",".join(f"{m}={p}" for m, p in self.price_adjustments),
-                int(self.budgeted))
+        return (
+            self.key_hash,
+            self.team_id.hex,
+            self.team_name,
+            self.key_id,
+            int(self.revoked),
+            ",".join(self.models),
+            ",".join(self.endpoints),
+            self.key_rpm,
+            self.key_tpm,
+            self.team_rpm,
+            self.team_tpm,
+            int(self.suspended),
+            self.version,
+            int(self.clamp_output),
+            ",".join(f"{m}={p}" for m, p in self.price_adjustments),
+            int(self.budgeted),
+        )
 
 
-KEY_COLUMNS = ("key_hash", "team_id", "team_name", "key_id", "revoked", "models", "endpoints", "key_rpm", "key_tpm",
-               "team_rpm", "team_tpm", "suspended", "version", "clamp_output", "price_adjustments", "budgeted")
+KEY_COLUMNS = (
+    "key_hash",
+    "team_id",
+    "team_name",
+    "key_id",
+    "revoked",
+    "models",
+    "endpoints",
+    "key_rpm",
+    "key_tpm",
+    "team_rpm",
+    "team_tpm",
+    "suspended",
+    "version",
+    "clamp_output",
+    "price_adjustments",
+    "budgeted",
+)
 
 
 def adjustments_of(text: str) -> tuple[tuple[str, str], ...]:
@@ -63,9 +93,24 @@ def adjustments_of(text: str) -> tuple[tuple[str, str], ...]:
 def key_records(team: TeamLedger) -> list[KeyRecord]:
     """The key rows a team's state implies."""
     return [
-        KeyRecord(k.key_hash, team.id, team.name, key_id, k.revoked, k.models, k.endpoints, k.rpm, k.tpm, team.rpm,
-                  team.tpm, team.suspended, team.policy_version, team.clamps_output(key_id),
-                  tuple(sorted(team.price_adjustments.items())), k.budget is not None)
+        KeyRecord(
+            k.key_hash,
+            team.id,
+            team.name,
+            key_id,
+            k.revoked,
+            k.models,
+            k.endpoints,
+            k.rpm,
+            k.tpm,
+            team.rpm,
+            team.tpm,
+            team.suspended,
+            team.policy_version,
+            team.clamps_output(key_id),
+            tuple(sorted(team.price_adjustments.items())),
+            k.budget is not None,
+        )
         for key_id, k in team.keys.items()
     ]
 
@@ -108,15 +153,19 @@ class ChargeRecord:
 
 #: An expired answer under the same key is replaced, in the transaction that stores the new one.
 DELETE_EXPIRED_IDEMPOTENT = "DELETE FROM idempotency_keys WHERE team_id = {p} AND idem_key = {p} AND expires_at <= {p}"
-INSERT_IDEMPOTENT = ("INSERT INTO idempotency_keys (team_id, idem_key, body_hash, request_id, content_type, response, "
-                     "created_at, expires_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})")
+INSERT_IDEMPOTENT = (
+    "INSERT INTO idempotency_keys (team_id, idem_key, body_hash, request_id, content_type, response, "
+    "created_at, expires_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})"
+)
 SELECT_IDEMPOTENT = (
     "SELECT body_hash, request_id, content_type, response, created_at, expires_at FROM idempotency_keys "
     "WHERE team_id = {p} AND idem_key = {p} AND expires_at > {p}"
 )
 SELECT_CHARGE = "SELECT version, charged, balance_after FROM charged_requests WHERE team_id = {p} AND request_id = {p}"
-CHARGE_TOTALS = ("SELECT COUNT(*) AS n, COALESCE(SUM(charged), 0) AS total FROM charged_requests "
-                 "WHERE team_id = {p} AND version <= {p}")
+CHARGE_TOTALS = (
+    "SELECT COUNT(*) AS n, COALESCE(SUM(charged), 0) AS total FROM charged_requests "
+    "WHERE team_id = {p} AND version <= {p}"
+)
 UPSERT_KEY = (
     f"INSERT INTO api_keys ({', '.join(KEY_COLUMNS)}) VALUES ({', '.join(['{p}'] * len(KEY_COLUMNS))}) "
     f"ON CONFLICT (key_hash) DO UPDATE SET {', '.join(f'{c} = excluded.{c}' for c in KEY_COLUMNS[1:])} "
@@ -124,8 +173,10 @@ UPSERT_KEY = (
 )
 INSERT_CHARGES = "INSERT INTO charged_requests (team_id, request_id, version, charged, balance_after)"
 INSERT_BALANCES = "INSERT INTO team_balances (team_id, team_name, balance, held, version)"
-ON_BALANCE_CONFLICT = ("ON CONFLICT (team_id) DO UPDATE SET balance = excluded.balance, held = excluded.held, "
-                       "version = excluded.version WHERE team_balances.version < excluded.version")
+ON_BALANCE_CONFLICT = (
+    "ON CONFLICT (team_id) DO UPDATE SET balance = excluded.balance, held = excluded.held, "
+    "version = excluded.version WHERE team_balances.version < excluded.version"
+)
 SELECT_KEY = f"SELECT {', '.join(KEY_COLUMNS)} FROM api_keys WHERE key_hash = {{p}}"
 SELECT_BALANCES = "SELECT team_id, team_name, balance, held, version FROM team_balances ORDER BY team_name"
 SELECT_HOLDING = "SELECT team_id, team_name, balance, held, version FROM team_balances WHERE held > 0"
@@ -146,37 +197,79 @@ class ReadModelWriter:
         self.upsert_admin_key = UPSERT_ADMIN_KEY.format(p=marker)
         self.select_admin_key = SELECT_ADMIN_KEY.format(p=marker)
 
-    def write(self, cursor: Any, keys: Sequence[KeyRecord], balances: Sequence[BalanceRecord],
-              idempotent: Sequence[IdempotentResponse] = (), charges: Sequence[ChargeRecord] = (),
-              admin_keys: Sequence[AdminKeyRecord] = ()) -> None:
+    def write(
+        self,
+        cursor: Any,
+        keys: Sequence[KeyRecord],
+        balances: Sequence[BalanceRecord],
+        idempotent: Sequence[IdempotentResponse] = (),
+        charges: Sequence[ChargeRecord] = (),
+        admin_keys: Sequence[AdminKeyRecord] = (),
+    ) -> None:
         """Charges first: a second charge of a request fails the transaction before anything else is sent."""
         # Each in one statement, however many rows (``app/store/many_rows.py``: why).
-        insert_rows(cursor, INSERT_CHARGES, [(c.team_id.hex, c.request_id, c.version, c.charged, c.balance_after)
-                                             for c in charges], marker=self.marker)
+        insert_rows(
+            cursor,
+            INSERT_CHARGES,
+            [(c.team_id.hex, c.request_id, c.version, c.charged, c.balance_after) for c in charges],
+            marker=self.marker,
+        )
         now = time.time()
         for r in idempotent:
             cursor.execute(self.delete_expired_idempotent, (r.team_id.hex, r.idem_key, now))
-            cursor.execute(self.insert_idempotent, (r.team_id.hex, r.idem_key, r.body_hash, r.request_id,
-                                                    r.content_type, r.response, r.created_at, r.expires_at))
+            cursor.execute(
+                self.insert_idempotent,
+                (
+                    r.team_id.hex,
+                    r.idem_key,
+                    r.body_hash,
+                    r.request_id,
+                    r.content_type,
+                    r.response,
+                    r.created_at,
+                    r.expires_at,
+                ),
+            )
         for k in keys:
             cursor.execute(self.upsert_key, k.as_row())
         for a in admin_keys:
             cursor.execute(self.upsert_admin_key, a.as_row())
         # One lock order for every writer: concurrent batches touching the same teams cannot deadlock.
         # (One row per team: a statement may not upsert a row twice on PostgreSQL.)
-        insert_rows(cursor, INSERT_BALANCES, [(b.team_id.hex, b.team_name, b.balance, b.held, b.version)
-                                              for b in sorted(balances, key=lambda b: b.team_id.hex)],
-                    ON_BALANCE_CONFLICT, self.marker)
+        insert_rows(
+            cursor,
+            INSERT_BALANCES,
+            [
+                (b.team_id.hex, b.team_name, b.balance, b.held, b.version)
+                for b in sorted(balances, key=lambda b: b.team_id.hex)
+            ],
+            ON_BALANCE_CONFLICT,
+            self.marker,
+        )
 
 
 def key_record(row: Any) -> KeyRecord:
     def listed(column: str) -> tuple[str, ...]:
         return tuple(m for m in (row[column] or "").split(",") if m)
 
-    return KeyRecord(row["key_hash"], UUID(row["team_id"]), row["team_name"], row["key_id"], bool(row["revoked"]),
-                     listed("models"), listed("endpoints"), row["key_rpm"], row["key_tpm"], row["team_rpm"],
-                     row["team_tpm"], bool(row["suspended"]), row["version"], bool(row["clamp_output"]),
-                     adjustments_of(row["price_adjustments"] or ""), bool(row["budgeted"]))
+    return KeyRecord(
+        row["key_hash"],
+        UUID(row["team_id"]),
+        row["team_name"],
+        row["key_id"],
+        bool(row["revoked"]),
+        listed("models"),
+        listed("endpoints"),
+        row["key_rpm"],
+        row["key_tpm"],
+        row["team_rpm"],
+        row["team_tpm"],
+        bool(row["suspended"]),
+        row["version"],
+        bool(row["clamp_output"]),
+        adjustments_of(row["price_adjustments"] or ""),
+        bool(row["budgeted"]),
+    )
 
 
 def balance_record(row: Any) -> BalanceRecord:
@@ -184,8 +277,16 @@ def balance_record(row: Any) -> BalanceRecord:
 
 
 def idempotent_response(team_id: UUID, idem_key: str, row: Any) -> IdempotentResponse:
-    return IdempotentResponse(team_id, idem_key, row["body_hash"], row["request_id"], row["content_type"],
-                              bytes(row["response"]), row["created_at"], float(row["expires_at"]))
+    return IdempotentResponse(
+        team_id,
+        idem_key,
+        row["body_hash"],
+        row["request_id"],
+        row["content_type"],
+        bytes(row["response"]),
+        row["created_at"],
+        float(row["expires_at"]),
+    )
 
 
 class ReadModelQueries:

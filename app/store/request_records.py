@@ -16,8 +16,24 @@ from app.store.housekeeping import purge_batched
 from app.store.storable import storable_text
 
 RECORD_COLUMNS = (
-    "request_id", "team_name", "key_id", "model", "endpoint", "method", "path", "status", "streamed", "started_at",
-    "first_byte_ms", "duration_ms", "deployment", "upstream_model", "attempts", "upstream_errors", "error", "charged",
+    "request_id",
+    "team_name",
+    "key_id",
+    "model",
+    "endpoint",
+    "method",
+    "path",
+    "status",
+    "streamed",
+    "started_at",
+    "first_byte_ms",
+    "duration_ms",
+    "deployment",
+    "upstream_model",
+    "attempts",
+    "upstream_errors",
+    "error",
+    "charged",
 )
 _INSERT = f"INSERT INTO request_records ({', '.join(RECORD_COLUMNS)})"
 

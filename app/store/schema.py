@@ -22,9 +22,17 @@ def columns_of(record: type[msgspec.Struct], primary_key: str) -> list[Column[An
     64-bit integer column, a ``str`` a text one, none NULL, a field's default the column's server
     default (what a row written before the column existed holds)."""
     kinds: dict[object, type[BigInteger] | type[String]] = {int: BigInteger, str: String}
-    return [Column(f.name, kinds[f.type], primary_key=f.name == primary_key, nullable=False,
-                   server_default=None if f.default is msgspec.NODEFAULT else str(f.default))
-            for f in fields(record)]
+    return [
+        Column(
+            f.name,
+            kinds[f.type],
+            primary_key=f.name == primary_key,
+            nullable=False,
+            server_default=None if f.default is msgspec.NODEFAULT else str(f.default),
+        )
+        for f in fields(record)
+    ]
+
 
 api_keys = Table(
     "api_keys",

@@ -136,8 +136,14 @@ class Snapshots:
         """The row of ``team``'s state at its version (a team with no pending events)."""
         stored = self._mapper.to_stored_event(Snapshot.take(team))
         state = zlib.compress(bytes(stored.state), 1)
-        return SnapshotRow(team.id, team.version, micros_since_epoch(team.modified_on), stored.topic, state,
-                           state_digest(team.id, team.version, stored.topic, state))
+        return SnapshotRow(
+            team.id,
+            team.version,
+            micros_since_epoch(team.modified_on),
+            stored.topic,
+            state,
+            state_digest(team.id, team.version, stored.topic, state),
+        )
 
     def save(self, rows: Iterable[SnapshotRow]) -> None:
         """Store snapshots; one already stored at the same version (another process took it) stays."""
@@ -145,17 +151,20 @@ class Snapshots:
 
     def replace(self, rows: Iterable[SnapshotRow]) -> None:
         """Store snapshots, replacing any stored at the same version (``ledger rebuild``)."""
-        self._db.write_rows(_INSERT + "DO UPDATE SET occurred_at_us = excluded.occurred_at_us, "
-                            "topic = excluded.topic, state = excluded.state, digest = excluded.digest",
-                            [_as_params(r) for r in rows])
+        self._db.write_rows(
+            _INSERT + "DO UPDATE SET occurred_at_us = excluded.occurred_at_us, "
+            "topic = excluded.topic, state = excluded.state, digest = excluded.digest",
+            [_as_params(r) for r in rows],
+        )
 
     def drop_all(self) -> None:
         self._db.write_rows("DELETE FROM team_snapshots", [()])
 
     # -- reading ------------------------------------------------------------------------------
 
-    def latest(self, team_id: UUID, *, upto_version: int | None = None,
-               upto_us: int | None = None) -> SnapshotRow | None:
+    def latest(
+        self, team_id: UUID, *, upto_version: int | None = None, upto_us: int | None = None
+    ) -> SnapshotRow | None:
         """The team's newest snapshot at or before a version, or an instant (microseconds)."""
         where = "team_id = {p}"
         params: list[Any] = [team_id.hex]
@@ -165,31 +174,46 @@ class Snapshots:
         if upto_us is not None:
             where += " AND occurred_at_us <= {p}"
             params.append(upto_us)
-        rows = self._db.read_rows(f"SELECT {_COLUMNS} FROM team_snapshots WHERE {where} ORDER BY version DESC LIMIT 1",
-                                  tuple(params))
+        rows = self._db.read_rows(
+            f"SELECT {_COLUMNS} FROM team_snapshots WHERE {where} ORDER BY version DESC LIMIT 1", tuple(params)
+        )
         return _row(rows[0]) if rows else None
 
     def restore(self, row: SnapshotRow) -> TeamLedger | None:
         """The team the snapshot holds, or None if it cannot stand in for the events (said in the log):
         corrupt, unreadable, of another aggregate, or taken before the team gained some state."""
         if not row.intact:
-            log.warning("snapshot of team %s at version %d fails its digest; replaying the team's events instead",
-                        row.team_id, row.version)
+            log.warning(
+                "snapshot of team %s at version %d fails its digest; replaying the team's events instead",
+                row.team_id,
+                row.version,
+            )
             return None
         try:
             team = self.decode(row)
         except Exception as exc:  # noqa: BLE001 - a snapshot is a cache: one that cannot be read costs only time
-            log.warning("snapshot of team %s at version %d cannot be read (%s); replaying the team's events instead",
-                        row.team_id, row.version, exc)
+            log.warning(
+                "snapshot of team %s at version %d cannot be read (%s); replaying the team's events instead",
+                row.team_id,
+                row.version,
+                exc,
+            )
             return None
         if team is None:
-            log.warning("snapshot of team %s at version %d holds another aggregate; replaying its events instead",
-                        row.team_id, row.version)
+            log.warning(
+                "snapshot of team %s at version %d holds another aggregate; replaying its events instead",
+                row.team_id,
+                row.version,
+            )
             return None
         if missing := _STATE_NAMES - vars(team).keys():
             # Taken before the aggregate gained this state: its events know it, the snapshot does not.
-            log.info("snapshot of team %s at version %d predates %s; replaying the team's events instead",
-                     row.team_id, row.version, ", ".join(sorted(missing)))
+            log.info(
+                "snapshot of team %s at version %d predates %s; replaying the team's events instead",
+                row.team_id,
+                row.version,
+                ", ".join(sorted(missing)),
+            )
             return None
         return team
 
@@ -205,13 +229,16 @@ class Snapshots:
 
     def versions(self, team_id: UUID, after: int, limit: int = 100) -> list[int]:
         """The versions of the team's snapshots after ``after``, oldest first, at most ``limit``."""
-        rows = self._db.read_rows("SELECT version FROM team_snapshots WHERE team_id = {p} AND version > {p} "
-                                  "ORDER BY version LIMIT {p}", (team_id.hex, after, limit))
+        rows = self._db.read_rows(
+            "SELECT version FROM team_snapshots WHERE team_id = {p} AND version > {p} ORDER BY version LIMIT {p}",
+            (team_id.hex, after, limit),
+        )
         return [int(r["version"]) for r in rows]
 
     def at_version(self, team_id: UUID, version: int) -> SnapshotRow | None:
-        rows = self._db.read_rows(f"SELECT {_COLUMNS} FROM team_snapshots WHERE team_id = {{p}} AND version = {{p}}",
-                                  (team_id.hex, version))
+        rows = self._db.read_rows(
+            f"SELECT {_COLUMNS} FROM team_snapshots WHERE team_id = {{p}} AND version = {{p}}", (team_id.hex, version)
+        )
         return _row(rows[0]) if rows else None
 
     def count(self) -> int:
@@ -221,8 +248,10 @@ class Snapshots:
         """Every team that has a snapshot, a page at a time."""
         last = ""
         while True:
-            rows = self._db.read_rows("SELECT DISTINCT team_id FROM team_snapshots WHERE team_id > {p} "
-                                      "ORDER BY team_id LIMIT {p}", (last, batch))
+            rows = self._db.read_rows(
+                "SELECT DISTINCT team_id FROM team_snapshots WHERE team_id > {p} ORDER BY team_id LIMIT {p}",
+                (last, batch),
+            )
             if not rows:
                 return
             yield from (UUID(r["team_id"]) for r in rows)
@@ -253,5 +282,11 @@ def _as_params(row: SnapshotRow) -> tuple[Any, ...]:
 
 
 def _row(row: Any) -> SnapshotRow:
-    return SnapshotRow(UUID(row["team_id"]), int(row["version"]), int(row["occurred_at_us"]), row["topic"],
-                       bytes(row["state"]), row["digest"])
+    return SnapshotRow(
+        UUID(row["team_id"]),
+        int(row["version"]),
+        int(row["occurred_at_us"]),
+        row["topic"],
+        bytes(row["state"]),
+        row["digest"],
+    )

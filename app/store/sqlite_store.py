@@ -32,9 +32,14 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
         """All the batch's events in one statement (the library runs one per event, to learn each
         one's row id: nothing here reads notification ids back), then the read models."""
         insert_rows(c, f"INSERT INTO {self.events_table_name}", [_row(s) for s in stored_events])
-        self.read_models.write(c, kwargs.get("keys", ()), kwargs.get("balances", ()),
-                               kwargs.get("idempotent", ()), kwargs.get("charges", ()),
-                               kwargs.get("admin_keys", ()))
+        self.read_models.write(
+            c,
+            kwargs.get("keys", ()),
+            kwargs.get("balances", ()),
+            kwargs.get("idempotent", ()),
+            kwargs.get("charges", ()),
+            kwargs.get("admin_keys", ()),
+        )
         return None
 
     def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
@@ -46,21 +51,33 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
             c.execute(sql, params)
             return list(c.fetchall())
 
-    def select_newer_events(self, versions: Sequence[tuple[UUID, int]], page: int,
-                            connection: Any = None) -> list[StoredEvent]:
+    def select_newer_events(
+        self, versions: Sequence[tuple[UUID, int]], page: int, connection: Any = None
+    ) -> list[StoredEvent]:
         """The events of each ``(team id, version)`` after that version, at most ``page`` a team, in
         one query: a union of one primary-key range per team (``connection``: PostgreSQL's only)."""
         if not versions:
             return []
-        one = (f"SELECT * FROM (SELECT originator_id, originator_version, topic, state FROM {self.events_table_name} "
-               "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version LIMIT ?)")
+        one = (
+            f"SELECT * FROM (SELECT originator_id, originator_version, topic, state FROM {self.events_table_name} "
+            "WHERE originator_id = ? AND originator_version > ? ORDER BY originator_version LIMIT ?)"
+        )
         params = [value for tid, version in versions for value in (tid.hex, version, page)]
         with self.datastore.transaction(commit=False) as c:
-            c.execute(f"SELECT * FROM ({' UNION ALL '.join([one] * len(versions))}) "
-                      "ORDER BY originator_id, originator_version", params)
-            return [StoredEvent(originator_id=self.convert_originator_id(row["originator_id"]),
-                                originator_version=row["originator_version"], topic=row["topic"], state=row["state"])
-                    for row in c.fetchall()]
+            c.execute(
+                f"SELECT * FROM ({' UNION ALL '.join([one] * len(versions))}) "
+                "ORDER BY originator_id, originator_version",
+                params,
+            )
+            return [
+                StoredEvent(
+                    originator_id=self.convert_originator_id(row["originator_id"]),
+                    originator_version=row["originator_version"],
+                    topic=row["topic"],
+                    state=row["state"],
+                )
+                for row in c.fetchall()
+            ]
 
 
 def _row(s: StoredEvent) -> tuple[Any, ...]:
@@ -83,8 +100,14 @@ class LedgerConnectionPool(SQLiteConnectionPool):
 
     def _create_connection(self) -> SQLiteConnection:
         try:
-            c = sqlite3.connect(self.db_name, uri=True, check_same_thread=False, isolation_level=None,
-                                cached_statements=CACHED_STATEMENTS, timeout=self.lock_timeout or 5)
+            c = sqlite3.connect(
+                self.db_name,
+                uri=True,
+                check_same_thread=False,
+                isolation_level=None,
+                cached_statements=CACHED_STATEMENTS,
+                timeout=self.lock_timeout or 5,
+            )
         except (sqlite3.Error, TypeError) as e:
             raise InterfaceError(e) from e
         if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:

@@ -63,10 +63,12 @@ WAITED = 0.0005
 
 # Each row: the key, whether it is held now, and seconds since the statement began. A waited lock is
 # always granted (``pg_advisory_lock`` returns void: ``IS NULL IS NOT NULL`` is true once it returns).
-_TAKE = ("SELECT k, CASE WHEN w THEN (pg_advisory_lock(%s, k) IS NULL) IS NOT NULL "
-         "ELSE pg_try_advisory_lock(%s, k) END AS got, "
-         "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 AS at "
-         "FROM unnest(%s::int4[], %s::bool[]) WITH ORDINALITY AS t(k, w, i) ORDER BY i")
+_TAKE = (
+    "SELECT k, CASE WHEN w THEN (pg_advisory_lock(%s, k) IS NULL) IS NOT NULL "
+    "ELSE pg_try_advisory_lock(%s, k) END AS got, "
+    "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 AS at "
+    "FROM unnest(%s::int4[], %s::bool[]) WITH ORDINALITY AS t(k, w, i) ORDER BY i"
+)
 _GIVE_BACK = "SELECT pg_advisory_unlock_all()"
 
 
@@ -99,8 +101,9 @@ class WriterLock:
         self._retry_at = 0.0
 
     @contextlib.contextmanager
-    def turn(self, team_ids: Collection[UUID], *, wait: Collection[UUID] = (),
-             then: Callable[[Any], Any] | None = None) -> Iterator[Turn]:
+    def turn(
+        self, team_ids: Collection[UUID], *, wait: Collection[UUID] = (), then: Callable[[Any], Any] | None = None
+    ) -> Iterator[Turn]:
         """Lock what can be locked of these teams for the block (see the module's docstring); the
         teams in ``wait`` are waited for. ``then(connection)`` runs on the lock's PostgreSQL
         connection right after the locks are granted, in the same round trip."""
@@ -148,8 +151,15 @@ class WriterLock:
             import psycopg
 
             # Keepalives: a server that vanished while we wait for a lock is noticed within seconds.
-            self._conn = psycopg.connect(self._database.conninfo(), autocommit=True, connect_timeout=5,
-                                         keepalives=1, keepalives_idle=5, keepalives_interval=2, keepalives_count=3)
+            self._conn = psycopg.connect(
+                self._database.conninfo(),
+                autocommit=True,
+                connect_timeout=5,
+                keepalives=1,
+                keepalives_idle=5,
+                keepalives_interval=2,
+                keepalives_count=3,
+            )
             self._conn.execute(f"SET lock_timeout = '{WAIT_TIMEOUT}'")
         teams_of: dict[int, list[UUID]] = {}
         for team_id in team_ids:

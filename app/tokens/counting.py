@@ -46,6 +46,7 @@ Detail = str | None
 
 # -- text --------------------------------------------------------------------------------------------
 
+
 def o200k_text(text: str) -> int:
     return count_o200k(text)
 
@@ -128,6 +129,7 @@ def bounded_image(size: Size | None, detail: Detail) -> int:
 
 # -- the rule sets -----------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True, slots=True)
 class Rules:
     """One family's counting rules; every constant is in tokens."""
@@ -150,11 +152,41 @@ RULES: dict[TokenizerName, Rules] = {
     # (TypeScript-like); the published recipe charges 7 per function, 12 at the end and 3 per enum
     # value. Their JSON text costs more than that rendering for everything but enum values, which
     # JSON writes in about one token each beyond the value: hence 3 more per enum value.
-    "o200k": Rules("o200k", o200k_text, openai_image, per_message=3, per_name=1, per_request=3,
-                   per_tool_call=4, per_tool=10, per_enum_value=3, tools_preamble=12),
+    "o200k": Rules(
+        "o200k",
+        o200k_text,
+        openai_image,
+        per_message=3,
+        per_name=1,
+        per_request=3,
+        per_tool_call=4,
+        per_tool=10,
+        per_enum_value=3,
+        tools_preamble=12,
+    ),
     # Anthropic: the tool-use system prompt is 346 tokens (tool_choice auto/none; 313 for any/tool).
-    "anthropic": Rules("anthropic", anthropic_text, anthropic_image, per_message=5, per_name=1, per_request=8,
-                       per_tool_call=5, per_tool=5, per_enum_value=3, tools_preamble=346),
-    "bytes": Rules("bytes", utf8_bytes, bounded_image, per_message=4, per_name=1, per_request=3,
-                   per_tool_call=4, per_tool=4, per_enum_value=3, tools_preamble=0),
+    "anthropic": Rules(
+        "anthropic",
+        anthropic_text,
+        anthropic_image,
+        per_message=5,
+        per_name=1,
+        per_request=8,
+        per_tool_call=5,
+        per_tool=5,
+        per_enum_value=3,
+        tools_preamble=346,
+    ),
+    "bytes": Rules(
+        "bytes",
+        utf8_bytes,
+        bounded_image,
+        per_message=4,
+        per_name=1,
+        per_request=3,
+        per_tool_call=4,
+        per_tool=4,
+        per_enum_value=3,
+        tools_preamble=0,
+    ),
 }

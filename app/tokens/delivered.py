@@ -57,9 +57,13 @@ class Delivered:
         output = self.output_tokens()
         reported = self.reported
         if reported is not None and reported.prompt_tokens > 0:
-            return TokenUsage(input_tokens=reported.input_tokens, output_tokens=output,
-                              cache_write_tokens=reported.cache_write_tokens,
-                              cache_hit_tokens=reported.cache_hit_tokens,
-                              cache_write_1h_tokens=reported.cache_write_1h_tokens,
-                              service_tier=reported.service_tier, tool_calls=reported.tool_calls)
+            return TokenUsage(
+                input_tokens=reported.input_tokens,
+                output_tokens=output,
+                cache_write_tokens=reported.cache_write_tokens,
+                cache_hit_tokens=reported.cache_hit_tokens,
+                cache_write_1h_tokens=reported.cache_write_1h_tokens,
+                service_tier=reported.service_tier,
+                tool_calls=reported.tool_calls,
+            )
         return TokenUsage(input_tokens=self.prompt_tokens, output_tokens=output)

@@ -26,15 +26,17 @@ import tiktoken
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 DATA_FILE = "o200k_base.tiktoken.gz"
 
-_PAT_STR = "|".join([
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
-    r"""\p{N}{1,3}""",
-    r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
-    r"""\s*[\r\n]+""",
-    r"""\s+(?!\S)""",
-    r"""\s+""",
-])
+_PAT_STR = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
 _SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
 _lock = threading.Lock()
@@ -64,8 +66,9 @@ def o200k() -> tiktoken.Encoding:
     if _encoding is None:
         with _lock:
             if _encoding is None:
-                encoding = tiktoken.Encoding(name="o200k_base", pat_str=_PAT_STR, mergeable_ranks=_read_ranks(),
-                                             special_tokens=_SPECIAL_TOKENS)
+                encoding = tiktoken.Encoding(
+                    name="o200k_base", pat_str=_PAT_STR, mergeable_ranks=_read_ranks(), special_tokens=_SPECIAL_TOKENS
+                )
                 # The encoder keeps its own copy of the ranks (in Rust); the Python dict of 200,000
                 # entries is kept only for pickling, which nothing here does: 28 MB of RSS per process.
                 del encoding._mergeable_ranks

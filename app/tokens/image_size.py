@@ -24,7 +24,7 @@ _SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
 def size_of_data_url(url: str) -> Size | None:
     """The size of a ``data:image/...;base64,`` URL's image, or None (not a data URL, or unreadable)."""
     match = _DATA_URL.match(url)
-    return size_of_base64(url[match.end():]) if match else None
+    return size_of_base64(url[match.end() :]) if match else None
 
 
 def size_of_base64(data: str) -> Size | None:
@@ -92,11 +92,11 @@ def _jpeg_size(data: bytes) -> Size | None:
             continue
         if marker in (0xD9, 0xDA):  # end of image, or start of scan before any frame header
             return None
-        length = struct.unpack(">H", data[i + 2:i + 4])[0]
+        length = struct.unpack(">H", data[i + 2 : i + 4])[0]
         if marker in _SOF:
             if i + 9 > len(data):
                 return None
-            height, width = struct.unpack(">HH", data[i + 5:i + 9])
+            height, width = struct.unpack(">HH", data[i + 5 : i + 9])
             return (width, height)
         i += 2 + length
     return None

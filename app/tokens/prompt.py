@@ -115,21 +115,99 @@ def _without_opaque(value: Any) -> Any:
 
 #: The top-level fields of each protocol that carry no prompt text of their own (or that the
 #: counter reads itself); any other is counted as text.
-_CHAT_FIELDS = frozenset({
-    "model", "messages", "tools", "functions", "response_format", "stream", "stream_options", "temperature", "top_p",
-    "n", "stop", "max_tokens", "max_completion_tokens", "presence_penalty", "frequency_penalty", "logit_bias",
-    "logprobs", "top_logprobs", "seed", "tool_choice", "function_call", "parallel_tool_calls", "user",
-    "reasoning_effort", "metadata", "store", "service_tier", "modalities", "audio", "prediction", "verbosity",
-    "web_search_options", "prompt_cache_key", "prompt_cache_retention", "safety_identifier"})
-_RESPONSES_FIELDS = frozenset({
-    "model", "input", "instructions", "tools", "text", "stream", "stream_options", "temperature", "top_p",
-    "max_output_tokens", "max_tool_calls", "tool_choice", "parallel_tool_calls", "reasoning", "store", "include",
-    "metadata", "user", "safety_identifier", "prompt_cache_key", "prompt_cache_retention", "previous_response_id",
-    "conversation", "background", "truncation", "service_tier", "top_logprobs"})
-_MESSAGES_FIELDS = frozenset({
-    "model", "messages", "system", "tools", "max_tokens", "stream", "temperature", "top_p", "top_k", "stop_sequences",
-    "tool_choice", "thinking", "metadata", "output_config", "service_tier", "context_management", "container",
-    "inference_geo", "cache_control"})
+_CHAT_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "functions",
+        "response_format",
+        "stream",
+        "stream_options",
+        "temperature",
+        "top_p",
+        "n",
+        "stop",
+        "max_tokens",
+        "max_completion_tokens",
+        "presence_penalty",
+        "frequency_penalty",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "seed",
+        "tool_choice",
+        "function_call",
+        "parallel_tool_calls",
+        "user",
+        "reasoning_effort",
+        "metadata",
+        "store",
+        "service_tier",
+        "modalities",
+        "audio",
+        "prediction",
+        "verbosity",
+        "web_search_options",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "safety_identifier",
+    }
+)
+_RESPONSES_FIELDS = frozenset(
+    {
+        "model",
+        "input",
+        "instructions",
+        "tools",
+        "text",
+        "stream",
+        "stream_options",
+        "temperature",
+        "top_p",
+        "max_output_tokens",
+        "max_tool_calls",
+        "tool_choice",
+        "parallel_tool_calls",
+        "reasoning",
+        "store",
+        "include",
+        "metadata",
+        "user",
+        "safety_identifier",
+        "prompt_cache_key",
+        "prompt_cache_retention",
+        "previous_response_id",
+        "conversation",
+        "background",
+        "truncation",
+        "service_tier",
+        "top_logprobs",
+    }
+)
+_MESSAGES_FIELDS = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "max_tokens",
+        "stream",
+        "temperature",
+        "top_p",
+        "top_k",
+        "stop_sequences",
+        "tool_choice",
+        "thinking",
+        "metadata",
+        "output_config",
+        "service_tier",
+        "context_management",
+        "container",
+        "inference_geo",
+        "cache_control",
+    }
+)
 
 
 def _enum_values(schema: Any) -> int:
@@ -144,6 +222,7 @@ def _enum_values(schema: Any) -> int:
 
 
 # -- Chat Completions --------------------------------------------------------------------------------
+
 
 def chat_prompt(body: dict[str, Any], rules: Rules) -> Tally:
     tally = Tally(rules)
@@ -196,6 +275,7 @@ def _is_schema(response_format: Any) -> bool:
 
 
 # -- Responses ---------------------------------------------------------------------------------------
+
 
 def responses_prompt(body: dict[str, Any], rules: Rules) -> Tally:
     tally = Tally(rules)
@@ -258,6 +338,7 @@ def _responses_content(tally: Tally, content: Any) -> None:
 
 
 # -- Anthropic Messages ------------------------------------------------------------------------------
+
 
 def messages_prompt(body: dict[str, Any], rules: Rules) -> Tally:
     tally = Tally(rules)

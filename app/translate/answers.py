@@ -20,8 +20,12 @@ from app.upstream.base import Answer
 from domain.pricing import TokenUsage
 
 
-def read_passed(answer: Answer, usage_of: Callable[[Any, Answer], TokenUsage | None],
-                reasoning_of: Callable[[Any], int], decode: Callable[[dict[str, Any]], c.Response]) -> c.Response:
+def read_passed(
+    answer: Answer,
+    usage_of: Callable[[Any, Answer], TokenUsage | None],
+    reasoning_of: Callable[[Any], int],
+    decode: Callable[[dict[str, Any]], c.Response],
+) -> c.Response:
     """What the bill needs of an answer: its reported usage (``usage_of`` the answer's ``usage`` and
     whatever other member it needs, such as the tier served; the parts left empty: nothing is
     counted when the upstream counted), or, without one, the whole answer decoded (``decode``) to count."""

@@ -4,7 +4,7 @@ It holds what the three protocols share — system text, turns of text, images, 
 calls and their results, reasoning, sampling parameters, limits — with finish reasons in the
 OpenAI vocabulary (``stop``, ``length``, ``tool_calls``, ``content_filter``). Anything a protocol
 has that the others cannot express is either mapped (reasoning effort ↔ thinking budgets, tool
-namespaces ↔ flat names) or dropped at the edge, and the edge says which (README, "Translation").
+namespaces ↔ flat names) or dropped at the edge, and the edge says which (docs/api.md, "Translation").
 
 It is only used when a request goes to an upstream of another protocol: a request to an upstream
 of its own protocol passes through untouched, whatever it carries.
@@ -256,8 +256,7 @@ class UsageReported:
     partial: bool = False
 
 
-Event = (TextDelta | ThinkingDelta | ThinkingSealed | ToolCallStarted | ToolArgumentsDelta | Finished
-         | UsageReported)
+Event = TextDelta | ThinkingDelta | ThinkingSealed | ToolCallStarted | ToolArgumentsDelta | Finished | UsageReported
 
 
 def deliver(event: Event, delivered: Delivered) -> None:

@@ -43,7 +43,10 @@ from domain.settings import Model
 
 #: The headers of each wire that say which version of it, and which betas, the client speaks.
 VERSION_HEADERS: dict[str, tuple[str, ...]] = {
-    "chat": ("openai-beta",), "responses": ("openai-beta",), "messages": ("anthropic-version", "anthropic-beta")}
+    "chat": ("openai-beta",),
+    "responses": ("openai-beta",),
+    "messages": ("anthropic-version", "anthropic-beta"),
+}
 
 
 @dataclass
@@ -63,16 +66,25 @@ class Exchange:
 
 
 _DECODERS: dict[str, Callable[[dict[str, Any]], c.Response]] = {
-    "chat": chat_response_to_canonical, "messages": message_to_canonical, "responses": response_to_canonical}
+    "chat": chat_response_to_canonical,
+    "messages": message_to_canonical,
+    "responses": response_to_canonical,
+}
 _READERS: dict[str, Callable[[], EventReader]] = {
-    "chat": ChatChunkReader, "messages": MessagesEventReader, "responses": ResponsesEventReader}
+    "chat": ChatChunkReader,
+    "messages": MessagesEventReader,
+    "responses": ResponsesEventReader,
+}
 _TO_CANONICAL: dict[str, Callable[[dict[str, Any]], c.Request]] = {
-    "chat": chat_request_to_canonical, "messages": messages_request_to_canonical,
-    "responses": responses_request_to_canonical}
+    "chat": chat_request_to_canonical,
+    "messages": messages_request_to_canonical,
+    "responses": responses_request_to_canonical,
+}
 
 
-def plan(model: Model, wire: str, protocol: Wire, body: dict[str, Any], headers: Mapping[str, str],
-         prompt_tokens: int) -> Exchange:
+def plan(
+    model: Model, wire: str, protocol: Wire, body: dict[str, Any], headers: Mapping[str, str], prompt_tokens: int
+) -> Exchange:
     """The exchange for a request in ``protocol`` to a model whose upstream speaks ``wire``; ``headers``
     are the client's (looked up by lower-case name: the server's headers ignore case)."""
     if wire == protocol:
@@ -105,21 +117,35 @@ def _passthrough(model: Model, wire: Wire, body: dict[str, Any], client_headers:
     include_usage = _include_usage(body)
     if wire == "chat" and stream:  # the upstream's usage is what the charge is made from
         forward["stream_options"] = {**(body.get("stream_options") or {}), "include_usage": True}
-    read = {"chat": chat_pass.read_answer, "messages": messages_pass.read_answer,
-            "responses": responses_pass.read_answer}[wire]
-    render = {"chat": chat_pass.render_answer, "messages": messages_pass.render_answer,
-              "responses": responses_pass.render_answer}[wire]
+    read = {
+        "chat": chat_pass.read_answer,
+        "messages": messages_pass.read_answer,
+        "responses": responses_pass.read_answer,
+    }[wire]
+    render = {
+        "chat": chat_pass.render_answer,
+        "messages": messages_pass.render_answer,
+        "responses": responses_pass.render_answer,
+    }[wire]
     relays: dict[str, Callable[[], StreamRelay]] = {
         "chat": lambda: chat_pass.ChatPassThrough(model.id, include_usage),
         "messages": lambda: messages_pass.MessagesPassThrough(model.id),
-        "responses": lambda: CanonicalRelay(ResponsesEventReader(), responses_pass.ResponsesPassThrough(model.id),
-                                            pure_finish=True),
+        "responses": lambda: CanonicalRelay(
+            ResponsesEventReader(), responses_pass.ResponsesPassThrough(model.id), pure_finish=True
+        ),
     }
     return Exchange(
-        body=forward, headers=headers, stream=stream, passthrough_wire=wire, decode=read,
-        render=lambda answer, resp, extra: render(answer, model.id, resp.usage or TokenUsage(0, 0),
-                                                  resp.reasoning_tokens, extra),
-        relay=relays[wire], dropped_tools=dropped)
+        body=forward,
+        headers=headers,
+        stream=stream,
+        passthrough_wire=wire,
+        decode=read,
+        render=lambda answer, resp, extra: render(
+            answer, model.id, resp.usage or TokenUsage(0, 0), resp.reasoning_tokens, extra
+        ),
+        relay=relays[wire],
+        dropped_tools=dropped,
+    )
 
 
 class _NamedReader:
@@ -143,8 +169,9 @@ def _upstream_body(req: c.Request, wire: str, model: Model, names: tools.ToolNam
     return canonical_to_chat_body(req, model.id, names)
 
 
-def _translated(model: Model, wire: str, protocol: Wire, req: c.Request, body: dict[str, Any],
-                prompt_tokens: int) -> Exchange:
+def _translated(
+    model: Model, wire: str, protocol: Wire, req: c.Request, body: dict[str, Any], prompt_tokens: int
+) -> Exchange:
     names = tools.ToolNames(req.tools, flatten=wire != "responses")
     decoder = _DECODERS[wire]
     reader = _READERS[wire]
@@ -162,6 +189,12 @@ def _translated(model: Model, wire: str, protocol: Wire, req: c.Request, body: d
         render = lambda answer, resp, extra: encode(canonical_to_response(resp, shell, extra))  # noqa: E731
         writer = lambda: ResponsesStreamWriter(shell)  # noqa: E731
     return Exchange(
-        body=_upstream_body(req, wire, model, names), headers={}, stream=req.stream, passthrough_wire=None,
-        decode=lambda answer: names.answer(decoder(answer.json())), render=render,
-        relay=lambda: CanonicalRelay(_NamedReader(reader(), names), writer()), dropped_tools=req.dropped_tools)
+        body=_upstream_body(req, wire, model, names),
+        headers={},
+        stream=req.stream,
+        passthrough_wire=None,
+        decode=lambda answer: names.answer(decoder(answer.json())),
+        render=render,
+        relay=lambda: CanonicalRelay(_NamedReader(reader(), names), writer()),
+        dropped_tools=req.dropped_tools,
+    )

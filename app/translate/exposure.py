@@ -15,8 +15,12 @@ HELD_TOOL_CALLS = 5
 #: Tier names a request uses for the base price (OpenAI's ``default``, Anthropic's ``standard_only``).
 _BASE_ONLY = frozenset({"default", "standard_only"})
 #: The billed tool a declared built-in tool's type (its prefix) stands for, by wire.
-_TOOLS = {"web_search": "web_search", "web_fetch": "web_fetch", "file_search": "file_search",
-          "code_interpreter": "code_interpreter"}
+_TOOLS = {
+    "web_search": "web_search",
+    "web_fetch": "web_fetch",
+    "file_search": "file_search",
+    "code_interpreter": "code_interpreter",
+}
 
 
 def exposure_of(body: dict[str, Any], wire: str) -> Exposure:

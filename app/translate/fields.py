@@ -24,8 +24,9 @@ def typed(value: Any, kind: type[T] | tuple[type, ...], where: str) -> T | None:
         raise InvalidRequest(f"Invalid type for '{where}': expected a number, but got a boolean.", param=where)
     if not isinstance(value, kind):
         expected = _NAMES.get(kind, "a number") if isinstance(kind, type) else "a number"
-        raise InvalidRequest(f"Invalid type for '{where}': expected {expected}, but got {type(value).__name__}.",
-                             param=where)
+        raise InvalidRequest(
+            f"Invalid type for '{where}': expected {expected}, but got {type(value).__name__}.", param=where
+        )
     return cast(T, value)  # checked just above (a tuple of kinds leaves T open: number() reads it as a float)
 
 
@@ -40,8 +41,9 @@ def number(body: dict[str, Any], key: str) -> float | None:
 def present(value: Any, kind: type[T], where: str) -> T:
     """``value`` if it is of ``kind``; anything else, None included, is a 400 naming ``where``."""
     if value is None:
-        raise InvalidRequest(f"Invalid type for '{where}': expected {_NAMES.get(kind, 'a value')}, but got null.",
-                             param=where)
+        raise InvalidRequest(
+            f"Invalid type for '{where}': expected {_NAMES.get(kind, 'a value')}, but got null.", param=where
+        )
     return cast(T, typed(value, kind, where))  # never None: None was refused above
 
 
@@ -75,11 +77,15 @@ def string_map(value: Any, where: str) -> dict[str, Any] | None:
 
 def function_tool(spec: dict[str, Any], where: str, namespace: str | None = None, custom: bool = False) -> c.Tool:
     """A tool the client runs (``spec``: its name, description, parameters, format, strictness)."""
-    return c.Tool(present(spec.get("name"), str, f"{where}.name"),
-                  typed(spec.get("description"), str, f"{where}.description"),
-                  typed(spec.get("parameters"), dict, f"{where}.parameters") or {}, namespace, custom=custom,
-                  format=typed(spec.get("format"), dict, f"{where}.format"),
-                  strict=typed(spec.get("strict"), bool, f"{where}.strict"))
+    return c.Tool(
+        present(spec.get("name"), str, f"{where}.name"),
+        typed(spec.get("description"), str, f"{where}.description"),
+        typed(spec.get("parameters"), dict, f"{where}.parameters") or {},
+        namespace,
+        custom=custom,
+        format=typed(spec.get("format"), dict, f"{where}.format"),
+        strict=typed(spec.get("strict"), bool, f"{where}.strict"),
+    )
 
 
 def openai_parameters(body: dict[str, Any], req: c.Request) -> None:

@@ -28,7 +28,7 @@ def _pack(prefix: str, state: dict[str, str | None]) -> str:
 
 def _unpack(prefix: str, value: str) -> dict[str, str] | None:
     try:
-        state = json.loads(base64.urlsafe_b64decode(value[len(prefix):].encode()))
+        state = json.loads(base64.urlsafe_b64decode(value[len(prefix) :].encode()))
     except (ValueError, UnicodeDecodeError):
         return None
     return state if isinstance(state, dict) else None
@@ -39,8 +39,9 @@ def encrypted_content(thinking: c.Thinking) -> str | None:
     if thinking.openai:
         return thinking.encrypted
     if thinking.anthropic:
-        return _pack(IN_ENCRYPTED, {"text": thinking.text, "signature": thinking.signature,
-                                    "redacted": thinking.redacted})
+        return _pack(
+            IN_ENCRYPTED, {"text": thinking.text, "signature": thinking.signature, "redacted": thinking.redacted}
+        )
     return None
 
 

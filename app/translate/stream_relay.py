@@ -72,8 +72,9 @@ def data_frame(data: bytes, event: bytes = b"") -> bytes:
     return b"event: " + event + b"\n" + lines if event else lines
 
 
-def relay_each(batch: list[StreamEvent],
-               relay_one: Callable[[StreamEvent], tuple[list[bytes], list[c.Event]]]) -> Relayed:
+def relay_each(
+    batch: list[StreamEvent], relay_one: Callable[[StreamEvent], tuple[list[bytes], list[c.Event]]]
+) -> Relayed:
     """A batch relayed event by event, until one cannot be read."""
     frames: list[bytes] = []
     events: list[c.Event] = []

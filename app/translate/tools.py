@@ -60,20 +60,25 @@ class ToolNames:
         raise InvalidRequest(f"Too many tools named like {flat!r}.", param="tools")
 
     def upstream_name(self, name: str, namespace: str | None = None) -> str:
-        return self._names.get((namespace, name), name if not self.flatten or namespace is None
-                               else f"{namespace}{SEPARATOR}{name}")
+        return self._names.get(
+            (namespace, name), name if not self.flatten or namespace is None else f"{namespace}{SEPARATOR}{name}"
+        )
 
     def definition(self, tool: c.Tool) -> tuple[str, str | None, dict[str, Any]]:
         """(name, description, JSON schema) of a tool as a plain function at the upstream (a tool
         without parameters takes an empty object)."""
         if not (self.flatten and tool.custom):
-            return (self.upstream_name(tool.name, tool.namespace), tool.description,
-                    tool.parameters or {"type": "object", "properties": {}})
+            return (
+                self.upstream_name(tool.name, tool.namespace),
+                tool.description,
+                tool.parameters or {"type": "object", "properties": {}},
+            )
         description = tool.description or ""
         fmt = tool.format or {}
         if fmt.get("type") == "grammar":
-            description += (f"\n\nThe `input` is text in this {fmt.get('syntax', 'grammar')} grammar:\n"
-                            f"{fmt.get('definition', '')}")
+            description += (
+                f"\n\nThe `input` is text in this {fmt.get('syntax', 'grammar')} grammar:\n{fmt.get('definition', '')}"
+            )
         return self.upstream_name(tool.name, tool.namespace), description.strip() or None, _CUSTOM_PARAMETERS
 
     def call_arguments(self, call: c.ToolCall) -> str:
@@ -190,8 +195,10 @@ def policy(setting: str | None, *, passthrough: bool) -> str:
 
 def refuse_builtins(names: list[str], model_id: str) -> None:
     if names:
-        raise InvalidRequest(f"The model `{model_id}` does not take built-in tools ({', '.join(names)}); "
-                             "remove them from 'tools'.", param="tools")
+        raise InvalidRequest(
+            f"The model `{model_id}` does not take built-in tools ({', '.join(names)}); remove them from 'tools'.",
+            param="tools",
+        )
 
 
 def settle_builtins(req: c.Request, setting: str | None, model_id: str) -> None:

@@ -11,5 +11,13 @@ from app.upstream.base import Answer, RawStream, StreamEvent, Upstream
 from app.upstream.demo import DemoUpstream
 from app.upstream.openai import OpenAIResponsesUpstream, OpenAIUpstream
 
-__all__ = ["Answer", "AnthropicUpstream", "DemoUpstream", "OpenAIResponsesUpstream", "OpenAIUpstream", "RawStream",
-           "StreamEvent", "Upstream"]
+__all__ = [
+    "Answer",
+    "AnthropicUpstream",
+    "DemoUpstream",
+    "OpenAIResponsesUpstream",
+    "OpenAIUpstream",
+    "RawStream",
+    "StreamEvent",
+    "Upstream",
+]

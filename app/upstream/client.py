@@ -26,6 +26,7 @@ from app.upstream.connections import Attempt, WatchedConnector, unwatched, watch
 
 log = logging.getLogger("tollgate.upstream")
 
+
 @dataclass(frozen=True, slots=True)
 class Timeouts:
     """Seconds: to connect, and to wait for each read (a stream may last longer in all)."""
@@ -75,8 +76,9 @@ class UpstreamClient:
         loop = asyncio.get_running_loop()
         session, fresh = self._session, self._fresh
         if session is None or fresh is None or session.closed or self._loop is not loop:
-            pooled = WatchedConnector(limit=self._max_connections, limit_per_host=0,
-                                      keepalive_timeout=self._keepalive_expiry)
+            pooled = WatchedConnector(
+                limit=self._max_connections, limit_per_host=0, keepalive_timeout=self._keepalive_expiry
+            )
             session = self._session = _session(pooled)
             fresh = self._fresh = _session(aiohttp.TCPConnector(limit=self._max_connections, force_close=True))
             self._loop = loop
@@ -97,8 +99,12 @@ class UpstreamClient:
         except FAILURES as exc:
             if not attempt.may_retry(exc):
                 raise transport_failure(exc) from exc
-            log.debug("%s: %s before any answer on a %s connection; sending it again on a fresh one", url,
-                      transport_failure(exc).description, "reused" if attempt.reused else "refused")
+            log.debug(
+                "%s: %s before any answer on a %s connection; sending it again on a fresh one",
+                url,
+                transport_failure(exc).description,
+                "reused" if attempt.reused else "refused",
+            )
         finally:
             unwatched(token)
         try:
@@ -117,8 +123,11 @@ class UpstreamClient:
 def _session(connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:
     # Nothing added behind the adapters' backs: no User-Agent, no Accept-Encoding (bodies are relayed
     # as they come), no total timeout (a long stream is fine while bytes keep coming).
-    return aiohttp.ClientSession(connector=connector, skip_auto_headers=("User-Agent", "Accept-Encoding"),
-                                 timeout=aiohttp.ClientTimeout(total=None))
+    return aiohttp.ClientSession(
+        connector=connector,
+        skip_auto_headers=("User-Agent", "Accept-Encoding"),
+        timeout=aiohttp.ClientTimeout(total=None),
+    )
 
 
 async def read_body(response: aiohttp.ClientResponse) -> bytes:

@@ -52,26 +52,32 @@ class DemoUpstream:
 
     async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         pieces, finish, usage = self._answer(body)
-        return Answer.of({
-            "id": "chatcmpl-" + secrets.token_hex(12),
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": "".join(pieces), "refusal": None},
-                    "logprobs": None,
-                    "finish_reason": finish,
-                }
-            ],
-            "usage": usage,
-        })
+        return Answer.of(
+            {
+                "id": "chatcmpl-" + secrets.token_hex(12),
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "".join(pieces), "refusal": None},
+                        "logprobs": None,
+                        "finish_reason": finish,
+                    }
+                ],
+                "usage": usage,
+            }
+        )
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> _DemoStream:
         pieces, finish, usage = self._answer(body)
-        base = {"id": "chatcmpl-" + secrets.token_hex(12), "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": body["model"]}
+        base = {
+            "id": "chatcmpl-" + secrets.token_hex(12),
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body["model"],
+        }
 
         def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
             return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}

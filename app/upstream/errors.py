@@ -25,8 +25,15 @@ def error_from_status(status: int, content: bytes, retry_after: str | None) -> G
     any other 4xx refuses the request itself, or the gateway's key, and no other deployment is tried."""
     error = _from_status(status, content, retry_after)
     error.failover = status >= 500 or status == 429
-    error.upstream_kind = ("rate_limited" if status == 429 else "overloaded" if status in (503, 529)
-                           else "rejected_key" if status in (401, 403) else f"status_{status // 100}xx")
+    error.upstream_kind = (
+        "rate_limited"
+        if status == 429
+        else "overloaded"
+        if status in (503, 529)
+        else "rejected_key"
+        if status in (401, 403)
+        else f"status_{status // 100}xx"
+    )
     return error
 
 

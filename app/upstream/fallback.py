@@ -63,8 +63,14 @@ class FallbackUpstream:
     name. All deployments speak the same wire (the configuration refuses a mix).
     """
 
-    def __init__(self, model_id: str, deployments: Sequence[Deployment], *, max_attempts: int | None = None,
-                 rng: random.Random | None = None) -> None:
+    def __init__(
+        self,
+        model_id: str,
+        deployments: Sequence[Deployment],
+        *,
+        max_attempts: int | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
         if not deployments:
             raise ValueError(f"model {model_id!r} has no deployments")
         wires = {d.adapter.wire for d in deployments}
@@ -101,9 +107,18 @@ class FallbackUpstream:
                     record.upstream_failed(exc.upstream_kind)
                 if not exc.failover or attempt == len(order) - 1:
                     raise
-                delay = min(BACKOFF_CAP, BACKOFF * 2 ** attempt) * self._rng.uniform(0.5, 1.0)
-                log.warning("model %s: deployment %d failed before answering (%s: %s); trying deployment %d "
-                            "in %.0f ms (attempt %d of %d)", self.model_id, index, exc.status, exc.message,
-                            order[attempt + 1], delay * 1000, attempt + 2, len(order))
+                delay = min(BACKOFF_CAP, BACKOFF * 2**attempt) * self._rng.uniform(0.5, 1.0)
+                log.warning(
+                    "model %s: deployment %d failed before answering (%s: %s); trying deployment %d "
+                    "in %.0f ms (attempt %d of %d)",
+                    self.model_id,
+                    index,
+                    exc.status,
+                    exc.message,
+                    order[attempt + 1],
+                    delay * 1000,
+                    attempt + 2,
+                    len(order),
+                )
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable: the last attempt returns or raises")

@@ -66,8 +66,14 @@ class HttpUpstream:
             raise error
         return response
 
-    def _sse(self, response: aiohttp.ClientResponse, *, suspect: tuple[bytes, ...],
-             is_last: Callable[[StreamEvent], bool], error_of: Callable[[StreamEvent], object | None]) -> SSEStream:
+    def _sse(
+        self,
+        response: aiohttp.ClientResponse,
+        *,
+        suspect: tuple[bytes, ...],
+        is_last: Callable[[StreamEvent], bool],
+        error_of: Callable[[StreamEvent], object | None],
+    ) -> SSEStream:
         return SSEStream(response, wire=self.wire, suspect=suspect, is_last=is_last, error_of=error_of)
 
     async def aclose(self) -> None:
@@ -84,8 +90,15 @@ class SSEStream:
     ``suspect`` (text the end or an error is written with: ``"error"``, the final event's type), so
     that most events are never decoded here."""
 
-    def __init__(self, response: aiohttp.ClientResponse, *, wire: str, suspect: tuple[bytes, ...],
-                 is_last: Callable[[StreamEvent], bool], error_of: Callable[[StreamEvent], object | None]) -> None:
+    def __init__(
+        self,
+        response: aiohttp.ClientResponse,
+        *,
+        wire: str,
+        suspect: tuple[bytes, ...],
+        is_last: Callable[[StreamEvent], bool],
+        error_of: Callable[[StreamEvent], object | None],
+    ) -> None:
         self._response = response
         self._wire = wire
         self._suspects = suspect
@@ -118,7 +131,7 @@ class SSEStream:
         the failure is raised once the events before it were yielded)."""
         end = False
         if b"[DONE]" in found:
-            found, end = found[:found.index(b"[DONE]")], True
+            found, end = found[: found.index(b"[DONE]")], True
         suspects = self._suspects
         joined = b"\n".join(found)
         if not any(text in joined for text in suspects):

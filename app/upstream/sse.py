@@ -39,14 +39,17 @@ class SSEParser:
         if end < 0:
             self._pending = chunk
             return []
-        done, self._pending = chunk[:end], chunk[end + 2:]
+        done, self._pending = chunk[:end], chunk[end + 2 :]
         blocks = done.split(b"\n\n")
         lines, count = done.count(b"\n"), len(blocks)
         if lines == 2 * (count - 1) and (b"\n\n" + done).count(b"\n\ndata: ") == count:
             return [block[6:] for block in blocks]  # every event one data line (OpenAI's)
-        if (lines == 3 * count - 2 and (b"\n\n" + done).count(b"\n\nevent: ") == count
-                and done.count(b"\ndata: ") == count):  # an event line, then a data line (Anthropic's)
-            return [block[block.index(b"\ndata: ") + 7:] for block in blocks]
+        if (
+            lines == 3 * count - 2
+            and (b"\n\n" + done).count(b"\n\nevent: ") == count
+            and done.count(b"\ndata: ") == count
+        ):  # an event line, then a data line (Anthropic's)
+            return [block[block.index(b"\ndata: ") + 7 :] for block in blocks]
         found = []
         for block in blocks:
             data = event_data(block)

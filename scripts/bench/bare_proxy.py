@@ -74,12 +74,22 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         content_type = response.headers.get("content-type", "application/json").encode()
         if not content_type.startswith(b"text/event-stream"):
             body = await response.read()
-            await send({"type": "http.response.start", "status": response.status,
-                        "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": response.status,
+                    "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode())],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
-        await send({"type": "http.response.start", "status": response.status,
-                    "headers": [(b"content-type", content_type), (b"cache-control", b"no-cache")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": response.status,
+                "headers": [(b"content-type", content_type), (b"cache-control", b"no-cache")],
+            }
+        )
         pending = b""
         async for data in response.content.iter_any():
             pending += data
@@ -102,8 +112,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     os.environ[UPSTREAM_ENV] = args.upstream  # read by every worker
     print(f"bare proxy on http://{args.host}:{args.port} -> {args.upstream}", flush=True)
-    uvicorn.run("scripts.bench.bare_proxy:app", host=args.host, port=args.port, workers=args.workers,
-                log_level="warning", access_log=False)
+    uvicorn.run(
+        "scripts.bench.bare_proxy:app",
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level="warning",
+        access_log=False,
+    )
 
 
 if __name__ == "__main__":

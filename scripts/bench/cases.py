@@ -36,16 +36,32 @@ class Case:
 
 
 def _chat(model: str, **extra: object) -> dict[str, object]:
-    return {"model": model, "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}],
-            "max_tokens": 64, **extra}
+    return {
+        "model": model,
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}],
+        "max_tokens": 64,
+        **extra,
+    }
 
 
-CASES = {case.name: case for case in (
-    Case("chat", "chat completions → openai", "/v1/chat/completions", _chat(GPT)),
-    Case("chat_stream", "chat completions, 20-chunk stream → openai", "/v1/chat/completions",
-         _chat(GPT, stream=True, stream_options={"include_usage": True}), stream=True),
-    Case("messages", "messages → anthropic", "/v1/messages",
-         {"model": CLAUDE, "max_tokens": 64, "system": SYSTEM, "messages": [{"role": "user", "content": QUESTION}]},
-         anthropic=True),
-    Case("cross", "chat completions → anthropic (translated)", "/v1/chat/completions", _chat(CLAUDE)),
-)}
+CASES = {
+    case.name: case
+    for case in (
+        Case("chat", "chat completions → openai", "/v1/chat/completions", _chat(GPT)),
+        Case(
+            "chat_stream",
+            "chat completions, 20-chunk stream → openai",
+            "/v1/chat/completions",
+            _chat(GPT, stream=True, stream_options={"include_usage": True}),
+            stream=True,
+        ),
+        Case(
+            "messages",
+            "messages → anthropic",
+            "/v1/messages",
+            {"model": CLAUDE, "max_tokens": 64, "system": SYSTEM, "messages": [{"role": "user", "content": QUESTION}]},
+            anthropic=True,
+        ),
+        Case("cross", "chat completions → anthropic (translated)", "/v1/chat/completions", _chat(CLAUDE)),
+    )
+}

@@ -34,13 +34,17 @@ _STREAM = re.compile(rb'"stream"\s*:\s*true')
 
 
 def _response(status: str, content_type: str, body: bytes) -> bytes:
-    return (f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {len(body)}\r\n"
-            "connection: keep-alive\r\n\r\n").encode() + body
+    return (
+        f"HTTP/1.1 {status}\r\ncontent-type: {content_type}\r\ncontent-length: {len(body)}\r\n"
+        "connection: keep-alive\r\n\r\n"
+    ).encode() + body
 
 
 def _sse_response(events: list[bytes]) -> bytes:
-    head = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
-            b"transfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n")
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\n"
+        b"transfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n"
+    )
     return head + b"".join(b"%x\r\n%s\r\n" % (len(e), e) for e in events) + b"0\r\n\r\n"
 
 
@@ -49,25 +53,52 @@ def _json(obj: object) -> bytes:
 
 
 def chat_completion() -> bytes:
-    usage = {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": COMPLETION_TOKENS,
-             "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS}
-    return _response("200 OK", "application/json", _json({
-        "id": "chatcmpl-bench", "object": "chat.completion", "created": 1_700_000_000, "model": "gpt-x",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": TEXT}, "logprobs": None,
-                     "finish_reason": "stop"}],
-        "usage": usage, "system_fingerprint": "fp_bench"}))
+    usage = {
+        "prompt_tokens": PROMPT_TOKENS,
+        "completion_tokens": COMPLETION_TOKENS,
+        "total_tokens": PROMPT_TOKENS + COMPLETION_TOKENS,
+    }
+    return _response(
+        "200 OK",
+        "application/json",
+        _json(
+            {
+                "id": "chatcmpl-bench",
+                "object": "chat.completion",
+                "created": 1_700_000_000,
+                "model": "gpt-x",
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": TEXT},
+                        "logprobs": None,
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": usage,
+                "system_fingerprint": "fp_bench",
+            }
+        ),
+    )
 
 
 def chat_stream() -> bytes:
     def chunk(delta: dict[str, object], finish: str | None = None, choices: bool = True, **extra: object) -> bytes:
-        body = {"id": "chatcmpl-bench", "object": "chat.completion.chunk", "created": 1_700_000_000,
-                "model": "gpt-x", "system_fingerprint": "fp_bench",
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}] if choices else [],
-                **extra}
+        body = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": "gpt-x",
+            "system_fingerprint": "fp_bench",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}] if choices else [],
+            **extra,
+        }
         return b"data: " + _json(body) + b"\n\n"
 
-    events = [chunk({"role": "assistant", "content": WORDS[0]} if i == 0 else {"content": w}, usage=None)
-              for i, w in enumerate(WORDS)]
+    events = [
+        chunk({"role": "assistant", "content": WORDS[0]} if i == 0 else {"content": w}, usage=None)
+        for i, w in enumerate(WORDS)
+    ]
     events.append(chunk({}, "stop", usage=None))
     events.append(
         chunk(
@@ -85,33 +116,77 @@ def chat_stream() -> bytes:
 
 
 def anthropic_message() -> bytes:
-    return _response("200 OK", "application/json", _json({
-        "id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-x",
-        "content": [{"type": "text", "text": TEXT}], "stop_reason": "end_turn", "stop_sequence": None,
-        "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": COMPLETION_TOKENS}}))
+    return _response(
+        "200 OK",
+        "application/json",
+        _json(
+            {
+                "id": "msg_bench",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-x",
+                "content": [{"type": "text", "text": TEXT}],
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": COMPLETION_TOKENS},
+            }
+        ),
+    )
 
 
 def anthropic_stream() -> bytes:
     def event(body: dict[str, object]) -> bytes:
         return b"event: " + str(body["type"]).encode() + b"\ndata: " + _json(body) + b"\n\n"
 
-    events = [event({"type": "message_start", "message": {
-        "id": "msg_bench", "type": "message", "role": "assistant", "model": "claude-x", "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1}}}),
-        event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})]
-    events += [event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}})
-               for w in WORDS]
-    events += [event({"type": "content_block_stop", "index": 0}),
-               event({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                      "usage": {"output_tokens": COMPLETION_TOKENS}}),
-               event({"type": "message_stop"})]
+    events = [
+        event(
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_bench",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "claude-x",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1},
+                },
+            }
+        ),
+        event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+    ]
+    events += [
+        event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}}) for w in WORDS
+    ]
+    events += [
+        event({"type": "content_block_stop", "index": 0}),
+        event(
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": COMPLETION_TOKENS},
+            }
+        ),
+        event({"type": "message_stop"}),
+    ]
     return _sse_response(events)
 
 
 def models() -> bytes:
-    return _response("200 OK", "application/json", _json({"object": "list", "data": [
-        {"id": "gpt-x", "object": "model", "created": 1_700_000_000, "owned_by": "bench"},
-        {"id": "claude-x", "object": "model", "created": 1_700_000_000, "owned_by": "bench"}]}))
+    return _response(
+        "200 OK",
+        "application/json",
+        _json(
+            {
+                "object": "list",
+                "data": [
+                    {"id": "gpt-x", "object": "model", "created": 1_700_000_000, "owned_by": "bench"},
+                    {"id": "claude-x", "object": "model", "created": 1_700_000_000, "owned_by": "bench"},
+                ],
+            }
+        ),
+    )
 
 
 #: path → (plain answer, streamed answer)

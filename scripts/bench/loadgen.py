@@ -23,7 +23,7 @@ import functools
 import multiprocessing
 import time
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from multiprocessing.connection import Connection
 from typing import Any, cast
 
@@ -33,8 +33,30 @@ import uvloop
 
 def render_request(host: str, port: int, path: str, body: bytes, headers: dict[str, str]) -> bytes:
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    return (f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n{head}"
-            f"content-length: {len(body)}\r\n\r\n").encode() + body
+    return (
+        f"POST {path} HTTP/1.1\r\nhost: {host}:{port}\r\ncontent-type: application/json\r\n{head}"
+        f"content-length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where the load goes: a server's address."""
+
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    """What a run sends and how hard: ``request`` (rendered bytes, or one per team's key, connection
+    ``i`` sending the ``i``-th modulo their number) over ``connections`` closed loops for ``duration``
+    seconds, paced to ``rate`` requests per second in all when it is above 0."""
+
+    request: bytes | list[bytes]
+    connections: int
+    duration: float
+    rate: float = 0.0
 
 
 @dataclass
@@ -162,38 +184,48 @@ class _Run:
             self.all_done.set_result(None)
 
 
-async def run_load(host: str, port: int, request: bytes | list[bytes], connections: int, duration: float,
-                   rate: float = 0.0) -> dict[str, Any]:
-    """Drive ``connections`` closed loops for ``duration`` seconds; each finishes the request it has
-    in flight, so every request the server accepted is answered and counted. Given several requests
-    (one per team's key), connection ``i`` sends the ``i``-th modulo their number."""
+async def run_load(target: Target, load: Load) -> dict[str, Any]:
+    """Drive ``load.connections`` closed loops for ``load.duration`` seconds; each finishes the request
+    it has in flight, so every request the server accepted is answered and counted. Given several
+    requests (one per team's key), connection ``i`` sends the ``i``-th modulo their number."""
     loop = asyncio.get_running_loop()
-    run = _Run(loop, request, 0.0, connections / rate if rate else 0.0, connections, loop.create_future())
+    connections = load.connections
+    run = _Run(
+        loop, load.request, 0.0, connections / load.rate if load.rate else 0.0, connections, loop.create_future()
+    )
     clients = []
     for i in range(connections):
-        _, client = await loop.create_connection(functools.partial(_Client, run, i), host, port)
+        _, client = await loop.create_connection(functools.partial(_Client, run, i), target.host, target.port)
         clients.append(client)
     started = time.monotonic()
-    run.deadline = started + duration
+    run.deadline = started + load.duration
     run.last = started
     for i, client in enumerate(clients):
         if run.interval:  # spread paced connections over one interval
             client.next_at = started + run.interval * i / connections - run.interval
         client.send()
     await run.all_done
-    return {"ok": run.ok, "errors": run.errors, "seconds": max(run.last - started, 1e-9),
-            "latencies": run.latencies.tobytes(), "first_chunk": run.first_chunk.tobytes(),
-            "started": run.started.tobytes(), "ports": run.ports.tobytes(), "statuses": run.statuses}
+    return {
+        "ok": run.ok,
+        "errors": run.errors,
+        "seconds": max(run.last - started, 1e-9),
+        "latencies": run.latencies.tobytes(),
+        "first_chunk": run.first_chunk.tobytes(),
+        "started": run.started.tobytes(),
+        "ports": run.ports.tobytes(),
+        "statuses": run.statuses,
+    }
 
 
 def _worker(conn: Connection) -> None:
-    """A generator process: runs each command it is sent and answers with the result."""
+    """A generator process: runs each command it is sent (a ``Target`` and its ``Load``) and answers
+    with the result."""
     while True:
         command = conn.recv()
         if command is None:
             return
         try:
-            conn.send(uvloop.run(run_load(**command)))
+            conn.send(uvloop.run(run_load(*command)))
         except Exception as exc:  # noqa: BLE001 - reported to the orchestrator, which stops the benchmark
             conn.send({"error": f"{type(exc).__name__}: {exc}"})
 
@@ -216,19 +248,18 @@ class LoadGenerators:
     def pids(self) -> list[int]:
         return [p.pid for p in self._procs if p.pid is not None]
 
-    def run(self, host: str, port: int, request: bytes | list[bytes], connections: int, duration: float, *,
-            rate: float = 0.0, processes: int | None = None) -> Result:
+    def run(self, target: Target, load: Load, *, processes: int | None = None) -> Result:
         """Split the connections over ``processes`` generators (all by default, never more than
         there are connections) and merge what they measured. Several requests (one per team) are
         spread over all the connections: each generator starts where the one before left off."""
-        used = self._pipes[:max(1, min(processes or len(self._pipes), connections))]
+        request, connections = load.request, load.connections
+        used = self._pipes[: max(1, min(processes or len(self._pipes), connections))]
         shares = [connections // len(used) + (1 if i < connections % len(used) else 0) for i in range(len(used))]
         start = 0
         for pipe, share in zip(used, shares, strict=True):
             at = start % len(request)
             mine = request if isinstance(request, bytes) else request[at:] + request[:at]
-            pipe.send({"host": host, "port": port, "request": mine, "connections": share,
-                       "duration": duration, "rate": rate * share / connections})
+            pipe.send((target, replace(load, request=mine, connections=share, rate=load.rate * share / connections)))
             start += share
         result = Result()
         for pipe in used:

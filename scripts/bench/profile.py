@@ -70,9 +70,27 @@ def summarise_stacks(raw: str, top: int = 25) -> dict[str, Any]:
 
 def record(pid: int, seconds: float, out: Path, drive: Any) -> dict[str, Any]:
     """Sample ``pid`` (and its worker processes) while ``drive()`` puts it under load."""
-    spy = subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--duration", str(int(seconds) + 1),
-                            "--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking",
-                            "--subprocesses"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    spy = subprocess.Popen(
+        [
+            py_spy(),
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(int(seconds) + 1),
+            "--rate",
+            "250",
+            "--format",
+            "raw",
+            "--output",
+            str(out),
+            "--nonblocking",
+            "--subprocesses",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(0.5)  # attached
     drive()
     _, err = spy.communicate(timeout=120)
@@ -85,8 +103,11 @@ def render(case: str, profiles: dict[str, dict[str, Any]], top: int = 12) -> str
     """Tollgate's shares next to the floor's (py-spy samples at 250 Hz of every thread: a sample is
     4 ms of one thread running)."""
     lines = [f"\nWhere the CPU goes, {case} (py-spy, % of samples):"]
-    for title, key in (("self time by package", "self_by_package"), ("self time by function", "self"),
-                       ("project functions, inclusive", "project_inclusive")):
+    for title, key in (
+        ("self time by package", "self_by_package"),
+        ("self time by function", "self"),
+        ("project functions, inclusive", "project_inclusive"),
+    ):
         for target, prof in profiles.items():
             if prof[key]:
                 lines.append(f"  {target}, {title} ({prof['samples']} samples):")

@@ -28,13 +28,14 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
 from scripts.bench import servers
 from scripts.bench.cases import CASES, Case
-from scripts.bench.loadgen import LoadGenerators, render_request
+from scripts.bench.loadgen import Load, LoadGenerators, Target, render_request
 from scripts.bench.procstat import cpu_seconds, peak_rss_mb
 from scripts.bench.report import (
     check_targets,
@@ -78,13 +79,42 @@ class Plan:
         self.concurrency = QUICK["concurrency"] if quick and default_concurrency else args.concurrency
         self.warmup = QUICK["warmup"] if quick else min(1.0, self.duration)
         self.idle_seconds = QUICK["idle"] if quick else 4.0
+        self.services = servers.Services(args.postgres_url, args.redis_url)
         self.args = args
+
+
+@dataclass(frozen=True, slots=True)
+class Rig:
+    """What every configuration is measured with: the fast upstream, the load generators and the
+    work folder (logs, ledgers, timelines)."""
+
+    upstream: servers.Server
+    loadgens: LoadGenerators
+    workdir: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Settling:
+    """How far past its end a run's CPU is counted: ``seconds`` more, less what the server spends idle
+    over them (``idle_cpu``, CPU seconds per second); and the stall finder its requests go to, if any.
+    Tollgate's runs settle; the direct and floor runs do not."""
+
+    seconds: float = 0.0
+    idle_cpu: float = 0.0
+    stalls: StallFinder | None = None
+
+
+UNSETTLED = Settling()
 
 
 def _sanity(server: servers.Server, case: Case, key: str, billed: bool) -> None:
     """One request before measuring: the target must answer it properly (Tollgate: with its cost)."""
-    request = urllib.request.Request(server.url + case.path, data=case.body_bytes(), method="POST",
-                                     headers={"content-type": "application/json", **case.headers(key)})
+    request = urllib.request.Request(
+        server.url + case.path,
+        data=case.body_bytes(),
+        method="POST",
+        headers={"content-type": "application/json", **case.headers(key)},
+    )
     with urllib.request.urlopen(request, timeout=30) as answer:
         body = answer.read()
     if b"usage" not in body or (billed and b'"cost"' not in body):
@@ -93,23 +123,24 @@ def _sanity(server: servers.Server, case: Case, key: str, billed: bool) -> None:
         )
 
 
-def measure(loadgens: LoadGenerators, server: servers.Server, request: bytes | list[bytes], concurrency: int,
-            duration: float, settle: float = 0.0, idle_cpu: float = 0.0,
-            stalls: StallFinder | None = None) -> dict[str, Any]:
-    """One closed-loop run. CPU is counted from just before the run until ``settle`` seconds after
+def measure(
+    loadgens: LoadGenerators, server: servers.Server, load: Load, settling: Settling = UNSETTLED
+) -> dict[str, Any]:
+    """One closed-loop run. CPU is counted from just before the run until ``settling.seconds`` after
     it — work a server defers (Tollgate's audit history catches up every 2 s) belongs to the
     requests that caused it — less what the server spends idle over those settle seconds
-    (``idle_cpu``, CPU seconds per second: its timers), which no request caused."""
+    (``settling.idle_cpu``, CPU seconds per second: its timers), which no request caused."""
     pids = server.pids()
     before = cpu_seconds(pids)
-    result = loadgens.run("127.0.0.1", server.port, request, concurrency, duration)
-    if stalls is not None:
-        stalls.add(result)
-    if settle:
-        time.sleep(settle)
-    used = cpu_seconds(pids) - before - idle_cpu * settle
-    metrics = run_metrics(result.ok, result.errors, result.seconds, list(result.latencies), list(result.first_chunk),
-                          max(used, 0.0))
+    result = loadgens.run(Target("127.0.0.1", server.port), load)
+    if settling.stalls is not None:
+        settling.stalls.add(result)
+    if settling.seconds:
+        time.sleep(settling.seconds)
+    used = cpu_seconds(pids) - before - settling.idle_cpu * settling.seconds
+    metrics = run_metrics(
+        result.ok, result.errors, result.seconds, list(result.latencies), list(result.first_chunk), max(used, 0.0)
+    )
     metrics["statuses"] = {str(k): v for k, v in result.statuses.items() if k != 200}  # what the errors were
     return metrics
 
@@ -127,22 +158,33 @@ def idle_cpu(server: servers.Server, seconds: float) -> float:
 def _rss(server: servers.Server) -> dict[str, Any]:
     peaks = peak_rss_mb(server.pids())
     workers = {pid: mb for pid, mb in peaks.items() if pid != server.pid} or peaks
-    return {"max": max(workers.values()), "total": sum(peaks.values()), "processes": len(peaks),
-            "by_process": {str(pid): round(mb, 1) for pid, mb in peaks.items()}}
+    return {
+        "max": max(workers.values()),
+        "total": sum(peaks.values()),
+        "processes": len(peaks),
+        "by_process": {str(pid): round(mb, 1) for pid, mb in peaks.items()},
+    }
 
 
-def _requests(case: Case, targets: dict[str, servers.Server], key: str,
-              keys: list[str] | None = None) -> dict[str, bytes | list[bytes]]:
+def _requests(
+    case: Case, targets: dict[str, servers.Server], key: str, keys: list[str] | None = None
+) -> dict[str, bytes | list[bytes]]:
     """Each target's request; Tollgate's, given several teams' ``keys``, one per key (connection i uses key i mod N)."""
+
     def render(server: servers.Server, key: str) -> bytes:
         return render_request("127.0.0.1", server.port, case.path, case.body_bytes(), case.headers(key))
 
-    return {name: ([render(server, k) for k in keys] if keys and len(keys) > 1 else render(server, key))
-            if name == "tollgate" else render(server, "bench") for name, server in targets.items()}
+    return {
+        name: ([render(server, k) for k in keys] if keys and len(keys) > 1 else render(server, key))
+        if name == "tollgate"
+        else render(server, "bench")
+        for name, server in targets.items()
+    }
 
 
-def _profile(plan: Plan, targets: dict[str, servers.Server], key: str, loadgens: LoadGenerators,
-             label: str) -> tuple[dict[str, Any], int]:
+def _profile(
+    plan: Plan, targets: dict[str, servers.Server], key: str, loadgens: LoadGenerators, label: str
+) -> tuple[dict[str, Any], int]:
     """py-spy on the floor and on Tollgate, each case at the highest concurrency (``--profile DIR``)."""
     from scripts.bench import profile
 
@@ -156,20 +198,21 @@ def _profile(plan: Plan, targets: dict[str, servers.Server], key: str, loadgens:
         found[case.name] = {}
         for name in ("floor", "tollgate"):
             runs = []
-            drive = lambda: runs.append(loadgens.run("127.0.0.1", targets[name].port, requests[name],  # noqa: E731, B023
-                                                     concurrency, seconds))
-            found[case.name][name] = profile.record(targets[name].pid, seconds,
-                                                    outdir / f"{label}-{case.name}-{name}.txt", drive)
+            target, load = Target("127.0.0.1", targets[name].port), Load(requests[name], concurrency, seconds)
+            drive = lambda: runs.append(loadgens.run(target, load))  # noqa: E731, B023
+            found[case.name][name] = profile.record(
+                targets[name].pid, seconds, outdir / f"{label}-{case.name}-{name}.txt", drive
+            )
             served += runs[0].ok if name == "tollgate" else 0
         print(profile.render(f"{case.name}, c={concurrency}, {label}", found[case.name]), flush=True)
     return found, served
 
 
-def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Server, loadgens: LoadGenerators,
-                 workdir: Path, soak_seconds: float) -> dict[str, Any]:
+def bench_config(plan: Plan, configuration: servers.Configuration, rig: Rig, soak_seconds: float) -> dict[str, Any]:
+    backend, workers = configuration.backend, configuration.workers
+    upstream, loadgens, workdir = rig.upstream, rig.loadgens, rig.workdir
     print(f"\n== {backend}, --workers {workers} ==", flush=True)
-    ledger = servers.new_ledger(workdir, backend, upstream, workers=workers, postgres_admin=plan.args.postgres_url,
-                                redis_url=plan.args.redis_url, teams=plan.args.teams)
+    ledger = servers.new_ledger(workdir, upstream, configuration, plan.services, teams=plan.args.teams)
     floor = servers.bare_proxy(workdir, upstream, workers)
     stalls = StallFinder(workdir / f"timeline-{backend}-w{workers}.jsonl") if plan.args.stalls else None
     gateway = servers.tollgate(workdir, ledger, workers, stalls.env() if stalls else None)
@@ -181,20 +224,29 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
         gateway.start()
         idle = result["tollgate_idle_cpu_ms_per_s"] = idle_cpu(gateway, plan.idle_seconds) * 1e3
         print(f"tollgate idle: {idle:.1f} ms CPU per second (subtracted over each run's settle time)", flush=True)
+        settled = Settling(plan.settle, idle / 1e3, stalls)  # how Tollgate's runs are counted
         for case in plan.cases:
             result["cases"][case.name] = {}
             requests = _requests(case, targets, ledger.key, ledger.keys)
             for name, server in targets.items():  # one checked request, then a warm-up run
                 _sanity(server, case, ledger.key, billed=name == "tollgate")
-                warm = loadgens.run("127.0.0.1", server.port, requests[name], max(plan.concurrency), plan.warmup)
+                warm = loadgens.run(
+                    Target("127.0.0.1", server.port), Load(requests[name], max(plan.concurrency), plan.warmup)
+                )
                 if name == "tollgate":
                     answered += 1 + warm.ok
             for concurrency in plan.concurrency:
                 rounds = []
                 for _ in range(plan.rounds):
-                    runs = {name: measure(loadgens, server, requests[name], concurrency, plan.duration,
-                                          *((plan.settle, idle / 1e3, stalls) if name == "tollgate" else ()))
-                            for name, server in targets.items()}
+                    runs = {
+                        name: measure(
+                            loadgens,
+                            server,
+                            Load(requests[name], concurrency, plan.duration),
+                            settled if name == "tollgate" else UNSETTLED,
+                        )
+                        for name, server in targets.items()
+                    }
                     answered += runs["tollgate"]["requests"]
                     rounds.append(runs)
                 point = summarise(rounds)
@@ -223,24 +275,41 @@ def bench_config(plan: Plan, backend: str, workers: int, upstream: servers.Serve
         gateway.stop()
         floor.stop()
         ledger.drop()
-    result["ledger"] = {"verified": ok, "charges": charges, "answered": answered,
-                        "summary": ("verify clean" if ok else "VERIFY FAILED") +
-                                   (f", {charges} charges = {answered} answered requests" if charges == answered
-                                    else f", {charges} charges but {answered} answered requests (MISMATCH)")}
+    result["ledger"] = {
+        "verified": ok,
+        "charges": charges,
+        "answered": answered,
+        "summary": ("verify clean" if ok else "VERIFY FAILED")
+        + (
+            f", {charges} charges = {answered} answered requests"
+            if charges == answered
+            else f", {charges} charges but {answered} answered requests (MISMATCH)"
+        ),
+    }
     if not ok or charges != answered:
         print(f"ledger check failed: {result['ledger']['summary']}\n{text}", file=sys.stderr)
     return result
 
 
 def _meta(plan: Plan) -> dict[str, Any]:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parents[2]).stdout.strip()
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2]
+    ).stdout.strip()
     program = "tollgate" if Path(sys.argv[0]).name == "tollgate" else "python -m scripts.bench"
-    return {"command": " ".join([program, *sys.argv[1:]]), "teams": plan.args.teams,
-            "date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": commit or None,
-            "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "python": platform.python_version(),
-            "duration": plan.duration, "rounds": plan.rounds, "concurrency": plan.concurrency,
-            "settle": plan.settle, "loadgen_processes": plan.args.loadgen_processes}
+    return {
+        "command": " ".join([program, *sys.argv[1:]]),
+        "teams": plan.args.teams,
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit or None,
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+        "python": platform.python_version(),
+        "duration": plan.duration,
+        "rounds": plan.rounds,
+        "concurrency": plan.concurrency,
+        "settle": plan.settle,
+        "loadgen_processes": plan.args.loadgen_processes,
+    }
 
 
 def _upstream_row(configs: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -265,12 +334,13 @@ def run(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="tollgate-bench-"))
     loadgens = LoadGenerators(max(1, args.loadgen_processes))
     upstream = servers.fast_upstream(workdir).start()
+    rig = Rig(upstream, loadgens, workdir)
     failed = True
     try:
-        configs = [(b, w) for b in plan.backends for w in plan.workers]
-        for i, (backend, workers) in enumerate(configs):
+        configs = [servers.Configuration(b, w) for b in plan.backends for w in plan.workers]
+        for i, configuration in enumerate(configs):
             soak_seconds = args.soak if i == len(configs) - 1 else 0.0
-            report["configs"].append(bench_config(plan, backend, workers, upstream, loadgens, workdir, soak_seconds))
+            report["configs"].append(bench_config(plan, configuration, rig, soak_seconds))
         failed = False
     finally:
         upstream.stop()
@@ -288,8 +358,11 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
         print(f"\nJSON: {args.json}")
-    return 0 if all(c["ledger"]["verified"] and c["ledger"]["charges"] == c["ledger"]["answered"]
-                    for c in report["configs"]) else 1
+    return (
+        0
+        if all(c["ledger"]["verified"] and c["ledger"]["charges"] == c["ledger"]["answered"] for c in report["configs"])
+        else 1
+    )
 
 
 def render(report: dict[str, Any], plan: Plan) -> str:
@@ -307,9 +380,11 @@ def render(report: dict[str, Any], plan: Plan) -> str:
     ]
     up = report["upstream_direct"]
     if up:
-        out.append(f"\nUpstream direct (the fast fake upstream, one process): {up['rps']:,.0f} req/s measured, "
-                   f"{up['cpu_ms_per_request'] * 1000:.1f} µs CPU per request "
-                   f"(≈ {up['one_core_capacity_rps'] or 0:,.0f} req/s on one core).")
+        out.append(
+            f"\nUpstream direct (the fast fake upstream, one process): {up['rps']:,.0f} req/s measured, "
+            f"{up['cpu_ms_per_request'] * 1000:.1f} µs CPU per request "
+            f"(≈ {up['one_core_capacity_rps'] or 0:,.0f} req/s on one core)."
+        )
     for config in report["configs"]:
         out += ["", config_table(config, streams), "", targets_table(config["targets"])]
         if "soak" in config:
@@ -327,7 +402,8 @@ def render(report: dict[str, Any], plan: Plan) -> str:
 def main(argv: list[str] | None = None) -> int:
     from scripts.bench.options import add_bench_arguments
 
-    parser = argparse.ArgumentParser(prog="tollgate bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="tollgate bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     add_bench_arguments(parser)
     return run(parser.parse_args(argv))

@@ -70,8 +70,9 @@ class Server:
 
     def start(self, timeout: float = 60) -> Server:
         with self.log.open("ab") as out:
-            self.process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT, env=self.env,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(
+                self.command, stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -102,14 +103,32 @@ class Server:
 
 def fast_upstream(workdir: Path) -> Server:
     port = free_port()
-    return Server("fast upstream", [sys.executable, "-m", "scripts.bench.fast_upstream", "--port", str(port)],
-                  port, workdir / "upstream.log")
+    return Server(
+        "fast upstream",
+        [sys.executable, "-m", "scripts.bench.fast_upstream", "--port", str(port)],
+        port,
+        workdir / "upstream.log",
+    )
 
 
 def bare_proxy(workdir: Path, upstream: Server, workers: int) -> Server:
     port = free_port()
-    return Server("bare proxy", [sys.executable, "-m", "scripts.bench.bare_proxy", "--upstream", upstream.url,
-                                 "--port", str(port), "--workers", str(workers)], port, workdir / "floor.log")
+    return Server(
+        "bare proxy",
+        [
+            sys.executable,
+            "-m",
+            "scripts.bench.bare_proxy",
+            "--upstream",
+            upstream.url,
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+        ],
+        port,
+        workdir / "floor.log",
+    )
 
 
 def _config(database_url: str, upstream: Server, redis_url: str | None) -> str:
@@ -124,14 +143,22 @@ max_output_tokens = 4096
 pricing = {{input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}}
 upstream = {{kind = "{kind}", base_url = "{base}", api_key_env = "{env}", model = "{name}"}}
 """
-    return f'database_url = "{database_url}"\ncredits_per_usd = 100\n{redis}\n' + "".join((
-        model.format(id=GPT, kind="openai", base=upstream.url + "/v1", env=UPSTREAM_KEY_ENV, name="gpt-x"),
-        model.format(id=CLAUDE, kind="anthropic", base=upstream.url, env=UPSTREAM_KEY_ENV, name="claude-x")))
+    return f'database_url = "{database_url}"\ncredits_per_usd = 100\n{redis}\n' + "".join(
+        (
+            model.format(id=GPT, kind="openai", base=upstream.url + "/v1", env=UPSTREAM_KEY_ENV, name="gpt-x"),
+            model.format(id=CLAUDE, kind="anthropic", base=upstream.url, env=UPSTREAM_KEY_ENV, name="claude-x"),
+        )
+    )
 
 
 def run_cli(config: Path, *args: str) -> str:
-    result = subprocess.run([*tollgate_command(), *args, "--config", str(config)], capture_output=True, text=True,
-                            env=child_env(), timeout=600)
+    result = subprocess.run(
+        [*tollgate_command(), *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=600,
+    )
     if result.returncode != 0:
         raise RuntimeError(f"tollgate {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
     return result.stdout
@@ -152,8 +179,13 @@ class Ledger:
 
     def verify(self) -> tuple[bool, int, str]:
         """``tollgate ledger verify``: whether the history checks out, and how many charges it holds."""
-        result = subprocess.run([*tollgate_command(), "ledger", "verify", "--config", str(self.config)],
-                                capture_output=True, text=True, env=child_env(), timeout=1800)
+        result = subprocess.run(
+            [*tollgate_command(), "ledger", "verify", "--config", str(self.config)],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=1800,
+        )
         found = re.search(r"(\d+) charges", result.stdout)
         return result.returncode == 0, int(found.group(1)) if found else -1, (result.stdout + result.stderr).strip()
 
@@ -165,10 +197,30 @@ class Ledger:
                 conn.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
 
 
-def new_ledger(workdir: Path, backend: str, upstream: Server, *, workers: int, postgres_admin: str,
-               redis_url: str, teams: int = 1) -> Ledger:
+@dataclass(frozen=True, slots=True)
+class Configuration:
+    """One configuration the benchmark measures Tollgate in: a ledger backend and a number of workers."""
+
+    backend: str  # "sqlite" or "postgresql"
+    workers: int
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """The shared services a ledger may need: the PostgreSQL server its database is created on (an
+    admin URL), and the Redis that more than one worker share their rate limits through."""
+
+    postgres_admin: str
+    redis_url: str
+
+
+def new_ledger(
+    workdir: Path, upstream: Server, configuration: Configuration, services: Services, *, teams: int = 1
+) -> Ledger:
     """A ledger with the bench team (credits that never run out) and its key (limits that never bind);
     with ``teams`` above 1, that many teams in all, each with such a key (``scripts/bench/teams.py``)."""
+    backend, workers = configuration.backend, configuration.workers
+    postgres_admin, redis_url = services.postgres_admin, services.redis_url
     name = f"tollgate_bench_{uuid.uuid4().hex[:10]}"
     ledger = Ledger(backend, workdir / f"{name}.toml")
     if backend == "sqlite":
@@ -182,12 +234,20 @@ def new_ledger(workdir: Path, backend: str, upstream: Server, *, workers: int, p
         database_url = urlunsplit(urlsplit(postgres_admin)._replace(path="/" + name))
     ledger.config.write_text(_config(database_url, upstream, redis_url if workers > 1 else None))
     run_cli(ledger.config, "team", "create", TEAM, "--credits", "1000000000")
-    ledger.key = run_cli(ledger.config, "key", "create", "--team", TEAM, "--rpm", "100000000",
-                         "--tpm", "100000000000").strip().splitlines()[-1]
+    ledger.key = (
+        run_cli(ledger.config, "key", "create", "--team", TEAM, "--rpm", "100000000", "--tpm", "100000000000")
+        .strip()
+        .splitlines()[-1]
+    )
     ledger.keys = [ledger.key]
     if teams > 1:
-        made = subprocess.run([sys.executable, "-m", "scripts.bench.teams", str(ledger.config), "1", str(teams - 1)],
-                              capture_output=True, text=True, env=child_env(), timeout=600)
+        made = subprocess.run(
+            [sys.executable, "-m", "scripts.bench.teams", str(ledger.config), "1", str(teams - 1)],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=600,
+        )
         if made.returncode != 0:
             raise RuntimeError(f"creating the bench teams failed ({made.returncode}): {made.stderr.strip()}")
         ledger.keys += made.stdout.split()
@@ -197,5 +257,10 @@ def new_ledger(workdir: Path, backend: str, upstream: Server, *, workers: int, p
 def tollgate(workdir: Path, ledger: Ledger, workers: int, env: dict[str, str] | None = None) -> Server:
     """``env``: variables of its own (``--stalls``: the timeline's file)."""
     port = free_port()
-    return Server("tollgate", [*tollgate_command(), "serve", "--config", str(ledger.config), "--port", str(port),
-                               "--workers", str(workers)], port, workdir / "tollgate.log", child_env(**(env or {})))
+    return Server(
+        "tollgate",
+        [*tollgate_command(), "serve", "--config", str(ledger.config), "--port", str(port), "--workers", str(workers)],
+        port,
+        workdir / "tollgate.log",
+        child_env(**(env or {})),
+    )

@@ -132,8 +132,12 @@ class Served:
         if at >= len(served) or served[at].start > finished:
             return None
         span = served[at]
-        times = {"app": span.start, **self._marks.get(span.detail[2] if len(span.detail) > 2 else "", {}),
-                 "done": span.end, "client": finished}
+        times = {
+            "app": span.start,
+            **self._marks.get(span.detail[2] if len(span.detail) > 2 else "", {}),
+            "done": span.end,
+            "client": finished,
+        }
         steps: dict[str, float] = {}
         last = started
         # In the order they happened: a stream's client has its last chunk before the application is done.
@@ -154,8 +158,10 @@ def _tally(kinds: dict[str, dict[str, Any]], in_run: list[Span], begin: float, e
     """Add a run's spans (clipped to its window) to each kind's totals; ``long``: seconds from which a
     span counts as long."""
     for s in in_run:
-        k = kinds.setdefault(s.kind, {"spans": 0, "seconds": 0.0, "cpu": None, "runq": None, "long_spans": 0,
-                                      "long_seconds": 0.0, "all": []})
+        k = kinds.setdefault(
+            s.kind,
+            {"spans": 0, "seconds": 0.0, "cpu": None, "runq": None, "long_spans": 0, "long_seconds": 0.0, "all": []},
+        )
         clipped = min(s.end, end) - max(s.start, begin)
         k["spans"] += 1
         k["seconds"] += clipped
@@ -169,22 +175,34 @@ def _tally(kinds: dict[str, dict[str, Any]], in_run: list[Span], begin: float, e
         k["all"].append(s)
 
 
-def _outlier(in_run: list[Span], started: float, latency: float, p50: float, long: float,
-             share: float) -> dict[str, Any]:
+def _outlier(
+    in_run: list[Span], started: float, latency: float, p50: float, long: float, share: float
+) -> dict[str, Any]:
     """A slow request and the spans it overlapped: the kinds whose long spans explain it."""
     finished = started + latency
     during = _overlapping(in_run, started, finished)
-    covered = {kind: _covered([(max(s.start, started), min(s.end, finished))
-                               for s in during if s.kind == kind and s.seconds >= long])
-               for kind in {s.kind for s in during}}
+    covered = {
+        kind: _covered(
+            [(max(s.start, started), min(s.end, finished)) for s in during if s.kind == kind and s.seconds >= long]
+        )
+        for kind in {s.kind for s in during}
+    }
     needed = max(MIN_OVERLAP, share * (latency - p50))
-    return {"latency_ms": latency * 1e3, "p50_ms": p50 * 1e3, "over_3x_p50": latency > 3 * p50,
-            "covered": covered, "explained_by": sorted(k for k, c in covered.items() if c >= needed),
-            "spans": sorted(during, key=lambda s: s.start), "started": started, "finished": finished}
+    return {
+        "latency_ms": latency * 1e3,
+        "p50_ms": p50 * 1e3,
+        "over_3x_p50": latency > 3 * p50,
+        "covered": covered,
+        "explained_by": sorted(k for k, c in covered.items() if c >= needed),
+        "spans": sorted(during, key=lambda s: s.start),
+        "started": started,
+        "finished": finished,
+    }
 
 
-def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: float = LONG,
-            worst: int = WORST) -> dict[str, Any]:
+def analyse(
+    runs: list[Run], spans: list[Span], *, share: float = SHARE, long: float = LONG, worst: int = WORST
+) -> dict[str, Any]:
     """Lay each run's outliers (slower than the run's p99) over the spans recorded meanwhile."""
     served = Served(spans)
     spans = [s for s in spans if s.kind not in (SERVED, MARK)]
@@ -209,49 +227,66 @@ def analyse(runs: list[Run], spans: list[Span], *, share: float = SHARE, long: f
             if steps is not None:
                 every_step.append(steps)
             if latency > p99:
-                outliers.append({"run": index, "offset_s": started - begin, "steps": steps,
-                                 **_outlier(in_run, started, latency, p50, long * p50, share)})
+                outliers.append(
+                    {
+                        "run": index,
+                        "offset_s": started - begin,
+                        "steps": steps,
+                        **_outlier(in_run, started, latency, p50, long * p50, share),
+                    }
+                )
     n = len(outliers)
     typical = _step_summary(every_step) or {}
     for o in outliers:  # the steps that took this outlier much longer than they take a typical request
         needed = max(MIN_OVERLAP, share * (o["latency_ms"] - o["p50_ms"]) / 1e3) * 1e3
-        o["slow_steps"] = sorted(step for step, t in (o["steps"] or {}).items()
-                                 if t * 1e3 - typical.get(step, 0.0) >= needed)
+        o["slow_steps"] = sorted(
+            step for step, t in (o["steps"] or {}).items() if t * 1e3 - typical.get(step, 0.0) >= needed
+        )
     outlier_seconds = sum(o["latency_ms"] for o in outliers) / 1e3
     table = {}
     for kind, k in sorted(kinds.items()):
         explains = sum(kind in o["explained_by"] for o in outliers)
         in_outliers = sum(o["covered"].get(kind, 0.0) for o in outliers)
         longest = sorted(k["all"], key=lambda s: -s.seconds)[:3]
-        table[kind] = {"outliers": explains, "outliers_share": explains / n if n else 0.0,
-                       "ms_per_s": k["seconds"] * 1e3 / seconds if seconds else 0.0,
-                       "cpu_ms_per_s": k["cpu"] * 1e3 / seconds if seconds and k["cpu"] is not None else None,
-                       "runq_ms_per_s": k["runq"] * 1e3 / seconds if seconds and k["runq"] is not None else None,
-                       "per_s": k["spans"] / seconds if seconds else 0.0,
-                       "long_per_s": k["long_spans"] / seconds if seconds else 0.0,
-                       # the share of the outliers' time its long spans covered, against the share of the run's
-                       "long_share_of_outliers": in_outliers / outlier_seconds if outlier_seconds else 0.0,
-                       "long_share_of_run": k["long_seconds"] / seconds if seconds else 0.0,
-                       "longest": [_span_ms(s) for s in longest]}
+        table[kind] = {
+            "outliers": explains,
+            "outliers_share": explains / n if n else 0.0,
+            "ms_per_s": k["seconds"] * 1e3 / seconds if seconds else 0.0,
+            "cpu_ms_per_s": k["cpu"] * 1e3 / seconds if seconds and k["cpu"] is not None else None,
+            "runq_ms_per_s": k["runq"] * 1e3 / seconds if seconds and k["runq"] is not None else None,
+            "per_s": k["spans"] / seconds if seconds else 0.0,
+            "long_per_s": k["long_spans"] / seconds if seconds else 0.0,
+            # the share of the outliers' time its long spans covered, against the share of the run's
+            "long_share_of_outliers": in_outliers / outlier_seconds if outlier_seconds else 0.0,
+            "long_share_of_run": k["long_seconds"] / seconds if seconds else 0.0,
+            "longest": [_span_ms(s) for s in longest],
+        }
     causes = [o for o in outliers if set(o["explained_by"]) - {SYMPTOM}]
     symptom_only = [o for o in outliers if o["explained_by"] == [SYMPTOM]]
     episodes = _episodes(outliers)
-    worst_ones = sorted((max(e, key=lambda o: o["latency_ms"]) for e in episodes),
-                        key=lambda o: -o["latency_ms"])[:worst]
+    worst_ones = sorted((max(e, key=lambda o: o["latency_ms"]) for e in episodes), key=lambda o: -o["latency_ms"])[
+        :worst
+    ]
     return {
-        "requests": requests, "seconds": seconds, "outliers": n,
+        "requests": requests,
+        "seconds": seconds,
+        "outliers": n,
         "outliers_over_3x_p50": sum(o["over_3x_p50"] for o in outliers),
         "episodes": len(episodes),
-        "explained": len(causes), "loop_late_only": len(symptom_only),
+        "explained": len(causes),
+        "loop_late_only": len(symptom_only),
         "unexplained": sum(not o["explained_by"] and not o["slow_steps"] for o in outliers),
         "kinds": table,
         # Medians: of the outliers, and of every request (None: the gateway's requests were not recorded)
-        "steps": {"outliers": _step_summary([o["steps"] for o in outliers if o["steps"]]), "all": typical or None,
-                  "slow": {step: sum(step in o["slow_steps"] for o in outliers) for step in STEPS}},
+        "steps": {
+            "outliers": _step_summary([o["steps"] for o in outliers if o["steps"]]),
+            "all": typical or None,
+            "slow": {step: sum(step in o["slow_steps"] for o in outliers) for step in STEPS},
+        },
         "worst": [_drawn(o) for o in worst_ones],
         "rule": f"outlier: slower than its run's p99; explained by a kind whose spans of at least {long:g} × the "
-                f"run's p50 cover ≥ {share:.0%} of its time beyond the p50 (≥ {MIN_OVERLAP * 1e3:.0f} ms); a step "
-                f"is slow when it took that much longer than a typical request's",
+        f"run's p50 cover ≥ {share:.0%} of its time beyond the p50 (≥ {MIN_OVERLAP * 1e3:.0f} ms); a step "
+        f"is slow when it took that much longer than a typical request's",
     }
 
 
@@ -272,16 +307,26 @@ def _drawn(outlier: dict[str, Any]) -> dict[str, Any]:
     at least ``DRAWN_SHARE`` of its latency)."""
     started, shortest = outlier["started"], max(DRAWN_SPAN, DRAWN_SHARE * outlier["latency_ms"] / 1e3)
     drawn = [s for s in outlier["spans"] if s.seconds >= shortest]
-    return {"run": outlier["run"], "offset_s": outlier["offset_s"], "latency_ms": outlier["latency_ms"],
-            "p50_ms": outlier["p50_ms"], "explained_by": outlier["explained_by"], "slow_steps": outlier["slow_steps"],
-            "steps_ms": None if outlier["steps"] is None else {k: v * 1e3 for k, v in outlier["steps"].items()},
-            "not_drawn": len(outlier["spans"]) - len(drawn),
-            "spans": [{"kind": s.kind, "at_ms": (s.start - started) * 1e3, **_span_ms(s)} for s in drawn]}
+    return {
+        "run": outlier["run"],
+        "offset_s": outlier["offset_s"],
+        "latency_ms": outlier["latency_ms"],
+        "p50_ms": outlier["p50_ms"],
+        "explained_by": outlier["explained_by"],
+        "slow_steps": outlier["slow_steps"],
+        "steps_ms": None if outlier["steps"] is None else {k: v * 1e3 for k, v in outlier["steps"].items()},
+        "not_drawn": len(outlier["spans"]) - len(drawn),
+        "spans": [{"kind": s.kind, "at_ms": (s.start - started) * 1e3, **_span_ms(s)} for s in drawn],
+    }
 
 
 def _span_ms(s: Span) -> dict[str, Any]:
-    return {"ms": s.seconds * 1e3, "cpu_ms": None if s.cpu is None else s.cpu * 1e3,
-            "runq_ms": None if s.runq is None else s.runq * 1e3, "detail": s.detail}
+    return {
+        "ms": s.seconds * 1e3,
+        "cpu_ms": None if s.cpu is None else s.cpu * 1e3,
+        "runq_ms": None if s.runq is None else s.runq * 1e3,
+        "detail": s.detail,
+    }
 
 
 class Timeline:
@@ -352,8 +397,11 @@ class StallFinder:
             f.write(json.dumps({"label": label, "runs": [[r.started, r.latencies, r.ports] for r in runs]}) + "\n")
         complete = self.timeline.wait_until(max(r.window[1] for r in runs))
         summary = analyse(runs, self.timeline.spans)
-        summary["timeline"] = {"complete": complete, "dropped": sum(self.timeline.dropped.values()),
-                               "processes": len(self.timeline.flushed)}
+        summary["timeline"] = {
+            "complete": complete,
+            "dropped": sum(self.timeline.dropped.values()),
+            "processes": len(self.timeline.flushed),
+        }
         self.timeline.forget_before(max(r.window[1] for r in runs))
         return summary
 

@@ -23,7 +23,7 @@ def team_name(index: int) -> str:
 
 def main(argv: list[str]) -> int:
     from app.cli.support import credits_amount, ledger_service
-    from app.ledger.results import Limits
+    from app.ledger.results import KeyTerms, Limits
     from app.settings_file import load_settings
 
     config, first, count = argv[0], int(argv[1]), int(argv[2])
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> int:
     with ledger_service(settings, base) as ledger:
         for index in range(first, first + count):
             ledger.create_team(team_name(index), credits_amount(CREDITS))
-            print(ledger.issue_key(team_name(index), limits=Limits(KEY_RPM, KEY_TPM)).secret)
+            print(ledger.issue_key(team_name(index), terms=KeyTerms(limits=Limits(KEY_RPM, KEY_TPM))).secret)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The chaos suite: ``python -m scripts.chaos`` (README, "Chaos suite").
+"""The chaos suite: ``python -m scripts.chaos`` (docs/chaos.md).
 
 clusters (its own PostgreSQL and Redis), gateways (the processes it runs and kills), teams (the
 teams, and the operator's commands), traffic and load (what is sent, and how), client (one attempt,

@@ -1,4 +1,4 @@
-"""``python -m scripts.chaos``: the chaos suite (see scripts/chaos/run.py and the README's "Chaos suite").
+"""``python -m scripts.chaos``: the chaos suite (see scripts/chaos/run.py and docs/chaos.md).
 
 The CI mode (the default) runs about a minute of load with every fault once and finishes within
 three minutes; ``--long`` runs five minutes of load, more teams, every fault three times, for
@@ -14,15 +14,23 @@ from scripts.chaos.run import run
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m scripts.chaos", description=(
-        "Three gateways on one PostgreSQL ledger and Redis (the suite's own), a mixed burst of requests, "
-        "and faults: a gateway killed mid-stream, the database restarted and refusing connections, Redis "
-        "restarted, the upstream failing, hanging and cutting streams. Then every charge is checked."))
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.chaos",
+        description=(
+            "Three gateways on one PostgreSQL ledger and Redis (the suite's own), a mixed burst of requests, "
+            "and faults: a gateway killed mid-stream, the database restarted and refusing connections, Redis "
+            "restarted, the upstream failing, hanging and cutting streams. Then every charge is checked."
+        ),
+    )
     parser.add_argument("--seed", type=int, help="the traffic's seed (default: 14 in CI mode, random with --long)")
     parser.add_argument("--long", action="store_true", help="five minutes of load, more teams and faults")
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs, attempts, events)")
-    parser.add_argument("--no-faults", dest="faults", action="store_false",
-                        help="the same traffic without the infrastructure faults (upstream faults stay)")
+    parser.add_argument(
+        "--no-faults",
+        dest="faults",
+        action="store_false",
+        help="the same traffic without the infrastructure faults (upstream faults stay)",
+    )
     args = parser.parse_args(argv)
     try:
         return run(args.seed, args.long, args.keep, args.faults)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from scripts.chaos.client import ANSWERED, BROKEN, NO_ANSWER, Attempt
 from scripts.chaos.faults import KILL, POSTGRES_REFUSING, POSTGRES_RESTART, REDIS_RESTART, Fault
-from scripts.chaos.teams import OperatorAction, Team
+from scripts.chaos.record import RunRecord
 from scripts.chaos.traffic import Plan
 from scripts.chaos.verdict import Verdict
 
@@ -29,14 +29,20 @@ LIMITS_AWAY = ("Rate limits cannot be checked",)
 
 
 def _during(attempt: Attempt, faults: list[Fault], kinds: tuple[str, ...]) -> bool:
-    return any(f.kind in kinds and attempt.started <= f.ended + GRACE and attempt.ended >= f.started - 1
-               for f in faults)
+    return any(
+        f.kind in kinds and attempt.started <= f.ended + GRACE and attempt.ended >= f.started - 1 for f in faults
+    )
 
 
 def _gateway_down(attempt: Attempt, faults: list[Fault]) -> bool:
     """Whether the attempt's gateway was killed while it ran, or was down (until its restart was ready)."""
-    return any(f.kind == KILL and f.victim == attempt.gateway and attempt.started <= (f.back or f.ended) + 1
-               and attempt.ended >= f.started for f in faults)
+    return any(
+        f.kind == KILL
+        and f.victim == attempt.gateway
+        and attempt.started <= (f.back or f.ended) + 1
+        and attempt.ended >= f.started
+        for f in faults
+    )
 
 
 def _refused_from(revocation: tuple[float, float], faults: list[Fault]) -> float:
@@ -44,8 +50,11 @@ def _refused_from(revocation: tuple[float, float], faults: list[Fault]) -> float
     database was away meanwhile (the gateways learn of it from the events), then after it is back."""
     deadline = revocation[1] + REVOCATION_GRACE
     for fault in faults:
-        if fault.kind in (POSTGRES_RESTART, POSTGRES_REFUSING) and fault.started <= deadline \
-                and fault.ended >= revocation[0]:
+        if (
+            fault.kind in (POSTGRES_RESTART, POSTGRES_REFUSING)
+            and fault.started <= deadline
+            and fault.ended >= revocation[0]
+        ):
             deadline = max(deadline, fault.ended + GRACE)
     return deadline
 
@@ -60,10 +69,12 @@ def _from_upstream(attempt: Attempt) -> bool:
 
 
 def _describe(attempt: Attempt, plan: Plan) -> str:
-    return (f"request #{plan.index} attempt {attempt.number} ({plan.endpoint}, {plan.model}, "
-            f"{'stream' if plan.stream else 'plain'}, fault {plan.fault or 'none'}, gateway {attempt.gateway} "
-            f"pid {attempt.pid}, id {attempt.request_id or '-'}, at {attempt.started:.3f}): {attempt.status} "
-            f"{attempt.error[:200]!r}")
+    return (
+        f"request #{plan.index} attempt {attempt.number} ({plan.endpoint}, {plan.model}, "
+        f"{'stream' if plan.stream else 'plain'}, fault {plan.fault or 'none'}, gateway {attempt.gateway} "
+        f"pid {attempt.pid}, id {attempt.request_id or '-'}, at {attempt.started:.3f}): {attempt.status} "
+        f"{attempt.error[:200]!r}"
+    )
 
 
 def classify_5xx(attempt: Attempt, plan: Plan, faults: list[Fault], verdict: Verdict) -> None:
@@ -92,17 +103,26 @@ def classify_5xx(attempt: Attempt, plan: Plan, faults: list[Fault], verdict: Ver
     verdict.fail(f"undocumented {status}", _describe(attempt, plan))
 
 
-def _judge_status(status: int, attempt: Attempt, plan: Plan, team: Team,
-                  revoked: dict[tuple[str, str], tuple[float, float]], faults: list[Fault], verdict: Verdict) -> None:
+def _judge_status(
+    status: int,
+    attempt: Attempt,
+    record: RunRecord,
+    revoked: dict[tuple[str, str], tuple[float, float]],
+    verdict: Verdict,
+) -> None:
     """Whether the answer's status is one the gateway documents for what happened to the request."""
+    plan = record.plan_of(attempt)
+    team = record.team_of(plan)
+    faults = record.faults
     key_id = team.key_ids[plan.key]
     revocation = revoked.get((team.name, key_id))
     if status >= 500:
         classify_5xx(attempt, plan, faults, verdict)
     elif status == 200:
         if revocation is not None and attempt.started > _refused_from(revocation, faults):
-            verdict.fail("revoked key served",
-                         f"key {key_id} revoked at {revocation[1]:.3f}: {_describe(attempt, plan)}")
+            verdict.fail(
+                "revoked key served", f"key {key_id} revoked at {revocation[1]:.3f}: {_describe(attempt, plan)}"
+            )
     elif status == 401:
         if revocation is None or attempt.ended < revocation[0]:
             verdict.fail("valid key refused", _describe(attempt, plan))
@@ -119,12 +139,11 @@ def _judge_status(status: int, attempt: Attempt, plan: Plan, team: Team,
         verdict.fail(f"undocumented {status}", _describe(attempt, plan))
 
 
-def check_answers(plans: list[Plan], attempts: list[Attempt], faults: list[Fault], teams: list[Team],
-                  actions: list[OperatorAction], verdict: Verdict) -> None:
-    revoked = {(a.team, a.argument): (a.started, a.ended) for a in actions if a.kind == "revoke" and a.ok}
-    for attempt in attempts:
-        plan = plans[attempt.plan]
-        team = teams[plan.team]
+def check_answers(record: RunRecord, verdict: Verdict) -> None:
+    faults = record.faults
+    revoked = {(a.team, a.argument): (a.started, a.ended) for a in record.actions if a.kind == "revoke" and a.ok}
+    for attempt in record.attempts:
+        plan = record.plan_of(attempt)
         verdict.statuses[str(attempt.status) if attempt.status else attempt.outcome] += 1
         for problem in attempt.problems:
             verdict.fail("malformed answer", f"{problem}: {_describe(attempt, plan)}; body {attempt.body[:300]!r}")
@@ -133,6 +152,6 @@ def check_answers(plans: list[Plan], attempts: list[Attempt], faults: list[Fault
         status = attempt.status
         if status is None:
             continue
-        _judge_status(status, attempt, plan, team, revoked, faults, verdict)
+        _judge_status(status, attempt, record, revoked, verdict)
         if attempt.outcome == ANSWERED and status != 200 and not attempt.error:
             verdict.fail("an error without a message", f"{_describe(attempt, plan)}; body {attempt.body[:300]!r}")

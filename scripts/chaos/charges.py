@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, cast
 
 from scripts.chaos.client import ANSWERED, BROKEN, COMPLETE, ERROR_EVENT, NO_ANSWER, Attempt
-from scripts.chaos.faults import KILL, Fault
+from scripts.chaos.faults import KILL
 
 if TYPE_CHECKING:  # the gateway's own modules load only when prices are asked for
     from app.tokens import Protocol
@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the gateway's own modules load only when prices are asked f
     from domain.settings import Model, Settings
 from scripts.chaos.gateways import MODELS
 from scripts.chaos.ledger import LedgerEvent, Snapshot
-from scripts.chaos.teams import Team
+from scripts.chaos.record import RunRecord
 from scripts.chaos.traffic import MAX_TOKENS, Plan
 from scripts.chaos.verdict import Verdict
 
@@ -67,8 +67,9 @@ class Prices:
 
         rules = self._rules(plan.model)
         prompt = prompt_tokens(plan.body(), cast("Protocol", plan.endpoint), rules)  # chat, responses or messages
-        return worst_case_in_micros(prompt, MAX_TOKENS, self._model(plan.model).price,
-                                    Decimal(self._settings.credits_per_usd))
+        return worst_case_in_micros(
+            prompt, MAX_TOKENS, self._model(plan.model).price, Decimal(self._settings.credits_per_usd)
+        )
 
     def output_tokens(self, plan: Plan, text: str) -> int:
         return self._rules(plan.model).text(text)
@@ -98,19 +99,18 @@ def _input_tokens(event: LedgerEvent) -> int:
 
 
 class ChargeChecks:
-    def __init__(self, plans: list[Plan], attempts: list[Attempt], snapshot: Snapshot, faults: list[Fault],
-                 teams: list[Team], prices: Prices, verdict: Verdict) -> None:
-        self.plans = plans
-        self.teams = teams
+    def __init__(self, record: RunRecord, snapshot: Snapshot, prices: Prices, verdict: Verdict) -> None:
+        self.plans = record.plans
+        self.teams = record.teams
         self.prices = prices
         self.verdict = verdict
         self.charged = _index(snapshot, "Charged")
         self.failed = _index(snapshot, "RequestFailed")
         self.released = _index(snapshot, "HoldReleased")
         self.under_key = _attempts_under_keys(snapshot)
-        self.kills = [f for f in faults if f.kind == KILL]
+        self.kills = [f for f in record.faults if f.kind == KILL]
         self.by_plan: dict[int, list[Attempt]] = defaultdict(list)
-        for attempt in attempts:
+        for attempt in record.attempts:
             self.by_plan[attempt.plan].append(attempt)
         self.seen: set[str] = set()
         self.unknown: Counter[str] = Counter()  # team → attempts that got no answer (and no request id)
@@ -128,11 +128,15 @@ class ChargeChecks:
     # -- helpers ------------------------------------------------------------------------------
 
     def _fail(self, check: str, plan: Plan, attempt: Attempt | None, detail: str) -> None:
-        where = (f"request #{plan.index} ({plan.endpoint}, {plan.model}, {'stream' if plan.stream else 'plain'}, "
-                 f"fault {plan.fault or 'none'}, team {self.teams[plan.team].name}")
+        where = (
+            f"request #{plan.index} ({plan.endpoint}, {plan.model}, {'stream' if plan.stream else 'plain'}, "
+            f"fault {plan.fault or 'none'}, team {self.teams[plan.team].name}"
+        )
         if attempt is not None:
-            where += (f", attempt {attempt.number} on gateway {attempt.gateway} pid {attempt.pid}, "
-                      f"id {attempt.request_id or '-'}, status {attempt.status}, {attempt.outcome}")
+            where += (
+                f", attempt {attempt.number} on gateway {attempt.gateway} pid {attempt.pid}, "
+                f"id {attempt.request_id or '-'}, status {attempt.status}, {attempt.outcome}"
+            )
         self.verdict.fail(check, f"{where}): {detail}")
 
     def _died_after(self, attempt: Attempt) -> bool:
@@ -168,8 +172,12 @@ class ChargeChecks:
         expected = self.prices.output_tokens(plan, attempt.text)
         hold = self.prices.hold(plan)
         if charge["usage"]["output_tokens"] != expected:
-            self._fail("cut stream charged for other than what it delivered", plan, attempt,
-                       f"delivered {attempt.text!r} ({expected} tokens) but charged {charge['usage']['output_tokens']}")
+            self._fail(
+                "cut stream charged for other than what it delivered",
+                plan,
+                attempt,
+                f"delivered {attempt.text!r} ({expected} tokens) but charged {charge['usage']['output_tokens']}",
+            )
         if charge["charged"] > hold:
             self._fail("charged more than the hold", plan, attempt, f"charged {charge['charged']} > hold {hold}")
 
@@ -206,8 +214,9 @@ class ChargeChecks:
             if len(charges) == 1:
                 return self._partial(plan, attempt, charges[0])
             if not charges and self._died_after(attempt):
-                self.verdict.note(f"an owed charge lost with its process (documented): request #{plan.index} "
-                                  f"id {attempt.request_id}")
+                self.verdict.note(
+                    f"an owed charge lost with its process (documented): request #{plan.index} id {attempt.request_id}"
+                )
                 return None
             return self._fail("owed charge not made exactly once", plan, attempt, f"{len(charges)} charges")
         if "ledger is unavailable" in attempt.error:  # the charge could not be recorded and is not owed
@@ -216,8 +225,12 @@ class ChargeChecks:
             return None
         if attempt.text:
             if len(charges) != 1:
-                return self._fail("cut stream with text not charged exactly once", plan, attempt,
-                                  f"{len(charges)} charges; delivered {attempt.text!r}")
+                return self._fail(
+                    "cut stream with text not charged exactly once",
+                    plan,
+                    attempt,
+                    f"{len(charges)} charges; delivered {attempt.text!r}",
+                )
             return self._partial(plan, attempt, charges[0])
         if charges:
             return self._fail("cut stream without text charged", plan, attempt, f"{len(charges)} charges")
@@ -233,13 +246,18 @@ class ChargeChecks:
         for attempt in attempts:
             if attempt.request_id and attempt.request_id not in held:
                 if attempt.status == 200:
-                    self._fail("an Idempotency-Key's answer under a request that never held under it", plan,
-                               attempt, f"held under the key: {sorted(held)}")
+                    self._fail(
+                        "an Idempotency-Key's answer under a request that never held under it",
+                        plan,
+                        attempt,
+                        f"held under the key: {sorted(held)}",
+                    )
                 elif self._charges(attempt.request_id):
                     self._fail("refused but charged", plan, attempt, attempt.error[:120])
 
-    def _replays(self, plan: Plan, replays: list[Attempt], original: Attempt | None,
-                 charges: list[LedgerEvent]) -> None:
+    def _replays(
+        self, plan: Plan, replays: list[Attempt], original: Attempt | None, charges: list[LedgerEvent]
+    ) -> None:
         """Each replayed answer is the original's, cost and remaining credit included."""
         for attempt in replays:
             if original is None:
@@ -247,8 +265,12 @@ class ChargeChecks:
                     self._fail("a replay of an answer never charged", plan, attempt, f"reported {attempt.cost}")
                 continue
             if (attempt.cost, attempt.remaining) != (original.cost, original.remaining):
-                self._fail("replay differs from the original", plan, attempt,
-                           f"cost/remaining {attempt.cost}/{attempt.remaining} vs {original.cost}/{original.remaining}")
+                self._fail(
+                    "replay differs from the original",
+                    plan,
+                    attempt,
+                    f"cost/remaining {attempt.cost}/{attempt.remaining} vs {original.cost}/{original.remaining}",
+                )
             elif not plan.stream and attempt.body != original.body:
                 self._fail("replay differs from the original", plan, attempt, "the stored answer is not byte for byte")
 
@@ -258,23 +280,35 @@ class ChargeChecks:
         charges = [charge for request_id in sorted(held) for charge in self._charges(request_id)]
         originals = [a for a in attempts if a.status == 200 and a.outcome in (ANSWERED, COMPLETE) and not a.replayed]
         replays = [a for a in attempts if a.status == 200 and a.outcome in (ANSWERED, COMPLETE) and a.replayed]
-        partial = [a for a in attempts if a.status == 200 and a.outcome == ERROR_EVENT and a.text
-                   and "ledger is unavailable" not in a.error]
+        partial = [
+            a
+            for a in attempts
+            if a.status == 200 and a.outcome == ERROR_EVENT and a.text and "ledger is unavailable" not in a.error
+        ]
         broken = [a for a in attempts if a.outcome in (BROKEN, NO_ANSWER)]
         if len(originals) > 1:
-            return self._fail("one Idempotency-Key served twice", plan, originals[1],
-                              f"{len(originals)} original answers")
+            return self._fail(
+                "one Idempotency-Key served twice", plan, originals[1], f"{len(originals)} original answers"
+            )
         low = len(originals) + len(partial)
         if not (low <= len(charges) <= low + len(broken)):
-            return self._fail("idempotent request not charged once", plan, attempts[-1],
-                              f"{len(charges)} charges for {len(originals)} answer(s), {len(partial)} cut stream(s) "
-                              f"and {len(broken)} broken attempt(s)")
+            return self._fail(
+                "idempotent request not charged once",
+                plan,
+                attempts[-1],
+                f"{len(charges)} charges for {len(originals)} answer(s), {len(partial)} cut stream(s) "
+                f"and {len(broken)} broken attempt(s)",
+            )
         unmatched = list(charges)
         for attempt in originals:
             match = [c for c in unmatched if c["charged"] == attempt.cost_micros]
             if not match:
-                return self._fail("charge differs from the answer", plan, attempt,
-                                  f"no charge of {attempt.cost} credits among {[c['charged'] for c in charges]}")
+                return self._fail(
+                    "charge differs from the answer",
+                    plan,
+                    attempt,
+                    f"no charge of {attempt.cost} credits among {[c['charged'] for c in charges]}",
+                )
             unmatched.remove(match[0])
             self._exact(plan, attempt, match[0])
         self._replays(plan, replays, originals[0] if originals else None, charges)
@@ -286,8 +320,12 @@ class ChargeChecks:
                 unmatched.remove(match[0])
                 self._partial(plan, attempt, match[0])
             else:
-                self._fail("cut stream charged for other than what it delivered", plan, attempt,
-                           f"no charge for {attempt.text!r} among {[c['usage'] for c in unmatched]}")
+                self._fail(
+                    "cut stream charged for other than what it delivered",
+                    plan,
+                    attempt,
+                    f"no charge for {attempt.text!r} among {[c['usage'] for c in unmatched]}",
+                )
         for charge in unmatched:  # what broken attempts may have been charged: bounded
             self.verdict.charges_checked += 1
             if charge["charged"] > self.prices.hold(plan):
@@ -304,6 +342,8 @@ class ChargeChecks:
             self.verdict.charges_checked += len(events)
             if len(events) > self.unknown[team]:
                 positions = ", ".join(f"#{e.position} {e['request_id']} ({e['charged']})" for e in events[:5])
-                self.verdict.fail("charge nobody was told about",
-                                  f"team {team}: {len(events)} charge(s) for requests no client knows, but only "
-                                  f"{self.unknown[team]} request(s) got no answer: {positions}")
+                self.verdict.fail(
+                    "charge nobody was told about",
+                    f"team {team}: {len(events)} charge(s) for requests no client knows, but only "
+                    f"{self.unknown[team]} request(s) got no answer: {positions}",
+                )

@@ -28,6 +28,7 @@ ERROR_EVENT = "error-event"  # a stream that ended with the protocol's in-stream
 BROKEN = "broken"  # a stream that broke off without either (its gateway died)
 NO_ANSWER = "no-answer"  # no HTTP status at all (refused, reset, timed out)
 
+
 @dataclass
 class Attempt:
     """One HTTP request the suite sent, and what came back."""
@@ -205,14 +206,16 @@ def _read_answer(attempt: Attempt, response: httpx.Response, content: bytes) -> 
         attempt.error = _error_message(obj) or text[:300]
 
 
-async def send(client: httpx.AsyncClient, base_url: str, plan: Plan, key: str, attempt: Attempt,
-               streaming: dict[int, int]) -> Attempt:
+async def send(
+    client: httpx.AsyncClient, base_url: str, plan: Plan, key: str, attempt: Attempt, streaming: dict[int, int]
+) -> Attempt:
     """Send the plan's request once and fill in ``attempt``. ``streaming`` counts, per gateway, the
     streams that have delivered content and are still open (the kill waits for some)."""
     counted = False
     try:
-        async with client.stream("POST", base_url + plan.path, json=plan.body(),
-                                 headers=headers_for(plan, key)) as response:
+        async with client.stream(
+            "POST", base_url + plan.path, json=plan.body(), headers=headers_for(plan, key)
+        ) as response:
             attempt.status = response.status_code
             attempt.request_id = response.headers.get("x-request-id", "")
             attempt.replayed = response.headers.get("idempotent-replayed") == "true"

@@ -37,14 +37,19 @@ def postgres_bindir() -> Path:
     """Where the installed PostgreSQL's ``initdb`` and ``pg_ctl`` are: ``pg_config --bindir``, else
     the newest ``/usr/lib/postgresql/*/bin``, else the folder of ``pg_ctl`` on the PATH."""
     try:
-        found = Path(subprocess.run(["pg_config", "--bindir"], capture_output=True, text=True, check=True,
-                                    timeout=10).stdout.strip())
+        found = Path(
+            subprocess.run(
+                ["pg_config", "--bindir"], capture_output=True, text=True, check=True, timeout=10
+            ).stdout.strip()
+        )
         if (found / "pg_ctl").exists():
             return found
     except (OSError, subprocess.SubprocessError):
         pass
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), key=lambda p: int(p.parent.parent.name)
-                      if p.parent.parent.name.isdigit() else 0)
+    versions = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"),
+        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
+    )
     if versions:
         return versions[-1].parent
     on_path = shutil.which("pg_ctl")
@@ -76,8 +81,9 @@ class PostgresCluster:
             argv = ["runuser", "-u", POSTGRES_USER, "--", *argv]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd="/")
         if result.returncode != 0:
-            raise RuntimeError(f"{command[0]} failed ({result.returncode}): {result.stderr.strip()[-2000:]}"
-                               f"\n{self._log_tail()}")
+            raise RuntimeError(
+                f"{command[0]} failed ({result.returncode}): {result.stderr.strip()[-2000:]}\n{self._log_tail()}"
+            )
         return result.stdout
 
     def _log_tail(self) -> str:
@@ -92,12 +98,15 @@ class PostgresCluster:
             owner = pwd.getpwnam(POSTGRES_USER)
             for path in (self.folder, self.socket_dir):
                 os.chown(path, owner.pw_uid, owner.pw_gid)
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C",
-                  "--no-sync")
+        self._run(
+            "initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync"
+        )
         with (self.data / "postgresql.conf").open("a") as conf:
-            conf.write(f"\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
-                       f"unix_socket_directories = '{self.socket_dir}'\nmax_connections = 200\n"
-                       "fsync = on\nshared_buffers = 32MB\n")
+            conf.write(
+                f"\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
+                f"unix_socket_directories = '{self.socket_dir}'\nmax_connections = 200\n"
+                "fsync = on\nshared_buffers = 32MB\n"
+            )
         return self
 
     def start(self) -> None:
@@ -156,8 +165,24 @@ class RedisServer:
             raise RuntimeError("redis-server is not on the PATH")
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                 "--daemonize", "no", "--dir", str(self.folder)], stdout=out, stderr=subprocess.STDOUT)
+                [
+                    binary,
+                    "--port",
+                    str(self.port),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                    "--daemonize",
+                    "no",
+                    "--dir",
+                    str(self.folder),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

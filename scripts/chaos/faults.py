@@ -95,8 +95,11 @@ class Injector:
             fault.ended = time.time()
         elif step.kind == POSTGRES_REFUSING:
             streams = await self._streams_delivering()
-            fault = self._begin(step.kind, f"ALTER DATABASE ... ALLOW_CONNECTIONS false for {REFUSAL_SECONDS:.0f} s, "
-                                           f"{streams} stream(s) delivering")
+            fault = self._begin(
+                step.kind,
+                f"ALTER DATABASE ... ALLOW_CONNECTIONS false for {REFUSAL_SECONDS:.0f} s, "
+                f"{streams} stream(s) delivering",
+            )
             refusing = self.postgres.refusing_connections(self.database)
             await asyncio.to_thread(refusing.__enter__)
             try:
@@ -123,6 +126,7 @@ class Injector:
     async def _streams_delivering(self, gateway: int | None = None, wanted: int = 2, within: float = 8) -> int:
         """Wait (a few seconds at most) until ``wanted`` streams are delivering — on ``gateway``, or
         anywhere — so that the fault cuts into them; returns how many there are."""
+
         def count() -> int:
             return self.load.streaming.get(gateway, 0) if gateway is not None else sum(self.load.streaming.values())
 
@@ -165,9 +169,16 @@ class Injector:
 def schedule_for(long: bool) -> list[Step]:
     """The faults of a run: the CI mode's, about a minute of load; the long mode's, five minutes."""
     if not long:
-        return [Step(8, KILL, "1"), Step(13, TOP_UPS, "3"), Step(14, REVOCATIONS, "2"), Step(22, POSTGRES_RESTART),
-                Step(30, REDIS_RESTART), Step(36, POSTGRES_REFUSING), Step(46, TOP_UPS, "3"),
-                Step(47, REVOCATIONS, "2")]
+        return [
+            Step(8, KILL, "1"),
+            Step(13, TOP_UPS, "3"),
+            Step(14, REVOCATIONS, "2"),
+            Step(22, POSTGRES_RESTART),
+            Step(30, REDIS_RESTART),
+            Step(36, POSTGRES_REFUSING),
+            Step(46, TOP_UPS, "3"),
+            Step(47, REVOCATIONS, "2"),
+        ]
     steps = []
     for cycle in range(3):
         base = cycle * 95.0

@@ -105,9 +105,19 @@ class FakeUpstreamProcess:
         log = self.folder / "upstream.log"
         with log.open("ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "tests.support.fake_upstream",
-                 "--port", str(self.port), "--api-key", UPSTREAM_KEY],
-                stdout=out, stderr=subprocess.STDOUT, env=child_env())
+                [
+                    sys.executable,
+                    "-m",
+                    "tests.support.fake_upstream",
+                    "--port",
+                    str(self.port),
+                    "--api-key",
+                    UPSTREAM_KEY,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=child_env(),
+            )
         _wait_until(self.url + "/v1/models", self.process, log, "the fake upstream", 60)
         return self
 
@@ -141,7 +151,11 @@ class GatewayProcess:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 [*tollgate_command(), "serve", "--config", str(self.config), "--port", str(self.port)],
-                stdout=out, stderr=subprocess.STDOUT, env=child_env(), start_new_session=True)
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=child_env(),
+                start_new_session=True,
+            )
         self.pids.append(self.process.pid)
 
     def wait_ready(self, timeout: float = 90) -> None:
@@ -185,5 +199,10 @@ def _terminate(process: subprocess.Popen[bytes] | None, timeout: float) -> int |
 
 def run_cli(config: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """A ``tollgate`` command on the gateways' configuration, as an operator runs it."""
-    return subprocess.run([*tollgate_command(), *args, "--config", str(config)], capture_output=True, text=True,
-                          env=child_env(), timeout=timeout)
+    return subprocess.run(
+        [*tollgate_command(), *args, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=timeout,
+    )

@@ -52,8 +52,11 @@ def replay(snapshot: Snapshot, verdict: Verdict) -> dict[str, TeamReplay]:
                 problem = f"balance {state.balance}, held {state.held}: below zero"
             if problem is not None and not state.failed:
                 state.failed = True
-                verdict.fail("ledger replay", f"team {team}, event #{event.position} {event.kind} "
-                                              f"(version {event.version}): {problem}; {event.fields}")
+                verdict.fail(
+                    "ledger replay",
+                    f"team {team}, event #{event.position} {event.kind} "
+                    f"(version {event.version}): {problem}; {event.fields}",
+                )
     return teams
 
 
@@ -105,8 +108,13 @@ def _apply(state: TeamReplay, event: LedgerEvent) -> str | None:
     return None
 
 
-def check_sums(snapshot: Snapshot, replayed: dict[str, TeamReplay], teams: list[Team],
-               actions: list[OperatorAction], verdict: Verdict) -> None:
+def check_sums(
+    snapshot: Snapshot,
+    replayed: dict[str, TeamReplay],
+    teams: list[Team],
+    actions: list[OperatorAction],
+    verdict: Verdict,
+) -> None:
     top_ups: dict[str, list[OperatorAction]] = defaultdict(list)
     for action in actions:
         if action.kind == "top-up":
@@ -134,16 +142,23 @@ def check_sums(snapshot: Snapshot, replayed: dict[str, TeamReplay], teams: list[
         if events:
             verdict.fail("top-ups", f"team {team.name}: top-ups nobody made: {sorted(events)}")
         if state.added - state.charged != state.balance:
-            verdict.fail("sum of charges", f"team {team.name}: added {state.added} - charged {state.charged} "
-                                           f"!= balance {state.balance}")
+            verdict.fail(
+                "sum of charges",
+                f"team {team.name}: added {state.added} - charged {state.charged} != balance {state.balance}",
+            )
         row = snapshot.balances.get(team.name)
         if row != (state.balance, state.held):
-            verdict.fail("balances read model", f"team {team.name}: read model {row}, replay "
-                                                f"{(state.balance, state.held)}")
+            verdict.fail(
+                "balances read model", f"team {team.name}: read model {row}, replay {(state.balance, state.held)}"
+            )
 
 
-def check_dead_holds(snapshot: Snapshot, attempts: list[Attempt], faults: list[Fault], verdict: Verdict,
-                     ) -> set[tuple[str, str]]:
+def check_dead_holds(
+    snapshot: Snapshot,
+    attempts: list[Attempt],
+    faults: list[Fault],
+    verdict: Verdict,
+) -> set[tuple[str, str]]:
     """Each kill: the holds and leases open at the moment of death that no live process used
     afterwards must be closed within 30 s. Returns those still open (team, id), not to count twice."""
     pid_of: dict[str, set[int]] = defaultdict(set)
@@ -167,25 +182,38 @@ def check_dead_holds(snapshot: Snapshot, attempts: list[Attempt], faults: list[F
                     continue  # an empty lease holds no money; a lease still in use is a live process's
                 judged.add((team, name))
                 owned += _owned_by(name, earlier, pid_of, dead)
-                closed = next((e for e in after if (e.kind == "HoldReleased" and e["request_id"] == name)
-                               or (e.kind == "Charged" and not e.get("lease") and e["request_id"] == name)), None)
+                closed = next(
+                    (
+                        e
+                        for e in after
+                        if (e.kind == "HoldReleased" and e["request_id"] == name)
+                        or (e.kind == "Charged" and not e.get("lease") and e["request_id"] == name)
+                    ),
+                    None,
+                )
                 if closed is None:
                     lost += 1
                     still_open.add((team, name))
-                    verdict.fail("dead process's hold not released",
-                                 f"kill of pid {dead} at {kill.started:.3f}: team {team}'s {name} ({amount} "
-                                 f"micro-credits) is still held at the end, {snapshot_age(snapshot, kill):.0f} s later")
+                    verdict.fail(
+                        "dead process's hold not released",
+                        f"kill of pid {dead} at {kill.started:.3f}: team {team}'s {name} ({amount} "
+                        f"micro-credits) is still held at the end, {snapshot_age(snapshot, kill):.0f} s later",
+                    )
                     continue
                 delay = closed.at - kill.started
                 delays.append(delay)
                 if delay > DEAD_RELEASE_SECONDS:
-                    verdict.fail("dead process's hold released late",
-                                 f"kill of pid {dead} at {kill.started:.3f}: team {team}'s {name} ({amount}) "
-                                 f"released after {delay:.1f} s (event #{closed.position} {closed.kind})")
+                    verdict.fail(
+                        "dead process's hold released late",
+                        f"kill of pid {dead} at {kill.started:.3f}: team {team}'s {name} ({amount}) "
+                        f"released after {delay:.1f} s (event #{closed.position} {closed.kind})",
+                    )
         slowest = f", the last after {max(delays):.1f} s" if delays else ""
-        verdict.note(f"kill -9 of pid {dead} ({kill.streams} stream(s) delivering): {len(delays) + lost} holds and "
-                     f"leases open at its death that no live process used again ({owned} of them known to be its "
-                     f"own, the others idle leases of either); {len(delays)} released{slowest}; {lost} never")
+        verdict.note(
+            f"kill -9 of pid {dead} ({kill.streams} stream(s) delivering): {len(delays) + lost} holds and "
+            f"leases open at its death that no live process used again ({owned} of them known to be its "
+            f"own, the others idle leases of either); {len(delays)} released{slowest}; {lost} never"
+        )
     return still_open
 
 
@@ -197,8 +225,12 @@ def _owned_by(name: str, earlier: list[LedgerEvent], pid_of: dict[str, set[int]]
     """1 if the hold is known to be the dead process's: its own request's, or a lease it charged."""
     if dead in pid_of.get(name, set()):
         return 1
-    return int(any(e.kind == "Charged" and e.get("lease") == name and dead in pid_of.get(e["request_id"], set())
-                   for e in earlier))
+    return int(
+        any(
+            e.kind == "Charged" and e.get("lease") == name and dead in pid_of.get(e["request_id"], set())
+            for e in earlier
+        )
+    )
 
 
 def _used_by_the_living(name: str, after: list[LedgerEvent], pid_of: dict[str, set[int]], dead: int) -> bool:
@@ -206,16 +238,22 @@ def _used_by_the_living(name: str, after: list[LedgerEvent], pid_of: dict[str, s
     for event in after:
         if event.kind == "CreditsLeased" and event["lease"] == name:
             return True
-        if (event.kind == "Charged" and (event.get("lease") or event["request_id"]) == name
-                and pid_of.get(event["request_id"], {dead}) - {dead}):
+        if (
+            event.kind == "Charged"
+            and (event.get("lease") or event["request_id"]) == name
+            and pid_of.get(event["request_id"], {dead}) - {dead}
+        ):
             return True
     return False
 
 
-def check_nothing_held(snapshot: Snapshot, replayed: dict[str, TeamReplay], reported: set[tuple[str, str]],
-                       verdict: Verdict) -> None:
+def check_nothing_held(
+    snapshot: Snapshot, replayed: dict[str, TeamReplay], reported: set[tuple[str, str]], verdict: Verdict
+) -> None:
     for team, state in sorted(replayed.items()):
         left = {name: amount for name, amount in state.open.items() if (team, name) not in reported and amount}
         if left:
-            verdict.fail("still held at the end", f"team {team}: {left} (every request settled and idle leases "
-                                                  "returned long before)")
+            verdict.fail(
+                "still held at the end",
+                f"team {team}: {left} (every request settled and idle leases returned long before)",
+            )

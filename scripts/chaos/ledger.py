@@ -68,9 +68,16 @@ def read_snapshot(database_url: str, base_dir: Path) -> Snapshot:
                 fields.pop(name, None)
             if type(event).__name__ == "Opened":
                 names[event.originator_id] = fields["name"]
-            events.append(LedgerEvent(notification.id, names.get(event.originator_id, str(event.originator_id)),
-                                      type(event).__name__, event.originator_version,
-                                      event.timestamp.timestamp(), fields))
+            events.append(
+                LedgerEvent(
+                    notification.id,
+                    names.get(event.originator_id, str(event.originator_id)),
+                    type(event).__name__,
+                    event.originator_version,
+                    event.timestamp.timestamp(),
+                    fields,
+                )
+            )
         balances = {row.team_name: (row.balance, row.held) for row in store.balances()}
         return Snapshot(events, balances)
     finally:

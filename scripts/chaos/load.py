@@ -30,8 +30,11 @@ def should_retry(attempt: Attempt) -> bool:
         return True
     if attempt.status == 409 and "still in progress" in attempt.error:
         return True
-    return attempt.status == 503 and ("billing ledger" in attempt.error or "key directory" in attempt.error
-                                    or "Rate limits cannot be checked" in attempt.error)
+    return attempt.status == 503 and (
+        "billing ledger" in attempt.error
+        or "key directory" in attempt.error
+        or "Rate limits cannot be checked" in attempt.error
+    )
 
 
 def succeeded(attempt: Attempt) -> bool:
@@ -41,8 +44,15 @@ def succeeded(attempt: Attempt) -> bool:
 class Load:
     """Sends ``plans`` to the gateways and keeps every attempt."""
 
-    def __init__(self, plans: list[Plan], urls: Callable[[int], str], pids: Callable[[int], int],
-                 keys: list[tuple[str, str]], gateways: int, concurrency: int) -> None:
+    def __init__(
+        self,
+        plans: list[Plan],
+        urls: Callable[[int], str],
+        pids: Callable[[int], int],
+        keys: list[tuple[str, str]],
+        gateways: int,
+        concurrency: int,
+    ) -> None:
         self.plans = plans
         self._url = urls
         self._pid = pids
@@ -64,10 +74,12 @@ class Load:
         async with httpx.AsyncClient(limits=limits, timeout=timeout) as client:
             await asyncio.gather(*(self._request(client, plan) for plan in self.plans))
 
-    async def _attempt(self, client: httpx.AsyncClient, plan: Plan, number: int, gateway: int,
-                       replay: bool = False) -> Attempt:
-        attempt = Attempt(plan=plan.index, number=number, gateway=gateway, pid=self._pid(gateway),
-                          started=time.time(), replay=replay)
+    async def _attempt(
+        self, client: httpx.AsyncClient, plan: Plan, number: int, gateway: int, replay: bool = False
+    ) -> Attempt:
+        attempt = Attempt(
+            plan=plan.index, number=number, gateway=gateway, pid=self._pid(gateway), started=time.time(), replay=replay
+        )
         self.attempts.append(attempt)
         self.sent += 1
         routed = plan if gateway == plan.gateway else _on(plan, gateway)

@@ -36,7 +36,13 @@ def log_problems(path: Path) -> Counter[str]:
                     message += f" [{exception[-1][:160]}]"
                 found[_NUMBERS.sub("N", message)[:240]] += 1
         elif line.startswith("Traceback"):
-            last = next((following for following in lines[i + 1:]
-                         if following and not following.startswith((" ", "Traceback"))), "?")
+            last = next(
+                (
+                    following
+                    for following in lines[i + 1 :]
+                    if following and not following.startswith((" ", "Traceback"))
+                ),
+                "?",
+            )
             found[f"traceback: {_NUMBERS.sub('N', last)[:200]}"] += 1
     return found

@@ -29,7 +29,8 @@ from scripts.chaos.invariants import DEAD_RELEASE_SECONDS, check_dead_holds, che
 from scripts.chaos.ledger import Snapshot, read_snapshot, wait_until_nothing_held
 from scripts.chaos.load import Load
 from scripts.chaos.logs import log_problems
-from scripts.chaos.teams import Operator, Team, open_teams
+from scripts.chaos.record import RunRecord
+from scripts.chaos.teams import Operator, open_teams
 from scripts.chaos.traffic import Plan, plan_traffic
 from scripts.chaos.verdict import Verdict, summary_line
 
@@ -62,8 +63,11 @@ def say(text: str) -> None:
 def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
     profile = LONG if long else CI
     seed = seed if seed is not None else (random.randrange(1, 1_000_000) if long else CI_SEED)
-    print(f"chaos: {profile.name} mode, seed {seed} (again: python -m scripts.chaos --seed {seed}"
-          f"{' --long' if long else ''}{'' if faults else ' --no-faults'})", flush=True)
+    print(
+        f"chaos: {profile.name} mode, seed {seed} (again: python -m scripts.chaos --seed {seed}"
+        f"{' --long' if long else ''}{'' if faults else ' --no-faults'})",
+        flush=True,
+    )
     folder = Path(tempfile.mkdtemp(prefix="tollgate-chaos-"))
     folder.chmod(0o755)  # the postgres user reaches its cluster inside
     signal.signal(signal.SIGTERM, _stop_by_exception)
@@ -83,13 +87,21 @@ def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
             gateway.launch()
         for gateway in gateways:
             gateway.wait_ready()
-        say(f"ready in {time.monotonic() - started:.1f} s: PostgreSQL :{postgres.port}, Redis :{redis.port}, "
+        say(
+            f"ready in {time.monotonic() - started:.1f} s: PostgreSQL :{postgres.port}, Redis :{redis.port}, "
             f"upstream :{upstream.port}, gateways {', '.join(f':{g.port}' for g in gateways)}; "
-            f"{len(teams)} teams ({sum(t.poor for t in teams)} poor); work folder {folder}")
+            f"{len(teams)} teams ({sum(t.poor for t in teams)} poor); work folder {folder}"
+        )
 
         plans = plan_traffic(seed, profile.requests, len(teams), GATEWAYS, profile.duration)
-        load = Load(plans, lambda g: gateways[g].url, lambda g: gateways[g].pid,
-                    [t.secrets for t in teams], GATEWAYS, profile.concurrency)
+        load = Load(
+            plans,
+            lambda g: gateways[g].url,
+            lambda g: gateways[g].pid,
+            [t.secrets for t in teams],
+            GATEWAYS,
+            profile.concurrency,
+        )
         operator = Operator(config)
         injector = Injector(postgres, DATABASE, redis, gateways, operator, teams, load, random.Random(seed))
         schedule = schedule_for(long) if faults else []
@@ -108,7 +120,8 @@ def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
         verify = run_cli(config, "ledger", "verify", timeout=300)
         exits = {g.index: g.stop() for g in gateways}
 
-        verdict = judge(plans, load, injector, operator, teams, snapshot, config)
+        record = RunRecord(plans, load.attempts, injector.faults, teams, operator.actions)
+        verdict = judge(record, snapshot, config)
         if verify.returncode != 0:
             verdict.fail("ledger verify", (verify.stdout + verify.stderr).strip()[-2000:])
         for index, status in exits.items():
@@ -140,36 +153,49 @@ def _stop_by_exception(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def judge(plans: list[Plan], load: Load, injector: Injector, operator: Operator, teams: list[Team],
-          snapshot: Snapshot, config: Path) -> Verdict:
+def judge(record: RunRecord, snapshot: Snapshot, config: Path) -> Verdict:
     from domain.settings import parse_settings
 
     verdict = Verdict()
-    check_answers(plans, load.attempts, injector.faults, teams, operator.actions, verdict)
+    check_answers(record, verdict)
     prices = Prices(parse_settings(config.read_text(), str(config)))
-    ChargeChecks(plans, load.attempts, snapshot, injector.faults, teams, prices, verdict).run()
+    ChargeChecks(record, snapshot, prices, verdict).run()
     replayed = replay(snapshot, verdict)
-    check_sums(snapshot, replayed, teams, operator.actions, verdict)
-    dead = check_dead_holds(snapshot, load.attempts, injector.faults, verdict)
+    check_sums(snapshot, replayed, record.teams, record.actions, verdict)
+    dead = check_dead_holds(snapshot, record.attempts, record.faults, verdict)
     check_nothing_held(snapshot, replayed, dead, verdict)
     return verdict
 
 
-def _save(folder: Path, plans: list[Plan], load: Load, injector: Injector, operator: Operator,
-          snapshot: Snapshot) -> None:
+def _save(
+    folder: Path, plans: list[Plan], load: Load, injector: Injector, operator: Operator, snapshot: Snapshot
+) -> None:
     (folder / "plans.jsonl").write_text("".join(json.dumps(asdict(p)) + "\n" for p in plans))
     (folder / "attempts.jsonl").write_text("".join(a.as_json() + "\n" for a in load.attempts))
-    (folder / "events.jsonl").write_text("".join(
-        json.dumps({"position": e.position, "team": e.team, "kind": e.kind, "version": e.version, "at": e.at,
-                    **e.fields}, default=str) + "\n" for e in snapshot.events))
-    (folder / "faults.json").write_text(json.dumps({"faults": [asdict(f) for f in injector.faults],
-                                                    "operator": [asdict(a) for a in operator.actions]}, indent=1))
+    (folder / "events.jsonl").write_text(
+        "".join(
+            json.dumps(
+                {"position": e.position, "team": e.team, "kind": e.kind, "version": e.version, "at": e.at, **e.fields},
+                default=str,
+            )
+            + "\n"
+            for e in snapshot.events
+        )
+    )
+    (folder / "faults.json").write_text(
+        json.dumps(
+            {"faults": [asdict(f) for f in injector.faults], "operator": [asdict(a) for a in operator.actions]},
+            indent=1,
+        )
+    )
 
 
 def _report(verdict: Verdict, injector: Injector, gateways: list[GatewayProcess], seconds: float) -> None:
     for fault in injector.faults:
-        say(f"fault at +{fault.started - injector.load.started:5.1f} s, {fault.ended - fault.started:4.1f} s: "
-            f"{fault.kind}: {fault.detail}")
+        say(
+            f"fault at +{fault.started - injector.load.started:5.1f} s, {fault.ended - fault.started:4.1f} s: "
+            f"{fault.kind}: {fault.detail}"
+        )
     say("answers: " + ", ".join(f"{k} ×{v}" for k, v in sorted(verdict.statuses.items())))
     say("5xx by cause: " + (", ".join(f"{k} ×{v}" for k, v in sorted(verdict.causes.items())) or "none"))
     for note in verdict.notes:

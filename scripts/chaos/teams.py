@@ -52,7 +52,7 @@ class OperatorAction:
 def open_teams(database_url: str, base_dir: Path, count: int, poor_every: int) -> list[Team]:
     """Open ``count`` teams (every ``poor_every``-th one poor), two keys each."""
     from app.keys import hash_key
-    from app.ledger.results import Limits
+    from app.ledger.results import KeyTerms, Limits
     from app.ledger.service import LedgerService
     from app.ledger.writer import LedgerWriter
     from app.store.event_store import open_ledger_store
@@ -70,7 +70,8 @@ def open_teams(database_url: str, base_dir: Path, count: int, poor_every: int) -
                 opening = micros_from_credits(POOR if poor else RICH)
                 limited = i % 2 == 0
                 ledger.create_team(name, opening)
-                first = ledger.issue_key(name, "first", limits=Limits(HIGH_RPM, HIGH_TPM) if limited else Limits())
+                terms = KeyTerms(limits=Limits(HIGH_RPM, HIGH_TPM) if limited else Limits())
+                first = ledger.issue_key(name, "first", terms)
                 secrets = (first.secret, ledger.issue_key(name, "second").secret)
                 teams.append((name, opening, poor, secrets, limited))
         result = []
@@ -94,8 +95,16 @@ class Operator:
 
     def top_up(self, team: str, amount: str = TOP_UP) -> OperatorAction:
         reference = f"chaos top-up {len(self.actions) + 1}"
-        return self._run(OperatorAction("top-up", team, amount, reference, time.time()),
-                         "credits", "add", "--team", team, amount, "--reference", reference)
+        return self._run(
+            OperatorAction("top-up", team, amount, reference, time.time()),
+            "credits",
+            "add",
+            "--team",
+            team,
+            amount,
+            "--reference",
+            reference,
+        )
 
     def revoke(self, team: str, key_id: str) -> OperatorAction:
         return self._run(

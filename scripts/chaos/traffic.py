@@ -16,8 +16,11 @@ from typing import Any
 from scripts.chaos.gateways import MODELS
 
 #: The endpoints and the model of each one's own wire (the rest of the time a model is translated).
-ENDPOINTS = {"chat": ("/v1/chat/completions", "chaos-gpt"), "responses": ("/v1/responses", "chaos-codex"),
-             "messages": ("/v1/messages", "chaos-claude")}
+ENDPOINTS = {
+    "chat": ("/v1/chat/completions", "chaos-gpt"),
+    "responses": ("/v1/responses", "chaos-codex"),
+    "messages": ("/v1/messages", "chaos-claude"),
+}
 #: The upstream faults a request may ask for, and how often (the rest ask for none).
 UPSTREAM_FAULTS = {
     "fail-503": 0.04,  # the provider is overloaded: 503
@@ -36,8 +39,28 @@ HOT_SHARE = 0.2
 SLOW_CHUNK_MS = 150
 HANG_MS = 6000
 MAX_TOKENS = 32
-WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo",
-         "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango")
+WORDS = (
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,8 +86,11 @@ class Plan:
 
     def body(self) -> dict[str, Any]:
         if self.endpoint == "chat":
-            body: dict[str, Any] = {"model": self.model, "max_tokens": MAX_TOKENS,
-                                    "messages": [{"role": "user", "content": self.text}]}
+            body: dict[str, Any] = {
+                "model": self.model,
+                "max_tokens": MAX_TOKENS,
+                "messages": [{"role": "user", "content": self.text}],
+            }
             if self.stream:
                 body["stream_options"] = {"include_usage": True}
         elif self.endpoint == "responses":
@@ -94,8 +120,9 @@ def _directive(fault: str, rng: random.Random, words: int) -> str:
     return ""
 
 
-def plan_traffic(seed: int, requests: int, teams: int, gateways: int, duration: float,
-                 idempotent_share: float = 0.15) -> list[Plan]:
+def plan_traffic(
+    seed: int, requests: int, teams: int, gateways: int, duration: float, idempotent_share: float = 0.15
+) -> list[Plan]:
     """``requests`` plans over ``duration`` seconds, drawn from ``seed``."""
     rng = random.Random(seed)
     faults = list(UPSTREAM_FAULTS)

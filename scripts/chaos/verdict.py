@@ -38,5 +38,7 @@ def summary_line(requests: int, faults: int, verdict: Verdict) -> str:
     five = ", ".join(f"{status}: {verdict.five_xx.get(status, 0)}" for status in (503, 502, 504))
     other = [s for s in sorted(verdict.five_xx) if s not in (502, 503, 504)]
     five += "".join(f", {status}: {verdict.five_xx[status]}" for status in other)
-    return (f"chaos: requests={requests} faults={faults} 5xx={{{five}}} charges_checked={verdict.charges_checked} "
-            f"violations={len(verdict.violations)}")
+    return (
+        f"chaos: requests={requests} faults={faults} 5xx={{{five}}} charges_checked={verdict.charges_checked} "
+        f"violations={len(verdict.violations)}"
+    )

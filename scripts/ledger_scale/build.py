@@ -26,6 +26,7 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.snapshots import SnapshotRow
 from domain.endpoints import CHAT
 from domain.ledger import TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage, worst_case_in_micros
 from projections.history import HistoryProjection
 from scripts.bench.fast_upstream import COMPLETION_TOKENS, PROMPT_TOKENS
@@ -51,8 +52,9 @@ def open_teams(ledger: Ledger, store: LedgerStore) -> None:
             ledger.teams[name] = Team(name, key.secret, key.key_id)
 
 
-def grow(store: LedgerStore, team: Team, events: int, snapshot_every: int,
-         progress: Callable[[int], None] | None = None) -> int:
+def grow(
+    store: LedgerStore, team: Team, events: int, snapshot_every: int, progress: Callable[[int], None] | None = None
+) -> int:
     """Add requests to the team until it has ``events`` events; returns the snapshots taken."""
     ledger = store.find_team(team.id)
     if ledger is None:
@@ -73,9 +75,8 @@ def grow(store: LedgerStore, team: Team, events: int, snapshot_every: int,
         if ledger.available < HOLD:
             ledger.add_credits(TOP_UP, reference="top-up")
         request_id = new_request_id()
-        ledger.place_hold(request_id, HOLD, team.key_id, MODEL, CHAT, owner=OWNER)
-        ledger.charge(request_id, USAGE, PRICE, Decimal(CREDITS_PER_USD), key_id=team.key_id, model=MODEL,
-                      endpoint=CHAT)
+        ledger.place_hold(RequestOnLedger(request_id, team.key_id, MODEL, CHAT), HOLD, owner=OWNER)
+        ledger.charge(RequestOnLedger(request_id, team.key_id, MODEL, CHAT), USAGE, PRICE, Decimal(CREDITS_PER_USD))
         if ledger.version - snapshot_at >= snapshot_every:  # after a request, as after a writer's commit
             taken.append(store.team_snapshots.take(ledger))
             snapshot_at = ledger.version
@@ -150,10 +151,16 @@ def build(ledger: Ledger, events: int, snapshot_every: int) -> dict[str, Any]:
         store.close()
     seconds = time.perf_counter() - started
     ledger.built_events = events
-    ledger.build = {"events": total, "big_team_events": big.version if big else 0, "snapshots": snapshots,
-                    "seconds": round(seconds, 1), "events_per_s": round(total / seconds),
-                    "big_team_write_seconds": round(written, 1),
-                    "big_team_write_events_per_s": round((big.version if big else 0) / written),
-                    "history_seconds": round(projected, 1), "history_events_per_s": round(total / projected)}
+    ledger.build = {
+        "events": total,
+        "big_team_events": big.version if big else 0,
+        "snapshots": snapshots,
+        "seconds": round(seconds, 1),
+        "events_per_s": round(total / seconds),
+        "big_team_write_seconds": round(written, 1),
+        "big_team_write_events_per_s": round((big.version if big else 0) / written),
+        "history_seconds": round(projected, 1),
+        "history_events_per_s": round(total / projected),
+    }
     ledger.save()
     return ledger.build

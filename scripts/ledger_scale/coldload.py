@@ -44,8 +44,9 @@ def _reset_peak() -> bool:
     return True
 
 
-def measure(database_url: str, base_dir: Path, team: UUID, full_replay: bool,
-            version: int | None = None) -> dict[str, Any]:
+def measure(
+    database_url: str, base_dir: Path, team: UUID, full_replay: bool, version: int | None = None
+) -> dict[str, Any]:
     store = open_ledger_store(database_url, base_dir, pool_size=2)
     try:
         store.recorder.max_notification_id()  # the connection is open and used, as a gateway's is
@@ -64,20 +65,43 @@ def measure(database_url: str, base_dir: Path, team: UUID, full_replay: bool,
         after, peak = _status_kb("VmRSS"), _status_kb("VmHWM")
     finally:
         store.close()
-    return {"seconds": seconds, "ms": seconds * 1e3, "version": loaded.version if loaded else 0,
-            "snapshot_version": snapshot_version, "rss_before_mb": before / 1024,
-            "rss_growth_mb": (after - before) / 1024,
-            "peak_growth_mb": (peak - before) / 1024 if peak_reset else None}
+    return {
+        "seconds": seconds,
+        "ms": seconds * 1e3,
+        "version": loaded.version if loaded else 0,
+        "snapshot_version": snapshot_version,
+        "rss_before_mb": before / 1024,
+        "rss_growth_mb": (after - before) / 1024,
+        "peak_growth_mb": (peak - before) / 1024 if peak_reset else None,
+    }
 
 
-def cold_load(database_url: str, base_dir: Path, team: UUID, *, full_replay: bool = False,
-              version: int | None = None, timeout: float = 3600) -> dict[str, Any]:
+def cold_load(
+    database_url: str,
+    base_dir: Path,
+    team: UUID,
+    *,
+    full_replay: bool = False,
+    version: int | None = None,
+    timeout: float = 3600,
+) -> dict[str, Any]:
     """``measure`` in a fresh Python process."""
-    command = [sys.executable, "-m", "scripts.ledger_scale.coldload", "--database-url", database_url,
-               "--base-dir", str(base_dir), "--team", str(team), *(["--full-replay"] if full_replay else []),
-               *(["--version", str(version)] if version is not None else [])]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
-                            cwd=Path(__file__).resolve().parents[2])
+    command = [
+        sys.executable,
+        "-m",
+        "scripts.ledger_scale.coldload",
+        "--database-url",
+        database_url,
+        "--base-dir",
+        str(base_dir),
+        "--team",
+        str(team),
+        *(["--full-replay"] if full_replay else []),
+        *(["--version", str(version)] if version is not None else []),
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=timeout, cwd=Path(__file__).resolve().parents[2]
+    )
     if result.returncode != 0:
         raise RuntimeError(f"the cold load failed ({result.returncode}): {result.stderr[-2000:]}")
     answer: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,10 @@ from scripts.bench.report import percentile
 from scripts.ledger_scale.ledger import MODEL, Ledger, Team
 
 START_ATTEMPTS = 3
-BODY = (b'{"model":"' + MODEL.encode() + b'","max_tokens":64,"messages":[{"role":"user","content":'
-        b'"Why do toll roads keep a ledger of every car that passes through?"}]}')
+BODY = (
+    b'{"model":"' + MODEL.encode() + b'","max_tokens":64,"messages":[{"role":"user","content":'
+    b'"Why do toll roads keep a ledger of every car that passes through?"}]}'
+)
 
 
 class Client:
@@ -50,8 +53,12 @@ class Client:
 
 def summary(latencies: list[float]) -> dict[str, Any]:
     ordered = sorted(latencies)
-    return {"requests": len(ordered), "p50_ms": statistics.median(ordered) if ordered else None,
-            "p99_ms": percentile(ordered, 0.99) if ordered else None, "max_ms": ordered[-1] if ordered else None}
+    return {
+        "requests": len(ordered),
+        "p50_ms": statistics.median(ordered) if ordered else None,
+        "p99_ms": percentile(ordered, 0.99) if ordered else None,
+        "max_ms": ordered[-1] if ordered else None,
+    }
 
 
 class Gateway:
@@ -66,8 +73,12 @@ class Gateway:
     @contextmanager
     def restarted(self) -> Iterator[servers.Server]:
         port = servers.free_port()
-        server = servers.Server("tollgate", [*servers.tollgate_command(), "serve", "--config", str(self.ledger.config),
-                                             "--port", str(port)], port, self.log)
+        server = servers.Server(
+            "tollgate",
+            [*servers.tollgate_command(), "serve", "--config", str(self.ledger.config), "--port", str(port)],
+            port,
+            self.log,
+        )
         for attempt in range(START_ATTEMPTS):
             self.started_at = time.perf_counter()
             try:
@@ -143,14 +154,30 @@ def alongside(server: servers.Server, big: Team, small: Team) -> dict[str, Any]:
         client.close()
     if failed:
         raise failed[0]
-    return {"big_first_ms": big_ms[0], "small_first_ms": latencies[0], "small": summary(latencies),
-            "gateway_rss_mb": rss(server)}
+    return {
+        "big_first_ms": big_ms[0],
+        "small_first_ms": latencies[0],
+        "small": summary(latencies),
+        "gateway_rss_mb": rss(server),
+    }
 
 
-def during_catch_up(server: servers.Server, small: Team, position: Callable[[], int], target: int,
-                    started_at: float, after_requests: int, timeout: float = 3600) -> dict[str, Any]:
+@dataclass(frozen=True, slots=True)
+class CatchUp:
+    """The audit history's catch-up to wait for: how to read its ``position``, the ``target`` it must
+    reach, the ``perf_counter`` its time is counted from (the gateway's start), and how long it may
+    take at most (``timeout`` seconds)."""
+
+    position: Callable[[], int]
+    target: int
+    started_at: float
+    timeout: float = 3600
+
+
+def during_catch_up(server: servers.Server, small: Team, catch_up: CatchUp, after_requests: int) -> dict[str, Any]:
     """The small team's requests, one after the other, while the audit history catches up to
-    ``target``; then ``after_requests`` more once it has, on the same gateway (the steady figure)."""
+    ``catch_up.target``; then ``after_requests`` more once it has, on the same gateway (the steady figure)."""
+    position, target, started_at, timeout = catch_up.position, catch_up.target, catch_up.started_at, catch_up.timeout
     client = Client(server.port, small)
     during: list[float] = []
     try:

@@ -102,8 +102,9 @@ upstream = {{kind = "openai", base_url = "{upstream_url}/v1", api_key_env = "{UP
         import psycopg
 
         name = self.database.dbname
-        with psycopg.connect(Database.from_url(self.postgres_admin, Path()).conninfo(), autocommit=True,
-                             connect_timeout=5) as conn:
+        with psycopg.connect(
+            Database.from_url(self.postgres_admin, Path()).conninfo(), autocommit=True, connect_timeout=5
+        ) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 

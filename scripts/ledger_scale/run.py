@@ -90,16 +90,20 @@ def prepared(plan: Plan, backend: str, workdir: Path) -> ledger.Ledger:
         setback.snapshots_back(found)  # a run stopped with them set aside
         return found
     if found is not None:
-        say(f"the kept {backend} ledger has {found.built_events:,} events in its big team, not {plan.events:,}: "
-            "building a new one")
+        say(
+            f"the kept {backend} ledger has {found.built_events:,} events in its big team, not {plan.events:,}: "
+            "building a new one"
+        )
         found.drop()
     fresh = ledger.new_ledger(workdir, backend, plan.postgres_admin)
     fresh.save()  # names the PostgreSQL database before anything can fail
     say(f"building the {backend} ledger: a team with {plan.events:,} events and {len(ledger.SMALL)} small teams…")
     figures = build(fresh, plan.events, plan.snapshot_every)
-    say(f"  built {figures['events']:,} events in {figures['seconds']} s ({figures['events_per_s']:,} events/s; "
+    say(
+        f"  built {figures['events']:,} events in {figures['seconds']} s ({figures['events_per_s']:,} events/s; "
         f"the big team written at {figures['big_team_write_events_per_s']:,} events/s, the audit history "
-        f"projected at {figures['history_events_per_s']:,} events/s), {figures['snapshots']:,} snapshots")
+        f"projected at {figures['history_events_per_s']:,} events/s), {figures['snapshots']:,} snapshots"
+    )
     return fresh
 
 
@@ -110,11 +114,15 @@ def _mb(value: float | None) -> str:
 def _cold_load(plan: Plan, built: ledger.Ledger, version: int | None) -> dict[str, Any]:
     big = built.teams[ledger.BIG].id
     runs = [cold_load(built.database_url, built.workdir, big, version=version) for _ in range(plan.cold_runs)]
-    return {"ms": statistics.median(r["ms"] for r in runs),
-            "peak_growth_mb": max((r["peak_growth_mb"] for r in runs if r["peak_growth_mb"] is not None), default=None),
-            "rss_growth_mb": max(r["rss_growth_mb"] for r in runs), "version": runs[0]["version"],
-            "snapshot_version": runs[0]["snapshot_version"],
-            "replayed_events": runs[0]["version"] - runs[0]["snapshot_version"], "runs": runs}
+    return {
+        "ms": statistics.median(r["ms"] for r in runs),
+        "peak_growth_mb": max((r["peak_growth_mb"] for r in runs if r["peak_growth_mb"] is not None), default=None),
+        "rss_growth_mb": max(r["rss_growth_mb"] for r in runs),
+        "version": runs[0]["version"],
+        "snapshot_version": runs[0]["snapshot_version"],
+        "replayed_events": runs[0]["version"] - runs[0]["snapshot_version"],
+        "runs": runs,
+    }
 
 
 def _cold_loads(plan: Plan, built: ledger.Ledger) -> dict[str, Any]:
@@ -125,12 +133,15 @@ def _cold_loads(plan: Plan, built: ledger.Ledger) -> dict[str, Any]:
     if len(latest) == 2:
         result["worst_case"] = _cold_load(plan, built, latest[0] - 1)
     for case, cold in result.items():
-        say(f"  cold load ({case.replace('_', ' ')}): {cold['ms']:.1f} ms (median of {plan.cold_runs}), peak RSS "
+        say(
+            f"  cold load ({case.replace('_', ' ')}): {cold['ms']:.1f} ms (median of {plan.cold_runs}), peak RSS "
             f"growth {_mb(cold['peak_growth_mb'])}, from the snapshot at version {cold['snapshot_version']:,} "
-            f"and {cold['replayed_events']:,} events after it")
+            f"and {cold['replayed_events']:,} events after it"
+        )
     if plan.full_replay:
-        replay = result["full_replay"] = cold_load(built.database_url, built.workdir, built.teams[ledger.BIG].id,
-                                                   full_replay=True)
+        replay = result["full_replay"] = cold_load(
+            built.database_url, built.workdir, built.teams[ledger.BIG].id, full_replay=True
+        )
         say(f"  full replay: {replay['ms']:,.0f} ms, peak RSS growth {_mb(replay['peak_growth_mb'])}")
     return result
 
@@ -162,13 +173,17 @@ def _first_requests(plan: Plan, built: ledger.Ledger, gw: gateway.Gateway) -> di
             run["big_warm_process_ms"] = gateway.first_request(server, big)
         runs.append(run)
     first = _medians(runs)
-    say(f"  first request after a restart: big team {first['big_ms']:.1f} ms (the gateway answered "
+    say(
+        f"  first request after a restart: big team {first['big_ms']:.1f} ms (the gateway answered "
         f"{first['gateway_ready_s']:.1f} s after its start); a 100-event team's {first['process_first_ms']:.1f} ms; "
         f"then the 1,000-event team's {first['small_first_ms']:.1f} ms and the big team's "
-        f"{first['big_warm_process_ms']:.1f} ms (medians of {plan.repeat})")
+        f"{first['big_warm_process_ms']:.1f} ms (medians of {plan.repeat})"
+    )
     steady["big"]["snapshots"] = setback.snapshot_count(built, big.id)
-    say(f"  steady p50: big team {steady['big']['p50_ms']:.2f} ms, "
-        f"1,000-event team {steady['baseline']['p50_ms']:.2f} ms")
+    say(
+        f"  steady p50: big team {steady['big']['p50_ms']:.2f} ms, "
+        f"1,000-event team {steady['baseline']['p50_ms']:.2f} ms"
+    )
     return {"first_request": first, "steady": steady}
 
 
@@ -190,10 +205,16 @@ def _alongside(plan: Plan, built: ledger.Ledger, gw: gateway.Gateway, full_repla
             setback.snapshots_back(built)
     result = {**_medians(runs), "small": runs[0]["small"]} if full_replay else _medians(runs)
     result["snapshots_moved_aside"] = moved
-    say(f"  alongside the big team's {'full replay' if full_replay else 'load'}: its first request "
+    say(
+        f"  alongside the big team's {'full replay' if full_replay else 'load'}: its first request "
         f"{result['big_first_ms']:,.1f} ms, the 1,000-event team's first {result['small_first_ms']:.1f} ms"
-        + (f", p50 {runs[0]['small']['p50_ms']:.1f} ms over {runs[0]['small']['requests']} requests, slowest "
-           f"{runs[0]['small']['max_ms']:.1f} ms" if full_replay else f" (medians of {len(runs)})"))
+        + (
+            f", p50 {runs[0]['small']['p50_ms']:.1f} ms over {runs[0]['small']['requests']} requests, slowest "
+            f"{runs[0]['small']['max_ms']:.1f} ms"
+            if full_replay
+            else f" (medians of {len(runs)})"
+        )
+    )
     return result
 
 
@@ -210,15 +231,19 @@ def _requests(plan: Plan, built: ledger.Ledger, workdir: Path) -> dict[str, Any]
         with gw.restarted() as server:
             if target - position >= WARM_BEFORE_CATCH_UP:  # the process's first-request costs, out of the way
                 gateway.first_request(server, built.teams[ledger.FILLER])
-            catch_up = gateway.during_catch_up(server, small, polled, target, gw.started_at, plan.requests)
+            catch_up = gateway.during_catch_up(
+                server, small, gateway.CatchUp(polled, target, gw.started_at), plan.requests
+            )
     finally:
         polled.close()
     catch_up["backlog_events"] = target - position
     catch_up["events_per_s"] = (target - position) / catch_up["caught_up_s"]
     result["catch_up"] = catch_up
-    say(f"  {target - position:,}-event projection backlog caught up {catch_up['caught_up_s']:.1f} s after the "
+    say(
+        f"  {target - position:,}-event projection backlog caught up {catch_up['caught_up_s']:.1f} s after the "
         f"gateway's start; the 1,000-event team's p50 meanwhile {catch_up['during']['p50_ms'] or 0:.2f} ms over "
-        f"{catch_up['during']['requests']} requests, {catch_up['after']['p50_ms']:.2f} ms after")
+        f"{catch_up['during']['requests']} requests, {catch_up['after']['p50_ms']:.2f} ms after"
+    )
     return result
 
 
@@ -228,19 +253,27 @@ def bench_backend(plan: Plan, backend: str, workdir: Path, upstream: servers.Ser
     built.write_config(upstream.url, plan.snapshot_every)
     top_up(built)
     try:
-        result: dict[str, Any] = {"backend": backend, "ledger": {
-            "big_team_events": built.build.get("big_team_events"), "events_at_build": built.build.get("events"),
-            "build_seconds": built.build.get("seconds"), "build_events_per_s": built.build.get("events_per_s"),
-            "build": built.build}}
+        result: dict[str, Any] = {
+            "backend": backend,
+            "ledger": {
+                "big_team_events": built.build.get("big_team_events"),
+                "events_at_build": built.build.get("events"),
+                "build_seconds": built.build.get("seconds"),
+                "build_events_per_s": built.build.get("events_per_s"),
+                "build": built.build,
+            },
+        }
         result["cold_load"] = _cold_loads(plan, built)
         result.update(_requests(plan, built, workdir))
         say("  ledger verify, rebuild, export…")
         tools = result["tools"] = operator_tools(built, workdir, ledger.BIG)
         tools["export_small"] = export(built, workdir, ledger.BASELINE)
-        say(f"  verify {tools['verify']['seconds']:.1f} s, rebuild {tools['rebuild']['events_per_s']:,.0f} events/s, "
+        say(
+            f"  verify {tools['verify']['seconds']:.1f} s, rebuild {tools['rebuild']['events_per_s']:,.0f} events/s, "
             f"export {tools['export']['rows']:,} rows at {tools['export']['rows_per_s']:,.0f} rows/s "
             f"(peak RSS {tools['export']['peak_rss_mb']:.0f} MB; {tools['export_small']['peak_rss_mb']:.0f} MB for "
-            f"the 1,000-event team)")
+            f"the 1,000-event team)"
+        )
     finally:
         if plan.keep is None:
             built.drop()
@@ -249,35 +282,64 @@ def bench_backend(plan: Plan, backend: str, workdir: Path, upstream: servers.Ser
 
 
 def _meta(plan: Plan) -> dict[str, Any]:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parents[2]).stdout.strip()
-    return {"command": " ".join(["python -m scripts.ledger_scale", *sys.argv[1:]]),
-            "date": datetime.now(UTC).isoformat(timespec="seconds"), "commit": commit or None,
-            "cpus": os.cpu_count(), "load_average_at_start": os.getloadavg(), "python": platform.python_version(),
-            "events": plan.events, "snapshot_every": plan.snapshot_every, "requests": plan.requests,
-            "backlog": plan.backlog}
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2]
+    ).stdout.strip()
+    return {
+        "command": " ".join(["python -m scripts.ledger_scale", *sys.argv[1:]]),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit or None,
+        "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
+        "python": platform.python_version(),
+        "events": plan.events,
+        "snapshot_every": plan.snapshot_every,
+        "requests": plan.requests,
+        "backlog": plan.backlog,
+    }
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m scripts.ledger_scale", description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m scripts.ledger_scale",
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--events", type=int, help="events in the big team's history (default 1,000,000)")
     p.add_argument("--backend", choices=("sqlite", "postgresql", "both"), default="both")
-    p.add_argument("--keep", type=Path, metavar="DIR",
-                   help="build the ledger in DIR and keep it (and its PostgreSQL database); reuse it next time")
-    p.add_argument("--skip-full-replay", action="store_true",
-                   help="skip what loads the big team without its snapshots (a full replay, minutes at 1M events)")
+    p.add_argument(
+        "--keep",
+        type=Path,
+        metavar="DIR",
+        help="build the ledger in DIR and keep it (and its PostgreSQL database); reuse it next time",
+    )
+    p.add_argument(
+        "--skip-full-replay",
+        action="store_true",
+        help="skip what loads the big team without its snapshots (a full replay, minutes at 1M events)",
+    )
     p.add_argument("--requests", type=int, default=400, help="sequential requests per team for the steady figures")
-    p.add_argument("--repeat", type=int, default=3,
-                   help="restarts per first-request figure, their median reported (default 3)")
+    p.add_argument(
+        "--repeat", type=int, default=3, help="restarts per first-request figure, their median reported (default 3)"
+    )
     p.add_argument("--backlog", type=int, help="events the audit history is set back (default 500,000)")
-    p.add_argument("--snapshot-every", type=int, default=SNAPSHOT_EVERY,
-                   help=f"the gateway's snapshot_every, used by the build too (default {SNAPSHOT_EVERY})")
-    p.add_argument("--postgres-url", default=DEFAULT_POSTGRES,
-                   help="a PostgreSQL server where the benchmark may create (and drop) a database")
+    p.add_argument(
+        "--snapshot-every",
+        type=int,
+        default=SNAPSHOT_EVERY,
+        help=f"the gateway's snapshot_every, used by the build too (default {SNAPSHOT_EVERY})",
+    )
+    p.add_argument(
+        "--postgres-url",
+        default=DEFAULT_POSTGRES,
+        help="a PostgreSQL server where the benchmark may create (and drop) a database",
+    )
     p.add_argument("--json", type=Path, metavar="FILE", help="also write every figure as JSON to FILE")
-    p.add_argument("--quick", action="store_true",
-                   help=f"a {QUICK_EVENTS:,}-event team and few requests, to check the benchmark works")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"a {QUICK_EVENTS:,}-event team and few requests, to check the benchmark works",
+    )
     return p
 
 
@@ -301,8 +363,10 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     report["meta"]["load_average_at_end"] = os.getloadavg()
     meta = report["meta"]
-    print(f"\n# Ledger at scale — {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs, load average "
-          f"{meta['load_average_at_start'][0]:.2f} at start, {meta['load_average_at_end'][0]:.2f} at end\n")
+    print(
+        f"\n# Ledger at scale — {meta['date']}, commit {meta['commit']}, {meta['cpus']} CPUs, load average "
+        f"{meta['load_average_at_start'][0]:.2f} at start, {meta['load_average_at_end'][0]:.2f} at end\n"
+    )
     print(table(report["backends"]))
     if plan.args.json:
         plan.args.json.write_text(json.dumps(report, indent=1))

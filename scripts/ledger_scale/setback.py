@@ -32,18 +32,23 @@ _USAGE_FROM_ENTRIES = (
     "GROUP BY team_name, key_id, model, substr(occurred_at, 1, 10)"
 )
 
-_SUMS = ("COUNT(*) AS requests, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
-         "SUM(cache_write_tokens) AS cache_write_tokens, SUM(cache_hit_tokens) AS cache_hit_tokens, "
-         "-SUM(amount) AS cost")
+_SUMS = (
+    "COUNT(*) AS requests, SUM(input_tokens) AS input_tokens, SUM(output_tokens) AS output_tokens, "
+    "SUM(cache_write_tokens) AS cache_write_tokens, SUM(cache_hit_tokens) AS cache_hit_tokens, "
+    "-SUM(amount) AS cost"
+)
 
 
 def _attribution_from_entries(sql: Sql, upto: int) -> list[tuple[Any, ...]]:
     """The ``usage_by_attribution`` rows of the entries up to event ``upto``: their sums by team,
     tags, end user and day (few distinct tag sets), spread over each charge's dimensions as the
     projection spreads them."""
-    groups = sql.query(f"SELECT team_name, tags, end_user, substr(occurred_at, 1, 10) AS day, {_SUMS} "
-                       "FROM ledger_entries WHERE kind = 'charge' AND notification_id <= ? "
-                       "GROUP BY team_name, tags, end_user, substr(occurred_at, 1, 10)", (upto,))
+    groups = sql.query(
+        f"SELECT team_name, tags, end_user, substr(occurred_at, 1, 10) AS day, {_SUMS} "
+        "FROM ledger_entries WHERE kind = 'charge' AND notification_id <= ? "
+        "GROUP BY team_name, tags, end_user, substr(occurred_at, 1, 10)",
+        (upto,),
+    )
     rows: list[tuple[Any, ...]] = []
     for g in groups:
         counts = tuple(int(g[c]) for c in attribution.SUMMED)
@@ -99,8 +104,9 @@ def snapshot_versions(ledger: Ledger, team: UUID, latest: int = 2) -> list[int]:
     """The versions of the team's ``latest`` snapshots, newest first."""
     sql = ledger.sql()
     try:
-        rows = sql.query("SELECT version FROM team_snapshots WHERE team_id = ? ORDER BY version DESC LIMIT ?",
-                         (team.hex, latest))
+        rows = sql.query(
+            "SELECT version FROM team_snapshots WHERE team_id = ? ORDER BY version DESC LIMIT ?", (team.hex, latest)
+        )
         return [int(r["version"]) for r in rows]
     finally:
         sql.close()

@@ -26,8 +26,12 @@ def run_tool(ledger: Ledger, workdir: Path, *args: str, timeout: float = 7200) -
     errors = workdir / f"{ledger.backend}-{'-'.join(a.strip('-') for a in args[1:])}.err"
     started = time.perf_counter()
     with errors.open("wb") as err:
-        process = subprocess.Popen([*servers.tollgate_command(), *args, "--config", str(ledger.config)],
-                                   stdout=subprocess.PIPE, stderr=err, env=servers.child_env())
+        process = subprocess.Popen(
+            [*servers.tollgate_command(), *args, "--config", str(ledger.config)],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            env=servers.child_env(),
+        )
     assert process.stdout is not None
     peak = _PeakWatcher(process.pid)
     lines, tail = 0, b""
@@ -42,10 +46,16 @@ def run_tool(ledger: Ledger, workdir: Path, *args: str, timeout: float = 7200) -
     process.returncode = os.waitstatus_to_exitcode(status)  # reaped here, for its rusage: Popen must not wait
     seconds = time.perf_counter() - started
     if process.returncode != 0:
-        raise RuntimeError(f"tollgate {' '.join(args)} failed ({process.returncode}): "
-                           f"{errors.read_text()[-2000:]}{tail.decode(errors='replace')[-1000:]}")
-    return {"seconds": seconds, "lines": lines, "peak_rss_mb": peak.kib / 1024,
-            "output_tail": tail.decode(errors="replace")[-500:]}
+        raise RuntimeError(
+            f"tollgate {' '.join(args)} failed ({process.returncode}): "
+            f"{errors.read_text()[-2000:]}{tail.decode(errors='replace')[-1000:]}"
+        )
+    return {
+        "seconds": seconds,
+        "lines": lines,
+        "peak_rss_mb": peak.kib / 1024,
+        "output_tail": tail.decode(errors="replace")[-500:],
+    }
 
 
 def operator_tools(ledger: Ledger, workdir: Path, big_team: str) -> dict[str, Any]:

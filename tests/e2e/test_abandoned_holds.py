@@ -7,6 +7,7 @@ import time
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import open_ledger_store
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.settings import parse_settings
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
@@ -22,8 +23,11 @@ def test_the_holds_of_a_dead_process_are_released_after_the_timeout(tmp_path, fa
         settings = parse_settings(config.read_text(), str(config))
         store = open_ledger_store(settings.database_url, config.parent)
         with LedgerWriter(store) as dead:
-            dead.on_team(team_id("acme"), "acme", lambda t: t.place_hold("req_lost", 4_000_000, "k", "fake-gpt",
-                                                                            "chat.completions")).result()
+            dead.on_team(
+                team_id("acme"),
+                "acme",
+                lambda t: t.place_hold(RequestOnLedger("req_lost", "k", "fake-gpt", "chat.completions"), 4_000_000),
+            ).result()
         store.close()
         assert "held 4, available 6" in gateway.cli("team", "show", "acme").stdout
 

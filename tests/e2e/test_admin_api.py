@@ -13,8 +13,9 @@ from tests.support.gateway import ADMIN_KEY, Gateway
 
 @pytest.fixture
 def admin(gateway: Gateway) -> httpx.Client:
-    with httpx.Client(base_url=gateway.base_url.removesuffix("/v1") + "/admin",
-                      headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:
+    with httpx.Client(
+        base_url=gateway.base_url.removesuffix("/v1") + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    ) as client:
         yield client
 
 
@@ -64,8 +65,19 @@ def test_keys_issue_restrict_revoke_and_their_effect(admin: httpx.Client, gatewa
     assert admin.put(f"/teams/keyed/keys/{issued['id']}/models", json={"models": []}).status_code == 200
     client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
     keys = admin.get("/teams/keyed/keys").json()["data"]
-    assert keys == [{"id": issued["id"], "name": "ci", "revoked": False, "models": [], "endpoints": [], "rpm": None,
-                     "tpm": None, "clamp_output_to_balance": False, "budget": None}]
+    assert keys == [
+        {
+            "id": issued["id"],
+            "name": "ci",
+            "revoked": False,
+            "models": [],
+            "endpoints": [],
+            "rpm": None,
+            "tpm": None,
+            "clamp_output_to_balance": False,
+            "budget": None,
+        }
+    ]
     assert "key" not in keys[0]  # secrets are shown once, at issue
 
     assert admin.post(f"/teams/keyed/keys/{issued['id']}/revoke").status_code == 200
@@ -79,16 +91,25 @@ def test_history_is_paginated_and_usage_is_summed(admin: httpx.Client, gateway: 
     admin.post("/teams", json={"name": "audited", "credits": "10"})
     key = admin.post("/teams/audited/keys", json={}).json()["key"]
     client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
-    answers = [client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": f"n {i}"}])
-               for i in range(3)]
+    answers = [
+        client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": f"n {i}"}])
+        for i in range(3)
+    ]
     first = admin.get("/teams/audited/history", params={"per_page": 3}).json()
     assert (first["total"], first["has_more"], len(first["data"])) == (6, True, 3)
     second = admin.get("/teams/audited/history", params={"per_page": 3, "page": 2}).json()
-    assert [e["kind"] for e in first["data"] + second["data"]] == ["team_opened", "top_up", "key_issued", "charge",
-                                                                  "charge", "charge"]
+    assert [e["kind"] for e in first["data"] + second["data"]] == [
+        "team_opened",
+        "top_up",
+        "key_issued",
+        "charge",
+        "charge",
+        "charge",
+    ]
     assert {e["actor"] for e in first["data"]} == {"admin:config"}  # the operator's entries say who
     assert second["data"][-1]["balance_after"] == int(
-        Decimal(str(answers[-1].usage.model_extra["remaining"]["credits"])) * 1_000_000)
+        Decimal(str(answers[-1].usage.model_extra["remaining"]["credits"])) * 1_000_000
+    )
 
     usage = exact(admin.get("/teams/audited/usage"))
     (gpt,) = usage["by_model"]
@@ -102,8 +123,11 @@ def test_pricing_policy_through_the_admin_api(admin: httpx.Client, gateway: Gate
     """A team's discount and its clamp, a key's own clamp, and the price list, as an operator's
     dashboard or script would set and read them; each change is a ledger event, seen by the gateway."""
     team = teams.open("100")
-    adjusted = exact(admin.put(f"/teams/{team.name}/price-adjustment",
-                               json={"percent": "-10", "model": "fake-gpt", "reason": "partner"}))
+    adjusted = exact(
+        admin.put(
+            f"/teams/{team.name}/price-adjustment", json={"percent": "-10", "model": "fake-gpt", "reason": "partner"}
+        )
+    )
     assert adjusted["price_adjustments"] == [{"model": "fake-gpt", "percent": Decimal(-10)}]
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     cost = client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "hi"}]).usage
@@ -116,7 +140,9 @@ def test_pricing_policy_through_the_admin_api(admin: httpx.Client, gateway: Gate
     assert clamped["clamp_output_to_balance"] is True
     key_id = admin.get(f"/teams/{team.name}/keys").json()["data"][0]["id"]
     assert admin.put(f"/teams/{team.name}/keys/{key_id}/clamp", json={"clamp_output_to_balance": False}).json() == {
-        "id": key_id, "clamp_output_to_balance": False}
+        "id": key_id,
+        "clamp_output_to_balance": False,
+    }
     keys = admin.get(f"/teams/{team.name}/keys").json()["data"]
     assert keys[0]["clamp_output_to_balance"] is False  # the key's own setting wins over its team's
 
@@ -125,17 +151,30 @@ def test_pricing_policy_through_the_admin_api(admin: httpx.Client, gateway: Gate
     assert prices["fake-gpt"]["entries"][-1]["price"]["input"] == "2.5"
 
 
-def test_adjustments_are_events_of_their_own_with_a_reason_and_a_reference(admin: httpx.Client, gateway: Gateway,
-                                                                          teams):
+def test_adjustments_are_events_of_their_own_with_a_reason_and_a_reference(
+    admin: httpx.Client, gateway: Gateway, teams
+):
     """A refund and a correction, from the CLI (a negative amount after ``--``, as the README shows)
     and the admin API: each is an adjustment entry in the audit history, the replay agrees, and a
     reference names one adjustment only."""
     team = teams.open("10")
-    taken = gateway.cli("credits", "adjust", "--team", team.name, "--", "-2.5", "--reason", "billed twice",
-                        "--reference", "TICKET-1")
+    taken = gateway.cli(
+        "credits", "adjust", "--team", team.name, "--", "-2.5", "--reason", "billed twice", "--reference", "TICKET-1"
+    )
     assert "Took 2.5 credits" in taken.stdout
-    again = gateway.cli("credits", "adjust", "--team", team.name, "--", "-2.5", "--reason", "billed twice",
-                        "--reference", "TICKET-1", check=False)
+    again = gateway.cli(
+        "credits",
+        "adjust",
+        "--team",
+        team.name,
+        "--",
+        "-2.5",
+        "--reason",
+        "billed twice",
+        "--reference",
+        "TICKET-1",
+        check=False,
+    )
     assert again.returncode == 1
     assert "TICKET-1" in again.stderr
     given = exact(admin.post(f"/teams/{team.name}/adjustments", json={"amount": "1.25", "reason": "goodwill"}))

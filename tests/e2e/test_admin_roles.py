@@ -65,8 +65,12 @@ def issue(gateway: Gateway, name: str, role: str) -> tuple[str, str]:
 def keys(gateway: Gateway) -> dict[str, tuple[str, str]]:
     gateway.cli("team", "create", TEAM, "--credits", "10")
     secret = gateway.cli("key", "create", "--team", TEAM, "--name", "app").stdout.strip().splitlines()[-1]
-    answer = httpx.post(f"{gateway.base_url}/chat/completions", headers={"Authorization": f"Bearer {secret}"},
-                        json={"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}]}, timeout=10)
+    answer = httpx.post(
+        f"{gateway.base_url}/chat/completions",
+        headers={"Authorization": f"Bearer {secret}"},
+        json={"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}]},
+        timeout=10,
+    )
     assert answer.status_code == 200, answer.text
     SERVED.append(answer.headers["x-request-id"])  # a request the lookup routes can find
     gateway.wait_until_nothing_held(TEAM)  # its credit lease given back: no event comes after this
@@ -92,9 +96,11 @@ def admin_routes(gateway: Gateway) -> dict[str, list[str]]:
     """Every admin-guarded path of the OpenAPI document (under /admin, /metrics, and the dashboard's
     API, which admin keys read), with its methods."""
     document = httpx.get(gateway.root_url + "/schema/openapi.json").json()
-    return {path: [m for m in operations if m in ("get", *WRITE_METHODS)]
-            for path, operations in document["paths"].items()
-            if path.startswith(("/admin", "/dashboard/api")) or path == "/metrics"}
+    return {
+        path: [m for m in operations if m in ("get", *WRITE_METHODS)]
+        for path, operations in document["paths"].items()
+        if path.startswith(("/admin", "/dashboard/api")) or path == "/metrics"
+    }
 
 
 #: The id of a request the team made (``keys``).
@@ -103,8 +109,12 @@ SERVED: list[str] = []
 
 def filled(path: str, key_id: str) -> str:
     month = datetime.now(UTC).strftime("%Y-%m")
-    return (path.replace("{name}", TEAM).replace("{key_id}", key_id).replace("{month}", month)
-            .replace("{request_id}", SERVED[0] if SERVED else "req_none"))
+    return (
+        path.replace("{name}", TEAM)
+        .replace("{key_id}", key_id)
+        .replace("{month}", month)
+        .replace("{request_id}", SERVED[0] if SERVED else "req_none")
+    )
 
 
 def history(gateway: Gateway, team: str = TEAM) -> list[dict[str, Any]]:
@@ -171,7 +181,9 @@ def test_an_operator_makes_every_change_and_each_names_its_key_and_reason(gatewa
     assert (priced["reference"], priced["reason"]) == ("percent=5", "volume deal")
     opened = history(gateway, "opened-by-operator")
     assert [(r["kind"], r["actor"], r["reason"]) for r in opened] == [
-        ("team_opened", actor, "new customer"), ("top_up", actor, "new customer")]
+        ("team_opened", actor, "new customer"),
+        ("top_up", actor, "new customer"),
+    ]
     assert gateway.cli("ledger", "verify").returncode == 0
 
 
@@ -182,8 +194,7 @@ def test_the_cli_and_the_configured_key_are_named_too(gateway: Gateway, keys):
         assert answer.status_code == 200
         api_rows = config_admin.get(f"/admin/teams/{TEAM}/history", params={"per_page": 1000}).json()["data"]
     cli_row = next(r for r in api_rows if r["reference"] == "INV-8")
-    assert (cli_row["actor"], cli_row["reason"]) == (f"cli:{getpass.getuser()}@{socket.gethostname()}",
-                                                     "wire transfer")
+    assert (cli_row["actor"], cli_row["reason"]) == (f"cli:{getpass.getuser()}@{socket.gethostname()}", "wire transfer")
     config_row = next(r for r in api_rows if r["amount"] == 4_000_000)
     assert (config_row["actor"], config_row["reason"]) == ("admin:config", "promo")
     shown = gateway.cli("ledger", "history", "--team", TEAM, "--per-page", "1000").stdout

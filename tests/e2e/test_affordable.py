@@ -73,8 +73,9 @@ def test_the_refusal_comes_in_each_endpoint_s_own_shape(gateway: Gateway, teams:
     body = refused.value.body
     assert body["type"] == "error"
     assert body["error"]["type"] == "billing_error"
-    assert body["error"]["affordable_max_tokens"] == int(refused.value.response.headers[
-        "x-tollgate-affordable-max-tokens"])
+    assert body["error"]["affordable_max_tokens"] == int(
+        refused.value.response.headers["x-tollgate-affordable-max-tokens"]
+    )
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     with pytest.raises(openai.APIStatusError) as responses_refused:
         client.responses.create(model="fake-codex", input="Hi", max_output_tokens=4000)
@@ -82,8 +83,9 @@ def test_the_refusal_comes_in_each_endpoint_s_own_shape(gateway: Gateway, teams:
     assert "covers max_output_tokens up to" in responses_refused.value.message
 
 
-def test_a_team_that_opted_in_is_served_with_the_output_limit_its_balance_covers(gateway: Gateway, teams: Teams,
-                                                                                fake_upstream):
+def test_a_team_that_opted_in_is_served_with_the_output_limit_its_balance_covers(
+    gateway: Gateway, teams: Teams, fake_upstream
+):
     team = teams.open("0.05")
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     with pytest.raises(openai.APIStatusError) as refused:
@@ -107,8 +109,9 @@ def test_claude_code_s_default_max_tokens_on_a_small_balance(gateway: Gateway, t
     command = "echo tollgate-afford-$((41+1))"
     prompt = f"Run the marker command. [[tool:Bash {json.dumps({'command': command, 'description': 'marker'})}]]"
     with RecordingProxy(gateway.root_url) as proxy:
-        refused = run_claude_code(proxy.url, team.key, model="agent-claude", prompt=prompt, auth="token",
-                                  workdir=tmp_path)
+        refused = run_claude_code(
+            proxy.url, team.key, model="agent-claude", prompt=prompt, auth="token", workdir=tmp_path
+        )
         turns = [e for e in proxy.exchanges if e.path.startswith("/v1/messages")]
         assert turns
         assert all(e.status == 402 for e in turns), [e.status for e in turns]
@@ -120,8 +123,7 @@ def test_claude_code_s_default_max_tokens_on_a_small_balance(gateway: Gateway, t
         gateway.cli("team", "clamp", team.name, "on")
         when_seen(openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0), clamped=True)
         seen = len(proxy.exchanges)
-        done = run_claude_code(proxy.url, team.key, model="agent-claude", prompt=prompt, auth="token",
-                               workdir=tmp_path)
+        done = run_claude_code(proxy.url, team.key, model="agent-claude", prompt=prompt, auth="token", workdir=tmp_path)
         assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
         assert done.stdout.strip().endswith("Echo: tool result: tollgate-afford-42"), done.stdout
         served = [e for e in proxy.exchanges[seen:] if e.path.startswith("/v1/messages") and e.status == 200]
@@ -134,8 +136,9 @@ def test_claude_code_s_default_max_tokens_on_a_small_balance(gateway: Gateway, t
 def test_a_team_key_reads_its_credits_and_its_holds(gateway: Gateway, teams: Teams):
     team = teams.open("12.5")
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    cost = Decimal(str(client.chat.completions.create(model="fake-gpt", messages=ASK).usage.model_extra["cost"]
-                       ["credits"]))
+    cost = Decimal(
+        str(client.chat.completions.create(model="fake-gpt", messages=ASK).usage.model_extra["cost"]["credits"])
+    )
     for header in ({"Authorization": f"Bearer {team.key}"}, {"x-api-key": team.key}):
         data = httpx.get(gateway.base_url + "/credits", headers=header).json()["data"]
         assert Decimal(str(data["total_credits"])) == Decimal("12.5")
@@ -153,8 +156,12 @@ def test_a_team_key_reads_its_credits_and_its_holds(gateway: Gateway, teams: Tea
 def test_a_team_key_reads_its_own_usage_in_openrouter_s_shape(gateway: Gateway, teams: Teams):
     team = teams.open("10")
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    costs = [Decimal(str(client.chat.completions.create(model="fake-gpt", messages=ASK).usage.model_extra["cost"]
-                         ["credits"])) for _ in range(3)]
+    costs = [
+        Decimal(
+            str(client.chat.completions.create(model="fake-gpt", messages=ASK).usage.model_extra["cost"]["credits"])
+        )
+        for _ in range(3)
+    ]
     data = httpx.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
     for field in ("usage", "usage_daily", "usage_weekly", "usage_monthly"):
         assert Decimal(str(data[field])) == sum(costs), field

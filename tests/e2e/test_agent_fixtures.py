@@ -34,13 +34,15 @@ def test_there_are_fixtures_of_both_agents_and_of_a_tool_round_trip():
 
 @pytest.mark.parametrize("model", list(AGENT_MODELS))
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.stem for f in FIXTURES])
-def test_an_agent_s_request_on_every_upstream_wire(gateway: Gateway, teams: Teams, fake_upstream: FakeUpstream,
-                                                   fixture: Path, model: str):
+def test_an_agent_s_request_on_every_upstream_wire(
+    gateway: Gateway, teams: Teams, fake_upstream: FakeUpstream, fixture: Path, model: str
+):
     record = json.loads(fixture.read_text())
     team = teams.open("100")
     headers = {**record["headers"], "authorization": f"Bearer {team.key}"}
-    answer = httpx.post(gateway.root_url + record["path"], json={**record["body"], "model": model}, headers=headers,
-                        timeout=60)
+    answer = httpx.post(
+        gateway.root_url + record["path"], json={**record["body"], "model": model}, headers=headers, timeout=60
+    )
     assert answer.status_code == 200, answer.text
     assert LAST_EVENT[record["path"]] in answer.text
     (sent,) = [r for r in fake_upstream.requests if r.path == UPSTREAM_PATHS[AGENT_MODELS[model]]]
@@ -49,6 +51,13 @@ def test_an_agent_s_request_on_every_upstream_wire(gateway: Gateway, teams: Team
     if '"tool_result"' in fixture.read_text() or '"function_call_output"' in fixture.read_text():
         assert "Echo: tool result:" in streamed_text(answer.content)
         assert "tollgate-marker-" in streamed_text(answer.content)
-    exchange = Exchange("POST", record["path"], {}, b"", answer.status_code,
-                        {k.lower(): v for k, v in answer.headers.items()}, answer.content)
+    exchange = Exchange(
+        "POST",
+        record["path"],
+        {},
+        b"",
+        answer.status_code,
+        {k.lower(): v for k, v in answer.headers.items()},
+        answer.content,
+    )
     check_charged_as_reported(gateway, team, [exchange])

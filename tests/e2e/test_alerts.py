@@ -35,8 +35,9 @@ SECRET = "whsec-for-tests"
 ASK = [{"role": "user", "content": "Say something short."}]
 
 
-def verified_alert_id(secret: bytes, headers: Any, body: bytes, now: float | None = None,
-                      tolerance: int = 300) -> str | None:
+def verified_alert_id(
+    secret: bytes, headers: Any, body: bytes, now: float | None = None, tolerance: int = 300
+) -> str | None:
     """The receiver's check, as the README (Alerts) gives it: the alert's id if Tollgate signed this
     very request a moment ago, else None."""
     fields = dict(part.split("=", 1) for part in headers["x-tollgate-signature"].split(","))
@@ -150,34 +151,46 @@ def replays_are_refused(receiver: Receiver, alert_id: str, body: bytes, signatur
     headers = {"x-tollgate-alert-id": alert_id, "x-tollgate-signature": signature}
     assert verified_alert_id(SECRET.encode(), headers, body) == alert_id
     assert verified_alert_id(SECRET.encode(), headers, body, now=int(fields["t"]) + 301) is None  # too old
-    for forged in ({**headers, "x-tollgate-alert-id": "alert_" + "f" * 32},
-                   {**headers, "x-tollgate-signature": signature.replace(f"t={fields['t']}",
-                                                                         f"t={int(fields['t']) + 7}")}):
+    for forged in (
+        {**headers, "x-tollgate-alert-id": "alert_" + "f" * 32},
+        {**headers, "x-tollgate-signature": signature.replace(f"t={fields['t']}", f"t={int(fields['t']) + 7}")},
+    ):
         answer = httpx.post(receiver.url, content=body, headers={"content-type": "application/json", **forged})
         assert answer.status_code == 401
     assert receiver.refused == ["alert_" + "f" * 32, alert_id]
 
 
 def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gateway_restart(
-        tmp_path: Path, fake_upstream: FakeUpstream, receiver: Receiver, browser: Browser):
-    config = write_config(tmp_path, fake_upstream.base_url, settings=(
-        f'webhooks = [{{url = "{receiver.url}", secret_env = "ALERT_SECRET"}}]\nwebhook_retry_max_seconds = 2'))
+    tmp_path: Path, fake_upstream: FakeUpstream, receiver: Receiver, browser: Browser
+):
+    config = write_config(
+        tmp_path,
+        fake_upstream.base_url,
+        settings=(
+            f'webhooks = [{{url = "{receiver.url}", secret_env = "ALERT_SECRET"}}]\nwebhook_retry_max_seconds = 2'
+        ),
+    )
     gateway = start_gateway(config)
     try:
         gateway.cli("team", "create", "watched", "--credits", "1")
         secret = gateway.cli("key", "create", "--team", "watched").stdout.strip().splitlines()[-1]
         team = Team("watched", secret)
-        key_id = httpx.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {secret}"}).json()[
-            "data"]["key_id"]
+        key_id = httpx.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {secret}"}).json()["data"][
+            "key_id"
+        ]
         gateway.cli("key", "budget", "--team", "watched", key_id, "--credits", "0.2", "--period", "day")
         gateway.cli("alert", "set", "--team", "watched", "--key", key_id, "--budget-percent", "50")
-        with httpx.Client(base_url=f"{gateway.root_url}/admin",
-                          headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as api:
+        with httpx.Client(
+            base_url=f"{gateway.root_url}/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+        ) as api:
             answer = api.put("/teams/watched/alerts", json={"kind": "budget_percent", "value": 80, "key_id": key_id})
             assert answer.status_code == 200, answer.text
             answer = api.put("/teams/watched/alerts", json={"kind": "balance_below", "value": "0.5"})
-            assert sorted(t["kind"] for t in answer.json()["thresholds"]) == ["balance_below", "budget_percent",
-                                                                             "budget_percent"]
+            assert sorted(t["kind"] for t in answer.json()["thresholds"]) == [
+                "balance_below",
+                "budget_percent",
+                "budget_percent",
+            ]
             assert api.put("/teams/watched/alerts", json={"kind": "balance_below", "value": "-1"}).status_code == 400
         client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
 
@@ -188,7 +201,11 @@ def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gatewa
         assert receiver.refused == []
         sent = json.loads(body)
         assert (sent["id"], sent["type"], sent["key_id"], sent["threshold"]) == (
-            alert_id, "alert.budget_percent", key_id, "50")
+            alert_id,
+            "alert.budget_percent",
+            key_id,
+            "50",
+        )
         assert sent["value"] >= 100_000
         replays_are_refused(receiver, alert_id, body, signature)
 
@@ -196,10 +213,14 @@ def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gatewa
         receiver.kill()
         spend_until(client, gateway, "watched", key_id, 160_000)
         gateway.cli("credits", "adjust", "--team", "watched", "--", "-0.4", "--reason", "chargeback")
-        recorded = until(lambda: len(ledger_alerts(gateway, "watched")) == 3 and ledger_alerts(gateway, "watched"),
-                         "three alerts in the ledger")
-        until(lambda: all(d["attempts"] >= 2 for a in ledger_alerts(gateway, "watched")[:2]
-                          for d in a["deliveries"]), "failed delivery attempts")
+        recorded = until(
+            lambda: len(ledger_alerts(gateway, "watched")) == 3 and ledger_alerts(gateway, "watched"),
+            "three alerts in the ledger",
+        )
+        until(
+            lambda: all(d["attempts"] >= 2 for a in ledger_alerts(gateway, "watched")[:2] for d in a["deliveries"]),
+            "failed delivery attempts",
+        )
 
         # The gateway restarts while the receiver is still down: the outbox is in the database.
         gateway.stop()
@@ -209,8 +230,11 @@ def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gatewa
         time.sleep(1)  # whatever else would arrive, give it the time to
         assert Counter(receiver.ids()) == Counter({a["alert_id"]: 1 for a in recorded})
         kinds = sorted((json.loads(b)["type"], json.loads(b)["threshold"]) for _, b, _ in receiver.received)
-        assert kinds == [("alert.balance_below", "500000"), ("alert.budget_percent", "50"),
-                         ("alert.budget_percent", "80")]
+        assert kinds == [
+            ("alert.balance_below", "500000"),
+            ("alert.budget_percent", "50"),
+            ("alert.budget_percent", "80"),
+        ]
 
         # Over the line already: more spending raises nothing new.
         client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
@@ -224,24 +248,36 @@ def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gatewa
         gateway.stop()
 
 
-def test_a_gateway_whose_webhook_has_no_secret_does_not_start(tmp_path: Path, fake_upstream: FakeUpstream,
-                                                              receiver: Receiver):
+def test_a_gateway_whose_webhook_has_no_secret_does_not_start(
+    tmp_path: Path, fake_upstream: FakeUpstream, receiver: Receiver
+):
     """Alerts are never sent unsigned: a webhook without ``secret_env`` is not a configuration, and
     ``tollgate serve`` refuses to start while the variable it names is unset or empty — one line
     naming the file and the key, exit 2."""
-    config = write_config(tmp_path, fake_upstream.base_url,
-                          settings=f'webhooks = [{{url = "{receiver.url}", secret_env = "ALERT_SECRET"}}]')
+    config = write_config(
+        tmp_path,
+        fake_upstream.base_url,
+        settings=f'webhooks = [{{url = "{receiver.url}", secret_env = "ALERT_SECRET"}}]',
+    )
     env = {k: v for k, v in {**os.environ, **GATEWAY_ENV}.items() if k != "ALERT_SECRET"}
 
     def serve(environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*tollgate_command(), "serve", "--config", str(config), "--port", str(free_port())],
-                              env=environment, capture_output=True, text=True, timeout=20, check=False)
+        return subprocess.run(
+            [*tollgate_command(), "serve", "--config", str(config), "--port", str(free_port())],
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=False,
+        )
 
     for environment, state in ((env, "not set"), ({**env, "ALERT_SECRET": ""}, "empty")):
         refused = serve(environment)
         assert refused.returncode == 2, refused.stderr
-        assert refused.stderr == (f"tollgate: error: {config}: webhooks[0].secret_env: environment variable "
-                                  f"ALERT_SECRET is {state} (the secret alerts to this webhook are signed with)\n")
+        assert refused.stderr == (
+            f"tollgate: error: {config}: webhooks[0].secret_env: environment variable "
+            f"ALERT_SECRET is {state} (the secret alerts to this webhook are signed with)\n"
+        )
     config.write_text(config.read_text().replace(', secret_env = "ALERT_SECRET"', ""))
     unsigned = serve({**env, "ALERT_SECRET": SECRET})
     assert unsigned.returncode == 2

@@ -37,10 +37,16 @@ def claude(gateway: Gateway, team) -> anthropic.Anthropic:
 # -- messages → anthropic: a pass-through ---------------------------------------------------------
 
 
-def test_messages_pass_through_with_the_version_beta_and_upstream_key(claude: anthropic.Anthropic,
-                                                                      fake_upstream: FakeUpstream):
-    message = claude.messages.create(model="fake-claude", max_tokens=100, messages=HI, system="be brief",
-                                     extra_headers={"anthropic-beta": "tools-2024"})
+def test_messages_pass_through_with_the_version_beta_and_upstream_key(
+    claude: anthropic.Anthropic, fake_upstream: FakeUpstream
+):
+    message = claude.messages.create(
+        model="fake-claude",
+        max_tokens=100,
+        messages=HI,
+        system="be brief",
+        extra_headers={"anthropic-beta": "tools-2024"},
+    )
     assert message.content[0].text == "Echo: hello there gateway"
     assert message.model == "fake-claude"
     (sent,) = fake_upstream.requests
@@ -57,8 +63,11 @@ def test_messages_pass_through_with_the_version_beta_and_upstream_key(claude: an
 
 
 def test_cache_writes_and_hits_are_priced_with_their_own_rates(claude: anthropic.Anthropic):
-    message = claude.messages.create(model="fake-claude", max_tokens=100, messages=[
-        {"role": "user", "content": "a b c d e f g h i j [[cached:6]] [[cache-write:4]]"}])
+    message = claude.messages.create(
+        model="fake-claude",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "a b c d e f g h i j [[cached:6]] [[cache-write:4]]"}],
+    )
     usage = message.usage
     assert (usage.cache_read_input_tokens, usage.cache_creation_input_tokens) == (6, 4)
     cost = claude_micros(usage.input_tokens, usage.output_tokens, cache_write=4, cache_hit=6)
@@ -67,7 +76,9 @@ def test_cache_writes_and_hits_are_priced_with_their_own_rates(claude: anthropic
 
 def test_a_passed_through_stream_keeps_thinking_and_tools_and_bills_before_the_last_delta(claude: anthropic.Anthropic):
     with claude.messages.stream(
-        model="fake-claude", max_tokens=4000, tools=[LOOKUP_MESSAGES],
+        model="fake-claude",
+        max_tokens=4000,
+        tools=[LOOKUP_MESSAGES],
         thinking={"type": "enabled", "budget_tokens": 2000},
         messages=[{"role": "user", "content": "find it [[think]] [[tool:lookup]]"}],
     ) as stream:
@@ -82,20 +93,32 @@ def test_a_passed_through_stream_keeps_thinking_and_tools_and_bills_before_the_l
     assert credits_in(delta.usage.model_extra, "remaining") == 100 - credits_in(delta.usage.model_extra, "cost")
 
 
-def test_upstream_errors_reach_a_passed_through_request_as_the_upstream_wrote_them(claude: anthropic.Anthropic,
-                                                                                   client: openai.OpenAI):
+def test_upstream_errors_reach_a_passed_through_request_as_the_upstream_wrote_them(
+    claude: anthropic.Anthropic, client: openai.OpenAI
+):
     with pytest.raises(anthropic.BadRequestError) as bad:
-        claude.messages.create(model="fake-claude", max_tokens=100, messages=[
-            {"role": "user", "content": "x"},
-            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]},
-            {"role": "user", "content": "no result"}])
-    assert bad.value.body == {"type": "error", "request_id": "req_fake", "error": {
-        "type": "invalid_request_error", "message": "tool_use ids were found without tool_result blocks immediately "
-                                                   "after: toolu_1"}}
+        claude.messages.create(
+            model="fake-claude",
+            max_tokens=100,
+            messages=[
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}]},
+                {"role": "user", "content": "no result"},
+            ],
+        )
+    assert bad.value.body == {
+        "type": "error",
+        "request_id": "req_fake",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "tool_use ids were found without tool_result blocks immediately after: toolu_1",
+        },
+    }
     assert bad.value.response.headers["x-should-retry"] == "false"
     with pytest.raises(anthropic.APIStatusError) as busy:  # Anthropic's 529, which its clients back off from
-        claude.messages.create(model="fake-claude", max_tokens=100,
-                               messages=[{"role": "user", "content": "x [[fail:529]]"}])
+        claude.messages.create(
+            model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "x [[fail:529]]"}]
+        )
     assert busy.value.status_code == 529
     assert busy.value.body["error"]["type"] == "overloaded_error"
     assert busy.value.response.headers["x-should-retry"] == "true"
@@ -106,15 +129,21 @@ def test_upstream_errors_reach_a_passed_through_request_as_the_upstream_wrote_th
 
 
 def test_a_mid_stream_upstream_error_reaches_the_client_as_an_error_event(claude: anthropic.Anthropic, gateway, team):
-    with (pytest.raises(anthropic.APIStatusError) as error,
-          claude.messages.stream(model="fake-claude", max_tokens=100,
-                                 messages=[{"role": "user", "content": "one two three [[stream-error]]"}]) as stream):
+    with (
+        pytest.raises(anthropic.APIStatusError) as error,
+        claude.messages.stream(
+            model="fake-claude",
+            max_tokens=100,
+            messages=[{"role": "user", "content": "one two three [[stream-error]]"}],
+        ) as stream,
+    ):
         list(stream)
     assert "overloaded" in str(error.value).lower()
 
 
-def test_count_tokens_is_the_gateway_s_estimate_never_below_the_upstream_s(claude: anthropic.Anthropic,
-                                                                           fake_upstream: FakeUpstream):
+def test_count_tokens_is_the_gateway_s_estimate_never_below_the_upstream_s(
+    claude: anthropic.Anthropic, fake_upstream: FakeUpstream
+):
     counted = claude.messages.count_tokens(model="fake-claude", messages=HI, system="be brief")
     assert counted.input_tokens >= 2 + 3 + 3  # the fake upstream's own count for this prompt
     assert fake_upstream.requests == []  # the gateway's count (the one it enforces), not the upstream's
@@ -125,7 +154,11 @@ def test_count_tokens_is_the_gateway_s_estimate_never_below_the_upstream_s(claud
 
 def test_chat_is_translated_to_messages(client: openai.OpenAI, fake_upstream: FakeUpstream):
     completion = client.chat.completions.create(
-        model="fake-claude", temperature=1.7, stop="STOP", max_tokens=50, user="u-1",
+        model="fake-claude",
+        temperature=1.7,
+        stop="STOP",
+        max_tokens=50,
+        user="u-1",
         messages=[{"role": "system", "content": "be brief"}, {"role": "developer", "content": "be kind"}, *HI],
     )
     assert completion.choices[0].message.content == "Echo: hello there gateway"
@@ -133,8 +166,7 @@ def test_chat_is_translated_to_messages(client: openai.OpenAI, fake_upstream: Fa
     assert completion.model == "fake-claude"
     sent = fake_upstream.requests[0].body
     assert sent["system"] == "be brief\nbe kind"
-    assert sent["messages"] == [{"role": "user", "content": [
-        {"type": "text", "text": "hello there gateway"}]}]
+    assert sent["messages"] == [{"role": "user", "content": [{"type": "text", "text": "hello there gateway"}]}]
     assert (sent["temperature"], sent["stop_sequences"], sent["max_tokens"]) == (1.0, ["STOP"], 50)
     assert sent["metadata"] == {"user_id": "u-1"}
     usage = completion.usage
@@ -143,8 +175,9 @@ def test_chat_is_translated_to_messages(client: openai.OpenAI, fake_upstream: Fa
 
 
 def test_chat_tool_calls_round_trip_through_anthropic(client: openai.OpenAI, fake_upstream: FakeUpstream):
-    with client.chat.completions.stream(model="fake-claude", tools=[LOOKUP_CHAT],
-                                        messages=[{"role": "user", "content": "find it [[tool:lookup]]"}]) as stream:
+    with client.chat.completions.stream(
+        model="fake-claude", tools=[LOOKUP_CHAT], messages=[{"role": "user", "content": "find it [[tool:lookup]]"}]
+    ) as stream:
         first = stream.get_final_completion()
     message = first.choices[0].message
     (call,) = message.tool_calls
@@ -153,38 +186,60 @@ def test_chat_tool_calls_round_trip_through_anthropic(client: openai.OpenAI, fak
     assert message.content == "Calling lookup."
     assert first.choices[0].finish_reason == "tool_calls"
 
-    reply = client.chat.completions.create(model="fake-claude", tools=[LOOKUP_CHAT], messages=[
-        {"role": "user", "content": "find it"},
-        {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
-        {"role": "tool", "tool_call_id": call.id, "content": "42"},
-    ])
+    reply = client.chat.completions.create(
+        model="fake-claude",
+        tools=[LOOKUP_CHAT],
+        messages=[
+            {"role": "user", "content": "find it"},
+            {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+            {"role": "tool", "tool_call_id": call.id, "content": "42"},
+        ],
+    )
     assert reply.choices[0].message.content == "Echo: tool result: 42"
     sent = fake_upstream.requests[-1].body["messages"]
     assert sent[1]["content"] == [{"type": "tool_use", "id": call.id, "name": "lookup", "input": {"echo": "find it"}}]
-    assert sent[2]["content"][0] == {"type": "tool_result", "tool_use_id": call.id,
-                                     "content": [{"type": "text", "text": "42"}]}
+    assert sent[2]["content"][0] == {
+        "type": "tool_result",
+        "tool_use_id": call.id,
+        "content": [{"type": "text", "text": "42"}],
+    }
 
 
 def test_chat_streams_from_anthropic_with_a_billed_usage_chunk(client: openai.OpenAI):
-    chunks = list(client.chat.completions.create(model="fake-claude", messages=HI, stream=True,
-                                                 stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model="fake-claude", messages=HI, stream=True, stream_options={"include_usage": True}
+        )
+    )
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Echo: hello there gateway"
     assert chunks[-1].choices == []
     assert "remaining" in chunks[-1].usage.model_extra
 
 
 def test_images_reach_a_vision_model_as_base64_blocks(client: openai.OpenAI, fake_upstream: FakeUpstream):
-    client.chat.completions.create(model="fake-claude", messages=[{"role": "user", "content": [
-        {"type": "text", "text": "what is this"},
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}])
+    client.chat.completions.create(
+        model="fake-claude",
+        messages=[
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                ],
+            }
+        ],
+    )
     blocks = fake_upstream.requests[0].body["messages"][0]["content"]
-    assert blocks[1] == {"type": "image",
-                         "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+    assert blocks[1] == {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="},
+    }
 
 
 def test_reasoning_effort_becomes_a_thinking_budget(client: openai.OpenAI, fake_upstream: FakeUpstream):
-    client.chat.completions.create(model="fake-claude", messages=HI, reasoning_effort="medium", max_tokens=3000,
-                                   temperature=0.2)
+    client.chat.completions.create(
+        model="fake-claude", messages=HI, reasoning_effort="medium", max_tokens=3000, temperature=0.2
+    )
     sent = fake_upstream.requests[0].body
     assert sent["thinking"] == {"type": "enabled", "budget_tokens": 2999}
     assert "temperature" not in sent  # Anthropic refuses it alongside thinking
@@ -196,8 +251,11 @@ def test_reasoning_effort_becomes_a_thinking_budget(client: openai.OpenAI, fake_
 def test_responses_reach_anthropic_and_stream_back(client: openai.OpenAI):
     response = client.responses.create(model="fake-claude", input="hello there gateway", instructions="be brief")
     assert response.output_text == "Echo: hello there gateway"
-    with client.responses.stream(model="fake-claude", input="find it [[tool:lookup]]",
-                                 tools=[{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]) as s:
+    with client.responses.stream(
+        model="fake-claude",
+        input="find it [[tool:lookup]]",
+        tools=[{"type": "function", "name": "lookup", "parameters": {"type": "object"}}],
+    ) as s:
         final = s.get_final_response()
     assert [item.type for item in final.output] == ["message", "function_call"]
     assert json.loads(final.output[1].arguments) == {"echo": "find it"}

@@ -42,21 +42,42 @@ def _drain(stream) -> None:
 
 def _serve_attributed(client: openai.OpenAI, claude: anthropic.Anthropic) -> None:
     """One request per endpoint × (passed through, translated) × (plain, streamed), some tagged."""
-    client.chat.completions.create(model="fake-gpt", messages=HI, user="alice",
-                                   extra_headers={TAGS: "project=alpha, env=ci"})
-    _drain(client.chat.completions.create(model="fake-claude", messages=HI, user="bob", stream=True,
-                                          extra_headers={TAGS: "project=beta"}))
+    client.chat.completions.create(
+        model="fake-gpt", messages=HI, user="alice", extra_headers={TAGS: "project=alpha, env=ci"}
+    )
+    _drain(
+        client.chat.completions.create(
+            model="fake-claude", messages=HI, user="bob", stream=True, extra_headers={TAGS: "project=beta"}
+        )
+    )
     client.chat.completions.create(model="fake-claude", messages=HI)  # untagged, no end user
-    client.responses.create(model="fake-codex", input="hello attribution", user="alice",
-                            extra_headers={TAGS: "project=alpha"})
+    client.responses.create(
+        model="fake-codex", input="hello attribution", user="alice", extra_headers={TAGS: "project=alpha"}
+    )
     _drain(client.responses.create(model="fake-gpt", input="hello attribution", user="carol", stream=True))
-    _drain(client.responses.create(model="fake-codex", input="hello attribution", stream=True,
-                                   extra_headers={TAGS: "env=prod,cost-center=r:d.7"}))
-    with claude.messages.stream(model="fake-claude", max_tokens=50, messages=HI, metadata={"user_id": "bob"},
-                                extra_headers={TAGS: "project=beta,env=prod"}) as stream:
+    _drain(
+        client.responses.create(
+            model="fake-codex",
+            input="hello attribution",
+            stream=True,
+            extra_headers={TAGS: "env=prod,cost-center=r:d.7"},
+        )
+    )
+    with claude.messages.stream(
+        model="fake-claude",
+        max_tokens=50,
+        messages=HI,
+        metadata={"user_id": "bob"},
+        extra_headers={TAGS: "project=beta,env=prod"},
+    ) as stream:
         stream.get_final_message()
-    claude.messages.create(model="fake-gpt", max_tokens=50, messages=HI, metadata={"user_id": "dave"},
-                           extra_headers={TAGS: "project=gamma"})
+    claude.messages.create(
+        model="fake-gpt",
+        max_tokens=50,
+        messages=HI,
+        metadata={"user_id": "dave"},
+        extra_headers={TAGS: "project=gamma"},
+    )
     claude.messages.create(model="fake-claude", max_tokens=50, messages=HI)
 
 
@@ -75,17 +96,28 @@ def _by_value(data: list[dict]) -> dict[str, list[int]]:
     return {row["value"]: [row["requests"], row["cost_micros"]] for row in data}
 
 
-def test_usage_by_tag_and_end_user_adds_up_to_the_teams_charges(gateway: Gateway, team: Team, client: openai.OpenAI,
-                                                                  claude: anthropic.Anthropic, admin: httpx.Client,
-                                                                  fake_upstream: FakeUpstream):
+def test_usage_by_tag_and_end_user_adds_up_to_the_teams_charges(
+    gateway: Gateway,
+    team: Team,
+    client: openai.OpenAI,
+    claude: anthropic.Anthropic,
+    admin: httpx.Client,
+    fake_upstream: FakeUpstream,
+):
     _serve_attributed(client, claude)
     charges = gateway.charges(team.name)
     assert len(charges) == 9
     assert {(c["endpoint"], c["tags"], c["end_user"]) for c in charges} == {
-        ("chat.completions", "env=ci,project=alpha", "alice"), ("responses", "project=alpha", "alice"),
-        ("chat.completions", "project=beta", "bob"), ("messages", "env=prod,project=beta", "bob"),
-        ("responses", "cost-center=r:d.7,env=prod", ""), ("messages", "project=gamma", "dave"),
-        ("responses", "", "carol"), ("messages", "", ""), ("chat.completions", "", "")}
+        ("chat.completions", "env=ci,project=alpha", "alice"),
+        ("responses", "project=alpha", "alice"),
+        ("chat.completions", "project=beta", "bob"),
+        ("messages", "env=prod,project=beta", "bob"),
+        ("responses", "cost-center=r:d.7,env=prod", ""),
+        ("messages", "project=gamma", "dave"),
+        ("responses", "", "carol"),
+        ("messages", "", ""),
+        ("chat.completions", "", ""),
+    }
     total = sum(-c["amount"] for c in charges)
     spent = httpx.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
     assert Decimal(str(spent["usage"])) * 1_000_000 == total
@@ -115,8 +147,9 @@ def test_usage_by_tag_and_end_user_adds_up_to_the_teams_charges(gateway: Gateway
     assert exported[0].endswith(",tags,end_user,actor,reason")
     assert any(line.endswith(',"env=ci,project=alpha",alice,,') for line in exported)
     history = admin.get(f"/teams/{team.name}/history", params={"per_page": 100}).json()["data"]
-    assert {(r["tags"], r["end_user"]) for r in history if r["kind"] == "charge"} == \
-        {(c["tags"], c["end_user"]) for c in charges}
+    assert {(r["tags"], r["end_user"]) for r in history if r["kind"] == "charge"} == {
+        (c["tags"], c["end_user"]) for c in charges
+    }
 
     before = {d: admin.get(f"/teams/{team.name}/usage", params={"by": d}).json() for d in ("user", "tag:project")}
     assert gateway.cli("ledger", "verify").returncode == 0
@@ -127,27 +160,38 @@ def test_usage_by_tag_and_end_user_adds_up_to_the_teams_charges(gateway: Gateway
 
 def test_since_limits_the_days(gateway: Gateway, team: Team, client: openai.OpenAI, admin: httpx.Client):
     client.chat.completions.create(model="fake-gpt", messages=HI, user="erin")
-    assert [r["value"] for r in admin.get(f"/teams/{team.name}/usage",
-                                          params={"by": "user", "since": "2000-01-01"}).json()["data"]] == ["erin"]
+    assert [
+        r["value"]
+        for r in admin.get(f"/teams/{team.name}/usage", params={"by": "user", "since": "2000-01-01"}).json()["data"]
+    ] == ["erin"]
     assert admin.get(f"/teams/{team.name}/usage", params={"by": "user", "since": "2999-01-01"}).json()["data"] == []
 
 
-@pytest.mark.parametrize(("header", "says"), [
-    ("project", "is not name=value"),
-    ("project=alpha,project=beta", "given twice"),
-    ("bad name=x", "tag name"),
-    ("project=", "value of tag 'project'"),
-    ("k=" + "v" * 129, "value of tag 'k'"),
-    (",".join(f"t{i}=v" for i in range(11)), "at most 10 tags"),
-])
-def test_a_malformed_tags_header_is_refused_in_each_endpoints_shape(gateway: Gateway, team: Team, header: str,
-                                                                     says: str, client: openai.OpenAI,
-                                                                     claude: anthropic.Anthropic,
-                                                                     fake_upstream: FakeUpstream):
+@pytest.mark.parametrize(
+    ("header", "says"),
+    [
+        ("project", "is not name=value"),
+        ("project=alpha,project=beta", "given twice"),
+        ("bad name=x", "tag name"),
+        ("project=", "value of tag 'project'"),
+        ("k=" + "v" * 129, "value of tag 'k'"),
+        (",".join(f"t{i}=v" for i in range(11)), "at most 10 tags"),
+    ],
+)
+def test_a_malformed_tags_header_is_refused_in_each_endpoints_shape(
+    gateway: Gateway,
+    team: Team,
+    header: str,
+    says: str,
+    client: openai.OpenAI,
+    claude: anthropic.Anthropic,
+    fake_upstream: FakeUpstream,
+):
     sent_before = len(fake_upstream.requests)
-    for call in (lambda: client.chat.completions.create(model="fake-gpt", messages=HI, extra_headers={TAGS: header}),
-                 lambda: client.responses.create(model="fake-codex", input="hi", stream=True,
-                                                 extra_headers={TAGS: header})):
+    for call in (
+        lambda: client.chat.completions.create(model="fake-gpt", messages=HI, extra_headers={TAGS: header}),
+        lambda: client.responses.create(model="fake-codex", input="hi", stream=True, extra_headers={TAGS: header}),
+    ):
         with pytest.raises(openai.BadRequestError) as refused:
             call()
         error = refused.value.body
@@ -165,8 +209,9 @@ def test_a_malformed_tags_header_is_refused_in_each_endpoints_shape(gateway: Gat
     assert "balance 100 credits, held 0," in gateway.cli("team", "show", team.name).stdout
 
 
-def test_a_long_or_non_string_end_user_goes_upstream_unchanged(gateway: Gateway, team: Team, client: openai.OpenAI,
-                                                                 fake_upstream: FakeUpstream):
+def test_a_long_or_non_string_end_user_goes_upstream_unchanged(
+    gateway: Gateway, team: Team, client: openai.OpenAI, fake_upstream: FakeUpstream
+):
     long_user = "u" * 300
     client.chat.completions.create(model="fake-gpt", messages=HI, user=long_user)
     assert fake_upstream.requests[-1].body["user"] == long_user
@@ -202,8 +247,9 @@ def test_a_client_cannot_grow_usage_by_attribution_without_bound(gateway: Gatewa
             assert answer.status_code == 200, answer.text
     raw = RawDatabase.of_config(gateway.config)
     gateway.cli("ledger", "history", "--team", team.name)  # the projection caught up
-    rows = raw.execute("SELECT dimension, COUNT(*) FROM usage_by_attribution WHERE team_name = ? GROUP BY dimension",
-                       (team.name,))
+    rows = raw.execute(
+        "SELECT dimension, COUNT(*) FROM usage_by_attribution WHERE team_name = ? GROUP BY dimension", (team.name,)
+    )
     assert sum(n for _, n in rows) == 200 + 20  # each end user, and the first 20 tag names' one value
     assert len(rows) == 1 + 20
 

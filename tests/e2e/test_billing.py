@@ -86,11 +86,14 @@ def _ask_until_refused(client: openai.OpenAI, served: list) -> None:
         assert remaining(completion) >= 0
 
 
-@pytest.mark.parametrize(("directive", "exception"), [
-    ("[[fail:503]]", openai.InternalServerError),
-    ("[[fail:500]]", openai.InternalServerError),
-    ("[[fail:429]]", openai.RateLimitError),
-])
+@pytest.mark.parametrize(
+    ("directive", "exception"),
+    [
+        ("[[fail:503]]", openai.InternalServerError),
+        ("[[fail:500]]", openai.InternalServerError),
+        ("[[fail:429]]", openai.RateLimitError),
+    ],
+)
 def test_an_upstream_failure_is_reported_and_charges_nothing(gateway: Gateway, team, directive, exception):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     for stream in (False, True):
@@ -142,8 +145,11 @@ async def test_concurrent_requests_never_overspend(gateway: Gateway, teams):
     async def one(i: int):
         try:
             return await client.chat.completions.create(
-                model="fake-gpt", messages=[{"role": "user", "content": f"request {i}"}], max_tokens=10,
-                stream=i % 2 == 0, **({"stream_options": {"include_usage": True}} if i % 2 == 0 else {}),
+                model="fake-gpt",
+                messages=[{"role": "user", "content": f"request {i}"}],
+                max_tokens=10,
+                stream=i % 2 == 0,
+                **({"stream_options": {"include_usage": True}} if i % 2 == 0 else {}),
             )
         except openai.APIStatusError as exc:
             return exc.status_code
@@ -229,8 +235,11 @@ def test_a_client_that_gives_up_before_the_upstream_answers_leaves_no_open_hold(
         httpx.post(
             gateway.base_url + "/chat/completions",
             headers={"Authorization": f"Bearer {team.key}"},
-            json={"model": "fake-gpt", "messages": [{"role": "user", "content": "slow [[latency:1500]]"}],
-                  "stream": True},
+            json={
+                "model": "fake-gpt",
+                "messages": [{"role": "user", "content": "slow [[latency:1500]]"}],
+                "stream": True,
+            },
             timeout=0.3,
         )
     deadline = time.monotonic() + 10

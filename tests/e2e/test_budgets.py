@@ -31,8 +31,9 @@ ASK = [{"role": "user", "content": "Say something short."}]
 
 
 def key_id_of(gateway: Gateway, team: Team) -> str:
-    return str(httpx.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()
-               ["data"]["key_id"])
+    return str(
+        httpx.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]["key_id"]
+    )
 
 
 def second_key(gateway: Gateway, team: Team) -> tuple[str, str]:
@@ -83,8 +84,10 @@ def test_hundreds_of_concurrent_requests_never_spend_past_a_key_budget(gateway: 
     free_id, free_secret = second_key(gateway, team)
     gateway.cli("key", "budget", "--team", team.name, near_id, "--credits", "0.08", "--period", "day")
     gateway.cli("key", "budget", "--team", team.name, roomy_id, "--credits", "0.6", "--period", "week")
-    clients = {k: openai.OpenAI(base_url=gateway.base_url, api_key=s, max_retries=0)
-               for k, s in ((near_id, near_secret), (roomy_id, roomy_secret), (free_id, free_secret))}
+    clients = {
+        k: openai.OpenAI(base_url=gateway.base_url, api_key=s, max_retries=0)
+        for k, s in ((near_id, near_secret), (roomy_id, roomy_secret), (free_id, free_secret))
+    }
     until_budgeted(clients[near_id])
     until_budgeted(clients[roomy_id])
 
@@ -143,7 +146,10 @@ def test_the_refusal_names_the_budget_and_its_reset_in_each_endpoint_s_shape(gat
     assert left == Decimal("0.05") - Decimal(spent_by_key(gateway, team.name)[key_id]) / 1_000_000
     shown = httpx.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
     assert (Decimal(str(shown["limit"])), Decimal(str(shown["limit_remaining"])), shown["limit_reset"]) == (
-        Decimal("0.05"), left, "daily")
+        Decimal("0.05"),
+        left,
+        "daily",
+    )
 
 
 def test_a_stream_reports_the_key_budget_left(gateway: Gateway, teams: Teams):
@@ -152,11 +158,16 @@ def test_a_stream_reports_the_key_budget_left(gateway: Gateway, teams: Teams):
     gateway.cli("key", "budget", "--team", team.name, key_id, "--credits", "0.5", "--period", "month")
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     until_budgeted(client)
-    chunks = list(client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=50, stream=True,
-                                                 stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model="fake-gpt", messages=ASK, max_tokens=50, stream=True, stream_options={"include_usage": True}
+        )
+    )
     usage = chunks[-1].usage.model_extra  # type: ignore[union-attr]
-    assert Decimal(str(usage["remaining"]["key_budget_credits"])) == Decimal("0.5") - Decimal(
-        spent_by_key(gateway, team.name)[key_id]) / 1_000_000
+    assert (
+        Decimal(str(usage["remaining"]["key_budget_credits"]))
+        == Decimal("0.5") - Decimal(spent_by_key(gateway, team.name)[key_id]) / 1_000_000
+    )
 
 
 def test_a_team_budget_bounds_every_key_even_those_held_against_leases(gateway: Gateway, teams: Teams):
@@ -202,8 +213,9 @@ def test_budgets_are_set_shown_and_lifted_by_the_cli_and_the_admin_api(gateway: 
         assert lifted.status_code == 200
         assert lifted.json()["budget"] is None
     assert "no budget" in gateway.cli("key", "budget", "--team", team.name, key_id).stdout
-    refused = gateway.cli("key", "budget", "--team", team.name, key_id, "--credits", "1", "--period", "year",
-                          check=False)
+    refused = gateway.cli(
+        "key", "budget", "--team", team.name, key_id, "--credits", "1", "--period", "year", check=False
+    )
     assert refused.returncode == 2
     assert "day, week, month or none" in refused.stderr
 
@@ -219,16 +231,22 @@ def test_a_daily_budget_resets_exactly_when_the_day_changes(tmp_path: Path, fake
     real = datetime.now(UTC)
     midnight = midnight_after(real + timedelta(days=1))
     offset = (midnight - timedelta(seconds=20)) - real
-    gateway = Gateway(write_config(tmp_path, fake_upstream.base_url),
-                      env={"TOLLGATE_CLOCK_OFFSET": str(offset.total_seconds()), "TOLLGATE_CLOCK_DRILL": "1"}).start()
+    gateway = Gateway(
+        write_config(tmp_path, fake_upstream.base_url),
+        env={"TOLLGATE_CLOCK_OFFSET": str(offset.total_seconds()), "TOLLGATE_CLOCK_DRILL": "1"},
+    ).start()
     try:
         gateway.cli("team", "create", "night-shift", "--credits", "100")
         secret = gateway.cli("key", "create", "--team", "night-shift").stdout.strip().splitlines()[-1]
         team = Team("night-shift", secret)
         key_id = key_id_of(gateway, team)
         with admin(gateway) as api:
-            assert api.put(f"/teams/{team.name}/keys/{key_id}/budget",
-                           json={"credits": "0.05", "period": "day"}).status_code == 200
+            assert (
+                api.put(
+                    f"/teams/{team.name}/keys/{key_id}/budget", json={"credits": "0.05", "period": "day"}
+                ).status_code
+                == 200
+            )
         client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
         until_budgeted(client)
         before: list[tuple[int, Decimal]] = []

@@ -32,10 +32,16 @@ def test_a_plain_completion_reports_its_cost_and_the_remaining_balance(client: o
     cost = micros(6, 4)  # (6 * 2.5 + 4 * 10) * 100 = 5,500 micro-credits
     price_ref = usage["cost"].pop("price_ref")
     assert price_ref.startswith("fake-gpt@")  # the price list entry it was priced by
-    breakdown = {"input": {"tokens": 6, "credits": Decimal("0.0015"), "usd": Decimal("0.000015")},
-                 "output": {"tokens": 4, "credits": Decimal("0.004"), "usd": Decimal("0.00004")}}
-    assert usage["cost"] == {"usd": Decimal(cost) / 100_000_000, "credits": Decimal(cost) / 1_000_000,
-                             "basis": "base", "breakdown": breakdown}
+    breakdown = {
+        "input": {"tokens": 6, "credits": Decimal("0.0015"), "usd": Decimal("0.000015")},
+        "output": {"tokens": 4, "credits": Decimal("0.004"), "usd": Decimal("0.00004")},
+    }
+    assert usage["cost"] == {
+        "usd": Decimal(cost) / 100_000_000,
+        "credits": Decimal(cost) / 1_000_000,
+        "basis": "base",
+        "breakdown": breakdown,
+    }
     assert usage["remaining"] == {"credits": 100 - Decimal(cost) / 1_000_000}
 
 
@@ -61,8 +67,15 @@ def test_the_request_reaches_the_upstream_with_its_model_name_key_and_standard_p
     assert sent.headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
     assert sent.body["model"] == "gpt-x"
     for name, value in {
-        "temperature": 0.5, "top_p": 0.9, "stop": ["\n\n"], "seed": 7, "max_tokens": 50,
-        "presence_penalty": 0.1, "user": "u-1", "tools": tools, "tool_choice": "auto",
+        "temperature": 0.5,
+        "top_p": 0.9,
+        "stop": ["\n\n"],
+        "seed": 7,
+        "max_tokens": 50,
+        "presence_penalty": 0.1,
+        "user": "u-1",
+        "tools": tools,
+        "tool_choice": "auto",
         "metadata": {"ticket": "T-1"},
     }.items():
         assert sent.body[name] == value, name

@@ -80,8 +80,9 @@ def test_commands_on_an_unknown_team_say_so(config):
 def test_an_invalid_config_stops_serve_naming_the_file_and_key(tmp_path, config):
     bad = tmp_path / "bad.toml"
     bad.write_text(config.read_text().replace("context_window = 8192", 'context_window = "lots"'))
-    result = subprocess.run([*tollgate_command(), "serve", "--config", str(bad)], capture_output=True, text=True,
-                            timeout=30)
+    result = subprocess.run(
+        [*tollgate_command(), "serve", "--config", str(bad)], capture_output=True, text=True, timeout=30
+    )
     assert result.returncode == 2
     assert f"{bad}: models[0].context_window: expected `int`, got `str`" in result.stderr
     assert "Traceback" not in result.stderr
@@ -89,8 +90,9 @@ def test_an_invalid_config_stops_serve_naming_the_file_and_key(tmp_path, config)
 
 def test_serve_refuses_to_start_without_the_upstream_key(config):
     env = {k: v for k, v in os.environ.items() if k != "UPSTREAM_KEY"}
-    result = subprocess.run([*tollgate_command(), "serve", "--config", str(config)], capture_output=True, text=True,
-                            timeout=30, env=env)
+    result = subprocess.run(
+        [*tollgate_command(), "serve", "--config", str(config)], capture_output=True, text=True, timeout=30, env=env
+    )
     assert result.returncode == 2
     assert "models[0].upstream.api_key_env: environment variable UPSTREAM_KEY is not set" in result.stderr
 
@@ -98,20 +100,38 @@ def test_serve_refuses_to_start_without_the_upstream_key(config):
 @pytest.mark.parametrize("command", ["serve", "demo"])
 def test_serve_refuses_to_start_with_a_short_admin_key(config, command: str):
     env = {**os.environ, "UPSTREAM_KEY": "x", "TOLLGATE_ADMIN_KEY": "admin-password-31-characters-xx"}
-    result = subprocess.run([*tollgate_command(), command, "--config", str(config), "--port", "99999"],
-                            capture_output=True, text=True, timeout=30, env=env)
+    result = subprocess.run(
+        [*tollgate_command(), command, "--config", str(config), "--port", "99999"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+    )
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        (f"tollgate: error: {config}: admin_key_env: the admin key in TOLLGATE_ADMIN_KEY is 31 characters long; "
-         "it must be at least 32 (make one with: openssl rand -hex 32)")]
+        (
+            f"tollgate: error: {config}: admin_key_env: the admin key in TOLLGATE_ADMIN_KEY is 31 characters long; "
+            "it must be at least 32 (make one with: openssl rand -hex 32)"
+        )
+    ]
 
 
 def test_the_config_can_come_from_the_environment(config):
-    result = subprocess.run([*tollgate_command(), "team", "create", "envteam"], capture_output=True, text=True,
-                            timeout=30, env={**os.environ, "TOLLGATE_CONFIG": str(config)})
+    result = subprocess.run(
+        [*tollgate_command(), "team", "create", "envteam"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "TOLLGATE_CONFIG": str(config)},
+    )
     assert result.returncode == 0, result.stderr
-    missing = subprocess.run([*tollgate_command(), "team", "create", "x"], capture_output=True, text=True, timeout=30,
-                             env={k: v for k, v in os.environ.items() if k != "TOLLGATE_CONFIG"})
+    missing = subprocess.run(
+        [*tollgate_command(), "team", "create", "x"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={k: v for k, v in os.environ.items() if k != "TOLLGATE_CONFIG"},
+    )
     assert missing.returncode == 2
     assert "--config" in missing.stderr
 
@@ -193,5 +213,6 @@ def test_a_database_that_cannot_be_reached_is_one_clear_line_not_a_traceback(tmp
         result = run_cli(unreachable, *args, check=False)
         assert result.returncode == 1, result.stderr
         assert "Traceback" not in result.stderr
-        assert result.stderr.startswith("tollgate: error: the ledger's database cannot be used: connection failed"), \
+        assert result.stderr.startswith("tollgate: error: the ledger's database cannot be used: connection failed"), (
             result.stderr
+        )

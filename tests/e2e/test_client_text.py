@@ -49,8 +49,9 @@ def _balance_line(gateway: Gateway, team: Team) -> str:
     return gateway.cli("team", "show", team.name).stdout
 
 
-def test_a_nul_in_the_end_user_is_refused_and_every_team_reads_on(own_gateway: Gateway, two_teams: tuple[Team, Team],
-                                                                  fake_upstream: FakeUpstream):
+def test_a_nul_in_the_end_user_is_refused_and_every_team_reads_on(
+    own_gateway: Gateway, two_teams: tuple[Team, Team], fake_upstream: FakeUpstream
+):
     gateway = own_gateway
     evil, other = two_teams
     before = _balance_line(gateway, evil)
@@ -81,7 +82,8 @@ def test_a_nul_in_the_end_user_is_refused_and_every_team_reads_on(own_gateway: G
 
     # The other team: served, its key, history and usage read, the projection current, verify clean.
     openai.OpenAI(base_url=gateway.base_url, api_key=other.key, max_retries=0).chat.completions.create(
-        model="fake-gpt", messages=HI, user="alice")
+        model="fake-gpt", messages=HI, user="alice"
+    )
     key = httpx.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {other.key}"})
     assert key.status_code == 200
     assert key.json()["data"]["usage"] > 0
@@ -92,25 +94,32 @@ def test_a_nul_in_the_end_user_is_refused_and_every_team_reads_on(own_gateway: G
         usage = admin.get(f"/teams/{other.name}/usage", params={"by": "user"})
         assert usage.status_code == 200
         assert [r["value"] for r in usage.json()["data"]] == ["alice"]
-    dashboard = httpx.get(gateway.root_url + f"/dashboard/api/teams/{other.name}/history",
-                          headers={"Authorization": f"Bearer {other.key}"})
+    dashboard = httpx.get(
+        gateway.root_url + f"/dashboard/api/teams/{other.name}/history",
+        headers={"Authorization": f"Bearer {other.key}"},
+    )
     assert dashboard.status_code == 200
     verify = gateway.cli("ledger", "verify", check=False)
     assert verify.returncode == 0, verify.stderr
 
 
-def test_tags_are_utf8_and_a_control_or_bidi_character_in_them_is_refused(own_gateway: Gateway,
-                                                                         two_teams: tuple[Team, Team]):
+def test_tags_are_utf8_and_a_control_or_bidi_character_in_them_is_refused(
+    own_gateway: Gateway, two_teams: tuple[Team, Team]
+):
     gateway = own_gateway
     team = two_teams[1]
     headers = {"Authorization": f"Bearer {team.key}", "content-type": "application/json"}
     body = b'{"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}]}'
     with httpx.Client(base_url=gateway.base_url) as http:
-        ok = http.post("/chat/completions", content=body, headers=[*headers.items(),
-                                                                   (TAGS, "project=caf\u00e9".encode())])
+        ok = http.post(
+            "/chat/completions", content=body, headers=[*headers.items(), (TAGS, "project=caf\u00e9".encode())]
+        )
         assert ok.status_code == 200, ok.text
-        for raw, says in ((b"project=\xe2\x80\xaeevil", "U+202E"), (b"project=a\xc2\x85b", "U+0085"),
-                          (b"project=\xff\xfe", "not valid UTF-8")):
+        for raw, says in (
+            (b"project=\xe2\x80\xaeevil", "U+202E"),
+            (b"project=a\xc2\x85b", "U+0085"),
+            (b"project=\xff\xfe", "not valid UTF-8"),
+        ):
             refused = http.post("/chat/completions", content=body, headers=[*headers.items(), (TAGS, raw)])
             assert refused.status_code == 400
             assert TAGS in refused.json()["error"]["message"]
@@ -122,15 +131,22 @@ def test_tags_are_utf8_and_a_control_or_bidi_character_in_them_is_refused(own_ga
     assert "caf\u00e9" in [r["value"] for r in usage["data"]]
 
 
-def test_an_idempotency_key_and_an_operators_reason_follow_the_same_rule(own_gateway: Gateway,
-                                                                         two_teams: tuple[Team, Team]):
+def test_an_idempotency_key_and_an_operators_reason_follow_the_same_rule(
+    own_gateway: Gateway, two_teams: tuple[Team, Team]
+):
     gateway = own_gateway
     team = two_teams[1]
     before = gateway.wait_until_nothing_held(team.name)
     body = b'{"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}]}'
-    refused = httpx.post(gateway.base_url + "/chat/completions", content=body,
-                         headers=[("Authorization", f"Bearer {team.key}"), ("content-type", "application/json"),
-                                  ("Idempotency-Key", "k\u0085ey".encode())])
+    refused = httpx.post(
+        gateway.base_url + "/chat/completions",
+        content=body,
+        headers=[
+            ("Authorization", f"Bearer {team.key}"),
+            ("content-type", "application/json"),
+            ("Idempotency-Key", "k\u0085ey".encode()),
+        ],
+    )
     assert refused.status_code == 400
     assert "Idempotency-Key" in refused.json()["error"]["message"]
     assert "U+0085" in refused.json()["error"]["message"]

@@ -27,14 +27,18 @@ from tests.support.teams import Team
 DAY = 86400
 
 
-@pytest.mark.parametrize(("env", "said"), [
-    ({"TOLLGATE_CLOCK_OFFSET": str(DAY)}, "TOLLGATE_CLOCK_DRILL is not 1"),
-    ({"TOLLGATE_CLOCK_OFFSET": str(-31 * DAY), "TOLLGATE_CLOCK_DRILL": "1"}, "must not be negative"),
-    ({"TOLLGATE_CLOCK_OFFSET": str(32 * DAY), "TOLLGATE_CLOCK_DRILL": "1"}, "must be at most 2,678,400 seconds"),
-    ({"TOLLGATE_CLOCK_OFFSET": "soon", "TOLLGATE_CLOCK_DRILL": "1"}, "must be a number of seconds"),
-])
-def test_a_gateway_with_a_clock_offset_that_is_no_drill_s_refuses_to_start(tmp_path: Path,
-                                                                           fake_upstream: FakeUpstream, env, said):
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        ({"TOLLGATE_CLOCK_OFFSET": str(DAY)}, "TOLLGATE_CLOCK_DRILL is not 1"),
+        ({"TOLLGATE_CLOCK_OFFSET": str(-31 * DAY), "TOLLGATE_CLOCK_DRILL": "1"}, "must not be negative"),
+        ({"TOLLGATE_CLOCK_OFFSET": str(32 * DAY), "TOLLGATE_CLOCK_DRILL": "1"}, "must be at most 2,678,400 seconds"),
+        ({"TOLLGATE_CLOCK_OFFSET": "soon", "TOLLGATE_CLOCK_DRILL": "1"}, "must be a number of seconds"),
+    ],
+)
+def test_a_gateway_with_a_clock_offset_that_is_no_drill_s_refuses_to_start(
+    tmp_path: Path, fake_upstream: FakeUpstream, env, said
+):
     gateway = Gateway(write_config(tmp_path, fake_upstream.base_url), env=env)
     try:
         with pytest.raises(RuntimeError, match="tollgate serve exited"):
@@ -57,8 +61,9 @@ def spend_the_day(client: openai.OpenAI) -> Decimal:
     return sum((cost for _, cost in spent), Decimal(0))
 
 
-def test_a_clock_run_a_day_ahead_cannot_make_a_day_s_budget_spendable_twice(tmp_path: Path,
-                                                                            fake_upstream: FakeUpstream):
+def test_a_clock_run_a_day_ahead_cannot_make_a_day_s_budget_spendable_twice(
+    tmp_path: Path, fake_upstream: FakeUpstream
+):
     config = write_config(tmp_path, fake_upstream.base_url)
     wall = Gateway(config).start()
     try:
@@ -67,8 +72,12 @@ def test_a_clock_run_a_day_ahead_cannot_make_a_day_s_budget_spendable_twice(tmp_
         team = Team("drilled", secret)
         key_id = key_id_of(wall, team)
         with admin(wall) as api:
-            assert api.put(f"/teams/{team.name}/keys/{key_id}/budget",
-                           json={"credits": "0.05", "period": "day"}).status_code == 200
+            assert (
+                api.put(
+                    f"/teams/{team.name}/keys/{key_id}/budget", json={"credits": "0.05", "period": "day"}
+                ).status_code
+                == 200
+            )
         today = spend_the_day(openai.OpenAI(base_url=wall.base_url, api_key=team.key, max_retries=0))
     finally:
         wall.stop()

@@ -59,18 +59,32 @@ def save(agent: str, name: str, exchanges: list[Exchange], team: Team, places: d
             save_fixture(FIXTURES / f"{name}-{turn + 1}.json", scrubbed(exchange, agent, [team.key], places))
 
 
-@pytest.mark.parametrize(("model", "auth"), [("agent-claude", "token"), ("agent-claude", "api_key"),
-                                             ("agent-gpt", "token"), ("agent-gpt", "api_key"),
-                                             ("agent-codex", "token")])
-def test_claude_code_runs_a_tool_through_tollgate(gateway: Gateway, teams: Teams, proxy: RecordingProxy,
-                                                  tmp_path: Path, model: str, auth: str):
+@pytest.mark.parametrize(
+    ("model", "auth"),
+    [
+        ("agent-claude", "token"),
+        ("agent-claude", "api_key"),
+        ("agent-gpt", "token"),
+        ("agent-gpt", "api_key"),
+        ("agent-codex", "token"),
+    ],
+)
+def test_claude_code_runs_a_tool_through_tollgate(
+    gateway: Gateway, teams: Teams, proxy: RecordingProxy, tmp_path: Path, model: str, auth: str
+):
     team = teams.open("100")
     command, output = task()
     call = json.dumps({"command": command, "description": "print a marker"})
     prompt = f"Run the marker command. [[tool:Bash {call}]]"
     seen = len(proxy.exchanges)
-    result = run_claude_code(proxy.url, team.key, model=model, prompt=prompt, auth=auth,  # type: ignore[arg-type]
-                             workdir=tmp_path)
+    result = run_claude_code(
+        proxy.url,
+        team.key,
+        model=model,
+        prompt=prompt,
+        auth=auth,  # type: ignore[arg-type]
+        workdir=tmp_path,
+    )
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
     assert result.stdout.strip().endswith(f"Echo: tool result: {output}"), result.stdout
 
@@ -84,8 +98,13 @@ def test_claude_code_runs_a_tool_through_tollgate(gateway: Gateway, teams: Teams
     assert any(m["role"] == "system" for m in first["messages"])  # what used to be refused
     assert first["thinking"]["type"] == "adaptive"
     assert "context_management" in first
-    results = [b for m in last["messages"] if isinstance(m["content"], list) for b in m["content"]
-               if b.get("type") == "tool_result"]
+    results = [
+        b
+        for m in last["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b.get("type") == "tool_result"
+    ]
     assert output in json.dumps(results)  # the command ran, and its output went back to the model
     check_charged_as_reported(gateway, team, exchanges)
     if auth == "token" and model == "agent-claude":
@@ -93,8 +112,9 @@ def test_claude_code_runs_a_tool_through_tollgate(gateway: Gateway, teams: Teams
 
 
 @pytest.mark.parametrize("model", ["agent-codex", "agent-gpt", "agent-claude"])
-def test_codex_runs_a_tool_through_tollgate(gateway: Gateway, teams: Teams, proxy: RecordingProxy,
-                                           tmp_path: Path, model: str):
+def test_codex_runs_a_tool_through_tollgate(
+    gateway: Gateway, teams: Teams, proxy: RecordingProxy, tmp_path: Path, model: str
+):
     team = teams.open("100")
     command, output = task()
     prompt = f"Run the marker command. [[tool:exec_command {json.dumps({'cmd': command})}]]"

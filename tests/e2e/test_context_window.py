@@ -18,7 +18,8 @@ import httpx
 import openai
 import pytest
 
-from app.tokens import RULES, prompt_tokens
+from app.tokens import prompt_tokens
+from app.tokens.counting import RULES
 from tests.support import images
 from tests.support.charges import balance_of
 from tests.support.fake_anthropic import prompt_tokens as fake_anthropic_prompt_tokens
@@ -66,34 +67,49 @@ def no_open_hold(gateway: Gateway, team_name: str) -> bool:
     return "held 0," in gateway.cli("team", "show", team_name).stdout
 
 
-@pytest.mark.parametrize(("endpoint", "model"), [
-    ("chat", "fake-gpt"),  # passed through
-    ("responses", "fake-gpt"),  # translated to chat
-    ("messages", "fake-gpt"),  # translated to chat
-    ("messages", "small-claude"),  # passed through, the Anthropic estimate
-    ("chat", "small-claude"),  # translated to messages
-    ("responses", "small-claude"),
-])
-def test_a_prompt_over_the_window_is_a_400_and_one_at_it_is_served(endpoint, model, gateway: Gateway, team,
-                                                                   fake_upstream: FakeUpstream):
+@pytest.mark.parametrize(
+    ("endpoint", "model"),
+    [
+        ("chat", "fake-gpt"),  # passed through
+        ("responses", "fake-gpt"),  # translated to chat
+        ("messages", "fake-gpt"),  # translated to chat
+        ("messages", "small-claude"),  # passed through, the Anthropic estimate
+        ("chat", "small-claude"),  # translated to messages
+        ("responses", "small-claude"),
+    ],
+)
+def test_a_prompt_over_the_window_is_a_400_and_one_at_it_is_served(
+    endpoint, model, gateway: Gateway, team, fake_upstream: FakeUpstream
+):
     fits, fits_count, too_long, too_long_count = at_the_window(endpoint, model)
     window = WINDOWS[model]
     assert window - 2 <= fits_count <= window < too_long_count <= window + 2
 
     error_class = anthropic.BadRequestError if endpoint == "messages" else openai.BadRequestError
-    with pytest.raises(error_class) as refused:
+    with pytest.raises(error_class) as raised:
         send(gateway, team.key, endpoint, too_long)
-    assert refused.value.status_code == 400
-    assert refused.value.response.headers["x-should-retry"] == "false"
-    message = (f"This model's maximum context length is {window} tokens. However, your messages resulted in "
-               f"{too_long_count} tokens. Please reduce the length of the messages.")
+    refused = raised.value
+    assert isinstance(refused, anthropic.BadRequestError | openai.BadRequestError)  # either SDK's, as typed
+    assert refused.status_code == 400
+    assert refused.response.headers["x-should-retry"] == "false"
+    message = (
+        f"This model's maximum context length is {window} tokens. However, your messages resulted in "
+        f"{too_long_count} tokens. Please reduce the length of the messages."
+    )
     if endpoint == "messages":
-        assert refused.value.response.json() == {"type": "error", "error": {"type": "invalid_request_error",
-                                                                            "message": message}}
+        assert refused.response.json() == {
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": message},
+        }
     else:
-        assert refused.value.response.json() == {"error": {"message": message, "type": "invalid_request_error",
-                                                           "param": PARAMS[endpoint],
-                                                           "code": "context_length_exceeded"}}
+        assert refused.response.json() == {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": PARAMS[endpoint],
+                "code": "context_length_exceeded",
+            }
+        }
     assert fake_upstream.requests == []  # the upstream was never called
     assert balance_of(gateway, team.name) == 100
     assert no_open_hold(gateway, team.name)
@@ -114,8 +130,11 @@ def test_count_tokens_answers_the_gateway_s_count(gateway: Gateway, team, fake_u
     claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
     tools = [{"name": "lookup", "description": "Look it up", "input_schema": {"type": "object"}}]
     body = {"system": "be brief", "tools": tools, "messages": [{"role": "user", "content": "hello there 世界 🎉"}]}
-    for model, rules in (("fake-claude", RULES["anthropic"]), ("fake-gpt", RULES["o200k"]),
-                         ("demo-gpt", RULES["o200k"])):
+    for model, rules in (
+        ("fake-claude", RULES["anthropic"]),
+        ("fake-gpt", RULES["o200k"]),
+        ("demo-gpt", RULES["o200k"]),
+    ):
         counted = claude.messages.count_tokens(model=model, **body)
         assert counted.input_tokens == prompt_tokens(body, "messages", rules)
     assert fake_upstream.requests == []  # counted by the gateway, not asked of the upstream
@@ -133,13 +152,21 @@ CORPUS = [
     "Les élèves ont réussi l'examen « très difficile » à Noël — Привет, мир! مرحبا بالعالم",
     "a b c d e f g h i j k l m n o p q r s t u v w x y z 1 2 3 4 5 6 7 8 9 0 ! @ # $ % ^ & * ( )",
 ]
-CHAT_TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "Look a word up",
-                                                 "parameters": {"type": "object", "properties": {
-                                                     "word": {"type": "string", "description": "the word"}}}}}]
+CHAT_TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "description": "Look a word up",
+            "parameters": {"type": "object", "properties": {"word": {"type": "string", "description": "the word"}}},
+        },
+    }
+]
 
 
-def test_the_gateway_never_counts_fewer_prompt_tokens_than_the_upstream(gateway: Gateway, team,
-                                                                         fake_upstream: FakeUpstream):
+def test_the_gateway_never_counts_fewer_prompt_tokens_than_the_upstream(
+    gateway: Gateway, team, fake_upstream: FakeUpstream
+):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
     picture = images.data_url(images.png(640, 480), "image/png")
@@ -148,9 +175,16 @@ def test_the_gateway_never_counts_fewer_prompt_tokens_than_the_upstream(gateway:
         # billed the gateway's count, which must be at least what the upstream counts for that request.
         for extra in ({}, {"tools": CHAT_TOOLS}):
             fake_upstream.clear()
-            messages = [{"role": "system", "content": "be brief"},
-                        {"role": "user", "content": [{"type": "text", "text": text + " [[no-usage]]"},
-                                                     {"type": "image_url", "image_url": {"url": picture}}]}]
+            messages = [
+                {"role": "system", "content": "be brief"},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": text + " [[no-usage]]"},
+                        {"type": "image_url", "image_url": {"url": picture}},
+                    ],
+                },
+            ]
             ours = client.chat.completions.create(model="vision-gpt", messages=messages, **extra).usage.prompt_tokens
             assert ours >= chat_prompt_tokens(fake_upstream.requests[0].body["messages"]) > 3
 
@@ -160,10 +194,21 @@ def test_the_gateway_never_counts_fewer_prompt_tokens_than_the_upstream(gateway:
         assert reply.usage.input_tokens >= chat_prompt_tokens(fake_upstream.requests[0].body["messages"])
 
         # messages → Anthropic (passed through): the gateway's count against the upstream's reported one
-        body = {"system": "be brief", "messages": [{"role": "user", "content": [
-            {"type": "text", "text": text},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
-                                         "data": picture.split(",", 1)[1]}}]}]}
+        body = {
+            "system": "be brief",
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": text},
+                        {
+                            "type": "image",
+                            "source": {"type": "base64", "media_type": "image/png", "data": picture.split(",", 1)[1]},
+                        },
+                    ],
+                }
+            ],
+        }
         ours = claude.messages.count_tokens(model="fake-claude", **body).input_tokens
         theirs = claude.messages.create(model="fake-claude", max_tokens=5, **body).usage.input_tokens
         assert ours >= theirs == fake_anthropic_prompt_tokens({**body, "model": "claude-x"})
@@ -173,8 +218,11 @@ def test_a_prompt_of_megabytes_is_counted_and_refused_in_seconds(gateway: Gatewa
     big = "lorem ipsum dolor sit amet " * 150_000  # 4 MB, ~750k tokens: over every window here
     started = time.monotonic()
     with httpx.Client(timeout=30) as http:
-        refused = http.post(gateway.base_url + "/chat/completions", headers={"Authorization": f"Bearer {team.key}"},
-                            json={"model": "fake-gpt", "messages": [{"role": "user", "content": big}]})
+        refused = http.post(
+            gateway.base_url + "/chat/completions",
+            headers={"Authorization": f"Bearer {team.key}"},
+            json={"model": "fake-gpt", "messages": [{"role": "user", "content": big}]},
+        )
     assert refused.status_code == 400
     assert refused.json()["error"]["code"] == "context_length_exceeded"
     assert time.monotonic() - started < 10
@@ -210,11 +258,19 @@ def raw_send(gateway: Gateway, key: str, endpoint: str, body: dict[str, Any]) ->
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-@pytest.mark.parametrize(("endpoint", "model", "field", "sent_as"), CLAMPED,
-                         ids=[f"{e}-{m}-{f}" for e, m, f, _ in CLAMPED])
+@pytest.mark.parametrize(
+    ("endpoint", "model", "field", "sent_as"), CLAMPED, ids=[f"{e}-{m}-{f}" for e, m, f, _ in CLAMPED]
+)
 def test_a_model_that_clamps_serves_an_output_limit_above_its_own_with_its_own(
-        gateway: Gateway, team, fake_upstream: FakeUpstream, endpoint: str, model: str, field: str, sent_as: str,
-        stream: bool):
+    gateway: Gateway,
+    team,
+    fake_upstream: FakeUpstream,
+    endpoint: str,
+    model: str,
+    field: str,
+    sent_as: str,
+    stream: bool,
+):
     """``clamp_output_to_model``: LiteLLM asks 128,000 output tokens of a model it does not know; the
     model's own 1,024 go upstream, and the answer says so as the balance clamp does."""
     body = {**BODIES[endpoint](model, "hi"), field: 128_000, **({"stream": True} if stream else {})}
@@ -234,6 +290,7 @@ def test_without_the_opt_in_an_output_limit_above_the_model_s_is_a_400(gateway: 
     timeout = {"timeout": 60} if endpoint == "messages" else {}  # the SDK's own check, as above
     with pytest.raises(error) as refused:
         send(gateway, team.key, endpoint, {**BODIES[endpoint](model, "hi"), field: 128_000, **timeout})
+    assert isinstance(refused.value, anthropic.BadRequestError | openai.BadRequestError)  # either SDK's, as typed
     assert "produces at most" in str(refused.value.message)
     assert no_open_hold(gateway, team.name)
 
@@ -241,17 +298,23 @@ def test_without_the_opt_in_an_output_limit_above_the_model_s_is_a_400(gateway: 
 LITELLM = Path(__file__).resolve().parent.parent / "fixtures" / "litellm" / "messages-unknown-model.json"
 
 
-@pytest.mark.parametrize(("model", "served"), [("clamping-claude", True), ("clamping-gpt", True),
-                                               ("small-claude", False)])
-def test_litellm_s_request_for_a_model_it_does_not_know(gateway: Gateway, team, fake_upstream: FakeUpstream,
-                                                       model: str, served: bool):
+@pytest.mark.parametrize(
+    ("model", "served"), [("clamping-claude", True), ("clamping-gpt", True), ("small-claude", False)]
+)
+def test_litellm_s_request_for_a_model_it_does_not_know(
+    gateway: Gateway, team, fake_upstream: FakeUpstream, model: str, served: bool
+):
     """The request LiteLLM 1.110.2 really sent (``tests/fixtures/litellm``) for a model it has no
     limits for: ``max_tokens`` 128,000. A model that clamps serves it, passed through or translated;
     one that does not refuses it, as the providers do."""
     record = json.loads(LITELLM.read_text())
     assert record["body"]["max_tokens"] == 128_000
-    answer = httpx.post(gateway.root_url + record["path"], json={**record["body"], "model": model}, timeout=30,
-                        headers={**record["headers"], "x-api-key": team.key})
+    answer = httpx.post(
+        gateway.root_url + record["path"],
+        json={**record["body"], "model": model},
+        timeout=30,
+        headers={**record["headers"], "x-api-key": team.key},
+    )
     if not served:
         assert answer.status_code == 400
         assert answer.json()["error"]["type"] == "invalid_request_error"

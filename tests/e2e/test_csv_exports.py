@@ -46,8 +46,12 @@ class Hostile:
 
 def evaluated(text: str) -> list[str]:
     """The cells of a CSV a spreadsheet would evaluate as a formula."""
-    return [cell for line in csv.reader(io.StringIO(text)) for cell in line
-            if cell and cell.lstrip(" ")[:1] in FORMULA_STARTS and not NUMBER.fullmatch(cell)]
+    return [
+        cell
+        for line in csv.reader(io.StringIO(text))
+        for cell in line
+        if cell and cell.lstrip(" ")[:1] in FORMULA_STARTS and not NUMBER.fullmatch(cell)
+    ]
 
 
 def cells(text: str) -> set[str]:
@@ -66,32 +70,45 @@ def hostile(gateway: Gateway, teams: Teams) -> Hostile:
     team = teams.open("100")
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    client.chat.completions.create(model="fake-gpt", messages=HI, user=USERS[0],
-                                   extra_headers={TAGS: f"project={PROJECTS[0]}"})
-    for _ in client.chat.completions.create(model="fake-claude", messages=HI, user=USERS[1], stream=True,
-                                            extra_headers={TAGS: f"project={PROJECTS[1]}"}):
+    client.chat.completions.create(
+        model="fake-gpt", messages=HI, user=USERS[0], extra_headers={TAGS: f"project={PROJECTS[0]}"}
+    )
+    for _ in client.chat.completions.create(
+        model="fake-claude", messages=HI, user=USERS[1], stream=True, extra_headers={TAGS: f"project={PROJECTS[1]}"}
+    ):
         pass
-    claude.messages.create(model="fake-claude", max_tokens=50, messages=HI, metadata={"user_id": USERS[2]},
-                           extra_headers={TAGS: f"project={PROJECTS[2]}"})
-    client.responses.create(model="fake-gpt", input="hello spreadsheet", user=USERS[3],
-                            extra_headers={TAGS: f"project={PROJECTS[3]},-x=y"})
+    claude.messages.create(
+        model="fake-claude",
+        max_tokens=50,
+        messages=HI,
+        metadata={"user_id": USERS[2]},
+        extra_headers={TAGS: f"project={PROJECTS[2]}"},
+    )
+    client.responses.create(
+        model="fake-gpt", input="hello spreadsheet", user=USERS[3], extra_headers={TAGS: f"project={PROJECTS[3]},-x=y"}
+    )
     gateway.wait_until_nothing_held(team.name)  # the gateway's lease given back: the correction takes no more
     gateway.cli("credits", "add", "--team", team.name, "5", "--reference", TOP_UP_REFERENCE)
-    gateway.cli("credits", "adjust", "--team", team.name, "--", "-1", "--reason", ADJUSTMENT_REASON,
-                "--reference", "@SUM(1)")
+    gateway.cli(
+        "credits", "adjust", "--team", team.name, "--", "-1", "--reason", ADJUSTMENT_REASON, "--reference", "@SUM(1)"
+    )
     return Hostile(team, datetime.now(UTC).strftime("%Y-%m"))
 
 
 @pytest.fixture
 def admin(gateway: Gateway) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-                      timeout=30) as client:
+    with httpx.Client(
+        base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30
+    ) as client:
         yield client
 
 
 def _dashboard(gateway: Gateway, team: Team, path: str) -> httpx.Response:
-    answer = httpx.get(f"{gateway.root_url}/dashboard/api/teams/{team.name}{path}",
-                       headers={"Authorization": f"Bearer {team.key}"}, timeout=30)
+    answer = httpx.get(
+        f"{gateway.root_url}/dashboard/api/teams/{team.name}{path}",
+        headers={"Authorization": f"Bearer {team.key}"},
+        timeout=30,
+    )
     assert answer.status_code == 200, answer.text
     return answer
 
@@ -110,8 +127,12 @@ def test_the_ledger_export_and_the_dashboards_download_evaluate_nothing(gateway:
 
     download = _dashboard(gateway, hostile.team, "/export?format=csv")
     assert download.text == exported
-    jsonl = [json.loads(line) for line in gateway.cli("ledger", "export", "--team", hostile.team.name,
-                                                      "--format", "jsonl").stdout.splitlines()]
+    jsonl = [
+        json.loads(line)
+        for line in gateway.cli(
+            "ledger", "export", "--team", hostile.team.name, "--format", "jsonl"
+        ).stdout.splitlines()
+    ]
     assert sorted(row["end_user"] for row in jsonl if row["end_user"]) == sorted(USERS)  # JSON keeps the text
 
 
@@ -123,8 +144,9 @@ def test_usage_by_end_user_and_by_tag_as_csv_evaluates_nothing(gateway: Gateway,
         assert all(NUMBER.fullmatch(cost) for cost in column(shown, "cost"))
 
 
-def test_the_statement_as_csv_evaluates_nothing_and_still_verifies(gateway: Gateway, hostile: Hostile,
-                                                                   admin: httpx.Client, tmp_path: Path):
+def test_the_statement_as_csv_evaluates_nothing_and_still_verifies(
+    gateway: Gateway, hostile: Hostile, admin: httpx.Client, tmp_path: Path
+):
     name, month = hostile.team.name, hostile.month
     written = gateway.cli("ledger", "statement", "--team", name, "--month", month, "--format", "csv").stdout
     answered = admin.get(f"/teams/{name}/statements/{month}", params={"format": "csv"})

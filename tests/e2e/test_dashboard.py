@@ -62,8 +62,12 @@ def traffic(gateway: Gateway, teams: Teams) -> Traffic:
     attributed = (("project=alpha", "alice"), ("project=beta", ""), ("", "alice"))  # tags, end user
     for model, (tags, user) in zip(("fake-gpt", "demo-gpt", "fake-gpt"), attributed, strict=True):
         raw = client.chat.completions.with_raw_response.create(
-            model=model, messages=[{"role": "user", "content": "Hello, dashboard!"}], max_tokens=30,
-            extra_headers={"x-tollgate-tags": tags} if tags else None, **({"user": user} if user else {}))
+            model=model,
+            messages=[{"role": "user", "content": "Hello, dashboard!"}],
+            max_tokens=30,
+            extra_headers={"x-tollgate-tags": tags} if tags else None,
+            **({"user": user} if user else {}),
+        )
         assert raw.parse().usage is not None
         request_ids.append(raw.headers["x-request-id"])
     # The gateway gives its credit lease back (its last write on the team) before the CLI, another
@@ -76,8 +80,10 @@ def traffic(gateway: Gateway, teams: Teams) -> Traffic:
     gateway.cli("credits", "add", "--team", team.name, "25.5", "--reference", "INV-42")
     with ThreadPoolExecutor() as pool:  # what the operator's commands say, once for the module
         shown = pool.submit(gateway.cli, "team", "show", team.name)
-        exports = {f: pool.submit(gateway.cli, "ledger", "export", "--team", team.name, "--format", f)
-                   for f in ("csv", "jsonl")}
+        exports = {
+            f: pool.submit(gateway.cli, "ledger", "export", "--team", team.name, "--format", f)
+            for f in ("csv", "jsonl")
+        }
         balance = re.search(r"balance (\S+) credits", shown.result().stdout).group(1)  # type: ignore[union-attr]
         return Traffic(team, request_ids, balance, {f: e.result().stdout for f, e in exports.items()})
 
@@ -130,7 +136,8 @@ def _check_views(page: Page, traffic: Traffic) -> None:
 
 
 def test_a_team_signs_in_and_sees_its_balance_requests_usage_and_history(
-        page: Page, gateway: Gateway, traffic: Traffic, tmp_path: Path):
+    page: Page, gateway: Gateway, traffic: Traffic, tmp_path: Path
+):
     _sign_in(page, traffic.team.key)
     _check_views(page, traffic)
     assert page.locator("#picker").is_hidden()  # a team key sees its own team only
@@ -145,8 +152,7 @@ def test_a_team_signs_in_and_sees_its_balance_requests_usage_and_history(
     keep(page, tmp_path, "dashboard-team.png")
 
 
-def test_a_team_downloads_its_statement_of_the_month(page: Page, gateway: Gateway, traffic: Traffic,
-                                                    tmp_path: Path):
+def test_a_team_downloads_its_statement_of_the_month(page: Page, gateway: Gateway, traffic: Traffic, tmp_path: Path):
     """The statement card picks the current month (UTC): its download is the CLI's statement, and the
     tamper-evident one verifies."""
     name = traffic.team.name
@@ -185,9 +191,13 @@ def test_usage_by_attribution_is_filtered_by_a_tag_or_by_end_user(page: Page, tr
 
     def shown() -> dict[str, tuple[str, str]]:
         rows = page.locator("#attribution-table tbody tr")
-        return {rows.nth(i).locator("td").nth(0).text_content() or "":
-                (rows.nth(i).locator("td").nth(1).text_content() or "", rows.nth(i).locator("td").nth(4).text_content()
-                 or "") for i in range(rows.count())}
+        return {
+            rows.nth(i).locator("td").nth(0).text_content() or "": (
+                rows.nth(i).locator("td").nth(1).text_content() or "",
+                rows.nth(i).locator("td").nth(4).text_content() or "",
+            )
+            for i in range(rows.count())
+        }
 
     assert set(shown()) == {"alice", "(none)"}
     assert shown()["alice"][0] == "2"
@@ -287,12 +297,21 @@ def test_a_team_key_reads_its_own_team_only(gateway: Gateway, traffic: Traffic, 
     other = teams.open("5")
     key = traffic.team.key
     assert _exact(_api(gateway, "/session", key)) == {
-        "role": "team", "team": traffic.team.name, "key_id": _exact(_api(gateway, "/session", key))["key_id"],
-        "teams": [traffic.team.name]}
+        "role": "team",
+        "team": traffic.team.name,
+        "key_id": _exact(_api(gateway, "/session", key))["key_id"],
+        "teams": [traffic.team.name],
+    }
     assert _exact(_api(gateway, f"/teams/{traffic.team.name}", key))["name"] == traffic.team.name
-    for path in (f"/teams/{other.name}", f"/teams/{other.name}/history", f"/teams/{other.name}/usage",
-                 f"/teams/{other.name}/requests", f"/teams/{other.name}/export",
-                 f"/teams/{other.name}/statements/2026-11", "/teams/no-such-team"):
+    for path in (
+        f"/teams/{other.name}",
+        f"/teams/{other.name}/history",
+        f"/teams/{other.name}/usage",
+        f"/teams/{other.name}/requests",
+        f"/teams/{other.name}/export",
+        f"/teams/{other.name}/statements/2026-11",
+        "/teams/no-such-team",
+    ):
         assert _error_type(_api(gateway, path, key), 403) == "permission_error", path
 
 

@@ -25,20 +25,33 @@ SLOW_STREAM = " ".join(f"w{i}" for i in range(400)) + " [[chunk-delay:50]]"
 
 
 def ask(gateway: Gateway, key: str, content: str = "hello", max_tokens: int = 1024) -> httpx.Response:
-    return httpx.post(gateway.base_url + "/chat/completions", timeout=30, headers={"Authorization": f"Bearer {key}"},
-                      json={"model": "fake-gpt", "max_tokens": max_tokens,
-                            "messages": [{"role": "user", "content": content}]})
+    return httpx.post(
+        gateway.base_url + "/chat/completions",
+        timeout=30,
+        headers={"Authorization": f"Bearer {key}"},
+        json={"model": "fake-gpt", "max_tokens": max_tokens, "messages": [{"role": "user", "content": content}]},
+    )
 
 
 def start_stream(gateway: Gateway, key: str, delivered: list[str], started: threading.Event) -> threading.Thread:
     """Read a stream of the slow answer in a thread, noting every piece of text the client got."""
+
     def read() -> None:
-        body = {"model": "fake-gpt", "max_tokens": 1024, "stream": True, "user": "alice",
-                "messages": [{"role": "user", "content": SLOW_STREAM}]}
+        body = {
+            "model": "fake-gpt",
+            "max_tokens": 1024,
+            "stream": True,
+            "user": "alice",
+            "messages": [{"role": "user", "content": SLOW_STREAM}],
+        }
         try:
-            with httpx.stream("POST", gateway.base_url + "/chat/completions", json=body, timeout=60,
-                              headers={"Authorization": f"Bearer {key}",
-                                       "x-tollgate-tags": "project=alpha"}) as response:
+            with httpx.stream(
+                "POST",
+                gateway.base_url + "/chat/completions",
+                json=body,
+                timeout=60,
+                headers={"Authorization": f"Bearer {key}", "x-tollgate-tags": "project=alpha"},
+            ) as response:
                 delivered.append(response.headers["x-request-id"])
                 started.set()
                 for line in response.iter_lines():
@@ -47,6 +60,7 @@ def start_stream(gateway: Gateway, key: str, delivered: list[str], started: thre
                             delivered.append(choice["delta"].get("content") or "")
         except httpx.HTTPError:
             pass  # the gateway died under it
+
     thread = threading.Thread(target=read, daemon=True)
     thread.start()
     return thread

@@ -16,10 +16,18 @@ from openai.types.responses import ToolParam
 from tests.support.fake_upstream import FakeUpstream
 
 MODEL = "gpt-codex-x"
-SHELL = {"type": "function", "name": "exec_command", "description": "Run a command",
-         "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}}
-NAMESPACE = {"type": "namespace", "name": "multi_agent_v1", "description": "agents", "tools": [
-    {"type": "function", "name": "close_agent", "parameters": {"type": "object", "properties": {}}}]}
+SHELL = {
+    "type": "function",
+    "name": "exec_command",
+    "description": "Run a command",
+    "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+}
+NAMESPACE = {
+    "type": "namespace",
+    "name": "multi_agent_v1",
+    "description": "agents",
+    "tools": [{"type": "function", "name": "close_agent", "parameters": {"type": "object", "properties": {}}}],
+}
 PATCH = {"type": "custom", "name": "apply_patch", "description": "Apply a patch"}
 TOOLS = cast("list[ToolParam]", [SHELL, NAMESPACE, PATCH, {"type": "web_search"}])  # newer than the SDK's types
 
@@ -54,9 +62,17 @@ def test_a_plain_response_with_official_usage(client: openai.OpenAI) -> None:
 def test_a_stream_in_the_official_order(client: openai.OpenAI) -> None:
     events = list(client.responses.create(model=MODEL, input="one two three", stream=True))
     kinds = [e.type for e in events]
-    assert kinds == ["response.created", "response.in_progress", "response.output_item.added",
-                     "response.content_part.added", *["response.output_text.delta"] * 4, "response.output_text.done",
-                     "response.content_part.done", "response.output_item.done", "response.completed"]
+    assert kinds == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        *["response.output_text.delta"] * 4,
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
     assert [e.sequence_number for e in events] == list(range(len(events)))
     assert events[-1].response.usage.output_tokens == 4
     with client.responses.stream(model=MODEL, input="four five") as stream:
@@ -85,10 +101,15 @@ def test_function_namespace_and_custom_tool_calls(client: openai.OpenAI, stream:
 
 
 def test_a_tool_output_is_echoed_and_needs_its_call(client: openai.OpenAI) -> None:
-    r = client.responses.create(model=MODEL, tools=[SHELL], input=[
-        {"role": "user", "content": "run it"},
-        {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": "{}"},
-        {"type": "function_call_output", "call_id": "call_1", "output": "a.txt"}])
+    r = client.responses.create(
+        model=MODEL,
+        tools=[SHELL],
+        input=[
+            {"role": "user", "content": "run it"},
+            {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "call_1", "output": "a.txt"},
+        ],
+    )
     assert r.output_text == "Echo: tool result: a.txt"
     orphan = [{"type": "function_call_output", "call_id": "call_9", "output": "x"}]
     with pytest.raises(openai.BadRequestError) as error:
@@ -97,23 +118,39 @@ def test_a_tool_output_is_echoed_and_needs_its_call(client: openai.OpenAI) -> No
 
 
 def test_reasoning_comes_with_a_summary_and_encrypted_content_only_this_fake_accepts(client: openai.OpenAI) -> None:
-    r = client.responses.create(model=MODEL, input="ponder [[think]]", reasoning={"effort": "high", "summary": "auto"},
-                                include=["reasoning.encrypted_content"], store=False)
+    r = client.responses.create(
+        model=MODEL,
+        input="ponder [[think]]",
+        reasoning={"effort": "high", "summary": "auto"},
+        include=["reasoning.encrypted_content"],
+        store=False,
+    )
     reasoning, message = r.output
     assert reasoning.type == "reasoning"
     assert reasoning.summary[0].text == "Thinking about: ponder"
     assert reasoning.encrypted_content
     assert r.usage.output_tokens_details.reasoning_tokens == 3
-    events = list(client.responses.create(model=MODEL, input="ponder [[think]]", stream=True, store=False,
-                                          reasoning={"summary": "auto"}, include=["reasoning.encrypted_content"]))
+    events = list(
+        client.responses.create(
+            model=MODEL,
+            input="ponder [[think]]",
+            stream=True,
+            store=False,
+            reasoning={"summary": "auto"},
+            include=["reasoning.encrypted_content"],
+        )
+    )
     summary = "".join(e.delta for e in events if e.type == "response.reasoning_summary_text.delta")
     assert summary == "Thinking about: ponder"
     done = [e.item for e in events if e.type == "response.output_item.done" and e.item.type == "reasoning"]
     assert done[0].encrypted_content
 
-    history = [{"role": "user", "content": "ponder"}, reasoning.model_dump(exclude_none=True),
-               {"role": "assistant", "content": [{"type": "output_text", "text": message.content[0].text}]},
-               {"role": "user", "content": "again"}]
+    history = [
+        {"role": "user", "content": "ponder"},
+        reasoning.model_dump(exclude_none=True),
+        {"role": "assistant", "content": [{"type": "output_text", "text": message.content[0].text}]},
+        {"role": "user", "content": "again"},
+    ]
     assert client.responses.create(model=MODEL, input=history).output_text == "Echo: again"
     history[1]["encrypted_content"] = "gAAAA" + "x" * 40 + ".forged"
     with pytest.raises(openai.BadRequestError) as error:
@@ -138,16 +175,21 @@ def test_a_stored_response_can_be_continued(client: openai.OpenAI) -> None:
     assert error.value.body["param"] == "previous_response_id"
 
 
-@pytest.mark.parametrize(("patch", "param"), [
-    ({"model": None}, "model"), ({"input": None}, "input"),
-    ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
-    ({"input": [{"type": "mystery_item"}]}, "input[0].type"),
-    ({"tools": [{"type": "function", "function": {"name": "chat_style"}}]}, "tools[0].name"),
-    ({"tools": [{"type": "mystery_tool"}]}, "tools[0].type"),
-    ({"max_output_tokens": 15}, "max_output_tokens"), ({"temperature": 3}, "temperature"),
-    ({"text": {"format": {"type": "json_schema"}}}, "text.format"),
-    ({"reasoning": {"effort": "extreme"}}, "reasoning"),
-])
+@pytest.mark.parametrize(
+    ("patch", "param"),
+    [
+        ({"model": None}, "model"),
+        ({"input": None}, "input"),
+        ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
+        ({"input": [{"type": "mystery_item"}]}, "input[0].type"),
+        ({"tools": [{"type": "function", "function": {"name": "chat_style"}}]}, "tools[0].name"),
+        ({"tools": [{"type": "mystery_tool"}]}, "tools[0].type"),
+        ({"max_output_tokens": 15}, "max_output_tokens"),
+        ({"temperature": 3}, "temperature"),
+        ({"text": {"format": {"type": "json_schema"}}}, "text.format"),
+        ({"reasoning": {"effort": "extreme"}}, "reasoning"),
+    ],
+)
 def test_openai_s_400s(fake: FakeUpstream, patch: dict[str, object], param: str) -> None:
     body = {k: v for k, v in {"model": MODEL, "input": "hi", **patch}.items() if v is not None}
     r = httpx.post(f"{fake.base_url}/responses", json=body, headers={"Authorization": "Bearer upstream-secret"})

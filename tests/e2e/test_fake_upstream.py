@@ -16,13 +16,18 @@ import httpx
 import httpx2
 import openai
 import pytest
+from openai.types.chat import ChatCompletionMessageParam
 
 from tests.support.children import end_server, start_server
 from tests.support.fake_upstream import FakeUpstream
 
 MODEL = "gpt-x"
-TOOLS = [{"type": "function", "function": {"name": "lookup", "description": "echo back",
-                                           "parameters": {"type": "object", "properties": {}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "lookup", "description": "echo back", "parameters": {"type": "object", "properties": {}}},
+    }
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +43,7 @@ def client(fake: FakeUpstream) -> Iterator[openai.OpenAI]:
         yield c
 
 
-def user(text: str) -> list[dict[str, str]]:
+def user(text: str) -> list[ChatCompletionMessageParam]:
     return [{"role": "system", "content": "be brief"}, {"role": "user", "content": text}]
 
 
@@ -73,8 +78,11 @@ def test_content_parts_and_no_usage(client: openai.OpenAI) -> None:
 
 def test_stream_include_usage(client: openai.OpenAI) -> None:
     plain = client.chat.completions.create(model=MODEL, messages=user("stream me please"))
-    chunks = list(client.chat.completions.create(model=MODEL, messages=user("stream me please"), stream=True,
-                                                 stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model=MODEL, messages=user("stream me please"), stream=True, stream_options={"include_usage": True}
+        )
+    )
     assert len({c.id for c in chunks}) == 1
     assert all(c.object == "chat.completion.chunk" for c in chunks)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
@@ -94,8 +102,9 @@ def test_stream_without_usage_option(client: openai.OpenAI) -> None:
 
 
 def test_stream_helper_final_completion(client: openai.OpenAI) -> None:
-    with client.chat.completions.stream(model=MODEL, messages=user("helper works"),
-                                        stream_options={"include_usage": True}) as s:
+    with client.chat.completions.stream(
+        model=MODEL, messages=user("helper works"), stream_options={"include_usage": True}
+    ) as s:
         final = s.get_final_completion()
     msg = final.choices[0].message
     assert msg.role == "assistant"
@@ -106,8 +115,7 @@ def test_stream_helper_final_completion(client: openai.OpenAI) -> None:
 
 
 def test_tool_call_stream_helper(client: openai.OpenAI) -> None:
-    with client.chat.completions.stream(model=MODEL, messages=user("find cats [[tool:lookup]]"),
-                                        tools=TOOLS) as s:  # type: ignore[arg-type]
+    with client.chat.completions.stream(model=MODEL, messages=user("find cats [[tool:lookup]]"), tools=TOOLS) as s:  # type: ignore[arg-type]
         final = s.get_final_completion()
     choice = final.choices[0]
     assert choice.finish_reason == "tool_calls"
@@ -125,8 +133,7 @@ def test_tool_call_stream_helper(client: openai.OpenAI) -> None:
 
 
 def test_tool_call_non_streaming(client: openai.OpenAI) -> None:
-    r = client.chat.completions.create(model=MODEL, messages=user("x y [[tool:lookup]]"),
-                                       tools=TOOLS)  # type: ignore[arg-type]
+    r = client.chat.completions.create(model=MODEL, messages=user("x y [[tool:lookup]]"), tools=TOOLS)  # type: ignore[arg-type]
     call = r.choices[0].message.tool_calls[0]  # type: ignore[index]
     assert json.loads(call.function.arguments) == {"echo": "x y"}  # type: ignore[union-attr]
     assert r.usage is not None
@@ -146,8 +153,9 @@ def test_truncation(client: openai.OpenAI, kw: str) -> None:
     assert r.choices[0].finish_reason == "length"
     assert r.usage is not None
     assert r.usage.completion_tokens == 2
-    chunks = list(client.chat.completions.create(model=MODEL, messages=user("one two three four"),
-                                                 stream=True, **{kw: 2}))
+    chunks = list(
+        client.chat.completions.create(model=MODEL, messages=user("one two three four"), stream=True, **{kw: 2})
+    )
     assert chunks[-1].choices[0].finish_reason == "length"
 
 
@@ -167,8 +175,9 @@ def test_fail_429(client: openai.OpenAI) -> None:
 def test_fail_400_and_missing_model(client: openai.OpenAI, fake: FakeUpstream) -> None:
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=MODEL, messages=user("[[fail:400]]"))
-    r = httpx.post(f"{fake.base_url}/chat/completions", json={"messages": []},
-                   headers={"Authorization": "Bearer upstream-secret"})
+    r = httpx.post(
+        f"{fake.base_url}/chat/completions", json={"messages": []}, headers={"Authorization": "Bearer upstream-secret"}
+    )
     assert r.status_code == 400
     assert r.json()["error"]["type"] == "invalid_request_error"
 
@@ -182,8 +191,9 @@ def test_wrong_key(fake: FakeUpstream) -> None:
 
 
 def test_drop_after_streaming(client: openai.OpenAI) -> None:
-    stream = client.chat.completions.create(model=MODEL, messages=user("a b c d e [[drop-after:2]]"),
-                                            stream=True, stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model=MODEL, messages=user("a b c d e [[drop-after:2]]"), stream=True, stream_options={"include_usage": True}
+    )
     got: list[str] = []
     with pytest.raises((httpx.RemoteProtocolError, openai.APIError)):
         got.extend(c.choices[0].delta.content or "" for c in stream)  # keeps what came before the break
@@ -237,9 +247,11 @@ def test_cache_write_and_reasoning_tokens(client: openai.OpenAI) -> None:
 
 def test_tool_result_turn_is_echoed(client: openai.OpenAI) -> None:
     call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
-    msgs = [{"role": "user", "content": "find it [[tool:lookup]]"},
-            {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "42"}]
+    msgs = [
+        {"role": "user", "content": "find it [[tool:lookup]]"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"},
+    ]
     r = client.chat.completions.create(model=MODEL, messages=msgs, tools=TOOLS)  # type: ignore[arg-type]
     assert r.choices[0].message.content == "Echo: tool result: 42"
     assert r.choices[0].finish_reason == "stop"
@@ -251,32 +263,53 @@ def test_stop_strings_cut_the_reply(client: openai.OpenAI, stop: str | list[str]
     expected = "Echo: one " if isinstance(stop, list) else "Echo: one two "
     assert r.choices[0].message.content == expected
     assert r.choices[0].finish_reason == "stop"
-    chunks = list(client.chat.completions.create(model=MODEL, messages=user("one two three four"), stop=stop,
-                                                 stream=True))
+    chunks = list(
+        client.chat.completions.create(model=MODEL, messages=user("one two three four"), stop=stop, stream=True)
+    )
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == expected
 
 
 def _tool_turn(**overrides: object) -> list[dict[str, object]]:
     call = {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
-    return [{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "42", **overrides}]
+    return [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "42", **overrides},
+    ]
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
-    ({"messages": [{"role": "user", "content": "x"}], "temperature": 2.5}, "temperature"),
-    ({"messages": [{"role": "user", "content": "x"}], "temperature": -0.1}, "temperature"),
-    ({"messages": _tool_turn(tool_call_id=None)}, "messages[2].tool_call_id"),
-    ({"messages": _tool_turn(tool_call_id="call_other")}, "messages[2].role"),
-    ({"messages": [{"role": "tool", "tool_call_id": "call_1", "content": "42"}]}, "messages[0].role"),
-    ({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [
-        {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": {}}}]}]},
-     "messages[1].tool_calls[0].function.arguments"),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "user", "content": "x"}], "temperature": 2.5}, "temperature"),
+        ({"messages": [{"role": "user", "content": "x"}], "temperature": -0.1}, "temperature"),
+        ({"messages": _tool_turn(tool_call_id=None)}, "messages[2].tool_call_id"),
+        ({"messages": _tool_turn(tool_call_id="call_other")}, "messages[2].role"),
+        ({"messages": [{"role": "tool", "tool_call_id": "call_1", "content": "42"}]}, "messages[0].role"),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {
+                        "role": "assistant",
+                        "tool_calls": [
+                            {"id": "call_1", "type": "function", "function": {"name": "f", "arguments": {}}}
+                        ],
+                    },
+                ]
+            },
+            "messages[1].tool_calls[0].function.arguments",
+        ),
+    ],
+)
 def test_openai_validation(fake: FakeUpstream, body: dict[str, object], param: str) -> None:
     fake.clear()
-    r = httpx.post(f"{fake.base_url}/chat/completions", json={"model": MODEL, **body},
-                   headers={"Authorization": "Bearer upstream-secret"})
+    r = httpx.post(
+        f"{fake.base_url}/chat/completions",
+        json={"model": MODEL, **body},
+        headers={"Authorization": "Bearer upstream-secret"},
+    )
     assert r.status_code == 400
     assert r.json()["error"]["type"] == "invalid_request_error"
     assert r.json()["error"]["param"] == param
@@ -293,8 +326,9 @@ THINKING = {"type": "enabled", "budget_tokens": 1024}
 @pytest.fixture
 def claude(fake: FakeUpstream) -> Iterator[anthropic.Anthropic]:
     fake.clear()
-    with anthropic.Anthropic(base_url=fake.anthropic_base_url, api_key="upstream-secret", max_retries=0,
-                             timeout=10) as c:
+    with anthropic.Anthropic(
+        base_url=fake.anthropic_base_url, api_key="upstream-secret", max_retries=0, timeout=10
+    ) as c:
         yield c
 
 
@@ -307,8 +341,9 @@ def text_of(m: anthropic.types.Message) -> str:
 
 
 def test_anthropic_create(claude: anthropic.Anthropic, fake: FakeUpstream) -> None:
-    m = claude.messages.create(model=CLAUDE, max_tokens=100, system="be brief",
-                               messages=say("hello big world [[cached:4]] [[cache-write:2]]"))
+    m = claude.messages.create(
+        model=CLAUDE, max_tokens=100, system="be brief", messages=say("hello big world [[cached:4]] [[cache-write:2]]")
+    )
     assert m.id.startswith("msg_")
     assert m.type == "message"
     assert m.role == "assistant"
@@ -330,8 +365,9 @@ def test_anthropic_stop_reasons(claude: anthropic.Anthropic) -> None:
     m = claude.messages.create(model=CLAUDE, max_tokens=2, messages=say("one two three four"))
     assert (text_of(m), m.stop_reason, m.stop_sequence) == ("Echo: one ", "max_tokens", None)
     assert m.usage.output_tokens == 2
-    m = claude.messages.create(model=CLAUDE, max_tokens=100, messages=say("one two three four"),
-                               stop_sequences=["four", "three"])
+    m = claude.messages.create(
+        model=CLAUDE, max_tokens=100, messages=say("one two three four"), stop_sequences=["four", "three"]
+    )
     assert (text_of(m), m.stop_reason, m.stop_sequence) == ("Echo: one two ", "stop_sequence", "three")
 
 
@@ -349,8 +385,12 @@ def test_anthropic_stream_matches_create(claude: anthropic.Anthropic) -> None:
 
 
 def test_anthropic_tool_use_stream_then_tool_result(claude: anthropic.Anthropic) -> None:
-    with claude.messages.stream(model=CLAUDE, max_tokens=100, tools=[LOOKUP],  # type: ignore[list-item]
-                                messages=say("find cats [[tool:lookup]]")) as s:
+    with claude.messages.stream(
+        model=CLAUDE,
+        max_tokens=100,
+        tools=[LOOKUP],  # type: ignore[list-item]
+        messages=say("find cats [[tool:lookup]]"),
+    ) as s:
         final = s.get_final_message()
     assert [b.type for b in final.content] == ["text", "tool_use"]
     assert final.stop_reason == "tool_use"
@@ -360,16 +400,27 @@ def test_anthropic_tool_use_stream_then_tool_result(claude: anthropic.Anthropic)
     assert use.id.startswith("toolu_")
     assert use.input == {"echo": "find cats"}  # accumulated from input_json_delta fragments into a dict
     assert final.usage.output_tokens == 2 + len(json.dumps(use.input).split())
-    reply = claude.messages.create(model=CLAUDE, max_tokens=100, tools=[LOOKUP], messages=[  # type: ignore[list-item]
-        *say("find cats [[tool:lookup]]"), {"role": "assistant", "content": [b.to_dict() for b in final.content]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "42"}]}])
+    reply = claude.messages.create(
+        model=CLAUDE,
+        max_tokens=100,
+        tools=[LOOKUP],
+        messages=[  # type: ignore[list-item]
+            *say("find cats [[tool:lookup]]"),
+            {"role": "assistant", "content": [b.to_dict() for b in final.content]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "42"}]},
+        ],
+    )
     assert text_of(reply) == "Echo: tool result: 42"
     assert reply.stop_reason == "end_turn"
 
 
 def test_anthropic_thinking(claude: anthropic.Anthropic) -> None:
-    with claude.messages.stream(model=CLAUDE, max_tokens=2000, thinking=THINKING,  # type: ignore[arg-type]
-                                messages=say("ponder this [[think]]")) as s:
+    with claude.messages.stream(
+        model=CLAUDE,
+        max_tokens=2000,
+        thinking=THINKING,  # type: ignore[arg-type]
+        messages=say("ponder this [[think]]"),
+    ) as s:
         final = s.get_final_message()
     thinking, text = final.content
     assert thinking.type == "thinking"
@@ -386,21 +437,36 @@ def test_anthropic_thinking(claude: anthropic.Anthropic) -> None:
 def test_anthropic_count_tokens(claude: anthropic.Anthropic, fake: FakeUpstream) -> None:
     n = claude.messages.count_tokens(model=CLAUDE, system="be brief", messages=say("hello there gateway"))
     assert n.input_tokens == 2 + 3 + 3
-    tool_turn = [*say("go"), {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "x"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
-                                      "content": [{"type": "text", "text": "a b"}]}]}]
+    tool_turn = [
+        *say("go"),
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "x"}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "a b"}]}
+            ],
+        },
+    ]
     n = claude.messages.count_tokens(model=CLAUDE, messages=tool_turn)  # type: ignore[arg-type]
     assert n.input_tokens == (1 + 3) + (2 + 3) + (2 + 3)  # '{"q": "x"}' is two tokens
     assert [r.path for r in fake.requests] == ["/v1/messages/count_tokens"] * 2
 
 
-@pytest.mark.parametrize(("code", "error", "type_"), [
-    (529, anthropic.OverloadedError, "overloaded_error"), (503, anthropic.ServiceUnavailableError, "overloaded_error"),
-    (500, anthropic.InternalServerError, "api_error"), (429, anthropic.RateLimitError, "rate_limit_error"),
-    (403, anthropic.PermissionDeniedError, "permission_error"), (404, anthropic.NotFoundError, "not_found_error"),
-    (400, anthropic.BadRequestError, "invalid_request_error"),
-])
+@pytest.mark.parametrize(
+    ("code", "error", "type_"),
+    [
+        (529, anthropic.OverloadedError, "overloaded_error"),
+        (503, anthropic.ServiceUnavailableError, "overloaded_error"),
+        (500, anthropic.InternalServerError, "api_error"),
+        (429, anthropic.RateLimitError, "rate_limit_error"),
+        (403, anthropic.PermissionDeniedError, "permission_error"),
+        (404, anthropic.NotFoundError, "not_found_error"),
+        (400, anthropic.BadRequestError, "invalid_request_error"),
+    ],
+)
 def test_anthropic_fail_directive(claude: anthropic.Anthropic, code: int, error: type[Exception], type_: str) -> None:
     with pytest.raises(error) as e:
         claude.messages.create(model=CLAUDE, max_tokens=10, messages=say(f"boom [[fail:{code}]]"))
@@ -417,8 +483,11 @@ def test_anthropic_auth_and_version(fake: FakeUpstream) -> None:
     bad = anthropic.Anthropic(base_url=fake.anthropic_base_url, api_key="nope", max_retries=0)
     with pytest.raises(anthropic.AuthenticationError) as e:
         bad.messages.create(model=CLAUDE, max_tokens=10, messages=say("hi"))
-    assert e.value.body == {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"},
-                            "request_id": "req_fake"}
+    assert e.value.body == {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+        "request_id": "req_fake",
+    }
     bad.close()
     url, body = f"{fake.anthropic_base_url}/v1/messages", {"model": CLAUDE, "max_tokens": 10, "messages": say("hi")}
     ok = httpx.post(url, json=body, headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"})
@@ -432,8 +501,10 @@ def test_anthropic_auth_and_version(fake: FakeUpstream) -> None:
 
 def test_anthropic_stream_error_event(claude: anthropic.Anthropic) -> None:
     got: list[str] = []
-    with (pytest.raises(anthropic.APIStatusError) as e,
-          claude.messages.stream(model=CLAUDE, max_tokens=100, messages=say("one two [[stream-error]]")) as s):
+    with (
+        pytest.raises(anthropic.APIStatusError) as e,
+        claude.messages.stream(model=CLAUDE, max_tokens=100, messages=say("one two [[stream-error]]")) as s,
+    ):
         got.extend(s.text_stream)
     assert got == ["Echo: "]
     assert "overloaded" in str(e.value).lower()
@@ -444,8 +515,10 @@ def test_anthropic_stream_error_event(claude: anthropic.Anthropic) -> None:
 def test_anthropic_drop_after(claude: anthropic.Anthropic) -> None:
     got: list[str] = []
     # Mid-stream the SDK lets its transport's (httpx2, not httpx) RemoteProtocolError escape unwrapped.
-    with (pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)),
-          claude.messages.stream(model=CLAUDE, max_tokens=100, messages=say("a b c d [[drop-after:2]]")) as s):
+    with (
+        pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)),
+        claude.messages.stream(model=CLAUDE, max_tokens=100, messages=say("a b c d [[drop-after:2]]")) as s,
+    ):
         got.extend(s.text_stream)
     assert got == ["Echo: ", "a "]
     with pytest.raises(anthropic.APIConnectionError):
@@ -454,8 +527,17 @@ def test_anthropic_drop_after(claude: anthropic.Anthropic) -> None:
 
 def test_anthropic_tool_result_must_come_first(claude: anthropic.Anthropic) -> None:
     use = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}
-    late = [*say("x"), {"role": "assistant", "content": [use]}, {"role": "user", "content": [
-        {"type": "text", "text": "here you go"}, {"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"}]}]
+    late = [
+        *say("x"),
+        {"role": "assistant", "content": [use]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "here you go"},
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"},
+            ],
+        },
+    ]
     with pytest.raises(anthropic.BadRequestError) as e:
         claude.messages.create(model=CLAUDE, max_tokens=10, messages=late)  # type: ignore[arg-type]
     assert e.value.type == "invalid_request_error"
@@ -468,27 +550,56 @@ def test_anthropic_tool_result_must_come_first(claude: anthropic.Anthropic) -> N
 GOOD_IMAGE: Any = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
 
 
-@pytest.mark.parametrize("patch", [
-    {"model": None}, {"max_tokens": None}, {"max_tokens": 0}, {"messages": []},
-    {"messages": [{"role": "tool", "content": "x"}]}, {"messages": [{"role": "user", "content": 5}]},
-    {"system": [{"type": "image", "text": "x"}]}, {"system": 7},
-    {"temperature": 1.5}, {"temperature": -0.5}, {"stop_sequences": ["ok", " "]}, {"stop_sequences": "STOP"},
-    {"messages": [{"role": "user", "content": [{**GOOD_IMAGE, "source": {"type": "base64", "media_type": "image/bmp",
-                                                                          "data": "x"}}]}]},
-    {"messages": [{"role": "user", "content": [{**GOOD_IMAGE, "source": {"type": "file", "file_id": "f"}}]}]},
-    {"messages": [*say("x"), {"role": "assistant", "content": [
-        {"type": "tool_use", "id": "bad id!", "name": "f", "input": {}}]}]},
-    {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}]}]},
-    {"tools": [{"name": "f"}]}, {"tools": [{"input_schema": {"type": "object"}}]},
-    {"tool_choice": {"type": "sometimes"}},
-    {"thinking": {"type": "enabled", "budget_tokens": 1000}, "max_tokens": 4000},
-    {"thinking": {"type": "enabled", "budget_tokens": 2000}, "max_tokens": 2000},
-])
+@pytest.mark.parametrize(
+    "patch",
+    [
+        {"model": None},
+        {"max_tokens": None},
+        {"max_tokens": 0},
+        {"messages": []},
+        {"messages": [{"role": "tool", "content": "x"}]},
+        {"messages": [{"role": "user", "content": 5}]},
+        {"system": [{"type": "image", "text": "x"}]},
+        {"system": 7},
+        {"temperature": 1.5},
+        {"temperature": -0.5},
+        {"stop_sequences": ["ok", " "]},
+        {"stop_sequences": "STOP"},
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{**GOOD_IMAGE, "source": {"type": "base64", "media_type": "image/bmp", "data": "x"}}],
+                }
+            ]
+        },
+        {"messages": [{"role": "user", "content": [{**GOOD_IMAGE, "source": {"type": "file", "file_id": "f"}}]}]},
+        {
+            "messages": [
+                *say("x"),
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "bad id!", "name": "f", "input": {}}]},
+            ]
+        },
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": "x"}]}
+            ]
+        },
+        {"tools": [{"name": "f"}]},
+        {"tools": [{"input_schema": {"type": "object"}}]},
+        {"tool_choice": {"type": "sometimes"}},
+        {"thinking": {"type": "enabled", "budget_tokens": 1000}, "max_tokens": 4000},
+        {"thinking": {"type": "enabled", "budget_tokens": 2000}, "max_tokens": 2000},
+    ],
+)
 def test_anthropic_validation(fake: FakeUpstream, patch: dict[str, object]) -> None:
     body = {"model": CLAUDE, "max_tokens": 10, "messages": say("hi"), **patch}
     body = {k: v for k, v in body.items() if v is not None}
-    r = httpx.post(f"{fake.anthropic_base_url}/v1/messages", json=body,
-                   headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"})
+    r = httpx.post(
+        f"{fake.anthropic_base_url}/v1/messages",
+        json=body,
+        headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"},
+    )
     assert r.status_code == 400, r.text
     assert r.json()["type"] == "error"
     assert r.json()["error"]["type"] == "invalid_request_error"
@@ -496,20 +607,40 @@ def test_anthropic_validation(fake: FakeUpstream, patch: dict[str, object]) -> N
 
 def test_anthropic_valid_edge_cases_pass(claude: anthropic.Anthropic) -> None:
     # anthropic 2.x dropped the temperature argument; it still goes over the wire via extra_body.
-    kwargs: dict[str, Any] = {"thinking": THINKING, "tool_choice": {"type": "auto"}, "tools": [LOOKUP],
-                              "system": [{"type": "text", "text": "be brief"}], "stop_sequences": ["never"]}
-    m = claude.messages.create(model=CLAUDE, max_tokens=2048, extra_body={"temperature": 1}, **kwargs,
-                               messages=[{"role": "user", "content": [{"type": "text", "text": "look"}, GOOD_IMAGE]}])
+    kwargs: dict[str, Any] = {
+        "thinking": THINKING,
+        "tool_choice": {"type": "auto"},
+        "tools": [LOOKUP],
+        "system": [{"type": "text", "text": "be brief"}],
+        "stop_sequences": ["never"],
+    }
+    m = claude.messages.create(
+        model=CLAUDE,
+        max_tokens=2048,
+        extra_body={"temperature": 1},
+        **kwargs,
+        messages=[{"role": "user", "content": [{"type": "text", "text": "look"}, GOOD_IMAGE]}],
+    )
     assert text_of(m) == "Echo: look"
     assert m.usage.input_tokens == 2 + 1 + 3
 
 
 def test_anthropic_raw_sse_frames(fake: FakeUpstream) -> None:
     fake.clear()
-    body = {"model": CLAUDE, "max_tokens": 2000, "stream": True, "messages": say("a b [[think]] [[tool:lookup]]"),
-            "tools": [LOOKUP], "thinking": THINKING}
-    with httpx.stream("POST", f"{fake.anthropic_base_url}/v1/messages?beta=true", json=body,
-                      headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"}) as r:
+    body = {
+        "model": CLAUDE,
+        "max_tokens": 2000,
+        "stream": True,
+        "messages": say("a b [[think]] [[tool:lookup]]"),
+        "tools": [LOOKUP],
+        "thinking": THINKING,
+    }
+    with httpx.stream(
+        "POST",
+        f"{fake.anthropic_base_url}/v1/messages?beta=true",
+        json=body,
+        headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"},
+    ) as r:
         assert r.status_code == 200
         assert r.headers["content-type"] == "text/event-stream"
         text = r.read().decode()
@@ -544,8 +675,12 @@ def test_anthropic_raw_sse_frames(fake: FakeUpstream) -> None:
     assert json.loads("".join(json_parts)) == {"echo": "a b"}
     end = frames[-2]
     assert end["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
-    assert set(end["usage"]) == {"output_tokens", "input_tokens", "cache_creation_input_tokens",
-                                 "cache_read_input_tokens"}
+    assert set(end["usage"]) == {
+        "output_tokens",
+        "input_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+    }
 
 
 def test_anthropic_unknown_route_and_recording(claude: anthropic.Anthropic, fake: FakeUpstream) -> None:
@@ -563,8 +698,10 @@ def test_anthropic_unknown_route_and_recording(claude: anthropic.Anthropic, fake
 
 def test_a_status_base_url_answers_that_status_in_each_protocol_s_shape(fake: FakeUpstream) -> None:
     root = fake.anthropic_base_url
-    with (openai.OpenAI(base_url=f"{root}/status/503/v1", api_key="k", max_retries=0) as broken,
-          pytest.raises(openai.InternalServerError) as e):
+    with (
+        openai.OpenAI(base_url=f"{root}/status/503/v1", api_key="k", max_retries=0) as broken,
+        pytest.raises(openai.InternalServerError) as e,
+    ):
         broken.chat.completions.create(model=MODEL, messages=user("hi"))
     assert e.value.status_code == 503
     assert e.value.body["type"] == "server_error"
@@ -573,15 +710,21 @@ def test_a_status_base_url_answers_that_status_in_each_protocol_s_shape(fake: Fa
             broken_claude.messages.create(model=CLAUDE, max_tokens=10, messages=say("hi"))
         with pytest.raises(anthropic.RateLimitError):
             anthropic.Anthropic(base_url=f"{root}/status/429", api_key="k", max_retries=0).messages.create(
-                model=CLAUDE, max_tokens=10, messages=say("hi"))
+                model=CLAUDE, max_tokens=10, messages=say("hi")
+            )
     assert overloaded.value.type == "overloaded_error"
-    assert [q.path for q in fake.requests][-3:] == ["/status/503/v1/chat/completions", "/status/529/v1/messages",
-                                                    "/status/429/v1/messages"]
+    assert [q.path for q in fake.requests][-3:] == [
+        "/status/503/v1/chat/completions",
+        "/status/529/v1/messages",
+        "/status/429/v1/messages",
+    ]
 
 
 def test_a_hang_base_url_never_answers(fake: FakeUpstream) -> None:
-    with openai.OpenAI(base_url=f"{fake.anthropic_base_url}/hang/v1", api_key="k", max_retries=0,
-                       timeout=0.5) as hung, pytest.raises(openai.APITimeoutError):
+    with (
+        openai.OpenAI(base_url=f"{fake.anthropic_base_url}/hang/v1", api_key="k", max_retries=0, timeout=0.5) as hung,
+        pytest.raises(openai.APITimeoutError),
+    ):
         hung.chat.completions.create(model=MODEL, messages=user("hi"))
     assert fake.requests[-1].path == "/hang/v1/chat/completions"
 
@@ -630,17 +773,20 @@ def test_stream_error_sends_openai_s_in_stream_error_after_one_delta(client: ope
 
 
 def test_anthropic_no_usage(claude: anthropic.Anthropic) -> None:
-    message = claude.messages.create(model="claude-x", max_tokens=50,
-                                     messages=[{"role": "user", "content": "hi [[no-usage]]"}])
+    message = claude.messages.create(
+        model="claude-x", max_tokens=50, messages=[{"role": "user", "content": "hi [[no-usage]]"}]
+    )
     assert message.content[0].text == "Echo: hi"
     assert message.usage is None
-    events = list(claude.messages.create(model="claude-x", max_tokens=50, stream=True,
-                                         messages=[{"role": "user", "content": "hi [[no-usage]]"}]))
+    events = list(
+        claude.messages.create(
+            model="claude-x", max_tokens=50, stream=True, messages=[{"role": "user", "content": "hi [[no-usage]]"}]
+        )
+    )
     start = next(e for e in events if e.type == "message_start")
     delta = next(e for e in events if e.type == "message_delta")
     assert start.message.usage is None
     assert delta.usage is None
-
 
 
 def test_run_on_its_own_it_answers_every_protocol_s_failure_directive() -> None:
@@ -655,8 +801,11 @@ def test_run_on_its_own_it_answers_every_protocol_s_failure_directive() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = start_server([sys.executable, "-m", "tests.support.fake_upstream", "--port", str(port)],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = start_server(
+        [sys.executable, "-m", "tests.support.fake_upstream", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     root = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -667,13 +816,20 @@ def test_run_on_its_own_it_answers_every_protocol_s_failure_directive() -> None:
             except httpx.HTTPError:
                 assert time.monotonic() < deadline, "the fake upstream did not start"
                 time.sleep(0.1)
-        auth = {"authorization": "Bearer upstream-secret", "x-api-key": "upstream-secret",
-                "anthropic-version": "2023-06-01"}
-        chat = httpx.post(root + "/v1/chat/completions", headers=auth,
-                          json={"model": MODEL, "messages": user("hi [[fail:503]]")})
+        auth = {
+            "authorization": "Bearer upstream-secret",
+            "x-api-key": "upstream-secret",
+            "anthropic-version": "2023-06-01",
+        }
+        chat = httpx.post(
+            root + "/v1/chat/completions", headers=auth, json={"model": MODEL, "messages": user("hi [[fail:503]]")}
+        )
         responses = httpx.post(root + "/v1/responses", headers=auth, json={"model": MODEL, "input": "hi [[fail:503]]"})
-        messages = httpx.post(root + "/v1/messages", headers=auth,
-                              json={"model": CLAUDE, "max_tokens": 10, "messages": say("hi [[fail:503]]")})
+        messages = httpx.post(
+            root + "/v1/messages",
+            headers=auth,
+            json={"model": CLAUDE, "max_tokens": 10, "messages": say("hi [[fail:503]]")},
+        )
     finally:
         end_server(server, timeout=10)
     assert (chat.status_code, chat.json()["error"]["type"]) == (503, "server_error")

@@ -21,7 +21,7 @@ import anthropic
 import openai
 import pytest
 
-from app.tokens import RULES
+from app.tokens.counting import RULES
 from app.upstream.fallback import weighted_order
 from tests.support.charges import balance_of
 from tests.support.fake_upstream import FakeUpstream
@@ -52,28 +52,38 @@ def ask(gateway: Gateway, team: Team, endpoint: str, model: str, text: str = PRO
     if endpoint == "chat" and not stream:
         raw = client.chat.completions.with_raw_response.create(model=model, messages=messages)
         completion = raw.parse()
-        return Answer(completion.choices[0].message.content or "", raw.headers["x-request-id"],
-                      _credits(completion.usage.model_extra))
+        return Answer(
+            completion.choices[0].message.content or "",
+            raw.headers["x-request-id"],
+            _credits(completion.usage.model_extra),
+        )
     if endpoint == "chat":
-        chunks = client.chat.completions.create(model=model, messages=messages, stream=True,
-                                                stream_options={"include_usage": True})
+        chunks = client.chat.completions.create(
+            model=model, messages=messages, stream=True, stream_options={"include_usage": True}
+        )
         received = list(chunks)
-        return Answer("".join(c.choices[0].delta.content or "" for c in received if c.choices),
-                      chunks.response.headers["x-request-id"], _credits(received[-1].usage.model_extra))
+        return Answer(
+            "".join(c.choices[0].delta.content or "" for c in received if c.choices),
+            chunks.response.headers["x-request-id"],
+            _credits(received[-1].usage.model_extra),
+        )
     if endpoint == "messages" and not stream:
-        raw = claude.messages.with_raw_response.create(model=model, max_tokens=100, messages=messages)
-        message = raw.parse()
-        return Answer(message.content[0].text, raw.headers["x-request-id"], _credits(message.usage.model_extra))
+        raw_message = claude.messages.with_raw_response.create(model=model, max_tokens=100, messages=messages)
+        message = raw_message.parse()
+        return Answer(message.content[0].text, raw_message.headers["x-request-id"], _credits(message.usage.model_extra))
     if endpoint == "messages":
         events = claude.messages.create(model=model, max_tokens=100, messages=messages, stream=True)
         seen = list(events)
         (delta,) = [e for e in seen if e.type == "message_delta"]
-        return Answer("".join(e.delta.text for e in seen if e.type == "content_block_delta"),
-                      events.response.headers["x-request-id"], _credits(delta.usage.model_extra))
+        return Answer(
+            "".join(e.delta.text for e in seen if e.type == "content_block_delta"),
+            events.response.headers["x-request-id"],
+            _credits(delta.usage.model_extra),
+        )
     if not stream:
-        raw = client.responses.with_raw_response.create(model=model, input=text)
-        response = raw.parse()
-        return Answer(response.output_text, raw.headers["x-request-id"], _credits(response.usage.model_extra))
+        raw_response = client.responses.with_raw_response.create(model=model, input=text)
+        response = raw_response.parse()
+        return Answer(response.output_text, raw_response.headers["x-request-id"], _credits(response.usage.model_extra))
     events = client.responses.create(model=model, input=text, stream=True)
     completed = next(e for e in events if e.type == "response.completed").response
     return Answer(completed.output_text, events.response.headers["x-request-id"], _credits(completed.usage.model_extra))
@@ -85,8 +95,10 @@ def sent(fake: FakeUpstream) -> list[tuple[str, str]]:
 
 
 def charges(gateway: Gateway, team: Team) -> list[dict]:
-    rows = [json.loads(line) for line in gateway.cli("ledger", "export", "--team", team.name, "--format", "jsonl")
-            .stdout.splitlines()]
+    rows = [
+        json.loads(line)
+        for line in gateway.cli("ledger", "export", "--team", team.name, "--format", "jsonl").stdout.splitlines()
+    ]
     return [row for row in rows if row["kind"] == "charge"]
 
 
@@ -111,15 +123,20 @@ BROKEN_FIRST = {
     "overloaded-gpt": [("/status/503/v1/chat/completions", "gpt-a")],
     "overloaded-claude": [("/status/529/v1/messages", "claude-a")],
 }
-ANSWERED_BY = {"refused-gpt": ("/v1/chat/completions", "gpt-b"), "overloaded-gpt": ("/v1/chat/completions", "gpt-b"),
-               "hung-gpt": ("/v1/chat/completions", "gpt-b"), "overloaded-claude": ("/v1/messages", "claude-b")}
+ANSWERED_BY = {
+    "refused-gpt": ("/v1/chat/completions", "gpt-b"),
+    "overloaded-gpt": ("/v1/chat/completions", "gpt-b"),
+    "hung-gpt": ("/v1/chat/completions", "gpt-b"),
+    "overloaded-claude": ("/v1/messages", "claude-b"),
+}
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 @pytest.mark.parametrize("endpoint", ["chat", "messages"])
 @pytest.mark.parametrize("model", list(BROKEN_FIRST))
 def test_a_deployment_that_fails_before_answering_hands_over_to_the_next(
-        gateway: Gateway, team: Team, fake_upstream: FakeUpstream, model: str, endpoint: str, stream: bool):
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream, model: str, endpoint: str, stream: bool
+):
     answer = ask(gateway, team, endpoint, model, stream=stream)
     assert answer.text == f"Echo: {PROMPT}"
     assert sent(fake_upstream) == [*BROKEN_FIRST[model], ANSWERED_BY[model]]
@@ -136,7 +153,8 @@ def test_the_responses_endpoint_fails_over_too(gateway: Gateway, team: Team, fak
 
 @pytest.mark.parametrize(("endpoint", "stream"), [("chat", False), ("chat", True), ("messages", True)])
 def test_a_deployment_that_never_answers_is_given_up_after_its_timeout(
-        gateway: Gateway, team: Team, fake_upstream: FakeUpstream, endpoint: str, stream: bool):
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream, endpoint: str, stream: bool
+):
     answer = ask(gateway, team, endpoint, "hung-gpt", stream=stream)  # the hung deployment's timeout is 1 s
     assert answer.text == f"Echo: {PROMPT}"
     assert sent(fake_upstream) == [("/hang/v1/chat/completions", "gpt-a"), ("/v1/chat/completions", "gpt-b")]
@@ -148,27 +166,35 @@ def test_a_deployment_that_never_answers_is_given_up_after_its_timeout(
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_when_every_deployment_fails_the_client_gets_the_last_error_and_pays_nothing(
-        gateway: Gateway, team: Team, fake_upstream: FakeUpstream, stream: bool):
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream, stream: bool
+):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     with pytest.raises(openai.InternalServerError) as error:  # passed through: the upstream's own 500
-        client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:500]]"}],
-                                       stream=stream)
+        client.chat.completions.create(
+            model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:500]]"}], stream=stream
+        )
     assert error.value.status_code == 500
     assert error.value.response.headers["x-should-retry"] == "true"
-    assert error.value.body == {"message": "fake upstream failure 500", "type": "server_error", "param": None,
-                                "code": None}
+    assert error.value.body == {
+        "message": "fake upstream failure 500",
+        "type": "server_error",
+        "param": None,
+        "code": None,
+    }
     claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
     with pytest.raises(anthropic.InternalServerError) as translated:  # translated: Tollgate's 502, in its shape
-        claude.messages.create(model="twin-gpt", max_tokens=10,
-                               messages=[{"role": "user", "content": "x [[fail:500]]"}])
+        claude.messages.create(
+            model="twin-gpt", max_tokens=10, messages=[{"role": "user", "content": "x [[fail:500]]"}]
+        )
     assert translated.value.status_code == 502
     assert "status 500" in translated.value.message
     assert sorted(model for _, model in sent(fake_upstream)) == ["gpt-a", "gpt-a", "gpt-b", "gpt-b"]
     audit(gateway, team, [])
 
 
-def test_when_every_deployment_times_out_the_client_gets_a_504(gateway: Gateway, team: Team,
-                                                                  fake_upstream: FakeUpstream):
+def test_when_every_deployment_times_out_the_client_gets_a_504(
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream
+):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     with pytest.raises(openai.InternalServerError) as error:  # twin-gpt's deployments wait 2 s each
         client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[latency:4500]]"}])
@@ -178,7 +204,8 @@ def test_when_every_deployment_times_out_the_client_gets_a_504(gateway: Gateway,
 
 
 def test_a_rate_limit_is_tried_elsewhere_and_the_last_one_reaches_the_client(
-        gateway: Gateway, team: Team, fake_upstream: FakeUpstream):
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream
+):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     with pytest.raises(openai.RateLimitError) as error:
         client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:429]]"}])
@@ -189,11 +216,13 @@ def test_a_rate_limit_is_tried_elsewhere_and_the_last_one_reaches_the_client(
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_messages_clients_get_their_own_error_when_every_deployment_is_overloaded(
-        gateway: Gateway, team: Team, fake_upstream: FakeUpstream, stream: bool):
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream, stream: bool
+):
     claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
     with pytest.raises(anthropic.OverloadedError) as error:  # Anthropic's own 529, as it wrote it
-        claude.messages.create(model="twin-claude", max_tokens=100, stream=stream,
-                               messages=[{"role": "user", "content": "x [[fail:529]]"}])
+        claude.messages.create(
+            model="twin-claude", max_tokens=100, stream=stream, messages=[{"role": "user", "content": "x [[fail:529]]"}]
+        )
     assert error.value.status_code == 529
     assert error.value.body["error"]["type"] == "overloaded_error"
     assert error.value.response.headers["x-should-retry"] == "true"
@@ -221,26 +250,30 @@ def test_max_attempts_bounds_the_deployments_tried(gateway: Gateway, team: Team,
     audit(gateway, team, [])
 
 
-def test_an_answer_that_breaks_off_after_its_200_is_not_retried(gateway: Gateway, team: Team,
-                                                               fake_upstream: FakeUpstream):
+def test_an_answer_that_breaks_off_after_its_200_is_not_retried(
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream
+):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     with pytest.raises(openai.InternalServerError) as error:  # cut-gpt's first deployment: a 200, cut short
         client.chat.completions.create(model="cut-gpt", messages=[{"role": "user", "content": PROMPT}])
     assert error.value.status_code == 502
     assert error.value.body["message"] == BROKE_OFF  # type: ignore[index]
     with pytest.raises(openai.APIError) as broken:  # a stream: open when the 200 came, so the error comes in-stream
-        list(client.chat.completions.create(model="cut-gpt", messages=[{"role": "user", "content": PROMPT}],
-                                            stream=True))
+        list(
+            client.chat.completions.create(model="cut-gpt", messages=[{"role": "user", "content": PROMPT}], stream=True)
+        )
     assert broken.value.message == BROKE_OFF
     assert sent(fake_upstream) == [("/cut/v1/chat/completions", "gpt-a")] * 2
     audit(gateway, team, [])
 
 
-def test_a_chat_stream_that_breaks_after_it_opened_is_not_retried(gateway: Gateway, team: Team,
-                                                                  fake_upstream: FakeUpstream):
+def test_a_chat_stream_that_breaks_after_it_opened_is_not_retried(
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream
+):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    chunks = client.chat.completions.create(model="twin-gpt", stream=True,
-                                            messages=[{"role": "user", "content": "one two three [[drop-after:2]]"}])
+    chunks = client.chat.completions.create(
+        model="twin-gpt", stream=True, messages=[{"role": "user", "content": "one two three [[drop-after:2]]"}]
+    )
     received: list[str] = []
     with pytest.raises(openai.APIError) as error:
         received.extend(chunk.choices[0].delta.content or "" for chunk in chunks)  # keeps what came before the break
@@ -251,11 +284,16 @@ def test_a_chat_stream_that_breaks_after_it_opened_is_not_retried(gateway: Gatew
     assert charge["output_tokens"] == RULES["o200k"].text("Echo: one ")  # the delivered text's tokens
 
 
-def test_a_messages_stream_that_breaks_after_it_opened_is_not_retried(gateway: Gateway, team: Team,
-                                                                      fake_upstream: FakeUpstream):
+def test_a_messages_stream_that_breaks_after_it_opened_is_not_retried(
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream
+):
     claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    events = claude.messages.create(model="twin-claude", max_tokens=100, stream=True,
-                                    messages=[{"role": "user", "content": "one two three [[stream-error]]"}])
+    events = claude.messages.create(
+        model="twin-claude",
+        max_tokens=100,
+        stream=True,
+        messages=[{"role": "user", "content": "one two three [[stream-error]]"}],
+    )
     received: list[str] = []
     with pytest.raises(anthropic.APIStatusError) as error:
         received.extend(event.delta.text for event in events if event.type == "content_block_delta")
@@ -270,7 +308,8 @@ def test_a_messages_stream_that_breaks_after_it_opened_is_not_retried(gateway: G
 
 
 def test_the_first_attempt_lands_on_each_deployment_in_proportion_to_its_weight(
-        gateway: Gateway, team: Team, fake_upstream: FakeUpstream):
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream
+):
     answers = [ask(gateway, team, "chat", "twin-gpt", text=f"request {i}") for i in range(100)]
     picked = Counter(model for _, model in sent(fake_upstream))
     assert sum(picked.values()) == 100  # no failover: each request went to one deployment
@@ -291,8 +330,9 @@ def test_the_failover_order_follows_the_weights():
     assert orders[(0, 1, 2)] / firsts[0] == pytest.approx(0.75, abs=0.015)
 
 
-def test_each_failover_is_logged_with_the_model_the_deployment_and_the_reason(tmp_path: Path,
-                                                                             fake_upstream: FakeUpstream):
+def test_each_failover_is_logged_with_the_model_the_deployment_and_the_reason(
+    tmp_path: Path, fake_upstream: FakeUpstream
+):
     gateway = Gateway(write_config(tmp_path, fake_upstream.base_url)).start()
     teams = Teams(gateway.config)
     try:

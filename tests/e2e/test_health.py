@@ -31,13 +31,21 @@ def test_live_and_ready_when_all_is_well(own_gateway: Gateway):
     assert live.status_code == 200
     assert live.json() == {"status": "live"}
     assert ready.status_code == 200
-    assert ready.json() == {"status": "ready",
-                            "checks": {"event_store": "ok", "writer": "running", "accepting": "yes",
-                                       "history_projection": "current", "quarantined_events": "0"}}
+    assert ready.json() == {
+        "status": "ready",
+        "checks": {
+            "event_store": "ok",
+            "writer": "running",
+            "accepting": "yes",
+            "history_projection": "current",
+            "quarantined_events": "0",
+        },
+    }
 
 
-def test_an_unwritable_ledger_turns_readiness_and_generation_to_503_and_back(own_gateway: Gateway,
-                                                                             fake_upstream: FakeUpstream):
+def test_an_unwritable_ledger_turns_readiness_and_generation_to_503_and_back(
+    own_gateway: Gateway, fake_upstream: FakeUpstream
+):
     teams = Teams(own_gateway.config)
     team = teams.open("100")
     teams.close()

@@ -40,4 +40,3 @@ def test_other_methods_on_a_generation_path_get_405_and_unknown_paths_404(gatewa
     unknown = httpx.post(root + "/v1/chat/completion", headers=headers, json={})
     assert unknown.status_code == 404
     assert unknown.json()["error"]["type"] == "invalid_request_error"
-

@@ -46,11 +46,14 @@ def test_a_generation_path_with_extra_slashes_is_that_endpoint_everywhere(gatewa
     assert (charge["request_id"], charge["endpoint"]) == (request_id, "chat.completions")
 
 
-@pytest.mark.parametrize(("method", "path", "allowed"), [
-    ("GET", "/v1/chat/completions", "POST, OPTIONS"),
-    ("DELETE", "/v1/models", "GET, HEAD, OPTIONS"),
-    ("PUT", "/v1/messages/count_tokens", "POST, OPTIONS"),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "allowed"),
+    [
+        ("GET", "/v1/chat/completions", "POST, OPTIONS"),
+        ("DELETE", "/v1/models", "GET, HEAD, OPTIONS"),
+        ("PUT", "/v1/messages/count_tokens", "POST, OPTIONS"),
+    ],
+)
 def test_a_method_not_allowed_says_which_are(gateway: Gateway, method: str, path: str, allowed: str):
     answer = httpx.request(method, gateway.root_url + path)
     assert answer.status_code == 405
@@ -65,16 +68,21 @@ def test_head_is_served_wherever_get_is(gateway: Gateway, team: Team):
         headed = httpx.head(gateway.root_url + path, headers=headers)
         assert (headed.status_code, headed.content) == (200, b"")
         assert headed.headers["content-type"] == got.headers["content-type"]
-    assert httpx.head(gateway.root_url + "/v1/models").headers["content-length"] == \
-        httpx.get(gateway.root_url + "/v1/models").headers["content-length"]
+    assert (
+        httpx.head(gateway.root_url + "/v1/models").headers["content-length"]
+        == httpx.get(gateway.root_url + "/v1/models").headers["content-length"]
+    )
     assert httpx.head(gateway.base_url + "/credits").status_code == 401  # a HEAD is authorised as its GET
 
 
 @pytest.mark.parametrize("endpoint", ["chat/completions", "messages"])
 def test_an_error_quotes_a_bounded_part_of_a_huge_input(gateway: Gateway, team: Team, endpoint: str):
     model = "m" * 100_000
-    answer = httpx.post(f"{gateway.base_url}/{endpoint}", headers={"authorization": f"Bearer {team.key}"},
-                        json={"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]})
+    answer = httpx.post(
+        f"{gateway.base_url}/{endpoint}",
+        headers={"authorization": f"Bearer {team.key}"},
+        json={"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},
+    )
     assert answer.status_code == 404
     assert len(answer.content) < 1500
     message = answer.json()["error"]["message"]

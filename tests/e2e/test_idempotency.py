@@ -29,10 +29,12 @@ def post(gateway: Gateway, team, body: dict, key: str | None, path: str = "/chat
 
 def test_a_retry_gets_the_same_answer_and_is_not_charged_again(gateway: Gateway, team, fake_upstream: FakeUpstream):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    first = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=HI,
-                                                             extra_headers={"Idempotency-Key": "order-1"})
-    again = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=HI,
-                                                             extra_headers={"Idempotency-Key": "order-1"})
+    first = client.chat.completions.with_raw_response.create(
+        model="fake-gpt", messages=HI, extra_headers={"Idempotency-Key": "order-1"}
+    )
+    again = client.chat.completions.with_raw_response.create(
+        model="fake-gpt", messages=HI, extra_headers={"Idempotency-Key": "order-1"}
+    )
     assert again.http_response.content == first.http_response.content
     assert again.headers["idempotent-replayed"] == "true"
     assert again.headers["x-request-id"] == first.headers["x-request-id"]
@@ -43,8 +45,13 @@ def test_a_retry_gets_the_same_answer_and_is_not_charged_again(gateway: Gateway,
 
 def test_a_streamed_answer_is_replayed_whole(gateway: Gateway, team, fake_upstream: FakeUpstream):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    args = {"model": "fake-claude", "messages": HI, "stream": True, "stream_options": {"include_usage": True},
-                "extra_headers": {"Idempotency-Key": "stream-1"}}
+    args = {
+        "model": "fake-claude",
+        "messages": HI,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "extra_headers": {"Idempotency-Key": "stream-1"},
+    }
     first = list(client.chat.completions.create(**args))
     again = list(client.chat.completions.create(**args))
     assert [c.model_dump() for c in again] == [c.model_dump() for c in first]
@@ -88,8 +95,10 @@ def test_a_failed_attempt_stores_nothing_and_can_be_retried(gateway: Gateway, te
 def test_requests_without_a_key_get_an_id_the_ledger_records(gateway: Gateway, team):
     response = post(gateway, team, {"model": "fake-gpt", "messages": HI}, None)
     request_id = response.headers["x-request-id"]
-    rows = [json.loads(line) for line in
-            gateway.cli("ledger", "export", "--team", team.name, "--format", "jsonl").stdout.splitlines()]
+    rows = [
+        json.loads(line)
+        for line in gateway.cli("ledger", "export", "--team", team.name, "--format", "jsonl").stdout.splitlines()
+    ]
     assert [r["request_id"] for r in rows if r["kind"] == "charge"] == [request_id]
 
 
@@ -101,10 +110,16 @@ async def test_concurrent_retries_across_processes_are_charged_once(tmp_path, fa
         key = gateways[0].cli("key", "create", "--team", "acme").stdout.splitlines()[-1]
         body = {"model": "fake-gpt", "messages": [{"role": "user", "content": "once [[latency:300]]"}]}
         async with httpx.AsyncClient(timeout=30) as http:
-            responses = await asyncio.gather(*(
-                http.post(gateways[i % len(gateways)].base_url + "/chat/completions", json=body,
-                          headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "same"})
-                for i in range(12)))
+            responses = await asyncio.gather(
+                *(
+                    http.post(
+                        gateways[i % len(gateways)].base_url + "/chat/completions",
+                        json=body,
+                        headers={"Authorization": f"Bearer {key}", "Idempotency-Key": "same"},
+                    )
+                    for i in range(12)
+                )
+            )
         statuses = sorted(r.status_code for r in responses)
         assert set(statuses) <= {200, 409}
         assert 200 in statuses

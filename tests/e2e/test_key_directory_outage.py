@@ -19,8 +19,9 @@ from tests.support.outages import database_stopped, wait_for
 from tests.support.teams import Teams
 
 
-async def test_a_key_not_yet_seen_while_the_database_refuses_connections_gets_503(tmp_path: Path,
-                                                                                  fake_upstream: FakeUpstream):
+async def test_a_key_not_yet_seen_while_the_database_refuses_connections_gets_503(
+    tmp_path: Path, fake_upstream: FakeUpstream
+):
     gateway = Gateway(write_config(tmp_path, fake_upstream.base_url, database=new_postgres_database_url())).start()
     try:
         teams = Teams(gateway.config)
@@ -32,10 +33,17 @@ async def test_a_key_not_yet_seen_while_the_database_refuses_connections_gets_50
         async with httpx.AsyncClient(timeout=60) as http:
             with database_stopped(gateway):
                 answers = await asyncio.gather(
-                    http.post(gateway.base_url + "/chat/completions", json=chat,
-                              headers={"authorization": f"Bearer {team.key}"}),
-                    http.post(gateway.root_url + "/v1/messages", json=messages,
-                              headers={"x-api-key": team.key, "anthropic-version": "2023-06-01"}))
+                    http.post(
+                        gateway.base_url + "/chat/completions",
+                        json=chat,
+                        headers={"authorization": f"Bearer {team.key}"},
+                    ),
+                    http.post(
+                        gateway.root_url + "/v1/messages",
+                        json=messages,
+                        headers={"x-api-key": team.key, "anthropic-version": "2023-06-01"},
+                    ),
+                )
             chat_answer, messages_answer = answers
             assert chat_answer.status_code == 503, chat_answer.text
             assert chat_answer.json()["error"]["type"] == "server_error"
@@ -46,8 +54,9 @@ async def test_a_key_not_yet_seen_while_the_database_refuses_connections_gets_50
             assert fake_upstream.requests == []
 
             wait_for(lambda: httpx.get(gateway.root_url + "/health/ready").status_code == 200)
-            served = await http.post(gateway.base_url + "/chat/completions", json=chat,
-                                     headers={"authorization": f"Bearer {team.key}"})
+            served = await http.post(
+                gateway.base_url + "/chat/completions", json=chat, headers={"authorization": f"Bearer {team.key}"}
+            )
             assert served.status_code == 200, served.text
         assert not [line for line in gateway.log_lines() if line.get("message") == "unhandled error"]
     finally:

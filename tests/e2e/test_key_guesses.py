@@ -25,16 +25,20 @@ CHAT = {"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}]}
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
-    config = write_config(tmp_path_factory.mktemp("key-guesses"), fake_upstream.base_url,
-                          key_failures_per_minute=BUDGET)
+    config = write_config(
+        tmp_path_factory.mktemp("key-guesses"), fake_upstream.base_url, key_failures_per_minute=BUDGET
+    )
     gw = Gateway(config).start()
     yield gw
     gw.stop()
 
 
 def chat(gateway: Gateway, key: str, address: str) -> httpx.Response:
-    return httpx.post(f"{gateway.base_url}/chat/completions", json=CHAT,
-                      headers={"authorization": f"Bearer {key}", "x-forwarded-for": address})
+    return httpx.post(
+        f"{gateway.base_url}/chat/completions",
+        json=CHAT,
+        headers={"authorization": f"Bearer {key}", "x-forwarded-for": address},
+    )
 
 
 def test_an_address_that_spent_its_failed_attempts_gets_429_and_valid_keys_already_served_go_on(guarded: Gateway):
@@ -52,13 +56,15 @@ def test_an_address_that_spent_its_failed_attempts_gets_429_and_valid_keys_alrea
     assert throttled.headers["x-should-retry"] == "false"
     assert throttled.json()["error"]["type"] == "rate_limit_error"
 
-    messages = anthropic.Anthropic(base_url=guarded.root_url, api_key="tg-guess-again", max_retries=0,
-                                   default_headers={"x-forwarded-for": guesser})
+    messages = anthropic.Anthropic(
+        base_url=guarded.root_url, api_key="tg-guess-again", max_retries=0, default_headers={"x-forwarded-for": guesser}
+    )
     with pytest.raises(anthropic.RateLimitError) as refused:
         messages.messages.create(model="fake-gpt", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
     assert refused.value.body["type"] == "error"
-    admin = httpx.get(f"{guarded.root_url}/admin/teams",
-                      headers={"authorization": f"Bearer {ADMIN_KEY}", "x-forwarded-for": guesser})
+    admin = httpx.get(
+        f"{guarded.root_url}/admin/teams", headers={"authorization": f"Bearer {ADMIN_KEY}", "x-forwarded-for": guesser}
+    )
     assert admin.status_code == 429  # the admin key is never compared for an address over its budget
 
     assert chat(guarded, served.key, guesser).status_code == 200  # never slowed
@@ -69,9 +75,13 @@ def test_an_address_that_spent_its_failed_attempts_gets_429_and_valid_keys_alrea
 
 def test_the_sdk_does_not_retry_a_throttled_wrong_key(guarded: Gateway):
     sent: list[httpx.Request] = []
-    client = openai.OpenAI(base_url=guarded.base_url, api_key="tg-guess", max_retries=3,
-                           default_headers={"x-forwarded-for": "192.0.2.44"},
-                           http_client=httpx.Client(event_hooks={"request": [sent.append]}))
+    client = openai.OpenAI(
+        base_url=guarded.base_url,
+        api_key="tg-guess",
+        max_retries=3,
+        default_headers={"x-forwarded-for": "192.0.2.44"},
+        http_client=httpx.Client(event_hooks={"request": [sent.append]}),
+    )
     for _ in range(BUDGET):
         with pytest.raises(openai.AuthenticationError):
             client.chat.completions.create(**CHAT)

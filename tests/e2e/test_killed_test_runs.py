@@ -85,10 +85,26 @@ def test_gateways_die_with_the_test_process_that_started_them_even_when_it_is_ki
     (tmp_path / "test_inner.py").write_text(INNER_TEST)
     pids_file = tmp_path / "pids.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "PIDS_FILE": str(pids_file), "TOLLGATE_TEST_BACKEND": "sqlite"}
-    inner = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:asyncio",
-                              "--rootdir",
-                              str(tmp_path), "test_inner.py"], cwd=tmp_path, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    inner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:asyncio",
+            "--rootdir",
+            str(tmp_path),
+            "test_inner.py",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 90
         while not pids_file.exists() or not pids_file.read_text():
@@ -100,7 +116,7 @@ def test_gateways_die_with_the_test_process_that_started_them_even_when_it_is_ki
         assert all(_running(pid) for pid in pids), pids
     finally:
         inner.send_signal(signal.SIGKILL)
-        inner.wait()
+        inner.communicate()  # waits for it, and closes its pipe
     deadline = time.monotonic() + 10
     while survivors := [pid for pid in pids if _running(pid)]:
         if time.monotonic() > deadline:

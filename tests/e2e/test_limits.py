@@ -51,8 +51,9 @@ def test_should_retry_is_said_deliberately(gateway: Gateway, team, client: opena
     import httpx
 
     def retry_header(body: dict) -> tuple[int, str]:
-        r = httpx.post(gateway.base_url + "/chat/completions", json=body,
-                       headers={"Authorization": f"Bearer {team.key}"})
+        r = httpx.post(
+            gateway.base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {team.key}"}
+        )
         return r.status_code, r.headers["x-should-retry"]
 
     def failing_with(status: int) -> dict:

@@ -23,10 +23,19 @@ def _forge(gateway: Gateway, key: str) -> list[str]:
     headers = {"authorization": f"Bearer {key}"}
     answers = [
         httpx.post(f"{gateway.root_url}/v1/chat/completions%0A{FORGED.replace(' ', '%20')}", headers=headers, json={}),
-        httpx.post(f"{gateway.base_url}/chat/completions", headers=headers, json={
-            "model": f"fake-gpt\n{FORGED}\r\x1b[2K\u2028{FORGED}", "messages": [{"role": "user", "content": "hi"}]}),
-        httpx.post(f"{gateway.root_url}/v1/messages", headers={"x-api-key": key}, json={
-            "model": f'x status=200 team="other"\n{FORGED}', "max_tokens": 5, "messages": []}),
+        httpx.post(
+            f"{gateway.base_url}/chat/completions",
+            headers=headers,
+            json={
+                "model": f"fake-gpt\n{FORGED}\r\x1b[2K\u2028{FORGED}",
+                "messages": [{"role": "user", "content": "hi"}],
+            },
+        ),
+        httpx.post(
+            f"{gateway.root_url}/v1/messages",
+            headers={"x-api-key": key},
+            json={"model": f'x status=200 team="other"\n{FORGED}', "max_tokens": 5, "messages": []},
+        ),
     ]
     assert [a.status_code for a in answers] == [404, 404, 404]
     return [a.headers["x-request-id"] for a in answers]
@@ -69,7 +78,6 @@ def test_json_log_lines_are_one_object_a_line_whatever_the_request_carried(gatew
         assert not line.startswith(("FORGED", FORGED)), line
 
 
-
 #: A request of each protocol asking more output than the model gives, which the gateway refuses (400).
 TOO_LONG = {
     "/chat/completions": {"model": "fake-gpt", "max_tokens": 100_000, "messages": [{"role": "user", "content": "hi"}]},
@@ -87,7 +95,8 @@ def test_a_refused_request_is_logged_streaming_as_its_client_asked(gateway: Gate
         line = gateway.access_line(answer.headers["x-request-id"])
         assert (line["status"], line["stream"]) == (400, stream)
         assert line["ttft_ms"] is None  # no stream opened: no first token to time
-    unknown = httpx.post(gateway.base_url + path, headers=headers, json={**TOO_LONG[path], "model": "nope",
-                                                                          "stream": True})
+    unknown = httpx.post(
+        gateway.base_url + path, headers=headers, json={**TOO_LONG[path], "model": "nope", "stream": True}
+    )
     assert unknown.status_code == 404
     assert gateway.access_line(unknown.headers["x-request-id"])["stream"] is True

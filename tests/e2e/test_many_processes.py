@@ -33,7 +33,8 @@ async def test_concurrent_requests_across_gateway_processes_never_overspend(tmp_
             client = clients[i % len(clients)]
             try:
                 return await client.chat.completions.create(
-                    model="fake-gpt", max_tokens=10, messages=[{"role": "user", "content": f"request number {i}"}])
+                    model="fake-gpt", max_tokens=10, messages=[{"role": "user", "content": f"request number {i}"}]
+                )
             except openai.APIStatusError as exc:
                 return exc.status_code
 
@@ -61,7 +62,8 @@ async def test_concurrent_requests_across_gateway_processes_never_overspend(tmp_
 
 
 async def test_gateway_processes_write_different_teams_side_by_side_and_see_a_top_up_made_meanwhile(
-        tmp_path, fake_upstream: FakeUpstream):
+    tmp_path, fake_upstream: FakeUpstream
+):
     """Two gateway processes on one ledger, each serving many teams. While another process holds the
     writer lock of one team (as a gateway does in the middle of a batch), the other teams' requests
     are charged without waiting for it (PostgreSQL: one lock per team) and that team's wait; a top-up
@@ -74,12 +76,16 @@ async def test_gateway_processes_write_different_teams_side_by_side_and_see_a_to
         opened = [teams.open("5") for _ in range(6)]
         teams.close()
         # Client 2 i + j: team i through gateway j.
-        clients = [openai.AsyncOpenAI(base_url=g.base_url, api_key=t.key, max_retries=0, timeout=30)
-                   for t in opened for g in gateways]
+        clients = [
+            openai.AsyncOpenAI(base_url=g.base_url, api_key=t.key, max_retries=0, timeout=30)
+            for t in opened
+            for g in gateways
+        ]
 
         async def ask(client: int, text: str) -> tuple[int, Decimal]:
             answer = await clients[client].chat.completions.create(
-                model="fake-gpt", max_tokens=10, messages=[{"role": "user", "content": text}])
+                model="fake-gpt", max_tokens=10, messages=[{"role": "user", "content": text}]
+            )
             return client // 2, Decimal(str(answer.usage.model_extra["cost"]["credits"]))
 
         served = list(await asyncio.gather(*(ask(c, "warm up") for c in range(len(clients)))))  # leases in place

@@ -24,8 +24,14 @@ def claude(gateway: Gateway, team) -> anthropic.Anthropic:
 
 def test_a_message_reports_usage_cost_and_remaining(claude: anthropic.Anthropic, fake_upstream: FakeUpstream):
     # anthropic 2.x has no temperature argument any more; clients send it as an extra field.
-    message = claude.messages.create(model="fake-gpt", max_tokens=100, system="be brief", messages=HI,
-                                     stop_sequences=["STOP"], extra_body={"temperature": 0.5})
+    message = claude.messages.create(
+        model="fake-gpt",
+        max_tokens=100,
+        system="be brief",
+        messages=HI,
+        stop_sequences=["STOP"],
+        extra_body={"temperature": 0.5},
+    )
     assert message.content[0].text == "Echo: hello there gateway"
     assert message.type == "message"
     assert message.role == "assistant"
@@ -55,9 +61,12 @@ def test_the_stream_helper_and_the_final_delta_carry_the_cost(claude: anthropic.
 
 
 def test_every_raw_frame_has_its_event_line(gateway: Gateway, team):
-    with httpx.stream("POST", gateway.base_url + "/messages",
-                      headers={"x-api-key": team.key, "anthropic-version": "2023-06-01"},
-                      json={"model": "fake-gpt", "max_tokens": 50, "messages": HI, "stream": True}) as response:
+    with httpx.stream(
+        "POST",
+        gateway.base_url + "/messages",
+        headers={"x-api-key": team.key, "anthropic-version": "2023-06-01"},
+        json={"model": "fake-gpt", "max_tokens": 50, "messages": HI, "stream": True},
+    ) as response:
         text = response.read().decode()
     kinds = []
     for frame in filter(None, text.split("\n\n")):
@@ -69,19 +78,31 @@ def test_every_raw_frame_has_its_event_line(gateway: Gateway, team):
 
 
 def test_tool_use_and_tool_results_round_trip(claude: anthropic.Anthropic, fake_upstream: FakeUpstream):
-    with claude.messages.stream(model="fake-gpt", max_tokens=100, tools=[LOOKUP],
-                                messages=[{"role": "user", "content": "find it [[tool:lookup]]"}]) as stream:
+    with claude.messages.stream(
+        model="fake-gpt",
+        max_tokens=100,
+        tools=[LOOKUP],
+        messages=[{"role": "user", "content": "find it [[tool:lookup]]"}],
+    ) as stream:
         first = stream.get_final_message()
     (use,) = [b for b in first.content if b.type == "tool_use"]
     assert use.name == "lookup"
     assert use.input == {"echo": "find it"}
     assert first.stop_reason == "tool_use"
 
-    reply = claude.messages.create(model="fake-gpt", max_tokens=100, tools=[LOOKUP], messages=[
-        {"role": "user", "content": "find it"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": use.id, "name": "lookup", "input": use.input}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "42"}]},
-    ])
+    reply = claude.messages.create(
+        model="fake-gpt",
+        max_tokens=100,
+        tools=[LOOKUP],
+        messages=[
+            {"role": "user", "content": "find it"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": use.id, "name": "lookup", "input": use.input}],
+            },
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "42"}]},
+        ],
+    )
     assert reply.content[0].text == "Echo: tool result: 42"
     sent = fake_upstream.requests[-1].body["messages"]
     assert sent[1]["tool_calls"][0]["id"] == use.id
@@ -98,9 +119,11 @@ def test_max_tokens_stops_with_the_anthropic_reason(claude: anthropic.Anthropic)
 def test_either_credential_header_and_any_version_are_accepted(gateway: Gateway, team):
     url = gateway.base_url + "/messages?beta=true"
     body = {"model": "fake-gpt", "max_tokens": 20, "messages": HI}
-    for headers in ({"x-api-key": team.key, "anthropic-version": "2023-06-01"},
-                    {"X-Api-Key": team.key, "compat-version": "2026-10-21"},
-                    {"Authorization": f"Bearer {team.key}"}):
+    for headers in (
+        {"x-api-key": team.key, "anthropic-version": "2023-06-01"},
+        {"X-Api-Key": team.key, "compat-version": "2026-10-21"},
+        {"Authorization": f"Bearer {team.key}"},
+    ):
         response = httpx.post(url, headers=headers, json=body)
         assert response.status_code == 200, response.text
 
@@ -112,11 +135,14 @@ def error_of(response: httpx.Response) -> dict:
     return body["error"]
 
 
-@pytest.mark.parametrize(("body", "missing"), [
-    ({"max_tokens": 5, "messages": HI}, "model"),
-    ({"model": "fake-gpt", "messages": HI}, "max_tokens"),
-    ({"model": "fake-gpt", "max_tokens": 5}, "messages"),
-])
+@pytest.mark.parametrize(
+    ("body", "missing"),
+    [
+        ({"max_tokens": 5, "messages": HI}, "model"),
+        ({"model": "fake-gpt", "messages": HI}, "max_tokens"),
+        ({"model": "fake-gpt", "max_tokens": 5}, "messages"),
+    ],
+)
 def test_a_missing_field_is_a_400_in_the_messages_shape(gateway: Gateway, team, body, missing):
     response = httpx.post(gateway.base_url + "/messages", headers={"x-api-key": team.key}, json=body)
     assert response.status_code == 400
@@ -168,11 +194,16 @@ def test_count_tokens_is_the_gateway_s_own_count(claude: anthropic.Anthropic):
     assert bound.input_tokens == 3 + 1 + 3 + 3
 
 
-def test_effort_and_output_format_from_output_config_reach_the_upstream(claude: anthropic.Anthropic,
-                                                                        fake_upstream: FakeUpstream):
+def test_effort_and_output_format_from_output_config_reach_the_upstream(
+    claude: anthropic.Anthropic, fake_upstream: FakeUpstream
+):
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
-    claude.messages.create(model="fake-gpt", max_tokens=50, messages=HI,
-                           output_config={"effort": "max", "format": {"type": "json_schema", "schema": schema}})
+    claude.messages.create(
+        model="fake-gpt",
+        max_tokens=50,
+        messages=HI,
+        output_config={"effort": "max", "format": {"type": "json_schema", "schema": schema}},
+    )
     body = fake_upstream.requests[0].body
     assert body["reasoning_effort"] == "high"
     assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}

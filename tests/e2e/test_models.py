@@ -13,12 +13,37 @@ import pytest
 
 from tests.support.gateway import Gateway
 
-MODEL_IDS = ["fake-gpt", "demo-gpt", "fake-claude", "slow-gpt", "dead-gpt", "small-claude", "vision-gpt",
-             "fake-codex", "agent-claude", "agent-gpt", "agent-codex", "passing-gpt", "refusing-claude",
-             "dropping-claude", "refused-gpt", "overloaded-gpt", "hung-gpt",
-             "twin-gpt", "once-gpt", "cut-gpt", "overloaded-claude", "twin-claude",
-             "strict-gpt", "strict-demo", "strict-claude", "strict-codex", "clamping-gpt", "clamping-claude",
-             "clamping-codex"]
+MODEL_IDS = [
+    "fake-gpt",
+    "demo-gpt",
+    "fake-claude",
+    "slow-gpt",
+    "dead-gpt",
+    "small-claude",
+    "vision-gpt",
+    "fake-codex",
+    "agent-claude",
+    "agent-gpt",
+    "agent-codex",
+    "passing-gpt",
+    "refusing-claude",
+    "dropping-claude",
+    "refused-gpt",
+    "overloaded-gpt",
+    "hung-gpt",
+    "twin-gpt",
+    "once-gpt",
+    "cut-gpt",
+    "overloaded-claude",
+    "twin-claude",
+    "strict-gpt",
+    "strict-demo",
+    "strict-claude",
+    "strict-codex",
+    "clamping-gpt",
+    "clamping-claude",
+    "clamping-codex",
+]
 
 
 def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):
@@ -31,8 +56,16 @@ def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):
 
     fake = body["data"][0]
     assert set(fake) == {
-        "id", "object", "created", "owned_by", "display_name", "context_window", "max_output_tokens",
-        "capabilities", "reasoning", "pricing",
+        "id",
+        "object",
+        "created",
+        "owned_by",
+        "display_name",
+        "context_window",
+        "max_output_tokens",
+        "capabilities",
+        "reasoning",
+        "pricing",
     }
     assert fake["object"] == "model"
     assert isinstance(fake["created"], int)
@@ -50,8 +83,10 @@ def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):
     }
     # Prices are JSON numbers carrying exactly the configured decimals.
     assert fake["pricing"] == {
-        "input": Decimal("2.5"), "output": Decimal("10.0"),
-        "cache_create": Decimal("3.125"), "cache_hit": Decimal("1.25"),
+        "input": Decimal("2.5"),
+        "output": Decimal("10.0"),
+        "cache_create": Decimal("3.125"),
+        "cache_hit": Decimal("1.25"),
     }
     assert b'"cache_create":3.125' in response.content
 
@@ -78,8 +113,12 @@ def test_an_unknown_model_is_a_404_in_openai_s_shape(gateway: Gateway):
     client = openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0)
     with pytest.raises(openai.NotFoundError) as missing:
         client.models.retrieve("no-such-model")
-    assert missing.value.body == {"message": "The model `no-such-model` does not exist or you do not have access "
-                                             "to it.", "type": "invalid_request_error", "param": "model", "code": None}
+    assert missing.value.body == {
+        "message": "The model `no-such-model` does not exist or you do not have access to it.",
+        "type": "invalid_request_error",
+        "param": "model",
+        "code": None,
+    }
     slashed = httpx.get(gateway.base_url + "/models/org%2Fno-such-model")  # an id may hold a slash
     assert slashed.status_code == 404
     assert "`org/no-such-model`" in slashed.json()["error"]["message"]
@@ -98,8 +137,13 @@ def test_the_anthropic_sdk_retrieves_a_model_in_anthropic_s_shape(gateway: Gatew
     assert datetime.fromisoformat(raw["created_at"]) == model.created_at
     with pytest.raises(anthropic.NotFoundError) as missing:
         claude.models.retrieve("no-such-model")
-    assert missing.value.body == {"type": "error", "error": {"type": "not_found_error", "message": (
-        "The model `no-such-model` does not exist or you do not have access to it.")}}
+    assert missing.value.body == {
+        "type": "error",
+        "error": {
+            "type": "not_found_error",
+            "message": ("The model `no-such-model` does not exist or you do not have access to it."),
+        },
+    }
 
 
 def test_the_anthropic_sdk_lists_the_models_page_by_page(gateway: Gateway):

@@ -29,8 +29,11 @@ class Observed:
         assert answer.status_code == 200
         assert content_type.startswith("text/plain")
         assert content_type.count("charset") == 1
-        return {(s.name, tuple(sorted(s.labels.items()))): s.value
-                for family in text_string_to_metric_families(answer.text) for s in family.samples}
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(answer.text)
+            for s in family.samples
+        }
 
     def value(self, name: str, **labels: str) -> float:
         return self.samples().get((name, tuple(sorted(labels.items()))), 0.0)
@@ -41,8 +44,9 @@ def observed(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstre
     """A gateway of its own (the metrics count only this module's traffic), with its metrics on a
     separate port."""
     port = free_port()
-    config = write_config(tmp_path_factory.mktemp("observed"), fake_upstream.base_url,
-                          settings=f"metrics_port = {port}")
+    config = write_config(
+        tmp_path_factory.mktemp("observed"), fake_upstream.base_url, settings=f"metrics_port = {port}"
+    )
     gateway = Gateway(config).start()
     teams = Teams(config)
     try:
@@ -63,24 +67,30 @@ def traffic(observed: Observed) -> dict[str, Any]:
 
     for text in ("first question", "second question"):
         raw = client.chat.completions.with_raw_response.create(
-            model="fake-gpt", messages=[{"role": "user", "content": text}])
+            model="fake-gpt", messages=[{"role": "user", "content": text}]
+        )
         seen["answers"].append((raw.headers["x-request-id"], raw.parse().usage))
     with client.chat.completions.with_streaming_response.create(
-            model="fake-gpt", messages=[{"role": "user", "content": "a stream [[chunk-delay:20]]"}],
-            stream=True, stream_options={"include_usage": True}) as raw:
-        seen["stream_id"] = raw.headers["x-request-id"]
-        chunks = list(raw.parse())
+        model="fake-gpt",
+        messages=[{"role": "user", "content": "a stream [[chunk-delay:20]]"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    ) as streamed:
+        seen["stream_id"] = streamed.headers["x-request-id"]
+        chunks = list(streamed.parse())
     seen["answers"].append((seen["stream_id"], chunks[-1].usage))
 
     claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
     raw_message = claude.messages.with_raw_response.create(
-        model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "hello claude"}])
+        model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "hello claude"}]
+    )
     seen["claude"] = (raw_message.headers["x-request-id"], raw_message.parse().usage)
 
     poor = observed.teams.open("0.01")
     with pytest.raises(openai.APIStatusError) as refused:
         openai.OpenAI(base_url=gateway.base_url, api_key=poor.key, max_retries=0).chat.completions.create(
-            model="fake-gpt", messages=[{"role": "user", "content": "too dear"}])
+            model="fake-gpt", messages=[{"role": "user", "content": "too dear"}]
+        )
     assert refused.value.status_code == 402
 
     limited_key = gateway.cli("key", "create", "--team", team.name, "--rpm", "1").stdout.strip().splitlines()[-1]
@@ -95,7 +105,8 @@ def traffic(observed: Observed) -> dict[str, Any]:
     seen["down_id"] = down.value.response.headers["x-request-id"]
 
     raw = client.chat.completions.with_raw_response.create(
-        model="overloaded-gpt", messages=[{"role": "user", "content": "fail over"}])
+        model="overloaded-gpt", messages=[{"role": "user", "content": "fail over"}]
+    )
     seen["failover_id"] = raw.headers["x-request-id"]
     seen["secrets"] = [team.key, poor.key, limited_key, ADMIN_KEY]
     gateway.wait_until_nothing_held(team.name)
@@ -116,16 +127,19 @@ def test_requests_are_counted_by_endpoint_model_and_status(observed: Observed, t
     assert observed.value(requests, endpoint="chat.completions", model="overloaded-gpt", status="200") == 1
     # every answered request is in the latency histogram; only the stream has a first token
     assert observed.value("tollgate_request_duration_seconds_count", endpoint="chat.completions", model="fake-gpt") == 4
-    assert observed.value("tollgate_time_to_first_token_seconds_count", endpoint="chat.completions",
-                          model="fake-gpt") == 1
+    assert (
+        observed.value("tollgate_time_to_first_token_seconds_count", endpoint="chat.completions", model="fake-gpt") == 1
+    )
 
 
 def test_tokens_and_credits_add_up_to_what_clients_were_charged(observed: Observed, traffic: dict[str, Any]):
     usages = [usage for _, usage in traffic["answers"]]
     assert observed.value("tollgate_tokens_total", model="fake-gpt", kind="input") == sum(
-        u.prompt_tokens for u in usages)
+        u.prompt_tokens for u in usages
+    )
     assert observed.value("tollgate_tokens_total", model="fake-gpt", kind="output") == sum(
-        u.completion_tokens for u in usages)
+        u.completion_tokens for u in usages
+    )
     charged = sum(_credits(u) for u in usages)
     assert Decimal(str(observed.value("tollgate_credits_charged_total", model="fake-gpt"))) == pytest.approx(charged)
     _, claude = traffic["claude"]
@@ -153,8 +167,9 @@ def _access_lines(gateway: Gateway, *request_ids: str) -> dict[str, dict[str, An
         time.sleep(0.05)
 
 
-def test_one_json_log_line_per_request_with_team_key_tokens_cost_and_latency(observed: Observed,
-                                                                            traffic: dict[str, Any]):
+def test_one_json_log_line_per_request_with_team_key_tokens_cost_and_latency(
+    observed: Observed, traffic: dict[str, Any]
+):
     lines = _access_lines(observed.gateway, traffic["stream_id"], traffic["down_id"], traffic["failover_id"])
     team: Team = traffic["team"]
     key_id = observed.gateway.cli("key", "list", "--team", team.name).stdout.split()[0]
@@ -163,7 +178,11 @@ def test_one_json_log_line_per_request_with_team_key_tokens_cost_and_latency(obs
         assert line["level"] == "info"
         assert line["time"].endswith("+00:00")
         assert (line["team"], line["model"], line["endpoint"], line["status"]) == (
-            team.name, "fake-gpt", "chat.completions", 200)
+            team.name,
+            "fake-gpt",
+            "chat.completions",
+            200,
+        )
         assert line["key_id"] == key_id
         assert line["tokens"]["input"] == usage.prompt_tokens
         assert line["tokens"]["output"] == usage.completion_tokens
@@ -195,9 +214,13 @@ def test_the_log_never_contains_a_key(observed: Observed, traffic: dict[str, Any
 
 def test_every_response_carries_a_request_id(observed: Observed, traffic: dict[str, Any]):
     root = observed.gateway.root_url
-    answers = [httpx.get(root + "/v1/models"), httpx.get(root + "/nowhere"), httpx.get(root + "/health/live"),
-               httpx.post(root + "/v1/chat/completions", json={"model": "fake-gpt"}),  # 401: no key
-               httpx.get(root + "/admin/teams", headers={"authorization": f"Bearer {ADMIN_KEY}"})]
+    answers = [
+        httpx.get(root + "/v1/models"),
+        httpx.get(root + "/nowhere"),
+        httpx.get(root + "/health/live"),
+        httpx.post(root + "/v1/chat/completions", json={"model": "fake-gpt"}),  # 401: no key
+        httpx.get(root + "/admin/teams", headers={"authorization": f"Bearer {ADMIN_KEY}"}),
+    ]
     ids = [answer.headers.get("x-request-id", "") for answer in answers]
     assert [answer.status_code for answer in answers] == [200, 404, 200, 401, 200]
     assert all(i.startswith("req_") for i in ids)
@@ -208,8 +231,10 @@ def test_every_response_carries_a_request_id(observed: Observed, traffic: dict[s
 
 
 def test_metrics_on_a_separate_port_are_not_on_the_public_one(observed: Observed):
-    assert httpx.get(observed.gateway.root_url + "/metrics",
-                     headers={"authorization": f"Bearer {ADMIN_KEY}"}).status_code == 404
+    assert (
+        httpx.get(observed.gateway.root_url + "/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}).status_code
+        == 404
+    )
 
 
 def test_metrics_on_the_public_port_need_the_admin_key(gateway: Gateway, team: Team):

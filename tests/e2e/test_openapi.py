@@ -24,15 +24,31 @@ def _resolve(document: dict, schema: dict) -> dict:
 def test_every_public_and_admin_route_is_documented(document: dict):
     assert document["openapi"].startswith("3.1")
     paths = document["paths"]
-    for path in ("/v1/chat/completions", "/v1/responses", "/v1/messages", "/v1/messages/count_tokens", "/v1/models",
-                 "/v1/models/{model_id}",
-                 "/admin/teams", "/admin/teams/{name}/credits", "/admin/teams/{name}/keys",
-                 "/admin/teams/{name}/history", "/admin/teams/{name}/limits", "/admin/teams/{name}/suspend",
-                 "/v1/requests/{request_id}", "/admin/requests/{request_id}",
-                 "/dashboard", "/dashboard/api/session", "/dashboard/api/teams/{name}",
-                 "/dashboard/api/teams/{name}/history", "/dashboard/api/teams/{name}/usage",
-                 "/dashboard/api/teams/{name}/requests", "/dashboard/api/teams/{name}/export",
-                 "/admin/teams/{name}/statements/{month}", "/dashboard/api/teams/{name}/statements/{month}"):
+    for path in (
+        "/v1/chat/completions",
+        "/v1/responses",
+        "/v1/messages",
+        "/v1/messages/count_tokens",
+        "/v1/models",
+        "/v1/models/{model_id}",
+        "/admin/teams",
+        "/admin/teams/{name}/credits",
+        "/admin/teams/{name}/keys",
+        "/admin/teams/{name}/history",
+        "/admin/teams/{name}/limits",
+        "/admin/teams/{name}/suspend",
+        "/v1/requests/{request_id}",
+        "/admin/requests/{request_id}",
+        "/dashboard",
+        "/dashboard/api/session",
+        "/dashboard/api/teams/{name}",
+        "/dashboard/api/teams/{name}/history",
+        "/dashboard/api/teams/{name}/usage",
+        "/dashboard/api/teams/{name}/requests",
+        "/dashboard/api/teams/{name}/export",
+        "/admin/teams/{name}/statements/{month}",
+        "/dashboard/api/teams/{name}/statements/{month}",
+    ):
         assert path in paths, path
 
 
@@ -43,11 +59,14 @@ def test_a_statement_is_documented_as_json_or_csv(document: dict):
         assert {p["name"] for p in operation["parameters"]} >= {"name", "month", "format", "chained"}
 
 
-@pytest.mark.parametrize(("path", "required"), [
-    ("/v1/chat/completions", {"model", "messages"}),
-    ("/v1/responses", {"model", "input"}),
-    ("/v1/messages", {"model", "messages", "max_tokens"}),
-])
+@pytest.mark.parametrize(
+    ("path", "required"),
+    [
+        ("/v1/chat/completions", {"model", "messages"}),
+        ("/v1/responses", {"model", "input"}),
+        ("/v1/messages", {"model", "messages", "max_tokens"}),
+    ],
+)
 def test_generation_endpoints_document_the_body_the_gateway_validates(document: dict, path: str, required: set):
     operation = document["paths"][path]["post"]
     body = _resolve(document, operation["requestBody"]["content"]["application/json"]["schema"])
@@ -92,6 +111,7 @@ def test_the_dashboard_api_documents_its_answers_and_keys(document: dict):
 
 # -- the documented errors are the errors the gateway sends -----------------------------------------
 
+
 def _operations(document: dict):
     for path, item in document["paths"].items():
         for method, operation in item.items():
@@ -121,8 +141,12 @@ def test_no_route_documents_litestar_s_own_error_body(document: dict):
             if code == "default" or code[0] in "45":
                 schema = answer["content"]["application/json"]["schema"]
                 if path.startswith("/v1/models"):  # Anthropic's shape for a request with anthropic-version
-                    assert schema == {"anyOf": [{"$ref": "#/components/schemas/OpenAIError"},
-                                                {"$ref": "#/components/schemas/AnthropicError"}]}, (path, code)
+                    assert schema == {
+                        "anyOf": [
+                            {"$ref": "#/components/schemas/OpenAIError"},
+                            {"$ref": "#/components/schemas/AnthropicError"},
+                        ]
+                    }, (path, code)
                     continue
                 expected = "AnthropicError" if path.startswith("/v1/messages") else "OpenAIError"
                 assert schema == {"$ref": f"#/components/schemas/{expected}"}, (path, method, code)
@@ -139,11 +163,18 @@ def test_every_route_s_errors_match_its_documented_error_body(gateway: Gateway, 
     for path, method, _ in _operations(document):
         if path.startswith("/health") or path in ("/v1/models", "/dashboard"):
             continue
-        url = root + path.format(name=team.name, key_id="key_nope", request_id="req_nope", month="2026-11",
-                                 model_id="no-such-model")
+        url = root + path.format(
+            name=team.name, key_id="key_nope", request_id="req_nope", month="2026-11", model_id="no-such-model"
+        )
         for attempt in _refused_attempts(root, path, method, team):
-            answer = httpx.request(method.upper(), attempt.get("url", url), headers=attempt.get("headers"),
-                                   content=attempt.get("content"), params=attempt.get("params"), timeout=30)
+            answer = httpx.request(
+                method.upper(),
+                attempt.get("url", url),
+                headers=attempt.get("headers"),
+                content=attempt.get("content"),
+                params=attempt.get("params"),
+                timeout=30,
+            )
             if answer.status_code == 200 and path == "/dashboard/api/session":
                 continue
             _conforms(document, path, method, answer)
@@ -160,8 +191,9 @@ def _refused_attempts(root: str, path: str, method: str, team) -> list[dict]:
     if path.startswith("/admin"):
         attempts.append({"headers": {"authorization": f"Bearer {team.key}"}})  # 403
         if "{name}" in path:  # 404: an unknown team
-            attempts.append({"headers": admin_headers(),
-                             "url": root + path.format(name=other_team, key_id="k", month="2026-11")})
+            attempts.append(
+                {"headers": admin_headers(), "url": root + path.format(name=other_team, key_id="k", month="2026-11")}
+            )
         if "{request_id}" in path:  # 404: an unknown request
             attempts.append({"headers": admin_headers()})
         if method in ("post", "put"):
@@ -175,24 +207,26 @@ def _refused_attempts(root: str, path: str, method: str, team) -> list[dict]:
         attempts.append({"headers": {"authorization": f"Bearer {team.key}"}, "url": elsewhere})  # 403: another team
         attempts.append({"headers": admin_headers(), "url": elsewhere})  # 404
         if path.endswith(("/history", "/requests")):  # 400: a query parameter of the wrong type
-            attempts.append({"headers": {"authorization": f"Bearer {team.key}"},
-                             "params": {"page": "x", "limit": "x"}})
+            attempts.append({"headers": {"authorization": f"Bearer {team.key}"}, "params": {"page": "x", "limit": "x"}})
     elif path == "/v1/models/{model_id}":  # 404: an unknown model, in Anthropic's shape for its clients
         attempts.append({"headers": {"anthropic-version": "2023-06-01"}})
     elif path == "/v1/requests/{request_id}":  # 404: an unknown request
         attempts.append({"headers": {"authorization": f"Bearer {team.key}"}})
     elif path.startswith("/v1") and method == "post":
-        attempts.append({"headers": {"authorization": f"Bearer {team.key}", "x-api-key": team.key},
-                         "content": b"{not json"})
+        attempts.append(
+            {"headers": {"authorization": f"Bearer {team.key}", "x-api-key": team.key}, "content": b"{not json"}
+        )
     return attempts
 
 
-def test_litestar_s_own_refusals_on_admin_routes_are_in_the_openai_shape_naming_the_parameter(gateway: Gateway,
-                                                                                               team, document: dict):
+def test_litestar_s_own_refusals_on_admin_routes_are_in_the_openai_shape_naming_the_parameter(
+    gateway: Gateway, team, document: dict
+):
     from tests.support.refusals import admin_headers, error_of
 
-    answer = httpx.get(f"{gateway.root_url}/admin/teams/{team.name}/history", params={"page": "abc"},
-                       headers=admin_headers())
+    answer = httpx.get(
+        f"{gateway.root_url}/admin/teams/{team.name}/history", params={"page": "abc"}, headers=admin_headers()
+    )
     error = error_of(answer, 400)
     assert error["param"] == "page"
     assert "Invalid 'page' in the query" in error["message"]

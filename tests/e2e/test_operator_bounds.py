@@ -55,17 +55,21 @@ def test_a_new_team_or_key_with_a_limit_out_of_range_is_refused_and_not_made(gat
 def test_other_operator_numbers_out_of_range_are_400s(gateway: Gateway, team):
     with admin(gateway) as api:
         before = policy(api, team.name)
-        for path, body in [("/price-adjustment", {"percent": str(HUGE)}),
-                           ("/alerts", {"kind": "balance_below", "value": str(HUGE)}),
-                           ("/alerts", {"kind": "budget_percent", "value": "1001"})]:
+        for path, body in [
+            ("/price-adjustment", {"percent": str(HUGE)}),
+            ("/alerts", {"kind": "balance_below", "value": str(HUGE)}),
+            ("/alerts", {"kind": "budget_percent", "value": "1001"}),
+        ]:
             assert error_of(api.put(f"/teams/{team.name}{path}", json=body), 400)
         assert policy(api, team.name) == before
 
 
 def test_the_cli_refuses_a_limit_of_2_to_the_70_in_one_line(gateway: Gateway, team):
-    for args in (["team", "limit", team.name, "--rpm", str(HUGE)],
-                 ["key", "create", "--team", team.name, "--tpm", str(HUGE)],
-                 ["team", "create", "limitless-cli", "--rpm", str(HUGE)]):
+    for args in (
+        ["team", "limit", team.name, "--rpm", str(HUGE)],
+        ["key", "create", "--team", team.name, "--tpm", str(HUGE)],
+        ["team", "create", "limitless-cli", "--rpm", str(HUGE)],
+    ):
         refused = gateway.cli(*args, check=False)
         assert refused.returncode == 2, refused
         error = refused.stderr.strip().splitlines()[-1]

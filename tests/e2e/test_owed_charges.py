@@ -32,6 +32,7 @@ def database_read_only(gateway: Gateway) -> Iterator[None]:
     """The gateway's PostgreSQL database refuses every write until the block ends."""
     dbname = RawDatabase.of_config(gateway.config).db.dbname
     with _admin() as admin:
+
         def reconnect_everyone() -> None:  # sessions take the database's settings when they start
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,))
 
@@ -44,8 +45,9 @@ def database_read_only(gateway: Gateway) -> Iterator[None]:
             reconnect_everyone()
 
 
-def _read_while_the_database_goes(stream: openai.Stream, received: list[str], outage: ExitStack,
-                                  gateway: Gateway) -> None:
+def _read_while_the_database_goes(
+    stream: openai.Stream, received: list[str], outage: ExitStack, gateway: Gateway
+) -> None:
     """Read ``stream`` into ``received``; once the hold is placed and text is flowing (three chunks in),
     the database turns read-only until ``outage`` ends."""
     for chunk in stream:
@@ -54,8 +56,9 @@ def _read_while_the_database_goes(stream: openai.Stream, received: list[str], ou
             outage.enter_context(database_read_only(gateway))
 
 
-def test_a_stream_delivered_while_the_ledger_was_down_is_charged_once_it_is_back(tmp_path: Path,
-                                                                                 fake_upstream: FakeUpstream):
+def test_a_stream_delivered_while_the_ledger_was_down_is_charged_once_it_is_back(
+    tmp_path: Path, fake_upstream: FakeUpstream
+):
     gateway = Gateway(write_config(tmp_path, fake_upstream.base_url, database=new_postgres_database_url())).start()
     try:
         teams = Teams(gateway.config)
@@ -63,7 +66,8 @@ def test_a_stream_delivered_while_the_ledger_was_down_is_charged_once_it_is_back
         teams.close()
         client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
         stream = client.chat.completions.create(
-            model="fake-gpt", messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:100]]"}], stream=True)
+            model="fake-gpt", messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:100]]"}], stream=True
+        )
         received: list[str] = []
         with ExitStack() as outage:
             with pytest.raises(openai.APIError) as told:
@@ -73,16 +77,24 @@ def test_a_stream_delivered_while_the_ledger_was_down_is_charged_once_it_is_back
 
         wait_for(lambda: httpx.get(gateway.root_url + "/health/ready").status_code == 200)
         deadline = time.monotonic() + 15
-        while not (charges := [row for row in csv.DictReader(io.StringIO(
-                gateway.cli("ledger", "export", "--team", team.name).stdout)) if row["kind"] == "charge"]):
+        while not (
+            charges := [
+                row
+                for row in csv.DictReader(io.StringIO(gateway.cli("ledger", "export", "--team", team.name).stdout))
+                if row["kind"] == "charge"
+            ]
+        ):
             assert time.monotonic() < deadline, "the owed charge was never made"
             time.sleep(0.2)
         (charge,) = charges
         assert int(charge["output_tokens"]) == 21  # "Echo:" and the 20 words, as the fake counts them
         gateway.wait_until_nothing_held(team.name)
         assert gateway.cli("ledger", "verify", check=False).returncode == 0
-        owed = [line for line in gateway.log_lines() if line.get("logger") == "tollgate.access"
-                and line.get("error", "") and "owed" in line["error"]]
+        owed = [
+            line
+            for line in gateway.log_lines()
+            if line.get("logger") == "tollgate.access" and line.get("error", "") and "owed" in line["error"]
+        ]
         assert len(owed) == 1
     finally:
         gateway.stop()

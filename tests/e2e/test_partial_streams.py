@@ -18,7 +18,8 @@ import httpx
 import openai
 import pytest
 
-from app.tokens import RULES, prompt_tokens
+from app.tokens import prompt_tokens
+from app.tokens.counting import RULES
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from tests.support.charges import balance_of
 from tests.support.fake_upstream import FakeUpstream
@@ -27,8 +28,10 @@ from tests.support.teams import Team
 
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
-PRICES = {"fake-gpt": Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25")),
-          "fake-claude": Price(Decimal(3), Decimal(15), Decimal("3.75"), Decimal("0.3"))}
+PRICES = {
+    "fake-gpt": Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25")),
+    "fake-claude": Price(Decimal(3), Decimal(15), Decimal("3.75"), Decimal("0.3")),
+}
 RULES_OF = {"fake-gpt": RULES["o200k"], "fake-claude": RULES["anthropic"]}
 PROTOCOL = {"chat": "chat", "responses": "responses", "messages": "messages"}
 
@@ -72,8 +75,10 @@ def stream_and_collect(gateway: Gateway, key: str, endpoint: str, body: dict[str
 
 
 def charges(gateway: Gateway, team: Team) -> list[dict[str, Any]]:
-    rows = [json.loads(line) for line in
-            gateway.cli("ledger", "export", "--team", team.name, "--format", "jsonl").stdout.splitlines()]
+    rows = [
+        json.loads(line)
+        for line in gateway.cli("ledger", "export", "--team", team.name, "--format", "jsonl").stdout.splitlines()
+    ]
     return [row for row in rows if row["kind"] == "charge"]
 
 
@@ -103,8 +108,9 @@ PAIRS = [
 
 @pytest.mark.parametrize("fault", ["[[stream-error]]", "[[drop-after:3]]"])
 @pytest.mark.parametrize(("endpoint", "model"), PAIRS)
-def test_a_stream_the_upstream_breaks_is_charged_for_the_prompt_and_the_text_received(endpoint, model, fault,
-                                                                                        gateway: Gateway, teams):
+def test_a_stream_the_upstream_breaks_is_charged_for_the_prompt_and_the_text_received(
+    endpoint, model, fault, gateway: Gateway, teams
+):
     team = teams.open("100")
     body = body_for(endpoint, model, f"alpha beta gamma delta epsilon zeta 東京 🎉 {fault} [[no-usage]]")
     received, failed, reported = stream_and_collect(gateway, team.key, endpoint, body)
@@ -118,8 +124,9 @@ def test_a_stream_the_upstream_breaks_is_charged_for_the_prompt_and_the_text_rec
 
 
 @pytest.mark.parametrize("endpoint", ["messages", "chat", "responses"])
-def test_the_upstream_s_prompt_count_is_preferred_when_it_reported_one_before_failing(endpoint, gateway: Gateway,
-                                                                                       teams, fake_upstream):
+def test_the_upstream_s_prompt_count_is_preferred_when_it_reported_one_before_failing(
+    endpoint, gateway: Gateway, teams, fake_upstream
+):
     team = teams.open("100")
     body = body_for(endpoint, "fake-claude", "alpha beta gamma [[stream-error]]")
     received, failed, _ = stream_and_collect(gateway, team.key, endpoint, body)
@@ -172,10 +179,12 @@ def wait_for(condition, seconds: float = 10) -> bool:
     return True
 
 
-@pytest.mark.parametrize(("endpoint", "model"), [("chat", "fake-gpt"), ("messages", "fake-claude"),
-                                                 ("responses", "fake-gpt")])
+@pytest.mark.parametrize(
+    ("endpoint", "model"), [("chat", "fake-gpt"), ("messages", "fake-claude"), ("responses", "fake-gpt")]
+)
 def test_a_client_that_hangs_up_cancels_the_upstream_request_and_pays_for_what_it_was_sent(
-        endpoint, model, gateway: Gateway, teams, fake_upstream: FakeUpstream):
+    endpoint, model, gateway: Gateway, teams, fake_upstream: FakeUpstream
+):
     team = teams.open("100")
     words = " ".join(f"word{i}" for i in range(40))
     # One delta every 400 ms: the client hangs up long before the upstream would finish (16 s).
@@ -192,13 +201,21 @@ def test_a_client_that_hangs_up_cancels_the_upstream_request_and_pays_for_what_i
     assert_charged_exactly(gateway, team, model, prompt, received)
 
 
-def test_a_client_that_hangs_up_on_raw_http_is_charged_for_the_frames_sent(gateway: Gateway, teams,
-                                                                           fake_upstream: FakeUpstream):
+def test_a_client_that_hangs_up_on_raw_http_is_charged_for_the_frames_sent(
+    gateway: Gateway, teams, fake_upstream: FakeUpstream
+):
     team = teams.open("100")
     text = ""
-    with httpx.stream("POST", gateway.base_url + "/chat/completions", headers={"Authorization": f"Bearer {team.key}"},
-                      json={"model": "fake-gpt", "stream": True, "messages": [
-                          {"role": "user", "content": "one two three four five six [[chunk-delay:400]]"}]}) as response:
+    with httpx.stream(
+        "POST",
+        gateway.base_url + "/chat/completions",
+        headers={"Authorization": f"Bearer {team.key}"},
+        json={
+            "model": "fake-gpt",
+            "stream": True,
+            "messages": [{"role": "user", "content": "one two three four five six [[chunk-delay:400]]"}],
+        },
+    ) as response:
         for line in response.iter_lines():
             if line.startswith("data: {"):
                 text += json.loads(line[6:])["choices"][0]["delta"].get("content") or ""

@@ -22,8 +22,9 @@ def key_id_of(gateway: Gateway, team: str) -> str:
 
 @pytest.fixture
 def admin(gateway: Gateway):
-    with httpx.Client(base_url=gateway.base_url.removesuffix("/v1") + "/admin",
-                      headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as client:
+    with httpx.Client(
+        base_url=gateway.base_url.removesuffix("/v1") + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    ) as client:
         yield client
 
 
@@ -58,8 +59,9 @@ def test_endpoint_restrictions_through_the_admin_api(gateway: Gateway, admin: ht
     bad = admin.put(f"/teams/admin-endpoints/keys/{issued['id']}/endpoints", json={"endpoints": ["images"]})
     assert bad.status_code == 400
     assert "unknown endpoint" in bad.json()["error"]["message"]
-    assert admin.put(f"/teams/admin-endpoints/keys/{issued['id']}/endpoints",
-                     json={"endpoints": ["messages"]}).json()["endpoints"] == ["messages"]
+    assert admin.put(f"/teams/admin-endpoints/keys/{issued['id']}/endpoints", json={"endpoints": ["messages"]}).json()[
+        "endpoints"
+    ] == ["messages"]
     claude.messages.create(model="fake-claude", max_tokens=20, messages=HI)
 
 
@@ -110,10 +112,12 @@ def test_missing_invalid_and_revoked_keys_get_401_in_each_protocol(gateway: Gate
     for bad in ("tg-not-a-key", key):
         with pytest.raises(openai.AuthenticationError):
             openai.OpenAI(base_url=gateway.base_url, api_key=bad, max_retries=0).chat.completions.create(
-                model="fake-gpt", messages=HI)
+                model="fake-gpt", messages=HI
+            )
         with pytest.raises(anthropic.AuthenticationError) as refused:
-            anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=bad,
-                                max_retries=0).messages.create(model="fake-claude", max_tokens=20, messages=HI)
+            anthropic.Anthropic(
+                base_url=gateway.base_url.removesuffix("/v1"), api_key=bad, max_retries=0
+            ).messages.create(model="fake-claude", max_tokens=20, messages=HI)
         assert refused.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
     missing = httpx.post(gateway.base_url + "/messages", json={"model": "fake-claude", "max_tokens": 5, "messages": HI})
     assert missing.status_code == 401

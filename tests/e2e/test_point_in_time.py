@@ -43,8 +43,9 @@ def test_the_balance_at_every_event_is_the_replay_up_to_it(gateway: Gateway, tea
     gateway.wait_until_nothing_held(team.name)
     events = list(store.events_after(team_id(team.name), 0))
     assert len(events) >= 8
-    admin = httpx.Client(base_url=gateway.base_url.removesuffix("/v1") + "/admin",
-                         headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    admin = httpx.Client(
+        base_url=gateway.base_url.removesuffix("/v1") + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    )
     with admin:
         for event in events:
             found = admin.get(f"/teams/{team.name}/balance", params={"at": event.timestamp.isoformat()})
@@ -52,8 +53,11 @@ def test_the_balance_at_every_event_is_the_replay_up_to_it(gateway: Gateway, tea
             body = json.loads(found.content, parse_float=Decimal)
             version = max(e.originator_version for e in events if e.timestamp <= event.timestamp)
             replayed = _replayed(store, team.name, version)
-            assert (body["balance_micros"], body["held_micros"], body["version"]) == \
-                (replayed.balance, replayed.held, version)
+            assert (body["balance_micros"], body["held_micros"], body["version"]) == (
+                replayed.balance,
+                replayed.held,
+                version,
+            )
             assert body["balance"] == credits_from_micros(replayed.balance)
             assert body["available"] == credits_from_micros(replayed.balance - replayed.held)
             last = next(e for e in events if e.originator_version == version)
@@ -62,8 +66,9 @@ def test_the_balance_at_every_event_is_the_replay_up_to_it(gateway: Gateway, tea
         now = admin.get(f"/teams/{team.name}/balance").json()
         assert now["at"] is None
         assert now["version"] == events[-1].originator_version
-        before = admin.get(f"/teams/{team.name}/balance",
-                           params={"at": (events[0].timestamp - timedelta(seconds=1)).isoformat()})
+        before = admin.get(
+            f"/teams/{team.name}/balance", params={"at": (events[0].timestamp - timedelta(seconds=1)).isoformat()}
+        )
         assert before.status_code == 404
         assert "was not opened yet" in before.json()["error"]["message"]
         assert admin.get("/teams/nobody/balance").status_code == 404
@@ -72,8 +77,17 @@ def test_the_balance_at_every_event_is_the_replay_up_to_it(gateway: Gateway, tea
         assert bad.json()["error"]["param"] == "at"
 
     middle = events[len(events) // 2]
-    printed = json.loads(gateway.cli("ledger", "balance", "--team", team.name, "--at",
-                                     middle.timestamp.isoformat().replace("+00:00", "Z"), "--json").stdout)
+    printed = json.loads(
+        gateway.cli(
+            "ledger",
+            "balance",
+            "--team",
+            team.name,
+            "--at",
+            middle.timestamp.isoformat().replace("+00:00", "Z"),
+            "--json",
+        ).stdout
+    )
     replayed = _replayed(store, team.name, middle.originator_version)
     assert (printed["balance_micros"], printed["held_micros"]) == (replayed.balance, replayed.held)
     assert Decimal(printed["available"]) == credits_from_micros(replayed.balance - replayed.held)

@@ -51,7 +51,8 @@ def test_charges_before_and_after_a_price_change_use_their_own_price(own_gateway
         client = openai.OpenAI(base_url=own_gateway.base_url, api_key=team.key, max_retries=0)
         while not stop.is_set():
             answer = client.chat.completions.with_raw_response.create(
-                model="fake-gpt", messages=[{"role": "user", "content": "price me please"}])
+                model="fake-gpt", messages=[{"role": "user", "content": "price me please"}]
+            )
             answered.append(answer.headers["x-request-id"])
 
     threads = [threading.Thread(target=traffic) for _ in range(4)]
@@ -80,8 +81,10 @@ def test_charges_before_and_after_a_price_change_use_their_own_price(own_gateway
     history = json.loads(own_gateway.cli("prices", "history", "fake-gpt", "--json").stdout)
     old_ref, new_ref = history[-2]["ref"], history[-1]["ref"]
     assert history[-1]["effective_from"] == change.isoformat()
-    for row, (ref, price_in, price_out) in [*((r, (old_ref, "2.5", "10.0")) for r in before),
-                                            *((r, (new_ref, "5", "20")) for r in after)]:
+    for row, (ref, price_in, price_out) in [
+        *((r, (old_ref, "2.5", "10.0")) for r in before),
+        *((r, (new_ref, "5", "20")) for r in after),
+    ]:
         assert f"price_ref={ref}" in row["price"], row
         assert f"input={price_in}," in row["price"], row
         assert -int(row["amount"]) == micros(int(row["input_tokens"]), int(row["output_tokens"]), price_in, price_out)
@@ -89,15 +92,28 @@ def test_charges_before_and_after_a_price_change_use_their_own_price(own_gateway
     assert own_gateway.cli("ledger", "verify", check=False).returncode == 0
 
     def rerated(start: datetime, end: datetime) -> dict:
-        return json.loads(own_gateway.cli("ledger", "rerate", "--team", team.name, "--from", start.isoformat(),
-                                          "--to", end.isoformat(), "--prices", str(own_gateway.config),
-                                          "--json").stdout)
+        return json.loads(
+            own_gateway.cli(
+                "ledger",
+                "rerate",
+                "--team",
+                team.name,
+                "--from",
+                start.isoformat(),
+                "--to",
+                end.isoformat(),
+                "--prices",
+                str(own_gateway.config),
+                "--json",
+            ).stdout
+        )
 
     old_cost = sum(-int(r["amount"]) for r in before)
     first = rerated(started, change)  # at the old list, the charges made at it cost what they cost
     assert first["recorded_micros"] == first["rerated_micros"] == old_cost
     second = rerated(change, ended)  # the charges made at the new list, at the old one: the old totals
     assert second["recorded_micros"] == sum(-int(r["amount"]) for r in after)
-    assert second["rerated_micros"] == sum(micros(int(r["input_tokens"]), int(r["output_tokens"]), "2.5", "10")
-                                           for r in after)
+    assert second["rerated_micros"] == sum(
+        micros(int(r["input_tokens"]), int(r["output_tokens"]), "2.5", "10") for r in after
+    )
     assert second["rerated_micros"] * 2 == second["recorded_micros"]  # every price doubled

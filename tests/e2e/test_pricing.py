@@ -139,15 +139,32 @@ def charged(gateway: Gateway, team: Team) -> list[int]:
 
 
 def message(usage: dict) -> bytes:
-    return json.dumps({"id": "msg_canned", "type": "message", "role": "assistant", "model": "claude-opus",
-                       "content": [{"type": "text", "text": "Done."}], "stop_reason": "end_turn",
-                       "stop_sequence": None, "usage": usage}).encode()
+    return json.dumps(
+        {
+            "id": "msg_canned",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-opus",
+            "content": [{"type": "text", "text": "Done."}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": usage,
+        }
+    ).encode()
 
 
 def chat(usage: dict, **top: object) -> bytes:
-    return json.dumps({"id": "chatcmpl-canned", "object": "chat.completion", "created": 1700000000, "model": "gpt-x",
-                       "choices": [{"index": 0, "message": {"role": "assistant", "content": "Done."},
-                                    "finish_reason": "stop"}], "usage": usage, **top}).encode()
+    return json.dumps(
+        {
+            "id": "chatcmpl-canned",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": "gpt-x",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Done."}, "finish_reason": "stop"}],
+            "usage": usage,
+            **top,
+        }
+    ).encode()
 
 
 def sse(event: dict, name: str | None = None) -> bytes:
@@ -169,9 +186,20 @@ def test_a_1_hour_cache_write_is_billed_at_the_1_hour_rate(priced: Gateway, pric
     """Anthropic bills 1-hour cache writes at 2 × input (10 USD/M here), 5-minute ones at 1.25 ×
     (6.25 USD/M): at the 5-minute rate this request would cost 62.755 credits, not 100.255."""
     team = priced_teams.open("1000")
-    canned.answer([message({"input_tokens": 10, "cache_creation_input_tokens": 100000, "cache_read_input_tokens": 0,
-                            "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 100000},
-                            "output_tokens": 100})], content_type=b"application/json")
+    canned.answer(
+        [
+            message(
+                {
+                    "input_tokens": 10,
+                    "cache_creation_input_tokens": 100000,
+                    "cache_read_input_tokens": 0,
+                    "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 100000},
+                    "output_tokens": 100,
+                }
+            )
+        ],
+        content_type=b"application/json",
+    )
     answer = claude(priced, team).messages.create(model="opus", max_tokens=200, messages=ASK)
     usage = answer.usage.model_dump()
     # (10 × 5 + 100,000 × 10 + 100 × 25) USD/M × 100 credits/USD
@@ -183,13 +211,25 @@ def test_a_1_hour_cache_write_is_billed_at_the_1_hour_rate(priced: Gateway, pric
     assert charged(priced, team) == [100_255_000]
 
 
-def test_a_prompt_past_the_threshold_is_priced_whole_at_the_long_context_rate(priced: Gateway,
-                                                                             priced_teams: Teams, canned):
+def test_a_prompt_past_the_threshold_is_priced_whole_at_the_long_context_rate(
+    priced: Gateway, priced_teams: Teams, canned
+):
     """205,000 prompt tokens: input and output both at the long-context rates (10 and 37.5 USD/M),
     not the base rates, and not only the tokens past 200,000."""
     team = priced_teams.open("1000")
-    canned.answer([message({"input_tokens": 205000, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-                            "output_tokens": 1000})], content_type=b"application/json")
+    canned.answer(
+        [
+            message(
+                {
+                    "input_tokens": 205000,
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                    "output_tokens": 1000,
+                }
+            )
+        ],
+        content_type=b"application/json",
+    )
     long_prompt = [{"role": "user", "content": "word " * 205000}]
     answer = claude(priced, team).messages.create(model="opus", max_tokens=2000, messages=long_prompt)
     usage = answer.usage.model_dump()
@@ -205,8 +245,9 @@ def test_the_hold_of_a_long_prompt_is_at_the_long_context_rate(priced: Gateway, 
     team = priced_teams.open("300")
     sent = len(canned.requests)
     with pytest.raises(anthropic.APIStatusError) as refused:
-        claude(priced, team).messages.create(model="opus", max_tokens=2000,
-                                             messages=[{"role": "user", "content": "word " * 205000}])
+        claude(priced, team).messages.create(
+            model="opus", max_tokens=2000, messages=[{"role": "user", "content": "word " * 205000}]
+        )
     assert refused.value.status_code == 402
     assert len(canned.requests) == sent  # refused before the upstream was called
     error = refused.value.body["error"]
@@ -221,20 +262,32 @@ def test_the_tier_the_upstream_served_is_the_tier_priced(priced: Gateway, priced
     """A default request the upstream reports serving at ``flex`` is billed at flex's rates (LiteLLM
     priced the tier requested), plain and streamed."""
     team = priced_teams.open("1000")
-    canned.answer([chat({"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500},
-                        service_tier="flex")], content_type=b"application/json")
+    canned.answer(
+        [chat({"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}, service_tier="flex")],
+        content_type=b"application/json",
+    )
     answer = gpt(priced, team).chat.completions.create(model="gpt-tiers", messages=ASK)
     assert cost_micros(answer.usage.model_dump()) == (1000 * Decimal("0.625") + 500 * 5) * 100  # 312,500
     assert answer.usage.model_extra["cost"]["basis"] == "tier:flex"
 
     chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-x", "service_tier": "priority"}
-    canned.answer([sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Done."}}]}),
-                   sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
-                   sse({**chunk, "choices": [], "usage": {"prompt_tokens": 1000, "completion_tokens": 500,
-                                                          "total_tokens": 1500}}),
-                   b"data: [DONE]\n\n"])
-    stream = gpt(priced, team).chat.completions.create(model="gpt-tiers", messages=ASK, stream=True,
-                                                       stream_options={"include_usage": True})
+    canned.answer(
+        [
+            sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Done."}}]}),
+            sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+            sse(
+                {
+                    **chunk,
+                    "choices": [],
+                    "usage": {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500},
+                }
+            ),
+            b"data: [DONE]\n\n",
+        ]
+    )
+    stream = gpt(priced, team).chat.completions.create(
+        model="gpt-tiers", messages=ASK, stream=True, stream_options={"include_usage": True}
+    )
     usage = [c.usage for c in stream if c.usage is not None][-1]
     assert cost_micros(usage.model_dump()) == (1000 * Decimal("2.5") + 500 * 20) * 100  # 1,250,000
     assert charged(priced, team) == [312_500, 1_250_000]
@@ -249,10 +302,12 @@ def test_web_search_is_charged_per_call_made_never_per_declaration(priced: Gatew
     team = priced_teams.open("1000")
     tokens = {"input_tokens": 100, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "output_tokens": 10}
     token_cost = (100 * 5 + 10 * 25) * 100  # 75,000
-    canned.answer([message({**tokens, "server_tool_use": {"web_search_requests": 0}})],
-                  content_type=b"application/json")
-    canned.answer([message({**tokens, "server_tool_use": {"web_search_requests": 3}})],
-                  content_type=b"application/json")
+    canned.answer(
+        [message({**tokens, "server_tool_use": {"web_search_requests": 0}})], content_type=b"application/json"
+    )
+    canned.answer(
+        [message({**tokens, "server_tool_use": {"web_search_requests": 3}})], content_type=b"application/json"
+    )
     client = claude(priced, team)
     not_called = client.messages.create(model="opus", max_tokens=100, messages=ASK, tools=[WEB_SEARCH])
     called = client.messages.create(model="opus", max_tokens=100, messages=ASK, tools=[WEB_SEARCH])
@@ -260,24 +315,55 @@ def test_web_search_is_charged_per_call_made_never_per_declaration(priced: Gatew
     assert cost_micros(called.usage.model_dump()) == token_cost + 3 * 1_000_000
     assert called.usage.model_dump()["cost"]["breakdown"]["tool:web_search"]["calls"] == 3
 
-    search = {"type": "web_search_call", "id": "ws_1", "status": "completed",
-              "action": {"type": "search", "query": "q"}}
-    canned.answer([json.dumps({
-        "id": "resp_canned", "object": "response", "created_at": 1700000000, "status": "completed", "model": "gpt-r",
-        "output": [{**search, "id": f"ws_{i}"} for i in range(3)] + [
-            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-             "content": [{"type": "output_text", "text": "Done.", "annotations": []}]}],
-        "usage": {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 10,
-                  "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 110}}).encode()],
-        content_type=b"application/json")
+    search = {
+        "type": "web_search_call",
+        "id": "ws_1",
+        "status": "completed",
+        "action": {"type": "search", "query": "q"},
+    }
+    canned.answer(
+        [
+            json.dumps(
+                {
+                    "id": "resp_canned",
+                    "object": "response",
+                    "created_at": 1700000000,
+                    "status": "completed",
+                    "model": "gpt-r",
+                    "output": [{**search, "id": f"ws_{i}"} for i in range(3)]
+                    + [
+                        {
+                            "type": "message",
+                            "id": "msg_1",
+                            "role": "assistant",
+                            "status": "completed",
+                            "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
+                        }
+                    ],
+                    "usage": {
+                        "input_tokens": 100,
+                        "input_tokens_details": {"cached_tokens": 0},
+                        "output_tokens": 10,
+                        "output_tokens_details": {"reasoning_tokens": 0},
+                        "total_tokens": 110,
+                    },
+                }
+            ).encode()
+        ],
+        content_type=b"application/json",
+    )
     response = gpt(priced, team).responses.create(model="gpt-search", input="Search.", tools=[{"type": "web_search"}])
     assert cost_micros(response.usage.model_dump()) == (100 * Decimal("1.25") + 10 * 10) * 100 + 3 * 1_000_000
     assert charged(priced, team) == [token_cost, token_cost + 3_000_000, 22_500 + 3_000_000]
 
 
 #: Bifrost #904: an OpenAI answer whose prompt count includes 1,188,096 cached tokens.
-BIFROST_904 = {"prompt_tokens": 1239328, "completion_tokens": 12909, "total_tokens": 1252237,
-               "prompt_tokens_details": {"cached_tokens": 1188096}}
+BIFROST_904 = {
+    "prompt_tokens": 1239328,
+    "completion_tokens": 12909,
+    "total_tokens": 1252237,
+    "prompt_tokens_details": {"cached_tokens": 1188096},
+}
 #: … billed 0.341642 USD: 51,232 × 1.25 + 1,188,096 × 0.125 + 12,909 × 10, per million (not 1.68 USD).
 BIFROST_904_MICROS = 34_164_200
 
@@ -288,9 +374,14 @@ def test_bifrost_904_cached_tokens_are_not_billed_as_input_too(priced: Gateway, 
     answer = gpt(priced, team).chat.completions.create(model="gpt-tiers", messages=ASK)
     assert cost_micros(answer.usage.model_dump()) == BIFROST_904_MICROS
     chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-x"}
-    canned.answer([sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Done."}}]}),
-                   sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
-                   sse({**chunk, "choices": [], "usage": BIFROST_904}), b"data: [DONE]\n\n"])
+    canned.answer(
+        [
+            sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Done."}}]}),
+            sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+            sse({**chunk, "choices": [], "usage": BIFROST_904}),
+            b"data: [DONE]\n\n",
+        ]
+    )
     stream = gpt(priced, team).chat.completions.create(model="gpt-tiers", messages=ASK, stream=True)
     assert [c for c in stream if c.usage is not None] == []  # the client asked for no usage: none is sent
     assert charged(priced, team) == [BIFROST_904_MICROS, BIFROST_904_MICROS]
@@ -298,26 +389,54 @@ def test_bifrost_904_cached_tokens_are_not_billed_as_input_too(priced: Gateway, 
 
 #: Bifrost #3451: a streamed Anthropic answer reports its cache writes at the start and again at the
 #: end (cumulative counts); 6 × 5 + 159,217 × 6.25 + 2,745 × 25 per million = 1.06376125 USD.
-BIFROST_3451_START = {"input_tokens": 6, "cache_creation_input_tokens": 159217, "cache_read_input_tokens": 0,
-                      "output_tokens": 1}
+BIFROST_3451_START = {
+    "input_tokens": 6,
+    "cache_creation_input_tokens": 159217,
+    "cache_read_input_tokens": 0,
+    "output_tokens": 1,
+}
 BIFROST_3451_END = {**BIFROST_3451_START, "output_tokens": 2745}
 BIFROST_3451_MICROS = 106_376_125
 
 
 def test_bifrost_3451_streamed_cache_writes_are_billed_once(priced: Gateway, priced_teams: Teams, canned):
     team = priced_teams.open("1000")
-    start = {"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
-                                                  "model": "claude-opus", "content": [], "stop_reason": None,
-                                                  "stop_sequence": None, "usage": BIFROST_3451_START}}
-    canned.answer([sse(start, "message_start"),
-                   sse({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
-                       "content_block_start"),
-                   sse({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Done."}},
-                       "content_block_delta"),
-                   sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
-                   sse({"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                        "usage": BIFROST_3451_END}, "message_delta"),
-                   sse({"type": "message_stop"}, "message_stop")])
+    start = {
+        "type": "message_start",
+        "message": {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-opus",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": BIFROST_3451_START,
+        },
+    }
+    canned.answer(
+        [
+            sse(start, "message_start"),
+            sse(
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                "content_block_start",
+            ),
+            sse(
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": "Done."}},
+                "content_block_delta",
+            ),
+            sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+            sse(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                    "usage": BIFROST_3451_END,
+                },
+                "message_delta",
+            ),
+            sse({"type": "message_stop"}, "message_stop"),
+        ]
+    )
     with claude(priced, team).messages.stream(model="opus", max_tokens=3000, messages=ASK) as stream:
         deltas = [event for event in stream if event.type == "message_delta"]
     assert deltas[-1].usage.output_tokens == 2745

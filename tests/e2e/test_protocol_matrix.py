@@ -53,8 +53,11 @@ def messages(claude: anthropic.Anthropic, model: str, stream: bool) -> tuple[str
 @pytest.mark.parametrize("endpoint", [chat, responses, messages], ids=["chat", "responses", "messages"])
 def test_every_endpoint_on_every_upstream(gateway: Gateway, teams, endpoint, model, stream):
     team = teams.open("10")
-    client = (anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-              if endpoint is messages else openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0))
+    client = (
+        anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
+        if endpoint is messages
+        else openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    )
     text, extra = endpoint(client, model, stream)
     assert text == expected_text(model)
     cost, remaining = Decimal(str(extra["cost"]["credits"])), Decimal(str(extra["remaining"]["credits"]))

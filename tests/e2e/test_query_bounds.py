@@ -17,20 +17,36 @@ def _get(gateway: Gateway, path: str, key: str | None = None) -> httpx.Response:
     return httpx.get(gateway.root_url + path, headers=headers, timeout=30)
 
 
-@pytest.mark.parametrize(("query", "param"), [
-    (f"page={HUGE}", "page"), ("page=1000001", "page"), ("page=0", "page"), ("page=-3", "page"),
-    (f"per_page={HUGE}", "per_page"), ("per_page=0", "per_page"), ("per_page=1001", "per_page"),
-    ("since=yesterday", "since"), ("since=2026-13-45", "since"),
-])
+@pytest.mark.parametrize(
+    ("query", "param"),
+    [
+        (f"page={HUGE}", "page"),
+        ("page=1000001", "page"),
+        ("page=0", "page"),
+        ("page=-3", "page"),
+        (f"per_page={HUGE}", "per_page"),
+        ("per_page=0", "per_page"),
+        ("per_page=1001", "per_page"),
+        ("since=yesterday", "since"),
+        ("since=2026-13-45", "since"),
+    ],
+)
 def test_the_admin_history_s_paging_and_since_are_bounded(gateway: Gateway, team, query: str, param: str):
     assert error_of(_get(gateway, f"/admin/teams/{team.name}/history?{query}"), 400)["param"] == param
 
 
-@pytest.mark.parametrize(("path", "param"), [
-    (f"history?page={HUGE}", "page"), ("history?page=1000001", "page"), ("history?page=0", "page"),
-    (f"history?per_page={HUGE}", "per_page"), ("history?per_page=501", "per_page"),
-    (f"requests?limit={HUGE}", "limit"), ("requests?limit=0", "limit"),
-])
+@pytest.mark.parametrize(
+    ("path", "param"),
+    [
+        (f"history?page={HUGE}", "page"),
+        ("history?page=1000001", "page"),
+        ("history?page=0", "page"),
+        (f"history?per_page={HUGE}", "per_page"),
+        ("history?per_page=501", "per_page"),
+        (f"requests?limit={HUGE}", "limit"),
+        ("requests?limit=0", "limit"),
+    ],
+)
 def test_the_dashboard_s_paging_is_bounded_for_a_team_key(gateway: Gateway, team, path: str, param: str):
     assert error_of(_get(gateway, f"/dashboard/api/teams/{team.name}/{path}", team.key), 400)["param"] == param
 

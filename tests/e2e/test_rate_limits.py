@@ -78,14 +78,20 @@ def test_the_messages_endpoint_refuses_in_its_own_shape(gateway: Gateway):
     claude.messages.create(model="fake-claude", max_tokens=20, messages=HI)
     with pytest.raises(anthropic.RateLimitError) as refused:
         claude.messages.create(model="fake-claude", max_tokens=20, messages=HI)
-    assert refused.value.body == {"type": "error", "error": {"type": "rate_limit_error",  # type: ignore[comparison-overlap]
-                                                             "message": refused.value.body["error"]["message"]}}
+    assert refused.value.body == {
+        "type": "error",
+        "error": {
+            "type": "rate_limit_error",  # type: ignore[comparison-overlap]
+            "message": refused.value.body["error"]["message"],
+        },
+    }
     assert "retry-after" in refused.value.response.headers
 
 
 def test_a_team_limit_is_shared_by_all_its_keys_and_set_through_the_admin_api(gateway: Gateway):
-    admin = httpx.Client(base_url=gateway.base_url.removesuffix("/v1") + "/admin",
-                         headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    admin = httpx.Client(
+        base_url=gateway.base_url.removesuffix("/v1") + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    )
     assert admin.post("/teams", json={"name": "team-rpm", "credits": "20", "rpm": 2}).json()["rpm"] == 2
     keys = [admin.post("/teams/team-rpm/keys", json={}).json()["key"] for _ in range(2)]
     clients = [openai.OpenAI(base_url=gateway.base_url, api_key=k, max_retries=0) for k in keys]
@@ -134,8 +140,9 @@ def test_a_refused_request_is_not_charged_and_streams_carry_the_headers(gateway:
     before = gateway.wait_until_nothing_held("rpm-stream")
     http = httpx.Client(timeout=30)
     body = {"model": "fake-gpt", "messages": HI, "stream": True}
-    with http.stream("POST", gateway.base_url + "/chat/completions", json=body,
-                     headers={"Authorization": f"Bearer {key}"}) as streamed:
+    with http.stream(
+        "POST", gateway.base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}
+    ) as streamed:
         assert streamed.headers["x-ratelimit-remaining-requests"] == "0"
         assert b"[DONE]" in streamed.read()
     after_one = gateway.wait_until_nothing_held("rpm-stream")
@@ -166,19 +173,30 @@ async def test_limits_hold_across_two_gateway_processes_sharing_redis(shared_gat
 
 
 def test_a_second_gateway_without_redis_refuses_to_start_beside_the_first(gateway: Gateway):
-    second = subprocess.run([*tollgate_command(), "serve", "--config", str(gateway.config), "--port", str(free_port())],
-                            capture_output=True, text=True, timeout=60, env={**os.environ, **GATEWAY_ENV})
+    second = subprocess.run(
+        [*tollgate_command(), "serve", "--config", str(gateway.config), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **GATEWAY_ENV},
+    )
     assert second.returncode == 2
     assert "another gateway process serves this database" in second.stderr
     assert "redis_url" in second.stderr
 
 
-def test_a_gateway_with_redis_refuses_to_start_beside_one_without(tmp_path, fake_upstream: FakeUpstream,
-                                                                   gateway: Gateway):
+def test_a_gateway_with_redis_refuses_to_start_beside_one_without(
+    tmp_path, fake_upstream: FakeUpstream, gateway: Gateway
+):
     database = gateway_database_url(gateway)
     shared = write_config(tmp_path, fake_upstream.base_url, database=database, redis=True)
-    refused = subprocess.run([*tollgate_command(), "serve", "--config", str(shared), "--port", str(free_port())],
-                             capture_output=True, text=True, timeout=60, env={**os.environ, **GATEWAY_ENV})
+    refused = subprocess.run(
+        [*tollgate_command(), "serve", "--config", str(shared), "--port", str(free_port())],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **GATEWAY_ENV},
+    )
     assert refused.returncode == 2
     assert "without redis_url" in refused.stderr
 
@@ -209,4 +227,5 @@ def test_count_tokens_takes_from_the_team_s_rpm_shared_by_its_keys(gateway: Gate
     first.messages.count_tokens(model="fake-claude", messages=HI)
     with pytest.raises(anthropic.RateLimitError):
         anthropic.Anthropic(base_url=gateway.root_url, api_key=keys[1], max_retries=0).messages.create(
-            model="fake-claude", max_tokens=5, messages=HI)
+            model="fake-claude", max_tokens=5, messages=HI
+        )

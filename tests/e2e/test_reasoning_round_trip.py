@@ -18,10 +18,14 @@ pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_anthropic_thinking_through_a_responses_client(client: openai.OpenAI, fake_upstream: FakeUpstream,
-                                                       stream: bool):
-    ask = {"model": "fake-claude", "reasoning": {"effort": "high", "summary": "auto"},
-           "include": ["reasoning.encrypted_content"]}
+def test_anthropic_thinking_through_a_responses_client(
+    client: openai.OpenAI, fake_upstream: FakeUpstream, stream: bool
+):
+    ask = {
+        "model": "fake-claude",
+        "reasoning": {"effort": "high", "summary": "auto"},
+        "include": ["reasoning.encrypted_content"],
+    }
     if stream:
         with client.responses.stream(input="ponder this [[think]]", **ask) as s:  # type: ignore[arg-type]
             first = s.get_final_response()
@@ -33,9 +37,12 @@ def test_anthropic_thinking_through_a_responses_client(client: openai.OpenAI, fa
     assert fake_upstream.requests[0].body["thinking"]["type"] == "enabled"
 
     fake_upstream.clear()
-    history = [{"role": "user", "content": "ponder this"}, reasoning.model_dump(exclude_none=True),
-               {"role": "assistant", "content": [{"type": "output_text", "text": first.output_text}]},
-               {"role": "user", "content": "and now?"}]
+    history = [
+        {"role": "user", "content": "ponder this"},
+        reasoning.model_dump(exclude_none=True),
+        {"role": "assistant", "content": [{"type": "output_text", "text": first.output_text}]},
+        {"role": "user", "content": "and now?"},
+    ]
     second = client.responses.create(input=history, **ask)  # type: ignore[arg-type]
     assert second.output_text == "Echo: and now?"
     sent = fake_upstream.requests[0].body["messages"][1]["content"]
@@ -47,8 +54,7 @@ def test_anthropic_thinking_through_a_responses_client(client: openai.OpenAI, fa
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_openai_reasoning_through_a_messages_client(gateway: Gateway, team, fake_upstream: FakeUpstream,
-                                                    stream: bool):
+def test_openai_reasoning_through_a_messages_client(gateway: Gateway, team, fake_upstream: FakeUpstream, stream: bool):
     claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
     ask = {"model": "fake-codex", "max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 2048}}
     if stream:
@@ -62,17 +68,25 @@ def test_openai_reasoning_through_a_messages_client(gateway: Gateway, team, fake
     assert fake_upstream.requests[0].body["reasoning"] == {"effort": "low", "summary": "auto"}
 
     fake_upstream.clear()
-    history = [{"role": "user", "content": "ponder this"},
-               {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
-               {"role": "user", "content": "and now?"}]
+    history = [
+        {"role": "user", "content": "ponder this"},
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": "and now?"},
+    ]
     second = claude.messages.create(messages=history, **ask)  # type: ignore[arg-type]
     assert second.content[-1].text == "Echo: and now?"  # the fake Responses API verified its own reasoning
     items = fake_upstream.requests[0].body["input"]
     (reasoning,) = [item for item in items if item["type"] == "reasoning"]
     assert reasoning["encrypted_content"].startswith("gAAAA")
 
-    forged = [*history[:1], {"role": "assistant", "content": [{**history[1]["content"][0], "signature": "forged"},
-                                                               *history[1]["content"][1:]]}, history[2]]
+    forged = [
+        *history[:1],
+        {
+            "role": "assistant",
+            "content": [{**history[1]["content"][0], "signature": "forged"}, *history[1]["content"][1:]],
+        },
+        history[2],
+    ]
     fake_upstream.clear()
     claude.messages.create(messages=forged, **ask)  # type: ignore[arg-type]
     sent = fake_upstream.requests[0].body["input"]

@@ -19,9 +19,14 @@ FIXTURES = Path(__file__).parent.parent / "fixtures" / "agents"
 #: Every route that reads a JSON body: the generation endpoints, count_tokens and the admin API's
 #: writes (the dashboard's API has no request bodies).
 BODY_ROUTES = [
-    ("POST", "/v1/chat/completions"), ("POST", "/v1/responses"), ("POST", "/v1/messages"),
-    ("POST", "/v1/messages/count_tokens"), ("POST", "/admin/teams"), ("POST", "/admin/teams/{team}/credits"),
-    ("POST", "/admin/teams/{team}/keys"), ("PUT", "/admin/teams/{team}/limits"),
+    ("POST", "/v1/chat/completions"),
+    ("POST", "/v1/responses"),
+    ("POST", "/v1/messages"),
+    ("POST", "/v1/messages/count_tokens"),
+    ("POST", "/admin/teams"),
+    ("POST", "/admin/teams/{team}/credits"),
+    ("POST", "/admin/teams/{team}/keys"),
+    ("PUT", "/admin/teams/{team}/limits"),
     ("POST", "/admin/teams/{team}/suspend"),
 ]
 
@@ -32,8 +37,9 @@ def _nested(depth: int) -> bytes:
 
 def _send(gateway: Gateway, team, method: str, path: str, body: bytes) -> httpx.Response:
     headers = admin_headers() if path.startswith("/admin") else key_headers(team.key)
-    return httpx.request(method, gateway.root_url + path.format(team=team.name), content=body, headers=headers,
-                         timeout=60)
+    return httpx.request(
+        method, gateway.root_url + path.format(team=team.name), content=body, headers=headers, timeout=60
+    )
 
 
 @pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
@@ -46,8 +52,13 @@ def test_a_body_nested_100000_levels_deep_is_a_400_in_the_route_s_shape(gateway:
 
 @pytest.mark.parametrize(("method", "path"), BODY_ROUTES)
 def test_a_body_with_invalid_utf8_in_a_string_is_a_400_in_the_route_s_shape(gateway: Gateway, team, method, path):
-    response = _send(gateway, team, method, path,
-                     b'{"model":"demo-gpt","name":"x\xff\xfe","messages":[{"role":"user","content":"\xc3("}]}')
+    response = _send(
+        gateway,
+        team,
+        method,
+        path,
+        b'{"model":"demo-gpt","name":"x\xff\xfe","messages":[{"role":"user","content":"\xc3("}]}',
+    )
     error = error_of(response, 400)
     assert "UTF-8" in error["message"]
     assert "Traceback" not in gateway.output()
@@ -68,20 +79,26 @@ def test_a_tool_schema_nested_to_the_limit_is_served_translated_and_counted(gate
     schema: dict = {"type": "string"}
     for _ in range(60):  # 60 levels of {"type": "object", "properties": {"x": ...}}: about 124 deep in all
         schema = {"type": "object", "properties": {"x": schema}}
-    body = {"model": "fake-claude", "messages": [{"role": "user", "content": "hi"}],
-            "tools": [{"type": "function", "function": {"name": "deep", "parameters": schema}}]}
+    body = {
+        "model": "fake-claude",
+        "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function", "function": {"name": "deep", "parameters": schema}}],
+    }
     raw = json.dumps(body).encode()
     assert 120 < json_depth(body, 128) <= 128
     response = _send(gateway, team, "POST", "/v1/chat/completions", raw)
     assert response.status_code == 200, response.text
 
 
-@pytest.mark.parametrize(("raw", "depth"), [
-    (b'{"a": "[[[[{{{{", "b": [1, {"c": "\\"]]]\\\\"}]}', 3),
-    (b'[[], [[]], {"k": [[[]]]}]', 5),
-    (b'"[[[["', 0),
-    (b'{"a": "\\\\\\"[[["}', 1),
-])
+@pytest.mark.parametrize(
+    ("raw", "depth"),
+    [
+        (b'{"a": "[[[[{{{{", "b": [1, {"c": "\\"]]]\\\\"}]}', 3),
+        (b'[[], [[]], {"k": [[[]]]}]', 5),
+        (b'"[[[["', 0),
+        (b'{"a": "\\\\\\"[[["}', 1),
+    ],
+)
 def test_depth_is_counted_outside_strings_and_their_escapes(raw: bytes, depth: int):
     assert json_depth(json.loads(raw), 128) == depth
     assert json_depth(json.loads(raw), 2) == min(depth, 3)  # counted only until it passes the limit

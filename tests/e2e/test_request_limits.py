@@ -85,10 +85,12 @@ def assert_anthropic_error(body: dict, type_: str = "invalid_request_error") -> 
 
 # The body's size
 
-def test_a_body_announced_over_the_limit_is_refused_before_it_is_read_and_the_connection_closed(limited: Gateway,
-                                                                                                payer: Team):
+
+def test_a_body_announced_over_the_limit_is_refused_before_it_is_read_and_the_connection_closed(
+    limited: Gateway, payer: Team
+):
     for path, headers in (("/v1/chat/completions", openai_headers(payer)), ("/v1/messages", anthropic_headers(payer))):
-        announced = [*headers.items(), ("content-length", str(1024 ** 3))]  # 1 GB, of which 10 bytes are sent
+        announced = [*headers.items(), ("content-length", str(1024**3))]  # 1 GB, of which 10 bytes are sent
         reply, closed = exchange(limited.port, head("POST", path, announced) + b'{"model": ')
         assert reply.status == 413
         assert reply.headers["connection"] == "close"
@@ -109,15 +111,19 @@ def cleanly_closed(sock) -> bool:
 
 
 @pytest.mark.parametrize("refusal", [401, 413])
-def test_a_client_still_sending_its_body_reads_the_early_answer_rather_than_a_reset(limited: Gateway,
-                                                                                   payer: Team, refusal: int):
+def test_a_client_still_sending_its_body_reads_the_early_answer_rather_than_a_reset(
+    limited: Gateway, payer: Team, refusal: int
+):
     """The answer comes before the body is read (the key is wrong; the body is over the limit): the
     connection closes, but only once the client has sent what it was sending, so it never fails on a
     write (ECONNRESET, EPIPE: many clients report only that) and reads its answer, then a clean end."""
     size, chunk = 3_000_000, b"x" * 65536
     key = payer.key if refusal == 413 else "tg-wrong"
-    announced = [("authorization", f"Bearer {key}"), ("content-type", "application/json"),
-                 ("content-length", str(size))]
+    announced = [
+        ("authorization", f"Bearer {key}"),
+        ("content-type", "application/json"),
+        ("content-length", str(size)),
+    ]
     with connect(limited.port) as sock:
         sock.sendall(head("POST", "/v1/chat/completions", announced))
         for offset in range(0, size, len(chunk)):  # the whole body, a little at a time, as a slow link sends it
@@ -132,8 +138,9 @@ def test_a_client_still_sending_its_body_reads_the_early_answer_rather_than_a_re
 
 @pytest.mark.parametrize("refusal", [401, 413])
 def test_the_sdk_reads_an_early_answer_to_a_large_body(limited: Gateway, payer: Team, refusal: int):
-    client = openai.OpenAI(base_url=limited.base_url, api_key=payer.key if refusal == 413 else "tg-wrong",
-                           max_retries=0)
+    client = openai.OpenAI(
+        base_url=limited.base_url, api_key=payer.key if refusal == 413 else "tg-wrong", max_retries=0
+    )
     with pytest.raises(openai.APIStatusError) as refused:
         client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "x" * 3_000_000}])
     assert refused.value.status_code == refusal
@@ -142,8 +149,9 @@ def test_the_sdk_reads_an_early_answer_to_a_large_body(limited: Gateway, payer: 
 def test_a_chunked_body_is_read_no_further_than_the_limit(limited: Gateway, payer: Team):
     chunk = b"x" * 30_000
     with connect(limited.port) as sock:
-        sock.sendall(head("POST", "/v1/chat/completions", [*openai_headers(payer).items(),
-                                                            ("transfer-encoding", "chunked")]))
+        sock.sendall(
+            head("POST", "/v1/chat/completions", [*openai_headers(payer).items(), ("transfer-encoding", "chunked")])
+        )
         for _ in range(4):  # 120,000 bytes: over the limit on the fourth chunk
             sock.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
         reply = read_reply(sock)
@@ -159,12 +167,14 @@ def test_a_body_at_the_limit_is_read_and_one_byte_more_is_not(limited: Gateway, 
 
     read = httpx.post(limited.base_url + "/chat/completions", content=body_of(100_000), headers=openai_headers(payer))
     assert read.status_code == 404  # read and parsed, as far as its model
-    refused = httpx.post(limited.base_url + "/chat/completions", content=body_of(100_001),
-                         headers=openai_headers(payer))
+    refused = httpx.post(
+        limited.base_url + "/chat/completions", content=body_of(100_001), headers=openai_headers(payer)
+    )
     assert refused.status_code == 413
 
 
 # Numbers of messages, tools and content parts
+
 
 def many(n: int) -> list[dict]:
     return [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(n)]
@@ -180,12 +190,23 @@ def parts(n: int, kind: str = "text") -> list[dict]:
     return [{"type": kind, "text": f"p{i}"} for i in range(n)]
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"messages": many(6)}, "messages"),
-    ({"messages": [HI], "tools": tools(4)}, "tools"),
-    ({"messages": [{"role": "user", "content": parts(4)}, {"role": "assistant", "content": "ok"},
-                   {"role": "user", "content": parts(3)}]}, "messages[2].content"),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"messages": many(6)}, "messages"),
+        ({"messages": [HI], "tools": tools(4)}, "tools"),
+        (
+            {
+                "messages": [
+                    {"role": "user", "content": parts(4)},
+                    {"role": "assistant", "content": "ok"},
+                    {"role": "user", "content": parts(3)},
+                ]
+            },
+            "messages[2].content",
+        ),
+    ],
+)
 def test_chat_refuses_too_many_messages_tools_or_parts_naming_the_field(limited: Gateway, payer: Team, body, param):
     client = openai.OpenAI(base_url=limited.base_url, api_key=payer.key, max_retries=0)
     with pytest.raises(openai.BadRequestError) as refused:
@@ -194,11 +215,17 @@ def test_chat_refuses_too_many_messages_tools_or_parts_naming_the_field(limited:
     assert "at most" in message
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"input": many(6)}, "input"),
-    ({"input": "hi", "tools": [{"type": "function", "name": f"t{i}", "parameters": {}} for i in range(4)]}, "tools"),
-    ({"input": [{"role": "user", "content": parts(7, "input_text")}]}, "input[0].content"),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"input": many(6)}, "input"),
+        (
+            {"input": "hi", "tools": [{"type": "function", "name": f"t{i}", "parameters": {}} for i in range(4)]},
+            "tools",
+        ),
+        ({"input": [{"role": "user", "content": parts(7, "input_text")}]}, "input[0].content"),
+    ],
+)
 def test_responses_refuses_too_many_items_tools_or_parts_naming_the_field(limited: Gateway, payer: Team, body, param):
     client = openai.OpenAI(base_url=limited.base_url, api_key=payer.key, max_retries=0)
     with pytest.raises(openai.BadRequestError) as refused:
@@ -207,12 +234,15 @@ def test_responses_refuses_too_many_items_tools_or_parts_naming_the_field(limite
 
 
 @pytest.mark.parametrize("endpoint", ["create", "count_tokens"])
-@pytest.mark.parametrize(("body", "where"), [
-    ({"messages": [*many(5), HI]}, "'messages'"),
-    ({"messages": [HI], "tools": tools(4, anthropic_style=True)}, "'tools'"),
-    ({"system": parts(5), "messages": [{"role": "user", "content": parts(2)}]}, "'messages[0].content'"),
-    ({"system": parts(7), "messages": [HI]}, "'system'"),
-])
+@pytest.mark.parametrize(
+    ("body", "where"),
+    [
+        ({"messages": [*many(5), HI]}, "'messages'"),
+        ({"messages": [HI], "tools": tools(4, anthropic_style=True)}, "'tools'"),
+        ({"system": parts(5), "messages": [{"role": "user", "content": parts(2)}]}, "'messages[0].content'"),
+        ({"system": parts(7), "messages": [HI]}, "'system'"),
+    ],
+)
 def test_messages_refuses_them_in_its_own_shape(limited: Gateway, payer: Team, endpoint, body, where):
     claude = anthropic.Anthropic(base_url=limited.root_url, api_key=payer.key, max_retries=0)
     send = partial(claude.messages.create, max_tokens=10) if endpoint == "create" else claude.messages.count_tokens
@@ -228,17 +258,23 @@ def test_a_request_at_every_limit_is_served(limited: Gateway, limited_teams: Tea
     completion = client.chat.completions.create(model="fake-gpt", messages=messages, tools=tools(3))
     assert completion.choices[0].message.content.startswith("Echo")
     claude = anthropic.Anthropic(base_url=limited.root_url, api_key=team.key, max_retries=0)
-    counted = claude.messages.count_tokens(model="fake-claude", system=parts(2), tools=tools(3, anthropic_style=True),
-                                           messages=[*many(4), {"role": "user", "content": parts(4)}])
+    counted = claude.messages.count_tokens(
+        model="fake-claude",
+        system=parts(2),
+        tools=tools(3, anthropic_style=True),
+        messages=[*many(4), {"role": "user", "content": parts(4)}],
+    )
     assert counted.input_tokens > 0
 
 
 # The head: its size, its number of headers, its time
 
+
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
 @pytest.mark.parametrize("excess", ["one long header", "many headers"])
-def test_a_head_over_its_limits_gets_431_in_the_endpoint_s_shape_and_the_connection_closes(limited: Gateway,
-                                                                                           payer: Team, path, excess):
+def test_a_head_over_its_limits_gets_431_in_the_endpoint_s_shape_and_the_connection_closes(
+    limited: Gateway, payer: Team, path, excess
+):
     headers = list(openai_headers(payer).items())
     headers += [("x-long", "a" * 9000)] if excess == "one long header" else [(f"x-h{i}", "1") for i in range(40)]
     reply, closed = exchange(limited.port, head("POST", path, headers, b"{}"))
@@ -259,7 +295,7 @@ def test_a_huge_head_is_refused_without_being_read_to_its_end(limited: Gateway, 
         sent = 0
         try:
             while sent < len(data):
-                sent += sock.send(data[sent:sent + 65536])
+                sent += sock.send(data[sent : sent + 65536])
         except OSError:
             pass  # the gateway closed the connection while we were still sending
         reader.join(10)
@@ -301,10 +337,12 @@ def test_a_head_sent_a_byte_at_a_time_is_cut_off_at_the_timeout(limited: Gateway
 
 # The body's time
 
+
 @pytest.mark.parametrize("trickle", [False, True])
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
-def test_a_body_that_does_not_arrive_in_time_gets_408_in_the_endpoint_s_shape(limited: Gateway, payer: Team,
-                                                                             path, trickle):
+def test_a_body_that_does_not_arrive_in_time_gets_408_in_the_endpoint_s_shape(
+    limited: Gateway, payer: Team, path, trickle
+):
     headers = openai_headers(payer) if path == "/v1/chat/completions" else anthropic_headers(payer)
     announced = [*headers.items(), ("content-length", "1000")]
     with connect(limited.port) as sock:

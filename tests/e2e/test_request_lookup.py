@@ -54,14 +54,17 @@ def key_id_of(gateway: Gateway, team: Team) -> str:
 
 def charge_of(gateway: Gateway, team: Team, request_id: str) -> dict[str, Any]:
     """The request's charge in the ledger's audit export (amounts in micro-credits)."""
-    rows = [json.loads(line) for line in gateway.cli("ledger", "export", "--team", team.name, "--format", "jsonl")
-            .stdout.splitlines()]
+    rows = [
+        json.loads(line)
+        for line in gateway.cli("ledger", "export", "--team", team.name, "--format", "jsonl").stdout.splitlines()
+    ]
     (row,) = [r for r in rows if r["kind"] == "charge" and r["request_id"] == request_id]
     return row
 
 
-def assert_charged_as_told(gateway: Gateway, team: Team, data: dict[str, Any], cost: dict[str, Any],
-                           remaining: Decimal) -> None:
+def assert_charged_as_told(
+    gateway: Gateway, team: Team, data: dict[str, Any], cost: dict[str, Any], remaining: Decimal
+) -> None:
     """The lookup's cost is the answer's ``usage.cost``, and both are the ledger's charge."""
     charge = charge_of(gateway, team, data["id"])
     assert data["outcome"] == "charged"
@@ -106,8 +109,9 @@ def test_a_chat_completion_is_found_by_its_request_id(gateway: Gateway, team: Te
 
 def test_a_stream_is_found_with_what_its_final_usage_said(gateway: Gateway, team: Team):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    stream = client.chat.completions.create(model="fake-gpt", messages=MESSAGES, stream=True,
-                                            stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model="fake-gpt", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+    )
     chunks = list(stream)
     usage = chunks[-1].usage
     assert usage is not None
@@ -144,8 +148,9 @@ def test_an_anthropic_message_is_found_by_its_request_id(gateway: Gateway, team:
 
 def test_another_teams_request_is_not_found_exactly_as_an_unknown_one(gateway: Gateway, team: Team, teams: Teams):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    request_id = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES) \
-        .headers["x-request-id"]
+    request_id = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES).headers[
+        "x-request-id"
+    ]
     lookup(gateway, team, request_id)  # written: the other team is refused what exists
     other = teams.open("10")
     theirs = _get(gateway, f"/v1/requests/{request_id}", other.key)
@@ -161,8 +166,9 @@ def test_another_teams_request_is_not_found_exactly_as_an_unknown_one(gateway: G
 
 def test_the_admin_finds_any_teams_request_and_a_team_key_may_not_use_its_route(gateway: Gateway, team: Team):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    request_id = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES) \
-        .headers["x-request-id"]
+    request_id = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES).headers[
+        "x-request-id"
+    ]
     own = lookup(gateway, team, request_id)
     admin = _get(gateway, f"/admin/requests/{request_id}", ADMIN_KEY)
     assert admin.status_code == 200
@@ -252,7 +258,10 @@ def test_without_records_a_charge_is_still_found_with_its_record_pending(tmp_pat
         data = _decoded(_get(gateway, f"/v1/requests/{raw.headers['x-request-id']}", team.key))["data"]
         assert data["pending"] == ["record"]
         assert (data["outcome"], data["cost"], data["balance_after"]) == (
-            "charged", usage["cost"], usage["remaining"]["credits"])
+            "charged",
+            usage["cost"],
+            usage["remaining"]["credits"],
+        )
         assert (data["status"], data["streamed"], data["upstream"], data["latency"]) == (None, None, None, None)
     finally:
         gateway.stop()

@@ -65,11 +65,23 @@ def new_team(gateway: Gateway, name: str, balance: str) -> Team:
     return Team(name, gateway.cli("key", "create", "--team", name).stdout.strip().splitlines()[-1])
 
 
-def rerate(gateway: Gateway, team: str, start: str, end: str, prices: str, *apply: str,
-           check: bool = True) -> dict:
+def rerate(gateway: Gateway, team: str, start: str, end: str, prices: str, *apply: str, check: bool = True) -> dict:
     """``tollgate ledger rerate`` as an operator runs it, with ``--json``."""
-    done = gateway.cli("ledger", "rerate", "--team", team, "--from", start, "--to", end, "--prices", prices,
-                       *apply, "--json", check=check)
+    done = gateway.cli(
+        "ledger",
+        "rerate",
+        "--team",
+        team,
+        "--from",
+        start,
+        "--to",
+        end,
+        "--prices",
+        prices,
+        *apply,
+        "--json",
+        check=check,
+    )
     return json.loads(done.stdout) if done.returncode == 0 else {"refused": done.stderr, "code": done.returncode}
 
 
@@ -78,20 +90,24 @@ def until_past(instant: datetime) -> None:
     time.sleep(max(0.0, (instant - datetime.now(UTC)).total_seconds()) + 0.05)
 
 
-def test_a_capped_charge_is_refunded_at_most_what_it_collected_beyond_its_new_cost(own_gateway: Gateway,
-                                                                                    tmp_path: Path):
+def test_a_capped_charge_is_refunded_at_most_what_it_collected_beyond_its_new_cost(
+    own_gateway: Gateway, tmp_path: Path
+):
     team = new_team(own_gateway, "capped", "100")
     key_id = key_id_of(own_gateway, team)
     with admin(own_gateway) as api:
-        assert api.put(f"/teams/{team.name}/keys/{key_id}/budget",
-                       json={"credits": "1", "period": "day"}).status_code == 200
+        assert (
+            api.put(f"/teams/{team.name}/keys/{key_id}/budget", json={"credits": "1", "period": "day"}).status_code
+            == 200
+        )
     client = openai.OpenAI(base_url=own_gateway.base_url, api_key=team.key, max_retries=0)
     until_budgeted(client)
     started = datetime.now(UTC)
     # 3,000 reasoning tokens beyond the 5 output tokens the request was held for: the charge is cut
     # short at the key's budget of 1 credit.
-    answer = client.chat.completions.create(model="fake-gpt", max_tokens=5,
-                                            messages=[{"role": "user", "content": "think hard [[reason:3000]]"}])
+    answer = client.chat.completions.create(
+        model="fake-gpt", max_tokens=5, messages=[{"role": "user", "content": "think hard [[reason:3000]]"}]
+    )
     ended = datetime.now(UTC) + timedelta(seconds=0.1)
     until_past(ended)
     assert answer.usage is not None
@@ -105,8 +121,14 @@ def test_a_capped_charge_is_refunded_at_most_what_it_collected_beyond_its_new_co
     # At half price the charge costs prompt × 125 + output × 500, about 1.5 credits: still more than
     # the 1 credit it collected, so nothing is owed back (it used to refund the 1.5 credits its cost
     # fell by, more than it ever collected).
-    half = rerate(own_gateway, team.name, started.isoformat(), ended.isoformat(),
-                  prices_file(tmp_path, "half.toml", HALF), "--apply")
+    half = rerate(
+        own_gateway,
+        team.name,
+        started.isoformat(),
+        ended.isoformat(),
+        prices_file(tmp_path, "half.toml", HALF),
+        "--apply",
+    )
     assert (half["recorded_micros"], half["collected_micros"]) == (cost, 1_000_000)
     assert half["rerated_micros"] == prompt * 125 + output * 500
     assert half["adjustment_micros"] == 0
@@ -116,8 +138,14 @@ def test_a_capped_charge_is_refunded_at_most_what_it_collected_beyond_its_new_co
     # collected beyond that is refunded, exactly. (The half-price re-rate moved nothing, so it
     # recorded nothing: this one is the first to move the period's money.)
     tenth_cost = prompt * 25 + output * 100
-    tenth = rerate(own_gateway, team.name, started.isoformat(), ended.isoformat(),
-                   prices_file(tmp_path, "tenth.toml", TENTH), "--apply")
+    tenth = rerate(
+        own_gateway,
+        team.name,
+        started.isoformat(),
+        ended.isoformat(),
+        prices_file(tmp_path, "tenth.toml", TENTH),
+        "--apply",
+    )
     assert tenth["adjustment_micros"] == tenth["adjusted_micros"][0] == 1_000_000 - tenth_cost
     assert money_of(own_gateway, team.name)[0] == Decimal(99) + Decimal(1_000_000 - tenth_cost) / 1_000_000
     assert own_gateway.cli("ledger", "verify").returncode == 0
@@ -134,8 +162,9 @@ def test_a_re_rate_moves_a_period_s_money_once_however_it_is_spelled(own_gateway
     cost = sum(-int(row["amount"]) for row in own_gateway.charges(team.name))
     half = prices_file(tmp_path, "half.toml", HALF)
 
-    early = rerate(own_gateway, team.name, started.date().isoformat(), ended.date().isoformat(), half, "--apply",
-                   check=False)  # today, to its end: a period that has not ended is never applied
+    early = rerate(
+        own_gateway, team.name, started.date().isoformat(), ended.date().isoformat(), half, "--apply", check=False
+    )  # today, to its end: a period that has not ended is never applied
     assert early["code"] == 1
     assert "has not come" in early["refused"]
 
@@ -153,8 +182,11 @@ def test_a_re_rate_moves_a_period_s_money_once_however_it_is_spelled(own_gateway
         # the same prices, respelled, with comments
         (started.isoformat(), ended.isoformat(), prices_file(tmp_path, "respelled.toml", HALF_RESPELLED)),
         # a longer period, overlapping the applied one, at other prices
-        ((started - timedelta(minutes=5)).isoformat(), (ended + timedelta(seconds=1)).isoformat(),
-         prices_file(tmp_path, "tenth.toml", TENTH)),
+        (
+            (started - timedelta(minutes=5)).isoformat(),
+            (ended + timedelta(seconds=1)).isoformat(),
+            prices_file(tmp_path, "tenth.toml", TENTH),
+        ),
     ]
     until_past(ended + timedelta(seconds=1))
     for start, end, prices in again:

@@ -13,13 +13,18 @@ from tests.support.charges import micros
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
 
-LOOKUP = {"type": "function", "name": "lookup", "description": "Look it up",
-          "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
+LOOKUP = {
+    "type": "function",
+    "name": "lookup",
+    "description": "Look it up",
+    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}},
+}
 
 
 def test_a_plain_response_has_official_and_spec_usage_with_cost(client: openai.OpenAI, fake_upstream: FakeUpstream):
-    response = client.responses.create(model="fake-gpt", input="hello there gateway", instructions="be brief",
-                                       max_output_tokens=50, temperature=0.3)
+    response = client.responses.create(
+        model="fake-gpt", input="hello there gateway", instructions="be brief", max_output_tokens=50, temperature=0.3
+    )
     assert response.output_text == "Echo: hello there gateway"
     assert response.status == "completed"
     assert response.object == "response"
@@ -31,8 +36,10 @@ def test_a_plain_response_has_official_and_spec_usage_with_cost(client: openai.O
 
     (sent,) = fake_upstream.requests
     assert sent.body["model"] == "gpt-x"
-    assert sent.body["messages"] == [{"role": "system", "content": "be brief"},
-                                     {"role": "user", "content": "hello there gateway"}]
+    assert sent.body["messages"] == [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "hello there gateway"},
+    ]
     assert sent.body["max_completion_tokens"] == 50
     assert sent.body["temperature"] == 0.3
 
@@ -51,10 +58,18 @@ def test_the_stream_helper_gets_the_full_event_sequence(client: openai.OpenAI):
     with client.responses.stream(model="fake-gpt", input="stream me please") as stream:
         kinds = [event.type for event in stream]
         final = stream.get_final_response()
-    assert kinds[:4] == ["response.created", "response.in_progress", "response.output_item.added",
-                         "response.content_part.added"]
-    assert kinds[-4:] == ["response.output_text.done", "response.content_part.done", "response.output_item.done",
-                          "response.completed"]
+    assert kinds[:4] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+    ]
+    assert kinds[-4:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
     assert kinds.count("response.output_text.delta") == 4
     assert final.output_text == "Echo: stream me please"
     assert final.status == "completed"
@@ -63,8 +78,12 @@ def test_the_stream_helper_gets_the_full_event_sequence(client: openai.OpenAI):
 
 
 def test_the_raw_stream_frames_have_event_lines_and_increasing_sequence_numbers(gateway: Gateway, team):
-    with httpx.stream("POST", gateway.base_url + "/responses", headers={"Authorization": f"Bearer {team.key}"},
-                      json={"model": "fake-gpt", "input": "one two", "stream": True}) as response:
+    with httpx.stream(
+        "POST",
+        gateway.base_url + "/responses",
+        headers={"Authorization": f"Bearer {team.key}"},
+        json={"model": "fake-gpt", "input": "one two", "stream": True},
+    ) as response:
         text = response.read().decode()
     frames = [f for f in text.split("\n\n") if f]
     events = []
@@ -86,14 +105,21 @@ def test_function_calls_and_their_outputs_round_trip(client: openai.OpenAI, fake
     assert call.name == "lookup"
     assert json.loads(call.arguments) == {"echo": "find it"}
     assert fake_upstream.requests[0].body["tools"] == [
-        {"type": "function",
-         "function": {"name": "lookup", "description": "Look it up", "parameters": LOOKUP["parameters"]}}]
+        {
+            "type": "function",
+            "function": {"name": "lookup", "description": "Look it up", "parameters": LOOKUP["parameters"]},
+        }
+    ]
 
-    with client.responses.stream(model="fake-gpt", tools=[LOOKUP], input=[
-        {"role": "user", "content": "find it"},
-        {"type": "function_call", "call_id": call.call_id, "name": "lookup", "arguments": call.arguments},
-        {"type": "function_call_output", "call_id": call.call_id, "output": "42"},
-    ]) as stream:
+    with client.responses.stream(
+        model="fake-gpt",
+        tools=[LOOKUP],
+        input=[
+            {"role": "user", "content": "find it"},
+            {"type": "function_call", "call_id": call.call_id, "name": "lookup", "arguments": call.arguments},
+            {"type": "function_call_output", "call_id": call.call_id, "output": "42"},
+        ],
+    ) as stream:
         final = stream.get_final_response()
     assert final.output_text == "Echo: tool result: 42"
     sent = fake_upstream.requests[-1].body["messages"]
@@ -119,23 +145,40 @@ def test_running_out_of_output_tokens_is_an_incomplete_response(client: openai.O
 
 def test_reasoning_effort_and_text_format_reach_the_upstream(client: openai.OpenAI, fake_upstream: FakeUpstream):
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
-    client.responses.create(model="fake-gpt", input="hi", reasoning={"effort": "xhigh"},
-                            text={"format": {"type": "json_schema", "name": "answer", "schema": schema}})
+    client.responses.create(
+        model="fake-gpt",
+        input="hi",
+        reasoning={"effort": "xhigh"},
+        text={"format": {"type": "json_schema", "name": "answer", "schema": schema}},
+    )
     body = fake_upstream.requests[0].body
     assert body["reasoning_effort"] == "high"  # fake-gpt's highest level
     assert body["response_format"] == {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
 
 
-@pytest.mark.parametrize(("body", "param"), [
-    ({"model": "fake-gpt"}, "input"),
-    ({"input": "hi"}, "model"),
-    ({"model": "fake-gpt", "input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
-    ({"model": "fake-gpt", "input": [{"role": "user", "content": [
-        {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}]}]}, "input"),
-    ({"model": "fake-gpt", "input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
-    ({"model": "fake-gpt", "input": "hi", "text": {"format": "json"}}, "text.format"),
-    ({"model": "fake-gpt", "input": "hi", "tools": [{"type": "function"}]}, "tools[0].name"),
-])
+@pytest.mark.parametrize(
+    ("body", "param"),
+    [
+        ({"model": "fake-gpt"}, "input"),
+        ({"input": "hi"}, "model"),
+        ({"model": "fake-gpt", "input": "hi", "previous_response_id": "resp_1"}, "previous_response_id"),
+        (
+            {
+                "model": "fake-gpt",
+                "input": [
+                    {
+                        "role": "user",
+                        "content": [{"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="}],
+                    }
+                ],
+            },
+            "input",
+        ),
+        ({"model": "fake-gpt", "input": [{"type": "item_reference", "id": "msg_1"}]}, "input[0]"),
+        ({"model": "fake-gpt", "input": "hi", "text": {"format": "json"}}, "text.format"),
+        ({"model": "fake-gpt", "input": "hi", "tools": [{"type": "function"}]}, "tools[0].name"),
+    ],
+)
 def test_invalid_requests_are_400s(client: openai.OpenAI, body, param):
     with pytest.raises(openai.BadRequestError) as error:
         client.post("/responses", body=body, cast_to=object)

@@ -47,8 +47,7 @@ def test_the_dashboard_runs_only_its_own_inline_script(gateway: Gateway):
     assert all(value.startswith("'sha256-") for value in policy["script-src"])
 
 
-def test_the_schema_page_renders_in_a_browser_fetching_nothing_from_elsewhere(browser: Browser,
-                                                                              gateway: Gateway):
+def test_the_schema_page_renders_in_a_browser_fetching_nothing_from_elsewhere(browser: Browser, gateway: Gateway):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     tab = context.new_page()
     fetched: list[str] = []

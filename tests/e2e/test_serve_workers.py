@@ -44,9 +44,13 @@ def _alive(pids: list[int]) -> list[int]:
 
 
 def _serve(config: Path, port: int, *extra: str) -> subprocess.Popen[str]:
-    return start_server([*tollgate_command(), "serve", "--config", str(config), "--port", str(port), *extra],
-                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                        env={**os.environ, **GATEWAY_ENV})
+    return start_server(
+        [*tollgate_command(), "serve", "--config", str(config), "--port", str(port), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, **GATEWAY_ENV},
+    )
 
 
 def _wait_ready(process: subprocess.Popen[str], port: int) -> None:
@@ -81,23 +85,40 @@ async def test_two_workers_serve_one_port_and_charge_every_request_once(tmp_path
         assert registered <= set(workers), (registered, workers)
 
         client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0)
-        answers = await asyncio.gather(*(client.chat.completions.create(
-            model="fake-gpt", max_tokens=10, messages=[{"role": "user", "content": f"request {i}"}])
-            for i in range(60)))
+        answers = await asyncio.gather(
+            *(
+                client.chat.completions.create(
+                    model="fake-gpt", max_tokens=10, messages=[{"role": "user", "content": f"request {i}"}]
+                )
+                for i in range(60)
+            )
+        )
         await client.close()
         assert len(fake_upstream.requests) == 60
         charged = sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
         # Whichever worker answers the scrape, it counts both workers' requests and tokens.
         for _ in range(4):
             async with httpx.AsyncClient() as http:  # a new connection each time, to whichever worker takes it
-                scraped = await http.get(f"http://127.0.0.1:{port}/metrics",
-                                         headers={"authorization": f"Bearer {ADMIN_KEY}"})
-            samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-                       for family in text_string_to_metric_families(scraped.text) for s in family.samples}
-            assert samples[("tollgate_requests_total", (("endpoint", "chat.completions"), ("model", "fake-gpt"),
-                                                        ("status", "200")))] == 60
+                scraped = await http.get(
+                    f"http://127.0.0.1:{port}/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}
+                )
+            samples = {
+                (s.name, tuple(sorted(s.labels.items()))): s.value
+                for family in text_string_to_metric_families(scraped.text)
+                for s in family.samples
+            }
+            assert (
+                samples[
+                    (
+                        "tollgate_requests_total",
+                        (("endpoint", "chat.completions"), ("model", "fake-gpt"), ("status", "200")),
+                    )
+                ]
+                == 60
+            )
             assert samples[("tollgate_tokens_total", (("kind", "output"), ("model", "fake-gpt")))] == sum(
-                a.usage.completion_tokens for a in answers)
+                a.usage.completion_tokens for a in answers
+            )
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=30)
@@ -114,9 +135,13 @@ async def test_two_workers_serve_one_port_and_charge_every_request_once(tmp_path
 
 def test_several_workers_without_redis_url_are_refused_at_once(tmp_path, fake_upstream: FakeUpstream):
     config = write_config(tmp_path, fake_upstream.base_url)
-    result = subprocess.run([*tollgate_command(), "serve", "--config", str(config), "--port", str(free_port()),
-                             "--workers", "2"], capture_output=True, text=True, timeout=30,
-                            env={**{k: v for k, v in os.environ.items() if k != "TOLLGATE_REDIS_URL"}, **GATEWAY_ENV})
+    result = subprocess.run(
+        [*tollgate_command(), "serve", "--config", str(config), "--port", str(free_port()), "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**{k: v for k, v in os.environ.items() if k != "TOLLGATE_REDIS_URL"}, **GATEWAY_ENV},
+    )
     assert result.returncode == 2
     assert "--workers 2" in result.stderr
     assert "redis_url" in result.stderr

@@ -27,8 +27,9 @@ WORDS = " ".join(f"word{i}" for i in range(30))
 
 
 def _gateway(tmp_path: Path, fake_upstream: FakeUpstream, shutdown_timeout: float) -> tuple[Gateway, str, str]:
-    gateway = Gateway(write_config(tmp_path, fake_upstream.base_url,
-                                   settings=f"shutdown_timeout = {shutdown_timeout}")).start()
+    gateway = Gateway(
+        write_config(tmp_path, fake_upstream.base_url, settings=f"shutdown_timeout = {shutdown_timeout}")
+    ).start()
     teams = Teams(gateway.config)
     team = teams.open("100")
     teams.close()
@@ -51,8 +52,11 @@ def test_sigterm_during_a_stream_lets_it_finish_and_settles_its_charge(tmp_path:
     assert process is not None
     client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
     stream = client.chat.completions.create(
-        model="fake-gpt", messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:60]]"}],
-        stream=True, stream_options={"include_usage": True})
+        model="fake-gpt",
+        messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:60]]"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks, refused_meanwhile = [], None
     for chunk in stream:
         chunks.append(chunk)
@@ -83,8 +87,9 @@ def test_sigterm_during_a_stream_lets_it_finish_and_settles_its_charge(tmp_path:
     assert "stopped: every request settled, leases returned, the ledger flushed" in gateway.output()
 
 
-def _read_and_stop_the_gateway_midway(stream: openai.Stream, received: list[str], process: subprocess.Popen,
-                                      signalled: list[float]) -> None:
+def _read_and_stop_the_gateway_midway(
+    stream: openai.Stream, received: list[str], process: subprocess.Popen, signalled: list[float]
+) -> None:
     """Read ``stream`` into ``received``; once two chunks are in, send the gateway SIGTERM (and note
     when in ``signalled``)."""
     for chunk in stream:
@@ -95,13 +100,15 @@ def _read_and_stop_the_gateway_midway(stream: openai.Stream, received: list[str]
 
 
 def test_a_stream_still_running_at_the_deadline_is_cut_and_charged_for_what_it_delivered(
-        tmp_path: Path, fake_upstream: FakeUpstream):
+    tmp_path: Path, fake_upstream: FakeUpstream
+):
     gateway, team, key = _gateway(tmp_path, fake_upstream, shutdown_timeout=1)
     process = gateway.process
     assert process is not None
     client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
     stream = client.chat.completions.create(
-        model="fake-gpt", messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:400]]"}], stream=True)
+        model="fake-gpt", messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:400]]"}], stream=True
+    )
     received: list[str] = []
     signalled: list[float] = []
     with pytest.raises((openai.APIError, httpx.HTTPError)):  # the connection is cut at the deadline

@@ -24,6 +24,7 @@ import pytest
 from app.settings_file import CONFIG_ENV
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.settings import parse_settings
 from projections.statement_chain import COLUMNS, PREV_HASH, chained
 from tests.support.backend import RawDatabase
@@ -60,8 +61,9 @@ class Month:
 
 
 def _admin(gateway: Gateway) -> httpx.Client:
-    return httpx.Client(base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-                        timeout=30)
+    return httpx.Client(
+        base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30
+    )
 
 
 def _openai_traffic(gateway: Gateway, team: Team, spent: Spent) -> None:
@@ -71,21 +73,27 @@ def _openai_traffic(gateway: Gateway, team: Team, spent: Spent) -> None:
         usage = completion.usage
         assert usage is not None
         spent.add("fake-gpt", usage.model_extra["cost"]["credits"], usage.prompt_tokens, usage.completion_tokens)
-    stream = client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "a streamed one"}],
-                                            stream=True, stream_options={"include_usage": True})
+    stream = client.chat.completions.create(
+        model="fake-gpt",
+        messages=[{"role": "user", "content": "a streamed one"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     (final,) = [chunk.usage for chunk in stream if chunk.usage is not None]
     spent.add("fake-gpt", final.model_extra["cost"]["credits"], final.prompt_tokens, final.completion_tokens)
 
 
 def _anthropic_traffic(gateway: Gateway, team: Team, spent: Spent) -> None:
     claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    message = claude.messages.create(model="fake-claude", max_tokens=100,
-                                     messages=[{"role": "user", "content": "hello from the statement test"}])
+    message = claude.messages.create(
+        model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "hello from the statement test"}]
+    )
     usage = message.usage
     prompt = usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
     spent.add("fake-claude", usage.model_extra["cost"]["credits"], prompt, usage.output_tokens)
-    with claude.messages.stream(model="fake-claude", max_tokens=100,
-                                messages=[{"role": "user", "content": "and a streamed one"}]) as stream:
+    with claude.messages.stream(
+        model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "and a streamed one"}]
+    ) as stream:
         events = list(stream)
         final = stream.get_final_message()
     (delta,) = [e for e in events if e.type == "message_delta"]
@@ -103,8 +111,9 @@ def month(gateway: Gateway, teams: Teams) -> Month:
     _openai_traffic(gateway, team, spent)
     gateway.wait_until_nothing_held(team.name)  # the gateway's lease returned: an adjustment takes no more
     gateway.cli("credits", "add", "--team", team.name, "25", "--reference", "INV-2026-11")
-    taken = gateway.cli("credits", "adjust", "--team", team.name, "--", "-5", "--reason", "billed twice",
-                        "--reference", "T-7")
+    taken = gateway.cli(
+        "credits", "adjust", "--team", team.name, "--", "-5", "--reason", "billed twice", "--reference", "T-7"
+    )
     assert "Took 5 credits" in taken.stdout
     with _admin(gateway) as admin:
         given = admin.post(f"/teams/{team.name}/adjustments", json={"amount": "1.25", "reason": "goodwill"})
@@ -129,8 +138,17 @@ def test_the_statement_reconciles_with_the_ledger_and_what_the_sdks_were_told(ga
     assert "the audit history's 9 entries agree" in reconciliation["note"]
 
     entries = document["entries"]
-    assert [e["kind"] for e in entries] == ["top_up", "charge", "charge", "charge", "top_up", "adjustment",
-                                            "adjustment", "charge", "charge"]
+    assert [e["kind"] for e in entries] == [
+        "top_up",
+        "charge",
+        "charge",
+        "charge",
+        "top_up",
+        "adjustment",
+        "adjustment",
+        "charge",
+        "charge",
+    ]
     assert [e["reference"] for e in entries if e["kind"] != "charge"] == ["opening balance", "INV-2026-11", "T-7", ""]
     assert [e.get("reason") for e in entries if e["kind"] == "adjustment"] == ["billed twice", "goodwill"]
     assert [e["version"] for e in entries] == sorted(e["version"] for e in entries)
@@ -140,8 +158,9 @@ def test_the_statement_reconciles_with_the_ledger_and_what_the_sdks_were_told(ga
     assert Decimal(charges["amount"]) == total
     assert charges["amount_micros"] == int(total * 1_000_000)
     assert charges["count"] == sum(spent.requests.values()) == 5
-    assert charges["input_tokens"] + charges["cache_write_tokens"] + charges["cache_hit_tokens"] == \
-        sum(spent.prompt.values())
+    assert charges["input_tokens"] + charges["cache_write_tokens"] + charges["cache_hit_tokens"] == sum(
+        spent.prompt.values()
+    )
     assert charges["output_tokens"] == sum(spent.output.values())
     assert charges["cache_hit_tokens"] == 4
     by_model = {row["model"]: row for row in document["charges_by_model"]}
@@ -153,8 +172,11 @@ def test_the_statement_reconciles_with_the_ledger_and_what_the_sdks_were_told(ga
     (key,) = document["charges_by_key"]  # the team's one key
     assert (Decimal(key["amount"]), key["count"]) == (total, 5)
 
-    assert (document["opening_balance"]["amount"], document["top_ups"]["amount"], document["top_ups"]["count"]) == \
-        ("0", "125", 2)
+    assert (document["opening_balance"]["amount"], document["top_ups"]["amount"], document["top_ups"]["count"]) == (
+        "0",
+        "125",
+        2,
+    )
     assert (document["adjustments"]["amount"], document["adjustments"]["count"]) == ("-3.75", 2)
     closing = Decimal(document["closing_balance"]["amount"])
     assert closing == Decimal(125) - total - Decimal("3.75") == month.balance
@@ -163,8 +185,9 @@ def test_the_statement_reconciles_with_the_ledger_and_what_the_sdks_were_told(ga
         team = json.loads(admin.get(f"/teams/{month.team.name}").content, parse_float=Decimal)
         assert team["balance"] == closing
         end = datetime.fromisoformat(document["to"])
-        at_end = admin.get(f"/teams/{month.team.name}/balance",
-                           params={"at": min(end, datetime.now(UTC)).isoformat()}).json()
+        at_end = admin.get(
+            f"/teams/{month.team.name}/balance", params={"at": min(end, datetime.now(UTC)).isoformat()}
+        ).json()
         assert at_end["balance_micros"] == document["closing_balance"]["amount_micros"]
         assert at_end["version"] == document["closing_balance"]["version"]
 
@@ -175,8 +198,10 @@ def test_the_admin_api_answers_the_clis_statement_as_json_and_csv(gateway: Gatew
             answer = admin.get(f"/teams/{month.team.name}/statements/{month.month}", params={"format": fmt})
             assert answer.status_code == 200, answer.text
             assert answer.headers["content-type"].startswith(media_type)
-            assert answer.headers["content-disposition"] == \
-                f'attachment; filename="tollgate-{month.team.name}-statement-{month.month}.{fmt}"'
+            assert (
+                answer.headers["content-disposition"]
+                == f'attachment; filename="tollgate-{month.team.name}-statement-{month.month}.{fmt}"'
+            )
             assert answer.text == _statement(gateway, month, "--format", fmt)
         default = admin.get(f"/teams/{month.team.name}/statements/{month.month}")
         assert default.headers["content-type"].startswith("application/json")
@@ -188,19 +213,32 @@ def test_the_csv_statement_is_one_header_line_then_rows_a_spreadsheet_reads(gate
     assert list(rows[0]) == list(COLUMNS)
     entries = [row for row in rows if row["section"] == "entry"]
     summary = {row["section"]: row for row in rows if row["section"] != "entry"}
-    assert sum(int(e["amount_micros"]) for e in entries) == \
-        int(summary["closing_balance"]["amount_micros"]) - int(summary["opening_balance"]["amount_micros"])
+    assert sum(int(e["amount_micros"]) for e in entries) == int(summary["closing_balance"]["amount_micros"]) - int(
+        summary["opening_balance"]["amount_micros"]
+    )
     assert summary["reconciliation"]["reconciled"] == "true"
     assert {row["team"] for row in rows} == {month.team.name}
     assert Decimal(summary["charges"]["amount"]) == sum(month.spent.cost.values())
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])
-def test_the_chained_statement_verifies_and_a_changed_digit_does_not(gateway: Gateway, month: Month,
-                                                                    tmp_path: Path, fmt: str):
+def test_the_chained_statement_verifies_and_a_changed_digit_does_not(
+    gateway: Gateway, month: Month, tmp_path: Path, fmt: str
+):
     path = tmp_path / f"statement.{fmt}"
-    wrote = gateway.cli("ledger", "statement", "--team", month.team.name, "--month", month.month, "--format", fmt,
-                        "--chained", "--output", str(path))
+    wrote = gateway.cli(
+        "ledger",
+        "statement",
+        "--team",
+        month.team.name,
+        "--month",
+        month.month,
+        "--format",
+        fmt,
+        "--chained",
+        "--output",
+        str(path),
+    )
     assert "reconciled" in wrote.stdout
     verified = gateway.cli("ledger", "verify", "--statement", str(path))
     assert "Statement verified" in verified.stdout
@@ -212,8 +250,13 @@ def test_the_chained_statement_verifies_and_a_changed_digit_does_not(gateway: Ga
     digits = str(charge["amount_micros"])
     changed = digits[:-1] + str((int(digits[-1]) + 1) % 10)
     tampered = tmp_path / f"tampered.{fmt}"
-    tampered.write_text(text.replace(f",{digits}," if fmt == "csv" else f'"amount_micros": {digits},',
-                                     f",{changed}," if fmt == "csv" else f'"amount_micros": {changed},', 1))
+    tampered.write_text(
+        text.replace(
+            f",{digits}," if fmt == "csv" else f'"amount_micros": {digits},',
+            f",{changed}," if fmt == "csv" else f'"amount_micros": {changed},',
+            1,
+        )
+    )
     failed = gateway.cli("ledger", "verify", "--statement", str(tampered), check=False)
     assert failed.returncode == 1
     assert "Statement verification FAILED" in failed.stderr
@@ -234,15 +277,17 @@ def test_the_chained_statement_verifies_and_a_changed_digit_does_not(gateway: Ga
 
 def test_the_admin_apis_chained_statement_verifies(gateway: Gateway, month: Month, tmp_path: Path):
     with _admin(gateway) as admin:
-        answer = admin.get(f"/teams/{month.team.name}/statements/{month.month}",
-                           params={"format": "csv", "chained": "true"})
+        answer = admin.get(
+            f"/teams/{month.team.name}/statements/{month.month}", params={"format": "csv", "chained": "true"}
+        )
     assert answer.status_code == 200
     path = tmp_path / "from-the-api.csv"
     path.write_bytes(answer.content)
     assert gateway.cli("ledger", "verify", "--statement", str(path)).returncode == 0
     cli = tmp_path / "from-the-cli.json"
-    gateway.cli("ledger", "statement", "--team", month.team.name, "--month", month.month, "--chained",
-                "--output", str(cli))
+    gateway.cli(
+        "ledger", "statement", "--team", month.team.name, "--month", month.month, "--chained", "--output", str(cli)
+    )
     assert json.loads(cli.read_text())["final_hash"] == answer.text.splitlines()[-1].split(",")[-1]
 
 
@@ -254,14 +299,16 @@ def _verify_without_a_ledger(path: Path) -> subprocess.CompletedProcess[str]:
 
 def _chained_json(gateway: Gateway, month: Month, tmp_path: Path) -> str:
     path = tmp_path / "genuine.json"
-    gateway.cli("ledger", "statement", "--team", month.team.name, "--month", month.month, "--chained",
-                "--output", str(path))
+    gateway.cli(
+        "ledger", "statement", "--team", month.team.name, "--month", month.month, "--chained", "--output", str(path)
+    )
     return path.read_text()
 
 
 @pytest.mark.parametrize("forgery", ["members beside the rows", "a member given twice, the forged value first"])
-def test_a_json_statement_saying_more_than_its_rows_is_refused(gateway: Gateway, month: Month, tmp_path: Path,
-                                                               forgery: str):
+def test_a_json_statement_saying_more_than_its_rows_is_refused(
+    gateway: Gateway, month: Month, tmp_path: Path, forgery: str
+):
     """What the hash chain does not cover cannot ride along: members of its own (``amount_due``,
     ``payment_status``) beside a genuine statement's rows, or a member named twice with the forged
     value first (a reader taking the first value sees it; one taking the last checks the genuine one)."""
@@ -275,8 +322,10 @@ def test_a_json_statement_saying_more_than_its_rows_is_refused(gateway: Gateway,
         says = "the member 'amount' is given twice in one object"
     path = tmp_path / "forged.json"
     path.write_text(forged)
-    for refused in (gateway.cli("ledger", "verify", "--statement", str(path), check=False),
-                    _verify_without_a_ledger(path)):
+    for refused in (
+        gateway.cli("ledger", "verify", "--statement", str(path), check=False),
+        _verify_without_a_ledger(path),
+    ):
         assert refused.returncode == 1, refused.stdout
         assert "Statement verification FAILED" in refused.stderr
         assert says in refused.stderr
@@ -305,14 +354,16 @@ def test_without_a_ledger_only_the_chain_is_checked_and_it_says_so(gateway: Gate
 def _backdated(store: LedgerStore, team: TeamLedger, charges: range) -> None:
     """``charges`` more requests of ``team`` (a hold and a charge each), saved with its read models."""
     for i in charges:
-        team.place_hold(f"{team.name}-r{i}", 10_000, "k1", "fake-gpt", "chat.completions")
-        team.charge(f"{team.name}-r{i}", USAGE, PRICE, Decimal(100), key_id="k1", model="fake-gpt",
-                    endpoint="chat.completions")
+        team.place_hold(RequestOnLedger(f"{team.name}-r{i}", "k1", "fake-gpt", "chat.completions"), 10_000)
+        team.charge(
+            RequestOnLedger(f"{team.name}-r{i}", "k1", "fake-gpt", "chat.completions"), USAGE, PRICE, Decimal(100)
+        )
     store.save_teams([team])
 
 
-def test_a_closed_month_cut_short_at_an_earlier_version_fails(gateway: Gateway, tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch):
+def test_a_closed_month_cut_short_at_an_earlier_version_fails(
+    gateway: Gateway, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     """March 2025, a month long over: its statement written when 87 of its 109 charges were in the
     ledger is the statement the ledger gives up to that version, chain and all — but not the month's,
     and verifying it says so; the whole month's statement verifies."""
@@ -360,8 +411,9 @@ def _statement_of(gateway: Gateway, team: str, month: str) -> str:
     return gateway.cli("ledger", "statement", "--team", team, "--month", month).stdout
 
 
-def test_a_statement_that_does_not_reconcile_says_what_differs_and_the_command_fails(gateway: Gateway,
-                                                                                   month: Month, tmp_path: Path):
+def test_a_statement_that_does_not_reconcile_says_what_differs_and_the_command_fails(
+    gateway: Gateway, month: Month, tmp_path: Path
+):
     """The audit history altered behind the ledger's back (then put back, for the module's verify): the
     statement is still written, says it is not reconciled and why, and the command exits 1."""
     raw = RawDatabase.of_config(gateway.config)
@@ -369,16 +421,19 @@ def test_a_statement_that_does_not_reconcile_says_what_differs_and_the_command_f
     raw.execute(f"UPDATE ledger_entries SET amount = amount - 1 {where}", (month.team.name,))
     try:
         path = tmp_path / "statement.json"
-        result = gateway.cli("ledger", "statement", "--team", month.team.name, "--month", month.month,
-                             "--output", str(path), check=False)
+        result = gateway.cli(
+            "ledger", "statement", "--team", month.team.name, "--month", month.month, "--output", str(path), check=False
+        )
         with _admin(gateway) as admin:
             answer = admin.get(f"/teams/{month.team.name}/statements/{month.month}")
     finally:
         raw.execute(f"UPDATE ledger_entries SET amount = amount + 1 {where}", (month.team.name,))
     assert result.returncode == 1
     assert "NOT reconciled" in result.stdout
-    assert "the statement does not reconcile: the audit history has 2 adjustment entries of -3.750001 credits" \
+    assert (
+        "the statement does not reconcile: the audit history has 2 adjustment entries of -3.750001 credits"
         in result.stderr
+    )
     document = json.loads(path.read_text())
     assert document["reconciled"] is False
     assert document["reconciliation"]["note"].startswith("NOT RECONCILED: ")
@@ -391,17 +446,24 @@ def test_a_bad_month_an_unknown_team_and_a_team_key_are_refused(gateway: Gateway
         for bad in ("2026-13", "november", "2026-1"):
             answer = admin.get(f"/teams/{month.team.name}/statements/{bad}")
             assert answer.status_code == 400, bad
-            assert (answer.json()["error"]["type"], answer.json()["error"]["param"]) == \
-                ("invalid_request_error", "month")
-        assert admin.get(f"/teams/{month.team.name}/statements/{month.month}",
-                         params={"format": "xml"}).status_code == 400
-        assert admin.get(f"/teams/{month.team.name}/statements/{month.month}",
-                         params={"chained": "maybe"}).status_code == 400
+            assert (answer.json()["error"]["type"], answer.json()["error"]["param"]) == (
+                "invalid_request_error",
+                "month",
+            )
+        assert (
+            admin.get(f"/teams/{month.team.name}/statements/{month.month}", params={"format": "xml"}).status_code == 400
+        )
+        assert (
+            admin.get(f"/teams/{month.team.name}/statements/{month.month}", params={"chained": "maybe"}).status_code
+            == 400
+        )
         unknown = admin.get(f"/teams/no-such-team/statements/{month.month}")
         assert unknown.status_code == 404
         assert "does not exist" in unknown.json()["error"]["message"]
-    team_key = httpx.get(f"{gateway.root_url}/admin/teams/{month.team.name}/statements/{month.month}",
-                         headers={"Authorization": f"Bearer {month.team.key}"})
+    team_key = httpx.get(
+        f"{gateway.root_url}/admin/teams/{month.team.name}/statements/{month.month}",
+        headers={"Authorization": f"Bearer {month.team.key}"},
+    )
     assert team_key.status_code == 403
     refused = gateway.cli("ledger", "statement", "--team", month.team.name, "--month", "2026-13", check=False)
     assert refused.returncode == 2
@@ -416,12 +478,27 @@ def _rows(text: str, fmt: str) -> list[dict]:
         return [{k: int(v) if k == "amount_micros" and v else v for k, v in row.items()} for row in lines[:-1]]
     document = json.loads(text)
     rows = []
-    for section in ("entries", "opening_balance", "top_ups", "charges_by_model", "charges_by_key", "charges",
-                    "adjustments", "closing_balance", "reconciliation"):
+    for section in (
+        "entries",
+        "opening_balance",
+        "top_ups",
+        "charges_by_model",
+        "charges_by_key",
+        "charges",
+        "adjustments",
+        "closing_balance",
+        "reconciliation",
+    ):
         value = document[section]
         for row in value if isinstance(value, list) else [value]:
-            rows.append({**row, "team": document["team"], "month": document["month"],
-                         "section": "entry" if section == "entries" else section})
+            rows.append(
+                {
+                    **row,
+                    "team": document["team"],
+                    "month": document["month"],
+                    "section": "entry" if section == "entries" else section,
+                }
+            )
     return rows
 
 
@@ -445,8 +522,17 @@ def _cell(value: object) -> str:
 def _as_json(original: str, rows: list[dict], final: str) -> str:
     document = json.loads(original)
     flat = iter(rows)
-    for section in ("entries", "opening_balance", "top_ups", "charges_by_model", "charges_by_key", "charges",
-                    "adjustments", "closing_balance", "reconciliation"):
+    for section in (
+        "entries",
+        "opening_balance",
+        "top_ups",
+        "charges_by_model",
+        "charges_by_key",
+        "charges",
+        "adjustments",
+        "closing_balance",
+        "reconciliation",
+    ):
         value = document[section]
         strip = ("team", "month", "section")
         if isinstance(value, list):

@@ -24,22 +24,46 @@ def post(gateway: Gateway, key: str, path: str, body: dict) -> httpx.Response:
 
 CLAUDE_CODE_BODY = {
     "max_tokens": 1000,
-    "system": [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.330"},
-               {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}],
+    "system": [
+        {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.330"},
+        {"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}},
+    ],
     "messages": [
-        {"role": "user", "content": [{"type": "text", "text": "<system-reminder>be careful</system-reminder>"},
-                                     {"type": "text", "text": "read the doc", "cache_control": {"type": "ephemeral"}},
-                                     {"type": "document", "title": "Notes", "source": {
-                                         "type": "text", "media_type": "text/plain", "data": "the notes"}},
-                                     {"type": "search_result", "title": "Result", "source": "https://example.com",
-                                      "content": [{"type": "text", "text": "found text"}]}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "<system-reminder>be careful</system-reminder>"},
+                {"type": "text", "text": "read the doc", "cache_control": {"type": "ephemeral"}},
+                {
+                    "type": "document",
+                    "title": "Notes",
+                    "source": {"type": "text", "media_type": "text/plain", "data": "the notes"},
+                },
+                {
+                    "type": "search_result",
+                    "title": "Result",
+                    "source": "https://example.com",
+                    "content": [{"type": "text", "text": "found text"}],
+                },
+            ],
+        },
         {"role": "system", "content": "# Environment\nWorking directory: /tmp"},
     ],
-    "tools": [{"name": "Bash", "description": "Run a command", "cache_control": {"type": "ephemeral"},
-               "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}},
-              {"name": "DeferredToolPlaceholder", "description": "later", "defer_loading": True,
-               "input_schema": {"type": "object", "properties": {}}},
-              {"type": "web_search_20250305", "name": "web_search"}],
+    "tools": [
+        {
+            "name": "Bash",
+            "description": "Run a command",
+            "cache_control": {"type": "ephemeral"},
+            "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}},
+        },
+        {
+            "name": "DeferredToolPlaceholder",
+            "description": "later",
+            "defer_loading": True,
+            "input_schema": {"type": "object", "properties": {}},
+        },
+        {"type": "web_search_20250305", "name": "web_search"},
+    ],
     "tool_choice": {"type": "auto", "disable_parallel_tool_use": True},
     "metadata": {"user_id": json.dumps({"device_id": "d" * 64, "session_id": "s-1"})},
     "thinking": {"type": "adaptive", "display": "omitted"},
@@ -84,9 +108,12 @@ def test_claude_code_s_body_to_a_responses_upstream(gateway: Gateway, team, fake
 
 def test_thinking_types_map_to_effort(gateway: Gateway, team, fake_upstream: FakeUpstream):
     base = {"model": "fake-gpt", "max_tokens": 1000, "messages": [{"role": "user", "content": "hi"}]}
-    for thinking, effort in ([{"type": "enabled", "budget_tokens": 2048}, "low"],
-                             [{"type": "enabled", "budget_tokens": 16000, "display": "summarized"}, "high"],
-                             [{"type": "disabled"}, None], [{"type": "adaptive"}, None]):
+    for thinking, effort in (
+        [{"type": "enabled", "budget_tokens": 2048}, "low"],
+        [{"type": "enabled", "budget_tokens": 16000, "display": "summarized"}, "high"],
+        [{"type": "disabled"}, None],
+        [{"type": "adaptive"}, None],
+    ):
         fake_upstream.clear()
         assert post(gateway, team.key, "/messages", {**base, "thinking": thinking}).status_code == 200
         assert fake_upstream.requests[0].body.get("reasoning_effort") == effort
@@ -95,9 +122,12 @@ def test_thinking_types_map_to_effort(gateway: Gateway, team, fake_upstream: Fak
 def test_tool_choice_forms_and_a_string_tool_choice(gateway: Gateway, team, fake_upstream: FakeUpstream):
     tools = [{"name": "lookup", "input_schema": {"type": "object", "properties": {}}}]
     base = {"model": "fake-gpt", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}], "tools": tools}
-    for choice, expected in (({"type": "any"}, "required"), ({"type": "none"}, "none"),
-                             ({"type": "tool", "name": "lookup"}, {"type": "function", "function": {"name": "lookup"}}),
-                             ("auto", "auto")):
+    for choice, expected in (
+        ({"type": "any"}, "required"),
+        ({"type": "none"}, "none"),
+        ({"type": "tool", "name": "lookup"}, {"type": "function", "function": {"name": "lookup"}}),
+        ("auto", "auto"),
+    ):
         fake_upstream.clear()
         assert post(gateway, team.key, "/messages", {**base, "tool_choice": choice}).status_code == 200
         assert fake_upstream.requests[0].body["tool_choice"] == expected
@@ -108,19 +138,34 @@ def test_tool_choice_forms_and_a_string_tool_choice(gateway: Gateway, team, fake
 CODEX_BODY = {
     "instructions": None,
     "input": [
-        {"type": "message", "id": "msg_1", "role": "developer",
-         "content": [{"type": "input_text", "text": "Be Codex."}]},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "developer",
+            "content": [{"type": "input_text", "text": "Be Codex."}],
+        },
         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "list files"}]},
         {"type": "reasoning", "id": "rs_foreign", "summary": [], "encrypted_content": "gAAAA-from-another-model"},
         {"type": "function_call", "call_id": "call_1", "name": "exec_command", "arguments": '{"cmd": "ls"}'},
         {"type": "function_call_output", "call_id": "call_1", "output": "a.txt\nb.txt"},
         {"type": "message", "role": "system", "content": "A mid-conversation system note."},
     ],
-    "tools": [{"type": "function", "name": "exec_command", "description": "Run", "strict": False,
-               "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}}},
-              {"type": "web_search", "external_web_access": False}],
-    "tool_choice": "auto", "parallel_tool_calls": True, "reasoning": {"effort": "medium", "summary": "auto"},
-    "store": False, "include": ["reasoning.encrypted_content"], "prompt_cache_key": "thread-1",
+    "tools": [
+        {
+            "type": "function",
+            "name": "exec_command",
+            "description": "Run",
+            "strict": False,
+            "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}},
+        },
+        {"type": "web_search", "external_web_access": False},
+    ],
+    "tool_choice": "auto",
+    "parallel_tool_calls": True,
+    "reasoning": {"effort": "medium", "summary": "auto"},
+    "store": False,
+    "include": ["reasoning.encrypted_content"],
+    "prompt_cache_key": "thread-1",
     "client_metadata": {"x-codex-turn-metadata": json.dumps({"installation_id": "i" * 36, "turn": 1})},
     "text": {"format": {"type": "json_schema", "name": "files", "schema": {"type": "object"}, "strict": True}},
 }
@@ -136,8 +181,10 @@ def test_codex_s_body_to_a_chat_upstream(gateway: Gateway, team, fake_upstream: 
     assert sent["prompt_cache_key"] == "thread-1"
     assert sent["parallel_tool_calls"] is True
     assert sent["reasoning_effort"] == "medium"
-    assert sent["response_format"] == {"type": "json_schema", "json_schema": {
-        "name": "files", "schema": {"type": "object"}, "strict": True}}
+    assert sent["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "files", "schema": {"type": "object"}, "strict": True},
+    }
     assert "client_metadata" not in sent
     assert "gAAAA" not in json.dumps(sent)
 
@@ -148,8 +195,9 @@ def test_codex_s_body_to_an_anthropic_upstream(gateway: Gateway, team, fake_upst
     sent = fake_upstream.requests[0].body
     assert sent["system"] == "Be Codex.\nA mid-conversation system note."
     assert [m["role"] for m in sent["messages"]] == ["user", "assistant", "user"]
-    assert sent["messages"][1]["content"] == [{"type": "tool_use", "id": "call_1", "name": "exec_command",
-                                               "input": {"cmd": "ls"}}]
+    assert sent["messages"][1]["content"] == [
+        {"type": "tool_use", "id": "call_1", "name": "exec_command", "input": {"cmd": "ls"}}
+    ]
     assert sent["messages"][2]["content"][0]["type"] == "tool_result"
     assert sent["output_config"] == {"format": {"type": "json_schema", "schema": {"type": "object"}}}
     assert "thinking" not in sent  # the last assistant turn called a tool without Anthropic's thinking
@@ -159,9 +207,14 @@ def test_codex_s_body_to_an_anthropic_upstream(gateway: Gateway, team, fake_upst
 
 CHAT_BODY = {
     "messages": [{"role": "developer", "content": "Be brief."}, {"role": "user", "content": "hi"}],
-    "max_completion_tokens": 200, "reasoning_effort": "low", "parallel_tool_calls": False, "store": True,
-    "metadata": {"project": "x"}, "user": "user-1", "service_tier": "auto", "prediction": {"type": "content",
-                                                                                          "content": "hi"},
+    "max_completion_tokens": 200,
+    "reasoning_effort": "low",
+    "parallel_tool_calls": False,
+    "store": True,
+    "metadata": {"project": "x"},
+    "user": "user-1",
+    "service_tier": "auto",
+    "prediction": {"type": "content", "content": "hi"},
     "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": {"type": "object"}}},
     "tools": [{"type": "function", "function": {"name": "lookup", "strict": True, "parameters": {"type": "object"}}}],
 }
@@ -189,11 +242,23 @@ def test_chat_fields_to_a_responses_and_an_anthropic_upstream(gateway: Gateway, 
     assert sent["tool_choice"] == {"type": "auto", "disable_parallel_tool_use": True}
 
 
-@pytest.mark.parametrize("audio", [{"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}},
-                                   {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {
-                                       "data": "UklGRg==", "format": "wav"}}]}]}])
-def test_audio_is_refused_cleanly_where_the_upstream_cannot_take_it(gateway: Gateway, team,
-                                                                    fake_upstream: FakeUpstream, audio: dict):
+@pytest.mark.parametrize(
+    "audio",
+    [
+        {"modalities": ["text", "audio"], "audio": {"voice": "alloy", "format": "wav"}},
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}],
+                }
+            ]
+        },
+    ],
+)
+def test_audio_is_refused_cleanly_where_the_upstream_cannot_take_it(
+    gateway: Gateway, team, fake_upstream: FakeUpstream, audio: dict
+):
     before = gateway.cli("team", "show", team.name).stdout
     for model in ("fake-claude", "fake-codex"):
         answer = post(gateway, team.key, "/chat/completions", {**CHAT_BODY, "model": model, **audio})
@@ -203,5 +268,7 @@ def test_audio_is_refused_cleanly_where_the_upstream_cannot_take_it(gateway: Gat
     assert gateway.wait_until_nothing_held(team.name) == before
     fake_gpt = post(gateway, team.key, "/chat/completions", {**CHAT_BODY, "model": "fake-gpt", **audio})
     assert fake_gpt.status_code == 200  # an OpenAI chat upstream gets it as sent, and judges it itself
-    assert fake_upstream.requests[0].body["modalities" if "modalities" in audio else "messages"] == \
-        audio["modalities" if "modalities" in audio else "messages"]
+    assert (
+        fake_upstream.requests[0].body["modalities" if "modalities" in audio else "messages"]
+        == audio["modalities" if "modalities" in audio else "messages"]
+    )

@@ -33,12 +33,14 @@ def dropped_names(header: str) -> list[str]:
 
 @pytest.mark.parametrize("kind", UNSENDABLE, ids=["not-latin-1", "cr-lf"])
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_the_openai_sdk_gets_its_answer_charged_once(gateway: Gateway, team, fake_upstream: FakeUpstream,
-                                                     kind: str, stream: bool):
+def test_the_openai_sdk_gets_its_answer_charged_once(
+    gateway: Gateway, team, fake_upstream: FakeUpstream, kind: str, stream: bool
+):
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=2)  # the SDK's own retries
     tools = cast(Any, [{"type": kind}, {"type": "web_search"}])
     raw = client.chat.completions.with_raw_response.create(
-        model="fake-claude", messages=[{"role": "user", "content": "hello"}], tools=tools, stream=stream)
+        model="fake-claude", messages=[{"role": "user", "content": "hello"}], tools=tools, stream=stream
+    )
     if stream:
         text = "".join(chunk.choices[0].delta.content or "" for chunk in raw.parse() if chunk.choices)
     else:
@@ -55,15 +57,20 @@ def test_the_openai_sdk_gets_its_answer_charged_once(gateway: Gateway, team, fak
 
 @pytest.mark.parametrize("kind", UNSENDABLE, ids=["not-latin-1", "cr-lf"])
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
-def test_the_anthropic_sdk_gets_its_answer_charged_once(gateway: Gateway, team, fake_upstream: FakeUpstream,
-                                                        kind: str, stream: bool):
+def test_the_anthropic_sdk_gets_its_answer_charged_once(
+    gateway: Gateway, team, fake_upstream: FakeUpstream, kind: str, stream: bool
+):
     client = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=2)
     tools = cast(Any, [{"type": kind, "name": "search"}])
     raw = client.messages.with_raw_response.create(
-        model="fake-gpt", max_tokens=50, messages=[{"role": "user", "content": "hello"}], tools=tools, stream=stream)
+        model="fake-gpt", max_tokens=50, messages=[{"role": "user", "content": "hello"}], tools=tools, stream=stream
+    )
     if stream:
-        text = "".join(event.delta.text for event in raw.parse()
-                       if event.type == "content_block_delta" and event.delta.type == "text_delta")
+        text = "".join(
+            event.delta.text
+            for event in raw.parse()
+            if event.type == "content_block_delta" and event.delta.type == "text_delta"
+        )
     else:
         text = "".join(block.text for block in raw.parse().content if block.type == "text")
     assert text == "Echo: hello"

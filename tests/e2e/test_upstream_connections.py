@@ -51,17 +51,22 @@ def second_request_on_a_connection(fate: str):
     return lambda connection, nth: fate if nth == 2 else "answer"
 
 
-def pooled_then(upstream: KeepAliveUpstream, gateway: Gateway, team: Team, fate, *, stream: bool = False,
-                model: str = "fake-gpt") -> httpx.Response:
+def pooled_then(
+    upstream: KeepAliveUpstream, gateway: Gateway, team: Team, fate, *, stream: bool = False, model: str = "fake-gpt"
+) -> httpx.Response:
     """A first request, which leaves its connection in the gateway's pool, then a second one (the
     answer returned), which the gateway sends on that pooled connection, and which meets ``fate``."""
     upstream.start_over(fate)
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    assert client.chat.completions.create(model="fake-gpt", messages=HELLO).choices[0].message.content == \
-        COMPLETION_TEXT
-    return httpx.post(f"{gateway.base_url}/chat/completions", timeout=30,
-                      headers={"authorization": f"Bearer {team.key}"},
-                      json={"model": model, "messages": HELLO, **({"stream": True} if stream else {})})
+    assert (
+        client.chat.completions.create(model="fake-gpt", messages=HELLO).choices[0].message.content == COMPLETION_TEXT
+    )
+    return httpx.post(
+        f"{gateway.base_url}/chat/completions",
+        timeout=30,
+        headers={"authorization": f"Bearer {team.key}"},
+        json={"model": model, "messages": HELLO, **({"stream": True} if stream else {})},
+    )
 
 
 def charged_requests(gateway: Gateway, team: Team) -> list[str]:
@@ -71,7 +76,8 @@ def charged_requests(gateway: Gateway, team: Team) -> list[str]:
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 @pytest.mark.parametrize("fate", ["reset", "close"])
 def test_a_pooled_connection_that_dies_before_answering_is_replaced_by_a_fresh_one(
-        keepalive_gateway: Gateway, upstream: KeepAliveUpstream, team: Team, fate: str, stream: bool):
+    keepalive_gateway: Gateway, upstream: KeepAliveUpstream, team: Team, fate: str, stream: bool
+):
     answer = pooled_then(upstream, keepalive_gateway, team, second_request_on_a_connection(fate), stream=stream)
     assert answer.status_code == 200, answer.text
     assert COMPLETION_TEXT in answer.text
@@ -82,7 +88,8 @@ def test_a_pooled_connection_that_dies_before_answering_is_replaced_by_a_fresh_o
 
 
 def test_a_connection_that_broke_off_after_a_byte_of_the_answer_is_not_sent_again(
-        keepalive_gateway: Gateway, upstream: KeepAliveUpstream, team: Team):
+    keepalive_gateway: Gateway, upstream: KeepAliveUpstream, team: Team
+):
     answer = pooled_then(upstream, keepalive_gateway, team, second_request_on_a_connection("partial"))
     assert answer.status_code == 502, answer.text
     assert answer.json()["error"]["type"] == "server_error"
@@ -93,19 +100,22 @@ def test_a_connection_that_broke_off_after_a_byte_of_the_answer_is_not_sent_agai
 
 def test_a_request_is_sent_again_once_at_most(keepalive_gateway: Gateway, upstream: KeepAliveUpstream, team: Team):
     """The fresh connection dies as well: that is the request's failure (502), not another try."""
-    answer = pooled_then(upstream, keepalive_gateway, team,
-                         lambda connection, nth: "answer" if connection == 1 and nth == 1 else "reset")
+    answer = pooled_then(
+        upstream, keepalive_gateway, team, lambda connection, nth: "answer" if connection == 1 and nth == 1 else "reset"
+    )
     assert answer.status_code == 502, answer.text
     assert upstream.seen == [Seen(1, 1, "gpt-x", "answer"), Seen(1, 2, "gpt-x", "reset"), Seen(2, 1, "gpt-x", "reset")]
     assert len(charged_requests(keepalive_gateway, team)) == 1
 
 
 def test_the_fresh_connection_composes_with_the_failover_to_another_deployment(
-        keepalive_gateway: Gateway, upstream: KeepAliveUpstream, team: Team):
+    keepalive_gateway: Gateway, upstream: KeepAliveUpstream, team: Team
+):
     """``refused-gpt``: its first deployment refuses connections, its second is this upstream (as
     ``gpt-b``), reached on the connection the first request left in the pool, which is dead."""
-    answer = pooled_then(upstream, keepalive_gateway, team, second_request_on_a_connection("reset"),
-                         model="refused-gpt")
+    answer = pooled_then(
+        upstream, keepalive_gateway, team, second_request_on_a_connection("reset"), model="refused-gpt"
+    )
     assert answer.status_code == 200, answer.text
     assert upstream.seen == [Seen(1, 1, "gpt-x", "answer"), Seen(1, 2, "gpt-b", "reset"), Seen(2, 1, "gpt-b", "answer")]
     assert charged_requests(keepalive_gateway, team).count(answer.headers["x-request-id"]) == 1

@@ -14,6 +14,7 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from tests.support.backend import new_database_url
 
@@ -34,8 +35,8 @@ def _long_history(store: LedgerStore, name: str, requests: int) -> None:
     team = TeamLedger.open(name)
     team.add_credits(10**12)
     for i in range(requests):
-        team.place_hold(f"r{i}", 1_000, "k", "m", "chat")
-        team.charge(f"r{i}", TokenUsage(10, 5), PRICE, PER_USD, key_id="k", model="m", endpoint="chat")
+        team.place_hold(RequestOnLedger(f"r{i}", "k", "m", "chat"), 1_000)
+        team.charge(RequestOnLedger(f"r{i}", "k", "m", "chat"), TokenUsage(10, 5), PRICE, PER_USD)
         if len(team.pending_events) >= 4_000:
             store.save_teams([team])
     store.save_teams([team])
@@ -47,9 +48,15 @@ def test_a_team_with_a_long_history_loading_does_not_delay_another_team(store):
         small = LedgerService(writer)
         small.create_team("small", 1_000)
         started = time.perf_counter()
-        first = writer.on_team(team_id("big"), "big", lambda t: t.place_hold("x1", 1, "k", "m", "chat"))
-        then = [writer.on_team(team_id("big"), "big", lambda t, i=i: t.place_hold(f"x{i}", 1, "k", "m", "chat"))
-                for i in (2, 3)]
+        first = writer.on_team(
+            team_id("big"), "big", lambda t: t.place_hold(RequestOnLedger("x1", "k", "m", "chat"), 1)
+        )
+        then = [
+            writer.on_team(
+                team_id("big"), "big", lambda t, i=i: t.place_hold(RequestOnLedger(f"x{i}", "k", "m", "chat"), 1)
+            )
+            for i in (2, 3)
+        ]
         waits = []
         while not first.done():
             asked = time.perf_counter()

@@ -1,7 +1,7 @@
 """Running the coding agents our users run — Claude Code and Codex CLI — against a gateway, as they do.
 
 Each agent runs non-interactively (``claude -p``, ``codex exec``) in a temporary home, configured by
-the README's own recipe (``Coding agents``), through a :class:`RecordingProxy` that keeps every
+the documentation's own recipe (docs/clients.md, ``Coding agents``), through a :class:`RecordingProxy` that keeps every
 exchange: the bodies the agent sent (saved as fixtures, secrets removed) and the answers, whose
 reported cost the tests compare with the ledger. The agents are installed by
 ``scripts/ensure_agents.sh`` (``make test`` runs it), at the versions pinned there.
@@ -28,8 +28,10 @@ from tests.support.gateway import Gateway
 from tests.support.teams import Team
 
 ROOT = Path(__file__).resolve().parents[2]
-AGENTS_DIR = Path(os.environ.get("TOLLGATE_AGENTS_DIR")
-                  or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tollgate" / "agents")
+AGENTS_DIR = Path(
+    os.environ.get("TOLLGATE_AGENTS_DIR")
+    or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tollgate" / "agents"
+)
 CLAUDE_CODE = ("claude-code", "2.1.330", "claude")
 CODEX = ("codex", "0.169.0", "codex")
 #: Headers that belong to one hop, not to the exchange.
@@ -43,19 +45,19 @@ def binary(agent: tuple[str, str, str]) -> Path:
     return path
 
 
-# -- the README's recipes ------------------------------------------------------------------------
+# -- the documentation's recipes (docs/clients.md) -------------------------------------------------
 
 
 def readme_block(marker: str) -> str:
-    """The code block that follows ``<!-- recipe:MARKER -->`` in the README."""
-    text = (ROOT / "README.md").read_text()
+    """The code block that follows ``<!-- recipe:MARKER -->`` in docs/clients.md."""
+    text = (ROOT / "docs" / "clients.md").read_text()
     found = re.search(rf"<!-- recipe:{marker} -->\s*```\w*\n(.*?)```", text, re.DOTALL)
-    assert found, f"the README has no recipe:{marker} block"
+    assert found, f"docs/clients.md has no recipe:{marker} block"
     return found.group(1)
 
 
 def claude_code_environment(root_url: str, key: str, model: str) -> dict[str, str]:
-    """The README's ``export`` lines for Claude Code, with this gateway, key and model filled in."""
+    """The documented ``export`` lines for Claude Code, with this gateway, key and model filled in."""
     env = {}
     for line in readme_block("claude-code").splitlines():
         found = re.match(r"export (\w+)=(\S+)", line.strip())
@@ -66,7 +68,7 @@ def claude_code_environment(root_url: str, key: str, model: str) -> dict[str, st
 
 
 def codex_config(root_url: str, model: str) -> str:
-    """The README's Codex ``config.toml``, with this gateway and model filled in."""
+    """The documented Codex ``config.toml``, with this gateway and model filled in."""
     return readme_block("codex").replace("http://127.0.0.1:8080", root_url).replace("MODEL_ID", model)
 
 
@@ -75,13 +77,28 @@ def codex_config(root_url: str, model: str) -> str:
 
 def _run(args: list[str], env: dict[str, str], workdir: Path, timeout: float) -> subprocess.CompletedProcess[str]:
     home = tempfile.mkdtemp(prefix="agent-home-")
-    return subprocess.run(args, cwd=workdir, env={"PATH": os.environ["PATH"], "HOME": home, "LANG": "C.UTF-8", **env},
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        args,
+        cwd=workdir,
+        env={"PATH": os.environ["PATH"], "HOME": home, "LANG": "C.UTF-8", **env},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
-def run_claude_code(root_url: str, key: str, *, model: str, prompt: str, auth: Literal["token", "api_key"],
-                    workdir: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``claude -p PROMPT`` with the README's environment, the key as ``ANTHROPIC_AUTH_TOKEN`` (sent as
+def run_claude_code(
+    root_url: str,
+    key: str,
+    *,
+    model: str,
+    prompt: str,
+    auth: Literal["token", "api_key"],
+    workdir: Path,
+    timeout: float = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``claude -p PROMPT`` with the documented environment, the key as ``ANTHROPIC_AUTH_TOKEN`` (sent as
     ``Authorization: Bearer``) or ``ANTHROPIC_API_KEY`` (sent as ``x-api-key``). ``--allowedTools Bash``
     lets it run its shell tool without asking (it runs as root here, where
     ``--dangerously-skip-permissions`` is refused)."""
@@ -89,13 +106,15 @@ def run_claude_code(root_url: str, key: str, *, model: str, prompt: str, auth: L
     if auth == "api_key":
         env["ANTHROPIC_API_KEY"] = env.pop("ANTHROPIC_AUTH_TOKEN")
     env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] = "1"  # nothing leaves the machine: no telemetry, no updates
-    return _run([str(binary(CLAUDE_CODE)), "-p", prompt, "--model", model, "--allowedTools", "Bash"], env, workdir,
-                timeout)
+    return _run(
+        [str(binary(CLAUDE_CODE)), "-p", prompt, "--model", model, "--allowedTools", "Bash"], env, workdir, timeout
+    )
 
 
-def run_codex(root_url: str, key: str, *, model: str, prompt: str, workdir: Path,
-              timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``codex exec PROMPT`` with the README's provider block in a fresh ``CODEX_HOME``. Its shell tool
+def run_codex(
+    root_url: str, key: str, *, model: str, prompt: str, workdir: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``codex exec PROMPT`` with the documented provider block in a fresh ``CODEX_HOME``. Its shell tool
     runs in Codex's own read-only sandbox (its bundled bubblewrap works here)."""
     codex_home = Path(tempfile.mkdtemp(prefix="codex-home-"))
     (codex_home / "config.toml").write_text(codex_config(root_url, model))
@@ -157,8 +176,9 @@ class RecordingProxy:
             self._loop.run_until_complete(runner.cleanup())
 
     async def _start(self) -> web.AppRunner:
-        self._session = aiohttp.ClientSession(auto_decompress=False, skip_auto_headers=("Accept-Encoding",),
-                                              timeout=aiohttp.ClientTimeout(total=None))
+        self._session = aiohttp.ClientSession(
+            auto_decompress=False, skip_auto_headers=("Accept-Encoding",), timeout=aiohttp.ClientTimeout(total=None)
+        )
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._relay)
         runner = web.AppRunner(app, access_log=None)
@@ -174,12 +194,14 @@ class RecordingProxy:
         exchange = Exchange(request.method, request.path_qs, {k.lower(): v for k, v in request.headers.items()}, body)
         with self._lock:
             self.exchanges.append(exchange)
-        async with self._session.request(request.method, self.target + request.path_qs, data=body, headers=headers,
-                                         allow_redirects=False) as answer:
+        async with self._session.request(
+            request.method, self.target + request.path_qs, data=body, headers=headers, allow_redirects=False
+        ) as answer:
             exchange.status = answer.status
             exchange.response_headers = {k.lower(): v for k, v in answer.headers.items()}
-            response = web.StreamResponse(status=answer.status, headers={
-                k: v for k, v in answer.headers.items() if k.lower() not in _HOP})
+            response = web.StreamResponse(
+                status=answer.status, headers={k: v for k, v in answer.headers.items() if k.lower() not in _HOP}
+            )
             await response.prepare(request)
             chunks = []
             async for chunk in answer.content.iter_any():
@@ -202,8 +224,11 @@ def reported_credits(exchange: Exchange) -> Decimal | None:
         if not line.startswith("data:") or line[5:].strip() == "[DONE]":
             continue
         event = json.loads(line[5:], parse_float=Decimal)
-        usage = (event.get("response") or {}).get("usage") if event.get("type") in (
-            "response.completed", "response.incomplete") else event.get("usage")
+        usage = (
+            (event.get("response") or {}).get("usage")
+            if event.get("type") in ("response.completed", "response.incomplete")
+            else event.get("usage")
+        )
         found = _cost(usage) if _cost(usage) is not None else found
     return found
 

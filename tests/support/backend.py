@@ -26,8 +26,7 @@ _created: list[str] = []
 def _admin() -> Any:
     import psycopg
 
-    return psycopg.connect(Database.from_url(POSTGRES_ADMIN_URL, Path()).conninfo(), autocommit=True,
-                           connect_timeout=5)
+    return psycopg.connect(Database.from_url(POSTGRES_ADMIN_URL, Path()).conninfo(), autocommit=True, connect_timeout=5)
 
 
 def check_redis() -> str | None:
@@ -132,8 +131,9 @@ class RawDatabase:
         return "rowid" if self.db.kind == "sqlite" else "notification_id"
 
     def events(self, topic_suffix: str) -> list[tuple[int, bytes]]:
-        rows = self.execute(f"SELECT {self._id}, state FROM {{events}} WHERE topic LIKE ? ORDER BY {self._id}",
-                            (f"%{topic_suffix}",))
+        rows = self.execute(
+            f"SELECT {self._id}, state FROM {{events}} WHERE topic LIKE ? ORDER BY {self._id}", (f"%{topic_suffix}",)
+        )
         return [(r[0], bytes(r[1])) for r in rows]
 
     def set_event_state(self, event_id: int, state: bytes) -> None:

@@ -60,6 +60,7 @@ class CannedUpstream:
     def __exit__(self, *exc: object) -> None:
         loop, server = self._loop, self._server
         if loop is not None and server is not None:
+
             async def stop() -> None:
                 server.close()
                 answering = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -78,8 +79,14 @@ class CannedUpstream:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             head = await reader.readuntil(b"\r\n\r\n")
-            length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                           if line.lower().startswith(b"content-length:")), 0)
+            length = next(
+                (
+                    int(line.split(b":", 1)[1])
+                    for line in head.split(b"\r\n")
+                    if line.lower().startswith(b"content-length:")
+                ),
+                0,
+            )
             self.requests.append(await reader.readexactly(length))
             canned = self._answers.popleft()
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: " + canned.content_type + b"\r\nconnection: close\r\n\r\n")

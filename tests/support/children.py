@@ -49,8 +49,12 @@ def _send_to_reaper(line: str) -> None:
     global _reaper  # one reaper per test process, started with its first server
     with _reaper_lock:
         if _reaper is None or _reaper.poll() is not None:
-            _reaper = subprocess.Popen([sys.executable, "-I", str(Path(__file__).with_name("reaper.py"))],
-                                       stdin=subprocess.PIPE, text=True, start_new_session=True)
+            _reaper = subprocess.Popen(
+                [sys.executable, "-I", str(Path(__file__).with_name("reaper.py"))],
+                stdin=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
         assert _reaper.stdin is not None
         _reaper.stdin.write(line + "\n")
         _reaper.stdin.flush()
@@ -60,9 +64,12 @@ def start_server(args: list[str], **popen: Any) -> subprocess.Popen[Any]:
     """``subprocess.Popen(args, **popen)`` for a long-lived server: in a process group of its own,
     killed with the test process (see the module's docstring). Stop it with ``end_server``."""
     in_main_thread = threading.current_thread() is threading.main_thread()
-    process = subprocess.Popen(args, start_new_session=True,
-                               preexec_fn=_die_with(os.getpid()) if in_main_thread else None,  # noqa: PLW1509 - see _die_with
-                               **popen)
+    process = subprocess.Popen(
+        args,
+        start_new_session=True,
+        preexec_fn=_die_with(os.getpid()) if in_main_thread else None,  # noqa: PLW1509 - see _die_with
+        **popen,
+    )
     _send_to_reaper(f"+{process.pid}")
     return process
 
@@ -81,7 +88,11 @@ def end_server(process: subprocess.Popen[Any], *, timeout: float = 15) -> None:
 
 
 def forget_server(process: subprocess.Popen[Any]) -> None:
-    """A server that has exited: kill what is left of its group, and take it off the reaper's list."""
+    """A server that has exited: kill what is left of its group, take it off the reaper's list, and
+    close the pipes it was given (left to the collector, each is a ResourceWarning: an error here)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signal.SIGKILL)
     _send_to_reaper(f"-{process.pid}")
+    for pipe in (process.stdin, process.stdout, process.stderr):
+        if pipe is not None:
+            pipe.close()

@@ -36,9 +36,20 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 #: What the commands import, on either backend: imported once, by the server, before it forks.
-PRELOADED = ("app.cli.main", "app.cli.progress", "app.cli.support", "app.paging", "app.ledger.queries",
-             "app.ledger.service", "app.ledger.writer", "projections.audit", "app.store.event_store",
-             "projections.history", "app.store.postgres_store", "app.store.sqlite_store")
+PRELOADED = (
+    "app.cli.main",
+    "app.cli.progress",
+    "app.cli.support",
+    "app.paging",
+    "app.ledger.queries",
+    "app.ledger.service",
+    "app.ledger.writer",
+    "projections.audit",
+    "app.store.event_store",
+    "projections.history",
+    "app.store.postgres_store",
+    "app.store.sqlite_store",
+)
 
 # -- the server (a process of its own) ------------------------------------------------------------
 
@@ -60,8 +71,11 @@ def _run_command(request: dict[str, Any]) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, request["stdout"], os.O_WRONLY),
-                            (2, request["stderr"], os.O_WRONLY)):
+    for fd, path, flags in (
+        (0, os.devnull, os.O_RDONLY),
+        (1, request["stdout"], os.O_WRONLY),
+        (2, request["stderr"], os.O_WRONLY),
+    ):
         target = os.open(path, flags)
         os.dup2(target, fd)
         os.close(target)
@@ -124,8 +138,9 @@ def serve() -> None:
 
 class _Server:
     def __init__(self) -> None:
-        self._process = subprocess.Popen([sys.executable, "-m", "tests.support.cli_fork"], cwd=ROOT,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.cli_fork"], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
@@ -150,8 +165,15 @@ class _Server:
             stderr.touch()
             with self._done:
                 request_id = next(self._ids)
-                request = {"id": request_id, "args": args, "env": env, "cwd": str(Path.cwd()), "timeout": timeout,
-                           "stdout": str(stdout), "stderr": str(stderr)}
+                request = {
+                    "id": request_id,
+                    "args": args,
+                    "env": env,
+                    "cwd": str(Path.cwd()),
+                    "timeout": timeout,
+                    "stdout": str(stdout),
+                    "stderr": str(stderr),
+                }
                 assert self._process.stdin is not None
                 self._process.stdin.write((json.dumps(request) + "\n").encode())
                 self._process.stdin.flush()

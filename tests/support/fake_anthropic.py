@@ -33,6 +33,7 @@ from tests.support.fake_upstream import (
     _parse_directives,
     _Reject,
     _send_json,
+    before_answering,
     cut_at_stop,
     tokens,
 )
@@ -41,9 +42,16 @@ REQUEST_ID = "req_fake"
 _TOOL_ID = re.compile(r"^[a-zA-Z0-9_-]+$")
 _IMAGE_MEDIA_TYPES = ("image/jpeg", "image/png", "image/gif", "image/webp")
 _TOOL_CHOICES = ("auto", "any", "tool", "none")
-_ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
-                404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-                503: "overloaded_error", 529: "overloaded_error"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
+    529: "overloaded_error",
+}
 
 
 def anthropic_error(type_: str, message: str) -> dict[str, Any]:
@@ -78,7 +86,8 @@ def content_text(content: Any) -> str:
 def prompt_tokens(req: dict[str, Any]) -> int:
     """System tokens plus, per message, its tokens + 3; directives count as written."""
     return len(tokens(content_text(req.get("system")))) + sum(
-        len(tokens(content_text(m.get("content")))) + 3 for m in req["messages"])
+        len(tokens(content_text(m.get("content")))) + 3 for m in req["messages"]
+    )
 
 
 # --------------------------------------------------------------------------- validation
@@ -87,16 +96,19 @@ def _check_image(block: dict[str, Any], where: str) -> None:
     kind = source.get("type") if isinstance(source, dict) else None
     if kind == "base64":
         if source.get("media_type") not in _IMAGE_MEDIA_TYPES:  # type: ignore[union-attr]
-            raise _invalid(f"{where}.source.base64.media_type: Input should be "
-                           + ", ".join(repr(t) for t in _IMAGE_MEDIA_TYPES))
+            raise _invalid(
+                f"{where}.source.base64.media_type: Input should be " + ", ".join(repr(t) for t in _IMAGE_MEDIA_TYPES)
+            )
         if not isinstance(source.get("data"), str):  # type: ignore[union-attr]
             raise _invalid(f"{where}.source.base64.data: Field required")
     elif kind == "url":
         if not isinstance(source.get("url"), str):  # type: ignore[union-attr]
             raise _invalid(f"{where}.source.url.url: Field required")
     else:
-        raise _invalid(f"{where}.source: Input tag {kind!r} found using 'type' does not match any of the "
-                       "expected tags: 'base64', 'url'")
+        raise _invalid(
+            f"{where}.source: Input tag {kind!r} found using 'type' does not match any of the "
+            "expected tags: 'base64', 'url'"
+        )
 
 
 def _check_blocks(content: Any, where: str) -> list[dict[str, Any]]:
@@ -142,13 +154,22 @@ def _check_tool_pairing(messages: list[dict[str, Any]]) -> None:
         blocks = m["content"] if isinstance(m["content"], list) else []
         if m["role"] == "user":
             before = messages[i - 1] if i else None
-            used = {b["id"] for b in (before["content"] if before and before["role"] == "assistant"
-                                      and isinstance(before["content"], list) else []) if b["type"] == "tool_use"}
+            used = {
+                b["id"]
+                for b in (
+                    before["content"]
+                    if before and before["role"] == "assistant" and isinstance(before["content"], list)
+                    else []
+                )
+                if b["type"] == "tool_use"
+            }
             for b in blocks:
                 if b["type"] == "tool_result" and b["tool_use_id"] not in used:
-                    raise _invalid(f"messages.{i}: unexpected tool_use_id found in tool_result blocks: "
-                                   f"{b['tool_use_id']}. Each tool_result block must have a corresponding "
-                                   "tool_use block in the previous message.")
+                    raise _invalid(
+                        f"messages.{i}: unexpected tool_use_id found in tool_result blocks: "
+                        f"{b['tool_use_id']}. Each tool_result block must have a corresponding "
+                        "tool_use block in the previous message."
+                    )
             continue
         ids = [b["id"] for b in blocks if b["type"] == "tool_use"]
         if not ids:
@@ -161,8 +182,9 @@ def _check_tool_pairing(messages: list[dict[str, Any]]) -> None:
                     break
                 answered.add(b["tool_use_id"])
         if missing := [x for x in ids if x not in answered]:
-            raise _invalid(f"tool_use ids were found without tool_result blocks immediately after: "
-                           f"{', '.join(missing)}")
+            raise _invalid(
+                f"tool_use ids were found without tool_result blocks immediately after: {', '.join(missing)}"
+            )
 
 
 def _number(value: Any) -> bool:
@@ -177,8 +199,11 @@ def validate(req: Any, *, count_only: bool = False) -> None:
         raise _invalid("model: Field required")
     max_tokens = req.get("max_tokens")
     if not count_only and (not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1):
-        raise _invalid("max_tokens: Field required" if max_tokens is None
-                       else "max_tokens: Input should be a valid integer greater than or equal to 1")
+        raise _invalid(
+            "max_tokens: Field required"
+            if max_tokens is None
+            else "max_tokens: Input should be a valid integer greater than or equal to 1"
+        )
     _check_messages(req.get("messages"))
     _check_sampling(req)
     _check_tools(req)
@@ -200,8 +225,14 @@ def _check_messages(messages: Any) -> None:
 def _check_sampling(req: dict[str, Any]) -> None:
     """The system prompt, the temperature and the stop sequences."""
     system = req.get("system")
-    if system is not None and not isinstance(system, str) and not (isinstance(system, list) and all(
-            isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system)):
+    if (
+        system is not None
+        and not isinstance(system, str)
+        and not (
+            isinstance(system, list)
+            and all(isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) for b in system)
+        )
+    ):
         raise _invalid("system: Input should be a valid string or a list of text blocks")
     temperature = req.get("temperature")
     if temperature is not None and (not _number(temperature) or not 0 <= temperature <= 1):
@@ -242,16 +273,20 @@ def _check_thinking(req: dict[str, Any], *, count_only: bool) -> None:
 
 
 # --------------------------------------------------------------------------- handling
-async def handle_anthropic(api_key: str | None, method: str, path: str, raw: bytes, headers: dict[str, str],
-                           receive: Receive, send: Send) -> None:
+async def handle_anthropic(
+    api_key: str | None, method: str, path: str, raw: bytes, headers: dict[str, str], receive: Receive, send: Send
+) -> None:
     """Serve one Anthropic route; errors use Anthropic's envelope (handled here, not by the OpenAI side)."""
     rid = [(b"request-id", REQUEST_ID.encode())]
     try:
         if method != "POST" or path not in ("/v1/messages", "/v1/messages/count_tokens"):
             raise _Reject(404, anthropic_error("not_found_error", f"Not found: {method} {path}"))
         # The real API takes x-api-key; anthropic 2.x SDKs send the key as "Authorization: Bearer" instead.
-        if api_key is not None and api_key != headers.get("x-api-key") and \
-                headers.get("authorization") != f"Bearer {api_key}":
+        if (
+            api_key is not None
+            and api_key != headers.get("x-api-key")
+            and headers.get("authorization") != f"Bearer {api_key}"
+        ):
             raise _Reject(401, anthropic_error("authentication_error", "invalid x-api-key"))
         if not headers.get("anthropic-version"):
             raise _invalid("anthropic-version: header is required")
@@ -279,18 +314,25 @@ def _reply(req: dict[str, Any]) -> tuple[Any, list[dict[str, Any]], str, str | N
     blocks: list[dict[str, Any]] = []
     thinking = req.get("thinking")
     if d.think and isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive"):
-        blocks.append({"type": "thinking", "thinking": f"Thinking about: {text}",
-                       "signature": "sig_" + secrets.token_hex(16)})
+        blocks.append(
+            {"type": "thinking", "thinking": f"Thinking about: {text}", "signature": "sig_" + secrets.token_hex(16)}
+        )
     if d.tool is not None and req.get("tools"):
         blocks.append({"type": "text", "text": f"Calling {d.tool}."})
-        blocks.append({"type": "tool_use", "id": "toolu_" + secrets.token_hex(12), "name": d.tool,
-                       "input": d.tool_args if d.tool_args is not None else {"echo": text}})
+        blocks.append(
+            {
+                "type": "tool_use",
+                "id": "toolu_" + secrets.token_hex(12),
+                "name": d.tool,
+                "input": d.tool_args if d.tool_args is not None else {"echo": text},
+            }
+        )
         return d, blocks, "tool_use", None
     reply, stop_sequence = cut_at_stop(prefix + text, req.get("stop_sequences") or [])
     pieces = tokens(reply)
     stop_reason = "stop_sequence" if stop_sequence is not None else "end_turn"
     if len(pieces) > req["max_tokens"]:
-        pieces, stop_reason, stop_sequence = pieces[:req["max_tokens"]], "max_tokens", None
+        pieces, stop_reason, stop_sequence = pieces[: req["max_tokens"]], "max_tokens", None
     blocks.append({"type": "text", "text": "".join(pieces)})
     return d, blocks, stop_reason, stop_sequence
 
@@ -304,8 +346,7 @@ def _block_output(block: dict[str, Any]) -> str:
 
 async def _messages(req: dict[str, Any], receive: Receive, send: Send) -> None:
     d, blocks, stop_reason, stop_sequence = _reply(req)
-    if d.latency_ms:
-        await asyncio.sleep(d.latency_ms / 1000)
+    await before_answering(d)
     if d.fail is not None:
         extra = [(b"retry-after", b"1")] if d.fail == 429 else []
         raise _Reject(d.fail, anthropic_error(error_type(d.fail), f"fake upstream failure {d.fail}"), extra)
@@ -321,16 +362,37 @@ async def _messages(req: dict[str, Any], receive: Receive, send: Send) -> None:
             return await _drop(send, receive)
         if usage:
             usage["usage"]["output_tokens"] = output_tokens
-        return await _send_json(send, 200, {**message, "content": blocks, "stop_reason": stop_reason,
-                                            "stop_sequence": stop_sequence, **usage},
-                                [(b"request-id", REQUEST_ID.encode())])
+        return await _send_json(
+            send,
+            200,
+            {**message, "content": blocks, "stop_reason": stop_reason, "stop_sequence": stop_sequence, **usage},
+            [(b"request-id", REQUEST_ID.encode())],
+        )
 
-    await send({"type": "http.response.start", "status": 200, "headers": [
-        (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
-        (b"request-id", REQUEST_ID.encode())]})
-    await _event(send, {"type": "message_start", "message": {
-        **message, "content": [], "stop_reason": None, "stop_sequence": None,
-        **({"usage": {**usage["usage"], "output_tokens": 1}} if usage else {})}})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [
+                (b"content-type", b"text/event-stream"),
+                (b"cache-control", b"no-cache"),
+                (b"request-id", REQUEST_ID.encode()),
+            ],
+        }
+    )
+    await _event(
+        send,
+        {
+            "type": "message_start",
+            "message": {
+                **message,
+                "content": [],
+                "stop_reason": None,
+                "stop_sequence": None,
+                **({"usage": {**usage["usage"], "output_tokens": 1}} if usage else {}),
+            },
+        },
+    )
     # [[drop-after:N]] breaks the connection after N deltas; [[stream-error]] sends an error event after 1.
     limit = d.drop_after if d.drop_after is not None else 1 if d.stream_error else None
     sent = 0
@@ -348,8 +410,14 @@ async def _messages(req: dict[str, Any], receive: Receive, send: Send) -> None:
         await _event(send, {"type": "content_block_stop", "index": index})
     if limit is not None:
         return await _cut(send, receive, dropped=d.drop_after is not None)
-    await _event(send, {"type": "message_delta", "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                        **({"usage": {"output_tokens": output_tokens, **usage["usage"]}} if usage else {})})
+    await _event(
+        send,
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
+            **({"usage": {"output_tokens": output_tokens, **usage["usage"]}} if usage else {}),
+        },
+    )
     await _event(send, {"type": "message_stop"})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
@@ -366,19 +434,27 @@ def _empty(block: dict[str, Any]) -> dict[str, Any]:
 def _deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
     if block["type"] == "thinking":
         return [{"type": "thinking_delta", "thinking": p} for p in tokens(block["thinking"])] + [
-            {"type": "signature_delta", "signature": block["signature"]}]
+            {"type": "signature_delta", "signature": block["signature"]}
+        ]
     if block["type"] == "tool_use":
         args = json.dumps(block["input"])
         size = max(1, -(-len(args) // 3))
-        return [{"type": "input_json_delta", "partial_json": p}
-                for p in ["", *(args[i:i + size] for i in range(0, len(args), size))]]
+        return [
+            {"type": "input_json_delta", "partial_json": p}
+            for p in ["", *(args[i : i + size] for i in range(0, len(args), size))]
+        ]
     return [{"type": "text_delta", "text": p} for p in tokens(block["text"])]
 
 
 async def _event(send: Send, payload: dict[str, Any]) -> None:
     """One ``event:``/``data:`` frame per ASGI message, so the client sees a real incremental stream."""
-    await send({"type": "http.response.body", "more_body": True,
-                "body": b"event: " + payload["type"].encode() + b"\ndata: " + msgspec.json.encode(payload) + b"\n\n"})
+    await send(
+        {
+            "type": "http.response.body",
+            "more_body": True,
+            "body": b"event: " + payload["type"].encode() + b"\ndata: " + msgspec.json.encode(payload) + b"\n\n",
+        }
+    )
 
 
 async def _cut(send: Send, receive: Receive, *, dropped: bool) -> None:

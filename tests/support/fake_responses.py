@@ -17,7 +17,6 @@ continued with ``previous_response_id``.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
@@ -33,6 +32,7 @@ from tests.support.fake_upstream import (
     _drop,
     _parse_directives,
     _send_json,
+    before_answering,
     openai_failure,
     openai_request,
     tokens,
@@ -40,8 +40,19 @@ from tests.support.fake_upstream import (
 
 _SECRET = secrets.token_bytes(16)
 _ROLES = ("user", "assistant", "system", "developer")
-_BUILTIN_TOOLS = ("web_search", "web_search_preview", "file_search", "code_interpreter", "image_generation",
-                  "local_shell", "shell", "mcp", "computer_use_preview", "apply_patch", "tool_search")
+_BUILTIN_TOOLS = (
+    "web_search",
+    "web_search_preview",
+    "file_search",
+    "code_interpreter",
+    "image_generation",
+    "local_shell",
+    "shell",
+    "mcp",
+    "computer_use_preview",
+    "apply_patch",
+    "tool_search",
+)
 _EFFORTS = ("none", "minimal", "low", "medium", "high", "xhigh")
 _STORED: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}  # id → (input, output)
 
@@ -62,8 +73,11 @@ def _verified(token: Any) -> bool:
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "".join(str(p.get("text") or "") for p in content or () if isinstance(p, dict)
-                   and p.get("type") in ("input_text", "output_text", "text"))
+    return "".join(
+        str(p.get("text") or "")
+        for p in content or ()
+        if isinstance(p, dict) and p.get("type") in ("input_text", "output_text", "text")
+    )
 
 
 # --------------------------------------------------------------------------- validation
@@ -90,8 +104,11 @@ def _check_items(items: list[Any]) -> None:
 
 def _check_message(item: dict[str, Any], where: str) -> None:
     if item.get("role") not in _ROLES:
-        raise _bad(f"Invalid value: {item.get('role')!r}. Supported values are: 'user', 'assistant', "
-                   "'system', and 'developer'.", f"{where}.role")
+        raise _bad(
+            f"Invalid value: {item.get('role')!r}. Supported values are: 'user', 'assistant', "
+            "'system', and 'developer'.",
+            f"{where}.role",
+        )
     if not isinstance(item.get("content"), str | list):
         raise _bad("Invalid type: expected a string or an array of content parts.", f"{where}.content")
 
@@ -146,18 +163,27 @@ def validate(req: Any) -> None:
     _check_tools(req.get("tools"))
     limit = req.get("max_output_tokens")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 16):
-        raise _bad(f"Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got "
-                   f"{limit} instead.", "max_output_tokens")
+        raise _bad(
+            f"Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16, but got "
+            f"{limit} instead.",
+            "max_output_tokens",
+        )
     temperature = req.get("temperature")
     if temperature is not None and (not isinstance(temperature, int | float) or not 0 <= temperature <= 2):
         raise _bad("Invalid 'temperature': expected a number between 0 and 2.", "temperature")
     fmt = (req.get("text") or {}).get("format") if isinstance(req.get("text"), dict) else None
-    if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") not in ("text", "json_object", "json_schema")
-                            or (fmt["type"] == "json_schema" and not (fmt.get("name") and "schema" in fmt))):
+    if fmt is not None and (
+        not isinstance(fmt, dict)
+        or fmt.get("type") not in ("text", "json_object", "json_schema")
+        or (fmt["type"] == "json_schema" and not (fmt.get("name") and "schema" in fmt))
+    ):
         raise _bad("Invalid 'text.format'.", "text.format")
     reasoning = req.get("reasoning")
-    if reasoning is not None and (not isinstance(reasoning, dict) or reasoning.get("effort") not in (None, *_EFFORTS)
-                                  or reasoning.get("summary") not in (None, "auto", "concise", "detailed")):
+    if reasoning is not None and (
+        not isinstance(reasoning, dict)
+        or reasoning.get("effort") not in (None, *_EFFORTS)
+        or reasoning.get("summary") not in (None, "auto", "concise", "detailed")
+    ):
         raise _bad("Invalid 'reasoning'.", "reasoning")
     previous = req.get("previous_response_id")
     if previous is not None and (not isinstance(previous, str) or previous not in _STORED):
@@ -169,8 +195,11 @@ def prompt_tokens(req: dict[str, Any], items: list[dict[str, Any]]) -> int:
     """Instructions' tokens, plus per input item its text's tokens + 3 (a call's arguments, an output's text)."""
     total = len(tokens(str(req.get("instructions") or "")))
     for item in items:
-        text = _text(item.get("content")) if item.get("type", "message") == "message" else \
-            str(item.get("arguments") or item.get("input") or "") + _text(item.get("output"))
+        text = (
+            _text(item.get("content"))
+            if item.get("type", "message") == "message"
+            else str(item.get("arguments") or item.get("input") or "") + _text(item.get("output"))
+        )
         total += len(tokens(text)) + 3
     return total
 
@@ -199,8 +228,9 @@ def _output(req: dict[str, Any], items: list[dict[str, Any]]) -> tuple[Any, list
         prefix = "Echo: tool result: "
         source = " ".join(o["output"] if isinstance(o.get("output"), str) else _text(o.get("output")) for o in trailing)
     else:
-        user = next((i for i in reversed(items)
-                     if i.get("type", "message") == "message" and i.get("role") == "user"), {})
+        user = next(
+            (i for i in reversed(items) if i.get("type", "message") == "message" and i.get("role") == "user"), {}
+        )
         prefix, source = "Echo: ", _text(user.get("content"))
     text, d = _parse_directives(source)
     output: list[dict[str, Any]] = []
@@ -209,9 +239,14 @@ def _output(req: dict[str, Any], items: list[dict[str, Any]]) -> tuple[Any, list
     if d.think and isinstance(config, dict):
         thought = f"Thinking about: {text}"
         include = req.get("include") or []
-        output.append({"type": "reasoning", "id": "rs_" + secrets.token_hex(12),
-                       "summary": [{"type": "summary_text", "text": thought}] if config.get("summary") else [],
-                       "encrypted_content": encrypted(thought) if "reasoning.encrypted_content" in include else None})
+        output.append(
+            {
+                "type": "reasoning",
+                "id": "rs_" + secrets.token_hex(12),
+                "summary": [{"type": "summary_text", "text": thought}] if config.get("summary") else [],
+                "encrypted_content": encrypted(thought) if "reasoning.encrypted_content" in include else None,
+            }
+        )
         reasoning_tokens += len(tokens(thought))
     found = _find_tool(req.get("tools") or [], d.tool) if d.tool else None
     if found is not None:
@@ -219,21 +254,39 @@ def _output(req: dict[str, Any], items: list[dict[str, Any]]) -> tuple[Any, list
         call_id = "call_" + secrets.token_hex(8)
         if tool["type"] == "custom":
             given = (d.tool_args or {}).get("input")
-            item = {"type": "custom_tool_call", "id": "ctc_" + secrets.token_hex(12), "call_id": call_id,
-                    "name": d.tool, "input": given if isinstance(given, str) else text, "status": "completed"}
+            item = {
+                "type": "custom_tool_call",
+                "id": "ctc_" + secrets.token_hex(12),
+                "call_id": call_id,
+                "name": d.tool,
+                "input": given if isinstance(given, str) else text,
+                "status": "completed",
+            }
         else:
-            item = {"type": "function_call", "id": "fc_" + secrets.token_hex(12), "call_id": call_id, "name": d.tool,
-                    "arguments": json.dumps(d.tool_args if d.tool_args is not None else {"echo": text}),
-                    "status": "completed"}
+            item = {
+                "type": "function_call",
+                "id": "fc_" + secrets.token_hex(12),
+                "call_id": call_id,
+                "name": d.tool,
+                "arguments": json.dumps(d.tool_args if d.tool_args is not None else {"echo": text}),
+                "status": "completed",
+            }
         if namespace is not None:
             item["namespace"] = namespace
         return d, [*output, item], None, reasoning_tokens
     pieces = tokens(prefix + text)
     limit, incomplete = req.get("max_output_tokens"), None
     if isinstance(limit, int) and len(pieces) + reasoning_tokens > limit:
-        pieces, incomplete = pieces[:max(0, limit - reasoning_tokens)], "max_output_tokens"
-    output.append({"type": "message", "id": "msg_" + secrets.token_hex(12), "status": "completed", "role": "assistant",
-                   "content": [{"type": "output_text", "text": "".join(pieces), "annotations": [], "logprobs": []}]})
+        pieces, incomplete = pieces[: max(0, limit - reasoning_tokens)], "max_output_tokens"
+    output.append(
+        {
+            "type": "message",
+            "id": "msg_" + secrets.token_hex(12),
+            "status": "completed",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "".join(pieces), "annotations": [], "logprobs": []}],
+        }
+    )
     return d, output, incomplete, reasoning_tokens
 
 
@@ -247,8 +300,9 @@ def _output_tokens(output: list[dict[str, Any]], reasoning_tokens: int) -> int:
     return count
 
 
-async def handle_responses(api_key: str | None, raw: bytes, headers: dict[str, str], receive: Receive,
-                           send: Send) -> None:
+async def handle_responses(
+    api_key: str | None, raw: bytes, headers: dict[str, str], receive: Receive, send: Send
+) -> None:
     req = openai_request(api_key, raw, headers)
     validate(req)
     items = [{"role": "user", "content": req["input"]}] if isinstance(req["input"], str) else list(req["input"])
@@ -256,16 +310,22 @@ async def handle_responses(api_key: str | None, raw: bytes, headers: dict[str, s
         earlier_input, earlier_output = _STORED[req["previous_response_id"]]
         items = [*earlier_input, *earlier_output, *items]
     d, output, incomplete, reasoning_tokens = _output(req, items)
-    if d.latency_ms:
-        await asyncio.sleep(d.latency_ms / 1000)
+    await before_answering(d)
     if d.fail is not None:
         raise openai_failure(d.fail, f"fake upstream failure {d.fail}")
     prompt = prompt_tokens(req, items)
     produced = _output_tokens(output, reasoning_tokens)
-    usage = None if d.no_usage else {
-        "input_tokens": prompt, "input_tokens_details": {"cached_tokens": min(d.cached, prompt)},
-        "output_tokens": produced, "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
-        "total_tokens": prompt + produced}
+    usage = (
+        None
+        if d.no_usage
+        else {
+            "input_tokens": prompt,
+            "input_tokens_details": {"cached_tokens": min(d.cached, prompt)},
+            "output_tokens": produced,
+            "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
+            "total_tokens": prompt + produced,
+        }
+    )
     response = _response(req, output, usage, incomplete)
     if req.get("store") is not False:
         _STORED[response["id"]] = (items, output)
@@ -278,20 +338,33 @@ async def handle_responses(api_key: str | None, raw: bytes, headers: dict[str, s
     await stream_response(response, d, send, receive)
 
 
-def _response(req: dict[str, Any], output: list[dict[str, Any]], usage: dict[str, Any] | None,
-              incomplete: str | None) -> dict[str, Any]:
+def _response(
+    req: dict[str, Any], output: list[dict[str, Any]], usage: dict[str, Any] | None, incomplete: str | None
+) -> dict[str, Any]:
     now = int(time.time())
     return {
-        "id": "resp_" + secrets.token_hex(12), "object": "response", "created_at": now,
-        "status": "incomplete" if incomplete else "completed", "error": None,
+        "id": "resp_" + secrets.token_hex(12),
+        "object": "response",
+        "created_at": now,
+        "status": "incomplete" if incomplete else "completed",
+        "error": None,
         "incomplete_details": {"reason": incomplete} if incomplete else None,
-        "instructions": req.get("instructions"), "max_output_tokens": req.get("max_output_tokens"),
-        "model": req["model"], "output": output, "parallel_tool_calls": req.get("parallel_tool_calls", True),
-        "previous_response_id": req.get("previous_response_id"), "reasoning": req.get("reasoning") or {
-            "effort": None, "summary": None},
-        "store": req.get("store", True), "temperature": req.get("temperature", 1.0),
-        "text": req.get("text") or {"format": {"type": "text"}}, "tool_choice": req.get("tool_choice", "auto"),
-        "tools": req.get("tools") or [], "top_p": req.get("top_p", 1.0),
+        "instructions": req.get("instructions"),
+        "max_output_tokens": req.get("max_output_tokens"),
+        "model": req["model"],
+        "output": output,
+        "parallel_tool_calls": req.get("parallel_tool_calls", True),
+        "previous_response_id": req.get("previous_response_id"),
+        "reasoning": req.get("reasoning") or {"effort": None, "summary": None},
+        "store": req.get("store", True),
+        "temperature": req.get("temperature", 1.0),
+        "text": req.get("text") or {"format": {"type": "text"}},
+        "tool_choice": req.get("tool_choice", "auto"),
+        "tools": req.get("tools") or [],
+        "top_p": req.get("top_p", 1.0),
         "truncation": req.get("truncation", "disabled"),
-        "usage": usage, "user": req.get("user"), "metadata": req.get("metadata") or {}, "completed_at": now,
+        "usage": usage,
+        "user": req.get("user"),
+        "metadata": req.get("metadata") or {},
+        "completed_at": now,
     }

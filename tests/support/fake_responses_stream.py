@@ -32,7 +32,7 @@ _Emit = Callable[..., Awaitable[None]]
 
 def _pieces(text: str) -> list[str]:
     size = max(1, -(-len(text) // 3))
-    return [text[i:i + size] for i in range(0, len(text), size)] or [""]
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
 
 
 def _added(item: dict[str, Any]) -> dict[str, Any]:
@@ -53,8 +53,13 @@ async def stream_response(response: dict[str, Any], d: Any, send: Send, receive:
 
     async def event(kind: str, **payload: Any) -> None:
         frame = {"type": kind, "sequence_number": next(sequence), **payload}
-        await send({"type": "http.response.body", "more_body": True,
-                    "body": b"event: " + kind.encode() + b"\ndata: " + msgspec.json.encode(frame) + b"\n\n"})
+        await send(
+            {
+                "type": "http.response.body",
+                "more_body": True,
+                "body": b"event: " + kind.encode() + b"\ndata: " + msgspec.json.encode(frame) + b"\n\n",
+            }
+        )
 
     async def delta(kind: str, **payload: Any) -> None:
         nonlocal sent
@@ -65,10 +70,21 @@ async def stream_response(response: dict[str, Any], d: Any, send: Send, receive:
         await event(kind, **payload)
         sent += 1
 
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
-    shell = {**response, "status": "in_progress", "output": [], "usage": None, "incomplete_details": None,
-             "completed_at": None}
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+        }
+    )
+    shell = {
+        **response,
+        "status": "in_progress",
+        "output": [],
+        "usage": None,
+        "incomplete_details": None,
+        "completed_at": None,
+    }
     await event("response.created", response=shell)
     await event("response.in_progress", response=shell)
     try:
@@ -78,8 +94,9 @@ async def stream_response(response: dict[str, Any], d: Any, send: Send, receive:
             await event("response.output_item.done", output_index=index, item=item)
         if d.drop_after is not None:
             raise _Cut
-        await event("response.incomplete" if response["status"] == "incomplete" else "response.completed",
-                    response=response)
+        await event(
+            "response.incomplete" if response["status"] == "incomplete" else "response.completed", response=response
+        )
     except _Cut:
         if d.drop_after is not None:
             return await _drop(send, receive)
@@ -92,8 +109,12 @@ async def _tell_item(item: dict[str, Any], where: dict[str, Any], event: _Emit, 
     and ``output_item.done``."""
     if item["type"] == "message":
         part = item["content"][0]
-        await event("response.content_part.added", **where, content_index=0,
-                    part={"type": "output_text", "text": "", "annotations": [], "logprobs": []})
+        await event(
+            "response.content_part.added",
+            **where,
+            content_index=0,
+            part={"type": "output_text", "text": "", "annotations": [], "logprobs": []},
+        )
         for piece in tokens(part["text"]):
             await delta("response.output_text.delta", **where, content_index=0, delta=piece, logprobs=[])
         await event("response.output_text.done", **where, content_index=0, text=part["text"], logprobs=[])
@@ -101,8 +122,7 @@ async def _tell_item(item: dict[str, Any], where: dict[str, Any], event: _Emit, 
     elif item["type"] == "function_call":
         for piece in _pieces(item["arguments"]):
             await delta("response.function_call_arguments.delta", **where, delta=piece)
-        await event("response.function_call_arguments.done", **where, name=item["name"],
-                    arguments=item["arguments"])
+        await event("response.function_call_arguments.done", **where, name=item["name"], arguments=item["arguments"])
     elif item["type"] == "custom_tool_call":
         for piece in _pieces(item["input"]):
             await delta("response.custom_tool_call_input.delta", **where, delta=piece)

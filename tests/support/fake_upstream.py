@@ -51,12 +51,22 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 MODELS = {"object": "list", "data": [{"id": "gpt-x", "object": "model", "created": 1700000000, "owned_by": "fake"}]}
-_DIRECTIVE = re.compile(r"\[\[(fail|latency|chunk-delay|drop-after|cached|cache-write|reason):([^\]]*)\]\]"
-                        r"|\[\[(no-usage|think|stream-error)\]\]"
-                        r"|\[\[tool:(?P<tool>[^\]\s]+)(?:\s+(?P<args>\{.*?\}))?\]\]", re.DOTALL)
-_INT_DIRECTIVES = {"fail": "fail", "latency": "latency_ms", "chunk-delay": "chunk_delay_ms", "drop-after": "drop_after",
-                   "cached": "cached",
-                   "cache-write": "cache_write", "reason": "reason"}
+_DIRECTIVE = re.compile(
+    r"\[\[(fail|latency|chunk-delay|drop-after|cached|cache-write|reason):([^\]]*)\]\]"
+    r"|\[\[(no-usage|think|stream-error)\]\]"
+    r"|\[\[gate:(?P<gate>[\w-]+)\]\]"
+    r"|\[\[tool:(?P<tool>[^\]\s]+)(?:\s+(?P<args>\{.*?\}))?\]\]",
+    re.DOTALL,
+)
+_INT_DIRECTIVES = {
+    "fail": "fail",
+    "latency": "latency_ms",
+    "chunk-delay": "chunk_delay_ms",
+    "drop-after": "drop_after",
+    "cached": "cached",
+    "cache-write": "cache_write",
+    "reason": "reason",
+}
 _FLAG_DIRECTIVES = {"no-usage": "no_usage", "think": "think", "stream-error": "stream_error"}
 _OPENAI_ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 _FAULTY_PREFIX = re.compile(r"^/(?:status/(?P<status>\d{3})|(?P<hang>hang)|(?P<cut>cut))(?P<rest>/.*)$")
@@ -168,6 +178,29 @@ class _Directives:
     no_usage: bool = False
     think: bool = False
     stream_error: bool = False
+    #: ``[[gate:NAME]]``: answer only once the test opened the gate NAME (``FakeUpstream.open_gate``), so a
+    #: request is provably in flight for as long as the test needs, however slow the machine.
+    gate: str | None = None
+
+
+#: The gates requests wait at, by name; set from the test's thread, read from the fake's event loop.
+_GATES: dict[str, threading.Event] = {}
+_GATES_LOCK = threading.Lock()
+#: A gate nobody opens lets its requests through after this long, so a failed test leaves nothing hanging.
+GATE_TIMEOUT = 60.0
+
+
+def _gate(name: str) -> threading.Event:
+    with _GATES_LOCK:
+        return _GATES.setdefault(name, threading.Event())
+
+
+async def before_answering(d: _Directives) -> None:
+    """The wait the directives ask for before an answer: a fixed latency, then the gate if one is named."""
+    if d.latency_ms:
+        await asyncio.sleep(d.latency_ms / 1000)
+    if d.gate is not None:
+        await asyncio.to_thread(_gate(d.gate).wait, GATE_TIMEOUT)  # set from the test's thread
 
 
 def _parse_directives(text: str, reject: Callable[[str], _Reject] | None = None) -> tuple[str, _Directives]:
@@ -178,7 +211,9 @@ def _parse_directives(text: str, reject: Callable[[str], _Reject] | None = None)
     d = _Directives()
     for m in _DIRECTIVE.finditer(text):
         name, value = m.group(1) or m.group(3), m.group(2)
-        if m.group("tool"):
+        if m.group("gate"):
+            d.gate = m.group("gate")
+        elif m.group("tool"):
             d.tool = m.group("tool")
             if m.group("args"):
                 try:
@@ -233,8 +268,15 @@ class FakeUpstream:
         sock.bind((self.host, self.port))
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(
-            self, loop="asyncio", http="h11", ws="none", lifespan="off", log_level="warning",
-            access_log=False, log_config=log_config, timeout_graceful_shutdown=2,
+            self,
+            loop="asyncio",
+            http="h11",
+            ws="none",
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            log_config=log_config,
+            timeout_graceful_shutdown=2,
         )
         return uvicorn.Server(config), sock
 
@@ -243,8 +285,9 @@ class FakeUpstream:
         # log_config=None: don't let uvicorn dictConfig() the test process's logging.
         self._server, self._sock = self._build(log_config=None)
         server, sock = self._server, self._sock
-        self._thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True,
-                                        name=f"fake-upstream-{self.port}")
+        self._thread = threading.Thread(
+            target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"fake-upstream-{self.port}"
+        )
         self._thread.start()
         deadline = time.monotonic() + 10
         while not server.started:
@@ -263,6 +306,10 @@ class FakeUpstream:
         if self._sock is not None:
             self._sock.close()
         self._server = self._thread = self._sock = None
+
+    def open_gate(self, name: str) -> None:
+        """Let every request waiting at ``[[gate:NAME]]`` (and every later one) answer."""
+        _gate(name).set()
 
     def clear(self) -> None:
         with self._lock:
@@ -306,8 +353,9 @@ class FakeUpstream:
         finally:
             watcher.cancel()
 
-    async def _respond(self, method: str, path: str, raw: bytes, headers: dict[str, str], receive: Receive,
-                       send: Send) -> None:
+    async def _respond(
+        self, method: str, path: str, raw: bytes, headers: dict[str, str], receive: Receive, send: Send
+    ) -> None:
         faulty = _FAULTY_PREFIX.match(path)
         if faulty:
             return await _fault(faulty, send, receive)
@@ -339,8 +387,7 @@ class FakeUpstream:
         stops = _validate_chat(req, messages)
         prefix, source = _echoed(messages)
         text, d = _parse_directives(source)
-        if d.latency_ms:
-            await asyncio.sleep(d.latency_ms / 1000)
+        await before_answering(d)
         if d.fail is not None:
             raise openai_failure(d.fail, f"fake upstream failure {d.fail}")
         answer = _chat_answer(req, messages, d, prefix, text, stops)
@@ -359,7 +406,7 @@ def _echoed(messages: list[dict[str, Any]]) -> tuple[str, str]:
         first = last
         while first > 0 and messages[first - 1].get("role") == "tool":
             first -= 1
-        return "Echo: tool result: ", " ".join(message_text(m) for m in messages[first:last + 1])
+        return "Echo: tool result: ", " ".join(message_text(m) for m in messages[first : last + 1])
     return "Echo: ", message_text(messages[last]) if last is not None else ""
 
 
@@ -375,16 +422,20 @@ class _ChatAnswer:
     head: dict[str, Any]
 
 
-def _chat_answer(req: dict[str, Any], messages: list[dict[str, Any]], d: _Directives, prefix: str, text: str,
-                 stops: list[str]) -> _ChatAnswer:
+def _chat_answer(
+    req: dict[str, Any], messages: list[dict[str, Any]], d: _Directives, prefix: str, text: str, stops: list[str]
+) -> _ChatAnswer:
     prompt_tokens = chat_prompt_tokens(messages)
     tool_call: dict[str, Any] | None = None
     pieces: list[str] = []
     finish = "stop"
     if d.tool is not None and req.get("tools"):
         args = msgspec.json.encode(d.tool_args if d.tool_args is not None else {"echo": text}).decode()
-        tool_call = {"id": "call_" + secrets.token_hex(4), "type": "function",
-                     "function": {"name": d.tool, "arguments": args}}
+        tool_call = {
+            "id": "call_" + secrets.token_hex(4),
+            "type": "function",
+            "function": {"name": d.tool, "arguments": args},
+        }
         completion_tokens, finish = len(tokens(args)) + 3, "tool_calls"
     else:
         pieces = tokens(cut_at_stop(prefix + text, stops)[0])
@@ -397,16 +448,28 @@ def _chat_answer(req: dict[str, Any], messages: list[dict[str, Any]], d: _Direct
     prompt_details: dict[str, int] = {"cached_tokens": d.cached, "audio_tokens": 0}
     if d.cache_write is not None:
         prompt_details["cache_write_tokens"] = d.cache_write
-    usage = None if d.no_usage else {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": prompt_details,
-        "completion_tokens_details": {"reasoning_tokens": d.reason, "audio_tokens": 0,
-                                      "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0},
+    usage = (
+        None
+        if d.no_usage
+        else {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": prompt_details,
+            "completion_tokens_details": {
+                "reasoning_tokens": d.reason,
+                "audio_tokens": 0,
+                "accepted_prediction_tokens": 0,
+                "rejected_prediction_tokens": 0,
+            },
+        }
+    )
+    head = {
+        "id": "chatcmpl-" + secrets.token_hex(12),
+        "created": int(time.time()),
+        "model": req["model"],
+        "system_fingerprint": "fp_fake",
     }
-    head = {"id": "chatcmpl-" + secrets.token_hex(12), "created": int(time.time()), "model": req["model"],
-            "system_fingerprint": "fp_fake"}
     return _ChatAnswer(tool_call, pieces, finish, usage, head)
 
 
@@ -414,39 +477,58 @@ async def _send_completion(answer: _ChatAnswer, d: _Directives, send: Send, rece
     if d.drop_after is not None:
         return await _drop(send, receive)
     tool_call, head = answer.tool_call, answer.head
-    message: dict[str, Any] = {"role": "assistant", "content": None if tool_call else "".join(answer.pieces),
-                               "refusal": None}
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": None if tool_call else "".join(answer.pieces),
+        "refusal": None,
+    }
     if tool_call:
         message["tool_calls"] = [tool_call]
-    out = {"id": head["id"], "object": "chat.completion", **{k: head[k] for k in ("created", "model")},
-           "system_fingerprint": "fp_fake",
-           "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": answer.finish}]}
+    out = {
+        "id": head["id"],
+        "object": "chat.completion",
+        **{k: head[k] for k in ("created", "model")},
+        "system_fingerprint": "fp_fake",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": answer.finish}],
+    }
     if answer.usage is not None:
         out["usage"] = answer.usage
     return await _send_json(send, 200, out)
 
 
-async def _stream_completion(answer: _ChatAnswer, d: _Directives, include_usage: bool, send: Send,
-                             receive: Receive) -> None:
+async def _stream_completion(
+    answer: _ChatAnswer, d: _Directives, include_usage: bool, send: Send, receive: Receive
+) -> None:
     tool_call, head = answer.tool_call, answer.head
 
     def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
-        c = {"id": head["id"], "object": "chat.completion.chunk", "created": head["created"],
-             "model": head["model"], "system_fingerprint": "fp_fake",
-             "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}]}
+        c = {
+            "id": head["id"],
+            "object": "chat.completion.chunk",
+            "created": head["created"],
+            "model": head["model"],
+            "system_fingerprint": "fp_fake",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        }
         if include_usage:
             c["usage"] = None
         return c
 
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")],
+        }
+    )
     await _sse(send, chunk({"role": "assistant", "content": None if tool_call else "", "refusal": None}))
     if tool_call:
         args = tool_call["function"]["arguments"]
         size = max(1, -(-len(args) // 3))
-        deltas = [{"index": 0, "id": tool_call["id"], "type": "function",
-                   "function": {"name": d.tool, "arguments": ""}}]
-        deltas += [{"index": 0, "function": {"arguments": args[i:i + size]}} for i in range(0, len(args), size)]
+        deltas = [
+            {"index": 0, "id": tool_call["id"], "type": "function", "function": {"name": d.tool, "arguments": ""}}
+        ]
+        deltas += [{"index": 0, "function": {"arguments": args[i : i + size]}} for i in range(0, len(args), size)]
         bodies = [{"tool_calls": [td]} for td in deltas]
     else:
         bodies = [{"content": p} for p in answer.pieces]
@@ -475,19 +557,24 @@ def openai_request(api_key: str | None, raw: bytes, headers: dict[str, str]) -> 
     try:
         return msgspec.json.decode(raw)
     except msgspec.DecodeError:
-        raise _Reject(400, error_body("We could not parse the JSON body of your request.",
-                                      "invalid_request_error")) from None
+        raise _Reject(
+            400, error_body("We could not parse the JSON body of your request.", "invalid_request_error")
+        ) from None
 
 
 def _validate_chat(req: dict[str, Any], messages: list[dict[str, Any]]) -> list[str]:
     """The checks OpenAI makes that a translating gateway can get wrong; returns the stop strings."""
     temperature = req.get("temperature")
-    if temperature is not None and (isinstance(temperature, bool) or not isinstance(temperature, (int, float))
-                                    or not 0 <= temperature <= 2):
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2
+    ):
         raise _bad(f"Invalid 'temperature': expected a number between 0 and 2, got {temperature!r}.", "temperature")
     stop = req.get("stop")
-    if stop is not None and not isinstance(stop, str) and not (
-            isinstance(stop, list) and all(isinstance(x, str) for x in stop)):
+    if (
+        stop is not None
+        and not isinstance(stop, str)
+        and not (isinstance(stop, list) and all(isinstance(x, str) for x in stop))
+    ):
         raise _bad("Invalid 'stop': expected a string or an array of strings.", "stop")
     _check_chat_messages(messages)
     return [stop] if isinstance(stop, str) else list(stop or [])
@@ -499,8 +586,11 @@ def _check_chat_messages(messages: list[dict[str, Any]]) -> None:
     for i, m in enumerate(messages):
         role = m.get("role")
         if role not in _OPENAI_ROLES:
-            raise _bad(f"Invalid value: {role!r}. Supported values are: 'system', 'assistant', 'user', "
-                       f"'function', 'tool', and 'developer'.", f"messages[{i}].role")
+            raise _bad(
+                f"Invalid value: {role!r}. Supported values are: 'system', 'assistant', 'user', "
+                f"'function', 'tool', and 'developer'.",
+                f"messages[{i}].role",
+            )
         if role == "assistant" and m.get("tool_calls") is not None:
             calls = m["tool_calls"]
             if not isinstance(calls, list):
@@ -514,11 +604,16 @@ def _check_chat_messages(messages: list[dict[str, Any]]) -> None:
         elif role == "tool":
             call_id = m.get("tool_call_id")
             if not isinstance(call_id, str):
-                raise _bad("Missing parameter 'tool_call_id': messages with role 'tool' must have a "
-                           "'tool_call_id'.", f"messages[{i}].tool_call_id")
+                raise _bad(
+                    "Missing parameter 'tool_call_id': messages with role 'tool' must have a 'tool_call_id'.",
+                    f"messages[{i}].tool_call_id",
+                )
             if call_id not in seen_calls:
-                raise _bad("Invalid parameter: messages with role 'tool' must be a response to a preceeding "
-                           "message with 'tool_calls'.", f"messages[{i}].role")
+                raise _bad(
+                    "Invalid parameter: messages with role 'tool' must be a response to a preceeding "
+                    "message with 'tool_calls'.",
+                    f"messages[{i}].role",
+                )
 
 
 async def _fault(faulty: re.Match[str], send: Send, receive: Receive) -> None:
@@ -529,8 +624,13 @@ async def _fault(faulty: re.Match[str], send: Send, receive: Receive) -> None:
             pass
         return None
     if faulty.group("cut"):
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", b"100")],
+            }
+        )
         await send({"type": "http.response.body", "body": b'{"id": "chatcmpl-cut", "object": ', "more_body": True})
         return await _drop(send, receive)
     status = int(faulty.group("status"))
@@ -553,8 +653,9 @@ async def _send_json(send: Send, status: int, body: Any, extra: list[tuple[bytes
 
 async def _sse(send: Send, payload: dict[str, Any]) -> None:
     """One SSE frame per ASGI message, so the client really sees an incremental stream."""
-    await send({"type": "http.response.body", "body": b"data: " + msgspec.json.encode(payload) + b"\n\n",
-                "more_body": True})
+    await send(
+        {"type": "http.response.body", "body": b"data: " + msgspec.json.encode(payload) + b"\n\n", "more_body": True}
+    )
 
 
 async def _drop(send: Send, receive: Receive) -> None:

@@ -19,63 +19,142 @@ PATHS = {"chat": "/v1/chat/completions", "messages": "/v1/messages", "responses"
 _SCHEMA = {"type": "object", "properties": {"q": {"type": "string", "enum": ["a", "b"]}}, "required": ["q"]}
 
 CHAT: dict[str, Any] = {
-    "max_tokens": 50, "n": 1, "temperature": 0.5, "top_p": 0.9, "stop": ["zzz"], "user": "u-1",
-    "reasoning_effort": "low", "response_format": {"type": "text"}, "metadata": {"k": "v"}, "store": False,
-    "parallel_tool_calls": True, "tool_choice": "auto", "verbosity": "medium", "prompt_cache_key": "p",
-    "service_tier": "auto", "safety_identifier": "s", "stream": False, "stream_options": {"include_usage": True},
+    "max_tokens": 50,
+    "n": 1,
+    "temperature": 0.5,
+    "top_p": 0.9,
+    "stop": ["zzz"],
+    "user": "u-1",
+    "reasoning_effort": "low",
+    "response_format": {"type": "text"},
+    "metadata": {"k": "v"},
+    "store": False,
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "verbosity": "medium",
+    "prompt_cache_key": "p",
+    "service_tier": "auto",
+    "safety_identifier": "s",
+    "stream": False,
+    "stream_options": {"include_usage": True},
     "messages": [
         {"role": "system", "content": "Be brief."},
         {"role": "developer", "content": [{"type": "text", "text": "Use tools."}]},
-        {"role": "user", "name": "ann", "content": [
-            {"type": "text", "text": "look"}, {"type": "image_url", "image_url": {"url": IMAGE_URL, "detail": "low"}},
-            {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}}]},
-        {"role": "assistant", "content": "calling", "refusal": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "a"}'}}]},
+        {
+            "role": "user",
+            "name": "ann",
+            "content": [
+                {"type": "text", "text": "look"},
+                {"type": "image_url", "image_url": {"url": IMAGE_URL, "detail": "low"}},
+                {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}},
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": "calling",
+            "refusal": None,
+            "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "lookup", "arguments": '{"q": "a"}'}}
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": [{"type": "text", "text": "found"}]},
         {"role": "user", "content": "thanks"},
     ],
-    "tools": [{"type": "function", "function": {"name": "lookup", "description": "Find", "strict": False,
-                                                "parameters": _SCHEMA}}],
+    "tools": [
+        {
+            "type": "function",
+            "function": {"name": "lookup", "description": "Find", "strict": False, "parameters": _SCHEMA},
+        }
+    ],
 }
 
 MESSAGES: dict[str, Any] = {
-    "max_tokens": 2048, "temperature": 1, "top_p": 0.9, "top_k": 5, "stop_sequences": ["zzz"],
-    "metadata": {"user_id": "u-1"}, "stream": False,
-    "thinking": {"type": "enabled", "budget_tokens": 1024}, "output_config": {"effort": "low"},
+    "max_tokens": 2048,
+    "temperature": 1,
+    "top_p": 0.9,
+    "top_k": 5,
+    "stop_sequences": ["zzz"],
+    "metadata": {"user_id": "u-1"},
+    "stream": False,
+    "thinking": {"type": "enabled", "budget_tokens": 1024},
+    "output_config": {"effort": "low"},
     "tool_choice": {"type": "auto", "disable_parallel_tool_use": False},
     "system": [{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}],
     "messages": [
-        {"role": "user", "content": [
-            {"type": "text", "text": "look"},
-            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMAGE_DATA}},
-            {"type": "document", "title": "Notes", "context": "ctx", "source": {"type": "text", "data": "the notes"}},
-            {"type": "search_result", "title": "R", "source": "https://example.com",
-             "content": [{"type": "text", "text": "found text"}]}]},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "let me see", "signature": "sig"},
-            {"type": "text", "text": "calling"},
-            {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "a"}}]},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": False,
-             "content": [{"type": "text", "text": "found"}]},
-            {"type": "text", "text": "thanks"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "look"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": IMAGE_DATA}},
+                {
+                    "type": "document",
+                    "title": "Notes",
+                    "context": "ctx",
+                    "source": {"type": "text", "data": "the notes"},
+                },
+                {
+                    "type": "search_result",
+                    "title": "R",
+                    "source": "https://example.com",
+                    "content": [{"type": "text", "text": "found text"}],
+                },
+            ],
+        },
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "thinking", "thinking": "let me see", "signature": "sig"},
+                {"type": "text", "text": "calling"},
+                {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "a"}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_1",
+                    "is_error": False,
+                    "content": [{"type": "text", "text": "found"}],
+                },
+                {"type": "text", "text": "thanks"},
+            ],
+        },
     ],
-    "tools": [{"name": "lookup", "description": "Find", "input_schema": _SCHEMA,
-               "cache_control": {"type": "ephemeral"}}],
+    "tools": [
+        {"name": "lookup", "description": "Find", "input_schema": _SCHEMA, "cache_control": {"type": "ephemeral"}}
+    ],
 }
 
 RESPONSES: dict[str, Any] = {
-    "max_output_tokens": 50, "temperature": 0.5, "top_p": 0.9, "instructions": "Be brief.", "user": "u-1",
-    "metadata": {"k": "v"}, "store": False, "parallel_tool_calls": True, "tool_choice": "auto", "stream": False,
-    "reasoning": {"effort": "low", "summary": "auto"}, "include": ["reasoning.encrypted_content"],
-    "text": {"format": {"type": "json_schema", "name": "out", "schema": _SCHEMA, "strict": False},
-             "verbosity": "medium"},
-    "prompt_cache_key": "p", "service_tier": "auto",
+    "max_output_tokens": 50,
+    "temperature": 0.5,
+    "top_p": 0.9,
+    "instructions": "Be brief.",
+    "user": "u-1",
+    "metadata": {"k": "v"},
+    "store": False,
+    "parallel_tool_calls": True,
+    "tool_choice": "auto",
+    "stream": False,
+    "reasoning": {"effort": "low", "summary": "auto"},
+    "include": ["reasoning.encrypted_content"],
+    "text": {
+        "format": {"type": "json_schema", "name": "out", "schema": _SCHEMA, "strict": False},
+        "verbosity": "medium",
+    },
+    "prompt_cache_key": "p",
+    "service_tier": "auto",
     "input": [
         {"type": "message", "role": "developer", "content": "Use tools."},
-        {"role": "user", "content": [
-            {"type": "input_text", "text": "look"}, {"type": "input_image", "image_url": IMAGE_URL, "detail": "low"},
-            {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "input_text", "text": "look"},
+                {"type": "input_image", "image_url": IMAGE_URL, "detail": "low"},
+                {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"},
+            ],
+        },
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "thought"}]},
         {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": '{"q": "a"}'},
         {"type": "function_call_output", "call_id": "call_1", "output": "found"},
@@ -86,8 +165,12 @@ RESPONSES: dict[str, Any] = {
     ],
     "tools": [
         {"type": "function", "name": "lookup", "description": "Find", "parameters": _SCHEMA, "strict": False},
-        {"type": "custom", "name": "patch", "description": "Patch", "format": {"type": "grammar", "syntax": "lark",
-                                                                                "definition": "start: /.+/"}},
+        {
+            "type": "custom",
+            "name": "patch",
+            "description": "Patch",
+            "format": {"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+        },
         {"type": "namespace", "name": "fs", "tools": [{"type": "function", "name": "read", "parameters": _SCHEMA}]},
     ],
 }
@@ -97,8 +180,15 @@ BODIES = {"chat": CHAT, "messages": MESSAGES, "responses": RESPONSES}
 #: Fields a translator or the counter reads that the full bodies leave out (their absence is
 #: their usual value); each is also given a value of every type.
 EXTRA_FIELDS = {
-    "chat": ["max_completion_tokens", "functions", "function_call", "modalities", "audio", "web_search_options",
-             "prediction"],
+    "chat": [
+        "max_completion_tokens",
+        "functions",
+        "function_call",
+        "modalities",
+        "audio",
+        "web_search_options",
+        "prediction",
+    ],
     "messages": ["mcp_servers", "service_tier", "context_management"],
     "responses": ["previous_response_id", "conversation", "background", "truncation"],
 }

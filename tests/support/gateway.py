@@ -34,10 +34,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-
-
-def write_config(directory: Path, upstream_base_url: str, *, database: str | None = None, redis: bool = False,
-                 settings: str = "", lease_idle_seconds: str = "0.3", key_failures_per_minute: int = 100_000) -> Path:
+def write_config(
+    directory: Path,
+    upstream_base_url: str,
+    *,
+    database: str | None = None,
+    redis: bool = False,
+    settings: str = "",
+    lease_idle_seconds: str = "0.3",
+    key_failures_per_minute: int = 100_000,
+) -> Path:
     """A configuration with a model on the fake upstream, one on the built-in demo upstream, and
     one whose upstream is down (nothing listens on its port). ``redis``: rate limits in Redis, as
     several gateway processes on one database need; ``settings``: more top-level TOML lines.
@@ -153,8 +159,15 @@ AGENT_MODELS = {"agent-claude": "anthropic", "agent-gpt": "openai", "agent-codex
 CHEAP = "{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}"
 
 
-def _model(model_id: str, deployments: list[str], *, context_window: int, max_output_tokens: int,
-           pricing: str = CHEAP, settings: str = "") -> str:
+def _model(
+    model_id: str,
+    deployments: list[str],
+    *,
+    context_window: int,
+    max_output_tokens: int,
+    pricing: str = CHEAP,
+    settings: str = "",
+) -> str:
     """One ``[[models]]`` table: its deployments (``_deployment``), limits, prices and other settings."""
     upstream = f"upstream = {deployments[0]}" if len(deployments) == 1 else f"upstreams = [{', '.join(deployments)}]"
     return f"""
@@ -172,28 +185,54 @@ pricing = {pricing}
 
 def _agent_models(upstream_base_url: str) -> str:
     root = upstream_base_url.removesuffix("/v1")
-    return "".join(_model(
-        model_id, [_deployment(kind, root if kind == "anthropic" else upstream_base_url, f"{model_id}-upstream",
-                               api_key_env="UPSTREAM_KEY")],
-        context_window=400000, max_output_tokens=128000, settings="vision = true",
-        pricing="{input = 0.5, output = 1, cache_create = 0.625, cache_hit = 0.05}")
-        for model_id, kind in AGENT_MODELS.items())
+    return "".join(
+        _model(
+            model_id,
+            [
+                _deployment(
+                    kind,
+                    root if kind == "anthropic" else upstream_base_url,
+                    f"{model_id}-upstream",
+                    api_key_env="UPSTREAM_KEY",
+                )
+            ],
+            context_window=400000,
+            max_output_tokens=128000,
+            settings="vision = true",
+            pricing="{input = 0.5, output = 1, cache_create = 0.625, cache_hit = 0.05}",
+        )
+        for model_id, kind in AGENT_MODELS.items()
+    )
 
 
 def _builtin_tool_models(upstream_base_url: str) -> str:
     """Models whose ``builtin_tools`` setting overrides the default (tests/e2e/test_tool_translation.py)."""
     root = upstream_base_url.removesuffix("/v1")
-    models = {"passing-gpt": ("openai", upstream_base_url, "pass"), "refusing-claude": ("anthropic", root, "refuse"),
-              "dropping-claude": ("anthropic", root, "drop")}
-    return "".join(_model(model_id, [_deployment(kind, base_url, f"{model_id}-upstream", api_key_env="UPSTREAM_KEY")],
-                          context_window=8192, max_output_tokens=1024, settings=f'builtin_tools = "{policy}"')
-                   for model_id, (kind, base_url, policy) in models.items())
+    models = {
+        "passing-gpt": ("openai", upstream_base_url, "pass"),
+        "refusing-claude": ("anthropic", root, "refuse"),
+        "dropping-claude": ("anthropic", root, "drop"),
+    }
+    return "".join(
+        _model(
+            model_id,
+            [_deployment(kind, base_url, f"{model_id}-upstream", api_key_env="UPSTREAM_KEY")],
+            context_window=8192,
+            max_output_tokens=1024,
+            settings=f'builtin_tools = "{policy}"',
+        )
+        for model_id, (kind, base_url, policy) in models.items()
+    )
 
 
 #: Strict models, one per upstream kind: no vision, built-in tools refused, small limits (8,192
 #: tokens of context, 1,024 of output): every refusal a request can meet, on every kind of upstream.
-STRICT_MODELS = {"strict-gpt": "openai", "strict-demo": "demo", "strict-claude": "anthropic",
-                 "strict-codex": "openai-responses"}
+STRICT_MODELS = {
+    "strict-gpt": "openai",
+    "strict-demo": "demo",
+    "strict-claude": "anthropic",
+    "strict-codex": "openai-responses",
+}
 
 
 def _strict_models(upstream_base_url: str) -> str:
@@ -202,12 +241,20 @@ def _strict_models(upstream_base_url: str) -> str:
     def deployment(model_id: str, kind: str) -> str:
         if kind == "demo":
             return '{kind = "demo"}'
-        return _deployment(kind, root if kind == "anthropic" else upstream_base_url, f"{model_id}-upstream",
-                           api_key_env="UPSTREAM_KEY")
+        return _deployment(
+            kind, root if kind == "anthropic" else upstream_base_url, f"{model_id}-upstream", api_key_env="UPSTREAM_KEY"
+        )
 
-    return "".join(_model(model_id, [deployment(model_id, kind)], context_window=8192, max_output_tokens=1024,
-                          settings='vision = false\nbuiltin_tools = "refuse"')
-                   for model_id, kind in STRICT_MODELS.items())
+    return "".join(
+        _model(
+            model_id,
+            [deployment(model_id, kind)],
+            context_window=8192,
+            max_output_tokens=1024,
+            settings='vision = false\nbuiltin_tools = "refuse"',
+        )
+        for model_id, kind in STRICT_MODELS.items()
+    )
 
 
 #: Models that serve a request asking more output than their 1,024 tokens with 1,024
@@ -217,10 +264,23 @@ CLAMPING_MODELS = {"clamping-gpt": "openai", "clamping-claude": "anthropic", "cl
 
 def _clamping_models(upstream_base_url: str) -> str:
     root = upstream_base_url.removesuffix("/v1")
-    return "".join(_model(model_id, [_deployment(kind, root if kind == "anthropic" else upstream_base_url,
-                                                 f"{model_id}-upstream", api_key_env="UPSTREAM_KEY")],
-                          context_window=8192, max_output_tokens=1024, settings="clamp_output_to_model = true")
-                   for model_id, kind in CLAMPING_MODELS.items())
+    return "".join(
+        _model(
+            model_id,
+            [
+                _deployment(
+                    kind,
+                    root if kind == "anthropic" else upstream_base_url,
+                    f"{model_id}-upstream",
+                    api_key_env="UPSTREAM_KEY",
+                )
+            ],
+            context_window=8192,
+            max_output_tokens=1024,
+            settings="clamp_output_to_model = true",
+        )
+        for model_id, kind in CLAMPING_MODELS.items()
+    )
 
 
 #: A weight that makes a deployment the first one tried in all but one request in a million.
@@ -246,16 +306,25 @@ def _fallback_models(upstream_base_url: str) -> str:
         "refused-gpt": [_deployment("openai", f"http://127.0.0.1:{free_port()}/v1", "gpt-a", weight=FIRST), gpt_b],
         "overloaded-gpt": [overloaded_first, gpt_b],
         "hung-gpt": [_deployment("openai", f"{root}/hang/v1", "gpt-a", weight=FIRST, timeout=1), gpt_b],
-        "twin-gpt": [_deployment("openai", upstream_base_url, "gpt-a", weight=3, timeout=2, **key),
-                     _deployment("openai", upstream_base_url, "gpt-b", timeout=2, **key)],
+        "twin-gpt": [
+            _deployment("openai", upstream_base_url, "gpt-a", weight=3, timeout=2, **key),
+            _deployment("openai", upstream_base_url, "gpt-b", timeout=2, **key),
+        ],
         "once-gpt": [overloaded_first, gpt_b],  # with max_attempts = 1
         "cut-gpt": [_deployment("openai", f"{root}/cut/v1", "gpt-a", weight=FIRST), gpt_b],
         "overloaded-claude": [_deployment("anthropic", f"{root}/status/529", "claude-a", weight=FIRST), claude_b],
         "twin-claude": [_deployment("anthropic", root, "claude-a", **key), claude_b],
     }
-    return "".join(_model(model_id, deployments, context_window=200000, max_output_tokens=256,
-                          settings="max_attempts = 1" if model_id == "once-gpt" else "")
-                   for model_id, deployments in models.items())
+    return "".join(
+        _model(
+            model_id,
+            deployments,
+            context_window=200000,
+            max_output_tokens=256,
+            settings="max_attempts = 1" if model_id == "once-gpt" else "",
+        )
+        for model_id, deployments in models.items()
+    )
 
 
 def run_cli(config: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -290,8 +359,15 @@ class Gateway:
         self.log_path = self.config.parent / f"gateway-{self.port}.log"
         with self.log_path.open("w") as log:
             self.process = start_server(
-                [*tollgate_command(), "serve", "--config", str(self.config), "--port", str(self.port),
-                 *self.serve_args],
+                [
+                    *tollgate_command(),
+                    "serve",
+                    "--config",
+                    str(self.config),
+                    "--port",
+                    str(self.port),
+                    *self.serve_args,
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -325,8 +401,11 @@ class Gateway:
         """The request's log line (lines are written in batches, a tenth of a second apart)."""
         deadline = time.monotonic() + within
         while True:
-            lines = [line for line in self.log_lines() if line.get("logger") == "tollgate.access"
-                     and line.get("request_id") == request_id]
+            lines = [
+                line
+                for line in self.log_lines()
+                if line.get("logger") == "tollgate.access" and line.get("request_id") == request_id
+            ]
             if lines:
                 return lines[0]
             assert time.monotonic() < deadline, f"no log line for {request_id} after {within} s"
@@ -345,8 +424,10 @@ class Gateway:
 
     def charges(self, team: str) -> list[dict]:
         """The team's charges, as ``tollgate ledger export`` prints them (amounts in micro-credits)."""
-        rows = [json.loads(line) for line in self.cli("ledger", "export", "--team", team, "--format", "jsonl")
-                .stdout.splitlines()]
+        rows = [
+            json.loads(line)
+            for line in self.cli("ledger", "export", "--team", team, "--format", "jsonl").stdout.splitlines()
+        ]
         return [row for row in rows if row["kind"] == "charge"]
 
     def wait_until_nothing_held(self, team: str, within: float = 10.0) -> str:

@@ -17,17 +17,27 @@ def png(width: int, height: int) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
     rows = b"".join(b"\x00" + b"\x00" * width for _ in range(height))  # filter 0, one grey byte a pixel
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows))
+        + chunk(b"IEND", b"")
+    )
 
 
 def gif(width: int, height: int) -> bytes:
-    return (b"GIF89a" + struct.pack("<HHBBB", width, height, 0, 0, 0)
-            + b"," + struct.pack("<HHHHB", 0, 0, width, height, 0) + b"\x02\x02\x44\x01\x00;")
+    return (
+        b"GIF89a"
+        + struct.pack("<HHBBB", width, height, 0, 0, 0)
+        + b","
+        + struct.pack("<HHHHB", 0, 0, width, height, 0)
+        + b"\x02\x02\x44\x01\x00;"
+    )
 
 
 def jpeg(width: int, height: int, exif_bytes: int = 0) -> bytes:
     """SOI, JFIF APP0, optionally a large APP1 (metadata before the frame header), DQT, SOF0, DHT, SOS."""
+
     def segment(marker: int, payload: bytes) -> bytes:
         return bytes([0xFF, marker]) + struct.pack(">H", len(payload) + 2) + payload
 

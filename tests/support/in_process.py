@@ -67,8 +67,9 @@ class Sent:
 
     def chat_text(self) -> str:
         """The text of the Chat Completions deltas sent."""
-        return "".join(choice["delta"].get("content") or "" for chunk in self.sse_data()
-                       for choice in chunk.get("choices", []))
+        return "".join(
+            choice["delta"].get("content") or "" for chunk in self.sse_data() for choice in chunk.get("choices", [])
+        )
 
 
 class InProcessGateway:
@@ -110,12 +111,26 @@ class InProcessGateway:
         never taken (its ``send`` waits until the relay is cancelled), so the client got exactly
         the frames in the answer."""
         raw = json.dumps(body).encode()
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-                 "scheme": "http", "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
-                 "headers": [(b"host", b"gateway.local"), (b"content-type", b"application/json"),
-                             (b"content-length", str(len(raw)).encode()),
-                             (b"authorization", f"Bearer {account.key}".encode())],
-                 "client": ("127.0.0.1", 50000), "server": ("gateway.local", 80), "state": {}}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": b"",
+            "root_path": "",
+            "headers": [
+                (b"host", b"gateway.local"),
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(raw)).encode()),
+                (b"authorization", f"Bearer {account.key}".encode()),
+            ],
+            "client": ("127.0.0.1", 50000),
+            "server": ("gateway.local", 80),
+            "state": {},
+        }
         sent = Sent()
 
         async def drive() -> None:

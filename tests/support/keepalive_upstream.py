@@ -75,6 +75,7 @@ class KeepAliveUpstream:
     def __exit__(self, *exc: object) -> None:
         loop, server = self._loop, self._server
         if loop is not None and server is not None:
+
             async def stop() -> None:
                 server.close()
                 for writer in list(self._open):
@@ -113,8 +114,14 @@ class KeepAliveUpstream:
                     head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return  # the gateway closed the connection, or it was closed here
-                length = next((int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
-                               if line.lower().startswith(b"content-length:")), 0)
+                length = next(
+                    (
+                        int(line.split(b":", 1)[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
                 body = json.loads(await reader.readexactly(length))
                 nth += 1
                 fate = self.fate(connection, nth)
@@ -145,18 +152,40 @@ def _answer(body: dict) -> bytes:
     usage = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
     head = {"id": "chatcmpl-keepalive", "created": 1700000000, "model": body.get("model")}
     if body.get("stream"):
-        chunks = [{**head, "object": "chat.completion.chunk",
-                   "choices": [{"index": 0, "delta": {"role": "assistant", "content": COMPLETION_TEXT},
-                                "finish_reason": None}]},
-                  {**head, "object": "chat.completion.chunk",
-                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-                  {**head, "object": "chat.completion.chunk", "choices": [], "usage": usage}]
+        chunks = [
+            {
+                **head,
+                "object": "chat.completion.chunk",
+                "choices": [
+                    {"index": 0, "delta": {"role": "assistant", "content": COMPLETION_TEXT}, "finish_reason": None}
+                ],
+            },
+            {
+                **head,
+                "object": "chat.completion.chunk",
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            },
+            {**head, "object": "chat.completion.chunk", "choices": [], "usage": usage},
+        ]
         content = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n" for c in chunks) + b"data: [DONE]\n\n"
         kind = b"text/event-stream"
     else:
-        content = json.dumps({**head, "object": "chat.completion", "usage": usage, "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": COMPLETION_TEXT},
-             "finish_reason": "stop"}]}).encode()
+        content = json.dumps(
+            {
+                **head,
+                "object": "chat.completion",
+                "usage": usage,
+                "choices": [
+                    {"index": 0, "message": {"role": "assistant", "content": COMPLETION_TEXT}, "finish_reason": "stop"}
+                ],
+            }
+        ).encode()
         kind = b"application/json"
-    return (b"HTTP/1.1 200 OK\r\ncontent-type: " + kind + b"\r\ncontent-length: " + str(len(content)).encode()
-            + b"\r\n\r\n" + content)
+    return (
+        b"HTTP/1.1 200 OK\r\ncontent-type: "
+        + kind
+        + b"\r\ncontent-length: "
+        + str(len(content)).encode()
+        + b"\r\n\r\n"
+        + content
+    )

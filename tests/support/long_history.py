@@ -13,6 +13,7 @@ from decimal import Decimal
 
 from app.store.event_store import LedgerStore
 from domain.ledger import TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
@@ -20,8 +21,9 @@ USAGE = TokenUsage(input_tokens=500, output_tokens=200)
 MODELS = ("fake-gpt", "fake-claude")
 
 
-def build_history(store: LedgerStore, requests: dict[str, int], *, batch: int = 400,
-                  snapshot_every: int | None = 500) -> int:
+def build_history(
+    store: LedgerStore, requests: dict[str, int], *, batch: int = 400, snapshot_every: int | None = 500
+) -> int:
     """Open each named team and run its number of requests (a hold and a charge each), saving
     ``batch`` requests of every team at a time; returns how many events were stored."""
     teams = {name: TeamLedger.open(name) for name in requests}
@@ -36,8 +38,8 @@ def build_history(store: LedgerStore, requests: dict[str, int], *, batch: int = 
             for i in range(done[name], min(done[name] + batch, requests[name])):
                 rid = f"{name}-r{i}"
                 model = MODELS[i % len(MODELS)]
-                team.place_hold(rid, 10_000, "k1", model, "chat.completions")
-                team.charge(rid, USAGE, PRICE, Decimal(100), key_id="k1", model=model, endpoint="chat.completions")
+                team.place_hold(RequestOnLedger(rid, "k1", model, "chat.completions"), 10_000)
+                team.charge(RequestOnLedger(rid, "k1", model, "chat.completions"), USAGE, PRICE, Decimal(100))
             done[name] = min(done[name] + batch, requests[name])
         events += sum(len(t.pending_events) for t in teams.values())
         store.save_teams(teams.values())

@@ -84,12 +84,16 @@ def exchange(port: int, data: bytes, *, timeout: float = 10.0) -> tuple[Reply, b
         return reply, closed_by_peer(sock)
 
 
-def post_raw(port: int, path: str, headers: list[tuple[bytes, bytes]], body: bytes, *,
-             timeout: float = 60.0) -> Reply:
+def post_raw(port: int, path: str, headers: list[tuple[bytes, bytes]], body: bytes, *, timeout: float = 60.0) -> Reply:
     """POST ``body`` with header values exactly as given — bytes no client library sends (a NUL, a
     bare CR or LF inside a value) included — on a new connection; the reply (not a stream)."""
-    lines = [f"POST {path} HTTP/1.1".encode(), b"host: 127.0.0.1", *(name + b": " + value for name, value in headers),
-             b"content-length: " + str(len(body)).encode(), b"connection: close"]
+    lines = [
+        f"POST {path} HTTP/1.1".encode(),
+        b"host: 127.0.0.1",
+        *(name + b": " + value for name, value in headers),
+        b"content-length: " + str(len(body)).encode(),
+        b"connection: close",
+    ]
     with connect(port, timeout=timeout) as sock:
         sock.sendall(b"\r\n".join(lines) + b"\r\n\r\n" + body)
         return read_reply(sock)

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.ledger.results import Limits
+from app.ledger.results import KeyTerms, Limits
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import open_ledger_store
@@ -34,7 +34,7 @@ class Teams:
     def open(self, balance: str = "100", key_rpm: int | None = None) -> Team:
         name = f"team-{next(_team_numbers)}"
         self._ledger.create_team(name, micros_from_credits(balance))
-        return Team(name, self._ledger.issue_key(name, limits=Limits(rpm=key_rpm)).secret)
+        return Team(name, self._ledger.issue_key(name, terms=KeyTerms(limits=Limits(rpm=key_rpm))).secret)
 
     def close(self) -> None:
         self._writer.stop()

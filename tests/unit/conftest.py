@@ -67,8 +67,10 @@ def _no_services() -> Iterator[None]:
 
     def refused(address: Any) -> None:
         if isinstance(address, tuple) and len(address) >= 2 and address[1] in ports:
-            raise AssertionError(f"a unit test connected to {ports[address[1]]} ({address[0]}:{address[1]}): "
-                                 "the unit layer runs with no service; such a test belongs in tests/e2e")
+            raise AssertionError(
+                f"a unit test connected to {ports[address[1]]} ({address[0]}:{address[1]}): "
+                "the unit layer runs with no service; such a test belongs in tests/e2e"
+            )
 
     def connect(self: socket.socket, address: Any) -> None:
         refused(address)

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from litestar import Request, Response, Router, get
 from litestar.datastructures import CacheControlHeader
 from litestar.openapi import ResponseSpec
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Stream
 
 from app.errors import InvalidRequest
@@ -67,7 +67,7 @@ async def read_session(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 
 @get("/teams/{name:str}", responses=_answers(TeamView, "the team's balance, held and available credits, and keys"))
-async def read_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def read_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     """The team's balance, credits held by requests in flight, what is available, and its keys."""
     summary = await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
@@ -76,19 +76,21 @@ async def read_team(request: Request[Any, Any, Any], name: str) -> Response[byte
 
 
 @get("/teams/{name:str}/history", responses=_answers(HistoryView, "one page of ledger entries, newest first"))
-async def read_history(request: Request[Any, Any, Any], name: str, page: int = 1,
-                       per_page: int = 20) -> Response[bytes]:
+async def read_history(
+    request: Request[Any, Any, Any], name: FromPath[str], page: FromQuery[int] = 1, per_page: FromQuery[int] = 20
+) -> Response[bytes]:
     """Every ledger entry of the team (top-ups and charges, each with the balance after), newest first."""
     check_page(page, per_page, 500)
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
     answer = await asyncio.to_thread(queries.history_page, runtime.store, name, page, per_page, None, True)
-    return json_response(HistoryView(name, [entry_view(r) for r in answer["data"]], page, per_page, answer["total"],
-                                     answer["has_more"]))
+    return json_response(
+        HistoryView(name, [entry_view(r) for r in answer["data"]], page, per_page, answer["total"], answer["has_more"])
+    )
 
 
 @get("/teams/{name:str}/usage", responses=_answers(UsageView, "usage by model, and by key × model × day"))
-async def read_usage(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def read_usage(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     """Requests, tokens and credits spent, by model and by day (UTC)."""
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
@@ -96,8 +98,13 @@ async def read_usage(request: Request[Any, Any, Any], name: str) -> Response[byt
 
 
 @get("/teams/{name:str}/attribution", responses=_answers(AttributionView, "usage by a tag's values, or by end user"))
-async def read_attribution(request: Request[Any, Any, Any], name: str, by: str = "user", page: int = 1,
-                           per_page: int = queries.USAGE_PER_PAGE) -> Response[bytes]:
+async def read_attribution(
+    request: Request[Any, Any, Any],
+    name: FromPath[str],
+    by: FromQuery[str] = "user",
+    page: FromQuery[int] = 1,
+    per_page: FromQuery[int] = queries.USAGE_PER_PAGE,
+) -> Response[bytes]:
     """Requests, tokens and credits by the values of ``by`` (``user`` or ``tag:<name>``), charges
     without it under ``""``, a page of values at a time; and the dimensions the team's usage can be
     reported by."""
@@ -108,12 +115,17 @@ async def read_attribution(request: Request[Any, Any, Any], name: str, by: str =
     check_page(page, per_page, queries.MAX_USAGE_PER_PAGE)
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
-    return json_response(attribution_view(await asyncio.to_thread(queries.usage_by, runtime.store, name, dimension,
-                                                                  None, page, per_page)))
+    return json_response(
+        attribution_view(
+            await asyncio.to_thread(queries.usage_by, runtime.store, name, dimension, None, page, per_page)
+        )
+    )
 
 
 @get("/teams/{name:str}/requests", responses=_answers(RequestsView, "the latest charges, newest first"))
-async def read_requests(request: Request[Any, Any, Any], name: str, limit: int = 20) -> Response[bytes]:
+async def read_requests(
+    request: Request[Any, Any, Any], name: FromPath[str], limit: FromQuery[int] = 20
+) -> Response[bytes]:
     """The team's latest charged requests, newest first."""
     check_limit(limit, 500)
     await readable_team(request, name)
@@ -123,7 +135,9 @@ async def read_requests(request: Request[Any, Any, Any], name: str, limit: int =
 
 
 @get("/teams/{name:str}/alerts", responses=_answers(AlertsView, "the latest alerts, newest first"))
-async def read_alerts(request: Request[Any, Any, Any], name: str, limit: int = 20) -> Response[bytes]:
+async def read_alerts(
+    request: Request[Any, Any, Any], name: FromPath[str], limit: FromQuery[int] = 20
+) -> Response[bytes]:
     """The team's latest alerts (budget thresholds reached, the balance under a line), newest first."""
     check_limit(limit, 500)
     await readable_team(request, name)
@@ -132,14 +146,20 @@ async def read_alerts(request: Request[Any, Any, Any], name: str, limit: int = 2
     return json_response(AlertsView(name, [alert_view(r) for r in rows]))
 
 
-_EXPORT_ANSWER = ResponseSpec(data_container=str, media_type="text/csv", generate_examples=False, description=(
-    "an attachment: CSV (format=csv) or JSON Lines (format=jsonl, application/x-ndjson)"))
+_EXPORT_ANSWER = ResponseSpec(
+    data_container=str,
+    media_type="text/csv",
+    generate_examples=False,
+    description=("an attachment: CSV (format=csv) or JSON Lines (format=jsonl, application/x-ndjson)"),
+)
 
 
 @get("/teams/{name:str}/export", responses={200: _EXPORT_ANSWER})
-async def export_history(request: Request[Any, Any, Any], name: str,
-                         fmt: Annotated[str, Parameter(query="format", description="csv or jsonl")] = "csv",
-                         ) -> Stream:
+async def export_history(
+    request: Request[Any, Any, Any],
+    name: FromPath[str],
+    fmt: Annotated[str, QueryParameter(name="format", description="csv or jsonl")] = "csv",
+) -> Stream:
     """The team's whole audit history as a download, the same lines as ``tollgate ledger export --team NAME``
     (every column of the ledger's rows, amounts in micro-credits), streamed a page at a time."""
     if fmt not in queries.EXPORT_FORMATS:
@@ -147,15 +167,21 @@ async def export_history(request: Request[Any, Any, Any], name: str,
     await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
     upto = await asyncio.to_thread(queries.export_upto, runtime.store)
-    return Stream(_streamed(queries.export_chunks(runtime.store, name, fmt, upto)), media_type=_EXPORT_TYPES[fmt],
-                  headers={"Content-Disposition": f'attachment; filename="tollgate-{name}-ledger.{fmt}"'})
+    return Stream(
+        _streamed(queries.export_chunks(runtime.store, name, fmt, upto)),
+        media_type=_EXPORT_TYPES[fmt],
+        headers={"Content-Disposition": f'attachment; filename="tollgate-{name}-ledger.{fmt}"'},
+    )
 
 
 @get("/teams/{name:str}/statements/{month:str}", responses={200: STATEMENT_ANSWER})
-async def download_statement(request: Request[Any, Any, Any], name: str,
-                             month: Annotated[str, MONTH_PARAMETER],
-                             fmt: Annotated[str, FORMAT_PARAMETER] = "json",
-                             chained: Annotated[bool, CHAINED_PARAMETER] = False) -> Stream:
+async def download_statement(
+    request: Request[Any, Any, Any],
+    name: FromPath[str],
+    month: Annotated[str, MONTH_PARAMETER],
+    fmt: Annotated[str, FORMAT_PARAMETER] = "json",
+    chained: Annotated[bool, CHAINED_PARAMETER] = False,
+) -> Stream:
     """The team's statement for a UTC calendar month, as ``tollgate ledger statement`` writes it and
     ``GET /admin/teams/{name}/statements/{month}`` answers it."""
     await readable_team(request, name)
@@ -170,8 +196,17 @@ async def _streamed(chunks: Iterator[str]) -> AsyncIterator[bytes]:
 
 dashboard_api = Router(
     path="/dashboard/api",
-    route_handlers=[read_session, read_team, read_history, read_usage, read_attribution, read_requests,
-                    read_alerts, export_history, download_statement],
+    route_handlers=[
+        read_session,
+        read_team,
+        read_history,
+        read_usage,
+        read_attribution,
+        read_requests,
+        read_alerts,
+        export_history,
+        download_statement,
+    ],
     before_request=identify,
     cache_control=CacheControlHeader(no_store=True),  # balances and keys ids: never kept by a cache
     tags=["dashboard"],

@@ -34,18 +34,33 @@ def assembled() -> tuple[str, str]:
     """The page's HTML and its Content-Security-Policy."""
     style = "\n" + _static("dashboard.css")
     script = "\n" + "\n".join(_static(name) for name in _SCRIPTS)
-    html = (_static("index.html")
-            .replace("<!-- style -->", f"<style>{style}</style>")
-            .replace("<!-- script -->", f"<script>{script}</script>"))
-    policy = (f"default-src 'none'; script-src {_hash(script)}; style-src {_hash(style)}; connect-src 'self'; "
-              "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+    html = (
+        _static("index.html")
+        .replace("<!-- style -->", f"<style>{style}</style>")
+        .replace("<!-- script -->", f"<script>{script}</script>")
+    )
+    policy = (
+        f"default-src 'none'; script-src {_hash(script)}; style-src {_hash(style)}; connect-src 'self'; "
+        "img-src data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
     return html, policy
 
 
-@get(["/dashboard", "/dashboard/"], media_type=MediaType.HTML, cache_control=CacheControlHeader(no_cache=True),
-     tags=["dashboard"])
+@get(
+    ["/dashboard", "/dashboard/"],
+    media_type=MediaType.HTML,
+    cache_control=CacheControlHeader(no_cache=True),
+    tags=["dashboard"],
+)
 async def dashboard_page() -> Response[str]:
     """The team dashboard: sign in with a team API key or the admin key (kept in the browser tab only)."""
     html, policy = assembled()
-    return Response(html, media_type=MediaType.HTML, headers={
-        "Content-Security-Policy": policy, "Referrer-Policy": "no-referrer", "X-Content-Type-Options": "nosniff"})
+    return Response(
+        html,
+        media_type=MediaType.HTML,
+        headers={
+            "Content-Security-Policy": policy,
+            "Referrer-Policy": "no-referrer",
+            "X-Content-Type-Options": "nosniff",
+        },
+    )

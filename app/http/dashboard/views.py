@@ -21,10 +21,21 @@ from app.ledger.results import KeySummary, TeamSummary
 from domain.money import credits_from_micros
 
 #: Decimals go out as JSON numbers (``app.json.encode``); Litestar would document them as strings.
-Credits = Annotated[Decimal, KwargDefinition(schema_extra={
-    "type": OpenAPIType.NUMBER, "description": "credits, exact: every digit, never a rounded float"})]
-Usd = Annotated[Decimal, KwargDefinition(schema_extra={
-    "type": OpenAPIType.NUMBER, "description": "US dollars, exact: every digit, never a rounded float"})]
+Credits = Annotated[
+    Decimal,
+    KwargDefinition(
+        schema_extra={"type": OpenAPIType.NUMBER, "description": "credits, exact: every digit, never a rounded float"}
+    ),
+]
+Usd = Annotated[
+    Decimal,
+    KwargDefinition(
+        schema_extra={
+            "type": OpenAPIType.NUMBER,
+            "description": "US dollars, exact: every digit, never a rounded float",
+        }
+    ),
+]
 
 
 class SessionView(msgspec.Struct):
@@ -120,11 +131,18 @@ class AlertsView(msgspec.Struct):
 def alert_view(row: dict[str, Any]) -> AlertView:
     balance = row["kind"] == "balance_below"
     threshold = f"{credits_from_micros(int(row['threshold']))} credits" if balance else f"{row['threshold']} %"
-    return AlertView(row["occurred_at"], row["alert_id"], row["kind"], row["key_id"], threshold,
-                     credits_from_micros(int(row["value"])),
-                     None if balance else credits_from_micros(int(row["budget_limit"])), row["period"],
-                     bool(row["deliveries"]) and all(d["delivered_at"] for d in row["deliveries"]),
-                     len(row["deliveries"]))
+    return AlertView(
+        row["occurred_at"],
+        row["alert_id"],
+        row["kind"],
+        row["key_id"],
+        threshold,
+        credits_from_micros(int(row["value"])),
+        None if balance else credits_from_micros(int(row["budget_limit"])),
+        row["period"],
+        bool(row["deliveries"]) and all(d["delivered_at"] for d in row["deliveries"]),
+        len(row["deliveries"]),
+    )
 
 
 class ModelUsage(msgspec.Struct):
@@ -178,28 +196,59 @@ class AttributionView(msgspec.Struct):
 
 def attribution_view(answer: dict[str, Any]) -> AttributionView:
     """``app.ledger.queries.usage_by``'s answer (costs already in credits) as typed rows."""
-    return AttributionView(answer["team"], answer["by"], answer["dimensions"],
-                           [msgspec.convert(r, ValueUsage, strict=False) for r in answer["data"]],
-                           answer["total"]["cost"], answer["total"]["requests"], answer["values"],
-                           answer["has_more"])
+    return AttributionView(
+        answer["team"],
+        answer["by"],
+        answer["dimensions"],
+        [msgspec.convert(r, ValueUsage, strict=False) for r in answer["data"]],
+        answer["total"]["cost"],
+        answer["total"]["requests"],
+        answer["values"],
+        answer["has_more"],
+    )
 
 
 def team_view(summary: TeamSummary, keys: list[KeySummary]) -> TeamView:
-    return TeamView(summary.name, credits_from_micros(summary.balance), credits_from_micros(summary.held),
-                    credits_from_micros(summary.balance - summary.held), summary.suspended, summary.rpm, summary.tpm,
-                    [KeyView(k.key_id, k.label, k.revoked, list(k.models), list(k.endpoints)) for k in keys])
+    return TeamView(
+        summary.name,
+        credits_from_micros(summary.balance),
+        credits_from_micros(summary.held),
+        credits_from_micros(summary.balance - summary.held),
+        summary.suspended,
+        summary.rpm,
+        summary.tpm,
+        [KeyView(k.key_id, k.label, k.revoked, list(k.models), list(k.endpoints)) for k in keys],
+    )
 
 
 def entry_view(row: dict[str, Any]) -> EntryView:
     """A ``ledger_entries`` row (micro-credits, as stored) in credits."""
-    return EntryView(row["occurred_at"], row["kind"], row["key_id"], row["request_id"], row["endpoint"], row["model"],
-                     int(row["input_tokens"]), int(row["output_tokens"]), int(row["cache_write_tokens"]),
-                     int(row["cache_hit_tokens"]), credits_from_micros(int(row["amount"])), Decimal(row["cost_usd"]),
-                     credits_from_micros(int(row["balance_after"])), row["reference"], row.get("tags") or "",
-                     row.get("end_user") or "", row.get("actor") or "", row.get("reason") or "")
+    return EntryView(
+        row["occurred_at"],
+        row["kind"],
+        row["key_id"],
+        row["request_id"],
+        row["endpoint"],
+        row["model"],
+        int(row["input_tokens"]),
+        int(row["output_tokens"]),
+        int(row["cache_write_tokens"]),
+        int(row["cache_hit_tokens"]),
+        credits_from_micros(int(row["amount"])),
+        Decimal(row["cost_usd"]),
+        credits_from_micros(int(row["balance_after"])),
+        row["reference"],
+        row.get("tags") or "",
+        row.get("end_user") or "",
+        row.get("actor") or "",
+        row.get("reason") or "",
+    )
 
 
 def usage_view(usage: dict[str, Any]) -> UsageView:
     """``app.ledger.queries.usage``'s answer (costs already in credits) as typed rows."""
-    return UsageView(usage["team"], [msgspec.convert(m, ModelUsage) for m in usage["by_model"]],
-                     [msgspec.convert(d, DailyUsage) for d in usage["daily"]])
+    return UsageView(
+        usage["team"],
+        [msgspec.convert(m, ModelUsage) for m in usage["by_model"]],
+        [msgspec.convert(d, DailyUsage) for d in usage["daily"]],
+    )

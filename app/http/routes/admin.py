@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, Router, get, post, put
+from litestar.params import FromPath, FromQuery
 
 from app.errors import InvalidRequest
 from app.http.routes.admin_alerts import alert_handlers
@@ -52,7 +53,7 @@ from app.http.routes.request_body import request_json, validate
 from app.http.routes.requests import admin_read_request
 from app.ledger.balance_at import balance_at, parse_instant
 from app.ledger.queries import MAX_USAGE_PER_PAGE, USAGE_PER_PAGE, history_page, usage, usage_by
-from app.ledger.results import TeamSummary
+from app.ledger.results import KeyTerms, TeamSummary
 from app.paging import MAX_HISTORY_PER_PAGE, check_page, check_since
 from app.runtime import Runtime
 from domain.attribution import AttributionError, dimension_of
@@ -111,14 +112,19 @@ async def list_teams(request: Request[Any, Any, Any]) -> Response[bytes]:
 async def create_team(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewTeam)
-    summary = await ledger_call(runtime.ledger.create_team, new.name, credits_param(new.credits, "credits"),
-                                limits(new.rpm, new.tpm), actor=actor_of(request),
-                                reason=reason_of(request, new.reason))
+    summary = await ledger_call(
+        runtime.ledger.create_team,
+        new.name,
+        credits_param(new.credits, "credits"),
+        limits(new.rpm, new.tpm),
+        actor=actor_of(request),
+        reason=reason_of(request, new.reason),
+    )
     return json_response(team_fields(summary), 201)
 
 
 @get("/teams/{name:str}", responses=answers(TeamWithKeys, "the team, with its keys"))
-async def show_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def show_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     summary = await ledger_call(runtime.ledger.team_summary, name)
     keys = await ledger_call(runtime.ledger.list_keys, name)
@@ -126,19 +132,28 @@ async def show_team(request: Request[Any, Any, Any], name: str) -> Response[byte
 
 
 @post("/teams/{name:str}/credits", status_code=200, responses=answers(TeamAnswer, "the team, credited"))
-async def add_credits(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def add_credits(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewCredits)
     amount = credits_param(new.amount, "amount")
     if amount == 0:
         raise InvalidRequest("Invalid 'amount': must be greater than 0.", param="amount")
-    return json_response(team_fields(await ledger_call(runtime.ledger.top_up, name, amount,
-                                                       text_param(new.reference, "reference"),
-                                                       actor=actor_of(request), reason=reason_of(request, new.reason))))
+    return json_response(
+        team_fields(
+            await ledger_call(
+                runtime.ledger.top_up,
+                name,
+                amount,
+                text_param(new.reference, "reference"),
+                actor=actor_of(request),
+                reason=reason_of(request, new.reason),
+            )
+        )
+    )
 
 
 @post("/teams/{name:str}/adjustments", status_code=200, responses=answers(TeamAnswer, "the team, adjusted"))
-async def adjust_credits(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def adjust_credits(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     """A correction (a refund, or credits taken back) with its reason: an event of its own."""
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), Adjustment)
@@ -148,32 +163,53 @@ async def adjust_credits(request: Request[Any, Any, Any], name: str) -> Response
         raise InvalidRequest(f"Invalid 'amount': {exc}", param="amount") from None
     if amount == 0 or not new.reason.strip():
         raise InvalidRequest("An adjustment moves credits (not 0) and says why ('reason').", param="amount")
-    summary = await ledger_call(runtime.ledger.adjust_credits, name, amount, reason_of(request, new.reason),
-                                text_param(new.reference, "reference"), actor=actor_of(request))
+    summary = await ledger_call(
+        runtime.ledger.adjust_credits,
+        name,
+        amount,
+        reason_of(request, new.reason),
+        text_param(new.reference, "reference"),
+        actor=actor_of(request),
+    )
     return json_response(team_fields(summary))
 
 
 @get("/teams/{name:str}/keys", responses=answers(KeyList, "the team's keys"))
-async def list_keys(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def list_keys(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     keys = await ledger_call(runtime.ledger.list_keys, name)
     return json_response({"object": "list", "data": [key_fields(k) for k in keys]})
 
 
 @post("/teams/{name:str}/keys", responses=answers(IssuedKey, "the new key (its secret shown this once)", 201))
-async def issue_key(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def issue_key(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request, b"{}"), NewKey)
-    key = await ledger_call(runtime.ledger.issue_key, name, text_param(new.name, "name"),
-                            check_models(runtime, new.models),
-                            endpoint_names(new.endpoints), limits(new.rpm, new.tpm), actor=actor_of(request),
-                            reason=reason_of(request, new.reason))
-    return json_response({"id": key.key_id, "key": key.secret, "name": new.name, "models": new.models,
-                  "endpoints": endpoint_names(new.endpoints), "rpm": new.rpm or None, "tpm": new.tpm or None}, 201)
+    terms = KeyTerms(check_models(runtime, new.models), endpoint_names(new.endpoints), limits(new.rpm, new.tpm))
+    key = await ledger_call(
+        runtime.ledger.issue_key,
+        name,
+        text_param(new.name, "name"),
+        terms,
+        actor=actor_of(request),
+        reason=reason_of(request, new.reason),
+    )
+    return json_response(
+        {
+            "id": key.key_id,
+            "key": key.secret,
+            "name": new.name,
+            "models": new.models,
+            "endpoints": endpoint_names(new.endpoints),
+            "rpm": new.rpm or None,
+            "tpm": new.tpm or None,
+        },
+        201,
+    )
 
 
 @post("/teams/{name:str}/keys/{key_id:str}/revoke", status_code=200, responses=answers(RevokedKey, "the key, revoked"))
-async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+async def revoke_key(request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     reason = reason_of(request, validate(await request_json(request, b"{}"), Because).reason)
     await ledger_call(runtime.ledger.revoke_key, name, key_id, actor=actor_of(request), reason=reason)
@@ -182,18 +218,29 @@ async def revoke_key(request: Request[Any, Any, Any], name: str, key_id: str) ->
 
 
 @put("/teams/{name:str}/keys/{key_id:str}/models", responses=answers(KeyModelsAnswer, "the key's models"))
-async def restrict_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+async def restrict_key(request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), KeyModels)
-    await ledger_call(runtime.ledger.restrict_key, name, key_id, check_models(runtime, body.models),
-                      actor=actor_of(request), reason=reason_of(request, body.reason))
+    await ledger_call(
+        runtime.ledger.restrict_key,
+        name,
+        key_id,
+        check_models(runtime, body.models),
+        actor=actor_of(request),
+        reason=reason_of(request, body.reason),
+    )
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "models": sorted(set(body.models))})
 
 
 @get("/teams/{name:str}/history", responses=answers(HistoryPage, "one page of the team's ledger entries"))
-async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1, per_page: int = 50,
-                       since: str | None = None) -> Response[bytes]:
+async def team_history(
+    request: Request[Any, Any, Any],
+    name: FromPath[str],
+    page: FromQuery[int] = 1,
+    per_page: FromQuery[int] = 50,
+    since: FromQuery[str | None] = None,
+) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     check_page(page, per_page, MAX_HISTORY_PER_PAGE)
     check_since(since)
@@ -202,7 +249,9 @@ async def team_history(request: Request[Any, Any, Any], name: str, page: int = 1
 
 
 @get("/teams/{name:str}/balance", responses=answers(BalanceAtAnswer, "the team's balance now, or at the instant 'at'"))
-async def team_balance(request: Request[Any, Any, Any], name: str, at: str | None = None) -> Response[bytes]:
+async def team_balance(
+    request: Request[Any, Any, Any], name: FromPath[str], at: FromQuery[str | None] = None
+) -> Response[bytes]:
     """The balance, held credit and last event of the team at the instant ``at`` (ISO 8601, UTC unless
     it says otherwise; now if absent), exactly as replaying its events up to then gives them."""
     runtime: Runtime = request.app.state.runtime
@@ -211,19 +260,40 @@ async def team_balance(request: Request[Any, Any, Any], name: str, at: str | Non
     except ValueError:
         raise InvalidRequest(f"Invalid 'at': expected an ISO 8601 date or time, got {at!r}.", param="at") from None
     found = await ledger_call(balance_at, runtime.store, name, instant)
-    return json_response({
-        "team": found.team, "at": instant.isoformat() if instant is not None else None,
-        "balance": credits_from_micros(found.balance), "held": credits_from_micros(found.held),
-        "available": credits_from_micros(found.balance - found.held),
-        "balance_micros": found.balance, "held_micros": found.held, "version": found.version,
-        "last_event": {"version": found.version, "type": found.event, "occurred_at": found.occurred_at.isoformat(),
-                       "request_id": found.request_id}})
+    return json_response(
+        {
+            "team": found.team,
+            "at": instant.isoformat() if instant is not None else None,
+            "balance": credits_from_micros(found.balance),
+            "held": credits_from_micros(found.held),
+            "available": credits_from_micros(found.balance - found.held),
+            "balance_micros": found.balance,
+            "held_micros": found.held,
+            "version": found.version,
+            "last_event": {
+                "version": found.version,
+                "type": found.event,
+                "occurred_at": found.occurred_at.isoformat(),
+                "request_id": found.request_id,
+            },
+        }
+    )
 
 
-@get("/teams/{name:str}/usage", responses=answers(UsageAnswer, "usage by model, and by key × model × day; or, "
-                                                                 "with 'by', by the values of a tag or by end user"))
-async def team_usage(request: Request[Any, Any, Any], name: str, by: str | None = None,
-                     since: str | None = None, page: int = 1, per_page: int = USAGE_PER_PAGE) -> Response[bytes]:
+@get(
+    "/teams/{name:str}/usage",
+    responses=answers(
+        UsageAnswer, "usage by model, and by key × model × day; or, with 'by', by the values of a tag or by end user"
+    ),
+)
+async def team_usage(
+    request: Request[Any, Any, Any],
+    name: FromPath[str],
+    by: FromQuery[str | None] = None,
+    since: FromQuery[str | None] = None,
+    page: FromQuery[int] = 1,
+    per_page: FromQuery[int] = USAGE_PER_PAGE,
+) -> Response[bytes]:
     """``by``: ``tag:<name>`` or ``user``, the usage by its values (``""``: charges without it, ``null``:
     those beyond the day's bounds), which add up to the team's charges, ``per_page`` values a page;
     ``since``: from that day on (with ``by``)."""
@@ -242,8 +312,25 @@ async def team_usage(request: Request[Any, Any, Any], name: str, by: str | None 
 
 admin_router = Router(
     path="/admin",
-    route_handlers=[list_teams, create_team, show_team, add_credits, adjust_credits, list_keys, issue_key, revoke_key,
-                    restrict_key, team_history, team_balance, team_usage, admin_read_request, *policy_handlers,
-                    *budget_handlers, *alert_handlers, *statement_handlers, *verify_handlers],
+    route_handlers=[
+        list_teams,
+        create_team,
+        show_team,
+        add_credits,
+        adjust_credits,
+        list_keys,
+        issue_key,
+        revoke_key,
+        restrict_key,
+        team_history,
+        team_balance,
+        team_usage,
+        admin_read_request,
+        *policy_handlers,
+        *budget_handlers,
+        *alert_handlers,
+        *statement_handlers,
+        *verify_handlers,
+    ],
     before_request=require_admin,
 )

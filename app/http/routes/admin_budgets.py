@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, put
+from litestar.params import FromPath
 
 from app.errors import InvalidRequest
 from app.http.routes.admin_common import (
@@ -41,8 +42,15 @@ async def _set(request: Request[Any, Any, Any], name: str, key_id: str) -> Respo
     except ValueError as exc:
         raise InvalidRequest(f"Invalid 'period': {exc}.", param="period") from None
     limit = None if new.credits is None else credits_param(new.credits, "credits")
-    budget = await ledger_call(runtime.ledger.set_budget, name, limit, period, key_id, actor=actor_of(request),
-                               reason=reason_of(request, new.reason))
+    budget = await ledger_call(
+        runtime.ledger.set_budget,
+        name,
+        limit,
+        period,
+        key_id,
+        actor=actor_of(request),
+        reason=reason_of(request, new.reason),
+    )
     if key_id:
         runtime.keys.forget(key_id)
     else:
@@ -57,25 +65,31 @@ async def _show(request: Request[Any, Any, Any], name: str, key_id: str) -> Resp
 
 
 @put("/teams/{name:str}/budget", responses=answers(BudgetAnswer, "the team's budget, as set"))
-async def set_team_budget(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def set_team_budget(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     """The most the whole team may spend per period, whichever key spends it."""
     return await _set(request, name, "")
 
 
 @get("/teams/{name:str}/budget", responses=answers(BudgetAnswer, "the team's budget, where it stands now"))
-async def show_team_budget(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def show_team_budget(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     return await _show(request, name, "")
 
 
 @put("/teams/{name:str}/keys/{key_id:str}/budget", responses=answers(BudgetAnswer, "the key's budget, as set"))
-async def set_key_budget(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+async def set_key_budget(
+    request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]
+) -> Response[bytes]:
     """The most one key may spend per period."""
     return await _set(request, name, key_id)
 
 
-@get("/teams/{name:str}/keys/{key_id:str}/budget", responses=answers(BudgetAnswer,
-                                                                     "the key's budget, where it stands now"))
-async def show_key_budget(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+@get(
+    "/teams/{name:str}/keys/{key_id:str}/budget",
+    responses=answers(BudgetAnswer, "the key's budget, where it stands now"),
+)
+async def show_key_budget(
+    request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]
+) -> Response[bytes]:
     return await _show(request, name, key_id)
 
 

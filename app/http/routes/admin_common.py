@@ -15,17 +15,16 @@ from litestar import Request, Response
 
 from app.admin_keys import ADMIN_KEY_PREFIX, CONFIG_ADMIN, AdminIdentity
 from app.errors import AuthenticationFailed, InvalidRequest, PermissionDenied
+from app.http.refusals import http_error
 from app.http.routes.auth import client_address, presented_key, team_principal, wrong_key
 from app.json import encode
-from app.ledger.refusals import refusal
+from app.ledger.refusals import REFUSALS
 from app.ledger.results import BudgetSummary, KeySummary, Limits, TeamSummary
-from app.ledger.writer import LedgerUnavailable
 from app.runtime import Runtime
 from domain.admin_keys import OPERATOR
 from domain.bounds import RPM, TPM
 from domain.client_text import ClientTextError, checked_text, header_text
 from domain.endpoints import parse_endpoints
-from domain.ledger import LedgerError
 from domain.money import AmountError, credits_from_micros, micros_from_credits
 
 #: The methods an auditor's key may use: they read, and change nothing.
@@ -71,13 +70,17 @@ async def require_admin(request: Request[Any, Any, Any]) -> None:
         if await team_principal(request, runtime, key) is not None:
             raise PermissionDenied("A team key cannot use the admin API.")
         if not expected and not key.startswith(ADMIN_KEY_PREFIX):
-            raise PermissionDenied(f"The admin API is off: set {runtime.settings.admin_key_env}, or issue an admin "
-                                   "key (tollgate admin-key issue), to enable it.")
+            raise PermissionDenied(
+                f"The admin API is off: set {runtime.settings.admin_key_env}, or issue an admin "
+                "key (tollgate admin-key issue), to enable it."
+            )
         raise await wrong_key(request, runtime, "Incorrect admin key provided.")
     if identity.role != OPERATOR and request.method not in READING_METHODS:
-        raise PermissionDenied(f"This admin key ({identity.key_id}, '{identity.name}') has the role "
-                               f"'{identity.role}', which reads but changes nothing: {request.method} "
-                               f"{request.url.path} needs a key with the role '{OPERATOR}'.")
+        raise PermissionDenied(
+            f"This admin key ({identity.key_id}, '{identity.name}') has the role "
+            f"'{identity.role}', which reads but changes nothing: {request.method} "
+            f"{request.url.path} needs a key with the role '{OPERATOR}'."
+        )
     request.state.admin = identity
 
 
@@ -127,32 +130,46 @@ R = TypeVar("R")
 
 async def ledger_call(call: Callable[..., R], *args: object, **kwargs: object) -> R:
     """Run an admin command (which waits for the ledger writer) off the event loop; the ledger's
-    refusals are answered as ``app/ledger/refusals.py`` says."""
+    refusals are answered as ``app/http/refusals.py`` says."""
     try:
         return await asyncio.to_thread(call, *args, **kwargs)
-    except (LedgerError, LedgerUnavailable) as exc:
-        raise refusal(exc) from None
+    except REFUSALS as exc:
+        raise http_error(exc) from None
 
 
 def team_fields(summary: TeamSummary, *, policy: bool = True) -> dict[str, Any]:
     """A team as the admin API answers it; ``policy``: with its pricing policy (the clamp and its
     price adjustments), which only the ledger knows (not a list read from the balances)."""
-    fields = {"name": summary.name, "balance": credits_from_micros(summary.balance),
-              "held": credits_from_micros(summary.held),
-              "available": credits_from_micros(summary.balance - summary.held),
-              "suspended": summary.suspended, "rpm": summary.rpm, "tpm": summary.tpm}
+    fields = {
+        "name": summary.name,
+        "balance": credits_from_micros(summary.balance),
+        "held": credits_from_micros(summary.held),
+        "available": credits_from_micros(summary.balance - summary.held),
+        "suspended": summary.suspended,
+        "rpm": summary.rpm,
+        "tpm": summary.tpm,
+    }
     if policy:
         fields["clamp_output_to_balance"] = summary.clamp_output
-        fields["price_adjustments"] = [{"model": model or None, "percent": Decimal(percent)}
-                                       for model, percent in summary.price_adjustments]
+        fields["price_adjustments"] = [
+            {"model": model or None, "percent": Decimal(percent)} for model, percent in summary.price_adjustments
+        ]
         fields["budget"] = budget_fields(summary.budget)
     return fields
 
 
 def key_fields(k: KeySummary) -> dict[str, Any]:
-    return {"id": k.key_id, "name": k.label, "revoked": k.revoked, "models": list(k.models),
-            "endpoints": list(k.endpoints), "rpm": k.rpm, "tpm": k.tpm, "clamp_output_to_balance": k.clamp_output,
-            "budget": budget_fields(k.budget)}
+    return {
+        "id": k.key_id,
+        "name": k.label,
+        "revoked": k.revoked,
+        "models": list(k.models),
+        "endpoints": list(k.endpoints),
+        "rpm": k.rpm,
+        "tpm": k.tpm,
+        "clamp_output_to_balance": k.clamp_output,
+        "budget": budget_fields(k.budget),
+    }
 
 
 def budget_fields(budget: BudgetSummary | None) -> dict[str, Any] | None:
@@ -160,10 +177,14 @@ def budget_fields(budget: BudgetSummary | None) -> dict[str, Any] | None:
     what is held against it, what is left, and when the period resets (None: a lifetime budget)."""
     if budget is None:
         return None
-    return {"limit": credits_from_micros(budget.limit), "period": budget.period,
-            "spent": credits_from_micros(budget.spent), "held": credits_from_micros(budget.held),
-            "remaining": credits_from_micros(budget.left),
-            "resets_at": budget.resets_at.isoformat() if budget.resets_at else None}
+    return {
+        "limit": credits_from_micros(budget.limit),
+        "period": budget.period,
+        "spent": credits_from_micros(budget.spent),
+        "held": credits_from_micros(budget.held),
+        "remaining": credits_from_micros(budget.left),
+        "resets_at": budget.resets_at.isoformat() if budget.resets_at else None,
+    }
 
 
 def limits(rpm: int | None, tpm: int | None) -> Limits:
@@ -171,8 +192,9 @@ def limits(rpm: int | None, tpm: int | None) -> Limits:
     naming the field: refused here, before the ledger is asked (which refuses them as well)."""
     for name, value, bound in (("rpm", rpm, RPM), ("tpm", tpm, TPM)):
         if value is not None and value != 0 and (wrong := bound.violation(value)) is not None:
-            raise InvalidRequest(f"Invalid '{name}': a per-minute limit {wrong} (0 removes it), got {value}.",
-                                 param=name)
+            raise InvalidRequest(
+                f"Invalid '{name}': a per-minute limit {wrong} (0 removes it), got {value}.", param=name
+            )
     return Limits(rpm, tpm)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get, post, put
+from litestar.params import FromPath
 
 from app.errors import InvalidRequest
 from app.http.routes.admin_common import (
@@ -74,38 +75,57 @@ class PriceAdjustment(msgspec.Struct):
 
 
 @put("/teams/{name:str}/keys/{key_id:str}/endpoints", responses=answers(KeyEndpointsAnswer, "the key's endpoints"))
-async def restrict_key_endpoints(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+async def restrict_key_endpoints(
+    request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]
+) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), KeyEndpoints)
     endpoints = endpoint_names(body.endpoints)
-    await ledger_call(runtime.ledger.restrict_key_endpoints, name, key_id, endpoints, actor=actor_of(request),
-                      reason=reason_of(request, body.reason))
+    await ledger_call(
+        runtime.ledger.restrict_key_endpoints,
+        name,
+        key_id,
+        endpoints,
+        actor=actor_of(request),
+        reason=reason_of(request, body.reason),
+    )
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "endpoints": sorted(set(endpoints))})
 
 
 @put("/teams/{name:str}/keys/{key_id:str}/limits", responses=answers(KeyLimitsAnswer, "the key's limits"))
-async def limit_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+async def limit_key(request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewLimits)
-    key = await ledger_call(runtime.ledger.limit_key, name, key_id, limits(new.rpm, new.tpm), actor=actor_of(request),
-                            reason=reason_of(request, new.reason))
+    key = await ledger_call(
+        runtime.ledger.limit_key,
+        name,
+        key_id,
+        limits(new.rpm, new.tpm),
+        actor=actor_of(request),
+        reason=reason_of(request, new.reason),
+    )
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "rpm": key.rpm, "tpm": key.tpm})
 
 
 @put("/teams/{name:str}/limits", responses=answers(TeamAnswer, "the team, with its limits"))
-async def limit_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def limit_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), NewLimits)
-    summary = await ledger_call(runtime.ledger.limit_team, name, limits(new.rpm, new.tpm), actor=actor_of(request),
-                                reason=reason_of(request, new.reason))
+    summary = await ledger_call(
+        runtime.ledger.limit_team,
+        name,
+        limits(new.rpm, new.tpm),
+        actor=actor_of(request),
+        reason=reason_of(request, new.reason),
+    )
     runtime.keys.forget_team(team_id(name))
     return json_response(team_fields(summary))
 
 
 @post("/teams/{name:str}/suspend", status_code=200, responses=answers(TeamAnswer, "the team, suspended"))
-async def suspend_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def suspend_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     reason = reason_of(request, validate(await request_json(request, b"{}"), Suspension).reason)
     summary = await ledger_call(runtime.ledger.suspend, name, reason, actor=actor_of(request))
@@ -114,7 +134,7 @@ async def suspend_team(request: Request[Any, Any, Any], name: str) -> Response[b
 
 
 @post("/teams/{name:str}/reinstate", status_code=200, responses=answers(TeamAnswer, "the team, reinstated"))
-async def reinstate_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def reinstate_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     reason = reason_of(request, validate(await request_json(request, b"{}"), Suspension).reason)
     summary = await ledger_call(runtime.ledger.reinstate, name, actor=actor_of(request), reason=reason)
@@ -123,35 +143,48 @@ async def reinstate_team(request: Request[Any, Any, Any], name: str) -> Response
 
 
 @put("/teams/{name:str}/clamp", responses=answers(TeamAnswer, "the team, with its clamp setting"))
-async def clamp_team(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def clamp_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), Clamp)
     clamp = body.clamp_output_to_balance
-    await ledger_call(runtime.ledger.clamp_output, name, clamp, "", actor=actor_of(request),
-                      reason=reason_of(request, body.reason))
+    await ledger_call(
+        runtime.ledger.clamp_output, name, clamp, "", actor=actor_of(request), reason=reason_of(request, body.reason)
+    )
     runtime.keys.forget_team(team_id(name))
     return json_response(team_fields(await ledger_call(runtime.ledger.team_summary, name)))
 
 
 @put("/teams/{name:str}/keys/{key_id:str}/clamp", responses=answers(KeyClampAnswer, "the key's clamp setting"))
-async def clamp_key(request: Request[Any, Any, Any], name: str, key_id: str) -> Response[bytes]:
+async def clamp_key(request: Request[Any, Any, Any], name: FromPath[str], key_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     body = validate(await request_json(request), Clamp)
     clamp = body.clamp_output_to_balance
-    await ledger_call(runtime.ledger.clamp_output, name, clamp, key_id, actor=actor_of(request),
-                      reason=reason_of(request, body.reason))
+    await ledger_call(
+        runtime.ledger.clamp_output,
+        name,
+        clamp,
+        key_id,
+        actor=actor_of(request),
+        reason=reason_of(request, body.reason),
+    )
     runtime.keys.forget(key_id)
     return json_response({"id": key_id, "clamp_output_to_balance": clamp})
 
 
 @put("/teams/{name:str}/price-adjustment", responses=answers(TeamAnswer, "the team, with its price adjustments"))
-async def adjust_team_prices(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+async def adjust_team_prices(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     new = validate(await request_json(request), PriceAdjustment)
     if new.model is not None and runtime.settings.model(new.model) is None:
         raise InvalidRequest(f"Unknown model: {new.model!r}.", param="model")
-    await ledger_call(runtime.ledger.adjust_prices, name, new.percent, new.model or "", reason_of(request, new.reason),
-                      actor=actor_of(request))
+    await ledger_call(
+        runtime.ledger.adjust_prices,
+        name,
+        new.percent,
+        new.model or "",
+        reason_of(request, new.reason),
+        actor=actor_of(request),
+    )
     runtime.keys.forget_team(team_id(name))
     return json_response(team_fields(await ledger_call(runtime.ledger.team_summary, name)))
 
@@ -164,12 +197,34 @@ async def price_list(request: Request[Any, Any, Any]) -> Response[bytes]:
     data = []
     for model in sorted(prices.entries):
         current = prices.in_force(model, now)
-        data.append({"model": model, "in_force": current.ref if current is not None else None,
-                     "entries": [{"ref": e.ref, "effective_from": e.effective_from.isoformat(),
-                                  "recorded_at": e.recorded_at.isoformat(), "reason": e.reason, "actor": e.actor,
-                                  "price": e.price.as_record()} for e in prices.history(model)]})
+        data.append(
+            {
+                "model": model,
+                "in_force": current.ref if current is not None else None,
+                "entries": [
+                    {
+                        "ref": e.ref,
+                        "effective_from": e.effective_from.isoformat(),
+                        "recorded_at": e.recorded_at.isoformat(),
+                        "reason": e.reason,
+                        "actor": e.actor,
+                        "price": e.price.as_record(),
+                    }
+                    for e in prices.history(model)
+                ],
+            }
+        )
     return json_response({"object": "list", "data": data})
 
 
-policy_handlers = [restrict_key_endpoints, limit_key, limit_team, suspend_team, reinstate_team, clamp_team, clamp_key,
-                   adjust_team_prices, price_list]
+policy_handlers = [
+    restrict_key_endpoints,
+    limit_key,
+    limit_team,
+    suspend_team,
+    reinstate_team,
+    clamp_team,
+    clamp_key,
+    adjust_team_prices,
+    price_list,
+]

@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, get
 
+from app.http.refusals import answered_over_http
 from app.http.routes.admin_common import json_response
 from app.http.routes.answers import answers
 from app.runtime import Runtime
@@ -35,10 +36,16 @@ class VerifyAnswer(msgspec.Struct):
 @get("/ledger/verify", responses=answers(VerifyAnswer, "the replay of the whole ledger, checked (ok: nothing differs)"))
 async def verify(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
-    run = await runtime.verify_runs.result()
+    with answered_over_http():
+        run = await runtime.verify_runs.result()
     fields = ("ok", "events", "teams", "charges", "snapshots", "projected", "behind", "quarantined", "problems")
-    return json_response({**{name: run.report[name] for name in fields}, "started_at": run.started_at.isoformat(),
-                          "finished_at": run.finished_at.isoformat()})
+    return json_response(
+        {
+            **{name: run.report[name] for name in fields},
+            "started_at": run.started_at.isoformat(),
+            "finished_at": run.finished_at.isoformat(),
+        }
+    )
 
 
 verify_handlers = [verify]

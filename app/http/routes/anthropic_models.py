@@ -24,13 +24,20 @@ MAX_LIMIT = 1000
 
 def anthropic_card(model: Model, default_created: int) -> dict[str, Any]:
     created = datetime.fromtimestamp(model.created or default_created, UTC)
-    return {"type": "model", "id": model.id, "display_name": model.display_name,
-            "created_at": created.strftime("%Y-%m-%dT%H:%M:%SZ"), "lifecycle": "active",
-            "max_input_tokens": model.context_window, "max_tokens": model.max_output_tokens}
+    return {
+        "type": "model",
+        "id": model.id,
+        "display_name": model.display_name,
+        "created_at": created.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "lifecycle": "active",
+        "max_input_tokens": model.context_window,
+        "max_tokens": model.max_output_tokens,
+    }
 
 
-def anthropic_page(models: Sequence[Model], default_created: int, *, limit: int | None, after_id: str | None,
-                   before_id: str | None) -> dict[str, Any]:
+def anthropic_page(
+    models: Sequence[Model], default_created: int, *, limit: int | None, after_id: str | None, before_id: str | None
+) -> dict[str, Any]:
     """The page of ``models`` (in the configuration's order) the request asks for: ``limit`` of them
     after ``after_id``, or just before ``before_id``, or from the first."""
     size = DEFAULT_LIMIT if limit is None else limit
@@ -48,8 +55,12 @@ def anthropic_page(models: Sequence[Model], default_created: int, *, limit: int 
         end = min(len(ids), start + size)
         has_more = end < len(ids)
     page = [anthropic_card(m, default_created) for m in models[start:end]]
-    return {"data": page, "has_more": has_more, "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None}
+    return {
+        "data": page,
+        "has_more": has_more,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+    }
 
 
 def _position(ids: list[str], model_id: str, param: str) -> int:

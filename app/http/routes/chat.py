@@ -15,6 +15,7 @@ from litestar import Request, Response, post
 from litestar.response import Stream
 
 from app.errors import InvalidRequest, ModelNotFound
+from app.http.billed_request import Generation, OutputAsk
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
 from app.http.routes.request_body import (
@@ -82,12 +83,17 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     if model is None:
         raise ModelNotFound(chat.model)
     authorize(principal, model.id, endpoints.CHAT)
-    limits = (check_output_limit(chat.max_tokens, model, "max_tokens"),
-              check_output_limit(chat.max_completion_tokens, model, "max_completion_tokens"))
+    limits = (
+        check_output_limit(chat.max_tokens, model, "max_tokens"),
+        check_output_limit(chat.max_completion_tokens, model, "max_completion_tokens"),
+    )
     clamped = limits != (chat.max_tokens, chat.max_completion_tokens)
     requested = limits[1] or limits[0]
     choices = chat.n or 1  # every choice may use the whole output allowance
-    return await serve(runtime, request, principal, model, "chat", body, raw,
-                       max_output=(requested or model.max_output_tokens) * choices,
-                       requested_output=(requested or 0) * choices, choices=choices,
-                       output_clamped=model.max_output_tokens if clamped else None)
+    output = OutputAsk(
+        most=(requested or model.max_output_tokens) * choices,
+        requested=(requested or 0) * choices,
+        choices=choices,
+        model_limit=model.max_output_tokens if clamped else None,
+    )
+    return await serve(runtime, request, Generation(principal, model, "chat", body, raw, output))

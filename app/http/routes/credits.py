@@ -27,32 +27,52 @@ from domain.budgets import RESET_NAMES
 from domain.money import credits_from_micros
 
 
-@get("/v1/credits", responses=answers(
-    DataAnswer, "the team's credits: total_credits and total_usage (OpenRouter's), balance, held (each open hold "
-                "and lease), available"))
+@get(
+    "/v1/credits",
+    responses=answers(
+        DataAnswer,
+        "the team's credits: total_credits and total_usage (OpenRouter's), balance, held (each open hold "
+        "and lease), available",
+    ),
+)
 async def read_credits(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
     funds = await asyncio.to_thread(runtime.ledger.funds, principal.team_name)
     now = time.time()
-    holds = [{"id": h.held_for, "kind": "lease" if h.lease else "hold", "credits": credits_from_micros(h.amount),
-              "age_seconds": round(max(0.0, now - h.since), 3)} for h in funds.holds]
-    return json_response({"data": {
-        "total_credits": credits_from_micros(funds.credited),
-        "total_usage": credits_from_micros(funds.spent),
-        "team": funds.name,
-        "balance": credits_from_micros(funds.balance),
-        "held": credits_from_micros(funds.held),
-        "available": credits_from_micros(funds.balance - funds.held),
-        "holds": holds,
-        "unit": "credits",
-        "credits_per_usd": runtime.settings.credits_per_usd,
-    }})
+    holds = [
+        {
+            "id": h.held_for,
+            "kind": "lease" if h.lease else "hold",
+            "credits": credits_from_micros(h.amount),
+            "age_seconds": round(max(0.0, now - h.since), 3),
+        }
+        for h in funds.holds
+    ]
+    return json_response(
+        {
+            "data": {
+                "total_credits": credits_from_micros(funds.credited),
+                "total_usage": credits_from_micros(funds.spent),
+                "team": funds.name,
+                "balance": credits_from_micros(funds.balance),
+                "held": credits_from_micros(funds.held),
+                "available": credits_from_micros(funds.balance - funds.held),
+                "holds": holds,
+                "unit": "credits",
+                "credits_per_usd": runtime.settings.credits_per_usd,
+            }
+        }
+    )
 
 
-@get("/v1/key", responses=answers(
-    DataAnswer, "the calling key: its limits and its usage in all, today, this week and this month (OpenRouter's "
-                "shape)"))
+@get(
+    "/v1/key",
+    responses=answers(
+        DataAnswer,
+        "the calling key: its limits and its usage in all, today, this week and this month (OpenRouter's shape)",
+    ),
+)
 async def read_key(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
@@ -61,28 +81,38 @@ async def read_key(request: Request[Any, Any, Any]) -> Response[bytes]:
     if key is None or key.revoked:  # revoked since this process last read it
         raise AuthenticationFailed("Incorrect API key provided.")
     budget = key.budget
-    spent = await asyncio.to_thread(key_spend, runtime.store, principal.team_name, principal.key_id,
-                                    datetime.now(UTC).date())
+    spent = await asyncio.to_thread(
+        key_spend, runtime.store, principal.team_name, principal.key_id, datetime.now(UTC).date()
+    )
     rpm = principal.key_rpm or principal.team_rpm
-    return json_response({"data": {
-        "label": key.label or key.key_id,
-        "key_id": key.key_id,
-        "team": principal.team_name,
-        # The key's own budget (None: the team's balance is its only limit).
-        "limit": credits_from_micros(budget.limit) if budget else None,
-        "limit_remaining": credits_from_micros(budget.left) if budget else None,
-        "limit_reset": RESET_NAMES[budget.period] if budget else None,
-        "budget": budget_fields(budget),
-        "usage": credits_from_micros(spent["total"]),
-        "usage_daily": credits_from_micros(spent["daily"]),
-        "usage_weekly": credits_from_micros(spent["weekly"]),
-        "usage_monthly": credits_from_micros(spent["monthly"]),
-        "is_free_tier": False,
-        "is_provisioning_key": False,
-        "rate_limit": {"requests": rpm, "interval": "1m"} if rpm else None,
-        "limits": {"rpm": principal.key_rpm, "tpm": principal.key_tpm, "team_rpm": principal.team_rpm,
-                   "team_tpm": principal.team_tpm, "models": list(key.models) or None,
-                   "endpoints": list(key.endpoints) or None},
-        "clamp_output_to_balance": key.clamp_output,
-        "unit": "credits",
-    }})
+    return json_response(
+        {
+            "data": {
+                "label": key.label or key.key_id,
+                "key_id": key.key_id,
+                "team": principal.team_name,
+                # The key's own budget (None: the team's balance is its only limit).
+                "limit": credits_from_micros(budget.limit) if budget else None,
+                "limit_remaining": credits_from_micros(budget.left) if budget else None,
+                "limit_reset": RESET_NAMES[budget.period] if budget else None,
+                "budget": budget_fields(budget),
+                "usage": credits_from_micros(spent["total"]),
+                "usage_daily": credits_from_micros(spent["daily"]),
+                "usage_weekly": credits_from_micros(spent["weekly"]),
+                "usage_monthly": credits_from_micros(spent["monthly"]),
+                "is_free_tier": False,
+                "is_provisioning_key": False,
+                "rate_limit": {"requests": rpm, "interval": "1m"} if rpm else None,
+                "limits": {
+                    "rpm": principal.key_rpm,
+                    "tpm": principal.key_tpm,
+                    "team_rpm": principal.team_rpm,
+                    "team_tpm": principal.team_tpm,
+                    "models": list(key.models) or None,
+                    "endpoints": list(key.endpoints) or None,
+                },
+                "clamp_output_to_balance": key.clamp_output,
+                "unit": "credits",
+            }
+        }
+    )

@@ -18,14 +18,22 @@ from app.json import encode
 from app.runtime import Runtime
 
 
-@get("/health/live", summary="Liveness: the process answers", tags=["health"],
-     responses=answers(Liveness, "the process answers"))
+@get(
+    "/health/live",
+    summary="Liveness: the process answers",
+    tags=["health"],
+    responses=answers(Liveness, "the process answers"),
+)
 async def live() -> Response[bytes]:
     return Response(encode({"status": "live"}), media_type="application/json")
 
 
-@get("/health/ready", summary="Readiness: the ledger can be written and the writer runs (else 503)", tags=["health"],
-     responses={**answers(Readiness, "ready"), **answers(Readiness, "not ready, and why", 503)})
+@get(
+    "/health/ready",
+    summary="Readiness: the ledger can be written and the writer runs (else 503)",
+    tags=["health"],
+    responses={**answers(Readiness, "ready"), **answers(Readiness, "not ready, and why", 503)},
+)
 async def ready(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     ok, checks = runtime.health.readiness()

@@ -15,6 +15,7 @@ from litestar import Request, Response, post
 from litestar.response import Stream
 
 from app.errors import InvalidRequest, ModelNotFound
+from app.http.billed_request import Generation, OutputAsk
 from app.http.prompt_size import count_prompt
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
@@ -45,8 +46,9 @@ class MessagesRequest(msgspec.Struct):
     system: str | list[dict[str, Any]] | None = None
 
 
-async def _read(request: Request[Any, Any, Any], runtime: Runtime,
-                *required: str) -> tuple[Principal, dict[str, Any], Model]:
+async def _read(
+    request: Request[Any, Any, Any], runtime: Runtime, *required: str
+) -> tuple[Principal, dict[str, Any], Model]:
     principal = await authenticate(request, runtime)
     body = read_json_object(await request.body(), runtime.settings.max_json_depth)
     note_stream(body)
@@ -70,9 +72,10 @@ async def create_message(request: Request[Any, Any, Any]) -> Response[bytes] | S
     max_tokens = check_output_limit(parsed.max_tokens, model, "max_tokens") or parsed.max_tokens
     if parsed.temperature is not None and not 0 <= parsed.temperature <= 1:
         raise InvalidRequest(f"temperature: must be between 0 and 1, got {parsed.temperature}.", param="temperature")
-    return await serve(runtime, request, principal, model, "messages", body, await request.body(),
-                       max_output=max_tokens, requested_output=max_tokens,
-                       output_clamped=max_tokens if max_tokens != parsed.max_tokens else None)
+    output = OutputAsk(
+        most=max_tokens, requested=max_tokens, model_limit=max_tokens if max_tokens != parsed.max_tokens else None
+    )
+    return await serve(runtime, request, Generation(principal, model, "messages", body, await request.body(), output))
 
 
 @post("/v1/messages/count_tokens", status_code=200)

@@ -15,8 +15,13 @@ from app.http.routes.admin_common import require_admin
 from app.observability.metrics import exposition
 
 
-@get("/metrics", before_request=require_admin, summary="Prometheus metrics (admin key)", tags=["operations"],
-     media_type="text/plain")
+@get(
+    "/metrics",
+    before_request=require_admin,
+    summary="Prometheus metrics (admin key)",
+    tags=["operations"],
+    media_type="text/plain",
+)
 async def metrics() -> Response[bytes]:
     body, content_type = await asyncio.to_thread(exposition)
     # Litestar adds the charset to a text/* type itself: given Prometheus' type whole, it said it twice.

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from litestar import Request, Response, get
+from litestar.params import FromPath, FromQuery
 
 from app.errors import ModelNotFound
 from app.http.routes.answers import ModelAnswer, ModelPage, answers
@@ -46,9 +47,11 @@ def model_card(model: Model, default_created: int, price: Price) -> dict[str, An
 
 def _pricing(price: Price) -> dict[str, Any]:
     """The price as the model list shows it: every number (not the strings a ledger event keeps)."""
+
     def numbers(record: Mapping[str, Any]) -> dict[str, Any]:
-        return {k: numbers(v) if isinstance(v, dict) else v if isinstance(v, int) else Decimal(v)
-                for k, v in record.items()}
+        return {
+            k: numbers(v) if isinstance(v, dict) else v if isinstance(v, int) else Decimal(v) for k, v in record.items()
+        }
 
     return numbers(price.as_record())
 
@@ -81,8 +84,9 @@ class ModelListCache:
         return encode(model_card(model, self._created, self._prices.current(model.id)))
 
     def anthropic_page(self, limit: int | None, after_id: str | None, before_id: str | None) -> bytes:
-        return encode(anthropic_page(self._settings.models, self._created, limit=limit, after_id=after_id,
-                                     before_id=before_id))
+        return encode(
+            anthropic_page(self._settings.models, self._created, limit=limit, after_id=after_id, before_id=before_id)
+        )
 
 
 def speaks_anthropic(request: Request[Any, Any, Any]) -> bool:
@@ -90,20 +94,33 @@ def speaks_anthropic(request: Request[Any, Any, Any]) -> bool:
     return "anthropic-version" in request.headers
 
 
-@get("/v1/models", sync_to_thread=False,
-     responses=answers(ModelPage, "every model, with its limits, effort levels and prices (with anthropic-version: "
-                                  "a page of them in Anthropic's shape)"))
-def list_models(request: Request[Any, Any, Any], limit: int | None = None, after_id: str | None = None,
-                before_id: str | None = None) -> Response[bytes]:
+@get(
+    "/v1/models",
+    sync_to_thread=False,
+    responses=answers(
+        ModelPage,
+        "every model, with its limits, effort levels and prices (with anthropic-version: "
+        "a page of them in Anthropic's shape)",
+    ),
+)
+def list_models(
+    request: Request[Any, Any, Any],
+    limit: FromQuery[int | None] = None,
+    after_id: FromQuery[str | None] = None,
+    before_id: FromQuery[str | None] = None,
+) -> Response[bytes]:
     """``limit``, ``after_id`` and ``before_id`` page the list in Anthropic's shape (OpenAI's has no pages)."""
     models: ModelListCache = request.app.state.model_list
     body = models.anthropic_page(limit, after_id, before_id) if speaks_anthropic(request) else models.body()
     return Response(body, media_type="application/json")
 
 
-@get("/v1/models/{model_id:path}", sync_to_thread=False,
-     responses=answers(ModelAnswer, "the model, as the list has it (with anthropic-version: in Anthropic's shape)"))
-def read_model(request: Request[Any, Any, Any], model_id: str) -> Response[bytes]:
+@get(
+    "/v1/models/{model_id:path}",
+    sync_to_thread=False,
+    responses=answers(ModelAnswer, "the model, as the list has it (with anthropic-version: in Anthropic's shape)"),
+)
+def read_model(request: Request[Any, Any, Any], model_id: FromPath[str]) -> Response[bytes]:
     """A model by its id (which may hold slashes: ``org/model``)."""
     models: ModelListCache = request.app.state.model_list
     return Response(models.card(model_id.removeprefix("/"), speaks_anthropic(request)), media_type="application/json")

@@ -27,9 +27,12 @@ def json_depth(value: Any, limit: int) -> int:
         depth += 1
         if depth > limit:
             break
-        level = [child for container in level for child in (container.values() if type(container) is dict
-                                                             else container)
-                 if type(child) is dict or type(child) is list]
+        level = [
+            child
+            for container in level
+            for child in (container.values() if type(container) is dict else container)
+            if type(child) is dict or type(child) is list
+        ]
     return depth
 
 
@@ -37,8 +40,9 @@ def read_json_object(raw: bytes, max_depth: int) -> dict[str, Any]:
     """The body as a JSON object, or a 400: not JSON, not UTF-8, or nested deeper than ``max_depth``
     (refused before anything else reads it, so no code that walks the body recursively ever meets
     it; the decoder itself refuses nesting past the interpreter's recursion limit, as deep)."""
-    too_deep = InvalidRequest(f"The JSON body of your request nests arrays and objects more than {max_depth} "
-                              "levels deep.")
+    too_deep = InvalidRequest(
+        f"The JSON body of your request nests arrays and objects more than {max_depth} levels deep."
+    )
     try:
         body = decode(raw)
     except msgspec.DecodeError as exc:
@@ -101,5 +105,8 @@ def check_output_limit(requested: int | None, model: Model, param: str) -> int |
         return requested
     if model.clamp_output_to_model:
         return model.max_output_tokens
-    raise InvalidRequest(f"'{param}' is {requested}, but the model `{model.id}` produces at most "
-                         f"{model.max_output_tokens} output tokens.", param=param)
+    raise InvalidRequest(
+        f"'{param}' is {requested}, but the model `{model.id}` produces at most "
+        f"{model.max_output_tokens} output tokens.",
+        param=param,
+    )

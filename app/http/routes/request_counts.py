@@ -26,12 +26,16 @@ def check_counts(body: dict[str, Any], protocol: Protocol, settings: Settings) -
     items = body.get(field)
     if isinstance(items, list) and len(items) > settings.max_messages:
         what = "input items" if field == "input" else "messages"
-        raise InvalidRequest(f"'{field}' has {len(items)} {what}; this gateway takes at most "
-                             f"{settings.max_messages} in one request.", param=field)
+        raise InvalidRequest(
+            f"'{field}' has {len(items)} {what}; this gateway takes at most {settings.max_messages} in one request.",
+            param=field,
+        )
     tools = body.get("tools")
     if isinstance(tools, list) and len(tools) > settings.max_tools:
-        raise InvalidRequest(f"'tools' has {len(tools)} tools; this gateway takes at most {settings.max_tools} "
-                             "in one request.", param="tools")
+        raise InvalidRequest(
+            f"'tools' has {len(tools)} tools; this gateway takes at most {settings.max_tools} in one request.",
+            param="tools",
+        )
     _check_parts(body, field, items, settings.max_content_parts)
 
 
@@ -51,5 +55,8 @@ def _check_parts(body: dict[str, Any], field: str, items: Any, limit: int) -> No
 
 
 def _too_many_parts(limit: int, where: str) -> None:
-    raise InvalidRequest(f"The request has more than {limit} content parts (counted up to '{where}'); this "
-                         "gateway takes at most that many in one request.", param=where)
+    raise InvalidRequest(
+        f"The request has more than {limit} content parts (counted up to '{where}'); this "
+        "gateway takes at most that many in one request.",
+        param=where,
+    )

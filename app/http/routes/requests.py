@@ -24,6 +24,7 @@ from typing import Any
 
 import msgspec
 from litestar import Request, Response, get
+from litestar.params import FromPath
 
 from app.errors import NotFound
 from app.http.routes.admin_common import json_response
@@ -40,7 +41,7 @@ _MAX_ID = 200
 
 
 class RequestFacts(msgspec.Struct):
-    """One request, as ``GET /v1/requests/{id}`` answers it (README, "Looking a request up")."""
+    """One request, as ``GET /v1/requests/{id}`` answers it (docs/api.md, "Looking a request up")."""
 
     id: str
     created_at: str
@@ -78,19 +79,26 @@ class RequestAnswer(msgspec.Struct):
     data: RequestFacts
 
 
-@get("/v1/requests/{request_id:str}", responses=answers(
-    RequestAnswer, "the request: status, outcome, tokens by kind, price and cost, balance after, timings, "
-                   "deployment and attempts (OpenRouter's generation shape)"))
-async def read_request(request: Request[Any, Any, Any], request_id: str) -> Response[bytes]:
+@get(
+    "/v1/requests/{request_id:str}",
+    responses=answers(
+        RequestAnswer,
+        "the request: status, outcome, tokens by kind, price and cost, balance after, timings, "
+        "deployment and attempts (OpenRouter's generation shape)",
+    ),
+)
+async def read_request(request: Request[Any, Any, Any], request_id: FromPath[str]) -> Response[bytes]:
     """A request of the calling key's team, by the id its answer carried in ``x-request-id``."""
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
     return await _answer(runtime, request_id, principal.team_name)
 
 
-@get("/requests/{request_id:str}", responses=answers(
-    RequestAnswer, "the request, whichever team made it (the same answer as GET /v1/requests/{id})"))
-async def admin_read_request(request: Request[Any, Any, Any], request_id: str) -> Response[bytes]:
+@get(
+    "/requests/{request_id:str}",
+    responses=answers(RequestAnswer, "the request, whichever team made it (the same answer as GET /v1/requests/{id})"),
+)
+async def admin_read_request(request: Request[Any, Any, Any], request_id: FromPath[str]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     return await _answer(runtime, request_id, None)
 
@@ -100,8 +108,9 @@ async def _answer(runtime: Runtime, request_id: str, team_name: str | None) -> R
     if 0 < len(request_id) <= _MAX_ID:
         found = await asyncio.to_thread(find_request, runtime.store, request_id, team_name)
     if found is None:
-        raise NotFound(f"No request with id '{request_id[:_MAX_ID]}' was found.", param="request_id",
-                       code="request_not_found")
+        raise NotFound(
+            f"No request with id '{request_id[:_MAX_ID]}' was found.", param="request_id", code="request_not_found"
+        )
     return json_response({"data": request_facts(found)})
 
 
@@ -142,13 +151,29 @@ def request_facts(found: FoundRequest) -> dict[str, Any]:
 def _charged(charge: TeamLedger.Charged | None) -> dict[str, Any]:
     """The charge's part: tokens by kind, the rates, the cost (as the answer's ``usage.cost``), the balance after."""
     if charge is None:
-        return {"tokens_prompt": None, "tokens_completion": None, "tokens": None, "service_tier": None,
-                "tool_calls": {}, "price": None, "cost": None, "total_cost": Decimal(0), "cost_micros": None,
-                "charged_micros": 0, "uncollected_micros": None, "balance_after": None, "balance_after_micros": None}
+        return {
+            "tokens_prompt": None,
+            "tokens_completion": None,
+            "tokens": None,
+            "service_tier": None,
+            "tool_calls": {},
+            "price": None,
+            "cost": None,
+            "total_cost": Decimal(0),
+            "cost_micros": None,
+            "charged_micros": 0,
+            "uncollected_micros": None,
+            "balance_after": None,
+            "balance_after_micros": None,
+        }
     u = charge.usage
-    tokens = {"input": int(u["input_tokens"]), "output": int(u["output_tokens"]),
-              "cache_write": int(u["cache_write_tokens"]), "cache_write_1h": int(u.get("cache_write_1h_tokens", 0)),
-              "cache_hit": int(u["cache_hit_tokens"])}
+    tokens = {
+        "input": int(u["input_tokens"]),
+        "output": int(u["output_tokens"]),
+        "cache_write": int(u["cache_write_tokens"]),
+        "cache_write_1h": int(u.get("cache_write_1h_tokens", 0)),
+        "cache_hit": int(u["cache_hit_tokens"]),
+    }
     credits_per_usd = Decimal(charge.credits_per_usd)
     return {
         "tokens_prompt": tokens["input"] + tokens["cache_write"] + tokens["cache_write_1h"] + tokens["cache_hit"],
@@ -156,9 +181,13 @@ def _charged(charge: TeamLedger.Charged | None) -> dict[str, Any]:
         "tokens": tokens,
         "service_tier": u.get("service_tier") or None,
         "tool_calls": dict(u.get("tool_calls") or {}),
-        "price": {"rates": charge.price, "basis": charge.basis or None, "price_ref": charge.price_ref or None,
-                  "adjustment": Decimal(charge.adjustment) if charge.adjustment else None,
-                  "credits_per_usd": credits_per_usd},
+        "price": {
+            "rates": charge.price,
+            "basis": charge.basis or None,
+            "price_ref": charge.price_ref or None,
+            "adjustment": Decimal(charge.adjustment) if charge.adjustment else None,
+            "credits_per_usd": credits_per_usd,
+        },
         "cost": Charge.of(charge, credits_per_usd).usage_fields()["cost"],
         "total_cost": credits_from_micros(charge.charged),
         "cost_micros": charge.cost,
@@ -175,5 +204,9 @@ def _upstream(record: dict[str, Any] | None) -> dict[str, Any] | None:
     if record is None or not record["attempts"]:
         return None
     errors = record["upstream_errors"]
-    return {"deployment": record["deployment"], "upstream_model": record["upstream_model"] or None,
-            "attempts": record["attempts"], "errors": errors.split(",") if errors else []}
+    return {
+        "deployment": record["deployment"],
+        "upstream_model": record["upstream_model"] or None,
+        "attempts": record["attempts"],
+        "errors": errors.split(",") if errors else [],
+    }

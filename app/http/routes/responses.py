@@ -14,6 +14,7 @@ from litestar import Request, Response, post
 from litestar.response import Stream
 
 from app.errors import ModelNotFound
+from app.http.billed_request import Generation, OutputAsk
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
 from app.http.routes.request_body import (
@@ -63,6 +64,9 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
         raise ModelNotFound(parsed.model)
     authorize(principal, model.id, endpoints.RESPONSES)
     max_output = check_output_limit(parsed.max_output_tokens, model, "max_output_tokens")
-    return await serve(runtime, request, principal, model, "responses", body, raw,
-                       max_output=max_output or model.max_output_tokens, requested_output=max_output or 0,
-                       output_clamped=max_output if max_output != parsed.max_output_tokens else None)
+    output = OutputAsk(
+        most=max_output or model.max_output_tokens,
+        requested=max_output or 0,
+        model_limit=max_output if max_output != parsed.max_output_tokens else None,
+    )
+    return await serve(runtime, request, Generation(principal, model, "responses", body, raw, output))

@@ -37,9 +37,13 @@ SCRIPT_PATH = "/schema/redoc.standalone.js"
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; worker-src blob:; style-src 'self' 'unsafe-inline'; "
     "img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; "
-    "frame-ancestors 'none'")
-SECURITY_HEADERS = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "Referrer-Policy": "no-referrer",
-                    "X-Content-Type-Options": "nosniff"}
+    "frame-ancestors 'none'"
+)
+SECURITY_HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
 
 _PAGE = f"""<!DOCTYPE html>
 <html lang="en">
@@ -61,8 +65,12 @@ def redoc_script() -> bytes:
     return resources.files("app.http.schema_page").joinpath("static", "redoc.standalone.js").read_bytes()
 
 
-@get("/redoc.standalone.js", media_type="text/javascript", include_in_schema=False,
-     cache_control=CacheControlHeader(max_age=86400, public=True))
+@get(
+    "/redoc.standalone.js",
+    media_type="text/javascript",
+    include_in_schema=False,
+    cache_control=CacheControlHeader(max_age=86400, public=True),
+)
 async def redoc_standalone() -> Response[bytes]:
     return Response(redoc_script(), media_type="text/javascript")
 
@@ -79,5 +87,9 @@ class RedocPage(OpenAPIRenderPlugin):
 
 def schema_router() -> Router:
     """The router every ``/schema`` route is served under, each answer with the security headers."""
-    return Router("/schema", route_handlers=[redoc_standalone], include_in_schema=False,
-                  response_headers=[ResponseHeader(name=k, value=v) for k, v in SECURITY_HEADERS.items()])
+    return Router(
+        "/schema",
+        route_handlers=[redoc_standalone],
+        include_in_schema=False,
+        response_headers=[ResponseHeader(name=k, value=v) for k, v in SECURITY_HEADERS.items()],
+    )

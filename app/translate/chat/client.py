@@ -19,8 +19,10 @@ from app.translate.images import file_from_data_url, image_from_data_url
 from app.translate.tools import builtin_name
 from domain.pricing import TokenUsage
 
-_AUDIO = ("Audio ('audio', 'modalities', input_audio parts) is only served by models whose upstream speaks "
-          "OpenAI Chat Completions.")
+_AUDIO = (
+    "Audio ('audio', 'modalities', input_audio parts) is only served by models whose upstream speaks "
+    "OpenAI Chat Completions."
+)
 
 
 def _texts(content: Any, where: str) -> list[c.Text]:
@@ -42,8 +44,12 @@ def _user_parts(content: Any, where: str) -> list[c.Part]:
         at = f"{where}.content[{j}]"
         kind = part.get("type")
         if kind == "text":
-            parts.append(c.Text(f.text(part.get("text"), f"{at}.text"),
-                                f.typed(part.get("cache_control"), dict, f"{at}.cache_control")))
+            parts.append(
+                c.Text(
+                    f.text(part.get("text"), f"{at}.text"),
+                    f.typed(part.get("cache_control"), dict, f"{at}.cache_control"),
+                )
+            )
         elif kind == "image_url":
             image = part.get("image_url")
             url = image.get("url") if isinstance(image, dict) else image
@@ -53,10 +59,12 @@ def _user_parts(content: Any, where: str) -> list[c.Part]:
         elif kind == "file":
             document = f.typed(part.get("file"), dict, f"{at}.file") or {}
             if not isinstance(document.get("file_data"), str):
-                raise InvalidRequest(f"Files by 'file_id' ({at}) can only go to an OpenAI upstream; send "
-                                     "'file_data' instead.", param=at)
-            parts.append(file_from_data_url(document["file_data"],
-                                            f.typed(document.get("filename"), str, f"{at}.file.filename")))
+                raise InvalidRequest(
+                    f"Files by 'file_id' ({at}) can only go to an OpenAI upstream; send 'file_data' instead.", param=at
+                )
+            parts.append(
+                file_from_data_url(document["file_data"], f.typed(document.get("filename"), str, f"{at}.file.filename"))
+            )
         elif kind == "input_audio":
             raise InvalidRequest(_AUDIO, param=at)
         else:
@@ -75,12 +83,21 @@ def _calls(m: dict[str, Any], where: str) -> list[c.Part]:
         call_id = f.typed(call.get("id"), str, f"{at}.id") or f"call_{j}"
         if call.get("type") == "custom" or isinstance(call.get("custom"), dict):
             custom = f.present(call.get("custom"), dict, f"{at}.custom")
-            parts.append(c.ToolCall(call_id, f.present(custom.get("name"), str, f"{at}.custom.name"),
-                                    f.text(custom.get("input"), f"{at}.custom.input"), custom=True))
+            parts.append(
+                c.ToolCall(
+                    call_id,
+                    f.present(custom.get("name"), str, f"{at}.custom.name"),
+                    f.text(custom.get("input"), f"{at}.custom.input"),
+                    custom=True,
+                )
+            )
         else:
             fn = f.present(call.get("function"), dict, f"{at}.function")
-            parts.append(c.ToolCall(call_id, f.present(fn.get("name"), str, f"{at}.function.name"),
-                                    _arguments(fn.get("arguments"))))
+            parts.append(
+                c.ToolCall(
+                    call_id, f.present(fn.get("name"), str, f"{at}.function.name"), _arguments(fn.get("arguments"))
+                )
+            )
     legacy = f.typed(m.get("function_call"), dict, f"{where}.function_call")
     if legacy is not None:
         name = f.present(legacy.get("name"), str, f"{where}.function_call.name")
@@ -206,8 +223,12 @@ class ChatStreamWriter:
     """Canonical stream events → ``chat.completion.chunk`` frames (role once, ids and names once)."""
 
     def __init__(self, model_id: str, include_usage: bool) -> None:
-        self._base = {"id": "chatcmpl-" + secrets.token_hex(12), "object": "chat.completion.chunk",
-                      "created": int(time.time()), "model": model_id}
+        self._base = {
+            "id": "chatcmpl-" + secrets.token_hex(12),
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": model_id,
+        }
         self._include_usage = include_usage
         self._tool_index = -1
         self._custom = False

@@ -45,12 +45,17 @@ def frame(chunk: Any) -> bytes:
 
 
 def read_answer(answer: Answer) -> c.Response:
-    return read_passed(answer, lambda usage, whole: usage_from_openai(usage, whole.member("service_tier")),
-                       lambda usage: reasoning_tokens(usage, "completion_tokens_details"), chat_response_to_canonical)
+    return read_passed(
+        answer,
+        lambda usage, whole: usage_from_openai(usage, whole.member("service_tier")),
+        lambda usage: reasoning_tokens(usage, "completion_tokens_details"),
+        chat_response_to_canonical,
+    )
 
 
-def render_answer(answer: Answer, model_id: str, usage: TokenUsage, reasoning: int,
-                  extra_usage: dict[str, Any]) -> bytes:
+def render_answer(
+    answer: Answer, model_id: str, usage: TokenUsage, reasoning: int, extra_usage: dict[str, Any]
+) -> bytes:
     return render_passed(answer, model_id, usage_dict(usage, reasoning), extra_usage)
 
 
@@ -130,8 +135,9 @@ class ChatPassThrough:
             chunks = [_read_chunk(data) for data in datas]
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             return None
-        deltas = [choice.delta for chunk in chunks if chunk.choices for choice in chunk.choices
-                  if choice.delta is not None]
+        deltas = [
+            choice.delta for chunk in chunks if chunk.choices for choice in chunk.choices if choice.delta is not None
+        ]
         if any(delta.tool_calls for delta in deltas):
             return None  # the reader follows tool calls: chunk by chunk
         events: list[c.Event] = []
@@ -171,8 +177,9 @@ class ChatPassThrough:
         (model,) = models
         # Joined by a byte no chunk holds (the SSE parser ends lines at a raw \r, and JSON strings
         # hold none): counted below, as the frames are cut apart again.
-        spliced = self._splicer.splice_all(b"\r".join(sent), len(sent), model, nulls,
-                                           None if self._include_usage else UNSET)
+        spliced = self._splicer.splice_all(
+            b"\r".join(sent), len(sent), model, nulls, None if self._include_usage else UNSET
+        )
         if spliced is None:
             return None
         lines = spliced.replace(b"\n", b"\ndata: ") if b"\n" in spliced else spliced  # multi-line data stays so

@@ -36,8 +36,9 @@ def usage_from_openai(usage: Any, service_tier: Any = None) -> TokenUsage | None
     return split_prompt(prompt, completion, usage.get("prompt_tokens_details"), service_tier)
 
 
-def split_prompt(prompt: int, output: int, details: Any, service_tier: Any = None,
-                 tool_calls: tuple[tuple[str, int], ...] = ()) -> TokenUsage:
+def split_prompt(
+    prompt: int, output: int, details: Any, service_tier: Any = None, tool_calls: tuple[tuple[str, int], ...] = ()
+) -> TokenUsage:
     """OpenAI's prompt count includes its cached (and cache-written) tokens, so they are taken out
     of it and each kind billed at its own price (counting them as input too is how a gateway bills
     a 0.34 USD request 1.68 USD); its output count includes the reasoning tokens, billed as output."""
@@ -46,9 +47,14 @@ def split_prompt(prompt: int, output: int, details: Any, service_tier: Any = Non
     written = details.get("cache_write_tokens")
     cached = min(cached, prompt) if isinstance(cached, int) and cached > 0 else 0
     written = min(written, prompt - cached) if isinstance(written, int) and written > 0 else 0
-    return TokenUsage(input_tokens=prompt - cached - written, output_tokens=output,
-                      cache_write_tokens=written, cache_hit_tokens=cached,
-                      service_tier=service_tier if isinstance(service_tier, str) else "", tool_calls=tool_calls)
+    return TokenUsage(
+        input_tokens=prompt - cached - written,
+        output_tokens=output,
+        cache_write_tokens=written,
+        cache_hit_tokens=cached,
+        service_tier=service_tier if isinstance(service_tier, str) else "",
+        tool_calls=tool_calls,
+    )
 
 
 def reasoning_tokens(usage: Any, details_key: str) -> int:
@@ -90,15 +96,28 @@ def _messages(req: c.Request, names: ToolNames) -> list[dict[str, Any]]:
             calls = [p for p in m.parts if isinstance(p, c.ToolCall)]
             out: dict[str, Any] = {"role": "assistant", "content": text or None}
             if calls:
-                out["tool_calls"] = [{"id": t.id, "type": "function", "function": {
-                    "name": names.upstream_name(t.name, t.namespace), "arguments": names.call_arguments(t)}}
-                    for t in calls]
+                out["tool_calls"] = [
+                    {
+                        "id": t.id,
+                        "type": "function",
+                        "function": {
+                            "name": names.upstream_name(t.name, t.namespace),
+                            "arguments": names.call_arguments(t),
+                        },
+                    }
+                    for t in calls
+                ]
             messages.append(out)
         else:
             attachments: list[c.Part] = []  # a tool's images: chat tool messages take text only
             for result in (p for p in m.parts if isinstance(p, c.ToolResult)):
-                messages.append({"role": "tool", "tool_call_id": result.call_id,
-                                 "content": "".join(x.text for x in result.content if isinstance(x, c.Text))})
+                messages.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": result.call_id,
+                        "content": "".join(x.text for x in result.content if isinstance(x, c.Text)),
+                    }
+                )
                 attachments.extend(x for x in result.content if not isinstance(x, c.Text))
             content = attachments + [p for p in m.parts if isinstance(p, c.Text | c.Image | c.File)]
             if content:
@@ -164,8 +183,14 @@ def chat_response_to_canonical(answer: dict[str, Any]) -> c.Response:
         parts.append(c.Text(str(message["content"])))
     for call in message.get("tool_calls") or []:
         if isinstance(call, dict) and isinstance(call.get("custom"), dict):
-            parts.append(c.ToolCall(str(call.get("id")), str(call["custom"].get("name")),
-                                    str(call["custom"].get("input") or ""), custom=True))
+            parts.append(
+                c.ToolCall(
+                    str(call.get("id")),
+                    str(call["custom"].get("name")),
+                    str(call["custom"].get("input") or ""),
+                    custom=True,
+                )
+            )
         elif isinstance(call, dict):
             fn = call.get("function") or {}
             parts.append(c.ToolCall(str(call.get("id")), str(fn.get("name")), str(fn.get("arguments") or "")))
@@ -208,8 +233,9 @@ class ChatChunkReader:
                 piece = object_or(call.get("custom"), call.get("function") or {})
                 if index not in self._calls:
                     self._calls[index] = str(call.get("id") or f"call_{index[1]}")
-                    out.append(c.ToolCallStarted(self._calls[index], str(piece.get("name") or ""),
-                                                 custom="custom" in call))
+                    out.append(
+                        c.ToolCallStarted(self._calls[index], str(piece.get("name") or ""), custom="custom" in call)
+                    )
                 fragment = piece.get("input") if "custom" in call else piece.get("arguments")
                 if fragment:
                     out.append(c.ToolArgumentsDelta(str(fragment)))

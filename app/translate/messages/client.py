@@ -36,8 +36,10 @@ def usage_dict(usage: TokenUsage) -> dict[str, Any]:
         "output_tokens": usage.output_tokens,
         "cache_creation_input_tokens": usage.all_cache_writes,
         "cache_read_input_tokens": usage.cache_hit_tokens,
-        "cache_creation": {"ephemeral_5m_input_tokens": usage.cache_write_tokens,
-                           "ephemeral_1h_input_tokens": usage.cache_write_1h_tokens},
+        "cache_creation": {
+            "ephemeral_5m_input_tokens": usage.cache_write_tokens,
+            "ephemeral_1h_input_tokens": usage.cache_write_1h_tokens,
+        },
     }
     if usage.service_tier:
         out["service_tier"] = usage.service_tier
@@ -58,14 +60,19 @@ def _cache_control(block: dict[str, Any], where: str) -> dict[str, Any] | None:
 def _image(block: dict[str, Any], where: str) -> c.Image:
     source = f.present(block.get("source"), dict, f"{where}.source")
     if source.get("type") == "url":
-        return c.Image(url=f.present(source.get("url"), str, f"{where}.source.url"),
-                       cache_control=_cache_control(block, where))
+        return c.Image(
+            url=f.present(source.get("url"), str, f"{where}.source.url"), cache_control=_cache_control(block, where)
+        )
     if source.get("type") == "base64":
-        return c.Image(media_type=f.typed(source.get("media_type"), str, f"{where}.source.media_type"),
-                       data=f.present(source.get("data"), str, f"{where}.source.data"),
-                       cache_control=_cache_control(block, where))
-    raise InvalidRequest(f"{where}.source: images of source type {source.get('type')!r} can only go to an "
-                         "Anthropic upstream.", param=where)
+        return c.Image(
+            media_type=f.typed(source.get("media_type"), str, f"{where}.source.media_type"),
+            data=f.present(source.get("data"), str, f"{where}.source.data"),
+            cache_control=_cache_control(block, where),
+        )
+    raise InvalidRequest(
+        f"{where}.source: images of source type {source.get('type')!r} can only go to an Anthropic upstream.",
+        param=where,
+    )
 
 
 def _document(block: dict[str, Any], where: str) -> list[c.Text | c.Image | c.File]:
@@ -79,17 +86,25 @@ def _document(block: dict[str, Any], where: str) -> list[c.Text | c.Image | c.Fi
     if kind == "content":
         return [*([c.Text(heading)] if heading else []), *_contents(source.get("content"), f"{where}.source.content")]
     if kind == "base64":
-        return [c.File(media_type=f.typed(source.get("media_type"), str, f"{where}.source.media_type"),
-                       data=f.present(source.get("data"), str, f"{where}.source.data"), filename=title)]
+        return [
+            c.File(
+                media_type=f.typed(source.get("media_type"), str, f"{where}.source.media_type"),
+                data=f.present(source.get("data"), str, f"{where}.source.data"),
+                filename=title,
+            )
+        ]
     if kind == "url":
         return [c.File(url=f.present(source.get("url"), str, f"{where}.source.url"), filename=title)]
-    raise InvalidRequest(f"{where}.source: documents of source type {kind!r} can only go to an Anthropic upstream.",
-                         param=where)
+    raise InvalidRequest(
+        f"{where}.source: documents of source type {kind!r} can only go to an Anthropic upstream.", param=where
+    )
 
 
 def _search_result(block: dict[str, Any], where: str) -> c.Text:
-    text = "".join(f.text(b.get("text"), f"{where}.content.{j}.text")
-                   for j, b in enumerate(f.objects(block.get("content"), f"{where}.content", ".{}")))
+    text = "".join(
+        f.text(b.get("text"), f"{where}.content.{j}.text")
+        for j, b in enumerate(f.objects(block.get("content"), f"{where}.content", ".{}"))
+    )
     title, source = (f.typed(block.get(k), str, f"{where}.{k}") for k in ("title", "source"))
     return c.Text("\n".join(x for x in (title, source, text) if x))
 
@@ -123,23 +138,36 @@ def _parts(content: Any, where: str) -> list[c.Part]:
         if kind in ("text", "image", "document", "search_result"):
             parts.extend(_block(block, at))
         elif kind == "tool_use":
-            parts.append(c.ToolCall(f.present(block.get("id"), str, f"{at}.id"),
-                                    f.present(block.get("name"), str, f"{at}.name"),
-                                    json.dumps(f.typed(block.get("input"), dict, f"{at}.input") or {})))
+            parts.append(
+                c.ToolCall(
+                    f.present(block.get("id"), str, f"{at}.id"),
+                    f.present(block.get("name"), str, f"{at}.name"),
+                    json.dumps(f.typed(block.get("input"), dict, f"{at}.input") or {}),
+                )
+            )
         elif kind == "tool_result":
-            parts.append(c.ToolResult(f.present(block.get("tool_use_id"), str, f"{at}.tool_use_id"),
-                                      _contents(block.get("content"), f"{at}.content"),
-                                      bool(f.typed(block.get("is_error"), bool, f"{at}.is_error"))))
+            parts.append(
+                c.ToolResult(
+                    f.present(block.get("tool_use_id"), str, f"{at}.tool_use_id"),
+                    _contents(block.get("content"), f"{at}.content"),
+                    bool(f.typed(block.get("is_error"), bool, f"{at}.is_error")),
+                )
+            )
         elif kind == "thinking":
-            parts.append(reasoning.from_signature(f.text(block.get("thinking"), f"{at}.thinking"),
-                                                  f.typed(block.get("signature"), str, f"{at}.signature")))
+            parts.append(
+                reasoning.from_signature(
+                    f.text(block.get("thinking"), f"{at}.thinking"),
+                    f.typed(block.get("signature"), str, f"{at}.signature"),
+                )
+            )
         elif kind == "redacted_thinking":
             parts.append(c.Thinking("", redacted=f.present(block.get("data"), str, f"{at}.data")))
         elif kind in _SERVER_TOOL_BLOCK or str(kind).endswith("_tool_result"):
             continue
         else:
-            raise InvalidRequest(f"{at}: content blocks of type {kind!r} can only go to an Anthropic upstream.",
-                                 param=at)
+            raise InvalidRequest(
+                f"{at}: content blocks of type {kind!r} can only go to an Anthropic upstream.", param=at
+            )
     return parts
 
 
@@ -192,11 +220,15 @@ def messages_request_to_canonical(body: dict[str, Any]) -> c.Request:
         if (name := builtin_name(t, "messages")) is not None:
             req.builtin_tools.append(c.BuiltinTool(name, t))
         else:
-            req.tools.append(c.Tool(f.present(t.get("name"), str, f"{where}.name"),
-                                    f.typed(t.get("description"), str, f"{where}.description"),
-                                    f.typed(t.get("input_schema"), dict, f"{where}.input_schema") or {},
-                                    strict=f.typed(t.get("strict"), bool, f"{where}.strict"),
-                                    cache_control=_cache_control(t, where)))
+            req.tools.append(
+                c.Tool(
+                    f.present(t.get("name"), str, f"{where}.name"),
+                    f.typed(t.get("description"), str, f"{where}.description"),
+                    f.typed(t.get("input_schema"), dict, f"{where}.input_schema") or {},
+                    strict=f.typed(t.get("strict"), bool, f"{where}.strict"),
+                    cache_control=_cache_control(t, where),
+                )
+            )
     if body.get("mcp_servers"):
         req.builtin_tools.append(c.BuiltinTool("mcp_servers", {}))
     _tool_choice(body.get("tool_choice"), req)
@@ -304,21 +336,33 @@ class MessagesStreamWriter:
             frames = [] if self._open == "text" else self._open_block("text", {"type": "text", "text": ""})
             return [*frames, self._delta({"type": "text_delta", "text": event.text})]
         if isinstance(event, c.ThinkingDelta) and event.text:
-            frames = [] if self._open == "thinking" else self._open_block(
-                "thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            frames = (
+                []
+                if self._open == "thinking"
+                else self._open_block("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            )
             return [*frames, self._delta({"type": "thinking_delta", "thinking": event.text})]
         if isinstance(event, c.ThinkingSealed):
             sealed = c.Thinking("", event.signature, event.redacted, event.item_id, event.encrypted)
             if sealed.redacted:
-                return [*self._open_block("redacted", {"type": "redacted_thinking", "data": sealed.redacted}),
-                        *self._close_block()]
-            frames = [] if self._open == "thinking" else self._open_block(
-                "thinking", {"type": "thinking", "thinking": "", "signature": ""})
-            return [*frames, self._delta({"type": "signature_delta", "signature": reasoning.signature(sealed)}),
-                    *self._close_block()]
+                return [
+                    *self._open_block("redacted", {"type": "redacted_thinking", "data": sealed.redacted}),
+                    *self._close_block(),
+                ]
+            frames = (
+                []
+                if self._open == "thinking"
+                else self._open_block("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            )
+            return [
+                *frames,
+                self._delta({"type": "signature_delta", "signature": reasoning.signature(sealed)}),
+                *self._close_block(),
+            ]
         if isinstance(event, c.ToolCallStarted):
-            return self._open_block("tool_use", {"type": "tool_use", "id": c.safe_tool_id(event.id),
-                                                 "name": event.name, "input": {}})
+            return self._open_block(
+                "tool_use", {"type": "tool_use", "id": c.safe_tool_id(event.id), "name": event.name, "input": {}}
+            )
         if isinstance(event, c.ToolArgumentsDelta) and self._open == "tool_use":
             return [self._delta({"type": "input_json_delta", "partial_json": event.fragment})]
         if isinstance(event, c.Finished):

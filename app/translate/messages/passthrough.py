@@ -36,8 +36,9 @@ def read_answer(answer: Answer) -> c.Response:
     return read_passed(answer, lambda usage, _: usage_from_anthropic(usage), thinking_tokens, message_to_canonical)
 
 
-def render_answer(answer: Answer, model_id: str, usage: TokenUsage, reasoning: int,
-                  extra_usage: dict[str, Any]) -> bytes:
+def render_answer(
+    answer: Answer, model_id: str, usage: TokenUsage, reasoning: int, extra_usage: dict[str, Any]
+) -> bytes:
     return render_passed(answer, model_id, usage_dict(usage), extra_usage)
 
 

@@ -54,8 +54,9 @@ def usage_from_anthropic(usage: Any) -> TokenUsage | None:
         hour = count(split.get("ephemeral_1h_input_tokens"))
         writes = count(split.get("ephemeral_5m_input_tokens")) + hour
     server = usage.get("server_tool_use")
-    calls = ({tool: count(server.get(field)) for field, tool in _SERVER_TOOLS.items()}
-             if isinstance(server, dict) else {})
+    calls = (
+        {tool: count(server.get(field)) for field, tool in _SERVER_TOOLS.items()} if isinstance(server, dict) else {}
+    )
     tier = usage.get("service_tier")
     return TokenUsage(
         input_tokens=count(usage.get("input_tokens")),
@@ -85,8 +86,11 @@ def _media(part: c.Text | c.Image | c.File) -> dict[str, Any]:
             **({"cache_control": part.cache_control} if part.cache_control else {}),
         }
     if isinstance(part, c.File):
-        source = ({"type": "url", "url": part.url} if part.url else
-                  {"type": "base64", "media_type": part.media_type or "application/pdf", "data": part.data})
+        source = (
+            {"type": "url", "url": part.url}
+            if part.url
+            else {"type": "base64", "media_type": part.media_type or "application/pdf", "data": part.data}
+        )
         return {"type": "document", "source": source, **({"title": part.filename} if part.filename else {})}
     if part.url:
         block: dict[str, Any] = {"type": "image", "source": {"type": "url", "url": part.url}}
@@ -106,8 +110,14 @@ def _content(parts: list[c.Part], role: str, names: ToolNames) -> list[dict[str,
         others.sort(key=lambda p: 0 if isinstance(p, c.Thinking) else 2 if isinstance(p, c.ToolCall) else 1)
     blocks: list[dict[str, Any]] = []
     for r in results:  # tool results must lead the message that follows the tool calls
-        blocks.append({"type": "tool_result", "tool_use_id": c.safe_tool_id(r.call_id),
-                       "content": [_media(x) for x in r.content], **({"is_error": True} if r.is_error else {})})
+        blocks.append(
+            {
+                "type": "tool_result",
+                "tool_use_id": c.safe_tool_id(r.call_id),
+                "content": [_media(x) for x in r.content],
+                **({"is_error": True} if r.is_error else {}),
+            }
+        )
     for p in others:
         if isinstance(p, c.Text):
             if p.text:
@@ -150,14 +160,16 @@ def _thinks(req: c.Request, max_tokens: int) -> bool:
     return any(isinstance(p, c.Thinking) and p.anthropic for p in last.parts)
 
 
-def canonical_to_messages_body(req: c.Request, upstream_model: str, max_output_tokens: int,
-                               names: ToolNames) -> dict[str, Any]:
+def canonical_to_messages_body(
+    req: c.Request, upstream_model: str, max_output_tokens: int, names: ToolNames
+) -> dict[str, Any]:
     max_tokens = req.max_output_tokens or max_output_tokens
     body: dict[str, Any] = {
         "model": upstream_model,
         "max_tokens": max_tokens,
-        "messages": [{"role": m.role, "content": _content(m.parts, m.role, names)}
-                     for m in req.messages if m.role != "system"],
+        "messages": [
+            {"role": m.role, "content": _content(m.parts, m.role, names)} for m in req.messages if m.role != "system"
+        ],
     }
     system = _system(req)
     if system:

@@ -18,8 +18,10 @@ from app.translate import reasoning
 from app.translate.images import file_from_data_url, image_from_data_url
 from domain.pricing import TokenUsage
 
-_STATE = ("Tollgate stores no responses, so '{}' works only with models whose upstream speaks the Responses API; "
-          "send the whole conversation in 'input'.")
+_STATE = (
+    "Tollgate stores no responses, so '{}' works only with models whose upstream speaks the Responses API; "
+    "send the whole conversation in 'input'."
+)
 
 
 def _content(content: Any, where: str) -> list[c.Text | c.Image | c.File]:
@@ -36,8 +38,11 @@ def _content(content: Any, where: str) -> list[c.Text | c.Image | c.File]:
         elif kind == "input_image" and isinstance(part.get("image_url"), str):
             parts.append(image_from_data_url(part["image_url"]))
         elif kind == "input_file" and isinstance(part.get("file_data") or part.get("file_url"), str):
-            parts.append(file_from_data_url(part.get("file_data") or part["file_url"],
-                                            f.typed(part.get("filename"), str, f"{at}.filename")))
+            parts.append(
+                file_from_data_url(
+                    part.get("file_data") or part["file_url"], f.typed(part.get("filename"), str, f"{at}.filename")
+                )
+            )
         elif kind in ("input_image", "input_file"):
             raise InvalidRequest(f"Files by 'file_id' ({at}) can only go to an OpenAI upstream.", param=at)
         else:
@@ -64,20 +69,49 @@ def _item(item: dict[str, Any], where: str, req: c.Request) -> None:
         custom = kind == "custom_tool_call"
         field = "input" if custom else "arguments"
         arguments = f.typed(item.get(field), str, f"{where}.{field}")
-        c.append_turn(req.messages, "assistant", [c.ToolCall(
-            f.present(item.get("call_id"), str, f"{where}.call_id"), f.present(item.get("name"), str, f"{where}.name"),
-            arguments or ("" if custom else "{}"), f.typed(item.get("namespace"), str, f"{where}.namespace"), custom)])
+        c.append_turn(
+            req.messages,
+            "assistant",
+            [
+                c.ToolCall(
+                    f.present(item.get("call_id"), str, f"{where}.call_id"),
+                    f.present(item.get("name"), str, f"{where}.name"),
+                    arguments or ("" if custom else "{}"),
+                    f.typed(item.get("namespace"), str, f"{where}.namespace"),
+                    custom,
+                )
+            ],
+        )
     elif kind in ("function_call_output", "custom_tool_call_output"):
         output = item.get("output")
         content = _content(output if output is not None else "", f"{where}.output")
-        c.append_turn(req.messages, "user", [c.ToolResult(f.present(item.get("call_id"), str, f"{where}.call_id"),
-                                                          content, custom=kind == "custom_tool_call_output")])
+        c.append_turn(
+            req.messages,
+            "user",
+            [
+                c.ToolResult(
+                    f.present(item.get("call_id"), str, f"{where}.call_id"),
+                    content,
+                    custom=kind == "custom_tool_call_output",
+                )
+            ],
+        )
     elif kind == "reasoning":
-        summary = "\n\n".join(f.text(s.get("text"), f"{where}.summary[{j}].text")
-                               for j, s in enumerate(f.objects(item.get("summary"), f"{where}.summary")))
-        c.append_turn(req.messages, "assistant", [reasoning.from_encrypted_content(
-            f.typed(item.get("id"), str, f"{where}.id"),
-            f.typed(item.get("encrypted_content"), str, f"{where}.encrypted_content"), summary)])
+        summary = "\n\n".join(
+            f.text(s.get("text"), f"{where}.summary[{j}].text")
+            for j, s in enumerate(f.objects(item.get("summary"), f"{where}.summary"))
+        )
+        c.append_turn(
+            req.messages,
+            "assistant",
+            [
+                reasoning.from_encrypted_content(
+                    f.typed(item.get("id"), str, f"{where}.id"),
+                    f.typed(item.get("encrypted_content"), str, f"{where}.encrypted_content"),
+                    summary,
+                )
+            ],
+        )
     elif kind == "item_reference":
         raise InvalidRequest(_STATE.format("item_reference"), param=where)
     elif not str(kind).endswith(("_call", "_call_output")):  # those record what built-in tools did
@@ -104,8 +138,10 @@ def _tool_choice(choice: Any) -> c.ToolChoice | None:
         return c.one_of(choice, c.TOOL_MODES)
     f.present(choice, dict, "tool_choice")
     if choice.get("type") in ("function", "custom"):
-        return c.NamedTool(f.present(choice.get("name"), str, "tool_choice.name"),
-                           f.typed(choice.get("namespace"), str, "tool_choice.namespace"))
+        return c.NamedTool(
+            f.present(choice.get("name"), str, "tool_choice.name"),
+            f.typed(choice.get("namespace"), str, "tool_choice.namespace"),
+        )
     if choice.get("type") == "allowed_tools":
         return c.one_of(choice.get("mode"), c.ALLOWED_TOOLS_MODES)
     return None
@@ -133,8 +169,10 @@ def responses_request_to_canonical(body: dict[str, Any]) -> c.Request:
     text = f.field(body, "text", dict) or {}
     fmt = f.typed(text.get("format"), dict, "text.format") or {}
     if fmt.get("type") == "json_schema":
-        req.response_format = {"type": "json_schema", "json_schema": {
-            k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}}
+        req.response_format = {
+            "type": "json_schema",
+            "json_schema": {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt},
+        }
     elif fmt.get("type") == "json_object":
         req.response_format = {"type": "json_object"}
     req.verbosity = f.typed(text.get("verbosity"), str, "text.verbosity")
@@ -152,7 +190,7 @@ def wants_encrypted_reasoning(body: dict[str, Any]) -> bool:
 
 
 def usage_dict(usage: TokenUsage, reasoning_tokens: int) -> dict[str, Any]:
-    """The official Responses usage, plus the Chat-style names the gateway also reports (README, API)."""
+    """The official Responses usage, plus the Chat-style names the gateway also reports (docs/api.md)."""
     return {
         "input_tokens": usage.prompt_tokens,
         "input_tokens_details": {
@@ -193,24 +231,43 @@ class ResponseShell:
             "metadata": body.get("metadata") or {},
         }
 
-    def response(self, status: str, output: list[dict[str, Any]], usage: dict[str, Any] | None,
-                 finish: str | None = None, error: dict[str, Any] | None = None) -> dict[str, Any]:
+    def response(
+        self,
+        status: str,
+        output: list[dict[str, Any]],
+        usage: dict[str, Any] | None,
+        finish: str | None = None,
+        error: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         incomplete = None
         if finish == "length":
             status, incomplete = "incomplete", {"reason": "max_output_tokens"}
         elif finish == "content_filter":
             status, incomplete = "incomplete", {"reason": "content_filter"}
-        out = {"id": self.id, "object": "response", "created_at": self.created_at, "status": status,
-               "error": error, "incomplete_details": incomplete, "model": self.model_id, "output": output,
-               "usage": usage, **self._echo}
+        out = {
+            "id": self.id,
+            "object": "response",
+            "created_at": self.created_at,
+            "status": status,
+            "error": error,
+            "incomplete_details": incomplete,
+            "model": self.model_id,
+            "output": output,
+            "usage": usage,
+            **self._echo,
+        }
         if status in ("completed", "incomplete"):
             out["completed_at"] = int(time.time())
         return out
 
     def reasoning_item(self, item_id: str, thinking: c.Thinking, status: str) -> dict[str, Any]:
-        return {"type": "reasoning", "id": item_id, "status": status,
-                "summary": [{"type": "summary_text", "text": thinking.text}] if thinking.text else [],
-                "encrypted_content": reasoning.encrypted_content(thinking) if self.encrypted_reasoning else None}
+        return {
+            "type": "reasoning",
+            "id": item_id,
+            "status": status,
+            "summary": [{"type": "summary_text", "text": thinking.text}] if thinking.text else [],
+            "encrypted_content": reasoning.encrypted_content(thinking) if self.encrypted_reasoning else None,
+        }
 
 
 def message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
@@ -225,11 +282,23 @@ def message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
 
 def call_item(item_id: str, call: c.ToolCall, status: str) -> dict[str, Any]:
     if call.custom:
-        item = {"type": "custom_tool_call", "id": item_id, "call_id": call.id, "name": call.name,
-                "input": call.arguments, "status": status}
+        item = {
+            "type": "custom_tool_call",
+            "id": item_id,
+            "call_id": call.id,
+            "name": call.name,
+            "input": call.arguments,
+            "status": status,
+        }
     else:
-        item = {"type": "function_call", "id": item_id, "call_id": call.id, "name": call.name,
-                "arguments": call.arguments, "status": status}
+        item = {
+            "type": "function_call",
+            "id": item_id,
+            "call_id": call.id,
+            "name": call.name,
+            "arguments": call.arguments,
+            "status": status,
+        }
     if call.namespace:
         item["namespace"] = call.namespace
     return item

@@ -38,12 +38,14 @@ def _usage_of(usage: Any, answer: Answer) -> TokenUsage | None:
     of a billed tool's call may be in it (a plain answer's output is passed on as it came)."""
     output = answer.members.get("output")
     tools = output is not None and _TOOL_CALL_ITEM.search(memoryview(output)) is not None
-    return usage_from_responses(usage, {"service_tier": answer.member("service_tier"),
-                                        "output": answer.member("output") if tools else None})
+    return usage_from_responses(
+        usage, {"service_tier": answer.member("service_tier"), "output": answer.member("output") if tools else None}
+    )
 
 
-def render_answer(answer: Answer, model_id: str, usage: TokenUsage, reasoning: int,
-                  extra_usage: dict[str, Any]) -> bytes:
+def render_answer(
+    answer: Answer, model_id: str, usage: TokenUsage, reasoning: int, extra_usage: dict[str, Any]
+) -> bytes:
     return render_passed(answer, model_id, usage_dict(usage, reasoning), extra_usage)
 
 
@@ -74,17 +76,22 @@ class ResponsesPassThrough:
         return [sse(event)]
 
     def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
-        final = self._final or {"type": "response.completed", "sequence_number": self._seq + 1,
-                                "response": {**self._snapshot, "status": "completed", "output": self._items}}
+        final = self._final or {
+            "type": "response.completed",
+            "sequence_number": self._seq + 1,
+            "response": {**self._snapshot, "status": "completed", "output": self._items},
+        }
         response = final["response"]
-        reported = (
-            object_or(response.get("usage"), usage_dict(usage, reasoning_tokens))
-        )
+        reported = object_or(response.get("usage"), usage_dict(usage, reasoning_tokens))
         return [sse({**final, "response": {**response, "usage": {**reported, **extra_usage}}})]
 
     def error(self, exc: GatewayError) -> list[bytes]:
         if exc.upstream_wire == "responses" and exc.upstream_event is not None:
             return [sse(exc.upstream_event)]
-        failed = {**self._snapshot, "status": "failed", "output": self._items,
-                  "error": {"code": exc.type, "message": exc.message}}
+        failed = {
+            **self._snapshot,
+            "status": "failed",
+            "output": self._items,
+            "error": {"code": exc.type, "message": exc.message},
+        }
         return [sse({"type": "response.failed", "sequence_number": self._seq + 1, "response": failed})]

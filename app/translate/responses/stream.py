@@ -61,19 +61,24 @@ class ResponsesStreamWriter:
         frames: list[bytes] = []
         if item["type"] == "message":
             done = message_item(item["id"], self._text, "completed")
-            frames += [self._sse("response.output_text.done", {**where, "content_index": 0, "text": self._text,
-                                                               "logprobs": []}),
-                       self._sse("response.content_part.done", {**where, "content_index": 0,
-                                                                "part": done["content"][0]})]
+            frames += [
+                self._sse(
+                    "response.output_text.done", {**where, "content_index": 0, "text": self._text, "logprobs": []}
+                ),
+                self._sse("response.content_part.done", {**where, "content_index": 0, "part": done["content"][0]}),
+            ]
         elif item["type"] == "reasoning":
             assert self._thinking is not None
             done = self._shell.reasoning_item(item["id"], self._thinking, "completed")
             if self._thinking.text:
                 part = {"type": "summary_text", "text": self._thinking.text}
-                frames += [self._sse("response.reasoning_summary_text.done", {**where, "summary_index": 0,
-                                                                              "text": self._thinking.text}),
-                           self._sse("response.reasoning_summary_part.done", {**where, "summary_index": 0,
-                                                                              "part": part})]
+                frames += [
+                    self._sse(
+                        "response.reasoning_summary_text.done",
+                        {**where, "summary_index": 0, "text": self._thinking.text},
+                    ),
+                    self._sse("response.reasoning_summary_part.done", {**where, "summary_index": 0, "part": part}),
+                ]
         else:
             assert self._call is not None
             done = call_item(item["id"], self._call, "completed")
@@ -82,8 +87,12 @@ class ResponsesStreamWriter:
                     self._sse("response.custom_tool_call_input.done", {**where, "input": self._call.arguments})
                 )
             else:
-                frames.append(self._sse("response.function_call_arguments.done", {
-                    **where, "name": self._call.name, "arguments": self._call.arguments}))
+                frames.append(
+                    self._sse(
+                        "response.function_call_arguments.done",
+                        {**where, "name": self._call.name, "arguments": self._call.arguments},
+                    )
+                )
         frames.append(self._sse("response.output_item.done", {"output_index": len(self._output), "item": done}))
         self._output.append(done)
         self._open = None
@@ -109,16 +118,26 @@ class ResponsesStreamWriter:
                     )
                 )
             self._text += event.text
-            return [*frames, self._sse("response.output_text.delta", {**self._where(), "content_index": 0,
-                                                                      "delta": event.text, "logprobs": []})]
+            return [
+                *frames,
+                self._sse(
+                    "response.output_text.delta",
+                    {**self._where(), "content_index": 0, "delta": event.text, "logprobs": []},
+                ),
+            ]
         if isinstance(event, c.ThinkingSealed) or (isinstance(event, c.ThinkingDelta) and event.text):
             return self._reasoning(event)
         if isinstance(event, c.ToolCallStarted):
             self._call = c.ToolCall(event.id, event.name, "", event.namespace, event.custom)
-            return self._add(call_item(("ctc_" if event.custom else "fc_") + secrets.token_hex(12), self._call,
-                                       "in_progress"))
-        if isinstance(event, c.ToolArgumentsDelta) and self._call is not None and self._open is not None \
-                and self._open["type"] in ("function_call", "custom_tool_call"):
+            return self._add(
+                call_item(("ctc_" if event.custom else "fc_") + secrets.token_hex(12), self._call, "in_progress")
+            )
+        if (
+            isinstance(event, c.ToolArgumentsDelta)
+            and self._call is not None
+            and self._open is not None
+            and self._open["type"] in ("function_call", "custom_tool_call")
+        ):
             self._call.arguments += event.fragment
             kind = "custom_tool_call_input" if self._call.custom else "function_call_arguments"
             return [self._sse(f"response.{kind}.delta", {**self._where(), "delta": event.fragment})]
@@ -131,19 +150,28 @@ class ResponsesStreamWriter:
         frames: list[bytes] = []
         if self._open is None or self._open["type"] != "reasoning":
             self._thinking = c.Thinking("")
-            frames = self._add({"type": "reasoning", "id": "rs_" + secrets.token_hex(12), "summary": [],
-                                "status": "in_progress"})
+            frames = self._add(
+                {"type": "reasoning", "id": "rs_" + secrets.token_hex(12), "summary": [], "status": "in_progress"}
+            )
         assert self._thinking is not None
         if isinstance(event, c.ThinkingSealed):
             self._thinking.signature, self._thinking.redacted = event.signature, event.redacted
             self._thinking.item_id, self._thinking.encrypted = event.item_id, event.encrypted
             return [*frames, *self._close()]
         if not self._thinking.text:
-            frames.append(self._sse("response.reasoning_summary_part.added", {
-                **self._where(), "summary_index": 0, "part": {"type": "summary_text", "text": ""}}))
+            frames.append(
+                self._sse(
+                    "response.reasoning_summary_part.added",
+                    {**self._where(), "summary_index": 0, "part": {"type": "summary_text", "text": ""}},
+                )
+            )
         self._thinking.text += event.text
-        return [*frames, self._sse("response.reasoning_summary_text.delta", {**self._where(), "summary_index": 0,
-                                                                             "delta": event.text})]
+        return [
+            *frames,
+            self._sse(
+                "response.reasoning_summary_text.delta", {**self._where(), "summary_index": 0, "delta": event.text}
+            ),
+        ]
 
     def finish(self, usage: TokenUsage, reasoning_tokens: int, extra_usage: dict[str, Any]) -> list[bytes]:
         frames = self._close()

@@ -21,8 +21,11 @@ MIN_OUTPUT_TOKENS = 16
 
 
 #: A Responses output item that is a provider-run tool's call → the tool a fee is priced for.
-TOOL_CALL_ITEMS = {"web_search_call": "web_search", "file_search_call": "file_search",
-                   "code_interpreter_call": "code_interpreter"}
+TOOL_CALL_ITEMS = {
+    "web_search_call": "web_search",
+    "file_search_call": "file_search",
+    "code_interpreter_call": "code_interpreter",
+}
 
 
 def usage_from_responses(usage: Any, response: Any = None) -> TokenUsage | None:
@@ -34,8 +37,13 @@ def usage_from_responses(usage: Any, response: Any = None) -> TokenUsage | None:
     if not isinstance(prompt, int) or not isinstance(output, int) or prompt < 0 or output < 0:
         return None
     response = response if isinstance(response, dict) else {}
-    return split_prompt(prompt, output, usage.get("input_tokens_details"), response.get("service_tier"),
-                        tool_calls_in(response.get("output")))
+    return split_prompt(
+        prompt,
+        output,
+        usage.get("input_tokens_details"),
+        response.get("service_tier"),
+        tool_calls_in(response.get("output")),
+    )
 
 
 def tool_calls_in(output: Any) -> tuple[tuple[str, int], ...]:
@@ -77,16 +85,26 @@ def _items(req: c.Request) -> list[dict[str, Any]]:
             if isinstance(p, c.Thinking) and p.openai:  # OpenAI only takes back its own reasoning
                 items.append({"type": "reasoning", "id": p.item_id, "summary": [], "encrypted_content": p.encrypted})
             elif isinstance(p, c.ToolCall):
-                call = ({"type": "custom_tool_call", "call_id": p.id, "name": p.name, "input": p.arguments}
-                        if p.custom else {"type": "function_call", "call_id": p.id, "name": p.name,
-                                          "arguments": p.arguments})
+                call = (
+                    {"type": "custom_tool_call", "call_id": p.id, "name": p.name, "input": p.arguments}
+                    if p.custom
+                    else {"type": "function_call", "call_id": p.id, "name": p.name, "arguments": p.arguments}
+                )
                 items.append({**call, **({"namespace": p.namespace} if p.namespace else {})})
             elif isinstance(p, c.ToolResult):
                 texts = [x for x in p.content if isinstance(x, c.Text)]
-                output: Any = "".join(x.text for x in texts) if len(texts) == len(p.content) else \
-                    [_part(x, "user") for x in p.content]
-                items.append({"type": "custom_tool_call_output" if p.custom else "function_call_output",
-                              "call_id": p.call_id, "output": output})
+                output: Any = (
+                    "".join(x.text for x in texts)
+                    if len(texts) == len(p.content)
+                    else [_part(x, "user") for x in p.content]
+                )
+                items.append(
+                    {
+                        "type": "custom_tool_call_output" if p.custom else "function_call_output",
+                        "call_id": p.call_id,
+                        "output": output,
+                    }
+                )
         if content:
             items.append({"type": "message", "role": role, "content": content})
     return items
@@ -144,8 +162,12 @@ def _text_options(req: c.Request) -> dict[str, Any]:
 
 
 def canonical_to_responses_body(req: c.Request, upstream_model: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": upstream_model, "input": _items(req), "store": bool(req.store),
-                            "include": ["reasoning.encrypted_content"]}
+    body: dict[str, Any] = {
+        "model": upstream_model,
+        "input": _items(req),
+        "store": bool(req.store),
+        "include": ["reasoning.encrypted_content"],
+    }
     if req.system:
         body["instructions"] = "\n".join(t.text for t in req.system)
     tools = _tools(req)
@@ -192,8 +214,13 @@ def _reasoning(item: dict[str, Any]) -> c.Thinking:
 
 def _call(item: dict[str, Any]) -> c.ToolCall:
     custom = item.get("type") == "custom_tool_call"
-    return c.ToolCall(str(item.get("call_id")), str(item.get("name")),
-                      str(item.get("input") if custom else item.get("arguments") or ""), item.get("namespace"), custom)
+    return c.ToolCall(
+        str(item.get("call_id")),
+        str(item.get("name")),
+        str(item.get("input") if custom else item.get("arguments") or ""),
+        item.get("namespace"),
+        custom,
+    )
 
 
 def finish_of(response: dict[str, Any], called_tools: bool) -> c.Finish:

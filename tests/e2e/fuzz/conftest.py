@@ -23,8 +23,9 @@ SUMMARY_ENV = "TOLLGATE_FUZZ_SUMMARY"
 
 @pytest.fixture(scope="session")
 def fuzz_gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
-    gw = Gateway(write_config(tmp_path_factory.mktemp("fuzz"), fake_upstream.base_url,
-                              lease_idle_seconds="0.05")).start()
+    gw = Gateway(
+        write_config(tmp_path_factory.mktemp("fuzz"), fake_upstream.base_url, lease_idle_seconds="0.05")
+    ).start()
     yield gw
     gw.stop()
 

@@ -37,15 +37,21 @@ from tests.support.raw_http import post_raw
 from tests.support.teams import Team
 
 #: Each endpoint's models: one whose upstream speaks its protocol (passed through), and one translated.
-MODELS = {"chat": ["fake-gpt", "fake-claude"], "responses": ["fake-codex", "fake-gpt"],
-          "messages": ["fake-claude", "fake-gpt"]}
+MODELS = {
+    "chat": ["fake-gpt", "fake-claude"],
+    "responses": ["fake-codex", "fake-gpt"],
+    "messages": ["fake-claude", "fake-gpt"],
+}
 ENDPOINTS = list(MODELS)
 
 
 def plain_body(endpoint: str, model: str, stream: bool = False, **more: Any) -> dict[str, Any]:
     hi = [{"role": "user", "content": "hello fuzz"}]
-    body: dict[str, Any] = {"model": model, "input": "hello fuzz"} if endpoint == "responses" else \
-        {"model": model, "messages": hi, **({"max_tokens": 16} if endpoint == "messages" else {})}
+    body: dict[str, Any] = (
+        {"model": model, "input": "hello fuzz"}
+        if endpoint == "responses"
+        else {"model": model, "messages": hi, **({"max_tokens": 16} if endpoint == "messages" else {})}
+    )
     return {**body, **({"stream": True} if stream else {}), **more}
 
 
@@ -54,8 +60,9 @@ def _tags_case(values: list[str | bytes], model: str, stream: bool) -> dict[str,
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
-def test_no_tags_header_breaks_the_gateway_or_is_recorded_other_than_sent(fuzz_gateway: Gateway, fuzz_team: Team,
-                                                                         ledger: Ledger, run: Run, endpoint: str):
+def test_no_tags_header_breaks_the_gateway_or_is_recorded_other_than_sent(
+    fuzz_gateway: Gateway, fuzz_team: Team, ledger: Ledger, run: Run, endpoint: str
+):
     url = fuzz_gateway.root_url + PATHS[endpoint]
     items = [(name.encode(), value.encode()) for name, value in headers_for(endpoint, fuzz_team.key).items()]
 
@@ -71,8 +78,9 @@ def test_no_tags_header_breaks_the_gateway_or_is_recorded_other_than_sent(fuzz_g
             if not raw:  # httpx sends bytes values as they are, each value on a line of its own
                 return httpx.post(url, content=body, headers=headers, timeout=60)
             reply = post_raw(fuzz_gateway.port, PATHS[endpoint], headers, body)
-            return httpx.Response(reply.status, headers=reply.headers, content=reply.body,
-                                  request=httpx.Request("POST", url))
+            return httpx.Response(
+                reply.status, headers=reply.headers, content=reply.body, request=httpx.Request("POST", url)
+            )
 
         sent = exercise(run, ledger, route, url, {}, body, example=shown, send=send)
         found = check_served(run, ledger, sent, endpoint, stream, route, shown)
@@ -80,26 +88,43 @@ def test_no_tags_header_breaks_the_gateway_or_is_recorded_other_than_sent(fuzz_g
             return
         recorded, said = found.get("tags") or {}, expected_tags(values)
         if any(has_unrecordable(name + value) for name, value in recorded.items()):
-            run.tally.fail("recorded", route, sent.response.status_code,
-                           "a tag holding a control or bidirectional control character was recorded", shown)
+            run.tally.fail(
+                "recorded",
+                route,
+                sent.response.status_code,
+                "a tag holding a control or bidirectional control character was recorded",
+                shown,
+            )
         elif recorded != said:
-            run.tally.fail("recorded", route, sent.response.status_code,
-                           f"the tags recorded are not what the header's UTF-8 says: {str(recorded)[:80]} "
-                           f"for {str(said)[:80]}", shown)
+            run.tally.fail(
+                "recorded",
+                route,
+                sent.response.status_code,
+                f"the tags recorded are not what the header's UTF-8 says: {str(recorded)[:80]} for {str(said)[:80]}",
+                shown,
+            )
 
     first, other = MODELS[endpoint]
-    fuzz(one, values=tags_headers(), model=st.sampled_from(MODELS[endpoint]), stream=st.booleans(),
-         explicit=[_tags_case(["project=café, env=ci"], other, False),  # UTF-8, not Latin-1
-                   _tags_case([b"project=caf\xe9"], first, False),  # Latin-1: not UTF-8
-                   _tags_case(["project=a\u0085b"], first, True),  # a C1 control
-                   _tags_case(["who=\u202eevil"], other, False),  # a bidirectional control
-                   _tags_case([b"project=a\x00b"], first, False)])  # a NUL, on a raw socket
+    fuzz(
+        one,
+        values=tags_headers(),
+        model=st.sampled_from(MODELS[endpoint]),
+        stream=st.booleans(),
+        explicit=[
+            _tags_case(["project=café, env=ci"], other, False),  # UTF-8, not Latin-1
+            _tags_case([b"project=caf\xe9"], first, False),  # Latin-1: not UTF-8
+            _tags_case(["project=a\u0085b"], first, True),  # a C1 control
+            _tags_case(["who=\u202eevil"], other, False),  # a bidirectional control
+            _tags_case([b"project=a\x00b"], first, False),
+        ],
+    )  # a NUL, on a raw socket
     run.check()
 
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
-def test_no_end_user_breaks_the_gateway_or_the_projection(fuzz_gateway: Gateway, fuzz_team: Team, ledger: Ledger,
-                                                          run: Run, endpoint: str):
+def test_no_end_user_breaks_the_gateway_or_the_projection(
+    fuzz_gateway: Gateway, fuzz_team: Team, ledger: Ledger, run: Run, endpoint: str
+):
     url, headers = fuzz_gateway.root_url + PATHS[endpoint], headers_for(endpoint, fuzz_team.key)
 
     def one(case: EndUserCase) -> None:
@@ -110,17 +135,34 @@ def test_no_end_user_breaks_the_gateway_or_the_projection(fuzz_gateway: Gateway,
             return
         recorded = found.get("end_user") or ""
         if has_unrecordable(recorded):
-            run.tally.fail("recorded", route, sent.response.status_code,
-                           "an end user holding a NUL, a control or a bidirectional control was recorded", case.body)
+            run.tally.fail(
+                "recorded",
+                route,
+                sent.response.status_code,
+                "an end user holding a NUL, a control or a bidirectional control was recorded",
+                case.body,
+            )
         elif recorded != case.says[:256]:
-            run.tally.fail("recorded", route, sent.response.status_code,
-                           f"the end user recorded is not the first 256 characters sent: {recorded[:60]!r}", case.body)
+            run.tally.fail(
+                "recorded",
+                route,
+                sent.response.status_code,
+                f"the end user recorded is not the first 256 characters sent: {recorded[:60]!r}",
+                case.body,
+            )
 
-    fuzz(one, case=end_user_cases(endpoint, MODELS[endpoint]),
-         explicit=[{"case": _end_user_case(endpoint, model, user, stream)}
-                   for model, user, stream in ((MODELS[endpoint][0], "user\x00one", False),  # stopped PostgreSQL's
-                                               (MODELS[endpoint][1], "user\x00two", True),  # projection
-                                               (MODELS[endpoint][0], "\u202emoc.live", False))])
+    fuzz(
+        one,
+        case=end_user_cases(endpoint, MODELS[endpoint]),
+        explicit=[
+            {"case": _end_user_case(endpoint, model, user, stream)}
+            for model, user, stream in (
+                (MODELS[endpoint][0], "user\x00one", False),  # stopped PostgreSQL's
+                (MODELS[endpoint][1], "user\x00two", True),  # projection
+                (MODELS[endpoint][0], "\u202emoc.live", False),
+            )
+        ],
+    )
     run.check()
 
 

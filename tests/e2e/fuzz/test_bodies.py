@@ -16,14 +16,22 @@ from tests.support.gateway import Gateway
 from tests.support.teams import Team
 
 #: (endpoint, model): the model's upstream speaks the endpoint's protocol (passed through), or not.
-CASES = [("chat", "fake-gpt"), ("chat", "fake-claude"), ("responses", "fake-codex"), ("responses", "fake-gpt"),
-         ("messages", "fake-claude"), ("messages", "fake-gpt"), ("count_tokens", "fake-claude"),
-         ("count_tokens", "fake-codex")]
+CASES = [
+    ("chat", "fake-gpt"),
+    ("chat", "fake-claude"),
+    ("responses", "fake-codex"),
+    ("responses", "fake-gpt"),
+    ("messages", "fake-claude"),
+    ("messages", "fake-gpt"),
+    ("count_tokens", "fake-claude"),
+    ("count_tokens", "fake-codex"),
+]
 
 
 @pytest.mark.parametrize(("endpoint", "model"), CASES)
-def test_no_generated_body_breaks_the_gateway_or_moves_money_when_refused(fuzz_gateway: Gateway, fuzz_team: Team,
-                                                                          ledger: Ledger, run: Run, endpoint, model):
+def test_no_generated_body_breaks_the_gateway_or_moves_money_when_refused(
+    fuzz_gateway: Gateway, fuzz_team: Team, ledger: Ledger, run: Run, endpoint, model
+):
     url, headers = fuzz_gateway.root_url + PATHS[endpoint], headers_for(endpoint, fuzz_team.key)
     route = f"{endpoint}→{model}"
 

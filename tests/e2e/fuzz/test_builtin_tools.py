@@ -22,8 +22,9 @@ from tests.support.teams import Team
 
 
 @pytest.mark.parametrize("endpoint", ["chat", "responses", "messages"])
-def test_no_built_in_tool_breaks_an_answer_that_was_charged(fuzz_gateway: Gateway, fuzz_team: Team, ledger: Ledger,
-                                                            run: Run, endpoint: str):
+def test_no_built_in_tool_breaks_an_answer_that_was_charged(
+    fuzz_gateway: Gateway, fuzz_team: Team, ledger: Ledger, run: Run, endpoint: str
+):
     url, headers = fuzz_gateway.root_url + PATHS[endpoint], headers_for(endpoint, fuzz_team.key)
 
     def one(case: ToolCase) -> None:
@@ -36,9 +37,13 @@ def test_no_built_in_tool_breaks_an_answer_that_was_charged(fuzz_gateway: Gatewa
         # the header's trailing space is trimmed of
         dropped = {unquote(name.strip()) for name in (said or "").split(",") if name.strip()}
         if not dropped <= case.names:
-            run.tally.fail("answer", route, sent.response.status_code,
-                           f"x-tollgate-dropped-tools names tools the request did not declare: {said[:100]!r}",
-                           case.body)
+            run.tally.fail(
+                "answer",
+                route,
+                sent.response.status_code,
+                f"x-tollgate-dropped-tools names tools the request did not declare: {said[:100]!r}",
+                case.body,
+            )
 
     fuzz(one, case=tool_cases(endpoint), explicit=[{"case": case} for case in explicit(endpoint)])
     run.check()

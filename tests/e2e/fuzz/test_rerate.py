@@ -32,8 +32,7 @@ from tests.support.teams import Teams
 
 GIVEN = Decimal(100)
 PLUS_ONE = timezone(timedelta(hours=1))
-HALF = (b'[[models]]\nid = "fake-gpt"\n'
-        b"pricing = {input = 1.25, output = 5, cache_create = 1.5625, cache_hit = 0.625}\n")
+HALF = b'[[models]]\nid = "fake-gpt"\npricing = {input = 1.25, output = 5, cache_create = 1.5625, cache_hit = 0.625}\n'
 
 
 @dataclass(frozen=True)
@@ -46,8 +45,11 @@ class Charged:
 
 def _requests(gateway: Gateway, key: str, count: int) -> None:
     for i in range(count):
-        answer = httpx.post(gateway.root_url + "/v1/chat/completions", headers=headers_for("chat", key),
-                            json={"model": "fake-gpt", "messages": [{"role": "user", "content": f"price me {i}"}]})
+        answer = httpx.post(
+            gateway.root_url + "/v1/chat/completions",
+            headers=headers_for("chat", key),
+            json={"model": "fake-gpt", "messages": [{"role": "user", "content": f"price me {i}"}]},
+        )
         assert answer.status_code == 200, answer.text
 
 
@@ -85,8 +87,19 @@ def _run(gateway: Gateway, ledger: Ledger, args: list[str]) -> Outcome:
 
 
 def _args(team: str, start: str, end: str, prices: Path, apply: bool, reason: str | None) -> list[str]:
-    return ["ledger", "rerate", "--team", team, f"--from={start}", f"--to={end}", "--prices", str(prices), "--json",
-            *(["--apply"] if apply else []), *([f"--reason={reason}"] if reason else [])]
+    return [
+        "ledger",
+        "rerate",
+        "--team",
+        team,
+        f"--from={start}",
+        f"--to={end}",
+        "--prices",
+        str(prices),
+        "--json",
+        *(["--apply"] if apply else []),
+        *([f"--reason={reason}"] if reason else []),
+    ]
 
 
 def problem_of(outcome: Outcome, apply: bool) -> str | None:
@@ -112,8 +125,9 @@ def problem_of(outcome: Outcome, apply: bool) -> str | None:
     return None
 
 
-def test_no_rerate_input_crashes_the_command_or_moves_money_twice(fuzz_gateway: Gateway, charged: Charged, run: Run,
-                                                                  tmp_path: Path):
+def test_no_rerate_input_crashes_the_command_or_moves_money_twice(
+    fuzz_gateway: Gateway, charged: Charged, run: Run, tmp_path: Path
+):
     ledger = Ledger(fuzz_gateway, charged.name)
     prices = tmp_path / "prices.toml"
 
@@ -127,30 +141,63 @@ def test_no_rerate_input_crashes_the_command_or_moves_money_twice(fuzz_gateway: 
         if apply and outcomes[0].code == 0:  # the same re-rate again: as it was written, then respelled
             outcomes.append(_run(fuzz_gateway, ledger, args))
             prices.write_bytes(b"# the same prices, respelled\n" + file)
-            outcomes.append(_run(fuzz_gateway, ledger, _args(charged.name, respelled(start), respelled(end),
-                                                              prices, apply, reason)))
+            outcomes.append(
+                _run(fuzz_gateway, ledger, _args(charged.name, respelled(start), respelled(end), prices, apply, reason))
+            )
         run.done(route, shown)
         for outcome in outcomes:
             problem = problem_of(outcome, apply)
             if problem is not None:
                 run.tally.fail("cli", route, outcome.code, problem, shown)
         if any(again.moved for again in outcomes[1:]):
-            run.tally.fail("balance", route, outcomes[0].code, "the same re-rate, applied again, moved "
-                           f"{' then '.join(str(again.moved) for again in outcomes[1:])}", shown)
+            run.tally.fail(
+                "balance",
+                route,
+                outcomes[0].code,
+                f"the same re-rate, applied again, moved {' then '.join(str(again.moved) for again in outcomes[1:])}",
+                shown,
+            )
         balance = ledger.now()[0]
         if not 0 <= balance <= GIVEN:
-            run.tally.fail("balance", route, outcomes[0].code, f"the balance is {balance}: refunds beyond what was "
-                           f"collected, or a debit below 0", shown)
+            run.tally.fail(
+                "balance",
+                route,
+                outcomes[0].code,
+                f"the balance is {balance}: refunds beyond what was collected, or a debit below 0",
+                shown,
+            )
 
     moments = charged.moments
-    fuzz(one, start=bound(moments), end=bound(moments), file=price_files(), apply=st.booleans(), reason=REASONS,
-         explicit=[{"start": moments.start.isoformat(), "end": moments.middle.isoformat(), "file": HALF,
-                    "apply": True, "reason": None},
-                   {"start": moments.start.astimezone(PLUS_ONE).isoformat(),  # the same period, at +01:00
-                    "end": moments.middle.astimezone(PLUS_ONE).isoformat(), "file": HALF, "apply": True,
-                    "reason": None},
-                   {"start": "9999-12-31", "end": "9999-12-31", "file": HALF, "apply": False, "reason": None},
-                   {"start": moments.start.isoformat(), "end": moments.end.isoformat(), "file": b"\xff" + HALF,
-                    "apply": False, "reason": None}])
+    fuzz(
+        one,
+        start=bound(moments),
+        end=bound(moments),
+        file=price_files(),
+        apply=st.booleans(),
+        reason=REASONS,
+        explicit=[
+            {
+                "start": moments.start.isoformat(),
+                "end": moments.middle.isoformat(),
+                "file": HALF,
+                "apply": True,
+                "reason": None,
+            },
+            {
+                "start": moments.start.astimezone(PLUS_ONE).isoformat(),  # the same period, at +01:00
+                "end": moments.middle.astimezone(PLUS_ONE).isoformat(),
+                "file": HALF,
+                "apply": True,
+                "reason": None,
+            },
+            {"start": "9999-12-31", "end": "9999-12-31", "file": HALF, "apply": False, "reason": None},
+            {
+                "start": moments.start.isoformat(),
+                "end": moments.end.isoformat(),
+                "file": b"\xff" + HALF,
+                "apply": False,
+                "reason": None,
+            },
+        ],
+    )
     run.check()
-

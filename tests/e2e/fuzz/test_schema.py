@@ -37,13 +37,15 @@ def _key_for(path: str, team: Team) -> str:
 
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE], ids=["fitting", "not-fitting"])
-def test_every_documented_route_answers_as_documented_and_never_breaks(fuzz_gateway: Gateway, fuzz_team: Team,
-                                                                      run: Run, mode):
+def test_every_documented_route_answers_as_documented_and_never_breaks(
+    fuzz_gateway: Gateway, fuzz_team: Team, run: Run, mode
+):
     operations = _operations(fuzz_gateway)
     assert len(operations) > 15  # public, admin and dashboard routes
     for operation in operations:
-        one = _exercise(fuzz_gateway, run, f"{operation.method.upper()} {operation.path}",
-                        _key_for(operation.path, fuzz_team))
+        one = _exercise(
+            fuzz_gateway, run, f"{operation.method.upper()} {operation.path}", _key_for(operation.path, fuzz_team)
+        )
         # Unsatisfiable: nothing of this kind to generate (a route without parameters has no input that does not fit)
         with contextlib.suppress(Unsatisfiable):
             fuzz(one, case=operation.as_strategy(mode))

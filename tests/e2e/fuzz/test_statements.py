@@ -34,25 +34,46 @@ def genuine(fuzz_gateway: Gateway, tmp_path_factory: pytest.TempPathFactory) -> 
         team = teams.open("100")
     finally:
         teams.close()
-    for endpoint, body in (("chat", {"model": "fake-gpt", "messages": [{"role": "user", "content": "statement"}]}),
-                           ("messages", {"model": "fake-claude", "max_tokens": 16, "stream": True,
-                                         "messages": [{"role": "user", "content": "statement =1+1"}]})):
+    for endpoint, body in (
+        ("chat", {"model": "fake-gpt", "messages": [{"role": "user", "content": "statement"}]}),
+        (
+            "messages",
+            {
+                "model": "fake-claude",
+                "max_tokens": 16,
+                "stream": True,
+                "messages": [{"role": "user", "content": "statement =1+1"}],
+            },
+        ),
+    ):
         path = "/v1/chat/completions" if endpoint == "chat" else "/v1/messages"
         answer = httpx.post(fuzz_gateway.root_url + path, json=body, headers=headers_for(endpoint, team.key))
         assert answer.status_code == 200, answer.text
     fuzz_gateway.wait_until_nothing_held(team.name)
     fuzz_gateway.cli("credits", "add", "--team", team.name, "25", "--reference", "=HYPERLINK(1)")
-    fuzz_gateway.cli("credits", "adjust", "--team", team.name, "--", "-5", "--reason", "billed twice",
-                     "--reference", "T-7")
+    fuzz_gateway.cli(
+        "credits", "adjust", "--team", team.name, "--", "-5", "--reason", "billed twice", "--reference", "T-7"
+    )
     fuzz_gateway.cli("credits", "adjust", "--team", team.name, "1.25", "--reason", "@goodwill")
     month = datetime.now(UTC).strftime("%Y-%m")
     where = tmp_path_factory.mktemp("statements")
     files = {}
     for fmt in ("json", "csv"):
-        path = where / f"genuine.{fmt}"
-        fuzz_gateway.cli("ledger", "statement", "--team", team.name, "--month", month, "--format", fmt, "--chained",
-                         "--output", str(path))
-        files[fmt] = path.read_bytes()
+        written = where / f"genuine.{fmt}"
+        fuzz_gateway.cli(
+            "ledger",
+            "statement",
+            "--team",
+            team.name,
+            "--month",
+            month,
+            "--format",
+            fmt,
+            "--chained",
+            "--output",
+            str(written),
+        )
+        files[fmt] = written.read_bytes()
     return files
 
 
@@ -85,8 +106,9 @@ def verdict(untouched: bool, same: bool, with_config: bool, code: int, out: str,
 
 
 @pytest.mark.parametrize("fmt", ["json", "csv"])
-def test_no_changed_statement_is_verified_and_none_crashes_the_command(fuzz_gateway: Gateway, genuine: dict[str, bytes],
-                                                                       run: Run, tmp_path: Path, fmt: str):
+def test_no_changed_statement_is_verified_and_none_crashes_the_command(
+    fuzz_gateway: Gateway, genuine: dict[str, bytes], run: Run, tmp_path: Path, fmt: str
+):
     original = genuine[fmt]
     path = tmp_path / f"statement.{fmt}"
 
@@ -99,7 +121,14 @@ def test_no_changed_statement_is_verified_and_none_crashes_the_command(fuzz_gate
         if problem is not None:
             run.tally.fail("cli", route, code, problem, content)
 
-    fuzz(one, content=mutated(original, fmt), with_config=st.sampled_from([True, True, True, False]),
-         explicit=[{"content": original, "with_config": True}, {"content": original, "with_config": False},
-                   *({"content": forged, "with_config": True} for forged in findings(original, fmt))])
+    fuzz(
+        one,
+        content=mutated(original, fmt),
+        with_config=st.sampled_from([True, True, True, False]),
+        explicit=[
+            {"content": original, "with_config": True},
+            {"content": original, "with_config": False},
+            *({"content": forged, "with_config": True} for forged in findings(original, fmt)),
+        ],
+    )
     run.check()

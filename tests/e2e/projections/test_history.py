@@ -15,6 +15,7 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import open_ledger_store
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
 from projections.history import HistoryProjection
@@ -119,8 +120,9 @@ def test_rebuild_equals_the_live_projections_and_repairs_them(traffic):
 def test_usage_is_summed_by_team_key_model_and_day(traffic):
     team, answers, gateway = traffic
     raw = RawDatabase.of_config(gateway.config)
-    rows = raw.execute("SELECT model, requests, output_tokens, cost FROM usage_daily WHERE team_name = ? "
-                       "ORDER BY model", (team.name,))
+    rows = raw.execute(
+        "SELECT model, requests, output_tokens, cost FROM usage_daily WHERE team_name = ? ORDER BY model", (team.name,)
+    )
     by_model = {r[0]: r[1:] for r in rows}
     assert by_model["fake-gpt"][0] == 2
     assert by_model["fake-claude"][0] == 1
@@ -135,10 +137,17 @@ def test_racing_projectors_apply_every_event_exactly_once(tmp_path):
         LedgerService(writer).create_team("busy", 10**12)
         tid = team_id("busy")
         for i in range(400):
-            writer.on_team(tid, "busy", lambda t, i=i: t.place_hold(f"r{i}", 1000, "k", "m", "chat"))
-        futures = [writer.on_team(tid, "busy", lambda t, i=i: t.charge(f"r{i}", TokenUsage(10, 10), PRICE, Decimal(100),
-                                                                        key_id="k", model="m", endpoint="chat"))
-                   for i in range(400)]
+            writer.on_team(tid, "busy", lambda t, i=i: t.place_hold(RequestOnLedger(f"r{i}", "k", "m", "chat"), 1000))
+        futures = [
+            writer.on_team(
+                tid,
+                "busy",
+                lambda t, i=i: t.charge(
+                    RequestOnLedger(f"r{i}", "k", "m", "chat"), TokenUsage(10, 10), PRICE, Decimal(100)
+                ),
+            )
+            for i in range(400)
+        ]
         for f in futures:
             f.result()
 

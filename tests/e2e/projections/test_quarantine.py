@@ -23,7 +23,9 @@ import pytest
 
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import open_ledger_store
+from domain.attribution import Attribution
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from domain.settings import parse_settings
 from tests.support.fake_upstream import FakeUpstream
@@ -48,18 +50,22 @@ def _old_gateway_charges(gateway: Gateway, team: str) -> int:
     settings = parse_settings(gateway.config.read_text(), str(gateway.config))
     store = open_ledger_store(settings.database_url, gateway.config.parent)
     tid = team_id(team)
-    charges = [("old-1", TokenUsage(10, 5), {"project": "a\u0000b"}, "evil\u0000user"),
-               ("old-2", TokenUsage(10**20, 5), {}, ""),
-               ("old-3", TokenUsage(7, 3), {}, "after")]
+    charges = [
+        ("old-1", TokenUsage(10, 5), {"project": "a\u0000b"}, "evil\u0000user"),
+        ("old-2", TokenUsage(10**20, 5), {}, ""),
+        ("old-3", TokenUsage(7, 3), {}, "after"),
+    ]
     try:
         with LedgerWriter(store) as writer:
             for request_id, usage, tags, end_user in charges:
                 writer.on_team(tid, team, lambda t: t.add_credits(10**6, "top-up")).result()  # the huge one takes it
-                writer.on_team(tid, team, lambda t, r=request_id: t.place_hold(
-                    r, 10_000, "key_old", "fake-gpt", "chat.completions")).result()
-                writer.on_team(tid, team, lambda t, r=request_id, u=usage, g=tags, e=end_user: t.charge_priced(
-                    r, u, PRICE, Decimal(100), key_id="key_old", model="fake-gpt", endpoint="chat.completions",
-                    tags=g, end_user=e)).result()
+                request = RequestOnLedger(
+                    request_id, "key_old", "fake-gpt", "chat.completions", Attribution(tags or {}, end_user)
+                )
+                writer.on_team(tid, team, lambda t, r=request: t.place_hold(r, 10_000)).result()
+                writer.on_team(
+                    tid, team, lambda t, r=request, u=usage: t.charge_priced(r, u, PRICE, Decimal(100))
+                ).result()
         huge = [n.id for n in store.notifications() if b"old-2" in n.state and n.topic.endswith("Charged")]
     finally:
         store.close()
@@ -76,15 +82,18 @@ def poisoned(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstre
         teams.close()
         huge = _old_gateway_charges(gateway, old.name)
         openai.OpenAI(base_url=gateway.base_url, api_key=other.key, max_retries=0).chat.completions.create(
-            model="fake-gpt", messages=HI, user="alice")
+            model="fake-gpt", messages=HI, user="alice"
+        )
         yield Poisoned(gateway, old, other, huge)
     finally:
         gateway.stop()
 
 
 def _exported(gateway: Gateway, team: str) -> list[dict]:
-    return [json.loads(line) for line in
-            gateway.cli("ledger", "export", "--team", team, "--format", "jsonl").stdout.splitlines()]
+    return [
+        json.loads(line)
+        for line in gateway.cli("ledger", "export", "--team", team, "--format", "jsonl").stdout.splitlines()
+    ]
 
 
 def _ready_checks(gateway: Gateway, within: float = 10.0) -> dict[str, str]:
@@ -103,8 +112,11 @@ def test_other_teams_read_on_past_events_no_database_can_store(poisoned: Poisone
     assert key.status_code == 200, key.text
     assert key.json()["data"]["usage"] > 0
     admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
-    for path in (f"/admin/teams/{other.name}/history", f"/admin/teams/{other.name}/usage",
-                 f"/admin/teams/{other.name}/usage?by=user"):
+    for path in (
+        f"/admin/teams/{other.name}/history",
+        f"/admin/teams/{other.name}/usage",
+        f"/admin/teams/{other.name}/usage?by=user",
+    ):
         assert httpx.get(gateway.root_url + path, headers=admin).status_code == 200, path
     team = {"Authorization": f"Bearer {other.key}"}
     for view in ("history", "usage", "attribution", "requests", "alerts", "export"):
@@ -126,9 +138,14 @@ def test_text_no_database_can_store_is_stored_as_the_replacement_character(poiso
     gateway, old = poisoned.gateway, poisoned.old
     charges = [r for r in _exported(gateway, old.name) if r["kind"] == "charge"]
     assert [(c["request_id"], c["end_user"], c["tags"]) for c in charges] == [
-        ("old-1", "evil\ufffduser", "project=a\ufffdb"), ("old-3", "after", "")]  # old-2 is set aside
-    by_user = httpx.get(gateway.root_url + f"/admin/teams/{old.name}/usage", params={"by": "user"},
-                        headers={"Authorization": f"Bearer {ADMIN_KEY}"}).json()
+        ("old-1", "evil\ufffduser", "project=a\ufffdb"),
+        ("old-3", "after", ""),
+    ]  # old-2 is set aside
+    by_user = httpx.get(
+        gateway.root_url + f"/admin/teams/{old.name}/usage",
+        params={"by": "user"},
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+    ).json()
     assert {r["value"] for r in by_user["data"]} == {"evil\ufffduser", "after"}
 
 
@@ -151,8 +168,9 @@ def test_an_event_that_cannot_be_projected_is_set_aside_and_reported_everywhere(
     assert "set aside 1 event(s)" in verify.stderr
     assert f"#{poisoned.huge_event} (TeamLedger.Charged)" in verify.stderr
     assert "64-bit" in verify.stderr
-    over_api = httpx.get(gateway.root_url + "/admin/ledger/verify", headers={"Authorization": f"Bearer {ADMIN_KEY}"},
-                         timeout=60).json()
+    over_api = httpx.get(
+        gateway.root_url + "/admin/ledger/verify", headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=60
+    ).json()
     assert over_api["ok"] is False
     assert over_api["quarantined"] == 1
 

@@ -18,8 +18,9 @@ from tests.support.teams import Teams
 PARALLEL = 12  # requests at once: the pool keeps a connection for each
 
 
-async def test_after_a_redis_restart_a_limited_key_is_served_on_fresh_connections(tmp_path: Path,
-                                                                                 fake_upstream: FakeUpstream):
+async def test_after_a_redis_restart_a_limited_key_is_served_on_fresh_connections(
+    tmp_path: Path, fake_upstream: FakeUpstream
+):
     redis = RedisServer(tmp_path)  # a Redis of the test's own: restarting the machine's would disturb others
     redis.start()
     gateway = Gateway(write_config(tmp_path, fake_upstream.base_url, settings=f'redis_url = "{redis.url}"')).start()
@@ -32,16 +33,21 @@ async def test_after_a_redis_restart_a_limited_key_is_served_on_fresh_connection
         headers = {"authorization": f"Bearer {team.key}"}
 
         async def burst(http: httpx.AsyncClient) -> list[int]:
-            answers = await asyncio.gather(*(http.post(gateway.base_url + "/chat/completions", json=body,
-                                                       headers=headers) for _ in range(PARALLEL)))
+            answers = await asyncio.gather(
+                *(
+                    http.post(gateway.base_url + "/chat/completions", json=body, headers=headers)
+                    for _ in range(PARALLEL)
+                )
+            )
             return [a.status_code for a in answers]
 
         async with httpx.AsyncClient(timeout=30) as http:
             assert await burst(http) == [200] * PARALLEL  # the pool now holds a connection per request
             redis.restart()
             assert await burst(http) == [200] * PARALLEL
-            assert not [line for line in gateway.log_lines()
-                        if "rate-limit store unavailable" in line.get("message", "")]
+            assert not [
+                line for line in gateway.log_lines() if "rate-limit store unavailable" in line.get("message", "")
+            ]
             redis.stop()  # and a Redis that is gone still means the documented, retryable 503
             gone = await http.post(gateway.base_url + "/chat/completions", json=body, headers=headers)
             assert gone.status_code == 503

@@ -7,7 +7,7 @@ import uuid
 
 from app.ratelimit.redis_store import RedisLimiter
 from domain.rate_limits import REQUESTS, TOKENS, Limit
-from tests.support.gateway import REDIS_URL
+from tests.support.backend import REDIS_URL
 
 
 async def test_a_burst_larger_than_the_connection_pool_waits_for_connections_instead_of_failing():
@@ -15,8 +15,9 @@ async def test_a_burst_larger_than_the_connection_pool_waits_for_connections_ins
     limit = [Limit("key:burst", REQUESTS, 1_000_000, 1)]
     try:
         burst = 4 * RedisLimiter.MAX_CONNECTIONS
-        decisions = await asyncio.gather(*(limiter.admit(limit) for _ in range(burst)),
-                                         *(limiter.correct(limit, -1) for _ in range(burst)))
+        decisions = await asyncio.gather(
+            *(limiter.admit(limit) for _ in range(burst)), *(limiter.correct(limit, -1) for _ in range(burst))
+        )
     finally:
         await limiter.aclose()
     assert all(d.admitted for d in decisions[:burst])

@@ -21,7 +21,10 @@ def test_the_quick_benchmark_reports_every_case_and_concurrency(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(
         [sys.executable, "-m", "scripts.bench", "--quick", "--backend", "sqlite", "--json", str(out)],
-        capture_output=True, text=True, timeout=120)
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(out.read_text())
     assert report["upstream_direct"]["rps"] > 0
@@ -43,8 +46,14 @@ def test_the_quick_benchmark_reports_every_case_and_concurrency(tmp_path):
                 assert m["cpu_ms_per_request"] > 0, (case, target, m)
             for target in ("floor", "tollgate"):
                 assert {"added_p50_ms", "added_p99_ms", "added_ttfc_p50_ms"} <= set(point[target])
-            assert set(point["ratios"]) == {"rps", "cpu_ms_per_request", "p50_ms", "added_p50_ms", "added_p99_ms",
-                                            "added_ttfc_p50_ms"}
+            assert set(point["ratios"]) == {
+                "rps",
+                "cpu_ms_per_request",
+                "p50_ms",
+                "added_p50_ms",
+                "added_p99_ms",
+                "added_ttfc_p50_ms",
+            }
             assert point["ratios"]["rps"] > 0
             assert point["ratios"]["cpu_ms_per_request"] > 0
     assert config["peak_rss_mb"]["tollgate"]["max"] > 0
@@ -60,17 +69,40 @@ def test_the_quick_benchmark_reports_every_case_and_concurrency(tmp_path):
 def test_tollgate_bench_takes_the_benchmark_options():
     result = subprocess.run([*tollgate_command(), "bench", "--help"], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0
-    for option in ("--backend", "--workers", "--duration", "--rounds", "--concurrency", "--cases", "--soak",
-                   "--quick", "--json"):
+    for option in (
+        "--backend",
+        "--workers",
+        "--duration",
+        "--rounds",
+        "--concurrency",
+        "--cases",
+        "--soak",
+        "--quick",
+        "--json",
+    ):
         assert option in result.stdout
 
 
 def test_the_stall_finder_explains_each_point_from_tollgates_timeline(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(
-        [sys.executable, "-m", "scripts.bench", "--quick", "--backend", "sqlite", "--cases", "chat", "--stalls",
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "scripts.bench",
+            "--quick",
+            "--backend",
+            "sqlite",
+            "--cases",
+            "chat",
+            "--stalls",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     (config,) = json.loads(out.read_text())["configs"]
     for concurrency, point in config["cases"]["chat"].items():
@@ -93,9 +125,27 @@ def test_the_benchmark_spreads_its_load_over_many_teams(tmp_path):
     request is still exactly one charge, whichever team it went to."""
     out = tmp_path / "bench.json"
     result = subprocess.run(
-        [sys.executable, "-m", "scripts.bench", "--quick", "--backend", "sqlite", "--cases", "chat",
-         "--concurrency", "6", "--teams", "3", "--keep", "--json", str(out)],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "scripts.bench",
+            "--quick",
+            "--backend",
+            "sqlite",
+            "--cases",
+            "chat",
+            "--concurrency",
+            "6",
+            "--teams",
+            "3",
+            "--keep",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     workdir = Path(re.search(r"the servers' logs are in (\S+)", result.stderr).group(1))
     try:

@@ -14,8 +14,12 @@ from tests.support.backend import BACKEND
 
 def test_the_quick_run_reports_every_figure(tmp_path):
     out = tmp_path / "scale.json"
-    result = subprocess.run([sys.executable, "-m", "scripts.ledger_scale", "--quick", "--backend", BACKEND,
-                             "--json", str(out)], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "scripts.ledger_scale", "--quick", "--backend", BACKEND, "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(out.read_text())
     assert set(report["backends"]) == {BACKEND}

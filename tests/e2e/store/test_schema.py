@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 from app.store.migrations import HEAD
+from domain.attribution import Attribution
+from domain.ledger_holds import RequestOnLedger
 from tests.support.backend import RawDatabase
 from tests.support.gateway import run_cli, write_config
 
@@ -17,7 +19,11 @@ ROOT = Path(__file__).resolve().parents[3]
 def alembic(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "alembic", "-c", str(ROOT / "alembic.ini"), "-x", f"config={config}", *args],
-        capture_output=True, text=True, timeout=60, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
     )
 
 
@@ -67,9 +73,14 @@ def test_a_ledger_upgraded_in_place_refuses_a_second_charge_of_what_it_charged_b
     price = Price(Decimal(1), Decimal(1), Decimal(1), Decimal(1))
     with LedgerWriter(store) as writer:
         for rid in ("r1", "r2"):
-            writer.on_team(team_id("acme"), "acme", lambda t, r=rid: t.place_hold(r, 10, "k", "m", "chat")).result()
-            writer.on_team(team_id("acme"), "acme", lambda t, r=rid: t.charge(
-                r, TokenUsage(1, 1), price, Decimal(100), key_id="k", model="m", endpoint="chat")).result()
+            writer.on_team(
+                team_id("acme"), "acme", lambda t, r=rid: t.place_hold(RequestOnLedger(r, "k", "m", "chat"), 10)
+            ).result()
+            writer.on_team(
+                team_id("acme"),
+                "acme",
+                lambda t, r=rid: t.charge(RequestOnLedger(r, "k", "m", "chat"), TokenUsage(1, 1), price, Decimal(100)),
+            ).result()
     store.close()
     down = alembic(config, "downgrade", "0005")
     assert down.returncode == 0, down.stderr
@@ -99,9 +110,14 @@ def test_a_ledger_upgraded_in_place_reports_its_charges_by_attribution_and_verif
     price = Price(Decimal(1), Decimal(1), Decimal(1), Decimal(1))
     with LedgerWriter(store) as writer:
         for rid in ("r1", "r2"):
-            writer.on_team(team_id("acme"), "acme", lambda t, r=rid: t.place_hold(r, 10, "k", "m", "chat")).result()
-            writer.on_team(team_id("acme"), "acme", lambda t, r=rid: t.charge(
-                r, TokenUsage(1, 1), price, Decimal(100), key_id="k", model="m", endpoint="chat")).result()
+            writer.on_team(
+                team_id("acme"), "acme", lambda t, r=rid: t.place_hold(RequestOnLedger(r, "k", "m", "chat"), 10)
+            ).result()
+            writer.on_team(
+                team_id("acme"),
+                "acme",
+                lambda t, r=rid: t.charge(RequestOnLedger(r, "k", "m", "chat"), TokenUsage(1, 1), price, Decimal(100)),
+            ).result()
     store.close()
     run_cli(config, "ledger", "history", "--team", "acme")  # the audit history and usage, projected
     down = alembic(config, "downgrade", "0009")
@@ -109,8 +125,9 @@ def test_a_ledger_upgraded_in_place_reports_its_charges_by_attribution_and_verif
     assert "usage_by_attribution" not in RawDatabase.of_config(config).tables()
     assert "Database ready" in run_cli(config, "db", "upgrade").stdout
     run_cli(config, "ledger", "history", "--team", "acme")  # 0012 projects the history again, usage with it
-    rows = RawDatabase.of_config(config).execute("SELECT team_name, dimension, value, requests, cost "
-                                                 "FROM usage_by_attribution")
+    rows = RawDatabase.of_config(config).execute(
+        "SELECT team_name, dimension, value, requests, cost FROM usage_by_attribution"
+    )
     assert rows == [("acme", "user", "", 2, 400)]
     assert run_cli(config, "ledger", "verify").returncode == 0
     shown = run_cli(config, "usage", "--team", "acme", "--by", "tag:project", "--format", "csv").stdout
@@ -137,10 +154,13 @@ def test_an_upgrade_to_0015_projects_again_a_history_the_new_rules_would_not_mak
     with LedgerWriter(store) as writer:
         for i in range(3):
             tags = {f"t{i}x{j}": "v" for j in range(10)}  # 30 tag names in a day
-            writer.on_team(team_id("acme"), "acme", lambda t, i=i: t.place_hold(f"r{i}", 10, "k", "m", "chat")).result()
-            writer.on_team(team_id("acme"), "acme", lambda t, i=i, g=tags: t.charge_priced(
-                f"r{i}", TokenUsage(1, 1), price, Decimal(100), key_id="k", model="m", endpoint="chat", tags=g,
-                end_user="someone")).result()
+            writer.on_team(
+                team_id("acme"), "acme", lambda t, i=i: t.place_hold(RequestOnLedger(f"r{i}", "k", "m", "chat"), 10)
+            ).result()
+            request = RequestOnLedger(f"r{i}", "k", "m", "chat", Attribution(tags, "someone"))
+            writer.on_team(
+                team_id("acme"), "acme", lambda t, r=request: t.charge_priced(r, TokenUsage(1, 1), price, Decimal(100))
+            ).result()
     store.close()
     raw = RawDatabase.of_config(config)
 
@@ -155,9 +175,12 @@ def test_an_upgrade_to_0015_projects_again_a_history_the_new_rules_would_not_mak
 
     assert alembic(config, "downgrade", "0014").returncode == 0
     day = raw.execute("SELECT day FROM usage_by_attribution LIMIT 1")[0][0]
-    raw.execute("INSERT INTO usage_by_attribution SELECT team_name, 'tag:t2x' || ?, 'v', day, requests, input_tokens, "
-                "output_tokens, cache_write_tokens, cache_hit_tokens, cost FROM usage_by_attribution "
-                "WHERE dimension = 'user' AND day = ?", ("9", day))  # what the rules before counted: a 22nd name
+    raw.execute(
+        "INSERT INTO usage_by_attribution SELECT team_name, 'tag:t2x' || ?, 'v', day, requests, input_tokens, "
+        "output_tokens, cache_write_tokens, cache_hit_tokens, cost FROM usage_by_attribution "
+        "WHERE dimension = 'user' AND day = ?",
+        ("9", day),
+    )  # what the rules before counted: a 22nd name
     assert dimensions() == 1 + 21
     assert "Database ready" in run_cli(config, "db", "upgrade").stdout
     assert raw.execute("SELECT notification_id FROM projection_tracking")[0][0] == 0

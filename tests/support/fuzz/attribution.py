@@ -30,9 +30,14 @@ SENDABLE = re.compile(rb"([^\x00\s]+(?:[ \t]+[^\x00\s]+)*)?")
 
 NAME_CHARS = "ABCXYZabcxyz0189_.:-"
 #: Characters from everywhere: the two kinds above, and the whole Unicode range (astral planes included).
-ANY_CHAR = st.one_of(st.sampled_from(CONTROLS), st.sampled_from(BIDI), st.characters(),
-                     st.characters(min_codepoint=0x10000), st.characters(categories=["Cs"]),
-                     st.sampled_from([",", "=", " ", "\t", "é", "网", "🎉", "\ufeff", "\u00a0", "\u2028", "'", '"']))
+ANY_CHAR = st.one_of(
+    st.sampled_from(CONTROLS),
+    st.sampled_from(BIDI),
+    st.characters(),
+    st.characters(min_codepoint=0x10000),
+    st.characters(categories=["Cs"]),
+    st.sampled_from([",", "=", " ", "\t", "é", "网", "🎉", "\ufeff", "\u00a0", "\u2028", "'", '"']),
+)
 
 
 def has_unrecordable(text: str) -> bool:
@@ -57,8 +62,11 @@ def _value(draw: st.DrawFn) -> str:
     if kind == "plain":
         return draw(st.text("abcdefghijklmnopqrstuvwxyz0123456789-_/ ", min_size=1, max_size=20))
     if kind == "unicode":
-        return draw(st.text(st.characters(codec="utf-8", exclude_categories=["Cc", "Cs", "Zs", "Zl", "Zp"]),
-                            min_size=1, max_size=12))
+        return draw(
+            st.text(
+                st.characters(codec="utf-8", exclude_categories=["Cc", "Cs", "Zs", "Zl", "Zp"]), min_size=1, max_size=12
+            )
+        )
     if kind in ("control", "bidi"):
         at = draw(st.text("abc", max_size=4))
         return at + draw(st.sampled_from(CONTROLS if kind == "control" else BIDI)) + draw(st.text("xyz", max_size=4))
@@ -81,8 +89,9 @@ def tags_headers(draw: st.DrawFn) -> list[bytes]:
     raw = draw(st.sampled_from([b",", b", ", b" ,", b",,"])).join(items)
     damage = draw(st.sampled_from(["none"] * 5 + ["latin1", "not_utf8", "spaces", "raw_control", "empty"]))
     if damage == "latin1":
-        raw = b",".join(name.encode("utf-8", "replace") + b"=" + value.encode("latin-1", "replace")
-                        for name, value in pairs) or "x=café".encode("latin-1")
+        raw = b",".join(
+            name.encode("utf-8", "replace") + b"=" + value.encode("latin-1", "replace") for name, value in pairs
+        ) or "x=café".encode("latin-1")
     elif damage == "not_utf8":
         at = draw(st.integers(0, len(raw)))
         raw = raw[:at] + draw(st.sampled_from(NOT_UTF8)) + raw[at:]
@@ -130,8 +139,11 @@ def _end_user_text(draw: st.DrawFn) -> str:
     if kind == "plain":
         return draw(st.text(st.characters(codec="utf-8", exclude_categories=["Cc", "Cs"]), max_size=30))
     if kind in ("control", "bidi", "surrogate"):
-        char = draw(st.sampled_from(CONTROLS if kind == "control" else BIDI) if kind != "surrogate"
-                    else st.characters(categories=["Cs"]))
+        char = draw(
+            st.sampled_from(CONTROLS if kind == "control" else BIDI)
+            if kind != "surrogate"
+            else st.characters(categories=["Cs"])
+        )
         before, after = draw(st.text("user-", max_size=6)), draw(st.text("@x.y", max_size=4))
         return before + char + after
     if kind == "long":
@@ -142,9 +154,14 @@ def _end_user_text(draw: st.DrawFn) -> str:
 
 
 #: End users that are not strings: recorded as no end user.
-WRONG_TYPES = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
-                        st.lists(st.text(max_size=3), max_size=2), st.dictionaries(st.text(max_size=3),
-                                                                                    st.integers(), max_size=2))
+WRONG_TYPES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=False),
+    st.lists(st.text(max_size=3), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
 
 
 def end_users() -> st.SearchStrategy[Any]:

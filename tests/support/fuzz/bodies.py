@@ -17,31 +17,113 @@ from hypothesis import strategies as st
 
 #: The fields each endpoint's requests carry (those the gateway reads, and others it passes on).
 FIELDS = {
-    "chat": ["model", "messages", "stream", "temperature", "max_tokens", "max_completion_tokens", "n",
-             "stream_options", "tools", "tool_choice", "response_format", "reasoning_effort", "stop", "top_p",
-             "seed", "user", "metadata", "parallel_tool_calls", "logprobs"],
-    "messages": ["model", "max_tokens", "messages", "system", "stream", "temperature", "tools", "tool_choice",
-                 "metadata", "stop_sequences", "thinking", "top_k", "top_p"],
-    "responses": ["model", "input", "instructions", "stream", "temperature", "top_p", "max_output_tokens",
-                  "tools", "reasoning", "text", "tool_choice", "previous_response_id", "store", "include",
-                  "metadata"],
+    "chat": [
+        "model",
+        "messages",
+        "stream",
+        "temperature",
+        "max_tokens",
+        "max_completion_tokens",
+        "n",
+        "stream_options",
+        "tools",
+        "tool_choice",
+        "response_format",
+        "reasoning_effort",
+        "stop",
+        "top_p",
+        "seed",
+        "user",
+        "metadata",
+        "parallel_tool_calls",
+        "logprobs",
+    ],
+    "messages": [
+        "model",
+        "max_tokens",
+        "messages",
+        "system",
+        "stream",
+        "temperature",
+        "tools",
+        "tool_choice",
+        "metadata",
+        "stop_sequences",
+        "thinking",
+        "top_k",
+        "top_p",
+    ],
+    "responses": [
+        "model",
+        "input",
+        "instructions",
+        "stream",
+        "temperature",
+        "top_p",
+        "max_output_tokens",
+        "tools",
+        "reasoning",
+        "text",
+        "tool_choice",
+        "previous_response_id",
+        "store",
+        "include",
+        "metadata",
+    ],
 }
 FIELDS["count_tokens"] = [f for f in FIELDS["messages"] if f not in ("max_tokens", "stream")]
-BLOCK_TYPES = ["text", "image", "image_url", "input_text", "input_image", "tool_use", "tool_result", "thinking",
-               "redacted_thinking", "document", "function_call", "function_call_output", "reasoning", "message",
-               "refusal", "input_audio", "file", "server_tool_use", "web_search_tool_result", "custom_tool_call",
-               "nonsense"]
+BLOCK_TYPES = [
+    "text",
+    "image",
+    "image_url",
+    "input_text",
+    "input_image",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "document",
+    "function_call",
+    "function_call_output",
+    "reasoning",
+    "message",
+    "refusal",
+    "input_audio",
+    "file",
+    "server_tool_use",
+    "web_search_tool_result",
+    "custom_tool_call",
+    "nonsense",
+]
 ROLES = ["user", "assistant", "system", "developer", "tool", "function", "model", ""]
 
-SPECIAL_NUMBERS = st.sampled_from([0, -1, 1, -2 ** 31, 2 ** 31, 2 ** 53 + 1, 2 ** 63, 2 ** 64, 10 ** 40, -(10 ** 40),
-                                   0.5, -0.0, 1e308, -1e308, 5e-324, 3.0])
-LEAVES = st.one_of(st.none(), st.booleans(), SPECIAL_NUMBERS, st.integers(),
-                   st.floats(allow_nan=False, allow_infinity=False),  # JSON has neither: _serialised refuses them
-                   st.text(max_size=20), st.sampled_from(BLOCK_TYPES + ROLES))
-VALUES = st.recursive(LEAVES, lambda inner: st.lists(inner, max_size=4)
-                      | st.dictionaries(st.sampled_from(["type", "text", "content", "role", "name", "id", "source",
-                                                         "input", "arguments", "image_url", "x"]) | st.text(max_size=6),
-                                        inner, max_size=4), max_leaves=10)
+SPECIAL_NUMBERS = st.sampled_from(
+    [0, -1, 1, -(2**31), 2**31, 2**53 + 1, 2**63, 2**64, 10**40, -(10**40), 0.5, -0.0, 1e308, -1e308, 5e-324, 3.0]
+)
+LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    SPECIAL_NUMBERS,
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+    st.sampled_from(BLOCK_TYPES + ROLES),
+)
+VALUES = st.recursive(
+    LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                ["type", "text", "content", "role", "name", "id", "source", "input", "arguments", "image_url", "x"]
+            )
+            | st.text(max_size=6),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=10,
+)
 
 #: Placeholders replaced in the serialised text by what cannot be built as a Python object cheaply.
 DEEP = "\x00deep:{}\x00"
@@ -62,9 +144,30 @@ def valid(endpoint: str, model: str) -> dict[str, Any]:
 def _block(draw: st.DrawFn) -> Any:
     kind = draw(st.sampled_from(BLOCK_TYPES))
     block: dict[str, Any] = {"type": kind}
-    for name in draw(st.lists(st.sampled_from(["text", "source", "image_url", "content", "input", "id", "name",
-                                               "tool_use_id", "arguments", "call_id", "output", "thinking",
-                                               "signature", "data", "summary"]), max_size=3)):
+    for name in draw(
+        st.lists(
+            st.sampled_from(
+                [
+                    "text",
+                    "source",
+                    "image_url",
+                    "content",
+                    "input",
+                    "id",
+                    "name",
+                    "tool_use_id",
+                    "arguments",
+                    "call_id",
+                    "output",
+                    "thinking",
+                    "signature",
+                    "data",
+                    "summary",
+                ]
+            ),
+            max_size=3,
+        )
+    ):
         block[name] = draw(VALUES)
     return block if draw(st.integers(0, 9)) else draw(VALUES)
 
@@ -126,13 +229,15 @@ def bodies(draw: st.DrawFn, endpoint: str, model: str) -> bytes:
 def _serialised(body: dict[str, Any]) -> bytes:
     text = json.dumps(body, ensure_ascii=False, allow_nan=False)
     while "\\u0000deep:" in text or "\\u0000wide:" in text:
-        for marker, build in (("deep", lambda n: "[" * n + "]" * n),
-                              ("wide", lambda n: "[" + ",".join(["0"] * n) + "]")):
+        for marker, build in (
+            ("deep", lambda n: "[" * n + "]" * n),
+            ("wide", lambda n: "[" + ",".join(["0"] * n) + "]"),
+        ):
             start = text.find(f'"\\u0000{marker}:')
             if start >= 0:
                 end = text.index('\\u0000"', start + 1)
-                n = int(text[start + len(f'"\\u0000{marker}:'):end])
-                text = text[:start] + build(n) + text[end + len('\\u0000"'):]
+                n = int(text[start + len(f'"\\u0000{marker}:') : end])
+                text = text[:start] + build(n) + text[end + len('\\u0000"') :]
     return text.encode("utf-8", "surrogatepass")
 
 

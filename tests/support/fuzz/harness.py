@@ -43,8 +43,9 @@ SEED = os.environ.get("TOLLGATE_FUZZ_SEED")
 BOUNDED = 12
 
 
-def fuzz(test: Callable[..., None], explicit: list[dict[str, Any]] | None = None,
-         **strategies: SearchStrategy[Any]) -> None:
+def fuzz(
+    test: Callable[..., None], explicit: list[dict[str, Any]] | None = None, **strategies: SearchStrategy[Any]
+) -> None:
     """Run ``test`` on generated arguments: ``BOUNDED`` examples, the same ones every run, unless the
     environment asks for more (and a seed); and first on each of the ``explicit`` arguments (the
     inputs of findings, which every run must try). Failures are tallied by the test itself, so
@@ -54,8 +55,14 @@ def fuzz(test: Callable[..., None], explicit: list[dict[str, Any]] | None = None
         runner = example(**arguments)(runner)
     if SEED is not None:
         runner = seed(int(SEED))(runner)
-    settings(max_examples=EXAMPLES or BOUNDED, deadline=None, database=None, derandomize=SEED is None,
-             phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))(runner)()
+    settings(
+        max_examples=EXAMPLES or BOUNDED,
+        deadline=None,
+        database=None,
+        derandomize=SEED is None,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )(runner)()
 
 
 @dataclass
@@ -104,9 +111,11 @@ class Tally:
         return "projections current" if self.behind == 0 else f"projections {self.behind} events behind"
 
     def summary(self) -> str:
-        return (f"fuzz: {self.cases} cases ({self.served} served), {self.of_kind('5xx')} gateway 5xx, "
-                f"{self.of_kind('traceback')} tracebacks, {self.of_kind('balance') + self.of_kind('held')} "
-                f"balance violations, {len(self.failures)} distinct failures, {self.projections()}")
+        return (
+            f"fuzz: {self.cases} cases ({self.served} served), {self.of_kind('5xx')} gateway 5xx, "
+            f"{self.of_kind('traceback')} tracebacks, {self.of_kind('balance') + self.of_kind('held')} "
+            f"balance violations, {len(self.failures)} distinct failures, {self.projections()}"
+        )
 
     def report(self) -> str:
         lines = []
@@ -116,9 +125,22 @@ class Tally:
         return "\n".join(lines)
 
     def as_json(self) -> dict[str, Any]:
-        return {"summary": self.summary(), "cases": self.cases, "behind": self.behind, "failures": [
-            {"kind": f.kind, "route": f.route, "status": f.status, "detail": f.detail, "count": f.count,
-             "example": f.example[:2000].decode("utf-8", "backslashreplace")} for f in self.failures.values()]}
+        return {
+            "summary": self.summary(),
+            "cases": self.cases,
+            "behind": self.behind,
+            "failures": [
+                {
+                    "kind": f.kind,
+                    "route": f.route,
+                    "status": f.status,
+                    "detail": f.detail,
+                    "count": f.count,
+                    "example": f.example[:2000].decode("utf-8", "backslashreplace"),
+                }
+                for f in self.failures.values()
+            ],
+        }
 
 
 class Ledger:
@@ -161,7 +183,7 @@ class LogWatch:
     def tracebacks(self) -> list[str]:
         time.sleep(0.15)  # lines are written in batches, a tenth of a second apart
         text = self._gateway.output()
-        new, self._seen = text[self._seen:], len(text)
+        new, self._seen = text[self._seen :], len(text)
         found = []
         for line in new.splitlines():
             try:
@@ -250,8 +272,16 @@ class Sent:
     before: Decimal
 
 
-def exercise(run: Run, ledger: Ledger, route: str, url: str, headers: dict[str, Any], body: bytes,
-             example: bytes | None = None, send: Callable[[], httpx.Response] | None = None) -> Sent | None:
+def exercise(
+    run: Run,
+    ledger: Ledger,
+    route: str,
+    url: str,
+    headers: dict[str, Any],
+    body: bytes,
+    example: bytes | None = None,
+    send: Callable[[], httpx.Response] | None = None,
+) -> Sent | None:
     """Send one fuzzed body, and hold its answer to the rules above (a 5xx is named by the traceback
     it logged, if any, so that each cause is a failure of its own); ``example``: the input the case
     is tallied with, if not the body (a header's value); ``send``: how it is sent, if not by httpx."""

@@ -63,8 +63,10 @@ class Positions:
 
     def page_after(self, position: int) -> tuple[int, int] | None:
         """The ids of the first and last events of the projector's next slice past ``position``."""
-        rows = self._query(f"SELECT {self._id} FROM {{events}} WHERE {self._id} > ? ORDER BY {self._id} LIMIT ?",
-                           (position, SLICE_EVENTS))
+        rows = self._query(
+            f"SELECT {self._id} FROM {{events}} WHERE {self._id} > ? ORDER BY {self._id} LIMIT ?",
+            (position, SLICE_EVENTS),
+        )
         return (int(rows[0][0]), int(rows[-1][0])) if rows else None
 
     def close(self) -> None:
@@ -97,8 +99,10 @@ class Stall:
     examples: tuple[bytes, ...]
 
     def detail(self) -> str:
-        return (f"the audit history projection stopped at event {self.position}: {self.behind} events behind it "
-                f"for over {BOUND:g} s")
+        return (
+            f"the audit history projection stopped at event {self.position}: {self.behind} events behind it "
+            f"for over {BOUND:g} s"
+        )
 
     @property
     def route(self) -> str:
@@ -150,8 +154,12 @@ class ProjectionWatch:
         page = self._positions.page_after(position)
         suspects = [c for c in self._waiting if page and c.before < page[1] and c.after >= page[0]]
         self._waiting.clear()
-        return Stall(position, self._positions.behind(position), tuple(c.route for c in suspects),
-                     tuple(c.example for c in suspects))
+        return Stall(
+            position,
+            self._positions.behind(position),
+            tuple(c.route for c in suspects),
+            tuple(c.example for c in suspects),
+        )
 
     def settle(self, within: float = BOUND) -> Stall | None:
         """Wait (at most ``within`` seconds) until the projection has passed every event there is now;

@@ -20,11 +20,18 @@ import httpx
 from tests.support.fuzz.harness import Ledger, Run, Sent
 from tests.support.refusals import error_of
 
-PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses", "messages": "/v1/messages",
-         "count_tokens": "/v1/messages/count_tokens"}
+PATHS = {
+    "chat": "/v1/chat/completions",
+    "responses": "/v1/responses",
+    "messages": "/v1/messages",
+    "count_tokens": "/v1/messages/count_tokens",
+}
 #: The event that ends a stream, by endpoint (Responses: any of its three endings).
-TERMINAL = {"chat": ("data: [DONE]",), "messages": ("event: message_stop",),
-            "responses": ("event: response.completed", "event: response.incomplete", "event: response.failed")}
+TERMINAL = {
+    "chat": ("data: [DONE]",),
+    "messages": ("event: message_stop",),
+    "responses": ("event: response.completed", "event: response.incomplete", "event: response.failed"),
+}
 #: What a whole (not streamed) answer says it is, by endpoint.
 SHAPE = {"chat": ("object", "chat.completion"), "responses": ("object", "response"), "messages": ("type", "message")}
 
@@ -64,26 +71,43 @@ def lookup(ledger: Ledger, response: httpx.Response) -> dict[str, Any] | None:
         time.sleep(0.05)
 
 
-def charged_once(run: Run, ledger: Ledger, before: Decimal, response: httpx.Response, route: str, example: bytes,
-                 *, required: bool = True) -> dict[str, Any] | None:
+def charged_once(
+    run: Run,
+    ledger: Ledger,
+    before: Decimal,
+    response: httpx.Response,
+    route: str,
+    example: bytes,
+    *,
+    required: bool = True,
+) -> dict[str, Any] | None:
     """A served request was charged (or, unless ``required``, not at all: a stream that failed before
     it delivered anything), and the team's balance moved by that charge exactly once the lease is
     back; the request as recorded, or None (tallied) if it was not charged."""
     found = lookup(ledger, response)
     charged = found is not None and found.get("outcome") == "charged"
     if required and not charged:
-        run.tally.fail("charge", route, response.status_code,
-                       f"served and not charged: {None if found is None else found.get('outcome')}", example)
+        run.tally.fail(
+            "charge",
+            route,
+            response.status_code,
+            f"served and not charged: {None if found is None else found.get('outcome')}",
+            example,
+        )
     settled = ledger.settled()
     if settled is None:
-        run.tally.fail("held", route, response.status_code, "a hold or lease stayed open after it was served",
-                       example)
+        run.tally.fail("held", route, response.status_code, "a hold or lease stayed open after it was served", example)
         return found if charged else None
     taken = (before - settled[0]) * 1_000_000
     owed = found["charged_micros"] if charged and found is not None else 0
     if taken != owed:
-        run.tally.fail("charge", route, response.status_code, f"the balance moved by {taken} micro-credits for a "
-                       f"charge of {owed}", example)
+        run.tally.fail(
+            "charge",
+            route,
+            response.status_code,
+            f"the balance moved by {taken} micro-credits for a charge of {owed}",
+            example,
+        )
     return found if charged else None
 
 
@@ -94,12 +118,14 @@ def refused_in_shape(run: Run, response: httpx.Response, route: str, example: by
     try:
         error_of(response)
     except (AssertionError, KeyError, ValueError) as exc:
-        run.tally.fail("shape", route, response.status_code, f"a refusal not in its endpoint's shape: {exc}"[:200],
-                       example)
+        run.tally.fail(
+            "shape", route, response.status_code, f"a refusal not in its endpoint's shape: {exc}"[:200], example
+        )
 
 
-def check_served(run: Run, ledger: Ledger, sent: Sent | None, endpoint: str, stream: bool, route: str,
-                 example: bytes) -> dict[str, Any] | None:
+def check_served(
+    run: Run, ledger: Ledger, sent: Sent | None, endpoint: str, stream: bool, route: str, example: bytes
+) -> dict[str, Any] | None:
     """A 2xx's answer and charge checked, a refusal's shape: the request as recorded if it was served."""
     if sent is None:
         return None

@@ -24,10 +24,28 @@ from projections.statement_chain import COLUMNS, PREV_HASH, chained
 from tests.support.fuzz.attribution import ANY_CHAR
 
 BOM = b"\xef\xbb\xbf"
-SECTIONS = ("entries", "opening_balance", "top_ups", "charges_by_model", "charges_by_key", "charges",
-            "adjustments", "closing_balance", "reconciliation")
-FORMULAS = ['=HYPERLINK("http://x","y")', "+cmd|' /C calc'!A0", "-1+2", "@SUM(A1)", "\t=1", "\r=1", "\uff1d1",
-            "'=1", "=1"]
+SECTIONS = (
+    "entries",
+    "opening_balance",
+    "top_ups",
+    "charges_by_model",
+    "charges_by_key",
+    "charges",
+    "adjustments",
+    "closing_balance",
+    "reconciliation",
+)
+FORMULAS = [
+    '=HYPERLINK("http://x","y")',
+    "+cmd|' /C calc'!A0",
+    "-1+2",
+    "@SUM(A1)",
+    "\t=1",
+    "\r=1",
+    "\uff1d1",
+    "'=1",
+    "=1",
+]
 #: Numbers as a file may spell them: huge, past a float, past Python's digit limit, negative zero.
 NUMBERS = ["1" + "0" * 30, "9" * 5000, "1e400", "-0", "0.5", "1E2", "-" + "9" * 40, "00", "1.0"]
 #: Text longer than any cell a statement writes (and than the csv module reads by default).
@@ -95,10 +113,16 @@ def _set(tree: Any, path: tuple[Any, ...], value: Any) -> None:
 
 # -- what a value may become ---------------------------------------------------------------------
 
-VALUES = st.one_of(st.none(), st.booleans(), st.integers(), st.sampled_from(FORMULAS),
-                   st.text(ANY_CHAR.filter(lambda c: not 0xD800 <= ord(c) <= 0xDFFF), max_size=12),
-                   st.sampled_from(NUMBERS).map(Number), st.lists(st.integers(), max_size=2),
-                   st.builds(Obj, st.lists(st.tuples(st.text(max_size=5), st.integers()), max_size=2)))
+VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.sampled_from(FORMULAS),
+    st.text(ANY_CHAR.filter(lambda c: not 0xD800 <= ord(c) <= 0xDFFF), max_size=12),
+    st.sampled_from(NUMBERS).map(Number),
+    st.lists(st.integers(), max_size=2),
+    st.builds(Obj, st.lists(st.tuples(st.text(max_size=5), st.integers()), max_size=2)),
+)
 
 
 def _rows_of(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -107,8 +131,14 @@ def _rows_of(document: dict[str, Any]) -> list[dict[str, Any]]:
     for section in SECTIONS:
         value = document[section]
         for row in value if isinstance(value, list) else [value]:
-            rows.append({**row, "team": document["team"], "month": document["month"],
-                         "section": "entry" if section == "entries" else section})
+            rows.append(
+                {
+                    **row,
+                    "team": document["team"],
+                    "month": document["month"],
+                    "section": "entry" if section == "entries" else section,
+                }
+            )
     return rows
 
 
@@ -121,8 +151,9 @@ def _json_mutation(draw: st.DrawFn, tree: Obj) -> None:
     if kind == "member":
         where = draw(st.sampled_from(_containers(tree)))
         at = draw(st.integers(0, len(_at(tree, where))))
-        _at(tree, where).insert(at, (draw(st.sampled_from(["amount_due", "payment_status", "x", ""])
-                                          | st.text(max_size=8)), draw(VALUES)))
+        _at(tree, where).insert(
+            at, (draw(st.sampled_from(["amount_due", "payment_status", "x", ""]) | st.text(max_size=8)), draw(VALUES))
+        )
     elif kind == "twice":
         where = draw(st.sampled_from([p for p in _containers(tree) if _at(tree, p)]))
         members = _at(tree, where)
@@ -130,8 +161,13 @@ def _json_mutation(draw: st.DrawFn, tree: Obj) -> None:
         members.insert(draw(st.integers(0, len(members))), (name, draw(st.just(value) | VALUES)))
     elif kind in ("value", "huge", "formula"):
         path = draw(st.sampled_from(_leaves(tree)))
-        new = draw(VALUES if kind == "value" else st.sampled_from(NUMBERS).map(Number) | st.just(HUGE_TEXT)
-                   if kind == "huge" else st.sampled_from(FORMULAS))
+        new = draw(
+            VALUES
+            if kind == "value"
+            else st.sampled_from(NUMBERS).map(Number) | st.just(HUGE_TEXT)
+            if kind == "huge"
+            else st.sampled_from(FORMULAS)
+        )
         _set(tree, path, new)
     elif kind == "rows":
         entries = next(v for k, v in tree if k == "entries")
@@ -155,8 +191,10 @@ def _forged_json(draw: st.DrawFn, text: str) -> str:
     for section in SECTIONS:
         value = document[section]
         strip = ("team", "month", "section")
-        fresh = [{k: v for k, v in next(flat).items() if k not in strip} for _ in (value if isinstance(value, list)
-                                                                                   else [value])]
+        fresh = [
+            {k: v for k, v in next(flat).items() if k not in strip}
+            for _ in (value if isinstance(value, list) else [value])
+        ]
         document[section] = fresh if isinstance(value, list) else fresh[0]
     document["final_hash"] = final
     return json.dumps(document)
@@ -182,9 +220,12 @@ def _csv_mutation(draw: st.DrawFn, rows: list[list[str]]) -> None:
     i = draw(st.integers(0, len(rows) - 1))
     if kind in ("cell", "formula", "huge"):
         j = draw(st.integers(0, len(rows[i]) - 1))
-        values = {"cell": st.text(ANY_CHAR.filter(lambda c: not 0xD800 <= ord(c) <= 0xDFFF), max_size=10)
-                  | st.sampled_from(["", "true", "false", "0", "-1", "entry", "end", "charge"]),
-                  "formula": st.sampled_from(FORMULAS), "huge": st.sampled_from([*NUMBERS, HUGE_TEXT])}[kind]
+        values = {
+            "cell": st.text(ANY_CHAR.filter(lambda c: not 0xD800 <= ord(c) <= 0xDFFF), max_size=10)
+            | st.sampled_from(["", "true", "false", "0", "-1", "entry", "end", "charge"]),
+            "formula": st.sampled_from(FORMULAS),
+            "huge": st.sampled_from([*NUMBERS, HUGE_TEXT]),
+        }[kind]
         rows[i][j] = draw(values)
     elif kind == "width":
         if draw(st.booleans()) or not rows[i]:
@@ -203,13 +244,16 @@ def _csv_mutation(draw: st.DrawFn, rows: list[list[str]]) -> None:
 def _forged_csv(draw: st.DrawFn, text: str) -> str:
     rows = list(csv.DictReader(io.StringIO(text, newline="")))[:-1]  # the last line is the end line (and the
     # genuine statement holds no cell longer than the csv module reads by default)
-    data = [{k: (int(v) if k == "amount_micros" and v else v) for k, v in row.items() if k != PREV_HASH}
-            for row in rows]
+    data = [
+        {k: (int(v) if k == "amount_micros" and v else v) for k, v in row.items() if k != PREV_HASH} for row in rows
+    ]
     row = draw(st.sampled_from([r for r in data if r.get("section") == "entry"] or data))
     row["reference"] = f"{row.get('reference') or ''}x"
     relinked, final = chained(data[0]["team"], data[0]["month"], data)
-    lines = [[*COLUMNS, PREV_HASH], *([str(r.get(c) if r.get(c) is not None else "") for c in (*COLUMNS, PREV_HASH)]
-                                      for r in relinked)]
+    lines = [
+        [*COLUMNS, PREV_HASH],
+        *([str(r.get(c) if r.get(c) is not None else "") for c in (*COLUMNS, PREV_HASH)] for r in relinked),
+    ]
     lines.append([data[0]["team"], data[0]["month"], "end", *[""] * (len(COLUMNS) - 3), final])
     return csv_text(lines)
 
@@ -225,15 +269,27 @@ def mutated(draw: st.DrawFn, genuine: bytes, fmt: str) -> bytes:
     if how == "forged":
         return (_forged_json(draw, text) if fmt == "json" else _forged_csv(draw, text)).encode()
     if how == "truncated":
-        return genuine[:draw(st.integers(0, len(genuine) - 1))]
+        return genuine[: draw(st.integers(0, len(genuine) - 1))]
     if how == "not_utf8":
         at = draw(st.integers(0, len(genuine)))
         return genuine[:at] + draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xe9"])) + genuine[at:]
     if how == "bom":
         return BOM * draw(st.integers(1, 2)) + genuine
     if how == "empty":
-        return draw(st.sampled_from([b"", b"{}", b"[]", b"null", b"\n", b"team,month\r\n", b"[" * 100_000,
-                                     b'{"object": "ledger.statement", "x": ' + b"[" * 100_000]))
+        return draw(
+            st.sampled_from(
+                [
+                    b"",
+                    b"{}",
+                    b"[]",
+                    b"null",
+                    b"\n",
+                    b"team,month\r\n",
+                    b"[" * 100_000,
+                    b'{"object": "ledger.statement", "x": ' + b"[" * 100_000,
+                ]
+            )
+        )
     if how == "respelled":  # the same content written otherwise: other whitespace, other line endings
         if fmt == "json":
             return json.dumps(json.loads(text), indent=draw(st.sampled_from([None, 1, 4]))).encode()
@@ -285,9 +341,13 @@ def findings(genuine: bytes, fmt: str) -> list[bytes]:
     a member named twice with the forged value first, a row with a cell of its own, the end cut off."""
     text = genuine.decode("utf-8")
     if fmt == "json":
-        return [json.dumps({**json.loads(text), "amount_due": "0.00", "payment_status": "paid"}).encode(),
-                text.replace('"closing_balance": {', '"closing_balance": {"amount": "1000000", ', 1).encode(),
-                genuine[: len(genuine) // 2]]
+        return [
+            json.dumps({**json.loads(text), "amount_due": "0.00", "payment_status": "paid"}).encode(),
+            text.replace('"closing_balance": {', '"closing_balance": {"amount": "1000000", ', 1).encode(),
+            genuine[: len(genuine) // 2],
+        ]
     lines = text.splitlines(keepends=True)
-    return ["".join([lines[0], lines[1].rstrip("\r\n") + ",paid\r\n", *lines[2:]]).encode(),
-            "".join(lines[:-1]).encode()]
+    return [
+        "".join([lines[0], lines[1].rstrip("\r\n") + ",paid\r\n", *lines[2:]]).encode(),
+        "".join(lines[:-1]).encode(),
+    ]

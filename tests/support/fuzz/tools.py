@@ -26,8 +26,18 @@ MODELS = {
     "responses": ["fake-codex", "fake-gpt", "fake-claude", "dropping-claude", "refusing-claude"],
     "messages": ["fake-claude", "fake-gpt", "fake-codex", "passing-gpt", "dropping-claude", "refusing-claude"],
 }
-REAL_TYPES = ["web_search", "web_search_preview", "file_search", "code_interpreter", "web_search_20250305",
-              "code_execution_20250522", "bash_20250124", "text_editor_20250429", "computer_use_preview", "mcp"]
+REAL_TYPES = [
+    "web_search",
+    "web_search_preview",
+    "file_search",
+    "code_interpreter",
+    "web_search_20250305",
+    "code_execution_20250522",
+    "bash_20250124",
+    "text_editor_20250429",
+    "computer_use_preview",
+    "mcp",
+]
 
 
 @st.composite
@@ -36,13 +46,23 @@ def _tool_type(draw: st.DrawFn) -> Any:
     if kind == "real":
         return draw(st.sampled_from(REAL_TYPES))
     if kind == "control":
-        return draw(st.text("websarch_", max_size=6)) + draw(st.sampled_from([*CONTROLS, *BIDI])) + \
-            draw(st.text("_2025", max_size=5))
+        return (
+            draw(st.text("websarch_", max_size=6))
+            + draw(st.sampled_from([*CONTROLS, *BIDI]))
+            + draw(st.text("_2025", max_size=5))
+        )
     if kind == "astral":
         return draw(st.text(st.characters(min_codepoint=0x100), min_size=1, max_size=8))
     if kind == "not_text":
-        return draw(st.one_of(st.integers(), st.none(), st.booleans(), st.lists(st.integers(), max_size=2),
-                              st.dictionaries(st.text(max_size=3), st.integers(), max_size=1)))
+        return draw(
+            st.one_of(
+                st.integers(),
+                st.none(),
+                st.booleans(),
+                st.lists(st.integers(), max_size=2),
+                st.dictionaries(st.text(max_size=3), st.integers(), max_size=1),
+            )
+        )
     return draw(st.text(ANY_CHAR.filter(lambda c: not 0xD800 <= ord(c) <= 0xDFFF), min_size=0, max_size=16))
 
 
@@ -50,10 +70,13 @@ def _tool_type(draw: st.DrawFn) -> Any:
 def _builtin(draw: st.DrawFn) -> dict[str, Any]:
     tool: dict[str, Any] = {"type": draw(_tool_type())}
     if draw(st.booleans()):
-        tool["name"] = draw(st.one_of(st.text(ANY_CHAR.filter(lambda c: not 0xD800 <= ord(c) <= 0xDFFF), max_size=10),
-                                      st.sampled_from(["web_search", "bash", "str_replace_based_edit_tool"])))
-    for extra in draw(st.lists(st.sampled_from(["max_uses", "user_location", "search_context_size", "x"]),
-                               max_size=2)):
+        tool["name"] = draw(
+            st.one_of(
+                st.text(ANY_CHAR.filter(lambda c: not 0xD800 <= ord(c) <= 0xDFFF), max_size=10),
+                st.sampled_from(["web_search", "bash", "str_replace_based_edit_tool"]),
+            )
+        )
+    for extra in draw(st.lists(st.sampled_from(["max_uses", "user_location", "search_context_size", "x"]), max_size=2)):
         tool[extra] = draw(st.one_of(st.integers(-1, 5), st.text(max_size=5), st.none()))
     return tool
 
@@ -113,14 +136,22 @@ def explicit(endpoint: str) -> list[ToolCase]:
     ``tool_choice``, on a model that drops built-in tools (a 500, found by the long run)."""
     translated = MODELS[endpoint][1]
     cases = []
-    for model, kind, stream in ((translated, "网络搜索", False), (translated, "web\r\nsearch", True),
-                                (translated, "web\x00search\u202e", False), ("dropping-claude", [6], False)):
+    for model, kind, stream in (
+        (translated, "网络搜索", False),
+        (translated, "web\r\nsearch", True),
+        (translated, "web\x00search\u202e", False),
+        ("dropping-claude", [6], False),
+    ):
         tools = [{"type": kind}]
         if endpoint == "responses":
             body: dict[str, Any] = {"model": model, "input": "hi", "tools": tools}
         else:
-            body = {"model": model, "messages": [{"role": "user", "content": "hi"}], "tools": tools,
-                    **({"max_tokens": 16} if endpoint == "messages" else {})}
+            body = {
+                "model": model,
+                "messages": [{"role": "user", "content": "hi"}],
+                "tools": tools,
+                **({"max_tokens": 16} if endpoint == "messages" else {}),
+            }
         if isinstance(kind, list):
             body["tool_choice"] = {"type": kind}
         if stream:

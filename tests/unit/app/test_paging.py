@@ -11,20 +11,27 @@ from app.cli.support import out_of_bounds
 from app.paging import OutOfBounds, check_limit, check_page, check_since
 
 
-@pytest.mark.parametrize(("check", "values", "parameter", "option", "words"), [
-    (check_page, (0, 20, 1000), "page", "--page", "expected a whole number from 1 to 1000000, got 0."),
-    (check_page, (10**30, 20, 1000), "page", "--page", f"expected a whole number from 1 to 1000000, got {10**30}."),
-    (check_page, (1, 1001, 1000), "per_page", "--per-page", "expected a whole number from 1 to 1000, got 1001."),
-    (check_since, ("last week",), "since", "--since", "expected an ISO 8601 date or time, got 'last week'."),
-])
+@pytest.mark.parametrize(
+    ("check", "values", "parameter", "option", "words"),
+    [
+        (check_page, (0, 20, 1000), "page", "--page", "expected a whole number from 1 to 1000000, got 0."),
+        (check_page, (10**30, 20, 1000), "page", "--page", f"expected a whole number from 1 to 1000000, got {10**30}."),
+        (check_page, (1, 1001, 1000), "per_page", "--per-page", "expected a whole number from 1 to 1000, got 1001."),
+        (check_since, ("last week",), "since", "--since", "expected an ISO 8601 date or time, got 'last week'."),
+    ],
+)
 def test_the_api_and_the_cli_say_a_value_out_of_bounds_in_the_same_words(
-        check: Callable[..., None], values: tuple[object, ...], parameter: str, option: str, words: str) -> None:
+    check: Callable[..., None], values: tuple[object, ...], parameter: str, option: str, words: str
+) -> None:
     with pytest.raises(OutOfBounds) as refused:
         check(*values)
     assert refused.value.status == 400
     assert refused.value.openai_body()["error"] == {
-        "message": f"Invalid '{parameter}': {words}", "type": "invalid_request_error", "param": parameter,
-        "code": None}
+        "message": f"Invalid '{parameter}': {words}",
+        "type": "invalid_request_error",
+        "param": parameter,
+        "code": None,
+    }
     assert str(out_of_bounds(refused.value)) == f"Invalid {option}: {words}"
 
 

@@ -12,8 +12,23 @@ import pytest
 from app.spreadsheet_csv import CsvWriter, restore, safe_cell, written_as_tollgate_writes
 
 #: What a spreadsheet evaluates, from the issue and OWASP's list: each is written after a quote.
-FORMULAS = ['=HYPERLINK("http://evil.example","click")', "+cmd|' /C calc'!A0", "@SUM(A1:A9)", "-2+3", "\t=1+1",
-            "\r=1+1", "\n=1", "  =1+1", "\uff1dSUM(A1)", "-x", "+", "-", "'already quoted", "=", "@"]
+FORMULAS = [
+    '=HYPERLINK("http://evil.example","click")',
+    "+cmd|' /C calc'!A0",
+    "@SUM(A1:A9)",
+    "-2+3",
+    "\t=1+1",
+    "\r=1+1",
+    "\n=1",
+    "  =1+1",
+    "\uff1dSUM(A1)",
+    "-x",
+    "+",
+    "-",
+    "'already quoted",
+    "=",
+    "@",
+]
 #: What stays as it is: numbers (negative amounts among them) and text a spreadsheet does not evaluate.
 KEPT = ["-1.5", "-1234", "0", "0.000125", "125", "alice", "project=alpha", "1e5", "a=b", "", "sum(1)", "x-1"]
 
@@ -35,8 +50,15 @@ def test_numbers_and_plain_text_are_written_as_they_are(text: str):
 
 
 def test_typed_values_are_numbers_and_flags():
-    assert [safe_cell(v) for v in (-1_000_000, 0, Decimal("-3.75"), Decimal("0.000001"), True, False, None)] == \
-        ["-1000000", "0", "-3.75", "0.000001", "true", "false", ""]
+    assert [safe_cell(v) for v in (-1_000_000, 0, Decimal("-3.75"), Decimal("0.000001"), True, False, None)] == [
+        "-1000000",
+        "0",
+        "-3.75",
+        "0.000001",
+        "true",
+        "false",
+        "",
+    ]
     with pytest.raises(TypeError):
         safe_cell(1.5)  # type: ignore[arg-type]  # money is never a float
 
@@ -58,4 +80,7 @@ def test_a_carriage_return_or_a_line_feed_in_a_cell_never_starts_a_row_of_its_ow
     CsvWriter(out).rows([["alice\r=1+1,0", 1], ["bob\r\nmallory,-5", 2], ["carol\nx", 3]])
     lines = list(csv.reader(io.StringIO(out.getvalue())))
     assert [[restore(cell) for cell in cells] for cells in lines] == [
-        ["alice\r=1+1,0", "1"], ["bob\r\nmallory,-5", "2"], ["carol\nx", "3"]]
+        ["alice\r=1+1,0", "1"],
+        ["bob\r\nmallory,-5", "2"],
+        ["carol\nx", "3"],
+    ]

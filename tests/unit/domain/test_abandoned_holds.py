@@ -12,6 +12,7 @@ from domain.ledger import (
     RequestInProgress,
     TeamLedger,
 )
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import TokenUsage, cost_in_micros
 from tests.support.ledgers import CPU, PRICE, funded, replay
 
@@ -20,10 +21,10 @@ TEN = 10_000_000
 
 def test_a_dead_process_s_holds_and_leases_are_released_and_nobody_else_s():
     team = funded(TEN)
-    team.place_hold("r-dead", 1_000_000, "k", "m", "chat", owner="dead")
+    team.place_hold(RequestOnLedger("r-dead", "k", "m", "chat"), 1_000_000, owner="dead")
     team.lease_credits("lease-dead", 2_000_000, 2_000_000, owner="dead")
-    team.place_hold("r-live", 500_000, "k", "m", "chat", owner="live")
-    team.place_hold("r-old", 100_000, "k", "m", "chat")  # recorded before owners: left to hold_timeout
+    team.place_hold(RequestOnLedger("r-live", "k", "m", "chat"), 500_000, owner="live")
+    team.place_hold(RequestOnLedger("r-old", "k", "m", "chat"), 100_000)  # recorded before owners: left to hold_timeout
     assert sorted(team.release_abandoned(["dead"])) == ["lease-dead", "r-dead"]
     assert set(team.holds) == {"r-live", "r-old"}
     assert team.held == 600_000
@@ -34,10 +35,12 @@ def test_a_dead_process_s_holds_and_leases_are_released_and_nobody_else_s():
 def test_a_dead_process_s_streams_are_charged_for_what_they_had_delivered_then_released():
     team = funded(TEN)
     team.lease_credits("lease-dead", 3_000_000, 3_000_000, owner="dead")
-    team.place_hold("r-idem", 1_000_000, "k", "m", "chat", owner="dead", idem_key="K")
-    delivered = [Delivery("s1", "k", "m", "chat", TokenUsage(100, 40), lease="lease-dead"),
-                 Delivery("r-idem", "k", "m", "chat", TokenUsage(50, 10)),
-                 Delivery("unknown-model", "k", "other", "chat", TokenUsage(50, 10), lease="lease-dead")]
+    team.place_hold(RequestOnLedger("r-idem", "k", "m", "chat"), 1_000_000, owner="dead", idem_key="K")
+    delivered = [
+        Delivery("s1", "k", "m", "chat", TokenUsage(100, 40), lease="lease-dead"),
+        Delivery("r-idem", "k", "m", "chat", TokenUsage(50, 10)),
+        Delivery("unknown-model", "k", "other", "chat", TokenUsage(50, 10), lease="lease-dead"),
+    ]
     released = team.release_abandoned(["dead"], delivered, {"m": PRICE}, CPU)
     charged = [e for e in team.pending_events if isinstance(e, TeamLedger.Charged)]
     assert [(c.request_id, c.usage["output_tokens"]) for c in charged] == [("s1", 40), ("r-idem", 10)]
@@ -50,7 +53,7 @@ def test_a_dead_process_s_streams_are_charged_for_what_they_had_delivered_then_r
 
 def test_a_dead_process_s_stream_is_charged_with_its_attribution():
     team = funded(TEN)
-    team.place_hold("s1", 1_000_000, "k", "m", "chat", owner="dead")
+    team.place_hold(RequestOnLedger("s1", "k", "m", "chat"), 1_000_000, owner="dead")
     delivered = [Delivery("s1", "k", "m", "chat", TokenUsage(100, 40), tags={"project": "alpha"}, end_user="alice")]
     team.release_abandoned(["dead"], delivered, {"m": PRICE}, CPU)
     (charged,) = [e for e in team.pending_events if isinstance(e, TeamLedger.Charged)]
@@ -59,21 +62,23 @@ def test_a_dead_process_s_stream_is_charged_with_its_attribution():
 
 def test_a_request_it_served_after_all_is_charged_late_once():
     team = funded(TEN)
-    team.place_hold("r1", 1_000_000, "k", "m", "chat", owner="stuck")
+    team.place_hold(RequestOnLedger("r1", "k", "m", "chat"), 1_000_000, owner="stuck")
     team.release_abandoned(["stuck"])
-    event = team.charge("r1", TokenUsage(10, 10), PRICE, CPU, key_id="k", model="m", endpoint="chat")
+    event = team.charge(RequestOnLedger("r1", "k", "m", "chat"), TokenUsage(10, 10), PRICE, CPU)
     assert event.hold == 0
     assert event.charged == cost_in_micros(TokenUsage(10, 10), PRICE, CPU)
 
 
 def test_one_request_at_a_time_per_idempotency_key():
     team = funded(TEN)
-    team.place_hold("first", 1_000, "k", "m", "chat", idem_key="K")
+    team.place_hold(RequestOnLedger("first", "k", "m", "chat"), 1_000, idem_key="K")
     with pytest.raises(RequestInProgress):
-        team.place_hold("retry", 1_000, "k", "m", "chat", idem_key="K")
-    assert team.place_hold("first", 1_000, "k", "m", "chat", idem_key="K") == team.available  # replayed: no-op
+        team.place_hold(RequestOnLedger("retry", "k", "m", "chat"), 1_000, idem_key="K")
+    assert (
+        team.place_hold(RequestOnLedger("first", "k", "m", "chat"), 1_000, idem_key="K") == team.available
+    )  # replayed: no-op
     team.release_hold("first", "upstream failed")
-    team.place_hold("retry", 1_000, "k", "m", "chat", idem_key="K")  # the key is free again
+    team.place_hold(RequestOnLedger("retry", "k", "m", "chat"), 1_000, idem_key="K")  # the key is free again
     assert replay(team).idem_holds == {"K": "retry"}
 
 

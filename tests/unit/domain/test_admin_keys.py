@@ -29,13 +29,19 @@ def test_keys_are_issued_with_a_role_and_revoked_with_who_and_why():
     issued, revoked = keys.pending_events[1], keys.pending_events[3]
     assert isinstance(issued, AdminKeys.AdminKeyIssued)
     assert isinstance(revoked, AdminKeys.AdminKeyRevoked)
-    assert (issued.key_hash, issued.role, issued.actor, issued.reason) == ("hash-1", "auditor", "cli:root@box",
-                                                                          "joined audit")
+    assert (issued.key_hash, issued.role, issued.actor, issued.reason) == (
+        "hash-1",
+        "auditor",
+        "cli:root@box",
+        "joined audit",
+    )
     assert (revoked.key_id, revoked.actor, revoked.reason) == ("adm_1", "admin:adm_2", "left")
     again = replayed(keys)
     assert again.id == ADMIN_KEYS_ID
     assert [(k.key_id, k.role, k.revoked, k.issued_by) for k in again.keys.values()] == [
-        ("adm_1", "auditor", True, "cli:root@box"), ("adm_2", "operator", False, "cli:root@box")]
+        ("adm_1", "auditor", True, "cli:root@box"),
+        ("adm_2", "operator", False, "cli:root@box"),
+    ]
     assert again.keys["adm_1"].version == 4  # the revocation's
 
 

@@ -11,6 +11,7 @@ import pytest
 from domain import clock
 from domain.alerts import BALANCE_BELOW, BUDGET_PERCENT
 from domain.ledger import LedgerError, TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from tests.support.ledgers import CPU, funded, replay
 
@@ -26,9 +27,8 @@ def noon() -> Iterator[None]:
 
 
 def spend(team: TeamLedger, request_id: str, amount: int, key_id: str = "k1") -> None:
-    team.place_hold(request_id, amount * CREDIT, key_id, "m", "chat")
-    team.charge(request_id, TokenUsage(output_tokens=amount), ONE_CREDIT, CPU, key_id=key_id, model="m",
-                endpoint="chat")
+    team.place_hold(RequestOnLedger(request_id, key_id, "m", "chat"), amount * CREDIT)
+    team.charge(RequestOnLedger(request_id, key_id, "m", "chat"), TokenUsage(output_tokens=amount), ONE_CREDIT, CPU)
 
 
 def alerts(team: TeamLedger) -> list[TeamLedger.AlertRaised]:
@@ -46,7 +46,8 @@ def test_a_budget_alert_is_raised_once_per_crossing_and_again_in_the_next_period
     spend(team, "r3", 1)  # over the line already: no second alert
     raised = alerts(team)
     assert [(a.kind, a.threshold, a.value, a.limit, a.period, a.request_id) for a in raised] == [
-        (BUDGET_PERCENT, "80", 8 * CREDIT, 10 * CREDIT, "2026-11-26", "r2")]
+        (BUDGET_PERCENT, "80", 8 * CREDIT, 10 * CREDIT, "2026-11-26", "r2")
+    ]
     clock.shift(datetime(2026, 11, 27, 12, tzinfo=UTC) - datetime.now(UTC))
     spend(team, "r4", 9)
     assert [a.period for a in alerts(team)] == ["2026-11-26", "2026-11-27"]
@@ -69,9 +70,13 @@ def test_a_balance_alert_rearms_when_a_top_up_lifts_the_balance():
 def test_alert_thresholds_are_checked_and_can_be_removed():
     team = funded(10 * CREDIT)
     team.issue_key("k1", "h1")
-    for kind, value, key_id in ((BUDGET_PERCENT, Decimal(0), ""), (BUDGET_PERCENT, Decimal("80.123"), ""),
-                                (BALANCE_BELOW, Decimal(5), "k1"), ("odd", Decimal(1), ""),
-                                (BALANCE_BELOW, Decimal(-1), "")):
+    for kind, value, key_id in (
+        (BUDGET_PERCENT, Decimal(0), ""),
+        (BUDGET_PERCENT, Decimal("80.123"), ""),
+        (BALANCE_BELOW, Decimal(5), "k1"),
+        ("odd", Decimal(1), ""),
+        (BALANCE_BELOW, Decimal(-1), ""),
+    ):
         with pytest.raises(LedgerError):
             team.set_alert(kind, value, key_id)
     team.set_alert(BALANCE_BELOW, Decimal(5 * CREDIT))

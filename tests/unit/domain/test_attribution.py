@@ -19,7 +19,10 @@ from domain.client_text import ClientTextError
 
 def test_tags_are_name_value_pairs_trimmed_with_empty_items_skipped():
     assert parse_tags(" project=alpha , env=ci,, team.sub:x-y_z = a b=c ,") == {
-        "project": "alpha", "env": "ci", "team.sub:x-y_z": "a b=c"}
+        "project": "alpha",
+        "env": "ci",
+        "team.sub:x-y_z": "a b=c",
+    }
     assert parse_tags("") == {}
     assert parse_tags(" , ") == {}
 
@@ -32,20 +35,23 @@ def test_tags_have_one_canonical_text_that_reads_back():
     assert tags_text({}) == ""
 
 
-@pytest.mark.parametrize(("header", "says"), [
-    ("project", "is not name=value"),
-    ("=alpha", "tag name ''"),
-    ("pro ject=alpha", "tag name"),
-    ("projekt/x=1", "tag name"),
-    ("n" * 65 + "=v", "tag name"),
-    ("project=", "value of tag 'project'"),
-    ("project=" + "v" * 129, "1 to 128 characters"),
-    ("project=a\x01b", "control characters"),
-    ("a=1,a=2", "'a' is given twice"),
-    (",".join(f"t{i}=v" for i in range(11)), "at most 10 tags"),
-])
+@pytest.mark.parametrize(
+    ("header", "says"),
+    [
+        ("project", "is not name=value"),
+        ("=alpha", "tag name ''"),
+        ("pro ject=alpha", "tag name"),
+        ("projekt/x=1", "tag name"),
+        ("n" * 65 + "=v", "tag name"),
+        ("project=", "value of tag 'project'"),
+        ("project=" + "v" * 129, "1 to 128 characters"),
+        ("project=a\x01b", "control characters"),
+        ("a=1,a=2", "'a' is given twice"),
+        (",".join(f"t{i}=v" for i in range(11)), "at most 10 tags"),
+    ],
+)
 def test_a_tag_out_of_bounds_is_refused_saying_what_is_wrong(header, says):
-    with pytest.raises(AttributionError, match="") as refused:
+    with pytest.raises(AttributionError) as refused:
         parse_tags(header)
     assert says in str(refused.value)
 
@@ -63,8 +69,9 @@ def test_an_end_user_is_a_string_cut_to_its_bound_and_anything_else_is_nothing()
         assert end_user_of(value, "user") == ""
 
 
-@pytest.mark.parametrize("value", ["evil\u0000user", "a\nb", "a\x85b", "abc\u202edef", "x\u2066y", "\ud800",
-                                   "u" * 300 + "\u0000"])
+@pytest.mark.parametrize(
+    "value", ["evil\u0000user", "a\nb", "a\x85b", "abc\u202edef", "x\u2066y", "\ud800", "u" * 300 + "\u0000"]
+)
 def test_an_end_user_the_ledger_could_not_record_as_it_is_is_refused_naming_its_field(value):
     with pytest.raises(ClientTextError) as refused:
         end_user_of(value, "metadata.user_id")
@@ -85,4 +92,7 @@ def test_dimensions_are_the_end_user_and_each_tag():
         with pytest.raises(AttributionError, match="unknown dimension"):
             dimension_of(bad)
     assert dimensions({"project": "alpha", "env": "ci"}, "") == [
-        ("user", ""), ("tag:project", "alpha"), ("tag:env", "ci")]
+        ("user", ""),
+        ("tag:project", "alpha"),
+        ("tag:env", "ci"),
+    ]

@@ -28,15 +28,17 @@ def test_values_beyond_a_dimensions_bound_count_under_other_and_no_end_user_is_n
 
 def test_each_team_and_day_has_bounds_of_its_own():
     admission = Admission()
-    counted = admission.admit([*(row("user", u) for u in "abcd"), row("user", "x", team="other"),
-                               row("user", "y", day="2026-11-28")])
+    counted = admission.admit(
+        [*(row("user", u) for u in "abcd"), row("user", "x", team="other"), row("user", "y", day="2026-11-28")]
+    )
     assert [r[2] for r in counted] == ["a", "b", "c", OTHER, "x", "y"]
 
 
 def test_the_teams_values_over_all_dimensions_are_bounded_too():
     admission = Admission()
-    counted = admission.admit([row("user", "a"), row("user", "b"), row("user", "c"),
-                               row("tag:p", "1"), row("tag:p", "2"), row("tag:p", "3")])
+    counted = admission.admit(
+        [row("user", "a"), row("user", "b"), row("user", "c"), row("tag:p", "1"), row("tag:p", "2"), row("tag:p", "3")]
+    )
     assert [r[2] for r in counted] == ["a", "b", "c", "1", "2", OTHER]
 
 

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from domain import clock
 from domain.budgets import period_end, period_of
 from domain.ledger import BudgetExceeded, HoldNotFound, InsufficientCredits, LedgerError, TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from tests.support.ledgers import CPU, funded, replay
 
@@ -44,17 +45,21 @@ def with_key(balance: int = 100) -> TeamLedger:
 
 
 def spend(team: TeamLedger, request_id: str, amount: int, key_id: str = "k1") -> TeamLedger.Charged:
-    team.place_hold(request_id, amount * CREDIT, key_id, "m", "chat")
-    return team.charge(request_id, TokenUsage(output_tokens=amount), ONE_CREDIT, CPU, key_id=key_id, model="m",
-                       endpoint="chat")
+    team.place_hold(RequestOnLedger(request_id, key_id, "m", "chat"), amount * CREDIT)
+    return team.charge(
+        RequestOnLedger(request_id, key_id, "m", "chat"), TokenUsage(output_tokens=amount), ONE_CREDIT, CPU
+    )
 
 
-@pytest.mark.parametrize(("period", "name", "end"), [
-    ("day", "2026-11-26", datetime(2026, 11, 27, tzinfo=UTC)),
-    ("week", "2026-W48", datetime(2026, 11, 30, tzinfo=UTC)),  # ISO weeks start on Monday
-    ("month", "2026-11", datetime(2026, 12, 1, tzinfo=UTC)),
-    ("none", "", None),
-])
+@pytest.mark.parametrize(
+    ("period", "name", "end"),
+    [
+        ("day", "2026-11-26", datetime(2026, 11, 27, tzinfo=UTC)),
+        ("week", "2026-W48", datetime(2026, 11, 30, tzinfo=UTC)),  # ISO weeks start on Monday
+        ("month", "2026-11", datetime(2026, 12, 1, tzinfo=UTC)),
+        ("none", "", None),
+    ],
+)
 def test_periods_are_utc_calendar_periods(period, name, end):
     instant = datetime(2026, 11, 26, 23, 59, 59, tzinfo=UTC)
     assert period_of(period, instant) == name
@@ -66,14 +71,14 @@ def test_a_key_cannot_hold_more_than_its_budget_has_left(at):
     team = with_key()
     team.set_budget(10 * CREDIT, "day", "k1")
     spend(team, "r1", 6)
-    team.place_hold("r2", 3 * CREDIT, "k1", "m", "chat")  # in flight: counts against the budget too
+    team.place_hold(RequestOnLedger("r2", "k1", "m", "chat"), 3 * CREDIT)  # in flight: counts against the budget too
     with pytest.raises(BudgetExceeded) as refused:
-        team.place_hold("r3", 2 * CREDIT, "k1", "m", "chat")
+        team.place_hold(RequestOnLedger("r3", "k1", "m", "chat"), 2 * CREDIT)
     assert (refused.value.available, refused.value.limit, refused.value.key_id) == (CREDIT, 10 * CREDIT, "k1")
     assert refused.value.resets_at == "2026-11-27T00:00:00+00:00"
     assert isinstance(refused.value, InsufficientCredits)  # told as a 402, like the balance
-    team.place_hold("r4", CREDIT, "k1", "m", "chat")
-    team.place_hold("r5", 50 * CREDIT, "k2", "m", "chat")  # another key has no budget
+    team.place_hold(RequestOnLedger("r4", "k1", "m", "chat"), CREDIT)
+    team.place_hold(RequestOnLedger("r5", "k2", "m", "chat"), 50 * CREDIT)  # another key has no budget
 
 
 def test_the_budget_resets_when_the_period_changes_in_the_events(at):
@@ -81,20 +86,21 @@ def test_the_budget_resets_when_the_period_changes_in_the_events(at):
     team.set_budget(10 * CREDIT, "day", "k1")
     spend(team, "r1", 10)
     with pytest.raises(BudgetExceeded):
-        team.place_hold("r2", 1, "k1", "m", "chat")
+        team.place_hold(RequestOnLedger("r2", "k1", "m", "chat"), 1)
     set_clock(at, datetime(2026, 11, 27, 0, 0, 1, tzinfo=UTC))
     assert spend(team, "r2", 10).key_budget_left == 0  # a whole new day's budget, spent exactly
     with pytest.raises(BudgetExceeded):
-        team.place_hold("r3", 1, "k1", "m", "chat")
+        team.place_hold(RequestOnLedger("r3", "k1", "m", "chat"), 1)
     assert replay(team).spend == team.spend  # counted from the events' own timestamps
 
 
 def test_a_charge_never_takes_more_than_the_budget_has_left(at):
     team = with_key()
     team.set_budget(5 * CREDIT, "month", "k1")
-    team.place_hold("r1", 2 * CREDIT, "k1", "m", "chat")
-    charged = team.charge("r1", TokenUsage(output_tokens=9), ONE_CREDIT, CPU, key_id="k1", model="m",
-                          endpoint="chat")  # the upstream reported more than the hold allowed for
+    team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 2 * CREDIT)
+    charged = team.charge(
+        RequestOnLedger("r1", "k1", "m", "chat"), TokenUsage(output_tokens=9), ONE_CREDIT, CPU
+    )  # the upstream reported more than the hold allowed for
     assert (charged.charged, charged.uncollected, charged.key_budget_left) == (5 * CREDIT, 4 * CREDIT, 0)
 
 
@@ -103,7 +109,7 @@ def test_a_team_budget_bounds_every_key_and_the_leases(at):
     team.set_budget(20 * CREDIT, "month")
     spend(team, "r1", 15, "k2")
     with pytest.raises(BudgetExceeded) as refused:
-        team.place_hold("r2", 6 * CREDIT, "k1", "m", "chat")
+        team.place_hold(RequestOnLedger("r2", "k1", "m", "chat"), 6 * CREDIT)
     assert refused.value.key_id == ""
     assert team.lease_credits("lease_a", CREDIT, 100 * CREDIT) <= 5 * CREDIT
     with pytest.raises(BudgetExceeded):
@@ -114,7 +120,7 @@ def test_a_budget_can_be_lifted_and_is_checked(at):
     team = with_key()
     team.set_budget(CREDIT, "week", "k1")
     team.set_budget(None, "week", "k1")
-    team.place_hold("r1", 50 * CREDIT, "k1", "m", "chat")
+    team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 50 * CREDIT)
     assert team.budget_of("k1") is None
     with pytest.raises(LedgerError):
         team.set_budget(CREDIT, "fortnight", "k1")
@@ -127,7 +133,7 @@ def test_a_budget_can_be_lifted_and_is_checked(at):
 def test_released_holds_give_the_budget_back(at):
     team = with_key()
     team.set_budget(4 * CREDIT, "none", "k1")
-    team.place_hold("r1", 4 * CREDIT, "k1", "m", "chat")
+    team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 4 * CREDIT)
     team.release_hold("r1", "upstream failed")
     assert team.key_held == {}
     spend(team, "r2", 4)
@@ -140,11 +146,14 @@ def test_a_snapshot_from_before_budgets_is_upcast():
 
 
 command = st.one_of(
-    st.tuples(st.just("hold"), st.sampled_from(["r0", "r1", "r2", "r3"]), st.sampled_from(["k1", "k2"]),
-              st.integers(0, 8)),
+    st.tuples(
+        st.just("hold"), st.sampled_from(["r0", "r1", "r2", "r3"]), st.sampled_from(["k1", "k2"]), st.integers(0, 8)
+    ),
     st.tuples(st.just("charge"), st.sampled_from(["r0", "r1", "r2", "r3"]), st.integers(0, 12)),
     st.tuples(st.just("release"), st.sampled_from(["r0", "r1", "r2", "r3"])),
-    st.tuples(st.just("next_day"),),
+    st.tuples(
+        st.just("next_day"),
+    ),
 )
 
 
@@ -160,11 +169,15 @@ def test_no_sequence_of_requests_spends_past_a_key_budget_in_any_day(commands):
         for cmd in commands:
             try:
                 if cmd[0] == "hold":
-                    team.place_hold(cmd[1], cmd[3] * CREDIT, cmd[2], "m", "chat")
+                    team.place_hold(RequestOnLedger(cmd[1], cmd[2], "m", "chat"), cmd[3] * CREDIT)
                     keys.setdefault(cmd[1], cmd[2])
                 elif cmd[0] == "charge" and cmd[1] in keys:
-                    team.charge(cmd[1], TokenUsage(output_tokens=cmd[2]), ONE_CREDIT, CPU, key_id=keys.pop(cmd[1]),
-                                model="m", endpoint="chat")
+                    team.charge(
+                        RequestOnLedger(cmd[1], keys.pop(cmd[1]), "m", "chat"),
+                        TokenUsage(output_tokens=cmd[2]),
+                        ONE_CREDIT,
+                        CPU,
+                    )
                 elif cmd[0] == "release":
                     team.release_hold(cmd[1], "test")
                     keys.pop(cmd[1], None)

@@ -12,13 +12,25 @@ def test_text_that_follows_the_rule_is_kept_as_it_is(value):
     assert checked_text(value, "user", 64) is value
 
 
-@pytest.mark.parametrize(("value", "shown"), [
-    ("a\u0000b", "U+0000"), ("a\tb", "U+0009"), ("a\x1bb", "U+001B"), ("a\x7fb", "U+007F"),
-    ("a\x85b", "U+0085"), ("a\x9fb", "U+009F"), ("a\u061cb", "U+061C (ARABIC LETTER MARK)"),
-    ("a\u200eb", "U+200E (LEFT-TO-RIGHT MARK)"), ("a\u200fb", "U+200F"), ("a\u202ab", "U+202A"),
-    ("a\u202eb", "U+202E (RIGHT-TO-LEFT OVERRIDE)"), ("a\u2066b", "U+2066"), ("a\u2069b", "U+2069"),
-    ("a\ud800b", "U+D800"),
-])
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        ("a\u0000b", "U+0000"),
+        ("a\tb", "U+0009"),
+        ("a\x1bb", "U+001B"),
+        ("a\x7fb", "U+007F"),
+        ("a\x85b", "U+0085"),
+        ("a\x9fb", "U+009F"),
+        ("a\u061cb", "U+061C (ARABIC LETTER MARK)"),
+        ("a\u200eb", "U+200E (LEFT-TO-RIGHT MARK)"),
+        ("a\u200fb", "U+200F"),
+        ("a\u202ab", "U+202A"),
+        ("a\u202eb", "U+202E (RIGHT-TO-LEFT OVERRIDE)"),
+        ("a\u2066b", "U+2066"),
+        ("a\u2069b", "U+2069"),
+        ("a\ud800b", "U+D800"),
+    ],
+)
 def test_nul_controls_bidi_controls_and_surrogates_are_refused_saying_which_and_where(value, shown):
     with pytest.raises(ClientTextError) as refused:
         checked_text(value, "user", 64)

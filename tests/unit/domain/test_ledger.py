@@ -12,12 +12,13 @@ from domain.ledger import (
     TeamLedger,
     team_id,
 )
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from tests.support.ledgers import CPU, PRICE, funded, replay
 
 
 def charge(team: TeamLedger, request_id: str, usage: TokenUsage) -> TeamLedger.Charged:
-    return team.charge(request_id, usage, PRICE, CPU, key_id="k1", model="m", endpoint="chat.completions")
+    return team.charge(RequestOnLedger(request_id, "k1", "m", "chat.completions"), usage, PRICE, CPU)
 
 
 def test_a_team_id_is_derived_from_its_name():
@@ -32,7 +33,7 @@ def test_team_names_are_checked(name):
 
 def test_a_charge_debits_the_cost_and_closes_the_hold():
     team = funded(1_000_000)
-    team.place_hold("r1", 500_000, "k1", "m", "chat.completions")
+    team.place_hold(RequestOnLedger("r1", "k1", "m", "chat.completions"), 500_000)
     assert (team.balance, team.held, team.available) == (1_000_000, 500_000, 500_000)
 
     event = charge(team, "r1", TokenUsage(input_tokens=100, output_tokens=50))
@@ -46,10 +47,10 @@ def test_a_charge_debits_the_cost_and_closes_the_hold():
 
 def test_a_hold_the_team_cannot_afford_is_refused_and_nothing_is_recorded():
     team = funded(1_000)
-    team.place_hold("r1", 600, "k1", "m", "chat")
+    team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 600)
     version = team.version
     with pytest.raises(InsufficientCredits) as refused:
-        team.place_hold("r2", 401, "k1", "m", "chat")
+        team.place_hold(RequestOnLedger("r2", "k1", "m", "chat"), 401)
     assert (refused.value.needed, refused.value.available) == (401, 400)
     assert team.version == version
     assert team.held == 600
@@ -57,14 +58,14 @@ def test_a_hold_the_team_cannot_afford_is_refused_and_nothing_is_recorded():
 
 def test_placing_the_same_hold_twice_reserves_once():
     team = funded(1_000)
-    team.place_hold("r1", 600, "k1", "m", "chat")
-    team.place_hold("r1", 600, "k1", "m", "chat")
+    team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 600)
+    team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 600)
     assert team.held == 600
 
 
 def test_a_request_is_charged_at_most_once():
     team = funded()
-    team.place_hold("r1", 500_000, "k1", "m", "chat")
+    team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 500_000)
     charge(team, "r1", TokenUsage(input_tokens=1))
     with pytest.raises(HoldNotFound):
         charge(team, "r1", TokenUsage(input_tokens=1))
@@ -72,7 +73,7 @@ def test_a_request_is_charged_at_most_once():
 
 def test_a_released_hold_charges_nothing():
     team = funded(1_000)
-    team.place_hold("r1", 600, "k1", "m", "chat")
+    team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 600)
     assert team.release_hold("r1", "upstream failed") == 1_000
     assert (team.balance, team.held) == (1_000, 0)
     with pytest.raises(HoldNotFound):
@@ -81,7 +82,7 @@ def test_a_released_hold_charges_nothing():
 
 def test_a_cost_beyond_the_hold_never_overdraws_the_team():
     team = funded(100_000)
-    team.place_hold("r1", 50_000, "k1", "m", "chat")
+    team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 50_000)
     event = charge(team, "r1", TokenUsage(output_tokens=1_000))  # costs 1,000,000
     assert event.charged == 100_000
     assert event.uncollected == 900_000
@@ -98,8 +99,8 @@ def test_top_ups_must_be_positive(amount):
 def test_replaying_the_events_reproduces_the_state():
     team = funded(2_000_000)
     team.issue_key("key_1", "hash", "ci")
-    team.place_hold("r1", 500_000, "key_1", "m", "chat")
-    team.place_hold("r2", 500_000, "key_1", "m", "chat")
+    team.place_hold(RequestOnLedger("r1", "key_1", "m", "chat"), 500_000)
+    team.place_hold(RequestOnLedger("r2", "key_1", "m", "chat"), 500_000)
     charge(team, "r1", TokenUsage(input_tokens=10, output_tokens=10, cache_hit_tokens=5))
     team.release_hold("r2", "failed")
     team.add_credits(1, "top-up")
@@ -107,13 +108,17 @@ def test_replaying_the_events_reproduces_the_state():
     copy = replay(team)
 
     assert (copy.balance, copy.held, copy.holds, copy.keys, copy.version) == (
-        team.balance, team.held, team.holds, team.keys, team.version
+        team.balance,
+        team.held,
+        team.holds,
+        team.keys,
+        team.version,
     )
 
 
 def test_holds_older_than_the_timeout_are_released_and_can_still_be_charged_once():
     team = funded(1_000_000)
-    team.place_hold("old", 600_000, "k1", "m", "chat")
+    team.place_hold(RequestOnLedger("old", "k1", "m", "chat"), 600_000)
     placed = team.holds["old"].placed
     assert team.release_expired(now=placed + 10, timeout=60) == []
     assert team.release_expired(now=placed + 61, timeout=60) == ["old"]
@@ -129,9 +134,9 @@ def test_holds_older_than_the_timeout_are_released_and_can_still_be_charged_once
 
 def test_a_late_charge_after_expiry_never_overdraws():
     team = funded(100_000)
-    team.place_hold("old", 100_000, "k1", "m", "chat")
+    team.place_hold(RequestOnLedger("old", "k1", "m", "chat"), 100_000)
     team.release_expired(now=team.holds["old"].placed + 1_000, timeout=60)
-    team.place_hold("new", 90_000, "k1", "m", "chat")
+    team.place_hold(RequestOnLedger("new", "k1", "m", "chat"), 90_000)
     event = charge(team, "old", TokenUsage(output_tokens=1_000))  # costs 1,000,000
     assert event.charged == 10_000
     assert team.balance == 90_000 == team.held
@@ -139,9 +144,10 @@ def test_a_late_charge_after_expiry_never_overdraws():
 
 def test_a_free_model_s_zero_hold_is_closed_by_its_charge():
     team = funded(1_000)
-    team.place_hold("free", 0, "k1", "m", "chat")
-    event = team.charge("free", TokenUsage(input_tokens=10), Price(*(Decimal(0),) * 4), CPU,
-                        key_id="k1", model="m", endpoint="chat")
+    team.place_hold(RequestOnLedger("free", "k1", "m", "chat"), 0)
+    event = team.charge(
+        RequestOnLedger("free", "k1", "m", "chat"), TokenUsage(input_tokens=10), Price(*(Decimal(0),) * 4), CPU
+    )
     assert event.charged == 0
     assert team.holds == {}
     assert replay(team).holds == {}
@@ -153,16 +159,20 @@ def test_a_suspended_team_cannot_place_holds_until_reinstated():
     team = TeamLedger.open("acme")
     team.add_credits(1_000_000)
     team.issue_key("key_1", "hash", "ci")
-    team.place_hold("r1", 10, "key_1", "m", "chat.completions")
+    team.place_hold(RequestOnLedger("r1", "key_1", "m", "chat.completions"), 10)
     team.suspend("unpaid invoice")
     with pytest.raises(TeamSuspended):
-        team.place_hold("r2", 10, "key_1", "m", "chat.completions")
-    team.charge("r1", TokenUsage(input_tokens=1), Price(Decimal(1), Decimal(1), Decimal(1), Decimal(1)), Decimal(100),
-                key_id="key_1", model="m", endpoint="chat.completions")  # a request already running still settles
+        team.place_hold(RequestOnLedger("r2", "key_1", "m", "chat.completions"), 10)
+    team.charge(
+        RequestOnLedger("r1", "key_1", "m", "chat.completions"),
+        TokenUsage(input_tokens=1),
+        Price(Decimal(1), Decimal(1), Decimal(1), Decimal(1)),
+        Decimal(100),
+    )  # a request already running still settles
     with pytest.raises(LedgerError):
         team.suspend("again")
     team.reinstate()
-    team.place_hold("r3", 10, "key_1", "m", "chat.completions")
+    team.place_hold(RequestOnLedger("r3", "key_1", "m", "chat.completions"), 10)
 
 
 def test_key_and_team_policies_are_recorded_as_events():
@@ -192,13 +202,23 @@ def test_a_lease_is_a_hold_that_requests_are_charged_against_in_memory():
         team.lease_credits("lease-2", needed=1, wanted=10)
 
     price = Price(Decimal(1), Decimal(1), Decimal(0), Decimal(0))  # at 1 credit per USD: 1 micro-credit a token
-    charged = team.charge("r1", TokenUsage(input_tokens=3), price, Decimal(1), key_id="k", model="m",
-                          endpoint="chat.completions", lease="lease-1")
+    charged = team.charge(
+        RequestOnLedger("r1", "k", "m", "chat.completions"),
+        TokenUsage(input_tokens=3),
+        price,
+        Decimal(1),
+        lease="lease-1",
+    )
     assert (charged.cost, charged.charged, charged.hold, charged.lease) == (3, 3, 3, "lease-1")
     assert (team.balance, team.held, team.holds["lease-1"].amount) == (997, 997, 997)
     with pytest.raises(LedgerError):  # a request is charged once
-        team.charge("r1", TokenUsage(input_tokens=1), price, Decimal(1), key_id="k", model="m",
-                    endpoint="chat.completions", lease="lease-1")
+        team.charge(
+            RequestOnLedger("r1", "k", "m", "chat.completions"),
+            TokenUsage(input_tokens=1),
+            price,
+            Decimal(1),
+            lease="lease-1",
+        )
     team.record_failure("r2", "lease-1", "k", "m", "chat.completions", "upstream failed")
     team.return_lease("lease-1")
     assert team.held == 0

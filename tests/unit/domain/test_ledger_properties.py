@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain.ledger import HoldNotFound, InsufficientCredits, InvalidAmount, TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
@@ -28,9 +29,9 @@ def run(team: TeamLedger, cmd: tuple) -> None:
         if kind == "top_up":
             team.add_credits(cmd[1], "test")
         elif kind == "hold":
-            team.place_hold(cmd[1], cmd[2], "k", "m", "chat")
+            team.place_hold(RequestOnLedger(cmd[1], "k", "m", "chat"), cmd[2])
         elif kind == "charge":
-            team.charge(cmd[1], cmd[2], PRICE, Decimal(100), key_id="k", model="m", endpoint="chat")
+            team.charge(RequestOnLedger(cmd[1], "k", "m", "chat"), cmd[2], PRICE, Decimal(100))
         else:
             team.release_hold(cmd[1], "test")
     except (InsufficientCredits, HoldNotFound, InvalidAmount):
@@ -56,8 +57,13 @@ def test_available_never_goes_negative_and_replay_reproduces_the_state(opening, 
     replayed = None
     for event in events:
         replayed = event.mutate(replayed)
+    assert replayed is not None
     assert (replayed.balance, replayed.held, replayed.holds, replayed.version) == (
-        team.balance, team.held, team.holds, team.version)
+        team.balance,
+        team.held,
+        team.holds,
+        team.version,
+    )
 
     # Money is conserved: what came in, less what was charged, is what is left.
     added = sum(e.amount for e in events if isinstance(e, TeamLedger.CreditsAdded))

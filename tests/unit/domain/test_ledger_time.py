@@ -14,6 +14,7 @@ import pytest
 
 from domain import clock
 from domain.ledger import BudgetExceeded, TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import TokenUsage
 from tests.support.ledgers import CPU, replay
 from tests.unit.domain.test_budgets import CREDIT, ONE_CREDIT
@@ -32,9 +33,10 @@ def set_clock(instant: datetime) -> None:
 
 
 def spend(team: TeamLedger, request_id: str, amount: int) -> TeamLedger.Charged:
-    team.place_hold(request_id, amount * CREDIT, "k1", "m", "chat")
-    return team.charge(request_id, TokenUsage(output_tokens=amount), ONE_CREDIT, CPU, key_id="k1", model="m",
-                       endpoint="chat")
+    team.place_hold(RequestOnLedger(request_id, "k1", "m", "chat"), amount * CREDIT)
+    return team.charge(
+        RequestOnLedger(request_id, "k1", "m", "chat"), TokenUsage(output_tokens=amount), ONE_CREDIT, CPU
+    )
 
 
 def opened() -> TeamLedger:

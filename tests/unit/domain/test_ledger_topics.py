@@ -17,11 +17,33 @@ from domain import ledger_events
 from domain.ledger import TeamLedger
 
 #: Every topic a team's events were stored under before the events had a module of their own.
-TOPICS = [f"domain.ledger:TeamLedger.{name}" for name in (
-    "Opened", "CreditsAdded", "KeyIssued", "KeyRevoked", "KeyModelsRestricted", "KeyEndpointsRestricted",
-    "KeyLimitsSet", "TeamLimitsSet", "Suspended", "Reinstated", "HoldPlaced", "Charged", "CreditsLeased",
-    "RequestFailed", "HoldReleased", "CreditsAdjusted", "Rerated", "PricesAdjusted", "OutputClampSet", "BudgetSet",
-    "AlertThresholdSet", "AlertRaised")]
+TOPICS = [
+    f"domain.ledger:TeamLedger.{name}"
+    for name in (
+        "Opened",
+        "CreditsAdded",
+        "KeyIssued",
+        "KeyRevoked",
+        "KeyModelsRestricted",
+        "KeyEndpointsRestricted",
+        "KeyLimitsSet",
+        "TeamLimitsSet",
+        "Suspended",
+        "Reinstated",
+        "HoldPlaced",
+        "Charged",
+        "CreditsLeased",
+        "RequestFailed",
+        "HoldReleased",
+        "CreditsAdjusted",
+        "Rerated",
+        "PricesAdjusted",
+        "OutputClampSet",
+        "BudgetSet",
+        "AlertThresholdSet",
+        "AlertRaised",
+    )
+]
 
 
 @pytest.mark.parametrize("topic", TOPICS)
@@ -34,8 +56,13 @@ def test_each_event_is_recorded_and_read_under_its_topic_of_before(topic):
 
 
 def test_every_event_defined_is_one_of_the_team_s_and_no_other():
-    defined = {name for name, value in vars(ledger_events).items() if inspect.isclass(value)
-               and issubclass(value, CanMutateAggregate) and value.__module__ == ledger_events.__name__}
+    defined = {
+        name
+        for name, value in vars(ledger_events).items()
+        if inspect.isclass(value)
+        and issubclass(value, CanMutateAggregate)
+        and value.__module__ == ledger_events.__name__
+    }
     assert {topic.rpartition(".")[2] for topic in TOPICS} == defined
 
 

@@ -18,15 +18,17 @@ def test_credit_amounts_parse_exactly_to_micro_credits():
     assert micros_from_credits("0.000001") == 1
 
 
-@pytest.mark.parametrize("text", ["0.0000001", "abc", "nan", "NaN", "inf", "Infinity", "-Infinity", "", "1e-7",
-                                  "1e-999999999"])
+@pytest.mark.parametrize(
+    "text", ["0.0000001", "abc", "nan", "NaN", "inf", "Infinity", "-Infinity", "", "1e-7", "1e-999999999"]
+)
 def test_credit_amounts_that_are_not_exact_micro_credits_are_refused(text):
     with pytest.raises(AmountError):
         micros_from_credits(text)
 
 
-@pytest.mark.parametrize("text", ["10000000000000", "1e999999", "1e999999999999", "1e18", "9223372036854",
-                                  "10000000000.000001", "-1e20"])
+@pytest.mark.parametrize(
+    "text", ["10000000000000", "1e999999", "1e999999999999", "1e18", "9223372036854", "10000000000.000001", "-1e20"]
+)
 def test_credit_amounts_beyond_the_largest_one_amount_may_be_are_refused(text):
     with pytest.raises(AmountError, match="out of range"):
         micros_from_credits(text)

@@ -60,12 +60,21 @@ def test_prices_survive_the_round_trip_through_an_event_record():
 
 D = Decimal
 #: An Opus-like price: 1-hour writes at 2 × input, long context above 200k, a priority tier, web search.
-OPUS = Price(D(5), D(25), D("6.25"), D("0.5"), cache_write_1h=D(10),
-             long_context=LongContext(200_000, Price(D(10), D("37.5"), D("12.5"), D(1), D(20))),
-             service_tiers={"flex": Price(D("2.5"), D("12.5"), D("3.125"), D("0.25")),
-                            "priority": Price(D(10), D(50), D("12.5"), D(1),
-                                              long_context=LongContext(200_000, Price(D(20), D(75), D(25), D(2))))},
-             tool_fees={"web_search": D("0.01")})
+OPUS = Price(
+    D(5),
+    D(25),
+    D("6.25"),
+    D("0.5"),
+    cache_write_1h=D(10),
+    long_context=LongContext(200_000, Price(D(10), D("37.5"), D("12.5"), D(1), D(20))),
+    service_tiers={
+        "flex": Price(D("2.5"), D("12.5"), D("3.125"), D("0.25")),
+        "priority": Price(
+            D(10), D(50), D("12.5"), D(1), long_context=LongContext(200_000, Price(D(20), D(75), D(25), D(2)))
+        ),
+    },
+    tool_fees={"web_search": D("0.01")},
+)
 CPU = D(100)
 
 
@@ -121,8 +130,9 @@ def test_a_price_survives_the_round_trip_through_an_event_record_whole():
     assert Price.from_record(OPUS.as_record()) == OPUS
     usage = TokenUsage(1, 2, 3, 4, 5, "flex", (("web_search", 2),))
     assert TokenUsage.from_record(usage.as_record()) == usage
-    assert TokenUsage.from_record({"input_tokens": 1, "output_tokens": 2, "cache_write_tokens": 3,
-                                   "cache_hit_tokens": 4}) == TokenUsage(1, 2, 3, 4)  # recorded before them
+    assert TokenUsage.from_record(
+        {"input_tokens": 1, "output_tokens": 2, "cache_write_tokens": 3, "cache_hit_tokens": 4}
+    ) == TokenUsage(1, 2, 3, 4)  # recorded before them
 
 
 def test_the_worst_case_covers_every_tier_the_request_may_get_and_long_context_only_when_reachable():
@@ -141,18 +151,29 @@ def test_the_worst_case_covers_every_tier_the_request_may_get_and_long_context_o
 def test_the_worst_case_covers_whatever_the_usage_within_its_bounds(prompt, output, data):
     tier = data.draw(st.sampled_from(["", "flex", "priority", "default"]))
     split = data.draw(st.lists(st.integers(0, prompt), min_size=3, max_size=3).map(sorted))
-    usage = TokenUsage(split[0], data.draw(st.integers(0, output)), split[1] - split[0], split[2] - split[1],
-                       prompt - split[2], tier, tool_calls_of({"web_search": data.draw(st.integers(0, 4))}))
+    usage = TokenUsage(
+        split[0],
+        data.draw(st.integers(0, output)),
+        split[1] - split[0],
+        split[2] - split[1],
+        prompt - split[2],
+        tier,
+        tool_calls_of({"web_search": data.draw(st.integers(0, 4))}),
+    )
     exposure = Exposure(None, {"web_search": 4})
     adjustment = data.draw(st.sampled_from([D(0), D(15), D(-10)]))
-    assert (worst_case_in_micros(prompt, output, OPUS, CPU, exposure, adjustment)
-            >= price_usage(usage, OPUS, CPU, adjustment).micros)
+    assert (
+        worst_case_in_micros(prompt, output, OPUS, CPU, exposure, adjustment)
+        >= price_usage(usage, OPUS, CPU, adjustment).micros
+    )
 
 
 @given(available=st.integers(0, 10**9), prompt=st.integers(0, 300_000))
 def test_the_affordable_output_is_the_largest_the_balance_covers(available, prompt):
     ceiling = 64_000
-    tokens = affordable_output_tokens(available, prompt, ceiling, OPUS, CPU)
+    tokens = affordable_output_tokens(
+        available, ceiling, lambda output: worst_case_in_micros(prompt, output, OPUS, CPU)
+    )
     if tokens == 0:
         assert worst_case_in_micros(prompt, 1, OPUS, CPU) > available
     else:

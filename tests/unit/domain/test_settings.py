@@ -5,10 +5,12 @@ import pytest
 from domain.settings import ConfigError, parse_settings, require_upstream_secrets, require_webhook_secrets
 
 #: The one deployment of GOOD's model.
-UPSTREAM = ('upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", '
-            'model = "gpt-x"}')
+UPSTREAM = (
+    'upstream = {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}'
+)
 
-GOOD = """
+GOOD = (
+    """
 database_url = "sqlite:///tollgate.db"
 credits_per_usd = 100
 [[models]]
@@ -22,7 +24,10 @@ default_effort_level = "medium"
 effort_levels = [{value = "low", display = "Low"}, {value = "medium", display = "Medium"},
                  {value = "high", display = "High"}]
 pricing = {input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}   # USD per million tokens
-""" + UPSTREAM + "\n"
+"""
+    + UPSTREAM
+    + "\n"
+)
 
 
 def test_the_documented_example_parses_with_exact_prices():
@@ -43,19 +48,31 @@ def test_the_documented_example_parses_with_exact_prices():
         (('kind = "openai"', 'kind = "grpc"'), "models[0].upstream.kind", "unknown kind"),
         (("input = 2.5", "input = -1"), "models[0].pricing.input", "must not be negative"),
         (("credits_per_usd = 100", "credits_per_usd = 0"), "credits_per_usd", "greater than 0"),
-        (('default_effort_level = "medium"', 'default_effort_level = "max"'), "models[0].default_effort_level",
-         "not one of"),
+        (
+            ('default_effort_level = "medium"', 'default_effort_level = "max"'),
+            "models[0].default_effort_level",
+            "not one of",
+        ),
         (('base_url = "http://127.0.0.1:9100/v1", ', ""), "models[0].upstream.base_url", "required"),
         (("sqlite:///tollgate.db", "mysql://db"), "database_url", "unsupported URL"),
         (("sqlite:///tollgate.db", "postgresql://host-without-database"), "database_url", "unsupported URL"),
         (("credits_per_usd = 100", "credits_per_usd = 100\nmax_request_bytes = 0"), "max_request_bytes", "at least 1"),
-        (("credits_per_usd = 100", "credits_per_usd = 100\nmax_streams_per_key = -1"), "max_streams_per_key",
-         "at least 1"),
+        (
+            ("credits_per_usd = 100", "credits_per_usd = 100\nmax_streams_per_key = -1"),
+            "max_streams_per_key",
+            "at least 1",
+        ),
         (("credits_per_usd = 100", "credits_per_usd = 100\nwrite_timeout = 0"), "write_timeout", "greater than 0"),
-        (("credits_per_usd = 100", 'credits_per_usd = 100\nwebhooks = [{url = "http://127.0.0.1:9/h"}]'),
-         "webhooks[0].secret_env", "required key is missing"),
-        (("credits_per_usd = 100", 'credits_per_usd = 100\nwebhooks = [{url = "http://x/h", secret_env = " "}]'),
-         "webhooks[0].secret_env", "must name the environment variable"),
+        (
+            ("credits_per_usd = 100", 'credits_per_usd = 100\nwebhooks = [{url = "http://127.0.0.1:9/h"}]'),
+            "webhooks[0].secret_env",
+            "required key is missing",
+        ),
+        (
+            ("credits_per_usd = 100", 'credits_per_usd = 100\nwebhooks = [{url = "http://x/h", secret_env = " "}]'),
+            "webhooks[0].secret_env",
+            "must name the environment variable",
+        ),
     ],
 )
 def test_an_invalid_file_is_refused_naming_the_file_the_key_and_the_problem(change, key, problem):
@@ -83,17 +100,23 @@ def test_the_database_url_can_come_from_the_environment():
     assert settings.database_url == "sqlite:////var/lib/tollgate.db"
 
 
-MANY = GOOD.replace(UPSTREAM, """upstreams = [
+MANY = GOOD.replace(
+    UPSTREAM,
+    """upstreams = [
   {kind = "openai", base_url = "http://127.0.0.1:9100/v1", api_key_env = "UPSTREAM_KEY", model = "gpt-x", weight = 3},
   {kind = "openai", base_url = "http://127.0.0.1:9200/v1", api_key_env = "OTHER_KEY"},
   {kind = "demo"},
-]""")
+]""",
+)
 
 
 def test_a_model_may_list_several_deployments_each_with_its_weight_and_model_name():
     model = parse_settings(MANY, "t.toml").models[0]
     assert [(up.base_url, up.weight) for up in model.deployments] == [
-        ("http://127.0.0.1:9100/v1", 3), ("http://127.0.0.1:9200/v1", 1), (None, 1)]
+        ("http://127.0.0.1:9100/v1", 3),
+        ("http://127.0.0.1:9200/v1", 1),
+        (None, 1),
+    ]
     assert [model.name_at(up) for up in model.deployments] == ["gpt-x", "fake-gpt", "fake-gpt"]
     assert model.attempts == 3
     assert parse_settings(MANY.replace("[[models]]", "[[models]]\nmax_attempts = 2"), "t.toml").models[0].attempts == 2
@@ -103,11 +126,17 @@ def test_a_model_may_list_several_deployments_each_with_its_weight_and_model_nam
     ("change", "key", "problem"),
     [
         (("weight = 3", "weight = 0"), "models[0].upstreams[0].weight", "at least 1"),
-        (('{kind = "demo"}', '{kind = "anthropic", base_url = "https://api.anthropic.com"}'),
-         "models[0].upstreams[2].kind", "must speak the same wire"),
+        (
+            ('{kind = "demo"}', '{kind = "anthropic", base_url = "https://api.anthropic.com"}'),
+            "models[0].upstreams[2].kind",
+            "must speak the same wire",
+        ),
         (('{kind = "demo"}', '{kind = "openai"}'), "models[0].upstreams[2].base_url", "required"),
-        (("[[models]]", "[[models]]\nmax_attempts = 4"), "models[0].max_attempts",
-         "between 1 and the number of deployments (3)"),
+        (
+            ("[[models]]", "[[models]]\nmax_attempts = 4"),
+            "models[0].max_attempts",
+            "between 1 and the number of deployments (3)",
+        ),
         (("[[models]]", "[[models]]\nmax_attempts = 0"), "models[0].max_attempts", "between 1"),
         (("upstreams = [", 'upstream = {kind = "demo"}\nupstreams = ['), "models[0].upstreams", "not both"),
         (("weight = 3", 'weight = "heavy"'), "models[0].upstreams[0].weight", "expected `int`"),
@@ -143,14 +172,18 @@ def test_a_model_may_choose_how_its_tokens_are_counted():
     assert chosen.models[0].tokenizer == "bytes"
     with pytest.raises(ConfigError) as error:
         parse_settings(GOOD.replace("vision = false", 'vision = false\ntokenizer = "cl100k"'), "t.toml")
-    assert str(error.value) == ("t.toml: models[0].tokenizer: unknown tokenizer 'cl100k'; "
-                                "expected one of o200k, anthropic, bytes")
+    assert str(error.value) == (
+        "t.toml: models[0].tokenizer: unknown tokenizer 'cl100k'; expected one of o200k, anthropic, bytes"
+    )
 
 
-@pytest.mark.parametrize(("extra", "key"), [
-    ('webhooks = [{url = "ftp://hooks.example/x", secret_env = "HOOK_SECRET"}]', "webhooks[0].url"),
-    ("webhook_retry_max_seconds = 0", "webhook_retry_max_seconds"),
-])
+@pytest.mark.parametrize(
+    ("extra", "key"),
+    [
+        ('webhooks = [{url = "ftp://hooks.example/x", secret_env = "HOOK_SECRET"}]', "webhooks[0].url"),
+        ("webhook_retry_max_seconds = 0", "webhook_retry_max_seconds"),
+    ],
+)
 def test_webhooks_are_checked(extra, key):
     with pytest.raises(ConfigError) as refused:
         parse_settings(extra + "\n" + GOOD, "t.toml")
@@ -158,11 +191,17 @@ def test_webhooks_are_checked(extra, key):
 
 
 def test_serving_needs_every_webhooks_secret_set_and_not_empty():
-    settings = parse_settings(GOOD.replace("credits_per_usd = 100", 'credits_per_usd = 100\nwebhooks = ['
-                                           '{url = "http://127.0.0.1:9/h", secret_env = "HOOK_SECRET"}]'), "t.toml")
+    settings = parse_settings(
+        GOOD.replace(
+            "credits_per_usd = 100",
+            'credits_per_usd = 100\nwebhooks = [{url = "http://127.0.0.1:9/h", secret_env = "HOOK_SECRET"}]',
+        ),
+        "t.toml",
+    )
     for environ, state in (({}, "not set"), ({"HOOK_SECRET": ""}, "empty")):
         with pytest.raises(ConfigError) as error:
             require_webhook_secrets(settings, "t.toml", environ)
         assert str(error.value).startswith(
-            f"t.toml: webhooks[0].secret_env: environment variable HOOK_SECRET is {state}")
+            f"t.toml: webhooks[0].secret_env: environment variable HOOK_SECRET is {state}"
+        )
     require_webhook_secrets(settings, "t.toml", {"HOOK_SECRET": "whsec"})

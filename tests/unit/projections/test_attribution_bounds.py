@@ -11,8 +11,10 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import open_ledger_store
 from domain import attribution_bounds
+from domain.attribution import Attribution
 from domain.attribution_bounds import OTHER
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
 from projections.history import HistoryProjection
@@ -32,18 +34,29 @@ def small_bounds(monkeypatch):
 def test_live_rebuilt_and_verified_rows_are_the_same_within_the_bounds(tmp_path, batch):
     url = new_database_url()
     store = open_ledger_store(url, tmp_path)
-    charges = [("u1", {"a": "1"}), ("u2", {"b": "1", "c": "1"}), ("u3", {}), ("u4", {"a": "2"}),
-               ("u1", {"a": "3"}), ("", {"a": "4"}), ("u5", {"b": "2"}), ("u6", {})]
+    charges = [
+        ("u1", {"a": "1"}),
+        ("u2", {"b": "1", "c": "1"}),
+        ("u3", {}),
+        ("u4", {"a": "2"}),
+        ("u1", {"a": "3"}),
+        ("", {"a": "4"}),
+        ("u5", {"b": "2"}),
+        ("u6", {}),
+    ]
     with LedgerWriter(store) as writer:
         for name in ("acme", "beta"):  # two teams, their charges interleaved: each has bounds of its own
             LedgerService(writer).create_team(name, 10**9)
         for i, (user, tags) in enumerate(charges):
             for name in ("acme", "beta"):
                 tid = team_id(name)
-                writer.on_team(tid, name, lambda t, i=i: t.place_hold(f"r{i}", 1000, "k", "m", "chat")).result()
-                writer.on_team(tid, name, lambda t, i=i, u=user, g=tags: t.charge_priced(
-                    f"r{i}", TokenUsage(10 + i, 5), PRICE, Decimal(100), key_id="k", model="m", endpoint="chat",
-                    tags=g, end_user=u)).result()
+                writer.on_team(
+                    tid, name, lambda t, i=i: t.place_hold(RequestOnLedger(f"r{i}", "k", "m", "chat"), 1000)
+                ).result()
+                request = RequestOnLedger(f"r{i}", "k", "m", "chat", Attribution(tags or {}, user))
+                writer.on_team(
+                    tid, name, lambda t, i=i, r=request: t.charge_priced(r, TokenUsage(10 + i, 5), PRICE, Decimal(100))
+                ).result()
     raw = RawDatabase(url, tmp_path)
     history = HistoryProjection(store, store.database)
     rows = "SELECT dimension, value, requests, cost FROM usage_by_attribution WHERE team_name = ?"
@@ -56,8 +69,12 @@ def test_live_rebuilt_and_verified_rows_are_the_same_within_the_bounds(tmp_path,
         assert {r[0] for r in live} == {"user", "tag:a", "tag:b"}  # tag c came third on the day
         assert {r[1]: r[2] for r in live if r[0] == "tag:a"} == {"1": 1, OTHER: 3}  # the team's 5 values were taken
         total = sum(r[3] for r in live if r[0] == "user")
-        assert total == raw.execute("SELECT SUM(-amount) FROM ledger_entries WHERE kind = 'charge' AND team_name = ?",
-                                    ("acme",))[0][0]
+        assert (
+            total
+            == raw.execute(
+                "SELECT SUM(-amount) FROM ledger_entries WHERE kind = 'charge' AND team_name = ?", ("acme",)
+            )[0][0]
+        )
         page = history.attribution_usage("acme", "user", limit=2, offset=1)
         assert page.values == 5
         assert page.total["requests"] == 8

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import closing
 from decimal import Decimal
 
 import pytest
@@ -10,9 +11,11 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
-from projections.history import ENTRY_COLUMNS, HistoryProjection
+from projections.history import HistoryProjection
+from projections.history_rows import ENTRY_COLUMNS
 from tests.support.backend import RawDatabase, new_database_url
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
@@ -26,9 +29,12 @@ def ledger(tmp_path) -> tuple[LedgerStore, RawDatabase]:
     with LedgerWriter(store) as writer:
         LedgerService(writer).create_team("acme", 1_000_000)
         tid = team_id("acme")
-        writer.on_team(tid, "acme", lambda t: t.place_hold("r1", 500_000, "k", "m", "chat")).result()
-        writer.on_team(tid, "acme", lambda t: t.charge("r1", TokenUsage(100, 50), PRICE, Decimal(100),
-                                                       key_id="k", model="m", endpoint="chat")).result()
+        writer.on_team(tid, "acme", lambda t: t.place_hold(RequestOnLedger("r1", "k", "m", "chat"), 500_000)).result()
+        writer.on_team(
+            tid,
+            "acme",
+            lambda t: t.charge(RequestOnLedger("r1", "k", "m", "chat"), TokenUsage(100, 50), PRICE, Decimal(100)),
+        ).result()
     yield store, RawDatabase(url, tmp_path)
     store.close()
 
@@ -95,7 +101,8 @@ def test_a_charge_missing_from_the_once_only_index_is_found_and_a_rebuild_restor
     report = verify_ledger(store)
     assert not report.ok
     assert "the once-only charge index has 0 charge(s)" in report.problems[0]
-    HistoryProjection(store, store.database).rebuild()
+    with closing(HistoryProjection(store, store.database)) as history:
+        history.rebuild()
     assert raw.execute("SELECT request_id, charged FROM charged_requests") == [("r1", 75_000)]
     assert verify_ledger(store).ok
 
@@ -105,10 +112,15 @@ def test_a_charge_recorded_twice_in_the_history_is_found(ledger):
     store, raw = ledger
     ((_, state),) = raw.events("Charged")
     team = store.find_team(team_id("acme"))
-    raw.execute("INSERT INTO {events} (originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)",
-                (raw.execute("SELECT originator_id FROM {events} LIMIT 1")[0][0], team.version + 1,
-                 "domain.ledger:TeamLedger.Charged", state.replace(b'"balance_after":925000', b'"balance_after":850000')
-                 .replace(b'"hold":500000', b'"hold":0')))
+    raw.execute(
+        "INSERT INTO {events} (originator_id, originator_version, topic, state) VALUES (?, ?, ?, ?)",
+        (
+            raw.execute("SELECT originator_id FROM {events} LIMIT 1")[0][0],
+            team.version + 1,
+            "domain.ledger:TeamLedger.Charged",
+            state.replace(b'"balance_after":925000', b'"balance_after":850000').replace(b'"hold":500000', b'"hold":0'),
+        ),
+    )
     report = verify_ledger(store)
     assert not report.ok
     assert "the once-only charge index has 1 charge(s)" in report.problems[0]
@@ -131,8 +143,11 @@ def projected(ledger):
 
 def _copy_entry(raw: RawDatabase, source: int, notification_id: int) -> None:
     columns = ", ".join(c for c in ENTRY_COLUMNS if c != "notification_id")
-    raw.execute(f"INSERT INTO ledger_entries (notification_id, {columns}) SELECT ?, {columns} FROM ledger_entries "
-                "WHERE notification_id = ?", (notification_id, source))
+    raw.execute(
+        f"INSERT INTO ledger_entries (notification_id, {columns}) SELECT ?, {columns} FROM ledger_entries "
+        "WHERE notification_id = ?",
+        (notification_id, source),
+    )
 
 
 def test_a_projected_history_verifies(projected):
@@ -170,11 +185,14 @@ def test_an_audit_history_row_that_differs_from_its_event_is_found_before_missin
     assert report.problems[0].startswith("audit history row for event #4 differs from its event")
 
 
-@pytest.mark.parametrize(("column", "stored", "said"), [
-    ("amount", "amount - 1", "its amount is -75001, its event's is -75000"),
-    ("reference", "'forged'", "its reference is 'forged', its event's is ''"),
-    ("output_tokens", "output_tokens + 5", "its output_tokens is 55, its event's is 50"),
-])
+@pytest.mark.parametrize(
+    ("column", "stored", "said"),
+    [
+        ("amount", "amount - 1", "its amount is -75001, its event's is -75000"),
+        ("reference", "'forged'", "its reference is 'forged', its event's is ''"),
+        ("output_tokens", "output_tokens + 5", "its output_tokens is 55, its event's is 50"),
+    ],
+)
 def test_an_audit_history_row_that_differs_says_which_column_and_what_its_event_says(projected, column, stored, said):
     store, raw = projected
     raw.execute(f"UPDATE ledger_entries SET {column} = {stored} WHERE notification_id = 4")

@@ -25,6 +25,7 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.snapshots import SnapshotRow, same_state
 from domain.budgets import Budget
 from domain.ledger import TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.ledger_state import STATE_VERSION, Hold, KeyPolicy
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_caught_up, verify_ledger
@@ -55,8 +56,9 @@ def old_ledger(tmp_path: Path) -> Iterator[tuple[LedgerStore, RawDatabase]]:
             values = [_value(v) for v in row]
             if table == "stored_events" and raw.db.kind != "sqlite":
                 values[0] = UUID(values[0])  # PostgreSQL's events table keeps the id as a uuid
-            raw.execute(f"INSERT INTO {name} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
-                        tuple(values))
+            raw.execute(
+                f"INSERT INTO {name} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", tuple(values)
+            )
     assert store.recorder.max_notification_id() == len(ROWS["stored_events"]["rows"])  # ids as they were
     yield store, raw
     store.close()
@@ -77,13 +79,24 @@ def _snapshot_versions(name: str) -> list[int]:
 def _as_it_was_said(team: TeamLedger) -> dict[str, Any]:
     """What today's state says of the team, in the terms ``expected.json`` has it (the old code's)."""
     return {
-        "version": team.version, "balance": team.balance, "held": team.held,
+        "version": team.version,
+        "balance": team.balance,
+        "held": team.held,
         "holds": {held_for: [h.amount, h.placed, h.key_id, h.owner, h.idem_key] for held_for, h in team.holds.items()},
-        "budget": team.budget.as_record() if team.budget else None, "key_held": team.key_held, "spend": team.spend,
-        "idem_holds": team.idem_holds, "expired": team.expired, "lease_charges": list(team.lease_charges),
-        "suspended": team.suspended, "rpm": team.rpm, "tpm": team.tpm, "policy_version": team.policy_version,
-        "price_adjustments": team.price_adjustments, "clamp_output": team.clamp_output,
-        "alert_thresholds": team.alert_thresholds, "rerates": team.rerates,
+        "budget": team.budget.as_record() if team.budget else None,
+        "key_held": team.key_held,
+        "spend": team.spend,
+        "idem_holds": team.idem_holds,
+        "expired": team.expired,
+        "lease_charges": list(team.lease_charges),
+        "suspended": team.suspended,
+        "rpm": team.rpm,
+        "tpm": team.tpm,
+        "policy_version": team.policy_version,
+        "price_adjustments": team.price_adjustments,
+        "clamp_output": team.clamp_output,
+        "alert_thresholds": team.alert_thresholds,
+        "rerates": team.rerates,
         "adjustment_references": list(team.adjustment_references),
     }
 
@@ -91,9 +104,17 @@ def _as_it_was_said(team: TeamLedger) -> dict[str, Any]:
 def _key_as_it_was(key: dict[str, Any]) -> KeyPolicy:
     """A key as the old state kept it (what was never set on it absent), as the record it is now."""
     budget = key.get("budget")
-    return KeyPolicy(key["hash"], key["label"], key["revoked"], tuple(key.get("models", ())),
-                     tuple(key.get("endpoints", ())), key.get("rpm"), key.get("tpm"), key.get("clamp"),
-                     None if budget is None else Budget(budget["limit"], budget["period"]))
+    return KeyPolicy(
+        key["hash"],
+        key["label"],
+        key["revoked"],
+        tuple(key.get("models", ())),
+        tuple(key.get("endpoints", ())),
+        key.get("rpm"),
+        key.get("tpm"),
+        key.get("clamp"),
+        None if budget is None else Budget(budget["limit"], budget["period"]),
+    )
 
 
 def test_a_ledger_written_before_verifies_whole_snapshots_and_audit_history_included(old_ledger):
@@ -126,11 +147,15 @@ def test_each_team_loads_from_its_old_snapshots_as_its_events_make_it(old_ledger
 
 def test_the_audit_history_rebuilt_today_is_the_history_projected_then(old_ledger):
     store, raw = old_ledger
-    tables = ("ledger_entries", "usage_daily", "usage_by_attribution", "team_balances", "api_keys",
-              "charged_requests")
-    order = {"ledger_entries": "notification_id", "usage_daily": "team_name, key_id, model, day",
-             "usage_by_attribution": "team_name, dimension, value, day", "team_balances": "team_id",
-             "api_keys": "key_hash", "charged_requests": "team_id, request_id"}
+    tables = ("ledger_entries", "usage_daily", "usage_by_attribution", "team_balances", "api_keys", "charged_requests")
+    order = {
+        "ledger_entries": "notification_id",
+        "usage_daily": "team_name, key_id, model, day",
+        "usage_by_attribution": "team_name, dimension, value, day",
+        "team_balances": "team_id",
+        "api_keys": "key_hash",
+        "charged_requests": "team_id, request_id",
+    }
     before = {t: raw.execute(f"SELECT * FROM {t} ORDER BY {order[t]}") for t in tables}
     assert len(before["ledger_entries"]) == 28
     history = HistoryProjection(store, store.database)
@@ -147,12 +172,13 @@ def test_a_ledger_written_before_carries_on_with_today_s_code(old_ledger):
     store, _ = old_ledger
     team, _ = store.load_team(team_id("acme"))
     assert team is not None
-    team.charge("r7", TokenUsage(300, 100), PRICE, Decimal(100), key_id="k1", model="m", endpoint="chat.completions")
-    team.charge("q4", TokenUsage(10, 10), PRICE, Decimal(100), key_id="k1", model="m", endpoint="chat.completions",
-                lease="lease_3")
+    team.charge(RequestOnLedger("r7", "k1", "m", "chat.completions"), TokenUsage(300, 100), PRICE, Decimal(100))
+    team.charge(
+        RequestOnLedger("q4", "k1", "m", "chat.completions"), TokenUsage(10, 10), PRICE, Decimal(100), lease="lease_3"
+    )
     team.return_lease("lease_3")
     team.set_budget(5_000_000, "week", "k1")
-    team.place_hold("r8", 100_000, "k1", "m", "chat.completions", owner="p9", idem_key="K8")
+    team.place_hold(RequestOnLedger("r8", "k1", "m", "chat.completions"), 100_000, owner="p9", idem_key="K8")
     store.save_teams([team])
     store.team_snapshots.save([store.team_snapshots.take(team)])
     loaded, used = store.load_team(team_id("acme"))

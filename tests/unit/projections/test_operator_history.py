@@ -9,7 +9,7 @@ import pytest
 
 from app.admin_keys import issue_admin_key, revoke_admin_key
 from app.keys import hash_key
-from app.ledger.results import Limits
+from app.ledger.results import KeyTerms, Limits
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
@@ -29,7 +29,7 @@ def ledger(tmp_path) -> tuple[LedgerStore, RawDatabase]:
         service = LedgerService(writer)
         service.create_team("acme", 1_000_000, actor="cli:ops@box", reason="signed up")
         service.top_up("acme", 500_000, "INV-1", actor=OPERATOR, reason="invoice paid")
-        key = service.issue_key("acme", "ci", limits=Limits(rpm=10), actor=OPERATOR, reason="for CI")
+        key = service.issue_key("acme", "ci", KeyTerms(limits=Limits(rpm=10)), actor=OPERATOR, reason="for CI")
         service.suspend("acme", "unpaid", actor=OPERATOR)
         service.reinstate("acme", actor=OPERATOR, reason="paid")
         service.revoke_key("acme", key.key_id, actor=OPERATOR, reason="leaked")
@@ -80,8 +80,9 @@ def test_the_rebuilt_history_equals_the_projected_one(ledger):
     assert rows(store) == projected
 
 
-@pytest.mark.parametrize(("column", "value"), [("actor", "admin:someone-else"), ("reason", "no reason"),
-                                               ("balance_after", 7)])
+@pytest.mark.parametrize(
+    ("column", "value"), [("actor", "admin:someone-else"), ("reason", "no reason"), ("balance_after", 7)]
+)
 def test_an_operator_row_that_differs_from_its_event_is_found(ledger, column, value):
     store, raw = ledger
     project(store, 500)
@@ -122,8 +123,10 @@ def test_the_admin_key_directory_follows_its_events_and_is_checked_against_them(
     assert verify_ledger(store).ok
     assert store.find_admin_key(hash_key(issued.secret)).role == "auditor"  # type: ignore[union-attr]
 
-    raw.execute("INSERT INTO admin_keys (key_hash, key_id, name, role, revoked, issued_at, issued_by, version) "
-                "VALUES ('forged', 'adm_forged', 'mallory', 'operator', 0, '2026-01-01', '', 1)")
+    raw.execute(
+        "INSERT INTO admin_keys (key_hash, key_id, name, role, revoked, issued_at, issued_by, version) "
+        "VALUES ('forged', 'adm_forged', 'mallory', 'operator', 0, '2026-01-01', '', 1)"
+    )
     assert "admin key directory has key 'adm_forged', which no event issued" in verify_ledger(store).problems
 
     raw.execute("DELETE FROM admin_keys WHERE key_id = 'adm_forged'")

@@ -14,7 +14,9 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.storable import REPLACEMENT, Unstorable, storable_row, storable_text
+from domain.attribution import Attribution
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.audit import verify_ledger
 from projections.history import HistoryProjection
@@ -63,9 +65,13 @@ def _charges(store: LedgerStore, *usages: TokenUsage, end_user: str = "") -> Non
         tid = team_id("acme")
         for i, usage in enumerate(usages):
             writer.on_team(tid, "acme", lambda t: t.add_credits(10**9, "top-up")).result()  # a huge charge takes all
-            writer.on_team(tid, "acme", lambda t, i=i: t.place_hold(f"r{i}", 1000, "k", "m", "chat")).result()
-            writer.on_team(tid, "acme", lambda t, i=i, u=usage: t.charge_priced(
-                f"r{i}", u, PRICE, Decimal(100), key_id="k", model="m", endpoint="chat", end_user=end_user)).result()
+            writer.on_team(
+                tid, "acme", lambda t, i=i: t.place_hold(RequestOnLedger(f"r{i}", "k", "m", "chat"), 1000)
+            ).result()
+            request = RequestOnLedger(f"r{i}", "k", "m", "chat", Attribution({}, end_user))
+            writer.on_team(
+                tid, "acme", lambda t, r=request, u=usage: t.charge_priced(r, u, PRICE, Decimal(100))
+            ).result()
 
 
 def _project(store: LedgerStore, batch: int = 500) -> HistoryProjection:
@@ -100,7 +106,8 @@ def test_old_text_is_stored_made_storable_and_verify_agrees(ledger):
     _project(store).close()
     assert raw.execute("SELECT end_user FROM ledger_entries WHERE kind = 'charge'") == [(f"evil{REPLACEMENT}user",)]
     assert raw.execute("SELECT value FROM usage_by_attribution WHERE dimension = 'user'") == [
-        (f"evil{REPLACEMENT}user",)]
+        (f"evil{REPLACEMENT}user",)
+    ]
     report = verify_ledger(store, store.database)
     assert report.ok, report.problems
     assert (report.projected, report.behind, report.quarantined) == (store.recorder.max_notification_id(), 0, 0)
@@ -111,8 +118,10 @@ def test_a_charge_no_column_can_hold_is_set_aside_by_the_projection_and_by_a_reb
     _charges(store, TokenUsage(10, 5), TokenUsage(10**20, 5), TokenUsage(30, 5))
     huge = raw.events("Charged")[1][0]
     _project(store).close()
-    assert [r[0] for r in raw.execute("SELECT request_id FROM ledger_entries WHERE kind = 'charge' "
-                                      "ORDER BY notification_id")] == ["r0", "r2"]
+    assert [
+        r[0]
+        for r in raw.execute("SELECT request_id FROM ledger_entries WHERE kind = 'charge' ORDER BY notification_id")
+    ] == ["r0", "r2"]
     report = verify_ledger(store, store.database)
     assert not report.ok
     assert report.quarantined == 1
@@ -123,8 +132,10 @@ def test_a_charge_no_column_can_hold_is_set_aside_by_the_projection_and_by_a_reb
         assert [q["notification_id"] for q in history.quarantined()] == [huge]
     finally:
         history.close()
-    assert [r[0] for r in raw.execute("SELECT request_id FROM ledger_entries WHERE kind = 'charge' "
-                                      "ORDER BY notification_id")] == ["r0", "r2"]
+    assert [
+        r[0]
+        for r in raw.execute("SELECT request_id FROM ledger_entries WHERE kind = 'charge' ORDER BY notification_id")
+    ] == ["r0", "r2"]
 
 
 @pytest.mark.skipif(BACKEND != "postgresql", reason="SQLite turns an integer sum that overflows into a float")
@@ -177,8 +188,11 @@ def test_verify_catches_the_projection_up_first_and_fails_when_it_is_stuck(ledge
     top = store.recorder.max_notification_id()
     columns = ", ".join(ENTRY_COLUMNS)
     copied = ", ".join("?" if c == "notification_id" else c for c in ENTRY_COLUMNS)
-    raw.execute(f"INSERT INTO ledger_entries ({columns}) SELECT {copied} FROM ledger_entries "
-                "WHERE notification_id = (SELECT MAX(notification_id) FROM ledger_entries)", (top,))  # in its way
+    raw.execute(
+        f"INSERT INTO ledger_entries ({columns}) SELECT {copied} FROM ledger_entries "
+        "WHERE notification_id = (SELECT MAX(notification_id) FROM ledger_entries)",
+        (top,),
+    )  # in its way
     stuck = verify_caught_up(store)
     assert not stuck.ok
     assert "cannot catch up" in stuck.problems[0]

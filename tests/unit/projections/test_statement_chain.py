@@ -26,12 +26,37 @@ from projections.statement_chain import (
 def _rows() -> list[dict]:
     common = {"team": "acme", "month": "2026-11"}
     return [
-        {**common, "section": "entry", "version": 2, "kind": "top_up", "amount": "100", "amount_micros": 100_000_000,
-         "reference": "opening balance"},
-        {**common, "section": "entry", "version": 5, "kind": "charge", "model": "m", "key_id": "k1",
-         "request_id": "r1", "input_tokens": 10, "amount": "-0.000125", "amount_micros": -125},
-        {**common, "section": "entry", "version": 6, "kind": "adjustment", "amount": "-5", "amount_micros": -5_000_000,
-         "reason": "billed twice", "reference": "T-1"},
+        {
+            **common,
+            "section": "entry",
+            "version": 2,
+            "kind": "top_up",
+            "amount": "100",
+            "amount_micros": 100_000_000,
+            "reference": "opening balance",
+        },
+        {
+            **common,
+            "section": "entry",
+            "version": 5,
+            "kind": "charge",
+            "model": "m",
+            "key_id": "k1",
+            "request_id": "r1",
+            "input_tokens": 10,
+            "amount": "-0.000125",
+            "amount_micros": -125,
+        },
+        {
+            **common,
+            "section": "entry",
+            "version": 6,
+            "kind": "adjustment",
+            "amount": "-5",
+            "amount_micros": -5_000_000,
+            "reason": "billed twice",
+            "reference": "T-1",
+        },
         {**common, "section": "opening_balance", "version": 1, "amount": "0", "amount_micros": 0},
         {**common, "section": "closing_balance", "version": 6, "amount": "94.999875", "amount_micros": 94_999_875},
         {**common, "section": "reconciliation", "reconciled": True, "note": 'reconciled: ü, "quoted", a,b'},
@@ -49,8 +74,17 @@ def test_each_row_carries_the_hash_of_the_row_before_it_and_the_first_the_genesi
 
 def test_the_genesis_is_fixed_for_a_team_and_month_and_differs_for_any_other():
     assert genesis("acme", "2026-11") == genesis("acme", "2026-11")
-    assert len({genesis("acme", "2026-11"), genesis("acme", "2026-12"), genesis("acme2", "026-11"),
-                genesis("acme-2026", "11")}) == 4
+    assert (
+        len(
+            {
+                genesis("acme", "2026-11"),
+                genesis("acme", "2026-12"),
+                genesis("acme2", "026-11"),
+                genesis("acme-2026", "11"),
+            }
+        )
+        == 4
+    )
     rows, final = chained("acme", "2026-11", _rows())
     moved = check_chain("acme", "2026-12", rows, final)
     assert not moved.ok
@@ -64,8 +98,14 @@ def test_a_cell_is_the_same_text_whichever_format_carried_it():
     as_csv = [{c: cell(row.get(c)) for c in (*COLUMNS, PREV_HASH)} for row in rows]
     as_json = [json.loads(json.dumps(row)) for row in rows]
     assert [canonical(r) for r in as_csv] == [canonical(r) for r in rows] == [canonical(r) for r in as_json]
-    assert (cell(None), cell(""), cell(0), cell(-125), cell(True), cell(False)) == \
-        ("", "", "0", "-125", "true", "false")
+    assert (cell(None), cell(""), cell(0), cell(-125), cell(True), cell(False)) == (
+        "",
+        "",
+        "0",
+        "-125",
+        "true",
+        "false",
+    )
     with pytest.raises(TypeError):
         cell(1.5)
 
@@ -101,7 +141,7 @@ def test_a_changed_first_row_is_named():
 def test_a_removed_row_fails():
     rows, final = chained("acme", "2026-11", _rows())
     for index in range(len(rows)):
-        found = check_chain("acme", "2026-11", rows[:index] + rows[index + 1:], final)
+        found = check_chain("acme", "2026-11", rows[:index] + rows[index + 1 :], final)
         assert not found.ok, index
         assert found.bad_row is not None
         assert found.bad_row <= max(index, 0) or index == len(rows) - 1

@@ -14,6 +14,7 @@ from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import TeamLedger, TeamNotFound, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.statements import Month, Statement
 from tests.support.backend import RawDatabase, new_database_url
@@ -50,10 +51,12 @@ def ledger(tmp_path, clock: Clock) -> Iterator[tuple[LedgerStore, LedgerWriter, 
 
 def _charge(writer: LedgerWriter, request_id: str, model: str, key_id: str, usage: TokenUsage) -> int:
     tid = team_id("acme")
-    writer.on_team(tid, "acme", lambda t: t.place_hold(request_id, 900_000, key_id, model, "chat")).result()
+    writer.on_team(
+        tid, "acme", lambda t: t.place_hold(RequestOnLedger(request_id, key_id, model, "chat"), 900_000)
+    ).result()
     charged: TeamLedger.Charged = writer.on_team(
-        tid, "acme", lambda t: t.charge(request_id, usage, PRICE, Decimal(100), key_id=key_id, model=model,
-                                        endpoint="chat")).result()
+        tid, "acme", lambda t: t.charge(RequestOnLedger(request_id, key_id, model, "chat"), usage, PRICE, Decimal(100))
+    ).result()
     return charged.charged
 
 
@@ -70,8 +73,7 @@ def history(ledger, clock: Clock) -> dict[str, int]:
     service.top_up("acme", 5_000_000, "INV-7")
     clock.now += timedelta(hours=1)
     spent["m1/k1"] = _charge(writer, "r1", "m1", "k1", TokenUsage(2000, 300))
-    spent["m2/k1"] = _charge(writer, "r2", "m2", "k1", TokenUsage(100, 50, cache_write_tokens=40,
-                                                                  cache_hit_tokens=400))
+    spent["m2/k1"] = _charge(writer, "r2", "m2", "k1", TokenUsage(100, 50, cache_write_tokens=40, cache_hit_tokens=400))
     spent["m1/k2"] = _charge(writer, "r3", "m1", "k2", TokenUsage(10, 20))
     service.adjust_credits("acme", -250_000, "billed twice", "T-1")
     clock.now = datetime(2026, 11, 30, 23, 59, 59, 999_999, tzinfo=UTC)  # the month's last instant
@@ -96,8 +98,13 @@ def test_a_month_has_its_entries_in_ledger_order_and_reconciles(ledger, history)
     rows, statement = _statement(store, "2026-11")
     entries = _sections(rows, "entry")
     assert [(e["kind"], e.get("request_id") or e.get("reference")) for e in entries] == [
-        ("top_up", "INV-7"), ("charge", "r1"), ("charge", "r2"), ("charge", "r3"), ("adjustment", "T-1"),
-        ("adjustment", "")]
+        ("top_up", "INV-7"),
+        ("charge", "r1"),
+        ("charge", "r2"),
+        ("charge", "r3"),
+        ("adjustment", "T-1"),
+        ("adjustment", ""),
+    ]
     assert [e["version"] for e in entries] == sorted(e["version"] for e in entries)
     assert entries[0]["occurred_at"] == "2026-11-01T00:00:00+00:00"
     assert entries[-1]["reason"] == "goodwill"
@@ -105,17 +112,31 @@ def test_a_month_has_its_entries_in_ledger_order_and_reconciles(ledger, history)
     opening = 10_000_000 - history["october"]
     closing = opening + 5_000_000 - charged - 250_000 + 100_000
     figures = statement.figures
-    assert (figures.opening, figures.top_ups, figures.charges.charged, figures.adjustments, figures.closing) == \
-        (opening, 5_000_000, charged, -150_000, closing)
+    assert (figures.opening, figures.top_ups, figures.charges.charged, figures.adjustments, figures.closing) == (
+        opening,
+        5_000_000,
+        charged,
+        -150_000,
+        closing,
+    )
     assert figures.reconciled, figures.problems
     assert sum(e["amount_micros"] for e in entries) == closing - opening  # the entries' amounts add up
     assert entries[-1]["balance_after_micros"] == closing
-    summary = {row["section"]: row for row in rows if row["section"] not in ("entry", "charges_by_model",
-                                                                            "charges_by_key")}
-    assert list(summary) == ["opening_balance", "top_ups", "charges", "adjustments", "closing_balance",
-                             "reconciliation"]
-    assert (summary["opening_balance"]["amount_micros"], summary["closing_balance"]["amount_micros"]) == \
-        (opening, closing)
+    summary = {
+        row["section"]: row for row in rows if row["section"] not in ("entry", "charges_by_model", "charges_by_key")
+    }
+    assert list(summary) == [
+        "opening_balance",
+        "top_ups",
+        "charges",
+        "adjustments",
+        "closing_balance",
+        "reconciliation",
+    ]
+    assert (summary["opening_balance"]["amount_micros"], summary["closing_balance"]["amount_micros"]) == (
+        opening,
+        closing,
+    )
     assert summary["top_ups"]["count"] == 1
     assert (summary["adjustments"]["count"], summary["adjustments"]["amount"]) == (2, "-0.15")
     reconciliation = summary["reconciliation"]
@@ -142,8 +163,12 @@ def test_charges_are_grouped_by_model_and_by_key(ledger, history):
     assert (by_key["k2"]["count"], by_key["k2"]["amount_micros"]) == (1, history["m1/k2"])
     (total,) = _sections(rows, "charges")
     assert total["count"] == 3
-    assert total["amount_micros"] == sum(r["amount_micros"] for r in by_model.values()) == \
-        sum(r["amount_micros"] for r in by_key.values()) == statement.figures.charges.charged
+    assert (
+        total["amount_micros"]
+        == sum(r["amount_micros"] for r in by_model.values())
+        == sum(r["amount_micros"] for r in by_key.values())
+        == statement.figures.charges.charged
+    )
     assert total["input_tokens"] == 2110
     assert "uncollected" not in total  # nothing went uncollected
 
@@ -216,8 +241,9 @@ def test_a_recorded_balance_the_replay_does_not_give_is_said(ledger, history):
     assert "the entry records the balance after it as" in statement.figures.problems[0]
 
 
-@pytest.mark.parametrize("text", ["2026-13", "2026-00", "26-11", "2026-1", "2026/11", "november", " ",
-                                  "\uff12\uff10\uff12\uff16-11"])  # full-width digits
+@pytest.mark.parametrize(
+    "text", ["2026-13", "2026-00", "26-11", "2026-1", "2026/11", "november", " ", "\uff12\uff10\uff12\uff16-11"]
+)  # full-width digits
 def test_a_month_is_written_yyyy_mm(text):
     with pytest.raises(ValueError, match="YYYY-MM"):
         Month.parse(text)
@@ -230,8 +256,9 @@ def test_a_month_is_one_a_ledger_can_have(text):
 
 
 def test_a_month_runs_from_its_first_instant_to_the_next_months():
-    assert Month.parse("2026-12") == Month("2026-12", datetime(2026, 12, 1, tzinfo=UTC),
-                                           datetime(2027, 1, 1, tzinfo=UTC))
+    assert Month.parse("2026-12") == Month(
+        "2026-12", datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC)
+    )
     assert Month.parse("2028-02").end == datetime(2028, 3, 1, tzinfo=UTC)
     assert Month.parse("9998-12").end == datetime(9999, 1, 1, tzinfo=UTC)
     assert Month.parse(" 1970-01 ").text == "1970-01"

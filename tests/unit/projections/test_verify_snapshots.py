@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import uuid
 from collections.abc import Iterator
+from contextlib import closing
 
 import pytest
 
@@ -66,8 +67,10 @@ def test_a_snapshot_whose_state_was_altered_fails_its_digest(ledger):
     row = _newest(store, "acme")
     damaged = bytearray(row.state)
     damaged[len(damaged) // 2] ^= 0x01
-    raw.execute("UPDATE team_snapshots SET state = ? WHERE team_id = ? AND version = ?",
-                (bytes(damaged), row.team_id.hex, row.version))
+    raw.execute(
+        "UPDATE team_snapshots SET state = ? WHERE team_id = ? AND version = ?",
+        (bytes(damaged), row.team_id.hex, row.version),
+    )
     report = verify_ledger(store, store.database)
     assert report.problems == [f"snapshot of team 'acme' at version {row.version} fails its digest: {ALTERED}"]
     assert report.snapshots == 26
@@ -110,8 +113,18 @@ def test_a_snapshot_of_a_version_the_team_never_reached_is_found(ledger):
     last = store.find_team(team_id("initech"))
     assert last is not None
     version = last.version + 7
-    store.team_snapshots.save([SnapshotRow(row.team_id, version, row.occurred_at_us, row.topic, row.state,
-                                           state_digest(row.team_id, version, row.topic, row.state))])
+    store.team_snapshots.save(
+        [
+            SnapshotRow(
+                row.team_id,
+                version,
+                row.occurred_at_us,
+                row.topic,
+                row.state,
+                state_digest(row.team_id, version, row.topic, row.state),
+            )
+        ]
+    )
     report = verify_ledger(store, store.database)
     beyond = f"at version {version} is beyond the team's last event (version {last.version})"
     assert report.problems == [f"snapshot of team 'initech' {beyond}"]
@@ -121,8 +134,9 @@ def test_snapshots_of_a_team_that_has_no_events_are_found(ledger):
     store, _ = ledger
     row = _newest(store, "acme")
     ghost = uuid.uuid4()
-    store.team_snapshots.save([SnapshotRow(ghost, 4, row.occurred_at_us, row.topic, row.state,
-                                           state_digest(ghost, 4, row.topic, row.state))])
+    store.team_snapshots.save(
+        [SnapshotRow(ghost, 4, row.occurred_at_us, row.topic, row.state, state_digest(ghost, 4, row.topic, row.state))]
+    )
     report = verify_ledger(store)
     assert report.problems == [f"snapshots of team {ghost} have no events behind them"]
 
@@ -150,12 +164,15 @@ def test_snapshots_beyond_where_the_replay_reached_are_skipped(ledger, monkeypat
 def test_rebuild_drops_every_snapshot_and_takes_them_again_from_its_replay(ledger):
     store, raw = ledger
     damaged = _newest(store, "acme")
-    raw.execute("UPDATE team_snapshots SET digest = 'x' WHERE team_id = ? AND version = ?",
-                (damaged.team_id.hex, damaged.version))
+    raw.execute(
+        "UPDATE team_snapshots SET digest = 'x' WHERE team_id = ? AND version = ?",
+        (damaged.team_id.hex, damaged.version),
+    )
     raw.execute("DELETE FROM team_snapshots WHERE team_id = ?", (team_id("globex").hex,))
     assert not verify_ledger(store).ok
 
-    HistoryProjection(store, store.database).rebuild(snapshot_every=50)
+    with closing(HistoryProjection(store, store.database)) as history:
+        history.rebuild(snapshot_every=50)
 
     for name in TEAMS:
         tid = team_id(name)
@@ -176,6 +193,7 @@ def test_rebuild_drops_every_snapshot_and_takes_them_again_from_its_replay(ledge
 
 def test_a_rebuild_without_snapshots_leaves_none(ledger):
     store, _ = ledger
-    HistoryProjection(store, store.database).rebuild(snapshot_every=None)
+    with closing(HistoryProjection(store, store.database)) as history:
+        history.rebuild(snapshot_every=None)
     assert store.team_snapshots.count() == 0
     assert verify_ledger(store, store.database).ok

@@ -8,14 +8,28 @@ from scripts.bench.report import check_targets, scaling_targets
 
 
 def _point(p50: float, p99: float, cpu: float, rps: float, floor_cpu: float = 0.2, ttfc: float = 0.0) -> dict[str, Any]:
-    return {"tollgate": {"p50_ms": p50, "p99_ms": p99, "cpu_ms_per_request": cpu, "rps": rps,
-                         "added_p50_ms": p50 - 0.1, "added_p99_ms": p99 - 0.2, "added_ttfc_p50_ms": ttfc},
-            "ratios": {"cpu_ms_per_request": cpu / floor_cpu}}
+    return {
+        "tollgate": {
+            "p50_ms": p50,
+            "p99_ms": p99,
+            "cpu_ms_per_request": cpu,
+            "rps": rps,
+            "added_p50_ms": p50 - 0.1,
+            "added_p99_ms": p99 - 0.2,
+            "added_ttfc_p50_ms": ttfc,
+        },
+        "ratios": {"cpu_ms_per_request": cpu / floor_cpu},
+    }
 
 
 def _config(backend: str, workers: int, teams: int, chat64: dict[str, Any], **more: Any) -> dict[str, Any]:
-    return {"backend": backend, "workers": workers, "teams": teams, "cases": {"chat": {"64": chat64}, **more},
-            "peak_rss_mb": {"tollgate": {"max": 140.0}}}
+    return {
+        "backend": backend,
+        "workers": workers,
+        "teams": teams,
+        "cases": {"chat": {"64": chat64}, **more},
+        "peak_rss_mb": {"tollgate": {"max": 140.0}},
+    }
 
 
 def _verdicts(checks: list[dict[str, Any]]) -> dict[str, str]:
@@ -44,13 +58,17 @@ def test_a_stream_is_held_to_the_cost_of_a_plain_request_and_a_prompt_first_chun
 
 
 def test_two_workers_are_judged_against_one_on_the_same_backend_and_teams():
-    configs = [_config("postgresql", 1, 50, _point(30, 60, 0.5, 1500)),
-               _config("postgresql", 2, 50, _point(30, 60, 0.5, 2600)),
-               _config("postgresql", 1, 1, _point(30, 60, 0.5, 1500)),
-               _config("postgresql", 2, 1, _point(30, 60, 0.5, 1300))]
+    configs = [
+        _config("postgresql", 1, 50, _point(30, 60, 0.5, 1500)),
+        _config("postgresql", 2, 50, _point(30, 60, 0.5, 2600)),
+        _config("postgresql", 1, 1, _point(30, 60, 0.5, 1500)),
+        _config("postgresql", 2, 1, _point(30, 60, 0.5, 1300)),
+    ]
     verdicts = _verdicts(scaling_targets(configs))
-    assert verdicts == {"2 workers / 1, postgresql, 50 teams ≥ 1.6 ×": "PASS",
-                        "2 workers / 1, postgresql, one team ≥ 1.0 × (no worse)": "MISS"}
+    assert verdicts == {
+        "2 workers / 1, postgresql, 50 teams ≥ 1.6 ×": "PASS",
+        "2 workers / 1, postgresql, one team ≥ 1.0 × (no worse)": "MISS",
+    }
     many = _verdicts(check_targets(configs[1], None))
     assert many["requests/s, chat, c=64, 2 workers, 50 team(s) ≥ 2,500"] == "PASS"
     one_team = check_targets(configs[3], None)

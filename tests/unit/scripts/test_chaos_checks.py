@@ -14,6 +14,7 @@ from scripts.chaos.faults import KILL, POSTGRES_RESTART, Fault
 from scripts.chaos.gateways import write_config
 from scripts.chaos.invariants import check_dead_holds, check_nothing_held, replay
 from scripts.chaos.ledger import LedgerEvent, Snapshot
+from scripts.chaos.record import RunRecord
 from scripts.chaos.teams import Team
 from scripts.chaos.traffic import Plan
 from scripts.chaos.verdict import Verdict
@@ -24,8 +25,12 @@ USAGE = {"input_tokens": 10, "output_tokens": 4, "cache_write_tokens": 0, "cache
 
 @pytest.fixture(scope="module")
 def prices(tmp_path_factory: pytest.TempPathFactory) -> Prices:
-    config = write_config(tmp_path_factory.mktemp("chaos"), "postgresql://postgres@127.0.0.1:1/x",
-                          "redis://127.0.0.1:1/0", "http://127.0.0.1:1")
+    config = write_config(
+        tmp_path_factory.mktemp("chaos"),
+        "postgresql://postgres@127.0.0.1:1/x",
+        "redis://127.0.0.1:1/0",
+        "http://127.0.0.1:1",
+    )
     return Prices(parse_settings(config.read_text(), str(config)))
 
 
@@ -33,32 +38,62 @@ def plan(index: int = 0, *, stream: bool = False, idempotency_key: str = "", fau
     return Plan(index, 0.0, 0, 0, 0, "chat", "chaos-gpt", stream, fault, idempotency_key, False, "hello there")
 
 
-def attempt(status: int | None = 200, outcome: str = ANSWERED, request_id: str = "req_1", cost: str | None = "0.0065",
-            remaining: str | None = "0.9935", **fields: object) -> Attempt:
+def attempt(
+    status: int | None = 200,
+    outcome: str = ANSWERED,
+    request_id: str = "req_1",
+    cost: str | None = "0.0065",
+    remaining: str | None = "0.9935",
+    **fields: object,
+) -> Attempt:
     defaults: dict[str, object] = {"plan": 0, "number": 1, "gateway": 0, "pid": 100, "started": 10.0, "ended": 11.0}
-    return Attempt(status=status, request_id=request_id, outcome=outcome, cost=cost, remaining=remaining,
-                   **{**defaults, **fields})  # type: ignore[arg-type]
+    return Attempt(
+        status=status, request_id=request_id, outcome=outcome, cost=cost, remaining=remaining, **{**defaults, **fields}
+    )  # type: ignore[arg-type]
 
 
 def event(position: int, kind: str, at: float = 0.0, **fields: object) -> LedgerEvent:
     return LedgerEvent(position, TEAM.name, kind, position, at, dict(fields))
 
 
-def charged(position: int, request_id: str, amount: int, balance_after: int, *, lease: str = "", hold: int = 0,
-            usage: dict[str, int] | None = None, at: float = 0.0) -> LedgerEvent:
-    return event(position, "Charged", at, request_id=request_id, charged=amount, cost=amount, uncollected=0,
-                 hold=hold, balance_after=balance_after, lease=lease, usage=usage or USAGE)
+def charged(
+    position: int,
+    request_id: str,
+    amount: int,
+    balance_after: int,
+    *,
+    lease: str = "",
+    hold: int = 0,
+    usage: dict[str, int] | None = None,
+    at: float = 0.0,
+) -> LedgerEvent:
+    return event(
+        position,
+        "Charged",
+        at,
+        request_id=request_id,
+        charged=amount,
+        cost=amount,
+        uncollected=0,
+        hold=hold,
+        balance_after=balance_after,
+        lease=lease,
+        usage=usage or USAGE,
+    )
 
 
 def opened(balance: int = 1_000_000) -> list[LedgerEvent]:
-    return [event(1, "Opened", name=TEAM.name),
-            event(2, "CreditsAdded", amount=balance, reference="opening balance", balance_after=balance)]
+    return [
+        event(1, "Opened", name=TEAM.name),
+        event(2, "CreditsAdded", amount=balance, reference="opening balance", balance_after=balance),
+    ]
 
 
-def charge_verdict(plans: list[Plan], attempts: list[Attempt], events: list[LedgerEvent], prices: Prices,
-                   faults: list[Fault] = ()) -> Verdict:
+def charge_verdict(
+    plans: list[Plan], attempts: list[Attempt], events: list[LedgerEvent], prices: Prices, faults: list[Fault] = ()
+) -> Verdict:
     verdict = Verdict()
-    ChargeChecks(plans, attempts, Snapshot(events, {}), list(faults), [TEAM], prices, verdict).run()
+    ChargeChecks(RunRecord(plans, attempts, list(faults), [TEAM], []), Snapshot(events, {}), prices, verdict).run()
     return verdict
 
 
@@ -68,33 +103,43 @@ def test_an_answer_must_be_charged_once_at_exactly_its_reported_cost(prices: Pri
     cheaper = [*opened(), charged(3, "req_1", 6499, 993501)]
     told = attempt(remaining=None)  # the cost alone differs
     assert [v.check for v in charge_verdict([plan()], [told], cheaper, prices).violations] == [
-        "charge differs from the answer"]
+        "charge differs from the answer"
+    ]
     elsewhere = [*opened(), charged(3, "req_1", 6500, 990000)]
     assert [v.check for v in charge_verdict([plan()], [attempt()], elsewhere, prices).violations] == [
-        "charge differs from the answer"]
+        "charge differs from the answer"
+    ]
     twice = [*right, charged(4, "req_1", 6500, 987000)]
     assert [v.check for v in charge_verdict([plan()], [attempt()], twice, prices).violations] == [
-        "answered but not charged exactly once"]
+        "answered but not charged exactly once"
+    ]
 
 
 def test_a_charge_nobody_was_told_about_is_allowed_only_for_a_request_that_got_no_answer(prices: Prices) -> None:
     stray = [*opened(), charged(3, "req_elsewhere", 6500, 993500)]
     refused = attempt(status=402, cost=None, remaining=None, request_id="req_1", error="Insufficient credits")
     assert [v.check for v in charge_verdict([plan()], [refused], stray, prices).violations] == [
-        "charge nobody was told about"]
+        "charge nobody was told about"
+    ]
     lost = attempt(status=None, outcome=NO_ANSWER, request_id="", cost=None, remaining=None)
     assert charge_verdict([plan()], [lost], stray, prices).violations == []
 
 
 def test_a_cut_stream_is_charged_for_exactly_the_text_it_delivered(prices: Prices) -> None:
-    cut = attempt(outcome=ERROR_EVENT, cost=None, remaining=None, text="Echo: hello",
-                  error="The upstream provider broke off its answer")
+    cut = attempt(
+        outcome=ERROR_EVENT,
+        cost=None,
+        remaining=None,
+        text="Echo: hello",
+        error="The upstream provider broke off its answer",
+    )
     delivered = prices.output_tokens(plan(stream=True), "Echo: hello")
     exact = [*opened(), charged(3, "req_1", 4000, 996000, usage={**USAGE, "output_tokens": delivered})]
     assert charge_verdict([plan(stream=True)], [cut], exact, prices).violations == []
     more = [*opened(), charged(3, "req_1", 9000, 991000, usage={**USAGE, "output_tokens": delivered + 5})]
     assert [v.check for v in charge_verdict([plan(stream=True)], [cut], more, prices).violations] == [
-        "cut stream charged for other than what it delivered"]
+        "cut stream charged for other than what it delivered"
+    ]
     released = [*opened(), event(3, "RequestFailed", request_id="req_1", lease="lease_x", reason="upstream failed")]
     silent = attempt(outcome=ERROR_EVENT, cost=None, remaining=None, error="The upstream provider broke off")
     assert charge_verdict([plan(stream=True)], [silent], released, prices).violations == []
@@ -109,19 +154,27 @@ def test_idempotent_retries_share_one_charge_and_a_replay_reports_the_same_cost(
     attempts = [first, busy, replay_]
     assert charge_verdict([plan(idempotency_key="k1")], attempts, events, prices).violations == []
     # A second attempt under the key that was served and charged as well: the key's request, twice.
-    twice = [*events, event(5, "HoldPlaced", request_id="req_second", amount=50000, idem_key="k1"),
-             charged(6, "req_second", 6500, 987000)]
-    assert [v.check for v in charge_verdict([plan(idempotency_key="k1")], attempts, twice, prices).violations] \
-        == ["idempotent request not charged once"]
+    twice = [
+        *events,
+        event(5, "HoldPlaced", request_id="req_second", amount=50000, idem_key="k1"),
+        charged(6, "req_second", 6500, 987000),
+    ]
+    assert [v.check for v in charge_verdict([plan(idempotency_key="k1")], attempts, twice, prices).violations] == [
+        "idempotent request not charged once"
+    ]
     # An answer under a request that never held under the key.
     stray = attempt(request_id="req_stray", number=4)
     assert "an Idempotency-Key's answer under a request that never held under it" in [
-        v.check for v in charge_verdict([plan(idempotency_key="k1")], [first, stray], events, prices).violations]
+        v.check for v in charge_verdict([plan(idempotency_key="k1")], [first, stray], events, prices).violations
+    ]
 
 
 def test_a_balance_below_zero_at_any_event_fails_even_if_it_ends_above() -> None:
-    events = [*opened(5000), charged(3, "req_1", 6000, -1000),
-              event(4, "CreditsAdded", amount=5000, reference="top-up", balance_after=4000)]
+    events = [
+        *opened(5000),
+        charged(3, "req_1", 6000, -1000),
+        event(4, "CreditsAdded", amount=5000, reference="top-up", balance_after=4000),
+    ]
     verdict = Verdict()
     replay(Snapshot(events, {}), verdict)
     assert [v.check for v in verdict.violations] == ["ledger replay"]
@@ -129,9 +182,12 @@ def test_a_balance_below_zero_at_any_event_fails_even_if_it_ends_above() -> None
 
 
 def test_a_release_must_free_exactly_what_the_lease_still_holds() -> None:
-    events = [*opened(), event(3, "CreditsLeased", lease="lease_x", amount=50000),
-              charged(4, "req_1", 6500, 993500, lease="lease_x", hold=6500),
-              event(5, "HoldReleased", request_id="lease_x", amount=50000, reason="lease returned")]
+    events = [
+        *opened(),
+        event(3, "CreditsLeased", lease="lease_x", amount=50000),
+        charged(4, "req_1", 6500, 993500, lease="lease_x", hold=6500),
+        event(5, "HoldReleased", request_id="lease_x", amount=50000, reason="lease returned"),
+    ]
     verdict = Verdict()
     replay(Snapshot(events, {}), verdict)
     assert [v.check for v in verdict.violations] == ["ledger replay"]
@@ -139,8 +195,11 @@ def test_a_release_must_free_exactly_what_the_lease_still_holds() -> None:
 
 def test_a_dead_process_s_lease_must_be_released_within_30_s() -> None:
     kill = Fault(KILL, started=100.0, ended=100.0, pid=100, victim=0)
-    leased = [*opened(), event(3, "CreditsLeased", at=99.0, lease="lease_dead", amount=50000),
-              charged(4, "req_1", 6500, 993500, lease="lease_dead", hold=6500, at=99.5)]
+    leased = [
+        *opened(),
+        event(3, "CreditsLeased", at=99.0, lease="lease_dead", amount=50000),
+        charged(4, "req_1", 6500, 993500, lease="lease_dead", hold=6500, at=99.5),
+    ]
     served = [attempt(request_id="req_1")]
     released = event(5, "HoldReleased", at=120.0, request_id="lease_dead", amount=43_500, reason="process died")
     verdict = Verdict()
@@ -165,22 +224,22 @@ def test_a_503_about_the_ledger_is_documented_only_during_a_database_outage_and_
     outage = Fault(POSTGRES_RESTART, started=10.5, ended=11.0)
     away = attempt(status=503, cost=None, remaining=None, error="The billing ledger cannot be written right now")
     verdict = Verdict()
-    check_answers([plan()], [away], [outage], [TEAM], [], verdict)
+    check_answers(RunRecord([plan()], [away], [outage], [TEAM], []), verdict)
     assert verdict.violations == []
     assert verdict.five_xx[503] == 1
     verdict = Verdict()
-    check_answers([plan()], [away], [], [TEAM], [], verdict)
+    check_answers(RunRecord([plan()], [away], [], [TEAM], []), verdict)
     assert [v.check for v in verdict.violations] == ["503 outside the database outage"]
     crash = attempt(status=500, cost=None, remaining=None, error="The gateway hit an internal error.")
     verdict = Verdict()
-    check_answers([plan()], [crash], [outage], [TEAM], [], verdict)
+    check_answers(RunRecord([plan()], [crash], [outage], [TEAM], []), verdict)
     assert [v.check for v in verdict.violations] == ["undocumented 500"]
 
 
 def test_a_stream_showing_a_traceback_is_a_violation() -> None:
     broken = attempt(outcome=COMPLETE, problems=["a stream frame holds a traceback"])
     verdict = Verdict()
-    check_answers([plan(stream=True)], [broken], [], [TEAM], [], verdict)
+    check_answers(RunRecord([plan(stream=True)], [broken], [], [TEAM], []), verdict)
     assert [v.check for v in verdict.violations] == ["malformed answer"]
 
 
@@ -190,14 +249,15 @@ def test_a_revoked_key_must_be_refused_soon_after_the_revocation_or_after_an_out
     revoked = OperatorAction("revoke", TEAM.name, "key_a", "", started=5.0, ended=6.0, ok=True)
     served = attempt(started=10.0, ended=10.5)
     verdict = Verdict()
-    check_answers([plan()], [served], [], [TEAM], [revoked], verdict)
+    check_answers(RunRecord([plan()], [served], [], [TEAM], [revoked]), verdict)
     assert [v.check for v in verdict.violations] == ["revoked key served"]
     outage = Fault(POSTGRES_RESTART, started=6.5, ended=7.0)  # the gateways learn of it when the database is back
     verdict = Verdict()
-    check_answers([plan()], [served], [outage], [TEAM], [revoked], verdict)
+    check_answers(RunRecord([plan()], [served], [outage], [TEAM], [revoked]), verdict)
     assert verdict.violations == []
-    refused = attempt(status=401, cost=None, remaining=None, started=1.0, ended=2.0,
-                      error="Incorrect API key provided.")
+    refused = attempt(
+        status=401, cost=None, remaining=None, started=1.0, ended=2.0, error="Incorrect API key provided."
+    )
     verdict = Verdict()
-    check_answers([plan()], [refused], [], [TEAM], [revoked], verdict)
+    check_answers(RunRecord([plan()], [refused], [], [TEAM], [revoked]), verdict)
     assert [v.check for v in verdict.violations] == ["valid key refused"]

@@ -1,4 +1,5 @@
-"""The README's configuration reference matches the schema, and no configuration key goes undocumented."""
+"""The configuration reference (docs/configuration-reference.md) matches the schema, and no configuration key
+goes undocumented."""
 
 from __future__ import annotations
 
@@ -12,14 +13,14 @@ from app.settings_file import CONFIG_ENV
 from domain import settings as schema
 from scripts.config_reference import END, START, UndocumentedField, main, render, replace_section, sections
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[3] / "docs" / "configuration-reference.md"
 
 
 def _committed_reference() -> str:
-    text = README.read_text()
-    assert text.count(START) == 1, "README.md needs exactly one reference section"
-    assert text.count(END) == 1, "README.md needs exactly one reference section"
-    return text[text.index(START) + len(START): text.index(END)]
+    text = REFERENCE.read_text()
+    assert text.count(START) == 1, "docs/configuration-reference.md needs exactly one reference section"
+    assert text.count(END) == 1, "docs/configuration-reference.md needs exactly one reference section"
+    return text[text.index(START) + len(START) : text.index(END)]
 
 
 def _every_key(info: mi.StructType, path: str = "") -> list[tuple[str, str, str]]:
@@ -52,10 +53,12 @@ def _tables(reference: str) -> dict[str, dict[str, str]]:
     return tables
 
 
-def test_the_committed_readme_is_what_the_schema_generates():
+def test_the_committed_reference_is_what_the_schema_generates():
     assert _committed_reference() == "\n" + render(), (
-        "README.md's configuration reference is stale: run python -m scripts.config_reference --write README.md")
-    assert main(["--check", str(README)]) == 0
+        "the configuration reference is stale: run python -m scripts.config_reference --write "
+        "docs/configuration-reference.md"
+    )
+    assert main(["--check", str(REFERENCE)]) == 0
 
 
 def test_every_settings_key_has_a_row_with_a_description():
@@ -66,8 +69,9 @@ def test_every_settings_key_has_a_row_with_a_description():
     assert ("models[].pricing", "cache_hit", "Pricing") in keys
     for path, key, owner in keys:
         heading = "Top level" if path == "" else next(h for h in tables if f"`{path}`" in h.split(", "))
-        assert tables[heading].get(f"`{key}`", "").strip(), \
+        assert tables[heading].get(f"`{key}`", "").strip(), (
             f"{owner}.{key} ({path or 'top level'}) is not in the reference"
+        )
 
 
 def test_the_environment_overrides_are_listed():
@@ -75,7 +79,10 @@ def test_the_environment_overrides_are_listed():
     for name in (CONFIG_ENV, schema.DATABASE_URL_ENV, schema.REDIS_URL_ENV, "TOLLGATE_ADMIN_KEY"):
         assert any(f"`{name}`" in row for row in environment), name
     assert {"TOLLGATE_CONFIG", "TOLLGATE_DATABASE_URL", "TOLLGATE_REDIS_URL"} == {
-        CONFIG_ENV, schema.DATABASE_URL_ENV, schema.REDIS_URL_ENV}
+        CONFIG_ENV,
+        schema.DATABASE_URL_ENV,
+        schema.REDIS_URL_ENV,
+    }
 
 
 def test_a_field_without_a_comment_stops_the_script():
@@ -86,8 +93,8 @@ def test_a_field_without_a_comment_stops_the_script():
         sections(source=undocumented)
 
 
-def test_check_fails_on_a_stale_readme_and_write_repairs_it(tmp_path, capsys):
-    stale = tmp_path / "README.md"
+def test_check_fails_on_a_stale_reference_and_write_repairs_it(tmp_path, capsys):
+    stale = tmp_path / "configuration-reference.md"
     stale.write_text(f"# Title\n\n{START}\n| `old_key` | string | unset | gone |\n{END}\n\n## Next\n")
     assert main(["--check", str(stale)]) == 1
     assert "out of date" in capsys.readouterr().err

@@ -58,8 +58,9 @@ def test_each_outlier_is_put_down_to_the_long_span_it_overlaps():
     assert gc["ms"] == pytest.approx(60)
     assert worst[2.5]["explained_by"] == []
     text = render("chat c=64", found)
-    assert ("explained by a recorded cause: 1 of 3; only by the loop being late: 1; neither, nor by a slow step: 1"
-            in text)
+    assert (
+        "explained by a recorded cause: 1 of 3; only by the loop being late: 1; neither, nor by a slow step: 1" in text
+    )
     assert "app/x.py:1 f" in text
 
 
@@ -88,8 +89,19 @@ def test_the_timeline_is_read_as_it_grows_and_waits_for_the_flush_mark(tmp_path:
         time.sleep(0.2)
         with path.open("a") as f:
             f.write('atch", "start": 1.5, "end": 1.6, "detail": 4, "cpu": 0.001}\n')
-            f.write(json.dumps({"pid": 1, "kind": "timeline.flush", "start": 2.5, "end": 2.5,
-                                "detail": {"spans": 1, "dropped": 0}, "cpu": None}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "pid": 1,
+                        "kind": "timeline.flush",
+                        "start": 2.5,
+                        "end": 2.5,
+                        "detail": {"spans": 1, "dropped": 0},
+                        "cpu": None,
+                    }
+                )
+                + "\n"
+            )
 
     writer = threading.Thread(target=flush)
     writer.start()
@@ -103,20 +115,26 @@ def test_a_slow_request_is_split_at_the_steps_the_gateway_marked():
     # Connection 5001 sent the outlier at t=1.0; the gateway had it 2 ms later, waited 80 ms for its
     # hold, and was done at t=1.095; every other request went straight through.
     run = Run([i * 0.01 for i in range(300)] + [1.0], [P50] * 300 + [0.1], [5000] * 300 + [5001])
-    spans = [Span("request", 1.002, 1.095, [5001, 200, "req_slow"]),
-             Span("mark", 1.0025, 1.0025, ["req_slow", "admitted"]),
-             Span("mark", 1.0825, 1.0825, ["req_slow", "held"]),
-             Span("mark", 1.0905, 1.0905, ["req_slow", "upstream"]),
-             Span("mark", 1.094, 1.094, ["req_slow", "charged"]),
-             *(Span("request", i * 0.01 + 0.001, i * 0.01 + 0.009, [5000, 200, f"req_{i}"]) for i in range(300)),
-             *(Span("mark", i * 0.01 + at, i * 0.01 + at, [f"req_{i}", step]) for i in range(300)
-               for step, at in (("admitted", 0.0015), ("held", 0.0015), ("upstream", 0.006), ("charged", 0.008)))]
+    spans = [
+        Span("request", 1.002, 1.095, [5001, 200, "req_slow"]),
+        Span("mark", 1.0025, 1.0025, ["req_slow", "admitted"]),
+        Span("mark", 1.0825, 1.0825, ["req_slow", "held"]),
+        Span("mark", 1.0905, 1.0905, ["req_slow", "upstream"]),
+        Span("mark", 1.094, 1.094, ["req_slow", "charged"]),
+        *(Span("request", i * 0.01 + 0.001, i * 0.01 + 0.009, [5000, 200, f"req_{i}"]) for i in range(300)),
+        *(
+            Span("mark", i * 0.01 + at, i * 0.01 + at, [f"req_{i}", step])
+            for i in range(300)
+            for step, at in (("admitted", 0.0015), ("held", 0.0015), ("upstream", 0.006), ("charged", 0.008))
+        ),
+    ]
     found = analyse([run], spans)
     assert "request" not in found["kinds"]  # a request is not something the process did besides
     assert "mark" not in found["kinds"]
     (worst,) = found["worst"]
-    assert worst["steps_ms"] == pytest.approx({"app": 2, "admitted": 0.5, "held": 80, "upstream": 8, "charged": 3.5,
-                                               "done": 1, "client": 5})
+    assert worst["steps_ms"] == pytest.approx(
+        {"app": 2, "admitted": 0.5, "held": 80, "upstream": 8, "charged": 3.5, "done": 1, "client": 5}
+    )
     assert found["steps"]["outliers"]["held"] == pytest.approx(80)
     assert found["steps"]["slow"]["held"] == 1  # 80 ms where a typical request takes none
     assert found["steps"]["all"]["upstream"] == pytest.approx(4.5)

@@ -64,14 +64,25 @@ def _recorded_charges() -> list[dict[str, object]]:
     rows: dict[tuple[str, str], dict[str, object]] = {}
     if table is None or not sa.inspect(bind).has_table(table):
         return []
-    result = bind.execute(sa.text(f"SELECT originator_id, originator_version, state FROM {table} "
-                                  "WHERE topic LIKE '%TeamLedger.Charged' ORDER BY originator_version"))
+    result = bind.execute(
+        sa.text(
+            f"SELECT originator_id, originator_version, state FROM {table} "
+            "WHERE topic LIKE '%TeamLedger.Charged' ORDER BY originator_version"
+        )
+    )
     for originator_id, version, state in result:
         event = json.loads(bytes(state))
         team = str(originator_id).replace("-", "")
-        rows.setdefault((team, event["request_id"]), {
-            "team_id": team, "request_id": event["request_id"], "version": version,
-            "charged": event["charged"], "balance_after": event["balance_after"]})
+        rows.setdefault(
+            (team, event["request_id"]),
+            {
+                "team_id": team,
+                "request_id": event["request_id"],
+                "version": version,
+                "charged": event["charged"],
+                "balance_after": event["balance_after"],
+            },
+        )
     return list(rows.values())
 
 

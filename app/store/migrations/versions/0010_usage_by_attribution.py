@@ -40,8 +40,10 @@ def upgrade() -> None:
         if_not_exists=True,
     )
     sums = ", ".join(f"SUM({name})" for name in _SUMMED)
-    op.execute(f"INSERT INTO usage_by_attribution (team_name, dimension, value, day, {', '.join(_SUMMED)}) "
-               f"SELECT team_name, 'user', '', day, {sums} FROM usage_daily GROUP BY team_name, day")
+    op.execute(
+        f"INSERT INTO usage_by_attribution (team_name, dimension, value, day, {', '.join(_SUMMED)}) "
+        f"SELECT team_name, 'user', '', day, {sums} FROM usage_daily GROUP BY team_name, day"
+    )
 
 
 def downgrade() -> None:

@@ -23,8 +23,18 @@ branch_labels = None
 depends_on = None
 
 #: The audit history's text columns an event's text reaches.
-_TEXT_COLUMNS = ("key_id", "request_id", "endpoint", "model", "price", "reference", "tags", "end_user", "actor",
-                 "reason")
+_TEXT_COLUMNS = (
+    "key_id",
+    "request_id",
+    "endpoint",
+    "model",
+    "price",
+    "reference",
+    "tags",
+    "end_user",
+    "actor",
+    "reason",
+)
 
 
 def upgrade() -> None:
@@ -37,8 +47,9 @@ def upgrade() -> None:
         sa.Column("quarantined_at", sa.String(), nullable=False),
         if_not_exists=True,
     )
-    op.create_index("usage_by_attribution_day", "usage_by_attribution", ["team_name", "day", "dimension"],
-                    if_not_exists=True)
+    op.create_index(
+        "usage_by_attribution_day", "usage_by_attribution", ["team_name", "day", "dimension"], if_not_exists=True
+    )
     if _holds_nul() or _over_the_attribution_bounds():
         _project_again()
 
@@ -68,10 +79,14 @@ def _over_the_attribution_bounds() -> bool:
     were then). Only then do the rows differ from what the bounds make of the events: that history
     is projected again, so that ``ledger verify`` agrees with it."""
     tag_names, values, team_values = 20, 1000, 2000
-    by_day = (f"SELECT 1 FROM usage_by_attribution GROUP BY team_name, day HAVING COUNT(DISTINCT dimension) > "
-              f"{tag_names + 1} OR SUM(CASE WHEN value = '' THEN 0 ELSE 1 END) > {team_values}")
-    by_dimension = (f"SELECT 1 FROM usage_by_attribution WHERE value <> '' GROUP BY team_name, day, dimension "
-                    f"HAVING COUNT(*) > {values}")
+    by_day = (
+        f"SELECT 1 FROM usage_by_attribution GROUP BY team_name, day HAVING COUNT(DISTINCT dimension) > "
+        f"{tag_names + 1} OR SUM(CASE WHEN value = '' THEN 0 ELSE 1 END) > {team_values}"
+    )
+    by_dimension = (
+        f"SELECT 1 FROM usage_by_attribution WHERE value <> '' GROUP BY team_name, day, dimension "
+        f"HAVING COUNT(*) > {values}"
+    )
     checks = (by_day, by_dimension)
     bind = op.get_bind()
     return any(bind.execute(sa.text(f"{check} LIMIT 1")).first() is not None for check in checks)

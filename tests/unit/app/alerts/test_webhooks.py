@@ -44,7 +44,8 @@ def test_retries_back_off_doubling_up_to_the_longest_wait():
 
 
 def _with_webhook() -> Settings:
-    return parse_settings("""
+    return parse_settings(
+        """
 webhooks = [{url = "http://127.0.0.1:9/hook", secret_env = "TOLLGATE_TEST_HOOK_SECRET"}]
 [[models]]
 id = "m"
@@ -55,7 +56,9 @@ max_output_tokens = 1024
 vision = false
 pricing = {input = 1, output = 1, cache_create = 1, cache_hit = 1}
 upstream = {kind = "demo"}
-""", "t.toml")
+""",
+        "t.toml",
+    )
 
 
 def test_delivery_never_starts_without_its_secret(monkeypatch: pytest.MonkeyPatch):

@@ -20,13 +20,16 @@ import pytest
 
 from app.http.answer_head import UnsendableHead
 from app.http.billed_call import BilledCall
+from app.http.billed_request import BilledRequest, OutputAsk
 from app.http.event_stream import EventStream
 from app.http.relay import answer
 from app.keys import Principal
-from app.ledger.billing import Charge, RequestBill
+from app.ledger.billing import RequestBill
+from app.ledger.receipts import Charge
 from app.ledger.streams_in_flight import StreamsInFlight
 from app.translate.exchange import plan
 from app.upstream.base import Answer, StreamEvent
+from domain.attribution import Attribution
 from domain.pricing import TokenUsage
 from domain.settings import parse_settings
 
@@ -43,8 +46,9 @@ class Ledger:
         self.asked: list[tuple[str, Any]] = []
         self.cut_off_charges = cut_off_charges
 
-    async def charge(self, bill: RequestBill, usage: TokenUsage, render: Any = None,
-                     **options: Any) -> tuple[Charge, bytes]:
+    async def charge(
+        self, bill: RequestBill, usage: TokenUsage, render: Any = None, **options: Any
+    ) -> tuple[Charge, bytes]:
         self.asked.append(("charge", usage))
         if self.cut_off_charges:
             raise asyncio.CancelledError
@@ -99,24 +103,53 @@ class Slot:
 
 
 def chunk(text: str) -> dict[str, Any]:
-    return {"id": "c1", "object": "chat.completion.chunk", "model": "x",
-            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]}
+    return {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "model": "x",
+        "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}],
+    }
 
 
 def held_call(ledger: Ledger, upstream: Upstream, stream: bool, slot: Any = None) -> BilledCall:
     """A call as ``app.http.billed_call.hold`` hands it over: held, with its exchange (passed through)."""
-    runtime: Any = SimpleNamespace(billing=ledger, upstreams={MODEL.id: upstream}, in_flight=StreamsInFlight())
+    services: Any = SimpleNamespace(billing=ledger, upstreams={MODEL.id: upstream}, in_flight=StreamsInFlight())
     body = {"model": MODEL.id, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
     exchange = plan(MODEL, "chat", "chat", body, {}, PROMPT_TOKENS)
-    bill = RequestBill(Principal(uuid.uuid4(), "acme", "key-1"), MODEL, "req-1", "chat", open=True)
-    return BilledCall(runtime, bill, exchange, {}, PROMPT_TOKENS, slot)
+    principal = Principal(uuid.uuid4(), "acme", "key-1")
+    billed = BilledRequest(
+        principal=principal,
+        model=MODEL,
+        protocol="chat",
+        upstream_wire="chat",
+        endpoint="chat",
+        stream=stream,
+        request_id="req-1",
+        idempotency=None,
+        attribution=Attribution(),
+        prompt_tokens=PROMPT_TOKENS,
+        output=OutputAsk(most=100, requested=0),
+        record=None,
+    )
+    bill = RequestBill(principal, MODEL, "req-1", "chat", open=True)
+    return BilledCall(services, billed, bill, exchange, {}, slot)
 
 
 async def test_a_stream_cut_off_while_its_charge_is_made_is_charged_once_and_nothing_more():
     ledger, slot = Ledger(cut_off_charges=True), Slot()
-    upstream = Upstream(chunks=[chunk("Hello "), chunk("there"), {
-        "id": "c1", "object": "chat.completion.chunk", "model": "x", "choices": [],
-        "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}])
+    upstream = Upstream(
+        chunks=[
+            chunk("Hello "),
+            chunk("there"),
+            {
+                "id": "c1",
+                "object": "chat.completion.chunk",
+                "model": "x",
+                "choices": [],
+                "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11},
+            },
+        ]
+    )
     response = await answer(held_call(ledger, upstream, stream=True, slot=slot))
     assert isinstance(response, EventStream)
     frames = response.iterator
@@ -153,10 +186,16 @@ async def test_a_plain_answer_that_cannot_be_read_releases_its_hold_at_once():
 
 async def test_a_plain_answer_is_charged_once_and_reports_its_charge():
     ledger = Ledger()
-    upstream = Upstream(answer={
-        "id": "x", "object": "chat.completion", "created": 1, "model": "x",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10}})
+    upstream = Upstream(
+        answer={
+            "id": "x",
+            "object": "chat.completion",
+            "created": 1,
+            "model": "x",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 1, "total_tokens": 10},
+        }
+    )
     response = await answer(held_call(ledger, upstream, stream=False))
     assert ledger.asked == [("charge", TokenUsage(input_tokens=9, output_tokens=1))]
     assert b'"cost"' in response.content
@@ -179,7 +218,8 @@ class CountingUpstream(Upstream):
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 @pytest.mark.parametrize("value", ["网络搜索", "a\r\nb"], ids=["not-latin-1", "cr-lf"])
 async def test_an_answer_whose_headers_http_cannot_carry_is_refused_before_the_upstream_and_never_charged(
-        stream: bool, value: str):
+    stream: bool, value: str
+):
     ledger, upstream = Ledger(), CountingUpstream()
     call = held_call(ledger, upstream, stream=stream)
     call.headers["x-unsendable"] = value  # no header the gateway makes can be like this: the guard behind that

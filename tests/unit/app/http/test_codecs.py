@@ -33,8 +33,7 @@ def body_for(endpoint: str, model: str, stream: bool) -> dict[str, Any]:
 
 
 def events(raw: str) -> list[dict[str, Any]]:
-    return [json.loads(line[6:], parse_float=Decimal) for line in raw.splitlines()
-            if line.startswith("data: {")]
+    return [json.loads(line[6:], parse_float=Decimal) for line in raw.splitlines() if line.startswith("data: {")]
 
 
 def read_plain(endpoint: str, answer: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -63,7 +62,8 @@ def read_stream(endpoint: str, raw: str) -> tuple[str, dict[str, Any]]:
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 def test_each_pair_answers_in_the_client_s_shape_and_reports_what_was_charged(
-        shared_gateway: InProcessGateway, endpoint: str, model: str, stream: bool):
+    shared_gateway: InProcessGateway, endpoint: str, model: str, stream: bool
+):
     name = f"codec-{next(_teams)}"
     team = shared_gateway.open_team(name)
     answer = shared_gateway.post(team, endpoint, body_for(endpoint, model, stream))
@@ -74,8 +74,11 @@ def test_each_pair_answers_in_the_client_s_shape_and_reports_what_was_charged(
     else:
         text, usage = read_plain(endpoint, json.loads(answer.content, parse_float=Decimal))
     assert text == "Echo: alpha beta"
-    tokens = ((usage["prompt_tokens"], usage["completion_tokens"]) if endpoint == "/v1/chat/completions"
-              else (usage["input_tokens"], usage["output_tokens"]))
+    tokens = (
+        (usage["prompt_tokens"], usage["completion_tokens"])
+        if endpoint == "/v1/chat/completions"
+        else (usage["input_tokens"], usage["output_tokens"])
+    )
     assert tokens == (5, 3)
     charged = charge_of(shared_gateway.runtime.store, name, answer.headers["x-request-id"]).charged
     assert usage["cost"]["credits"] == in_credits(charged) > 0

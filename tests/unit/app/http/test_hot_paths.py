@@ -12,8 +12,11 @@ from litestar.testing import RequestFactory
 from app.http.hot_paths import _is_whole, _send_whole
 
 CASES = [
-    Response(b'{"id":"chatcmpl-1"}', headers={"X-Request-Id": "req_1", "x-ratelimit-limit-requests": "60"},
-             media_type="application/json"),
+    Response(
+        b'{"id":"chatcmpl-1"}',
+        headers={"X-Request-Id": "req_1", "x-ratelimit-limit-requests": "60"},
+        media_type="application/json",
+    ),
     Response(b'{"error":{}}', status_code=402, headers={"Connection": "close"}, media_type="application/json"),
     Response(b"plain words", media_type="text/plain"),
     Response(b"{}"),

@@ -43,7 +43,6 @@ def test_cycles_made_after_start_up_are_still_collected(restored_collector):
     assert gc.collect() >= 2
 
 
-
 def test_a_thread_back_from_a_wait_gets_the_lock_soon_from_a_busy_thread(restored_collector):
     """What a ledger commit went through: a 0.3 ms wait outside the lock, then the lock back from a
     thread that never gives it up by itself. At the default 5 ms interval the wait took 5 ms."""

@@ -75,9 +75,12 @@ def test_an_upstream_that_fails_mid_stream_is_charged_for_what_was_delivered(gat
     body = chat("fake-gpt", "alpha beta gamma delta epsilon [[drop-after:3]] [[no-usage]]", stream=True)
     answer = gateway.post(team, "/v1/chat/completions", body)
     assert answer.status_code == 200
-    received = "".join(choice["delta"].get("content") or "" for line in answer.text.splitlines()
-                       if line.startswith("data: {") and '"choices"' in line
-                       for choice in json.loads(line[6:])["choices"])
+    received = "".join(
+        choice["delta"].get("content") or ""
+        for line in answer.text.splitlines()
+        if line.startswith("data: {") and '"choices"' in line
+        for choice in json.loads(line[6:])["choices"]
+    )
     assert len(received.split()) == 3
     assert '"error"' in answer.text
     with ledger_of(gateway) as ledger:
@@ -114,8 +117,10 @@ def test_a_stream_the_ledger_cannot_charge_is_charged_once_the_ledger_can_be_wri
     assert "will be charged once it can be written again" in answer.text
     with ledger_of(gateway) as ledger:
         owed = charge_of(ledger, "acme", answer.headers["x-request-id"]).charged
-        reported = TokenUsage(input_tokens=3 + 3, output_tokens=len(demo_tokens("Hello from the Tollgate demo model. "
-                                                                              "You said: one two three")))
+        reported = TokenUsage(
+            input_tokens=3 + 3,
+            output_tokens=len(demo_tokens("Hello from the Tollgate demo model. You said: one two three")),
+        )
         price = gateway.settings.model("demo-gpt").price
         assert owed == cost_in_micros(reported, price, gateway.settings.credits_per_usd)
         charged = charge_of(ledger, "acme", warm.headers["x-request-id"]).charged

@@ -55,8 +55,9 @@ def test_an_idempotent_retry_gets_the_first_answer_and_is_charged_once(gateway: 
         assert (after.balance, after.held) == (100_000_000 - charged, 0)  # one charge, and nothing left held
 
 
-def test_a_team_that_cannot_afford_the_worst_case_is_refused_before_the_upstream(gateway: InProcessGateway,
-                                                                                  fake_upstream: FakeUpstream):
+def test_a_team_that_cannot_afford_the_worst_case_is_refused_before_the_upstream(
+    gateway: InProcessGateway, fake_upstream: FakeUpstream
+):
     team = gateway.open_team("thrifty", "0.5")  # fake-gpt's worst case (1,024 output tokens) is about 1 credit
     answer = gateway.post(team, "/v1/chat/completions", {"model": "fake-gpt", "messages": HELLO})
     assert answer.status_code == 402
@@ -86,9 +87,12 @@ def test_a_suspended_team_is_refused_until_it_is_reinstated(gateway: InProcessGa
 @pytest.mark.parametrize("idempotency", [{}, {"idempotency-key": "k-1"}], ids=["leased hold", "durable hold"])
 def test_an_upstream_that_fails_releases_the_hold_and_charges_nothing(gateway: InProcessGateway, idempotency):
     team = gateway.open_team("acme", "100")
-    answer = gateway.post(team, "/v1/chat/completions",
-                          {"model": "fake-gpt", "messages": [{"role": "user", "content": "hi [[fail:500]]"}]},
-                          **idempotency)
+    answer = gateway.post(
+        team,
+        "/v1/chat/completions",
+        {"model": "fake-gpt", "messages": [{"role": "user", "content": "hi [[fail:500]]"}]},
+        **idempotency,
+    )
     assert answer.status_code >= 500
     with ledger_of(gateway) as ledger:
         assert charge_of(ledger, "acme", answer.headers["x-request-id"]) is None

@@ -17,8 +17,15 @@ def test_requests_on_a_lease_cost_one_durable_write_each_and_idempotent_ones_two
     before = {name: team_state(gateway.runtime.store, name).events for name in ("leased", "durable")}
     for n in range(5):
         assert gateway.post(leased, "/v1/chat/completions", {"model": "demo-gpt", "messages": HELLO}).status_code == 200
-        assert gateway.post(durable, "/v1/chat/completions", {"model": "demo-gpt", "messages": HELLO},
-                            **{"idempotency-key": f"k{n}"}).status_code == 200
+        assert (
+            gateway.post(
+                durable,
+                "/v1/chat/completions",
+                {"model": "demo-gpt", "messages": HELLO},
+                **{"idempotency-key": f"k{n}"},
+            ).status_code
+            == 200
+        )
     leased_writes = team_state(gateway.runtime.store, "leased").events - before["leased"]
     durable_writes = team_state(gateway.runtime.store, "durable").events - before["durable"]
     assert leased_writes == 1 + 5  # the lease, then five charges

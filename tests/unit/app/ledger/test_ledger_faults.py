@@ -17,15 +17,15 @@ from typing import Any
 
 import pytest
 
-from app.errors import Conflict
 from app.keys import Principal
-from app.ledger.billing import Billing, Idempotency, RequestBill
+from app.ledger.billing import Billing, Idempotency, RequestBill, ThisProcess
 from app.ledger.prices import PriceBook
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter, Recorded, RefusedByStore
 from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.read_models import IdempotentResponse
-from domain.ledger import MAX_BALANCE, AlreadyCharged, InvalidAmount, TeamLedger, team_id
+from domain.ledger import MAX_BALANCE, AlreadyCharged, InvalidAmount, RequestInProgress, TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage, cost_in_micros
 from domain.settings import parse_settings
 from projections.audit import verify_ledger
@@ -69,12 +69,20 @@ def on(writer: LedgerWriter, team: str, action: Callable[[TeamLedger], Any]) -> 
 
 def charge(writer: LedgerWriter, team: str, request_id: str, *, lease: str = "", answer_key: str = "") -> Any:
     def command(ledger: TeamLedger) -> Recorded[TeamLedger.Charged]:
-        event = ledger.charge(request_id, TokenUsage(10, 10), PRICE, Decimal(100), key_id="k", model="m",
-                              endpoint="chat", lease=lease)
+        event = ledger.charge(
+            RequestOnLedger(request_id, "k", "m", "chat"), TokenUsage(10, 10), PRICE, Decimal(100), lease=lease
+        )
         if not answer_key:
             return Recorded(event)
-        return Recorded(event, (IdempotentResponse(ledger.id, answer_key, "hash", request_id, "application/json",
-                                                   b"{}", "now", time.time() + 60),))
+        return Recorded(
+            event,
+            (
+                IdempotentResponse(
+                    ledger.id, answer_key, "hash", request_id, "application/json", b"{}", "now", time.time() + 60
+                ),
+            ),
+        )
+
     return writer.on_team_recording(team_id(team), team, command)
 
 
@@ -82,12 +90,14 @@ def test_a_second_answer_under_one_idempotency_key_fails_only_its_own_command(wr
     """The first 503 of the review: the first attempt's charge (storing the answer) and a retry's
     hold were decided in one batch; the retry's own charge then broke the key's unique index, was
     retried twenty times as a "conflict", and failed every command batched with it — other teams'."""
-    on(writer, "a", lambda t: t.place_hold("first", 1_000, "k", "m", "chat", idem_key="K")).result()
+    on(writer, "a", lambda t: t.place_hold(RequestOnLedger("first", "k", "m", "chat"), 1_000, idem_key="K")).result()
     with held_writer(writer):
         first = charge(writer, "a", "first", answer_key="K")
-        retry_hold = on(writer, "a", lambda t: t.place_hold("retry", 1_000, "k", "m", "chat", idem_key="K"))
+        retry_hold = on(
+            writer, "a", lambda t: t.place_hold(RequestOnLedger("retry", "k", "m", "chat"), 1_000, idem_key="K")
+        )
         retry_charge = charge(writer, "a", "retry", answer_key="K")
-        other_team = on(writer, "b", lambda t: t.place_hold("other", 5, "k", "m", "chat"))
+        other_team = on(writer, "b", lambda t: t.place_hold(RequestOnLedger("other", "k", "m", "chat"), 5))
     assert first.result().request_id == "first"
     assert retry_hold.result() > 0
     with pytest.raises(RefusedByStore) as refused:
@@ -103,7 +113,12 @@ async def test_a_retry_decided_in_the_batch_that_answers_the_key_is_told_to_wait
     """Through billing: the retry sees the answer its batch is storing and gets a 409 to retry, instead
     of going upstream a second time."""
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(), owner=lambda: "this-process")
+    billing = Billing(
+        LedgerService(writer),
+        settings,
+        PriceBook(store, settings).open(),
+        process=ThisProcess(owner=lambda: "this-process"),
+    )
     principal = Principal(team_id("a"), "a", "key_1")
     model = settings.model("fake-gpt")
     first = RequestBill(principal, model, "req_first", "chat", Idempotency("K", "hash"))
@@ -114,7 +129,7 @@ async def test_a_retry_decided_in_the_batch_that_answers_the_key_is_told_to_wait
         retried = asyncio.ensure_future(billing.hold(retry, 1_000))
         await asyncio.sleep(0.2)  # both are queued behind the held writer
     assert (await charged)[1] == b'{"answer": 1}'
-    with pytest.raises(Conflict):
+    with pytest.raises(RequestInProgress):  # answered 409 by app/http/refusals.py
         await retried
     replayed = await billing.hold(RequestBill(principal, model, "req_later", "chat", Idempotency("K", "hash")), 1_000)
     assert replayed is not None
@@ -138,7 +153,7 @@ def test_a_request_is_charged_once_even_when_the_team_no_longer_remembers_it(wri
     assert "old" not in store.find_team(team_id("a")).lease_charges
     with held_writer(writer):
         again = charge(writer, "a", "old", lease="L")
-        other = on(writer, "b", lambda t: t.place_hold("other", 5, "k", "m", "chat"))
+        other = on(writer, "b", lambda t: t.place_hold(RequestOnLedger("other", "k", "m", "chat"), 5))
     with pytest.raises(AlreadyCharged):
         again.result()
     assert other.result() == 10**9 - 5
@@ -167,7 +182,7 @@ def test_a_connection_whose_prepared_statements_were_lost_is_replaced(writer, st
     forgets the statements behind psycopg's back. The write that meets it replaces the connection
     and goes through on a fresh one; nothing fails."""
     for i in range(6):  # the insert statements are prepared on the one pooled connection
-        on(writer, "a", lambda t, i=i: t.place_hold(f"warm{i}", 1, "k", "m", "chat")).result()
+        on(writer, "a", lambda t, i=i: t.place_hold(RequestOnLedger(f"warm{i}", "k", "m", "chat"), 1)).result()
     with store.recorder.datastore.get_connection() as conn:  # type: ignore[attr-defined]
         assert conn._prepared._names, "the recorder's statements should be prepared by now"
         conn.pgconn.exec_(b"DEALLOCATE ALL")  # the server forgets them; psycopg does not know
@@ -175,7 +190,11 @@ def test_a_connection_whose_prepared_statements_were_lost_is_replaced(writer, st
     for i in range(10):
         team = "ab"[i % 2]
         try:
-            results.append(on(writer, team, lambda t, i=i: t.place_hold(f"after{i}", 1, "k", "m", "chat")).result())
+            results.append(
+                on(
+                    writer, team, lambda t, i=i: t.place_hold(RequestOnLedger(f"after{i}", "k", "m", "chat"), 1)
+                ).result()
+            )
         except Exception as exc:  # noqa: BLE001 — the assertion below names it
             results.append(exc)
     assert all(isinstance(r, int) for r in results), results
@@ -186,12 +205,17 @@ async def test_a_request_cut_off_while_its_hold_is_placed_leaves_nothing_held(wr
     cancel the writer's future under it: the writer then failed its whole batch ("ledger writer
     failed a batch"), and the hold, placed all the same, stayed until hold_timeout."""
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(), owner=lambda: "this-process")
+    billing = Billing(
+        LedgerService(writer),
+        settings,
+        PriceBook(store, settings).open(),
+        process=ThisProcess(owner=lambda: "this-process"),
+    )
     principal = Principal(team_id("a"), "a", "key_1")
     bill = RequestBill(principal, settings.model("fake-gpt"), "req_cut", "chat", Idempotency("K", "hash"))
     with held_writer(writer):
         holding = asyncio.ensure_future(billing.hold(bill, 1_000))
-        other = on(writer, "b", lambda t: t.place_hold("other", 5, "k", "m", "chat"))
+        other = on(writer, "b", lambda t: t.place_hold(RequestOnLedger("other", "k", "m", "chat"), 5))
         await asyncio.sleep(0.1)
         holding.cancel()
         await asyncio.sleep(0.1)
@@ -209,7 +233,12 @@ async def test_a_request_cut_off_while_its_hold_is_placed_leaves_nothing_held(wr
 
 async def test_a_request_cut_off_while_it_is_charged_is_charged_once(writer, store, tmp_path):
     settings = parse_settings(write_config(tmp_path, "http://127.0.0.1:9/v1").read_text(), "test")
-    billing = Billing(LedgerService(writer), settings, PriceBook(store, settings).open(), owner=lambda: "this-process")
+    billing = Billing(
+        LedgerService(writer),
+        settings,
+        PriceBook(store, settings).open(),
+        process=ThisProcess(owner=lambda: "this-process"),
+    )
     model = settings.model("fake-gpt")
     bill = RequestBill(Principal(team_id("a"), "a", "key_1"), model, "req_cut", "chat")
     await billing.hold(bill, 1_000_000)

@@ -1,5 +1,5 @@
-"""The ledger service in-process, on a real store: what each named method answers, and the one table
-that says the ledger's refusals to clients, operators and the CLI alike."""
+"""The ledger service in-process, on a real store: what each named method answers (its refusals'
+HTTP answers: tests/unit/app/http/test_refusals.py)."""
 
 from __future__ import annotations
 
@@ -7,25 +7,14 @@ from decimal import Decimal
 
 import pytest
 
-from app.errors import (
-    Conflict,
-    InsufficientCreditsError,
-    InvalidRequest,
-    NotFound,
-    PermissionDenied,
-    ServiceUnavailable,
-)
 from app.keys import hash_key
-from app.ledger.refusals import refusal
-from app.ledger.results import AnswerToStore, Limits
+from app.ledger.results import AnswerToStore, KeyTerms, Limits
 from app.ledger.service import LedgerService, TeamRequest
-from app.ledger.writer import LedgerUnavailable, LedgerWriter, RefusedByStore
+from app.ledger.writer import LedgerWriter
 from app.store.event_store import open_ledger_store
 from domain.ledger import (
-    InsufficientCredits,
     InvalidTeamName,
     KeyNotFound,
-    LedgerError,
     RequestInProgress,
     TeamAlreadyExists,
     TeamNotFound,
@@ -78,8 +67,14 @@ def test_a_hold_then_its_charge_answer_what_the_team_has_after_each(ledger, stor
 
 def test_a_charge_that_stores_its_answer_returns_the_body_it_stored(ledger, store):
     ledger.hold(request("r1"), 5_000_000, owner="me", idem_key="K").result()
-    answer = AnswerToStore("K", "hash", "application/json", b"prefix:", 60.0,
-                           lambda event, cost: f'{{"charged": {event.charged}, "parts": {len(cost.parts)}}}'.encode())
+    answer = AnswerToStore(
+        "K",
+        "hash",
+        "application/json",
+        b"prefix:",
+        60.0,
+        lambda event, cost: f'{{"charged": {event.charged}, "parts": {len(cost.parts)}}}'.encode(),
+    )
     charged = ledger.charge(request("r1"), USAGE, PRICE, PER_USD, answer=answer).result()
     assert charged.cost is not None  # what the cost is made of, from the command that charged it
     assert charged.answer == f'{{"charged": {charged.event.charged}, "parts": {len(charged.cost.parts)}}}'.encode()
@@ -132,7 +127,7 @@ def test_sweeps_name_the_holds_they_release(ledger):
 
 
 def test_administration_answers_summaries(ledger, store):
-    key = ledger.issue_key("acme", "ci", ["m"], ["chat"], Limits(rpm=5))
+    key = ledger.issue_key("acme", "ci", KeyTerms(["m"], ["chat"], Limits(rpm=5)))
     assert store.find_key(hash_key(key.secret)).key_id == key.key_id
     limited = ledger.limit_key("acme", key.key_id, Limits(tpm=900))
     assert (limited.rpm, limited.tpm, limited.models, limited.endpoints) == (5, 900, ("m",), ("chat",))
@@ -165,27 +160,3 @@ def test_administration_refuses_with_the_domain_s_errors(ledger):
         ledger.team_summary("ghost")
     with pytest.raises(KeyNotFound):
         ledger.revoke_key("acme", "key_missing")
-
-
-@pytest.mark.parametrize(("refused", "told", "status", "message"), [
-    (TeamSuspended("acme"), PermissionDenied, 403, "Team 'acme' is suspended."),
-    (InsufficientCredits("acme", 2_500_000, 1_000_000), InsufficientCreditsError, 402,
-     ("Insufficient credits: this request can cost up to 2.5 credits but team 'acme' has 1 available. "
-      "Add credits or lower max_tokens.")),
-    (RequestInProgress("acme", "r1"), Conflict, 409,
-     "A request with this Idempotency-Key is still in progress; retry when it has finished."),
-    (TeamNotFound("ghost"), NotFound, 404, "team 'ghost' does not exist"),
-    (KeyNotFound("acme", "key_x"), NotFound, 404, "team 'acme' has no key 'key_x'"),
-    (TeamAlreadyExists("acme"), InvalidRequest, 409, "team 'acme' already exists"),
-    (LedgerError("team 'acme' is already suspended"), InvalidRequest, 400, "team 'acme' is already suspended"),
-    (RefusedByStore("too big", "balance"), InvalidRequest, 400, "the ledger refused this command: too big"),
-    (LedgerUnavailable("no database"), ServiceUnavailable, 503, "The billing ledger is unavailable: no database"),
-])
-def test_every_refusal_is_told_by_the_one_table(refused, told, status, message):
-    error = refusal(refused)
-    assert type(error) is told
-    assert (error.status, error.message) == (status, message)
-
-
-def test_a_retry_in_progress_is_told_to_come_back_shortly():
-    assert refusal(RequestInProgress("acme", "r1")).response_headers()["retry-after"] == "1"

@@ -14,10 +14,12 @@ from decimal import Decimal
 import pytest
 
 from app.ledger.service import LedgerService
-from app.ledger.statements import read_statement, statement_chunks, verify_statement
+from app.ledger.statement_reading import read_statement
+from app.ledger.statements import statement_chunks, verify_statement
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from projections.statement_chain import COLUMNS, PREV_HASH, chained
 from projections.statements import Month, Statement
@@ -37,9 +39,16 @@ def store(tmp_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LedgerStore]:
         service.create_team("acme", 10_000_000)
         tid = team_id("acme")
         for request_id, model in (("r1", "m1"), ("r2", "m2")):
-            writer.on_team(tid, "acme", lambda t, r=request_id, m=model: t.place_hold(r, 900_000, "k1", m, "chat"))
-            writer.on_team(tid, "acme", lambda t, r=request_id, m=model: t.charge(
-                r, TokenUsage(1234, 56), PRICE, Decimal(100), key_id="k1", model=m, endpoint="chat")).result()
+            writer.on_team(
+                tid, "acme", lambda t, r=request_id, m=model: t.place_hold(RequestOnLedger(r, "k1", m, "chat"), 900_000)
+            )
+            writer.on_team(
+                tid,
+                "acme",
+                lambda t, r=request_id, m=model: t.charge(
+                    RequestOnLedger(r, "k1", m, "chat"), TokenUsage(1234, 56), PRICE, Decimal(100)
+                ),
+            ).result()
         service.top_up("acme", 2_500_000, 'INV-1, "quoted"')
         service.adjust_credits("acme", -1_000_000, "billed twice", "T-1")
     yield opened
@@ -55,8 +64,18 @@ def test_csv_is_a_header_line_rows_and_the_final_hash(store):
     assert lines[0] == [*COLUMNS, PREV_HASH]
     sections = [line[2] for line in lines[1:]]
     assert sections[:5] == ["entry"] * 5  # the opening top-up, two charges, a top-up, an adjustment
-    assert sections[5:] == ["opening_balance", "top_ups", "charges_by_model", "charges_by_model", "charges_by_key",
-                            "charges", "adjustments", "closing_balance", "reconciliation", "end"]
+    assert sections[5:] == [
+        "opening_balance",
+        "top_ups",
+        "charges_by_model",
+        "charges_by_model",
+        "charges_by_key",
+        "charges",
+        "adjustments",
+        "closing_balance",
+        "reconciliation",
+        "end",
+    ]
     assert all(len(line) == len(lines[0]) for line in lines)
     assert lines[4][COLUMNS.index("reference")] == 'INV-1, "quoted"'
     plain = list(csv.reader(io.StringIO(_text(store, "csv", chained_form=False))))
@@ -66,8 +85,12 @@ def test_csv_is_a_header_line_rows_and_the_final_hash(store):
 
 def test_json_reads_as_a_document_with_its_figures(store):
     document = json.loads(_text(store, "json", chained_form=False))
-    assert (document["object"], document["team"], document["month"], document["reconciled"]) == \
-        ("ledger.statement", "acme", MONTH.text, True)
+    assert (document["object"], document["team"], document["month"], document["reconciled"]) == (
+        "ledger.statement",
+        "acme",
+        MONTH.text,
+        True,
+    )
     assert [e["kind"] for e in document["entries"]] == ["top_up", "charge", "charge", "top_up", "adjustment"]
     assert [m["model"] for m in document["charges_by_model"]] == ["m1", "m2"]
     assert [k["key_id"] for k in document["charges_by_key"]] == ["k1"]
@@ -84,8 +107,13 @@ def test_both_formats_carry_the_same_rows_and_final_hash(store):
     _, final = chained("acme", MONTH.text, rows)
     for fmt in ("csv", "json"):
         found = read_statement(_text(store, fmt))
-        assert (found.fmt, found.team, found.month, found.chained, found.final_hash) == \
-            (fmt, "acme", MONTH.text, True, final)
+        assert (found.fmt, found.team, found.month, found.chained, found.final_hash) == (
+            fmt,
+            "acme",
+            MONTH.text,
+            True,
+            final,
+        )
         assert len(found.rows) == len(rows)
         assert verify_statement(_text(store, fmt), store).ok
 
@@ -107,8 +135,11 @@ def test_one_changed_digit_fails_naming_the_row(store, fmt):
     charge = read_statement(text).rows[1]
     digits = str(charge["amount_micros"])
     changed = digits[:-1] + str((int(digits[-1]) + 1) % 10)
-    tampered = text.replace(f"{digits},", f"{changed},", 1) if fmt == "csv" else \
-        text.replace(f'"amount_micros": {digits}', f'"amount_micros": {changed}', 1)
+    tampered = (
+        text.replace(f"{digits},", f"{changed},", 1)
+        if fmt == "csv"
+        else text.replace(f'"amount_micros": {digits}', f'"amount_micros": {changed}', 1)
+    )
     assert tampered != text
     found = verify_statement(tampered, None)
     assert not found.ok
@@ -149,7 +180,8 @@ def test_a_json_row_with_a_field_of_its_own_fails(store):
     document = json.loads(_text(store, "json"))
     document["entries"][0]["discount"] = "50%"  # not a column: the hash would not cover it
     assert "entries[0]: 'discount' is not a member a statement writes there" in (
-        verify_statement(json.dumps(document), None).problem or "")
+        verify_statement(json.dumps(document), None).problem or ""
+    )
     document = json.loads(_text(store, "json"))
     document["reconciled"] = False
     assert "'reconciled'" in (verify_statement(json.dumps(document), None).problem or "")
@@ -172,9 +204,18 @@ def _as_csv(rows: list[dict], final: str) -> str:
 
 
 def _as_json(rows: list[dict], final: str) -> str:
-    document: dict = {"object": "ledger.statement", "team": "acme", "month": MONTH.text,
-                      "from": MONTH.start.isoformat(), "to": MONTH.end.isoformat(), "chained": True,
-                      "genesis": rows[0][PREV_HASH], "entries": [], "charges_by_model": [], "charges_by_key": []}
+    document: dict = {
+        "object": "ledger.statement",
+        "team": "acme",
+        "month": MONTH.text,
+        "from": MONTH.start.isoformat(),
+        "to": MONTH.end.isoformat(),
+        "chained": True,
+        "genesis": rows[0][PREV_HASH],
+        "entries": [],
+        "charges_by_model": [],
+        "charges_by_key": [],
+    }
     for row in rows:
         body = {k: v for k, v in row.items() if k not in ("team", "month", "section")}
         if row["section"] == "entry":
@@ -201,9 +242,11 @@ def _refused(text: str) -> str:
 def test_a_json_statement_has_the_members_the_writer_writes_and_no_other(store):
     document = json.loads(_text(store, "json"))
     assert "'amount_due' is not a member a statement writes there" in _refused(
-        json.dumps({**document, "amount_due": "0", "payment_status": "paid"}))
+        json.dumps({**document, "amount_due": "0", "payment_status": "paid"})
+    )
     assert "the statement has no 'closing_balance'" in _refused(
-        json.dumps({k: v for k, v in document.items() if k != "closing_balance"}))
+        json.dumps({k: v for k, v in document.items() if k != "closing_balance"})
+    )
     wrong_type = json.loads(_text(store, "json"))
     wrong_type["entries"][0]["version"] = "1"
     assert "entries[0].version" in _refused(json.dumps(wrong_type))
@@ -254,8 +297,9 @@ def test_a_csv_statement_is_its_rows_in_order_and_the_final_hash_alone(store):
     found = read_statement(_text(store, "csv"))
     unlinked = [{k: v for k, v in row.items() if k != PREV_HASH} for row in found.rows]
     twice = [*unlinked[:-1], unlinked[-2], unlinked[-1]]  # the closing balance twice, the chain recomputed
-    assert "a row of section 'closing_balance' cannot come here" in _refused(_as_csv(*chained("acme", MONTH.text,
-                                                                                              twice)))
+    assert "a row of section 'closing_balance' cannot come here" in _refused(
+        _as_csv(*chained("acme", MONTH.text, twice))
+    )
     moved = [*unlinked[:2], unlinked[-3], *unlinked[2:-3], *unlinked[-2:]]  # a summary row among the entries
     assert "cannot come here" in _refused(_as_csv(*chained("acme", MONTH.text, moved)))
     other = [dict(row) for row in unlinked]
@@ -293,8 +337,10 @@ def test_a_month_that_is_over_is_verified_to_its_last_event(store, monkeypatch: 
     assert not going_on.month_over
     over = verify_statement(so_far, store, now=december)
     assert not over.ok
-    assert ("2026-11 is over, and the statement stops before its end: it reaches version 8, the team's last event "
-            "of the month is version 9 — it has 2 charges, the month 2.") in (over.problem or "")
+    assert (
+        "2026-11 is over, and the statement stops before its end: it reaches version 8, the team's last event "
+        "of the month is version 9 — it has 2 charges, the month 2."
+    ) in (over.problem or "")
     whole = verify_statement(_text(store, "json"), store, now=december)
     assert whole.ok, whole.problem
     assert whole.month_over
@@ -325,7 +371,9 @@ def test_text_that_looks_like_a_formula_is_marked_in_csv_and_still_verifies(stor
     assert from_csv.final_hash == from_json.final_hash
     entries = [row for row in from_csv.rows if row["section"] == "entry"]
     assert [(row["reference"], row["reason"]) for row in entries[-2:]] == [
-        ('=HYPERLINK("http://evil.example","click")', ""), ("\t=1+1", "@SUM(A1:A9)")]
+        ('=HYPERLINK("http://evil.example","click")', ""),
+        ("\t=1+1", "@SUM(A1:A9)"),
+    ]
     assert verify_statement(text, store).ok
 
     unmarked = text.replace("'@SUM(A1:A9)", "@SUM(A1:A9)", 1)

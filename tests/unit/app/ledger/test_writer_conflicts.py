@@ -18,8 +18,9 @@ def test_a_hold_decided_on_a_stale_team_is_decided_again_after_catching_up(gatew
     assert first.status_code == 200
     top_up_from_another_process(gateway, "acme", 5_000_000)
     caplog.set_level(logging.INFO, logger="tollgate.ledger")
-    second = gateway.post(team, "/v1/chat/completions", {"model": "demo-gpt", "messages": HELLO},
-                          **{"idempotency-key": "second"})  # a durable hold: a save right away, on the stale copy
+    second = gateway.post(
+        team, "/v1/chat/completions", {"model": "demo-gpt", "messages": HELLO}, **{"idempotency-key": "second"}
+    )  # a durable hold: a save right away, on the stale copy
     assert second.status_code == 200, second.text
     assert "lost a version race" in caplog.text  # the path under test was taken
     with ledger_of(gateway) as ledger:

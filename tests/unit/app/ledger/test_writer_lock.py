@@ -24,6 +24,7 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.store_errors import VersionConflict
 from app.store.writer_lock import WriterLock, team_key
 from domain.ledger import InsufficientCredits, TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from projections.audit import verify_ledger
 from tests.support.backend import BACKEND, new_database_url
 
@@ -38,7 +39,9 @@ def stores(tmp_path) -> Iterator[list[LedgerStore]]:
 
 
 def hold(writer: LedgerWriter, team: str, request_id: str, amount: int = 1):
-    return writer.on_team(team_id(team), team, lambda t: t.place_hold(request_id, amount, "k", "m", "chat"))
+    return writer.on_team(
+        team_id(team), team, lambda t: t.place_hold(RequestOnLedger(request_id, "k", "m", "chat"), amount)
+    )
 
 
 @contextmanager
@@ -151,12 +154,14 @@ def test_locks_are_taken_in_one_order_so_batches_sharing_teams_never_deadlock(st
     arrival: every command is answered, no save refused, and the ledger checks out."""
     refused = [0]
     for store in stores:
+
         def counted(teams, idempotent=(), _save=store.save_teams):
             try:
                 return _save(teams, idempotent)
             except VersionConflict:
                 refused[0] += 1
                 raise
+
         store.save_teams = counted  # type: ignore[method-assign]
     writers = [LedgerWriter(s, lock=WriterLock(s.database)).start() for s in stores]
     names = [f"t{i}" for i in range(12)]

@@ -28,8 +28,14 @@ def store(tmp_path: Path) -> Iterator[LedgerStore]:
     opened.close()
 
 
-def answered(request_id: str, *, endpoint: str = "chat.completions", team: str = "acme", status: int = 200,
-             charged: int | None = 1234) -> RequestRecord:
+def answered(
+    request_id: str,
+    *,
+    endpoint: str = "chat.completions",
+    team: str = "acme",
+    status: int = 200,
+    charged: int | None = 1234,
+) -> RequestRecord:
     record = RequestRecord("POST", "/v1/chat/completions", endpoint, lambda r: None, request_id=request_id)
     record.team, record.key_id, record.model, record.status, record.charged = team, "key_1", "fake-gpt", status, charged
     record.upstream_attempts, record.deployment = 2, 1
@@ -75,8 +81,11 @@ def test_a_full_queue_drops_its_oldest_records_and_counts_them(store: LedgerStor
 
 def test_everything_queued_is_written_in_batches_and_at_shutdown(store: LedgerStore, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(record_writer, "BATCH", 4)
-    writer = RecordWriter(store.database, flush_seconds=3600,  # never by the clock: only the shutdown writes
-                          deployment_name=lambda model, index: f"{model}-deployment-{index}")
+    writer = RecordWriter(
+        store.database,
+        flush_seconds=3600,  # never by the clock: only the shutdown writes
+        deployment_name=lambda model, index: f"{model}-deployment-{index}",
+    )
     for n in range(10):
         writer.keep(answered(f"r{n}"))
     writer.start()
@@ -85,9 +94,18 @@ def test_everything_queued_is_written_in_batches_and_at_shutdown(store: LedgerSt
     assert (len(written), writer.written, writer.waiting) == (10, 10, 0)
     row = written["r0"]
     assert (row["team_name"], row["key_id"], row["model"], row["status"], row["charged"]) == (
-        "acme", "key_1", "fake-gpt", 200, 1234)
+        "acme",
+        "key_1",
+        "fake-gpt",
+        200,
+        1234,
+    )
     assert (row["deployment"], row["upstream_model"], row["attempts"], row["upstream_errors"]) == (
-        1, "fake-gpt-deployment-1", 2, "overloaded")
+        1,
+        "fake-gpt-deployment-1",
+        2,
+        "overloaded",
+    )
     assert (row["first_byte_ms"], row["duration_ms"]) == pytest.approx((10.0, 25.0))
     assert abs(row["started_at"] - time.time()) < 60
 

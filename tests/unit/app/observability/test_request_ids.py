@@ -68,4 +68,3 @@ def test_the_next_request_id_cannot_be_computed_from_the_ones_before():
     for _ in range(3):  # also across the blocks drawn from the kernel
         earlier = [new_request_id() for _ in range(208)]
         assert _predicted_next(earlier) != new_request_id()
-

@@ -57,10 +57,12 @@ def test_a_span_is_the_time_of_its_block_and_survives_an_exception(recording: Pa
     timeline.stop()
     found = {s["kind"]: s for s in spans(recording)}
     assert found["writer.batch"]["detail"] == 7
-    assert 0.02 <= found["writer.batch"]["end"] - found["writer.batch"]["start"] < 0.5
-    # It slept: blocked, neither on a CPU nor waiting for one, for most of its 20 ms.
+    wall = found["writer.batch"]["end"] - found["writer.batch"]["start"]
+    assert 0.02 <= wall < 0.5
+    # It slept: blocked, not on a CPU, for most of its 20 ms. How long it then waited for a CPU is
+    # the machine's load (18 ms seen with both cores busy), so that is only bounded by the span.
     assert 0 <= found["writer.batch"]["cpu"] < 0.01
-    assert 0 <= found["writer.batch"]["runq"] < 0.01
+    assert 0 <= found["writer.batch"]["runq"] <= wall
     assert "log.flush" in found
     # The mark that tells a reader everything ended before it is in the file.
     assert spans(recording)[-1]["kind"] == "timeline.flush"
@@ -113,8 +115,9 @@ def test_off_nothing_is_recorded_and_no_thread_runs(tmp_path: Path, monkeypatch:
 def test_a_gateway_records_its_writer_batches_and_its_loop(recording: Path, gateway: InProcessGateway):
     team = gateway.open_team("timeline")
     for _ in range(3):
-        answer = gateway.post(team, "/v1/chat/completions", {"model": "demo-gpt",
-                                                              "messages": [{"role": "user", "content": "hi"}]})
+        answer = gateway.post(
+            team, "/v1/chat/completions", {"model": "demo-gpt", "messages": [{"role": "user", "content": "hi"}]}
+        )
         assert answer.status_code == 200
     gateway.stop()
     timeline.stop()

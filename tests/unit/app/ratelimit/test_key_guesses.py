@@ -12,13 +12,16 @@ from app.ratelimit.key_guesses import KeyGuesses, address_of
 from app.ratelimit.memory import MemoryLimiter
 
 
-@pytest.mark.parametrize(("host", "address"), [
-    ("203.0.113.7", "203.0.113.7"),
-    ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),  # one client holds a whole /64: its addresses are one
-    ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
-    ("::ffff:198.51.100.9", "198.51.100.9"),
-    (None, "unknown"),
-])
+@pytest.mark.parametrize(
+    ("host", "address"),
+    [
+        ("203.0.113.7", "203.0.113.7"),
+        ("2001:db8:1:2:aaaa::1", "2001:db8:1:2::/64"),  # one client holds a whole /64: its addresses are one
+        ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::/64"),
+        ("::ffff:198.51.100.9", "198.51.100.9"),
+        (None, "unknown"),
+    ],
+)
 def test_an_address_is_an_ipv4_address_or_an_ipv6_64(host: str | None, address: str):
     assert address_of(host) == address
 

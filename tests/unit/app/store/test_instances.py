@@ -28,8 +28,10 @@ def test_a_heartbeat_reconnects_after_its_connection_was_cut(database):
         import psycopg
 
         with psycopg.connect(database.conninfo(), autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                          "WHERE datname = current_database() AND pid <> pg_backend_pid()")
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
         with pytest.raises(psycopg.OperationalError):  # the connection the beat had was cut
             registry.beat()
     registry.beat()
@@ -42,8 +44,9 @@ def test_a_silent_process_is_dead_only_to_a_process_heard_from_as_long(database)
     silent._insert()
     watcher._insert()
     with watcher._connection() as sql, sql.transaction() as tx:  # silent's last beat was 20 s ago
-        tx.execute("UPDATE gateway_instances SET last_seen = ? WHERE instance_id = ?",
-                   (time.time() - 20, silent.instance_id))
+        tx.execute(
+            "UPDATE gateway_instances SET last_seen = ? WHERE instance_id = ?", (time.time() - 20, silent.instance_id)
+        )
     assert watcher.dead_instances(15) == []  # the watcher itself was heard from only just now
     watcher._heard_since = time.time() - 16
     assert watcher.dead_instances(15) == [silent.instance_id]

@@ -27,11 +27,15 @@ def test_statements_have_a_power_of_two_of_rows_so_few_shapes_are_ever_prepared(
 
 
 def test_usage_of_one_team_key_model_and_day_is_summed_into_one_row():
-    rows = [("acme", "k1", "gpt", "2026-11-25", 1, 10, 5, 0, 0, 700),
-            ("acme", "k2", "gpt", "2026-11-25", 1, 1, 1, 0, 0, 9),
-            ("acme", "k1", "gpt", "2026-11-25", 1, 20, 6, 1, 2, 300)]
-    assert summed_usage(rows) == [("acme", "k1", "gpt", "2026-11-25", 2, 30, 11, 1, 2, 1000),
-                                  ("acme", "k2", "gpt", "2026-11-25", 1, 1, 1, 0, 0, 9)]
+    rows = [
+        ("acme", "k1", "gpt", "2026-11-25", 1, 10, 5, 0, 0, 700),
+        ("acme", "k2", "gpt", "2026-11-25", 1, 1, 1, 0, 0, 9),
+        ("acme", "k1", "gpt", "2026-11-25", 1, 20, 6, 1, 2, 300),
+    ]
+    assert summed_usage(rows) == [
+        ("acme", "k1", "gpt", "2026-11-25", 2, 30, 11, 1, 2, 1000),
+        ("acme", "k2", "gpt", "2026-11-25", 1, 1, 1, 0, 0, 9),
+    ]
 
 
 def test_more_rows_than_one_statement_takes_are_all_written(tmp_path):

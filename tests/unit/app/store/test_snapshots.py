@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.snapshots import same_state
 from domain.ledger import LedgerError, TeamLedger, team_id
+from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price, TokenUsage
 from tests.support.backend import RawDatabase, new_database_url
 
@@ -63,13 +64,16 @@ def _pick(team: TeamLedger, index: object) -> str:
 
 _COMMANDS = {
     "top_up": lambda t, op, step: t.add_credits(op[1], f"ref{step}"),
-    "hold": lambda t, op, step: t.place_hold(f"r{step}", op[1], "k0", "m", "chat", owner="p1"),
-    "charge": lambda t, op, step: t.charge(_pick(t, op[1]), TokenUsage(op[2], op[2] // 2), PRICE, PER_USD,
-                                           key_id="k0", model="m", endpoint="chat"),
+    "hold": lambda t, op, step: t.place_hold(RequestOnLedger(f"r{step}", "k0", "m", "chat"), op[1], owner="p1"),
+    "charge": lambda t, op, step: t.charge(
+        RequestOnLedger(_pick(t, op[1]), "k0", "m", "chat"), TokenUsage(op[2], op[2] // 2), PRICE, PER_USD
+    ),
     "release": lambda t, op, step: t.release_hold(_pick(t, op[1]), "upstream failed"),
     "lease": lambda t, op, step: t.lease_credits("L1", op[1], op[1] + op[2], owner="p1"),
-    "lease_charge": lambda t, op, step: "L1" in t.holds and t.charge(
-        f"q{step}", TokenUsage(op[1], 1), PRICE, PER_USD, key_id="k0", model="m", endpoint="chat", lease="L1"),
+    "lease_charge": lambda t, op, step: (
+        "L1" in t.holds
+        and t.charge(RequestOnLedger(f"q{step}", "k0", "m", "chat"), TokenUsage(op[1], 1), PRICE, PER_USD, lease="L1")
+    ),
     "return_lease": lambda t, op, step: t.return_lease("L1"),
     "key": lambda t, op, step: t.issue_key(f"k{op[1]}", f"hash{op[1]}", "label"),
     "revoke": lambda t, op, step: t.revoke_key(f"k{op[1]}"),
@@ -125,9 +129,21 @@ def test_a_team_loaded_from_its_snapshots_is_the_team_its_events_make(store, ops
 
 def test_the_team_at_every_instant_is_the_team_its_events_up_to_then_make(store):
     """Point-in-time reads: at each event's own time, exactly the events recorded by then."""
-    ops = [("top_up", 100), ("hold", 500), ("snapshot",), ("charge", 0, 40), ("key", 1), ("hold", 20),
-           ("snapshot",), ("release", 0), ("lease", 100, 900), ("lease_charge", 30), ("snapshot",),
-           ("return_lease",), ("top_up", 7)]
+    ops = [
+        ("top_up", 100),
+        ("hold", 500),
+        ("snapshot",),
+        ("charge", 0, 40),
+        ("key", 1),
+        ("hold", 20),
+        ("snapshot",),
+        ("release", 0),
+        ("lease", 100, 900),
+        ("lease_charge", 30),
+        ("snapshot",),
+        ("return_lease",),
+        ("top_up", 7),
+    ]
     tid, _ = _record(store, ops)
     events = list(store.events_after(tid, 0))
     first = events[0].timestamp
@@ -146,11 +162,11 @@ def _raw(store: LedgerStore) -> RawDatabase:
 
 
 def test_a_corrupt_snapshot_is_ignored_and_costs_only_time(store, caplog):
-    tid, snapshotted = _record(store, [("top_up", 5), ("hold", 300), ("snapshot",), ("charge", 0, 100),
-                                       ("top_up", 9)])
+    tid, snapshotted = _record(store, [("top_up", 5), ("hold", 300), ("snapshot",), ("charge", 0, 100), ("top_up", 9)])
     raw = _raw(store)
-    raw.execute("UPDATE team_snapshots SET state = ? WHERE team_id = ? AND version = ?",
-                (b"{not json", tid.hex, snapshotted[0]))
+    raw.execute(
+        "UPDATE team_snapshots SET state = ? WHERE team_id = ? AND version = ?", (b"{not json", tid.hex, snapshotted[0])
+    )
     loaded, used = store.load_team(tid)
     assert used == 0
     assert same_state(loaded, _replayed(store, tid))

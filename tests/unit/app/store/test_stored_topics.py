@@ -20,6 +20,7 @@ from eventsourcing.utils import resolve_topic
 from app.store.event_store import open_ledger_store
 from domain.admin_keys import AdminKeys
 from domain.ledger import TeamLedger
+from domain.ledger_holds import RequestOnLedger
 from domain.prices import PriceList
 from domain.pricing import Price, TokenUsage
 from tests.support.backend import RawDatabase, new_database_url
@@ -36,8 +37,8 @@ def test_every_stored_topic_names_a_class_of_the_domain(tmp_path: Path) -> None:
         team = TeamLedger.open("acme")
         team.add_credits(10_000_000, "opening")
         team.issue_key("k1", "hash-k1", "laptop")
-        team.place_hold("r1", 10_000, "k1", "m", "chat", owner="p1")
-        team.charge("r1", TokenUsage(500, 200), PRICE, Decimal(100), key_id="k1", model="m", endpoint="chat")
+        team.place_hold(RequestOnLedger("r1", "k1", "m", "chat"), 10_000, owner="p1")
+        team.charge(RequestOnLedger("r1", "k1", "m", "chat"), TokenUsage(500, 200), PRICE, Decimal(100))
         store.save_teams([team])
         store.team_snapshots.save([store.team_snapshots.take(team)])
         prices = PriceList.start()
@@ -57,8 +58,12 @@ def test_every_stored_topic_names_a_class_of_the_domain(tmp_path: Path) -> None:
     aggregate_topics = {json.loads(zlib.decompress(bytes(row[1])))["topic"] for row in snapshots}
 
     stored = event_topics | aggregate_topics
-    assert {"domain.ledger:TeamLedger.Charged", "domain.prices:PriceList.PriceSet",
-            "domain.admin_keys:AdminKeys.AdminKeyIssued", "domain.ledger:TeamLedger"} <= stored
+    assert {
+        "domain.ledger:TeamLedger.Charged",
+        "domain.prices:PriceList.PriceSet",
+        "domain.admin_keys:AdminKeys.AdminKeyIssued",
+        "domain.ledger:TeamLedger",
+    } <= stored
     assert [topic for topic in stored if not topic.startswith("domain.")] == []
     for topic in stored | {SNAPSHOT}:
         resolve_topic(topic)  # each still names a class that can be imported

@@ -6,10 +6,11 @@ import math
 
 import pytest
 
-from app.tokens import RULES, prompt_tokens, rules_for
+from app.tokens import prompt_tokens, rules_for
 from app.tokens.counting import (
     ANTHROPIC_IMAGE_MAX,
     OPENAI_IMAGE_MAX,
+    RULES,
     anthropic_image,
     anthropic_text,
     openai_image,
@@ -41,28 +42,53 @@ CORPUS = [
 #: OpenAI's cookbook example ("How to count tokens with tiktoken"): the API reports 124 prompt
 #: tokens for gpt-4o and gpt-4o-mini.
 COOKBOOK_MESSAGES = [
-    {"role": "system", "content": "You are a helpful, pattern-following assistant that translates corporate jargon "
-                                  "into plain English."},
+    {
+        "role": "system",
+        "content": "You are a helpful, pattern-following assistant that translates corporate jargon "
+        "into plain English.",
+    },
     {"role": "system", "name": "example_user", "content": "New synergies will help drive top-line growth."},
     {"role": "system", "name": "example_assistant", "content": "Things working well together will increase revenue."},
-    {"role": "system", "name": "example_user", "content": "Let's circle back when we have more bandwidth to touch "
-                                                          "base on opportunities for increased leverage."},
-    {"role": "system", "name": "example_assistant", "content": "Let's talk later when we're less busy about how to "
-                                                               "do better."},
-    {"role": "user", "content": "This late pivot means we don't have time to boil the ocean for the client "
-                                "deliverable."},
+    {
+        "role": "system",
+        "name": "example_user",
+        "content": "Let's circle back when we have more bandwidth to touch "
+        "base on opportunities for increased leverage.",
+    },
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Let's talk later when we're less busy about how to do better.",
+    },
+    {
+        "role": "user",
+        "content": "This late pivot means we don't have time to boil the ocean for the client deliverable.",
+    },
 ]
 
-WEATHER_TOOL = {"type": "function", "function": {
-    "name": "get_current_weather", "description": "Get the current weather in a given location",
-    "parameters": {"type": "object", "properties": {
-        "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
-        "unit": {"type": "string", "description": "The unit of temperature to return",
-                 "enum": ["celsius", "fahrenheit"]},
-    }, "required": ["location"]}}}
-WEATHER_MESSAGES = [{"role": "system",
-                     "content": "You are a helpful assistant that can answer to questions about the weather."},
-                    {"role": "user", "content": "What's the weather like in San Francisco?"}]
+WEATHER_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "get_current_weather",
+        "description": "Get the current weather in a given location",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "location": {"type": "string", "description": "The city and state, e.g. San Francisco, CA"},
+                "unit": {
+                    "type": "string",
+                    "description": "The unit of temperature to return",
+                    "enum": ["celsius", "fahrenheit"],
+                },
+            },
+            "required": ["location"],
+        },
+    },
+}
+WEATHER_MESSAGES = [
+    {"role": "system", "content": "You are a helpful assistant that can answer to questions about the weather."},
+    {"role": "user", "content": "What's the weather like in San Francisco?"},
+]
 
 
 def cookbook_count(messages, tools=()):
@@ -92,6 +118,7 @@ def chat(messages, **extra):
 
 # -- text ----------------------------------------------------------------------------------------
 
+
 def test_o200k_text_is_the_tokenizer_s_exact_count():
     assert O200K.text("hello world") == 2
     for text in CORPUS:
@@ -116,6 +143,7 @@ def test_every_rule_set_counts_at_least_one_token_per_whitespace_separated_word(
 
 # -- framing -------------------------------------------------------------------------------------
 
+
 def test_chat_framing_matches_openai_s_cookbook_and_its_api_count():
     assert prompt_tokens(chat(COOKBOOK_MESSAGES), "chat", O200K) == cookbook_count(COOKBOOK_MESSAGES) == 124
     one = [{"role": "user", "content": "hello world"}]
@@ -124,13 +152,47 @@ def test_chat_framing_matches_openai_s_cookbook_and_its_api_count():
 
 def test_tool_definitions_count_at_least_what_openai_s_recipe_does():
     assert cookbook_count(WEATHER_MESSAGES, [WEATHER_TOOL]) == 101  # the cookbook's API-confirmed figure
-    colours = ["red", "green", "blue", "cyan", "magenta", "yellow", "black", "white", "orange", "purple", "pink",
-               "brown", "gray", "teal"] * 4
-    enum_heavy = {"type": "function", "function": {"name": "paint", "description": "Paint", "parameters": {
-        "type": "object", "properties": {"colour": {"type": "string", "description": "c", "enum": colours}}}}}
-    many = [{"type": "function", "function": {"name": f"f{i}", "description": "d", "parameters": {
-        "type": "object", "properties": {f"p{j}": {"type": "string", "description": "d"} for j in range(8)}}}}
-        for i in range(6)]
+    colours = [
+        "red",
+        "green",
+        "blue",
+        "cyan",
+        "magenta",
+        "yellow",
+        "black",
+        "white",
+        "orange",
+        "purple",
+        "pink",
+        "brown",
+        "gray",
+        "teal",
+    ] * 4
+    enum_heavy = {
+        "type": "function",
+        "function": {
+            "name": "paint",
+            "description": "Paint",
+            "parameters": {
+                "type": "object",
+                "properties": {"colour": {"type": "string", "description": "c", "enum": colours}},
+            },
+        },
+    }
+    many = [
+        {
+            "type": "function",
+            "function": {
+                "name": f"f{i}",
+                "description": "d",
+                "parameters": {
+                    "type": "object",
+                    "properties": {f"p{j}": {"type": "string", "description": "d"} for j in range(8)},
+                },
+            },
+        }
+        for i in range(6)
+    ]
     for tools in ([WEATHER_TOOL], [enum_heavy], many, [WEATHER_TOOL, enum_heavy, *many]):
         ours = prompt_tokens(chat(WEATHER_MESSAGES, tools=tools), "chat", O200K)
         assert ours >= cookbook_count(WEATHER_MESSAGES, tools), tools
@@ -139,15 +201,30 @@ def test_tool_definitions_count_at_least_what_openai_s_recipe_does():
 def test_tool_calls_results_and_schemas_are_counted():
     history = [
         {"role": "user", "content": "weather?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function", "function": {"name": "get_current_weather",
-                                                              "arguments": '{"location": "Paris"}'}}]},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_current_weather", "arguments": '{"location": "Paris"}'},
+                }
+            ],
+        },
         {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees and sunny"},
     ]
     base = prompt_tokens(chat(history[:1]), "chat", O200K)
     full = prompt_tokens(chat(history), "chat", O200K)
-    pieces = ["assistant", "call_1", "get_current_weather", '{"location": "Paris"}', "tool", "call_1",
-              "18 degrees and sunny"]
+    pieces = [
+        "assistant",
+        "call_1",
+        "get_current_weather",
+        '{"location": "Paris"}',
+        "tool",
+        "call_1",
+        "18 degrees and sunny",
+    ]
     assert full == base + 2 * 3 + 2 * O200K.per_tool_call + sum(count_o200k(p) for p in pieces)
     schema = {"type": "json_schema", "json_schema": {"name": "out", "schema": {"type": "object"}}}
     assert prompt_tokens(chat(history, response_format=schema), "chat", O200K) > full
@@ -155,15 +232,19 @@ def test_tool_calls_results_and_schemas_are_counted():
 
 # -- images --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("size", "detail", "tokens"), [
-    ((1024, 1024), "high", 765),  # OpenAI's worked examples
-    ((2048, 4096), "high", 1105),
-    ((4096, 8192), "low", 85),
-    ((512, 512), "auto", 255),
-    ((100, 100), None, 255),
-    (None, "high", OPENAI_IMAGE_MAX),
-    (None, "low", 85),
-])
+
+@pytest.mark.parametrize(
+    ("size", "detail", "tokens"),
+    [
+        ((1024, 1024), "high", 765),  # OpenAI's worked examples
+        ((2048, 4096), "high", 1105),
+        ((4096, 8192), "low", 85),
+        ((512, 512), "auto", 255),
+        ((100, 100), None, 255),
+        (None, "high", OPENAI_IMAGE_MAX),
+        (None, "low", 85),
+    ],
+)
 def test_openai_s_tile_rule(size, detail, tokens):
     assert openai_image(size, detail) == tokens
 
@@ -174,13 +255,16 @@ def test_no_image_costs_more_than_openai_s_maximum():
             assert openai_image((width, height), "high") <= OPENAI_IMAGE_MAX == 1445
 
 
-@pytest.mark.parametrize(("size", "tokens"), [
-    ((200, 200), 54),  # Anthropic's worked examples: ~54, ~1334, ~1590
-    ((1000, 1000), 1334),
-    ((1092, 1092), 1590),
-    ((4000, 3000), ANTHROPIC_IMAGE_MAX),
-    (None, ANTHROPIC_IMAGE_MAX),
-])
+@pytest.mark.parametrize(
+    ("size", "tokens"),
+    [
+        ((200, 200), 54),  # Anthropic's worked examples: ~54, ~1334, ~1590
+        ((1000, 1000), 1334),
+        ((1092, 1092), 1590),
+        ((4000, 3000), ANTHROPIC_IMAGE_MAX),
+        (None, ANTHROPIC_IMAGE_MAX),
+    ],
+)
 def test_anthropic_s_image_rule(size, tokens):
     assert anthropic_image(size, None) == tokens
 
@@ -189,76 +273,187 @@ def test_images_are_counted_from_their_headers_in_every_protocol():
     png = images.png(1024, 1024)
     url = images.data_url(png, "image/png")
     base = prompt_tokens(chat([{"role": "user", "content": [{"type": "text", "text": "what is this"}]}]), "chat", O200K)
-    with_png = chat([{"role": "user", "content": [{"type": "text", "text": "what is this"},
-                                                   {"type": "image_url", "image_url": {"url": url}}]}])
+    with_png = chat(
+        [
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "what is this"}, {"type": "image_url", "image_url": {"url": url}}],
+            }
+        ]
+    )
     assert prompt_tokens(with_png, "chat", O200K) == base + 765
-    low = chat([{"role": "user", "content": [{"type": "text", "text": "what is this"},
-                                             {"type": "image_url", "image_url": {"url": url, "detail": "low"}}]}])
+    low = chat(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this"},
+                    {"type": "image_url", "image_url": {"url": url, "detail": "low"}},
+                ],
+            }
+        ]
+    )
     assert prompt_tokens(low, "chat", O200K) == base + 85
-    remote = chat([{"role": "user", "content": [{"type": "text", "text": "what is this"},
-                                                {"type": "image_url", "image_url": {"url": "https://x.test/a.jpg"}}]}])
+    remote = chat(
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "what is this"},
+                    {"type": "image_url", "image_url": {"url": "https://x.test/a.jpg"}},
+                ],
+            }
+        ]
+    )
     assert prompt_tokens(remote, "chat", O200K) == base + OPENAI_IMAGE_MAX
 
     jpeg = images.jpeg(1000, 1000)
-    block = {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg",
-                                         "data": images.data_url(jpeg, "image/jpeg").split(",", 1)[1]}}
+    block = {
+        "type": "image",
+        "source": {
+            "type": "base64",
+            "media_type": "image/jpeg",
+            "data": images.data_url(jpeg, "image/jpeg").split(",", 1)[1],
+        },
+    }
     text_only = {"messages": [{"role": "user", "content": [{"type": "text", "text": "what is this"}]}]}
     with_jpeg = {"messages": [{"role": "user", "content": [{"type": "text", "text": "what is this"}, block]}]}
     assert prompt_tokens(with_jpeg, "messages", ANTHROPIC) == prompt_tokens(text_only, "messages", ANTHROPIC) + 1334
 
     webp = images.data_url(images.webp_vp8x(512, 512), "image/webp")
-    items = {"input": [{"role": "user", "content": [{"type": "input_text", "text": "what is this"},
-                                                    {"type": "input_image", "image_url": webp, "detail": "auto"}]}]}
+    items = {
+        "input": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "what is this"},
+                    {"type": "input_image", "image_url": webp, "detail": "auto"},
+                ],
+            }
+        ]
+    }
     plain = {"input": [{"role": "user", "content": [{"type": "input_text", "text": "what is this"}]}]}
     assert prompt_tokens(items, "responses", O200K) == prompt_tokens(plain, "responses", O200K) + 255
 
 
 # -- the three protocols -------------------------------------------------------------------------
 
+
 def test_the_same_conversation_counts_the_same_text_in_every_protocol():
     system, question, answer = "Be brief.", "人工智能 and tokens 🎉?", "They are pieces of text."
-    chat_body = chat([{"role": "system", "content": system}, {"role": "user", "content": question},
-                      {"role": "assistant", "content": answer}, {"role": "user", "content": "More."}])
-    responses_body = {"instructions": system, "input": [
-        {"role": "user", "content": question},
-        {"role": "assistant", "content": [{"type": "output_text", "text": answer}]},
-        {"role": "user", "content": [{"type": "input_text", "text": "More."}]}]}
-    messages_body = {"system": [{"type": "text", "text": system}], "messages": [
-        {"role": "user", "content": question}, {"role": "assistant", "content": answer},
-        {"role": "user", "content": [{"type": "text", "text": "More."}]}]}
+    chat_body = chat(
+        [
+            {"role": "system", "content": system},
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": "More."},
+        ]
+    )
+    responses_body = {
+        "instructions": system,
+        "input": [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": [{"type": "output_text", "text": answer}]},
+            {"role": "user", "content": [{"type": "input_text", "text": "More."}]},
+        ],
+    }
+    messages_body = {
+        "system": [{"type": "text", "text": system}],
+        "messages": [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": answer},
+            {"role": "user", "content": [{"type": "text", "text": "More."}]},
+        ],
+    }
     for rules in (O200K, ANTHROPIC, BYTES):
-        counts = {prompt_tokens(chat_body, "chat", rules), prompt_tokens(responses_body, "responses", rules),
-                  prompt_tokens(messages_body, "messages", rules)}
+        counts = {
+            prompt_tokens(chat_body, "chat", rules),
+            prompt_tokens(responses_body, "responses", rules),
+            prompt_tokens(messages_body, "messages", rules),
+        }
         assert len(counts) == 1, (rules.name, counts)
 
 
 def test_messages_blocks_tools_results_and_thinking_are_counted():
-    tools = [{"name": "lookup", "description": "Look it up", "input_schema": {"type": "object", "properties": {
-        "q": {"type": "string"}}}}]
-    body = {"system": "Be brief.", "tools": tools, "messages": [
-        {"role": "user", "content": "find it"},
-        {"role": "assistant", "content": [
-            {"type": "thinking", "thinking": "I should call the tool.", "signature": "sig_" + "x" * 400},
-            {"type": "redacted_thinking", "data": "opaque" * 100},
-            {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "it"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": [
-            {"type": "text", "text": "found"}]}, {"type": "text", "text": "thanks"}]},
-    ]}
-    texts = ["system", "Be brief.", "user", "find it", "assistant", "I should call the tool.", "toolu_1", "lookup",
-             '{"q":"it"}', "user", "toolu_1", "found", "thanks"]
-    expected = (4 * ANTHROPIC.per_message + 2 * ANTHROPIC.per_tool_call + ANTHROPIC.per_request
-                + ANTHROPIC.tools_preamble + ANTHROPIC.per_tool + sum(anthropic_text(t) for t in texts)
-                + anthropic_text('{"name":"lookup","description":"Look it up","input_schema":{"type":"object",'
-                                 '"properties":{"q":{"type":"string"}}}}'))
+    tools = [
+        {
+            "name": "lookup",
+            "description": "Look it up",
+            "input_schema": {"type": "object", "properties": {"q": {"type": "string"}}},
+        }
+    ]
+    body = {
+        "system": "Be brief.",
+        "tools": tools,
+        "messages": [
+            {"role": "user", "content": "find it"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "thinking", "thinking": "I should call the tool.", "signature": "sig_" + "x" * 400},
+                    {"type": "redacted_thinking", "data": "opaque" * 100},
+                    {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"q": "it"}},
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "found"}]},
+                    {"type": "text", "text": "thanks"},
+                ],
+            },
+        ],
+    }
+    texts = [
+        "system",
+        "Be brief.",
+        "user",
+        "find it",
+        "assistant",
+        "I should call the tool.",
+        "toolu_1",
+        "lookup",
+        '{"q":"it"}',
+        "user",
+        "toolu_1",
+        "found",
+        "thanks",
+    ]
+    expected = (
+        4 * ANTHROPIC.per_message
+        + 2 * ANTHROPIC.per_tool_call
+        + ANTHROPIC.per_request
+        + ANTHROPIC.tools_preamble
+        + ANTHROPIC.per_tool
+        + sum(anthropic_text(t) for t in texts)
+        + anthropic_text(
+            '{"name":"lookup","description":"Look it up","input_schema":{"type":"object",'
+            '"properties":{"q":{"type":"string"}}}}'
+        )
+    )
     assert prompt_tokens(body, "messages", ANTHROPIC) == expected
 
 
 def test_unfamiliar_parts_are_counted_by_their_strings_but_not_their_payloads():
-    audio = chat([{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "UklGR" * 1000,
-                                                                                       "format": "wav"}}]}])
+    audio = chat(
+        [
+            {
+                "role": "user",
+                "content": [{"type": "input_audio", "input_audio": {"data": "UklGR" * 1000, "format": "wav"}}],
+            }
+        ]
+    )
     assert prompt_tokens(audio, "chat", O200K) < 30
-    document = {"messages": [{"role": "user", "content": [{"type": "document", "source": {
-        "type": "text", "media_type": "text/plain", "data": "word " * 100}}]}]}
+    document = {
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "word " * 100}}
+                ],
+            }
+        ]
+    }
     assert prompt_tokens(document, "messages", O200K) > 100
 
 

@@ -34,14 +34,17 @@ def test_counts_are_exact_and_special_token_text_is_plain_text():
 
 def test_the_script_rebuilds_the_tiktoken_format_from_js_tiktoken_s_layout(tmp_path):
     tokens = [b"a", b"b", b"ab", b" the", b"\xe4\xb8"]
-    lines = ["a 0 " + " ".join(base64.b64encode(t).decode() for t in tokens[:3]),
-             "x 3 " + " ".join(base64.b64encode(t).decode() for t in tokens[3:])]
+    lines = [
+        "a 0 " + " ".join(base64.b64encode(t).decode() for t in tokens[:3]),
+        "x 3 " + " ".join(base64.b64encode(t).decode() for t in tokens[3:]),
+    ]
     module = {"pat_str": "", "special_tokens": {}, "bpe_ranks": "\n".join(lines)}
     source = "module.exports = " + json.dumps(module) + ";"
     ranks = vendor_tokenizer.ranks_from_js(source)
     assert ranks == {t: i for i, t in enumerate(tokens)}
     assert vendor_tokenizer.tiktoken_file(ranks) == b"".join(
-        base64.b64encode(t) + b" %d\n" % i for i, t in enumerate(tokens))
+        base64.b64encode(t) + b" %d\n" % i for i, t in enumerate(tokens)
+    )
 
 
 def test_the_script_refuses_ranks_that_are_not_openai_s(tmp_path):

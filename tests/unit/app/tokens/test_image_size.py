@@ -10,8 +10,9 @@ from app.tokens.image_size import image_size, size_of_base64, size_of_data_url
 from tests.support import images
 
 
-@pytest.mark.parametrize("make", [images.png, images.gif, images.jpeg, images.webp_vp8x, images.webp_lossless,
-                                  images.webp_lossy])
+@pytest.mark.parametrize(
+    "make", [images.png, images.gif, images.jpeg, images.webp_vp8x, images.webp_lossless, images.webp_lossy]
+)
 @pytest.mark.parametrize("size", [(1, 1), (37, 900), (1024, 768), (4000, 3000)])
 def test_sizes_are_read_from_every_format(make, size):
     if make is images.png and size[0] * size[1] > 1_000_000:

@@ -55,8 +55,9 @@ def assert_exact(spliced: bytes, data: bytes, wanted: Any) -> None:
 
 
 @pytest.mark.parametrize(("data", "model", "usage", "wanted", "spliced_alone"), CASES)
-def test_a_splice_changes_the_top_level_model_and_usage_and_nothing_else(data: bytes, model: str, usage: Any,
-                                                                         wanted: Any, spliced_alone: bool) -> None:
+def test_a_splice_changes_the_top_level_model_and_usage_and_nothing_else(
+    data: bytes, model: str, usage: Any, wanted: Any, spliced_alone: bool
+) -> None:
     spliced = splicer.splice(data, model, usage, wanted)
     assert (spliced is not None) == spliced_alone
     if spliced is not None:
@@ -64,16 +65,20 @@ def test_a_splice_changes_the_top_level_model_and_usage_and_nothing_else(data: b
 
 
 def test_the_common_chunk_is_spliced_in_place() -> None:
-    chunk = (b'{"id":"c","object":"chat.completion.chunk","model":"gpt-x",'
-             b'"choices":[{"delta":{"content":"hi"}}],"usage":null}')
+    chunk = (
+        b'{"id":"c","object":"chat.completion.chunk","model":"gpt-x",'
+        b'"choices":[{"delta":{"content":"hi"}}],"usage":null}'
+    )
     assert splicer.splice(chunk, "gpt-x", None, None) == chunk.replace(b'"gpt-x"', b'"fake-gpt"')
     assert splicer.splice(chunk, "gpt-x", None, UNSET) == chunk.replace(b'"gpt-x"', b'"fake-gpt"').replace(
-        b',"usage":null', b"")
+        b',"usage":null', b""
+    )
 
 
 @pytest.mark.parametrize(("data", "model", "usage", "wanted", "spliced_alone"), CASES)
-def test_objects_spliced_together_are_spliced_exactly_or_not_at_all(data: bytes, model: str, usage: Any,
-                                                                    wanted: Any, spliced_alone: bool) -> None:
+def test_objects_spliced_together_are_spliced_exactly_or_not_at_all(
+    data: bytes, model: str, usage: Any, wanted: Any, spliced_alone: bool
+) -> None:
     plain = b'{"id":"c","model":"gpt-x","usage":null}'
     objects = [plain, data, plain] if model == "gpt-x" and usage is None else [data]
     nulls = sum(decoded(o).get("usage", UNSET) is None for o in objects)
@@ -89,7 +94,8 @@ def test_objects_spliced_together_must_all_name_the_model_once() -> None:
     a = b'{"model":"gpt-x","usage":null}'
     nested = b'{"model":"gpt-x","x":{"model":"gpt-x"},"usage":null}'
     assert splicer.splice_all(b"\r".join([a, a]), 2, "gpt-x", 2, None) == b"\r".join([a, a]).replace(
-        b"gpt-x", b"fake-gpt")
+        b"gpt-x", b"fake-gpt"
+    )
     assert splicer.splice_all(b"\r".join([a, nested]), 2, "gpt-x", 2, None) is None
     other = b'{"model":"gpt-y","usage":null}'
     assert splicer.splice_all(b"\r".join([a, other]), 2, "gpt-x", 2, None) is None

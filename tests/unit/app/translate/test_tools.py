@@ -14,8 +14,13 @@ from app.translate import tools
 TOOLS = [
     c.Tool("exec_command", "Run a command", {"type": "object"}),
     c.Tool("close_agent", "Close an agent", {"type": "object"}, namespace="multi_agent_v1"),
-    c.Tool("apply_patch", "Patch files", {}, custom=True,
-           format={"type": "grammar", "syntax": "lark", "definition": "start: /.+/"}),
+    c.Tool(
+        "apply_patch",
+        "Patch files",
+        {},
+        custom=True,
+        format={"type": "grammar", "syntax": "lark", "definition": "start: /.+/"},
+    ),
     c.Tool("multi_agent_v1__close_agent", "A plain tool whose name collides", {"type": "object"}),
     c.Tool("x" * 40, None, {}, namespace="n" * 40),
 ]
@@ -51,8 +56,13 @@ def test_calls_map_back_to_the_client_s_tools():
 
 def test_a_custom_tool_s_streamed_json_is_held_and_sent_as_its_text():
     names = tools.ToolNames(TOOLS, flatten=True)
-    events = names.events([c.ToolCallStarted("call_1", "apply_patch"), c.ToolArgumentsDelta('{"inp'),
-                           c.ToolArgumentsDelta('ut": "a\\nb"}')])
+    events = names.events(
+        [
+            c.ToolCallStarted("call_1", "apply_patch"),
+            c.ToolArgumentsDelta('{"inp'),
+            c.ToolArgumentsDelta('ut": "a\\nb"}'),
+        ]
+    )
     assert events == [c.ToolCallStarted("call_1", "apply_patch", None, True)]
     assert names.events([c.Finished("tool_calls")]) == [c.ToolArgumentsDelta("a\nb"), c.Finished("tool_calls")]
     streamed = names.events([c.ToolCallStarted("call_2", "multi_agent_v1__close_agent"), c.ToolArgumentsDelta("{}")])
@@ -65,17 +75,43 @@ def test_without_flattening_names_are_the_client_s():
     assert names.call(c.ToolCall("c", "close_agent", "{}", "multi_agent_v1")).namespace == "multi_agent_v1"
 
 
-@pytest.mark.parametrize(("protocol", "body", "builtins"), [
-    ("chat", {"tools": [{"type": "function", "function": {"name": "f"}}, {"type": "web_search"}],
-              "web_search_options": {}}, ["web_search", "web_search"]),
-    ("responses", {"tools": [{"type": "function", "name": "f"}, {"type": "namespace", "name": "n", "tools": []},
-                             {"type": "custom", "name": "p"}, {"type": "web_search", "external_web_access": False}]},
-     ["web_search"]),
-    ("messages", {"tools": [{"name": "f", "input_schema": {}}, {"type": "custom", "name": "g", "input_schema": {}},
-                            {"type": "web_search_20250305", "name": "web_search"},
-                            {"type": "code_execution_20250825", "name": "code_execution"}]},
-     ["web_search_20250305", "code_execution_20250825"]),
-])
+@pytest.mark.parametrize(
+    ("protocol", "body", "builtins"),
+    [
+        (
+            "chat",
+            {
+                "tools": [{"type": "function", "function": {"name": "f"}}, {"type": "web_search"}],
+                "web_search_options": {},
+            },
+            ["web_search", "web_search"],
+        ),
+        (
+            "responses",
+            {
+                "tools": [
+                    {"type": "function", "name": "f"},
+                    {"type": "namespace", "name": "n", "tools": []},
+                    {"type": "custom", "name": "p"},
+                    {"type": "web_search", "external_web_access": False},
+                ]
+            },
+            ["web_search"],
+        ),
+        (
+            "messages",
+            {
+                "tools": [
+                    {"name": "f", "input_schema": {}},
+                    {"type": "custom", "name": "g", "input_schema": {}},
+                    {"type": "web_search_20250305", "name": "web_search"},
+                    {"type": "code_execution_20250825", "name": "code_execution"},
+                ]
+            },
+            ["web_search_20250305", "code_execution_20250825"],
+        ),
+    ],
+)
 def test_built_in_tools_are_told_apart_from_the_client_s(protocol, body, builtins):
     assert tools.builtin_names(body, protocol) == builtins
     kept = tools.without_builtins(body, protocol)
@@ -84,8 +120,10 @@ def test_built_in_tools_are_told_apart_from_the_client_s(protocol, body, builtin
 
 
 def test_a_tool_choice_naming_a_dropped_built_in_goes_with_it():
-    body = {"tools": [{"type": "web_search_20250305", "name": "web_search"}],
-            "tool_choice": {"type": "tool", "name": "web_search"}}
+    body = {
+        "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+        "tool_choice": {"type": "tool", "name": "web_search"},
+    }
     assert tools.without_builtins(body, "messages") == {}
 
 
@@ -102,8 +140,13 @@ def test_a_built_in_typed_with_json_that_is_not_text_is_dropped_with_the_choice_
 
 def test_the_policy_drops_refuses_or_passes_built_ins_of_a_translated_request():
     def request() -> c.Request:
-        return c.Request("m", [], builtin_tools=[c.BuiltinTool("web_search", {"type": "web_search"})],
-                         tool_choice=c.NamedTool("web_search"))
+        return c.Request(
+            "m",
+            [],
+            builtin_tools=[c.BuiltinTool("web_search", {"type": "web_search"})],
+            tool_choice=c.NamedTool("web_search"),
+        )
+
     dropped = request()
     tools.settle_builtins(dropped, None, "m")
     assert dropped.dropped_tools == ["web_search"]

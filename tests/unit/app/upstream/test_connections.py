@@ -28,11 +28,16 @@ def test_a_refused_connection_never_reached_the_upstream():
     assert Attempt().may_retry(refused)
 
 
-@pytest.mark.parametrize("failure", [
-    aiohttp.ConnectionTimeoutError("connect"), aiohttp.SocketTimeoutError("read"), TimeoutError(),
-    aiohttp.ClientConnectorDNSError(KEY, OSError(errno.ENOENT, "no such host")),
-    aiohttp.ClientConnectorError(KEY, OSError(errno.EHOSTUNREACH, "No route to host")),
-    aiohttp.ClientPayloadError("cut"),
-])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        aiohttp.ConnectionTimeoutError("connect"),
+        aiohttp.SocketTimeoutError("read"),
+        TimeoutError(),
+        aiohttp.ClientConnectorDNSError(KEY, OSError(errno.ENOENT, "no such host")),
+        aiohttp.ClientConnectorError(KEY, OSError(errno.EHOSTUNREACH, "No route to host")),
+        aiohttp.ClientPayloadError("cut"),
+    ],
+)
 def test_timeouts_and_other_failures_are_not_sent_again(failure: Exception):
     assert not Attempt(reused=True).may_retry(failure)

@@ -44,7 +44,7 @@ def test_an_event_split_across_two_reads_at_any_byte_is_read_whole(cut: int) -> 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 7, 64])
 def test_reads_of_any_size_give_the_same_events(size: int) -> None:
-    assert read([STREAM[i:i + size] for i in range(0, len(STREAM), size)]) == EXPECTED
+    assert read([STREAM[i : i + size] for i in range(0, len(STREAM), size)]) == EXPECTED
 
 
 def test_the_last_event_counts_without_the_blank_line_that_should_close_it() -> None:
@@ -52,10 +52,14 @@ def test_the_last_event_counts_without_the_blank_line_that_should_close_it() -> 
     assert read([b'data: {"a":1}\r']) == [b'{"a":1}']
 
 
-@pytest.mark.parametrize("events", [
-    [b'data: {"n":%d}\n\n' % i for i in range(30)],  # OpenAI's: one data line each
-    [b'event: e%d\ndata: {"n":%d}\n\n' % (i, i) for i in range(30)],  # Anthropic's: an event line, a data line
-], ids=["data-lines", "event-and-data-lines"])
+@pytest.mark.parametrize(
+    "events",
+    [
+        [b'data: {"n":%d}\n\n' % i for i in range(30)],  # OpenAI's: one data line each
+        [b'event: e%d\ndata: {"n":%d}\n\n' % (i, i) for i in range(30)],  # Anthropic's: an event line, a data line
+    ],
+    ids=["data-lines", "event-and-data-lines"],
+)
 def test_a_read_of_many_events_of_one_shape_gives_each_s_data(events: list[bytes]) -> None:
     expected = [b'{"n":%d}' % i for i in range(30)]
     assert read([b"".join(events)]) == expected

@@ -1,0 +1,251 @@
+"""The configuration rules the schema cannot say: ranges, URLs, names, and how a model's deployments fit.
+
+Kept apart from the schema (``domain/settings.py``) so each reads on its own: the schema says what a key
+is, this module what values it may take. Every check reports through ``fail(key, problem)``, which raises
+the caller's error (``ConfigError``), so the first broken rule in the file's order is what the user reads.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from domain.bounds import (
+    CONNECTIONS,
+    CREDITS_PER_USD,
+    KEY_FAILURES,
+    PRICE_RATE,
+    SECONDS,
+    STREAMS,
+    TOKENS,
+    TOOL_FEE,
+    Bound,
+)
+from domain.pricing import BASE_TIERS
+
+if TYPE_CHECKING:  # the schema imports this module to check what it parsed
+    from domain.settings import Model, Pricing, RateTable, Settings, Upstream
+
+#: Reports a broken rule: the key (``models[0].pricing.input``) and what is wrong; it raises.
+Fail = Callable[[str, str], None]
+
+UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "demo")
+#: What happens to a built-in tool (a provider-run tool such as web search) in a request: `pass` it
+#: to the upstream, `drop` it (the request is served without it) or `refuse` the request.
+BUILTIN_TOOL_POLICIES = ("pass", "drop", "refuse")
+TOKENIZERS = ("o200k", "anthropic", "bytes")
+LOG_FORMATS = ("json", "text")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def deployment_keys(model: Model, index: int) -> list[tuple[str, Upstream]]:
+    """Each deployment of ``models[index]`` with the key that names it in the file, for error messages."""
+    if model.upstreams is not None:
+        return [(f"models[{index}].upstreams[{j}]", up) for j, up in enumerate(model.upstreams)]
+    return [(f"models[{index}].upstream", model.upstream)] if model.upstream is not None else []
+
+
+def check_semantics(settings: Settings, fail: Fail) -> None:
+    """Every rule the schema cannot say, in the file's order: the first broken one is reported
+    (``fail`` raises the caller's error, naming the key)."""
+    _check_ledger_and_stores(settings, fail)
+    _check_limits_and_logging(settings, fail)
+    if not settings.models:
+        fail("models", "at least one [[models]] entry is required")
+    seen: set[str] = set()
+    for i, model in enumerate(settings.models):
+        _check_model(model, i, seen, fail)
+        _check_deployments(model, i, fail)
+    for i, hook in enumerate(settings.webhooks):
+        if not hook.url.startswith(("http://", "https://")):
+            fail(f"webhooks[{i}].url", f"must be an http:// or https:// URL, got {hook.url!r}")
+        if not hook.secret_env.strip():
+            fail(
+                f"webhooks[{i}].secret_env",
+                "must name the environment variable holding the secret alerts are "
+                "signed with (a receiver cannot tell an unsigned alert from a forged one)",
+            )
+    if settings.webhook_retry_max_seconds < 1:
+        fail("webhook_retry_max_seconds", "must be at least 1 second")
+
+
+def _check_ledger_and_stores(settings: Settings, fail: Fail) -> None:
+    """The credit rate, the database and Redis, and the ledger's timings."""
+    _check_bound(CREDITS_PER_USD, settings.credits_per_usd, "credits_per_usd", fail)
+    url = settings.database_url
+    if not (
+        (url.startswith("sqlite:///") and len(url) > len("sqlite:///"))
+        or re.match(r"^postgres(ql)?://[^/]*/[^/?#]+", url)
+    ):
+        fail(
+            "database_url",
+            f"unsupported URL {url!r}: use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DBNAME",
+        )
+    if settings.redis_url is not None and not re.match(r"^rediss?://[^/\s]+(/\d+)?$", settings.redis_url):
+        fail("redis_url", f"unsupported URL {settings.redis_url!r}: use redis://HOST:PORT/DB (or rediss:// for TLS)")
+    _check_bound(CONNECTIONS, settings.database_pool_size, "database_pool_size", fail)
+    if settings.hold_timeout <= 0:
+        fail("hold_timeout", "must be greater than 0 (seconds)")
+    if settings.instance_dead_after < 6:
+        fail(
+            "instance_dead_after", "must be at least 6 (seconds: two heartbeats), or live processes are taken for dead"
+        )
+    if settings.idempotency_ttl <= 0:
+        fail("idempotency_ttl", "must be greater than 0 (seconds)")
+    if settings.request_record_days < 0:
+        fail("request_record_days", "must not be negative (days; 0 keeps no request records)")
+    if settings.lease_idle_seconds <= 0:
+        fail("lease_idle_seconds", "must be greater than 0 (seconds)")
+    if not 10 <= settings.snapshot_every <= 1_000_000:
+        fail("snapshot_every", "must be between 10 and 1000000 (events)")
+    if settings.shutdown_timeout < 0:
+        fail("shutdown_timeout", "must not be negative (seconds)")
+    for name in _DURATIONS:
+        _check_bound(SECONDS, getattr(settings, name), name, fail)
+
+
+#: Every top-level setting in seconds: each has its own least value (above), and all the same most.
+_DURATIONS = (
+    "hold_timeout",
+    "instance_dead_after",
+    "idempotency_ttl",
+    "lease_idle_seconds",
+    "shutdown_timeout",
+    "header_timeout",
+    "body_timeout",
+    "write_timeout",
+    "webhook_retry_max_seconds",
+)
+
+
+def _check_bound(bound: Bound, value: object, key: str, fail: Fail) -> None:
+    """Refuse a number out of its range (``domain/bounds.py``), naming the key."""
+    wrong = bound.violation(value)
+    if wrong is not None:
+        fail(key, wrong)
+
+
+def _check_limits_and_logging(settings: Settings, fail: Fail) -> None:
+    """The limits against abuse, the metrics port and the log settings."""
+    if not 8 <= settings.max_json_depth <= 256:
+        fail("max_json_depth", "must be between 8 and 256")
+    for name in (
+        "max_request_bytes",
+        "max_messages",
+        "max_tools",
+        "max_content_parts",
+        "max_header_bytes",
+        "max_headers",
+    ):
+        if getattr(settings, name) < 1:
+            fail(name, "must be at least 1")
+    for name in ("max_streams_per_key", "max_streams"):
+        _check_bound(STREAMS, getattr(settings, name), name, fail)
+    _check_bound(KEY_FAILURES, settings.max_key_failures_per_minute, "max_key_failures_per_minute", fail)
+    for name in ("header_timeout", "body_timeout", "write_timeout"):
+        if getattr(settings, name) <= 0:
+            fail(name, "must be greater than 0 (seconds)")
+    if settings.metrics_port is not None and not 1 <= settings.metrics_port <= 65535:
+        fail("metrics_port", "must be a TCP port, 1 to 65535")
+    if settings.log_format not in LOG_FORMATS:
+        fail("log_format", f"unknown format {settings.log_format!r}; expected one of {', '.join(LOG_FORMATS)}")
+    if settings.log_level not in LOG_LEVELS:
+        fail("log_level", f"unknown level {settings.log_level!r}; expected one of {', '.join(LOG_LEVELS)}")
+
+
+def _check_model(model: Model, index: int, seen: set[str], fail: Fail) -> None:
+    """One [[models]] entry but its deployments; ``seen``: the ids of the entries before it."""
+    key = f"models[{index}]"
+    if not model.id:
+        fail(f"{key}.id", "must not be empty")
+    if model.id in seen:
+        fail(f"{key}.id", f"duplicate model id {model.id!r}")
+    seen.add(model.id)
+    for name in ("context_window", "max_output_tokens"):
+        _check_bound(TOKENS, getattr(model, name), f"{key}.{name}", fail)
+    check_pricing(model.pricing, f"{key}.pricing", fail)
+    if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
+        fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
+    if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
+        fail(
+            f"{key}.builtin_tools",
+            f"unknown policy {model.builtin_tools!r}; expected one of {', '.join(BUILTIN_TOOL_POLICIES)}",
+        )
+    values = [level.value for level in model.effort_levels]
+    if model.default_effort_level not in values:
+        fail(f"{key}.default_effort_level", f"{model.default_effort_level!r} is not one of effort_levels {values}")
+
+
+def check_pricing(pricing: Pricing, key: str, fail: Fail) -> None:
+    """Prices are never negative; a long-context threshold is a positive number of tokens; a tier is
+    named as upstreams report it, and the base price is never a tier of its own."""
+    tables: list[tuple[str, Pricing | RateTable]] = [(key, pricing)]
+    thresholds: list[tuple[str, int]] = []
+    if pricing.long_context is not None:
+        tables.append((f"{key}.long_context", pricing.long_context))
+        thresholds.append((f"{key}.long_context.threshold", pricing.long_context.threshold))
+    for name, tier in pricing.service_tiers.items():
+        if name in BASE_TIERS or not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", name):
+            fail(
+                f"{key}.service_tiers.{name}",
+                "a tier is named as upstreams report it (e.g. flex, priority); the base price is not a tier of its own",
+            )
+        tables.append((f"{key}.service_tiers.{name}", tier))
+        if tier.long_context is not None:
+            tables.append((f"{key}.service_tiers.{name}.long_context", tier.long_context))
+            thresholds.append((f"{key}.service_tiers.{name}.long_context.threshold", tier.long_context.threshold))
+    for where, table in tables:
+        for field_name in table.__struct_fields__:
+            value = getattr(table, field_name)
+            if isinstance(value, Decimal):
+                _check_bound(PRICE_RATE, value, f"{where}.{field_name}", fail)
+    for where, threshold in thresholds:
+        _check_bound(TOKENS, threshold, where, fail)
+    for tool, fee in pricing.tool_fees.items():
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", tool):
+            fail(f"{key}.tool_fees.{tool}", "a tool is named in lower case, e.g. web_search")
+        _check_bound(TOOL_FEE, fee, f"{key}.tool_fees.{tool}", fail)
+
+
+def _check_deployments(model: Model, index: int, fail: Fail) -> None:
+    key = f"models[{index}]"
+    if model.upstream is None and model.upstreams is None:
+        fail(f"{key}.upstream", "required key is missing (or list several deployments as `upstreams = [...]`)")
+    if model.upstream is not None and model.upstreams is not None:
+        fail(f"{key}.upstreams", "give either `upstream` or `upstreams`, not both")
+    if model.upstreams is not None and not model.upstreams:
+        fail(f"{key}.upstreams", "must list at least one deployment")
+    first: tuple[str, Upstream] | None = None
+    for where, upstream in deployment_keys(model, index):
+        _check_deployment(where, upstream, fail)
+        if first is None:
+            first = (where, upstream)
+        elif upstream.wire != first[1].wire:
+            fail(
+                f"{where}.kind",
+                f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
+                f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
+                f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
+                f"anthropic: messages)",
+            )
+    count = len(model.deployments)
+    if model.max_attempts is not None and not 1 <= model.max_attempts <= count:
+        fail(f"{key}.max_attempts", f"must be between 1 and the number of deployments ({count})")
+
+
+def _check_deployment(where: str, upstream: Upstream, fail: Fail) -> None:
+    """One deployment on its own (``where``: its key in the file)."""
+    if upstream.kind not in UPSTREAM_KINDS:
+        fail(f"{where}.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
+    if upstream.kind != "demo":
+        if not upstream.base_url:
+            fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
+        elif not re.match(r"^https?://[^/\s]+", upstream.base_url):
+            fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")
+    for name in ("timeout", "connect_timeout"):
+        if getattr(upstream, name) <= 0:
+            fail(f"{where}.{name}", "must be greater than 0")
+    if upstream.weight < 1:
+        fail(f"{where}.weight", "must be at least 1")
