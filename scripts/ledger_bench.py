@@ -4,7 +4,7 @@ per-request get → command → save it replaces, in the same run, on SQLite and
 A "request" is what the gateway does per API call: a hold, then a charge (two events). Also
 measures rebuilding every read model from the events. Prints a table and writes JSON.
 
-    python -m scripts.ledger_bench [--requests 3000] [--concurrency 64] [--json results.json]
+    python -m scripts.ledger_bench [--requests 3000] [--concurrency 64] [--naive-requests N] [--json results.json]
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def drop_database(url: str) -> None:
             c.execute(f'DROP DATABASE IF EXISTS "{url.rsplit("/", 1)[1]}" WITH (FORCE)')
 
 
-def bench_backend(kind: str, requests: int, concurrency: int) -> dict[str, Any] | None:
+def bench_backend(kind: str, requests: int, concurrency: int, naive_requests: int) -> dict[str, Any] | None:
     with tempfile.TemporaryDirectory() as tmp:
         url = fresh_database(kind, Path(tmp))
         if url is None:
@@ -169,8 +169,8 @@ def bench_backend(kind: str, requests: int, concurrency: int) -> dict[str, Any] 
         cached = LedgerStore(
             env={**store.database.eventsourcing_env(9, create_tables=False), "AGGREGATE_CACHE_MAXSIZE": "1000"}
         )
-        results["naive_hot_team_1_thread"] = naive_scenario(cached, ["cold"], max(requests // 6, 200), 1)
-        results["naive_hot_team_8_threads"] = naive_scenario(cached, ["cold"], max(requests // 6, 200), 8)
+        results["naive_hot_team_1_thread"] = naive_scenario(cached, ["cold"], naive_requests, 1)
+        results["naive_hot_team_8_threads"] = naive_scenario(cached, ["cold"], naive_requests, 8)
         cached.close()
         events = store.recorder.max_notification_id() or 0
         history = HistoryProjection(store, store.database)
@@ -194,11 +194,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument(
+        "--naive-requests",
+        type=int,
+        default=None,
+        help="requests of each naive scenario (default: a sixth of --requests, at least 200); "
+        "eight naive threads on one team retry conflicts for most of a minute at 200",
+    )
     args = parser.parse_args(argv)
+    naive_requests = args.naive_requests or max(args.requests // 6, 200)
     report: dict[str, Any] = {"requests": args.requests, "concurrency": args.concurrency, "backends": {}}
     for kind in args.backends.split(","):
         print(f"benchmarking the {kind} ledger…", file=sys.stderr, flush=True)
-        results = bench_backend(kind, args.requests, args.concurrency)
+        results = bench_backend(kind, args.requests, args.concurrency, naive_requests)
         if results is not None:
             report["backends"][kind] = results
     print(f"{'backend':<11} {'scenario':<26} {'req/s':>9} {'events/s':>9} {'p50 ms':>8} {'p99 ms':>8}  notes")

@@ -203,7 +203,7 @@ def cmd_db_upgrade(args: argparse.Namespace) -> None:
     from app.store.event_store import open_ledger_store
 
     settings, base = load_settings(args.config)
-    open_ledger_store(settings.database_url, base).close()
+    open_ledger_store(settings.database_url, base, pool_size=1).close()  # the schema is made on a connection of its own
     print(f"Database ready: {settings.database_url} (event store created, read models migrated).")
 
 

@@ -32,12 +32,14 @@ class CommandError(Exception):
 @contextmanager
 def ledger_service(settings: Settings, base_dir: Path) -> Iterator[LedgerService]:
     """The ledger's commands, through a writer of this process's own, stopped (every command
-    committed) and the store closed when the block ends."""
+    committed) and the store closed when the block ends. One command at a time needs two
+    connections, not a gateway's pool: a pool opens its connections as it starts, and every one
+    is a PostgreSQL server process."""
     from app.ledger.service import LedgerService
     from app.ledger.writer import LedgerWriter
     from app.store.event_store import open_ledger_store
 
-    store = open_ledger_store(settings.database_url, base_dir)
+    store = open_ledger_store(settings.database_url, base_dir, pool_size=2)
     try:
         with LedgerWriter(store) as writer:
             yield LedgerService(writer)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import openai
 
+from tests.support.children import end_server, start_server
 from tests.support.gateway import free_port, tollgate_command
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
@@ -19,7 +20,7 @@ def test_the_demo_prints_a_working_key_and_a_curl_line(tmp_path):
     config = tmp_path / "demo.toml"
     shutil.copy(EXAMPLE, config)
     port = free_port()
-    process = subprocess.Popen(
+    process = start_server(
         [*tollgate_command(), "demo", "--config", str(config), "--port", str(port)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -57,6 +58,5 @@ def test_the_demo_prints_a_working_key_and_a_curl_line(tmp_path):
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).endswith("stream please")
         assert "cost" in chunks[-1].usage.model_extra
     finally:
-        process.terminate()
-        process.wait(timeout=15)
+        end_server(process)
     assert (tmp_path / "demo.db").exists()

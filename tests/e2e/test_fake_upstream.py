@@ -18,6 +18,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
+from tests.support.children import end_server, start_server
 from tests.support.fake_upstream import FakeUpstream
 
 MODEL = "gpt-x"
@@ -800,7 +801,7 @@ def test_run_on_its_own_it_answers_every_protocol_s_failure_directive() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen(
+    server = start_server(
         [sys.executable, "-m", "tests.support.fake_upstream", "--port", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -830,8 +831,7 @@ def test_run_on_its_own_it_answers_every_protocol_s_failure_directive() -> None:
             json={"model": CLAUDE, "max_tokens": 10, "messages": say("hi [[fail:503]]")},
         )
     finally:
-        server.terminate()
-        server.wait(timeout=10)
+        end_server(server, timeout=10)
     assert (chat.status_code, chat.json()["error"]["type"]) == (503, "server_error")
     assert (responses.status_code, responses.json()["error"]["type"]) == (503, "server_error")
     assert (messages.status_code, messages.json()["error"]["type"]) == (503, "overloaded_error")

@@ -16,6 +16,7 @@ import openai
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.backend import RawDatabase
+from tests.support.children import forget_server, start_server
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, GATEWAY_ENV, free_port, run_cli, tollgate_command, write_config
 
@@ -43,7 +44,7 @@ def _alive(pids: list[int]) -> list[int]:
 
 
 def _serve(config: Path, port: int, *extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    return start_server(
         [*tollgate_command(), "serve", "--config", str(config), "--port", str(port), *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -121,8 +122,10 @@ async def test_two_workers_serve_one_port_and_charge_every_request_once(tmp_path
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=30)
+    outlived = await asyncio.to_thread(_alive, workers)
+    forget_server(process)
     assert process.returncode == 0, output
-    assert not await asyncio.to_thread(_alive, workers), "a worker outlived SIGTERM"
+    assert not outlived, "a worker outlived SIGTERM"
     shown = run_cli(config, "team", "show", "acme").stdout
     assert Decimal(shown.split("balance ")[1].split(" ")[0]) == Decimal(50) - charged, shown
     assert "held 0," in shown, shown  # both workers gave their credit leases back as they stopped

@@ -18,8 +18,9 @@ from app.errors import RateLimited
 from app.ratelimit import streams as stream_slots
 from app.ratelimit.streams import StreamSlots
 from app.tokens.encoding import count_o200k
+from tests.support.backend import REDIS_URL
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import REDIS_URL, Gateway, write_config
+from tests.support.gateway import Gateway, write_config
 from tests.support.raw_http import connect, head
 from tests.support.teams import Team, Teams
 
@@ -213,7 +214,7 @@ async def test_the_slots_of_a_process_that_died_expire_and_live_ones_are_renewed
         with pytest.raises(RateLimited):
             await other.take("key-b")  # the live one was renewed
     finally:
-        for slots in (live, other):
+        for slots in (live, dead, other):  # dead too: its Redis connection, left to the collector, is a ResourceWarning
             await slots.aclose()
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.backend import new_database_url
+from tests.support.backend import REDIS_URL, new_database_url
+from tests.support.children import end_server, start_server
 from tests.support.cli_fork import run_tollgate
 
 UPSTREAM_KEY = "upstream-secret"
@@ -33,9 +34,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-REDIS_URL = os.environ.get("TOLLGATE_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
-
-
 def write_config(
     directory: Path,
     upstream_base_url: str,
@@ -50,11 +48,14 @@ def write_config(
     one whose upstream is down (nothing listens on its port). ``redis``: rate limits in Redis, as
     several gateway processes on one database need; ``settings``: more top-level TOML lines.
     ``key_failures_per_minute``: every test's client is 127.0.0.1, and many send wrong keys on
-    purpose; the throttle of failed key attempts is tested with a small one of its own."""
+    purpose; the throttle of failed key attempts is tested with a small one of its own. A test gateway
+    keeps two PostgreSQL connections for its event store (up to four under load), not the default ten:
+    two halves of the suite share the server with others, and the tests send a few requests at once."""
     config = directory / "tollgate.toml"
     root = upstream_base_url.removesuffix("/v1")
     config.write_text(f"""
 database_url = "{database or new_database_url()}"
+database_pool_size = 2
 credits_per_usd = 100
 lease_idle_seconds = {lease_idle_seconds}
 max_key_failures_per_minute = {key_failures_per_minute}
@@ -344,6 +345,7 @@ class Gateway:
     process: subprocess.Popen[str] | None = None
     log_path: Path | None = None
     env: dict[str, str] = field(default_factory=dict)  # more environment (TOLLGATE_CLOCK_OFFSET, …)
+    serve_args: tuple[str, ...] = ()  # more arguments to ``tollgate serve`` (``--workers``, …)
 
     @property
     def base_url(self) -> str:
@@ -356,8 +358,16 @@ class Gateway:
     def start(self) -> Gateway:
         self.log_path = self.config.parent / f"gateway-{self.port}.log"
         with self.log_path.open("w") as log:
-            self.process = subprocess.Popen(
-                [*tollgate_command(), "serve", "--config", str(self.config), "--port", str(self.port)],
+            self.process = start_server(
+                [
+                    *tollgate_command(),
+                    "serve",
+                    "--config",
+                    str(self.config),
+                    "--port",
+                    str(self.port),
+                    *self.serve_args,
+                ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 text=True,
@@ -405,12 +415,7 @@ class Gateway:
         """Stop the gateway the way an operator does (SIGTERM) and return what it printed."""
         if self.process is None:
             return ""
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        end_server(self.process)
         self.process = None
         return self.output()
 

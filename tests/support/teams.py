@@ -27,7 +27,7 @@ class Teams:
 
     def __init__(self, config: Path) -> None:
         settings = parse_settings(config.read_text(), str(config))
-        self._store = open_ledger_store(settings.database_url, config.parent)
+        self._store = open_ledger_store(settings.database_url, config.parent, pool_size=2)  # one writer's
         self._writer = LedgerWriter(self._store).start()
         self._ledger = LedgerService(self._writer)
 

@@ -121,7 +121,7 @@ def test_a_request_id_recorded_again_keeps_its_first_record(store: LedgerStore):
 
 
 def test_records_the_database_refused_are_written_once_it_takes_them(tmp_path: Path):
-    url = new_database_url("later.db")
+    url = new_database_url("later.db", empty=True)
     database = Database.from_url(url, tmp_path)
     writer = RecordWriter(database, flush_seconds=0.01).start()  # no table yet: every write fails
     try:

@@ -7,7 +7,7 @@ import uuid
 
 from app.ratelimit.redis_store import RedisLimiter
 from domain.rate_limits import REQUESTS, TOKENS, Limit
-from tests.support.gateway import REDIS_URL
+from tests.support.backend import REDIS_URL
 
 
 async def test_a_burst_larger_than_the_connection_pool_waits_for_connections_instead_of_failing():
