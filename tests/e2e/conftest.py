@@ -4,7 +4,6 @@ the official SDK as a client, and headless Chromium."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import openai
 import pytest
@@ -47,18 +46,3 @@ def ledger_verified_after(gateway: Gateway) -> Iterator[None]:
     yield
     result = gateway.cli("ledger", "verify", check=False)
     assert result.returncode == 0, f"ledger verify failed after the module's faults:\n{result.stdout}{result.stderr}"
-
-
-#: Warnings are errors (pyproject.toml), but for one the end-to-end layer does not yet earn: many of its
-#: tests make an official SDK's client per request and leave it to the collector, whose sockets then
-#: warn as unclosed in whichever test runs next (issue #28: close them, then drop this).
-_UNCLOSED_SDK_SOCKETS = pytest.mark.filterwarnings(
-    "ignore:Exception ignored in. <socket.socket:pytest.PytestUnraisableExceptionWarning"
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    here = Path(__file__).parent
-    for item in items:
-        if item.path.is_relative_to(here):
-            item.add_marker(_UNCLOSED_SDK_SOCKETS)
