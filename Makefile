@@ -53,7 +53,7 @@ demo: install
 	$(BIN)/tollgate demo --config examples/demo.toml
 
 # The in-process layer first (about 20 s): a failure there stops the run before the end-to-end
-# layer's ten minutes. Then the two backends' halves run side by side (their output kept apart,
+# layer's twelve to fifteen minutes. Then the two backends' halves run side by side (their output kept apart,
 # each printed whole when it ends): they wait on sockets, subprocesses and timeouts more than they
 # compute. The PostgreSQL half also runs the unit tests that write the ledger. Then the chaos suite's
 # CI mode runs alone (about a minute and a half; it judges answers by when faults happened, so it gets
