@@ -52,17 +52,15 @@ help:
 demo: install
 	$(BIN)/tollgate demo --config examples/demo.toml
 
-# The in-process layer first (about 20 s): a failure there stops the run before the end-to-end
-# layer's twelve to fifteen minutes. Then the two backends' halves run side by side (their output kept apart,
+# The gate, the docs build and the in-process layer first, side by side (the gate's mypy is the
+# longest of them): a failure in any stops the run before the end-to-end layer. Then the two backends' halves run side by side (their output kept apart,
 # each printed whole when it ends): they wait on sockets, subprocesses and timeouts more than they
 # compute. The PostgreSQL half also runs the unit tests that write the ledger. Then the chaos suite's
 # CI mode runs alone (about a minute and a half; it judges answers by when faults happened, so it gets
 # the cores to itself). The build fails if any of them fails; the chaos suite runs even if a half failed.
 ## The whole suite: the gate, the unit layer, both backends' e2e halves, the chaos suite
 test: install browser agents
-	$(MAKE) --no-print-directory check
-	$(MAKE) --no-print-directory docs
-	@$(MAKE) --no-print-directory test-unit || exit $$?; \
+	@$(MAKE) --no-print-directory -j3 --output-sync=target check docs test-unit || exit $$?; \
 	status=0; \
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e-sqlite test-postgresql || status=$$?; \
 	$(MAKE) --no-print-directory test-chaos || status=$$?; \
@@ -86,11 +84,23 @@ docs: install
 test-chaos: install
 	$(BIN)/python -m scripts.chaos
 
-# End-to-end tests that never touch the ledger's database (the fake upstream, the gateway
-# benchmark's quick run) run once, in the SQLite half.
+# End-to-end tests that run once, in the SQLite half. Those that never touch the ledger's database
+# (the fake upstream, the gateway benchmark's quick run), and those whose subject is what the gateway
+# answers and computes, not how the ledger's database keeps it: the wires and their translation, the
+# HTTP edges, the clients, the prices, rate limits (Redis), the dashboard's pages. They write
+# charges, but through the same hold-and-charge path the PostgreSQL half exercises on its own tests
+# (billing, budgets, leases, idempotency, many processes, statements, projections, the fuzzers of
+# bodies, attribution and statements). Running them twice cost about a third of make test.
 BACKEND_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/test_fake_responses.py \
 	--ignore=tests/e2e/scripts/test_bench.py --ignore=tests/e2e/test_killed_test_runs.py \
-	--ignore=tests/e2e/ratelimit/test_redis_store.py
+	--ignore=tests/e2e/ratelimit/test_redis_store.py \
+	$(foreach name,wrong_types openapi vision tool_translation translation_fields protocol_matrix \
+	  reasoning_round_trip request_bodies http_edges request_limits schema_page coding_agents \
+	  agent_fixtures context_window messages responses chat_completions streaming_relay passthrough \
+	  anthropic_upstream fallbacks upstream_connections unsendable_headers log_lines models demo \
+	  dashboard stream_limits rate_limits key_guesses hot_paths operator_files refusals_change_nothing \
+	  partial_streams limits affordable pricing permissions observability,--ignore=tests/e2e/test_$(name).py) \
+	--ignore=tests/e2e/fuzz/test_schema.py --ignore=tests/e2e/fuzz/test_builtin_tools.py
 
 # The unit tests that write the ledger's database (the writer, billing, the relay, the audit, the
 # process registry) run on PostgreSQL too, in its half; the rest of the unit layer is backend-free.

@@ -23,6 +23,10 @@ ADMIN_KEY = "admin-secret-for-tests-0123456789ab"  # at least 32 characters, or 
 GATEWAY_ENV = {"UPSTREAM_KEY": UPSTREAM_KEY, "TOLLGATE_ADMIN_KEY": ADMIN_KEY}
 
 
+#: How long a starting gateway may take to answer (seconds), however loaded the machine.
+READY_WITHIN = 90
+
+
 def tollgate_command() -> list[str]:
     script = Path(sys.executable).parent / "tollgate"
     return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
@@ -373,7 +377,9 @@ class Gateway:
                 text=True,
                 env={**os.environ, **GATEWAY_ENV, **self.env},
             )
-        deadline = time.monotonic() + 30
+        # Idle, a gateway is ready in about a second; with both halves of make test and a browser
+        # on two cores, a gateway with workers once took more than 30 s (its workers each import the app).
+        deadline = time.monotonic() + READY_WITHIN
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"tollgate serve exited: {self.output()}")
@@ -382,7 +388,7 @@ class Gateway:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.05)
-        raise RuntimeError("tollgate serve did not become ready within 30 s")
+        raise RuntimeError(f"tollgate serve did not become ready within {READY_WITHIN} s: {self.output()}")
 
     def output(self) -> str:
         """Everything the gateway printed so far: its banner and its log lines."""
