@@ -84,17 +84,20 @@ docs: install
 test-chaos: install
 	$(BIN)/python -m scripts.chaos
 
-# End-to-end tests that run once, in the SQLite half. Those that never touch the ledger's database
-# (the fake upstream, the gateway benchmark's quick run), and those whose subject is what the gateway
-# answers and computes, not how the ledger's database keeps it: the wires and their translation, the
-# HTTP edges, the clients, the prices, rate limits (Redis), the dashboard's pages. They write
-# charges, but through the same hold-and-charge path the PostgreSQL half exercises on its own tests
-# (billing, budgets, leases, idempotency, many processes, statements, projections, the fuzzers of
-# bodies, attribution and statements). Running them twice cost about a third of make test.
-BACKEND_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/test_fake_responses.py \
+# End-to-end tests that never touch the ledger's database (the fake upstream, the gateway
+# benchmark's quick run, the test harness's own cleanup, the Redis rate-limit store) run once, in
+# make test's PostgreSQL half, the lighter of the two.
+DATABASE_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/test_fake_responses.py \
 	--ignore=tests/e2e/scripts/test_bench.py --ignore=tests/e2e/test_killed_test_runs.py \
-	--ignore=tests/e2e/ratelimit/test_redis_store.py \
-	$(foreach name,wrong_types openapi vision tool_translation translation_fields protocol_matrix \
+	--ignore=tests/e2e/ratelimit/test_redis_store.py
+
+# End-to-end tests whose subject is what the gateway answers and computes, not how the ledger's
+# database keeps it, run once, in the SQLite half: the wires and their translation, the HTTP edges,
+# the clients, the prices, rate limits (Redis), the dashboard's pages. They write charges, but
+# through the same hold-and-charge path the PostgreSQL half exercises on its own tests (billing,
+# budgets, leases, idempotency, many processes, statements, projections, the fuzzers of bodies,
+# attribution and statements). Running them twice cost about a third of make test.
+ANY_BACKEND := $(foreach name,wrong_types openapi vision tool_translation translation_fields protocol_matrix \
 	  reasoning_round_trip request_bodies http_edges request_limits schema_page coding_agents \
 	  agent_fixtures context_window messages responses chat_completions streaming_relay passthrough \
 	  anthropic_upstream fallbacks upstream_connections unsendable_headers log_lines models demo \
@@ -144,11 +147,11 @@ test-unit-postgresql: install
 
 ## The end-to-end layer on SQLite
 test-e2e-sqlite: install browser agents
-	TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest $(PARALLEL) $(SLOWEST) tests/e2e tests/scale $(POSTGRES_ONLY)
+	TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest $(PARALLEL) $(SLOWEST) tests/e2e tests/scale $(POSTGRES_ONLY) $(DATABASE_FREE)
 
 ## The end-to-end layer on PostgreSQL
 test-e2e-postgresql: install browser agents
-	TOLLGATE_TEST_BACKEND=postgresql $(BIN)/python -m pytest $(PARALLEL) tests/e2e tests/scale $(BACKEND_FREE)
+	TOLLGATE_TEST_BACKEND=postgresql $(BIN)/python -m pytest $(PARALLEL) tests/e2e tests/scale $(ANY_BACKEND)
 
 # Each backend's whole share, as before the layers were split: the unit layer (all of it on SQLite,
 # its ledger tests on PostgreSQL) and that backend's end-to-end half.
@@ -158,4 +161,4 @@ test-sqlite: install browser agents
 
 ## The ledger unit tests and the e2e half, on PostgreSQL
 test-postgresql: install browser agents
-	TOLLGATE_TEST_BACKEND=postgresql $(BIN)/python -m pytest $(PARALLEL) $(SLOWEST) $(UNIT_LEDGER) tests/e2e tests/scale $(BACKEND_FREE)
+	TOLLGATE_TEST_BACKEND=postgresql $(BIN)/python -m pytest $(PARALLEL) $(SLOWEST) $(UNIT_LEDGER) tests/e2e tests/scale $(ANY_BACKEND)
