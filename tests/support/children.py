@@ -12,6 +12,10 @@ Two mechanisms, because each covers what the other cannot:
   gone: the workers of ``serve --workers`` and servers started from other threads included. Their
   own group also keeps a terminal's Ctrl-C (sent to the foreground group) from reaching them before
   the test process has stopped them as it stops them always (SIGTERM, then a wait).
+
+Gateways forked by tests/support/cli_fork.py's server, not this process's children, have both too:
+a chain of parent-death signals (the server dies with the test process, each of its watchers with
+the server, each gateway with its watcher) and their group registered with the reaper (``watch_server``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,10 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tests.support.cli_fork import ForkedServer
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 _libc = ctypes.CDLL(None, use_errno=True) if sys.platform == "linux" else None
@@ -74,7 +81,13 @@ def start_server(args: list[str], **popen: Any) -> subprocess.Popen[Any]:
     return process
 
 
-def end_server(process: subprocess.Popen[Any], *, timeout: float = 15) -> None:
+def watch_server(pid: int) -> None:
+    """Have the reaper kill the process group ``pid`` leads if this process dies first (a server that
+    is not this process's child: tests/support/cli_fork.py forks the gateways)."""
+    _send_to_reaper(f"+{pid}")
+
+
+def end_server(process: subprocess.Popen[Any] | ForkedServer, *, timeout: float = 15) -> None:
     """Stop a server as an operator does (SIGTERM, waiting up to ``timeout`` s, then SIGKILL) and
     kill whatever is left of its process group (workers whose parent was killed)."""
     if process.poll() is None:
@@ -87,7 +100,7 @@ def end_server(process: subprocess.Popen[Any], *, timeout: float = 15) -> None:
     forget_server(process)
 
 
-def forget_server(process: subprocess.Popen[Any]) -> None:
+def forget_server(process: subprocess.Popen[Any] | ForkedServer) -> None:
     """A server that has exited: kill what is left of its group, take it off the reaper's list, and
     close the pipes it was given (left to the collector, each is a ResourceWarning: an error here)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -15,13 +15,17 @@ from pathlib import Path
 import httpx
 
 from tests.support.backend import REDIS_URL, new_database_url
-from tests.support.children import end_server, start_server
-from tests.support.cli_fork import run_tollgate
+from tests.support.children import end_server, start_server, watch_server
+from tests.support.cli_fork import ForkedServer, run_tollgate, spawn_tollgate
 
 UPSTREAM_KEY = "upstream-secret"
 ADMIN_KEY = "admin-secret-for-tests-0123456789ab"  # at least 32 characters, or the gateway refuses to start
 GATEWAY_ENV = {"UPSTREAM_KEY": UPSTREAM_KEY, "TOLLGATE_ADMIN_KEY": ADMIN_KEY}
 
+
+#: Gateways are forked from a process that has imported the application (tests/support/cli_fork.py),
+#: except those with workers; ``TOLLGATE_TEST_FORK_GATEWAYS=0`` starts every one as a new ``tollgate``.
+FORK_GATEWAYS = os.environ.get("TOLLGATE_TEST_FORK_GATEWAYS", "1") != "0"
 
 #: How long a starting gateway may take to answer (seconds), however loaded the machine.
 READY_WITHIN = 90
@@ -346,7 +350,7 @@ class Gateway:
 
     config: Path
     port: int = field(default_factory=free_port)
-    process: subprocess.Popen[str] | None = None
+    process: subprocess.Popen[str] | ForkedServer | None = None
     log_path: Path | None = None
     env: dict[str, str] = field(default_factory=dict)  # more environment (TOLLGATE_CLOCK_OFFSET, …)
     serve_args: tuple[str, ...] = ()  # more arguments to ``tollgate serve`` (``--workers``, …)
@@ -361,22 +365,17 @@ class Gateway:
 
     def start(self) -> Gateway:
         self.log_path = self.config.parent / f"gateway-{self.port}.log"
-        with self.log_path.open("w") as log:
-            self.process = start_server(
-                [
-                    *tollgate_command(),
-                    "serve",
-                    "--config",
-                    str(self.config),
-                    "--port",
-                    str(self.port),
-                    *self.serve_args,
-                ],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                text=True,
-                env={**os.environ, **GATEWAY_ENV, **self.env},
-            )
+        args = ["serve", "--config", str(self.config), "--port", str(self.port), *self.serve_args]
+        env = {**os.environ, **GATEWAY_ENV, **self.env}
+        if FORK_GATEWAYS and "--workers" not in self.serve_args:
+            self.log_path.write_text("")
+            self.process = spawn_tollgate(args, env, self.log_path)
+            watch_server(self.process.pid)
+        else:  # the installed command, from Python's start (workers are spawned from it)
+            with self.log_path.open("w") as log:
+                self.process = start_server(
+                    [*tollgate_command(), *args], stdout=log, stderr=subprocess.STDOUT, text=True, env=env
+                )
         # Idle, a gateway is ready in about a second; with both halves of make test and a browser
         # on two cores, a gateway with workers once took more than 30 s (its workers each import the app).
         deadline = time.monotonic() + READY_WITHIN
