@@ -196,6 +196,9 @@ def check_pricing(pricing: Pricing, key: str, fail: Fail) -> None:
         if tier.long_context is not None:
             tables.append((f"{key}.service_tiers.{name}.long_context", tier.long_context))
             thresholds.append((f"{key}.service_tiers.{name}.long_context.threshold", tier.long_context.threshold))
+    if pricing.batch is not None:
+        tables.append((f"{key}.batch", pricing.batch))
+    _check_batch_price(pricing, key, fail)
     for where, table in tables:
         for field_name in table.__struct_fields__:
             value = getattr(table, field_name)
@@ -207,6 +210,14 @@ def check_pricing(pricing: Pricing, key: str, fail: Fail) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", tool):
             fail(f"{key}.tool_fees.{tool}", "a tool is named in lower case, e.g. web_search")
         _check_bound(TOOL_FEE, fee, f"{key}.tool_fees.{tool}", fail)
+
+
+def _check_batch_price(pricing: Pricing, key: str, fail: Fail) -> None:
+    """A batch price is a discount (a fraction below 1) or rates of its own, not both."""
+    if pricing.batch is not None and pricing.batch_discount is not None:
+        fail(f"{key}.batch", "give either `batch` (a batch line's own rates) or `batch_discount`, not both")
+    if pricing.batch_discount is not None and not Decimal(0) <= pricing.batch_discount < 1:
+        fail(f"{key}.batch_discount", "a fraction off every token rate, from 0 up to (not including) 1, e.g. 0.5")
 
 
 def _check_deployments(model: Model, index: int, fail: Fail) -> None:
