@@ -31,6 +31,7 @@ from domain.ledger_policies import TeamPolicies
 from domain.ledger_state import ABANDONED, EXPIRED, Hold, check_positive
 from domain.prices import PriceSource
 from domain.pricing import Cost, Price, TokenUsage, price_usage
+from domain.pricing import batch_basis as batch_line_basis
 
 LEASE_SHARE = 4  # a lease grows by at most 1/LEASE_SHARE of the available balance beyond what is needed
 
@@ -69,7 +70,7 @@ class BatchLine:
 
     def request_id(self, batch_id: str) -> str:
         """The line's request id: its batch's and its own custom id (unique within the batch)."""
-        return f"{batch_id}/{self.custom_id}"
+        return f"{batch_id}:{self.custom_id}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +144,7 @@ class TeamHolds(TeamPolicies):
     ) -> tuple[events.Charged, Cost]:
         """Charge one line of the batch ``batch`` from its own usage at the model's batch price,
         against the batch's hold (then the available balance). The line's request id is
-        ``BATCH_ID/CUSTOM_ID``: a line is charged once (``AlreadyCharged``, and the store's once-only
+        ``BATCH_ID:CUSTOM_ID``: a line is charged once (``AlreadyCharged``, and the store's once-only
         index, refuse a second)."""
         if not self._is_batch_hold(batch.request_id) and batch.request_id not in self.expired:
             raise HoldNotFound(self.name, batch.request_id)
@@ -212,9 +213,7 @@ class TeamHolds(TeamPolicies):
             table, batch_basis = table.for_batch()
         adjustment = self.adjustment_for(model)
         priced = price_usage(usage, table, credits_per_usd, Decimal(adjustment or 0))
-        basis = (
-            priced.basis if not batch_basis else batch_basis + ("" if priced.basis == "base" else f"+{priced.basis}")
-        )
+        basis = batch_line_basis(batch_basis, priced.basis) if batch_basis else priced.basis
         cost = priced.micros
         # Beyond its hold, a charge takes no more than is available, nor than its budgets have left.
         tightest = self.budget_left(key_id, at)

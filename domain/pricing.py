@@ -119,6 +119,16 @@ class Price:
             return self._without_batch(), "batch:none"
         return self._scaled(1 - self.batch_discount), f"batch_discount:{self.batch_discount}"
 
+    def applied_to(self, usage: TokenUsage, *, batch: bool) -> tuple[Price, str]:
+        """:meth:`applied`, or for a batch's line the rates its batch price applies to ``usage`` and
+        why (``batch_discount:0.5``, ``batch+long_context``): what a charge records, and what
+        ``ledger verify`` checks it against."""
+        if not batch:
+            return self.applied(usage)
+        table, why = self.for_batch()
+        applied, basis = table.applied(usage)
+        return applied, batch_basis(why, basis)
+
     def _without_batch(self) -> Price:
         return replace(self, batch_discount=None, batch=None)
 
@@ -297,6 +307,11 @@ class TokenUsage:
             record.get("service_tier", ""),
             tool_calls_of(record.get("tool_calls") or {}),
         )
+
+
+def batch_basis(batch: str, basis: str) -> str:
+    """A batch line's basis: its batch price's, and the table's within it when not the base one."""
+    return batch if basis == "base" else f"{batch}+{basis}"
 
 
 def tool_calls_of(calls: Mapping[str, int]) -> tuple[tuple[str, int], ...]:

@@ -261,6 +261,11 @@ class Settings(_Strict, frozen=True):
     #: process: the backstop for a process that is alive but stuck (a dead one's holds go sooner,
     #: see `instance_dead_after`).
     hold_timeout: Decimal = Decimal(900)
+    #: Seconds between two polls of a batch upstream (`/v1/batches`, `/v1/messages/batches`): when the
+    #: upstream says it ended, its lines are charged and the rest of its hold released. One gateway
+    #: process polls a batch at a time; another takes over `3 × batch_poll_seconds + 2` seconds after
+    #: that process stops (it died, or was restarted).
+    batch_poll_seconds: Decimal = Decimal(30)
     #: Seconds of silence (no heartbeat; processes beat every 3 seconds) after which a gateway
     #: process counts as dead: any other process, or the next to start, charges its streams for what
     #: they had delivered at its last heartbeat and releases its holds and credit leases. A process

@@ -86,6 +86,8 @@ def _check_ledger_and_stores(settings: Settings, fail: Fail) -> None:
     if settings.redis_url is not None and not re.match(r"^rediss?://[^/\s]+(/\d+)?$", settings.redis_url):
         fail("redis_url", f"unsupported URL {settings.redis_url!r}: use redis://HOST:PORT/DB (or rediss:// for TLS)")
     _check_bound(CONNECTIONS, settings.database_pool_size, "database_pool_size", fail)
+    if settings.batch_poll_seconds <= 0:
+        fail("batch_poll_seconds", "must be greater than 0 (seconds)")
     if settings.hold_timeout <= 0:
         fail("hold_timeout", "must be greater than 0 (seconds)")
     if settings.instance_dead_after < 6:
@@ -109,6 +111,7 @@ def _check_ledger_and_stores(settings: Settings, fail: Fail) -> None:
 #: Every top-level setting in seconds: each has its own least value (above), and all the same most.
 _DURATIONS = (
     "hold_timeout",
+    "batch_poll_seconds",
     "instance_dead_after",
     "idempotency_ttl",
     "lease_idle_seconds",

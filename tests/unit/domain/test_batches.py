@@ -46,7 +46,7 @@ def test_each_line_is_charged_at_the_batch_price_against_the_batch_hold_and_the_
     # (100 × 1.25 + 50 × 5) USD per million × 100 credits/USD = 37,500 micro-credits
     assert (first.cost, first.charged, first.hold) == (37_500, 37_500, 37_500)
     assert (first.request_id, first.batch_id, first.custom_id, first.lease) == (
-        "batch_1/req-1",
+        "batch_1:req-1",
         "batch_1",
         "req-1",
         "batch_1",
