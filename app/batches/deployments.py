@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 
+from app.upstream.anthropic_batches import AnthropicBatches
 from app.upstream.openai_batches import OpenAIBatches
 from domain.settings import Model, Upstream
 
@@ -32,3 +33,8 @@ def api_key_of(upstream: Upstream) -> str | None:
 def openai_client(model: Model, index: int) -> OpenAIBatches:
     upstream = deployment_at(model, index)
     return OpenAIBatches(upstream.base_url or "", api_key_of(upstream))
+
+
+def anthropic_client(model: Model, index: int) -> AnthropicBatches:
+    upstream = deployment_at(model, index)
+    return AnthropicBatches(upstream.base_url or "", api_key_of(upstream))

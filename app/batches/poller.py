@@ -21,9 +21,9 @@ from dataclasses import replace
 
 import msgspec
 
-from app.batches.deployments import openai_client
-from app.batches.objects import FINAL, status_while_open
-from app.batches.settle import SettleWith, batch_request, settle
+from app.batches.deployments import anthropic_client, openai_client
+from app.batches.objects import status_while_open
+from app.batches.settle import ANTHROPIC, SettleWith, batch_request, final_status, settle
 from app.ledger.service import durable
 from app.store.batch_store import StoredBatch
 from app.upstream.batch_errors import BatchUpstreamError
@@ -73,15 +73,19 @@ class BatchPoller:
         if model is None:
             log.error("batch %s: model %r is no longer configured; it is not polled", batch.batch_id, batch.model)
             return
-        upstream = await openai_client(model, batch.deployment).retrieve(batch.upstream_batch_id)
-        status = str(upstream.get("status") or "")
+        if batch.api == ANTHROPIC:
+            upstream = await anthropic_client(model, batch.deployment).retrieve(batch.upstream_batch_id)
+            shown = "in_progress" if final_status(batch.api, upstream) else str(upstream.get("processing_status"))
+        else:
+            upstream = await openai_client(model, batch.deployment).retrieve(batch.upstream_batch_id)
+            shown = status_while_open(str(upstream.get("status") or ""))
         await asyncio.to_thread(
             self._with.store.update_batch,
             batch.batch_id,
-            status=status_while_open(status),
+            status=shown,
             upstream=msgspec.json.encode(upstream).decode(),
         )
-        if status in FINAL:
+        if final_status(batch.api, upstream) is not None:
             still_mine = lambda: self._claim(batch.batch_id)  # noqa: E731 - renews the turn as it asks
             await settle(replace(self._with, still_mine=still_mine), batch, upstream)
 

@@ -15,19 +15,20 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from app.batches.deployments import openai_client
+from app.batches.deployments import anthropic_client, openai_client
 from app.batches.objects import FINAL
 from app.ledger.results import Charged
 from app.ledger.service import LedgerService, TeamRequest, durable
 from app.store.batch_store import PROCESSED, BatchStore, StoredBatch, StoredFile
 from app.translate.chat.upstream import usage_from_openai
+from app.translate.messages.upstream import usage_from_anthropic
 from domain import endpoints
 from domain.ledger import AlreadyCharged, HoldNotFound, team_id
 from domain.ledger_holds import BatchLine
@@ -89,6 +90,20 @@ def line_of_openai(raw: bytes) -> tuple[str, TokenUsage | None]:
     return line["custom_id"], usage_from_openai(body.get("usage"), body.get("service_tier"))
 
 
+def line_of_anthropic(raw: bytes) -> tuple[str, TokenUsage | None]:
+    """An Anthropic batch result's ``custom_id`` and the usage to charge (None: it did not succeed)."""
+    try:
+        line = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return "", None
+    if not isinstance(line, dict) or not isinstance(line.get("custom_id"), str):
+        return "", None
+    result = line.get("result")
+    if not isinstance(result, dict) or result.get("type") != "succeeded" or not isinstance(result.get("message"), dict):
+        return line["custom_id"], None
+    return line["custom_id"], usage_from_anthropic(result["message"].get("usage"))
+
+
 class Charging:
     """The charges of one batch's lines, pipelined through the ledger writer, and their total."""
 
@@ -124,40 +139,46 @@ class Charging:
             self.lines += 1
 
 
+#: The batch APIs (``gateway_batches.api``).
+OPENAI = "openai"
+ANTHROPIC = "anthropic"
+#: A line's custom id and its usage to charge (None: nothing to charge), from its raw JSON.
+LineParser = Callable[[bytes], tuple[str, TokenUsage | None]]
+
+
+def final_status(api: str, upstream: dict[str, Any]) -> str | None:
+    """The status a batch ended with upstream (None: it runs still): OpenAI's ``completed``,
+    ``failed``, ``expired``, ``cancelled``; Anthropic's ``ended``."""
+    if api == ANTHROPIC:
+        return "ended" if upstream.get("processing_status") == "ended" else None
+    status = str(upstream.get("status"))
+    return status if status in FINAL else None
+
+
 async def settle(with_: SettleWith, batch: StoredBatch, upstream: dict[str, Any]) -> None:
     """Charge every line of the ended batch's output, release the rest of its hold, keep its output
-    and error files, and mark it settled with the upstream's final status."""
-    status = str(upstream.get("status"))
-    if status not in FINAL:
-        raise ValueError(f"batch {batch.batch_id} has not ended ({status})")
+    and error files (OpenAI's), and mark it settled with the upstream's final status."""
+    status = final_status(batch.api, upstream)
+    if status is None:
+        raise ValueError(f"batch {batch.batch_id} has not ended")
     model = with_.settings.model(batch.model)
     if model is None:
         raise ValueError(f"batch {batch.batch_id}: model {batch.model!r} is no longer configured")
-    client = openai_client(model, batch.deployment)
     charging = Charging(with_, batch)
     files: list[tuple[str, str, int]] = []
-    read = 0
-    for key in ("output_file_id", "error_file_id"):
-        upstream_file = upstream.get(key)
-        if not isinstance(upstream_file, str) or not upstream_file:
-            continue
-        size = 0
-        async with client.content(upstream_file) as response:
-            pending = b""
-            async for chunk in response.aiter_bytes():
-                size += len(chunk)
-                if key != "output_file_id":
-                    continue
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for raw in lines:
-                    await _charge_line(charging, raw)
-                    read += 1
-                    if read % 1000 == 0 and not await asyncio.to_thread(with_.still_mine):
-                        raise RuntimeError(f"batch {batch.batch_id}: another process took over its settlement")
-            if key == "output_file_id" and pending.strip():
-                await _charge_line(charging, pending)
-        files.append((key.removesuffix("_file_id"), upstream_file, size))
+    if batch.api == ANTHROPIC:
+        async with anthropic_client(model, batch.deployment).results(batch.upstream_batch_id) as response:
+            await _charge_stream(with_, batch, charging, response.aiter_bytes(), line_of_anthropic)
+    else:
+        client = openai_client(model, batch.deployment)
+        for key in ("output_file_id", "error_file_id"):
+            upstream_file = upstream.get(key)
+            if not isinstance(upstream_file, str) or not upstream_file:
+                continue
+            async with client.content(upstream_file) as response:
+                parse = line_of_openai if key == "output_file_id" else None
+                size = await _charge_stream(with_, batch, charging, response.aiter_bytes(), parse)
+            files.append((key.removesuffix("_file_id"), upstream_file, size))
     await charging.flush()
     released = await durable(with_.ledger.settle_batch(batch_request(batch), status))
     for kind, upstream_file, size in files:
@@ -180,10 +201,31 @@ async def settle(with_: SettleWith, batch: StoredBatch, upstream: dict[str, Any]
     )
 
 
-async def _charge_line(charging: Charging, raw: bytes) -> None:
+async def _charge_stream(
+    with_: SettleWith, batch: StoredBatch, charging: Charging, chunks: AsyncIterator[bytes], parse: LineParser | None
+) -> int:
+    """Charge each line of a streamed output (``parse``: None, an error file, only counted); its size."""
+    size, read, pending = 0, 0, b""
+    async for chunk in chunks:
+        size += len(chunk)
+        if parse is None:
+            continue
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for raw in lines:
+            await _charge_line(charging, raw, parse)
+            read += 1
+            if read % 1000 == 0 and not await asyncio.to_thread(with_.still_mine):
+                raise RuntimeError(f"batch {batch.batch_id}: another process took over its settlement")
+    if parse is not None and pending.strip():
+        await _charge_line(charging, pending, parse)
+    return size
+
+
+async def _charge_line(charging: Charging, raw: bytes, parse: LineParser) -> None:
     if not raw.strip():
         return
-    custom_id, usage = line_of_openai(raw)
+    custom_id, usage = parse(raw)
     if custom_id and usage is not None and usage.total_tokens:
         await charging.charge(custom_id, usage)
 

@@ -22,7 +22,9 @@ from app.errors import GatewayError, InvalidRequest, ModelNotFound
 from app.http.prompt_size import measure_prompt
 from app.http.routes.auth import authorize
 from app.http.routes.chat import parse_chat_request
-from app.http.routes.request_body import check_output_limit
+from app.http.routes.messages import MessagesRequest
+from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
+from app.http.routes.request_counts import check_counts
 from app.keys import Principal
 from app.runtime import Runtime
 from domain import endpoints
@@ -86,26 +88,54 @@ class LineChecker:
     async def line(self, number: int, raw: bytes) -> None:
         if not raw.strip():
             return
-        custom_id = ""
         try:
             line = msgspec.json.decode(raw)
-            if not isinstance(line, dict):
-                raise InvalidRequest("a line must be a JSON object with custom_id, method, url and body.")
-            named = line.get("custom_id")
-            custom_id = named if isinstance(named, str) else ""
-            await self._check(line, custom_id)
         except msgspec.DecodeError:
             raise BadLine(f"Line {number} of the input file is not valid JSON.", param="input_file_id") from None
+        await self.item(f"Line {number} of the input file", line, "input_file_id")
+
+    async def item(self, where: str, line: Any, param: str) -> None:
+        """Check one request of the batch (``where`` names it in a refusal, ``param`` the field)."""
+        named = line.get("custom_id") if isinstance(line, dict) else None
+        custom_id = named if isinstance(named, str) else ""
+        try:
+            if not isinstance(line, dict):
+                raise InvalidRequest("each request must be a JSON object with its custom_id.")
+            await self._check(line, custom_id)
         except GatewayError as exc:
             named = f" (custom_id '{custom_id}')" if custom_id else ""
-            raise BadLine(f"Line {number} of the input file{named}: {exc.message}", param="input_file_id") from None
+            raise BadLine(f"{where}{named}: {exc.message}", param=param) from None
 
-    async def _check(self, line: dict[str, Any], custom_id: str) -> None:
+    def _unique(self, custom_id: str) -> None:
         if not custom_id:
             raise InvalidRequest("'custom_id' must be a non-empty string.")
         if custom_id in self._seen:
-            raise InvalidRequest(f"the custom_id '{custom_id}' is used by an earlier line; each must be unique.")
+            raise InvalidRequest(f"the custom_id '{custom_id}' is used by an earlier request; each must be unique.")
         self._seen.add(custom_id)
+
+    def _hold_for(self, checked: CheckedInput, model: Model, prompt: int, most: int) -> None:
+        """Add the request's worst case at the model's batch price (with the team's markup)."""
+        price = self._runtime.prices.current(model.id).for_batch()[0]
+        checked.worst_case += worst_case_in_micros(
+            prompt,
+            most,
+            price,
+            self._runtime.settings.credits_per_usd,
+            adjustment=self._principal.adjustment_for(model.id),
+        )
+
+    def _write(self, checked: CheckedInput, out: bytes, separator: bytes) -> None:
+        if checked.lines:
+            checked.spool.write(separator)
+            checked.size += len(separator)
+        checked.spool.write(out)
+        checked.size += len(out)
+        checked.lines += 1
+        if checked.lines > MAX_LINES:
+            raise InvalidRequest(f"a batch has at most {MAX_LINES} requests.")
+
+    async def _check(self, line: dict[str, Any], custom_id: str) -> None:
+        self._unique(custom_id)
         if line.get("method") != "POST":
             raise InvalidRequest("'method' must be POST.")
         if line.get("url") != self._endpoint:
@@ -131,21 +161,10 @@ class LineChecker:
                 body[name] = limit
         most = (limits[1] or limits[0] or model.max_output_tokens) * (chat.n or 1)
         prompt = await measure_prompt(model, "chat", body, "chat", len(raw))
-        price = self._runtime.prices.current(model.id).for_batch()[0]
-        checked.worst_case += worst_case_in_micros(
-            prompt,
-            most,
-            price,
-            self._runtime.settings.credits_per_usd,
-            adjustment=self._principal.adjustment_for(model.id),
-        )
+        self._hold_for(checked, model, prompt, most)
         body["model"] = model.name_at(model.deployments[checked.deployment])
         out = msgspec.json.encode({"custom_id": custom_id, "method": "POST", "url": self._endpoint, "body": body})
-        checked.spool.write(out + b"\n")
-        checked.size += len(out) + 1
-        checked.lines += 1
-        if checked.lines > MAX_LINES:
-            raise InvalidRequest(f"a batch has at most {MAX_LINES} lines.")
+        self._write(checked, out, b"\n")
 
     def _for(self, model: Model) -> CheckedInput:
         if self.checked is None:
@@ -159,3 +178,34 @@ class LineChecker:
                 f"`{self.checked.model.id}`."
             )
         return self.checked
+
+
+class MessagesChecker(LineChecker):
+    """The requests of an Anthropic message batch (``{"custom_id", "params"}``), each checked as the same
+    ``POST /v1/messages`` sent alone, written out comma-separated (the items of the upstream's
+    ``requests`` array)."""
+
+    async def _check(self, line: dict[str, Any], custom_id: str) -> None:
+        self._unique(custom_id)
+        params = line.get("params")
+        if not isinstance(params, dict):
+            raise InvalidRequest("'params' must be a JSON object: the Messages request.")
+        if params.get("stream"):
+            raise InvalidRequest("a batch's requests are not streamed: 'stream' must be false or left out.")
+        raw = msgspec.json.encode(params)
+        body = read_json_object(raw, self._runtime.settings.max_json_depth)
+        check_counts(body, "messages", self._runtime.settings)
+        require(body, "model", "messages", "max_tokens")
+        parsed = validate(body, MessagesRequest)
+        model = self._runtime.settings.model(parsed.model)
+        if model is None:
+            raise ModelNotFound(parsed.model)
+        authorize(self._principal, model.id, endpoints.BATCHES)
+        checked = self._for(model)
+        check_positive(parsed.max_tokens, "max_tokens")
+        most = check_output_limit(parsed.max_tokens, model, "max_tokens") or parsed.max_tokens
+        body["max_tokens"] = most
+        prompt = await measure_prompt(model, "messages", body, "messages", len(raw))
+        self._hold_for(checked, model, prompt, most)
+        body["model"] = model.name_at(model.deployments[checked.deployment])
+        self._write(checked, msgspec.json.encode({"custom_id": custom_id, "params": body}), b",")

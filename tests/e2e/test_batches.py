@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anthropic
 import httpx
 import openai
 import pytest
@@ -33,6 +34,15 @@ context_window = 8192
 max_output_tokens = 1024
 pricing = {{input = 2.5, output = 10, cache_create = 3.125, cache_hit = 1.25, batch_discount = 0.5}}
 upstream = {{kind = "openai", base_url = "{base}", api_key_env = "UPSTREAM_KEY", model = "gpt-x"}}
+
+[[models]]
+id = "batch-claude"
+display_name = "Batch Claude"
+owned_by = "anthropic"
+context_window = 8192
+max_output_tokens = 1024
+pricing = {{input = 3, output = 15, cache_create = 3.75, cache_hit = 0.3, batch_discount = 0.5}}
+upstream = {{kind = "anthropic", base_url = "{root}", api_key_env = "UPSTREAM_KEY", model = "claude-x"}}
 """
 
 
@@ -78,7 +88,7 @@ def config(tmp_path_factory: pytest.TempPathFactory, upstream: FakeUpstream) -> 
         tmp_path_factory.mktemp("batches"),
         upstream.base_url,
         redis=True,
-        settings=BATCH_MODEL.format(base=upstream.base_url),
+        settings=BATCH_MODEL.format(base=upstream.base_url, root=upstream.anthropic_base_url),
     )
 
 
@@ -200,6 +210,7 @@ def test_a_gateway_killed_mid_batch_charges_every_line_once_after_restart(
             completion_window="24h",
         ).id
         assert second.process is not None
+        time.sleep(1)  # five of its polls: the killed process holds the batch's turn, which must lapse
         os.kill(second.process.pid, signal.SIGKILL)
         second.process.wait()
         second.process = None
@@ -212,3 +223,47 @@ def test_a_gateway_killed_mid_batch_charges_every_line_once_after_restart(
     assert line_charges(gateway, team, batch_id) == {cid: hand_cost(n) for cid, n in words.items()}
     gateway.wait_until_nothing_held(team.name)
     assert gateway.cli("ledger", "verify").returncode == 0
+
+
+def message_request(custom_id: str, words: int, max_tokens: int = 50) -> dict[str, object]:
+    content = " ".join(["w"] * words)
+    return {
+        "custom_id": custom_id,
+        "params": {
+            "model": "batch-claude",
+            "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": content}],
+        },
+    }
+
+
+def claude_cost(words: int) -> int:
+    """A request of ``words`` words at batch-claude's batch price (1.5 and 7.5 USD per million): the
+    fake counts its prompt as words + 3 tokens and answers ``Echo: <the words>``, words + 1 tokens."""
+    return (words + 3) * 150 + (words + 1) * 750
+
+
+def test_an_anthropic_message_batch_is_charged_line_by_line(gateway: Gateway, team: Team, upstream: FakeUpstream):
+    upstream.batches.release()
+    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
+    words = {"a": 2, "b": 5, "c": 8}
+    batch = claude.messages.batches.create(requests=[message_request(cid, n) for cid, n in words.items()])  # type: ignore[misc]
+    assert batch.processing_status == "in_progress"
+    deadline = time.monotonic() + 30
+    while (batch := claude.messages.batches.retrieve(batch.id)).processing_status != "ended":
+        assert time.monotonic() < deadline, batch
+        time.sleep(0.1)
+    assert batch.request_counts.succeeded == 3
+    results = {r.custom_id: r.result for r in claude.messages.batches.results(batch.id)}
+    assert {cid: r.type for cid, r in results.items()} == dict.fromkeys(words, "succeeded")
+    assert line_charges(gateway, team, batch.id) == {cid: claude_cost(n) for cid, n in words.items()}
+    assert claude_cost(2) == 5 * 150 + 3 * 750  # 3,000 micro-credits
+    gateway.wait_until_nothing_held(team.name)
+
+
+def test_a_bad_message_batch_request_is_named(gateway: Gateway, team: Team):
+    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        claude.messages.batches.create(requests=[message_request("ok", 1), message_request("big", 1, 5000)])  # type: ignore[misc]
+    assert "requests[1] (custom_id 'big')" in str(refused.value)
+    assert gateway.charges(team.name) == []

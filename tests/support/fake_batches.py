@@ -108,6 +108,35 @@ class BatchState:
         self.done_before_cancel = 1
         self._released = threading.Event()
         self._lock = threading.Lock()
+        #: Anthropic's message batches (``tests/support/fake_message_batches.py``).
+        self.message_batches: dict[str, Any] = {}
+
+    def batch_may_end(self, created: float) -> bool:
+        """Whether a batch created at ``created`` (Unix time) has ended by now."""
+        return self._released.is_set() if self.held else time.time() >= created + self.delay
+
+    async def handle_messages(
+        self, api_key: str | None, method: str, path: str, raw: bytes, headers: dict[str, str], send: Send
+    ) -> None:
+        """Anthropic's message batches, under ``/v1/messages/batches``."""
+        from tests.support.fake_message_batches import route
+
+        bearer = headers.get("authorization") == f"Bearer {api_key}"  # anthropic 2.x SDKs send the key so
+        if api_key is not None and headers.get("x-api-key") != api_key and not bearer:
+            raise _Reject(
+                401, {"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"}}
+            )
+        parts = [p for p in path.removeprefix("/v1/messages/batches").split("/") if p]
+        root = f"http://{headers.get('host', '127.0.0.1')}"
+        with self._lock:
+            answer = route(self, method, parts, raw, root)
+        if isinstance(answer, bytes):
+            await send(
+                {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/binary")]}
+            )
+            await send({"type": "http.response.body", "body": answer})
+            return
+        await _send_json(send, 200, answer)
 
     def release(self) -> None:
         """Let every held batch (and every later one) complete."""

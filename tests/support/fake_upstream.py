@@ -372,6 +372,8 @@ class FakeUpstream:
                 from tests.support.fake_responses import handle_responses  # lazy: fake_responses imports this module
 
                 await handle_responses(self.api_key, raw, headers, receive, send)
+            elif path.startswith("/v1/messages/batches"):
+                await self.batches.handle_messages(self.api_key, method, path, raw, headers, send)
             elif path.startswith(("/v1/files", "/v1/batches")):
                 await self.batches.handle(self.api_key, method, path, raw, headers, send)
             elif path == "/v1/messages" or path.startswith("/v1/messages/"):
