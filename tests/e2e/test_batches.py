@@ -158,6 +158,10 @@ def test_a_batch_is_held_then_each_line_charged_at_the_batch_price(
     assert json.loads(output[0])["response"]["body"]["model"] == "gpt-x"
     rows = [r for r in gateway.charges(team.name) if r["request_id"].startswith(batch.id)]
     assert {(r["endpoint"], r["tags"], r["end_user"]) for r in rows} == {("batches", "project=offline", "alice")}
+    found = httpx.get(
+        f"{gateway.base_url}/requests/{batch.id}:second", headers={"Authorization": f"Bearer {team.key}"}
+    ).json()
+    assert found["data"]["cost_micros"] == hand_cost(4), found  # the request lookup finds a line
     gateway.wait_until_nothing_held(team.name)
     spent = httpx.get(gateway.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
     assert round(spent["total_usage"] * 1_000_000) == sum(charged.values())
@@ -177,6 +181,16 @@ def test_a_bad_line_refuses_the_batch_naming_it(gateway: Gateway, team: Team):
         client.batches.create(input_file_id=unknown, endpoint="/v1/chat/completions", completion_window="24h")
     assert gateway.charges(team.name) == []
     gateway.wait_until_nothing_held(team.name)
+
+
+def test_a_batch_the_balance_cannot_cover_is_refused_with_402(gateway: Gateway, teams: Teams):
+    poor = teams.open("0.001")  # 1,000 micro-credits: less than one line's worst case
+    client = client_of(gateway, poor)
+    file_id = upload(client, [line("a", 1)])
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert refused.value.status_code == 402
+    assert client.batches.list().data == []  # nothing was created
 
 
 def test_a_teams_files_are_its_own(gateway: Gateway, teams: Teams):
@@ -267,3 +281,48 @@ def test_a_bad_message_batch_request_is_named(gateway: Gateway, team: Team):
         claude.messages.batches.create(requests=[message_request("ok", 1), message_request("big", 1, 5000)])  # type: ignore[misc]
     assert "requests[1] (custom_id 'big')" in str(refused.value)
     assert gateway.charges(team.name) == []
+
+
+def test_a_gateway_killed_while_charging_a_batch_leaves_every_line_charged_once(
+    config: Path, gateway: Gateway, teams: Teams, upstream: FakeUpstream
+):
+    """Killed (``kill -9``) after it charged some of an ended batch's lines and before the rest: the
+    other process settles it, charging each remaining line once and refusing none twice."""
+    team = teams.open("100")
+    upstream.batches.hold()
+    words = {f"l{i}": 1 + i % 7 for i in range(1500)}
+    second = Gateway(config).start()
+    try:
+        client = client_of(second, team)
+        batch_id = client.batches.create(
+            input_file_id=upload(client, [line(cid, n) for cid, n in words.items()]),
+            endpoint="/v1/chat/completions",
+            completion_window="24h",
+        ).id
+        holds = lambda: {  # noqa: E731 - the batch's hold as the killed process's /v1/credits shows it
+            h["id"]: h["credits"]
+            for h in httpx.get(second.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"}).json()[
+                "data"
+            ]["holds"]
+        }
+        time.sleep(1)  # the second process holds the batch's polling turn
+        first_hold = holds()[batch_id]
+        upstream.batches.release()
+        deadline = time.monotonic() + 30
+        while (left := holds().get(batch_id)) == first_hold:
+            assert time.monotonic() < deadline, "the batch was never charged"
+            time.sleep(0.01)
+        assert left is not None, "settled before the kill: nothing was cut off"
+        assert second.process is not None
+        os.kill(second.process.pid, signal.SIGKILL)
+        second.process.wait()
+        second.process = None
+    finally:
+        second.stop()
+    done = wait_for(client_of(gateway, team), batch_id, "completed", within=60)
+    assert done.request_counts is not None
+    rows = [r for r in gateway.charges(team.name) if r["request_id"].startswith(f"{batch_id}:")]
+    assert sorted(r["request_id"] for r in rows) == sorted(f"{batch_id}:{cid}" for cid in words)  # each once
+    assert sum(-r["amount"] for r in rows) == sum(hand_cost(n) for n in words.values())
+    gateway.wait_until_nothing_held(team.name)
+    assert gateway.cli("ledger", "verify").returncode == 0

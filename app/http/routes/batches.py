@@ -85,6 +85,10 @@ def _create_fields(body: dict[str, Any]) -> tuple[str, str, str, dict[str, str]]
 async def create_batch(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
+    # one request against the key's and the team's rpm (a batch's tokens are the upstream's batch
+    # queue's, not the per-minute token limits': they run over hours)
+    admission = await runtime.limiter.admit(principal, None)
+    request.state.rate_limit_headers = admission.headers
     input_file_id, endpoint, window, metadata = _create_fields(await request_json(request))
     attribution = attribution_of(request, "chat", {"user": metadata.get("user")} if "user" in metadata else {})
     source = await asyncio.to_thread(runtime.batches.find_file, principal.team_name, input_file_id)

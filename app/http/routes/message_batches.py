@@ -76,6 +76,10 @@ async def _find(request: Request[Any, Any, Any], runtime: Runtime, batch_id: str
 async def create_message_batch(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
+    # one request against the key's and the team's rpm (a batch's tokens are the upstream's batch
+    # queue's, not the per-minute token limits': they run over hours)
+    admission = await runtime.limiter.admit(principal, None)
+    request.state.rate_limit_headers = admission.headers
     body = await request_json(request)
     requests = body.get("requests")
     if not isinstance(requests, list) or not requests:
