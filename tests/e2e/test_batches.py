@@ -183,6 +183,21 @@ def test_a_bad_line_refuses_the_batch_naming_it(gateway: Gateway, team: Team):
     gateway.wait_until_nothing_held(team.name)
 
 
+def test_a_cancelled_batch_is_charged_for_what_it_completed(gateway: Gateway, team: Team, upstream: FakeUpstream):
+    upstream.batches.hold()  # it never completes on its own: cancelled, it completed its first request
+    client = client_of(gateway, team)
+    words = {"done": 3, "not-done": 5, "never": 7}
+    file_id = upload(client, [line(cid, n) for cid, n in words.items()])
+    batch = client.batches.create(input_file_id=file_id, endpoint="/v1/chat/completions", completion_window="24h")
+    assert client.batches.cancel(batch.id).status == "cancelling"
+    done = wait_for(client, batch.id, "cancelled")
+    assert done.request_counts is not None
+    assert done.request_counts.completed == 1
+    assert line_charges(gateway, team, batch.id) == {"done": hand_cost(3)}  # 6 × 125 + 4 × 500 = 2,750
+    assert hand_cost(3) == 2_750
+    gateway.wait_until_nothing_held(team.name)
+
+
 def test_a_batch_the_balance_cannot_cover_is_refused_with_402(gateway: Gateway, teams: Teams):
     poor = teams.open("0.001")  # 1,000 micro-credits: less than one line's worst case
     client = client_of(gateway, poor)
