@@ -18,6 +18,8 @@ from wsgiref.simple_server import WSGIServer
 
 from app.admin_keys import AdminKeyDirectory
 from app.alerts.webhooks import WebhookDelivery
+from app.batches.poller import BatchPoller
+from app.batches.settle import SettleWith
 from app.clock_shift import shift_clock_from_environment
 from app.keys import KeyDirectory
 from app.ledger.billing import Billing, ThisProcess
@@ -36,6 +38,7 @@ from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
 from app.ratelimit.key_guesses import KeyGuesses
 from app.ratelimit.streams import StreamSlots
+from app.store.batch_store import BatchStore
 from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.instances import InstanceRegistry
 from app.store.probe import LedgerProbe
@@ -100,6 +103,9 @@ class Runtime:
     verify_runs: VerifyRuns
     #: Writes each answered request's record for the request lookup (None: ``request_record_days = 0``).
     records: RecordWriter | None = None
+    #: A team's files and batches (``/v1/files``, ``/v1/batches``), and the poller that settles batches.
+    batches: BatchStore = field(default=None)  # type: ignore[assignment]
+    batch_poller: BatchPoller | None = None
     _tasks: list[asyncio.Task[None]] = field(default_factory=list, repr=False)
     _metrics_server: WSGIServer | None = field(default=None, repr=False)
 
@@ -113,6 +119,8 @@ class Runtime:
         metrics on their own port if so configured, and stop taking work on SIGTERM."""
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self.leases.run()), loop.create_task(self.health.run()), *timeline.watch_loop()]
+        if self.batch_poller is not None:
+            self._tasks.append(loop.create_task(self.batch_poller.run()))
         self.instances.stream_reports = lambda: self.in_flight.reports_from(loop)
 
         # Taken for dead while stuck, this process's leases were released: its book must lease afresh.
@@ -175,6 +183,7 @@ class Runtime:
         if self.records is not None:
             self.records.stop()  # what is waiting is written first
         self.projector.stop()
+        self.batches.close()
         self.instances.stop()
         self.health.close()
         self.store.close()
@@ -274,6 +283,12 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         deployments = upstreams[model_id].deployments if model_id in upstreams else []
         return deployments[index].model if 0 <= index < len(deployments) else ""
 
+    batches = BatchStore(store.database)
+    poller = BatchPoller(
+        SettleWith(settings, batches, ledger, prices, still_mine=lambda: True),
+        owner,
+        float(settings.batch_poll_seconds),
+    )
     records = (
         RecordWriter(store.database, deployment_name=deployment_name).start() if settings.request_record_days else None
     )
@@ -300,4 +315,6 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         verify_runs=VerifyRuns(settings.database_url, base_dir),
         upstreams=upstreams,
         http=http,
+        batches=batches,
+        batch_poller=poller,
     )

@@ -5,9 +5,16 @@ from __future__ import annotations
 CHAT = "chat.completions"
 RESPONSES = "responses"
 MESSAGES = "messages"
+#: OpenAI's Batch API (its Files of purpose `batch` too) and Anthropic's message batches.
+BATCHES = "batches"
 
 #: Name → the path a client calls (``/v1/messages/count_tokens`` belongs to ``messages``).
-ENDPOINT_PATHS = {CHAT: "/v1/chat/completions", RESPONSES: "/v1/responses", MESSAGES: "/v1/messages"}
+ENDPOINT_PATHS = {
+    CHAT: "/v1/chat/completions",
+    RESPONSES: "/v1/responses",
+    MESSAGES: "/v1/messages",
+    BATCHES: "/v1/batches",
+}
 
 
 def parse_endpoints(text: str) -> list[str]:

@@ -160,10 +160,13 @@ class HoldPlaced(Aggregate.Event):
     #: The client's Idempotency-Key, if it sent one: no other request under the key is served
     #: while this hold is open.
     idem_key: str = ""
+    #: The hold of a batch (``request_id`` is the batch's id): every line's worst case at the batch
+    #: price, its lines charged against it one by one, the rest released when the batch settles.
+    batch: bool = False
 
     def apply(self, team: LedgerState) -> None:
         team.holds[self.request_id] = Hold(
-            self.amount, self.timestamp.timestamp(), self.key_id, self.owner, self.idem_key
+            self.amount, self.timestamp.timestamp(), self.key_id, self.owner, self.idem_key, self.batch
         )
         team.held += self.amount
         team.key_held[self.key_id] = team.key_held.get(self.key_id, 0) + self.amount
@@ -208,6 +211,9 @@ class Charged(Aggregate.Event):
     end_user: str = ""
     #: What the key's budget has left this period after this charge (None: the key has none).
     key_budget_left: int | None = None
+    #: A batch line's charge: the batch (whose hold ``lease`` is) and the line's ``custom_id``.
+    batch_id: str = ""
+    custom_id: str = ""
 
     def apply(self, team: LedgerState) -> None:
         if self.lease:
@@ -216,6 +222,11 @@ class Charged(Aggregate.Event):
                 team.holds[self.lease] = replace(
                     lease, amount=lease.amount - self.hold, placed=self.timestamp.timestamp()
                 )
+                if lease.key_id is not None and self.hold:  # a batch's hold counts against its key
+                    if (still := team.key_held.get(lease.key_id, 0) - self.hold) > 0:
+                        team.key_held[lease.key_id] = still
+                    else:
+                        team.key_held.pop(lease.key_id, None)
             team.lease_charges[self.request_id] = None
             while len(team.lease_charges) > MAX_REMEMBERED_EXPIRIES:
                 team.lease_charges.pop(next(iter(team.lease_charges)))

@@ -31,6 +31,7 @@ from domain.ledger_policies import TeamPolicies
 from domain.ledger_state import ABANDONED, EXPIRED, Hold, check_positive
 from domain.prices import PriceSource
 from domain.pricing import Cost, Price, TokenUsage, price_usage
+from domain.pricing import batch_basis as batch_line_basis
 
 LEASE_SHARE = 4  # a lease grows by at most 1/LEASE_SHARE of the available balance beyond what is needed
 
@@ -59,6 +60,20 @@ def _price_of(prices: Mapping[str, Price] | PriceSource | None, model: str) -> P
 
 
 @dataclass(frozen=True, slots=True)
+class BatchLine:
+    """One line of a batch's output, as its charge needs it: the line's ``custom_id``, the model it
+    was served by (the client's name for it) and what the upstream says it used."""
+
+    custom_id: str
+    model: str
+    usage: TokenUsage
+
+    def request_id(self, batch_id: str) -> str:
+        """The line's request id: its batch's and its own custom id (unique within the batch)."""
+        return f"{batch_id}:{self.custom_id}"
+
+
+@dataclass(frozen=True, slots=True)
 class RequestOnLedger:
     """A request as its team's ledger records it: its id, the key it came with, its model and
     endpoint, and who it is attributed to (its tags and end user, recorded with its charge)."""
@@ -82,7 +97,9 @@ class TeamHolds(TeamPolicies):
         def _raise_alerts(self, charged: int, balance_before: int, at: datetime, key_id: str, request_id: str) -> None:
             """The aggregate's: an alert for each threshold the money just moved crossed."""
 
-    def place_hold(self, request: RequestOnLedger, amount: int, *, owner: str = "", idem_key: str = "") -> int:
+    def place_hold(
+        self, request: RequestOnLedger, amount: int, *, owner: str = "", idem_key: str = "", batch: bool = False
+    ) -> int:
         """Reserve ``amount`` for a request about to go upstream, on behalf of gateway process
         ``owner``; returns what is still available.
 
@@ -112,8 +129,42 @@ class TeamHolds(TeamPolicies):
             endpoint=request.endpoint,
             owner=owner,
             idem_key=idem_key,
+            batch=batch,
         )
         return self.available
+
+    def submit_batch(self, batch: RequestOnLedger, amount: int, *, idem_key: str = "") -> int:
+        """Hold ``amount`` (every line's worst case at the batch price) for the batch ``batch`` (its
+        request id the batch's id) until it settles; returns what is still available. Refused as any
+        hold is (suspension, budgets, the available balance)."""
+        return self.place_hold(batch, amount, idem_key=idem_key, batch=True)
+
+    def charge_batch_line(
+        self, batch: RequestOnLedger, line: BatchLine, price: Price | PriceSource, credits_per_usd: Decimal
+    ) -> tuple[events.Charged, Cost]:
+        """Charge one line of the batch ``batch`` from its own usage at the model's batch price,
+        against the batch's hold (then the available balance). The line's request id is
+        ``BATCH_ID:CUSTOM_ID``: a line is charged once (``AlreadyCharged``, and the store's once-only
+        index, refuse a second)."""
+        if not self._is_batch_hold(batch.request_id) and batch.request_id not in self.expired:
+            raise HoldNotFound(self.name, batch.request_id)
+        request = RequestOnLedger(
+            line.request_id(batch.request_id), batch.key_id, line.model, batch.endpoint, batch.attribution
+        )
+        return self.charge_priced(request, line.usage, price, credits_per_usd, lease=batch.request_id, line=line)
+
+    def settle_batch(self, batch_id: str, status: str) -> int:
+        """The batch ended (``completed``, ``cancelled``, ``expired``, ``failed``) and its lines are
+        charged: release what its hold still holds. Returns what was released (0 if already settled)."""
+        if not self._is_batch_hold(batch_id):
+            return 0
+        amount = self.holds[batch_id].amount
+        self.trigger_event(events.HoldReleased, request_id=batch_id, amount=amount, reason=f"batch {status}")
+        return amount
+
+    def _is_batch_hold(self, batch_id: str) -> bool:
+        hold = self.holds.get(batch_id)
+        return hold is not None and hold.batch
 
     def charge(
         self,
@@ -135,6 +186,7 @@ class TeamHolds(TeamPolicies):
         credits_per_usd: Decimal,
         *,
         lease: str = "",
+        line: BatchLine | None = None,
     ) -> tuple[events.Charged, Cost]:
         """Debit what ``usage`` cost and close the request's hold; returns the recorded event and
         what its cost is made of (its parts, computed once, for the answer's receipt).
@@ -156,8 +208,12 @@ class TeamHolds(TeamPolicies):
             if entry is None:
                 raise LedgerError(f"model {model!r} has no price in force at {at.isoformat()}")
             table, price_ref = entry.price, entry.ref
+        batch_basis = ""
+        if line is not None:  # a batch line: the model's batch price
+            table, batch_basis = table.for_batch()
         adjustment = self.adjustment_for(model)
         priced = price_usage(usage, table, credits_per_usd, Decimal(adjustment or 0))
+        basis = batch_line_basis(batch_basis, priced.basis) if batch_basis else priced.basis
         cost = priced.micros
         # Beyond its hold, a charge takes no more than is available, nor than its budgets have left.
         tightest = self.budget_left(key_id, at)
@@ -189,12 +245,14 @@ class TeamHolds(TeamPolicies):
             hold=hold,
             balance_after=self.balance - charged,
             lease=lease,
-            basis=priced.basis,
+            basis=basis,
             price_ref=price_ref,
             adjustment=adjustment,
             tags=dict(request.attribution.tags),
             end_user=request.attribution.end_user,
-            key_budget_left=self.key_budget_left(key_id, at, charged, 0 if lease else hold),
+            key_budget_left=self.key_budget_left(key_id, at, charged, 0 if lease and line is None else hold),
+            batch_id=lease if line is not None else "",
+            custom_id=line.custom_id if line is not None else "",
         )
         event = cast(events.Charged, self.pending_events[-1])  # the event just triggered
         if self.alert_thresholds and charged:
@@ -257,7 +315,9 @@ class TeamHolds(TeamPolicies):
     def release_expired(self, now: float, timeout: float) -> list[str]:
         """Release the holds placed more than ``timeout`` seconds before ``now``: their requests'
         processes died, or their streams outlived any sane bound. Returns their request ids."""
-        stale = [request_id for request_id, hold in self.holds.items() if hold.placed + timeout < now]
+        stale = [
+            request_id for request_id, hold in self.holds.items() if hold.placed + timeout < now and not hold.batch
+        ]
         for request_id in stale:
             self.trigger_event(
                 events.HoldReleased, request_id=request_id, amount=self.holds[request_id].amount, reason=EXPIRED

@@ -51,6 +51,9 @@ class Hold(msgspec.Struct, frozen=True, gc=False):
     owner: str = ""
     #: The client's Idempotency-Key it was placed under (``""``: none).
     idem_key: str = ""
+    #: A batch's hold (its id the batch's): it lasts until the batch settles, hours if need be, so it
+    #: is never released as expired; its lines are charged against it as against a lease.
+    batch: bool = False
 
 
 class KeyPolicy(msgspec.Struct, frozen=True, gc=False):

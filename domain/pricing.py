@@ -24,7 +24,7 @@ ones) and why (``basis``), so an auditor reads the price of every charge off the
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, NotRequired, TypedDict
 
@@ -56,6 +56,8 @@ class PriceRecord(TypedDict):
     long_context: NotRequired[LongContextRecord]
     service_tiers: NotRequired[dict[str, PriceRecord]]
     tool_fees: NotRequired[dict[str, str]]
+    batch_discount: NotRequired[str]
+    batch: NotRequired[PriceRecord]
 
 
 class LongContextRecord(PriceRecord):
@@ -101,6 +103,53 @@ class Price:
     long_context: LongContext | None = None
     service_tiers: Mapping[str, Price] = field(default_factory=dict)
     tool_fees: Mapping[str, Decimal] = field(default_factory=dict)
+    #: A batch line's price as a fraction off every token rate (``0.5``: half price); or
+    batch_discount: Decimal | None = None
+    #: the explicit rates a batch line is billed at. Neither: a batch line costs what a request does.
+    batch: Price | None = None
+
+    def for_batch(self) -> tuple[Price, str]:
+        """The price a line of a batch (``/v1/batches``, Anthropic's message batches) is billed at, and
+        why (``batch`` for explicit rates, ``batch_discount:0.5``, ``batch:none`` when the model has no
+        batch price and a line costs what a request does). The discount applies to every token rate of
+        every table (tiers, long context); tool fees are the model's, undiscounted."""
+        if self.batch is not None:
+            return replace(self.batch, tool_fees=self.tool_fees), "batch"
+        if self.batch_discount is None:
+            return self._without_batch(), "batch:none"
+        return self._scaled(1 - self.batch_discount), f"batch_discount:{self.batch_discount}"
+
+    def applied_to(self, usage: TokenUsage, *, batch: bool) -> tuple[Price, str]:
+        """:meth:`applied`, or for a batch's line the rates its batch price applies to ``usage`` and
+        why (``batch_discount:0.5``, ``batch+long_context``): what a charge records, and what
+        ``ledger verify`` checks it against."""
+        if not batch:
+            return self.applied(usage)
+        table, why = self.for_batch()
+        applied, basis = table.applied(usage)
+        return applied, batch_basis(why, basis)
+
+    def _without_batch(self) -> Price:
+        return replace(self, batch_discount=None, batch=None)
+
+    def _scaled(self, factor: Decimal) -> Price:
+        def scaled(table: Price) -> Price:
+            return replace(
+                table,
+                input=table.input * factor,
+                output=table.output * factor,
+                cache_create=table.cache_create * factor,
+                cache_hit=table.cache_hit * factor,
+                cache_write_1h=None if table.cache_write_1h is None else table.cache_write_1h * factor,
+                long_context=None
+                if table.long_context is None
+                else LongContext(table.long_context.threshold, scaled(table.long_context.price)),
+                service_tiers={name: scaled(t) for name, t in table.service_tiers.items()},
+                batch_discount=None,
+                batch=None,
+            )
+
+        return scaled(self)
 
     @property
     def write_1h(self) -> Decimal:
@@ -115,7 +164,7 @@ class Price:
     def applied(self, usage: TokenUsage) -> tuple[Price, str]:
         """The rates ``usage`` is billed at, with the model's tool fees, and why: ``base``, the tier
         the upstream reported (``tier:flex``), and ``long_context`` when the prompt passed the threshold."""
-        if not self.service_tiers and self.long_context is None:
+        if not self.service_tiers and self.long_context is None and self.batch_discount is None and self.batch is None:
             return self, "base"  # one table: the price is its own (the common case, on every charge)
         table, basis = self, "base"
         tier = self.service_tiers.get(usage.service_tier) if usage.service_tier not in BASE_TIERS else None
@@ -163,6 +212,10 @@ class Price:
             record["service_tiers"] = {name: tier.as_record() for name, tier in sorted(self.service_tiers.items())}
         if self.tool_fees:
             record["tool_fees"] = {name: str(fee) for name, fee in sorted(self.tool_fees.items())}
+        if self.batch_discount is not None:
+            record["batch_discount"] = str(self.batch_discount)
+        if self.batch is not None:
+            record["batch"] = self.batch.as_record()
         return record
 
     @classmethod
@@ -179,6 +232,8 @@ class Price:
             else None,
             service_tiers={name: cls.from_record(tier) for name, tier in (record.get("service_tiers") or {}).items()},
             tool_fees={name: Decimal(fee) for name, fee in (record.get("tool_fees") or {}).items()},
+            batch_discount=Decimal(record["batch_discount"]) if "batch_discount" in record else None,
+            batch=cls.from_record(record["batch"]) if record.get("batch") else None,
         )
 
 
@@ -252,6 +307,11 @@ class TokenUsage:
             record.get("service_tier", ""),
             tool_calls_of(record.get("tool_calls") or {}),
         )
+
+
+def batch_basis(batch: str, basis: str) -> str:
+    """A batch line's basis: its batch price's, and the table's within it when not the base one."""
+    return batch if basis == "base" else f"{batch}+{basis}"
 
 
 def tool_calls_of(calls: Mapping[str, int]) -> tuple[tuple[str, int], ...]:

@@ -93,6 +93,12 @@ class Pricing(_Strict, frozen=True):
     #: USD per call of a provider-run tool, by tool (`web_search`, `web_fetch`, `file_search`,
     #: `code_interpreter`), charged per call the upstream reports making, never for declaring the tool.
     tool_fees: dict[str, Decimal] = msgspec.field(default_factory=dict)
+    #: A line of a batch (`/v1/batches`, Anthropic's message batches) is billed at every token rate less
+    #: this fraction (`0.5`: half price, as OpenAI and Anthropic bill batches). Unset, and no `batch`
+    #: rates: a batch line costs what the same request costs.
+    batch_discount: Decimal | None = None
+    #: `{input, output, cache_write, cache_hit}`: the rates a batch line is billed at, instead of a discount.
+    batch: RateTable | None = None
 
     def to_price(self) -> Price:
         return Price(
@@ -109,6 +115,16 @@ class Pricing(_Strict, frozen=True):
                 for name, t in self.service_tiers.items()
             },
             dict(self.tool_fees),
+            self.batch_discount,
+            None
+            if self.batch is None
+            else Price(
+                self.batch.input,
+                self.batch.output,
+                self.batch.cache_write,
+                self.batch.cache_hit,
+                self.batch.cache_write_1h,
+            ),
         )
 
 
@@ -245,6 +261,11 @@ class Settings(_Strict, frozen=True):
     #: process: the backstop for a process that is alive but stuck (a dead one's holds go sooner,
     #: see `instance_dead_after`).
     hold_timeout: Decimal = Decimal(900)
+    #: Seconds between two polls of a batch upstream (`/v1/batches`, `/v1/messages/batches`): when the
+    #: upstream says it ended, its lines are charged and the rest of its hold released. One gateway
+    #: process polls a batch at a time; another takes over `3 × batch_poll_seconds + 2` seconds after
+    #: that process stops (it died, or was restarted).
+    batch_poll_seconds: Decimal = Decimal(30)
     #: Seconds of silence (no heartbeat; processes beat every 3 seconds) after which a gateway
     #: process counts as dead: any other process, or the next to start, charges its streams for what
     #: they had delivered at its last heartbeat and releases its holds and credit leases. A process

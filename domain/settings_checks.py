@@ -86,6 +86,8 @@ def _check_ledger_and_stores(settings: Settings, fail: Fail) -> None:
     if settings.redis_url is not None and not re.match(r"^rediss?://[^/\s]+(/\d+)?$", settings.redis_url):
         fail("redis_url", f"unsupported URL {settings.redis_url!r}: use redis://HOST:PORT/DB (or rediss:// for TLS)")
     _check_bound(CONNECTIONS, settings.database_pool_size, "database_pool_size", fail)
+    if settings.batch_poll_seconds <= 0:
+        fail("batch_poll_seconds", "must be greater than 0 (seconds)")
     if settings.hold_timeout <= 0:
         fail("hold_timeout", "must be greater than 0 (seconds)")
     if settings.instance_dead_after < 6:
@@ -109,6 +111,7 @@ def _check_ledger_and_stores(settings: Settings, fail: Fail) -> None:
 #: Every top-level setting in seconds: each has its own least value (above), and all the same most.
 _DURATIONS = (
     "hold_timeout",
+    "batch_poll_seconds",
     "instance_dead_after",
     "idempotency_ttl",
     "lease_idle_seconds",
@@ -196,6 +199,9 @@ def check_pricing(pricing: Pricing, key: str, fail: Fail) -> None:
         if tier.long_context is not None:
             tables.append((f"{key}.service_tiers.{name}.long_context", tier.long_context))
             thresholds.append((f"{key}.service_tiers.{name}.long_context.threshold", tier.long_context.threshold))
+    if pricing.batch is not None:
+        tables.append((f"{key}.batch", pricing.batch))
+    _check_batch_price(pricing, key, fail)
     for where, table in tables:
         for field_name in table.__struct_fields__:
             value = getattr(table, field_name)
@@ -207,6 +213,14 @@ def check_pricing(pricing: Pricing, key: str, fail: Fail) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", tool):
             fail(f"{key}.tool_fees.{tool}", "a tool is named in lower case, e.g. web_search")
         _check_bound(TOOL_FEE, fee, f"{key}.tool_fees.{tool}", fail)
+
+
+def _check_batch_price(pricing: Pricing, key: str, fail: Fail) -> None:
+    """A batch price is a discount (a fraction below 1) or rates of its own, not both."""
+    if pricing.batch is not None and pricing.batch_discount is not None:
+        fail(f"{key}.batch", "give either `batch` (a batch line's own rates) or `batch_discount`, not both")
+    if pricing.batch_discount is not None and not Decimal(0) <= pricing.batch_discount < 1:
+        fail(f"{key}.batch_discount", "a fraction off every token rate, from 0 up to (not including) 1, e.g. 0.5")
 
 
 def _check_deployments(model: Model, index: int, fail: Fail) -> None:

@@ -240,7 +240,7 @@ def _check_price(team: TeamLedger, event: object, prices: PriceList | None) -> s
             f"priced by {event.price_ref}, but {in_force.ref if in_force else 'no price'} was in force at "
             f"{event.timestamp.isoformat()}"
         )
-    applied, basis = entry.price.applied(TokenUsage.from_record(event.usage))
+    applied, basis = entry.price.applied_to(TokenUsage.from_record(event.usage), batch=bool(event.batch_id))
     if Price.from_record(event.price) != applied or event.basis != basis:
         return (
             f"priced at {event.basis} {event.price}, but {event.price_ref} gives its usage "

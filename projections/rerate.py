@@ -84,8 +84,9 @@ def rerate(store: LedgerStore, team: str, start: datetime, end: datetime, prices
             report.unpriced[event.model] = report.unpriced.get(event.model, 0) + 1
             continue
         line = report.lines.setdefault((event.model, event.key_id), RerateLine(event.model, event.key_id))
+        table = price.for_batch()[0] if event.batch_id else price  # a batch's line: at the batch price
         cost = price_usage(
-            TokenUsage.from_record(event.usage), price, Decimal(event.credits_per_usd), Decimal(event.adjustment or 0)
+            TokenUsage.from_record(event.usage), table, Decimal(event.credits_per_usd), Decimal(event.adjustment or 0)
         ).micros
         line.charges += 1
         line.recorded += event.cost

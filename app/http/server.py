@@ -17,9 +17,18 @@ from app.http.interpreter import settle_interpreter
 from app.http.openapi import openapi_config
 from app.http.request_guard import RequestGuard
 from app.http.routes.admin import admin_router
+from app.http.routes.batches import cancel_batch, create_batch, list_batches, retrieve_batch
 from app.http.routes.chat import chat_completions
 from app.http.routes.credits import read_credits, read_key
+from app.http.routes.files import delete_file, file_content, list_files, retrieve_file, upload_file
 from app.http.routes.health import live, ready
+from app.http.routes.message_batches import (
+    cancel_message_batch,
+    create_message_batch,
+    list_message_batches,
+    message_batch_results,
+    retrieve_message_batch,
+)
 from app.http.routes.messages import count_tokens, create_message
 from app.http.routes.metrics import metrics
 from app.http.routes.models import ModelListCache, list_models, read_model, speaks_anthropic
@@ -142,6 +151,20 @@ def create_app(runtime: Runtime) -> Litestar:
             create_response,
             create_message,
             count_tokens,
+            upload_file,
+            list_files,
+            retrieve_file,
+            delete_file,
+            file_content,
+            create_batch,
+            retrieve_batch,
+            list_batches,
+            cancel_batch,
+            create_message_batch,
+            retrieve_message_batch,
+            list_message_batches,
+            cancel_message_batch,
+            message_batch_results,
             admin_router,
             *operations,
             dashboard_router,

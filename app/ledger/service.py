@@ -64,7 +64,7 @@ from domain.ledger import (
     TeamLedger,
     team_id,
 )
-from domain.ledger_holds import RequestOnLedger
+from domain.ledger_holds import BatchLine, RequestOnLedger
 from domain.prices import PriceSource
 from domain.pricing import Price, TokenUsage
 from domain.rerates import RerateScope
@@ -218,6 +218,31 @@ class LedgerService:
             team,
             team_name,
             lambda ledger: ReleasedHolds(tuple(ledger.release_abandoned(owners, delivered, prices, credits_per_usd))),
+        )
+
+    # -- batches: one hold for the batch, a charge for each line, the rest released ------------------
+
+    def submit_batch(self, batch: TeamRequest, amount: int) -> Future[Held]:
+        """Hold ``amount`` (every line's worst case at the batch price) for the batch until it settles."""
+        return self._writer.on_team(
+            batch.team_id, batch.team_name, lambda team: Held(team.submit_batch(batch.on_team, amount))
+        )
+
+    def charge_batch_line(
+        self, batch: TeamRequest, line: BatchLine, price: Price | PriceSource, credits_per_usd: Decimal
+    ) -> Future[Charged]:
+        """Charge one line of the batch from its own usage at the batch price, against the batch's hold."""
+
+        def charge(team: TeamLedger) -> Recorded[Charged]:
+            event, cost = team.charge_batch_line(batch.on_team, line, price, credits_per_usd)
+            return Recorded(Charged(event, team.held_for(batch.request_id), cost=cost))
+
+        return self._writer.on_team_recording(batch.team_id, batch.team_name, charge)
+
+    def settle_batch(self, batch: TeamRequest, status: str) -> Future[int]:
+        """Release what the batch's hold still holds (its lines are charged); what was released."""
+        return self._writer.on_team(
+            batch.team_id, batch.team_name, lambda team: team.settle_batch(batch.request_id, status)
         )
 
     def stored_answer(self, team: UUID, idem_key: str) -> IdempotentResponse | None:

@@ -252,6 +252,67 @@ request_records = Table(
 )
 
 
+#: The files a team uploaded (``/v1/files``) and the output files of its batches (``app/store/batch_store.py``):
+#: an upload's bytes are in ``gateway_file_chunks``; an output file's are the upstream's (``upstream_file_id``).
+gateway_files = Table(
+    "gateway_files",
+    metadata,
+    Column("file_id", String, primary_key=True),
+    Column("team_name", String, nullable=False),
+    Column("purpose", String, nullable=False),
+    Column("filename", String, nullable=False),
+    Column("bytes", BigInteger, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    #: ``uploading`` until its last chunk is stored, then ``processed``; ``deleted`` once deleted.
+    Column("status", String, nullable=False),
+    Column("batch_id", String, nullable=False, server_default=""),
+    Column("upstream_file_id", String, nullable=False, server_default=""),
+    Index("gateway_files_team", "team_name", "created_at"),
+)
+
+#: An upload's bytes, in chunks of at most a MiB, in order (``seq``).
+gateway_file_chunks = Table(
+    "gateway_file_chunks",
+    metadata,
+    Column("file_id", String, primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+)
+
+#: Each batch (``/v1/batches``, ``/v1/messages/batches``): where it runs upstream, the last state the
+#: upstream reported, which gateway process polls it (``poller`` until ``poll_until``, Unix time),
+#: and whether its lines are charged and its hold released (``settled``). Its money is the ledger's.
+gateway_batches = Table(
+    "gateway_batches",
+    metadata,
+    Column("batch_id", String, primary_key=True),
+    Column("team_name", String, nullable=False),
+    Column("key_id", String, nullable=False),
+    Column("model", String, nullable=False),
+    #: ``openai`` (the Batch API) or ``anthropic`` (message batches).
+    Column("api", String, nullable=False),
+    Column("endpoint", String, nullable=False),
+    Column("input_file_id", String, nullable=False),
+    Column("deployment", Integer, nullable=False),
+    Column("upstream_batch_id", String, nullable=False, server_default=""),
+    Column("status", String, nullable=False),
+    Column("hold", BigInteger, nullable=False),
+    Column("lines", BigInteger, nullable=False),
+    #: The batch's attribution (JSON: ``{"tags": {...}, "end_user": ...}``) and the client's metadata (JSON).
+    Column("attribution", String, nullable=False),
+    Column("metadata", String, nullable=False),
+    #: The upstream's batch object as last read (JSON).
+    Column("upstream", String, nullable=False, server_default="{}"),
+    Column("created_at", BigInteger, nullable=False),
+    Column("settled", Integer, nullable=False, server_default="0"),
+    Column("charged", BigInteger, nullable=False, server_default="0"),
+    Column("poller", String, nullable=False, server_default=""),
+    Column("poll_until", Float, nullable=False, server_default="0"),
+    Index("gateway_batches_team", "team_name", "created_at"),
+    Index("gateway_batches_open", "settled"),
+)
+
+
 #: One row: a random id made when the database was, naming this ledger's state kept elsewhere (Redis).
 ledger_identity = Table("ledger_identity", metadata, Column("id", String, primary_key=True))
 

@@ -164,7 +164,13 @@ def test_every_route_s_errors_match_its_documented_error_body(gateway: Gateway, 
         if path.startswith("/health") or path in ("/v1/models", "/dashboard"):
             continue
         url = root + path.format(
-            name=team.name, key_id="key_nope", request_id="req_nope", month="2026-11", model_id="no-such-model"
+            name=team.name,
+            key_id="key_nope",
+            request_id="req_nope",
+            month="2026-11",
+            model_id="no-such-model",
+            file_id="file-nope",
+            batch_id="batch_nope",
         )
         for attempt in _refused_attempts(root, path, method, team):
             answer = httpx.request(

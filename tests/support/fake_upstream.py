@@ -250,6 +250,10 @@ class FakeUpstream:
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
+        from tests.support.fake_batches import BatchState  # lazy: fake_batches imports this module
+
+        #: The Files and Batch APIs' state (``tests/support/fake_batches.py``): how its batches end.
+        self.batches = BatchState()
 
     @property
     def base_url(self) -> str:
@@ -368,6 +372,10 @@ class FakeUpstream:
                 from tests.support.fake_responses import handle_responses  # lazy: fake_responses imports this module
 
                 await handle_responses(self.api_key, raw, headers, receive, send)
+            elif path.startswith("/v1/messages/batches"):
+                await self.batches.handle_messages(self.api_key, method, path, raw, headers, send)
+            elif path.startswith(("/v1/files", "/v1/batches")):
+                await self.batches.handle(self.api_key, method, path, raw, headers, send)
             elif path == "/v1/messages" or path.startswith("/v1/messages/"):
                 from tests.support.fake_anthropic import handle_anthropic  # lazy: fake_anthropic imports this module
 

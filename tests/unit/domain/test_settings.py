@@ -2,6 +2,7 @@ from decimal import Decimal
 
 import pytest
 
+from domain.pricing import Price
 from domain.settings import ConfigError, parse_settings, require_upstream_secrets, require_webhook_secrets
 
 #: The one deployment of GOOD's model.
@@ -39,6 +40,19 @@ def test_the_documented_example_parses_with_exact_prices():
     assert settings.credits_per_usd == Decimal(100)
 
 
+def test_a_batch_price_is_a_discount_or_rates_of_its_own():
+    half = parse_settings(GOOD.replace("cache_hit = 1.25}", "cache_hit = 1.25, batch_discount = 0.5}"), "t.toml")
+    model = half.model("fake-gpt")
+    assert model is not None
+    assert model.price.for_batch()[0].output == Decimal(5)
+    own = GOOD.replace(
+        "cache_hit = 1.25}", "cache_hit = 1.25, batch = {input = 1, output = 4, cache_write = 1, cache_hit = 0.5}}"
+    )
+    model = parse_settings(own, "t.toml").model("fake-gpt")
+    assert model is not None
+    assert model.price.for_batch() == (Price(Decimal(1), Decimal(4), Decimal(1), Decimal("0.5")), "batch")
+
+
 @pytest.mark.parametrize(
     ("change", "key", "problem"),
     [
@@ -48,6 +62,31 @@ def test_the_documented_example_parses_with_exact_prices():
         (('kind = "openai"', 'kind = "grpc"'), "models[0].upstream.kind", "unknown kind"),
         (("input = 2.5", "input = -1"), "models[0].pricing.input", "must not be negative"),
         (("credits_per_usd = 100", "credits_per_usd = 0"), "credits_per_usd", "greater than 0"),
+        (
+            ("cache_hit = 1.25}", "cache_hit = 1.25, batch_discount = 1}"),
+            "models[0].pricing.batch_discount",
+            "fraction",
+        ),
+        (
+            (
+                "cache_hit = 1.25}",
+                (
+                    "cache_hit = 1.25, batch_discount = 0.5, batch = {input = 1, output = 2, "
+                    "cache_write = 1, cache_hit = 0.1}}"
+                ),
+            ),
+            "models[0].pricing.batch",
+            "not both",
+        ),
+        (
+            (
+                "cache_hit = 1.25}",
+                "cache_hit = 1.25, batch = {input = -1, output = 2, cache_write = 1, cache_hit = 0}}",
+            ),
+            "models[0].pricing.batch.input",
+            "must not be negative",
+        ),
+        (("credits_per_usd = 100", "credits_per_usd = 100\nbatch_poll_seconds = 0"), "batch_poll_seconds", "greater"),
         (
             ('default_effort_level = "medium"', 'default_effort_level = "max"'),
             "models[0].default_effort_level",

@@ -1,0 +1,226 @@
+"""OpenAI's Files API for batches: ``/v1/files`` upload, list, retrieve, content and delete.
+
+A team's files are its own: another team's file id is a 404, as an unknown one is. An upload
+(``multipart/form-data``: ``purpose`` = ``batch`` and ``file``) is parsed as it arrives and stored a
+chunk at a time (``app/store/batch_store.py``): never whole in memory. A batch's output and error
+files are the upstream's: their content is streamed through from it, never buffered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import multipart
+from litestar import Request, Response, delete, get, post
+from litestar.params import FromPath
+from litestar.response import Stream
+
+from app.batches.deployments import openai_client
+from app.errors import InvalidRequest, NotFound
+from app.http.routes.admin_common import json_response
+from app.http.routes.auth import authenticate
+from app.runtime import Runtime
+from app.store.batch_store import CHUNK_BYTES, PROCESSED, StoredFile
+from app.upstream.batch_errors import BatchUpstreamError
+
+#: The largest upload (OpenAI's limit for a batch's input file).
+MAX_FILE_BYTES = 200 * 1024 * 1024
+UPLOADING = "uploading"
+
+
+def _no_file(file_id: str) -> NotFound:
+    return NotFound(f"No such File object: {file_id}", param="id")
+
+
+async def _find(runtime: Runtime, team_name: str, file_id: str) -> StoredFile:
+    found = await asyncio.to_thread(runtime.batches.find_file, team_name, file_id)
+    if found is None:
+        raise _no_file(file_id)
+    return found
+
+
+def _boundary(request: Request[Any, Any, Any]) -> str:
+    content_type, options = multipart.parse_options_header(request.headers.get("content-type", ""))
+    if content_type != "multipart/form-data" or not options.get("boundary"):
+        raise InvalidRequest("A file is uploaded as multipart/form-data, with the fields 'purpose' and 'file'.")
+    return str(options["boundary"])
+
+
+class _Upload:
+    """One upload being received: its ``purpose`` field and its ``file`` part, stored as it comes."""
+
+    def __init__(self, runtime: Runtime, team_name: str) -> None:
+        self.runtime = runtime
+        self.file_id = f"file-{uuid.uuid4().hex}"
+        self.team_name = team_name
+        self.purpose = ""
+        self.filename = ""
+        self.size = 0
+        self._seq = 0
+        self._buffer = bytearray()
+        self._started = False
+
+    async def start(self, filename: str) -> None:
+        self.filename = filename or "upload.jsonl"
+        stored = StoredFile(self.file_id, self.team_name, "batch", self.filename, 0, int(time.time()), UPLOADING)
+        await asyncio.to_thread(self.runtime.batches.add_file, stored)
+        self._started = True
+
+    async def data(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        self._buffer += chunk
+        if len(self._buffer) >= CHUNK_BYTES:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        if self._buffer:
+            await asyncio.to_thread(self.runtime.batches.add_chunk, self.file_id, self._seq, bytes(self._buffer))
+            self._seq += 1
+            self._buffer.clear()
+
+    async def finish(self) -> StoredFile:
+        await self._flush()
+        await asyncio.to_thread(self.runtime.batches.finish_file, self.file_id, self.size)
+        return StoredFile(self.file_id, self.team_name, "batch", self.filename, self.size, int(time.time()), PROCESSED)
+
+    async def drop(self) -> None:
+        if self._started:
+            await asyncio.to_thread(self.runtime.batches.drop_file, self.file_id)
+
+
+async def _receive(request: Request[Any, Any, Any], upload: _Upload) -> None:
+    """Parse the multipart body as it arrives: the ``purpose`` field (at most 64 bytes) and the
+    ``file`` part (stored a chunk at a time); any other part is refused."""
+    parser = multipart.PushMultipartParser(
+        _boundary(request), max_header_size=4096, max_header_count=8, max_segment_count=4
+    )
+    part = ""
+    field = bytearray()
+    async for chunk in request.stream():
+        if not chunk:
+            continue
+        for event in parser.parse(chunk):
+            if isinstance(event, multipart.MultipartSegment):
+                part = event.name
+                if part == "file":
+                    await upload.start(event.filename or "")
+                elif part != "purpose":
+                    raise InvalidRequest(f"Unexpected field '{part}': a file upload takes 'purpose' and 'file'.")
+            elif event is None:
+                if part == "purpose":
+                    upload.purpose = field.decode("utf-8", "replace")
+                part = ""
+            elif part == "file":
+                await upload.data(bytes(event))
+            else:
+                field += event
+                if len(field) > 64:
+                    raise InvalidRequest("Invalid 'purpose'.", param="purpose")
+    parser.close()
+
+
+@post("/v1/files", status_code=200, request_max_body_size=MAX_FILE_BYTES)
+async def upload_file(request: Request[Any, Any, Any]) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    principal = await authenticate(request, runtime)
+    upload = _Upload(runtime, principal.team_name)
+    try:
+        try:
+            await _receive(request, upload)
+        except multipart.MultipartError as exc:
+            raise InvalidRequest(f"The multipart body cannot be read: {exc}.") from None
+        if upload.purpose != "batch":
+            raise InvalidRequest(
+                f"Invalid 'purpose': this gateway stores files for batches only ('batch'), got '{upload.purpose}'.",
+                param="purpose",
+            )
+        if not upload.filename:
+            raise InvalidRequest("Missing the 'file' part.", param="file")
+        stored = await upload.finish()
+    except BaseException:
+        await upload.drop()
+        raise
+    return json_response(_file_object(stored))
+
+
+def _file_object(stored: StoredFile) -> dict[str, Any]:
+    from app.batches.objects import file_object
+
+    return file_object(stored)
+
+
+@get("/v1/files")
+async def list_files(request: Request[Any, Any, Any]) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    principal = await authenticate(request, runtime)
+    try:
+        limit = min(10_000, max(1, int(request.query_params.get("limit", "10000"))))
+    except ValueError:
+        raise InvalidRequest("Invalid 'limit': expected a whole number.", param="limit") from None
+    purpose, after = request.query_params.get("purpose"), request.query_params.get("after")
+    files = await asyncio.to_thread(runtime.batches.list_files, principal.team_name, purpose, limit + 1, after)
+    data = [_file_object(f) for f in files[:limit]]
+    return json_response(
+        {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": len(files) > limit,
+        }
+    )
+
+
+@get("/v1/files/{file_id:str}")
+async def retrieve_file(request: Request[Any, Any, Any], file_id: FromPath[str]) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    principal = await authenticate(request, runtime)
+    return json_response(_file_object(await _find(runtime, principal.team_name, file_id)))
+
+
+@delete("/v1/files/{file_id:str}", status_code=200)
+async def delete_file(request: Request[Any, Any, Any], file_id: FromPath[str]) -> Response[bytes]:
+    runtime: Runtime = request.app.state.runtime
+    principal = await authenticate(request, runtime)
+    if not await asyncio.to_thread(runtime.batches.delete_file, principal.team_name, file_id):
+        raise _no_file(file_id)
+    return json_response({"id": file_id, "object": "file", "deleted": True})
+
+
+@get("/v1/files/{file_id:str}/content")
+async def file_content(request: Request[Any, Any, Any], file_id: FromPath[str]) -> Stream:
+    """An upload's bytes from the database, or an output file's from the upstream: streamed either way."""
+    runtime: Runtime = request.app.state.runtime
+    principal = await authenticate(request, runtime)
+    stored = await _find(runtime, principal.team_name, file_id)
+    if not stored.upstream_file_id:
+        return Stream(_stored_chunks(runtime, stored.file_id), media_type="application/octet-stream")
+    batch = await asyncio.to_thread(runtime.batches.find_batch, stored.batch_id)
+    model = runtime.settings.model(batch.model) if batch is not None else None
+    if batch is None or model is None:
+        raise _no_file(file_id)
+    client = openai_client(model, batch.deployment)
+    opened = client.content(stored.upstream_file_id)
+    try:
+        response = await opened.__aenter__()
+    except BatchUpstreamError as exc:
+        raise NotFound(f"The file's content cannot be read upstream now ({exc}).", param="id") from None
+
+    async def relay() -> AsyncIterator[bytes]:
+        try:
+            async for chunk in response.aiter_bytes():
+                yield chunk
+        finally:
+            await opened.__aexit__(None, None, None)
+
+    return Stream(relay(), media_type="application/octet-stream")
+
+
+async def _stored_chunks(runtime: Runtime, file_id: str) -> AsyncIterator[bytes]:
+    chunks = runtime.batches.chunks(file_id)
+    while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
+        yield chunk
