@@ -5,9 +5,17 @@ from __future__ import annotations
 CHAT = "chat.completions"
 RESPONSES = "responses"
 MESSAGES = "messages"
+IMAGES_GENERATIONS = "images.generations"
+IMAGES_EDITS = "images.edits"
 
 #: Name → the path a client calls (``/v1/messages/count_tokens`` belongs to ``messages``).
-ENDPOINT_PATHS = {CHAT: "/v1/chat/completions", RESPONSES: "/v1/responses", MESSAGES: "/v1/messages"}
+ENDPOINT_PATHS = {
+    CHAT: "/v1/chat/completions",
+    RESPONSES: "/v1/responses",
+    MESSAGES: "/v1/messages",
+    IMAGES_GENERATIONS: "/v1/images/generations",
+    IMAGES_EDITS: "/v1/images/edits",
+}
 
 
 def parse_endpoints(text: str) -> list[str]:

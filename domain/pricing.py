@@ -38,6 +38,8 @@ TOKEN_KINDS = (
     ("cache_write", "cache_write_tokens", "cache_create"),
     ("cache_write_1h", "cache_write_1h_tokens", "write_1h"),
     ("cache_hit", "cache_hit_tokens", "cache_hit"),
+    ("image_input", "image_input_tokens", "image_input_rate"),
+    ("image_output", "image_output_tokens", "image_output_rate"),
 )
 #: Tiers that are the base price whatever the configuration says (how OpenAI and Anthropic name it).
 BASE_TIERS = frozenset({"", "default", "standard", "auto", "standard_only"})
@@ -56,6 +58,9 @@ class PriceRecord(TypedDict):
     long_context: NotRequired[LongContextRecord]
     service_tiers: NotRequired[dict[str, PriceRecord]]
     tool_fees: NotRequired[dict[str, str]]
+    image_input: NotRequired[str]
+    image_output: NotRequired[str]
+    images: NotRequired[dict[str, str]]
 
 
 class LongContextRecord(PriceRecord):
@@ -75,6 +80,9 @@ class UsageRecord(TypedDict):
     cache_write_1h_tokens: NotRequired[int]
     service_tier: NotRequired[str]
     tool_calls: NotRequired[dict[str, int]]  # tool → calls the upstream says it made
+    image_input_tokens: NotRequired[int]
+    image_output_tokens: NotRequired[int]
+    images: NotRequired[dict[str, int]]  # "SIZE/QUALITY" → images charged at that price
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +109,20 @@ class Price:
     long_context: LongContext | None = None
     service_tiers: Mapping[str, Price] = field(default_factory=dict)
     tool_fees: Mapping[str, Decimal] = field(default_factory=dict)
+    #: USD per million image tokens read (input images) and written (generated images), for image
+    #: models that report token usage (unset: the model bills no image tokens).
+    image_input: Decimal | None = None
+    image_output: Decimal | None = None
+    #: USD per generated image, by ``SIZE/QUALITY`` (``domain/image_pricing.py``).
+    images: Mapping[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def image_input_rate(self) -> Decimal:
+        return self.image_input if self.image_input is not None else Decimal(0)
+
+    @property
+    def image_output_rate(self) -> Decimal:
+        return self.image_output if self.image_output is not None else Decimal(0)
 
     @property
     def write_1h(self) -> Decimal:
@@ -131,6 +153,9 @@ class Price:
             table.cache_hit,
             table.cache_write_1h,
             tool_fees=self.tool_fees,
+            image_input=self.image_input,
+            image_output=self.image_output,
+            images=self.images,
         ), basis
 
     def tables(self, prompt_bound: int, tiers: Collection[str] | None = None) -> list[Price]:
@@ -163,6 +188,12 @@ class Price:
             record["service_tiers"] = {name: tier.as_record() for name, tier in sorted(self.service_tiers.items())}
         if self.tool_fees:
             record["tool_fees"] = {name: str(fee) for name, fee in sorted(self.tool_fees.items())}
+        if self.image_input is not None:
+            record["image_input"] = str(self.image_input)
+        if self.image_output is not None:
+            record["image_output"] = str(self.image_output)
+        if self.images:
+            record["images"] = {name: str(each) for name, each in sorted(self.images.items())}
         return record
 
     @classmethod
@@ -179,6 +210,9 @@ class Price:
             else None,
             service_tiers={name: cls.from_record(tier) for name, tier in (record.get("service_tiers") or {}).items()},
             tool_fees={name: Decimal(fee) for name, fee in (record.get("tool_fees") or {}).items()},
+            image_input=Decimal(record["image_input"]) if "image_input" in record else None,
+            image_output=Decimal(record["image_output"]) if "image_output" in record else None,
+            images={name: Decimal(each) for name, each in (record.get("images") or {}).items()},
         )
 
 
@@ -191,6 +225,9 @@ class TokenUsage:
     ``cache_write_1h_tokens`` those written for an hour; the prompt as a whole is the sum of the
     four prompt kinds. ``service_tier`` is the tier the upstream says it served the request at
     (``""``: it did not say), and ``tool_calls`` the provider-run tool calls it says it made.
+    An image model's answer adds ``image_input_tokens`` and ``image_output_tokens`` (its text tokens
+    are ``input_tokens`` and ``output_tokens``), or ``images``: the images billed per image, by the
+    ``SIZE/QUALITY`` price they are billed at.
     """
 
     input_tokens: int = 0
@@ -200,6 +237,9 @@ class TokenUsage:
     cache_write_1h_tokens: int = 0
     service_tier: str = ""
     tool_calls: tuple[tuple[str, int], ...] = ()
+    image_input_tokens: int = 0
+    image_output_tokens: int = 0
+    images: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         for name in (
@@ -208,10 +248,14 @@ class TokenUsage:
             "cache_write_tokens",
             "cache_hit_tokens",
             "cache_write_1h_tokens",
+            "image_input_tokens",
+            "image_output_tokens",
         ):
             _check_count(name, getattr(self, name))
         for tool, calls in self.tool_calls:
             _check_count(f"tool_calls[{tool!r}]", calls)
+        for kind, count in self.images:
+            _check_count(f"images[{kind!r}]", count)
 
     @property
     def prompt_tokens(self) -> int:
@@ -239,6 +283,12 @@ class TokenUsage:
             record["service_tier"] = self.service_tier
         if self.tool_calls:
             record["tool_calls"] = dict(self.tool_calls)
+        if self.image_input_tokens:
+            record["image_input_tokens"] = self.image_input_tokens
+        if self.image_output_tokens:
+            record["image_output_tokens"] = self.image_output_tokens
+        if self.images:
+            record["images"] = dict(self.images)
         return record
 
     @classmethod
@@ -251,6 +301,9 @@ class TokenUsage:
             record.get("cache_write_1h_tokens", 0),
             record.get("service_tier", ""),
             tool_calls_of(record.get("tool_calls") or {}),
+            record.get("image_input_tokens", 0),
+            record.get("image_output_tokens", 0),
+            tool_calls_of(record.get("images") or {}),
         )
 
 
@@ -290,6 +343,11 @@ def price_usage(usage: TokenUsage, price: Price, credits_per_usd: Decimal, adjus
         fee = applied.tool_fees.get(tool)
         if fee:  # a tool without a fee in the price is free: the tokens it used are billed as tokens
             parts[f"tool:{tool}"] = calls * fee * 1_000_000 * credits_per_usd
+    for kind, count in usage.images:
+        each = applied.images.get(kind)
+        if each is None:  # never free by accident: an image is billed at a price of its own or not at all
+            raise ValueError(f"no price for a {kind} image")
+        parts[f"image:{kind}"] = count * each * 1_000_000 * credits_per_usd
     if adjustment:
         parts["adjustment"] = sum(parts.values(), Decimal(0)) * adjustment / _HUNDRED
     return Cost(round_up_to_micros(sum(parts.values(), Decimal(0))), parts, applied, basis)

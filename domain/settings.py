@@ -72,6 +72,16 @@ class TierPricing(RateTable, frozen=True, kw_only=True):
     long_context: LongContextPricing | None = None
 
 
+class ImageTokenPricing(_Strict, frozen=True):
+    """An image model's image-token rates, USD per million tokens (its text tokens are `input` and `output`)."""
+
+    #: USD per million image tokens read: the input images of an edit (`input_tokens_details.image_tokens`).
+    input: Decimal
+    #: USD per million image tokens generated (`output_tokens_details.image_tokens`, or every output
+    #: token when the answer does not detail them).
+    output: Decimal
+
+
 class Pricing(_Strict, frozen=True):
     #: USD per million prompt tokens that are neither written to nor read from a prompt cache.
     input: Decimal
@@ -93,6 +103,14 @@ class Pricing(_Strict, frozen=True):
     #: USD per call of a provider-run tool, by tool (`web_search`, `web_fetch`, `file_search`,
     #: `code_interpreter`), charged per call the upstream reports making, never for declaring the tool.
     tool_fees: dict[str, Decimal] = msgspec.field(default_factory=dict)
+    #: USD per generated image by `"SIZE/QUALITY"`, e.g. `{"1024x1024/standard" = 0.04,
+    #: "1024x1792/hd" = 0.12}`: the sizes and qualities the model offers (others: 400). A model billed
+    #: per image is charged from this table; one with `image_tokens` is charged by its tokens and
+    #: held at this table (see Prices: images).
+    images: dict[str, Decimal] = msgspec.field(default_factory=dict)
+    #: `{input, output}`: USD per million image tokens, for image models whose answers report
+    #: token usage (gpt-image); unset: images are charged per image from `images`.
+    image_tokens: ImageTokenPricing | None = None
 
     def to_price(self) -> Price:
         return Price(
@@ -109,6 +127,9 @@ class Pricing(_Strict, frozen=True):
                 for name, t in self.service_tiers.items()
             },
             dict(self.tool_fees),
+            self.image_tokens.input if self.image_tokens is not None else None,
+            self.image_tokens.output if self.image_tokens is not None else None,
+            dict(self.images),
         )
 
 
@@ -145,6 +166,16 @@ class Upstream(_Strict, frozen=True):
     @property
     def wire(self) -> str:
         return UPSTREAM_WIRES.get(self.kind, "chat")
+
+
+class ImageDefaults(_Strict, frozen=True):
+    """What the provider makes of an image request that leaves `size` or `quality` out, or says `auto`."""
+
+    #: The size it then makes (unset: it chooses among the table's sizes, so the hold is the dearest).
+    size: str | None = None
+    #: The quality it then makes (unset: it chooses, held and — unless its answer says which —
+    #: charged at the dearest of the table's qualities).
+    quality: str | None = None
 
 
 class Model(_Strict, frozen=True):
@@ -194,6 +225,10 @@ class Model(_Strict, frozen=True):
     #: of refusing it (400): for clients that ask a fixed large limit of a model they do not know
     #: (LiteLLM asks 128,000).
     clamp_output_to_model: bool = False
+    #: For an image model: `{size, quality}`, what the provider makes when a request leaves them out
+    #: or says `auto` (dall-e-3: `{size = "1024x1024", quality = "standard"}`); each unset one is
+    #: the provider's choice, held at the dearest (see Prices: images).
+    image_defaults: ImageDefaults | None = None
 
     @property
     def price(self) -> Price:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from domain.bounds import (
     CONNECTIONS,
     CREDITS_PER_USD,
+    IMAGE_PRICE,
     KEY_FAILURES,
     PRICE_RATE,
     SECONDS,
@@ -166,6 +167,7 @@ def _check_model(model: Model, index: int, seen: set[str], fail: Fail) -> None:
     for name in ("context_window", "max_output_tokens"):
         _check_bound(TOKENS, getattr(model, name), f"{key}.{name}", fail)
     check_pricing(model.pricing, f"{key}.pricing", fail)
+    _check_image_defaults(model, key, fail)
     if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
         fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
     if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
@@ -207,6 +209,39 @@ def check_pricing(pricing: Pricing, key: str, fail: Fail) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", tool):
             fail(f"{key}.tool_fees.{tool}", "a tool is named in lower case, e.g. web_search")
         _check_bound(TOOL_FEE, fee, f"{key}.tool_fees.{tool}", fail)
+    _check_image_prices(pricing, key, fail)
+
+
+def _check_image_prices(pricing: Pricing, key: str, fail: Fail) -> None:
+    """Images are priced by ``SIZE/QUALITY``; a model billed by image tokens has the per-image table
+    its requests are held at."""
+    for kind, each in pricing.images.items():
+        if not _IMAGE_KIND.fullmatch(kind):
+            fail(f"{key}.images.{kind}", 'an image is priced by "SIZE/QUALITY", e.g. "1024x1024/standard"')
+        _check_bound(IMAGE_PRICE, each, f"{key}.images.{kind}", fail)
+    if pricing.image_tokens is not None:
+        if not pricing.images:
+            fail(f"{key}.images", "a model with image_tokens needs its images table too: requests are held at it")
+        for name in ("input", "output"):
+            _check_bound(PRICE_RATE, getattr(pricing.image_tokens, name), f"{key}.image_tokens.{name}", fail)
+
+
+#: ``SIZE/QUALITY``: a size as OpenAI writes it (``1024x1536``) and a quality (``hd``, ``high``).
+_IMAGE_KIND = re.compile(r"[1-9][0-9]{0,4}x[1-9][0-9]{0,4}/[a-z][a-z0-9_-]{0,31}")
+
+
+def _check_image_defaults(model: Model, key: str, fail: Fail) -> None:
+    """An image model's defaults are among the sizes and qualities its table prices."""
+    if model.image_defaults is None:
+        return
+    kinds = [kind.partition("/") for kind in model.pricing.images]
+    for axis, offered in (("size", {k[0] for k in kinds}), ("quality", {k[2] for k in kinds})):
+        value = getattr(model.image_defaults, axis)
+        if value is not None and value not in offered:
+            fail(
+                f"{key}.image_defaults.{axis}",
+                f"{value!r} is not priced in pricing.images (offered: {', '.join(sorted(offered)) or 'none'})",
+            )
 
 
 def _check_deployments(model: Model, index: int, fail: Fail) -> None:

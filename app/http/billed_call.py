@@ -128,11 +128,15 @@ class BilledCall:
             if self._stream is not None:
                 self._stream.close()
 
-    async def complete(self) -> Answer:
-        """The upstream's whole answer (a plain request)."""
+    async def complete(self, path: str | None = None) -> Answer:
+        """The upstream's whole answer (a plain request): from the model's generation endpoint, or
+        from ``path`` of its API (``/images/generations``)."""
         upstream = self._services.upstreams[self.billed.model.id]
         try:
-            answer = await upstream.complete(self.exchange.body, self.exchange.headers)
+            if path is None:
+                answer = await upstream.complete(self.exchange.body, self.exchange.headers)
+            else:
+                answer = await upstream.post_json(path, self.exchange.body, self.exchange.headers)
         except GatewayError as exc:
             self._verbatim(exc)
             raise

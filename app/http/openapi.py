@@ -23,6 +23,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from app.http.routes.admin import KeyModels, NewCredits, NewKey, NewTeam
 from app.http.routes.admin_policies import KeyEndpoints, NewLimits, Suspension
 from app.http.routes.chat import ChatRequest
+from app.http.routes.images import ImageGeneration
 from app.http.routes.messages import MessagesRequest
 from app.http.routes.responses import ResponsesRequest
 from app.http.schema_page import RedocPage, schema_router
@@ -99,6 +100,12 @@ _GENERATION = {
     "/v1/responses": (ResponsesRequest, "openai", "OpenAI Responses, billed to the key's team", True),
     "/v1/messages": (MessagesRequest, "anthropic", "Anthropic Messages, billed to the key's team", True),
     "/v1/messages/count_tokens": (MessagesRequest, "anthropic", "Anthropic token count (free)", False),
+    "/v1/images/generations": (
+        ImageGeneration,
+        "openai",
+        "OpenAI image generation, billed per image (or per token) to the key's team",
+        False,
+    ),
 }
 
 

@@ -20,6 +20,7 @@ from app.http.routes.admin import admin_router
 from app.http.routes.chat import chat_completions
 from app.http.routes.credits import read_credits, read_key
 from app.http.routes.health import live, ready
+from app.http.routes.images import create_image
 from app.http.routes.messages import count_tokens, create_message
 from app.http.routes.metrics import metrics
 from app.http.routes.models import ModelListCache, list_models, read_model, speaks_anthropic
@@ -142,6 +143,7 @@ def create_app(runtime: Runtime) -> Litestar:
             create_response,
             create_message,
             count_tokens,
+            create_image,
             admin_router,
             *operations,
             dashboard_router,

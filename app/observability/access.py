@@ -24,6 +24,8 @@ _ENDPOINTS = {
     "/v1/responses": "responses",
     "/v1/messages": "messages",
     "/v1/messages/count_tokens": "messages.count_tokens",
+    "/v1/images/generations": "images.generations",
+    "/v1/images/edits": "images.edits",
     "/v1/models": "models",
     "/metrics": "metrics",
 }

@@ -14,7 +14,9 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
+from app.errors import InvalidRequest
 from app.upstream.base import Answer, StreamEvent
+from app.upstream.demo_images import demo_images_answer
 
 _TOKEN = re.compile(r"\S+\s*")
 _GREETING = "Hello from the Tollgate demo model. You said: "
@@ -87,6 +89,12 @@ class DemoUpstream:
         chunks.append(chunk({}, finish))
         chunks.append({**base, "choices": [], "usage": usage})
         return _DemoStream(chunks)
+
+    async def post_json(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        """The other endpoints the demo serves: image generation (``app/upstream/demo_images.py``)."""
+        if path == "/images/generations":
+            return Answer.of(demo_images_answer(body))
+        raise InvalidRequest(f"The demo upstream does not serve {path}.")
 
     async def aclose(self) -> None:
         return None

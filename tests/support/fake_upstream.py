@@ -368,6 +368,10 @@ class FakeUpstream:
                 from tests.support.fake_responses import handle_responses  # lazy: fake_responses imports this module
 
                 await handle_responses(self.api_key, raw, headers, receive, send)
+            elif method == "POST" and path == "/v1/images/generations":
+                from tests.support.fake_images import handle_image_generation  # lazy: it imports this module
+
+                await handle_image_generation(self.api_key, raw, headers, send)
             elif path == "/v1/messages" or path.startswith("/v1/messages/"):
                 from tests.support.fake_anthropic import handle_anthropic  # lazy: fake_anthropic imports this module
 
