@@ -196,6 +196,20 @@ class ModelNotFound(GatewayError):
         super().__init__(f"The model `{model}` does not exist or you do not have access to it.", param="model")
 
 
+class EndpointNotServed(GatewayError):
+    """A configured model asked for at an endpoint it does not serve (``Model.endpoints``): 404, as
+    a model that is not there at all, so a client is never served (or billed) by an endpoint its
+    model has no price for."""
+
+    status = 404
+    type = "invalid_request_error"
+    anthropic_type = "not_found_error"
+    retryable = False
+
+    def __init__(self, model: str, path: str) -> None:
+        super().__init__(f"The model `{model}` does not serve {path}.", param="model", code="model_not_found")
+
+
 class NotFound(GatewayError):
     status = 404
     type = "invalid_request_error"

@@ -41,6 +41,9 @@ TOKEN_KINDS = (
     ("image_input", "image_input_tokens", "image_input_rate"),
     ("image_output", "image_output_tokens", "image_output_rate"),
 )
+#: The token rates every price has a place for (``Price``'s first four fields), by their names in a
+#: configuration's ``pricing`` and a price record; a model may leave out those its endpoints never bill.
+CHAT_RATES = ("input", "output", "cache_create", "cache_hit")
 #: Tiers that are the base price whatever the configuration says (how OpenAI and Anthropic name it).
 BASE_TIERS = frozenset({"", "default", "standard", "auto", "standard_only"})
 _HUNDRED = Decimal(100)
@@ -48,12 +51,13 @@ _HUNDRED = Decimal(100)
 
 class PriceRecord(TypedDict):
     """A price as events store it (``Price.as_record``: a charge's rates, a price list entry): every
-    rate a decimal string, so every digit is kept; what is unset is left out."""
+    rate a decimal string, so every digit is kept; what is unset is left out (a token rate too, for a
+    model that serves no endpoint billing it: an embeddings model has no output price)."""
 
-    input: str
-    output: str
-    cache_create: str
-    cache_hit: str
+    input: NotRequired[str]
+    output: NotRequired[str]
+    cache_create: NotRequired[str]
+    cache_hit: NotRequired[str]
     cache_write_1h: NotRequired[str]
     long_context: NotRequired[LongContextRecord]
     service_tiers: NotRequired[dict[str, PriceRecord]]
@@ -99,7 +103,13 @@ class Price:
 
     ``service_tiers`` and ``long_context`` hold whole rate tables of their own; a table inside them
     has none of its own tool fees (those are the model's, whatever the tier), and a tier's table may
-    have its own long-context rates."""
+    have its own long-context rates.
+
+    ``unpriced`` names the token rates (of ``CHAT_RATES``) the model has no price for, held as 0 here:
+    a model serving only endpoints that never bill them (an embeddings model has no output price).
+    The configuration check (``domain/endpoint_prices.py``) refuses a model whose endpoints bill a
+    quantity it has no price for, so a 0 held for an unpriced rate is never charged by accident; the
+    record and the model list leave it out rather than show a price of 0."""
 
     input: Decimal
     output: Decimal
@@ -109,6 +119,7 @@ class Price:
     long_context: LongContext | None = None
     service_tiers: Mapping[str, Price] = field(default_factory=dict)
     tool_fees: Mapping[str, Decimal] = field(default_factory=dict)
+    unpriced: frozenset[str] = frozenset()
     #: USD per million image tokens read (input images) and written (generated images), for image
     #: models that report token usage (unset: the model bills no image tokens).
     image_input: Decimal | None = None
@@ -156,6 +167,7 @@ class Price:
             image_input=self.image_input,
             image_output=self.image_output,
             images=self.images,
+            unpriced=table.unpriced,
         ), basis
 
     def tables(self, prompt_bound: int, tiers: Collection[str] | None = None) -> list[Price]:
@@ -174,12 +186,10 @@ class Price:
 
     def as_record(self) -> PriceRecord:
         """The price as stored in events (strings keep every digit; what is unset is left out)."""
-        record: PriceRecord = {
-            "input": str(self.input),
-            "output": str(self.output),
-            "cache_create": str(self.cache_create),
-            "cache_hit": str(self.cache_hit),
-        }
+        record: PriceRecord = {}
+        for name in CHAT_RATES:
+            if name not in self.unpriced:
+                record[name] = str(getattr(self, name))  # type: ignore[literal-required]
         if self.cache_write_1h is not None:
             record["cache_write_1h"] = str(self.cache_write_1h)
         if self.long_context is not None:
@@ -200,10 +210,10 @@ class Price:
     def from_record(cls, record: Mapping[str, Any]) -> Price:
         long_context = record.get("long_context")
         return cls(
-            Decimal(record["input"]),
-            Decimal(record["output"]),
-            Decimal(record["cache_create"]),
-            Decimal(record["cache_hit"]),
+            Decimal(record.get("input", 0)),
+            Decimal(record.get("output", 0)),
+            Decimal(record.get("cache_create", 0)),
+            Decimal(record.get("cache_hit", 0)),
             cache_write_1h=Decimal(record["cache_write_1h"]) if "cache_write_1h" in record else None,
             long_context=LongContext(int(long_context["threshold"]), cls.from_record(long_context))
             if long_context
@@ -213,6 +223,7 @@ class Price:
             image_input=Decimal(record["image_input"]) if "image_input" in record else None,
             image_output=Decimal(record["image_output"]) if "image_output" in record else None,
             images={name: Decimal(each) for name, each in (record.get("images") or {}).items()},
+            unpriced=frozenset(name for name in CHAT_RATES if name not in record),
         )
 
 

@@ -59,6 +59,7 @@ owned_by = "openai"
 context_window = 32000
 max_output_tokens = 1
 upstream = {{kind = "openai", base_url = "{upstream}", api_key_env = "UPSTREAM_KEY", model = "{name}"}}
+endpoints = ["images.generations"]
 {extra}
 [models.pricing]
 {pricing}
@@ -66,7 +67,7 @@ upstream = {{kind = "openai", base_url = "{upstream}", api_key_env = "UPSTREAM_K
 {table}
 """
 
-    no_tokens = "input = 0\noutput = 0\ncache_create = 0\ncache_hit = 0"
+    no_tokens = ""  # dall-e-3 bills no tokens: its images alone are priced
     config = directory / "tollgate.toml"
     config.write_text(
         f'database_url = "{new_database_url()}"\ncredits_per_usd = 100\nlease_idle_seconds = 0.3\n'
@@ -75,13 +76,13 @@ upstream = {{kind = "openai", base_url = "{upstream}", api_key_env = "UPSTREAM_K
         + model(
             "image-1.5",
             "gpt-image-1.5",
-            "input = 5\noutput = 10\ncache_create = 0\ncache_hit = 1.25\nimage_tokens = {input = 8, output = 32}",
+            "input = 5\noutput = 10\nimage_tokens = {input = 8, output = 32}",
             GPT_IMAGE,
         )
         + model(
             "image-1",
             "gpt-image-1",
-            "input = 5\noutput = 0\ncache_create = 0\ncache_hit = 1.25\nimage_tokens = {input = 10, output = 40}",
+            "input = 5\noutput = 0\nimage_tokens = {input = 10, output = 40}",
             GPT_IMAGE,
         )
     )
@@ -343,3 +344,14 @@ def test_a_key_restricted_to_chat_may_not_generate_images(imaging: Gateway, imag
     allowed = image_teams._ledger.issue_key(team.name, terms=KeyTerms(endpoints=["images.generations"])).secret
     answer = client(imaging, Team(team.name, allowed)).images.generate(model="dalle", prompt="a fox")
     assert cost_micros(answer.to_dict()["usage"]) == 4_000_000
+
+
+def test_an_image_model_serves_images_only_and_a_chat_model_no_images(imaging: Gateway, image_teams: Teams):
+    """Each model serves the endpoints it declares: a chat request to an image model, or an image
+    request to a model that declares no image endpoint, is a 404 before anything is held."""
+    team = image_teams.open("100")
+    with pytest.raises(openai.NotFoundError):
+        client(imaging, team).chat.completions.create(model="dalle", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.NotFoundError):
+        client(imaging, team).images.generate(model="no-such-model", prompt="a fox")
+    assert charged(imaging, team) == []

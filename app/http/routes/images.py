@@ -15,14 +15,14 @@ from typing import Any
 import msgspec
 from litestar import Request, Response, post
 
-from app.errors import InvalidRequest, ModelNotFound
+from app.errors import InvalidRequest
 from app.http.image_call import ImageRequest, serve_images
 from app.http.routes.auth import authenticate, authorize
 from app.http.routes.request_body import note_stream, read_json_object, require, validate
+from app.http.routes.served import served_model
 from app.runtime import Runtime
 from domain import endpoints
 from domain.image_pricing import ImageAsk
-from domain.settings import Model
 
 #: The most images one request may ask for (OpenAI's own limit).
 MAX_IMAGES = 10
@@ -66,14 +66,6 @@ def image_ask(request: ImageGeneration, input_images: int = 0) -> ImageAsk:
     return ImageAsk(request.size, request.quality, n, len(request.prompt.encode()), input_images)
 
 
-def image_model(runtime: Runtime, name: str) -> Model:
-    """The configured image model ``name``: 404 for an unknown model or one without image prices."""
-    model = runtime.settings.model(name)
-    if model is None or not model.pricing.images:
-        raise ModelNotFound(name)
-    return model
-
-
 @post("/v1/images/generations", status_code=200)
 async def create_image(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
@@ -83,7 +75,7 @@ async def create_image(request: Request[Any, Any, Any]) -> Response[bytes]:
     note_stream(body)
     require(body, "model", "prompt")
     parsed = validate(body, ImageGeneration)
-    model = image_model(runtime, parsed.model)
+    model = served_model(runtime.settings, parsed.model, endpoints.IMAGES_GENERATIONS)
     authorize(principal, model.id, endpoints.IMAGES_GENERATIONS)
     ask = image_ask(parsed)
     asked = ImageRequest(principal, model, endpoints.IMAGES_GENERATIONS, "/images/generations", body, raw, ask)

@@ -119,12 +119,9 @@ owned_by = "x"
 context_window = 100
 max_output_tokens = 1
 upstream = {{kind = "demo"}}
+endpoints = ["images.generations"]
 {extra}
 [models.pricing]
-input = 0
-output = 0
-cache_create = 0
-cache_hit = 0
 {pricing}
 """
 
@@ -135,6 +132,12 @@ cache_hit = 0
         ("", 'images = {"1024/hd" = 0.1}', "models[0].pricing.images.1024/hd"),
         ("", 'images = {"1024x1024/hd" = -1}', "models[0].pricing.images.1024x1024/hd"),
         ("", "image_tokens = {input = 1, output = 2}", "models[0].pricing.images"),
+        (
+            "",
+            'input = 1\nimages = {"1024x1024/hd" = 0.1}\nimage_tokens = {input = 1, output = 2}',
+            "models[0].pricing.output",
+        ),
+        ("", "input = 1", "models[0].pricing.images"),
         ('image_defaults = {quality = "ultra"}', 'images = {"1024x1024/hd" = 0.1}', "models[0].image_defaults.quality"),
     ],
 )
