@@ -348,7 +348,7 @@ def test_a_key_restricted_to_chat_may_not_generate_images(imaging: Gateway, imag
 
 def test_an_image_model_serves_images_only_and_a_chat_model_no_images(imaging: Gateway, image_teams: Teams):
     """Each model serves the endpoints it declares: a chat request to an image model, or an image
-    request to a model that declares no image endpoint, is a 404 before anything is held."""
+    request for a model that is not configured, is a 404 before anything is held."""
     team = image_teams.open("100")
     with pytest.raises(openai.NotFoundError):
         client(imaging, team).chat.completions.create(model="dalle", messages=[{"role": "user", "content": "hi"}])
