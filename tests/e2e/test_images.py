@@ -18,6 +18,7 @@ import httpx
 import openai
 import pytest
 
+from app.upstream.demo_images import demo_png
 from tests.support.fake_images import fake_image
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import UPSTREAM_KEY, Gateway
@@ -26,6 +27,8 @@ from tests.support.teams import Team, Teams
 pytestmark = pytest.mark.usefixtures("verified_at_the_end")
 
 MICROS = Decimal(1_000_000)
+#: An input image for edits (its bytes are passed on, never read for the bill).
+PNG = demo_png("an input image", 0)
 DALL_E_3 = """
 "1024x1024/standard" = 0.04
 "1024x1024/hd" = 0.08
@@ -158,6 +161,22 @@ def test_the_fake_speaks_openais_image_wire_to_the_official_sdk(fake_upstream: F
     assert gpt.usage.output_tokens_details is None
     with pytest.raises(openai.BadRequestError):
         sdk.images.generate(model="dall-e-3", prompt="a fox", size="512x512")  # type: ignore[arg-type]
+    # An edit of two images, multipart: each input image is 323 image tokens in.
+    edit = sdk.images.edit(
+        model="gpt-image-1.5",
+        image=[("a.png", PNG, "image/png"), ("b.png", PNG * 2, "image/png")],
+        prompt="make it blue",
+        quality="low",
+    )
+    assert edit.usage is not None
+    assert edit.usage.input_tokens_details.image_tokens == 2 * 323
+    assert edit.usage.input_tokens == 3 + 2 * 323
+    form = [r for r in fake_upstream.requests if r.path == "/v1/images/edits"][-1].body
+    assert [image["size"] for image in form["image[]"]] == [len(PNG), 2 * len(PNG)]
+    assert form["prompt"] == "make it blue"
+    dall_e_2 = sdk.images.edit(model="dall-e-2", image=("a.png", PNG, "image/png"), prompt="a hat", n=2)
+    assert dall_e_2.data is not None
+    assert len(dall_e_2.data) == 2
 
 
 def test_dall_e_3_is_charged_per_image_by_size_and_quality(

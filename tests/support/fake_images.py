@@ -11,6 +11,12 @@ By the model the gateway sends (the deployment's name for it):
   the chat fake counts them; image tokens out per image by size and quality, as OpenAI publishes
   them; ``output_tokens_details`` except for ``gpt-image-1``, which sends none).
 
+``POST /v1/images/edits`` takes OpenAI's multipart form (``image`` or several ``image[]``, ``mask``,
+``prompt``, ``model``, ``n``, ``size``, ``quality``, ``response_format``) and answers as generations
+do: ``dall-e-2`` takes one square PNG; a GPT image model up to 16 images, each counted as
+``INPUT_IMAGE_TOKENS`` image tokens in its usage. The form, as the fake read it, is the request's
+recorded body (its files by name, filename and size).
+
 Directives in the prompt as in chat: ``[[fail:CODE]]``, ``[[latency:MS]]``, ``[[no-usage]]``.
 Every image is ``IMAGE_BYTES`` of pseudo-random bytes, base64-encoded: large, as real answers are.
 """
@@ -19,8 +25,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import io
 import time
 from typing import Any
+
+import multipart
 
 from tests.support.fake_upstream import (
     _bad,
@@ -43,6 +52,10 @@ DALL_E = {
 GPT_IMAGE_SIZES = {"1024x1024", "1536x1024", "1024x1536"}
 #: Image tokens generated per image, by quality: a square image, and a 1536-pixel one.
 GPT_IMAGE_TOKENS = {"low": (272, 408), "medium": (1056, 1584), "high": (4160, 6240)}
+#: The image tokens a GPT image model counts for each input image of an edit.
+INPUT_IMAGE_TOKENS = 323
+#: The most input images one edit takes (OpenAI's GPT image models).
+MAX_INPUT_IMAGES = 16
 Send = Any
 
 
@@ -83,6 +96,71 @@ async def handle_image_generation(api_key: str | None, raw: bytes, headers: dict
     await _send_json(send, 200, answer)
 
 
+def read_form(raw: bytes, content_type: str) -> dict[str, Any] | None:
+    """A multipart body as the fake records it: text fields by name (a repeated one as a list) and
+    files as ``{"filename", "content_type", "size", "sha256"}`` (a list under ``image[]``); None
+    when it is not multipart."""
+    kind, options = multipart.parse_options_header(content_type)
+    if kind != "multipart/form-data" or "boundary" not in options:
+        return None
+    form: dict[str, Any] = {}
+    try:
+        parser = multipart.MultipartParser(io.BytesIO(raw), options["boundary"], len(raw), strict=True)
+        for part in parser:
+            if part.filename is None:
+                value: Any = part.value
+            else:
+                content = part.raw
+                value = {
+                    "filename": part.filename,
+                    "content_type": part.content_type,
+                    "size": len(content),
+                    "sha256": hashlib.sha256(content).hexdigest(),
+                }
+            if part.name.endswith("[]"):
+                form.setdefault(part.name, []).append(value)
+            else:
+                form[part.name] = value
+    except multipart.MultipartError:
+        return None
+    return form
+
+
+async def handle_image_edit(
+    api_key: str | None, form: dict[str, Any] | None, headers: dict[str, str], send: Send
+) -> None:
+    """An edit, from the form ``read_form`` made of the body (None: not a multipart body, 400)."""
+    if api_key is not None and headers.get("authorization") != f"Bearer {api_key}":
+        raise _Reject(401, error_body("Incorrect API key provided", "invalid_request_error", "invalid_api_key"))
+    if form is None:
+        raise _bad("The request must be multipart/form-data.")
+    images = [form["image"]] if isinstance(form.get("image"), dict) else form.get("image[]") or []
+    if not images:
+        raise _bad("Missing required parameter: 'image'.", "image")
+    model, prompt = form.get("model") or "dall-e-2", form.get("prompt")
+    if not isinstance(prompt, str) or not prompt:
+        raise _bad("Missing required parameter: 'prompt'.", "prompt")
+    text, d = _parse_directives(prompt)
+    await before_answering(d)
+    if d.fail is not None:
+        raise openai_failure(d.fail, f"fake upstream failure {d.fail}")
+    req = {name: form[name] for name in ("size", "quality", "response_format", "output_format") if name in form}
+    n = int(form.get("n", "1")) if str(form.get("n", "1")).isdigit() else 0
+    if not 1 <= n <= 10:
+        raise _bad(f"Invalid 'n': {form.get('n')!r}.", "n")
+    if model == "dall-e-2":
+        if len(images) != 1:
+            raise _bad("dall-e-2 edits one image.", "image")
+        answer = _dall_e(req, model, text, n)
+    elif model.startswith("gpt-image"):
+        if len(images) > MAX_INPUT_IMAGES:
+            raise _bad(f"At most {MAX_INPUT_IMAGES} images may be edited at once.", "image")
+        answer = _gpt_image(req, model, text, n, d.no_usage, input_images=len(images))
+    else:
+        raise _bad(f"The model '{model}' does not edit images.", "model")
+    await _send_json(send, 200, answer)
+
+
 def _dall_e(req: dict[str, Any], model: str, prompt: str, n: int) -> dict[str, Any]:
     sizes, qualities, most = DALL_E[model]
     size, quality = req.get("size") or "1024x1024", req.get("quality") or "standard"
@@ -105,7 +183,9 @@ def _dall_e(req: dict[str, Any], model: str, prompt: str, n: int) -> dict[str, A
     return {"created": int(time.time()), "data": data}
 
 
-def _gpt_image(req: dict[str, Any], model: str, prompt: str, n: int, no_usage: bool) -> dict[str, Any]:
+def _gpt_image(
+    req: dict[str, Any], model: str, prompt: str, n: int, no_usage: bool, input_images: int = 0
+) -> dict[str, Any]:
     if "response_format" in req:
         raise _bad("Unknown parameter: 'response_format'.", "response_format")
     size = req.get("size") or "auto"
@@ -127,11 +207,12 @@ def _gpt_image(req: dict[str, Any], model: str, prompt: str, n: int, no_usage: b
     if no_usage:
         return answer
     text_in, image_out = len(tokens(prompt)), n * output_tokens_per_image(size, quality)
+    image_in = input_images * INPUT_IMAGE_TOKENS
     usage: dict[str, Any] = {
-        "input_tokens": text_in,
-        "input_tokens_details": {"image_tokens": 0, "text_tokens": text_in},
+        "input_tokens": text_in + image_in,
+        "input_tokens_details": {"image_tokens": image_in, "text_tokens": text_in},
         "output_tokens": image_out,
-        "total_tokens": text_in + image_out,
+        "total_tokens": text_in + image_in + image_out,
     }
     if model != "gpt-image-1":
         usage["output_tokens_details"] = {"image_tokens": image_out, "text_tokens": 0}

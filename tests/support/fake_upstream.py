@@ -343,6 +343,10 @@ class FakeUpstream:
             name = k.decode("latin-1").lower()
             headers[name] = f"{headers[name]}, {v.decode('latin-1')}" if name in headers else v.decode("latin-1")
         method, path = scope["method"], scope["path"]
+        if body is None and headers.get("content-type", "").startswith("multipart/form-data"):
+            from tests.support.fake_images import read_form  # lazy: it imports this module
+
+            body = read_form(raw, headers["content-type"])
         record = RecordedRequest(method, path, headers, body)
         with self._lock:  # record before responding, failures included
             self.requests.append(record)
@@ -372,6 +376,10 @@ class FakeUpstream:
                 from tests.support.fake_images import handle_image_generation  # lazy: it imports this module
 
                 await handle_image_generation(self.api_key, raw, headers, send)
+            elif method == "POST" and path == "/v1/images/edits":
+                from tests.support.fake_images import handle_image_edit, read_form  # lazy: it imports this module
+
+                await handle_image_edit(self.api_key, read_form(raw, headers.get("content-type", "")), headers, send)
             elif path == "/v1/messages" or path.startswith("/v1/messages/"):
                 from tests.support.fake_anthropic import handle_anthropic  # lazy: fake_anthropic imports this module
 
