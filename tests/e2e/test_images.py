@@ -374,3 +374,15 @@ def test_an_image_model_serves_images_only_and_a_chat_model_no_images(imaging: G
     with pytest.raises(openai.NotFoundError):
         client(imaging, team).images.generate(model="no-such-model", prompt="a fox")
     assert charged(imaging, team) == []
+
+
+def test_image_requests_count_against_the_keys_rate_limit_and_are_logged(imaging: Gateway, image_teams: Teams):
+    """A key allowed one request a minute makes one image, then gets 429 (nothing held or charged
+    for it); the image's log line names its endpoint and model."""
+    team = image_teams.open("100", key_rpm=1)
+    first = client(imaging, team).images.with_raw_response.generate(model="dalle", prompt="a fox")
+    with pytest.raises(openai.RateLimitError):
+        client(imaging, team).images.generate(model="dalle", prompt="a fox")
+    assert charged(imaging, team) == [4_000_000]
+    line = imaging.access_line(first.headers["x-request-id"])
+    assert (line["endpoint"], line["model"], line["status"]) == ("images.generations", "dalle", 200)
