@@ -127,8 +127,8 @@ class InsufficientCreditsError(GatewayError):
         self.needed = needed
         self.available = available
         self.affordable_max_tokens: int | None = None
-        #: For an image request: the most images the balance covers (``affording_images``).
-        self.affordable_n: int | None = None
+        #: For endpoints that generate no tokens: the most of each quantity the balance covers.
+        self.affordable: dict[str, int] = {}
         #: The budget that refused the request, when one did rather than the balance: whose, its
         #: limit and period, what it has left and when it resets (``budget`` in the error body).
         self.budget = budget
@@ -147,27 +147,27 @@ class InsufficientCreditsError(GatewayError):
         told.headers = {**self.headers, "x-tollgate-affordable-max-tokens": str(tokens)}
         return told
 
-    def affording_images(self, n: int) -> InsufficientCreditsError:
-        """The refusal of an image request, saying the most images (``n``) the balance covers at
-        the same size and quality (``error.affordable_n``, ``x-tollgate-affordable-n``)."""
+    def affording_count(self, name: str, count: int, words: str) -> InsufficientCreditsError:
+        """The refusal of an endpoint that generates no tokens, saying the most of its quantity the
+        balance covers: ``count`` of ``name`` (``input_tokens``: the body's ``affordable_input_tokens``
+        and ``x-tollgate-affordable-input-tokens``), ``words`` naming it in the message ("input tokens")."""
         what = "the budget's remainder" if self.budget else "the available balance"
-        covers = f"{what} covers n up to {n}" if n > 0 else f"{what} does not cover even one such image"
         told = InsufficientCreditsError(
-            f"{self.message} {covers[:1].upper()}{covers[1:]}.",
+            f"{self.message} {what[:1].upper()}{what[1:]} covers up to {count} {words}.",
             needed=self.needed,
             available=self.available,
             budget=self.budget,
         )
-        told.affordable_n = n
-        told.headers = {**self.headers, "x-tollgate-affordable-n": str(n)}
+        told.affordable = {**self.affordable, name: count}
+        told.headers = {**self.headers, f"x-tollgate-affordable-{name.replace('_', '-')}": str(count)}
         return told
 
     def _extended(self, body: dict[str, object]) -> dict[str, object]:
         error: dict[str, object] = body["error"]  # type: ignore[assignment]
         if self.affordable_max_tokens is not None:
             error["affordable_max_tokens"] = self.affordable_max_tokens
-        if self.affordable_n is not None:
-            error["affordable_n"] = self.affordable_n
+        for name, count in self.affordable.items():
+            error[f"affordable_{name}"] = count
         if self.budget is not None:
             error["budget"] = self.budget
         return body

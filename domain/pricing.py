@@ -413,6 +413,37 @@ def _worst_exact(
     return exact + exact * adjustment / _HUNDRED if adjustment else exact
 
 
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """What a request is priced at now, for its hold: the model's price in force, the credit rate
+    and the team's price adjustment (a percentage). Endpoints other than generation size their
+    holds with it (``Quote.worst_case`` for token-priced ones)."""
+
+    price: Price
+    credits_per_usd: Decimal
+    adjustment: Decimal = Decimal(0)
+
+    def worst_case(self, prompt_tokens: int, output_tokens: int = 0, exposure: Exposure | None = None) -> int:
+        """The most ``prompt_tokens`` and ``output_tokens`` can cost, in micro-credits (no service
+        tier, unless ``exposure`` says which may serve it)."""
+        return worst_case_in_micros(
+            prompt_tokens,
+            output_tokens,
+            self.price,
+            self.credits_per_usd,
+            exposure or _NO_TIER,
+            self.adjustment,
+        )
+
+    def affordable_prompt(self, available: int, ceiling: int) -> int:
+        """The most prompt tokens (up to ``ceiling``) whose worst case ``available`` covers."""
+        return affordable_output_tokens(available, ceiling, self.worst_case)
+
+
+#: A request no service tier may serve (an embedding: only the base price applies).
+_NO_TIER = Exposure(tiers=frozenset())
+
+
 def affordable_output_tokens(available: int, ceiling: int, worst_case: Callable[[int], int]) -> int:
     """The largest output allowance, at most ``ceiling``, whose worst case ``available`` covers
     (0 if not even the prompt is covered): what a refusal for credits tells the client it can ask for.

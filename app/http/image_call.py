@@ -1,8 +1,9 @@
 """An image request on the billed path: held for its ``n`` images at the dearest price it allows,
 sent to the model's upstream, charged for what came back, answered with its cost.
 
-It goes through the same :class:`~app.http.billed_call.BilledCall` as a chat request (rate limits,
-budgets, Idempotency-Key, one settlement whatever happens); only its sizing and its bill differ
+It goes through the billed path of every JSON endpoint (``app/http/direct.py``: the same
+:class:`~app.http.billed_call.BilledCall` as a chat request, with its rate limits, budgets,
+Idempotency-Key and one settlement whatever happens); only its sizing and its bill differ
 (``domain/image_pricing.py``). The answer is large — base64 images — so it is never decoded: its
 top-level members are relayed as the upstream wrote them, the ``data`` array only counted, and
 ``usage`` (the upstream's, or one made here when it sent none, as dall-e-3 does) gains ``cost`` and
@@ -11,25 +12,22 @@ top-level members are relayed as the upstream wrote them, the ``data`` array onl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
 from litestar import Request, Response
 
-from app.errors import InsufficientCreditsError, InvalidRequest, UpstreamFailure
-from app.http.attribution import attribution_of
-from app.http.billed_call import BilledCall, hold
-from app.http.billed_request import BilledRequest, HoldSize, OutputAsk, idempotency_of, request_id_of
+from app.errors import InvalidRequest, UpstreamFailure
+from app.http.billed_request import Direct
+from app.http.direct import Affordable, DirectAsk, serve_direct
 from app.json import encode, object_or
 from app.keys import Principal
-from app.observability.record import current_record
-from app.runtime import BillingServices
-from app.translate.exchange import Exchange
+from app.runtime import Runtime
 from app.upstream import Answer
 from domain import image_pricing
 from domain.image_pricing import ImageAnswer, ImageAsk, ImageOptionError
-from domain.pricing import TokenUsage
+from domain.pricing import Quote, TokenUsage
 from domain.settings import Model
 
 _count_items = msgspec.json.Decoder(list[msgspec.Raw]).decode
@@ -49,67 +47,65 @@ class ImageRequest:
     ask: ImageAsk
 
 
-async def serve_images(
-    services: BillingServices, request: Request[Any, Any, Any], asked: ImageRequest
-) -> Response[bytes]:
-    """Hold, call, charge, answer. A size or quality the model does not offer was refused by the
-    endpoint; a team that cannot afford the dearest the request allows is refused (402, saying how
-    many images it affords) before the upstream is called."""
-    billing, model, ask = services.billing, asked.model, asked.ask
-    price = billing.price_now(model)
-    try:
-        kinds = image_pricing.kinds_asked(price, model.image_defaults, ask)
-    except ImageOptionError as exc:
-        raise InvalidRequest(exc.message, param=exc.param) from None
-    adjustment = asked.principal.adjustment_for(model.id)
-
-    def worst_case(n: int) -> int:
-        return image_pricing.worst_case_in_micros(price, kinds, _with_n(ask, n), billing.credits_per_usd, adjustment)
-
-    record = current_record()
-    billed = BilledRequest(
-        principal=asked.principal,
-        model=model,
-        protocol="chat",  # OpenAI's error shape
-        upstream_wire=services.upstreams[model.id].wire,
-        endpoint=asked.endpoint,
-        stream=False,
-        request_id=request_id_of(record),
-        idempotency=idempotency_of(request, asked.raw_body),
-        attribution=attribution_of(request, "chat", asked.body),
-        prompt_tokens=ask.prompt_bytes,
-        output=OutputAsk(most=0, requested=0),
-        record=record,
+async def serve_images(runtime: Runtime, request: Request[Any, Any, Any], asked: ImageRequest) -> Response[bytes]:
+    """Hold, call, charge, answer (``app/http/direct.py``). A size or quality the model's price in
+    force does not offer is refused (400) before anything is held; a team that cannot afford the
+    dearest the request allows is refused (402, saying how many images it affords) before the
+    upstream is called."""
+    ask = DirectAsk(
+        asked.principal,
+        asked.model,
+        asked.endpoint,
+        asked.body,
+        asked.raw_body,
+        Direct(asked.path, asked.body),
+        admitted_tokens=asked.ask.prompt_bytes // 4,
     )
-    exchange = _exchange(asked.body)
-    size = HoldSize(worst_case=worst_case(ask.n), admitted_tokens=ask.prompt_bytes // 4)
-    try:
-        call = await hold(services, request, billed, exchange, size)
-    except InsufficientCreditsError as short:
-        affordable = max((n for n in range(ask.n - 1, 0, -1) if worst_case(n) <= short.available), default=0)
-        raise short.affording_images(affordable) from None
-    if not isinstance(call, BilledCall):
-        return call  # the stored answer of the request served before under this Idempotency-Key
-    async with call:
-        call.seal()
-        answer = await call.complete(asked.path)
-        usage = image_pricing.usage_of(price, kinds, _read(answer))
-        body = await call.charge(usage, lambda fields: _render(answer, usage, fields))
-    return Response(body, headers=call.headers, media_type="application/json")
+    return await serve_direct(runtime, request, ask, ImageBill(asked.model, asked.ask))
 
 
-def _with_n(ask: ImageAsk, n: int) -> ImageAsk:
-    return ImageAsk(ask.size, ask.quality, n, ask.prompt_bytes, ask.input_images)
+@dataclass(slots=True)
+class ImageBill:
+    """An image request's :class:`~app.http.direct.DirectEndpoint`: the ``SIZE/QUALITY`` prices it
+    may be billed at, read from the price its hold is sized at (``worst_case`` comes first, once)."""
 
+    model: Model
+    ask: ImageAsk
+    kinds: list[str] = field(default_factory=list)
+    quote: Quote | None = None
 
-def _exchange(body: dict[str, Any]) -> Exchange:
-    """The body goes upstream as the client sent it (the model's name put in by the upstream);
-    the upstream's errors reach the client word for word, as OpenAI wrote them."""
+    def worst_case(self, quote: Quote) -> int:
+        try:
+            self.kinds = image_pricing.kinds_asked(quote.price, self.model.image_defaults, self.ask)
+        except ImageOptionError as exc:
+            raise InvalidRequest(exc.message, param=exc.param) from None
+        self.quote = quote
+        return self._worst(self.ask.n)
 
-    def unused(*_: Any) -> Any:
-        raise AssertionError("an image answer is read by app/http/image_call.py")
+    def _worst(self, n: int) -> int:
+        assert self.quote is not None
+        quote, ask = self.quote, self.ask
+        fewer = ImageAsk(ask.size, ask.quality, n, ask.prompt_bytes, ask.input_images)
+        return image_pricing.worst_case_in_micros(
+            quote.price, self.kinds, fewer, quote.credits_per_usd, quote.adjustment
+        )
 
-    return Exchange(body, {}, False, "chat", unused, unused, unused)
+    def affordable(self, quote: Quote, available: int) -> Affordable:
+        """The most images of the same size and quality ``available`` covers (fewer than asked)."""
+        most = max((n for n in range(self.ask.n - 1, 0, -1) if self._worst(n) <= available), default=0)
+        return Affordable("n", most, "images (n)")
+
+    def usage(self, answer: Answer) -> TokenUsage:
+        assert self.quote is not None
+        return image_pricing.usage_of(self.quote.price, self.kinds, _read(answer))
+
+    def render(self, answer: Answer, fields: dict[str, Any]) -> bytes:
+        """The answer as the upstream wrote it, its ``usage`` carrying the charge's ``cost`` and
+        ``remaining`` (a usage object made here, saying the images returned, when it sent none)."""
+        reported = object_or(answer.member("usage"), None)
+        if reported is None:
+            reported = {"images": _read(answer).images}
+        return encode({**answer.members, "usage": {**reported, **fields}})
 
 
 def _read(answer: Answer) -> ImageAnswer:
@@ -129,12 +125,3 @@ def _read(answer: Answer) -> ImageAnswer:
         quality if isinstance(quality, str) else None,
         answer.member("usage"),
     )
-
-
-def _render(answer: Answer, usage: TokenUsage, fields: dict[str, Any]) -> bytes:
-    """The answer as the upstream wrote it, its ``usage`` carrying the charge's ``cost`` and
-    ``remaining`` (a usage object made here, saying the images billed, when it sent none)."""
-    reported = object_or(answer.member("usage"), None)
-    if reported is None:
-        reported = {"images": sum(count for _, count in usage.images)}
-    return encode({**answer.members, "usage": {**reported, **fields}})

@@ -12,7 +12,6 @@ import logging
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 from app.keys import Principal
 from app.ledger.leases import Lease, Leases
@@ -34,7 +33,7 @@ from domain.ledger import (
     InsufficientCredits,
     TeamLedger,
 )
-from domain.pricing import Exposure, Price, TokenUsage, affordable_output_tokens, worst_case_in_micros
+from domain.pricing import Exposure, Quote, TokenUsage, affordable_output_tokens, worst_case_in_micros
 from domain.settings import Model, Settings
 
 log = logging.getLogger("tollgate.billing")
@@ -142,13 +141,10 @@ class Billing:
             principal.adjustment_for(model.id),
         )
 
-    def price_now(self, model: Model) -> Price:
-        """The model's price in force now (what a hold of a request priced outside ``worst_case`` uses)."""
-        return self._prices.current(model.id)
-
-    @property
-    def credits_per_usd(self) -> Decimal:
-        return self._credits_per_usd
+    def quote(self, principal: Principal, model: Model) -> Quote:
+        """The price a hold of ``model`` for ``principal`` is sized at now (its price in force, the
+        credit rate, the team's adjustment): what endpoints other than generation size holds with."""
+        return Quote(self._prices.current(model.id), self._credits_per_usd, principal.adjustment_for(model.id))
 
     def affordable(
         self, principal: Principal, model: Model, prompt_bound: int, ceiling: int, exposure: Exposure, available: int

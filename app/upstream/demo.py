@@ -8,22 +8,23 @@ OpenAI-compatible provider would, so costs and balances behave exactly as with a
 from __future__ import annotations
 
 import asyncio
-import re
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from app.errors import InvalidRequest
+from app.errors import UpstreamFailure
 from app.upstream.base import Answer, StreamEvent
+from app.upstream.demo_embeddings import embeddings_answer
 from app.upstream.demo_images import demo_images_answer
+from app.upstream.demo_words import demo_tokens
 
-_TOKEN = re.compile(r"\S+\s*")
+#: The demo's other endpoints: the path under ``/v1`` → the answer to a request's body.
+_ENDPOINTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "/embeddings": embeddings_answer,
+    "/images/generations": demo_images_answer,
+}
 _GREETING = "Hello from the Tollgate demo model. You said: "
-
-
-def demo_tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text)
 
 
 def _text_of(content: Any) -> str:
@@ -90,11 +91,12 @@ class DemoUpstream:
         chunks.append({**base, "choices": [], "usage": usage})
         return _DemoStream(chunks)
 
-    async def post_json(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
-        """The other endpoints the demo serves: image generation (``app/upstream/demo_images.py``)."""
-        if path == "/images/generations":
-            return Answer.of(demo_images_answer(body))
-        raise InvalidRequest(f"The demo upstream does not serve {path}.")
+    async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        """Another of OpenAI's endpoints, answered in process (``/embeddings``, ``/images/generations``)."""
+        answer = _ENDPOINTS.get(path)
+        if answer is None:
+            raise UpstreamFailure(f"The demo upstream does not serve {path}.")
+        return Answer.of(answer(body))
 
     async def aclose(self) -> None:
         return None

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from app.errors import GatewayError, UpstreamFailure
+from app.errors import GatewayError
 from app.observability.record import current_record
 from app.upstream.base import Answer, RawStream, Upstream
 
@@ -90,18 +90,9 @@ class FallbackUpstream:
         """A stream, retried only until a deployment answers with its status; never once it is open."""
         return await self._first_answer(lambda d: d.adapter.open_stream({**body, "model": d.model}, headers))
 
-    async def post_json(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
-        """A whole answer from another JSON endpoint of the deployments' API (``/images/generations``),
-        retried whole like ``complete``; a deployment that cannot serve it refuses it."""
-
-        async def call(d: Deployment) -> Answer:
-            post = getattr(d.adapter, "post_json", None)
-            if post is None:
-                raise UpstreamFailure(f"The model's {d.adapter.wire} upstream does not serve {path}.")
-            answer: Answer = await post(path, {**body, "model": d.model}, headers)
-            return answer
-
-        return await self._first_answer(call)
+    async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        """A JSON answer from another endpoint (``/embeddings``), retried whole like ``complete``."""
+        return await self._first_answer(lambda d: d.adapter.post(path, {**body, "model": d.model}, headers))
 
     async def aclose(self) -> None:
         for deployment in self.deployments:

@@ -46,12 +46,6 @@ class OpenAIUpstream(HttpUpstream):
         self._base = base_url.rstrip("/")
         self._url = self._base + self._path
 
-    async def post_json(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
-        """A whole JSON answer from another of the API's endpoints (``/images/generations``), read
-        into its members and never decoded here: an image answer's base64 payloads are relayed as
-        they came."""
-        return await self._post_json(self._base + path, body, headers)
-
     async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         answer = await self._post_json(self._url, body, headers)
         if not answer.starts_with("choices", b"["):

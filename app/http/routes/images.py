@@ -79,4 +79,4 @@ async def create_image(request: Request[Any, Any, Any]) -> Response[bytes]:
     authorize(principal, model.id, endpoints.IMAGES_GENERATIONS)
     ask = image_ask(parsed)
     asked = ImageRequest(principal, model, endpoints.IMAGES_GENERATIONS, "/images/generations", body, raw, ask)
-    return await serve_images(runtime.billing_services, request, asked)
+    return await serve_images(runtime, request, asked)
