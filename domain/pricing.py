@@ -39,6 +39,9 @@ TOKEN_KINDS = (
     ("cache_write_1h", "cache_write_1h_tokens", "write_1h"),
     ("cache_hit", "cache_hit_tokens", "cache_hit"),
 )
+#: The token rates every price has a place for (``Price``'s first four fields), by their names in a
+#: configuration's ``pricing`` and a price record; a model may leave out those its endpoints never bill.
+CHAT_RATES = ("input", "output", "cache_create", "cache_hit")
 #: Tiers that are the base price whatever the configuration says (how OpenAI and Anthropic name it).
 BASE_TIERS = frozenset({"", "default", "standard", "auto", "standard_only"})
 _HUNDRED = Decimal(100)
@@ -46,12 +49,13 @@ _HUNDRED = Decimal(100)
 
 class PriceRecord(TypedDict):
     """A price as events store it (``Price.as_record``: a charge's rates, a price list entry): every
-    rate a decimal string, so every digit is kept; what is unset is left out."""
+    rate a decimal string, so every digit is kept; what is unset is left out (a token rate too, for a
+    model that serves no endpoint billing it: an embeddings model has no output price)."""
 
-    input: str
-    output: str
-    cache_create: str
-    cache_hit: str
+    input: NotRequired[str]
+    output: NotRequired[str]
+    cache_create: NotRequired[str]
+    cache_hit: NotRequired[str]
     cache_write_1h: NotRequired[str]
     long_context: NotRequired[LongContextRecord]
     service_tiers: NotRequired[dict[str, PriceRecord]]
@@ -91,7 +95,13 @@ class Price:
 
     ``service_tiers`` and ``long_context`` hold whole rate tables of their own; a table inside them
     has none of its own tool fees (those are the model's, whatever the tier), and a tier's table may
-    have its own long-context rates."""
+    have its own long-context rates.
+
+    ``unpriced`` names the token rates (of ``CHAT_RATES``) the model has no price for, held as 0 here:
+    a model serving only endpoints that never bill them (an embeddings model has no output price).
+    The configuration check (``domain/endpoint_prices.py``) refuses a model whose endpoints bill a
+    quantity it has no price for, so a 0 held for an unpriced rate is never charged by accident; the
+    record and the model list leave it out rather than show a price of 0."""
 
     input: Decimal
     output: Decimal
@@ -101,6 +111,7 @@ class Price:
     long_context: LongContext | None = None
     service_tiers: Mapping[str, Price] = field(default_factory=dict)
     tool_fees: Mapping[str, Decimal] = field(default_factory=dict)
+    unpriced: frozenset[str] = frozenset()
 
     @property
     def write_1h(self) -> Decimal:
@@ -131,6 +142,7 @@ class Price:
             table.cache_hit,
             table.cache_write_1h,
             tool_fees=self.tool_fees,
+            unpriced=table.unpriced,
         ), basis
 
     def tables(self, prompt_bound: int, tiers: Collection[str] | None = None) -> list[Price]:
@@ -149,12 +161,10 @@ class Price:
 
     def as_record(self) -> PriceRecord:
         """The price as stored in events (strings keep every digit; what is unset is left out)."""
-        record: PriceRecord = {
-            "input": str(self.input),
-            "output": str(self.output),
-            "cache_create": str(self.cache_create),
-            "cache_hit": str(self.cache_hit),
-        }
+        record: PriceRecord = {}
+        for name in CHAT_RATES:
+            if name not in self.unpriced:
+                record[name] = str(getattr(self, name))  # type: ignore[literal-required]
         if self.cache_write_1h is not None:
             record["cache_write_1h"] = str(self.cache_write_1h)
         if self.long_context is not None:
@@ -169,16 +179,17 @@ class Price:
     def from_record(cls, record: Mapping[str, Any]) -> Price:
         long_context = record.get("long_context")
         return cls(
-            Decimal(record["input"]),
-            Decimal(record["output"]),
-            Decimal(record["cache_create"]),
-            Decimal(record["cache_hit"]),
+            Decimal(record.get("input", 0)),
+            Decimal(record.get("output", 0)),
+            Decimal(record.get("cache_create", 0)),
+            Decimal(record.get("cache_hit", 0)),
             cache_write_1h=Decimal(record["cache_write_1h"]) if "cache_write_1h" in record else None,
             long_context=LongContext(int(long_context["threshold"]), cls.from_record(long_context))
             if long_context
             else None,
             service_tiers={name: cls.from_record(tier) for name, tier in (record.get("service_tiers") or {}).items()},
             tool_fees={name: Decimal(fee) for name, fee in (record.get("tool_fees") or {}).items()},
+            unpriced=frozenset(name for name in CHAT_RATES if name not in record),
         )
 
 
@@ -342,6 +353,37 @@ def _worst_exact(
     )
     exact = (tokens + fees) * credits_per_usd
     return exact + exact * adjustment / _HUNDRED if adjustment else exact
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """What a request is priced at now, for its hold: the model's price in force, the credit rate
+    and the team's price adjustment (a percentage). Endpoints other than generation size their
+    holds with it (``Quote.worst_case`` for token-priced ones)."""
+
+    price: Price
+    credits_per_usd: Decimal
+    adjustment: Decimal = Decimal(0)
+
+    def worst_case(self, prompt_tokens: int, output_tokens: int = 0, exposure: Exposure | None = None) -> int:
+        """The most ``prompt_tokens`` and ``output_tokens`` can cost, in micro-credits (no service
+        tier, unless ``exposure`` says which may serve it)."""
+        return worst_case_in_micros(
+            prompt_tokens,
+            output_tokens,
+            self.price,
+            self.credits_per_usd,
+            exposure or _NO_TIER,
+            self.adjustment,
+        )
+
+    def affordable_prompt(self, available: int, ceiling: int) -> int:
+        """The most prompt tokens (up to ``ceiling``) whose worst case ``available`` covers."""
+        return affordable_output_tokens(available, ceiling, self.worst_case)
+
+
+#: A request no service tier may serve (an embedding: only the base price applies).
+_NO_TIER = Exposure(tiers=frozenset())
 
 
 def affordable_output_tokens(available: int, ceiling: int, worst_case: Callable[[int], int]) -> int:

@@ -14,7 +14,8 @@ from decimal import Decimal
 
 import msgspec
 
-from domain.pricing import LongContext, Price
+from domain.endpoints import GENERATION
+from domain.pricing import CHAT_RATES, LongContext, Price
 from domain.settings_checks import check_semantics, deployment_keys
 
 #: The wire protocol each kind speaks. Routes choose pass-through or translation by it, so the
@@ -73,14 +74,20 @@ class TierPricing(RateTable, frozen=True, kw_only=True):
 
 
 class Pricing(_Strict, frozen=True):
-    #: USD per million prompt tokens that are neither written to nor read from a prompt cache.
-    input: Decimal
-    #: USD per million output tokens (reasoning included).
-    output: Decimal
-    #: USD per million prompt tokens written to the provider's prompt cache (the default, 5-minute lifetime).
-    cache_create: Decimal
-    #: USD per million prompt tokens read from the provider's prompt cache.
-    cache_hit: Decimal
+    """A model's prices. Which of them a model must give depends on the endpoints it serves
+    (``domain/endpoint_prices.py``): the four token rates for the generation endpoints, `input` alone
+    for embeddings; a price an endpoint bills that is missing refuses the file."""
+
+    #: USD per million prompt tokens that are neither written to nor read from a prompt cache
+    #: (required for every generation endpoint and `embeddings`).
+    input: Decimal | None = None
+    #: USD per million output tokens (reasoning included); required for the generation endpoints.
+    output: Decimal | None = None
+    #: USD per million prompt tokens written to the provider's prompt cache (the default, 5-minute
+    #: lifetime); required for the generation endpoints.
+    cache_create: Decimal | None = None
+    #: USD per million prompt tokens read from the provider's prompt cache; required for the generation endpoints.
+    cache_hit: Decimal | None = None
     #: USD per million prompt tokens written to the prompt cache for an hour (Anthropic bills them at
     #: 2 × input, against 1.25 × for 5 minutes); unset: billed as `cache_create`.
     cache_write_1h: Decimal | None = None
@@ -95,11 +102,15 @@ class Pricing(_Strict, frozen=True):
     tool_fees: dict[str, Decimal] = msgspec.field(default_factory=dict)
 
     def to_price(self) -> Price:
+        """The price charges use: a token rate the model has no price for is held as 0 and named in
+        ``unpriced`` (the endpoint check guarantees no endpoint the model serves bills it)."""
+        rates: list[Decimal | None] = [self.input, self.output, self.cache_create, self.cache_hit]
+        zero = Decimal(0)
         return Price(
-            self.input,
-            self.output,
-            self.cache_create,
-            self.cache_hit,
+            self.input or zero,
+            self.output or zero,
+            self.cache_create or zero,
+            self.cache_hit or zero,
             self.cache_write_1h,
             _long_context(self.long_context),
             {
@@ -109,6 +120,7 @@ class Pricing(_Strict, frozen=True):
                 for name, t in self.service_tiers.items()
             },
             dict(self.tool_fees),
+            frozenset(name for name, rate in zip(CHAT_RATES, rates, strict=True) if rate is None),
         )
 
 
@@ -194,6 +206,15 @@ class Model(_Strict, frozen=True):
     #: of refusing it (400): for clients that ask a fixed large limit of a model they do not know
     #: (LiteLLM asks 128,000).
     clamp_output_to_model: bool = False
+    #: The endpoints the model serves, by name (`chat.completions`, `responses`, `messages`,
+    #: `embeddings`, ...; see the API reference): a request to another is 404. Its `pricing` must price
+    #: every quantity these endpoints bill, or the file is refused. Unset: the three generation
+    #: endpoints (`chat.completions`, `responses`, `messages`).
+    endpoints: list[str] = msgspec.field(default_factory=lambda: list(GENERATION))
+
+    def serves(self, endpoint: str) -> bool:
+        """Whether a request to ``endpoint`` (its name, ``domain/endpoints.py``) may ask for this model."""
+        return endpoint in self.endpoints
 
     @property
     def price(self) -> Price:

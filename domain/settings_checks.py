@@ -23,6 +23,7 @@ from domain.bounds import (
     TOOL_FEE,
     Bound,
 )
+from domain.endpoint_prices import check_endpoint_kinds, check_endpoint_prices
 from domain.pricing import BASE_TIERS
 
 if TYPE_CHECKING:  # the schema imports this module to check what it parsed
@@ -169,6 +170,7 @@ def _check_model(model: Model, index: int, seen: set[str], fail: Fail) -> None:
     for name in ("context_window", "max_output_tokens"):
         _check_bound(TOKENS, getattr(model, name), f"{key}.{name}", fail)
     check_pricing(model.pricing, f"{key}.pricing", fail)
+    check_endpoint_prices(model.endpoints, model.pricing, key, fail)
     if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
         fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
     if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
@@ -202,7 +204,7 @@ def check_pricing(pricing: Pricing, key: str, fail: Fail) -> None:
     for where, table in tables:
         for field_name in table.__struct_fields__:
             value = getattr(table, field_name)
-            if isinstance(value, Decimal):
+            if isinstance(value, Decimal):  # a price left unset is the endpoint check's (endpoint_prices.py)
                 _check_bound(PRICE_RATE, value, f"{where}.{field_name}", fail)
     for where, threshold in thresholds:
         _check_bound(TOKENS, threshold, where, fail)
@@ -233,6 +235,7 @@ def _check_deployments(model: Model, index: int, fail: Fail) -> None:
                 f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
                 f"anthropic: messages)",
             )
+    check_endpoint_kinds(model.endpoints, [(where, up.kind) for where, up in deployment_keys(model, index)], key, fail)
     count = len(model.deployments)
     if model.max_attempts is not None and not 1 <= model.max_attempts <= count:
         fail(f"{key}.max_attempts", f"must be between 1 and the number of deployments ({count})")

@@ -19,6 +19,7 @@ from app.http.request_guard import RequestGuard
 from app.http.routes.admin import admin_router
 from app.http.routes.chat import chat_completions
 from app.http.routes.credits import read_credits, read_key
+from app.http.routes.embeddings import create_embeddings
 from app.http.routes.health import live, ready
 from app.http.routes.messages import count_tokens, create_message
 from app.http.routes.metrics import metrics
@@ -121,7 +122,11 @@ def create_asgi_app(runtime: Runtime) -> Observed:
     """What uvicorn serves: every request observed (its id, log line and metrics) and held to its
     deadlines (``app/http/request_guard.py``), the generation endpoints straight to their handlers, the
     rest through Litestar."""
-    hot = HotPaths(create_app(runtime), [chat_completions, create_response, create_message], dict(_EXCEPTION_HANDLERS))
+    hot = HotPaths(
+        create_app(runtime),
+        [chat_completions, create_response, create_message, create_embeddings],
+        dict(_EXCEPTION_HANDLERS),
+    )
     keep = runtime.records.keep if runtime.records is not None else None
     return Observed(RequestGuard(hot, float(runtime.settings.body_timeout)), keep)
 
@@ -139,6 +144,7 @@ def create_app(runtime: Runtime) -> Litestar:
             read_key,
             read_request,
             chat_completions,
+            create_embeddings,
             create_response,
             create_message,
             count_tokens,

@@ -8,20 +8,19 @@ OpenAI-compatible provider would, so costs and balances behave exactly as with a
 from __future__ import annotations
 
 import asyncio
-import re
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from app.errors import UpstreamFailure
 from app.upstream.base import Answer, StreamEvent
+from app.upstream.demo_embeddings import embeddings_answer
+from app.upstream.demo_words import demo_tokens
 
-_TOKEN = re.compile(r"\S+\s*")
+#: The demo's other endpoints: the path under ``/v1`` → the answer to a request's body.
+_ENDPOINTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"/embeddings": embeddings_answer}
 _GREETING = "Hello from the Tollgate demo model. You said: "
-
-
-def demo_tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text)
 
 
 def _text_of(content: Any) -> str:
@@ -87,6 +86,13 @@ class DemoUpstream:
         chunks.append(chunk({}, finish))
         chunks.append({**base, "choices": [], "usage": usage})
         return _DemoStream(chunks)
+
+    async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        """Another of OpenAI's endpoints, answered in process (``/embeddings``)."""
+        answer = _ENDPOINTS.get(path)
+        if answer is None:
+            raise UpstreamFailure(f"The demo upstream does not serve {path}.")
+        return Answer.of(answer(body))
 
     async def aclose(self) -> None:
         return None

@@ -90,6 +90,10 @@ class FallbackUpstream:
         """A stream, retried only until a deployment answers with its status; never once it is open."""
         return await self._first_answer(lambda d: d.adapter.open_stream({**body, "model": d.model}, headers))
 
+    async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        """A JSON answer from another endpoint (``/embeddings``), retried whole like ``complete``."""
+        return await self._first_answer(lambda d: d.adapter.post(path, {**body, "model": d.model}, headers))
+
     async def aclose(self) -> None:
         for deployment in self.deployments:
             await deployment.adapter.aclose()

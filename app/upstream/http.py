@@ -22,6 +22,8 @@ _decode = msgspec.json.decode
 class HttpUpstream:
     #: The wire protocol this provider speaks: ``chat``, ``responses`` or ``messages``.
     wire: str
+    #: The provider's URL the endpoints' paths follow (``https://api.openai.com/v1``); set by each adapter.
+    _base: str = ""
 
     def __init__(self, headers: dict[str, str], *, timeout: Timeouts, client: UpstreamClient) -> None:
         self._headers = {"content-type": "application/json", **headers}
@@ -30,6 +32,11 @@ class HttpUpstream:
 
     def _with(self, headers: dict[str, str] | None) -> dict[str, str]:
         return {**self._headers, **headers} if headers else self._headers
+
+    async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        """A JSON POST to one of the provider's endpoints other than generation (``/embeddings``
+        under an OpenAI ``base_url``), its whole answer read as it came (raises ``GatewayError``)."""
+        return await self._post_json(self._base + path, body, headers)
 
     async def _post_json(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> Answer:
         response = await self._send(url, body, self._with(headers))
