@@ -345,6 +345,17 @@ class Settings(_Strict, frozen=True):
     #: The largest request body in bytes (more: 413, read no further): 64 MiB holds the 50 MB of
     #: images OpenAI takes in one request once base64-encoded; Anthropic takes 32 MB.
     max_request_bytes: int = 64 * 1024 * 1024
+    #: The most parts one multipart/form-data request (an audio or image upload) may carry, its
+    #: text fields and files together (more: 400, read no further). OpenAI's image edits take 16
+    #: images and a dozen fields.
+    max_form_parts: int = 64
+    #: The largest text field of a multipart/form-data request, in bytes (more: 413, read no further);
+    #: the longest OpenAI takes is an image prompt of 32,000 characters.
+    max_form_field_bytes: int = 256 * 1024
+    #: The largest file one multipart/form-data request may upload, in bytes (more: 413, read no
+    #: further). An endpoint may take less: audio at most 25 MiB, as OpenAI does. Files are spooled to
+    #: a temporary file as they arrive (beyond 1 MiB each), never held whole in memory.
+    max_upload_bytes: int = 50 * 1024 * 1024
     #: The most messages (`messages`) or input items (`input`) one request may carry (more: 400);
     #: Anthropic's own limit.
     max_messages: int = 100_000

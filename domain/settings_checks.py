@@ -135,6 +135,9 @@ def _check_limits_and_logging(settings: Settings, fail: Fail) -> None:
         fail("max_json_depth", "must be between 8 and 256")
     for name in (
         "max_request_bytes",
+        "max_form_parts",
+        "max_form_field_bytes",
+        "max_upload_bytes",
         "max_messages",
         "max_tools",
         "max_content_parts",
