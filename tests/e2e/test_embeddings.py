@@ -258,3 +258,12 @@ def test_an_answer_without_usage_is_charged_the_gateway_s_own_count(
     expected = (Decimal(counted) * Decimal("13.5")).to_integral_value(rounding=ROUND_CEILING)
     assert cost_micros(answer.usage) == int(expected)
     assert [-c["amount"] for c in charged(gateway, team)] == [int(expected)]
+
+
+def test_the_openapi_document_describes_the_endpoint(gateway: Gateway):
+    document = httpx.get(gateway.root_url + "/schema/openapi.json").json()
+    operation = document["paths"]["/v1/embeddings"]["post"]
+    schema = operation["requestBody"]["content"]["application/json"]["schema"]
+    body = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
+    assert {"model", "input", "dimensions", "encoding_format", "user"} <= set(body["properties"])
+    assert operation["responses"]["402"]["content"]["application/json"]["schema"]["$ref"].endswith("/OpenAIError")
