@@ -23,6 +23,7 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from app.http.routes.admin import KeyModels, NewCredits, NewKey, NewTeam
 from app.http.routes.admin_policies import KeyEndpoints, NewLimits, Suspension
 from app.http.routes.chat import ChatRequest
+from app.http.routes.embeddings import EmbeddingsRequest
 from app.http.routes.images import ImageGeneration
 from app.http.routes.messages import MessagesRequest
 from app.http.routes.responses import ResponsesRequest
@@ -72,7 +73,7 @@ _ERRORS = {
     "401": "missing, invalid or revoked API key",
     "402": "the team's credits cannot cover the request's worst case",
     "403": "the key may not use this model or endpoint, or the team is suspended",
-    "404": "unknown model",
+    "404": "unknown model, or one that does not serve the endpoint",
     "413": "request body too large",
     "429": "rate limited (see Retry-After)",
     "502": "the upstream failed",
@@ -104,6 +105,12 @@ _GENERATION = {
         ImageGeneration,
         "openai",
         "OpenAI image generation, billed per image (or per token) to the key's team",
+        False,
+    ),
+    "/v1/embeddings": (
+        EmbeddingsRequest,
+        "openai",
+        "OpenAI embeddings, billed per input token to the key's team (the vectors passed through untouched)",
         False,
     ),
 }
