@@ -58,9 +58,12 @@ BILLING: Mapping[str, Billing] = {
     endpoints.EMBEDDINGS: Billing(each("input"), OPENAI_KINDS),
     # Images, generations: the images branch registers its entry here.
     # Images, edits: the images branch registers its entry here.
-    # Audio transcriptions: the audio branch registers its entry here.
-    # Audio translations: the audio branch registers its entry here.
-    # Audio speech: the audio branch registers its entry here.
+    # Audio transcriptions: seconds of audio.
+    endpoints.AUDIO_TRANSCRIPTIONS: Billing(each("audio_second"), OPENAI_KINDS),
+    # Audio translations: seconds of audio.
+    endpoints.AUDIO_TRANSLATIONS: Billing(each("audio_second"), OPENAI_KINDS),
+    # Audio speech: characters of input.
+    endpoints.AUDIO_SPEECH: Billing(each("input_characters"), OPENAI_KINDS),
     # Batches: the batches branch registers its entry here.
 }
 

@@ -60,6 +60,8 @@ class PriceRecord(TypedDict):
     long_context: NotRequired[LongContextRecord]
     service_tiers: NotRequired[dict[str, PriceRecord]]
     tool_fees: NotRequired[dict[str, str]]
+    audio_second: NotRequired[str]
+    input_characters: NotRequired[str]
 
 
 class LongContextRecord(PriceRecord):
@@ -79,6 +81,8 @@ class UsageRecord(TypedDict):
     cache_write_1h_tokens: NotRequired[int]
     service_tier: NotRequired[str]
     tool_calls: NotRequired[dict[str, int]]  # tool → calls the upstream says it made
+    audio_seconds: NotRequired[int]  # seconds of audio transcribed or translated
+    input_characters: NotRequired[int]  # characters of text spoken (speech)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +116,10 @@ class Price:
     service_tiers: Mapping[str, Price] = field(default_factory=dict)
     tool_fees: Mapping[str, Decimal] = field(default_factory=dict)
     unpriced: frozenset[str] = frozenset()
+    #: USD per second of audio transcribed or translated (unset: the model bills no audio seconds).
+    audio_second: Decimal | None = None
+    #: USD per million characters of text turned into speech (unset: the model bills no characters).
+    input_characters: Decimal | None = None
 
     @property
     def write_1h(self) -> Decimal:
@@ -143,6 +151,8 @@ class Price:
             table.cache_write_1h,
             tool_fees=self.tool_fees,
             unpriced=table.unpriced,
+            audio_second=self.audio_second,
+            input_characters=self.input_characters,
         ), basis
 
     def tables(self, prompt_bound: int, tiers: Collection[str] | None = None) -> list[Price]:
@@ -173,6 +183,10 @@ class Price:
             record["service_tiers"] = {name: tier.as_record() for name, tier in sorted(self.service_tiers.items())}
         if self.tool_fees:
             record["tool_fees"] = {name: str(fee) for name, fee in sorted(self.tool_fees.items())}
+        if self.audio_second is not None:
+            record["audio_second"] = str(self.audio_second)
+        if self.input_characters is not None:
+            record["input_characters"] = str(self.input_characters)
         return record
 
     @classmethod
@@ -190,6 +204,8 @@ class Price:
             service_tiers={name: cls.from_record(tier) for name, tier in (record.get("service_tiers") or {}).items()},
             tool_fees={name: Decimal(fee) for name, fee in (record.get("tool_fees") or {}).items()},
             unpriced=frozenset(name for name in CHAT_RATES if name not in record),
+            audio_second=Decimal(record["audio_second"]) if "audio_second" in record else None,
+            input_characters=Decimal(record["input_characters"]) if "input_characters" in record else None,
         )
 
 
@@ -211,6 +227,9 @@ class TokenUsage:
     cache_write_1h_tokens: int = 0
     service_tier: str = ""
     tool_calls: tuple[tuple[str, int], ...] = ()
+    #: Seconds of audio transcribed or translated, and characters of text spoken (speech).
+    audio_seconds: int = 0
+    input_characters: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -219,6 +238,8 @@ class TokenUsage:
             "cache_write_tokens",
             "cache_hit_tokens",
             "cache_write_1h_tokens",
+            "audio_seconds",
+            "input_characters",
         ):
             _check_count(name, getattr(self, name))
         for tool, calls in self.tool_calls:
@@ -250,6 +271,10 @@ class TokenUsage:
             record["service_tier"] = self.service_tier
         if self.tool_calls:
             record["tool_calls"] = dict(self.tool_calls)
+        if self.audio_seconds:
+            record["audio_seconds"] = self.audio_seconds
+        if self.input_characters:
+            record["input_characters"] = self.input_characters
         return record
 
     @classmethod
@@ -262,6 +287,8 @@ class TokenUsage:
             record.get("cache_write_1h_tokens", 0),
             record.get("service_tier", ""),
             tool_calls_of(record.get("tool_calls") or {}),
+            audio_seconds=record.get("audio_seconds", 0),
+            input_characters=record.get("input_characters", 0),
         )
 
 
@@ -301,9 +328,26 @@ def price_usage(usage: TokenUsage, price: Price, credits_per_usd: Decimal, adjus
         fee = applied.tool_fees.get(tool)
         if fee:  # a tool without a fee in the price is free: the tokens it used are billed as tokens
             parts[f"tool:{tool}"] = calls * fee * 1_000_000 * credits_per_usd
+    parts.update(_media_parts(usage, applied, credits_per_usd))
     if adjustment:
         parts["adjustment"] = sum(parts.values(), Decimal(0)) * adjustment / _HUNDRED
     return Cost(round_up_to_micros(sum(parts.values(), Decimal(0))), parts, applied, basis)
+
+
+def _media_parts(usage: TokenUsage, price: Price, credits_per_usd: Decimal) -> dict[str, Decimal]:
+    """The audio dimensions of a charge: seconds transcribed (USD per second) and characters spoken
+    (USD per million). A quantity without a price raises: never free by accident (the configuration
+    check refuses a model whose endpoints bill one it has no price for)."""
+    parts: dict[str, Decimal] = {}
+    if usage.audio_seconds:
+        if price.audio_second is None:
+            raise ValueError("no price for a second of audio")
+        parts["audio_seconds"] = usage.audio_seconds * price.audio_second * 1_000_000 * credits_per_usd
+    if usage.input_characters:
+        if price.input_characters is None:
+            raise ValueError("no price for characters of speech")
+        parts["input_characters"] = usage.input_characters * price.input_characters * credits_per_usd
+    return parts
 
 
 def cost_in_micros(usage: TokenUsage, price: Price, credits_per_usd: Decimal) -> int:

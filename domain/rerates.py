@@ -105,6 +105,10 @@ def canonical_price(price: Price) -> dict[str, Any]:
     fees = {name: _number(fee) for name, fee in sorted(price.tool_fees.items()) if fee}
     if fees:
         record["tool_fees"] = fees
+    for media in ("audio_second", "input_characters"):
+        rate = getattr(price, media)
+        if rate is not None:
+            record[media] = _number(rate)
     return record
 
 

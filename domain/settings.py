@@ -100,6 +100,13 @@ class Pricing(_Strict, frozen=True):
     #: USD per call of a provider-run tool, by tool (`web_search`, `web_fetch`, `file_search`,
     #: `code_interpreter`), charged per call the upstream reports making, never for declaring the tool.
     tool_fees: dict[str, Decimal] = msgspec.field(default_factory=dict)
+    #: USD per second of audio transcribed or translated, the seconds read from the uploaded file
+    #: (whole, rounded up) or as the upstream reports them; required for `audio.transcriptions` and
+    #: `audio.translations`. OpenAI publishes it per minute: whisper-1's $0.006 is `0.0001`.
+    audio_second: Decimal | None = None
+    #: USD per million characters of `input` turned into speech; required for `audio.speech`
+    #: (OpenAI's tts-1: `15`, tts-1-hd: `30`).
+    input_characters: Decimal | None = None
 
     def to_price(self) -> Price:
         """The price charges use: a token rate the model has no price for is held as 0 and named in
@@ -121,6 +128,8 @@ class Pricing(_Strict, frozen=True):
             },
             dict(self.tool_fees),
             frozenset(name for name, rate in zip(CHAT_RATES, rates, strict=True) if rate is None),
+            audio_second=self.audio_second,
+            input_characters=self.input_characters,
         )
 
 
