@@ -60,9 +60,12 @@ BILLING: Mapping[str, Billing] = {
     endpoints.IMAGES_GENERATIONS: Billing((("images",),), OPENAI_KINDS),
     # Images, edits: as generations.
     endpoints.IMAGES_EDITS: Billing((("images",),), OPENAI_KINDS),
-    # Audio transcriptions: the audio branch registers its entry here.
-    # Audio translations: the audio branch registers its entry here.
-    # Audio speech: the audio branch registers its entry here.
+    # Audio transcriptions: seconds of audio.
+    endpoints.AUDIO_TRANSCRIPTIONS: Billing(each("audio_second"), OPENAI_KINDS),
+    # Audio translations: seconds of audio.
+    endpoints.AUDIO_TRANSLATIONS: Billing(each("audio_second"), OPENAI_KINDS),
+    # Audio speech: characters of input.
+    endpoints.AUDIO_SPEECH: Billing(each("input_characters"), OPENAI_KINDS),
     # Batches: the batches branch registers its entry here.
 }
 

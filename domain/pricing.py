@@ -65,6 +65,8 @@ class PriceRecord(TypedDict):
     image_input: NotRequired[str]
     image_output: NotRequired[str]
     images: NotRequired[dict[str, str]]
+    audio_second: NotRequired[str]
+    input_characters: NotRequired[str]
 
 
 class LongContextRecord(PriceRecord):
@@ -87,6 +89,8 @@ class UsageRecord(TypedDict):
     image_input_tokens: NotRequired[int]
     image_output_tokens: NotRequired[int]
     images: NotRequired[dict[str, int]]  # "SIZE/QUALITY" → images charged at that price
+    audio_seconds: NotRequired[int]  # seconds of audio transcribed or translated
+    input_characters: NotRequired[int]  # characters of text spoken (speech)
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +139,11 @@ class Price:
     def image_output_rate(self) -> Decimal:
         return self.image_output if self.image_output is not None else Decimal(0)
 
+    #: USD per second of audio transcribed or translated (unset: the model bills no audio seconds).
+    audio_second: Decimal | None = None
+    #: USD per million characters of text turned into speech (unset: the model bills no characters).
+    input_characters: Decimal | None = None
+
     @property
     def write_1h(self) -> Decimal:
         """What a 1-hour cache write token costs (the 5-minute rate when no rate of its own is set)."""
@@ -168,6 +177,8 @@ class Price:
             image_output=self.image_output,
             images=self.images,
             unpriced=table.unpriced,
+            audio_second=self.audio_second,
+            input_characters=self.input_characters,
         ), basis
 
     def tables(self, prompt_bound: int, tiers: Collection[str] | None = None) -> list[Price]:
@@ -204,6 +215,10 @@ class Price:
             record["image_output"] = str(self.image_output)
         if self.images:
             record["images"] = {name: str(each) for name, each in sorted(self.images.items())}
+        if self.audio_second is not None:
+            record["audio_second"] = str(self.audio_second)
+        if self.input_characters is not None:
+            record["input_characters"] = str(self.input_characters)
         return record
 
     @classmethod
@@ -224,6 +239,8 @@ class Price:
             image_output=Decimal(record["image_output"]) if "image_output" in record else None,
             images={name: Decimal(each) for name, each in (record.get("images") or {}).items()},
             unpriced=frozenset(name for name in CHAT_RATES if name not in record),
+            audio_second=Decimal(record["audio_second"]) if "audio_second" in record else None,
+            input_characters=Decimal(record["input_characters"]) if "input_characters" in record else None,
         )
 
 
@@ -251,6 +268,9 @@ class TokenUsage:
     image_input_tokens: int = 0
     image_output_tokens: int = 0
     images: tuple[tuple[str, int], ...] = ()
+    #: Seconds of audio transcribed or translated, and characters of text spoken (speech).
+    audio_seconds: int = 0
+    input_characters: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -261,6 +281,8 @@ class TokenUsage:
             "cache_write_1h_tokens",
             "image_input_tokens",
             "image_output_tokens",
+            "audio_seconds",
+            "input_characters",
         ):
             _check_count(name, getattr(self, name))
         for tool, calls in self.tool_calls:
@@ -300,6 +322,10 @@ class TokenUsage:
             record["image_output_tokens"] = self.image_output_tokens
         if self.images:
             record["images"] = dict(self.images)
+        if self.audio_seconds:
+            record["audio_seconds"] = self.audio_seconds
+        if self.input_characters:
+            record["input_characters"] = self.input_characters
         return record
 
     @classmethod
@@ -315,6 +341,8 @@ class TokenUsage:
             record.get("image_input_tokens", 0),
             record.get("image_output_tokens", 0),
             tool_calls_of(record.get("images") or {}),
+            audio_seconds=record.get("audio_seconds", 0),
+            input_characters=record.get("input_characters", 0),
         )
 
 
@@ -359,9 +387,26 @@ def price_usage(usage: TokenUsage, price: Price, credits_per_usd: Decimal, adjus
         if each is None:  # never free by accident: an image is billed at a price of its own or not at all
             raise ValueError(f"no price for a {kind} image")
         parts[f"image:{kind}"] = count * each * 1_000_000 * credits_per_usd
+    parts.update(_media_parts(usage, applied, credits_per_usd))
     if adjustment:
         parts["adjustment"] = sum(parts.values(), Decimal(0)) * adjustment / _HUNDRED
     return Cost(round_up_to_micros(sum(parts.values(), Decimal(0))), parts, applied, basis)
+
+
+def _media_parts(usage: TokenUsage, price: Price, credits_per_usd: Decimal) -> dict[str, Decimal]:
+    """The audio dimensions of a charge: seconds transcribed (USD per second) and characters spoken
+    (USD per million). A quantity without a price raises: never free by accident (the configuration
+    check refuses a model whose endpoints bill one it has no price for)."""
+    parts: dict[str, Decimal] = {}
+    if usage.audio_seconds:
+        if price.audio_second is None:
+            raise ValueError("no price for a second of audio")
+        parts["audio_seconds"] = usage.audio_seconds * price.audio_second * 1_000_000 * credits_per_usd
+    if usage.input_characters:
+        if price.input_characters is None:
+            raise ValueError("no price for characters of speech")
+        parts["input_characters"] = usage.input_characters * price.input_characters * credits_per_usd
+    return parts
 
 
 def cost_in_micros(usage: TokenUsage, price: Price, credits_per_usd: Decimal) -> int:

@@ -118,6 +118,13 @@ class Pricing(_Strict, frozen=True):
     #: `{input, output}`: USD per million image tokens, for image models whose answers report
     #: token usage (gpt-image); unset: images are charged per image from `images`.
     image_tokens: ImageTokenPricing | None = None
+    #: USD per second of audio transcribed or translated, the seconds read from the uploaded file
+    #: (whole, rounded up) or as the upstream reports them; required for `audio.transcriptions` and
+    #: `audio.translations`. OpenAI publishes it per minute: whisper-1's $0.006 is `0.0001`.
+    audio_second: Decimal | None = None
+    #: USD per million characters of `input` turned into speech; required for `audio.speech`
+    #: (OpenAI's tts-1: `15`, tts-1-hd: `30`).
+    input_characters: Decimal | None = None
 
     def to_price(self) -> Price:
         """The price charges use: a token rate the model has no price for is held as 0 and named in
@@ -142,6 +149,8 @@ class Pricing(_Strict, frozen=True):
             image_input=self.image_tokens.input if self.image_tokens is not None else None,
             image_output=self.image_tokens.output if self.image_tokens is not None else None,
             images=dict(self.images),
+            audio_second=self.audio_second,
+            input_characters=self.input_characters,
         )
 
 

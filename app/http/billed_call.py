@@ -195,13 +195,15 @@ class BilledCall(Generic[P]):
         on it); a translated one gets the gateway's, in its own protocol."""
         exc.verbatim = exc.upstream_wire is not None and exc.upstream_wire == self.exchange.passthrough_wire
 
-    async def charge(self, usage: TokenUsage, render: Callable[[dict[str, Any]], bytes]) -> bytes:
+    async def charge(
+        self, usage: TokenUsage, render: Callable[[dict[str, Any]], bytes], content_type: str = "application/json"
+    ) -> bytes:
         """Charge a whole answer; returns its body, which ``render`` makes from the charge's usage
-        fields (and which is stored under the request's Idempotency-Key)."""
+        fields (and which is stored under the request's Idempotency-Key, as ``content_type``)."""
         self.phase = Phase.SETTLED
         with service_refusals_answered():
             _, body = await self._services.billing.charge(
-                self.bill, usage, lambda charge: render(charge.usage_fields())
+                self.bill, usage, lambda charge: render(charge.usage_fields()), content_type=content_type
             )
         if timeline.on:
             timeline.mark("charged", self.bill.record)
@@ -224,6 +226,22 @@ class BilledCall(Generic[P]):
         if timeline.on:
             timeline.mark("charged", self.bill.record)
         return body
+
+    async def charge_delivered(self, usage: TokenUsage, content_type: str) -> None:
+        """Charge an answer relayed as bytes once all of it went out (speech audio): an Idempotency-Key's
+        stored answer is what was sent (``transcript``), as ``content_type``."""
+        self.phase = Phase.SETTLED
+        with service_refusals_answered():
+            await self._services.billing.charge(
+                self.bill,
+                usage,
+                lambda _: b"",
+                prefix=b"".join(self.transcript or ()),
+                content_type=content_type,
+                delivered=True,
+            )
+        if timeline.on:
+            timeline.mark("charged", self.bill.record)
 
     async def settle_partial(self, exc: GatewayError) -> None:
         """The upstream failed mid-stream (``exc``): bill what the client was sent (prompt and output

@@ -26,6 +26,7 @@ is done.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -166,10 +167,11 @@ class Form:
             parts.append(FormField(name, value))
         return Form(parts)
 
-    def encode(self) -> EncodedForm:
-        """The form as a new multipart body, with a random boundary no part can guess; its length is
-        computed first, so the upstream gets a ``content-length`` and no chunked encoding."""
-        boundary = secrets.token_hex(16)
+    def encode(self, boundary: str | None = None) -> EncodedForm:
+        """The form as a new multipart body, with a random boundary no part can guess (or ``boundary``:
+        the same body again, byte for byte); its length is computed first, so the upstream gets a
+        ``content-length`` and no chunked encoding."""
+        boundary = boundary or secrets.token_hex(16)
         heads = [_part_head(boundary, part) for part in self.parts]
         tail = f"--{boundary}--\r\n".encode()
         length = len(tail)
@@ -188,6 +190,19 @@ class Form:
             else:
                 yield head + part.value.encode() + b"\r\n"
         yield tail
+
+    def digest(self) -> bytes:
+        """A SHA-256 of the form's parts (names, values, filenames, types and file bytes, in order):
+        what an Idempotency-Key is compared by, whatever boundary the client chose."""
+        sha = hashlib.sha256()
+        for part in self.parts:
+            sha.update(_part_head("-", part))
+            if isinstance(part, FormFile):
+                for chunk in part.chunks():
+                    sha.update(chunk)
+            else:
+                sha.update(part.value.encode())
+        return sha.digest()
 
     def close(self) -> None:
         for part in self.parts:

@@ -17,6 +17,7 @@ from app.http.interpreter import settle_interpreter
 from app.http.openapi import openapi_config
 from app.http.request_guard import RequestGuard
 from app.http.routes.admin import admin_router
+from app.http.routes.audio import create_speech, create_transcription, create_translation
 from app.http.routes.chat import chat_completions
 from app.http.routes.credits import read_credits, read_key
 from app.http.routes.embeddings import create_embeddings
@@ -119,13 +120,17 @@ _EXCEPTION_HANDLERS: list[tuple[type[Exception], Any]] = [
 ]
 
 
+#: OpenAI's audio endpoints (``app/http/routes/audio.py``).
+AUDIO_ROUTES = [create_transcription, create_translation, create_speech]
+
+
 def create_asgi_app(runtime: Runtime) -> Observed:
     """What uvicorn serves: every request observed (its id, log line and metrics) and held to its
     deadlines (``app/http/request_guard.py``), the generation endpoints straight to their handlers, the
     rest through Litestar."""
     hot = HotPaths(
         create_app(runtime),
-        [chat_completions, create_response, create_message, create_embeddings],
+        [chat_completions, create_response, create_message, create_embeddings, *AUDIO_ROUTES],
         dict(_EXCEPTION_HANDLERS),
     )
     keep = runtime.records.keep if runtime.records is not None else None
@@ -146,6 +151,7 @@ def create_app(runtime: Runtime) -> Litestar:
             read_request,
             chat_completions,
             create_embeddings,
+            *AUDIO_ROUTES,
             create_response,
             create_message,
             count_tokens,

@@ -21,6 +21,8 @@ from domain.pricing import TOKEN_KINDS, Cost, Price, TokenUsage, price_usage
 
 #: A breakdown's token dimension → the usage field that counts it.
 _COUNTED = {dimension: counted for dimension, counted, _ in TOKEN_KINDS}
+#: A breakdown's audio dimension (the usage field that counts it) → what its count is called.
+_MEDIA = {"audio_seconds": "seconds", "input_characters": "characters"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,8 @@ def cost_breakdown(event: TeamLedger.Charged, credits_per_usd: Decimal, cost: Co
             count = ("percent", Decimal(event.adjustment))
         elif dimension.startswith("image:"):
             count = ("images", images.get(dimension.removeprefix("image:"), 0))
+        elif dimension in _MEDIA:
+            count = (_MEDIA[dimension], usage.get(dimension, 0))
         else:
             count = ("calls", calls.get(dimension.removeprefix("tool:"), 0))
         in_credits = credits_from_exact(part)

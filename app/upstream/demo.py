@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from app.errors import UpstreamFailure
+from app.upstream import demo_audio
 from app.upstream.base import Answer, StreamEvent
 from app.upstream.demo_embeddings import embeddings_answer
 from app.upstream.demo_images import demo_images_answer
 from app.upstream.demo_words import demo_tokens
+from app.upstream.media import ByteStream, RawAnswer, Upload
 
 #: The demo's other endpoints: the path under ``/v1`` → the answer to a request's body.
 _ENDPOINTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
@@ -97,6 +99,18 @@ class DemoUpstream:
         if answer is None:
             raise UpstreamFailure(f"The demo upstream does not serve {path}.")
         return Answer.of(answer(body))
+
+    async def post_upload(self, path: str, upload: Upload, headers: dict[str, str] | None = None) -> RawAnswer:
+        """A transcription or translation, answered in process (``app/upstream/demo_audio.py``)."""
+        if path not in ("/audio/transcriptions", "/audio/translations"):
+            raise UpstreamFailure(f"The demo upstream does not serve {path}.")
+        return await demo_audio.transcription(path, upload)
+
+    async def open_bytes(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> ByteStream:
+        """Speech, answered in process as a WAV of silence streamed in chunks."""
+        if path != "/audio/speech":
+            raise UpstreamFailure(f"The demo upstream does not serve {path}.")
+        return demo_audio.DemoSpeech(body)
 
     async def aclose(self) -> None:
         return None

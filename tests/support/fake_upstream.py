@@ -22,8 +22,10 @@ request under ``/cut/...`` is answered 200 and cut off in the middle of the body
 The same server is also a fake of the Anthropic Messages API (``POST
 /v1/messages`` and ``/v1/messages/count_tokens``, see ``tests/support/fake_anthropic.py``;
 point Anthropic clients at ``anthropic_base_url``) and of the OpenAI Responses
-API (``POST /v1/responses``, see ``tests/support/fake_responses.py``), and embeddings (``POST
-/v1/embeddings``, see ``tests/support/fake_embeddings.py``).
+API (``POST /v1/responses``, see ``tests/support/fake_responses.py``), embeddings (``POST /v1/embeddings``, see
+``tests/support/fake_embeddings.py``), image generation and edits (``tests/support/fake_images.py``),
+and of OpenAI's audio endpoints
+(``/v1/audio/transcriptions``, ``/translations``, ``/speech``: ``tests/support/fake_audio.py``).
 
 Run standalone with ``python -m tests.support.fake_upstream --port 9100``.
 """
@@ -385,6 +387,14 @@ class FakeUpstream:
                 from tests.support.fake_images import handle_image_edit, read_form  # lazy: it imports this module
 
                 await handle_image_edit(self.api_key, read_form(raw, headers.get("content-type", "")), headers, send)
+            elif method == "POST" and path in ("/v1/audio/transcriptions", "/v1/audio/translations"):
+                from tests.support.fake_audio import handle_transcription  # lazy: fake_audio imports this module
+
+                await handle_transcription(self.api_key, path, raw, headers, send)
+            elif method == "POST" and path == "/v1/audio/speech":
+                from tests.support.fake_audio import handle_speech  # lazy: fake_audio imports this module
+
+                await handle_speech(self.api_key, raw, headers, send, receive)
             elif path == "/v1/messages" or path.startswith("/v1/messages/"):
                 from tests.support.fake_anthropic import handle_anthropic  # lazy: fake_anthropic imports this module
 
