@@ -18,11 +18,16 @@ from typing import Any
 import msgspec
 from litestar import Request, Response
 
-from app.errors import InvalidRequest, UpstreamFailure
-from app.http.billed_request import Direct
+from app.errors import InsufficientCreditsError, InvalidRequest, UpstreamFailure
+from app.http.attribution import attribution_of
+from app.http.audio_call import Outgoing
+from app.http.billed_call import BilledCall, hold
+from app.http.billed_request import BilledRequest, Direct, HoldSize, OutputAsk, idempotency_of, request_id_of
 from app.http.direct import Affordable, DirectAsk, serve_direct
+from app.http.multipart import Form
 from app.json import encode, object_or
 from app.keys import Principal
+from app.observability.record import current_record
 from app.runtime import Runtime
 from app.upstream import Answer
 from domain import image_pricing
@@ -125,3 +130,48 @@ def _read(answer: Answer) -> ImageAnswer:
         quality if isinstance(quality, str) else None,
         answer.member("usage"),
     )
+
+
+async def serve_image_edit(
+    runtime: Runtime, request: Request[Any, Any, Any], asked: ImageRequest, form: Form
+) -> Response[bytes]:
+    """An edit: held and charged as a generation is (its input images held at their bound for a
+    token-priced model), its form sent upstream as a stream (``app/http/multipart.py``), the
+    deployment's name of the model put in for each attempt. ``asked.raw_body`` is the form's
+    digest, what an Idempotency-Key is compared by whatever boundary the client chose."""
+    services = runtime.billing_services
+    record = current_record()
+    billed = BilledRequest(
+        principal=asked.principal,
+        model=asked.model,
+        protocol="chat",  # OpenAI's error shape; its `user` is the end user
+        upstream_wire=services.upstreams[asked.model.id].wire,
+        endpoint=asked.endpoint,
+        stream=False,
+        request_id=request_id_of(record),
+        idempotency=idempotency_of(request, asked.raw_body),
+        attribution=attribution_of(request, "chat", asked.body),
+        prompt_tokens=asked.ask.prompt_bytes // 4,
+        output=OutputAsk(most=0, requested=0),
+        record=record,
+    )
+    bill = ImageBill(asked.model, asked.ask)
+    quote = services.billing.quote(asked.principal, asked.model)
+    size = HoldSize(worst_case=bill.worst_case(quote), admitted_tokens=asked.ask.prompt_bytes // 4)
+    outgoing = Outgoing(asked.path, asked.body, form)
+    try:
+        call = await hold(services, request, billed, outgoing, size)
+    except InsufficientCreditsError as short:
+        covered = bill.affordable(quote, short.available)
+        raise short.affording_count(covered.name, covered.count, covered.words) from None
+    if not isinstance(call, BilledCall):
+        return call  # the stored answer of the request served before under this Idempotency-Key
+    async with call:
+        call.seal()
+        raw = await call.call_upstream(lambda upstream: upstream.post_upload(outgoing.path, outgoing.upload_for))
+        if not raw.is_json:
+            raise UpstreamFailure("The upstream provider sent an image answer that is not JSON.")
+        answer = Answer(raw.content)
+        usage = bill.usage(answer)
+        body = await call.charge(usage, lambda fields: bill.render(answer, fields))
+    return Response(body, headers=call.headers, media_type="application/json")

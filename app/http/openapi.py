@@ -116,6 +116,30 @@ _GENERATION = {
 }
 
 
+_BINARY = {"type": "string", "format": "binary"}
+#: path → (its multipart form's schema, summary): the endpoints that take uploads.
+_UPLOADS: dict[str, tuple[dict[str, Any], str]] = {
+    "/v1/images/edits": (
+        {
+            "type": "object",
+            "required": ["model", "prompt"],
+            "properties": {
+                "model": {"type": "string"},
+                "prompt": {"type": "string", "maxLength": 32000},
+                "image": _BINARY,
+                "image[]": {"type": "array", "items": _BINARY, "maxItems": 16},
+                "mask": _BINARY,
+                "n": {"type": "integer", "minimum": 1, "maximum": 10},
+                "size": {"type": "string"},
+                "quality": {"type": "string"},
+                "response_format": {"type": "string", "enum": ["url", "b64_json"]},
+            },
+        },
+        "OpenAI image edits (multipart), billed per image (or per token) to the key's team",
+    ),
+}
+
+
 #: (path, method) → the admin request's body; admin handlers read and validate it themselves too.
 _ADMIN_BODIES = {
     ("/admin/teams", "post"): NewTeam,
@@ -185,6 +209,28 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
             }
         )
         operation.pop("parameters", None)  # Litestar's view of the handler's `request` argument
+    for path, (form, summary) in _UPLOADS.items():
+        operation = document.setdefault("paths", {}).setdefault(path, {}).setdefault("post", {})
+        operation.update(
+            {
+                "summary": summary,
+                "description": "A multipart/form-data body; fields not listed are passed to the upstream "
+                "untouched. The answer's `usage` carries `cost` and `remaining` (credits).",
+                "security": [{"bearer": []}, {"x-api-key": []}],
+                "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": form}}},
+                "responses": {
+                    "200": {
+                        "description": "the answer",
+                        "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
+                    },
+                    **{
+                        code: {"description": why, "content": {"application/json": {"schema": _OPENAI_ERROR}}}
+                        for code, why in _ERRORS.items()
+                    },
+                },
+            }
+        )
+        operation.pop("parameters", None)
     for (path, method), struct in _ADMIN_BODIES.items():
         operation = document.get("paths", {}).get(path, {}).get(method)
         if operation is not None:

@@ -22,6 +22,7 @@ from app.http.routes.chat import chat_completions
 from app.http.routes.credits import read_credits, read_key
 from app.http.routes.embeddings import create_embeddings
 from app.http.routes.health import live, ready
+from app.http.routes.image_edits import edit_image
 from app.http.routes.images import create_image
 from app.http.routes.messages import count_tokens, create_message
 from app.http.routes.metrics import metrics
@@ -156,6 +157,7 @@ def create_app(runtime: Runtime) -> Litestar:
             create_message,
             count_tokens,
             create_image,
+            edit_image,
             admin_router,
             *operations,
             dashboard_router,

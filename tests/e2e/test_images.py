@@ -9,6 +9,7 @@ is R × 100 micro-credits per token.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from decimal import Decimal
@@ -53,7 +54,7 @@ GPT_IMAGE = """
 def images_config(directory: Path, upstream: str) -> Path:
     from tests.support.backend import new_database_url
 
-    def model(model_id: str, name: str, pricing: str, table: str, extra: str = "") -> str:
+    def model(model_id: str, name: str, pricing: str, table: str, extra: str = "", served: str = "generations") -> str:
         return f"""
 [[models]]
 id = "{model_id}"
@@ -62,7 +63,7 @@ owned_by = "openai"
 context_window = 32000
 max_output_tokens = 1
 upstream = {{kind = "openai", base_url = "{upstream}", api_key_env = "UPSTREAM_KEY", model = "{name}"}}
-endpoints = ["images.generations"]
+endpoints = [{", ".join(f'"images.{e}"' for e in served.split())}]
 {extra}
 [models.pricing]
 {pricing}
@@ -81,6 +82,15 @@ endpoints = ["images.generations"]
             "gpt-image-1.5",
             "input = 5\noutput = 10\nimage_tokens = {input = 8, output = 32}",
             GPT_IMAGE,
+            served="generations edits",
+        )
+        + model(
+            "dalle-2",
+            "dall-e-2",
+            no_tokens,
+            '"256x256/standard" = 0.016\n"512x512/standard" = 0.018\n"1024x1024/standard" = 0.02',
+            'image_defaults = {size = "1024x1024", quality = "standard"}',
+            served="edits",
         )
         + model(
             "image-1",
@@ -386,3 +396,92 @@ def test_image_requests_count_against_the_keys_rate_limit_and_are_logged(imaging
     assert charged(imaging, team) == [4_000_000]
     line = imaging.access_line(first.headers["x-request-id"])
     assert (line["endpoint"], line["model"], line["status"]) == ("images.generations", "dalle", 200)
+
+
+def edit_requests(fake: FakeUpstream) -> list:
+    return [r for r in fake.requests if r.path == "/v1/images/edits"]
+
+
+def test_an_edit_of_two_images_is_charged_by_its_tokens(
+    imaging: Gateway, image_teams: Teams, fake_upstream: FakeUpstream
+):
+    """gpt-image-1.5 edits two images (323 image tokens each, by the fake) with "make it blue" (3
+    text tokens) into one low 1024x1024 image (272 image tokens): 3 × 5 + 646 × 8 + 272 × 32 =
+    13,887 USD/M, × 100 = 1,388,700 micro-credits. The form reaches the upstream as the client sent
+    it but for the deployment's name of the model, its files byte for byte."""
+    team = image_teams.open("100")
+    answer = client(imaging, team).images.edit(
+        model="image-1.5",
+        image=[("a.png", PNG, "image/png"), ("b.png", PNG * 3, "image/png")],
+        prompt="make it blue",
+        quality="low",
+        size="1024x1024",
+    )
+    usage = answer.to_dict()["usage"]
+    assert usage["input_tokens_details"] == {"image_tokens": 646, "text_tokens": 3}
+    assert cost_micros(usage) == 1_388_700
+    assert usage["cost"]["breakdown"]["image_input"] == {"tokens": 646, "credits": 0.5168, "usd": 0.005168}
+    assert charged(imaging, team) == [1_388_700]
+    form = edit_requests(fake_upstream)[-1].body
+    assert form["model"] == "gpt-image-1.5"
+    assert [image["sha256"] for image in form["image[]"]] == [
+        hashlib.sha256(PNG).hexdigest(),
+        hashlib.sha256(PNG * 3).hexdigest(),
+    ]
+
+
+def test_a_dall_e_2_edit_is_charged_per_image(imaging: Gateway, image_teams: Teams, fake_upstream: FakeUpstream):
+    """Two 1024x1024 images (the default size) at 0.02 USD: 4,000,000 micro-credits; a mask is
+    passed on."""
+    team = image_teams.open("100")
+    answer = client(imaging, team).images.edit(
+        model="dalle-2", image=("a.png", PNG, "image/png"), mask=("m.png", PNG, "image/png"), prompt="a hat", n=2
+    )
+    assert cost_micros(answer.to_dict()["usage"]) == 4_000_000
+    assert answer.to_dict()["usage"]["images"] == 2
+    assert charged(imaging, team) == [4_000_000]
+    assert edit_requests(fake_upstream)[-1].body["mask"]["size"] == len(PNG)
+
+
+def test_an_edit_the_balance_cannot_hold_never_reaches_the_upstream(
+    imaging: Gateway, image_teams: Teams, fake_upstream: FakeUpstream
+):
+    """Two high 1024x1024 edits are held at 2 × 0.133 USD (26.6 credits), plus the prompt's 5 bytes at
+    5 USD/M and the input image at 6,240 image tokens × 8 USD/M (4.992 credits): 31.5945 credits. A
+    team with 20 credits affords one (18.2945)."""
+    team = image_teams.open("20")
+    with pytest.raises(openai.APIStatusError) as refused:
+        client(imaging, team).images.edit(
+            model="image-1.5", image=("a.png", PNG, "image/png"), prompt="sails", quality="high", size="1024x1024", n=2
+        )
+    assert refused.value.status_code == 402
+    assert isinstance(refused.value.body, dict)
+    assert refused.value.body["affordable_n"] == 1
+    assert edit_requests(fake_upstream) == []
+    with pytest.raises(openai.NotFoundError):  # dall-e-3's model here serves generations only
+        client(imaging, team).images.edit(model="dalle", image=("a.png", PNG, "image/png"), prompt="x")
+    with pytest.raises(openai.BadRequestError) as bad:
+        client(imaging, team).images.edit(model="dalle-2", image=("a.png", PNG, "image/png"), prompt="x", size="64x64")  # type: ignore[arg-type]
+    assert isinstance(bad.value.body, dict)
+    assert bad.value.body["param"] == "size"
+    assert charged(imaging, team) == []
+
+
+def test_an_edit_under_an_idempotency_key_is_charged_once(imaging: Gateway, image_teams: Teams):
+    """The same form sent twice under one Idempotency-Key (each with its own boundary, as the SDK
+    makes them): one charge (two 1024x1024 dall-e-2 images, 4 credits), the second answer replayed."""
+    team = image_teams.open("100")
+    sdk = client(imaging, team)
+    sent = [
+        sdk.images.with_raw_response.edit(
+            model="dalle-2",
+            image=("a.png", PNG, "image/png"),
+            prompt="a hat",
+            n=2,
+            extra_headers={"Idempotency-Key": "edit-once"},
+        )
+        for _ in range(2)
+    ]
+    assert sent[1].headers["idempotent-replayed"] == "true"
+    assert json.loads(sent[1].http_response.content) == json.loads(sent[0].http_response.content)
+    assert charged(imaging, team) == [4_000_000]
