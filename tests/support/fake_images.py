@@ -105,7 +105,10 @@ def read_form(raw: bytes, content_type: str) -> dict[str, Any] | None:
         return None
     form: dict[str, Any] = {}
     try:
-        parser = multipart.MultipartParser(io.BytesIO(raw), options["boundary"], len(raw), strict=True)
+        # kept in memory whole (the body already is): a part spooled to a file would be a file left open
+        parser = multipart.MultipartParser(
+            io.BytesIO(raw), options["boundary"], len(raw), strict=True, spool_limit=len(raw) + 1
+        )
         for part in parser:
             if part.filename is None:
                 value: Any = part.value
