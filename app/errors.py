@@ -127,6 +127,8 @@ class InsufficientCreditsError(GatewayError):
         self.needed = needed
         self.available = available
         self.affordable_max_tokens: int | None = None
+        #: For endpoints that generate no tokens: the most of each quantity the balance covers.
+        self.affordable: dict[str, int] = {}
         #: The budget that refused the request, when one did rather than the balance: whose, its
         #: limit and period, what it has left and when it resets (``budget`` in the error body).
         self.budget = budget
@@ -145,10 +147,27 @@ class InsufficientCreditsError(GatewayError):
         told.headers = {**self.headers, "x-tollgate-affordable-max-tokens": str(tokens)}
         return told
 
+    def affording_count(self, name: str, count: int, words: str) -> InsufficientCreditsError:
+        """The refusal of an endpoint that generates no tokens, saying the most of its quantity the
+        balance covers: ``count`` of ``name`` (``input_tokens``: the body's ``affordable_input_tokens``
+        and ``x-tollgate-affordable-input-tokens``), ``words`` naming it in the message ("input tokens")."""
+        what = "the budget's remainder" if self.budget else "the available balance"
+        told = InsufficientCreditsError(
+            f"{self.message} {what[:1].upper()}{what[1:]} covers up to {count} {words}.",
+            needed=self.needed,
+            available=self.available,
+            budget=self.budget,
+        )
+        told.affordable = {**self.affordable, name: count}
+        told.headers = {**self.headers, f"x-tollgate-affordable-{name.replace('_', '-')}": str(count)}
+        return told
+
     def _extended(self, body: dict[str, object]) -> dict[str, object]:
         error: dict[str, object] = body["error"]  # type: ignore[assignment]
         if self.affordable_max_tokens is not None:
             error["affordable_max_tokens"] = self.affordable_max_tokens
+        for name, count in self.affordable.items():
+            error[f"affordable_{name}"] = count
         if self.budget is not None:
             error["budget"] = self.budget
         return body
@@ -175,6 +194,20 @@ class ModelNotFound(GatewayError):
 
     def __init__(self, model: str) -> None:
         super().__init__(f"The model `{model}` does not exist or you do not have access to it.", param="model")
+
+
+class EndpointNotServed(GatewayError):
+    """A configured model asked for at an endpoint it does not serve (``Model.endpoints``): 404, as
+    a model that is not there at all, so a client is never served (or billed) by an endpoint its
+    model has no price for."""
+
+    status = 404
+    type = "invalid_request_error"
+    anthropic_type = "not_found_error"
+    retryable = False
+
+    def __init__(self, model: str, path: str) -> None:
+        super().__init__(f"The model `{model}` does not serve {path}.", param="model", code="model_not_found")
 
 
 class NotFound(GatewayError):

@@ -112,6 +112,8 @@ CLOCK_OFFSET = Bound("a clock offset", Decimal(0), Decimal(31 * 86400), "seconds
 PRICE_RATE = Bound("a price", Decimal(0), Decimal(10_000), "USD per million tokens")
 #: A provider-run tool's fee per call.
 TOOL_FEE = Bound("a tool fee", Decimal(0), Decimal(1_000), "USD per call")
+#: A generated image's price.
+IMAGE_PRICE = Bound("an image price", Decimal(0), Decimal(1_000), "USD per image")
 #: Credits one USD buys.
 CREDITS_PER_USD = Bound("credits_per_usd", Decimal(0), Decimal(100_000), "credits", low_included=False)
 #: A model's context window, its output limit, a long-context threshold.

@@ -1,18 +1,33 @@
-"""The billed endpoints, by the names the ledger records and key restrictions use."""
+"""The billed endpoints, by the names the ledger records, key restrictions and models' `endpoints` use."""
 
 from __future__ import annotations
 
 CHAT = "chat.completions"
 RESPONSES = "responses"
 MESSAGES = "messages"
-#: OpenAI's Batch API (its Files of purpose `batch` too) and Anthropic's message batches.
+EMBEDDINGS = "embeddings"
+IMAGES_GENERATIONS = "images.generations"
+IMAGES_EDITS = "images.edits"
+AUDIO_TRANSCRIPTIONS = "audio.transcriptions"
+AUDIO_TRANSLATIONS = "audio.translations"
+AUDIO_SPEECH = "audio.speech"
 BATCHES = "batches"
+
+#: The endpoints that generate text (chat completions, Responses, Anthropic messages): what a model
+#: serves when its configuration does not say (``Model.endpoints``), as every model did before others.
+GENERATION = (CHAT, RESPONSES, MESSAGES)
 
 #: Name → the path a client calls (``/v1/messages/count_tokens`` belongs to ``messages``).
 ENDPOINT_PATHS = {
     CHAT: "/v1/chat/completions",
     RESPONSES: "/v1/responses",
     MESSAGES: "/v1/messages",
+    EMBEDDINGS: "/v1/embeddings",
+    IMAGES_GENERATIONS: "/v1/images/generations",
+    IMAGES_EDITS: "/v1/images/edits",
+    AUDIO_TRANSCRIPTIONS: "/v1/audio/transcriptions",
+    AUDIO_TRANSLATIONS: "/v1/audio/translations",
+    AUDIO_SPEECH: "/v1/audio/speech",
     BATCHES: "/v1/batches",
 }
 

@@ -11,16 +11,20 @@ from decimal import Decimal
 
 import msgspec
 
+from domain.endpoint_prices import check_endpoint_prices
+from domain.endpoints import GENERATION
 from domain.pricing import Price
 from domain.settings import ConfigError, Pricing, config_error_from
 from domain.settings_checks import check_pricing
 
 
 class PricedModel(msgspec.Struct, frozen=True):
-    """A model's entry in a price list file: its id and its pricing (anything else is ignored)."""
+    """A model's entry in a price list file: its id, its pricing and the endpoints it serves (whose
+    quantities the pricing must price; anything else is ignored)."""
 
     id: str
     pricing: Pricing
+    endpoints: list[str] = msgspec.field(default_factory=lambda: list(GENERATION))
 
 
 class _PriceListFile(msgspec.Struct, frozen=True):
@@ -47,5 +51,6 @@ def parse_price_list(text: str, origin: str) -> dict[str, Price]:
         if model.id in prices:
             fail(f"models[{i}].id", f"duplicate model id {model.id!r}")
         check_pricing(model.pricing, f"models[{i}].pricing", fail)
+        check_endpoint_prices(model.endpoints, model.pricing, f"models[{i}]", fail)
         prices[model.id] = model.pricing.to_price()
     return prices

@@ -38,7 +38,12 @@ TOKEN_KINDS = (
     ("cache_write", "cache_write_tokens", "cache_create"),
     ("cache_write_1h", "cache_write_1h_tokens", "write_1h"),
     ("cache_hit", "cache_hit_tokens", "cache_hit"),
+    ("image_input", "image_input_tokens", "image_input_rate"),
+    ("image_output", "image_output_tokens", "image_output_rate"),
 )
+#: The token rates every price has a place for (``Price``'s first four fields), by their names in a
+#: configuration's ``pricing`` and a price record; a model may leave out those its endpoints never bill.
+CHAT_RATES = ("input", "output", "cache_create", "cache_hit")
 #: Tiers that are the base price whatever the configuration says (how OpenAI and Anthropic name it).
 BASE_TIERS = frozenset({"", "default", "standard", "auto", "standard_only"})
 _HUNDRED = Decimal(100)
@@ -46,18 +51,24 @@ _HUNDRED = Decimal(100)
 
 class PriceRecord(TypedDict):
     """A price as events store it (``Price.as_record``: a charge's rates, a price list entry): every
-    rate a decimal string, so every digit is kept; what is unset is left out."""
+    rate a decimal string, so every digit is kept; what is unset is left out (a token rate too, for a
+    model that serves no endpoint billing it: an embeddings model has no output price)."""
 
-    input: str
-    output: str
-    cache_create: str
-    cache_hit: str
+    input: NotRequired[str]
+    output: NotRequired[str]
+    cache_create: NotRequired[str]
+    cache_hit: NotRequired[str]
     cache_write_1h: NotRequired[str]
     long_context: NotRequired[LongContextRecord]
     service_tiers: NotRequired[dict[str, PriceRecord]]
     tool_fees: NotRequired[dict[str, str]]
     batch_discount: NotRequired[str]
     batch: NotRequired[PriceRecord]
+    image_input: NotRequired[str]
+    image_output: NotRequired[str]
+    images: NotRequired[dict[str, str]]
+    audio_second: NotRequired[str]
+    input_characters: NotRequired[str]
 
 
 class LongContextRecord(PriceRecord):
@@ -77,6 +88,11 @@ class UsageRecord(TypedDict):
     cache_write_1h_tokens: NotRequired[int]
     service_tier: NotRequired[str]
     tool_calls: NotRequired[dict[str, int]]  # tool → calls the upstream says it made
+    image_input_tokens: NotRequired[int]
+    image_output_tokens: NotRequired[int]
+    images: NotRequired[dict[str, int]]  # "SIZE/QUALITY" → images charged at that price
+    audio_seconds: NotRequired[int]  # seconds of audio transcribed or translated
+    input_characters: NotRequired[int]  # characters of text spoken (speech)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +109,13 @@ class Price:
 
     ``service_tiers`` and ``long_context`` hold whole rate tables of their own; a table inside them
     has none of its own tool fees (those are the model's, whatever the tier), and a tier's table may
-    have its own long-context rates."""
+    have its own long-context rates.
+
+    ``unpriced`` names the token rates (of ``CHAT_RATES``) the model has no price for, held as 0 here:
+    a model serving only endpoints that never bill them (an embeddings model has no output price).
+    The configuration check (``domain/endpoint_prices.py``) refuses a model whose endpoints bill a
+    quantity it has no price for, so a 0 held for an unpriced rate is never charged by accident; the
+    record and the model list leave it out rather than show a price of 0."""
 
     input: Decimal
     output: Decimal
@@ -150,6 +172,26 @@ class Price:
             )
 
         return scaled(self)
+    unpriced: frozenset[str] = frozenset()
+    #: USD per million image tokens read (input images) and written (generated images), for image
+    #: models that report token usage (unset: the model bills no image tokens).
+    image_input: Decimal | None = None
+    image_output: Decimal | None = None
+    #: USD per generated image, by ``SIZE/QUALITY`` (``domain/image_pricing.py``).
+    images: Mapping[str, Decimal] = field(default_factory=dict)
+
+    @property
+    def image_input_rate(self) -> Decimal:
+        return self.image_input if self.image_input is not None else Decimal(0)
+
+    @property
+    def image_output_rate(self) -> Decimal:
+        return self.image_output if self.image_output is not None else Decimal(0)
+
+    #: USD per second of audio transcribed or translated (unset: the model bills no audio seconds).
+    audio_second: Decimal | None = None
+    #: USD per million characters of text turned into speech (unset: the model bills no characters).
+    input_characters: Decimal | None = None
 
     @property
     def write_1h(self) -> Decimal:
@@ -180,6 +222,12 @@ class Price:
             table.cache_hit,
             table.cache_write_1h,
             tool_fees=self.tool_fees,
+            image_input=self.image_input,
+            image_output=self.image_output,
+            images=self.images,
+            unpriced=table.unpriced,
+            audio_second=self.audio_second,
+            input_characters=self.input_characters,
         ), basis
 
     def tables(self, prompt_bound: int, tiers: Collection[str] | None = None) -> list[Price]:
@@ -198,12 +246,10 @@ class Price:
 
     def as_record(self) -> PriceRecord:
         """The price as stored in events (strings keep every digit; what is unset is left out)."""
-        record: PriceRecord = {
-            "input": str(self.input),
-            "output": str(self.output),
-            "cache_create": str(self.cache_create),
-            "cache_hit": str(self.cache_hit),
-        }
+        record: PriceRecord = {}
+        for name in CHAT_RATES:
+            if name not in self.unpriced:
+                record[name] = str(getattr(self, name))  # type: ignore[literal-required]
         if self.cache_write_1h is not None:
             record["cache_write_1h"] = str(self.cache_write_1h)
         if self.long_context is not None:
@@ -216,16 +262,26 @@ class Price:
             record["batch_discount"] = str(self.batch_discount)
         if self.batch is not None:
             record["batch"] = self.batch.as_record()
+        if self.image_input is not None:
+            record["image_input"] = str(self.image_input)
+        if self.image_output is not None:
+            record["image_output"] = str(self.image_output)
+        if self.images:
+            record["images"] = {name: str(each) for name, each in sorted(self.images.items())}
+        if self.audio_second is not None:
+            record["audio_second"] = str(self.audio_second)
+        if self.input_characters is not None:
+            record["input_characters"] = str(self.input_characters)
         return record
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Price:
         long_context = record.get("long_context")
         return cls(
-            Decimal(record["input"]),
-            Decimal(record["output"]),
-            Decimal(record["cache_create"]),
-            Decimal(record["cache_hit"]),
+            Decimal(record.get("input", 0)),
+            Decimal(record.get("output", 0)),
+            Decimal(record.get("cache_create", 0)),
+            Decimal(record.get("cache_hit", 0)),
             cache_write_1h=Decimal(record["cache_write_1h"]) if "cache_write_1h" in record else None,
             long_context=LongContext(int(long_context["threshold"]), cls.from_record(long_context))
             if long_context
@@ -234,6 +290,12 @@ class Price:
             tool_fees={name: Decimal(fee) for name, fee in (record.get("tool_fees") or {}).items()},
             batch_discount=Decimal(record["batch_discount"]) if "batch_discount" in record else None,
             batch=cls.from_record(record["batch"]) if record.get("batch") else None,
+            image_input=Decimal(record["image_input"]) if "image_input" in record else None,
+            image_output=Decimal(record["image_output"]) if "image_output" in record else None,
+            images={name: Decimal(each) for name, each in (record.get("images") or {}).items()},
+            unpriced=frozenset(name for name in CHAT_RATES if name not in record),
+            audio_second=Decimal(record["audio_second"]) if "audio_second" in record else None,
+            input_characters=Decimal(record["input_characters"]) if "input_characters" in record else None,
         )
 
 
@@ -246,6 +308,9 @@ class TokenUsage:
     ``cache_write_1h_tokens`` those written for an hour; the prompt as a whole is the sum of the
     four prompt kinds. ``service_tier`` is the tier the upstream says it served the request at
     (``""``: it did not say), and ``tool_calls`` the provider-run tool calls it says it made.
+    An image model's answer adds ``image_input_tokens`` and ``image_output_tokens`` (its text tokens
+    are ``input_tokens`` and ``output_tokens``), or ``images``: the images billed per image, by the
+    ``SIZE/QUALITY`` price they are billed at.
     """
 
     input_tokens: int = 0
@@ -255,6 +320,12 @@ class TokenUsage:
     cache_write_1h_tokens: int = 0
     service_tier: str = ""
     tool_calls: tuple[tuple[str, int], ...] = ()
+    image_input_tokens: int = 0
+    image_output_tokens: int = 0
+    images: tuple[tuple[str, int], ...] = ()
+    #: Seconds of audio transcribed or translated, and characters of text spoken (speech).
+    audio_seconds: int = 0
+    input_characters: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -263,10 +334,16 @@ class TokenUsage:
             "cache_write_tokens",
             "cache_hit_tokens",
             "cache_write_1h_tokens",
+            "image_input_tokens",
+            "image_output_tokens",
+            "audio_seconds",
+            "input_characters",
         ):
             _check_count(name, getattr(self, name))
         for tool, calls in self.tool_calls:
             _check_count(f"tool_calls[{tool!r}]", calls)
+        for kind, count in self.images:
+            _check_count(f"images[{kind!r}]", count)
 
     @property
     def prompt_tokens(self) -> int:
@@ -294,6 +371,16 @@ class TokenUsage:
             record["service_tier"] = self.service_tier
         if self.tool_calls:
             record["tool_calls"] = dict(self.tool_calls)
+        if self.image_input_tokens:
+            record["image_input_tokens"] = self.image_input_tokens
+        if self.image_output_tokens:
+            record["image_output_tokens"] = self.image_output_tokens
+        if self.images:
+            record["images"] = dict(self.images)
+        if self.audio_seconds:
+            record["audio_seconds"] = self.audio_seconds
+        if self.input_characters:
+            record["input_characters"] = self.input_characters
         return record
 
     @classmethod
@@ -306,6 +393,11 @@ class TokenUsage:
             record.get("cache_write_1h_tokens", 0),
             record.get("service_tier", ""),
             tool_calls_of(record.get("tool_calls") or {}),
+            record.get("image_input_tokens", 0),
+            record.get("image_output_tokens", 0),
+            tool_calls_of(record.get("images") or {}),
+            audio_seconds=record.get("audio_seconds", 0),
+            input_characters=record.get("input_characters", 0),
         )
 
 
@@ -350,9 +442,31 @@ def price_usage(usage: TokenUsage, price: Price, credits_per_usd: Decimal, adjus
         fee = applied.tool_fees.get(tool)
         if fee:  # a tool without a fee in the price is free: the tokens it used are billed as tokens
             parts[f"tool:{tool}"] = calls * fee * 1_000_000 * credits_per_usd
+    for kind, count in usage.images:
+        each = applied.images.get(kind)
+        if each is None:  # never free by accident: an image is billed at a price of its own or not at all
+            raise ValueError(f"no price for a {kind} image")
+        parts[f"image:{kind}"] = count * each * 1_000_000 * credits_per_usd
+    parts.update(_media_parts(usage, applied, credits_per_usd))
     if adjustment:
         parts["adjustment"] = sum(parts.values(), Decimal(0)) * adjustment / _HUNDRED
     return Cost(round_up_to_micros(sum(parts.values(), Decimal(0))), parts, applied, basis)
+
+
+def _media_parts(usage: TokenUsage, price: Price, credits_per_usd: Decimal) -> dict[str, Decimal]:
+    """The audio dimensions of a charge: seconds transcribed (USD per second) and characters spoken
+    (USD per million). A quantity without a price raises: never free by accident (the configuration
+    check refuses a model whose endpoints bill one it has no price for)."""
+    parts: dict[str, Decimal] = {}
+    if usage.audio_seconds:
+        if price.audio_second is None:
+            raise ValueError("no price for a second of audio")
+        parts["audio_seconds"] = usage.audio_seconds * price.audio_second * 1_000_000 * credits_per_usd
+    if usage.input_characters:
+        if price.input_characters is None:
+            raise ValueError("no price for characters of speech")
+        parts["input_characters"] = usage.input_characters * price.input_characters * credits_per_usd
+    return parts
 
 
 def cost_in_micros(usage: TokenUsage, price: Price, credits_per_usd: Decimal) -> int:
@@ -402,6 +516,37 @@ def _worst_exact(
     )
     exact = (tokens + fees) * credits_per_usd
     return exact + exact * adjustment / _HUNDRED if adjustment else exact
+
+
+@dataclass(frozen=True, slots=True)
+class Quote:
+    """What a request is priced at now, for its hold: the model's price in force, the credit rate
+    and the team's price adjustment (a percentage). Endpoints other than generation size their
+    holds with it (``Quote.worst_case`` for token-priced ones)."""
+
+    price: Price
+    credits_per_usd: Decimal
+    adjustment: Decimal = Decimal(0)
+
+    def worst_case(self, prompt_tokens: int, output_tokens: int = 0, exposure: Exposure | None = None) -> int:
+        """The most ``prompt_tokens`` and ``output_tokens`` can cost, in micro-credits (no service
+        tier, unless ``exposure`` says which may serve it)."""
+        return worst_case_in_micros(
+            prompt_tokens,
+            output_tokens,
+            self.price,
+            self.credits_per_usd,
+            exposure or _NO_TIER,
+            self.adjustment,
+        )
+
+    def affordable_prompt(self, available: int, ceiling: int) -> int:
+        """The most prompt tokens (up to ``ceiling``) whose worst case ``available`` covers."""
+        return affordable_output_tokens(available, ceiling, self.worst_case)
+
+
+#: A request no service tier may serve (an embedding: only the base price applies).
+_NO_TIER = Exposure(tiers=frozenset())
 
 
 def affordable_output_tokens(available: int, ceiling: int, worst_case: Callable[[int], int]) -> int:

@@ -105,6 +105,16 @@ def canonical_price(price: Price) -> dict[str, Any]:
     fees = {name: _number(fee) for name, fee in sorted(price.tool_fees.items()) if fee}
     if fees:
         record["tool_fees"] = fees
+    for kind in ("image_input", "image_output"):
+        rate = getattr(price, kind)
+        if rate is not None:
+            record[kind] = _number(rate)
+    if price.images:
+        record["images"] = {name: _number(each) for name, each in sorted(price.images.items())}
+    for media in ("audio_second", "input_characters"):
+        rate = getattr(price, media)
+        if rate is not None:
+            record[media] = _number(rate)
     return record
 
 

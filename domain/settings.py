@@ -14,7 +14,8 @@ from decimal import Decimal
 
 import msgspec
 
-from domain.pricing import LongContext, Price
+from domain.endpoints import GENERATION
+from domain.pricing import CHAT_RATES, LongContext, Price
 from domain.settings_checks import check_semantics, deployment_keys
 
 #: The wire protocol each kind speaks. Routes choose pass-through or translation by it, so the
@@ -72,15 +73,31 @@ class TierPricing(RateTable, frozen=True, kw_only=True):
     long_context: LongContextPricing | None = None
 
 
-class Pricing(_Strict, frozen=True):
-    #: USD per million prompt tokens that are neither written to nor read from a prompt cache.
+class ImageTokenPricing(_Strict, frozen=True):
+    """An image model's image-token rates, USD per million tokens (its text tokens are `input` and `output`)."""
+
+    #: USD per million image tokens read: the input images of an edit (`input_tokens_details.image_tokens`).
     input: Decimal
-    #: USD per million output tokens (reasoning included).
+    #: USD per million image tokens generated (`output_tokens_details.image_tokens`, or every output
+    #: token when the answer does not detail them).
     output: Decimal
-    #: USD per million prompt tokens written to the provider's prompt cache (the default, 5-minute lifetime).
-    cache_create: Decimal
-    #: USD per million prompt tokens read from the provider's prompt cache.
-    cache_hit: Decimal
+
+
+class Pricing(_Strict, frozen=True):
+    """A model's prices. Which of them a model must give depends on the endpoints it serves
+    (``domain/endpoint_prices.py``): the four token rates for the generation endpoints, `input` alone
+    for embeddings; a price an endpoint bills that is missing refuses the file."""
+
+    #: USD per million prompt tokens that are neither written to nor read from a prompt cache
+    #: (required for every generation endpoint and `embeddings`).
+    input: Decimal | None = None
+    #: USD per million output tokens (reasoning included); required for the generation endpoints.
+    output: Decimal | None = None
+    #: USD per million prompt tokens written to the provider's prompt cache (the default, 5-minute
+    #: lifetime); required for the generation endpoints.
+    cache_create: Decimal | None = None
+    #: USD per million prompt tokens read from the provider's prompt cache; required for the generation endpoints.
+    cache_hit: Decimal | None = None
     #: USD per million prompt tokens written to the prompt cache for an hour (Anthropic bills them at
     #: 2 × input, against 1.25 × for 5 minutes); unset: billed as `cache_create`.
     cache_write_1h: Decimal | None = None
@@ -99,13 +116,32 @@ class Pricing(_Strict, frozen=True):
     batch_discount: Decimal | None = None
     #: `{input, output, cache_write, cache_hit}`: the rates a batch line is billed at, instead of a discount.
     batch: RateTable | None = None
+    #: USD per generated image by `"SIZE/QUALITY"`, e.g. `{"1024x1024/standard" = 0.04,
+    #: "1024x1792/hd" = 0.12}`: the sizes and qualities the model offers (others: 400). A model billed
+    #: per image is charged from this table; one with `image_tokens` is charged by its tokens and
+    #: held at this table (see Prices: images).
+    images: dict[str, Decimal] = msgspec.field(default_factory=dict)
+    #: `{input, output}`: USD per million image tokens, for image models whose answers report
+    #: token usage (gpt-image); unset: images are charged per image from `images`.
+    image_tokens: ImageTokenPricing | None = None
+    #: USD per second of audio transcribed or translated, the seconds read from the uploaded file
+    #: (whole, rounded up) or as the upstream reports them; required for `audio.transcriptions` and
+    #: `audio.translations`. OpenAI publishes it per minute: whisper-1's $0.006 is `0.0001`.
+    audio_second: Decimal | None = None
+    #: USD per million characters of `input` turned into speech; required for `audio.speech`
+    #: (OpenAI's tts-1: `15`, tts-1-hd: `30`).
+    input_characters: Decimal | None = None
 
     def to_price(self) -> Price:
+        """The price charges use: a token rate the model has no price for is held as 0 and named in
+        ``unpriced`` (the endpoint check guarantees no endpoint the model serves bills it)."""
+        rates: list[Decimal | None] = [self.input, self.output, self.cache_create, self.cache_hit]
+        zero = Decimal(0)
         return Price(
-            self.input,
-            self.output,
-            self.cache_create,
-            self.cache_hit,
+            self.input or zero,
+            self.output or zero,
+            self.cache_create or zero,
+            self.cache_hit or zero,
             self.cache_write_1h,
             _long_context(self.long_context),
             {
@@ -125,6 +161,12 @@ class Pricing(_Strict, frozen=True):
                 self.batch.cache_hit,
                 self.batch.cache_write_1h,
             ),
+            frozenset(name for name, rate in zip(CHAT_RATES, rates, strict=True) if rate is None),
+            image_input=self.image_tokens.input if self.image_tokens is not None else None,
+            image_output=self.image_tokens.output if self.image_tokens is not None else None,
+            images=dict(self.images),
+            audio_second=self.audio_second,
+            input_characters=self.input_characters,
         )
 
 
@@ -161,6 +203,16 @@ class Upstream(_Strict, frozen=True):
     @property
     def wire(self) -> str:
         return UPSTREAM_WIRES.get(self.kind, "chat")
+
+
+class ImageDefaults(_Strict, frozen=True):
+    """What the provider makes of an image request that leaves `size` or `quality` out, or says `auto`."""
+
+    #: The size it then makes (unset: it chooses among the table's sizes, so the hold is the dearest).
+    size: str | None = None
+    #: The quality it then makes (unset: it chooses, held and — unless its answer says which —
+    #: charged at the dearest of the table's qualities).
+    quality: str | None = None
 
 
 class Model(_Strict, frozen=True):
@@ -210,6 +262,19 @@ class Model(_Strict, frozen=True):
     #: of refusing it (400): for clients that ask a fixed large limit of a model they do not know
     #: (LiteLLM asks 128,000).
     clamp_output_to_model: bool = False
+    #: For an image model: `{size, quality}`, what the provider makes when a request leaves them out
+    #: or says `auto` (dall-e-3: `{size = "1024x1024", quality = "standard"}`); each unset one is
+    #: the provider's choice, held at the dearest (see Prices: images).
+    image_defaults: ImageDefaults | None = None
+    #: The endpoints the model serves, by name (`chat.completions`, `responses`, `messages`,
+    #: `embeddings`, ...; see the API reference): a request to another is 404. Its `pricing` must price
+    #: every quantity these endpoints bill, or the file is refused. Unset: the three generation
+    #: endpoints (`chat.completions`, `responses`, `messages`).
+    endpoints: list[str] = msgspec.field(default_factory=lambda: list(GENERATION))
+
+    def serves(self, endpoint: str) -> bool:
+        """Whether a request to ``endpoint`` (its name, ``domain/endpoints.py``) may ask for this model."""
+        return endpoint in self.endpoints
 
     @property
     def price(self) -> Price:
@@ -310,6 +375,17 @@ class Settings(_Strict, frozen=True):
     #: The largest request body in bytes (more: 413, read no further): 64 MiB holds the 50 MB of
     #: images OpenAI takes in one request once base64-encoded; Anthropic takes 32 MB.
     max_request_bytes: int = 64 * 1024 * 1024
+    #: The most parts one multipart/form-data request (an audio or image upload) may carry, its
+    #: text fields and files together (more: 400, read no further). OpenAI's image edits take 16
+    #: images and a dozen fields.
+    max_form_parts: int = 64
+    #: The largest text field of a multipart/form-data request, in bytes (more: 413, read no further);
+    #: the longest OpenAI takes is an image prompt of 32,000 characters.
+    max_form_field_bytes: int = 256 * 1024
+    #: The largest file one multipart/form-data request may upload, in bytes (more: 413, read no
+    #: further). An endpoint may take less: audio at most 25 MiB, as OpenAI does. Files are spooled to
+    #: a temporary file as they arrive (beyond 1 MiB each), never held whole in memory.
+    max_upload_bytes: int = 50 * 1024 * 1024
     #: The most messages (`messages`) or input items (`input`) one request may carry (more: 400);
     #: Anthropic's own limit.
     max_messages: int = 100_000

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from domain.bounds import (
     CONNECTIONS,
     CREDITS_PER_USD,
+    IMAGE_PRICE,
     KEY_FAILURES,
     PRICE_RATE,
     SECONDS,
@@ -23,6 +24,7 @@ from domain.bounds import (
     TOOL_FEE,
     Bound,
 )
+from domain.endpoint_prices import check_endpoint_kinds, check_endpoint_prices
 from domain.pricing import BASE_TIERS
 
 if TYPE_CHECKING:  # the schema imports this module to check what it parsed
@@ -136,6 +138,9 @@ def _check_limits_and_logging(settings: Settings, fail: Fail) -> None:
         fail("max_json_depth", "must be between 8 and 256")
     for name in (
         "max_request_bytes",
+        "max_form_parts",
+        "max_form_field_bytes",
+        "max_upload_bytes",
         "max_messages",
         "max_tools",
         "max_content_parts",
@@ -169,6 +174,8 @@ def _check_model(model: Model, index: int, seen: set[str], fail: Fail) -> None:
     for name in ("context_window", "max_output_tokens"):
         _check_bound(TOKENS, getattr(model, name), f"{key}.{name}", fail)
     check_pricing(model.pricing, f"{key}.pricing", fail)
+    _check_image_defaults(model, key, fail)
+    check_endpoint_prices(model.endpoints, model.pricing, key, fail)
     if model.tokenizer is not None and model.tokenizer not in TOKENIZERS:
         fail(f"{key}.tokenizer", f"unknown tokenizer {model.tokenizer!r}; expected one of {', '.join(TOKENIZERS)}")
     if model.builtin_tools is not None and model.builtin_tools not in BUILTIN_TOOL_POLICIES:
@@ -205,7 +212,7 @@ def check_pricing(pricing: Pricing, key: str, fail: Fail) -> None:
     for where, table in tables:
         for field_name in table.__struct_fields__:
             value = getattr(table, field_name)
-            if isinstance(value, Decimal):
+            if isinstance(value, Decimal):  # a price left unset is the endpoint check's (endpoint_prices.py)
                 _check_bound(PRICE_RATE, value, f"{where}.{field_name}", fail)
     for where, threshold in thresholds:
         _check_bound(TOKENS, threshold, where, fail)
@@ -213,6 +220,42 @@ def check_pricing(pricing: Pricing, key: str, fail: Fail) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", tool):
             fail(f"{key}.tool_fees.{tool}", "a tool is named in lower case, e.g. web_search")
         _check_bound(TOOL_FEE, fee, f"{key}.tool_fees.{tool}", fail)
+    _check_image_prices(pricing, key, fail)
+
+
+def _check_image_prices(pricing: Pricing, key: str, fail: Fail) -> None:
+    """Images are priced by ``SIZE/QUALITY``; a model billed by image tokens has the per-image table
+    its requests are held at."""
+    for kind, each in pricing.images.items():
+        if not _IMAGE_KIND.fullmatch(kind):
+            fail(f"{key}.images.{kind}", 'an image is priced by "SIZE/QUALITY", e.g. "1024x1024/standard"')
+        _check_bound(IMAGE_PRICE, each, f"{key}.images.{kind}", fail)
+    if pricing.image_tokens is not None:
+        if not pricing.images:
+            fail(f"{key}.images", "a model with image_tokens needs its images table too: requests are held at it")
+        for name in ("input", "output"):
+            if getattr(pricing, name) is None:
+                fail(f"{key}.{name}", "required with image_tokens: the answers' text tokens are billed at it")
+        for name in ("input", "output"):
+            _check_bound(PRICE_RATE, getattr(pricing.image_tokens, name), f"{key}.image_tokens.{name}", fail)
+
+
+#: ``SIZE/QUALITY``: a size as OpenAI writes it (``1024x1536``) and a quality (``hd``, ``high``).
+_IMAGE_KIND = re.compile(r"[1-9][0-9]{0,4}x[1-9][0-9]{0,4}/[a-z][a-z0-9_-]{0,31}")
+
+
+def _check_image_defaults(model: Model, key: str, fail: Fail) -> None:
+    """An image model's defaults are among the sizes and qualities its table prices."""
+    if model.image_defaults is None:
+        return
+    kinds = [kind.partition("/") for kind in model.pricing.images]
+    for axis, offered in (("size", {k[0] for k in kinds}), ("quality", {k[2] for k in kinds})):
+        value = getattr(model.image_defaults, axis)
+        if value is not None and value not in offered:
+            fail(
+                f"{key}.image_defaults.{axis}",
+                f"{value!r} is not priced in pricing.images (offered: {', '.join(sorted(offered)) or 'none'})",
+            )
 
 
 def _check_batch_price(pricing: Pricing, key: str, fail: Fail) -> None:
@@ -244,6 +287,7 @@ def _check_deployments(model: Model, index: int, fail: Fail) -> None:
                 f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
                 f"anthropic: messages)",
             )
+    check_endpoint_kinds(model.endpoints, [(where, up.kind) for where, up in deployment_keys(model, index)], key, fail)
     count = len(model.deployments)
     if model.max_attempts is not None and not 1 <= model.max_attempts <= count:
         fail(f"{key}.max_attempts", f"must be between 1 and the number of deployments ({count})")

@@ -116,7 +116,20 @@ def price_text(event: TeamLedger.Charged) -> str:
         for k, v in (("basis", event.basis), ("price_ref", event.price_ref), ("adjustment", event.adjustment))
         if v
     ]
-    extra += [f"{k}={v}" for k, v in event.usage.items() if k in ("cache_write_1h_tokens", "service_tier")]
+    extra += [
+        f"{k}={v}"
+        for k, v in event.usage.items()
+        if k
+        in (
+            "cache_write_1h_tokens",
+            "service_tier",
+            "image_input_tokens",
+            "image_output_tokens",
+            "audio_seconds",
+            "input_characters",
+        )
+    ]
+    extra += [f"images.{kind}={n}" for kind, n in (event.usage.get("images") or {}).items()]
     extra += [f"calls.{tool}={n}" for tool, n in (event.usage.get("tool_calls") or {}).items()]
     return ",".join(rates + extra)
 

@@ -27,16 +27,16 @@ its next stream at once finds it free), and closes the upstream's stream. The re
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 from litestar import Request, Response
 
 from app.errors import GatewayError
 from app.http.answer_head import encoded_headers
-from app.http.billed_request import BilledRequest, HoldSize
+from app.http.billed_request import BilledRequest, HoldSize, Outbound
 from app.http.event_stream import LastChunk
 from app.http.prompt_size import model_rules
 from app.http.refusals import http_error, service_refusals_answered
@@ -46,9 +46,14 @@ from app.observability import timeline
 from app.ratelimit.streams import StreamSlot
 from app.runtime import BillingServices
 from app.tokens.delivered import Delivered
-from app.translate.exchange import Exchange
 from app.upstream import Answer, RawStream
+from app.upstream.fallback import FallbackUpstream
 from domain.pricing import TokenUsage
+
+#: What goes upstream: a generation's :class:`~app.translate.exchange.Exchange`, or another
+#: endpoint's :class:`~app.http.billed_request.Direct` request.
+P = TypeVar("P", bound=Outbound)
+T = TypeVar("T")
 
 
 class Phase(enum.Enum):
@@ -57,11 +62,13 @@ class Phase(enum.Enum):
     SETTLED = "settled"
 
 
-class BilledCall:
+class BilledCall(Generic[P]):
     """A held request on its way to the upstream and back; ``async with`` it to have it settled.
 
     Made by :func:`hold` only, once the hold is placed; the block that enters it must follow the
-    hold with no await in between, so that nothing can come between a hold and its settlement."""
+    hold with no await in between, so that nothing can come between a hold and its settlement.
+    ``exchange`` is what goes upstream (``P``): a generation's exchange, or, for any other endpoint,
+    a :class:`~app.http.billed_request.Direct` request its route sends with :meth:`call_upstream`."""
 
     __slots__ = (
         "_delivered",
@@ -81,7 +88,7 @@ class BilledCall:
         services: BillingServices,
         billed: BilledRequest,
         bill: RequestBill,
-        exchange: Exchange,
+        exchange: P,
         headers: dict[str, str],
         slot: StreamSlot | None,
     ) -> None:
@@ -109,7 +116,7 @@ class BilledCall:
             self._delivered = Delivered(rules, self.billed.prompt_tokens)
         return self._delivered
 
-    async def __aenter__(self) -> BilledCall:
+    async def __aenter__(self) -> BilledCall[P]:
         return self
 
     async def __aexit__(
@@ -129,10 +136,18 @@ class BilledCall:
                 self._stream.close()
 
     async def complete(self) -> Answer:
-        """The upstream's whole answer (a plain request)."""
+        """The upstream's whole answer (a plain generation request)."""
+        return await self.call_upstream(lambda upstream: upstream.complete(self.exchange.body, self.exchange.headers))
+
+    async def call_upstream(self, send: Callable[[FallbackUpstream], Awaitable[T]]) -> T:
+        """What ``send`` gets from the model's upstream (its deployments, with failover): any call
+        that is not a stream (``upstream.post(path, body, headers)`` for a JSON endpoint other than
+        generation). A failure is raised as the upstream's own error when the request went as the
+        client wrote it (``exchange.passthrough_wire``), leaving the call held: the block's exit
+        releases the hold."""
         upstream = self._services.upstreams[self.billed.model.id]
         try:
-            answer = await upstream.complete(self.exchange.body, self.exchange.headers)
+            answer = await send(upstream)
         except GatewayError as exc:
             self._verbatim(exc)
             raise
@@ -180,13 +195,15 @@ class BilledCall:
         on it); a translated one gets the gateway's, in its own protocol."""
         exc.verbatim = exc.upstream_wire is not None and exc.upstream_wire == self.exchange.passthrough_wire
 
-    async def charge(self, usage: TokenUsage, render: Callable[[dict[str, Any]], bytes]) -> bytes:
+    async def charge(
+        self, usage: TokenUsage, render: Callable[[dict[str, Any]], bytes], content_type: str = "application/json"
+    ) -> bytes:
         """Charge a whole answer; returns its body, which ``render`` makes from the charge's usage
-        fields (and which is stored under the request's Idempotency-Key)."""
+        fields (and which is stored under the request's Idempotency-Key, as ``content_type``)."""
         self.phase = Phase.SETTLED
         with service_refusals_answered():
             _, body = await self._services.billing.charge(
-                self.bill, usage, lambda charge: render(charge.usage_fields())
+                self.bill, usage, lambda charge: render(charge.usage_fields()), content_type=content_type
             )
         if timeline.on:
             timeline.mark("charged", self.bill.record)
@@ -209,6 +226,22 @@ class BilledCall:
         if timeline.on:
             timeline.mark("charged", self.bill.record)
         return body
+
+    async def charge_delivered(self, usage: TokenUsage, content_type: str) -> None:
+        """Charge an answer relayed as bytes once all of it went out (speech audio): an Idempotency-Key's
+        stored answer is what was sent (``transcript``), as ``content_type``."""
+        self.phase = Phase.SETTLED
+        with service_refusals_answered():
+            await self._services.billing.charge(
+                self.bill,
+                usage,
+                lambda _: b"",
+                prefix=b"".join(self.transcript or ()),
+                content_type=content_type,
+                delivered=True,
+            )
+        if timeline.on:
+            timeline.mark("charged", self.bill.record)
 
     async def settle_partial(self, exc: GatewayError) -> None:
         """The upstream failed mid-stream (``exc``): bill what the client was sent (prompt and output
@@ -241,15 +274,15 @@ async def hold(
     services: BillingServices,
     request: Request[Any, Any, Any],
     billed: BilledRequest,
-    exchange: Exchange,
+    exchange: P,
     size: HoldSize,
-) -> BilledCall | Response[bytes]:
+) -> BilledCall[P] | Response[bytes]:
     """Take a stream's slot (429 over the concurrent-stream limits), admit the request against its
     rate limits, then hold its worst case (``size``). Returns the held call, or — for an
     Idempotency-Key whose request was served before — its stored answer, charged nothing more. The
     slot goes with the call; refused or replayed, it is given back here."""
     slot = await services.streams.take(billed.principal.key_id) if billed.stream else None
-    held: BilledCall | Response[bytes] | None = None
+    held: BilledCall[P] | Response[bytes] | None = None
     try:
         held = await _admitted_and_held(services, request, billed, exchange, size, slot)
         return held
@@ -262,10 +295,10 @@ async def _admitted_and_held(
     services: BillingServices,
     request: Request[Any, Any, Any],
     billed: BilledRequest,
-    exchange: Exchange,
+    exchange: P,
     size: HoldSize,
     slot: StreamSlot | None,
-) -> BilledCall | Response[bytes]:
+) -> BilledCall[P] | Response[bytes]:
     """Admit the request against its rate limits, then hold it. With an Idempotency-Key, the ledger
     is asked for the key's stored answer against the very team state the hold is decided on
     (``Billing.hold``), so no retry slips between a charge and its stored answer; that answer is

@@ -12,8 +12,8 @@ whom, with how large a prompt and how much output asked.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from litestar import Request
 
@@ -61,6 +61,36 @@ class Generation:
     body: dict[str, Any]
     raw_body: bytes
     output: OutputAsk
+
+
+class Outbound(Protocol):
+    """What goes upstream for a held request, as the billed call (``billed_call.py``) reads it: a
+    generation's :class:`~app.translate.exchange.Exchange`, or a :class:`Direct` request."""
+
+    #: The JSON body sent (its ``model`` becomes each deployment's name for the model).
+    body: dict[str, Any]
+    #: The client's headers forwarded with it (a protocol's version and betas).
+    headers: dict[str, str]
+    #: Whether the answer is a stream (a stream takes one of the key's stream slots).
+    stream: bool
+    #: Whose errors reach the client word for word: the upstream's wire when the body went as the
+    #: client wrote it (None: the gateway's own words).
+    passthrough_wire: str | None
+
+
+@dataclass(slots=True)
+class Direct:
+    """A request to an endpoint other than generation (embeddings, images, ...), sent upstream as
+    the client wrote it but for ``model``: its route calls ``BilledCall.call_upstream`` with it
+    (``upstream.post(direct.path, direct.body, direct.headers)`` for a JSON answer)."""
+
+    #: The upstream's path under its base URL (``/embeddings``).
+    path: str
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+    stream: bool = False
+    #: The endpoints beyond chat are OpenAI's: the upstream's errors go back as it wrote them.
+    passthrough_wire: str | None = "chat"
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,8 @@ from litestar.openapi.plugins import JsonRenderPlugin
 from app.http.routes.admin import KeyModels, NewCredits, NewKey, NewTeam
 from app.http.routes.admin_policies import KeyEndpoints, NewLimits, Suspension
 from app.http.routes.chat import ChatRequest
+from app.http.routes.embeddings import EmbeddingsRequest
+from app.http.routes.images import ImageGeneration
 from app.http.routes.messages import MessagesRequest
 from app.http.routes.responses import ResponsesRequest
 from app.http.schema_page import RedocPage, schema_router
@@ -71,7 +73,7 @@ _ERRORS = {
     "401": "missing, invalid or revoked API key",
     "402": "the team's credits cannot cover the request's worst case",
     "403": "the key may not use this model or endpoint, or the team is suspended",
-    "404": "unknown model",
+    "404": "unknown model, or one that does not serve the endpoint",
     "413": "request body too large",
     "429": "rate limited (see Retry-After)",
     "502": "the upstream failed",
@@ -99,6 +101,42 @@ _GENERATION = {
     "/v1/responses": (ResponsesRequest, "openai", "OpenAI Responses, billed to the key's team", True),
     "/v1/messages": (MessagesRequest, "anthropic", "Anthropic Messages, billed to the key's team", True),
     "/v1/messages/count_tokens": (MessagesRequest, "anthropic", "Anthropic token count (free)", False),
+    "/v1/images/generations": (
+        ImageGeneration,
+        "openai",
+        "OpenAI image generation, billed per image (or per token) to the key's team",
+        False,
+    ),
+    "/v1/embeddings": (
+        EmbeddingsRequest,
+        "openai",
+        "OpenAI embeddings, billed per input token to the key's team (the vectors passed through untouched)",
+        False,
+    ),
+}
+
+
+_BINARY = {"type": "string", "format": "binary"}
+#: path → (its multipart form's schema, summary): the endpoints that take uploads.
+_UPLOADS: dict[str, tuple[dict[str, Any], str]] = {
+    "/v1/images/edits": (
+        {
+            "type": "object",
+            "required": ["model", "prompt"],
+            "properties": {
+                "model": {"type": "string"},
+                "prompt": {"type": "string", "maxLength": 32000},
+                "image": _BINARY,
+                "image[]": {"type": "array", "items": _BINARY, "maxItems": 16},
+                "mask": _BINARY,
+                "n": {"type": "integer", "minimum": 1, "maximum": 10},
+                "size": {"type": "string"},
+                "quality": {"type": "string"},
+                "response_format": {"type": "string", "enum": ["url", "b64_json"]},
+            },
+        },
+        "OpenAI image edits (multipart), billed per image (or per token) to the key's team",
+    ),
 }
 
 
@@ -171,6 +209,28 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
             }
         )
         operation.pop("parameters", None)  # Litestar's view of the handler's `request` argument
+    for path, (form, summary) in _UPLOADS.items():
+        operation = document.setdefault("paths", {}).setdefault(path, {}).setdefault("post", {})
+        operation.update(
+            {
+                "summary": summary,
+                "description": "A multipart/form-data body; fields not listed are passed to the upstream "
+                "untouched. The answer's `usage` carries `cost` and `remaining` (credits).",
+                "security": [{"bearer": []}, {"x-api-key": []}],
+                "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": form}}},
+                "responses": {
+                    "200": {
+                        "description": "the answer",
+                        "content": {"application/json": {"schema": {"type": "object", "additionalProperties": True}}},
+                    },
+                    **{
+                        code: {"description": why, "content": {"application/json": {"schema": _OPENAI_ERROR}}}
+                        for code, why in _ERRORS.items()
+                    },
+                },
+            }
+        )
+        operation.pop("parameters", None)
     for (path, method), struct in _ADMIN_BODIES.items():
         operation = document.get("paths", {}).get(path, {}).get(method)
         if operation is not None:

@@ -34,6 +34,8 @@ from app.translate.exposure import exposure_of
 from app.translate.output_limit import MIN_CLAMPED_OUTPUT, clamp_output
 from domain.pricing import TokenUsage
 
+#: A generation's billed call: what goes upstream is its exchange (passed through or translated).
+GenerationCall = BilledCall[Exchange]
 SSE_HEADERS = {"cache-control": "no-cache", "x-accel-buffering": "no"}
 #: Names the built-in tools taken out of a translated request (each percent-encoded: README, API).
 DROPPED_HEADER = "x-tollgate-dropped-tools"
@@ -87,7 +89,7 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], asked: Genera
 
 async def _held_within_balance(
     services: BillingServices, request: Request[Any, Any, Any], billed: BilledRequest, exchange: Exchange
-) -> BilledCall | Response[bytes]:
+) -> GenerationCall | Response[bytes]:
     """The request held at its worst case. One the balance cannot cover is refused saying the largest
     output limit it covers, or, for a key that opted in (``clamp_output_to_balance``), held and sent
     with its output limit lowered to that, which the answer's ``x-tollgate-output-clamped`` says."""
@@ -95,7 +97,7 @@ async def _held_within_balance(
     prompt_tokens, output = billed.prompt_tokens, billed.output
     exposure = exposure_of(exchange.body, billed.upstream_wire)
 
-    async def held_for(most: int) -> BilledCall | Response[bytes]:
+    async def held_for(most: int) -> GenerationCall | Response[bytes]:
         size = HoldSize(
             worst_case=billing.worst_case(principal, model, prompt_tokens, most, exposure),
             admitted_tokens=prompt_tokens + min(output.requested, most),
@@ -121,14 +123,14 @@ async def _held_within_balance(
     return call
 
 
-async def answer(call: BilledCall) -> Response[bytes] | EventStream:
+async def answer(call: GenerationCall) -> Response[bytes] | EventStream:
     """The held call's answer, streamed or plain as the client asked; settled whatever happens."""
     if call.exchange.stream:
         return await _streamed(call)
     return await _answered(call)
 
 
-async def _answered(call: BilledCall) -> Response[bytes]:
+async def _answered(call: GenerationCall) -> Response[bytes]:
     """A plain request: the upstream's whole answer, decoded, charged, and rendered with its cost."""
     exchange = call.exchange
     async with call:
@@ -143,7 +145,7 @@ async def _answered(call: BilledCall) -> Response[bytes]:
     return Response(body, headers=call.headers, media_type="application/json")
 
 
-async def _streamed(call: BilledCall) -> EventStream:
+async def _streamed(call: GenerationCall) -> EventStream:
     """Start the relay before answering: the upstream's refusal to open the stream is then an
     ordinary error answer, and a started generator is always closed (by the fast path once the answer
     ended, ``app/http/hot_paths.py``; by the event loop's finalizer if nobody iterates it, e.g. the
@@ -156,7 +158,7 @@ async def _streamed(call: BilledCall) -> EventStream:
     return EventStream(first, relay, headers=call.headers)
 
 
-async def _relay(call: BilledCall) -> AsyncGenerator[bytes, None]:
+async def _relay(call: GenerationCall) -> AsyncGenerator[bytes, None]:
     """Relay the upstream's events as the client's frames, as they come, through the exchange's
     stream relay (``app/translate/stream_relay.py``); charge before the final frames, which carry the
     cost. What one read of the upstream brought goes out together, in one write. What the client was

@@ -29,6 +29,10 @@ from app.http.routes.message_batches import (
     message_batch_results,
     retrieve_message_batch,
 )
+from app.http.routes.audio import create_speech, create_transcription, create_translation
+from app.http.routes.embeddings import create_embeddings
+from app.http.routes.image_edits import edit_image
+from app.http.routes.images import create_image
 from app.http.routes.messages import count_tokens, create_message
 from app.http.routes.metrics import metrics
 from app.http.routes.models import ModelListCache, list_models, read_model, speaks_anthropic
@@ -126,11 +130,19 @@ _EXCEPTION_HANDLERS: list[tuple[type[Exception], Any]] = [
 ]
 
 
+#: OpenAI's audio endpoints (``app/http/routes/audio.py``).
+AUDIO_ROUTES = [create_transcription, create_translation, create_speech]
+
+
 def create_asgi_app(runtime: Runtime) -> Observed:
     """What uvicorn serves: every request observed (its id, log line and metrics) and held to its
     deadlines (``app/http/request_guard.py``), the generation endpoints straight to their handlers, the
     rest through Litestar."""
-    hot = HotPaths(create_app(runtime), [chat_completions, create_response, create_message], dict(_EXCEPTION_HANDLERS))
+    hot = HotPaths(
+        create_app(runtime),
+        [chat_completions, create_response, create_message, create_embeddings, *AUDIO_ROUTES],
+        dict(_EXCEPTION_HANDLERS),
+    )
     keep = runtime.records.keep if runtime.records is not None else None
     return Observed(RequestGuard(hot, float(runtime.settings.body_timeout)), keep)
 
@@ -148,6 +160,8 @@ def create_app(runtime: Runtime) -> Litestar:
             read_key,
             read_request,
             chat_completions,
+            create_embeddings,
+            *AUDIO_ROUTES,
             create_response,
             create_message,
             count_tokens,
@@ -165,6 +179,8 @@ def create_app(runtime: Runtime) -> Litestar:
             list_message_batches,
             cancel_message_batch,
             message_batch_results,
+            create_image,
+            edit_image,
             admin_router,
             *operations,
             dashboard_router,

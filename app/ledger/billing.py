@@ -33,7 +33,7 @@ from domain.ledger import (
     InsufficientCredits,
     TeamLedger,
 )
-from domain.pricing import Exposure, TokenUsage, affordable_output_tokens, worst_case_in_micros
+from domain.pricing import Exposure, Quote, TokenUsage, affordable_output_tokens, worst_case_in_micros
 from domain.settings import Model, Settings
 
 log = logging.getLogger("tollgate.billing")
@@ -140,6 +140,11 @@ class Billing:
             exposure,
             principal.adjustment_for(model.id),
         )
+
+    def quote(self, principal: Principal, model: Model) -> Quote:
+        """The price a hold of ``model`` for ``principal`` is sized at now (its price in force, the
+        credit rate, the team's adjustment): what endpoints other than generation size holds with."""
+        return Quote(self._prices.current(model.id), self._credits_per_usd, principal.adjustment_for(model.id))
 
     def affordable(
         self, principal: Principal, model: Model, prompt_bound: int, ceiling: int, exposure: Exposure, available: int

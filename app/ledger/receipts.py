@@ -21,6 +21,8 @@ from domain.pricing import TOKEN_KINDS, Cost, Price, TokenUsage, price_usage
 
 #: A breakdown's token dimension → the usage field that counts it.
 _COUNTED = {dimension: counted for dimension, counted, _ in TOKEN_KINDS}
+#: A breakdown's audio dimension (the usage field that counts it) → what its count is called.
+_MEDIA = {"audio_seconds": "seconds", "input_characters": "characters"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +34,8 @@ class Charge:
     usd: Decimal
     remaining_credits: Decimal
     #: Each dimension billed (``input``, ``output``, ``cache_write``, ``cache_write_1h``,
-    #: ``cache_hit``, ``tool:web_search``, ``adjustment``): what was counted and its exact cost.
+    #: ``cache_hit``, ``image_input``, ``image_output``, ``tool:web_search``, ``image:1024x1024/hd``,
+    #: ``adjustment``): what was counted and its exact cost.
     breakdown: dict[str, dict[str, Any]] = field(default_factory=dict)
     basis: str = ""  # the rates it was billed at: base, tier:NAME, long_context
     price_ref: str = ""  # the price list entry they come from
@@ -84,13 +87,17 @@ def cost_breakdown(event: TeamLedger.Charged, credits_per_usd: Decimal, cost: Co
             Decimal(event.credits_per_usd),
             Decimal(event.adjustment or 0),
         )
-    usage, calls = event.usage, event.usage.get("tool_calls") or {}
+    usage, calls, images = event.usage, event.usage.get("tool_calls") or {}, event.usage.get("images") or {}
     out: dict[str, Any] = {}
     for dimension, part in cost.parts.items():
         if dimension in _COUNTED:
             count: tuple[str, Any] = ("tokens", usage.get(_COUNTED[dimension], 0))
         elif dimension == "adjustment":
             count = ("percent", Decimal(event.adjustment))
+        elif dimension.startswith("image:"):
+            count = ("images", images.get(dimension.removeprefix("image:"), 0))
+        elif dimension in _MEDIA:
+            count = (_MEDIA[dimension], usage.get(dimension, 0))
         else:
             count = ("calls", calls.get(dimension.removeprefix("tool:"), 0))
         in_credits = credits_from_exact(part)

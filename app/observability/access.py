@@ -14,16 +14,18 @@ from typing import Any
 
 from app.observability import metrics, timeline
 from app.observability.record import RequestRecord
+from domain.endpoints import ENDPOINT_PATHS
 from domain.money import format_credits
 
 access_log = logging.getLogger("tollgate.access")
 
-#: Endpoint labels by path: a fixed set, whatever paths clients try.
+#: Endpoint labels by path: a fixed set, whatever paths clients try (every billed endpoint by its
+#: name, ``domain/endpoints.py``).
 _ENDPOINTS = {
-    "/v1/chat/completions": "chat.completions",
-    "/v1/responses": "responses",
-    "/v1/messages": "messages",
+    **{path: name for name, path in ENDPOINT_PATHS.items()},
     "/v1/messages/count_tokens": "messages.count_tokens",
+    "/v1/images/generations": "images.generations",
+    "/v1/images/edits": "images.edits",
     "/v1/models": "models",
     "/metrics": "metrics",
 }

@@ -24,7 +24,7 @@ class AnthropicUpstream(HttpUpstream):
     def __init__(self, base_url: str, api_key: str | None, *, timeout: Timeouts, client: UpstreamClient) -> None:
         headers = {"anthropic-version": DEFAULT_VERSION, **({"x-api-key": api_key} if api_key else {})}
         super().__init__(headers, timeout=timeout, client=client)
-        root = base_url.rstrip("/")
+        root = self._base = base_url.rstrip("/")
         self._url = root + "/v1/messages"
         self._count_url = root + "/v1/messages/count_tokens"
 

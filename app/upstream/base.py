@@ -9,6 +9,7 @@ from typing import Any, Protocol
 import msgspec
 
 from app.errors import UpstreamFailure
+from app.upstream.media import ByteStream, RawAnswer, Upload
 
 _decode = msgspec.json.decode
 
@@ -131,6 +132,19 @@ class Upstream(Protocol):
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> RawStream:
         """Start a streaming answer; raises before the first item if the upstream refuses."""
+        ...
+
+    async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        """A JSON answer from another of the provider's endpoints (``/embeddings``), read whole."""
+        ...
+
+    async def post_upload(self, path: str, upload: Upload, headers: dict[str, str] | None = None) -> RawAnswer:
+        """A multipart upload to another of the provider's endpoints (``/audio/transcriptions``),
+        its whole answer as bytes."""
+        ...
+
+    async def open_bytes(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> ByteStream:
+        """A JSON POST whose answer is relayed as bytes as they come (``/audio/speech``)."""
         ...
 
     async def aclose(self) -> None: ...

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -85,17 +86,19 @@ class UpstreamClient:
         return session, fresh
 
     async def post(
-        self, url: str, content: bytes, headers: dict[str, str], timeouts: Timeouts
+        self, url: str, content: bytes | Callable[[], AsyncIterator[bytes]], headers: dict[str, str], timeouts: Timeouts
     ) -> aiohttp.ClientResponse:
         """POST and return once the status and headers came; the body is left to read. Sent once more,
         on a fresh connection, if it never reached the upstream or its pooled connection died before
-        any byte of an answer came (``app/upstream/connections.py``); never more than once."""
+        any byte of an answer came (``app/upstream/connections.py``); never more than once.
+        ``content``: the body, or what reads a streamed body from its first byte (an upload, sent as
+        it is read, under the ``content-length`` in ``headers``), called once per attempt."""
         pooled, fresh = self._sessions_here()
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect, sock_read=timeouts.read)
         attempt = Attempt()
         token = watched(attempt)
         try:
-            return await pooled.post(url, data=content, headers=headers, allow_redirects=False, timeout=timeout)
+            return await pooled.post(url, data=_data(content), headers=headers, allow_redirects=False, timeout=timeout)
         except FAILURES as exc:
             if not attempt.may_retry(exc):
                 raise transport_failure(exc) from exc
@@ -108,7 +111,7 @@ class UpstreamClient:
         finally:
             unwatched(token)
         try:
-            return await fresh.post(url, data=content, headers=headers, allow_redirects=False, timeout=timeout)
+            return await fresh.post(url, data=_data(content), headers=headers, allow_redirects=False, timeout=timeout)
         except FAILURES as exc:
             raise transport_failure(exc) from exc
 
@@ -118,6 +121,10 @@ class UpstreamClient:
                 with contextlib.suppress(RuntimeError):  # its loop is gone (a test's loop, closed)
                     await session.close()
         self._session = self._fresh = None
+
+
+def _data(content: bytes | Callable[[], AsyncIterator[bytes]]) -> bytes | AsyncIterator[bytes]:
+    return content if isinstance(content, bytes) else content()
 
 
 def _session(connector: aiohttp.BaseConnector) -> aiohttp.ClientSession:

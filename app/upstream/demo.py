@@ -8,20 +8,25 @@ OpenAI-compatible provider would, so costs and balances behave exactly as with a
 from __future__ import annotations
 
 import asyncio
-import re
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from app.errors import UpstreamFailure
+from app.upstream import demo_audio
 from app.upstream.base import Answer, StreamEvent
+from app.upstream.demo_embeddings import embeddings_answer
+from app.upstream.demo_images import demo_images_answer
+from app.upstream.demo_words import demo_tokens
+from app.upstream.media import ByteStream, RawAnswer, Upload
 
-_TOKEN = re.compile(r"\S+\s*")
+#: The demo's other endpoints: the path under ``/v1`` → the answer to a request's body.
+_ENDPOINTS: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "/embeddings": embeddings_answer,
+    "/images/generations": demo_images_answer,
+}
 _GREETING = "Hello from the Tollgate demo model. You said: "
-
-
-def demo_tokens(text: str) -> list[str]:
-    return _TOKEN.findall(text)
 
 
 def _text_of(content: Any) -> str:
@@ -87,6 +92,25 @@ class DemoUpstream:
         chunks.append(chunk({}, finish))
         chunks.append({**base, "choices": [], "usage": usage})
         return _DemoStream(chunks)
+
+    async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        """Another of OpenAI's endpoints, answered in process (``/embeddings``, ``/images/generations``)."""
+        answer = _ENDPOINTS.get(path)
+        if answer is None:
+            raise UpstreamFailure(f"The demo upstream does not serve {path}.")
+        return Answer.of(answer(body))
+
+    async def post_upload(self, path: str, upload: Upload, headers: dict[str, str] | None = None) -> RawAnswer:
+        """A transcription or translation, answered in process (``app/upstream/demo_audio.py``)."""
+        if path not in ("/audio/transcriptions", "/audio/translations"):
+            raise UpstreamFailure(f"The demo upstream does not serve {path}.")
+        return await demo_audio.transcription(path, upload)
+
+    async def open_bytes(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> ByteStream:
+        """Speech, answered in process as a WAV of silence streamed in chunks."""
+        if path != "/audio/speech":
+            raise UpstreamFailure(f"The demo upstream does not serve {path}.")
+        return demo_audio.DemoSpeech(body)
 
     async def aclose(self) -> None:
         return None

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from app.errors import GatewayError
 from app.observability.record import current_record
 from app.upstream.base import Answer, RawStream, Upstream
+from app.upstream.media import ByteStream, RawAnswer, Upload
 
 log = logging.getLogger("tollgate.upstream")
 
@@ -89,6 +90,22 @@ class FallbackUpstream:
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> RawStream:
         """A stream, retried only until a deployment answers with its status; never once it is open."""
         return await self._first_answer(lambda d: d.adapter.open_stream({**body, "model": d.model}, headers))
+
+    async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        """A JSON answer from another endpoint (``/embeddings``), retried whole like ``complete``."""
+        return await self._first_answer(lambda d: d.adapter.post(path, {**body, "model": d.model}, headers))
+
+    async def post_upload(
+        self, path: str, upload_for: Callable[[str], Upload], headers: dict[str, str] | None = None
+    ) -> RawAnswer:
+        """A multipart upload (``/audio/transcriptions``), retried whole like ``complete``:
+        ``upload_for`` makes the body for a deployment's name of the model."""
+        return await self._first_answer(lambda d: d.adapter.post_upload(path, upload_for(d.model), headers))
+
+    async def open_bytes(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> ByteStream:
+        """An answer relayed as bytes (``/audio/speech``), retried only until a deployment answers
+        with its status; never once it is open."""
+        return await self._first_answer(lambda d: d.adapter.open_bytes(path, {**body, "model": d.model}, headers))
 
     async def aclose(self) -> None:
         for deployment in self.deployments:

@@ -13,6 +13,7 @@ from app.errors import GatewayError
 from app.upstream.base import Answer, StreamEvent
 from app.upstream.client import Chunks, Timeouts, TransportFailure, UpstreamClient, close, read_body
 from app.upstream.errors import error_from_exception, error_from_status, error_from_stream_event
+from app.upstream.media import ByteStream, RawAnswer, ResponseBytes, Upload, read_raw
 from app.upstream.sse import SSEParser
 
 _encode = msgspec.json.encode
@@ -22,6 +23,8 @@ _decode = msgspec.json.decode
 class HttpUpstream:
     #: The wire protocol this provider speaks: ``chat``, ``responses`` or ``messages``.
     wire: str
+    #: The provider's URL the endpoints' paths follow (``https://api.openai.com/v1``); set by each adapter.
+    _base: str = ""
 
     def __init__(self, headers: dict[str, str], *, timeout: Timeouts, client: UpstreamClient) -> None:
         self._headers = {"content-type": "application/json", **headers}
@@ -30,6 +33,11 @@ class HttpUpstream:
 
     def _with(self, headers: dict[str, str] | None) -> dict[str, str]:
         return {**self._headers, **headers} if headers else self._headers
+
+    async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        """A JSON POST to one of the provider's endpoints other than generation (``/embeddings``
+        under an OpenAI ``base_url``), its whole answer read as it came (raises ``GatewayError``)."""
+        return await self._post_json(self._base + path, body, headers)
 
     async def _post_json(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> Answer:
         response = await self._send(url, body, self._with(headers))
@@ -47,12 +55,26 @@ class HttpUpstream:
         """Start a streamed POST; an error status is raised before any of the body is read."""
         return await self._send(url, body, {**self._with(headers), "accept": "text/event-stream"})
 
-    async def _send(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> aiohttp.ClientResponse:
+    async def post_upload(self, path: str, upload: Upload, headers: dict[str, str] | None = None) -> RawAnswer:
+        """A multipart upload to one of the provider's endpoints (``/audio/transcriptions``), sent as
+        it is read; its whole answer as bytes, whatever its type (JSON, text, subtitles)."""
+        sent = {**self._with(headers), "content-type": upload.content_type, "content-length": str(upload.length)}
+        return await read_raw(await self._send(self._base + path, upload.chunks, sent))
+
+    async def open_bytes(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> ByteStream:
+        """A JSON POST whose answer is relayed as bytes as they come (``/audio/speech``); an error
+        status is raised before any of it is read."""
+        return ResponseBytes(await self._send(self._base + path, body, self._with(headers)))
+
+    async def _send(
+        self, url: str, body: dict[str, Any] | Callable[[], AsyncIterator[bytes]], headers: dict[str, str]
+    ) -> aiohttp.ClientResponse:
         """POST and wait for the status only, so that a failure before the upstream began answering
         (which another deployment may retry) is told apart from one while it answered (never retried).
         An error status is raised, its body read for the upstream's message; else the body is unread."""
         try:
-            response = await self._client.post(url, _encode(body), headers, self._timeout)
+            content = _encode(body) if isinstance(body, dict) else body
+            response = await self._client.post(url, content, headers, self._timeout)
         except TransportFailure as exc:
             raise error_from_exception(exc) from None
         if response.status >= 400:

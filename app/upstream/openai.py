@@ -43,7 +43,8 @@ class OpenAIUpstream(HttpUpstream):
 
     def __init__(self, base_url: str, api_key: str | None, *, timeout: Timeouts, client: UpstreamClient) -> None:
         super().__init__({"authorization": f"Bearer {api_key}"} if api_key else {}, timeout=timeout, client=client)
-        self._url = base_url.rstrip("/") + self._path
+        self._base = base_url.rstrip("/")
+        self._url = self._base + self._path
 
     async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         answer = await self._post_json(self._url, body, headers)

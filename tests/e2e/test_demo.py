@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import shutil
 import subprocess
 import time
@@ -57,6 +58,12 @@ def test_the_demo_prints_a_working_key_and_a_curl_line(tmp_path):
         )
         assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).endswith("stream please")
         assert "cost" in chunks[-1].usage.model_extra
+
+        # The demo image model: one 1024x1024 standard image (the defaults) at 0.04 USD, 4 credits.
+        image = client.images.generate(model="demo-image", prompt="a lighthouse", response_format="b64_json")
+        assert image.data is not None
+        assert base64.b64decode(image.data[0].b64_json or "").startswith(b"\x89PNG\r\n\x1a\n")
+        assert image.to_dict()["usage"]["cost"]["credits"] == 4
     finally:
         end_server(process)
     assert (tmp_path / "demo.db").exists()

@@ -22,7 +22,10 @@ request under ``/cut/...`` is answered 200 and cut off in the middle of the body
 The same server is also a fake of the Anthropic Messages API (``POST
 /v1/messages`` and ``/v1/messages/count_tokens``, see ``tests/support/fake_anthropic.py``;
 point Anthropic clients at ``anthropic_base_url``) and of the OpenAI Responses
-API (``POST /v1/responses``, see ``tests/support/fake_responses.py``).
+API (``POST /v1/responses``, see ``tests/support/fake_responses.py``), embeddings (``POST /v1/embeddings``, see
+``tests/support/fake_embeddings.py``), image generation and edits (``tests/support/fake_images.py``),
+and of OpenAI's audio endpoints
+(``/v1/audio/transcriptions``, ``/translations``, ``/speech``: ``tests/support/fake_audio.py``).
 
 Run standalone with ``python -m tests.support.fake_upstream --port 9100``.
 """
@@ -347,6 +350,10 @@ class FakeUpstream:
             name = k.decode("latin-1").lower()
             headers[name] = f"{headers[name]}, {v.decode('latin-1')}" if name in headers else v.decode("latin-1")
         method, path = scope["method"], scope["path"]
+        if body is None and headers.get("content-type", "").startswith("multipart/form-data"):
+            from tests.support.fake_images import read_form  # lazy: it imports this module
+
+            body = read_form(raw, headers["content-type"])
         record = RecordedRequest(method, path, headers, body)
         with self._lock:  # record before responding, failures included
             self.requests.append(record)
@@ -368,6 +375,10 @@ class FakeUpstream:
                 await _send_json(send, 200, MODELS)
             elif method == "POST" and path == "/v1/chat/completions":
                 await self._chat(raw, headers, receive, send)
+            elif method == "POST" and path == "/v1/embeddings":
+                from tests.support.fake_embeddings import handle_embeddings  # lazy: it imports this module
+
+                await handle_embeddings(self.api_key, raw, headers, send)
             elif method == "POST" and path == "/v1/responses":
                 from tests.support.fake_responses import handle_responses  # lazy: fake_responses imports this module
 
@@ -376,6 +387,22 @@ class FakeUpstream:
                 await self.batches.handle_messages(self.api_key, method, path, raw, headers, send)
             elif path.startswith(("/v1/files", "/v1/batches")):
                 await self.batches.handle(self.api_key, method, path, raw, headers, send)
+            elif method == "POST" and path == "/v1/images/generations":
+                from tests.support.fake_images import handle_image_generation  # lazy: it imports this module
+
+                await handle_image_generation(self.api_key, raw, headers, send)
+            elif method == "POST" and path == "/v1/images/edits":
+                from tests.support.fake_images import handle_image_edit, read_form  # lazy: it imports this module
+
+                await handle_image_edit(self.api_key, read_form(raw, headers.get("content-type", "")), headers, send)
+            elif method == "POST" and path in ("/v1/audio/transcriptions", "/v1/audio/translations"):
+                from tests.support.fake_audio import handle_transcription  # lazy: fake_audio imports this module
+
+                await handle_transcription(self.api_key, path, raw, headers, send)
+            elif method == "POST" and path == "/v1/audio/speech":
+                from tests.support.fake_audio import handle_speech  # lazy: fake_audio imports this module
+
+                await handle_speech(self.api_key, raw, headers, send, receive)
             elif path == "/v1/messages" or path.startswith("/v1/messages/"):
                 from tests.support.fake_anthropic import handle_anthropic  # lazy: fake_anthropic imports this module
 

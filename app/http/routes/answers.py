@@ -200,6 +200,8 @@ class OpenAIModel(msgspec.Struct):
     context_window: int
     max_output_tokens: int
     capabilities: dict[str, Any]
+    #: The endpoints the model serves, by name (``chat.completions``, ``embeddings``, ...).
+    endpoints: list[str]
     reasoning: dict[str, Any]
     pricing: dict[str, Any]
 

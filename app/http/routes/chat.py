@@ -14,7 +14,7 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from app.errors import InvalidRequest, ModelNotFound
+from app.errors import InvalidRequest
 from app.http.billed_request import Generation, OutputAsk
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
@@ -27,6 +27,7 @@ from app.http.routes.request_body import (
     validate,
 )
 from app.http.routes.request_counts import check_counts
+from app.http.routes.served import served_model
 from app.runtime import Runtime
 from domain import endpoints
 from domain.settings import Settings
@@ -79,9 +80,7 @@ async def chat_completions(request: Request[Any, Any, Any]) -> Response[bytes] |
     principal = await authenticate(request, runtime)
     raw = await request.body()
     body, chat = parse_chat_request(raw, runtime.settings)
-    model = runtime.settings.model(chat.model)
-    if model is None:
-        raise ModelNotFound(chat.model)
+    model = served_model(runtime.settings, chat.model, endpoints.CHAT)
     authorize(principal, model.id, endpoints.CHAT)
     limits = (
         check_output_limit(chat.max_tokens, model, "max_tokens"),

@@ -14,7 +14,7 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from app.errors import InvalidRequest, ModelNotFound
+from app.errors import InvalidRequest
 from app.http.billed_request import Generation, OutputAsk
 from app.http.prompt_size import count_prompt
 from app.http.relay import serve
@@ -28,6 +28,7 @@ from app.http.routes.request_body import (
     validate,
 )
 from app.http.routes.request_counts import check_counts
+from app.http.routes.served import served_model
 from app.json import encode
 from app.keys import Principal
 from app.runtime import Runtime
@@ -56,9 +57,7 @@ async def _read(
     require(body, *required)
     if not isinstance(body.get("messages"), list):
         raise InvalidRequest("messages: expected an array of messages.", param="messages")
-    model = runtime.settings.model(str(body["model"]))
-    if model is None:
-        raise ModelNotFound(str(body["model"]))
+    model = served_model(runtime.settings, str(body["model"]), ENDPOINT)
     authorize(principal, model.id, ENDPOINT)
     return principal, body, model
 

@@ -3,7 +3,9 @@ prices (no auth).
 
 The prices are those the ledger's price list has in force now (``app/ledger/prices.py``): the
 ``pricing`` fields the specification names, and the rest of the price (1-hour cache writes,
-long-context rates, service tiers, tool fees) beside them when the model has it. The list is
+long-context rates, service tiers, tool fees, the prices of other endpoints) beside them when the
+model has it; a rate the model has no price for (an embeddings model's output) is left out, never
+shown as 0. ``endpoints`` names the endpoints the model serves (``Model.endpoints``). The list is
 encoded once and again only when the price list changes (or a scheduled price takes effect).
 
 A request that carries ``anthropic-version`` (Anthropic's SDK always sends it) is answered in
@@ -37,6 +39,7 @@ def model_card(model: Model, default_created: int, price: Price) -> dict[str, An
         "context_window": model.context_window,
         "max_output_tokens": model.max_output_tokens,
         "capabilities": {"vision": model.vision},
+        "endpoints": list(model.endpoints),
         "reasoning": {
             "effort_levels": [{"value": e.value, "display": e.display} for e in model.effort_levels],
             "default_effort_level": model.default_effort_level,

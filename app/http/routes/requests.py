@@ -157,6 +157,7 @@ def _charged(charge: TeamLedger.Charged | None) -> dict[str, Any]:
             "tokens": None,
             "service_tier": None,
             "tool_calls": {},
+            "images": {},
             "price": None,
             "cost": None,
             "total_cost": Decimal(0),
@@ -174,6 +175,10 @@ def _charged(charge: TeamLedger.Charged | None) -> dict[str, Any]:
         "cache_write_1h": int(u.get("cache_write_1h_tokens", 0)),
         "cache_hit": int(u["cache_hit_tokens"]),
     }
+    for kind in ("image_input", "image_output"):  # an image model's image tokens, when it billed some
+        counted = u.get(f"{kind}_tokens")
+        if isinstance(counted, int) and counted:
+            tokens[kind] = counted
     credits_per_usd = Decimal(charge.credits_per_usd)
     return {
         "tokens_prompt": tokens["input"] + tokens["cache_write"] + tokens["cache_write_1h"] + tokens["cache_hit"],
@@ -181,6 +186,7 @@ def _charged(charge: TeamLedger.Charged | None) -> dict[str, Any]:
         "tokens": tokens,
         "service_tier": u.get("service_tier") or None,
         "tool_calls": dict(u.get("tool_calls") or {}),
+        "images": dict(u.get("images") or {}),  # SIZE/QUALITY → images billed per image
         "price": {
             "rates": charge.price,
             "basis": charge.basis or None,

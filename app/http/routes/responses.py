@@ -13,7 +13,6 @@ import msgspec
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from app.errors import ModelNotFound
 from app.http.billed_request import Generation, OutputAsk
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize
@@ -26,6 +25,7 @@ from app.http.routes.request_body import (
     validate,
 )
 from app.http.routes.request_counts import check_counts
+from app.http.routes.served import served_model
 from app.runtime import Runtime
 from domain import endpoints
 
@@ -59,9 +59,7 @@ async def create_response(request: Request[Any, Any, Any]) -> Response[bytes] | 
     require(body, "model", "input")
     parsed = validate(body, ResponsesRequest)
     check_positive(parsed.max_output_tokens, "max_output_tokens")
-    model = runtime.settings.model(parsed.model)
-    if model is None:
-        raise ModelNotFound(parsed.model)
+    model = served_model(runtime.settings, parsed.model, endpoints.RESPONSES)
     authorize(principal, model.id, endpoints.RESPONSES)
     max_output = check_output_limit(parsed.max_output_tokens, model, "max_output_tokens")
     output = OutputAsk(

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from app.tokens import prompt_tokens, rules_for
-from app.upstream.demo import demo_tokens
+from app.upstream.demo_words import demo_tokens
 from domain.pricing import TokenUsage, cost_in_micros
 from tests.support.in_process import InProcessGateway, charge_of, ledger_of, ledger_refusing_writes, team_state
 
