@@ -267,3 +267,13 @@ def test_the_openapi_document_describes_the_endpoint(gateway: Gateway):
     body = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
     assert {"model", "input", "dimensions", "encoding_format", "user"} <= set(body["properties"])
     assert operation["responses"]["402"]["content"]["application/json"]["schema"]["$ref"].endswith("/OpenAIError")
+
+
+def test_the_key_s_request_rate_limit_holds_on_embeddings(gateway: Gateway, teams: Teams):
+    team = teams.open("1", key_rpm=1)
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    client.embeddings.create(model="fake-embedding", input=SEVEN, encoding_format="float")
+    with pytest.raises(openai.RateLimitError) as limited:
+        client.embeddings.create(model="fake-embedding", input=SEVEN, encoding_format="float")
+    assert "retry-after" in limited.value.response.headers
+    assert [-c["amount"] for c in charged(gateway, team)] == [95]
