@@ -23,33 +23,19 @@ import openai
 import pytest
 
 from app.tokens.counting import o200k_text
+from tests.support.embeddings_models import embeddings_model
 from tests.support.fake_embeddings import vector
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.teams import Team, Teams
 
 MICROS = Decimal(1_000_000)
-DEPLOYED = "text-embedding-x"  # the name the upstream knows the model by
 SEVEN = "one two three four five six seven"  # 7 tokens: 7 × 13.5 = 94.5 → 95 micro-credits
-
-
-def embeddings_models(upstream_base_url: str, pricing: str = "{input = 0.135}") -> str:
-    return f"""
-[[models]]
-id = "fake-embedding"
-display_name = "Fake Embedding"
-owned_by = "acme"
-context_window = 8191
-max_output_tokens = 1
-endpoints = ["embeddings"]
-pricing = {pricing}
-upstream = {{kind = "openai", base_url = "{upstream_base_url}", api_key_env = "UPSTREAM_KEY", model = "{DEPLOYED}"}}
-"""
 
 
 def config_with_embeddings(directory: Path, upstream_base_url: str, pricing: str = "{input = 0.135}") -> Path:
     config = write_config(directory, upstream_base_url)
-    config.write_text(config.read_text() + embeddings_models(upstream_base_url, pricing))
+    config.write_text(config.read_text() + embeddings_model(upstream_base_url, pricing))
     return config
 
 
@@ -267,3 +253,13 @@ def test_the_openapi_document_describes_the_endpoint(gateway: Gateway):
     body = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]
     assert {"model", "input", "dimensions", "encoding_format", "user"} <= set(body["properties"])
     assert operation["responses"]["402"]["content"]["application/json"]["schema"]["$ref"].endswith("/OpenAIError")
+
+
+def test_the_key_s_request_rate_limit_holds_on_embeddings(gateway: Gateway, teams: Teams):
+    team = teams.open("1", key_rpm=1)
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    client.embeddings.create(model="fake-embedding", input=SEVEN, encoding_format="float")
+    with pytest.raises(openai.RateLimitError) as limited:
+        client.embeddings.create(model="fake-embedding", input=SEVEN, encoding_format="float")
+    assert "retry-after" in limited.value.response.headers
+    assert [-c["amount"] for c in charged(gateway, team)] == [95]

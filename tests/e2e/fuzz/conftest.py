@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.embeddings_models import embeddings_model
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.fuzz.harness import Ledger, Run, Tally
 from tests.support.fuzz.projection import Positions, ProjectionWatch, behind_at_end
@@ -23,9 +24,9 @@ SUMMARY_ENV = "TOLLGATE_FUZZ_SUMMARY"
 
 @pytest.fixture(scope="session")
 def fuzz_gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
-    gw = Gateway(
-        write_config(tmp_path_factory.mktemp("fuzz"), fake_upstream.base_url, lease_idle_seconds="0.05")
-    ).start()
+    config = write_config(tmp_path_factory.mktemp("fuzz"), fake_upstream.base_url, lease_idle_seconds="0.05")
+    config.write_text(config.read_text() + embeddings_model(fake_upstream.base_url))
+    gw = Gateway(config).start()
     yield gw
     gw.stop()
 

@@ -25,6 +25,7 @@ PATHS = {
     "responses": "/v1/responses",
     "messages": "/v1/messages",
     "count_tokens": "/v1/messages/count_tokens",
+    "embeddings": "/v1/embeddings",
 }
 #: The event that ends a stream, by endpoint (Responses: any of its three endings).
 TERMINAL = {
@@ -33,7 +34,12 @@ TERMINAL = {
     "responses": ("event: response.completed", "event: response.incomplete", "event: response.failed"),
 }
 #: What a whole (not streamed) answer says it is, by endpoint.
-SHAPE = {"chat": ("object", "chat.completion"), "responses": ("object", "response"), "messages": ("type", "message")}
+SHAPE = {
+    "chat": ("object", "chat.completion"),
+    "responses": ("object", "response"),
+    "messages": ("type", "message"),
+    "embeddings": ("object", "list"),
+}
 
 
 def answer_problem(endpoint: str, response: httpx.Response, stream: bool) -> str | None:
