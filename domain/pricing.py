@@ -44,6 +44,8 @@ TOKEN_KINDS = (
 #: The token rates every price has a place for (``Price``'s first four fields), by their names in a
 #: configuration's ``pricing`` and a price record; a model may leave out those its endpoints never bill.
 CHAT_RATES = ("input", "output", "cache_create", "cache_hit")
+#: The rates a price may leave unset, stored only when set (as decimal strings, like every rate).
+OPTIONAL_RATES = ("cache_write_1h", "batch_discount", "image_input", "image_output", "audio_second", "input_characters")
 #: Tiers that are the base price whatever the configuration says (how OpenAI and Anthropic name it).
 BASE_TIERS = frozenset({"", "default", "standard", "auto", "standard_only"})
 _HUNDRED = Decimal(100)
@@ -172,6 +174,7 @@ class Price:
             )
 
         return scaled(self)
+
     unpriced: frozenset[str] = frozenset()
     #: USD per million image tokens read (input images) and written (generated images), for image
     #: models that report token usage (unset: the model bills no image tokens).
@@ -250,28 +253,20 @@ class Price:
         for name in CHAT_RATES:
             if name not in self.unpriced:
                 record[name] = str(getattr(self, name))  # type: ignore[literal-required]
-        if self.cache_write_1h is not None:
-            record["cache_write_1h"] = str(self.cache_write_1h)
+        for name in OPTIONAL_RATES:
+            rate = getattr(self, name)
+            if rate is not None:
+                record[name] = str(rate)  # type: ignore[literal-required]
         if self.long_context is not None:
             record["long_context"] = {"threshold": self.long_context.threshold, **self.long_context.price.as_record()}
         if self.service_tiers:
             record["service_tiers"] = {name: tier.as_record() for name, tier in sorted(self.service_tiers.items())}
         if self.tool_fees:
             record["tool_fees"] = {name: str(fee) for name, fee in sorted(self.tool_fees.items())}
-        if self.batch_discount is not None:
-            record["batch_discount"] = str(self.batch_discount)
         if self.batch is not None:
             record["batch"] = self.batch.as_record()
-        if self.image_input is not None:
-            record["image_input"] = str(self.image_input)
-        if self.image_output is not None:
-            record["image_output"] = str(self.image_output)
         if self.images:
             record["images"] = {name: str(each) for name, each in sorted(self.images.items())}
-        if self.audio_second is not None:
-            record["audio_second"] = str(self.audio_second)
-        if self.input_characters is not None:
-            record["input_characters"] = str(self.input_characters)
         return record
 
     @classmethod

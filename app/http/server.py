@@ -17,11 +17,15 @@ from app.http.interpreter import settle_interpreter
 from app.http.openapi import openapi_config
 from app.http.request_guard import RequestGuard
 from app.http.routes.admin import admin_router
+from app.http.routes.audio import create_speech, create_transcription, create_translation
 from app.http.routes.batches import cancel_batch, create_batch, list_batches, retrieve_batch
 from app.http.routes.chat import chat_completions
 from app.http.routes.credits import read_credits, read_key
+from app.http.routes.embeddings import create_embeddings
 from app.http.routes.files import delete_file, file_content, list_files, retrieve_file, upload_file
 from app.http.routes.health import live, ready
+from app.http.routes.image_edits import edit_image
+from app.http.routes.images import create_image
 from app.http.routes.message_batches import (
     cancel_message_batch,
     create_message_batch,
@@ -29,10 +33,6 @@ from app.http.routes.message_batches import (
     message_batch_results,
     retrieve_message_batch,
 )
-from app.http.routes.audio import create_speech, create_transcription, create_translation
-from app.http.routes.embeddings import create_embeddings
-from app.http.routes.image_edits import edit_image
-from app.http.routes.images import create_image
 from app.http.routes.messages import count_tokens, create_message
 from app.http.routes.metrics import metrics
 from app.http.routes.models import ModelListCache, list_models, read_model, speaks_anthropic

@@ -387,22 +387,8 @@ class FakeUpstream:
                 await self.batches.handle_messages(self.api_key, method, path, raw, headers, send)
             elif path.startswith(("/v1/files", "/v1/batches")):
                 await self.batches.handle(self.api_key, method, path, raw, headers, send)
-            elif method == "POST" and path == "/v1/images/generations":
-                from tests.support.fake_images import handle_image_generation  # lazy: it imports this module
-
-                await handle_image_generation(self.api_key, raw, headers, send)
-            elif method == "POST" and path == "/v1/images/edits":
-                from tests.support.fake_images import handle_image_edit, read_form  # lazy: it imports this module
-
-                await handle_image_edit(self.api_key, read_form(raw, headers.get("content-type", "")), headers, send)
-            elif method == "POST" and path in ("/v1/audio/transcriptions", "/v1/audio/translations"):
-                from tests.support.fake_audio import handle_transcription  # lazy: fake_audio imports this module
-
-                await handle_transcription(self.api_key, path, raw, headers, send)
-            elif method == "POST" and path == "/v1/audio/speech":
-                from tests.support.fake_audio import handle_speech  # lazy: fake_audio imports this module
-
-                await handle_speech(self.api_key, raw, headers, send, receive)
+            elif method == "POST" and path.startswith(("/v1/images/", "/v1/audio/")):
+                await self._media(path, raw, headers, receive, send)
             elif path == "/v1/messages" or path.startswith("/v1/messages/"):
                 from tests.support.fake_anthropic import handle_anthropic  # lazy: fake_anthropic imports this module
 
@@ -411,6 +397,28 @@ class FakeUpstream:
                 await _send_json(send, 404, error_body("Unknown path", "invalid_request_error"))
         except _Reject as r:
             await _send_json(send, r.status, r.body, r.headers)
+
+    async def _media(self, path: str, raw: bytes, headers: dict[str, str], receive: Receive, send: Send) -> None:
+        """OpenAI's image and audio endpoints (``POST``)."""
+        # lazy imports: fake_images and fake_audio import this module
+        if path == "/v1/images/generations":
+            from tests.support.fake_images import handle_image_generation
+
+            await handle_image_generation(self.api_key, raw, headers, send)
+        elif path == "/v1/images/edits":
+            from tests.support.fake_images import handle_image_edit, read_form
+
+            await handle_image_edit(self.api_key, read_form(raw, headers.get("content-type", "")), headers, send)
+        elif path in ("/v1/audio/transcriptions", "/v1/audio/translations"):
+            from tests.support.fake_audio import handle_transcription
+
+            await handle_transcription(self.api_key, path, raw, headers, send)
+        elif path == "/v1/audio/speech":
+            from tests.support.fake_audio import handle_speech
+
+            await handle_speech(self.api_key, raw, headers, send, receive)
+        else:
+            await _send_json(send, 404, error_body("Unknown path", "invalid_request_error"))
 
     async def _chat(self, raw: bytes, headers: dict[str, str], receive: Receive, send: Send) -> None:
         req = openai_request(self.api_key, raw, headers)
