@@ -329,3 +329,34 @@ def test_an_idempotent_transcription_is_charged_once(gateway: Gateway, teams: Te
     ).json()["data"]
     assert lookup["endpoint"] == "audio.transcriptions"
     assert lookup["charged_micros"] == 20_000
+
+
+def test_the_demo_upstream_transcribes_and_speaks(tmp_path: Path):
+    """examples/demo.toml's audio models on the built-in demo upstream: a 2 s WAV transcribed (2 s at
+    its 0.0001 USD a second: 20,000 micro-credits) and 10 characters spoken (15 USD per million:
+    15,000 micro-credits), each charged what it reported."""
+    from tests.support.backend import new_database_url
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
+    config = tmp_path / "demo.toml"
+    config.write_text(example.read_text().replace('"sqlite:///demo.db"', f'"{new_database_url()}"'))
+    demo = Gateway(config).start()
+    teams = Teams(config)
+    try:
+        team = teams.open("10")
+        sdk = client(demo.base_url, team.key)
+        heard = sdk.audio.transcriptions.create(model="demo-whisper", file=("hello.wav", wav(2), "audio/wav"))
+        assert heard.text == "The Tollgate demo transcribed 2 seconds of hello.wav."
+        assert micros(heard.to_dict()["usage"]["cost"]["credits"]) == 20_000
+        with sdk.audio.speech.with_streaming_response.create(
+            model="demo-tts", voice="alloy", input="Hello demo", response_format="wav"
+        ) as spoken:
+            assert micros(spoken.headers["x-tollgate-cost"]) == 15_000
+            audio = spoken.read()
+        with wave.open(io.BytesIO(audio)) as w:
+            assert w.getnframes() == round(8000 * 0.05 * 10)
+        assert sorted(charged(demo, team)) == [15_000, 20_000]
+        assert demo.cli("ledger", "verify", check=False).returncode == 0
+    finally:
+        teams.close()
+        demo.stop()
