@@ -24,7 +24,7 @@ import pytest
 
 from tests.support.fake_audio import SECONDS_PER_CHARACTER, speech_audio
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import UPSTREAM_KEY, Gateway
+from tests.support.gateway import ADMIN_KEY, UPSTREAM_KEY, Gateway
 from tests.support.teams import Team, Teams
 
 pytestmark = pytest.mark.usefixtures("verified_at_the_end")
@@ -360,3 +360,56 @@ def test_the_demo_upstream_transcribes_and_speaks(tmp_path: Path):
     finally:
         teams.close()
         demo.stop()
+
+
+def test_a_key_restricted_to_speech_may_not_transcribe(gateway: Gateway, fake_upstream: FakeUpstream):
+    """A key whose endpoints are `audio.speech` only: speaking is served, transcribing is a 403 that
+    names the endpoint, before the file is read or anything held; the metrics count both by endpoint."""
+    gateway.cli("team", "create", "speech-only", "--credits", "5")
+    key = gateway.cli("key", "create", "--team", "speech-only", "--endpoints", "audio.speech").stdout.splitlines()[-1]
+    sdk = client(gateway.base_url, key)
+    with sdk.audio.speech.with_streaming_response.create(model="tts", voice="alloy", input="hi") as spoken:
+        assert spoken.read()
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        sdk.audio.transcriptions.create(model="whisper", file=("a.wav", wav(1), "audio/wav"))
+    assert "/v1/audio/transcriptions" in refused.value.message
+    assert [r.path for r in fake_upstream.requests] == ["/v1/audio/speech"]
+    metrics = httpx.get(gateway.root_url + "/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}).text
+    assert 'endpoint="audio.speech"' in metrics
+    assert 'endpoint="audio.transcriptions"' in metrics
+
+
+HOSTILE_FORMS = [
+    (
+        b"multipart/form-data; boundary=b",
+        b'--b\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n\r\nRIFF',
+    ),
+    (b"multipart/form-data; boundary=b", b"--b\r\n" + b"X" * 10_000 + b"\r\n\r\nx\r\n--b--\r\n"),
+    (b"multipart/form-data; boundary=b", b'--b\r\nContent-Disposition: form-data; name="a"\r\n\r\nx\r\n' * 500),
+    (b"multipart/form-data; boundary=b", b"".join(b"--b\r\nH%d: v\r\n" % i for i in range(50)) + b"\r\nx\r\n--b--\r\n"),
+    (b"multipart/form-data; boundary=" + b"b" * 2000, b"--" + b"b" * 2000 + b"--\r\n"),
+    (b"multipart/form-data; boundary=b", b"--b--\r\n"),
+    (b"multipart/form-data; boundary=b", b"\xff\xfe" * 1000),
+    (b'multipart/form-data; boundary=""', b"--\r\n"),
+    (b"text/plain", b"hello"),
+    (
+        b"multipart/form-data; boundary=b",
+        b'--b\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper\r\n'
+        b'--b\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\n'
+        + wav(1)[:30]
+        + b"\r\n--b--\r\n",
+    ),
+]
+
+
+@pytest.mark.parametrize("path", ["/audio/transcriptions", "/audio/translations", "/audio/speech"])
+def test_hostile_bodies_get_a_clear_4xx_never_a_5xx(gateway: Gateway, teams: Teams, path: str):
+    """Truncated, oversized, malformed and mistyped bodies: each a 4xx in OpenAI's shape, nothing held."""
+    team = teams.open("1")
+    with httpx.Client(base_url=gateway.base_url, headers={"authorization": f"Bearer {team.key}"}) as http:
+        for content_type, body in HOSTILE_FORMS:
+            answer = http.post(path, content=body, headers={"content-type": content_type.decode("latin-1")})
+            assert 400 <= answer.status_code < 500, (content_type, body[:60], answer.status_code, answer.text)
+            assert answer.json()["error"]["message"]
+    gateway.wait_until_nothing_held(team.name)
+    assert charged(gateway, team) == []
