@@ -413,3 +413,19 @@ def test_hostile_bodies_get_a_clear_4xx_never_a_5xx(gateway: Gateway, teams: Tea
             assert answer.json()["error"]["message"]
     gateway.wait_until_nothing_held(team.name)
     assert charged(gateway, team) == []
+
+
+def test_speech_the_client_leaves_is_not_charged(gateway: Gateway, teams: Teams):
+    """4,000 characters make 3.2 MB of audio; the client reads its first bytes and hangs up: the
+    hold (6,000,000 micro-credits) is released, nothing charged."""
+    team = teams.open("10")
+    request = {"model": "tts", "voice": "alloy", "input": "x" * 4000, "response_format": "wav"}
+    with (
+        httpx.Client(base_url=gateway.base_url, headers={"authorization": f"Bearer {team.key}"}) as http,
+        http.stream("POST", "/audio/speech", json=request) as answer,
+    ):
+        assert answer.status_code == 200
+        assert micros(answer.headers["x-tollgate-cost"]) == 6_000_000
+        assert next(answer.iter_bytes())
+    gateway.wait_until_nothing_held(team.name)
+    assert charged(gateway, team) == []
