@@ -24,6 +24,7 @@ from app.http.openapi_audio import document_audio
 from app.http.routes.admin import KeyModels, NewCredits, NewKey, NewTeam
 from app.http.routes.admin_policies import KeyEndpoints, NewLimits, Suspension
 from app.http.routes.chat import ChatRequest
+from app.http.routes.embeddings import EmbeddingsRequest
 from app.http.routes.messages import MessagesRequest
 from app.http.routes.responses import ResponsesRequest
 from app.http.schema_page import RedocPage, schema_router
@@ -72,7 +73,7 @@ _ERRORS = {
     "401": "missing, invalid or revoked API key",
     "402": "the team's credits cannot cover the request's worst case",
     "403": "the key may not use this model or endpoint, or the team is suspended",
-    "404": "unknown model",
+    "404": "unknown model, or one that does not serve the endpoint",
     "413": "request body too large",
     "429": "rate limited (see Retry-After)",
     "502": "the upstream failed",
@@ -100,6 +101,12 @@ _GENERATION = {
     "/v1/responses": (ResponsesRequest, "openai", "OpenAI Responses, billed to the key's team", True),
     "/v1/messages": (MessagesRequest, "anthropic", "Anthropic Messages, billed to the key's team", True),
     "/v1/messages/count_tokens": (MessagesRequest, "anthropic", "Anthropic token count (free)", False),
+    "/v1/embeddings": (
+        EmbeddingsRequest,
+        "openai",
+        "OpenAI embeddings, billed per input token to the key's team (the vectors passed through untouched)",
+        False,
+    ),
 }
 
 

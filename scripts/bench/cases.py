@@ -1,10 +1,11 @@
-"""What the benchmark asks: four requests, each sent as is to the upstream (direct), to the bare
+"""What the benchmark asks: five requests, each sent as is to the upstream (direct), to the bare
 proxy (the floor) and to Tollgate.
 
 The same bytes go to all three, so the only difference is what sits in between. The cross-protocol
 case is a chat request for a model behind an Anthropic upstream: Tollgate translates it both ways,
 while the floor (which cannot translate) and the direct call send it to the upstream's own chat
-endpoint — so its Tollgate/floor ratio is what translation costs on top of everything else.
+endpoint — so its Tollgate/floor ratio is what translation costs on top of everything else. The
+embeddings case's answer is large (100 vectors of 1,536 floats): what passing it through costs.
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-GPT, CLAUDE = "bench-gpt", "bench-claude"
+GPT, CLAUDE, EMBEDDING = "bench-gpt", "bench-claude", "bench-embedding"
+#: The embeddings case's answer: this many inputs, each a vector of this many floats (OpenAI's
+#: text-embedding-3-small): 1,536 × 100 floats, about 2 MB of JSON the gateway must pass through.
+EMBEDDING_INPUTS, EMBEDDING_DIMENSIONS = 100, 1536
 SYSTEM = "You are a helpful assistant. Answer in one short sentence."
 QUESTION = "Why do toll roads keep a ledger of every car that passes through?"
 
@@ -63,5 +67,15 @@ CASES = {
             anthropic=True,
         ),
         Case("cross", "chat completions → anthropic (translated)", "/v1/chat/completions", _chat(CLAUDE)),
+        Case(
+            "embeddings",
+            f"embeddings, {EMBEDDING_INPUTS} inputs × {EMBEDDING_DIMENSIONS} floats → openai",
+            "/v1/embeddings",
+            {
+                "model": EMBEDDING,
+                "input": [f"{QUESTION} ({i})" for i in range(EMBEDDING_INPUTS)],
+                "encoding_format": "float",
+            },
+        ),
     )
 }

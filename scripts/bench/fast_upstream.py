@@ -3,7 +3,8 @@
 Every answer is rendered once, at start, to the exact bytes sent: an OpenAI chat completion (with
 ``usage``), a 20-chunk OpenAI stream (final usage chunk and ``[DONE]``: the gateway always asks for
 ``stream_options.include_usage``), an Anthropic message and its stream (``message_start`` …
-``message_stop``, with usage), and ``/v1/models``. Serving a request is parsing it with httptools
+``message_stop``, with usage), an embeddings answer of 100 vectors × 1,536 floats, and
+``/v1/models``. Serving a request is parsing it with httptools
 and one ``transport.write``: a raw ``asyncio.Protocol`` on uvloop, no framework, so that one core
 answers well over 10,000 requests/s (the benchmark measures and prints that rate on every run).
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import re
 import signal
 import socket
@@ -26,6 +28,8 @@ from typing import cast
 
 import httptools
 import uvloop
+
+from scripts.bench.cases import EMBEDDING_DIMENSIONS, EMBEDDING_INPUTS
 
 WORDS = [f" word{i}" for i in range(20)]  # the 20 streamed chunks, one token each
 TEXT = "".join(WORDS)
@@ -173,6 +177,27 @@ def anthropic_stream() -> bytes:
     return _sse_response(events)
 
 
+def embeddings() -> bytes:
+    """OpenAI's embeddings answer for the benchmark's 100 inputs: floats written as OpenAI writes
+    them (about ten significant digits, e.g. -0.0069292835)."""
+    rng = random.Random(1536)
+    data = [
+        {
+            "object": "embedding",
+            "index": i,
+            "embedding": [float(f"{rng.gauss(0, 0.03):.10f}") for _ in range(EMBEDDING_DIMENSIONS)],
+        }
+        for i in range(EMBEDDING_INPUTS)
+    ]
+    tokens = EMBEDDING_INPUTS * 16
+    usage = {"prompt_tokens": tokens, "total_tokens": tokens}
+    return _response(
+        "200 OK",
+        "application/json",
+        _json({"object": "list", "data": data, "model": "text-embedding-x", "usage": usage}),
+    )
+
+
 def models() -> bytes:
     return _response(
         "200 OK",
@@ -194,6 +219,7 @@ ANSWERS: dict[bytes, tuple[bytes, bytes]] = {
     b"/v1/chat/completions": (chat_completion(), chat_stream()),
     b"/v1/messages": (anthropic_message(), anthropic_stream()),
     b"/v1/models": (models(), models()),
+    b"/v1/embeddings": (embeddings(), embeddings()),
 }
 NOT_FOUND = _response("404 Not Found", "application/json", b'{"error":{"message":"not found","type":"not_found"}}')
 

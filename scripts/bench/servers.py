@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from scripts.bench.cases import CLAUDE, GPT
+from scripts.bench.cases import CLAUDE, EMBEDDING, GPT
 from scripts.bench.procstat import process_tree
 
 UPSTREAM_KEY_ENV = "BENCH_UPSTREAM_KEY"
@@ -147,8 +147,25 @@ upstream = {{kind = "{kind}", base_url = "{base}", api_key_env = "{env}", model 
         (
             model.format(id=GPT, kind="openai", base=upstream.url + "/v1", env=UPSTREAM_KEY_ENV, name="gpt-x"),
             model.format(id=CLAUDE, kind="anthropic", base=upstream.url, env=UPSTREAM_KEY_ENV, name="claude-x"),
+            _EMBEDDING_MODEL.format(
+                id=EMBEDDING, base=upstream.url + "/v1", env=UPSTREAM_KEY_ENV, name="text-embedding-x"
+            ),
         )
     )
+
+
+#: The embeddings case's model: it serves embeddings only, priced per input token.
+_EMBEDDING_MODEL = """
+[[models]]
+id = "{id}"
+display_name = "{id}"
+owned_by = "bench"
+context_window = 8191
+max_output_tokens = 1
+endpoints = ["embeddings"]
+pricing = {{input = 0.02}}
+upstream = {{kind = "openai", base_url = "{base}", api_key_env = "{env}", model = "{name}"}}
+"""
 
 
 def run_cli(config: Path, *args: str) -> str:

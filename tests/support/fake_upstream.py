@@ -22,8 +22,10 @@ request under ``/cut/...`` is answered 200 and cut off in the middle of the body
 The same server is also a fake of the Anthropic Messages API (``POST
 /v1/messages`` and ``/v1/messages/count_tokens``, see ``tests/support/fake_anthropic.py``;
 point Anthropic clients at ``anthropic_base_url``) and of the OpenAI Responses
-API (``POST /v1/responses``, see ``tests/support/fake_responses.py``), and of OpenAI's audio endpoints
-(``/v1/audio/transcriptions``, ``/translations``, ``/speech``: ``tests/support/fake_audio.py``).
+API (``POST /v1/responses``, see ``tests/support/fake_responses.py``), and embeddings (``POST
+/v1/embeddings``, see ``tests/support/fake_embeddings.py``), and
+OpenAI's audio endpoints (``/v1/audio/transcriptions``, ``/translations``, ``/speech``:
+``tests/support/fake_audio.py``).
 
 Run standalone with ``python -m tests.support.fake_upstream --port 9100``.
 """
@@ -365,6 +367,10 @@ class FakeUpstream:
                 await _send_json(send, 200, MODELS)
             elif method == "POST" and path == "/v1/chat/completions":
                 await self._chat(raw, headers, receive, send)
+            elif method == "POST" and path == "/v1/embeddings":
+                from tests.support.fake_embeddings import handle_embeddings  # lazy: it imports this module
+
+                await handle_embeddings(self.api_key, raw, headers, send)
             elif method == "POST" and path == "/v1/responses":
                 from tests.support.fake_responses import handle_responses  # lazy: fake_responses imports this module
 

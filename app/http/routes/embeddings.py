@@ -14,9 +14,10 @@ back from them (``app/upstream/base.Answer``), so the vectors' bytes are copied,
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
+import msgspec
 from litestar import Request, Response, post
 
 from app.errors import InvalidRequest, UpstreamFailure
@@ -24,7 +25,7 @@ from app.http.billed_request import Direct
 from app.http.direct import Affordable, DirectAsk, serve_direct
 from app.http.prompt_size import THREAD_ABOVE_BYTES, model_rules
 from app.http.routes.auth import authenticate, authorize
-from app.http.routes.request_body import read_json_object, require
+from app.http.routes.request_body import check_positive, read_json_object, require, validate
 from app.http.routes.served import served_model
 from app.runtime import Runtime
 from app.tokens.counting import Rules
@@ -32,11 +33,23 @@ from app.translate.answers import render_passed
 from app.upstream import Answer
 from domain import endpoints
 from domain.pricing import Quote, TokenUsage
-from domain.settings import Model
+from domain.settings import Model, Settings
 
 #: The most inputs one request may carry (OpenAI's own limit).
 MAX_INPUTS = 2048
-ENCODING_FORMATS = ("float", "base64")
+
+
+class EmbeddingsRequest(msgspec.Struct):
+    """The fields Tollgate itself reads of an embeddings request; every other field passes through
+    untouched. ``input``: a string, an array of strings, an array of token ids or an array of
+    token-id arrays (at most 2,048 inputs, none empty)."""
+
+    model: str
+    input: str | list[Any]
+    dimensions: int | None = None
+    encoding_format: Literal["float", "base64"] | None = None
+    #: The end user the charge is attributed to.
+    user: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,16 +95,13 @@ def _is_token(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**32
 
 
-def check_options(body: dict[str, Any]) -> None:
-    """``dimensions`` a positive integer, ``encoding_format`` one of OpenAI's, ``user`` a string."""
-    dimensions = body.get("dimensions")
-    if dimensions is not None and (not isinstance(dimensions, int) or isinstance(dimensions, bool) or dimensions < 1):
-        raise InvalidRequest(f"Invalid 'dimensions': expected an integer >= 1, got {dimensions!r}.", param="dimensions")
-    encoding = body.get("encoding_format")
-    if encoding is not None and encoding not in ENCODING_FORMATS:
-        raise InvalidRequest(
-            f"Invalid 'encoding_format': expected one of {', '.join(ENCODING_FORMATS)}.", param="encoding_format"
-        )
+def parse_embeddings_request(raw: bytes, settings: Settings) -> tuple[dict[str, Any], EmbeddingsRequest]:
+    """The body, its fields' types checked (``dimensions`` at least 1), or a 400 in OpenAI's shape."""
+    body = read_json_object(raw, settings.max_json_depth)
+    require(body, "model", "input")
+    request = validate(body, EmbeddingsRequest)
+    check_positive(request.dimensions, "dimensions")
+    return body, request
 
 
 def count_inputs(inputs: EmbeddingsInput, rules: Rules, context_window: int) -> int:
@@ -144,13 +154,9 @@ async def create_embeddings(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
     raw = await request.body()
-    body = read_json_object(raw, runtime.settings.max_json_depth)
-    require(body, "model", "input")
-    if not isinstance(body["model"], str):
-        raise InvalidRequest("Invalid 'model': expected a string.", param="model")
-    inputs = read_inputs(body["input"])
-    check_options(body)
-    model = served_model(runtime.settings, body["model"], endpoints.EMBEDDINGS)
+    body, parsed = parse_embeddings_request(raw, runtime.settings)
+    inputs = read_inputs(parsed.input)
+    model = served_model(runtime.settings, parsed.model, endpoints.EMBEDDINGS)
     authorize(principal, model.id, endpoints.EMBEDDINGS)
     rules = model_rules(model, runtime.upstreams[model.id].wire)
     if len(raw) > THREAD_ABOVE_BYTES:  # a large batch is counted off the event loop
