@@ -20,6 +20,7 @@ from litestar import Request
 from litestar.openapi.config import OpenAPIConfig
 from litestar.openapi.plugins import JsonRenderPlugin
 
+from app.http.openapi_audio import document_audio
 from app.http.routes.admin import KeyModels, NewCredits, NewKey, NewTeam
 from app.http.routes.admin_policies import KeyEndpoints, NewLimits, Suspension
 from app.http.routes.chat import ChatRequest
@@ -242,6 +243,7 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
         answer = document.get("paths", {}).get(path, {}).get("get", {}).get("responses", {}).get("200")
         if answer is not None:
             answer["content"] = copy.deepcopy(_STATEMENT_CONTENT)
+    document_audio(document, _OPENAI_ERROR)
     for path, item in document.get("paths", {}).items():
         for method, operation in item.items():
             if isinstance(operation, dict):

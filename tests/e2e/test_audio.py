@@ -24,7 +24,7 @@ import pytest
 
 from tests.support.fake_audio import SECONDS_PER_CHARACTER, speech_audio
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import UPSTREAM_KEY, Gateway
+from tests.support.gateway import ADMIN_KEY, UPSTREAM_KEY, Gateway
 from tests.support.teams import Team, Teams
 
 pytestmark = pytest.mark.usefixtures("verified_at_the_end")
@@ -329,3 +329,103 @@ def test_an_idempotent_transcription_is_charged_once(gateway: Gateway, teams: Te
     ).json()["data"]
     assert lookup["endpoint"] == "audio.transcriptions"
     assert lookup["charged_micros"] == 20_000
+
+
+def test_the_demo_upstream_transcribes_and_speaks(tmp_path: Path):
+    """examples/demo.toml's audio models on the built-in demo upstream: a 2 s WAV transcribed (2 s at
+    its 0.0001 USD a second: 20,000 micro-credits) and 10 characters spoken (15 USD per million:
+    15,000 micro-credits), each charged what it reported."""
+    from tests.support.backend import new_database_url
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "demo.toml"
+    config = tmp_path / "demo.toml"
+    config.write_text(example.read_text().replace('"sqlite:///demo.db"', f'"{new_database_url()}"'))
+    demo = Gateway(config).start()
+    teams = Teams(config)
+    try:
+        team = teams.open("10")
+        sdk = client(demo.base_url, team.key)
+        heard = sdk.audio.transcriptions.create(model="demo-whisper", file=("hello.wav", wav(2), "audio/wav"))
+        assert heard.text == "The Tollgate demo transcribed 2 seconds of hello.wav."
+        assert micros(heard.to_dict()["usage"]["cost"]["credits"]) == 20_000
+        with sdk.audio.speech.with_streaming_response.create(
+            model="demo-tts", voice="alloy", input="Hello demo", response_format="wav"
+        ) as spoken:
+            assert micros(spoken.headers["x-tollgate-cost"]) == 15_000
+            audio = spoken.read()
+        with wave.open(io.BytesIO(audio)) as w:
+            assert w.getnframes() == round(8000 * 0.05 * 10)
+        assert sorted(charged(demo, team)) == [15_000, 20_000]
+        assert demo.cli("ledger", "verify", check=False).returncode == 0
+    finally:
+        teams.close()
+        demo.stop()
+
+
+def test_a_key_restricted_to_speech_may_not_transcribe(gateway: Gateway, fake_upstream: FakeUpstream):
+    """A key whose endpoints are `audio.speech` only: speaking is served, transcribing is a 403 that
+    names the endpoint, before the file is read or anything held; the metrics count both by endpoint."""
+    gateway.cli("team", "create", "speech-only", "--credits", "5")
+    key = gateway.cli("key", "create", "--team", "speech-only", "--endpoints", "audio.speech").stdout.splitlines()[-1]
+    sdk = client(gateway.base_url, key)
+    with sdk.audio.speech.with_streaming_response.create(model="tts", voice="alloy", input="hi") as spoken:
+        assert spoken.read()
+    with pytest.raises(openai.PermissionDeniedError) as refused:
+        sdk.audio.transcriptions.create(model="whisper", file=("a.wav", wav(1), "audio/wav"))
+    assert "/v1/audio/transcriptions" in refused.value.message
+    assert [r.path for r in fake_upstream.requests] == ["/v1/audio/speech"]
+    metrics = httpx.get(gateway.root_url + "/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}).text
+    assert 'endpoint="audio.speech"' in metrics
+    assert 'endpoint="audio.transcriptions"' in metrics
+
+
+HOSTILE_FORMS = [
+    (
+        b"multipart/form-data; boundary=b",
+        b'--b\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n\r\nRIFF',
+    ),
+    (b"multipart/form-data; boundary=b", b"--b\r\n" + b"X" * 10_000 + b"\r\n\r\nx\r\n--b--\r\n"),
+    (b"multipart/form-data; boundary=b", b'--b\r\nContent-Disposition: form-data; name="a"\r\n\r\nx\r\n' * 500),
+    (b"multipart/form-data; boundary=b", b"".join(b"--b\r\nH%d: v\r\n" % i for i in range(50)) + b"\r\nx\r\n--b--\r\n"),
+    (b"multipart/form-data; boundary=" + b"b" * 2000, b"--" + b"b" * 2000 + b"--\r\n"),
+    (b"multipart/form-data; boundary=b", b"--b--\r\n"),
+    (b"multipart/form-data; boundary=b", b"\xff\xfe" * 1000),
+    (b'multipart/form-data; boundary=""', b"--\r\n"),
+    (b"text/plain", b"hello"),
+    (
+        b"multipart/form-data; boundary=b",
+        b'--b\r\nContent-Disposition: form-data; name="model"\r\n\r\nwhisper\r\n'
+        b'--b\r\nContent-Disposition: form-data; name="file"; filename="a.wav"\r\n\r\n'
+        + wav(1)[:30]
+        + b"\r\n--b--\r\n",
+    ),
+]
+
+
+@pytest.mark.parametrize("path", ["/audio/transcriptions", "/audio/translations", "/audio/speech"])
+def test_hostile_bodies_get_a_clear_4xx_never_a_5xx(gateway: Gateway, teams: Teams, path: str):
+    """Truncated, oversized, malformed and mistyped bodies: each a 4xx in OpenAI's shape, nothing held."""
+    team = teams.open("1")
+    with httpx.Client(base_url=gateway.base_url, headers={"authorization": f"Bearer {team.key}"}) as http:
+        for content_type, body in HOSTILE_FORMS:
+            answer = http.post(path, content=body, headers={"content-type": content_type.decode("latin-1")})
+            assert 400 <= answer.status_code < 500, (content_type, body[:60], answer.status_code, answer.text)
+            assert answer.json()["error"]["message"]
+    gateway.wait_until_nothing_held(team.name)
+    assert charged(gateway, team) == []
+
+
+def test_speech_the_client_leaves_is_not_charged(gateway: Gateway, teams: Teams):
+    """4,000 characters make 3.2 MB of audio; the client reads its first bytes and hangs up: the
+    hold (6,000,000 micro-credits) is released, nothing charged."""
+    team = teams.open("10")
+    request = {"model": "tts", "voice": "alloy", "input": "x" * 4000, "response_format": "wav"}
+    with (
+        httpx.Client(base_url=gateway.base_url, headers={"authorization": f"Bearer {team.key}"}) as http,
+        http.stream("POST", "/audio/speech", json=request) as answer,
+    ):
+        assert answer.status_code == 200
+        assert micros(answer.headers["x-tollgate-cost"]) == 6_000_000
+        assert next(answer.iter_bytes())
+    gateway.wait_until_nothing_held(team.name)
+    assert charged(gateway, team) == []
