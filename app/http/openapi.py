@@ -244,11 +244,37 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
         if answer is not None:
             answer["content"] = copy.deepcopy(_STATEMENT_CONTENT)
     document_audio(document, _OPENAI_ERROR)
+    _document_batch_answers(document)
     for path, item in document.get("paths", {}).items():
         for method, operation in item.items():
             if isinstance(operation, dict):
                 _document_errors(path, method, operation)
     return document
+
+
+#: The Files and Batch APIs' routes (OpenAI's and Anthropic's), whose answers are JSON objects of the
+#: providers' shapes; but the two that stream a file as it is (JSON Lines).
+_BATCH_PREFIXES = ("/v1/files", "/v1/batches", "/v1/messages/batches")
+_FILE_STREAMS = {
+    "/v1/files/{file_id}/content": "application/octet-stream",
+    "/v1/messages/batches/{batch_id}/results": "application/binary",  # what Anthropic's API and SDK say
+}
+
+
+def _document_batch_answers(document: dict[str, Any]) -> None:
+    """What Litestar says of a handler answering ``Response[bytes]`` (a string) replaced by what these
+    routes send: a JSON object, or the file's lines."""
+    for path, item in document.get("paths", {}).items():
+        if not path.startswith(_BATCH_PREFIXES):
+            continue
+        for operation in item.values():
+            answer = operation.get("responses", {}).get("200") if isinstance(operation, dict) else None
+            if answer is None:
+                continue
+            if path in _FILE_STREAMS:
+                answer["content"] = {_FILE_STREAMS[path]: {"schema": copy.deepcopy(_BINARY)}}
+            else:
+                answer["content"] = {"application/json": {"schema": {"type": "object", "additionalProperties": True}}}
 
 
 def _document_errors(path: str, method: str, operation: dict[str, Any]) -> None:

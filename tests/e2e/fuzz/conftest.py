@@ -16,6 +16,7 @@ from tests.support.fake_upstream import FakeUpstream
 from tests.support.fuzz.harness import Ledger, Run, Tally
 from tests.support.fuzz.projection import Positions, ProjectionWatch, behind_at_end
 from tests.support.gateway import Gateway, write_config
+from tests.support.spend_models import spend_models
 from tests.support.teams import Team, Teams
 
 #: Where the run's tally is written as JSON when set (scripts/fuzz.py reads it).
@@ -25,7 +26,9 @@ SUMMARY_ENV = "TOLLGATE_FUZZ_SUMMARY"
 @pytest.fixture(scope="session")
 def fuzz_gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
     config = write_config(tmp_path_factory.mktemp("fuzz"), fake_upstream.base_url, lease_idle_seconds="0.05")
-    config.write_text(config.read_text() + embeddings_model(fake_upstream.base_url))
+    config.write_text(
+        config.read_text() + embeddings_model(fake_upstream.base_url) + spend_models(fake_upstream.base_url)
+    )
     gw = Gateway(config).start()
     yield gw
     gw.stop()
