@@ -39,24 +39,27 @@ def test_the_demo_prints_a_working_key_and_a_curl_line(tmp_path):
         assert f"curl -s http://127.0.0.1:{port}/v1/chat/completions" in output
         assert key in output
 
-        client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=3)
-        completion = client.chat.completions.create(
-            model="demo-gpt", messages=[{"role": "user", "content": "Hello, Tollgate!"}]
-        )
-        assert completion.choices[0].message.content == "Hello from the Tollgate demo model. You said: Hello, Tollgate!"
-        assert completion.usage.completion_tokens == 10
-        assert Decimal(str(completion.usage.model_extra["remaining"]["credits"])) < 100
-
-        chunks = list(
-            client.chat.completions.create(
-                model="demo-gpt",
-                messages=[{"role": "user", "content": "stream please"}],
-                stream=True,
-                stream_options={"include_usage": True},
+        with openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=3) as client:
+            completion = client.chat.completions.create(
+                model="demo-gpt", messages=[{"role": "user", "content": "Hello, Tollgate!"}]
             )
-        )
-        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).endswith("stream please")
-        assert "cost" in chunks[-1].usage.model_extra
+            assert (
+                completion.choices[0].message.content
+                == "Hello from the Tollgate demo model. You said: Hello, Tollgate!"
+            )
+            assert completion.usage.completion_tokens == 10
+            assert Decimal(str(completion.usage.model_extra["remaining"]["credits"])) < 100
+
+            chunks = list(
+                client.chat.completions.create(
+                    model="demo-gpt",
+                    messages=[{"role": "user", "content": "stream please"}],
+                    stream=True,
+                    stream_options={"include_usage": True},
+                )
+            )
+            assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices).endswith("stream please")
+            assert "cost" in chunks[-1].usage.model_extra
     finally:
         end_server(process)
     assert (tmp_path / "demo.db").exists()
