@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -255,17 +256,18 @@ CLAMPED = [
 
 def raw_send(gateway: Gateway, key: str, endpoint: str, body: dict[str, Any]) -> Any:
     """Through the endpoint's official SDK, for the answer's headers; a stream is read to its end."""
-    if endpoint == "messages":
-        with anthropic.Anthropic(base_url=gateway.root_url, api_key=key, max_retries=0) as claude:
+    with ExitStack() as closing:  # the client stays open until a stream is read
+        if endpoint == "messages":
+            claude = closing.enter_context(anthropic.Anthropic(base_url=gateway.root_url, api_key=key, max_retries=0))
             # a timeout of its own: without one the SDK refuses a plain request for 128,000 tokens
             raw: Any = claude.messages.with_raw_response.create(**body, timeout=60)
-    else:
-        with openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0) as client:
+        else:
+            client = closing.enter_context(openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0))
             create = (client.chat.completions if endpoint == "chat" else client.responses).with_raw_response.create
             raw = create(**body)
-    answer = raw.parse()
-    if body.get("stream"):
-        list(answer)
+        answer = raw.parse()
+        if body.get("stream"):
+            list(answer)
     return raw
 
 
