@@ -5,7 +5,6 @@ in a thread of this process)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -27,26 +26,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         problem = check_redis()
         if problem:
             pytest.exit(problem, returncode=3)
-
-
-#: Warnings are errors (pyproject.toml), but for these the end-to-end and scale layers do not yet earn: many
-#: of their tests make an official SDK's client (or an event loop) per request and leave it to the collector,
-#: whose sockets, transports and loops then warn as unclosed in whichever test runs next, in that worker,
-#: unit tests of the PostgreSQL half included (issue #28: close them, then drop this). A run of the unit
-#: layer alone keeps every warning an error.
-_LEAKED_BY_EARLIER_TESTS = [
-    pytest.mark.filterwarnings(f"ignore:Exception ignored in. {what}:pytest.PytestUnraisableExceptionWarning")
-    for what in ("<socket.socket", "<function _SelectorTransport.__del__", "<function BaseEventLoop.__del__")
-]
-UNIT = Path(__file__).parent / "unit"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    if all(item.path.is_relative_to(UNIT) for item in items):
-        return
-    for item in items:
-        for mark in _LEAKED_BY_EARLIER_TESTS:
-            item.add_marker(mark)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

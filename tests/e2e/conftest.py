@@ -35,8 +35,9 @@ def team(teams: Teams) -> Team:
 
 
 @pytest.fixture
-def client(gateway: Gateway, team: Team) -> openai.OpenAI:
-    return openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+def client(gateway: Gateway, team: Team) -> Iterator[openai.OpenAI]:
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")

@@ -57,66 +57,66 @@ def test_teams_credits_and_balances(admin: httpx.Client):
 def test_keys_issue_restrict_revoke_and_their_effect(admin: httpx.Client, gateway: Gateway):
     admin.post("/teams", json={"name": "keyed", "credits": "50"})
     issued = admin.post("/teams/keyed/keys", json={"name": "ci", "models": ["fake-gpt"]}).json()
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=issued["key"], max_retries=0)
-    client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "hi"}])
-    with pytest.raises(openai.PermissionDeniedError):
-        client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
-
-    assert admin.put(f"/teams/keyed/keys/{issued['id']}/models", json={"models": []}).status_code == 200
-    client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
-    keys = admin.get("/teams/keyed/keys").json()["data"]
-    assert keys == [
-        {
-            "id": issued["id"],
-            "name": "ci",
-            "revoked": False,
-            "models": [],
-            "endpoints": [],
-            "rpm": None,
-            "tpm": None,
-            "clamp_output_to_balance": False,
-            "budget": None,
-        }
-    ]
-    assert "key" not in keys[0]  # secrets are shown once, at issue
-
-    assert admin.post(f"/teams/keyed/keys/{issued['id']}/revoke").status_code == 200
-    with pytest.raises(openai.AuthenticationError):
+    with openai.OpenAI(base_url=gateway.base_url, api_key=issued["key"], max_retries=0) as client:
         client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "hi"}])
-    assert admin.post(f"/teams/keyed/keys/{issued['id']}/revoke").status_code == 400
-    assert admin.post("/teams/keyed/keys/key_nope/revoke").status_code == 404
+        with pytest.raises(openai.PermissionDeniedError):
+            client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
+
+        assert admin.put(f"/teams/keyed/keys/{issued['id']}/models", json={"models": []}).status_code == 200
+        client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
+        keys = admin.get("/teams/keyed/keys").json()["data"]
+        assert keys == [
+            {
+                "id": issued["id"],
+                "name": "ci",
+                "revoked": False,
+                "models": [],
+                "endpoints": [],
+                "rpm": None,
+                "tpm": None,
+                "clamp_output_to_balance": False,
+                "budget": None,
+            }
+        ]
+        assert "key" not in keys[0]  # secrets are shown once, at issue
+
+        assert admin.post(f"/teams/keyed/keys/{issued['id']}/revoke").status_code == 200
+        with pytest.raises(openai.AuthenticationError):
+            client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "hi"}])
+        assert admin.post(f"/teams/keyed/keys/{issued['id']}/revoke").status_code == 400
+        assert admin.post("/teams/keyed/keys/key_nope/revoke").status_code == 404
 
 
 def test_history_is_paginated_and_usage_is_summed(admin: httpx.Client, gateway: Gateway):
     admin.post("/teams", json={"name": "audited", "credits": "10"})
     key = admin.post("/teams/audited/keys", json={}).json()["key"]
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
-    answers = [
-        client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": f"n {i}"}])
-        for i in range(3)
-    ]
-    first = admin.get("/teams/audited/history", params={"per_page": 3}).json()
-    assert (first["total"], first["has_more"], len(first["data"])) == (6, True, 3)
-    second = admin.get("/teams/audited/history", params={"per_page": 3, "page": 2}).json()
-    assert [e["kind"] for e in first["data"] + second["data"]] == [
-        "team_opened",
-        "top_up",
-        "key_issued",
-        "charge",
-        "charge",
-        "charge",
-    ]
-    assert {e["actor"] for e in first["data"]} == {"admin:config"}  # the operator's entries say who
-    assert second["data"][-1]["balance_after"] == int(
-        Decimal(str(answers[-1].usage.model_extra["remaining"]["credits"])) * 1_000_000
-    )
+    with openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0) as client:
+        answers = [
+            client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": f"n {i}"}])
+            for i in range(3)
+        ]
+        first = admin.get("/teams/audited/history", params={"per_page": 3}).json()
+        assert (first["total"], first["has_more"], len(first["data"])) == (6, True, 3)
+        second = admin.get("/teams/audited/history", params={"per_page": 3, "page": 2}).json()
+        assert [e["kind"] for e in first["data"] + second["data"]] == [
+            "team_opened",
+            "top_up",
+            "key_issued",
+            "charge",
+            "charge",
+            "charge",
+        ]
+        assert {e["actor"] for e in first["data"]} == {"admin:config"}  # the operator's entries say who
+        assert second["data"][-1]["balance_after"] == int(
+            Decimal(str(answers[-1].usage.model_extra["remaining"]["credits"])) * 1_000_000
+        )
 
-    usage = exact(admin.get("/teams/audited/usage"))
-    (gpt,) = usage["by_model"]
-    assert gpt["model"] == "fake-gpt"
-    assert gpt["requests"] == 3
-    assert gpt["cost"] == sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
-    assert admin.get("/teams/audited/history", params={"page": 0}).status_code == 400
+        usage = exact(admin.get("/teams/audited/usage"))
+        (gpt,) = usage["by_model"]
+        assert gpt["model"] == "fake-gpt"
+        assert gpt["requests"] == 3
+        assert gpt["cost"] == sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
+        assert admin.get("/teams/audited/history", params={"page": 0}).status_code == 400
 
 
 def test_pricing_policy_through_the_admin_api(admin: httpx.Client, gateway: Gateway, teams):
@@ -129,26 +129,26 @@ def test_pricing_policy_through_the_admin_api(admin: httpx.Client, gateway: Gate
         )
     )
     assert adjusted["price_adjustments"] == [{"model": "fake-gpt", "percent": Decimal(-10)}]
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    cost = client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "hi"}]).usage
-    assert cost.model_extra["cost"]["breakdown"]["adjustment"]["percent"] == -10
-    unknown = admin.put(f"/teams/{team.name}/price-adjustment", json={"percent": "5", "model": "no-such-model"})
-    assert unknown.status_code == 400
-    assert admin.put(f"/teams/{team.name}/price-adjustment", json={"percent": "1001"}).status_code == 400
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        cost = client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "hi"}]).usage
+        assert cost.model_extra["cost"]["breakdown"]["adjustment"]["percent"] == -10
+        unknown = admin.put(f"/teams/{team.name}/price-adjustment", json={"percent": "5", "model": "no-such-model"})
+        assert unknown.status_code == 400
+        assert admin.put(f"/teams/{team.name}/price-adjustment", json={"percent": "1001"}).status_code == 400
 
-    clamped = admin.put(f"/teams/{team.name}/clamp", json={"clamp_output_to_balance": True}).json()
-    assert clamped["clamp_output_to_balance"] is True
-    key_id = admin.get(f"/teams/{team.name}/keys").json()["data"][0]["id"]
-    assert admin.put(f"/teams/{team.name}/keys/{key_id}/clamp", json={"clamp_output_to_balance": False}).json() == {
-        "id": key_id,
-        "clamp_output_to_balance": False,
-    }
-    keys = admin.get(f"/teams/{team.name}/keys").json()["data"]
-    assert keys[0]["clamp_output_to_balance"] is False  # the key's own setting wins over its team's
+        clamped = admin.put(f"/teams/{team.name}/clamp", json={"clamp_output_to_balance": True}).json()
+        assert clamped["clamp_output_to_balance"] is True
+        key_id = admin.get(f"/teams/{team.name}/keys").json()["data"][0]["id"]
+        assert admin.put(f"/teams/{team.name}/keys/{key_id}/clamp", json={"clamp_output_to_balance": False}).json() == {
+            "id": key_id,
+            "clamp_output_to_balance": False,
+        }
+        keys = admin.get(f"/teams/{team.name}/keys").json()["data"]
+        assert keys[0]["clamp_output_to_balance"] is False  # the key's own setting wins over its team's
 
-    prices = {m["model"]: m for m in admin.get("/prices").json()["data"]}
-    assert prices["fake-gpt"]["in_force"] == prices["fake-gpt"]["entries"][-1]["ref"]
-    assert prices["fake-gpt"]["entries"][-1]["price"]["input"] == "2.5"
+        prices = {m["model"]: m for m in admin.get("/prices").json()["data"]}
+        assert prices["fake-gpt"]["in_force"] == prices["fake-gpt"]["entries"][-1]["ref"]
+        assert prices["fake-gpt"]["entries"][-1]["price"]["input"] == "2.5"
 
 
 def test_adjustments_are_events_of_their_own_with_a_reason_and_a_reference(

@@ -48,57 +48,57 @@ def when_seen(client: openai.OpenAI, clamped: bool, within: float = 10.0) -> Any
 def test_a_refusal_says_the_largest_output_limit_the_balance_covers(gateway: Gateway, teams: Teams):
     """fake-gpt: 2.5 USD/M in (3.125 for cache writes, the dearest), 10 USD/M out, 100 credits/USD."""
     team = teams.open("0.05")  # 50,000 micro-credits
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.APIStatusError) as refused:
-        client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=1000)
-    assert refused.value.status_code == 402
-    affordable = refused.value.body["affordable_max_tokens"]
-    assert refused.value.response.headers["x-tollgate-affordable-max-tokens"] == str(affordable)
-    assert f"covers max_tokens up to {affordable}" in refused.value.message
-    assert 0 < affordable < 1000
-    # Exactly the largest: one more token is refused, that many is served.
-    with pytest.raises(openai.APIStatusError) as again:
-        client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=affordable + 1)
-    assert again.value.status_code == 402
-    served = client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=affordable)
-    assert served.choices[0].message.content
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=1000)
+        assert refused.value.status_code == 402
+        affordable = refused.value.body["affordable_max_tokens"]
+        assert refused.value.response.headers["x-tollgate-affordable-max-tokens"] == str(affordable)
+        assert f"covers max_tokens up to {affordable}" in refused.value.message
+        assert 0 < affordable < 1000
+        # Exactly the largest: one more token is refused, that many is served.
+        with pytest.raises(openai.APIStatusError) as again:
+            client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=affordable + 1)
+        assert again.value.status_code == 402
+        served = client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=affordable)
+        assert served.choices[0].message.content
 
 
 def test_the_refusal_comes_in_each_endpoint_s_own_shape(gateway: Gateway, teams: Teams):
     team = teams.open("0.01")
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    with pytest.raises(anthropic.APIStatusError) as refused:
-        claude.messages.create(model="fake-claude", max_tokens=4000, messages=ASK)
-    assert refused.value.status_code == 402
-    body = refused.value.body
-    assert body["type"] == "error"
-    assert body["error"]["type"] == "billing_error"
-    assert body["error"]["affordable_max_tokens"] == int(
-        refused.value.response.headers["x-tollgate-affordable-max-tokens"]
-    )
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.APIStatusError) as responses_refused:
-        client.responses.create(model="fake-codex", input="Hi", max_output_tokens=4000)
-    assert responses_refused.value.status_code == 402
-    assert "covers max_output_tokens up to" in responses_refused.value.message
+    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as claude:
+        with pytest.raises(anthropic.APIStatusError) as refused:
+            claude.messages.create(model="fake-claude", max_tokens=4000, messages=ASK)
+        assert refused.value.status_code == 402
+        body = refused.value.body
+        assert body["type"] == "error"
+        assert body["error"]["type"] == "billing_error"
+        assert body["error"]["affordable_max_tokens"] == int(
+            refused.value.response.headers["x-tollgate-affordable-max-tokens"]
+        )
+        with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+            with pytest.raises(openai.APIStatusError) as responses_refused:
+                client.responses.create(model="fake-codex", input="Hi", max_output_tokens=4000)
+            assert responses_refused.value.status_code == 402
+            assert "covers max_output_tokens up to" in responses_refused.value.message
 
 
 def test_a_team_that_opted_in_is_served_with_the_output_limit_its_balance_covers(
     gateway: Gateway, teams: Teams, fake_upstream
 ):
     team = teams.open("0.05")
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.APIStatusError) as refused:
-        client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=1000)
-    affordable = refused.value.body["affordable_max_tokens"]
-    gateway.cli("team", "clamp", team.name, "on")
-    answer = when_seen(client, clamped=True)
-    assert answer.headers["x-tollgate-output-clamped"] == str(affordable)
-    assert fake_upstream.requests[-1].body["max_tokens"] == affordable  # what went upstream
-    remaining = Decimal(str(answer.parse().usage.model_extra["remaining"]["credits"]))
-    assert 0 <= remaining < Decimal("0.05")
-    gateway.cli("team", "clamp", team.name, "off")
-    assert when_seen(client, clamped=False) is None
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=1000)
+        affordable = refused.value.body["affordable_max_tokens"]
+        gateway.cli("team", "clamp", team.name, "on")
+        answer = when_seen(client, clamped=True)
+        assert answer.headers["x-tollgate-output-clamped"] == str(affordable)
+        assert fake_upstream.requests[-1].body["max_tokens"] == affordable  # what went upstream
+        remaining = Decimal(str(answer.parse().usage.model_extra["remaining"]["credits"]))
+        assert 0 <= remaining < Decimal("0.05")
+        gateway.cli("team", "clamp", team.name, "off")
+        assert when_seen(client, clamped=False) is None
 
 
 def test_claude_code_s_default_max_tokens_on_a_small_balance(gateway: Gateway, teams: Teams, tmp_path: Path):
@@ -121,7 +121,8 @@ def test_claude_code_s_default_max_tokens_on_a_small_balance(gateway: Gateway, t
         assert refused.returncode != 0 or "Echo" not in refused.stdout
 
         gateway.cli("team", "clamp", team.name, "on")
-        when_seen(openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0), clamped=True)
+        with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+            when_seen(client, clamped=True)
         seen = len(proxy.exchanges)
         done = run_claude_code(proxy.url, team.key, model="agent-claude", prompt=prompt, auth="token", workdir=tmp_path)
         assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
@@ -135,37 +136,37 @@ def test_claude_code_s_default_max_tokens_on_a_small_balance(gateway: Gateway, t
 
 def test_a_team_key_reads_its_credits_and_its_holds(gateway: Gateway, teams: Teams):
     team = teams.open("12.5")
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    cost = Decimal(
-        str(client.chat.completions.create(model="fake-gpt", messages=ASK).usage.model_extra["cost"]["credits"])
-    )
-    for header in ({"Authorization": f"Bearer {team.key}"}, {"x-api-key": team.key}):
-        data = httpx.get(gateway.base_url + "/credits", headers=header).json()["data"]
-        assert Decimal(str(data["total_credits"])) == Decimal("12.5")
-        assert Decimal(str(data["total_usage"])) == cost
-        assert Decimal(str(data["balance"])) == Decimal("12.5") - cost
-        assert Decimal(str(data["available"])) == Decimal(str(data["balance"])) - Decimal(str(data["held"]))
-        held = sum(Decimal(str(h["credits"])) for h in data["holds"])
-        assert held == Decimal(str(data["held"]))
-        assert all(h["age_seconds"] >= 0 and h["kind"] in ("hold", "lease") for h in data["holds"])
-    refused = httpx.get(gateway.base_url + "/credits", headers={"Authorization": "Bearer tg-nope"})
-    assert refused.status_code == 401
-    assert refused.json()["error"]["type"] == "authentication_error"
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        cost = Decimal(
+            str(client.chat.completions.create(model="fake-gpt", messages=ASK).usage.model_extra["cost"]["credits"])
+        )
+        for header in ({"Authorization": f"Bearer {team.key}"}, {"x-api-key": team.key}):
+            data = httpx.get(gateway.base_url + "/credits", headers=header).json()["data"]
+            assert Decimal(str(data["total_credits"])) == Decimal("12.5")
+            assert Decimal(str(data["total_usage"])) == cost
+            assert Decimal(str(data["balance"])) == Decimal("12.5") - cost
+            assert Decimal(str(data["available"])) == Decimal(str(data["balance"])) - Decimal(str(data["held"]))
+            held = sum(Decimal(str(h["credits"])) for h in data["holds"])
+            assert held == Decimal(str(data["held"]))
+            assert all(h["age_seconds"] >= 0 and h["kind"] in ("hold", "lease") for h in data["holds"])
+        refused = httpx.get(gateway.base_url + "/credits", headers={"Authorization": "Bearer tg-nope"})
+        assert refused.status_code == 401
+        assert refused.json()["error"]["type"] == "authentication_error"
 
 
 def test_a_team_key_reads_its_own_usage_in_openrouter_s_shape(gateway: Gateway, teams: Teams):
     team = teams.open("10")
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    costs = [
-        Decimal(
-            str(client.chat.completions.create(model="fake-gpt", messages=ASK).usage.model_extra["cost"]["credits"])
-        )
-        for _ in range(3)
-    ]
-    data = httpx.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
-    for field in ("usage", "usage_daily", "usage_weekly", "usage_monthly"):
-        assert Decimal(str(data[field])) == sum(costs), field
-    assert data["limit"] is None
-    assert data["limit_remaining"] is None
-    assert data["is_free_tier"] is False
-    assert data["team"] == team.name
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        costs = [
+            Decimal(
+                str(client.chat.completions.create(model="fake-gpt", messages=ASK).usage.model_extra["cost"]["credits"])
+            )
+            for _ in range(3)
+        ]
+        data = httpx.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
+        for field in ("usage", "usage_daily", "usage_weekly", "usage_monthly"):
+            assert Decimal(str(data[field])) == sum(costs), field
+        assert data["limit"] is None
+        assert data["limit_remaining"] is None
+        assert data["is_free_tier"] is False
+        assert data["team"] == team.name

@@ -192,58 +192,57 @@ def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gatewa
                 "budget_percent",
             ]
             assert api.put("/teams/watched/alerts", json={"kind": "balance_below", "value": "-1"}).status_code == 400
-        client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+        with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+            # Half the key's budget: one alert, delivered and signed (the receiver verified it).
+            spend_until(client, gateway, "watched", key_id, 100_000)
+            first = until(lambda: receiver.received, "the 50 % alert's delivery")
+            alert_id, body, signature = first[0]
+            assert receiver.refused == []
+            sent = json.loads(body)
+            assert (sent["id"], sent["type"], sent["key_id"], sent["threshold"]) == (
+                alert_id,
+                "alert.budget_percent",
+                key_id,
+                "50",
+            )
+            assert sent["value"] >= 100_000
+            replays_are_refused(receiver, alert_id, body, signature)
 
-        # Half the key's budget: one alert, delivered and signed (the receiver verified it).
-        spend_until(client, gateway, "watched", key_id, 100_000)
-        first = until(lambda: receiver.received, "the 50 % alert's delivery")
-        alert_id, body, signature = first[0]
-        assert receiver.refused == []
-        sent = json.loads(body)
-        assert (sent["id"], sent["type"], sent["key_id"], sent["threshold"]) == (
-            alert_id,
-            "alert.budget_percent",
-            key_id,
-            "50",
-        )
-        assert sent["value"] >= 100_000
-        replays_are_refused(receiver, alert_id, body, signature)
+            # The receiver dies; 80 % of the budget and the balance under 0.5 credits are crossed.
+            receiver.kill()
+            spend_until(client, gateway, "watched", key_id, 160_000)
+            gateway.cli("credits", "adjust", "--team", "watched", "--", "-0.4", "--reason", "chargeback")
+            recorded = until(
+                lambda: len(ledger_alerts(gateway, "watched")) == 3 and ledger_alerts(gateway, "watched"),
+                "three alerts in the ledger",
+            )
+            until(
+                lambda: all(d["attempts"] >= 2 for a in ledger_alerts(gateway, "watched")[:2] for d in a["deliveries"]),
+                "failed delivery attempts",
+            )
 
-        # The receiver dies; 80 % of the budget and the balance under 0.5 credits are crossed.
-        receiver.kill()
-        spend_until(client, gateway, "watched", key_id, 160_000)
-        gateway.cli("credits", "adjust", "--team", "watched", "--", "-0.4", "--reason", "chargeback")
-        recorded = until(
-            lambda: len(ledger_alerts(gateway, "watched")) == 3 and ledger_alerts(gateway, "watched"),
-            "three alerts in the ledger",
-        )
-        until(
-            lambda: all(d["attempts"] >= 2 for a in ledger_alerts(gateway, "watched")[:2] for d in a["deliveries"]),
-            "failed delivery attempts",
-        )
+            # The gateway restarts while the receiver is still down: the outbox is in the database.
+            gateway.stop()
+            gateway = start_gateway(config)
+            receiver.start()
+            until(lambda: len(set(receiver.ids())) == 3, "every alert's delivery", within=30)
+            time.sleep(1)  # whatever else would arrive, give it the time to
+            assert Counter(receiver.ids()) == Counter({a["alert_id"]: 1 for a in recorded})
+            kinds = sorted((json.loads(b)["type"], json.loads(b)["threshold"]) for _, b, _ in receiver.received)
+            assert kinds == [
+                ("alert.balance_below", "500000"),
+                ("alert.budget_percent", "50"),
+                ("alert.budget_percent", "80"),
+            ]
 
-        # The gateway restarts while the receiver is still down: the outbox is in the database.
-        gateway.stop()
-        gateway = start_gateway(config)
-        receiver.start()
-        until(lambda: len(set(receiver.ids())) == 3, "every alert's delivery", within=30)
-        time.sleep(1)  # whatever else would arrive, give it the time to
-        assert Counter(receiver.ids()) == Counter({a["alert_id"]: 1 for a in recorded})
-        kinds = sorted((json.loads(b)["type"], json.loads(b)["threshold"]) for _, b, _ in receiver.received)
-        assert kinds == [
-            ("alert.balance_below", "500000"),
-            ("alert.budget_percent", "50"),
-            ("alert.budget_percent", "80"),
-        ]
-
-        # Over the line already: more spending raises nothing new.
-        client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-        client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=5)
-        assert len(ledger_alerts(gateway, "watched")) == 3
-        shown = gateway.cli("alert", "list", "--team", "watched").stdout
-        assert shown.count("delivered") == 3
-        on_the_dashboard(browser, gateway, team)
-        assert gateway.cli("ledger", "verify").returncode == 0
+            # Over the line already: more spending raises nothing new.
+            with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+                client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=5)
+                assert len(ledger_alerts(gateway, "watched")) == 3
+                shown = gateway.cli("alert", "list", "--team", "watched").stdout
+                assert shown.count("delivered") == 3
+                on_the_dashboard(browser, gateway, team)
+                assert gateway.cli("ledger", "verify").returncode == 0
     finally:
         gateway.stop()
 

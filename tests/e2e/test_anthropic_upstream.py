@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from decimal import ROUND_CEILING, Decimal
 
 import anthropic
@@ -30,8 +31,9 @@ def credits_in(extra: dict, field: str) -> Decimal:
 
 
 @pytest.fixture
-def claude(gateway: Gateway, team) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
+def claude(gateway: Gateway, team) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0) as claude:
+        yield claude
 
 
 # -- messages → anthropic: a pass-through ---------------------------------------------------------
@@ -268,15 +270,27 @@ def test_responses_reach_anthropic_and_stream_back(client: openai.OpenAI):
 def test_the_same_request_costs_the_same_through_every_protocol(gateway: Gateway, teams):
     for model in ("fake-gpt", "fake-claude"):
         team = teams.open("10")
-        chat = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-        claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-        a = chat.chat.completions.create(model=model, messages=HI, max_tokens=100).usage
-        b = chat.responses.create(model=model, input="hello there gateway", max_output_tokens=100).usage
-        c = claude.messages.create(model=model, max_tokens=100, messages=HI).usage
-        c_input = c.input_tokens + (c.cache_read_input_tokens or 0) + (c.cache_creation_input_tokens or 0)
-        tokens = {(a.prompt_tokens, a.completion_tokens), (b.input_tokens, b.output_tokens), (c_input, c.output_tokens)}
-        assert len(tokens) == 1, (model, tokens)
-        costs = {credits_in(u.model_extra, "cost") for u in (a, b, c)}
-        assert len(costs) == 1, (model, costs)
-        cost = costs.pop()
-        assert [credits_in(u.model_extra, "remaining") for u in (a, b, c)] == [10 - cost, 10 - 2 * cost, 10 - 3 * cost]
+        with (
+            openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as chat,
+            anthropic.Anthropic(
+                base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0
+            ) as claude,
+        ):
+            a = chat.chat.completions.create(model=model, messages=HI, max_tokens=100).usage
+            b = chat.responses.create(model=model, input="hello there gateway", max_output_tokens=100).usage
+            c = claude.messages.create(model=model, max_tokens=100, messages=HI).usage
+            c_input = c.input_tokens + (c.cache_read_input_tokens or 0) + (c.cache_creation_input_tokens or 0)
+            tokens = {
+                (a.prompt_tokens, a.completion_tokens),
+                (b.input_tokens, b.output_tokens),
+                (c_input, c.output_tokens),
+            }
+            assert len(tokens) == 1, (model, tokens)
+            costs = {credits_in(u.model_extra, "cost") for u in (a, b, c)}
+            assert len(costs) == 1, (model, costs)
+            cost = costs.pop()
+            assert [credits_in(u.model_extra, "remaining") for u in (a, b, c)] == [
+                10 - cost,
+                10 - 2 * cost,
+                10 - 3 * cost,
+            ]

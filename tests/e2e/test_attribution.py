@@ -31,8 +31,9 @@ def admin(gateway: Gateway) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-def claude(gateway: Gateway, team: Team) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
+def claude(gateway: Gateway, team: Team) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as claude:
+        yield claude
 
 
 def _drain(stream) -> None:

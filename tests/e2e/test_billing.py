@@ -51,31 +51,31 @@ def test_a_team_that_cannot_afford_the_worst_case_gets_402_and_the_upstream_is_n
     gateway: Gateway, teams, fake_upstream: FakeUpstream
 ):
     poor = teams.open("0.02")  # 20,000 micro-credits; 1,024 output tokens alone cost 1,024,000
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=poor.key, max_retries=2)
-    with pytest.raises(openai.APIStatusError) as error:
-        client.chat.completions.create(model="fake-gpt", messages=HELLO)
-    assert error.value.status_code == 402
-    assert error.value.response.headers["x-should-retry"] == "false"
-    body = error.value.response.json()["error"]
-    assert body["type"] == "billing_error"
-    assert "Insufficient credits" in body["message"]
-    assert fake_upstream.requests == []
-    assert balance_of(gateway, poor.name) == Decimal("0.02")
+    with openai.OpenAI(base_url=gateway.base_url, api_key=poor.key, max_retries=2) as client:
+        with pytest.raises(openai.APIStatusError) as error:
+            client.chat.completions.create(model="fake-gpt", messages=HELLO)
+        assert error.value.status_code == 402
+        assert error.value.response.headers["x-should-retry"] == "false"
+        body = error.value.response.json()["error"]
+        assert body["type"] == "billing_error"
+        assert "Insufficient credits" in body["message"]
+        assert fake_upstream.requests == []
+        assert balance_of(gateway, poor.name) == Decimal("0.02")
 
-    # A small enough max_tokens fits the balance, and is then billed at the actual usage.
-    completion = client.chat.completions.create(model="fake-gpt", messages=HELLO, max_tokens=5)
-    assert remaining(completion) == Decimal("0.02") - cost(completion)
+        # A small enough max_tokens fits the balance, and is then billed at the actual usage.
+        completion = client.chat.completions.create(model="fake-gpt", messages=HELLO, max_tokens=5)
+        assert remaining(completion) == Decimal("0.02") - cost(completion)
 
 
 def test_running_out_of_credits_turns_into_402(gateway: Gateway, teams):
     team = teams.open("0.05")  # the worst case of max_tokens=10 is ~0.0124 credits
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    served: list = []
-    with pytest.raises(openai.APIStatusError) as error:
-        _ask_until_refused(client, served)
-    assert error.value.status_code == 402
-    assert len(served) >= 3
-    assert balance_of(gateway, team.name) == remaining(served[-1])
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        served: list = []
+        with pytest.raises(openai.APIStatusError) as error:
+            _ask_until_refused(client, served)
+        assert error.value.status_code == 402
+        assert len(served) >= 3
+        assert balance_of(gateway, team.name) == remaining(served[-1])
 
 
 def _ask_until_refused(client: openai.OpenAI, served: list) -> None:
@@ -95,37 +95,37 @@ def _ask_until_refused(client: openai.OpenAI, served: list) -> None:
     ],
 )
 def test_an_upstream_failure_is_reported_and_charges_nothing(gateway: Gateway, team, directive, exception):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    for stream in (False, True):
-        with pytest.raises(exception) as error:
-            client.chat.completions.create(
-                model="fake-gpt", messages=[{"role": "user", "content": f"hi {directive}"}], stream=stream
-            )
-        kind = error.value.response.json()["error"]["type"]
-        assert kind == ("rate_limit_error" if exception is openai.RateLimitError else "server_error")
-    assert balance_of(gateway, team.name) == 100
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        for stream in (False, True):
+            with pytest.raises(exception) as error:
+                client.chat.completions.create(
+                    model="fake-gpt", messages=[{"role": "user", "content": f"hi {directive}"}], stream=stream
+                )
+            kind = error.value.response.json()["error"]["type"]
+            assert kind == ("rate_limit_error" if exception is openai.RateLimitError else "server_error")
+        assert balance_of(gateway, team.name) == 100
 
 
 def test_an_unreachable_upstream_is_a_502_that_charges_nothing(gateway: Gateway, team):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.InternalServerError) as error:
-        client.chat.completions.create(model="dead-gpt", messages=HELLO)
-    assert error.value.status_code == 502
-    assert error.value.response.json()["error"]["type"] == "server_error"
-    assert balance_of(gateway, team.name) == 100
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.InternalServerError) as error:
+            client.chat.completions.create(model="dead-gpt", messages=HELLO)
+        assert error.value.status_code == 502
+        assert error.value.response.json()["error"]["type"] == "server_error"
+        assert balance_of(gateway, team.name) == 100
 
 
 def test_a_stream_the_upstream_breaks_ends_with_an_error_and_bills_only_what_was_delivered(gateway: Gateway, team):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    stream = client.chat.completions.create(
-        model="fake-gpt", messages=[{"role": "user", "content": "one two three four [[drop-after:2]]"}], stream=True
-    )
-    received: list = []
-    with pytest.raises(openai.APIError):
-        received.extend(stream)  # keeps the chunks that came before the break
-    assert len(received) == 3  # the role chunk and two content chunks
-    spent = 100 - balance_of(gateway, team.name)
-    assert 0 < spent < Decimal("0.2")
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        stream = client.chat.completions.create(
+            model="fake-gpt", messages=[{"role": "user", "content": "one two three four [[drop-after:2]]"}], stream=True
+        )
+        received: list = []
+        with pytest.raises(openai.APIError):
+            received.extend(stream)  # keeps the chunks that came before the break
+        assert len(received) == 3  # the role chunk and two content chunks
+        spent = 100 - balance_of(gateway, team.name)
+        assert 0 < spent < Decimal("0.2")
 
 
 def test_an_upstream_without_usage_is_billed_from_the_gateway_s_own_count(client: openai.OpenAI):
@@ -140,36 +140,36 @@ def test_an_upstream_without_usage_is_billed_from_the_gateway_s_own_count(client
 
 async def test_concurrent_requests_never_overspend(gateway: Gateway, teams):
     team = teams.open("0.1")  # affords about 8 worst-case holds at max_tokens=10
-    client = openai.AsyncOpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    async with openai.AsyncOpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
 
-    async def one(i: int):
-        try:
-            return await client.chat.completions.create(
-                model="fake-gpt",
-                messages=[{"role": "user", "content": f"request {i}"}],
-                max_tokens=10,
-                stream=i % 2 == 0,
-                **({"stream_options": {"include_usage": True}} if i % 2 == 0 else {}),
-            )
-        except openai.APIStatusError as exc:
-            return exc.status_code
+        async def one(i: int):
+            try:
+                return await client.chat.completions.create(
+                    model="fake-gpt",
+                    messages=[{"role": "user", "content": f"request {i}"}],
+                    max_tokens=10,
+                    stream=i % 2 == 0,
+                    **({"stream_options": {"include_usage": True}} if i % 2 == 0 else {}),
+                )
+            except openai.APIStatusError as exc:
+                return exc.status_code
 
-    results = await asyncio.gather(*(one(i) for i in range(40)))
-    statuses = [r for r in results if isinstance(r, int)]
-    assert set(statuses) <= {402}, statuses
-    assert statuses, statuses
-    charged = Decimal(0)
-    for r in results:
-        if isinstance(r, int):
-            continue
-        if hasattr(r, "__aiter__"):
-            chunks = [c async for c in r]
-            r = chunks[-1]
-        charged += cost(r)
-    final = balance_of(gateway, team.name)
-    assert final >= 0
-    assert final == Decimal("0.1") - charged
-    await client.close()
+        results = await asyncio.gather(*(one(i) for i in range(40)))
+        statuses = [r for r in results if isinstance(r, int)]
+        assert set(statuses) <= {402}, statuses
+        assert statuses, statuses
+        charged = Decimal(0)
+        for r in results:
+            if isinstance(r, int):
+                continue
+            if hasattr(r, "__aiter__"):
+                chunks = [c async for c in r]
+                r = chunks[-1]
+            charged += cost(r)
+        final = balance_of(gateway, team.name)
+        assert final >= 0
+        assert final == Decimal("0.1") - charged
+        await client.close()
 
 
 def test_ledger_verify_passes_after_traffic(gateway: Gateway, client: openai.OpenAI):
@@ -188,17 +188,17 @@ def test_a_restarted_gateway_reports_the_same_balance(tmp_path, fake_upstream: F
     teams = Teams(config)
     team = teams.open("10")
     teams.close()
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    before = remaining(client.chat.completions.create(model="fake-gpt", messages=HELLO))
-    gateway.stop()
-
-    gateway.start()
-    try:
-        after = client.chat.completions.create(model="fake-gpt", messages=HELLO)
-        assert remaining(after) == before - cost(after)
-        assert balance_of(gateway, team.name) == remaining(after)
-    finally:
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        before = remaining(client.chat.completions.create(model="fake-gpt", messages=HELLO))
         gateway.stop()
+
+        gateway.start()
+        try:
+            after = client.chat.completions.create(model="fake-gpt", messages=HELLO)
+            assert remaining(after) == before - cost(after)
+            assert balance_of(gateway, team.name) == remaining(after)
+        finally:
+            gateway.stop()
 
 
 def test_a_client_that_disconnects_mid_stream_leaves_no_open_hold(gateway: Gateway, team):

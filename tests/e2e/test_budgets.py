@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -84,90 +85,91 @@ def test_hundreds_of_concurrent_requests_never_spend_past_a_key_budget(gateway: 
     free_id, free_secret = second_key(gateway, team)
     gateway.cli("key", "budget", "--team", team.name, near_id, "--credits", "0.08", "--period", "day")
     gateway.cli("key", "budget", "--team", team.name, roomy_id, "--credits", "0.6", "--period", "week")
-    clients = {
-        k: openai.OpenAI(base_url=gateway.base_url, api_key=s, max_retries=0)
-        for k, s in ((near_id, near_secret), (roomy_id, roomy_secret), (free_id, free_secret))
-    }
-    until_budgeted(clients[near_id])
-    until_budgeted(clients[roomy_id])
+    with ExitStack() as closing:
+        clients = {
+            k: closing.enter_context(openai.OpenAI(base_url=gateway.base_url, api_key=s, max_retries=0))
+            for k, s in ((near_id, near_secret), (roomy_id, roomy_secret), (free_id, free_secret))
+        }
+        until_budgeted(clients[near_id])
+        until_budgeted(clients[roomy_id])
 
-    before = spent_by_key(gateway, team.name)  # what the probes above were charged
-    jobs = [k for _ in range(100) for k in clients]  # 300 requests, the three keys interleaved
-    with ThreadPoolExecutor(max_workers=32) as pool:
-        results = list(pool.map(lambda k: (k, *ask(clients[k], 20)), jobs))
+        before = spent_by_key(gateway, team.name)  # what the probes above were charged
+        jobs = [k for _ in range(100) for k in clients]  # 300 requests, the three keys interleaved
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            results = list(pool.map(lambda k: (k, *ask(clients[k], 20)), jobs))
 
-    statuses = Counter((k, status) for k, status, _ in results)
-    assert statuses[(near_id, 402)] > 0, statuses
-    assert statuses[(roomy_id, 402)] > 0, statuses
-    assert statuses[(free_id, 200)] == 100, statuses  # no budget of its own: only the balance bounds it
-    assert {status for _, status, _ in results} <= {200, 402}
-    spent = spent_by_key(gateway, team.name)
-    assert spent[near_id] <= 80_000, spent
-    assert spent[roomy_id] <= 600_000, spent
-    # What each key was told it cost is what the ledger charged it, to the micro-credit.
-    for key in clients:
-        told = sum((cost for k, _, cost in results if k == key), Decimal(0))
-        assert told * 1_000_000 == spent[key] - before[key], (key, told, spent[key], before[key])
+        statuses = Counter((k, status) for k, status, _ in results)
+        assert statuses[(near_id, 402)] > 0, statuses
+        assert statuses[(roomy_id, 402)] > 0, statuses
+        assert statuses[(free_id, 200)] == 100, statuses  # no budget of its own: only the balance bounds it
+        assert {status for _, status, _ in results} <= {200, 402}
+        spent = spent_by_key(gateway, team.name)
+        assert spent[near_id] <= 80_000, spent
+        assert spent[roomy_id] <= 600_000, spent
+        # What each key was told it cost is what the ledger charged it, to the micro-credit.
+        for key in clients:
+            told = sum((cost for k, _, cost in results if k == key), Decimal(0))
+            assert told * 1_000_000 == spent[key] - before[key], (key, told, spent[key], before[key])
 
 
 def test_the_refusal_names_the_budget_and_its_reset_in_each_endpoint_s_shape(gateway: Gateway, teams: Teams):
     team = teams.open("100")
     key_id = key_id_of(gateway, team)
     gateway.cli("key", "budget", "--team", team.name, key_id, "--credits", "0.05", "--period", "day")
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    until_budgeted(client)
-    tomorrow = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        until_budgeted(client)
+        tomorrow = (datetime.now(UTC) + timedelta(days=1)).date().isoformat()
 
-    with pytest.raises(openai.APIStatusError) as refused:
-        client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=100)
-    assert refused.value.status_code == 402
-    budget = refused.value.body["budget"]
-    assert (budget["scope"], budget["key_id"], budget["period"]) == ("key", key_id, "day")
-    assert Decimal(str(budget["limit"])) == Decimal("0.05")
-    assert budget["resets_at"] == f"{tomorrow}T00:00:00+00:00"
-    assert refused.value.response.headers["x-tollgate-budget-resets-at"] == budget["resets_at"]
-    assert f"daily budget of 0.05 credits (it resets at {tomorrow}T00:00:00+00:00)" in refused.value.message
-    # What the budget covers instead, as for the balance.
-    affordable = refused.value.body["affordable_max_tokens"]
-    assert 0 < affordable < 100
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=100)
+        assert refused.value.status_code == 402
+        budget = refused.value.body["budget"]
+        assert (budget["scope"], budget["key_id"], budget["period"]) == ("key", key_id, "day")
+        assert Decimal(str(budget["limit"])) == Decimal("0.05")
+        assert budget["resets_at"] == f"{tomorrow}T00:00:00+00:00"
+        assert refused.value.response.headers["x-tollgate-budget-resets-at"] == budget["resets_at"]
+        assert f"daily budget of 0.05 credits (it resets at {tomorrow}T00:00:00+00:00)" in refused.value.message
+        # What the budget covers instead, as for the balance.
+        affordable = refused.value.body["affordable_max_tokens"]
+        assert 0 < affordable < 100
 
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    with pytest.raises(anthropic.APIStatusError) as messages_refused:
-        claude.messages.create(model="fake-claude", max_tokens=4000, messages=ASK)
-    assert messages_refused.value.status_code == 402
-    body = messages_refused.value.body
-    assert (body["type"], body["error"]["type"]) == ("error", "billing_error")
-    assert body["error"]["budget"]["key_id"] == key_id
+        with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as claude:
+            with pytest.raises(anthropic.APIStatusError) as messages_refused:
+                claude.messages.create(model="fake-claude", max_tokens=4000, messages=ASK)
+            assert messages_refused.value.status_code == 402
+            body = messages_refused.value.body
+            assert (body["type"], body["error"]["type"]) == ("error", "billing_error")
+            assert body["error"]["budget"]["key_id"] == key_id
 
-    # A request the budget covers is served, and its usage says what the budget has left.
-    answer = client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=affordable)
-    usage = answer.usage.model_extra  # type: ignore[union-attr]
-    left = Decimal(str(usage["remaining"]["key_budget_credits"]))
-    assert left == Decimal("0.05") - Decimal(spent_by_key(gateway, team.name)[key_id]) / 1_000_000
-    shown = httpx.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
-    assert (Decimal(str(shown["limit"])), Decimal(str(shown["limit_remaining"])), shown["limit_reset"]) == (
-        Decimal("0.05"),
-        left,
-        "daily",
-    )
+            # A request the budget covers is served, and its usage says what the budget has left.
+            answer = client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=affordable)
+            usage = answer.usage.model_extra  # type: ignore[union-attr]
+            left = Decimal(str(usage["remaining"]["key_budget_credits"]))
+            assert left == Decimal("0.05") - Decimal(spent_by_key(gateway, team.name)[key_id]) / 1_000_000
+            shown = httpx.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
+            assert (Decimal(str(shown["limit"])), Decimal(str(shown["limit_remaining"])), shown["limit_reset"]) == (
+                Decimal("0.05"),
+                left,
+                "daily",
+            )
 
 
 def test_a_stream_reports_the_key_budget_left(gateway: Gateway, teams: Teams):
     team = teams.open("100")
     key_id = key_id_of(gateway, team)
     gateway.cli("key", "budget", "--team", team.name, key_id, "--credits", "0.5", "--period", "month")
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    until_budgeted(client)
-    chunks = list(
-        client.chat.completions.create(
-            model="fake-gpt", messages=ASK, max_tokens=50, stream=True, stream_options={"include_usage": True}
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        until_budgeted(client)
+        chunks = list(
+            client.chat.completions.create(
+                model="fake-gpt", messages=ASK, max_tokens=50, stream=True, stream_options={"include_usage": True}
+            )
         )
-    )
-    usage = chunks[-1].usage.model_extra  # type: ignore[union-attr]
-    assert (
-        Decimal(str(usage["remaining"]["key_budget_credits"]))
-        == Decimal("0.5") - Decimal(spent_by_key(gateway, team.name)[key_id]) / 1_000_000
-    )
+        usage = chunks[-1].usage.model_extra  # type: ignore[union-attr]
+        assert (
+            Decimal(str(usage["remaining"]["key_budget_credits"]))
+            == Decimal("0.5") - Decimal(spent_by_key(gateway, team.name)[key_id]) / 1_000_000
+        )
 
 
 def test_a_team_budget_bounds_every_key_even_those_held_against_leases(gateway: Gateway, teams: Teams):
@@ -177,18 +179,22 @@ def test_a_team_budget_bounds_every_key_even_those_held_against_leases(gateway: 
         set_it = api.put(f"/teams/{team.name}/budget", json={"credits": "0.2", "period": "month", "reason": "pilot"})
         assert set_it.status_code == 200, set_it.text
         assert set_it.json()["budget"]["period"] == "month"
-    clients = [openai.OpenAI(base_url=gateway.base_url, api_key=k, max_retries=0) for k in (team.key, other)]
-    until_budgeted(clients[0])
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        results = list(pool.map(lambda i: ask(clients[i % 2], 20), range(120)))
-    assert {status for status, _ in results} == {200, 402}
-    gateway.wait_until_nothing_held(team.name)
-    assert sum(spent_by_key(gateway, team.name).values()) <= 200_000
-    with admin(gateway) as api:
-        shown = api.get(f"/teams/{team.name}/budget").json()["budget"]
-        assert Decimal(str(shown["spent"])) * 1_000_000 == sum(spent_by_key(gateway, team.name).values())
-        lifted = api.put(f"/teams/{team.name}/budget", json={"credits": None})
-        assert lifted.json()["budget"] is None
+    with ExitStack() as closing:
+        clients = [
+            closing.enter_context(openai.OpenAI(base_url=gateway.base_url, api_key=k, max_retries=0))
+            for k in (team.key, other)
+        ]
+        until_budgeted(clients[0])
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            results = list(pool.map(lambda i: ask(clients[i % 2], 20), range(120)))
+        assert {status for status, _ in results} == {200, 402}
+        gateway.wait_until_nothing_held(team.name)
+        assert sum(spent_by_key(gateway, team.name).values()) <= 200_000
+        with admin(gateway) as api:
+            shown = api.get(f"/teams/{team.name}/budget").json()["budget"]
+            assert Decimal(str(shown["spent"])) * 1_000_000 == sum(spent_by_key(gateway, team.name).values())
+            lifted = api.put(f"/teams/{team.name}/budget", json={"credits": None})
+            assert lifted.json()["budget"] is None
 
 
 def test_budgets_are_set_shown_and_lifted_by_the_cli_and_the_admin_api(gateway: Gateway, teams: Teams):
@@ -247,27 +253,27 @@ def test_a_daily_budget_resets_exactly_when_the_day_changes(tmp_path: Path, fake
                 ).status_code
                 == 200
             )
-        client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-        until_budgeted(client)
-        before: list[tuple[int, Decimal]] = []
-        while not before or before[-1][0] == 200:
-            before.append(ask(client, 20))
-        assert before[-1][0] == 402
-        with pytest.raises(openai.APIStatusError) as refused:
-            client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=20)
-        assert refused.value.body["budget"]["resets_at"] == midnight.isoformat(), "midnight came too soon"
+        with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+            until_budgeted(client)
+            before: list[tuple[int, Decimal]] = []
+            while not before or before[-1][0] == 200:
+                before.append(ask(client, 20))
+            assert before[-1][0] == 402
+            with pytest.raises(openai.APIStatusError) as refused:
+                client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=20)
+            assert refused.value.body["budget"]["resets_at"] == midnight.isoformat(), "midnight came too soon"
 
-        while datetime.now(UTC) + offset < midnight + timedelta(seconds=0.2):
-            time.sleep(0.1)
-        after = [ask(client, 20) for _ in range(2)]
-        assert [status for status, _ in after] == [200, 200]
-        with admin(gateway) as api:
-            budget = api.get(f"/teams/{team.name}/keys/{key_id}/budget").json()["budget"]
-        # The new day's spend is exactly its two charges; the day before's is not carried over.
-        assert Decimal(str(budget["spent"])) == sum((cost for _, cost in after), Decimal(0))
-        assert budget["resets_at"] == (midnight + timedelta(days=1)).isoformat()
-        charged_before = sum((cost for _, cost in before), Decimal(0))
-        assert charged_before <= Decimal("0.05")
-        assert gateway.cli("ledger", "verify").returncode == 0
+            while datetime.now(UTC) + offset < midnight + timedelta(seconds=0.2):
+                time.sleep(0.1)
+            after = [ask(client, 20) for _ in range(2)]
+            assert [status for status, _ in after] == [200, 200]
+            with admin(gateway) as api:
+                budget = api.get(f"/teams/{team.name}/keys/{key_id}/budget").json()["budget"]
+            # The new day's spend is exactly its two charges; the day before's is not carried over.
+            assert Decimal(str(budget["spent"])) == sum((cost for _, cost in after), Decimal(0))
+            assert budget["resets_at"] == (midnight + timedelta(days=1)).isoformat()
+            charged_before = sum((cost for _, cost in before), Decimal(0))
+            assert charged_before <= Decimal("0.05")
+            assert gateway.cli("ledger", "verify").returncode == 0
     finally:
         gateway.stop()

@@ -198,11 +198,11 @@ def test_a_missing_key_is_a_401(gateway: Gateway):
 
 
 def test_an_unknown_key_is_a_401(gateway: Gateway, fake_upstream: FakeUpstream):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key="tg-not-a-real-key", max_retries=0)
-    with pytest.raises(openai.AuthenticationError) as error:
-        client.chat.completions.create(model="fake-gpt", messages=HELLO)
-    assert error_of(error.value)["type"] == "authentication_error"
-    assert fake_upstream.requests == []
+    with openai.OpenAI(base_url=gateway.base_url, api_key="tg-not-a-real-key", max_retries=0) as client:
+        with pytest.raises(openai.AuthenticationError) as error:
+            client.chat.completions.create(model="fake-gpt", messages=HELLO)
+        assert error_of(error.value)["type"] == "authentication_error"
+        assert fake_upstream.requests == []
 
 
 def test_an_unknown_model_is_a_404(client: openai.OpenAI):

@@ -34,14 +34,14 @@ def test_team_key_and_credits_commands_drive_a_working_account(config):
 
     gateway = Gateway(config).start()
     try:
-        client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
-        completion = client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
-        left = Decimal(str(completion.usage.model_extra["remaining"]["credits"]))
-        assert 0 < 20 - left < Decimal("0.01")
-        # A top-up from another process while the gateway runs is seen by the next request.
-        run_cli(config, "credits", "add", "--team", "acme", "1")
-        completion = client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
-        assert Decimal(str(completion.usage.model_extra["remaining"]["credits"])) > left
+        with openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0) as client:
+            completion = client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
+            left = Decimal(str(completion.usage.model_extra["remaining"]["credits"]))
+            assert 0 < 20 - left < Decimal("0.01")
+            # A top-up from another process while the gateway runs is seen by the next request.
+            run_cli(config, "credits", "add", "--team", "acme", "1")
+            completion = client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "hi"}])
+            assert Decimal(str(completion.usage.model_extra["remaining"]["credits"])) > left
     finally:
         gateway.stop()
     assert run_cli(config, "ledger", "verify").returncode == 0

@@ -56,51 +56,53 @@ def test_a_nul_in_the_end_user_is_refused_and_every_team_reads_on(
     evil, other = two_teams
     before = _balance_line(gateway, evil)
     sent = len(fake_upstream.requests)
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=evil.key, max_retries=0)
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=evil.key, max_retries=0)
+    with (
+        openai.OpenAI(base_url=gateway.base_url, api_key=evil.key, max_retries=0) as client,
+        anthropic.Anthropic(base_url=gateway.root_url, api_key=evil.key, max_retries=0) as claude,
+    ):
+        with pytest.raises(openai.BadRequestError) as chat:
+            client.chat.completions.create(model="fake-gpt", messages=HI, user=EVIL)
+        assert chat.value.body["type"] == "invalid_request_error"
+        assert chat.value.body["param"] == "user"
+        assert "'user'" in chat.value.body["message"]
+        assert "U+0000" in chat.value.body["message"]
+        with pytest.raises(openai.BadRequestError) as responses:
+            client.responses.create(model="fake-codex", input="hi", user=EVIL, stream=True)
+        assert responses.value.body["param"] == "user"
+        with pytest.raises(anthropic.BadRequestError) as messages:
+            claude.messages.create(model="fake-claude", max_tokens=20, messages=HI, metadata={"user_id": EVIL})
+        assert messages.value.body["type"] == "error"
+        assert messages.value.body["error"]["type"] == "invalid_request_error"
+        assert "'metadata.user_id'" in messages.value.body["error"]["message"]
+        with pytest.raises(anthropic.BadRequestError):  # a bidirectional control reads one way, is another
+            claude.messages.create(
+                model="fake-claude", max_tokens=20, messages=HI, metadata={"user_id": "abc\u202edef"}
+            )
 
-    with pytest.raises(openai.BadRequestError) as chat:
-        client.chat.completions.create(model="fake-gpt", messages=HI, user=EVIL)
-    assert chat.value.body["type"] == "invalid_request_error"
-    assert chat.value.body["param"] == "user"
-    assert "'user'" in chat.value.body["message"]
-    assert "U+0000" in chat.value.body["message"]
-    with pytest.raises(openai.BadRequestError) as responses:
-        client.responses.create(model="fake-codex", input="hi", user=EVIL, stream=True)
-    assert responses.value.body["param"] == "user"
-    with pytest.raises(anthropic.BadRequestError) as messages:
-        claude.messages.create(model="fake-claude", max_tokens=20, messages=HI, metadata={"user_id": EVIL})
-    assert messages.value.body["type"] == "error"
-    assert messages.value.body["error"]["type"] == "invalid_request_error"
-    assert "'metadata.user_id'" in messages.value.body["error"]["message"]
-    with pytest.raises(anthropic.BadRequestError):  # a bidirectional control reads one way, is another
-        claude.messages.create(model="fake-claude", max_tokens=20, messages=HI, metadata={"user_id": "abc\u202edef"})
+        assert len(fake_upstream.requests) == sent  # nothing went upstream
+        assert gateway.charges(evil.name) == []
+        assert _balance_line(gateway, evil) == before  # nothing held or charged
 
-    assert len(fake_upstream.requests) == sent  # nothing went upstream
-    assert gateway.charges(evil.name) == []
-    assert _balance_line(gateway, evil) == before  # nothing held or charged
-
-    # The other team: served, its key, history and usage read, the projection current, verify clean.
-    openai.OpenAI(base_url=gateway.base_url, api_key=other.key, max_retries=0).chat.completions.create(
-        model="fake-gpt", messages=HI, user="alice"
-    )
-    key = httpx.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {other.key}"})
-    assert key.status_code == 200
-    assert key.json()["data"]["usage"] > 0
-    with _admin(gateway) as admin:
-        history = admin.get(f"/teams/{other.name}/history")
-        assert history.status_code == 200
-        assert [r["end_user"] for r in history.json()["data"] if r["kind"] == "charge"] == ["alice"]
-        usage = admin.get(f"/teams/{other.name}/usage", params={"by": "user"})
-        assert usage.status_code == 200
-        assert [r["value"] for r in usage.json()["data"]] == ["alice"]
-    dashboard = httpx.get(
-        gateway.root_url + f"/dashboard/api/teams/{other.name}/history",
-        headers={"Authorization": f"Bearer {other.key}"},
-    )
-    assert dashboard.status_code == 200
-    verify = gateway.cli("ledger", "verify", check=False)
-    assert verify.returncode == 0, verify.stderr
+        # The other team: served, its key, history and usage read, the projection current, verify clean.
+        with openai.OpenAI(base_url=gateway.base_url, api_key=other.key, max_retries=0) as sdk:
+            sdk.chat.completions.create(model="fake-gpt", messages=HI, user="alice")
+            key = httpx.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {other.key}"})
+            assert key.status_code == 200
+            assert key.json()["data"]["usage"] > 0
+            with _admin(gateway) as admin:
+                history = admin.get(f"/teams/{other.name}/history")
+                assert history.status_code == 200
+                assert [r["end_user"] for r in history.json()["data"] if r["kind"] == "charge"] == ["alice"]
+                usage = admin.get(f"/teams/{other.name}/usage", params={"by": "user"})
+                assert usage.status_code == 200
+                assert [r["value"] for r in usage.json()["data"]] == ["alice"]
+            dashboard = httpx.get(
+                gateway.root_url + f"/dashboard/api/teams/{other.name}/history",
+                headers={"Authorization": f"Bearer {other.key}"},
+            )
+            assert dashboard.status_code == 200
+            verify = gateway.cli("ledger", "verify", check=False)
+            assert verify.returncode == 0, verify.stderr
 
 
 def test_tags_are_utf8_and_a_control_or_bidi_character_in_them_is_refused(

@@ -78,33 +78,35 @@ def test_a_clock_run_a_day_ahead_cannot_make_a_day_s_budget_spendable_twice(
                 ).status_code
                 == 200
             )
-        today = spend_the_day(openai.OpenAI(base_url=wall.base_url, api_key=team.key, max_retries=0))
+        with openai.OpenAI(base_url=wall.base_url, api_key=team.key, max_retries=0) as client:
+            today = spend_the_day(client)
     finally:
         wall.stop()
 
     drill = Gateway(config, env={"TOLLGATE_CLOCK_OFFSET": str(DAY), "TOLLGATE_CLOCK_DRILL": "1"}).start()
     try:
         assert "ahead of the wall clock" in drill.output()
-        tomorrow = spend_the_day(openai.OpenAI(base_url=drill.base_url, api_key=team.key, max_retries=0))
+        with openai.OpenAI(base_url=drill.base_url, api_key=team.key, max_retries=0) as client:
+            tomorrow = spend_the_day(client)
     finally:
         drill.stop()
 
     again = Gateway(config).start()  # the wall clock again, the same day
     try:
-        client = openai.OpenAI(base_url=again.base_url, api_key=team.key, max_retries=0)
-        with pytest.raises(openai.APIStatusError) as refused:  # the request the drill's budget refused last
-            client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=20)
-        assert refused.value.status_code == 402
-        day_after = (datetime.now(UTC) + timedelta(days=2)).date().isoformat()
-        assert refused.value.body["budget"]["resets_at"] == f"{day_after}T00:00:00+00:00"
-        charges = again.charges(team.name)
-        assert sum(-int(row["amount"]) for row in charges) == (today + tomorrow) * 1_000_000
-        assert (today + tomorrow) <= 2 * Decimal("0.05")
-        # The charges are in time order, whichever process recorded them.
-        instants = [datetime.fromisoformat(row["occurred_at"]) for row in charges]
-        assert instants == sorted(instants)
-        key = httpx.get(f"{again.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
-        assert Decimal(str(key["budget"]["spent"])) == tomorrow
-        assert again.cli("ledger", "verify").returncode == 0
+        with openai.OpenAI(base_url=again.base_url, api_key=team.key, max_retries=0) as client:
+            with pytest.raises(openai.APIStatusError) as refused:  # the request the drill's budget refused last
+                client.chat.completions.create(model="fake-gpt", messages=ASK, max_tokens=20)
+            assert refused.value.status_code == 402
+            day_after = (datetime.now(UTC) + timedelta(days=2)).date().isoformat()
+            assert refused.value.body["budget"]["resets_at"] == f"{day_after}T00:00:00+00:00"
+            charges = again.charges(team.name)
+            assert sum(-int(row["amount"]) for row in charges) == (today + tomorrow) * 1_000_000
+            assert (today + tomorrow) <= 2 * Decimal("0.05")
+            # The charges are in time order, whichever process recorded them.
+            instants = [datetime.fromisoformat(row["occurred_at"]) for row in charges]
+            assert instants == sorted(instants)
+            key = httpx.get(f"{again.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
+            assert Decimal(str(key["budget"]["spent"])) == tomorrow
+            assert again.cli("ledger", "verify").returncode == 0
     finally:
         again.stop()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -55,12 +56,12 @@ def at_the_window(endpoint: str, model: str) -> tuple[dict[str, Any], int, dict[
 def send(gateway: Gateway, key: str, endpoint: str, body: dict[str, Any]) -> Any:
     """Through the endpoint's official SDK."""
     if endpoint == "messages":
-        claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=key, max_retries=0)
-        return claude.messages.create(**body)
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
-    if endpoint == "chat":
-        return client.chat.completions.create(**body)
-    return client.responses.create(**body)
+        with anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=key, max_retries=0) as claude:
+            return claude.messages.create(**body)
+    with openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0) as client:
+        if endpoint == "chat":
+            return client.chat.completions.create(**body)
+        return client.responses.create(**body)
 
 
 def no_open_hold(gateway: Gateway, team_name: str) -> bool:
@@ -120,26 +121,30 @@ def test_a_prompt_over_the_window_is_a_400_and_one_at_it_is_served(
 
 
 def test_the_demo_model_s_window_is_enforced_too(gateway: Gateway, team):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.BadRequestError) as refused:
-        client.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "go" + " on" * 5000}])
-    assert "maximum context length is 4096 tokens" in refused.value.message
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(
+                model="demo-gpt", messages=[{"role": "user", "content": "go" + " on" * 5000}]
+            )
+        assert "maximum context length is 4096 tokens" in refused.value.message
 
 
 def test_count_tokens_answers_the_gateway_s_count(gateway: Gateway, team, fake_upstream: FakeUpstream):
-    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    tools = [{"name": "lookup", "description": "Look it up", "input_schema": {"type": "object"}}]
-    body = {"system": "be brief", "tools": tools, "messages": [{"role": "user", "content": "hello there 世界 🎉"}]}
-    for model, rules in (
-        ("fake-claude", RULES["anthropic"]),
-        ("fake-gpt", RULES["o200k"]),
-        ("demo-gpt", RULES["o200k"]),
-    ):
-        counted = claude.messages.count_tokens(model=model, **body)
-        assert counted.input_tokens == prompt_tokens(body, "messages", rules)
-    assert fake_upstream.requests == []  # counted by the gateway, not asked of the upstream
-    too_long = claude.messages.count_tokens(model="small-claude", messages=[{"role": "user", "content": "on " * 3000}])
-    assert too_long.input_tokens > WINDOWS["small-claude"]  # counting is not refused, only sending
+    with anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0) as claude:
+        tools = [{"name": "lookup", "description": "Look it up", "input_schema": {"type": "object"}}]
+        body = {"system": "be brief", "tools": tools, "messages": [{"role": "user", "content": "hello there 世界 🎉"}]}
+        for model, rules in (
+            ("fake-claude", RULES["anthropic"]),
+            ("fake-gpt", RULES["o200k"]),
+            ("demo-gpt", RULES["o200k"]),
+        ):
+            counted = claude.messages.count_tokens(model=model, **body)
+            assert counted.input_tokens == prompt_tokens(body, "messages", rules)
+        assert fake_upstream.requests == []  # counted by the gateway, not asked of the upstream
+        too_long = claude.messages.count_tokens(
+            model="small-claude", messages=[{"role": "user", "content": "on " * 3000}]
+        )
+        assert too_long.input_tokens > WINDOWS["small-claude"]  # counting is not refused, only sending
 
 
 # -- the gateway's count against the upstream's ---------------------------------------------------
@@ -167,51 +172,59 @@ CHAT_TOOLS = [
 def test_the_gateway_never_counts_fewer_prompt_tokens_than_the_upstream(
     gateway: Gateway, team, fake_upstream: FakeUpstream
 ):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    picture = images.data_url(images.png(640, 480), "image/png")
-    for text in CORPUS:
-        # chat → OpenAI-compatible (with tools, and with an image): an upstream that reports no usage is
-        # billed the gateway's count, which must be at least what the upstream counts for that request.
-        for extra in ({}, {"tools": CHAT_TOOLS}):
+    with (
+        openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client,
+        anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0) as claude,
+    ):
+        picture = images.data_url(images.png(640, 480), "image/png")
+        for text in CORPUS:
+            # chat → OpenAI-compatible (with tools, and with an image): an upstream that reports no usage is
+            # billed the gateway's count, which must be at least what the upstream counts for that request.
+            for extra in ({}, {"tools": CHAT_TOOLS}):
+                fake_upstream.clear()
+                messages = [
+                    {"role": "system", "content": "be brief"},
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": text + " [[no-usage]]"},
+                            {"type": "image_url", "image_url": {"url": picture}},
+                        ],
+                    },
+                ]
+                ours = client.chat.completions.create(
+                    model="vision-gpt", messages=messages, **extra
+                ).usage.prompt_tokens
+                assert ours >= chat_prompt_tokens(fake_upstream.requests[0].body["messages"]) > 3
+
+            # responses → OpenAI-compatible (translated)
             fake_upstream.clear()
-            messages = [
-                {"role": "system", "content": "be brief"},
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": text + " [[no-usage]]"},
-                        {"type": "image_url", "image_url": {"url": picture}},
-                    ],
-                },
-            ]
-            ours = client.chat.completions.create(model="vision-gpt", messages=messages, **extra).usage.prompt_tokens
-            assert ours >= chat_prompt_tokens(fake_upstream.requests[0].body["messages"]) > 3
+            reply = client.responses.create(model="fake-gpt", instructions="be brief", input=text + " [[no-usage]]")
+            assert reply.usage.input_tokens >= chat_prompt_tokens(fake_upstream.requests[0].body["messages"])
 
-        # responses → OpenAI-compatible (translated)
-        fake_upstream.clear()
-        reply = client.responses.create(model="fake-gpt", instructions="be brief", input=text + " [[no-usage]]")
-        assert reply.usage.input_tokens >= chat_prompt_tokens(fake_upstream.requests[0].body["messages"])
-
-        # messages → Anthropic (passed through): the gateway's count against the upstream's reported one
-        body = {
-            "system": "be brief",
-            "messages": [
-                {
-                    "role": "user",
-                    "content": [
-                        {"type": "text", "text": text},
-                        {
-                            "type": "image",
-                            "source": {"type": "base64", "media_type": "image/png", "data": picture.split(",", 1)[1]},
-                        },
-                    ],
-                }
-            ],
-        }
-        ours = claude.messages.count_tokens(model="fake-claude", **body).input_tokens
-        theirs = claude.messages.create(model="fake-claude", max_tokens=5, **body).usage.input_tokens
-        assert ours >= theirs == fake_anthropic_prompt_tokens({**body, "model": "claude-x"})
+            # messages → Anthropic (passed through): the gateway's count against the upstream's reported one
+            body = {
+                "system": "be brief",
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": text},
+                            {
+                                "type": "image",
+                                "source": {
+                                    "type": "base64",
+                                    "media_type": "image/png",
+                                    "data": picture.split(",", 1)[1],
+                                },
+                            },
+                        ],
+                    }
+                ],
+            }
+            ours = claude.messages.count_tokens(model="fake-claude", **body).input_tokens
+            theirs = claude.messages.create(model="fake-claude", max_tokens=5, **body).usage.input_tokens
+            assert ours >= theirs == fake_anthropic_prompt_tokens({**body, "model": "claude-x"})
 
 
 def test_a_prompt_of_megabytes_is_counted_and_refused_in_seconds(gateway: Gateway, team):
@@ -243,17 +256,18 @@ CLAMPED = [
 
 def raw_send(gateway: Gateway, key: str, endpoint: str, body: dict[str, Any]) -> Any:
     """Through the endpoint's official SDK, for the answer's headers; a stream is read to its end."""
-    if endpoint == "messages":
-        claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=key, max_retries=0)
-        # a timeout of its own: without one the SDK refuses a plain request for 128,000 tokens
-        raw: Any = claude.messages.with_raw_response.create(**body, timeout=60)
-    else:
-        client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
-        create = (client.chat.completions if endpoint == "chat" else client.responses).with_raw_response.create
-        raw = create(**body)
-    answer = raw.parse()
-    if body.get("stream"):
-        list(answer)
+    with ExitStack() as closing:  # the client stays open until a stream is read
+        if endpoint == "messages":
+            claude = closing.enter_context(anthropic.Anthropic(base_url=gateway.root_url, api_key=key, max_retries=0))
+            # a timeout of its own: without one the SDK refuses a plain request for 128,000 tokens
+            raw: Any = claude.messages.with_raw_response.create(**body, timeout=60)
+        else:
+            client = closing.enter_context(openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0))
+            create = (client.chat.completions if endpoint == "chat" else client.responses).with_raw_response.create
+            raw = create(**body)
+        answer = raw.parse()
+        if body.get("stream"):
+            list(answer)
     return raw
 
 

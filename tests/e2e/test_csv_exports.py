@@ -68,31 +68,45 @@ def hostile(gateway: Gateway, teams: Teams) -> Hostile:
     formulas (one also with a tag whose name starts with a dash), then an operator's top-up and
     correction whose reference and reason do too."""
     team = teams.open("100")
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    client.chat.completions.create(
-        model="fake-gpt", messages=HI, user=USERS[0], extra_headers={TAGS: f"project={PROJECTS[0]}"}
-    )
-    for _ in client.chat.completions.create(
-        model="fake-claude", messages=HI, user=USERS[1], stream=True, extra_headers={TAGS: f"project={PROJECTS[1]}"}
+    with (
+        openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client,
+        anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as claude,
     ):
-        pass
-    claude.messages.create(
-        model="fake-claude",
-        max_tokens=50,
-        messages=HI,
-        metadata={"user_id": USERS[2]},
-        extra_headers={TAGS: f"project={PROJECTS[2]}"},
-    )
-    client.responses.create(
-        model="fake-gpt", input="hello spreadsheet", user=USERS[3], extra_headers={TAGS: f"project={PROJECTS[3]},-x=y"}
-    )
-    gateway.wait_until_nothing_held(team.name)  # the gateway's lease given back: the correction takes no more
-    gateway.cli("credits", "add", "--team", team.name, "5", "--reference", TOP_UP_REFERENCE)
-    gateway.cli(
-        "credits", "adjust", "--team", team.name, "--", "-1", "--reason", ADJUSTMENT_REASON, "--reference", "@SUM(1)"
-    )
-    return Hostile(team, datetime.now(UTC).strftime("%Y-%m"))
+        client.chat.completions.create(
+            model="fake-gpt", messages=HI, user=USERS[0], extra_headers={TAGS: f"project={PROJECTS[0]}"}
+        )
+        for _ in client.chat.completions.create(
+            model="fake-claude", messages=HI, user=USERS[1], stream=True, extra_headers={TAGS: f"project={PROJECTS[1]}"}
+        ):
+            pass
+        claude.messages.create(
+            model="fake-claude",
+            max_tokens=50,
+            messages=HI,
+            metadata={"user_id": USERS[2]},
+            extra_headers={TAGS: f"project={PROJECTS[2]}"},
+        )
+        client.responses.create(
+            model="fake-gpt",
+            input="hello spreadsheet",
+            user=USERS[3],
+            extra_headers={TAGS: f"project={PROJECTS[3]},-x=y"},
+        )
+        gateway.wait_until_nothing_held(team.name)  # the gateway's lease given back: the correction takes no more
+        gateway.cli("credits", "add", "--team", team.name, "5", "--reference", TOP_UP_REFERENCE)
+        gateway.cli(
+            "credits",
+            "adjust",
+            "--team",
+            team.name,
+            "--",
+            "-1",
+            "--reason",
+            ADJUSTMENT_REASON,
+            "--reference",
+            "@SUM(1)",
+        )
+        return Hostile(team, datetime.now(UTC).strftime("%Y-%m"))
 
 
 @pytest.fixture

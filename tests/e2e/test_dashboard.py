@@ -44,8 +44,11 @@ def _root(gateway: Gateway) -> str:
     return gateway.base_url.removesuffix("/v1")
 
 
-def _admin_api(gateway: Gateway) -> httpx.Client:
-    return httpx.Client(base_url=_root(gateway) + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+@pytest.fixture(scope="module")
+def admin(gateway: Gateway) -> Iterator[httpx.Client]:
+    """The admin API, one client for the module's tests, closed (its connections with it) after them."""
+    with httpx.Client(base_url=_root(gateway) + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as api:
+        yield api
 
 
 def _exact(answer: httpx.Response) -> dict:
@@ -54,38 +57,37 @@ def _exact(answer: httpx.Response) -> dict:
 
 
 @pytest.fixture(scope="module")
-def traffic(gateway: Gateway, teams: Teams) -> Traffic:
+def traffic(gateway: Gateway, teams: Teams, admin: httpx.Client) -> Traffic:
     """A team that opened with 100 credits, made three requests on two models and topped up once."""
     team = teams.open("100")
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    request_ids = []
-    attributed = (("project=alpha", "alice"), ("project=beta", ""), ("", "alice"))  # tags, end user
-    for model, (tags, user) in zip(("fake-gpt", "demo-gpt", "fake-gpt"), attributed, strict=True):
-        raw = client.chat.completions.with_raw_response.create(
-            model=model,
-            messages=[{"role": "user", "content": "Hello, dashboard!"}],
-            max_tokens=30,
-            extra_headers={"x-tollgate-tags": tags} if tags else None,
-            **({"user": user} if user else {}),
-        )
-        assert raw.parse().usage is not None
-        request_ids.append(raw.headers["x-request-id"])
-    # The gateway gives its credit lease back (its last write on the team) before the CLI, another
-    # process, tops the team up: the gateway must still show the balance after the top-up.
-    admin = _admin_api(gateway)
-    deadline = time.monotonic() + 10
-    while _exact(admin.get(f"/teams/{team.name}"))["held"] != 0:
-        assert time.monotonic() < deadline, "the gateway kept its credit lease on the team"
-        time.sleep(0.05)
-    gateway.cli("credits", "add", "--team", team.name, "25.5", "--reference", "INV-42")
-    with ThreadPoolExecutor() as pool:  # what the operator's commands say, once for the module
-        shown = pool.submit(gateway.cli, "team", "show", team.name)
-        exports = {
-            f: pool.submit(gateway.cli, "ledger", "export", "--team", team.name, "--format", f)
-            for f in ("csv", "jsonl")
-        }
-        balance = re.search(r"balance (\S+) credits", shown.result().stdout).group(1)  # type: ignore[union-attr]
-        return Traffic(team, request_ids, balance, {f: e.result().stdout for f, e in exports.items()})
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        request_ids = []
+        attributed = (("project=alpha", "alice"), ("project=beta", ""), ("", "alice"))  # tags, end user
+        for model, (tags, user) in zip(("fake-gpt", "demo-gpt", "fake-gpt"), attributed, strict=True):
+            raw = client.chat.completions.with_raw_response.create(
+                model=model,
+                messages=[{"role": "user", "content": "Hello, dashboard!"}],
+                max_tokens=30,
+                extra_headers={"x-tollgate-tags": tags} if tags else None,
+                **({"user": user} if user else {}),
+            )
+            assert raw.parse().usage is not None
+            request_ids.append(raw.headers["x-request-id"])
+        # The gateway gives its credit lease back (its last write on the team) before the CLI, another
+        # process, tops the team up: the gateway must still show the balance after the top-up.
+        deadline = time.monotonic() + 10
+        while _exact(admin.get(f"/teams/{team.name}"))["held"] != 0:
+            assert time.monotonic() < deadline, "the gateway kept its credit lease on the team"
+            time.sleep(0.05)
+        gateway.cli("credits", "add", "--team", team.name, "25.5", "--reference", "INV-42")
+        with ThreadPoolExecutor() as pool:  # what the operator's commands say, once for the module
+            shown = pool.submit(gateway.cli, "team", "show", team.name)
+            exports = {
+                f: pool.submit(gateway.cli, "ledger", "export", "--team", team.name, "--format", f)
+                for f in ("csv", "jsonl")
+            }
+            balance = re.search(r"balance (\S+) credits", shown.result().stdout).group(1)  # type: ignore[union-attr]
+            return Traffic(team, request_ids, balance, {f: e.result().stdout for f, e in exports.items()})
 
 
 @pytest.fixture
@@ -228,9 +230,8 @@ def test_the_admin_picks_a_team_and_signs_out(page: Page, gateway: Gateway, traf
     assert page.evaluate("sessionStorage.length") == 0
 
 
-def test_the_audit_history_pages_through_every_entry(page: Page, gateway: Gateway, teams: Teams):
+def test_the_audit_history_pages_through_every_entry(page: Page, gateway: Gateway, teams: Teams, admin: httpx.Client):
     team = teams.open("1")
-    admin = _admin_api(gateway)
     for n in range(24):
         topped_up = admin.post(f"/teams/{team.name}/credits", json={"amount": "0.5", "reference": f"T-{n}"})
         assert topped_up.status_code == 200
@@ -281,11 +282,10 @@ def test_the_page_is_one_self_contained_document(gateway: Gateway):
         assert "<style>" in answer.text
 
 
-def test_the_api_needs_a_live_key(gateway: Gateway, traffic: Traffic, teams: Teams):
+def test_the_api_needs_a_live_key(gateway: Gateway, traffic: Traffic, teams: Teams, admin: httpx.Client):
     assert _error_type(_api(gateway, "/session", None), 401) == "authentication_error"
     assert _error_type(_api(gateway, "/session", "tg-wrong"), 401) == "authentication_error"
     assert _error_type(_api(gateway, f"/teams/{traffic.team.name}", "tg-wrong"), 401) == "authentication_error"
-    admin = _admin_api(gateway)
     team = teams.open("1").name  # not the traffic's: its history (where a key's issue shows) stays as it was
     issued = admin.post(f"/teams/{team}/keys", json={"name": "soon revoked"}).json()
     assert _exact(_api(gateway, "/session", issued["key"]))["team"] == team
@@ -315,9 +315,8 @@ def test_a_team_key_reads_its_own_team_only(gateway: Gateway, traffic: Traffic, 
         assert _error_type(_api(gateway, path, key), 403) == "permission_error", path
 
 
-def test_a_suspended_team_still_sees_its_dashboard(gateway: Gateway, teams: Teams):
+def test_a_suspended_team_still_sees_its_dashboard(gateway: Gateway, teams: Teams, admin: httpx.Client):
     team = teams.open("3")
-    admin = _admin_api(gateway)
     assert admin.post(f"/teams/{team.name}/suspend", json={"reason": "unpaid"}).status_code == 200
     summary = _exact(_api(gateway, f"/teams/{team.name}", team.key))
     assert (summary["suspended"], summary["balance"]) == (True, Decimal(3))

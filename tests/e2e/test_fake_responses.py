@@ -207,5 +207,8 @@ def test_failures(client: openai.OpenAI, fake: FakeUpstream) -> None:
     with pytest.raises(openai.APIConnectionError):
         list(client.responses.create(model=MODEL, input="a b c [[drop-after:1]]", stream=True))
     assert fake.requests[-1].dropped
-    with pytest.raises(openai.AuthenticationError):
-        openai.OpenAI(base_url=fake.base_url, api_key="wrong", max_retries=0).responses.create(model=MODEL, input="x")
+    with (
+        pytest.raises(openai.AuthenticationError),
+        openai.OpenAI(base_url=fake.base_url, api_key="wrong", max_retries=0) as sdk,
+    ):
+        sdk.responses.create(model=MODEL, input="x")

@@ -183,11 +183,11 @@ def test_fail_400_and_missing_model(client: openai.OpenAI, fake: FakeUpstream) -
 
 
 def test_wrong_key(fake: FakeUpstream) -> None:
-    bad = openai.OpenAI(base_url=fake.base_url, api_key="nope", max_retries=0)
-    with pytest.raises(openai.AuthenticationError) as e:
-        bad.chat.completions.create(model=MODEL, messages=user("hi"))
-    assert e.value.code == "invalid_api_key"
-    bad.close()
+    with openai.OpenAI(base_url=fake.base_url, api_key="nope", max_retries=0) as bad:
+        with pytest.raises(openai.AuthenticationError) as e:
+            bad.chat.completions.create(model=MODEL, messages=user("hi"))
+        assert e.value.code == "invalid_api_key"
+        bad.close()
 
 
 def test_drop_after_streaming(client: openai.OpenAI) -> None:
@@ -480,23 +480,23 @@ def test_anthropic_fail_directive(claude: anthropic.Anthropic, code: int, error:
 
 
 def test_anthropic_auth_and_version(fake: FakeUpstream) -> None:
-    bad = anthropic.Anthropic(base_url=fake.anthropic_base_url, api_key="nope", max_retries=0)
-    with pytest.raises(anthropic.AuthenticationError) as e:
-        bad.messages.create(model=CLAUDE, max_tokens=10, messages=say("hi"))
-    assert e.value.body == {
-        "type": "error",
-        "error": {"type": "authentication_error", "message": "invalid x-api-key"},
-        "request_id": "req_fake",
-    }
-    bad.close()
-    url, body = f"{fake.anthropic_base_url}/v1/messages", {"model": CLAUDE, "max_tokens": 10, "messages": say("hi")}
-    ok = httpx.post(url, json=body, headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"})
-    assert ok.status_code == 200
-    assert ok.json()["content"][0]["text"] == "Echo: hi"
-    no_version = httpx.post(url, json=body, headers={"x-api-key": "upstream-secret"})
-    assert no_version.status_code == 400
-    assert no_version.json()["error"]["type"] == "invalid_request_error"
-    assert httpx.post(url, json=body, headers={"anthropic-version": "2023-06-01"}).status_code == 401
+    with anthropic.Anthropic(base_url=fake.anthropic_base_url, api_key="nope", max_retries=0) as bad:
+        with pytest.raises(anthropic.AuthenticationError) as e:
+            bad.messages.create(model=CLAUDE, max_tokens=10, messages=say("hi"))
+        assert e.value.body == {
+            "type": "error",
+            "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+            "request_id": "req_fake",
+        }
+        bad.close()
+        url, body = f"{fake.anthropic_base_url}/v1/messages", {"model": CLAUDE, "max_tokens": 10, "messages": say("hi")}
+        ok = httpx.post(url, json=body, headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"})
+        assert ok.status_code == 200
+        assert ok.json()["content"][0]["text"] == "Echo: hi"
+        no_version = httpx.post(url, json=body, headers={"x-api-key": "upstream-secret"})
+        assert no_version.status_code == 400
+        assert no_version.json()["error"]["type"] == "invalid_request_error"
+        assert httpx.post(url, json=body, headers={"anthropic-version": "2023-06-01"}).status_code == 401
 
 
 def test_anthropic_stream_error_event(claude: anthropic.Anthropic) -> None:
@@ -708,10 +708,11 @@ def test_a_status_base_url_answers_that_status_in_each_protocol_s_shape(fake: Fa
     with anthropic.Anthropic(base_url=f"{root}/status/529", api_key="k", max_retries=0) as broken_claude:
         with pytest.raises(anthropic.OverloadedError) as overloaded:
             broken_claude.messages.create(model=CLAUDE, max_tokens=10, messages=say("hi"))
-        with pytest.raises(anthropic.RateLimitError):
-            anthropic.Anthropic(base_url=f"{root}/status/429", api_key="k", max_retries=0).messages.create(
-                model=CLAUDE, max_tokens=10, messages=say("hi")
-            )
+        with (
+            pytest.raises(anthropic.RateLimitError),
+            anthropic.Anthropic(base_url=f"{root}/status/429", api_key="k", max_retries=0) as sdk,
+        ):
+            sdk.messages.create(model=CLAUDE, max_tokens=10, messages=say("hi"))
     assert overloaded.value.type == "overloaded_error"
     assert [q.path for q in fake.requests][-3:] == [
         "/status/503/v1/chat/completions",

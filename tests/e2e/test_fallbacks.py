@@ -46,47 +46,55 @@ def _credits(usage_extra: dict) -> Decimal:
 
 def ask(gateway: Gateway, team: Team, endpoint: str, model: str, text: str = PROMPT, stream: bool = False) -> Answer:
     """One request on ``endpoint`` with that endpoint's official SDK; what the client got."""
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    messages = [{"role": "user", "content": text}]
-    if endpoint == "chat" and not stream:
-        raw = client.chat.completions.with_raw_response.create(model=model, messages=messages)
-        completion = raw.parse()
+    with (
+        openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client,
+        anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0) as claude,
+    ):
+        messages = [{"role": "user", "content": text}]
+        if endpoint == "chat" and not stream:
+            raw = client.chat.completions.with_raw_response.create(model=model, messages=messages)
+            completion = raw.parse()
+            return Answer(
+                completion.choices[0].message.content or "",
+                raw.headers["x-request-id"],
+                _credits(completion.usage.model_extra),
+            )
+        if endpoint == "chat":
+            chunks = client.chat.completions.create(
+                model=model, messages=messages, stream=True, stream_options={"include_usage": True}
+            )
+            received = list(chunks)
+            return Answer(
+                "".join(c.choices[0].delta.content or "" for c in received if c.choices),
+                chunks.response.headers["x-request-id"],
+                _credits(received[-1].usage.model_extra),
+            )
+        if endpoint == "messages" and not stream:
+            raw_message = claude.messages.with_raw_response.create(model=model, max_tokens=100, messages=messages)
+            message = raw_message.parse()
+            return Answer(
+                message.content[0].text, raw_message.headers["x-request-id"], _credits(message.usage.model_extra)
+            )
+        if endpoint == "messages":
+            events = claude.messages.create(model=model, max_tokens=100, messages=messages, stream=True)
+            seen = list(events)
+            (delta,) = [e for e in seen if e.type == "message_delta"]
+            return Answer(
+                "".join(e.delta.text for e in seen if e.type == "content_block_delta"),
+                events.response.headers["x-request-id"],
+                _credits(delta.usage.model_extra),
+            )
+        if not stream:
+            raw_response = client.responses.with_raw_response.create(model=model, input=text)
+            response = raw_response.parse()
+            return Answer(
+                response.output_text, raw_response.headers["x-request-id"], _credits(response.usage.model_extra)
+            )
+        events = client.responses.create(model=model, input=text, stream=True)
+        completed = next(e for e in events if e.type == "response.completed").response
         return Answer(
-            completion.choices[0].message.content or "",
-            raw.headers["x-request-id"],
-            _credits(completion.usage.model_extra),
+            completed.output_text, events.response.headers["x-request-id"], _credits(completed.usage.model_extra)
         )
-    if endpoint == "chat":
-        chunks = client.chat.completions.create(
-            model=model, messages=messages, stream=True, stream_options={"include_usage": True}
-        )
-        received = list(chunks)
-        return Answer(
-            "".join(c.choices[0].delta.content or "" for c in received if c.choices),
-            chunks.response.headers["x-request-id"],
-            _credits(received[-1].usage.model_extra),
-        )
-    if endpoint == "messages" and not stream:
-        raw_message = claude.messages.with_raw_response.create(model=model, max_tokens=100, messages=messages)
-        message = raw_message.parse()
-        return Answer(message.content[0].text, raw_message.headers["x-request-id"], _credits(message.usage.model_extra))
-    if endpoint == "messages":
-        events = claude.messages.create(model=model, max_tokens=100, messages=messages, stream=True)
-        seen = list(events)
-        (delta,) = [e for e in seen if e.type == "message_delta"]
-        return Answer(
-            "".join(e.delta.text for e in seen if e.type == "content_block_delta"),
-            events.response.headers["x-request-id"],
-            _credits(delta.usage.model_extra),
-        )
-    if not stream:
-        raw_response = client.responses.with_raw_response.create(model=model, input=text)
-        response = raw_response.parse()
-        return Answer(response.output_text, raw_response.headers["x-request-id"], _credits(response.usage.model_extra))
-    events = client.responses.create(model=model, input=text, stream=True)
-    completed = next(e for e in events if e.type == "response.completed").response
-    return Answer(completed.output_text, events.response.headers["x-request-id"], _credits(completed.usage.model_extra))
 
 
 def sent(fake: FakeUpstream) -> list[tuple[str, str]]:
@@ -168,140 +176,151 @@ def test_a_deployment_that_never_answers_is_given_up_after_its_timeout(
 def test_when_every_deployment_fails_the_client_gets_the_last_error_and_pays_nothing(
     gateway: Gateway, team: Team, fake_upstream: FakeUpstream, stream: bool
 ):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.InternalServerError) as error:  # passed through: the upstream's own 500
-        client.chat.completions.create(
-            model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:500]]"}], stream=stream
-        )
-    assert error.value.status_code == 500
-    assert error.value.response.headers["x-should-retry"] == "true"
-    assert error.value.body == {
-        "message": "fake upstream failure 500",
-        "type": "server_error",
-        "param": None,
-        "code": None,
-    }
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    with pytest.raises(anthropic.InternalServerError) as translated:  # translated: Tollgate's 502, in its shape
-        claude.messages.create(
-            model="twin-gpt", max_tokens=10, messages=[{"role": "user", "content": "x [[fail:500]]"}]
-        )
-    assert translated.value.status_code == 502
-    assert "status 500" in translated.value.message
-    assert sorted(model for _, model in sent(fake_upstream)) == ["gpt-a", "gpt-a", "gpt-b", "gpt-b"]
-    audit(gateway, team, [])
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.InternalServerError) as error:  # passed through: the upstream's own 500
+            client.chat.completions.create(
+                model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:500]]"}], stream=stream
+            )
+        assert error.value.status_code == 500
+        assert error.value.response.headers["x-should-retry"] == "true"
+        assert error.value.body == {
+            "message": "fake upstream failure 500",
+            "type": "server_error",
+            "param": None,
+            "code": None,
+        }
+        with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as claude:
+            with pytest.raises(anthropic.InternalServerError) as translated:  # translated: Tollgate's 502, in its shape
+                claude.messages.create(
+                    model="twin-gpt", max_tokens=10, messages=[{"role": "user", "content": "x [[fail:500]]"}]
+                )
+            assert translated.value.status_code == 502
+            assert "status 500" in translated.value.message
+            assert sorted(model for _, model in sent(fake_upstream)) == ["gpt-a", "gpt-a", "gpt-b", "gpt-b"]
+            audit(gateway, team, [])
 
 
 def test_when_every_deployment_times_out_the_client_gets_a_504(
     gateway: Gateway, team: Team, fake_upstream: FakeUpstream
 ):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.InternalServerError) as error:  # twin-gpt's deployments wait 2 s each
-        client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[latency:4500]]"}])
-    assert error.value.status_code == 504
-    assert sorted(model for _, model in sent(fake_upstream)) == ["gpt-a", "gpt-b"]
-    audit(gateway, team, [])
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.InternalServerError) as error:  # twin-gpt's deployments wait 2 s each
+            client.chat.completions.create(
+                model="twin-gpt", messages=[{"role": "user", "content": "x [[latency:4500]]"}]
+            )
+        assert error.value.status_code == 504
+        assert sorted(model for _, model in sent(fake_upstream)) == ["gpt-a", "gpt-b"]
+        audit(gateway, team, [])
 
 
 def test_a_rate_limit_is_tried_elsewhere_and_the_last_one_reaches_the_client(
     gateway: Gateway, team: Team, fake_upstream: FakeUpstream
 ):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.RateLimitError) as error:
-        client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:429]]"}])
-    assert error.value.response.headers["retry-after"] == "1"
-    assert len(fake_upstream.requests) == 2
-    audit(gateway, team, [])
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.RateLimitError) as error:
+            client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:429]]"}])
+        assert error.value.response.headers["retry-after"] == "1"
+        assert len(fake_upstream.requests) == 2
+        audit(gateway, team, [])
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_messages_clients_get_their_own_error_when_every_deployment_is_overloaded(
     gateway: Gateway, team: Team, fake_upstream: FakeUpstream, stream: bool
 ):
-    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    with pytest.raises(anthropic.OverloadedError) as error:  # Anthropic's own 529, as it wrote it
-        claude.messages.create(
-            model="twin-claude", max_tokens=100, stream=stream, messages=[{"role": "user", "content": "x [[fail:529]]"}]
-        )
-    assert error.value.status_code == 529
-    assert error.value.body["error"]["type"] == "overloaded_error"
-    assert error.value.response.headers["x-should-retry"] == "true"
-    assert sorted(model for _, model in sent(fake_upstream)) == ["claude-a", "claude-b"]
-    audit(gateway, team, [])
+    with anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0) as claude:
+        with pytest.raises(anthropic.OverloadedError) as error:  # Anthropic's own 529, as it wrote it
+            claude.messages.create(
+                model="twin-claude",
+                max_tokens=100,
+                stream=stream,
+                messages=[{"role": "user", "content": "x [[fail:529]]"}],
+            )
+        assert error.value.status_code == 529
+        assert error.value.body["error"]["type"] == "overloaded_error"
+        assert error.value.response.headers["x-should-retry"] == "true"
+        assert sorted(model for _, model in sent(fake_upstream)) == ["claude-a", "claude-b"]
+        audit(gateway, team, [])
 
 
 # -- what is never tried elsewhere ------------------------------------------------------------------
 
 
 def test_a_refused_request_is_not_tried_elsewhere(gateway: Gateway, team: Team, fake_upstream: FakeUpstream):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.BadRequestError):
-        client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:400]]"}])
-    assert len(fake_upstream.requests) == 1
-    audit(gateway, team, [])
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError):
+            client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:400]]"}])
+        assert len(fake_upstream.requests) == 1
+        audit(gateway, team, [])
 
 
 def test_max_attempts_bounds_the_deployments_tried(gateway: Gateway, team: Team, fake_upstream: FakeUpstream):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.InternalServerError) as error:  # once-gpt: max_attempts = 1, its first deployment 503s
-        client.chat.completions.create(model="once-gpt", messages=[{"role": "user", "content": PROMPT}])
-    assert error.value.status_code == 503
-    assert sent(fake_upstream) == [("/status/503/v1/chat/completions", "gpt-a")]
-    audit(gateway, team, [])
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(
+            openai.InternalServerError
+        ) as error:  # once-gpt: max_attempts = 1, its first deployment 503s
+            client.chat.completions.create(model="once-gpt", messages=[{"role": "user", "content": PROMPT}])
+        assert error.value.status_code == 503
+        assert sent(fake_upstream) == [("/status/503/v1/chat/completions", "gpt-a")]
+        audit(gateway, team, [])
 
 
 def test_an_answer_that_breaks_off_after_its_200_is_not_retried(
     gateway: Gateway, team: Team, fake_upstream: FakeUpstream
 ):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.InternalServerError) as error:  # cut-gpt's first deployment: a 200, cut short
-        client.chat.completions.create(model="cut-gpt", messages=[{"role": "user", "content": PROMPT}])
-    assert error.value.status_code == 502
-    assert error.value.body["message"] == BROKE_OFF  # type: ignore[index]
-    with pytest.raises(openai.APIError) as broken:  # a stream: open when the 200 came, so the error comes in-stream
-        list(
-            client.chat.completions.create(model="cut-gpt", messages=[{"role": "user", "content": PROMPT}], stream=True)
-        )
-    assert broken.value.message == BROKE_OFF
-    assert sent(fake_upstream) == [("/cut/v1/chat/completions", "gpt-a")] * 2
-    audit(gateway, team, [])
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.InternalServerError) as error:  # cut-gpt's first deployment: a 200, cut short
+            client.chat.completions.create(model="cut-gpt", messages=[{"role": "user", "content": PROMPT}])
+        assert error.value.status_code == 502
+        assert error.value.body["message"] == BROKE_OFF  # type: ignore[index]
+        with pytest.raises(openai.APIError) as broken:  # a stream: open when the 200 came, so the error comes in-stream
+            list(
+                client.chat.completions.create(
+                    model="cut-gpt", messages=[{"role": "user", "content": PROMPT}], stream=True
+                )
+            )
+        assert broken.value.message == BROKE_OFF
+        assert sent(fake_upstream) == [("/cut/v1/chat/completions", "gpt-a")] * 2
+        audit(gateway, team, [])
 
 
 def test_a_chat_stream_that_breaks_after_it_opened_is_not_retried(
     gateway: Gateway, team: Team, fake_upstream: FakeUpstream
 ):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    chunks = client.chat.completions.create(
-        model="twin-gpt", stream=True, messages=[{"role": "user", "content": "one two three [[drop-after:2]]"}]
-    )
-    received: list[str] = []
-    with pytest.raises(openai.APIError) as error:
-        received.extend(chunk.choices[0].delta.content or "" for chunk in chunks)  # keeps what came before the break
-    assert error.value.message == BROKE_OFF
-    assert "".join(received) == "Echo: one "
-    assert len(fake_upstream.requests) == 1
-    (charge,) = audit(gateway, team, [Answer("", chunks.response.headers["x-request-id"], None)])
-    assert charge["output_tokens"] == RULES["o200k"].text("Echo: one ")  # the delivered text's tokens
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        chunks = client.chat.completions.create(
+            model="twin-gpt", stream=True, messages=[{"role": "user", "content": "one two three [[drop-after:2]]"}]
+        )
+        received: list[str] = []
+        with pytest.raises(openai.APIError) as error:
+            received.extend(
+                chunk.choices[0].delta.content or "" for chunk in chunks
+            )  # keeps what came before the break
+        assert error.value.message == BROKE_OFF
+        assert "".join(received) == "Echo: one "
+        assert len(fake_upstream.requests) == 1
+        (charge,) = audit(gateway, team, [Answer("", chunks.response.headers["x-request-id"], None)])
+        assert charge["output_tokens"] == RULES["o200k"].text("Echo: one ")  # the delivered text's tokens
 
 
 def test_a_messages_stream_that_breaks_after_it_opened_is_not_retried(
     gateway: Gateway, team: Team, fake_upstream: FakeUpstream
 ):
-    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    events = claude.messages.create(
-        model="twin-claude",
-        max_tokens=100,
-        stream=True,
-        messages=[{"role": "user", "content": "one two three [[stream-error]]"}],
-    )
-    received: list[str] = []
-    with pytest.raises(anthropic.APIStatusError) as error:
-        received.extend(event.delta.text for event in events if event.type == "content_block_delta")
-    assert "overloaded" in str(error.value).lower()
-    assert "".join(received) == "Echo: "
-    assert len(fake_upstream.requests) == 1
-    (charge,) = audit(gateway, team, [Answer("", events.response.headers["x-request-id"], None)])
-    assert charge["output_tokens"] == RULES["anthropic"].text("Echo: ")  # the delivered text's (estimated) tokens
+    with anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0) as claude:
+        events = claude.messages.create(
+            model="twin-claude",
+            max_tokens=100,
+            stream=True,
+            messages=[{"role": "user", "content": "one two three [[stream-error]]"}],
+        )
+        received: list[str] = []
+        with pytest.raises(anthropic.APIStatusError) as error:
+            received.extend(event.delta.text for event in events if event.type == "content_block_delta")
+        assert "overloaded" in str(error.value).lower()
+        assert "".join(received) == "Echo: "
+        assert len(fake_upstream.requests) == 1
+        (charge,) = audit(gateway, team, [Answer("", events.response.headers["x-request-id"], None)])
+        assert charge["output_tokens"] == RULES["anthropic"].text("Echo: ")  # the delivered text's (estimated) tokens
 
 
 # -- weights ---------------------------------------------------------------------------------------

@@ -28,35 +28,35 @@ def post(gateway: Gateway, team, body: dict, key: str | None, path: str = "/chat
 
 
 def test_a_retry_gets_the_same_answer_and_is_not_charged_again(gateway: Gateway, team, fake_upstream: FakeUpstream):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    first = client.chat.completions.with_raw_response.create(
-        model="fake-gpt", messages=HI, extra_headers={"Idempotency-Key": "order-1"}
-    )
-    again = client.chat.completions.with_raw_response.create(
-        model="fake-gpt", messages=HI, extra_headers={"Idempotency-Key": "order-1"}
-    )
-    assert again.http_response.content == first.http_response.content
-    assert again.headers["idempotent-replayed"] == "true"
-    assert again.headers["x-request-id"] == first.headers["x-request-id"]
-    assert len(fake_upstream.requests) == 1
-    cost = Decimal(str(first.parse().usage.model_extra["cost"]["credits"]))
-    assert balance_of(gateway, team.name) == 100 - cost
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        first = client.chat.completions.with_raw_response.create(
+            model="fake-gpt", messages=HI, extra_headers={"Idempotency-Key": "order-1"}
+        )
+        again = client.chat.completions.with_raw_response.create(
+            model="fake-gpt", messages=HI, extra_headers={"Idempotency-Key": "order-1"}
+        )
+        assert again.http_response.content == first.http_response.content
+        assert again.headers["idempotent-replayed"] == "true"
+        assert again.headers["x-request-id"] == first.headers["x-request-id"]
+        assert len(fake_upstream.requests) == 1
+        cost = Decimal(str(first.parse().usage.model_extra["cost"]["credits"]))
+        assert balance_of(gateway, team.name) == 100 - cost
 
 
 def test_a_streamed_answer_is_replayed_whole(gateway: Gateway, team, fake_upstream: FakeUpstream):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    args = {
-        "model": "fake-claude",
-        "messages": HI,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-        "extra_headers": {"Idempotency-Key": "stream-1"},
-    }
-    first = list(client.chat.completions.create(**args))
-    again = list(client.chat.completions.create(**args))
-    assert [c.model_dump() for c in again] == [c.model_dump() for c in first]
-    assert len(fake_upstream.requests) == 1
-    assert balance_of(gateway, team.name) == 100 - Decimal(str(first[-1].usage.model_extra["cost"]["credits"]))
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        args = {
+            "model": "fake-claude",
+            "messages": HI,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            "extra_headers": {"Idempotency-Key": "stream-1"},
+        }
+        first = list(client.chat.completions.create(**args))
+        again = list(client.chat.completions.create(**args))
+        assert [c.model_dump() for c in again] == [c.model_dump() for c in first]
+        assert len(fake_upstream.requests) == 1
+        assert balance_of(gateway, team.name) == 100 - Decimal(str(first[-1].usage.model_extra["cost"]["credits"]))
 
 
 def test_the_same_key_for_a_different_body_is_a_409(gateway: Gateway, team):
@@ -64,11 +64,13 @@ def test_the_same_key_for_a_different_body_is_a_409(gateway: Gateway, team):
     other = post(gateway, team, {"model": "fake-gpt", "messages": [{"role": "user", "content": "else"}]}, "k-409")
     assert other.status_code == 409
     assert other.json()["error"]["type"] == "invalid_request_error"
-    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    claude.messages.create(model="fake-gpt", max_tokens=20, messages=HI, extra_headers={"Idempotency-Key": "m-409"})
-    with pytest.raises(anthropic.ConflictError) as conflict:
-        claude.messages.create(model="fake-gpt", max_tokens=21, messages=HI, extra_headers={"Idempotency-Key": "m-409"})
-    assert conflict.value.body["type"] == "error"
+    with anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0) as claude:
+        claude.messages.create(model="fake-gpt", max_tokens=20, messages=HI, extra_headers={"Idempotency-Key": "m-409"})
+        with pytest.raises(anthropic.ConflictError) as conflict:
+            claude.messages.create(
+                model="fake-gpt", max_tokens=21, messages=HI, extra_headers={"Idempotency-Key": "m-409"}
+            )
+        assert conflict.value.body["type"] == "error"
 
 
 def test_a_retry_while_the_first_attempt_runs_is_a_409(gateway: Gateway, team):

@@ -56,37 +56,41 @@ def test_an_address_that_spent_its_failed_attempts_gets_429_and_valid_keys_alrea
     assert throttled.headers["x-should-retry"] == "false"
     assert throttled.json()["error"]["type"] == "rate_limit_error"
 
-    messages = anthropic.Anthropic(
+    with anthropic.Anthropic(
         base_url=guarded.root_url, api_key="tg-guess-again", max_retries=0, default_headers={"x-forwarded-for": guesser}
-    )
-    with pytest.raises(anthropic.RateLimitError) as refused:
-        messages.messages.create(model="fake-gpt", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
-    assert refused.value.body["type"] == "error"
-    admin = httpx.get(
-        f"{guarded.root_url}/admin/teams", headers={"authorization": f"Bearer {ADMIN_KEY}", "x-forwarded-for": guesser}
-    )
-    assert admin.status_code == 429  # the admin key is never compared for an address over its budget
+    ) as messages:
+        with pytest.raises(anthropic.RateLimitError) as refused:
+            messages.messages.create(model="fake-gpt", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
+        assert refused.value.body["type"] == "error"
+        admin = httpx.get(
+            f"{guarded.root_url}/admin/teams",
+            headers={"authorization": f"Bearer {ADMIN_KEY}", "x-forwarded-for": guesser},
+        )
+        assert admin.status_code == 429  # the admin key is never compared for an address over its budget
 
-    assert chat(guarded, served.key, guesser).status_code == 200  # never slowed
-    assert chat(guarded, fresh.key, guesser).status_code == 429  # a key new to the gateway waits for the budget
-    assert chat(guarded, fresh.key, neighbour).status_code == 200  # another address is untouched
-    assert chat(guarded, "tg-guess-elsewhere", neighbour).status_code == 401
+        assert chat(guarded, served.key, guesser).status_code == 200  # never slowed
+        assert chat(guarded, fresh.key, guesser).status_code == 429  # a key new to the gateway waits for the budget
+        assert chat(guarded, fresh.key, neighbour).status_code == 200  # another address is untouched
+        assert chat(guarded, "tg-guess-elsewhere", neighbour).status_code == 401
 
 
 def test_the_sdk_does_not_retry_a_throttled_wrong_key(guarded: Gateway):
     sent: list[httpx.Request] = []
-    client = openai.OpenAI(
-        base_url=guarded.base_url,
-        api_key="tg-guess",
-        max_retries=3,
-        default_headers={"x-forwarded-for": "192.0.2.44"},
-        http_client=httpx.Client(event_hooks={"request": [sent.append]}),
-    )
-    for _ in range(BUDGET):
-        with pytest.raises(openai.AuthenticationError):
+    with (
+        httpx.Client(event_hooks={"request": [sent.append]}) as http,  # the SDK leaves a client it was given open
+        openai.OpenAI(
+            base_url=guarded.base_url,
+            api_key="tg-guess",
+            max_retries=3,
+            default_headers={"x-forwarded-for": "192.0.2.44"},
+            http_client=http,
+        ) as client,
+    ):
+        for _ in range(BUDGET):
+            with pytest.raises(openai.AuthenticationError):
+                client.chat.completions.create(**CHAT)
+        with pytest.raises(openai.RateLimitError):
             client.chat.completions.create(**CHAT)
-    with pytest.raises(openai.RateLimitError):
-        client.chat.completions.create(**CHAT)
     assert len(sent) == BUDGET + 1  # the SDK obeys x-should-retry: false, and asks once
 
 

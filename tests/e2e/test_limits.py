@@ -29,22 +29,24 @@ def test_responses_and_messages_refuse_it_in_their_own_shapes(gateway: Gateway, 
     with pytest.raises(openai.BadRequestError) as error:
         client.responses.create(model="demo-gpt", input="hi", max_output_tokens=257)  # demo-gpt: 256
     assert error.value.response.json()["error"]["param"] == "max_output_tokens"
-    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    with pytest.raises(anthropic.BadRequestError) as refused:
-        claude.messages.create(model="fake-claude", max_tokens=4097, messages=HI)  # fake-claude: 4096
-    assert refused.value.body["error"]["type"] == "invalid_request_error"
-    assert "4096" in refused.value.body["error"]["message"]
+    with anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0) as claude:
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            claude.messages.create(model="fake-claude", max_tokens=4097, messages=HI)  # fake-claude: 4096
+        assert refused.value.body["error"]["type"] == "invalid_request_error"
+        assert "4096" in refused.value.body["error"]["message"]
 
 
 def test_an_upstream_that_does_not_answer_in_time_is_a_504_that_charges_nothing(gateway: Gateway, team):
     from tests.support.charges import balance_of
 
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.InternalServerError) as error:  # slow-gpt's read timeout is 1 s
-        client.chat.completions.create(model="slow-gpt", messages=[{"role": "user", "content": "x [[latency:2500]]"}])
-    assert error.value.status_code == 504
-    assert error.value.response.headers["x-should-retry"] == "true"
-    assert balance_of(gateway, team.name) == 100
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.InternalServerError) as error:  # slow-gpt's read timeout is 1 s
+            client.chat.completions.create(
+                model="slow-gpt", messages=[{"role": "user", "content": "x [[latency:2500]]"}]
+            )
+        assert error.value.status_code == 504
+        assert error.value.response.headers["x-should-retry"] == "true"
+        assert balance_of(gateway, team.name) == 100
 
 
 def test_should_retry_is_said_deliberately(gateway: Gateway, team, client: openai.OpenAI):

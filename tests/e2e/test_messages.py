@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from decimal import Decimal
 
 import anthropic
@@ -18,8 +19,9 @@ HI = [{"role": "user", "content": "hello there gateway"}]
 
 
 @pytest.fixture
-def claude(gateway: Gateway, team) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
+def claude(gateway: Gateway, team) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0) as claude:
+        yield claude
 
 
 def test_a_message_reports_usage_cost_and_remaining(claude: anthropic.Anthropic, fake_upstream: FakeUpstream):
@@ -169,14 +171,14 @@ def test_sdk_exceptions_for_each_error(gateway: Gateway, claude: anthropic.Anthr
     assert failed.value.status_code == 502
     assert failed.value.body["error"]["type"] == "api_error"
     root = gateway.base_url.removesuffix("/v1")
-    stranger = anthropic.Anthropic(base_url=root, api_key="tg-wrong", max_retries=0)
-    with pytest.raises(anthropic.AuthenticationError):
-        stranger.messages.create(model="fake-gpt", max_tokens=5, messages=HI)
-    poor = anthropic.Anthropic(base_url=root, api_key=teams.open("0.001").key, max_retries=0)
-    with pytest.raises(anthropic.APIStatusError) as broke:
-        poor.messages.create(model="fake-gpt", max_tokens=100, messages=HI)
-    assert broke.value.status_code == 402
-    assert broke.value.body["error"]["type"] == "billing_error"
+    with anthropic.Anthropic(base_url=root, api_key="tg-wrong", max_retries=0) as stranger:
+        with pytest.raises(anthropic.AuthenticationError):
+            stranger.messages.create(model="fake-gpt", max_tokens=5, messages=HI)
+        with anthropic.Anthropic(base_url=root, api_key=teams.open("0.001").key, max_retries=0) as poor:
+            with pytest.raises(anthropic.APIStatusError) as broke:
+                poor.messages.create(model="fake-gpt", max_tokens=100, messages=HI)
+            assert broke.value.status_code == 402
+            assert broke.value.body["error"]["type"] == "billing_error"
 
 
 def test_images_are_refused_for_a_model_without_vision(claude: anthropic.Anthropic):

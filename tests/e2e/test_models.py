@@ -94,70 +94,70 @@ def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):
 
 
 def test_the_openai_sdk_lists_the_models(gateway: Gateway):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0)
-    models = client.models.list().data
-    assert [m.id for m in models] == MODEL_IDS
-    assert models[0].model_extra["context_window"] == 8192
+    with openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0) as client:
+        models = client.models.list().data
+        assert [m.id for m in models] == MODEL_IDS
+        assert models[0].model_extra["context_window"] == 8192
 
 
 def test_the_openai_sdk_retrieves_a_model_as_the_list_has_it(gateway: Gateway):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0)
-    model = client.models.retrieve("fake-gpt")
-    assert (model.id, model.object, model.owned_by) == ("fake-gpt", "model", "acme")
-    assert model.model_extra["max_output_tokens"] == 1024
-    listed = json.loads(httpx.get(gateway.base_url + "/models").content, parse_float=Decimal)["data"][0]
-    alone = httpx.get(gateway.base_url + "/models/fake-gpt")  # no key
-    assert alone.status_code == 200
-    assert json.loads(alone.content, parse_float=Decimal) == listed
+    with openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0) as client:
+        model = client.models.retrieve("fake-gpt")
+        assert (model.id, model.object, model.owned_by) == ("fake-gpt", "model", "acme")
+        assert model.model_extra["max_output_tokens"] == 1024
+        listed = json.loads(httpx.get(gateway.base_url + "/models").content, parse_float=Decimal)["data"][0]
+        alone = httpx.get(gateway.base_url + "/models/fake-gpt")  # no key
+        assert alone.status_code == 200
+        assert json.loads(alone.content, parse_float=Decimal) == listed
 
 
 def test_an_unknown_model_is_a_404_in_openai_s_shape(gateway: Gateway):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0)
-    with pytest.raises(openai.NotFoundError) as missing:
-        client.models.retrieve("no-such-model")
-    assert missing.value.body == {
-        "message": "The model `no-such-model` does not exist or you do not have access to it.",
-        "type": "invalid_request_error",
-        "param": "model",
-        "code": None,
-    }
-    slashed = httpx.get(gateway.base_url + "/models/org%2Fno-such-model")  # an id may hold a slash
-    assert slashed.status_code == 404
-    assert "`org/no-such-model`" in slashed.json()["error"]["message"]
+    with openai.OpenAI(base_url=gateway.base_url, api_key="unused", max_retries=0) as client:
+        with pytest.raises(openai.NotFoundError) as missing:
+            client.models.retrieve("no-such-model")
+        assert missing.value.body == {
+            "message": "The model `no-such-model` does not exist or you do not have access to it.",
+            "type": "invalid_request_error",
+            "param": "model",
+            "code": None,
+        }
+        slashed = httpx.get(gateway.base_url + "/models/org%2Fno-such-model")  # an id may hold a slash
+        assert slashed.status_code == 404
+        assert "`org/no-such-model`" in slashed.json()["error"]["message"]
 
 
 def test_the_anthropic_sdk_retrieves_a_model_in_anthropic_s_shape(gateway: Gateway):
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key="unused", max_retries=0)
-    model = claude.models.retrieve("fake-claude")
-    assert (model.type, model.id, model.display_name) == ("model", "fake-claude", "Fake Claude")
-    listed = httpx.get(gateway.base_url + "/models/fake-claude").json()  # OpenAI's shape: Unix time
-    assert model.created_at.timestamp() == listed["created"]
-    assert (model.max_input_tokens, model.max_tokens) == (200000, 4096)
-    raw = httpx.get(gateway.base_url + "/models/fake-claude", headers={"anthropic-version": "2023-06-01"}).json()
-    assert set(raw) == {"type", "id", "display_name", "created_at", "lifecycle", "max_input_tokens", "max_tokens"}
-    assert raw["created_at"].endswith("Z")
-    assert datetime.fromisoformat(raw["created_at"]) == model.created_at
-    with pytest.raises(anthropic.NotFoundError) as missing:
-        claude.models.retrieve("no-such-model")
-    assert missing.value.body == {
-        "type": "error",
-        "error": {
-            "type": "not_found_error",
-            "message": ("The model `no-such-model` does not exist or you do not have access to it."),
-        },
-    }
+    with anthropic.Anthropic(base_url=gateway.root_url, api_key="unused", max_retries=0) as claude:
+        model = claude.models.retrieve("fake-claude")
+        assert (model.type, model.id, model.display_name) == ("model", "fake-claude", "Fake Claude")
+        listed = httpx.get(gateway.base_url + "/models/fake-claude").json()  # OpenAI's shape: Unix time
+        assert model.created_at.timestamp() == listed["created"]
+        assert (model.max_input_tokens, model.max_tokens) == (200000, 4096)
+        raw = httpx.get(gateway.base_url + "/models/fake-claude", headers={"anthropic-version": "2023-06-01"}).json()
+        assert set(raw) == {"type", "id", "display_name", "created_at", "lifecycle", "max_input_tokens", "max_tokens"}
+        assert raw["created_at"].endswith("Z")
+        assert datetime.fromisoformat(raw["created_at"]) == model.created_at
+        with pytest.raises(anthropic.NotFoundError) as missing:
+            claude.models.retrieve("no-such-model")
+        assert missing.value.body == {
+            "type": "error",
+            "error": {
+                "type": "not_found_error",
+                "message": ("The model `no-such-model` does not exist or you do not have access to it."),
+            },
+        }
 
 
 def test_the_anthropic_sdk_lists_the_models_page_by_page(gateway: Gateway):
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key="unused", max_retries=0)
-    first = claude.models.list()
-    assert [m.id for m in first.data] == MODEL_IDS[:20]  # Anthropic's default page
-    assert (first.has_more, first.first_id, first.last_id) == (True, MODEL_IDS[0], MODEL_IDS[19])
-    assert [m.id for m in claude.models.list()] == MODEL_IDS  # the SDK walks the pages (after_id)
-    assert [m.id for m in claude.models.list(limit=3, after_id="fake-claude").data] == MODEL_IDS[3:6]
-    before = claude.models.list(limit=2, before_id="fake-claude")
-    assert ([m.id for m in before.data], before.has_more) == (MODEL_IDS[0:2], False)
-    assert all(m.type == "model" and m.created_at is not None for m in first.data)
-    with pytest.raises(anthropic.BadRequestError) as refused:
-        claude.models.list(limit=0)
-    assert refused.value.body["error"]["type"] == "invalid_request_error"
+    with anthropic.Anthropic(base_url=gateway.root_url, api_key="unused", max_retries=0) as claude:
+        first = claude.models.list()
+        assert [m.id for m in first.data] == MODEL_IDS[:20]  # Anthropic's default page
+        assert (first.has_more, first.first_id, first.last_id) == (True, MODEL_IDS[0], MODEL_IDS[19])
+        assert [m.id for m in claude.models.list()] == MODEL_IDS  # the SDK walks the pages (after_id)
+        assert [m.id for m in claude.models.list(limit=3, after_id="fake-claude").data] == MODEL_IDS[3:6]
+        before = claude.models.list(limit=2, before_id="fake-claude")
+        assert ([m.id for m in before.data], before.has_more) == (MODEL_IDS[0:2], False)
+        assert all(m.type == "model" and m.created_at is not None for m in first.data)
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            claude.models.list(limit=0)
+        assert refused.value.body["error"]["type"] == "invalid_request_error"

@@ -62,55 +62,60 @@ def traffic(observed: Observed) -> dict[str, Any]:
     upstream down, failed over. Returns what the clients saw."""
     gateway = observed.gateway
     team = observed.teams.open("100")
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    seen: dict[str, Any] = {"team": team, "answers": []}
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        seen: dict[str, Any] = {"team": team, "answers": []}
 
-    for text in ("first question", "second question"):
-        raw = client.chat.completions.with_raw_response.create(
-            model="fake-gpt", messages=[{"role": "user", "content": text}]
-        )
-        seen["answers"].append((raw.headers["x-request-id"], raw.parse().usage))
-    with client.chat.completions.with_streaming_response.create(
-        model="fake-gpt",
-        messages=[{"role": "user", "content": "a stream [[chunk-delay:20]]"}],
-        stream=True,
-        stream_options={"include_usage": True},
-    ) as streamed:
-        seen["stream_id"] = streamed.headers["x-request-id"]
-        chunks = list(streamed.parse())
-    seen["answers"].append((seen["stream_id"], chunks[-1].usage))
+        for text in ("first question", "second question"):
+            raw = client.chat.completions.with_raw_response.create(
+                model="fake-gpt", messages=[{"role": "user", "content": text}]
+            )
+            seen["answers"].append((raw.headers["x-request-id"], raw.parse().usage))
+        with client.chat.completions.with_streaming_response.create(
+            model="fake-gpt",
+            messages=[{"role": "user", "content": "a stream [[chunk-delay:20]]"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        ) as streamed:
+            seen["stream_id"] = streamed.headers["x-request-id"]
+            chunks = list(streamed.parse())
+        seen["answers"].append((seen["stream_id"], chunks[-1].usage))
 
-    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    raw_message = claude.messages.with_raw_response.create(
-        model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "hello claude"}]
-    )
-    seen["claude"] = (raw_message.headers["x-request-id"], raw_message.parse().usage)
+        with anthropic.Anthropic(
+            base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0
+        ) as claude:
+            raw_message = claude.messages.with_raw_response.create(
+                model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "hello claude"}]
+            )
+            seen["claude"] = (raw_message.headers["x-request-id"], raw_message.parse().usage)
 
-    poor = observed.teams.open("0.01")
-    with pytest.raises(openai.APIStatusError) as refused:
-        openai.OpenAI(base_url=gateway.base_url, api_key=poor.key, max_retries=0).chat.completions.create(
-            model="fake-gpt", messages=[{"role": "user", "content": "too dear"}]
-        )
-    assert refused.value.status_code == 402
+            poor = observed.teams.open("0.01")
+            with (
+                pytest.raises(openai.APIStatusError) as refused,
+                openai.OpenAI(base_url=gateway.base_url, api_key=poor.key, max_retries=0) as sdk,
+            ):
+                sdk.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "too dear"}])
+            assert refused.value.status_code == 402
 
-    limited_key = gateway.cli("key", "create", "--team", team.name, "--rpm", "1").stdout.strip().splitlines()[-1]
-    limited = openai.OpenAI(base_url=gateway.base_url, api_key=limited_key, max_retries=0)
-    limited.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "one"}])
-    with pytest.raises(openai.RateLimitError):
-        limited.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "two"}])
+            limited_key = (
+                gateway.cli("key", "create", "--team", team.name, "--rpm", "1").stdout.strip().splitlines()[-1]
+            )
+            with openai.OpenAI(base_url=gateway.base_url, api_key=limited_key, max_retries=0) as limited:
+                limited.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "one"}])
+                with pytest.raises(openai.RateLimitError):
+                    limited.chat.completions.create(model="demo-gpt", messages=[{"role": "user", "content": "two"}])
 
-    with pytest.raises(openai.APIStatusError) as down:
-        client.chat.completions.create(model="dead-gpt", messages=[{"role": "user", "content": "anyone?"}])
-    assert down.value.status_code == 502
-    seen["down_id"] = down.value.response.headers["x-request-id"]
+                with pytest.raises(openai.APIStatusError) as down:
+                    client.chat.completions.create(model="dead-gpt", messages=[{"role": "user", "content": "anyone?"}])
+                assert down.value.status_code == 502
+                seen["down_id"] = down.value.response.headers["x-request-id"]
 
-    raw = client.chat.completions.with_raw_response.create(
-        model="overloaded-gpt", messages=[{"role": "user", "content": "fail over"}]
-    )
-    seen["failover_id"] = raw.headers["x-request-id"]
-    seen["secrets"] = [team.key, poor.key, limited_key, ADMIN_KEY]
-    gateway.wait_until_nothing_held(team.name)
-    return seen
+                raw = client.chat.completions.with_raw_response.create(
+                    model="overloaded-gpt", messages=[{"role": "user", "content": "fail over"}]
+                )
+                seen["failover_id"] = raw.headers["x-request-id"]
+                seen["secrets"] = [team.key, poor.key, limited_key, ADMIN_KEY]
+                gateway.wait_until_nothing_held(team.name)
+                return seen
 
 
 def _credits(usage: Any) -> Decimal:

@@ -64,37 +64,37 @@ def test_a_stream_delivered_while_the_ledger_was_down_is_charged_once_it_is_back
         teams = Teams(gateway.config)
         team = teams.open("100")
         teams.close()
-        client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-        stream = client.chat.completions.create(
-            model="fake-gpt", messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:100]]"}], stream=True
-        )
-        received: list[str] = []
-        with ExitStack() as outage:
-            with pytest.raises(openai.APIError) as told:
-                _read_while_the_database_goes(stream, received, outage, gateway)
-            assert "charged once it can be written again" in str(told.value)
-        assert "".join(received) == f"Echo: {WORDS}"  # the whole answer reached the client
+        with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+            stream = client.chat.completions.create(
+                model="fake-gpt", messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:100]]"}], stream=True
+            )
+            received: list[str] = []
+            with ExitStack() as outage:
+                with pytest.raises(openai.APIError) as told:
+                    _read_while_the_database_goes(stream, received, outage, gateway)
+                assert "charged once it can be written again" in str(told.value)
+            assert "".join(received) == f"Echo: {WORDS}"  # the whole answer reached the client
 
-        wait_for(lambda: httpx.get(gateway.root_url + "/health/ready").status_code == 200)
-        deadline = time.monotonic() + 15
-        while not (
-            charges := [
-                row
-                for row in csv.DictReader(io.StringIO(gateway.cli("ledger", "export", "--team", team.name).stdout))
-                if row["kind"] == "charge"
+            wait_for(lambda: httpx.get(gateway.root_url + "/health/ready").status_code == 200)
+            deadline = time.monotonic() + 15
+            while not (
+                charges := [
+                    row
+                    for row in csv.DictReader(io.StringIO(gateway.cli("ledger", "export", "--team", team.name).stdout))
+                    if row["kind"] == "charge"
+                ]
+            ):
+                assert time.monotonic() < deadline, "the owed charge was never made"
+                time.sleep(0.2)
+            (charge,) = charges
+            assert int(charge["output_tokens"]) == 21  # "Echo:" and the 20 words, as the fake counts them
+            gateway.wait_until_nothing_held(team.name)
+            assert gateway.cli("ledger", "verify", check=False).returncode == 0
+            owed = [
+                line
+                for line in gateway.log_lines()
+                if line.get("logger") == "tollgate.access" and line.get("error", "") and "owed" in line["error"]
             ]
-        ):
-            assert time.monotonic() < deadline, "the owed charge was never made"
-            time.sleep(0.2)
-        (charge,) = charges
-        assert int(charge["output_tokens"]) == 21  # "Echo:" and the 20 words, as the fake counts them
-        gateway.wait_until_nothing_held(team.name)
-        assert gateway.cli("ledger", "verify", check=False).returncode == 0
-        owed = [
-            line
-            for line in gateway.log_lines()
-            if line.get("logger") == "tollgate.access" and line.get("error", "") and "owed" in line["error"]
-        ]
-        assert len(owed) == 1
+            assert len(owed) == 1
     finally:
         gateway.stop()

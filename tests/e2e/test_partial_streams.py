@@ -49,29 +49,29 @@ def stream_and_collect(gateway: Gateway, key: str, endpoint: str, body: dict[str
     prompt tokens the upstream reported at the start, if any)."""
     text, failed, reported = [], False, None
     if endpoint == "messages":
-        claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=key, max_retries=0)
-        try:
-            for event in claude.messages.create(stream=True, **body):
-                if event.type == "message_start":
-                    reported = event.message.usage.input_tokens if event.message.usage else None
-                elif event.type == "content_block_delta" and event.delta.type == "text_delta":
-                    text.append(event.delta.text)
-        except anthropic.APIStatusError:
-            failed = True
-        return "".join(text), failed, reported
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
-    if endpoint == "chat":
-        try:
-            for chunk in client.chat.completions.create(stream=True, **body):
-                text.extend(choice.delta.content or "" for choice in chunk.choices)
-        except openai.APIError:
-            failed = True
+        with anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=key, max_retries=0) as claude:
+            try:
+                for event in claude.messages.create(stream=True, **body):
+                    if event.type == "message_start":
+                        reported = event.message.usage.input_tokens if event.message.usage else None
+                    elif event.type == "content_block_delta" and event.delta.type == "text_delta":
+                        text.append(event.delta.text)
+            except anthropic.APIStatusError:
+                failed = True
+            return "".join(text), failed, reported
+    with openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0) as client:
+        if endpoint == "chat":
+            try:
+                for chunk in client.chat.completions.create(stream=True, **body):
+                    text.extend(choice.delta.content or "" for choice in chunk.choices)
+            except openai.APIError:
+                failed = True
+            return "".join(text), failed, None
+        for event in client.responses.create(stream=True, **body):
+            if event.type == "response.output_text.delta":
+                text.append(event.delta)
+            failed = failed or event.type == "response.failed"
         return "".join(text), failed, None
-    for event in client.responses.create(stream=True, **body):
-        if event.type == "response.output_text.delta":
-            text.append(event.delta)
-        failed = failed or event.type == "response.failed"
-    return "".join(text), failed, None
 
 
 def charges(gateway: Gateway, team: Team) -> list[dict[str, Any]]:
@@ -143,29 +143,29 @@ def read_then_hang_up(gateway: Gateway, key: str, endpoint: str, body: dict[str,
     """Read ``deltas`` text deltas through the SDK, then close the stream (the connection with it)."""
     text: list[str] = []
     if endpoint == "messages":
-        claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=key, max_retries=0)
-        stream = claude.messages.create(stream=True, **body)
-        for event in stream:
-            if event.type == "content_block_delta" and event.delta.type == "text_delta":
-                text.append(event.delta.text)
-                if len(text) == deltas:
-                    break
-    else:
-        client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
-        if endpoint == "chat":
-            stream = client.chat.completions.create(stream=True, **body)
-            for chunk in stream:
-                if chunk.choices and chunk.choices[0].delta.content:
-                    text.append(chunk.choices[0].delta.content)
-                    if len(text) == deltas:
-                        break
-        else:
-            stream = client.responses.create(stream=True, **body)
+        with anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=key, max_retries=0) as claude:
+            stream = claude.messages.create(stream=True, **body)
             for event in stream:
-                if event.type == "response.output_text.delta":
-                    text.append(event.delta)
+                if event.type == "content_block_delta" and event.delta.type == "text_delta":
+                    text.append(event.delta.text)
                     if len(text) == deltas:
                         break
+    else:
+        with openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0) as client:
+            if endpoint == "chat":
+                stream = client.chat.completions.create(stream=True, **body)
+                for chunk in stream:
+                    if chunk.choices and chunk.choices[0].delta.content:
+                        text.append(chunk.choices[0].delta.content)
+                        if len(text) == deltas:
+                            break
+            else:
+                stream = client.responses.create(stream=True, **body)
+                for event in stream:
+                    if event.type == "response.output_text.delta":
+                        text.append(event.delta)
+                        if len(text) == deltas:
+                            break
     stream.close()
     return "".join(text)
 

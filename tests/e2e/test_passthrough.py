@@ -166,33 +166,35 @@ def test_an_upstream_s_rate_limit_keeps_its_message_and_code_with_the_specificat
 ):
     """OpenAI answers a rate limit with ``"type": "requests"``; passed through, the client gets OpenAI's
     message, code and ``retry-after`` with the type the specification gives a 429, on every wire."""
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    prompt = "x [[fail:429]]"
-    asked = {
-        "chat": lambda: client.chat.completions.create(
-            model="fake-gpt", messages=[{"role": "user", "content": prompt}], stream=stream
-        ),
-        "responses": lambda: client.responses.create(model="fake-codex", input=prompt, stream=stream),
-    }
-    for wire, ask in asked.items():
-        with pytest.raises(openai.RateLimitError) as limited:
-            ask()
-        assert limited.value.body == {
-            "message": "fake upstream failure 429",
-            "type": "rate_limit_error",
-            "param": None,
-            "code": "rate_limit_exceeded",
-        }, wire
-        assert limited.value.response.headers["retry-after"] == "1"
-        assert limited.value.response.headers["x-should-retry"] == "true"
-    with pytest.raises(anthropic.RateLimitError) as limited_claude:
-        claude.messages.create(
-            model="fake-claude", max_tokens=10, stream=stream, messages=[{"role": "user", "content": prompt}]
-        )
-    assert limited_claude.value.body == {
-        "type": "error",
-        "request_id": "req_fake",
-        "error": {"type": "rate_limit_error", "message": "fake upstream failure 429"},
-    }
-    assert gateway.charges(team.name) == []
+    with (
+        openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client,
+        anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as claude,
+    ):
+        prompt = "x [[fail:429]]"
+        asked = {
+            "chat": lambda: client.chat.completions.create(
+                model="fake-gpt", messages=[{"role": "user", "content": prompt}], stream=stream
+            ),
+            "responses": lambda: client.responses.create(model="fake-codex", input=prompt, stream=stream),
+        }
+        for wire, ask in asked.items():
+            with pytest.raises(openai.RateLimitError) as limited:
+                ask()
+            assert limited.value.body == {
+                "message": "fake upstream failure 429",
+                "type": "rate_limit_error",
+                "param": None,
+                "code": "rate_limit_exceeded",
+            }, wire
+            assert limited.value.response.headers["retry-after"] == "1"
+            assert limited.value.response.headers["x-should-retry"] == "true"
+        with pytest.raises(anthropic.RateLimitError) as limited_claude:
+            claude.messages.create(
+                model="fake-claude", max_tokens=10, stream=stream, messages=[{"role": "user", "content": prompt}]
+            )
+        assert limited_claude.value.body == {
+            "type": "error",
+            "request_id": "req_fake",
+            "error": {"type": "rate_limit_error", "message": "fake upstream failure 429"},
+        }
+        assert gateway.charges(team.name) == []

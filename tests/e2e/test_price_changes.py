@@ -48,12 +48,12 @@ def test_charges_before_and_after_a_price_change_use_their_own_price(own_gateway
     answered: list[str] = []
 
     def traffic() -> None:
-        client = openai.OpenAI(base_url=own_gateway.base_url, api_key=team.key, max_retries=0)
-        while not stop.is_set():
-            answer = client.chat.completions.with_raw_response.create(
-                model="fake-gpt", messages=[{"role": "user", "content": "price me please"}]
-            )
-            answered.append(answer.headers["x-request-id"])
+        with openai.OpenAI(base_url=own_gateway.base_url, api_key=team.key, max_retries=0) as client:
+            while not stop.is_set():
+                answer = client.chat.completions.with_raw_response.create(
+                    model="fake-gpt", messages=[{"role": "user", "content": "price me please"}]
+                )
+                answered.append(answer.headers["x-request-id"])
 
     threads = [threading.Thread(target=traffic) for _ in range(4)]
     for thread in threads:

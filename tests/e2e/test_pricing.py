@@ -200,15 +200,16 @@ def test_a_1_hour_cache_write_is_billed_at_the_1_hour_rate(priced: Gateway, pric
         ],
         content_type=b"application/json",
     )
-    answer = claude(priced, team).messages.create(model="opus", max_tokens=200, messages=ASK)
-    usage = answer.usage.model_dump()
-    # (10 × 5 + 100,000 × 10 + 100 × 25) USD/M × 100 credits/USD
-    assert cost_micros(usage) == 100_255_000
-    assert usage["cache_creation_input_tokens"] == 100000
-    breakdown = usage["cost"]["breakdown"]
-    assert breakdown["cache_write_1h"] == {"tokens": 100000, "credits": 100, "usd": 1}
-    assert "cache_write" not in breakdown
-    assert charged(priced, team) == [100_255_000]
+    with claude(priced, team) as sdk:
+        answer = sdk.messages.create(model="opus", max_tokens=200, messages=ASK)
+        usage = answer.usage.model_dump()
+        # (10 × 5 + 100,000 × 10 + 100 × 25) USD/M × 100 credits/USD
+        assert cost_micros(usage) == 100_255_000
+        assert usage["cache_creation_input_tokens"] == 100000
+        breakdown = usage["cost"]["breakdown"]
+        assert breakdown["cache_write_1h"] == {"tokens": 100000, "credits": 100, "usd": 1}
+        assert "cache_write" not in breakdown
+        assert charged(priced, team) == [100_255_000]
 
 
 def test_a_prompt_past_the_threshold_is_priced_whole_at_the_long_context_rate(
@@ -231,11 +232,12 @@ def test_a_prompt_past_the_threshold_is_priced_whole_at_the_long_context_rate(
         content_type=b"application/json",
     )
     long_prompt = [{"role": "user", "content": "word " * 205000}]
-    answer = claude(priced, team).messages.create(model="opus", max_tokens=2000, messages=long_prompt)
-    usage = answer.usage.model_dump()
-    assert cost_micros(usage) == (205000 * 10 + 1000 * Decimal("37.5")) * 100  # 208,750,000
-    assert usage["cost"]["basis"] == "long_context"
-    assert charged(priced, team) == [208_750_000]
+    with claude(priced, team) as sdk:
+        answer = sdk.messages.create(model="opus", max_tokens=2000, messages=long_prompt)
+        usage = answer.usage.model_dump()
+        assert cost_micros(usage) == (205000 * 10 + 1000 * Decimal("37.5")) * 100  # 208,750,000
+        assert usage["cost"]["basis"] == "long_context"
+        assert charged(priced, team) == [208_750_000]
 
 
 def test_the_hold_of_a_long_prompt_is_at_the_long_context_rate(priced: Gateway, priced_teams: Teams, canned):
@@ -244,10 +246,8 @@ def test_the_hold_of_a_long_prompt_is_at_the_long_context_rate(priced: Gateway, 
     but not the long-context one is refused before the upstream is called, saying what it affords."""
     team = priced_teams.open("300")
     sent = len(canned.requests)
-    with pytest.raises(anthropic.APIStatusError) as refused:
-        claude(priced, team).messages.create(
-            model="opus", max_tokens=2000, messages=[{"role": "user", "content": "word " * 205000}]
-        )
+    with pytest.raises(anthropic.APIStatusError) as refused, claude(priced, team) as sdk:
+        sdk.messages.create(model="opus", max_tokens=2000, messages=[{"role": "user", "content": "word " * 205000}])
     assert refused.value.status_code == 402
     assert len(canned.requests) == sent  # refused before the upstream was called
     error = refused.value.body["error"]
@@ -266,31 +266,39 @@ def test_the_tier_the_upstream_served_is_the_tier_priced(priced: Gateway, priced
         [chat({"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500}, service_tier="flex")],
         content_type=b"application/json",
     )
-    answer = gpt(priced, team).chat.completions.create(model="gpt-tiers", messages=ASK)
-    assert cost_micros(answer.usage.model_dump()) == (1000 * Decimal("0.625") + 500 * 5) * 100  # 312,500
-    assert answer.usage.model_extra["cost"]["basis"] == "tier:flex"
+    with gpt(priced, team) as sdk:
+        answer = sdk.chat.completions.create(model="gpt-tiers", messages=ASK)
+        assert cost_micros(answer.usage.model_dump()) == (1000 * Decimal("0.625") + 500 * 5) * 100  # 312,500
+        assert answer.usage.model_extra["cost"]["basis"] == "tier:flex"
 
-    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-x", "service_tier": "priority"}
-    canned.answer(
-        [
-            sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Done."}}]}),
-            sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
-            sse(
-                {
-                    **chunk,
-                    "choices": [],
-                    "usage": {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500},
-                }
-            ),
-            b"data: [DONE]\n\n",
-        ]
-    )
-    stream = gpt(priced, team).chat.completions.create(
-        model="gpt-tiers", messages=ASK, stream=True, stream_options={"include_usage": True}
-    )
-    usage = [c.usage for c in stream if c.usage is not None][-1]
-    assert cost_micros(usage.model_dump()) == (1000 * Decimal("2.5") + 500 * 20) * 100  # 1,250,000
-    assert charged(priced, team) == [312_500, 1_250_000]
+        chunk = {
+            "id": "c",
+            "object": "chat.completion.chunk",
+            "created": 1,
+            "model": "gpt-x",
+            "service_tier": "priority",
+        }
+        canned.answer(
+            [
+                sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Done."}}]}),
+                sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+                sse(
+                    {
+                        **chunk,
+                        "choices": [],
+                        "usage": {"prompt_tokens": 1000, "completion_tokens": 500, "total_tokens": 1500},
+                    }
+                ),
+                b"data: [DONE]\n\n",
+            ]
+        )
+        with gpt(priced, team) as sdk:
+            stream = sdk.chat.completions.create(
+                model="gpt-tiers", messages=ASK, stream=True, stream_options={"include_usage": True}
+            )
+            usage = [c.usage for c in stream if c.usage is not None][-1]
+            assert cost_micros(usage.model_dump()) == (1000 * Decimal("2.5") + 500 * 20) * 100  # 1,250,000
+            assert charged(priced, team) == [312_500, 1_250_000]
 
 
 WEB_SEARCH = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
@@ -308,53 +316,54 @@ def test_web_search_is_charged_per_call_made_never_per_declaration(priced: Gatew
     canned.answer(
         [message({**tokens, "server_tool_use": {"web_search_requests": 3}})], content_type=b"application/json"
     )
-    client = claude(priced, team)
-    not_called = client.messages.create(model="opus", max_tokens=100, messages=ASK, tools=[WEB_SEARCH])
-    called = client.messages.create(model="opus", max_tokens=100, messages=ASK, tools=[WEB_SEARCH])
-    assert cost_micros(not_called.usage.model_dump()) == token_cost
-    assert cost_micros(called.usage.model_dump()) == token_cost + 3 * 1_000_000
-    assert called.usage.model_dump()["cost"]["breakdown"]["tool:web_search"]["calls"] == 3
+    with claude(priced, team) as client:
+        not_called = client.messages.create(model="opus", max_tokens=100, messages=ASK, tools=[WEB_SEARCH])
+        called = client.messages.create(model="opus", max_tokens=100, messages=ASK, tools=[WEB_SEARCH])
+        assert cost_micros(not_called.usage.model_dump()) == token_cost
+        assert cost_micros(called.usage.model_dump()) == token_cost + 3 * 1_000_000
+        assert called.usage.model_dump()["cost"]["breakdown"]["tool:web_search"]["calls"] == 3
 
-    search = {
-        "type": "web_search_call",
-        "id": "ws_1",
-        "status": "completed",
-        "action": {"type": "search", "query": "q"},
-    }
-    canned.answer(
-        [
-            json.dumps(
-                {
-                    "id": "resp_canned",
-                    "object": "response",
-                    "created_at": 1700000000,
-                    "status": "completed",
-                    "model": "gpt-r",
-                    "output": [{**search, "id": f"ws_{i}"} for i in range(3)]
-                    + [
-                        {
-                            "type": "message",
-                            "id": "msg_1",
-                            "role": "assistant",
-                            "status": "completed",
-                            "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
-                        }
-                    ],
-                    "usage": {
-                        "input_tokens": 100,
-                        "input_tokens_details": {"cached_tokens": 0},
-                        "output_tokens": 10,
-                        "output_tokens_details": {"reasoning_tokens": 0},
-                        "total_tokens": 110,
-                    },
-                }
-            ).encode()
-        ],
-        content_type=b"application/json",
-    )
-    response = gpt(priced, team).responses.create(model="gpt-search", input="Search.", tools=[{"type": "web_search"}])
-    assert cost_micros(response.usage.model_dump()) == (100 * Decimal("1.25") + 10 * 10) * 100 + 3 * 1_000_000
-    assert charged(priced, team) == [token_cost, token_cost + 3_000_000, 22_500 + 3_000_000]
+        search = {
+            "type": "web_search_call",
+            "id": "ws_1",
+            "status": "completed",
+            "action": {"type": "search", "query": "q"},
+        }
+        canned.answer(
+            [
+                json.dumps(
+                    {
+                        "id": "resp_canned",
+                        "object": "response",
+                        "created_at": 1700000000,
+                        "status": "completed",
+                        "model": "gpt-r",
+                        "output": [{**search, "id": f"ws_{i}"} for i in range(3)]
+                        + [
+                            {
+                                "type": "message",
+                                "id": "msg_1",
+                                "role": "assistant",
+                                "status": "completed",
+                                "content": [{"type": "output_text", "text": "Done.", "annotations": []}],
+                            }
+                        ],
+                        "usage": {
+                            "input_tokens": 100,
+                            "input_tokens_details": {"cached_tokens": 0},
+                            "output_tokens": 10,
+                            "output_tokens_details": {"reasoning_tokens": 0},
+                            "total_tokens": 110,
+                        },
+                    }
+                ).encode()
+            ],
+            content_type=b"application/json",
+        )
+        with gpt(priced, team) as sdk:
+            response = sdk.responses.create(model="gpt-search", input="Search.", tools=[{"type": "web_search"}])
+            assert cost_micros(response.usage.model_dump()) == (100 * Decimal("1.25") + 10 * 10) * 100 + 3 * 1_000_000
+            assert charged(priced, team) == [token_cost, token_cost + 3_000_000, 22_500 + 3_000_000]
 
 
 #: Bifrost #904: an OpenAI answer whose prompt count includes 1,188,096 cached tokens.
@@ -371,20 +380,22 @@ BIFROST_904_MICROS = 34_164_200
 def test_bifrost_904_cached_tokens_are_not_billed_as_input_too(priced: Gateway, priced_teams: Teams, canned):
     team = priced_teams.open("1000")
     canned.answer([chat(BIFROST_904)], content_type=b"application/json")
-    answer = gpt(priced, team).chat.completions.create(model="gpt-tiers", messages=ASK)
-    assert cost_micros(answer.usage.model_dump()) == BIFROST_904_MICROS
-    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-x"}
-    canned.answer(
-        [
-            sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Done."}}]}),
-            sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
-            sse({**chunk, "choices": [], "usage": BIFROST_904}),
-            b"data: [DONE]\n\n",
-        ]
-    )
-    stream = gpt(priced, team).chat.completions.create(model="gpt-tiers", messages=ASK, stream=True)
-    assert [c for c in stream if c.usage is not None] == []  # the client asked for no usage: none is sent
-    assert charged(priced, team) == [BIFROST_904_MICROS, BIFROST_904_MICROS]
+    with gpt(priced, team) as sdk:
+        answer = sdk.chat.completions.create(model="gpt-tiers", messages=ASK)
+        assert cost_micros(answer.usage.model_dump()) == BIFROST_904_MICROS
+        chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "gpt-x"}
+        canned.answer(
+            [
+                sse({**chunk, "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Done."}}]}),
+                sse({**chunk, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}),
+                sse({**chunk, "choices": [], "usage": BIFROST_904}),
+                b"data: [DONE]\n\n",
+            ]
+        )
+        with gpt(priced, team) as sdk:
+            stream = sdk.chat.completions.create(model="gpt-tiers", messages=ASK, stream=True)
+            assert [c for c in stream if c.usage is not None] == []  # the client asked for no usage: none is sent
+            assert charged(priced, team) == [BIFROST_904_MICROS, BIFROST_904_MICROS]
 
 
 #: Bifrost #3451: a streamed Anthropic answer reports its cache writes at the start and again at the
@@ -437,14 +448,15 @@ def test_bifrost_3451_streamed_cache_writes_are_billed_once(priced: Gateway, pri
             sse({"type": "message_stop"}, "message_stop"),
         ]
     )
-    with claude(priced, team).messages.stream(model="opus", max_tokens=3000, messages=ASK) as stream:
+    with claude(priced, team) as sdk, sdk.messages.stream(model="opus", max_tokens=3000, messages=ASK) as stream:
         deltas = [event for event in stream if event.type == "message_delta"]
     assert deltas[-1].usage.output_tokens == 2745
     assert cost_micros(deltas[-1].usage.model_dump()) == BIFROST_3451_MICROS  # the final message_delta says it
     canned.answer([message(BIFROST_3451_END)], content_type=b"application/json")
-    plain = claude(priced, team).messages.create(model="opus", max_tokens=3000, messages=ASK)
-    assert cost_micros(plain.usage.model_dump()) == BIFROST_3451_MICROS
-    assert charged(priced, team) == [BIFROST_3451_MICROS, BIFROST_3451_MICROS]
+    with claude(priced, team) as sdk:
+        plain = sdk.messages.create(model="opus", max_tokens=3000, messages=ASK)
+        assert cost_micros(plain.usage.model_dump()) == BIFROST_3451_MICROS
+        assert charged(priced, team) == [BIFROST_3451_MICROS, BIFROST_3451_MICROS]
 
 
 def test_the_model_list_shows_the_whole_price(priced: Gateway):

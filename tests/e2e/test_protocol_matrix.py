@@ -53,12 +53,12 @@ def messages(claude: anthropic.Anthropic, model: str, stream: bool) -> tuple[str
 @pytest.mark.parametrize("endpoint", [chat, responses, messages], ids=["chat", "responses", "messages"])
 def test_every_endpoint_on_every_upstream(gateway: Gateway, teams, endpoint, model, stream):
     team = teams.open("10")
-    client = (
+    with (
         anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
         if endpoint is messages
         else openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    )
-    text, extra = endpoint(client, model, stream)
+    ) as client:
+        text, extra = endpoint(client, model, stream)
     assert text == expected_text(model)
     cost, remaining = Decimal(str(extra["cost"]["credits"])), Decimal(str(extra["remaining"]["credits"]))
     assert cost > 0
@@ -66,9 +66,11 @@ def test_every_endpoint_on_every_upstream(gateway: Gateway, teams, endpoint, mod
 
 
 def test_an_upstream_rate_limit_is_a_429_in_the_messages_shape(gateway: Gateway, team):
-    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    for model in ("fake-gpt", "fake-claude"):
-        with pytest.raises(anthropic.RateLimitError) as error:
-            claude.messages.create(model=model, max_tokens=10, messages=[{"role": "user", "content": "x [[fail:429]]"}])
-        assert error.value.body["error"]["type"] == "rate_limit_error"
-        assert error.value.response.headers["retry-after"] == "1"
+    with anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0) as claude:
+        for model in ("fake-gpt", "fake-claude"):
+            with pytest.raises(anthropic.RateLimitError) as error:
+                claude.messages.create(
+                    model=model, max_tokens=10, messages=[{"role": "user", "content": "x [[fail:429]]"}]
+                )
+            assert error.value.body["error"]["type"] == "rate_limit_error"
+            assert error.value.response.headers["retry-after"] == "1"

@@ -55,39 +55,39 @@ def test_anthropic_thinking_through_a_responses_client(
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_openai_reasoning_through_a_messages_client(gateway: Gateway, team, fake_upstream: FakeUpstream, stream: bool):
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    ask = {"model": "fake-codex", "max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 2048}}
-    if stream:
-        with claude.messages.stream(messages=[{"role": "user", "content": "ponder this [[think]]"}], **ask) as s:
-            first = s.get_final_message()
-    else:
-        first = claude.messages.create(messages=[{"role": "user", "content": "ponder this [[think]]"}], **ask)
-    thinking = next(block for block in first.content if block.type == "thinking")
-    assert thinking.thinking == "Thinking about: ponder this"
-    assert thinking.signature
-    assert fake_upstream.requests[0].body["reasoning"] == {"effort": "low", "summary": "auto"}
+    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as claude:
+        ask = {"model": "fake-codex", "max_tokens": 4000, "thinking": {"type": "enabled", "budget_tokens": 2048}}
+        if stream:
+            with claude.messages.stream(messages=[{"role": "user", "content": "ponder this [[think]]"}], **ask) as s:
+                first = s.get_final_message()
+        else:
+            first = claude.messages.create(messages=[{"role": "user", "content": "ponder this [[think]]"}], **ask)
+        thinking = next(block for block in first.content if block.type == "thinking")
+        assert thinking.thinking == "Thinking about: ponder this"
+        assert thinking.signature
+        assert fake_upstream.requests[0].body["reasoning"] == {"effort": "low", "summary": "auto"}
 
-    fake_upstream.clear()
-    history = [
-        {"role": "user", "content": "ponder this"},
-        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
-        {"role": "user", "content": "and now?"},
-    ]
-    second = claude.messages.create(messages=history, **ask)  # type: ignore[arg-type]
-    assert second.content[-1].text == "Echo: and now?"  # the fake Responses API verified its own reasoning
-    items = fake_upstream.requests[0].body["input"]
-    (reasoning,) = [item for item in items if item["type"] == "reasoning"]
-    assert reasoning["encrypted_content"].startswith("gAAAA")
+        fake_upstream.clear()
+        history = [
+            {"role": "user", "content": "ponder this"},
+            {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+            {"role": "user", "content": "and now?"},
+        ]
+        second = claude.messages.create(messages=history, **ask)  # type: ignore[arg-type]
+        assert second.content[-1].text == "Echo: and now?"  # the fake Responses API verified its own reasoning
+        items = fake_upstream.requests[0].body["input"]
+        (reasoning,) = [item for item in items if item["type"] == "reasoning"]
+        assert reasoning["encrypted_content"].startswith("gAAAA")
 
-    forged = [
-        *history[:1],
-        {
-            "role": "assistant",
-            "content": [{**history[1]["content"][0], "signature": "forged"}, *history[1]["content"][1:]],
-        },
-        history[2],
-    ]
-    fake_upstream.clear()
-    claude.messages.create(messages=forged, **ask)  # type: ignore[arg-type]
-    sent = fake_upstream.requests[0].body["input"]
-    assert not [i for i in sent if i["type"] == "reasoning"]  # not OpenAI's: left out
+        forged = [
+            *history[:1],
+            {
+                "role": "assistant",
+                "content": [{**history[1]["content"][0], "signature": "forged"}, *history[1]["content"][1:]],
+            },
+            history[2],
+        ]
+        fake_upstream.clear()
+        claude.messages.create(messages=forged, **ask)  # type: ignore[arg-type]
+        sent = fake_upstream.requests[0].body["input"]
+        assert not [i for i in sent if i["type"] == "reasoning"]  # not OpenAI's: left out

@@ -138,12 +138,12 @@ def test_a_client_still_sending_its_body_reads_the_early_answer_rather_than_a_re
 
 @pytest.mark.parametrize("refusal", [401, 413])
 def test_the_sdk_reads_an_early_answer_to_a_large_body(limited: Gateway, payer: Team, refusal: int):
-    client = openai.OpenAI(
+    with openai.OpenAI(
         base_url=limited.base_url, api_key=payer.key if refusal == 413 else "tg-wrong", max_retries=0
-    )
-    with pytest.raises(openai.APIStatusError) as refused:
-        client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "x" * 3_000_000}])
-    assert refused.value.status_code == refusal
+    ) as client:
+        with pytest.raises(openai.APIStatusError) as refused:
+            client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": "x" * 3_000_000}])
+        assert refused.value.status_code == refusal
 
 
 def test_a_chunked_body_is_read_no_further_than_the_limit(limited: Gateway, payer: Team):
@@ -208,11 +208,11 @@ def parts(n: int, kind: str = "text") -> list[dict]:
     ],
 )
 def test_chat_refuses_too_many_messages_tools_or_parts_naming_the_field(limited: Gateway, payer: Team, body, param):
-    client = openai.OpenAI(base_url=limited.base_url, api_key=payer.key, max_retries=0)
-    with pytest.raises(openai.BadRequestError) as refused:
-        client.chat.completions.create(model="fake-gpt", **body)
-    message = assert_openai_error(refused.value.response.json(), param=param)
-    assert "at most" in message
+    with openai.OpenAI(base_url=limited.base_url, api_key=payer.key, max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.chat.completions.create(model="fake-gpt", **body)
+        message = assert_openai_error(refused.value.response.json(), param=param)
+        assert "at most" in message
 
 
 @pytest.mark.parametrize(
@@ -227,10 +227,10 @@ def test_chat_refuses_too_many_messages_tools_or_parts_naming_the_field(limited:
     ],
 )
 def test_responses_refuses_too_many_items_tools_or_parts_naming_the_field(limited: Gateway, payer: Team, body, param):
-    client = openai.OpenAI(base_url=limited.base_url, api_key=payer.key, max_retries=0)
-    with pytest.raises(openai.BadRequestError) as refused:
-        client.responses.create(model="fake-codex", **body)
-    assert_openai_error(refused.value.response.json(), param=param)
+    with openai.OpenAI(base_url=limited.base_url, api_key=payer.key, max_retries=0) as client:
+        with pytest.raises(openai.BadRequestError) as refused:
+            client.responses.create(model="fake-codex", **body)
+        assert_openai_error(refused.value.response.json(), param=param)
 
 
 @pytest.mark.parametrize("endpoint", ["create", "count_tokens"])
@@ -244,27 +244,27 @@ def test_responses_refuses_too_many_items_tools_or_parts_naming_the_field(limite
     ],
 )
 def test_messages_refuses_them_in_its_own_shape(limited: Gateway, payer: Team, endpoint, body, where):
-    claude = anthropic.Anthropic(base_url=limited.root_url, api_key=payer.key, max_retries=0)
-    send = partial(claude.messages.create, max_tokens=10) if endpoint == "create" else claude.messages.count_tokens
-    with pytest.raises(anthropic.BadRequestError) as refused:
-        send(model="fake-claude", **body)
-    assert where in assert_anthropic_error(refused.value.body)
+    with anthropic.Anthropic(base_url=limited.root_url, api_key=payer.key, max_retries=0) as claude:
+        send = partial(claude.messages.create, max_tokens=10) if endpoint == "create" else claude.messages.count_tokens
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            send(model="fake-claude", **body)
+        assert where in assert_anthropic_error(refused.value.body)
 
 
 def test_a_request_at_every_limit_is_served(limited: Gateway, limited_teams: Teams):
     team = limited_teams.open("100")
-    client = openai.OpenAI(base_url=limited.base_url, api_key=team.key, max_retries=0)
-    messages = [*many(4), {"role": "user", "content": parts(6)}]
-    completion = client.chat.completions.create(model="fake-gpt", messages=messages, tools=tools(3))
-    assert completion.choices[0].message.content.startswith("Echo")
-    claude = anthropic.Anthropic(base_url=limited.root_url, api_key=team.key, max_retries=0)
-    counted = claude.messages.count_tokens(
-        model="fake-claude",
-        system=parts(2),
-        tools=tools(3, anthropic_style=True),
-        messages=[*many(4), {"role": "user", "content": parts(4)}],
-    )
-    assert counted.input_tokens > 0
+    with openai.OpenAI(base_url=limited.base_url, api_key=team.key, max_retries=0) as client:
+        messages = [*many(4), {"role": "user", "content": parts(6)}]
+        completion = client.chat.completions.create(model="fake-gpt", messages=messages, tools=tools(3))
+        assert completion.choices[0].message.content.startswith("Echo")
+        with anthropic.Anthropic(base_url=limited.root_url, api_key=team.key, max_retries=0) as claude:
+            counted = claude.messages.count_tokens(
+                model="fake-claude",
+                system=parts(2),
+                tools=tools(3, anthropic_style=True),
+                messages=[*many(4), {"role": "user", "content": parts(4)}],
+            )
+            assert counted.input_tokens > 0
 
 
 # The head: its size, its number of headers, its time

@@ -87,137 +87,142 @@ def assert_charged_as_told(
 
 
 def test_a_chat_completion_is_found_by_its_request_id(gateway: Gateway, team: Team):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    raw = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES)
-    completion = raw.parse()
-    request_id = raw.headers["x-request-id"]
-    usage = json.loads(raw.content, parse_float=Decimal)["usage"]
-    at_once = _decoded(_get(gateway, f"/v1/requests/{request_id}", team.key))["data"]
-    # The charge is in the ledger before the answer's last byte; the record may still be on its way.
-    assert (at_once["outcome"], at_once["total_cost"]) == ("charged", usage["cost"]["credits"])
-    assert at_once["pending"] in ([], ["record"])
-    data = lookup(gateway, team, request_id)
-    assert data["id"] == request_id
-    assert (data["model"], data["endpoint"], data["streamed"]) == ("fake-gpt", "chat.completions", False)
-    assert data["tokens_prompt"] == completion.usage.prompt_tokens
-    assert data["tokens_completion"] == completion.usage.completion_tokens
-    assert_charged_as_told(gateway, team, data, usage["cost"], usage["remaining"]["credits"])
-    assert data["upstream"] == {"deployment": 0, "upstream_model": "gpt-x", "attempts": 1, "errors": []}
-    assert data["tags"] == {}
-    assert data["error"] is None
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        raw = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES)
+        completion = raw.parse()
+        request_id = raw.headers["x-request-id"]
+        usage = json.loads(raw.content, parse_float=Decimal)["usage"]
+        at_once = _decoded(_get(gateway, f"/v1/requests/{request_id}", team.key))["data"]
+        # The charge is in the ledger before the answer's last byte; the record may still be on its way.
+        assert (at_once["outcome"], at_once["total_cost"]) == ("charged", usage["cost"]["credits"])
+        assert at_once["pending"] in ([], ["record"])
+        data = lookup(gateway, team, request_id)
+        assert data["id"] == request_id
+        assert (data["model"], data["endpoint"], data["streamed"]) == ("fake-gpt", "chat.completions", False)
+        assert data["tokens_prompt"] == completion.usage.prompt_tokens
+        assert data["tokens_completion"] == completion.usage.completion_tokens
+        assert_charged_as_told(gateway, team, data, usage["cost"], usage["remaining"]["credits"])
+        assert data["upstream"] == {"deployment": 0, "upstream_model": "gpt-x", "attempts": 1, "errors": []}
+        assert data["tags"] == {}
+        assert data["error"] is None
 
 
 def test_a_stream_is_found_with_what_its_final_usage_said(gateway: Gateway, team: Team):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    stream = client.chat.completions.create(
-        model="fake-gpt", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
-    )
-    chunks = list(stream)
-    usage = chunks[-1].usage
-    assert usage is not None
-    told = usage.model_extra or {}
-    data = lookup(gateway, team, stream.response.headers["x-request-id"])
-    assert data["streamed"] is True
-    assert data["tokens_prompt"] == usage.prompt_tokens
-    assert data["tokens_completion"] == usage.completion_tokens
-    cost = json.loads(json.dumps(told["cost"]), parse_float=Decimal)
-    assert_charged_as_told(gateway, team, data, cost, Decimal(str(told["remaining"]["credits"])))
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        stream = client.chat.completions.create(
+            model="fake-gpt", messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
+        chunks = list(stream)
+        usage = chunks[-1].usage
+        assert usage is not None
+        told = usage.model_extra or {}
+        data = lookup(gateway, team, stream.response.headers["x-request-id"])
+        assert data["streamed"] is True
+        assert data["tokens_prompt"] == usage.prompt_tokens
+        assert data["tokens_completion"] == usage.completion_tokens
+        cost = json.loads(json.dumps(told["cost"]), parse_float=Decimal)
+        assert_charged_as_told(gateway, team, data, cost, Decimal(str(told["remaining"]["credits"])))
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
 def test_an_anthropic_message_is_found_by_its_request_id(gateway: Gateway, team: Team, stream: bool):
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    if stream:
-        events = claude.messages.create(model="fake-claude", max_tokens=50, messages=MESSAGES, stream=True)
-        (delta,) = [e for e in events if e.type == "message_delta"]
-        request_id, told = events.response.headers["x-request-id"], delta.usage.model_extra or {}
-        output_tokens = delta.usage.output_tokens
-    else:
-        raw = claude.messages.with_raw_response.create(model="fake-claude", max_tokens=50, messages=MESSAGES)
-        message = raw.parse()
-        request_id, told = raw.headers["x-request-id"], message.usage.model_extra or {}
-        output_tokens = message.usage.output_tokens
-        assert lookup(gateway, team, request_id)["tokens_prompt"] == message.usage.input_tokens
-    data = lookup(gateway, team, request_id)
-    assert (data["model"], data["endpoint"], data["streamed"]) == ("fake-claude", "messages", stream)
-    assert data["tokens_completion"] == output_tokens
-    cost = json.loads(json.dumps(told["cost"]), parse_float=Decimal)
-    assert_charged_as_told(gateway, team, data, cost, Decimal(str(told["remaining"]["credits"])))
-    assert data["upstream"]["upstream_model"] == "claude-x"
+    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as claude:
+        if stream:
+            events = claude.messages.create(model="fake-claude", max_tokens=50, messages=MESSAGES, stream=True)
+            (delta,) = [e for e in events if e.type == "message_delta"]
+            request_id, told = events.response.headers["x-request-id"], delta.usage.model_extra or {}
+            output_tokens = delta.usage.output_tokens
+        else:
+            raw = claude.messages.with_raw_response.create(model="fake-claude", max_tokens=50, messages=MESSAGES)
+            message = raw.parse()
+            request_id, told = raw.headers["x-request-id"], message.usage.model_extra or {}
+            output_tokens = message.usage.output_tokens
+            assert lookup(gateway, team, request_id)["tokens_prompt"] == message.usage.input_tokens
+        data = lookup(gateway, team, request_id)
+        assert (data["model"], data["endpoint"], data["streamed"]) == ("fake-claude", "messages", stream)
+        assert data["tokens_completion"] == output_tokens
+        cost = json.loads(json.dumps(told["cost"]), parse_float=Decimal)
+        assert_charged_as_told(gateway, team, data, cost, Decimal(str(told["remaining"]["credits"])))
+        assert data["upstream"]["upstream_model"] == "claude-x"
 
 
 def test_another_teams_request_is_not_found_exactly_as_an_unknown_one(gateway: Gateway, team: Team, teams: Teams):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    request_id = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES).headers[
-        "x-request-id"
-    ]
-    lookup(gateway, team, request_id)  # written: the other team is refused what exists
-    other = teams.open("10")
-    theirs = _get(gateway, f"/v1/requests/{request_id}", other.key)
-    unknown_id = "req_" + "0" * 24
-    unknown = _get(gateway, f"/v1/requests/{unknown_id}", team.key)
-    assert theirs.status_code == unknown.status_code == 404
-    assert theirs.json() == json.loads(unknown.text.replace(unknown_id, request_id))
-    assert theirs.json()["error"]["code"] == "request_not_found"
-    assert theirs.json()["error"]["type"] == "invalid_request_error"
-    assert _get(gateway, f"/v1/requests/{request_id}", "sk-not-a-key").status_code == 401
-    assert httpx.get(f"{gateway.root_url}/v1/requests/{request_id}").status_code == 401
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        request_id = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES).headers[
+            "x-request-id"
+        ]
+        lookup(gateway, team, request_id)  # written: the other team is refused what exists
+        other = teams.open("10")
+        theirs = _get(gateway, f"/v1/requests/{request_id}", other.key)
+        unknown_id = "req_" + "0" * 24
+        unknown = _get(gateway, f"/v1/requests/{unknown_id}", team.key)
+        assert theirs.status_code == unknown.status_code == 404
+        assert theirs.json() == json.loads(unknown.text.replace(unknown_id, request_id))
+        assert theirs.json()["error"]["code"] == "request_not_found"
+        assert theirs.json()["error"]["type"] == "invalid_request_error"
+        assert _get(gateway, f"/v1/requests/{request_id}", "sk-not-a-key").status_code == 401
+        assert httpx.get(f"{gateway.root_url}/v1/requests/{request_id}").status_code == 401
 
 
 def test_the_admin_finds_any_teams_request_and_a_team_key_may_not_use_its_route(gateway: Gateway, team: Team):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    request_id = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES).headers[
-        "x-request-id"
-    ]
-    own = lookup(gateway, team, request_id)
-    admin = _get(gateway, f"/admin/requests/{request_id}", ADMIN_KEY)
-    assert admin.status_code == 200
-    assert _decoded(admin)["data"] == own
-    assert _get(gateway, f"/admin/requests/{request_id}", team.key).status_code == 403
-    missing = _get(gateway, "/admin/requests/req_nothing", ADMIN_KEY)
-    assert missing.status_code == 404
-    assert missing.json()["error"]["code"] == "request_not_found"
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        request_id = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES).headers[
+            "x-request-id"
+        ]
+        own = lookup(gateway, team, request_id)
+        admin = _get(gateway, f"/admin/requests/{request_id}", ADMIN_KEY)
+        assert admin.status_code == 200
+        assert _decoded(admin)["data"] == own
+        assert _get(gateway, f"/admin/requests/{request_id}", team.key).status_code == 403
+        missing = _get(gateway, "/admin/requests/req_nothing", ADMIN_KEY)
+        assert missing.status_code == 404
+        assert missing.json()["error"]["code"] == "request_not_found"
 
 
 def test_a_request_whose_upstream_failed_shows_its_status_attempts_and_no_charge(gateway: Gateway, team: Team):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.InternalServerError) as error:  # both of twin-gpt's deployments answer 500
-        client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:500]]"}])
-    data = lookup(gateway, team, error.value.response.headers["x-request-id"])
-    assert data["status"] == 500
-    assert data["outcome"] == "not_charged"
-    assert data["error"]
-    assert (data["total_cost"], data["charged_micros"], data["balance_after"], data["cost"]) == (0, 0, None, None)
-    assert data["upstream"]["attempts"] == 2
-    assert len(data["upstream"]["errors"]) == 2
-    assert data["model"] == "twin-gpt"
-    assert data["pending"] == []
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.InternalServerError) as error:  # both of twin-gpt's deployments answer 500
+            client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:500]]"}])
+        data = lookup(gateway, team, error.value.response.headers["x-request-id"])
+        assert data["status"] == 500
+        assert data["outcome"] == "not_charged"
+        assert data["error"]
+        assert (data["total_cost"], data["charged_micros"], data["balance_after"], data["cost"]) == (0, 0, None, None)
+        assert data["upstream"]["attempts"] == 2
+        assert len(data["upstream"]["errors"]) == 2
+        assert data["model"] == "twin-gpt"
+        assert data["pending"] == []
 
 
 def test_a_record_echoing_nul_is_kept_and_the_records_after_it_too(gateway: Gateway, team: Team):
     """A request's record echoes what its client sent (an unknown model's name, in its error): one
     holding NUL once failed every batch of records after it, on PostgreSQL, for every team. Its text
     is stored as the projections store it (``app/store/storable.py``)."""
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with pytest.raises(openai.NotFoundError) as unknown:
-        client.chat.completions.create(model="evil\u0000model", messages=[{"role": "user", "content": "x"}])
-    with pytest.raises(openai.InternalServerError) as failed:
-        client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:500]]"}])
-    after = lookup(gateway, team, failed.value.response.headers["x-request-id"])  # known by its record alone
-    assert (after["status"], after["outcome"]) == (500, "not_charged")
-    poisoned = lookup(gateway, team, unknown.value.response.headers["x-request-id"])
-    assert poisoned["status"] == 404
-    assert "evil\ufffdmodel" in poisoned["error"]
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with pytest.raises(openai.NotFoundError) as unknown:
+            client.chat.completions.create(model="evil\u0000model", messages=[{"role": "user", "content": "x"}])
+        with pytest.raises(openai.InternalServerError) as failed:
+            client.chat.completions.create(model="twin-gpt", messages=[{"role": "user", "content": "x [[fail:500]]"}])
+        after = lookup(gateway, team, failed.value.response.headers["x-request-id"])  # known by its record alone
+        assert (after["status"], after["outcome"]) == (500, "not_charged")
+        poisoned = lookup(gateway, team, unknown.value.response.headers["x-request-id"])
+        assert poisoned["status"] == 404
+        assert "evil\ufffdmodel" in poisoned["error"]
 
 
 def test_a_failover_shows_the_deployment_that_answered_and_the_attempts(gateway: Gateway, team: Team):
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    raw = claude.messages.with_raw_response.create(model="overloaded-claude", max_tokens=50, messages=MESSAGES)
-    told = raw.parse().usage.model_extra or {}
-    data = lookup(gateway, team, raw.headers["x-request-id"])
-    assert data["upstream"] == {"deployment": 1, "upstream_model": "claude-b", "attempts": 2, "errors": ["overloaded"]}
-    cost = json.loads(json.dumps(told["cost"]), parse_float=Decimal)
-    assert_charged_as_told(gateway, team, data, cost, Decimal(str(told["remaining"]["credits"])))
+    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as claude:
+        raw = claude.messages.with_raw_response.create(model="overloaded-claude", max_tokens=50, messages=MESSAGES)
+        told = raw.parse().usage.model_extra or {}
+        data = lookup(gateway, team, raw.headers["x-request-id"])
+        assert data["upstream"] == {
+            "deployment": 1,
+            "upstream_model": "claude-b",
+            "attempts": 2,
+            "errors": ["overloaded"],
+        }
+        cost = json.loads(json.dumps(told["cost"]), parse_float=Decimal)
+        assert_charged_as_told(gateway, team, data, cost, Decimal(str(told["remaining"]["credits"])))
 
 
 def test_both_routes_are_in_the_openapi_document(gateway: Gateway):
@@ -234,12 +239,12 @@ def test_any_gateway_process_on_the_ledger_answers_for_another_s_requests(tmp_pa
         teams = Teams(config)
         team = teams.open("10")
         teams.close()
-        client = openai.OpenAI(base_url=served_by.base_url, api_key=team.key, max_retries=0)
-        raw = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES)
-        usage = json.loads(raw.content, parse_float=Decimal)["usage"]
-        data = lookup(asked, team, raw.headers["x-request-id"])
-        assert data["pending"] == []
-        assert (data["status"], data["total_cost"]) == (200, usage["cost"]["credits"])
+        with openai.OpenAI(base_url=served_by.base_url, api_key=team.key, max_retries=0) as client:
+            raw = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES)
+            usage = json.loads(raw.content, parse_float=Decimal)["usage"]
+            data = lookup(asked, team, raw.headers["x-request-id"])
+            assert data["pending"] == []
+            assert (data["status"], data["total_cost"]) == (200, usage["cost"]["credits"])
     finally:
         served_by.stop()
         asked.stop()
@@ -252,16 +257,16 @@ def test_without_records_a_charge_is_still_found_with_its_record_pending(tmp_pat
         teams = Teams(config)
         team = teams.open("10")
         teams.close()
-        client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-        raw = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES)
-        usage = json.loads(raw.content, parse_float=Decimal)["usage"]
-        data = _decoded(_get(gateway, f"/v1/requests/{raw.headers['x-request-id']}", team.key))["data"]
-        assert data["pending"] == ["record"]
-        assert (data["outcome"], data["cost"], data["balance_after"]) == (
-            "charged",
-            usage["cost"],
-            usage["remaining"]["credits"],
-        )
-        assert (data["status"], data["streamed"], data["upstream"], data["latency"]) == (None, None, None, None)
+        with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+            raw = client.chat.completions.with_raw_response.create(model="fake-gpt", messages=MESSAGES)
+            usage = json.loads(raw.content, parse_float=Decimal)["usage"]
+            data = _decoded(_get(gateway, f"/v1/requests/{raw.headers['x-request-id']}", team.key))["data"]
+            assert data["pending"] == ["record"]
+            assert (data["outcome"], data["cost"], data["balance_after"]) == (
+                "charged",
+                usage["cost"],
+                usage["remaining"]["credits"],
+            )
+            assert (data["status"], data["streamed"], data["upstream"], data["latency"]) == (None, None, None, None)
     finally:
         gateway.stop()

@@ -191,8 +191,8 @@ def test_errors_keep_the_openai_shape(gateway: Gateway, client: openai.OpenAI, t
         client.responses.create(model="nope", input="hi")
     with pytest.raises(openai.InternalServerError):
         client.responses.create(model="fake-gpt", input="hi [[fail:500]]")
-    poor = openai.OpenAI(base_url=gateway.base_url, api_key=teams.open("0.001").key, max_retries=0)
-    with pytest.raises(openai.APIStatusError) as error:
-        poor.responses.create(model="fake-gpt", input="hi")
-    assert error.value.status_code == 402
-    assert error.value.response.json()["error"]["type"] == "billing_error"
+    with openai.OpenAI(base_url=gateway.base_url, api_key=teams.open("0.001").key, max_retries=0) as poor:
+        with pytest.raises(openai.APIStatusError) as error:
+            poor.responses.create(model="fake-gpt", input="hi")
+        assert error.value.status_code == 402
+        assert error.value.response.json()["error"]["type"] == "billing_error"

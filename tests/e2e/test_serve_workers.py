@@ -84,41 +84,41 @@ async def test_two_workers_serve_one_port_and_charge_every_request_once(tmp_path
         assert len(registered) == 2, (registered, workers)
         assert registered <= set(workers), (registered, workers)
 
-        client = openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0)
-        answers = await asyncio.gather(
-            *(
-                client.chat.completions.create(
-                    model="fake-gpt", max_tokens=10, messages=[{"role": "user", "content": f"request {i}"}]
-                )
-                for i in range(60)
-            )
-        )
-        await client.close()
-        assert len(fake_upstream.requests) == 60
-        charged = sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
-        # Whichever worker answers the scrape, it counts both workers' requests and tokens.
-        for _ in range(4):
-            async with httpx.AsyncClient() as http:  # a new connection each time, to whichever worker takes it
-                scraped = await http.get(
-                    f"http://127.0.0.1:{port}/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}
-                )
-            samples = {
-                (s.name, tuple(sorted(s.labels.items()))): s.value
-                for family in text_string_to_metric_families(scraped.text)
-                for s in family.samples
-            }
-            assert (
-                samples[
-                    (
-                        "tollgate_requests_total",
-                        (("endpoint", "chat.completions"), ("model", "fake-gpt"), ("status", "200")),
+        async with openai.AsyncOpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key=key, max_retries=0) as client:
+            answers = await asyncio.gather(
+                *(
+                    client.chat.completions.create(
+                        model="fake-gpt", max_tokens=10, messages=[{"role": "user", "content": f"request {i}"}]
                     )
-                ]
-                == 60
+                    for i in range(60)
+                )
             )
-            assert samples[("tollgate_tokens_total", (("kind", "output"), ("model", "fake-gpt")))] == sum(
-                a.usage.completion_tokens for a in answers
-            )
+            await client.close()
+            assert len(fake_upstream.requests) == 60
+            charged = sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
+            # Whichever worker answers the scrape, it counts both workers' requests and tokens.
+            for _ in range(4):
+                async with httpx.AsyncClient() as http:  # a new connection each time, to whichever worker takes it
+                    scraped = await http.get(
+                        f"http://127.0.0.1:{port}/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}
+                    )
+                samples = {
+                    (s.name, tuple(sorted(s.labels.items()))): s.value
+                    for family in text_string_to_metric_families(scraped.text)
+                    for s in family.samples
+                }
+                assert (
+                    samples[
+                        (
+                            "tollgate_requests_total",
+                            (("endpoint", "chat.completions"), ("model", "fake-gpt"), ("status", "200")),
+                        )
+                    ]
+                    == 60
+                )
+                assert samples[("tollgate_tokens_total", (("kind", "output"), ("model", "fake-gpt")))] == sum(
+                    a.usage.completion_tokens for a in answers
+                )
     finally:
         process.send_signal(signal.SIGTERM)
         output, _ = process.communicate(timeout=30)

@@ -50,41 +50,41 @@ def test_sigterm_during_a_stream_lets_it_finish_and_settles_its_charge(tmp_path:
     gateway, team, key = _gateway(tmp_path, fake_upstream, shutdown_timeout=30)
     process = gateway.process
     assert process is not None
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
-    stream = client.chat.completions.create(
-        model="fake-gpt",
-        messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:60]]"}],
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    chunks, refused_meanwhile = [], None
-    for chunk in stream:
-        chunks.append(chunk)
-        if len(chunks) == 2:
-            process.send_signal(signal.SIGTERM)
-            time.sleep(0.3)
-            try:
-                httpx.get(gateway.base_url + "/models", timeout=2)
-                refused_meanwhile = False
-            except httpx.ConnectError:
-                refused_meanwhile = True
-    assert refused_meanwhile, "the gateway still accepted connections after SIGTERM"
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert text == f"Echo: {WORDS}"  # the whole answer, after the signal
-    usage = chunks[-1].usage
-    cost = Decimal(str(usage.model_extra["cost"]["credits"]))
-    assert cost > 0
+    with openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0) as client:
+        stream = client.chat.completions.create(
+            model="fake-gpt",
+            messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:60]]"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        chunks, refused_meanwhile = [], None
+        for chunk in stream:
+            chunks.append(chunk)
+            if len(chunks) == 2:
+                process.send_signal(signal.SIGTERM)
+                time.sleep(0.3)
+                try:
+                    httpx.get(gateway.base_url + "/models", timeout=2)
+                    refused_meanwhile = False
+                except httpx.ConnectError:
+                    refused_meanwhile = True
+        assert refused_meanwhile, "the gateway still accepted connections after SIGTERM"
+        text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert text == f"Echo: {WORDS}"  # the whole answer, after the signal
+        usage = chunks[-1].usage
+        cost = Decimal(str(usage.model_extra["cost"]["credits"]))
+        assert cost > 0
 
-    assert process.wait(timeout=30) == 0
-    gateway.process = None
-    (charge,) = _charges(gateway, team)
-    assert Decimal(charge["amount"]) == -cost * 1_000_000
-    assert int(charge["output_tokens"]) == usage.completion_tokens
-    shown = _balance_line(gateway, team)
-    assert "held 0," in shown  # the lease went back before the process exited
-    assert f"balance {Decimal(100) - cost}" in shown.replace(",", "")
-    assert gateway.cli("ledger", "verify", check=False).returncode == 0
-    assert "stopped: every request settled, leases returned, the ledger flushed" in gateway.output()
+        assert process.wait(timeout=30) == 0
+        gateway.process = None
+        (charge,) = _charges(gateway, team)
+        assert Decimal(charge["amount"]) == -cost * 1_000_000
+        assert int(charge["output_tokens"]) == usage.completion_tokens
+        shown = _balance_line(gateway, team)
+        assert "held 0," in shown  # the lease went back before the process exited
+        assert f"balance {Decimal(100) - cost}" in shown.replace(",", "")
+        assert gateway.cli("ledger", "verify", check=False).returncode == 0
+        assert "stopped: every request settled, leases returned, the ledger flushed" in gateway.output()
 
 
 def _read_and_stop_the_gateway_midway(
@@ -105,20 +105,20 @@ def test_a_stream_still_running_at_the_deadline_is_cut_and_charged_for_what_it_d
     gateway, team, key = _gateway(tmp_path, fake_upstream, shutdown_timeout=1)
     process = gateway.process
     assert process is not None
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0)
-    stream = client.chat.completions.create(
-        model="fake-gpt", messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:400]]"}], stream=True
-    )
-    received: list[str] = []
-    signalled: list[float] = []
-    with pytest.raises((openai.APIError, httpx.HTTPError)):  # the connection is cut at the deadline
-        _read_and_stop_the_gateway_midway(stream, received, process, signalled)
-    assert process.wait(timeout=30) == 0
-    assert time.monotonic() - signalled[0] < 8  # bounded: 1 s for the stream, then settle and flush
-    gateway.process = None
-    text = "".join(received)
-    assert 0 < len(text) < len(f"Echo: {WORDS}")
-    (charge,) = _charges(gateway, team)
-    assert 0 < int(charge["output_tokens"]) < 32  # what it delivered, not the whole answer
-    assert "held 0," in _balance_line(gateway, team)
-    assert gateway.cli("ledger", "verify", check=False).returncode == 0
+    with openai.OpenAI(base_url=gateway.base_url, api_key=key, max_retries=0) as client:
+        stream = client.chat.completions.create(
+            model="fake-gpt", messages=[{"role": "user", "content": f"{WORDS} [[chunk-delay:400]]"}], stream=True
+        )
+        received: list[str] = []
+        signalled: list[float] = []
+        with pytest.raises((openai.APIError, httpx.HTTPError)):  # the connection is cut at the deadline
+            _read_and_stop_the_gateway_midway(stream, received, process, signalled)
+        assert process.wait(timeout=30) == 0
+        assert time.monotonic() - signalled[0] < 8  # bounded: 1 s for the stream, then settle and flush
+        gateway.process = None
+        text = "".join(received)
+        assert 0 < len(text) < len(f"Echo: {WORDS}")
+        (charge,) = _charges(gateway, team)
+        assert 0 < int(charge["output_tokens"]) < 32  # what it delivered, not the whole answer
+        assert "held 0," in _balance_line(gateway, team)
+        assert gateway.cli("ledger", "verify", check=False).returncode == 0

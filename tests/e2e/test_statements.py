@@ -67,39 +67,41 @@ def _admin(gateway: Gateway) -> httpx.Client:
 
 
 def _openai_traffic(gateway: Gateway, team: Team, spent: Spent) -> None:
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    for content in ("hello there statement", "w w w w w w [[cached:4]]"):
-        completion = client.chat.completions.create(model="fake-gpt", messages=[{"role": "user", "content": content}])
-        usage = completion.usage
-        assert usage is not None
-        spent.add("fake-gpt", usage.model_extra["cost"]["credits"], usage.prompt_tokens, usage.completion_tokens)
-    stream = client.chat.completions.create(
-        model="fake-gpt",
-        messages=[{"role": "user", "content": "a streamed one"}],
-        stream=True,
-        stream_options={"include_usage": True},
-    )
-    (final,) = [chunk.usage for chunk in stream if chunk.usage is not None]
-    spent.add("fake-gpt", final.model_extra["cost"]["credits"], final.prompt_tokens, final.completion_tokens)
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        for content in ("hello there statement", "w w w w w w [[cached:4]]"):
+            completion = client.chat.completions.create(
+                model="fake-gpt", messages=[{"role": "user", "content": content}]
+            )
+            usage = completion.usage
+            assert usage is not None
+            spent.add("fake-gpt", usage.model_extra["cost"]["credits"], usage.prompt_tokens, usage.completion_tokens)
+        stream = client.chat.completions.create(
+            model="fake-gpt",
+            messages=[{"role": "user", "content": "a streamed one"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        (final,) = [chunk.usage for chunk in stream if chunk.usage is not None]
+        spent.add("fake-gpt", final.model_extra["cost"]["credits"], final.prompt_tokens, final.completion_tokens)
 
 
 def _anthropic_traffic(gateway: Gateway, team: Team, spent: Spent) -> None:
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    message = claude.messages.create(
-        model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "hello from the statement test"}]
-    )
-    usage = message.usage
-    prompt = usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
-    spent.add("fake-claude", usage.model_extra["cost"]["credits"], prompt, usage.output_tokens)
-    with claude.messages.stream(
-        model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "and a streamed one"}]
-    ) as stream:
-        events = list(stream)
-        final = stream.get_final_message()
-    (delta,) = [e for e in events if e.type == "message_delta"]
-    usage = final.usage
-    prompt = usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
-    spent.add("fake-claude", delta.usage.model_extra["cost"]["credits"], prompt, usage.output_tokens)
+    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as claude:
+        message = claude.messages.create(
+            model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "hello from the statement test"}]
+        )
+        usage = message.usage
+        prompt = usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
+        spent.add("fake-claude", usage.model_extra["cost"]["credits"], prompt, usage.output_tokens)
+        with claude.messages.stream(
+            model="fake-claude", max_tokens=100, messages=[{"role": "user", "content": "and a streamed one"}]
+        ) as stream:
+            events = list(stream)
+            final = stream.get_final_message()
+        (delta,) = [e for e in events if e.type == "message_delta"]
+        usage = final.usage
+        prompt = usage.input_tokens + (usage.cache_creation_input_tokens or 0) + (usage.cache_read_input_tokens or 0)
+        spent.add("fake-claude", delta.usage.model_extra["cost"]["credits"], prompt, usage.output_tokens)
 
 
 @pytest.fixture(scope="module")

@@ -52,28 +52,33 @@ def test_the_first_text_reaches_the_client_long_before_the_stream_ends(gateway: 
 
 
 def test_translated_usage_keeps_cache_reads_and_writes(gateway: Gateway, team):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    usage = client.chat.completions.create(
-        model="fake-claude", messages=[{"role": "user", "content": "a b c d e f g h [[cached:5]] [[cache-write:2]]"}]
-    ).usage
-    assert usage.prompt_tokens_details.cached_tokens == 5
-    assert (
-        usage.prompt_tokens_details.model_extra.get(
-            "cache_write_tokens", getattr(usage.prompt_tokens_details, "cache_write_tokens", None)
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        usage = client.chat.completions.create(
+            model="fake-claude",
+            messages=[{"role": "user", "content": "a b c d e f g h [[cached:5]] [[cache-write:2]]"}],
+        ).usage
+        assert usage.prompt_tokens_details.cached_tokens == 5
+        assert (
+            usage.prompt_tokens_details.model_extra.get(
+                "cache_write_tokens", getattr(usage.prompt_tokens_details, "cache_write_tokens", None)
+            )
+            == 2
         )
-        == 2
-    )
-    # input at $3/M, cache writes at $3.75/M, hits at $0.30/M, output at $15/M; 100 credits per USD
-    plain = usage.prompt_tokens - 5 - 2
-    expected = (plain * 3 + 2 * Decimal("3.75") + 5 * Decimal("0.3") + usage.completion_tokens * 15) * 100 / 1_000_000
-    assert Decimal(str(usage.model_extra["cost"]["credits"])) == expected
+        # input at $3/M, cache writes at $3.75/M, hits at $0.30/M, output at $15/M; 100 credits per USD
+        plain = usage.prompt_tokens - 5 - 2
+        expected = (
+            (plain * 3 + 2 * Decimal("3.75") + 5 * Decimal("0.3") + usage.completion_tokens * 15) * 100 / 1_000_000
+        )
+        assert Decimal(str(usage.model_extra["cost"]["credits"])) == expected
 
-    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    message = claude.messages.create(
-        model="fake-gpt", max_tokens=50, messages=[{"role": "user", "content": "a b c d e f g h [[cached:5]]"}]
-    )
-    assert message.usage.cache_read_input_tokens == 5
-    assert message.usage.input_tokens == 9 + 3 - 5  # Anthropic's input_tokens exclude cache traffic
+        with anthropic.Anthropic(
+            base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0
+        ) as claude:
+            message = claude.messages.create(
+                model="fake-gpt", max_tokens=50, messages=[{"role": "user", "content": "a b c d e f g h [[cached:5]]"}]
+            )
+            assert message.usage.cache_read_input_tokens == 5
+            assert message.usage.input_tokens == 9 + 3 - 5  # Anthropic's input_tokens exclude cache traffic
 
 
 def test_compat_version_is_forwarded_as_the_anthropic_version(gateway: Gateway, team, fake_upstream):
@@ -87,46 +92,48 @@ def test_compat_version_is_forwarded_as_the_anthropic_version(gateway: Gateway, 
 
 
 def test_foreign_tool_ids_are_made_safe_for_anthropic_on_both_sides(gateway: Gateway, team, fake_upstream):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    tools = [{"type": "function", "function": {"name": "Bash", "parameters": {"type": "object"}}}]
-    reply = client.chat.completions.create(
-        model="fake-claude",
-        tools=tools,
-        messages=[
-            {"role": "user", "content": "run it"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {"id": "functions.Bash:0", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}
-                ],
-            },
-            {"role": "tool", "tool_call_id": "functions.Bash:0", "content": "ok"},
-        ],
-    )
-    assert reply.choices[0].message.content == "Echo: tool result: ok"
-    sent = fake_upstream.requests[0].body["messages"]
-    assert sent[1]["content"][0]["id"] == sent[2]["content"][0]["tool_use_id"] == "functions_Bash_0"
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        tools = [{"type": "function", "function": {"name": "Bash", "parameters": {"type": "object"}}}]
+        reply = client.chat.completions.create(
+            model="fake-claude",
+            tools=tools,
+            messages=[
+                {"role": "user", "content": "run it"},
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": "functions.Bash:0", "type": "function", "function": {"name": "Bash", "arguments": "{}"}}
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "functions.Bash:0", "content": "ok"},
+            ],
+        )
+        assert reply.choices[0].message.content == "Echo: tool result: ok"
+        sent = fake_upstream.requests[0].body["messages"]
+        assert sent[1]["content"][0]["id"] == sent[2]["content"][0]["tool_use_id"] == "functions_Bash_0"
 
 
 def test_a_broken_translated_stream_ends_with_each_protocol_s_error(gateway: Gateway, team):
     text = "one two three four [[drop-after:2]]"
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    with client.responses.stream(model="fake-claude", input=text) as stream:
-        kinds = [event.type for event in stream]
-    assert kinds[-1] == "response.failed"
-    assert "response.output_text.delta" in kinds
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        with client.responses.stream(model="fake-claude", input=text) as stream:
+            kinds = [event.type for event in stream]
+        assert kinds[-1] == "response.failed"
+        assert "response.output_text.delta" in kinds
 
-    with pytest.raises(openai.APIError):
-        list(
-            client.chat.completions.create(
-                model="fake-claude", stream=True, messages=[{"role": "user", "content": text}]
+        with pytest.raises(openai.APIError):
+            list(
+                client.chat.completions.create(
+                    model="fake-claude", stream=True, messages=[{"role": "user", "content": text}]
+                )
             )
-        )
 
-    claude = anthropic.Anthropic(base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0)
-    with (
-        pytest.raises(anthropic.APIStatusError),
-        claude.messages.stream(model="fake-gpt", max_tokens=50, messages=[{"role": "user", "content": text}]) as s,
-    ):
-        list(s)
+        with (
+            anthropic.Anthropic(
+                base_url=gateway.base_url.removesuffix("/v1"), api_key=team.key, max_retries=0
+            ) as claude,
+            pytest.raises(anthropic.APIStatusError),
+            claude.messages.stream(model="fake-gpt", max_tokens=50, messages=[{"role": "user", "content": text}]) as s,
+        ):
+            list(s)

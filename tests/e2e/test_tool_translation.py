@@ -179,26 +179,26 @@ SERVER_TOOLS = cast(
 def test_passed_through_built_in_tools_go_as_they_are_unless_the_model_says_otherwise(
     gateway: Gateway, team, fake_upstream: FakeUpstream, teams
 ):
-    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
-    claude.messages.create(
-        model="fake-claude", max_tokens=50, tools=SERVER_TOOLS, messages=[{"role": "user", "content": "hi"}]
-    )
-    assert fake_upstream.requests[0].body["tools"] == SERVER_TOOLS
-
-    fake_upstream.clear()
-    dropped = claude.messages.with_raw_response.create(
-        model="dropping-claude", max_tokens=50, tools=SERVER_TOOLS, messages=[{"role": "user", "content": "hi"}]
-    )
-    assert dropped.headers["x-tollgate-dropped-tools"] == "web_search_20250305"
-    assert fake_upstream.requests[0].body["tools"] == SERVER_TOOLS[:1]
-
-    before = gateway.cli("team", "show", team.name).stdout
-    with pytest.raises(anthropic.BadRequestError) as refused:
+    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as claude:
         claude.messages.create(
-            model="refusing-claude", max_tokens=50, tools=SERVER_TOOLS, messages=[{"role": "user", "content": "hi"}]
+            model="fake-claude", max_tokens=50, tools=SERVER_TOOLS, messages=[{"role": "user", "content": "hi"}]
         )
-    assert "web_search_20250305" in refused.value.message
-    assert refused.value.body["error"]["type"] == "invalid_request_error"
-    assert len(fake_upstream.requests) == 1  # the refused request never went upstream
-    gateway.wait_until_nothing_held(team.name)
-    assert gateway.cli("team", "show", team.name).stdout.split(",")[0] == before.split(",")[0]
+        assert fake_upstream.requests[0].body["tools"] == SERVER_TOOLS
+
+        fake_upstream.clear()
+        dropped = claude.messages.with_raw_response.create(
+            model="dropping-claude", max_tokens=50, tools=SERVER_TOOLS, messages=[{"role": "user", "content": "hi"}]
+        )
+        assert dropped.headers["x-tollgate-dropped-tools"] == "web_search_20250305"
+        assert fake_upstream.requests[0].body["tools"] == SERVER_TOOLS[:1]
+
+        before = gateway.cli("team", "show", team.name).stdout
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            claude.messages.create(
+                model="refusing-claude", max_tokens=50, tools=SERVER_TOOLS, messages=[{"role": "user", "content": "hi"}]
+            )
+        assert "web_search_20250305" in refused.value.message
+        assert refused.value.body["error"]["type"] == "invalid_request_error"
+        assert len(fake_upstream.requests) == 1  # the refused request never went upstream
+        gateway.wait_until_nothing_held(team.name)
+        assert gateway.cli("team", "show", team.name).stdout.split(",")[0] == before.split(",")[0]

@@ -36,23 +36,23 @@ def dropped_names(header: str) -> list[str]:
 def test_the_openai_sdk_gets_its_answer_charged_once(
     gateway: Gateway, team, fake_upstream: FakeUpstream, kind: str, stream: bool
 ):
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=2)  # the SDK's own retries
-    tools = cast(Any, [{"type": kind}, {"type": "web_search"}])
-    raw = client.chat.completions.with_raw_response.create(
-        model="fake-claude", messages=[{"role": "user", "content": "hello"}], tools=tools, stream=stream
-    )
-    if stream:
-        text = "".join(chunk.choices[0].delta.content or "" for chunk in raw.parse() if chunk.choices)
-    else:
-        text = raw.parse().choices[0].message.content or ""
-    assert text == "Echo: hello"
-    assert dropped_names(raw.headers["x-tollgate-dropped-tools"]) == [kind, "web_search"]
-    assert "x-injected" not in raw.headers
-    assert raw.headers["x-request-id"].startswith("req_")
-    assert len(fake_upstream.requests) == 1  # no retry
-    (charge,) = gateway.charges(team.name)
-    assert charge["request_id"] == raw.headers["x-request-id"]
-    assert gateway.access_line(raw.headers["x-request-id"])["dropped_tools"] == [kind, "web_search"]
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=2) as client:  # the SDK retries itself
+        tools = cast(Any, [{"type": kind}, {"type": "web_search"}])
+        raw = client.chat.completions.with_raw_response.create(
+            model="fake-claude", messages=[{"role": "user", "content": "hello"}], tools=tools, stream=stream
+        )
+        if stream:
+            text = "".join(chunk.choices[0].delta.content or "" for chunk in raw.parse() if chunk.choices)
+        else:
+            text = raw.parse().choices[0].message.content or ""
+        assert text == "Echo: hello"
+        assert dropped_names(raw.headers["x-tollgate-dropped-tools"]) == [kind, "web_search"]
+        assert "x-injected" not in raw.headers
+        assert raw.headers["x-request-id"].startswith("req_")
+        assert len(fake_upstream.requests) == 1  # no retry
+        (charge,) = gateway.charges(team.name)
+        assert charge["request_id"] == raw.headers["x-request-id"]
+        assert gateway.access_line(raw.headers["x-request-id"])["dropped_tools"] == [kind, "web_search"]
 
 
 @pytest.mark.parametrize("kind", UNSENDABLE, ids=["not-latin-1", "cr-lf"])
@@ -60,22 +60,22 @@ def test_the_openai_sdk_gets_its_answer_charged_once(
 def test_the_anthropic_sdk_gets_its_answer_charged_once(
     gateway: Gateway, team, fake_upstream: FakeUpstream, kind: str, stream: bool
 ):
-    client = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=2)
-    tools = cast(Any, [{"type": kind, "name": "search"}])
-    raw = client.messages.with_raw_response.create(
-        model="fake-gpt", max_tokens=50, messages=[{"role": "user", "content": "hello"}], tools=tools, stream=stream
-    )
-    if stream:
-        text = "".join(
-            event.delta.text
-            for event in raw.parse()
-            if event.type == "content_block_delta" and event.delta.type == "text_delta"
+    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=2) as client:
+        tools = cast(Any, [{"type": kind, "name": "search"}])
+        raw = client.messages.with_raw_response.create(
+            model="fake-gpt", max_tokens=50, messages=[{"role": "user", "content": "hello"}], tools=tools, stream=stream
         )
-    else:
-        text = "".join(block.text for block in raw.parse().content if block.type == "text")
-    assert text == "Echo: hello"
-    assert dropped_names(raw.headers["x-tollgate-dropped-tools"]) == [kind]
-    assert "x-injected" not in raw.headers
-    assert len(fake_upstream.requests) == 1
-    (charge,) = gateway.charges(team.name)
-    assert charge["request_id"] == raw.headers["x-request-id"] == raw.headers["request-id"]
+        if stream:
+            text = "".join(
+                event.delta.text
+                for event in raw.parse()
+                if event.type == "content_block_delta" and event.delta.type == "text_delta"
+            )
+        else:
+            text = "".join(block.text for block in raw.parse().content if block.type == "text")
+        assert text == "Echo: hello"
+        assert dropped_names(raw.headers["x-tollgate-dropped-tools"]) == [kind]
+        assert "x-injected" not in raw.headers
+        assert len(fake_upstream.requests) == 1
+        (charge,) = gateway.charges(team.name)
+        assert charge["request_id"] == raw.headers["x-request-id"] == raw.headers["request-id"]

@@ -57,16 +57,17 @@ def pooled_then(
     """A first request, which leaves its connection in the gateway's pool, then a second one (the
     answer returned), which the gateway sends on that pooled connection, and which meets ``fate``."""
     upstream.start_over(fate)
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
-    assert (
-        client.chat.completions.create(model="fake-gpt", messages=HELLO).choices[0].message.content == COMPLETION_TEXT
-    )
-    return httpx.post(
-        f"{gateway.base_url}/chat/completions",
-        timeout=30,
-        headers={"authorization": f"Bearer {team.key}"},
-        json={"model": model, "messages": HELLO, **({"stream": True} if stream else {})},
-    )
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        assert (
+            client.chat.completions.create(model="fake-gpt", messages=HELLO).choices[0].message.content
+            == COMPLETION_TEXT
+        )
+        return httpx.post(
+            f"{gateway.base_url}/chat/completions",
+            timeout=30,
+            headers={"authorization": f"Bearer {team.key}"},
+            json={"model": model, "messages": HELLO, **({"stream": True} if stream else {})},
+        )
 
 
 def charged_requests(gateway: Gateway, team: Team) -> list[str]:

@@ -174,6 +174,7 @@ class RecordingProxy:
         finally:
             self._loop.run_until_complete(self._session.close())
             self._loop.run_until_complete(runner.cleanup())
+            self._loop.close()
 
     async def _start(self) -> web.AppRunner:
         self._session = aiohttp.ClientSession(

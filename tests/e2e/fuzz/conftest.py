@@ -92,5 +92,6 @@ def ledger_verified(fuzz_gateway: Gateway, projection: ProjectionWatch, run_tall
 
 
 @pytest.fixture
-def ledger(fuzz_gateway: Gateway, fuzz_team: Team) -> Ledger:
-    return Ledger(fuzz_gateway, fuzz_team.name, fuzz_team.key)
+def ledger(fuzz_gateway: Gateway, fuzz_team: Team) -> Iterator[Ledger]:
+    with Ledger(fuzz_gateway, fuzz_team.name, fuzz_team.key) as ledger:
+        yield ledger

@@ -167,37 +167,38 @@ def test_no_rerate_input_crashes_the_command_or_moves_money_twice(
                 shown,
             )
 
-    moments = charged.moments
-    fuzz(
-        one,
-        start=bound(moments),
-        end=bound(moments),
-        file=price_files(),
-        apply=st.booleans(),
-        reason=REASONS,
-        explicit=[
-            {
-                "start": moments.start.isoformat(),
-                "end": moments.middle.isoformat(),
-                "file": HALF,
-                "apply": True,
-                "reason": None,
-            },
-            {
-                "start": moments.start.astimezone(PLUS_ONE).isoformat(),  # the same period, at +01:00
-                "end": moments.middle.astimezone(PLUS_ONE).isoformat(),
-                "file": HALF,
-                "apply": True,
-                "reason": None,
-            },
-            {"start": "9999-12-31", "end": "9999-12-31", "file": HALF, "apply": False, "reason": None},
-            {
-                "start": moments.start.isoformat(),
-                "end": moments.end.isoformat(),
-                "file": b"\xff" + HALF,
-                "apply": False,
-                "reason": None,
-            },
-        ],
-    )
+    with ledger:  # its client closed once the cases are run
+        moments = charged.moments
+        fuzz(
+            one,
+            start=bound(moments),
+            end=bound(moments),
+            file=price_files(),
+            apply=st.booleans(),
+            reason=REASONS,
+            explicit=[
+                {
+                    "start": moments.start.isoformat(),
+                    "end": moments.middle.isoformat(),
+                    "file": HALF,
+                    "apply": True,
+                    "reason": None,
+                },
+                {
+                    "start": moments.start.astimezone(PLUS_ONE).isoformat(),  # the same period, at +01:00
+                    "end": moments.middle.astimezone(PLUS_ONE).isoformat(),
+                    "file": HALF,
+                    "apply": True,
+                    "reason": None,
+                },
+                {"start": "9999-12-31", "end": "9999-12-31", "file": HALF, "apply": False, "reason": None},
+                {
+                    "start": moments.start.isoformat(),
+                    "end": moments.end.isoformat(),
+                    "file": b"\xff" + HALF,
+                    "apply": False,
+                    "reason": None,
+                },
+            ],
+        )
     run.check()

@@ -35,16 +35,20 @@ def traffic(tmp_path_factory, fake_upstream: FakeUpstream):
     teams = Teams(config)
     team = teams.open("10")
     teams.close()
-    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
 
-    def ask(model: str, content: str):
-        return client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}])
+        def ask(model: str, content: str):
+            return client.chat.completions.create(model=model, messages=[{"role": "user", "content": content}])
 
-    answers = [ask("fake-gpt", "one two"), ask("fake-claude", "three [[cached:2]]"), ask("fake-gpt", "four five six")]
-    gateway.cli("credits", "add", "--team", team.name, "1", "--reference", "INV-7")
-    gateway.wait_until_nothing_held(team.name)  # the state stays still while the tests compare it
-    yield team, answers, gateway
-    gateway.stop()
+        answers = [
+            ask("fake-gpt", "one two"),
+            ask("fake-claude", "three [[cached:2]]"),
+            ask("fake-gpt", "four five six"),
+        ]
+        gateway.cli("credits", "add", "--team", team.name, "1", "--reference", "INV-7")
+        gateway.wait_until_nothing_held(team.name)  # the state stays still while the tests compare it
+        yield team, answers, gateway
+        gateway.stop()
 
 
 def micros(value) -> int:

@@ -81,10 +81,9 @@ def poisoned(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstre
         old, other = teams.open("10"), teams.open("10")
         teams.close()
         huge = _old_gateway_charges(gateway, old.name)
-        openai.OpenAI(base_url=gateway.base_url, api_key=other.key, max_retries=0).chat.completions.create(
-            model="fake-gpt", messages=HI, user="alice"
-        )
-        yield Poisoned(gateway, old, other, huge)
+        with openai.OpenAI(base_url=gateway.base_url, api_key=other.key, max_retries=0) as sdk:
+            sdk.chat.completions.create(model="fake-gpt", messages=HI, user="alice")
+            yield Poisoned(gateway, old, other, huge)
     finally:
         gateway.stop()
 

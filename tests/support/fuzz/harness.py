@@ -146,13 +146,20 @@ class Tally:
 class Ledger:
     """The team's balance and held amount, as the gateway's own ledger writer has them (admin API);
     and its requests as the ledger charged them (``GET /v1/requests/{id}`` with the team's ``key``,
-    which reads the charge itself, there the moment its client has the answer)."""
+    which reads the charge itself, there the moment its client has the answer). A context manager: its
+    HTTP client's connections close at its end."""
 
     def __init__(self, gateway: Gateway, team: str, key: str = "") -> None:
         self._url = f"{gateway.root_url}/admin/teams/{team}"
         self._http = httpx.Client(headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
         self._requests = f"{gateway.root_url}/v1/requests"
         self._key = key
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.close()
 
     def request(self, request_id: str) -> httpx.Response:
         return self._http.get(f"{self._requests}/{request_id}", headers={"authorization": f"Bearer {self._key}"})
