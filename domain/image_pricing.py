@@ -23,8 +23,9 @@ from decimal import Decimal
 from typing import Any
 
 from domain.money import round_up_to_micros
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
 from domain.settings import ImageDefaults
+from domain.usage import TokenUsage
 
 #: What ``size`` or ``quality`` says to leave the choice to the provider.
 AUTO = "auto"

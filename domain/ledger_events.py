@@ -26,7 +26,8 @@ from domain import clock, rerates
 from domain.alerts import Threshold
 from domain.budgets import Budget, counted, period_names
 from domain.ledger_state import ABANDONED, EXPIRED, MAX_REMEMBERED_EXPIRIES, Hold, KeyPolicy, LedgerState
-from domain.pricing import PriceRecord, UsageRecord
+from domain.pricing import PriceRecord
+from domain.usage import UsageRecord
 
 
 class Opened(Aggregate.Created):

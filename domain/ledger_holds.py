@@ -30,8 +30,9 @@ from domain.ledger_errors import (
 from domain.ledger_policies import TeamPolicies
 from domain.ledger_state import ABANDONED, EXPIRED, Hold, check_positive
 from domain.prices import PriceSource
-from domain.pricing import Cost, Price, TokenUsage, price_usage
+from domain.pricing import Cost, Price, price_usage
 from domain.pricing import batch_basis as batch_line_basis
+from domain.usage import TokenUsage
 
 LEASE_SHARE = 4  # a lease grows by at most 1/LEASE_SHARE of the available balance beyond what is needed
 

@@ -27,7 +27,8 @@ from domain.admin_keys import AdminKeys
 from domain.aggregates import NON_TEAM_IDS
 from domain.ledger import TeamLedger
 from domain.prices import PRICE_LIST_ID, PriceList
-from domain.pricing import Price, TokenUsage, price_usage
+from domain.pricing import Price, price_usage
+from domain.usage import TokenUsage
 from projections.audit_history import HistoryCheck
 from projections.audit_snapshots import SnapshotCheck
 from projections.history import HistoryProjection

@@ -19,7 +19,7 @@ from app.store.storable import storable_row
 from domain.attribution import tags_text
 from domain.ledger import TeamLedger
 from domain.money import usd_from_micros
-from domain.pricing import UsageRecord
+from domain.usage import UsageRecord
 from projections import attribution, quarantine
 from projections.alerts import alert_row
 from projections.operator_rows import operator_row

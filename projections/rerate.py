@@ -19,8 +19,9 @@ from decimal import Decimal
 
 from app.store.event_store import LedgerStore
 from domain.ledger import TeamLedger, team_id
-from domain.pricing import Price, TokenUsage, price_usage
+from domain.pricing import Price, price_usage
 from domain.rerates import rerated_collection
+from domain.usage import TokenUsage
 
 
 @dataclass

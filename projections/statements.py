@@ -37,7 +37,7 @@ from typing import Any
 from app.store.event_store import LedgerStore
 from domain.ledger import TeamLedger, TeamNotFound, team_id
 from domain.money import format_credits
-from domain.pricing import UsageRecord
+from domain.usage import UsageRecord
 from projections.history import HistoryProjection
 
 _MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")

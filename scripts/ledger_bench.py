@@ -31,7 +31,8 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.store_errors import VersionConflict
 from domain.ledger import TeamLedger, team_id
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from projections.history import HistoryProjection
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))

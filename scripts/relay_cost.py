@@ -44,8 +44,8 @@ from app.tokens import Protocol as Wire
 from app.tokens.delivered import Delivered
 from app.translate.exchange import plan
 from app.upstream.client import Timeouts
-from domain.pricing import TokenUsage
 from domain.settings import parse_settings
+from domain.usage import TokenUsage
 
 WORDS = [f" word{i}" for i in range(20)]
 PROMPT = [

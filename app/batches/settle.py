@@ -33,8 +33,8 @@ from domain import endpoints
 from domain.ledger import AlreadyCharged, HoldNotFound, team_id
 from domain.ledger_holds import BatchLine
 from domain.prices import PriceSource
-from domain.pricing import TokenUsage
 from domain.settings import Settings
+from domain.usage import TokenUsage
 
 log = logging.getLogger("tollgate")
 

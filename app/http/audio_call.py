@@ -47,8 +47,9 @@ from app.runtime import Runtime
 from app.upstream import Answer
 from app.upstream.media import RawAnswer, Upload
 from domain.money import credits_from_micros
-from domain.pricing import Quote, TokenUsage, price_usage
+from domain.pricing import Quote, price_usage
 from domain.settings import Model
+from domain.usage import TokenUsage
 
 #: The charge's cost in credits, and in USD; the team's balance after it, in credits.
 COST_HEADER = "x-tollgate-cost"

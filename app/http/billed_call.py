@@ -48,7 +48,7 @@ from app.runtime import BillingServices
 from app.tokens.delivered import Delivered
 from app.upstream import Answer, RawStream
 from app.upstream.fallback import FallbackUpstream
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 #: What goes upstream: a generation's :class:`~app.translate.exchange.Exchange`, or another
 #: endpoint's :class:`~app.http.billed_request.Direct` request.

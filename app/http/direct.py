@@ -28,8 +28,9 @@ from app.keys import Principal
 from app.observability.record import current_record
 from app.runtime import Runtime
 from app.upstream import Answer
-from domain.pricing import Quote, TokenUsage
+from domain.pricing import Quote
 from domain.settings import Model
+from domain.usage import TokenUsage
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,8 +32,9 @@ from app.runtime import Runtime
 from app.upstream import Answer
 from domain import image_pricing
 from domain.image_pricing import ImageAnswer, ImageAsk, ImageOptionError
-from domain.pricing import Quote, TokenUsage
+from domain.pricing import Quote
 from domain.settings import Model
+from domain.usage import TokenUsage
 
 _count_items = msgspec.json.Decoder(list[msgspec.Raw]).decode
 

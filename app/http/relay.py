@@ -32,7 +32,7 @@ from app.translate import canonical as c
 from app.translate.exchange import Exchange, plan
 from app.translate.exposure import exposure_of
 from app.translate.output_limit import MIN_CLAMPED_OUTPUT, clamp_output
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 #: A generation's billed call: what goes upstream is its exchange (passed through or translated).
 GenerationCall = BilledCall[Exchange]

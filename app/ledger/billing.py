@@ -33,8 +33,9 @@ from domain.ledger import (
     InsufficientCredits,
     TeamLedger,
 )
-from domain.pricing import Exposure, Quote, TokenUsage, affordable_output_tokens, worst_case_in_micros
+from domain.pricing import Exposure, Quote, affordable_output_tokens, worst_case_in_micros
 from domain.settings import Model, Settings
+from domain.usage import TokenUsage
 
 log = logging.getLogger("tollgate.billing")
 

@@ -17,7 +17,8 @@ from typing import Any
 from app.store.read_models import ChargeRecord
 from domain.ledger import TeamLedger
 from domain.money import credits_from_exact, credits_from_micros, usd_from_micros
-from domain.pricing import TOKEN_KINDS, Cost, Price, TokenUsage, price_usage
+from domain.pricing import TOKEN_KINDS, Cost, Price, price_usage
+from domain.usage import TokenUsage
 
 #: A breakdown's token dimension → the usage field that counts it.
 _COUNTED = {dimension: counted for dimension, counted, _ in TOKEN_KINDS}

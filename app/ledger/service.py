@@ -66,8 +66,9 @@ from domain.ledger import (
 )
 from domain.ledger_holds import BatchLine, RequestOnLedger
 from domain.prices import PriceSource
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
 from domain.rerates import RerateScope
+from domain.usage import TokenUsage
 
 R = TypeVar("R")
 

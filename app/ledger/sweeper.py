@@ -42,7 +42,7 @@ from domain import clock
 from domain.attribution import tags_of_text
 from domain.ledger import Delivery, LedgerError
 from domain.prices import PriceSource
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 log = logging.getLogger("tollgate.holds")
 

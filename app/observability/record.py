@@ -20,7 +20,7 @@ from contextvars import ContextVar, Token
 from dataclasses import dataclass, field
 
 from app.observability.request_ids import new_request_id
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 #: Seconds a finished request's line waits at most for its hold to settle.
 SETTLE_GRACE = 30.0

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from app.tokens.counting import Rules
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 
 class Delivered:

@@ -17,7 +17,7 @@ from typing import Any
 from app.json import encode, object_or
 from app.translate import canonical as c
 from app.upstream.base import Answer
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 
 def read_passed(

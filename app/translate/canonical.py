@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from app.tokens.delivered import Delivered
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 
 @dataclass(slots=True)

@@ -38,8 +38,8 @@ from app.translate.responses.stream import ResponsesStreamWriter
 from app.translate.responses.upstream import ResponsesEventReader, canonical_to_responses_body, response_to_canonical
 from app.translate.stream_relay import CanonicalRelay, EventReader, StreamRelay, StreamWriter
 from app.upstream.base import Answer
-from domain.pricing import TokenUsage
 from domain.settings import Model
+from domain.usage import TokenUsage
 
 #: The headers of each wire that say which version of it, and which betas, the client speaks.
 VERSION_HEADERS: dict[str, tuple[str, ...]] = {

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple, Protocol
 from app.errors import GatewayError
 from app.translate import canonical as c
 from app.upstream.base import StreamEvent
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 
 class EventReader(Protocol):

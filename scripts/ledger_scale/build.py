@@ -27,7 +27,8 @@ from app.store.snapshots import SnapshotRow
 from domain.endpoints import CHAT
 from domain.ledger import TeamLedger
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage, worst_case_in_micros
+from domain.pricing import Price, worst_case_in_micros
+from domain.usage import TokenUsage
 from projections.history import HistoryProjection
 from scripts.bench.fast_upstream import COMPLETION_TOKENS, PROMPT_TOKENS
 from scripts.ledger_scale.ledger import BIG, CREDITS_PER_USD, MODEL, PRICES, SMALL, Ledger, Team

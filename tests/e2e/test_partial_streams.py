@@ -20,7 +20,8 @@ import pytest
 
 from app.tokens import prompt_tokens
 from app.tokens.counting import RULES
-from domain.pricing import Price, TokenUsage, cost_in_micros
+from domain.pricing import Price, cost_in_micros
+from domain.usage import TokenUsage
 from tests.support.charges import balance_of
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway

@@ -15,7 +15,8 @@ from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import TeamLedger, team_id
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from tests.support.backend import new_database_url
 
 PRICE = Price(Decimal(1), Decimal(2), Decimal("1.25"), Decimal("0.1"))

@@ -14,7 +14,8 @@ from decimal import Decimal
 from app.store.event_store import LedgerStore
 from domain.ledger import TeamLedger
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
 USAGE = TokenUsage(input_tokens=500, output_tokens=200)

@@ -28,7 +28,7 @@ from app.http.routes.request_body import read_json_object, require
 from app.http.routes.served import served_model
 from app.runtime import Runtime
 from domain import endpoints
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 #: The largest audio file OpenAI takes (25 MB); ``max_upload_bytes`` may lower it.
 AUDIO_FILE_BYTES = 25 * 1024 * 1024

@@ -32,8 +32,9 @@ from app.tokens.counting import Rules
 from app.translate.answers import render_passed
 from app.upstream import Answer
 from domain import endpoints
-from domain.pricing import Quote, TokenUsage
+from domain.pricing import Quote
 from domain.settings import Model, Settings
+from domain.usage import TokenUsage
 
 #: The most inputs one request may carry (OpenAI's own limit).
 MAX_INPUTS = 2048

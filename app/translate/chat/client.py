@@ -17,7 +17,7 @@ from app.translate import canonical as c
 from app.translate import fields as f
 from app.translate.images import file_from_data_url, image_from_data_url
 from app.translate.tools import builtin_name
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 _AUDIO = (
     "Audio ('audio', 'modalities', input_audio parts) is only served by models whose upstream speaks "

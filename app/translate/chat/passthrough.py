@@ -34,7 +34,7 @@ from app.translate.chat.upstream import (
 from app.translate.raw_json import UNSET, Splicer
 from app.translate.stream_relay import Relayed, data_frame, relay_each
 from app.upstream.base import Answer, StreamEvent
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 _DONE = b"data: [DONE]\n\n"
 _NEXT_FRAME = b"\n\ndata: "

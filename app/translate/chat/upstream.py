@@ -12,7 +12,7 @@ from app.json import object_or
 from app.translate import canonical as c
 from app.translate.images import file_to_data_url, image_to_url
 from app.translate.tools import ToolNames
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 _FINISH_IN: dict[object, c.Finish] = {
     "stop": "stop",

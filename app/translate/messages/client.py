@@ -16,7 +16,7 @@ from app.translate import canonical as c
 from app.translate import fields as f
 from app.translate import reasoning
 from app.translate.tools import builtin_name
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 _STOP_OUT = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "content_filter": "refusal"}
 #: Blocks that record what a provider's own tools did (its web searches, its code runs): another

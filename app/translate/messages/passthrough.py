@@ -26,7 +26,7 @@ from app.translate.messages.upstream import (
 )
 from app.translate.stream_relay import Relayed, data_frame, relay_each
 from app.upstream.base import Answer, StreamEvent
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 #: The events rewritten (or held back) rather than relayed as they came.
 _REWRITTEN = frozenset({"message_start", "message_delta", "message_stop"})

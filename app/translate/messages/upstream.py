@@ -16,7 +16,7 @@ from app.translate import canonical as c
 from app.translate.images import SUPPORTED_MEDIA_TYPES
 from app.translate.messages.client import arguments_object
 from app.translate.tools import ToolNames
-from domain.pricing import TokenUsage, tool_calls_of
+from domain.usage import TokenUsage, tool_calls_of
 
 _STOP_IN: dict[object, c.Finish] = {
     "end_turn": "stop",

@@ -16,7 +16,7 @@ from app.translate import canonical as c
 from app.translate import fields as f
 from app.translate import reasoning
 from app.translate.images import file_from_data_url, image_from_data_url
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 _STATE = (
     "Tollgate stores no responses, so '{}' works only with models whose upstream speaks the Responses API; "

@@ -23,7 +23,7 @@ from app.translate.responses.upstream import (
     usage_from_responses,
 )
 from app.upstream.base import Answer
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 FINAL = ("response.completed", "response.incomplete")
 _TOOL_CALL_ITEM = re.compile(b'"(?:' + b"|".join(item.encode() for item in TOOL_CALL_ITEMS) + b')"')

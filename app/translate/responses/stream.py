@@ -14,7 +14,7 @@ from app.errors import GatewayError
 from app.json import encode
 from app.translate import canonical as c
 from app.translate.responses.client import ResponseShell, call_item, message_item, usage_dict
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 
 def sse(event: dict[str, Any]) -> bytes:

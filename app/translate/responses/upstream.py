@@ -14,7 +14,7 @@ from app.json import object_or
 from app.translate import canonical as c
 from app.translate.chat.upstream import split_prompt
 from app.translate.images import file_to_data_url, image_to_url
-from domain.pricing import TokenUsage, tool_calls_of
+from domain.usage import TokenUsage, tool_calls_of
 
 #: The Responses API refuses a smaller output limit.
 MIN_OUTPUT_TOKENS = 16

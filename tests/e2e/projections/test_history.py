@@ -16,7 +16,8 @@ from app.ledger.writer import LedgerWriter
 from app.store.event_store import open_ledger_store
 from domain.ledger import team_id
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from projections.audit import verify_ledger
 from projections.history import HistoryProjection
 from tests.support.backend import RawDatabase, new_database_url

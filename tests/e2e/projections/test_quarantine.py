@@ -26,8 +26,9 @@ from app.store.event_store import open_ledger_store
 from domain.attribution import Attribution
 from domain.ledger import team_id
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
 from domain.settings import parse_settings
+from domain.usage import TokenUsage
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, write_config
 from tests.support.teams import Team, Teams

@@ -63,8 +63,9 @@ def test_a_ledger_upgraded_in_place_refuses_a_second_charge_of_what_it_charged_b
     from app.ledger.writer import LedgerWriter
     from app.store.event_store import open_ledger_store
     from domain.ledger import team_id
-    from domain.pricing import Price, TokenUsage
+    from domain.pricing import Price
     from domain.settings import parse_settings
+    from domain.usage import TokenUsage
 
     config = write_config(tmp_path, "http://127.0.0.1:9/v1")
     run_cli(config, "team", "create", "acme", "--credits", "10")
@@ -100,8 +101,9 @@ def test_a_ledger_upgraded_in_place_reports_its_charges_by_attribution_and_verif
     from app.ledger.writer import LedgerWriter
     from app.store.event_store import open_ledger_store
     from domain.ledger import team_id
-    from domain.pricing import Price, TokenUsage
+    from domain.pricing import Price
     from domain.settings import parse_settings
+    from domain.usage import TokenUsage
 
     config = write_config(tmp_path, "http://127.0.0.1:9/v1")
     run_cli(config, "team", "create", "acme", "--credits", "10")
@@ -143,8 +145,9 @@ def test_an_upgrade_to_0015_projects_again_a_history_the_new_rules_would_not_mak
     from app.ledger.writer import LedgerWriter
     from app.store.event_store import open_ledger_store
     from domain.ledger import team_id
-    from domain.pricing import Price, TokenUsage
+    from domain.pricing import Price
     from domain.settings import parse_settings
+    from domain.usage import TokenUsage
 
     config = write_config(tmp_path, "http://127.0.0.1:9/v1")
     run_cli(config, "team", "create", "acme", "--credits", "10")

@@ -13,7 +13,8 @@ from domain.ledger import (
     TeamLedger,
 )
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import TokenUsage, cost_in_micros
+from domain.pricing import cost_in_micros
+from domain.usage import TokenUsage
 from tests.support.ledgers import CPU, PRICE, funded, replay
 
 TEN = 10_000_000

@@ -12,7 +12,8 @@ from domain import clock
 from domain.alerts import BALANCE_BELOW, BUDGET_PERCENT
 from domain.ledger import LedgerError, TeamLedger
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from tests.support.ledgers import CPU, funded, replay
 
 ONE_CREDIT = Price(input=Decimal(0), output=Decimal(10_000), cache_create=Decimal(0), cache_hit=Decimal(0))

@@ -9,7 +9,8 @@ import pytest
 from domain.attribution import Attribution
 from domain.ledger import AlreadyCharged, BudgetExceeded, HoldNotFound
 from domain.ledger_holds import BatchLine, RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from tests.support.ledgers import CPU, PRICE, funded, replay
 
 HALF = replace(PRICE, batch_discount=Decimal("0.5"))

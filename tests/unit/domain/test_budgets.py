@@ -14,7 +14,8 @@ from domain import clock
 from domain.budgets import period_end, period_of
 from domain.ledger import BudgetExceeded, HoldNotFound, InsufficientCredits, LedgerError, TeamLedger
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from tests.support.ledgers import CPU, funded, replay
 
 #: One output token costs exactly 1 credit (1,000,000 micro-credits) at CPU credits per USD.

@@ -7,8 +7,9 @@ from decimal import Decimal
 import pytest
 
 from domain.image_pricing import ImageAnswer, ImageAsk, ImageOptionError, kinds_asked, usage_of, worst_case_in_micros
-from domain.pricing import Price, TokenUsage, price_usage
+from domain.pricing import Price, price_usage
 from domain.settings import ConfigError, ImageDefaults, parse_settings
+from domain.usage import TokenUsage
 
 D = Decimal
 DALL_E_3 = Price(

@@ -13,7 +13,8 @@ from domain.ledger import (
     team_id,
 )
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from tests.support.ledgers import CPU, PRICE, funded, replay
 
 

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 from domain.ledger import HoldNotFound, InsufficientCredits, InvalidAmount, TeamLedger
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))
 REQUESTS = [f"r{i}" for i in range(6)]

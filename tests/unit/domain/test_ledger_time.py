@@ -15,7 +15,7 @@ import pytest
 from domain import clock
 from domain.ledger import BudgetExceeded, TeamLedger
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 from tests.support.ledgers import CPU, replay
 from tests.unit.domain.test_budgets import CREDIT, ONE_CREDIT
 

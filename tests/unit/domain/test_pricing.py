@@ -8,13 +8,12 @@ from domain.pricing import (
     Exposure,
     LongContext,
     Price,
-    TokenUsage,
     affordable_output_tokens,
     cost_in_micros,
     price_usage,
-    tool_calls_of,
     worst_case_in_micros,
 )
+from domain.usage import TokenUsage, tool_calls_of
 
 PRICE = Price(input=Decimal("2.5"), output=Decimal(10), cache_create=Decimal("3.125"), cache_hit=Decimal("1.25"))
 

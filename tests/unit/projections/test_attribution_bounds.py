@@ -15,7 +15,8 @@ from domain.attribution import Attribution
 from domain.attribution_bounds import OTHER
 from domain.ledger import team_id
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from projections.audit import verify_ledger
 from projections.history import HistoryProjection
 from tests.support.backend import RawDatabase, new_database_url

@@ -27,7 +27,8 @@ from domain.budgets import Budget
 from domain.ledger import TeamLedger, team_id
 from domain.ledger_holds import RequestOnLedger
 from domain.ledger_state import STATE_VERSION, Hold, KeyPolicy
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from projections.audit import verify_caught_up, verify_ledger
 from projections.history import HistoryProjection
 from tests.support.backend import RawDatabase, new_database_url

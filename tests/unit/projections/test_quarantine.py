@@ -17,7 +17,8 @@ from app.store.storable import REPLACEMENT, Unstorable, storable_row, storable_t
 from domain.attribution import Attribution
 from domain.ledger import team_id
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from projections.audit import verify_ledger
 from projections.history import HistoryProjection
 from projections.quarantine import refused_for_its_data

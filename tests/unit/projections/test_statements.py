@@ -15,7 +15,8 @@ from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import TeamLedger, TeamNotFound, team_id
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from projections.statements import Month, Statement
 from tests.support.backend import RawDatabase, new_database_url
 

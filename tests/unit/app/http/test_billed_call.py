@@ -30,8 +30,8 @@ from app.ledger.streams_in_flight import StreamsInFlight
 from app.translate.exchange import plan
 from app.upstream.base import Answer, StreamEvent
 from domain.attribution import Attribution
-from domain.pricing import TokenUsage
 from domain.settings import parse_settings
+from domain.usage import TokenUsage
 
 ROOT = Path(__file__).resolve().parents[4]
 MODEL = parse_settings((ROOT / "examples" / "demo.toml").read_text(), "demo.toml").models[0]

@@ -21,7 +21,8 @@ import pytest
 
 from app.json import encode
 from app.tokens import prompt_tokens, rules_for
-from domain.pricing import TokenUsage, cost_in_micros
+from domain.pricing import cost_in_micros
+from domain.usage import TokenUsage
 from tests.support.canned_upstream import CannedUpstream
 from tests.support.gateway import GATEWAY_ENV, write_config
 from tests.support.in_process import InProcessGateway, charge_of, in_credits, ledger_of

@@ -16,7 +16,8 @@ import pytest
 
 from app.tokens import prompt_tokens, rules_for
 from app.upstream.demo_words import demo_tokens
-from domain.pricing import TokenUsage, cost_in_micros
+from domain.pricing import cost_in_micros
+from domain.usage import TokenUsage
 from tests.support.in_process import InProcessGateway, charge_of, ledger_of, ledger_refusing_writes, team_state
 
 FULL = 100_000_000

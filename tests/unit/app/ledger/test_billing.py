@@ -9,7 +9,8 @@ from decimal import Decimal
 
 import pytest
 
-from domain.pricing import TokenUsage, cost_in_micros
+from domain.pricing import cost_in_micros
+from domain.usage import TokenUsage
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.in_process import InProcessGateway, charge_of, in_credits, ledger_of, team_state
 

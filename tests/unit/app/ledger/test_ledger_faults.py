@@ -26,8 +26,9 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.read_models import IdempotentResponse
 from domain.ledger import MAX_BALANCE, AlreadyCharged, InvalidAmount, RequestInProgress, TeamLedger, team_id
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage, cost_in_micros
+from domain.pricing import Price, cost_in_micros
 from domain.settings import parse_settings
+from domain.usage import TokenUsage
 from projections.audit import verify_ledger
 from tests.support.backend import BACKEND, new_database_url
 from tests.support.gateway import write_config

@@ -21,7 +21,8 @@ from domain.ledger import (
     TeamSuspended,
     team_id,
 )
-from domain.pricing import Price, TokenUsage, cost_in_micros
+from domain.pricing import Price, cost_in_micros
+from domain.usage import TokenUsage
 from projections.audit import verify_ledger
 from tests.support.backend import new_database_url
 

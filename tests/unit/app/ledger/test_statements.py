@@ -20,7 +20,8 @@ from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import team_id
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from projections.statement_chain import COLUMNS, PREV_HASH, chained
 from projections.statements import Month, Statement
 from tests.support.backend import new_database_url

@@ -23,7 +23,8 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.snapshots import same_state
 from domain.ledger import LedgerError, TeamLedger, team_id
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from tests.support.backend import RawDatabase, new_database_url
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))

@@ -22,7 +22,8 @@ from domain.admin_keys import AdminKeys
 from domain.ledger import TeamLedger
 from domain.ledger_holds import RequestOnLedger
 from domain.prices import PriceList
-from domain.pricing import Price, TokenUsage
+from domain.pricing import Price
+from domain.usage import TokenUsage
 from tests.support.backend import RawDatabase, new_database_url
 
 PRICE = Price(Decimal("2.5"), Decimal(10), Decimal("3.125"), Decimal("1.25"))

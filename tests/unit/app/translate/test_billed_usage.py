@@ -11,7 +11,7 @@ from app.translate import canonical as c
 from app.translate.chat.upstream import usage_from_openai
 from app.translate.messages.upstream import MessagesEventReader, usage_from_anthropic
 from app.translate.responses.upstream import usage_from_responses
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 
 def test_openai_cached_tokens_are_taken_out_of_the_prompt_and_reasoning_stays_output():

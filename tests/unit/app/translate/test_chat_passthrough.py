@@ -17,7 +17,7 @@ from app.tokens.delivered import Delivered
 from app.translate import canonical as c
 from app.translate.chat.passthrough import ChatPassThrough
 from app.upstream.base import StreamEvent
-from domain.pricing import TokenUsage
+from domain.usage import TokenUsage
 
 USAGE = {
     "prompt_tokens": 12,
