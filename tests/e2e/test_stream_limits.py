@@ -258,7 +258,8 @@ def test_a_client_that_stops_reading_is_cut_off_and_billed_for_what_was_sent(
             "messages": [{"role": "user", "content": words}],
         }
     request = head("POST", path, {**headers, "content-type": "application/json"}, json.dumps(body).encode())
-    with connect(streaming.port, receive_buffer=4096) as sock:
+    # the answer's head waits on an 80,000-word prompt counted and sent upstream: seconds, on a loaded machine
+    with connect(streaming.port, receive_buffer=4096, timeout=60) as sock:
         sock.sendall(request)
         received = sock.recv(4096)
         assert received.startswith(b"HTTP/1.1 200")
