@@ -12,23 +12,18 @@ from typing import Any
 
 import httpx
 
-from app.upstream.batch_errors import BatchUpstreamError
-from app.upstream.openai_batches import READ_TIMEOUT
+from app.upstream.batch_http import BatchHttp
 
 #: The API version the gateway speaks to Anthropic's batches.
 ANTHROPIC_VERSION = "2023-06-01"
 
 
-class AnthropicBatches:
+class AnthropicBatches(BatchHttp):
     """One Anthropic deployment's ``/v1/messages/batches`` (``base_url`` without ``/v1``)."""
 
     def __init__(self, base_url: str, api_key: str | None) -> None:
-        self._base = base_url.rstrip("/") + "/v1/messages/batches"
-        self._headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
-        self._timeout = httpx.Timeout(READ_TIMEOUT, connect=10.0)
-
-    def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(headers=self._headers, timeout=self._timeout)
+        headers = {"anthropic-version": ANTHROPIC_VERSION, **({"x-api-key": api_key} if api_key else {})}
+        super().__init__(base_url.rstrip("/") + "/v1/messages/batches", headers)
 
     async def create(self, requests: Iterable[bytes], size: int) -> dict[str, Any]:
         """Create the batch from ``requests``: its items' JSON, comma-separated, ``size`` bytes in all."""
@@ -52,24 +47,5 @@ class AnthropicBatches:
     @contextlib.asynccontextmanager
     async def results(self, batch_id: str) -> AsyncIterator[httpx.Response]:
         """The ended batch's results (JSONL) as a response to stream."""
-        async with self._client() as client, client.stream("GET", f"{self._base}/{batch_id}/results") as response:
-            if response.status_code != 200:
-                await response.aread()
-                raise BatchUpstreamError(response.status_code, response.text[:500])
+        async with self._stream(f"/{batch_id}/results") as response:
             yield response
-
-    async def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        try:
-            async with self._client() as client:
-                response = await client.request(method, f"{self._base}{path}", **kwargs)
-        except httpx.HTTPError as exc:
-            raise BatchUpstreamError(0, f"{type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 300:
-            raise BatchUpstreamError(response.status_code, response.text[:500])
-        try:
-            answer = response.json()
-        except ValueError as exc:
-            raise BatchUpstreamError(response.status_code, "the upstream's answer is not JSON") from exc
-        if not isinstance(answer, dict):
-            raise BatchUpstreamError(response.status_code, "the upstream's answer is not a JSON object")
-        return answer

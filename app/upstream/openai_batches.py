@@ -1,9 +1,6 @@
-"""OpenAI's Files and Batch APIs, as the gateway calls them upstream on a team's behalf.
-
-A batch's traffic is a handful of calls a batch (an upload, a create, a poll every few seconds, the
-output read once), nothing like the request path's, so it has a client of its own (httpx): an
-upload is sent from an iterator of chunks and an output file is read as a stream, never whole.
-"""
+"""OpenAI's Files and Batch APIs, as the gateway calls them upstream on a team's behalf: an upload
+is sent from an iterator of chunks and an output file is read as a stream, never whole
+(app/upstream/batch_http.py)."""
 
 from __future__ import annotations
 
@@ -13,22 +10,14 @@ from typing import Any
 
 import httpx
 
-from app.upstream.batch_errors import BatchUpstreamError
-
-#: Seconds to wait for any one read from the upstream.
-READ_TIMEOUT = 120.0
+from app.upstream.batch_http import BatchHttp
 
 
-class OpenAIBatches:
+class OpenAIBatches(BatchHttp):
     """One OpenAI deployment's ``/files`` and ``/batches`` (``base_url`` ends in ``/v1``)."""
 
     def __init__(self, base_url: str, api_key: str | None) -> None:
-        self._base = base_url.rstrip("/")
-        self._headers = {"authorization": f"Bearer {api_key}"} if api_key else {}
-        self._timeout = httpx.Timeout(READ_TIMEOUT, connect=10.0)
-
-    def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(headers=self._headers, timeout=self._timeout)
+        super().__init__(base_url.rstrip("/"), {"authorization": f"Bearer {api_key}"} if api_key else {})
 
     async def upload(self, filename: str, chunks: Iterable[bytes], size: int) -> str:
         """Upload a batch input file (purpose ``batch``), sent from ``chunks``; returns its upstream id."""
@@ -68,24 +57,5 @@ class OpenAIBatches:
     @contextlib.asynccontextmanager
     async def content(self, file_id: str) -> AsyncIterator[httpx.Response]:
         """The upstream file's content as a response to stream (``aiter_bytes``, ``aiter_lines``)."""
-        async with self._client() as client, client.stream("GET", f"{self._base}/files/{file_id}/content") as response:
-            if response.status_code != 200:
-                await response.aread()
-                raise BatchUpstreamError(response.status_code, response.text[:500])
+        async with self._stream(f"/files/{file_id}/content") as response:
             yield response
-
-    async def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        try:
-            async with self._client() as client:
-                response = await client.request(method, f"{self._base}{path}", **kwargs)
-        except httpx.HTTPError as exc:
-            raise BatchUpstreamError(0, f"{type(exc).__name__}: {exc}") from exc
-        if response.status_code >= 300:
-            raise BatchUpstreamError(response.status_code, response.text[:500])
-        try:
-            answer = response.json()
-        except ValueError as exc:
-            raise BatchUpstreamError(response.status_code, "the upstream's answer is not JSON") from exc
-        if not isinstance(answer, dict):
-            raise BatchUpstreamError(response.status_code, "the upstream's answer is not a JSON object")
-        return answer
