@@ -103,6 +103,29 @@ def test_a_file_uploaded_again_under_its_key_is_stored_once(gateway: Gateway, te
     assert second.id != first.id
 
 
+def test_uploads_racing_under_one_key_store_one_file(gateway: Gateway, team: Team):
+    """Four uploads of the same file under one key at once: whichever is stored first is the answer
+    every one gets; the others' copies are dropped."""
+    client = client_of(gateway, team)
+    data = b'{"custom_id": "raced"}\n' * 20_000  # 460 kB: the uploads overlap
+    key = {"Idempotency-Key": "raced-upload"}
+    answers: list[str] = []
+
+    def send() -> None:
+        made = client.files.create(file=("raced.jsonl", io.BytesIO(data)), purpose="batch", extra_headers=key)
+        answers.append(made.id)
+
+    senders = [threading.Thread(target=send) for _ in range(4)]
+    for sender in senders:
+        sender.start()
+    for sender in senders:
+        sender.join()
+    assert len(answers) == 4
+    assert len(set(answers)) == 1
+    assert [f.id for f in client.files.list().data] == answers[:1]
+    assert client.files.content(answers[0]).content == data
+
+
 def test_a_batch_created_again_under_its_key_is_made_and_held_once(
     gateway: Gateway, team: Team, upstream: FakeUpstream
 ):
