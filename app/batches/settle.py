@@ -6,7 +6,9 @@ The output file is read as a stream, a line at a time (it can be 100 MB); each l
 process settling it was killed half-way — charges nothing twice: a line already charged is refused
 by the ledger (``AlreadyCharged``) and counted as it was charged, and once the hold is released
 (``HoldNotFound``) the batch's money is done. A cancelled or expired batch is charged for the lines
-it completed, which are the lines its output file holds.
+it completed, which are the lines its output file holds (the lines it never ran are in its error
+file, OpenAI's, or ``canceled`` / ``expired`` results, Anthropic's: nothing to charge). A line of a
+batch of embeddings is charged its ``usage.prompt_tokens`` as input tokens.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from domain.usage import TokenUsage
 
 log = logging.getLogger("tollgate")
 
+#: The Batch API's endpoint of a batch of embeddings (``app/http/batch_lines.py`` checks its lines).
+EMBEDDINGS_PATH = "/v1/embeddings"
 #: Line charges in flight at once (the writer commits them in groups).
 PIPELINE = 256
 
@@ -70,9 +74,8 @@ def batch_request(batch: StoredBatch) -> TeamRequest:
     )
 
 
-def line_of_openai(raw: bytes) -> tuple[str, TokenUsage | None]:
-    """An OpenAI batch output line's ``custom_id`` and the usage to charge (None: the line failed,
-    or reports no usage: nothing to charge)."""
+def _openai_line(raw: bytes) -> tuple[str, dict[str, Any] | None]:
+    """An OpenAI batch output line's ``custom_id`` and its answer's body (None: the line failed)."""
     try:
         line = msgspec.json.decode(raw)
     except msgspec.DecodeError:
@@ -86,8 +89,27 @@ def line_of_openai(raw: bytes) -> tuple[str, TokenUsage | None]:
         or not isinstance(response.get("body"), dict)
     ):
         return line["custom_id"], None
-    body = response["body"]
-    return line["custom_id"], usage_from_openai(body.get("usage"), body.get("service_tier"))
+    return line["custom_id"], response["body"]
+
+
+def line_of_openai(raw: bytes) -> tuple[str, TokenUsage | None]:
+    """An OpenAI batch output line's ``custom_id`` and the usage to charge (None: the line failed,
+    or reports no usage: nothing to charge)."""
+    custom_id, body = _openai_line(raw)
+    if body is None:
+        return custom_id, None
+    return custom_id, usage_from_openai(body.get("usage"), body.get("service_tier"))
+
+
+def line_of_embeddings(raw: bytes) -> tuple[str, TokenUsage | None]:
+    """An embeddings batch's output line: its input tokens (``usage.prompt_tokens``; an embedding
+    has no output tokens) to charge, as ``POST /v1/embeddings`` charges them."""
+    custom_id, body = _openai_line(raw)
+    usage = body.get("usage") if body is not None else None
+    prompt = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if not isinstance(prompt, int) or isinstance(prompt, bool) or prompt < 0:
+        return custom_id, None
+    return custom_id, TokenUsage(input_tokens=prompt)
 
 
 def line_of_anthropic(raw: bytes) -> tuple[str, TokenUsage | None]:
@@ -176,7 +198,7 @@ async def settle(with_: SettleWith, batch: StoredBatch, upstream: dict[str, Any]
             if not isinstance(upstream_file, str) or not upstream_file:
                 continue
             async with client.content(upstream_file) as response:
-                parse = line_of_openai if key == "output_file_id" else None
+                parse = _output_parser(batch) if key == "output_file_id" else None
                 size = await _charge_stream(with_, batch, charging, response.aiter_bytes(), parse)
             files.append((key.removesuffix("_file_id"), upstream_file, size))
     await charging.flush()
@@ -199,6 +221,11 @@ async def settle(with_: SettleWith, batch: StoredBatch, upstream: dict[str, Any]
         charging.total,
         released,
     )
+
+
+def _output_parser(batch: StoredBatch) -> LineParser:
+    """How an OpenAI batch's output lines are read, by the endpoint its lines called."""
+    return line_of_embeddings if batch.endpoint == EMBEDDINGS_PATH else line_of_openai
 
 
 async def _charge_stream(

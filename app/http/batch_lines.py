@@ -1,8 +1,9 @@
 """A batch's input file, checked and mapped line by line before anything goes upstream.
 
-Each line is judged as the same request sent alone would be (``POST /v1/chat/completions``): its
-body parsed and bounded, its model known and allowed for the key, its output limit within the
-model's, its prompt within the context window. The first bad line refuses the whole batch, and the
+Each line is judged as the same request sent alone would be (``POST /v1/chat/completions``, or
+``POST /v1/embeddings`` in a batch of embeddings): its body parsed and bounded, its model known,
+serving that endpoint and allowed for the key, its output limit within the model's, its prompt (or
+its inputs) within the context window. The first bad line refuses the whole batch, and the
 refusal names it (its number and ``custom_id``) with what is wrong. Each good line is written out
 with its model renamed to the deployment's, into a spool file (on disk past a few MB: the input is
 never whole in memory), and its worst case at the model's batch price added to the batch's hold.
@@ -18,13 +19,16 @@ from typing import IO, Any
 
 import msgspec
 
-from app.errors import GatewayError, InvalidRequest, ModelNotFound
-from app.http.prompt_size import measure_prompt
+from app.batches.settle import EMBEDDINGS_PATH
+from app.errors import GatewayError, InvalidRequest
+from app.http.prompt_size import measure_prompt, model_rules
 from app.http.routes.auth import authorize
 from app.http.routes.chat import parse_chat_request
+from app.http.routes.embeddings import count_inputs, parse_embeddings_request, read_inputs
 from app.http.routes.messages import MessagesRequest
 from app.http.routes.request_body import check_output_limit, check_positive, read_json_object, require, validate
 from app.http.routes.request_counts import check_counts
+from app.http.routes.served import served_model
 from app.keys import Principal
 from app.runtime import Runtime
 from domain import endpoints
@@ -32,7 +36,7 @@ from domain.pricing import worst_case_in_micros
 from domain.settings import Model
 
 #: The endpoints a batch's lines may call (the Batch API's ``endpoint``), each as its request is checked.
-BATCH_ENDPOINTS = ("/v1/chat/completions",)
+BATCH_ENDPOINTS = ("/v1/chat/completions", EMBEDDINGS_PATH)
 #: An input file's lines are spooled in memory up to this size, then on disk.
 SPOOL_BYTES = 4 * 1024 * 1024
 #: The most lines one batch may have (OpenAI's limit).
@@ -72,6 +76,17 @@ async def split_lines(chunks: Iterator[bytes]) -> Any:
             yield line
     if pending:
         yield pending
+
+
+@dataclass(frozen=True, slots=True)
+class Sized:
+    """One checked request: its body as it goes upstream (model renamed after), its model, and the
+    tokens its worst case is held for."""
+
+    body: dict[str, Any]
+    model: Model
+    prompt: int
+    most: int
 
 
 class LineChecker:
@@ -146,12 +161,19 @@ class LineChecker:
         if body.get("stream"):
             raise InvalidRequest("a batch's requests are not streamed: 'stream' must be false or left out.")
         raw = msgspec.json.encode(body)
+        sized = await (self._embedding(raw) if self._endpoint == EMBEDDINGS_PATH else self._chat(raw))
+        checked = self._for(sized.model)
+        self._hold_for(checked, sized.model, sized.prompt, sized.most)
+        sized.body["model"] = sized.model.name_at(sized.model.deployments[checked.deployment])
+        out = msgspec.json.encode({"custom_id": custom_id, "method": "POST", "url": self._endpoint, "body": sized.body})
+        self._write(checked, out, b"\n")
+
+    async def _chat(self, raw: bytes) -> Sized:
+        """A chat completion's line: its output limits within the model's, its prompt counted."""
         body, chat = parse_chat_request(raw, self._runtime.settings)
-        model = self._runtime.settings.model(chat.model)
-        if model is None:
-            raise ModelNotFound(chat.model)
+        model = served_model(self._runtime.settings, chat.model, endpoints.CHAT)
         authorize(self._principal, model.id, endpoints.BATCHES)
-        checked = self._for(model)
+        self._same_model(model)
         limits = (
             check_output_limit(chat.max_tokens, model, "max_tokens"),
             check_output_limit(chat.max_completion_tokens, model, "max_completion_tokens"),
@@ -161,10 +183,25 @@ class LineChecker:
                 body[name] = limit
         most = (limits[1] or limits[0] or model.max_output_tokens) * (chat.n or 1)
         prompt = await measure_prompt(model, "chat", body, "chat", len(raw))
-        self._hold_for(checked, model, prompt, most)
-        body["model"] = model.name_at(model.deployments[checked.deployment])
-        out = msgspec.json.encode({"custom_id": custom_id, "method": "POST", "url": self._endpoint, "body": body})
-        self._write(checked, out, b"\n")
+        return Sized(body, model, prompt, most)
+
+    async def _embedding(self, raw: bytes) -> Sized:
+        """An embeddings line, checked as ``POST /v1/embeddings`` alone is (``routes/embeddings.py``):
+        its inputs counted with the model's tokenizer, each within the context window; no output."""
+        body, parsed = parse_embeddings_request(raw, self._runtime.settings)
+        inputs = read_inputs(parsed.input)
+        model = served_model(self._runtime.settings, parsed.model, endpoints.EMBEDDINGS)
+        authorize(self._principal, model.id, endpoints.BATCHES)
+        self._same_model(model)
+        rules = model_rules(model, self._runtime.upstreams[model.id].wire)
+        return Sized(body, model, count_inputs(inputs, rules, model.context_window), 0)
+
+    def _same_model(self, model: Model) -> None:
+        if self.checked is not None and self.checked.model.id != model.id:
+            raise InvalidRequest(
+                f"every line of a batch uses one model: this one asks `{model.id}`, earlier lines "
+                f"`{self.checked.model.id}`."
+            )
 
     def _for(self, model: Model) -> CheckedInput:
         if self.checked is None:
@@ -172,11 +209,7 @@ class LineChecker:
             if deployment is None:
                 raise InvalidRequest(f"The model `{model.id}` has no upstream that runs batches.", param="model")
             self.checked = CheckedInput(model, deployment)
-        elif self.checked.model.id != model.id:
-            raise InvalidRequest(
-                f"every line of a batch uses one model: this one asks `{model.id}`, earlier lines "
-                f"`{self.checked.model.id}`."
-            )
+        self._same_model(model)
         return self.checked
 
 
@@ -197,9 +230,7 @@ class MessagesChecker(LineChecker):
         check_counts(body, "messages", self._runtime.settings)
         require(body, "model", "messages", "max_tokens")
         parsed = validate(body, MessagesRequest)
-        model = self._runtime.settings.model(parsed.model)
-        if model is None:
-            raise ModelNotFound(parsed.model)
+        model = served_model(self._runtime.settings, parsed.model, endpoints.MESSAGES)
         authorize(self._principal, model.id, endpoints.BATCHES)
         checked = self._for(model)
         check_positive(parsed.max_tokens, "max_tokens")

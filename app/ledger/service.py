@@ -223,11 +223,29 @@ class LedgerService:
 
     # -- batches: one hold for the batch, a charge for each line, the rest released ------------------
 
-    def submit_batch(self, batch: TeamRequest, amount: int) -> Future[Held]:
-        """Hold ``amount`` (every line's worst case at the batch price) for the batch until it settles."""
-        return self._writer.on_team(
-            batch.team_id, batch.team_name, lambda team: Held(team.submit_batch(batch.on_team, amount))
-        )
+    def submit_batch(self, batch: TeamRequest, amount: int, *, idem_key: str = "") -> Future[Held]:
+        """Hold ``amount`` (every line's worst case at the batch price) for the batch until it settles.
+        Under an Idempotency-Key (``idem_key``), as :meth:`hold`: a batch made before under the key is
+        answered with the answer kept then (no hold), and another attempt while the key's batch is
+        still being made is refused (``RequestInProgress``)."""
+
+        def submit(team: TeamLedger) -> Held:
+            if idem_key:
+                if self._writer.answer_pending(team.id, idem_key):
+                    raise RequestInProgress(team.name, batch.request_id)
+                answer = self.store.find_idempotent(team.id, idem_key)
+                if answer is not None:
+                    return Held(team.available, answer)
+            return Held(team.submit_batch(batch.on_team, amount, idem_key=idem_key))
+
+        return self._writer.on_team(batch.team_id, batch.team_name, submit)
+
+    def keep_answer(self, answer: IdempotentResponse) -> IdempotentResponse | None:
+        """Keep the answer to a request that charged nothing when it was served (a batch made, a file
+        stored) under its Idempotency-Key, unless the key has one already; the key's answer
+        afterwards (a write; it blocks). A batch's hold, placed under the key, keeps other attempts
+        out until this is kept; a file's attempts race here, and the first kept wins."""
+        return self.store.read_models.keep_idempotent(answer)
 
     def charge_batch_line(
         self, batch: TeamRequest, line: BatchLine, price: Price | PriceSource, credits_per_usd: Decimal

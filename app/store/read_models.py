@@ -157,6 +157,9 @@ INSERT_IDEMPOTENT = (
     "INSERT INTO idempotency_keys (team_id, idem_key, body_hash, request_id, content_type, response, "
     "created_at, expires_at) VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p})"
 )
+#: An answer kept outside a charge (a batch, a file: nothing is charged when they are made); a key
+#: answered already keeps its first answer.
+KEEP_IDEMPOTENT = INSERT_IDEMPOTENT + " ON CONFLICT (team_id, idem_key) DO NOTHING"
 SELECT_IDEMPOTENT = (
     "SELECT body_hash, request_id, content_type, response, created_at, expires_at FROM idempotency_keys "
     "WHERE team_id = {p} AND idem_key = {p} AND expires_at > {p}"
@@ -323,6 +326,23 @@ class ReadModelQueries:
         """The answer stored under the key, unless it has expired."""
         rows = self._fetch(self.read_models.select_idempotent, (team_id.hex, idem_key, time.time()))
         return idempotent_response(team_id, idem_key, rows[0]) if rows else None
+
+    def keep_idempotent(self, answer: IdempotentResponse) -> IdempotentResponse | None:
+        """Keep ``answer`` under its key unless the key already has one (an expired one is replaced);
+        the answer the key has afterwards, this one or the one another attempt kept first."""
+        self.write_rows(DELETE_EXPIRED_IDEMPOTENT, [(answer.team_id.hex, answer.idem_key, time.time())])
+        row = (
+            answer.team_id.hex,
+            answer.idem_key,
+            answer.body_hash,
+            answer.request_id,
+            answer.content_type,
+            answer.response,
+            answer.created_at,
+            answer.expires_at,
+        )
+        self.write_rows(KEEP_IDEMPOTENT, [row])
+        return self.find_idempotent(answer.team_id, answer.idem_key)
 
     def charge_totals(self, team_id: UUID, upto_version: int) -> tuple[int, int]:
         """How many charges of the team the once-only index holds up to a version, and their sum."""

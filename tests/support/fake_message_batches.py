@@ -4,7 +4,9 @@
 /v1/messages/batches/{id}``, ``GET /v1/messages/batches``, ``POST /v1/messages/batches/{id}/cancel``
 and ``GET /v1/messages/batches/{id}/results`` (JSONL). A batch ends as the fake's OpenAI batches do
 (``tests/support/fake_batches.py``: after the delay, or when the test releases them); each request's
-result is the message the fake answers it with alone (the same usage).
+result is the message the fake answers it with alone (the same usage). A cancelled batch answered
+its first ``done_before_cancel`` requests, the rest ``canceled``; with ``expires_with`` set, a batch
+that ends answered that many, the rest ``expired``.
 """
 
 from __future__ import annotations
@@ -55,10 +57,12 @@ class MessageBatch:
             "results_url": f"{root}/v1/messages/batches/{self.id}/results" if self.status == "ended" else None,
         }
 
-    def end(self, done: int | None) -> None:
+    def end(self, done: int | None, rest: str = "canceled") -> None:
+        """End the batch, its first ``done`` requests (None: all) answered and the rest ``rest``
+        (``canceled``, ``expired``), as Anthropic writes a request it never ran."""
         for i, request in enumerate(self.requests):
             if done is not None and i >= done:
-                self.results.append({"custom_id": request["custom_id"], "result": {"type": "canceled"}})
+                self.results.append({"custom_id": request["custom_id"], "result": {"type": rest}})
             else:
                 self.results.append({"custom_id": request["custom_id"], "result": _result(request["params"])})
         self.status, self.ended_at = "ended", _now()
@@ -115,7 +119,7 @@ def route(state: Any, method: str, parts: list[str], raw: bytes, root: str) -> d
     if batch.status == "canceling":
         batch.end(state.done_before_cancel)
     elif batch.status == "in_progress" and state.batch_may_end(batch.created):
-        batch.end(None)
+        batch.end(state.expires_with, "expired")
     if parts[1:] == ["results"]:
         if batch.status != "ended":
             raise _Reject(400, anthropic_error("invalid_request_error", "the batch has not ended"))

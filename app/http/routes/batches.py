@@ -21,15 +21,13 @@ from litestar.params import FromPath
 
 from app.batches.deployments import OPENAI_KINDS, batch_deployment, openai_client
 from app.batches.objects import batch_object
-from app.batches.settle import batch_request
-from app.errors import GatewayError, InvalidRequest, NotFound, UpstreamFailure
+from app.errors import GatewayError, InvalidRequest, NotFound
 from app.http.attribution import attribution_of
 from app.http.batch_lines import BATCH_ENDPOINTS, LineChecker, split_lines
-from app.http.refusals import answered_over_http
 from app.http.routes.admin_common import json_response
 from app.http.routes.auth import authenticate
+from app.http.routes.batch_common import keep, kept_before, key_of, open_batch, page, page_limit
 from app.http.routes.request_body import request_json
-from app.ledger.service import durable
 from app.runtime import Runtime
 from app.store.batch_store import StoredBatch
 from app.upstream.batch_errors import BatchUpstreamError
@@ -83,12 +81,16 @@ def _create_fields(body: dict[str, Any]) -> tuple[str, str, str, dict[str, str]]
 
 @post("/v1/batches", status_code=200)
 async def create_batch(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Check, hold and hand over a batch; under an Idempotency-Key, once (``batch_common.py``)."""
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
     # one request against the key's and the team's rpm (a batch's tokens are the upstream's batch
     # queue's, not the per-minute token limits': they run over hours)
     admission = await runtime.limiter.admit(principal, None)
     request.state.rate_limit_headers = admission.headers
+    idem = key_of(request, await request.body())
+    if (replay := await kept_before(runtime, principal, idem)) is not None:
+        return replay
     input_file_id, endpoint, window, metadata = _create_fields(await request_json(request))
     attribution = attribution_of(request, "chat", {"user": metadata.get("user")} if "user" in metadata else {})
     source = await asyncio.to_thread(runtime.batches.find_file, principal.team_name, input_file_id)
@@ -122,29 +124,19 @@ async def create_batch(request: Request[Any, Any, Any]) -> Response[bytes]:
         0,
         0,
     )
-    await _hold(runtime, batch)
-    await asyncio.to_thread(runtime.batches.add_batch, batch)
     client = openai_client(checked.model, checked.deployment)
-    try:
+
+    async def send() -> dict[str, Any]:
         upstream_file = await client.upload(f"{batch.batch_id}.jsonl", checked.chunks(), checked.size)
-        upstream = await client.create(upstream_file, endpoint, window, {"tollgate_batch": batch.batch_id})
-    except BatchUpstreamError as exc:
-        await durable(runtime.ledger.settle_batch(batch_request(batch), "failed"))
-        await asyncio.to_thread(runtime.batches.update_batch, batch.batch_id, status="failed", settled=1)
-        raise UpstreamFailure(f"The upstream refused the batch: {exc}") from None
+        return await client.create(upstream_file, endpoint, window, {"tollgate_batch": batch.batch_id})
+
+    try:
+        made = await open_batch(runtime, batch, idem, send)
     finally:
         checked.spool.close()
-    fields = {"upstream_batch_id": str(upstream.get("id")), "upstream": msgspec.json.encode(upstream).decode()}
-    await asyncio.to_thread(runtime.batches.update_batch, batch.batch_id, **fields)
-    stored = await asyncio.to_thread(runtime.batches.find_batch, batch.batch_id)
-    assert stored is not None
-    return json_response(await _shown(runtime, stored))
-
-
-async def _hold(runtime: Runtime, batch: StoredBatch) -> None:
-    """The batch's one hold: refused (402, what is available; 403 suspended) as any request's would be."""
-    with answered_over_http():
-        await durable(runtime.ledger.submit_batch(batch_request(batch), batch.hold))
+    if isinstance(made, Response):
+        return made  # the answer kept under the Idempotency-Key
+    return (await keep(runtime, principal, idem, made.batch_id, await _shown(runtime, made)))[0]
 
 
 @get("/v1/batches/{batch_id:str}")
@@ -161,22 +153,10 @@ async def retrieve_batch(request: Request[Any, Any, Any], batch_id: FromPath[str
 async def list_batches(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
-    try:
-        limit = min(100, max(1, int(request.query_params.get("limit", "20"))))
-    except ValueError:
-        raise InvalidRequest("Invalid 'limit': expected a whole number.", param="limit") from None
+    limit = page_limit(request, 20, 100)
     after = request.query_params.get("after")
     found = await asyncio.to_thread(runtime.batches.list_batches, principal.team_name, OPENAI, limit + 1, after)
-    data = [await _shown(runtime, b) for b in found[:limit]]
-    return json_response(
-        {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": len(found) > limit,
-        }
-    )
+    return json_response(page([await _shown(runtime, b) for b in found[:limit]], len(found) > limit))
 
 
 @post("/v1/batches/{batch_id:str}/cancel", status_code=200)

@@ -9,6 +9,7 @@ files are the upstream's: their content is streamed through from it, never buffe
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -23,9 +24,9 @@ from app.batches.deployments import openai_client
 from app.errors import InvalidRequest, NotFound
 from app.http.routes.admin_common import json_response
 from app.http.routes.auth import authenticate
+from app.http.routes.batch_common import body_hash, keep, key_of, page, page_limit, relay, replayed
 from app.runtime import Runtime
 from app.store.batch_store import CHUNK_BYTES, PROCESSED, StoredFile
-from app.upstream.batch_errors import BatchUpstreamError
 
 #: The largest upload (OpenAI's limit for a batch's input file).
 MAX_FILE_BYTES = 200 * 1024 * 1024
@@ -53,8 +54,11 @@ def _boundary(request: Request[Any, Any, Any]) -> str:
 class _Upload:
     """One upload being received: its ``purpose`` field and its ``file`` part, stored as it comes."""
 
-    def __init__(self, runtime: Runtime, team_name: str) -> None:
+    def __init__(self, runtime: Runtime, team_name: str, storing: bool = True) -> None:
         self.runtime = runtime
+        #: False: a retry under an Idempotency-Key answered before, read only to be compared.
+        self.storing = storing
+        self.content_hash = hashlib.sha256()
         self.file_id = f"file-{uuid.uuid4().hex}"
         self.team_name = team_name
         self.purpose = ""
@@ -66,12 +70,17 @@ class _Upload:
 
     async def start(self, filename: str) -> None:
         self.filename = filename or "upload.jsonl"
+        if not self.storing:
+            return
         stored = StoredFile(self.file_id, self.team_name, "batch", self.filename, 0, int(time.time()), UPLOADING)
         await asyncio.to_thread(self.runtime.batches.add_file, stored)
         self._started = True
 
     async def data(self, chunk: bytes) -> None:
         self.size += len(chunk)
+        self.content_hash.update(chunk)
+        if not self.storing:
+            return
         self._buffer += chunk
         if len(self._buffer) >= CHUNK_BYTES:
             await self._flush()
@@ -86,6 +95,10 @@ class _Upload:
         await self._flush()
         await asyncio.to_thread(self.runtime.batches.finish_file, self.file_id, self.size)
         return StoredFile(self.file_id, self.team_name, "batch", self.filename, self.size, int(time.time()), PROCESSED)
+
+    def digest(self) -> bytes:
+        """What an Idempotency-Key is compared by: the purpose, the file's name and its bytes."""
+        return body_hash(self.purpose.encode(), self.filename.encode(), self.content_hash.digest())
 
     async def drop(self) -> None:
         if self._started:
@@ -125,26 +138,42 @@ async def _receive(request: Request[Any, Any, Any], upload: _Upload) -> None:
 
 @post("/v1/files", status_code=200, request_max_body_size=MAX_FILE_BYTES)
 async def upload_file(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Store an upload; under an Idempotency-Key, once (``batch_common.py``): a retry's bytes are read
+    and compared, not stored again."""
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
-    upload = _Upload(runtime, principal.team_name)
+    asked = key_of(request)
+    kept = await asyncio.to_thread(runtime.ledger.stored_answer, principal.team_id, asked.key) if asked else None
+    upload = _Upload(runtime, principal.team_name, storing=kept is None)
     try:
-        try:
-            await _receive(request, upload)
-        except multipart.MultipartError as exc:
-            raise InvalidRequest(f"The multipart body cannot be read: {exc}.") from None
-        if upload.purpose != "batch":
-            raise InvalidRequest(
-                f"Invalid 'purpose': this gateway stores files for batches only ('batch'), got '{upload.purpose}'.",
-                param="purpose",
-            )
-        if not upload.filename:
-            raise InvalidRequest("Missing the 'file' part.", param="file")
+        await _received(request, upload)
+        idem = key_of(request, upload.digest())
+        if kept is not None and idem is not None:
+            await upload.drop()
+            return replayed(kept, idem)
         stored = await upload.finish()
+        answer, mine = await keep(runtime, principal, idem, stored.file_id, _file_object(stored))
+        if not mine:  # another attempt under the key stored its copy first: this one goes
+            await upload.drop()
+        return answer
     except BaseException:
         await upload.drop()
         raise
-    return json_response(_file_object(stored))
+
+
+async def _received(request: Request[Any, Any, Any], upload: _Upload) -> None:
+    """The whole upload read (and stored, unless a retry's), its fields checked."""
+    try:
+        await _receive(request, upload)
+    except multipart.MultipartError as exc:
+        raise InvalidRequest(f"The multipart body cannot be read: {exc}.") from None
+    if upload.purpose != "batch":
+        raise InvalidRequest(
+            f"Invalid 'purpose': this gateway stores files for batches only ('batch'), got '{upload.purpose}'.",
+            param="purpose",
+        )
+    if not upload.filename:
+        raise InvalidRequest("Missing the 'file' part.", param="file")
 
 
 def _file_object(stored: StoredFile) -> dict[str, Any]:
@@ -157,22 +186,10 @@ def _file_object(stored: StoredFile) -> dict[str, Any]:
 async def list_files(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
-    try:
-        limit = min(10_000, max(1, int(request.query_params.get("limit", "10000"))))
-    except ValueError:
-        raise InvalidRequest("Invalid 'limit': expected a whole number.", param="limit") from None
+    limit = page_limit(request, 10_000, 10_000)
     purpose, after = request.query_params.get("purpose"), request.query_params.get("after")
     files = await asyncio.to_thread(runtime.batches.list_files, principal.team_name, purpose, limit + 1, after)
-    data = [_file_object(f) for f in files[:limit]]
-    return json_response(
-        {
-            "object": "list",
-            "data": data,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-            "has_more": len(files) > limit,
-        }
-    )
+    return json_response(page([_file_object(f) for f in files[:limit]], len(files) > limit))
 
 
 @get("/v1/files/{file_id:str}")
@@ -203,21 +220,8 @@ async def file_content(request: Request[Any, Any, Any], file_id: FromPath[str]) 
     model = runtime.settings.model(batch.model) if batch is not None else None
     if batch is None or model is None:
         raise _no_file(file_id)
-    client = openai_client(model, batch.deployment)
-    opened = client.content(stored.upstream_file_id)
-    try:
-        response = await opened.__aenter__()
-    except BatchUpstreamError as exc:
-        raise NotFound(f"The file's content cannot be read upstream now ({exc}).", param="id") from None
-
-    async def relay() -> AsyncIterator[bytes]:
-        try:
-            async for chunk in response.aiter_bytes():
-                yield chunk
-        finally:
-            await opened.__aexit__(None, None, None)
-
-    return Stream(relay(), media_type="application/octet-stream")
+    opened = openai_client(model, batch.deployment).content(stored.upstream_file_id)
+    return await relay(opened, "The file's content", "application/octet-stream")
 
 
 async def _stored_chunks(runtime: Runtime, file_id: str) -> AsyncIterator[bytes]:

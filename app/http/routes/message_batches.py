@@ -14,8 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import msgspec
@@ -24,24 +22,19 @@ from litestar.params import FromPath
 from litestar.response import Stream
 
 from app.batches.deployments import ANTHROPIC_KINDS, anthropic_client, batch_deployment
-from app.batches.settle import ANTHROPIC, batch_request
-from app.errors import GatewayError, InvalidRequest, NotFound, UpstreamFailure
+from app.batches.settle import ANTHROPIC
+from app.errors import GatewayError, InvalidRequest, NotFound
 from app.http.attribution import attribution_of
 from app.http.batch_lines import MessagesChecker
-from app.http.refusals import answered_over_http
 from app.http.routes.admin_common import json_response
 from app.http.routes.auth import authenticate
+from app.http.routes.batch_common import iso, keep, kept_before, key_of, open_batch, page, page_limit, relay
 from app.http.routes.request_body import request_json
-from app.ledger.service import durable
 from app.runtime import Runtime
 from app.store.batch_store import StoredBatch
 from app.upstream.batch_errors import BatchUpstreamError
 
 PATH = "/v1/messages/batches"
-
-
-def _iso(seconds: int | None) -> str | None:
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z") if seconds else None
 
 
 def _shown(request: Request[Any, Any, Any], batch: StoredBatch) -> dict[str, Any]:
@@ -56,8 +49,8 @@ def _shown(request: Request[Any, Any, Any], batch: StoredBatch) -> dict[str, Any
         "request_counts": counts
         or {"processing": batch.lines, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0},
         "ended_at": upstream.get("ended_at") if ended else None,
-        "created_at": _iso(batch.created_at),
-        "expires_at": upstream.get("expires_at") or _iso(batch.created_at + 86400),
+        "created_at": iso(batch.created_at),
+        "expires_at": upstream.get("expires_at") or iso(batch.created_at + 86400),
         "archived_at": None,
         "cancel_initiated_at": upstream.get("cancel_initiated_at"),
         "results_url": f"{root}{PATH}/{batch.batch_id}/results" if ended else None,
@@ -74,12 +67,16 @@ async def _find(request: Request[Any, Any, Any], runtime: Runtime, batch_id: str
 
 @post(PATH, status_code=200)
 async def create_message_batch(request: Request[Any, Any, Any]) -> Response[bytes]:
+    """Check, hold and hand over a message batch; under an Idempotency-Key, once (``batch_common.py``)."""
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
     # one request against the key's and the team's rpm (a batch's tokens are the upstream's batch
     # queue's, not the per-minute token limits': they run over hours)
     admission = await runtime.limiter.admit(principal, None)
     request.state.rate_limit_headers = admission.headers
+    idem = key_of(request, await request.body())
+    if (replay := await kept_before(runtime, principal, idem)) is not None:
+        return replay
     body = await request_json(request)
     requests = body.get("requests")
     if not isinstance(requests, list) or not requests:
@@ -110,22 +107,14 @@ async def create_message_batch(request: Request[Any, Any, Any]) -> Response[byte
         0,
         0,
     )
-    with answered_over_http():
-        await durable(runtime.ledger.submit_batch(batch_request(batch), batch.hold))
-    await asyncio.to_thread(runtime.batches.add_batch, batch)
+    client = anthropic_client(checked.model, checked.deployment)
     try:
-        upstream = await anthropic_client(checked.model, checked.deployment).create(checked.chunks(), checked.size)
-    except BatchUpstreamError as exc:
-        await durable(runtime.ledger.settle_batch(batch_request(batch), "failed"))
-        await asyncio.to_thread(runtime.batches.update_batch, batch.batch_id, status="failed", settled=1)
-        raise UpstreamFailure(f"The upstream refused the batch: {exc}") from None
+        made = await open_batch(runtime, batch, idem, lambda: client.create(checked.chunks(), checked.size))
     finally:
         checked.spool.close()
-    fields = {"upstream_batch_id": str(upstream.get("id")), "upstream": msgspec.json.encode(upstream).decode()}
-    await asyncio.to_thread(runtime.batches.update_batch, batch.batch_id, **fields)
-    stored = await asyncio.to_thread(runtime.batches.find_batch, batch.batch_id)
-    assert stored is not None
-    return json_response(_shown(request, stored))
+    if isinstance(made, Response):
+        return made  # the answer kept under the Idempotency-Key
+    return (await keep(runtime, principal, idem, made.batch_id, _shown(request, made)))[0]
 
 
 @get(f"{PATH}/{{batch_id:str}}")
@@ -138,21 +127,10 @@ async def retrieve_message_batch(request: Request[Any, Any, Any], batch_id: From
 async def list_message_batches(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
-    try:
-        limit = min(1000, max(1, int(request.query_params.get("limit", "20"))))
-    except ValueError:
-        raise InvalidRequest("limit: expected a whole number.", param="limit") from None
+    limit = page_limit(request, 20, 1000, "limit")
     after = request.query_params.get("after_id")
     found = await asyncio.to_thread(runtime.batches.list_batches, principal.team_name, ANTHROPIC, limit + 1, after)
-    data = [_shown(request, b) for b in found[:limit]]
-    return json_response(
-        {
-            "data": data,
-            "has_more": len(found) > limit,
-            "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None,
-        }
-    )
+    return json_response(page([_shown(request, b) for b in found[:limit]], len(found) > limit, openai=False))
 
 
 @post(f"{PATH}/{{batch_id:str}}/cancel", status_code=200)
@@ -181,16 +159,4 @@ async def message_batch_results(request: Request[Any, Any, Any], batch_id: FromP
     if not batch.settled or model is None:
         raise InvalidRequest(f"Message batch {batch_id} has not ended yet; its results are not available.")
     opened = anthropic_client(model, batch.deployment).results(batch.upstream_batch_id)
-    try:
-        response = await opened.__aenter__()
-    except BatchUpstreamError as exc:
-        raise NotFound(f"The batch's results cannot be read upstream now ({exc}).") from None
-
-    async def relay() -> AsyncIterator[bytes]:
-        try:
-            async for chunk in response.aiter_bytes():
-                yield chunk
-        finally:
-            await opened.__aexit__(None, None, None)
-
-    return Stream(relay(), media_type="application/binary")
+    return await relay(opened, "The batch's results", "application/binary")
