@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
+import httpx
 import httpx2
 import openai
 import pytest
@@ -234,3 +235,44 @@ def test_the_hold_bounds_the_tokens_before_the_upstream_is_called(
     served = sdk_client.audio.transcriptions.create(model="transcribe-tokens", file=("three.wav", wav(3), "audio/wav"))
     assert micros(served.to_dict()["usage"]["cost"]["credits"]) == 30 * AUDIO_TOKEN + 5 * OUTPUT_TOKEN
     assert charged(gateway, team) == [23_000]
+
+
+def test_an_idempotent_stream_is_charged_once_and_replayed(
+    gateway: Gateway, teams: Teams, fake_upstream: FakeUpstream, sdk: list[openai.OpenAI]
+):
+    """The same streamed upload twice under one Idempotency-Key: the upstream called once, one charge
+    (1 s: 10 audio tokens, 6,000, and 5 out, 5,000), the second answer the first's events replayed."""
+    team = teams.open("10")
+    sdk_client = client(sdk, gateway.base_url, team.key)
+    audio = wav(1)
+    answers = []
+    for _ in range(2):
+        with sdk_client.audio.transcriptions.with_streaming_response.create(
+            model="transcribe-tokens",
+            file=("once.wav", audio, "audio/wav"),
+            stream=True,
+            extra_headers={"Idempotency-Key": "stream-1"},
+        ) as raw:
+            answers.append((raw.headers.get("idempotent-replayed"), raw.read()))
+    (first_replayed, first), (again_replayed, again) = answers
+    assert (first_replayed, again_replayed) == (None, "true")
+    assert again == first
+    assert b'"transcript.text.done"' in first
+    assert b'"cost"' in first
+    assert charged(gateway, team) == [10 * AUDIO_TOKEN + 5 * OUTPUT_TOKEN]
+    assert len([r for r in fake_upstream.requests if r.path == "/v1/audio/transcriptions"]) == 1
+
+
+def test_a_stream_the_client_leaves_is_not_charged(gateway: Gateway, teams: Teams, fake_upstream: FakeUpstream):
+    """The upstream sends an event every 200 ms; the client reads the first delta and hangs up: the
+    hold is released, nothing charged (the transcript it asked for was never delivered)."""
+    team = teams.open("10")
+    with httpx.Client(base_url=gateway.base_url, headers={"authorization": f"Bearer {team.key}"}) as http:
+        form = {"model": "transcribe-tokens", "stream": "true", "prompt": "[[chunk-delay:200]]"}
+        with http.stream("POST", "/audio/transcriptions", data=form, files={"file": ("l.wav", wav(2))}) as answer:
+            assert answer.status_code == 200
+            assert answer.headers["content-type"].startswith("text/event-stream")
+            assert b"transcript.text.delta" in next(answer.iter_bytes())
+    gateway.wait_until_nothing_held(team.name)
+    assert charged(gateway, team) == []
+    assert [r.path for r in fake_upstream.requests] == ["/v1/audio/transcriptions"]

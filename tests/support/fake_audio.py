@@ -18,7 +18,8 @@
   in 4 KiB chunks with no ``content-length`` (as OpenAI streams it, chunked), content type by format.
 
 Directives, in ``prompt`` (transcriptions) or ``input`` (speech), as chat's: ``[[fail:CODE]]``,
-``[[latency:MS]]``, ``[[drop-after:N]]`` (speech: the connection breaks after N chunks).
+``[[latency:MS]]``, ``[[drop-after:N]]`` (speech: the connection breaks after N chunks; a streamed
+transcription: after N events), ``[[chunk-delay:MS]]`` (a streamed transcription: before each event).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from multipart import MultipartParser
 
 from tests.support.fake_upstream import (
     _bad,
+    _Directives,
     _drop,
     _parse_directives,
     _Reject,
@@ -164,23 +166,25 @@ async def handle_transcription(
             "total_tokens": audio_tokens + text_tokens + output,
         }
         if fields.get("stream") == "true":
-            await _stream_transcript(answer, d.drop_after, send, receive)
+            await _stream_transcript(answer, d, send, receive)
             return
     elif not translate:
         answer["usage"] = {"type": "duration", "seconds": seconds}
     await _send_json(send, 200, answer)
 
 
-async def _stream_transcript(answer: dict[str, Any], drop_after: int | None, send: Send, receive: Receive) -> None:
+async def _stream_transcript(answer: dict[str, Any], d: _Directives, send: Send, receive: Receive) -> None:
     """``answer`` as OpenAI streams it: a delta event per word, then the done event with the usage;
-    the connection broken after ``drop_after`` events, if given."""
+    each after ``[[chunk-delay:MS]]``, the connection broken after ``[[drop-after:N]]`` events."""
     words = tokens(answer["text"])
     events: list[dict[str, Any]] = [{"type": "transcript.text.delta", "delta": word} for word in words]
     events.append({"type": "transcript.text.done", "text": answer["text"], "usage": answer["usage"]})
     start = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
     await send(start)
     for index, event in enumerate(events):
-        if drop_after is not None and index >= drop_after:
+        if d.chunk_delay_ms:
+            await asyncio.sleep(d.chunk_delay_ms / 1000)
+        if d.drop_after is not None and index >= d.drop_after:
             await _drop(send, receive)
             return
         frame = b"data: " + msgspec.json.encode(event) + b"\n\n"
