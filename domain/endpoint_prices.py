@@ -8,13 +8,14 @@ An endpoint not registered here is not served at all: a model naming it is refus
 
 A new endpoint plugs in with one entry in ``BILLING`` (and its price fields on ``Pricing``): the
 quantities it bills, each a tuple of `pricing` fields any one of which prices it (``each("input")``
-for plain ones), and the upstream kinds that serve it.
+for plain ones), the quantities a price brings with it when set (a transcription priced per token
+bills text tokens too), and the upstream kinds that serve it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from domain import endpoints
 
@@ -41,9 +42,19 @@ class Billing:
     quantities: tuple[Requirement, ...]
     #: The upstream kinds (``Upstream.kind``) that serve the endpoint; ``None``: every kind.
     kinds: frozenset[str] | None = None
+    #: A `pricing` field → the quantities the endpoint bills too once that field is set.
+    implied: Mapping[str, tuple[Requirement, ...]] = field(default_factory=dict)
+
+    def required(self, pricing: object) -> tuple[Requirement, ...]:
+        """The quantities a model serving the endpoint at ``pricing`` must price."""
+        extra = [needs for name, needs in self.implied.items() if not missing(getattr(pricing, name, None))]
+        return self.quantities + tuple(q for needs in extra for q in needs)
 
 
 _TOKENS = each("input", "output", "cache_create", "cache_hit")
+#: A transcription: per second of audio, or per audio token (``audio_input``), which then bills the
+#: prompt's text tokens (``input``) and the transcript's (``output``) too.
+_TRANSCRIBED = Billing((("audio_second", "audio_input"),), OPENAI_KINDS, {"audio_input": each("input", "output")})
 
 #: Endpoint → what it bills. Keep one entry per line, each under its own comment line, so branches
 #: adding endpoints side by side do not touch the same lines.
@@ -60,10 +71,10 @@ BILLING: Mapping[str, Billing] = {
     endpoints.IMAGES_GENERATIONS: Billing((("images",),), OPENAI_KINDS),
     # Images, edits: as generations.
     endpoints.IMAGES_EDITS: Billing((("images",),), OPENAI_KINDS),
-    # Audio transcriptions: seconds of audio.
-    endpoints.AUDIO_TRANSCRIPTIONS: Billing(each("audio_second"), OPENAI_KINDS),
-    # Audio translations: seconds of audio.
-    endpoints.AUDIO_TRANSLATIONS: Billing(each("audio_second"), OPENAI_KINDS),
+    # Audio transcriptions: seconds of audio, or audio and text tokens.
+    endpoints.AUDIO_TRANSCRIPTIONS: _TRANSCRIBED,
+    # Audio translations: as transcriptions.
+    endpoints.AUDIO_TRANSLATIONS: _TRANSCRIBED,
     # Audio speech: characters of input.
     endpoints.AUDIO_SPEECH: Billing(each("input_characters"), OPENAI_KINDS),
     # Batches: the batches branch registers its entry here.
@@ -90,7 +101,7 @@ def check_endpoint_prices(
             return
         if served.count(endpoint) > 1:
             fail(f"{key}.endpoints", f"endpoint {endpoint!r} is named twice")
-        for requirement in billing.quantities:
+        for requirement in billing.required(pricing):
             if all(missing(getattr(pricing, name, None)) for name in requirement):
                 fields = " or ".join(f"{key}.pricing.{name}" for name in requirement)
                 fail(

@@ -31,6 +31,20 @@ ENDPOINT_PATHS = {
     BATCHES: "/v1/batches",
 }
 
+#: Name → its label for people (the dashboard's usage by endpoint).
+ENDPOINT_LABELS = {
+    CHAT: "Chat completions",
+    RESPONSES: "Responses",
+    MESSAGES: "Messages",
+    EMBEDDINGS: "Embeddings",
+    IMAGES_GENERATIONS: "Image generations",
+    IMAGES_EDITS: "Image edits",
+    AUDIO_TRANSCRIPTIONS: "Audio transcriptions",
+    AUDIO_TRANSLATIONS: "Audio translations",
+    AUDIO_SPEECH: "Speech",
+    BATCHES: "Batches",
+}
+
 
 def parse_endpoints(text: str) -> list[str]:
     """A comma-separated list of endpoint names ('' for any); paths are accepted too."""

@@ -41,12 +41,21 @@ TOKEN_KINDS = (
     ("cache_hit", "cache_hit_tokens", "cache_hit"),
     ("image_input", "image_input_tokens", "image_input_rate"),
     ("image_output", "image_output_tokens", "image_output_rate"),
+    ("audio_input", "audio_input_tokens", "audio_input_rate"),
 )
 #: The token rates every price has a place for (``Price``'s first four fields), by their names in a
 #: configuration's ``pricing`` and a price record; a model may leave out those its endpoints never bill.
 CHAT_RATES = ("input", "output", "cache_create", "cache_hit")
 #: The rates a price may leave unset, stored only when set (as decimal strings, like every rate).
-OPTIONAL_RATES = ("cache_write_1h", "batch_discount", "image_input", "image_output", "audio_second", "input_characters")
+OPTIONAL_RATES = (
+    "cache_write_1h",
+    "batch_discount",
+    "image_input",
+    "image_output",
+    "audio_second",
+    "input_characters",
+    "audio_input",
+)
 #: Tiers that are the base price whatever the configuration says (how OpenAI and Anthropic name it).
 BASE_TIERS = frozenset({"", "default", "standard", "auto", "standard_only"})
 _HUNDRED = Decimal(100)
@@ -72,6 +81,7 @@ class PriceRecord(TypedDict):
     images: NotRequired[dict[str, str]]
     audio_second: NotRequired[str]
     input_characters: NotRequired[str]
+    audio_input: NotRequired[str]
 
 
 class LongContextRecord(PriceRecord):
@@ -178,6 +188,15 @@ class Price:
     audio_second: Decimal | None = None
     #: USD per million characters of text turned into speech (unset: the model bills no characters).
     input_characters: Decimal | None = None
+    #: USD per million audio tokens a transcription model reads (unset: the model bills no audio tokens).
+    audio_input: Decimal | None = None
+
+    @property
+    def audio_input_rate(self) -> Decimal:
+        """The audio token rate; a model without one never bills audio tokens (never free by accident)."""
+        if self.audio_input is None:
+            raise ValueError("no price for an audio input token")
+        return self.audio_input
 
     @property
     def write_1h(self) -> Decimal:
@@ -214,6 +233,7 @@ class Price:
             unpriced=table.unpriced,
             audio_second=self.audio_second,
             input_characters=self.input_characters,
+            audio_input=self.audio_input,
         ), basis
 
     def tables(self, prompt_bound: int, tiers: Collection[str] | None = None) -> list[Price]:
@@ -274,6 +294,7 @@ class Price:
             unpriced=frozenset(name for name in CHAT_RATES if name not in record),
             audio_second=Decimal(record["audio_second"]) if "audio_second" in record else None,
             input_characters=Decimal(record["input_characters"]) if "input_characters" in record else None,
+            audio_input=Decimal(record["audio_input"]) if "audio_input" in record else None,
         )
 
 

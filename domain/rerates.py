@@ -111,7 +111,7 @@ def canonical_price(price: Price) -> dict[str, Any]:
             record[kind] = _number(rate)
     if price.images:
         record["images"] = {name: _number(each) for name, each in sorted(price.images.items())}
-    for media in ("audio_second", "input_characters"):
+    for media in ("audio_second", "input_characters", "audio_input"):
         rate = getattr(price, media)
         if rate is not None:
             record[media] = _number(rate)

@@ -131,6 +131,13 @@ class Pricing(_Strict, frozen=True):
     #: USD per million characters of `input` turned into speech; required for `audio.speech`
     #: (OpenAI's tts-1: `15`, tts-1-hd: `30`).
     input_characters: Decimal | None = None
+    #: USD per million audio tokens a transcription model reads, for models whose answers report
+    #: token usage (`usage: {"type": "tokens", ...}`: gpt-4o-transcribe's `6`, gpt-4o-mini-transcribe's
+    #: `3`); with it, `input` (the prompt's text tokens) and `output` (the transcript's) are required.
+    #: A transcription served by such a model is charged the tokens it reports (`audio_second`, if
+    #: also set, prices an answer that reports none), and held for the file's seconds at the model's
+    #: `audio_tokens_per_second` (see Prices: audio).
+    audio_input: Decimal | None = None
 
     def to_price(self) -> Price:
         """The price charges use: a token rate the model has no price for is held as 0 and named in
@@ -167,6 +174,7 @@ class Pricing(_Strict, frozen=True):
             images=dict(self.images),
             audio_second=self.audio_second,
             input_characters=self.input_characters,
+            audio_input=self.audio_input,
         )
 
 
@@ -271,6 +279,12 @@ class Model(_Strict, frozen=True):
     #: every quantity these endpoints bill, or the file is refused. Unset: the three generation
     #: endpoints (`chat.completions`, `responses`, `messages`).
     endpoints: list[str] = msgspec.field(default_factory=lambda: list(GENERATION))
+    #: For a transcription model priced per token (`pricing.audio_input`): the most audio tokens it
+    #: counts for a second of audio, what a transcription's hold reserves per second of the uploaded
+    #: file. OpenAI does not publish the figure; its per-minute estimates for gpt-4o-transcribe come to
+    #: about 17 a second, and the default leaves room threefold. A model counting more is still
+    #: charged what it reports, beyond the hold as far as the team's available credits go.
+    audio_tokens_per_second: int = 50
 
     def serves(self, endpoint: str) -> bool:
         """Whether a request to ``endpoint`` (its name, ``domain/endpoints.py``) may ask for this model."""

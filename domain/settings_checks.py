@@ -171,7 +171,7 @@ def _check_model(model: Model, index: int, seen: set[str], fail: Fail) -> None:
     if model.id in seen:
         fail(f"{key}.id", f"duplicate model id {model.id!r}")
     seen.add(model.id)
-    for name in ("context_window", "max_output_tokens"):
+    for name in ("context_window", "max_output_tokens", "audio_tokens_per_second"):
         _check_bound(TOKENS, getattr(model, name), f"{key}.{name}", fail)
     check_pricing(model.pricing, f"{key}.pricing", fail)
     _check_image_defaults(model, key, fail)

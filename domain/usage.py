@@ -24,6 +24,7 @@ class UsageRecord(TypedDict):
     images: NotRequired[dict[str, int]]  # "SIZE/QUALITY" → images charged at that price
     audio_seconds: NotRequired[int]  # seconds of audio transcribed or translated
     input_characters: NotRequired[int]  # characters of text spoken (speech)
+    audio_input_tokens: NotRequired[int]  # audio tokens a transcription model read
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,9 @@ class TokenUsage:
     (``""``: it did not say), and ``tool_calls`` the provider-run tool calls it says it made.
     An image model's answer adds ``image_input_tokens`` and ``image_output_tokens`` (its text tokens
     are ``input_tokens`` and ``output_tokens``), or ``images``: the images billed per image, by the
-    ``SIZE/QUALITY`` price they are billed at.
+    ``SIZE/QUALITY`` price they are billed at. A transcription model billed by tokens adds
+    ``audio_input_tokens`` (the audio it heard; its prompt's text tokens are ``input_tokens``, its
+    transcript ``output_tokens``).
     """
 
     input_tokens: int = 0
@@ -53,6 +56,7 @@ class TokenUsage:
     #: Seconds of audio transcribed or translated, and characters of text spoken (speech).
     audio_seconds: int = 0
     input_characters: int = 0
+    audio_input_tokens: int = 0
 
     def __post_init__(self) -> None:
         for name in (
@@ -65,6 +69,7 @@ class TokenUsage:
             "image_output_tokens",
             "audio_seconds",
             "input_characters",
+            "audio_input_tokens",
         ):
             _check_count(name, getattr(self, name))
         for tool, calls in self.tool_calls:
@@ -108,6 +113,8 @@ class TokenUsage:
             record["audio_seconds"] = self.audio_seconds
         if self.input_characters:
             record["input_characters"] = self.input_characters
+        if self.audio_input_tokens:
+            record["audio_input_tokens"] = self.audio_input_tokens
         return record
 
     @classmethod
@@ -125,6 +132,7 @@ class TokenUsage:
             tool_calls_of(record.get("images") or {}),
             audio_seconds=record.get("audio_seconds", 0),
             input_characters=record.get("input_characters", 0),
+            audio_input_tokens=record.get("audio_input_tokens", 0),
         )
 
 

@@ -364,6 +364,17 @@ class HistoryProjection:
         """Every ``usage_by_attribution`` row, its ``COLUMNS`` in order."""
         return attribution.everything(self._sql)
 
+    def endpoint_usage(self, team: str) -> list[dict[str, Any]]:
+        """The team's charges summed by endpoint, the largest cost first: read from its ledger entries
+        (the usage tables are kept by key, model and day, or by attribution, never by endpoint)."""
+        sums = ", ".join(f"SUM({c}) AS {c}" for c in ("input_tokens", "output_tokens", "cache_write_tokens"))
+        return self._sql.query(
+            f"SELECT endpoint, COUNT(*) AS requests, {sums}, SUM(cache_hit_tokens) AS cache_hit_tokens, "
+            "SUM(-amount) AS cost FROM ledger_entries WHERE team_name = ? AND kind = 'charge' "
+            "GROUP BY endpoint ORDER BY cost DESC, endpoint",
+            [team],
+        )
+
     def usage(self, team: str | None = None) -> list[dict[str, Any]]:
         where, params = (" WHERE team_name = ?", [team]) if team else ("", [])
         return self._sql.query(f"SELECT * FROM usage_daily{where} ORDER BY team_name, day, model, key_id", params)

@@ -127,6 +127,7 @@ def price_text(event: TeamLedger.Charged) -> str:
             "image_output_tokens",
             "audio_seconds",
             "input_characters",
+            "audio_input_tokens",
         )
     ]
     extra += [f"images.{kind}={n}" for kind, n in (event.usage.get("images") or {}).items()]

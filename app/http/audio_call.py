@@ -3,15 +3,12 @@ uploaded file, speech held for the characters of its input; each charged exactly
 same :class:`~app.http.billed_call.BilledCall` as every other endpoint (rate limits, budgets,
 Idempotency-Keys, the request lookup, attribution, metrics, the access log).
 
-**Transcriptions and translations.** The hold is the file's own seconds (read from its header before
-the hold, ``app/audio_duration.py``) at the model's ``audio_second`` price: exact, since the charge
-is the same seconds unless the upstream reports its own count (``usage: {"type": "duration",
-"seconds": N}``, whisper-1's), which is then what is charged. The form goes upstream as a stream
-(``app/http/multipart.py``), the model's name put in for each deployment. A JSON answer gains
-``usage.cost`` and ``usage.remaining`` as chat's does (its usage made here when the upstream sent
-none); a ``text``, ``srt`` or ``vtt`` answer goes back as the upstream wrote it, its cost and the
-balance after it in the answer's headers (:data:`COST_HEADER`, :data:`COST_USD_HEADER`,
-:data:`REMAINING_HEADER`), as in every answer of these endpoints.
+**Transcriptions and translations** are held here, for the file's own seconds (read from its header
+before the hold, ``app/audio_duration.py``) at the model's ``audio_second`` price, or for a model
+priced per token (``audio_input``) for the tokens those seconds, the prompt and the output limit may
+come to (``domain/audio_pricing.py``); ``app/http/transcripts.py`` sends them and charges what the
+answer reports. Every answer of these endpoints carries its cost and the balance after it in its
+headers (:data:`COST_HEADER`, :data:`COST_USD_HEADER`, :data:`REMAINING_HEADER`).
 
 **Speech.** The hold is the input's characters at ``input_characters`` per million, which is also the
 charge: the cost is known before the audio starts, and goes in the headers with the balance the
@@ -40,12 +37,12 @@ from app.http.billed_call import BilledCall, hold
 from app.http.billed_request import BilledRequest, HoldSize, OutputAsk, idempotency_of, request_id_of
 from app.http.event_stream import EventStream
 from app.http.multipart import Form
-from app.json import encode, object_or
 from app.keys import Principal
 from app.observability.record import current_record
 from app.runtime import Runtime
-from app.upstream import Answer
-from app.upstream.media import RawAnswer, Upload
+from app.upstream.media import Upload
+from domain import audio_pricing
+from domain.audio_pricing import Heard
 from domain.money import credits_from_micros
 from domain.pricing import Quote, price_usage
 from domain.settings import Model
@@ -69,11 +66,15 @@ class Outgoing:
     stream: bool = False
     #: OpenAI's endpoints, passed through: the upstream's errors go back as it wrote them.
     passthrough_wire: str | None = "chat"
+    #: Form fields sent with another value than the client's (``response_format``: see the module).
+    overrides: dict[str, str] = field(default_factory=dict)
 
     def upload_for(self, model: str) -> Upload:
         """The form with the deployment's name of the model, as a body read anew for each attempt."""
         assert self.form is not None
         form, boundary = self.form.with_value("model", model), secrets.token_hex(16)
+        for name, value in self.overrides.items():
+            form = form.with_value(name, value)
         first = form.encode(boundary)
         return Upload(first.content_type, first.length, lambda: form.encode(boundary).chunks)
 
@@ -93,25 +94,30 @@ class AudioAsk:
     #: The quantity held: the file's seconds, or the input's characters.
     usage: TokenUsage
     outgoing: Outgoing
+    #: A transcription's file, prompt and output limit, its hold's size (None: speech).
+    heard: Heard | None = None
 
-
-def _affordable(quote: Quote, usage: TokenUsage, available: int) -> tuple[str, int, str]:
-    """The most seconds (or characters) ``available`` micro-credits cover, for the 402."""
-    seconds = usage.audio_seconds > 0
-    name, words = ("audio_seconds", "seconds of audio") if seconds else ("input_characters", "characters")
-
-    def cost(n: int) -> int:
-        asked = TokenUsage(audio_seconds=n) if seconds else TokenUsage(input_characters=n)
+    def worst_case(self, quote: Quote, count: int) -> int:
+        """What the request costs at most, were it ``count`` seconds (or characters) long."""
+        if self.heard is not None:
+            heard = self.heard.lasting(count)
+            return audio_pricing.worst_case_in_micros(quote.price, heard, quote.credits_per_usd, quote.adjustment)
+        asked = TokenUsage(input_characters=count)
         return price_usage(asked, quote.price, quote.credits_per_usd, quote.adjustment).micros
 
-    low, high = 0, usage.audio_seconds or usage.input_characters
+
+def _affordable(quote: Quote, ask: AudioAsk, available: int) -> tuple[str, int, str]:
+    """The most seconds (or characters) ``available`` micro-credits cover, for the 402."""
+    seconds = ask.heard is not None
+    name, words = ("audio_seconds", "seconds of audio") if seconds else ("input_characters", "characters")
+    low, high = 0, ask.usage.audio_seconds or ask.usage.input_characters
     while low < high:
         middle = (low + high + 1) // 2
-        low, high = (middle, high) if cost(middle) <= available else (low, middle - 1)
+        low, high = (middle, high) if ask.worst_case(quote, middle) <= available else (low, middle - 1)
     return name, low, words
 
 
-async def _held(
+async def held(
     runtime: Runtime, request: Request[Any, Any, Any], ask: AudioAsk
 ) -> tuple[BilledCall[Outgoing] | Response[bytes], Quote]:
     services = runtime.billing_services
@@ -131,11 +137,11 @@ async def _held(
         record=record,
     )
     quote = services.billing.quote(ask.principal, ask.model)
-    worst = price_usage(ask.usage, quote.price, quote.credits_per_usd, quote.adjustment).micros
+    worst = ask.worst_case(quote, ask.usage.audio_seconds or ask.usage.input_characters)
     try:
         call = await hold(services, request, billed, ask.outgoing, HoldSize(worst_case=worst, admitted_tokens=0))
     except InsufficientCreditsError as short:
-        raise short.affording_count(*_affordable(quote, ask.usage, short.available)) from None
+        raise short.affording_count(*_affordable(quote, ask, short.available)) from None
     return call, quote
 
 
@@ -148,53 +154,11 @@ def cost_headers(fields: dict[str, Any]) -> dict[str, str]:
     }
 
 
-async def serve_transcription(runtime: Runtime, request: Request[Any, Any, Any], ask: AudioAsk) -> Response[bytes]:
-    """Hold the file's seconds, upload the form, charge the seconds, answer with the cost."""
-    call, _ = await _held(runtime, request, ask)
-    if not isinstance(call, BilledCall):
-        return call  # the stored answer of the request served before under this Idempotency-Key
-    charged: dict[str, Any] = {}
-    outgoing = ask.outgoing
-    async with call:
-        call.seal()
-        raw = await call.call_upstream(lambda upstream: upstream.post_upload(outgoing.path, outgoing.upload_for))
-        answer = Answer(raw.content) if raw.is_json else None
-        usage = TokenUsage(audio_seconds=_reported_seconds(answer) or ask.usage.audio_seconds)
-
-        def render(fields: dict[str, Any]) -> bytes:
-            charged.update(fields)
-            return _rendered(raw, answer, usage, fields)
-
-        body = await call.charge(usage, render, content_type=raw.content_type)
-    return Response(body, headers={**call.headers, **cost_headers(charged)}, media_type=raw.content_type)
-
-
-def _reported_seconds(answer: Answer | None) -> int | None:
-    """The seconds the upstream says it billed (``usage: {"type": "duration", "seconds": N}``), whole,
-    rounded up; None when it reports none (a translation, a token-counting model)."""
-    usage = object_or(answer.member("usage"), None) if answer is not None else None
-    if usage is None or usage.get("type") != "duration":
-        return None
-    seconds = usage.get("seconds")
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
-        return None
-    return int(-(-Decimal(repr(seconds)) // 1))
-
-
-def _rendered(raw: RawAnswer, answer: Answer | None, usage: TokenUsage, fields: dict[str, Any]) -> bytes:
-    """A JSON answer with ``usage`` carrying the charge's ``cost`` and ``remaining`` (the seconds
-    billed, when the upstream sent no usage); any other answer as the upstream wrote it."""
-    if answer is None:
-        return raw.content
-    reported = object_or(answer.member("usage"), None) or {"type": "duration", "seconds": usage.audio_seconds}
-    return encode({**answer.members, "usage": {**reported, **fields}})
-
-
 async def serve_speech(
     runtime: Runtime, request: Request[Any, Any, Any], ask: AudioAsk
 ) -> Response[bytes] | EventStream:
     """Hold the input's characters, open the upstream's audio, relay it, charge once it all went out."""
-    call, quote = await _held(runtime, request, ask)
+    call, quote = await held(runtime, request, ask)
     if not isinstance(call, BilledCall):
         return call
     cost = price_usage(ask.usage, quote.price, quote.credits_per_usd, quote.adjustment).micros

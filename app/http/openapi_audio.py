@@ -26,6 +26,11 @@ _UPLOAD = {
         "response_format": {"type": "string", "enum": ["json", "text", "srt", "verbose_json", "vtt"]},
         "temperature": {"type": "number", "minimum": 0, "maximum": 1},
         "timestamp_granularities[]": {"type": "array", "items": {"type": "string", "enum": ["word", "segment"]}},
+        "stream": {
+            "type": "boolean",
+            "description": "transcriptions only: the upstream's server-sent events relayed as they come, the "
+            "last (`transcript.text.done`) carrying `usage.cost` and `usage.remaining`",
+        },
     },
     "additionalProperties": True,
 }
@@ -74,18 +79,20 @@ def document_audio(document: dict[str, Any], error_schema: dict[str, Any]) -> No
     ):
         paths.setdefault(path, {}).setdefault("post", {}).update(
             {
-                "summary": f"{what} an audio file, billed per second of it to the key's team",
+                "summary": f"{what} an audio file, billed per second of it (or per token) to the key's team",
                 "description": "A multipart upload; fields not listed are passed to the upstream untouched. JSON "
-                "answers carry `usage.cost` and `usage.remaining`; every answer carries them in headers.",
+                "answers carry `usage.cost` and `usage.remaining`; every whole answer carries them in headers, "
+                "a stream in its last event.",
                 "security": [{"bearer": []}, {"x-api-key": []}],
                 "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": _UPLOAD}}},
                 "responses": {
                     "200": {
-                        "description": "the transcript: JSON, or text for text, srt and vtt",
+                        "description": "the transcript: JSON, or text for text, srt and vtt; events for a stream",
                         "headers": _COST_HEADERS,
                         "content": {
                             "application/json": {"schema": {"type": "object"}},
                             "text/plain": {"schema": _TEXT},
+                            "text/event-stream": {"schema": _TEXT},
                         },
                     },
                     **errors,

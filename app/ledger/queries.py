@@ -23,6 +23,7 @@ from typing import Any, TextIO
 from app.spreadsheet_csv import CsvWriter
 from app.store.event_store import LedgerStore
 from domain.attribution_bounds import OTHER
+from domain.endpoints import ENDPOINT_LABELS, ENDPOINT_PATHS
 from domain.money import credits_from_micros
 from projections.history import ENTRY_PAGE, HistoryProjection, entry_page_sql
 from projections.history_rows import ENTRY_COLUMNS
@@ -66,9 +67,11 @@ def history_page(
 
 
 def usage(store: LedgerStore, team: str) -> dict[str, Any]:
-    """Usage by key × model × day, and totals by model; costs in exact credits."""
+    """Usage by key × model × day, and totals by model and by endpoint (each named, labelled for
+    people, and its path); costs in exact credits."""
     with caught_up(store) as history:
         rows = history.usage(team=team)
+        endpoint_rows = history.endpoint_usage(team)
     by_model: dict[str, dict[str, Any]] = {}
     for r in rows:
         total = by_model.setdefault(r["model"], {"model": r["model"], **dict.fromkeys(_SUMMED, 0)})
@@ -77,7 +80,17 @@ def usage(store: LedgerStore, team: str) -> dict[str, Any]:
     for total in by_model.values():
         total["cost"] = credits_from_micros(total["cost"])
     daily = [{**r, "cost": credits_from_micros(int(r["cost"]))} for r in rows]
-    return {"team": team, "by_model": list(by_model.values()), "daily": daily}
+    by_endpoint = [
+        {
+            **{field: int(r[field] or 0) for field in _SUMMED},
+            "endpoint": r["endpoint"],
+            "label": ENDPOINT_LABELS.get(r["endpoint"], r["endpoint"] or "Unknown"),
+            "path": ENDPOINT_PATHS.get(r["endpoint"], ""),
+            "cost": credits_from_micros(int(r["cost"] or 0)),
+        }
+        for r in endpoint_rows
+    ]
+    return {"team": team, "by_model": list(by_model.values()), "by_endpoint": by_endpoint, "daily": daily}
 
 
 def usage_by(

@@ -112,6 +112,10 @@ class DemoUpstream:
             raise UpstreamFailure(f"The demo upstream does not serve {path}.")
         return demo_audio.DemoSpeech(body)
 
+    async def open_upload(self, path: str, upload: Upload, headers: dict[str, str] | None = None) -> ByteStream:
+        """A transcription asked as a stream: the demo, like whisper-1, answers it whole."""
+        return demo_audio.WholeAnswer(await self.post_upload(path, upload, headers))
+
     async def aclose(self) -> None:
         return None
 

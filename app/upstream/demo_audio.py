@@ -93,3 +93,18 @@ class DemoSpeech:
 
     def close(self) -> None:
         self._audio = b""
+
+
+class WholeAnswer:
+    """A whole answer as a byte stream of one chunk (a transcription asked as a stream of an upstream
+    that answers it whole, as whisper-1 does)."""
+
+    def __init__(self, answer: RawAnswer) -> None:
+        self.content_type = answer.content_type
+        self._content = answer.content
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        yield self._content
+
+    def close(self) -> None:
+        self._content = b""

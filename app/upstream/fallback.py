@@ -107,6 +107,13 @@ class FallbackUpstream:
         with its status; never once it is open."""
         return await self._first_answer(lambda d: d.adapter.open_bytes(path, {**body, "model": d.model}, headers))
 
+    async def open_upload(
+        self, path: str, upload_for: Callable[[str], Upload], headers: dict[str, str] | None = None
+    ) -> ByteStream:
+        """A multipart upload whose answer is relayed as bytes (a streamed transcription), retried
+        only until a deployment answers with its status; never once it is open."""
+        return await self._first_answer(lambda d: d.adapter.open_upload(path, upload_for(d.model), headers))
+
     async def aclose(self) -> None:
         for deployment in self.deployments:
             await deployment.adapter.aclose()

@@ -66,6 +66,12 @@ class HttpUpstream:
         status is raised before any of it is read."""
         return ResponseBytes(await self._send(self._base + path, body, self._with(headers)))
 
+    async def open_upload(self, path: str, upload: Upload, headers: dict[str, str] | None = None) -> ByteStream:
+        """A multipart upload whose answer is relayed as bytes as they come (a streamed transcription's
+        events); an error status is raised before any of it is read."""
+        sent = {**self._with(headers), "content-type": upload.content_type, "content-length": str(upload.length)}
+        return ResponseBytes(await self._send(self._base + path, upload.chunks, sent))
+
     async def _send(
         self, url: str, body: dict[str, Any] | Callable[[], AsyncIterator[bytes]], headers: dict[str, str]
     ) -> aiohttp.ClientResponse:

@@ -124,6 +124,8 @@ def _check_views(page: Page, traffic: Traffic) -> None:
     for model in ("fake-gpt", "demo-gpt"):
         assert page.locator(f'#chart svg rect.bar[data-model="{model}"]').count() == 1, model
         assert page.locator(f'#legend li[data-model="{model}"]').count() == 1, model
+    by_endpoint = page.locator("#usage-endpoints tbody tr")  # three chat completions, on two models
+    assert by_endpoint.all_inner_texts()[0].split("\t")[:3] == ["Chat completions", "/v1/chat/completions", "3"]
     history = page.locator("#history-table tbody tr")
     assert history.count() == 7  # the team opened, the opening balance, its key issued, three charges, the top-up
     text = page.inner_text("#history-table tbody")

@@ -10,12 +10,16 @@
   ``gpt-4o-mini-transcribe`` take ``json`` and ``text`` only and report token usage
   (``{"type": "tokens", "input_tokens", "input_token_details": {"audio_tokens", "text_tokens"},
   "output_tokens", "total_tokens"}``: 10 audio tokens a second, the prompt's words as text tokens).
+  Asked with ``stream=true`` they answer server-sent events, as OpenAI streams a transcription: a
+  ``transcript.text.delta`` per word of the text, then ``transcript.text.done`` with the whole text
+  and the usage; whisper-1 ignores ``stream`` (OpenAI's does) and answers whole.
 - ``POST /v1/audio/speech``: a JSON body (``model``, ``input``, ``voice``, ``response_format``,
   ``speed``, ``instructions``); the answer is a WAV of silence, 50 ms per input character, streamed
   in 4 KiB chunks with no ``content-length`` (as OpenAI streams it, chunked), content type by format.
 
 Directives, in ``prompt`` (transcriptions) or ``input`` (speech), as chat's: ``[[fail:CODE]]``,
-``[[latency:MS]]``, ``[[drop-after:N]]`` (speech: the connection breaks after N chunks).
+``[[latency:MS]]``, ``[[drop-after:N]]`` (speech: the connection breaks after N chunks; a streamed
+transcription: after N events), ``[[chunk-delay:MS]]`` (a streamed transcription: before each event).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from multipart import MultipartParser
 
 from tests.support.fake_upstream import (
     _bad,
+    _Directives,
     _drop,
     _parse_directives,
     _Reject,
@@ -113,7 +118,9 @@ def _subtitles(text: str, seconds: float, vtt: bool) -> str:
     return f"1\n00:00:00,000 --> {end.replace('.', ',')}\n{text}\n"
 
 
-async def handle_transcription(api_key: str | None, path: str, raw: bytes, headers: dict[str, str], send: Send) -> None:
+async def handle_transcription(
+    api_key: str | None, path: str, raw: bytes, headers: dict[str, str], send: Send, receive: Receive
+) -> None:
     """``path``: ``/v1/audio/transcriptions`` or ``/v1/audio/translations``."""
     fields, audio, filename = _form(api_key, raw, headers)
     translate = path.endswith("translations")
@@ -158,9 +165,32 @@ async def handle_transcription(api_key: str | None, path: str, raw: bytes, heade
             "output_tokens": output,
             "total_tokens": audio_tokens + text_tokens + output,
         }
+        if fields.get("stream") == "true":
+            await _stream_transcript(answer, d, send, receive)
+            return
     elif not translate:
         answer["usage"] = {"type": "duration", "seconds": seconds}
     await _send_json(send, 200, answer)
+
+
+async def _stream_transcript(answer: dict[str, Any], d: _Directives, send: Send, receive: Receive) -> None:
+    """``answer`` as OpenAI streams it: a delta event per word, then the done event with the usage;
+    each after ``[[chunk-delay:MS]]``, the connection broken after ``[[drop-after:N]]`` events."""
+    words = tokens(answer["text"])
+    events: list[dict[str, Any]] = [{"type": "transcript.text.delta", "delta": word} for word in words]
+    events.append({"type": "transcript.text.done", "text": answer["text"], "usage": answer["usage"]})
+    start = {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]}
+    await send(start)
+    for index, event in enumerate(events):
+        if d.chunk_delay_ms:
+            await asyncio.sleep(d.chunk_delay_ms / 1000)
+        if d.drop_after is not None and index >= d.drop_after:
+            await _drop(send, receive)
+            return
+        frame = b"data: " + msgspec.json.encode(event) + b"\n\n"
+        await send({"type": "http.response.body", "body": frame, "more_body": True})
+        await asyncio.sleep(0)
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 def speech_audio(characters: int) -> bytes:

@@ -412,7 +412,7 @@ class FakeUpstream:
         elif path in ("/v1/audio/transcriptions", "/v1/audio/translations"):
             from tests.support.fake_audio import handle_transcription
 
-            await handle_transcription(self.api_key, path, raw, headers, send)
+            await handle_transcription(self.api_key, path, raw, headers, send, receive)
         elif path == "/v1/audio/speech":
             from tests.support.fake_audio import handle_speech
 

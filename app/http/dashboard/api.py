@@ -89,7 +89,7 @@ async def read_history(
     )
 
 
-@get("/teams/{name:str}/usage", responses=_answers(UsageView, "usage by model, and by key × model × day"))
+@get("/teams/{name:str}/usage", responses=_answers(UsageView, "usage by model, by endpoint, and by key × model × day"))
 async def read_usage(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     """Requests, tokens and credits spent, by model and by day (UTC)."""
     await readable_team(request, name)

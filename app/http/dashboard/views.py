@@ -162,10 +162,26 @@ class DailyUsage(ModelUsage):
     key_id: str
 
 
+class EndpointUsage(msgspec.Struct):
+    """Usage of one endpoint (``endpoint``: its name, as key restrictions and the ledger name it;
+    ``label``: for people; ``path``: what a client calls), every charge of the team under one."""
+
+    endpoint: str
+    label: str
+    path: str
+    requests: int
+    input_tokens: int
+    output_tokens: int
+    cache_write_tokens: int
+    cache_hit_tokens: int
+    cost: Credits
+
+
 class UsageView(msgspec.Struct):
     team: str
     by_model: list[ModelUsage]
     daily: list[DailyUsage]
+    by_endpoint: list[EndpointUsage] = msgspec.field(default_factory=list)
 
 
 class ValueUsage(msgspec.Struct):
@@ -251,4 +267,5 @@ def usage_view(usage: dict[str, Any]) -> UsageView:
         usage["team"],
         [msgspec.convert(m, ModelUsage) for m in usage["by_model"]],
         [msgspec.convert(d, DailyUsage) for d in usage["daily"]],
+        [msgspec.convert(e, EndpointUsage) for e in usage["by_endpoint"]],
     )

@@ -4,7 +4,9 @@
   (``file``, ``model``, ``language``, ``prompt``, ``response_format``, ``temperature``,
   ``timestamp_granularities[]``, ...), read as it arrives within the limits (``app/http/multipart.py``;
   a file at most 25 MiB, as OpenAI takes), its duration read from the file's header, then held for
-  those seconds and sent upstream as a stream (``app/http/audio_call.py``).
+  those seconds (or the tokens they may come to, for a model priced per token) and sent upstream as
+  a stream (``app/http/audio_call.py``, ``app/http/transcripts.py``); a transcription asked for
+  with ``stream=true`` is relayed as the upstream's server-sent events.
 - ``POST /v1/audio/speech``: a JSON body (``model``, ``input``, ``voice``, ``response_format``,
   ``speed``, ``instructions``), held for the input's characters, the audio relayed as it comes.
 
@@ -20,14 +22,16 @@ from litestar import Request, Response, post
 
 from app.audio_duration import audio_seconds
 from app.errors import InvalidRequest
-from app.http.audio_call import AudioAsk, Outgoing, serve_speech, serve_transcription
+from app.http.audio_call import AudioAsk, Outgoing, serve_speech
 from app.http.event_stream import EventStream
 from app.http.multipart import Form, FormLimits, read_form
 from app.http.routes.auth import authenticate, authorize
 from app.http.routes.request_body import read_json_object, require
 from app.http.routes.served import served_model
+from app.http.transcripts import serve_transcription, serve_transcription_stream
 from app.runtime import Runtime
 from domain import endpoints
+from domain.audio_pricing import Heard
 from domain.usage import TokenUsage
 
 #: The largest audio file OpenAI takes (25 MB); ``max_upload_bytes`` may lower it.
@@ -52,8 +56,9 @@ def _number(form: Form, name: str, low: float, high: float) -> None:
         raise InvalidRequest(f"Invalid '{name}': expected a value between {low:g} and {high:g}.", param=name)
 
 
-def check_transcription(form: Form) -> dict[str, str]:
-    """The form's text fields, once the ones Tollgate judges check out (400 naming the field)."""
+def check_transcription(form: Form, streams: bool = False) -> dict[str, str]:
+    """The form's text fields, once the ones Tollgate judges check out (400 naming the field);
+    ``streams``: the endpoint may be asked for a stream (transcriptions; translations are never streamed)."""
     if len(form.files("file")) != 1:
         raise InvalidRequest("Missing required parameter: 'file' (one audio file).", param="file")
     stray = sorted({part.name for part in form.parts if part.name != "file" and form.file(part.name)})
@@ -75,16 +80,20 @@ def check_transcription(form: Form) -> dict[str, str]:
                 f"Invalid 'timestamp_granularities[]': {granularity!r}; expected 'word' or 'segment'.",
                 param="timestamp_granularities[]",
             )
-    if (form.value("stream") or "false").lower() == "true":
-        raise InvalidRequest("Streamed transcriptions are not served; leave 'stream' out.", param="stream")
+    stream = (form.value("stream") or "false").lower()
+    if stream not in ("true", "false"):
+        raise InvalidRequest(f"Invalid 'stream': expected true or false, but got {stream!r}.", param="stream")
+    if stream == "true" and not streams:
+        raise InvalidRequest("Translations are not streamed; leave 'stream' out.", param="stream")
     return {part.name: part.value for part in form.parts if not form.file(part.name) and hasattr(part, "value")}
 
 
-async def _transcribe(request: Request[Any, Any, Any], endpoint: str, path: str) -> Response[bytes]:
+async def _transcribe(request: Request[Any, Any, Any], endpoint: str, path: str) -> Response[bytes] | EventStream:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
     with await read_form(request, FormLimits.of(runtime.settings, AUDIO_FILE_BYTES)) as form:
-        fields = check_transcription(form)
+        fields = check_transcription(form, streams=endpoint == endpoints.AUDIO_TRANSCRIPTIONS)
+        streamed = fields.get("stream", "false").lower() == "true"
         model = served_model(runtime.settings, fields["model"], endpoint)
         authorize(principal, model.id, endpoint)
         upload = form.file("file")
@@ -97,18 +106,26 @@ async def _transcribe(request: Request[Any, Any, Any], endpoint: str, path: str)
             fields=fields,
             digest=form.digest(),
             usage=TokenUsage(audio_seconds=seconds),
-            outgoing=Outgoing(path, fields, form),
+            outgoing=Outgoing(path, fields, form, stream=streamed),
+            heard=Heard(
+                seconds,
+                prompt_bytes=len(fields.get("prompt", "").encode()),
+                output_tokens=model.max_output_tokens,
+                tokens_per_second=model.audio_tokens_per_second,
+            ),
         )
+        if streamed:
+            return await serve_transcription_stream(runtime, request, ask)
         return await serve_transcription(runtime, request, ask)
 
 
 @post("/v1/audio/transcriptions", status_code=200)
-async def create_transcription(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def create_transcription(request: Request[Any, Any, Any]) -> Response[bytes] | EventStream:
     return await _transcribe(request, endpoints.AUDIO_TRANSCRIPTIONS, "/audio/transcriptions")
 
 
 @post("/v1/audio/translations", status_code=200)
-async def create_translation(request: Request[Any, Any, Any]) -> Response[bytes]:
+async def create_translation(request: Request[Any, Any, Any]) -> Response[bytes] | EventStream:
     return await _transcribe(request, endpoints.AUDIO_TRANSLATIONS, "/audio/translations")
 
 

@@ -175,7 +175,7 @@ def _charged(charge: TeamLedger.Charged | None) -> dict[str, Any]:
         "cache_write_1h": int(u.get("cache_write_1h_tokens", 0)),
         "cache_hit": int(u["cache_hit_tokens"]),
     }
-    for kind in ("image_input", "image_output"):  # an image model's image tokens, when it billed some
+    for kind in ("image_input", "image_output", "audio_input"):  # image or audio tokens, when it billed some
         counted = u.get(f"{kind}_tokens")
         if isinstance(counted, int) and counted:
             tokens[kind] = counted

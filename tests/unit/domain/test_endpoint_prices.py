@@ -121,3 +121,48 @@ def test_a_quantity_priced_by_any_of_several_fields_is_met_by_one():
     check_endpoint_prices([endpoints.AUDIO_TRANSCRIPTIONS], Pricing(None), "models[0]", fail, registry)
     assert [key for key, _ in failures] == ["models[0].pricing.per_second"]
     assert "models[0].pricing.per_second or models[0].pricing.input" in failures[0][1]
+
+
+TRANSCRIBES = 'endpoints = ["audio.transcriptions", "audio.translations"]'
+
+
+@pytest.mark.parametrize(
+    ("pricing", "key"),
+    [
+        ("{audio_input = 6, input = 2.5}", "models[0].pricing.output"),
+        ("{audio_input = 6, output = 10}", "models[0].pricing.input"),
+        ("{input = 2.5, output = 10}", "models[0].pricing.audio_second"),
+    ],
+)
+def test_a_token_priced_transcription_model_lacking_a_rate_is_refused(pricing: str, key: str):
+    """Priced per audio token, a transcription bills the prompt's text tokens and the transcript's
+    too: a model without either rate is refused at start-up, naming the key; and one with neither a
+    per-second nor a per-token audio price is refused naming both."""
+    text = GOOD.replace(CHAT_PRICING, f"pricing = {pricing}\n{TRANSCRIBES}")
+    with pytest.raises(ConfigError) as error:
+        parse_settings(text, "conf/t.toml")
+    assert error.value.key == key
+    assert "serves audio.transcriptions" in error.value.problem
+    if key.endswith("audio_second"):
+        assert "models[0].pricing.audio_second or models[0].pricing.audio_input" in error.value.problem
+
+
+def test_a_transcription_model_may_be_priced_per_second_per_token_or_both():
+    for pricing in (
+        "{audio_second = 0.0001}",
+        "{audio_input = 6, input = 2.5, output = 10}",
+        "{audio_second = 0.0001, audio_input = 6, input = 2.5, output = 10}",
+    ):
+        model = parse_settings(GOOD.replace(CHAT_PRICING, f"pricing = {pricing}\n{TRANSCRIBES}"), "t.toml").models[0]
+        assert model.audio_tokens_per_second == 50
+        assert Price.from_record(model.price.as_record()) == model.price
+    assert model.price.as_record() == {"input": "2.5", "output": "10", "audio_second": "0.0001", "audio_input": "6"}
+
+
+def test_audio_tokens_per_second_must_be_a_positive_count():
+    text = GOOD.replace(
+        CHAT_PRICING, f"pricing = {{audio_second = 0.0001}}\n{TRANSCRIBES}\naudio_tokens_per_second = 0"
+    )
+    with pytest.raises(ConfigError) as error:
+        parse_settings(text, "t.toml")
+    assert error.value.key == "models[0].audio_tokens_per_second"

@@ -111,6 +111,11 @@
       cell(count(m.input_tokens + m.cache_write_tokens + m.cache_hit_tokens), "num"),
       cell(count(m.output_tokens), "num"), cell(credits(m.cost), "num"),
     ]);
+    fill($("usage-endpoints").tBodies[0], usage.by_endpoint || [], 6, (e) => [
+      cell(e.label), cell(e.path, "mono"), cell(count(e.requests), "num"),
+      cell(count(e.input_tokens + e.cache_write_tokens + e.cache_hit_tokens), "num"),
+      cell(count(e.output_tokens), "num"), cell(credits(e.cost), "num"),
+    ]);
   }
 
   function renderRequests(requests) {
