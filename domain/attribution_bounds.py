@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, Self, TypeVar
 
 from domain.attribution import TAG_PREFIX
 
@@ -37,7 +37,24 @@ MAX_TAG_NAMES_PER_DAY = 20
 OTHER = "\x1f"
 OTHER_SHOWN = "(other)"
 
-Row = tuple[Any, ...]
+
+class Attributed(Protocol):
+    """A usage-by-attribution row, as the bounds see it (``app/store/usage_rows.py``: ``AttributionRow``)."""
+
+    @property
+    def team_name(self) -> str: ...
+    @property
+    def dimension(self) -> str: ...
+    @property
+    def value(self) -> str: ...
+    @property
+    def day(self) -> str: ...
+    def under(self, value: str) -> Self:
+        """The same counts under another value."""
+        ...
+
+
+Row = TypeVar("Row", bound=Attributed)
 
 
 @dataclass
@@ -66,9 +83,9 @@ class _Day:
 
 
 class Admission:
-    """The bounds applied to usage-by-attribution rows (``(team, dimension, value, day, *counts)``)
-    in the order their charges were recorded. A replay starts empty; the live projection first
-    :meth:`seed`\\ s each team's day with what is already counted."""
+    """The bounds applied to usage-by-attribution rows (:class:`Attributed`) in the order their
+    charges were recorded. A replay starts empty; the live projection first :meth:`seed`\\ s each
+    team's day with what is already counted."""
 
     def __init__(self) -> None:
         self._days: dict[tuple[str, str], _Day] = {}
@@ -88,13 +105,12 @@ class Admission:
     def admit(self, rows: Sequence[Row]) -> list[Row]:
         """``rows`` as they are counted: a value beyond its bounds under :data:`OTHER`, a tag of a
         name beyond them left out."""
-        counted = []
+        counted: list[Row] = []
         for row in rows:
-            team, dimension, value, day = row[:4]
-            state = self._days.get((team, day))
+            state = self._days.get((row.team_name, row.day))
             if state is None:
-                state = self._days[(team, day)] = _Day()
-            kept = state.counted(dimension, value)
+                state = self._days[(row.team_name, row.day)] = _Day()
+            kept = state.counted(row.dimension, row.value)
             if kept is not None:
-                counted.append(row if kept == value else (team, dimension, kept, day, *row[4:]))
+                counted.append(row if kept == row.value else row.under(kept))
         return counted

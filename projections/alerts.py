@@ -11,51 +11,38 @@ nothing delivered is delivered again because the read models were rebuilt.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
+from app.store.alert_rows import ALERT_COLUMNS, AlertRow
 from app.store.database import Sql, Transaction
-from app.store.storable import storable_row
 from domain.ledger import TeamLedger
 
-ALERT_COLUMNS = (
-    "alert_id",
-    "notification_id",
-    "team_name",
-    "key_id",
-    "kind",
-    "threshold",
-    "value",
-    "budget_limit",
-    "period",
-    "request_id",
-    "occurred_at",
-)
 INSERT_ALERTS = f"INSERT INTO alerts ({', '.join(ALERT_COLUMNS)})"
 ON_ALERT_CONFLICT = "ON CONFLICT (alert_id) DO NOTHING"
 
 
-def alert_row(notification_id: int, team_name: str, event: object) -> tuple[Any, ...] | None:
+def alert_row(notification_id: int, team_name: str, event: object) -> AlertRow | None:
+    """An ``AlertRaised`` event's row of the outbox, as it is stored (``app/store/storable.py``)."""
     if not isinstance(event, TeamLedger.AlertRaised):
         return None
-    return storable_row(
-        (
-            event.alert_id,
-            notification_id,
-            team_name,
-            event.key_id,
-            event.kind,
-            event.threshold,
-            event.value,
-            event.limit,
-            event.period,
-            event.request_id,
-            event.timestamp.isoformat(),
-        )
-    )
+    return AlertRow(
+        alert_id=event.alert_id,
+        notification_id=notification_id,
+        team_name=team_name,
+        key_id=event.key_id,
+        kind=event.kind,
+        threshold=event.threshold,
+        value=event.value,
+        budget_limit=event.limit,
+        period=event.period,
+        request_id=event.request_id,
+        occurred_at=event.timestamp.isoformat(),
+    ).storable()
 
 
-def write_alerts(tx: Transaction, rows: list[tuple[Any, ...]]) -> None:
-    tx.insert_many(INSERT_ALERTS, rows, ON_ALERT_CONFLICT)
+def write_alerts(tx: Transaction, rows: Sequence[AlertRow]) -> None:
+    tx.insert_many(INSERT_ALERTS, [row.values() for row in rows], ON_ALERT_CONFLICT)
 
 
 def alert_body(row: dict[str, Any]) -> bytes:

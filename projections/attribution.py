@@ -18,74 +18,62 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.store.database import Sql, Transaction
-from app.store.storable import storable_row
+from app.store.usage_rows import ATTRIBUTION_COLUMNS, KEY_WIDTH, SUMMED, AttributionRow, summed
 from domain.attribution import USER, dimensions
 from domain.attribution_bounds import OTHER, Admission
 from domain.ledger import TeamLedger
 
 TABLE = "usage_by_attribution"
-#: The key of a row, then what it sums.
-KEY = ("team_name", "dimension", "value", "day")
-SUMMED = ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "cost")
-COLUMNS = (*KEY, *SUMMED)
+#: The key of a row (its first fields), then what it sums: the fields of :class:`AttributionRow`.
+COLUMNS = ATTRIBUTION_COLUMNS
+KEY = COLUMNS[:KEY_WIDTH]
 _ADD = f"INSERT INTO {TABLE} ({', '.join(COLUMNS)})"
 _ON_CONFLICT = f"ON CONFLICT ({', '.join(KEY)}) DO UPDATE SET " + ", ".join(
     f"{c} = {TABLE}.{c} + excluded.{c}" for c in SUMMED
 )
 
-Counts = list[int]
 #: How many tag dimensions a report lists (the most used); any other can still be asked for by name.
 MAX_DIMENSIONS_SHOWN = 100
 #: Values per ``IN (...)`` list (SQLite's limit on a statement's parameters is far above).
 _IN_CHUNK = 500
 
 
-def attribution_rows(team_name: str, event: object) -> list[tuple[Any, ...]]:
-    """A charge's rows (its end user's, and one per tag); none for any other event."""
+def attribution_rows(team_name: str, event: object) -> list[AttributionRow]:
+    """A charge's rows (its end user's, and one per tag), as they are stored; none for any other event."""
     if not isinstance(event, TeamLedger.Charged):
         return []
     u = event.usage
     day = event.timestamp.date().isoformat()
-    counts = (
-        1,
-        u["input_tokens"],
-        u["output_tokens"],
-        int(u["cache_write_tokens"]) + int(u.get("cache_write_1h_tokens", 0)),
-        u["cache_hit_tokens"],
-        event.charged,
-    )
+    cache_writes = int(u["cache_write_tokens"]) + int(u.get("cache_write_1h_tokens", 0))
     return [
-        storable_row((team_name, dimension, value, day, *counts))
+        AttributionRow(
+            team_name=team_name,
+            dimension=dimension,
+            value=value,
+            day=day,
+            requests=1,
+            input_tokens=u["input_tokens"],
+            output_tokens=u["output_tokens"],
+            cache_write_tokens=cache_writes,
+            cache_hit_tokens=u["cache_hit_tokens"],
+            cost=event.charged,
+        ).storable()
         for dimension, value in dimensions(event.tags, event.end_user)
     ]
 
 
-def add_rows(totals: dict[tuple[Any, ...], Counts], rows: Sequence[tuple[Any, ...]]) -> None:
-    """Add ``rows`` into ``totals``, by their key."""
-    for row in rows:
-        key = row[: len(KEY)]
-        summed = totals.get(key)
-        if summed is None:
-            totals[key] = list(row[len(KEY) :])
-        else:
-            for i, value in enumerate(row[len(KEY) :]):
-                summed[i] += value
-
-
-def write(tx: Transaction, rows: Sequence[tuple[Any, ...]]) -> None:
+def write(tx: Transaction, rows: Sequence[AttributionRow]) -> None:
     """Add a slice's rows to the table, summed first (a statement may not upsert a row twice)."""
-    totals: dict[tuple[Any, ...], Counts] = {}
-    add_rows(totals, rows)
-    tx.insert_many(_ADD, [(*k, *v) for k, v in totals.items()], _ON_CONFLICT)
+    tx.insert_many(_ADD, [row.values() for row in summed(rows)], _ON_CONFLICT)
 
 
-def admitted(sql: Sql, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+def admitted(sql: Sql, rows: Sequence[AttributionRow]) -> list[AttributionRow]:
     """A slice's rows within the bounds (``domain/attribution_bounds.py``), each team's day taken up
     where the rows already stored left it: what is counted of the slice's teams and days, and which
     of its values have rows, read in a few queries whatever the number of teams."""
     if not rows:
         return []
-    days = {(row[0], row[3]) for row in rows}
+    days = {(row.team_name, row.day) for row in rows}
     where = (
         f"team_name IN ({', '.join('?' * len({t for t, _ in days}))}) "
         f"AND day IN ({', '.join('?' * len({d for _, d in days}))})"
@@ -100,7 +88,7 @@ def admitted(sql: Sql, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]
         if (team, day) in counts:
             counts[(team, day)].append((dimension, int(n)))
     known: dict[tuple[str, str], list[tuple[str, str]]] = {day: [] for day in days}
-    values = sorted({row[2] for row in rows})
+    values = sorted({row.value for row in rows})
     for at in range(0, len(values), _IN_CHUNK):  # which of the values about to be counted have rows
         chunk = values[at : at + _IN_CHUNK]
         for team, day, dimension, value in sql.tuples(
@@ -116,9 +104,9 @@ def admitted(sql: Sql, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]
     return admission.admit(rows)
 
 
-def everything(sql: Sql) -> list[tuple[Any, ...]]:
+def everything(sql: Sql) -> list[AttributionRow]:
     """Every row (for ``ledger verify``: as many as team × dimension × value × day)."""
-    return sql.tuples(f"SELECT {', '.join(COLUMNS)} FROM {TABLE}", [])
+    return [AttributionRow.read(row) for row in sql.query(f"SELECT {', '.join(COLUMNS)} FROM {TABLE}", [])]
 
 
 def dimensions_of(sql: Sql, team: str) -> list[str]:

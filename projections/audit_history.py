@@ -10,17 +10,17 @@ value × day (usage by attribution).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
 
 from app.store.entry_rows import NOTIFICATION_ID, EntryRow
+from app.store.usage_rows import AttributionRow, UsageRow, add_into
 from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
 from projections import attribution, quarantine
 from projections.history import HistoryProjection
-from projections.history_rows import USAGE_COLUMNS, entry_row, usage_row
+from projections.history_rows import entry_row, usage_row
 
 #: How many rows a report lists of the events whose audit history rows are missing.
 _MISSING_SHOWN = 5
@@ -39,8 +39,8 @@ class HistoryCheck:
         self._row_id = 0
         self._problem: str | None = None  # the first row that is wrong (reported before missing rows)
         self._missing: list[int] = []
-        self._usage: dict[tuple[Any, ...], list[int]] = defaultdict(lambda: [0] * 6)
-        self._attributed: dict[tuple[Any, ...], list[int]] = {}  # team × dimension × value × day
+        self._usage: dict[tuple[str, ...], UsageRow] = {}  # team × key × model × day
+        self._attributed: dict[tuple[str, ...], AttributionRow] = {}  # team × dimension × value × day
         self._admission = Admission()  # its bounds, counted as the replay reaches each charge
         self._quarantined: set[int] = set()  # events the projection set aside: they have no rows
         self._unprojectable: str | None = None  # the first event whose rows cannot be made, not set aside
@@ -90,11 +90,9 @@ class HistoryCheck:
         if expected is not None and self._problem is None:
             self._match(notification_id, expected)
         if used is not None:
-            totals = self._usage[used[:4]]
-            for i, value in enumerate(used[4:]):
-                totals[i] += value
+            add_into(self._usage, [used])
         if attributed:
-            attribution.add_rows(self._attributed, self._admission.admit(attributed))
+            add_into(self._attributed, self._admission.admit(attributed))
 
     def _match(self, notification_id: int, expected: EntryRow) -> None:
         if self._row is not None and self._row_id < notification_id:
@@ -126,11 +124,9 @@ class HistoryCheck:
         if self._missing:
             return [f"audit history is missing the rows of events {self._missing}"]
         for row in self._history.usage():  # bounded by team × key × model × day, like the sums it is checked against
-            key = tuple(row[c] for c in USAGE_COLUMNS[:4])
-            counted = [int(row[c]) for c in USAGE_COLUMNS[4:]]
-            expected_counts = self._usage.pop(key, None)
-            if expected_counts != counted:
-                return [f"usage for {key} is {counted}, the events say {expected_counts}"]
+            expected = self._usage.pop(row.key(), None)
+            if expected != row:
+                return [f"usage for {row.key()} is {_counts(row)}, the events say {_counts(expected)}"]
         if self._usage:
             return [f"usage is missing {sorted(self._usage)[:3]}"]
         return self._attribution_problems()
@@ -148,12 +144,15 @@ class HistoryCheck:
 
     def _attribution_problems(self) -> list[str]:
         """``usage_by_attribution`` against the sums of the replayed charges."""
-        width = len(attribution.KEY)
         for row in self._history.attribution_rows():
-            key, counted = tuple(row[:width]), [int(v) for v in row[width:]]
-            expected = self._attributed.pop(key, None)
-            if expected != counted:
-                return [f"usage by attribution for {key} is {counted}, the events say {expected}"]
+            expected = self._attributed.pop(row.key(), None)
+            if expected != row:
+                return [f"usage by attribution for {row.key()} is {_counts(row)}, the events say {_counts(expected)}"]
         if self._attributed:
             return [f"usage by attribution is missing {sorted(self._attributed)[:3]}"]
         return []
+
+
+def _counts(row: UsageRow | AttributionRow | None) -> list[int] | None:
+    """A usage row's counts as a report says them (None: no such row)."""
+    return list(row.counts()) if row is not None else None

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -27,12 +26,13 @@ from app.store.database import Database, Sql, Transaction
 from app.store.event_store import LedgerStore
 from app.store.read_models import KEY_COLUMNS, key_records
 from app.store.snapshots import SNAPSHOT_EVERY
+from app.store.usage_rows import KEY_WIDTH, SUMMED, USAGE_COLUMNS, AttributionRow, UsageRow, add_into, summed
 from domain.aggregates import NON_TEAM_IDS
 from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
 from projections import attribution, quarantine
 from projections.alerts import AlertOutbox, write_alerts
-from projections.history_rows import ENTRY_COLUMNS, USAGE_COLUMNS, EntryRow, Slice
+from projections.history_rows import ENTRY_COLUMNS, EntryRow, Slice
 from projections.operator_rows import OPERATOR_KINDS
 from projections.replay import Replay
 
@@ -45,13 +45,8 @@ ENTRY_PAGE = 1000
 _REBUILT = ("ledger_entries", "usage_daily", attribution.TABLE, "team_balances", "api_keys")
 _INSERT_ENTRIES = f"INSERT INTO ledger_entries ({', '.join(ENTRY_COLUMNS)})"
 _ADD_USAGE = f"INSERT INTO usage_daily ({', '.join(USAGE_COLUMNS)})"
-_ON_USAGE_CONFLICT = (
-    "ON CONFLICT (team_name, key_id, model, day) DO UPDATE SET requests = usage_daily.requests + excluded.requests, "
-    "input_tokens = usage_daily.input_tokens + excluded.input_tokens, "
-    "output_tokens = usage_daily.output_tokens + excluded.output_tokens, "
-    "cache_write_tokens = usage_daily.cache_write_tokens + excluded.cache_write_tokens, "
-    "cache_hit_tokens = usage_daily.cache_hit_tokens + excluded.cache_hit_tokens, "
-    "cost = usage_daily.cost + excluded.cost"
+_ON_USAGE_CONFLICT = f"ON CONFLICT ({', '.join(USAGE_COLUMNS[:KEY_WIDTH])}) DO UPDATE SET " + ", ".join(
+    f"{c} = usage_daily.{c} + excluded.{c}" for c in SUMMED
 )
 
 
@@ -219,8 +214,8 @@ class HistoryProjection:
         replay = Replay(self._store, snapshot_every)
         admission = Admission()  # the bounds on usage by attribution, counted as the events come
         done, last = 0, 0
-        usage: dict[tuple[str, str, str, str], list[int]] = defaultdict(lambda: [0] * 6)
-        attributed: dict[tuple[Any, ...], list[int]] = {}
+        usage: dict[tuple[str, ...], UsageRow] = {}  # bounded by team × key × model × day
+        attributed: dict[tuple[str, ...], AttributionRow] = {}
         quarantined: list[tuple[int, str, str]] = []
         while page := self._store.recorder.select_notifications(last, 1000, inclusive_of_start=False):
             rows = Slice()
@@ -236,11 +231,8 @@ class HistoryProjection:
             with self._sql.transaction() as tx:
                 tx.insert_rows("ledger_entries_rebuild", ENTRY_COLUMNS, [e.values() for e in rows.entries])
                 write_alerts(tx, rows.alerts)  # completed, never replaced: what was delivered stays delivered
-            for used in rows.usage:
-                totals = usage[used[:4]]
-                for i, value in enumerate(used[4:]):
-                    totals[i] += value
-            attribution.add_rows(attributed, admission.admit(rows.attributed))
+            add_into(usage, rows.usage)
+            add_into(attributed, admission.admit(rows.attributed))
             quarantined += rows.quarantined
             replay.store_snapshots()
             done, last = done + len(page), page[-1].id
@@ -251,10 +243,10 @@ class HistoryProjection:
             tx.executemany(
                 f"INSERT INTO usage_daily_rebuild ({', '.join(USAGE_COLUMNS)}) VALUES "
                 f"({', '.join('?' * len(USAGE_COLUMNS))})",
-                [(*k, *v) for k, v in usage.items()],
+                [row.values() for row in usage.values()],
             )
             tx.insert_rows(
-                f"{attribution.TABLE}_rebuild", attribution.COLUMNS, [(*k, *v) for k, v in attributed.items()]
+                f"{attribution.TABLE}_rebuild", attribution.COLUMNS, [row.values() for row in attributed.values()]
             )
             tx.executemany(
                 "INSERT INTO team_balances_rebuild (team_id, team_name, balance, held, version) VALUES (?, ?, ?, ?, ?)",
@@ -360,8 +352,8 @@ class HistoryProjection:
         """The dimensions the team's usage can be reported by (``user``, and each tag name it used)."""
         return attribution.dimensions_of(self._sql, team)
 
-    def attribution_rows(self) -> list[tuple[Any, ...]]:
-        """Every ``usage_by_attribution`` row, its ``COLUMNS`` in order."""
+    def attribution_rows(self) -> list[AttributionRow]:
+        """Every ``usage_by_attribution`` row."""
         return attribution.everything(self._sql)
 
     def endpoint_usage(self, team: str) -> list[dict[str, Any]]:
@@ -375,30 +367,20 @@ class HistoryProjection:
             [team],
         )
 
-    def usage(self, team: str | None = None) -> list[dict[str, Any]]:
+    def usage(self, team: str | None = None) -> list[UsageRow]:
+        """Usage by team × key × model × day (one team's, or every team's), by team, day, model and key."""
         where, params = (" WHERE team_name = ?", [team]) if team else ("", [])
-        return self._sql.query(f"SELECT * FROM usage_daily{where} ORDER BY team_name, day, model, key_id", params)
+        rows = self._sql.query(
+            f"SELECT {', '.join(USAGE_COLUMNS)} FROM usage_daily{where} ORDER BY team_name, day, model, key_id", params
+        )
+        return [UsageRow.read(row) for row in rows]
 
 
-def _write(tx: Transaction, entries: Sequence[EntryRow], usage: Sequence[tuple[Any, ...]]) -> None:
+def _write(tx: Transaction, entries: Sequence[EntryRow], usage: Sequence[UsageRow]) -> None:
     """A slice's rows, each table in one statement (``app/store/many_rows.py``: why); its usage
     summed per team, key, model and day first (a statement may not upsert a row twice)."""
     tx.insert_many(_INSERT_ENTRIES, [e.values() for e in entries])
-    tx.insert_many(_ADD_USAGE, summed_usage(usage), _ON_USAGE_CONFLICT)
-
-
-def summed_usage(rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Usage rows with the same team, key, model and day added up into one."""
-    totals: dict[tuple[Any, ...], list[Any]] = {}
-    for row in rows:
-        key = row[:4]
-        if key in totals:
-            total = totals[key]
-            for i, value in enumerate(row[4:], start=4):
-                total[i] += value
-        else:
-            totals[key] = list(row)
-    return [tuple(total) for total in totals.values()]
+    tx.insert_many(_ADD_USAGE, [row.values() for row in summed(usage)], _ON_USAGE_CONFLICT)
 
 
 def entry_page_sql(

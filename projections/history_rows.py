@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
 
 from eventsourcing.persistence import Notification
 
+from app.store.alert_rows import AlertRow
 from app.store.entry_rows import ENTRY_COLUMNS, EntryHead, EntryRow
-from app.store.storable import storable_row
+from app.store.usage_rows import AttributionRow, UsageRow
 from domain.attribution import tags_text
 from domain.ledger import TeamLedger
 from domain.money import usd_from_micros
@@ -24,20 +24,7 @@ from projections import attribution, quarantine
 from projections.alerts import alert_row
 from projections.operator_rows import operator_row
 
-__all__ = ["ENTRY_COLUMNS", "USAGE_COLUMNS", "EntryRow", "Slice", "entry_row", "price_text", "usage_row"]
-
-USAGE_COLUMNS = (
-    "team_name",
-    "key_id",
-    "model",
-    "day",
-    "requests",
-    "input_tokens",
-    "output_tokens",
-    "cache_write_tokens",
-    "cache_hit_tokens",
-    "cost",
-)
+__all__ = ["ENTRY_COLUMNS", "EntryRow", "Slice", "entry_row", "price_text", "usage_row"]
 
 
 def entry_row(notification_id: int, team_name: str, event: object, balance: int = 0) -> EntryRow | None:
@@ -140,28 +127,23 @@ def _cache_writes(usage: UsageRecord) -> int:
     return int(usage["cache_write_tokens"]) + int(usage.get("cache_write_1h_tokens", 0))
 
 
-def usage_row(team_name: str, event: object) -> tuple[Any, ...] | None:
+def usage_row(team_name: str, event: object) -> UsageRow | None:
     """A charge's increment of ``usage_daily``, as it is stored (``app/store/storable.py``)."""
     if not isinstance(event, TeamLedger.Charged):
         return None
     u = event.usage
-    return storable_row(
-        (
-            team_name,
-            event.key_id,
-            event.model,
-            event.timestamp.date().isoformat(),
-            1,
-            u["input_tokens"],
-            u["output_tokens"],
-            _cache_writes(u),
-            u["cache_hit_tokens"],
-            event.charged,
-        )
-    )
-
-
-Row = tuple[Any, ...]
+    return UsageRow(
+        team_name=team_name,
+        key_id=event.key_id,
+        model=event.model,
+        day=event.timestamp.date().isoformat(),
+        requests=1,
+        input_tokens=u["input_tokens"],
+        output_tokens=u["output_tokens"],
+        cache_write_tokens=_cache_writes(u),
+        cache_hit_tokens=u["cache_hit_tokens"],
+        cost=event.charged,
+    ).storable()
 
 
 @dataclass
@@ -170,9 +152,9 @@ class Slice:
     notification id, topic, why)."""
 
     entries: list[EntryRow] = field(default_factory=list)
-    usage: list[Row] = field(default_factory=list)
-    alerts: list[Row] = field(default_factory=list)
-    attributed: list[Row] = field(default_factory=list)
+    usage: list[UsageRow] = field(default_factory=list)
+    alerts: list[AlertRow] = field(default_factory=list)
+    attributed: list[AttributionRow] = field(default_factory=list)
     quarantined: list[tuple[int, str, str]] = field(default_factory=list)
 
     def add(self, notification_id: int, team_name: str, event: object, balance: int) -> EntryRow | None:

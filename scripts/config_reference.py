@@ -1,13 +1,15 @@
-"""The configuration reference (docs/configuration-reference.md), generated from ``domain/settings.py``.
+"""The configuration reference (docs/configuration-reference.md), generated from ``domain/settings.py``
+and the modules its tables live in (``domain/settings_models.py``).
 
 A hand-written reference drifts from the schema the first time someone adds a key; this one cannot:
 every key, type and default comes from the msgspec Structs themselves, and each description from the
-``#:`` comment above the field (the convention Sphinx reads too). A field without one stops the
+``#:`` comment above the field (the convention Sphinx reads too), in the source of whichever module
+declares the table. A field without one stops the
 script, so an undocumented key fails the tests. ``--check FILE`` exits 1 when the copy in FILE
 differs from what the schema generates; ``--write FILE`` replaces it.
 
     python -m scripts.config_reference                    # print the reference
-    python -m scripts.config_reference --write docs/configuration-reference.md  # after changing domain/settings.py
+    python -m scripts.config_reference --write docs/configuration-reference.md  # after changing the settings
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import argparse
 import ast
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -65,9 +67,17 @@ def field_docs(module_source: str) -> dict[tuple[str, str], str]:
     return docs
 
 
-def sections(root: type = schema.Settings, source: str | None = None) -> list[Section]:
-    """Every Struct reachable from ``root``, in the order first met, each with a row per field."""
-    docs = field_docs(source if source is not None else Path(schema.__file__).read_text())
+def sections(
+    root: type = schema.Settings, source: str | None = None, sources: Mapping[str, str] | None = None
+) -> list[Section]:
+    """Every Struct reachable from ``root``, in the order first met, each with a row per field.
+    ``source``: the text to read ``domain/settings.py``'s comments from instead of the file's;
+    ``sources``: the same by module name, for any module a table lives in (the others are read from
+    their files)."""
+    given = dict(sources or {})
+    if source is not None:
+        given[schema.__name__] = source
+    docs = _FieldDocs(given)
     found: dict[type, Section] = {}
 
     def visit(info: mi.StructType, path: str) -> None:
@@ -78,12 +88,10 @@ def sections(root: type = schema.Settings, source: str | None = None) -> list[Se
         section = found[info.cls] = Section(info.cls, [path])
         nested: list[tuple[mi.StructType, str]] = []
         for f in info.fields:
-            description = next(
-                (docs[(cls.__name__, f.name)] for cls in info.cls.__mro__ if (cls.__name__, f.name) in docs), ""
-            )
+            description = next((text for cls in info.cls.__mro__ if (text := docs.of(cls, f.name))), "")
             if not description:
                 raise UndocumentedField(
-                    f"{info.cls.__name__}.{f.name} has no `#:` comment in domain/settings.py: "
+                    f"{info.cls.__name__}.{f.name} has no `#:` comment in {_module_path(info.cls)}: "
                     "say in one line what the key does"
                 )
             section.rows.append((f.encode_name, type_name(f.type), default_text(f), description))
@@ -98,6 +106,35 @@ def sections(root: type = schema.Settings, source: str | None = None) -> list[Se
         raise TypeError(f"{root.__name__} is not a msgspec struct")
     visit(info, "")
     return list(found.values())
+
+
+class _FieldDocs:
+    """The ``#:`` comments of the fields of every module a table of the schema is declared in, each
+    module's source read once (or given: ``sources``, by module name)."""
+
+    def __init__(self, sources: Mapping[str, str]) -> None:
+        self._sources = sources
+        self._docs: dict[str, dict[tuple[str, str], str]] = {}
+
+    def of(self, cls: type, field_name: str) -> str:
+        module = cls.__module__
+        if module not in self._docs:
+            source = self._sources.get(module)
+            if source is None:
+                source = _source_of(module)
+            self._docs[module] = field_docs(source) if source else {}
+        return self._docs[module].get((cls.__name__, field_name), "")
+
+
+def _source_of(module: str) -> str:
+    """A module's Python source (``""``: none, as for msgspec's own base classes, compiled)."""
+    path = getattr(sys.modules.get(module), "__file__", None) or ""
+    return Path(path).read_text() if path.endswith(".py") else ""
+
+
+def _module_path(cls: type) -> str:
+    """Where ``cls`` is declared, relative to the checkout (``domain/settings.py``)."""
+    return cls.__module__.replace(".", "/") + ".py"
 
 
 def _join(path: str, key: str) -> str:

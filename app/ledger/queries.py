@@ -20,8 +20,11 @@ from contextlib import contextmanager
 from datetime import date, timedelta
 from typing import Any, TextIO
 
+from msgspec.structs import asdict
+
 from app.spreadsheet_csv import CsvWriter
 from app.store.event_store import LedgerStore
+from app.store.usage_rows import SUMMED
 from domain.attribution_bounds import OTHER
 from domain.endpoints import ENDPOINT_LABELS, ENDPOINT_PATHS
 from domain.money import credits_from_micros
@@ -32,7 +35,6 @@ EXPORT_FORMATS = ("csv", "jsonl")
 #: Values a page of usage by attribution holds unless asked otherwise, and at most.
 USAGE_PER_PAGE = 100
 MAX_USAGE_PER_PAGE = 1000
-_SUMMED = ("requests", "input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens", "cost")
 
 
 @contextmanager
@@ -74,15 +76,15 @@ def usage(store: LedgerStore, team: str) -> dict[str, Any]:
         endpoint_rows = history.endpoint_usage(team)
     by_model: dict[str, dict[str, Any]] = {}
     for r in rows:
-        total = by_model.setdefault(r["model"], {"model": r["model"], **dict.fromkeys(_SUMMED, 0)})
-        for field in _SUMMED:
-            total[field] += int(r[field])
+        total = by_model.setdefault(r.model, {"model": r.model, **dict.fromkeys(SUMMED, 0)})
+        for field, value in zip(SUMMED, r.counts(), strict=True):
+            total[field] += value
     for total in by_model.values():
         total["cost"] = credits_from_micros(total["cost"])
-    daily = [{**r, "cost": credits_from_micros(int(r["cost"]))} for r in rows]
+    daily = [{**asdict(r), "cost": credits_from_micros(r.cost)} for r in rows]
     by_endpoint = [
         {
-            **{field: int(r[field] or 0) for field in _SUMMED},
+            **{field: int(r[field] or 0) for field in SUMMED},
             "endpoint": r["endpoint"],
             "label": ENDPOINT_LABELS.get(r["endpoint"], r["endpoint"] or "Unknown"),
             "path": ENDPOINT_PATHS.get(r["endpoint"], ""),

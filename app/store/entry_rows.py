@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from typing import TypedDict
 
 import msgspec
-from msgspec.structs import astuple, replace
+from msgspec.structs import astuple
 
-from app.store.storable import storable_row
+from app.store.storable import storable_record
 
 
 class EntryRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -55,18 +55,7 @@ class EntryRow(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     def storable(self) -> EntryRow:
         """The row as it is stored (``app/store/storable.py``): this very row when it holds nothing
         a database cannot store; :class:`~app.store.storable.Unstorable` if a number does not fit."""
-        values = self.values()
-        stored = storable_row(values)
-        if stored is values:
-            return self
-        return replace(
-            self,
-            **{
-                column: value
-                for column, value, was in zip(ENTRY_COLUMNS, stored, values, strict=True)
-                if value is not was
-            },
-        )
+        return storable_record(self)
 
     def difference(self, stored: Sequence[object]) -> str | None:
         """Where the ``stored`` row (its columns in order) differs from this one, said; None if it

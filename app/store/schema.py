@@ -12,21 +12,24 @@ import msgspec
 from msgspec.structs import fields
 from sqlalchemy import BigInteger, CheckConstraint, Column, Float, Index, Integer, LargeBinary, MetaData, String, Table
 
+from app.store.alert_rows import AlertRow
 from app.store.entry_rows import EntryRow
+from app.store.usage_rows import KEY_WIDTH, AttributionRow, UsageRow
 
 metadata = MetaData()
 
 
-def columns_of(record: type[msgspec.Struct], primary_key: str) -> list[Column[Any]]:
+def columns_of(record: type[msgspec.Struct], primary_key: tuple[str, ...]) -> list[Column[Any]]:
     """The columns of a table whose rows are ``record``s, in its fields' order: an ``int`` field a
     64-bit integer column, a ``str`` a text one, none NULL, a field's default the column's server
-    default (what a row written before the column existed holds)."""
+    default (what a row written before the column existed holds); ``primary_key``: the fields the
+    table's primary key is made of."""
     kinds: dict[object, type[BigInteger] | type[String]] = {int: BigInteger, str: String}
     return [
         Column(
             f.name,
             kinds[f.type],
-            primary_key=f.name == primary_key,
+            primary_key=f.name in primary_key,
             nullable=False,
             server_default=None if f.default is msgspec.NODEFAULT else str(f.default),
         )
@@ -85,7 +88,7 @@ team_balances = Table(
 ledger_entries = Table(
     "ledger_entries",
     metadata,
-    *columns_of(EntryRow, primary_key="notification_id"),
+    *columns_of(EntryRow, primary_key=("notification_id",)),
     Index("ledger_entries_team_time", "team_name", "occurred_at"),
     #: A team's entries in ledger order, a keyset page at a time (export, the dashboard's download).
     Index("ledger_entries_team_order", "team_name", "notification_id"),
@@ -93,37 +96,18 @@ ledger_entries = Table(
     Index("ledger_entries_request", "request_id"),
 )
 
-usage_daily = Table(
-    "usage_daily",
-    metadata,
-    Column("team_name", String, primary_key=True),
-    Column("key_id", String, primary_key=True),
-    Column("model", String, primary_key=True),
-    Column("day", String, primary_key=True),
-    Column("requests", BigInteger, nullable=False),
-    Column("input_tokens", BigInteger, nullable=False),
-    Column("output_tokens", BigInteger, nullable=False),
-    Column("cache_write_tokens", BigInteger, nullable=False),
-    Column("cache_hit_tokens", BigInteger, nullable=False),
-    Column("cost", BigInteger, nullable=False),
-)
+#: Usage by team × key × model × day: its columns are the fields of a charge's increment of it
+#: (``app/store/usage_rows.py``), declared there once; the key is the first four.
+usage_daily = Table("usage_daily", metadata, *columns_of(UsageRow, primary_key=UsageRow.__struct_fields__[:KEY_WIDTH]))
 
 #: Charges by team × attribution × day: the dimension is ``user`` (the value: the end user) or
 #: ``tag:<name>`` (the tag's value). Every charge has its ``user`` row (``""``: none named), so those
 #: add up to the team's charges; a tag's ``""`` is the team's charges less its tagged ones.
+#: Its columns are the fields of :class:`~app.store.usage_rows.AttributionRow`, declared there once.
 usage_by_attribution = Table(
     "usage_by_attribution",
     metadata,
-    Column("team_name", String, primary_key=True),
-    Column("dimension", String, primary_key=True),
-    Column("value", String, primary_key=True),
-    Column("day", String, primary_key=True),
-    Column("requests", BigInteger, nullable=False),
-    Column("input_tokens", BigInteger, nullable=False),
-    Column("output_tokens", BigInteger, nullable=False),
-    Column("cache_write_tokens", BigInteger, nullable=False),
-    Column("cache_hit_tokens", BigInteger, nullable=False),
-    Column("cost", BigInteger, nullable=False),
+    *columns_of(AttributionRow, primary_key=AttributionRow.__struct_fields__[:KEY_WIDTH]),
     Index("usage_by_attribution_day", "team_name", "day", "dimension"),
 )
 
@@ -318,20 +302,11 @@ ledger_identity = Table("ledger_identity", metadata, Column("id", String, primar
 
 
 #: The alert outbox (``projections/alerts.py``): each alert the events recorded, and its deliveries.
+#: Its columns are the fields of :class:`~app.store.alert_rows.AlertRow`, declared there once.
 alerts = Table(
     "alerts",
     metadata,
-    Column("alert_id", String, primary_key=True),
-    Column("notification_id", BigInteger, nullable=False),
-    Column("team_name", String, nullable=False),
-    Column("key_id", String, nullable=False, server_default=""),
-    Column("kind", String, nullable=False),
-    Column("threshold", String, nullable=False),
-    Column("value", BigInteger, nullable=False),
-    Column("budget_limit", BigInteger, nullable=False, server_default="0"),
-    Column("period", String, nullable=False, server_default=""),
-    Column("request_id", String, nullable=False, server_default=""),
-    Column("occurred_at", String, nullable=False),
+    *columns_of(AlertRow, primary_key=("alert_id",)),
     Index("alerts_team", "team_name", "notification_id"),
     Index("alerts_order", "notification_id"),
 )

@@ -26,7 +26,10 @@ rows in the read models are made storable.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
+from msgspec.structs import astuple, replace
 
 #: What replaces a character no database can store.
 REPLACEMENT = "\ufffd"
@@ -35,6 +38,8 @@ LARGEST = 2**63 - 1
 SMALLEST = -(2**63)
 
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+R = TypeVar("R", bound=msgspec.Struct)
 
 
 class Unstorable(ValueError):
@@ -56,3 +61,14 @@ def storable_row(row: tuple[Any, ...]) -> tuple[Any, ...]:
     if not _UNSTORABLE.search("".join(v for v in row if type(v) is str)):
         return row
     return tuple(storable_text(v) if type(v) is str else v for v in row)
+
+
+def storable_record(record: R) -> R:
+    """A row record (its fields its table's columns) as it is stored: :func:`storable_row` of its
+    values, so the very record when it holds nothing a database cannot store."""
+    values = astuple(record)
+    stored = storable_row(values)
+    if stored is values:
+        return record
+    changed = zip(record.__struct_fields__, stored, values, strict=True)
+    return replace(record, **{column: value for column, value, was in changed if value is not was})

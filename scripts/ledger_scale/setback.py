@@ -13,15 +13,14 @@
 
 from __future__ import annotations
 
-from typing import Any
 from uuid import UUID
 
 from app.store.database import Sql
 from app.store.event_store import open_ledger_store
+from app.store.usage_rows import SUMMED, USAGE_COLUMNS, AttributionRow
 from domain.attribution import dimensions, parse_tags
 from projections import attribution
 from projections.history import NAME, HistoryProjection
-from projections.history_rows import USAGE_COLUMNS
 from scripts.ledger_scale.ledger import Ledger
 
 ASIDE = "team_snapshots_aside"
@@ -39,7 +38,7 @@ _SUMS = (
 )
 
 
-def _attribution_from_entries(sql: Sql, upto: int) -> list[tuple[Any, ...]]:
+def _attribution_from_entries(sql: Sql, upto: int) -> list[AttributionRow]:
     """The ``usage_by_attribution`` rows of the entries up to event ``upto``: their sums by team,
     tags, end user and day (few distinct tag sets), spread over each charge's dimensions as the
     projection spreads them."""
@@ -49,10 +48,13 @@ def _attribution_from_entries(sql: Sql, upto: int) -> list[tuple[Any, ...]]:
         "GROUP BY team_name, tags, end_user, substr(occurred_at, 1, 10)",
         (upto,),
     )
-    rows: list[tuple[Any, ...]] = []
+    rows: list[AttributionRow] = []
     for g in groups:
-        counts = tuple(int(g[c]) for c in attribution.SUMMED)
-        rows += [(g["team_name"], d, v, g["day"], *counts) for d, v in dimensions(parse_tags(g["tags"]), g["end_user"])]
+        counts = {c: int(g[c]) for c in SUMMED}
+        rows += [
+            AttributionRow(team_name=g["team_name"], dimension=d, value=v, day=g["day"], **counts)
+            for d, v in dimensions(parse_tags(g["tags"]), g["end_user"])
+        ]
     return rows
 
 

@@ -11,6 +11,7 @@ from msgspec import inspect as mi
 
 from app.settings_file import CONFIG_ENV
 from domain import settings as schema
+from domain import settings_models
 from scripts.config_reference import END, START, UndocumentedField, main, render, replace_section, sections
 
 REFERENCE = Path(__file__).resolve().parents[3] / "docs" / "configuration-reference.md"
@@ -91,6 +92,16 @@ def test_a_field_without_a_comment_stops_the_script():
     assert undocumented != source
     with pytest.raises(UndocumentedField, match=r"Settings\.credits_per_usd"):
         sections(source=undocumented)
+
+
+def test_a_field_without_a_comment_in_the_models_module_stops_the_script_too():
+    source = Path(settings_models.__file__).read_text()
+    undocumented = source.replace(
+        "    #: This deployment's share of first attempts", "    # This deployment's share of first attempts"
+    )
+    assert undocumented != source
+    with pytest.raises(UndocumentedField, match=r"Upstream\.weight has no `#:` comment in domain/settings_models\.py"):
+        sections(sources={settings_models.__name__: undocumented})
 
 
 def test_check_fails_on_a_stale_reference_and_write_repairs_it(tmp_path, capsys):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.store.many_rows import ROWS_PER_STATEMENT, insert_rows, statement
-from projections.history import summed_usage
+from app.store.usage_rows import UsageRow, summed
 
 
 def test_a_statement_has_one_group_of_markers_per_row():
@@ -26,16 +26,26 @@ def test_statements_have_a_power_of_two_of_rows_so_few_shapes_are_ever_prepared(
     assert len({sql for sql, _ in executed}) == 8  # 1, 2, 4, … 128 rows
 
 
+def _usage(key_id: str, *counts: int) -> UsageRow:
+    requests, input_tokens, output_tokens, cache_write_tokens, cache_hit_tokens, cost = counts
+    return UsageRow(
+        team_name="acme",
+        key_id=key_id,
+        model="gpt",
+        day="2026-11-25",
+        requests=requests,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_write_tokens=cache_write_tokens,
+        cache_hit_tokens=cache_hit_tokens,
+        cost=cost,
+    )
+
+
 def test_usage_of_one_team_key_model_and_day_is_summed_into_one_row():
-    rows = [
-        ("acme", "k1", "gpt", "2026-11-25", 1, 10, 5, 0, 0, 700),
-        ("acme", "k2", "gpt", "2026-11-25", 1, 1, 1, 0, 0, 9),
-        ("acme", "k1", "gpt", "2026-11-25", 1, 20, 6, 1, 2, 300),
-    ]
-    assert summed_usage(rows) == [
-        ("acme", "k1", "gpt", "2026-11-25", 2, 30, 11, 1, 2, 1000),
-        ("acme", "k2", "gpt", "2026-11-25", 1, 1, 1, 0, 0, 9),
-    ]
+    rows = [_usage("k1", 1, 10, 5, 0, 0, 700), _usage("k2", 1, 1, 1, 0, 0, 9), _usage("k1", 1, 20, 6, 1, 2, 300)]
+    assert summed(rows) == [_usage("k1", 2, 30, 11, 1, 2, 1000), _usage("k2", 1, 1, 1, 0, 0, 9)]
+    assert summed(rows)[0].values() == ("acme", "k1", "gpt", "2026-11-25", 2, 30, 11, 1, 2, 1000)
 
 
 def test_more_rows_than_one_statement_takes_are_all_written(tmp_path):

@@ -1,0 +1,94 @@
+"""The measurement and its report: each case's CPU per request over rounds, the cases alternating, and
+the command line (``python -m scripts.relay_cost``; its help is the package's docstring)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import statistics
+import tempfile
+import time
+from functools import partial
+from pathlib import Path
+
+import scripts.relay_cost
+from scripts.relay_cost.canned import CASES
+from scripts.relay_cost.driver import Driver, setup
+from scripts.relay_cost.relay_only import relay_once
+
+
+async def measure(driver: Driver, case: str, requests: int, concurrency: int, part: str) -> tuple[float, float]:
+    """CPU seconds per request of ``requests`` requests of ``case``, ``concurrency`` at a time: the
+    process's, and the event loop's thread's alone."""
+    driver.case = CASES[case]
+    once = driver.request if part == "request" else partial(relay_once, driver)
+    left = requests
+
+    async def loop() -> None:
+        nonlocal left
+        while left > 0:
+            left -= 1
+            status = await once()
+            if status != 200:
+                raise RuntimeError(f"{case}: status {status}")
+
+    await asyncio.gather(*(loop() for _ in range(2)))  # warm
+    left = requests
+    start, loop_start = time.process_time(), time.thread_time()
+    await asyncio.gather(*(loop() for _ in range(concurrency)))
+    loop_cpu = time.thread_time() - loop_start
+    await asyncio.sleep(0.3)  # the writer's last commits
+    return (time.process_time() - start) / requests, loop_cpu / requests
+
+
+async def run(args: argparse.Namespace) -> None:
+    cases = args.cases.split(",")
+    with tempfile.TemporaryDirectory(prefix="relay-cost-") as tmp:
+        config, key = setup(Path(tmp))
+        driver = Driver(config, key)
+        await driver.start()
+        gc.collect()
+        gc.freeze()  # what start-up built is never collected: each round's collections walk what requests make
+        try:
+            results: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
+            for _ in range(args.rounds):
+                for case in cases:
+                    results[case].append(await measure(driver, case, args.requests, args.concurrency, args.part))
+        finally:
+            await driver.stop()
+    print(
+        f"CPU per request ({args.part}), in process, concurrency {args.concurrency}, {args.requests} requests × "
+        f"{args.rounds} rounds: the median and the least of the rounds (the least is the one the machine's "
+        f"other work disturbed least), each against {cases[0]}'s; the process's, and the event loop's thread's"
+    )
+    for which, name in ((0, "process"), (1, "event loop")):
+        base = statistics.median(r[which] for r in results[cases[0]])
+        least = min(r[which] for r in results[cases[0]])
+        for case in cases:
+            values = [r[which] for r in results[case]]
+            median = statistics.median(values)
+            print(
+                f"  {name:10} {case:22} median {median * 1e3:6.3f} ms ({median / base:4.2f}×)   "
+                f"least {min(values) * 1e3:6.3f} ms ({min(values) / least:4.2f}×)"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m scripts.relay_cost",
+        description=scripts.relay_cost.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--requests", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--cases", default="chat,chat_stream,chat_stream_apart")
+    parser.add_argument(
+        "--part",
+        choices=("request", "relay"),
+        default="request",
+        help="the whole request (default), or the relay alone: no auth, no prompt count, no "
+        "ledger (the answer's cost is fixed), so what changes between runs is the relay's",
+    )
+    asyncio.run(run(parser.parse_args()))
