@@ -141,8 +141,8 @@ def test_usage_by_tag_and_end_user_adds_up_to_the_teams_charges(
     csv_lines = gateway.cli("usage", "--team", team.name, "--by", "user", "--format", "csv").stdout.splitlines()
     assert csv_lines[0].startswith("value,requests,")
     assert len(csv_lines) == 1 + 5  # alice, bob, carol, dave, and no end user
-    plain = admin.get(f"/teams/{team.name}/usage").json()  # without 'by': its answer as before
-    assert set(plain) == {"team", "by_model", "daily"}
+    plain = admin.get(f"/teams/{team.name}/usage").json()  # without 'by': by model, endpoint and day
+    assert set(plain) == {"team", "by_model", "by_endpoint", "daily"}
 
     exported = gateway.cli("ledger", "export", "--team", team.name).stdout.splitlines()
     assert exported[0].endswith(",tags,end_user,actor,reason")
