@@ -28,26 +28,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             pytest.exit(problem, returncode=3)
 
 
-#: One leak not yet traced (issue #29's endpoints brought it): a disk-backed temporary file (mode
-#: 'rb+', what SpooledTemporaryFile rolls over to) left to the collector in an end-to-end or
-#: PostgreSQL-half worker, warning in whichever test runs next. Ignored there only, by its exact
-#: shape; the unit layer alone keeps it an error. Trace it, close it, then drop this.
-_UNTRACED_SPOOL_LEAK = [
-    pytest.mark.filterwarnings(r"ignore:unclosed file <_io.FileIO name=\d+ mode='rb\+':ResourceWarning"),
-    pytest.mark.filterwarnings(
-        r"ignore:Exception ignored in. <_io.FileIO name=\d+ mode='rb\+':pytest.PytestUnraisableExceptionWarning"
-    ),
-]
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    if all(item.nodeid.startswith("tests/unit/") for item in items):
-        return
-    for item in items:
-        for mark in _UNTRACED_SPOOL_LEAK:
-            item.add_marker(mark)
-
-
 def pytest_sessionfinish(session: pytest.Session) -> None:
     drop_created_databases()
 

@@ -105,9 +105,15 @@ def read_form(raw: bytes, content_type: str) -> dict[str, Any] | None:
         return None
     form: dict[str, Any] = {}
     try:
-        # kept in memory whole (the body already is): a part spooled to a file would be a file left open
+        # kept in memory whole (the body already is): the parser's memory limit for all parts (8 MiB by
+        # default) would otherwise spool a large upload's part to a temporary file
         parser = multipart.MultipartParser(
-            io.BytesIO(raw), options["boundary"], len(raw), strict=True, spool_limit=len(raw) + 1
+            io.BytesIO(raw),
+            options["boundary"],
+            len(raw),
+            strict=True,
+            spool_limit=len(raw) + 1,
+            memory_limit=len(raw) + 1,
         )
         for part in parser:
             if part.filename is None:
@@ -120,6 +126,7 @@ def read_form(raw: bytes, content_type: str) -> dict[str, Any] | None:
                     "size": len(content),
                     "sha256": hashlib.sha256(content).hexdigest(),
                 }
+            part.close()
             if part.name.endswith("[]"):
                 form.setdefault(part.name, []).append(value)
             else:
