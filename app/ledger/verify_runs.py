@@ -13,8 +13,9 @@ once took chat p50 from 12.8 to 44 ms), and four asking at once ran four replays
 - one run at a time on the ledger: the child replays only while it holds the ledger's verify lock
   (``app/store/verify_lock.py``: an advisory lock on PostgreSQL, a ``flock`` beside a SQLite file).
   A run asked of another ``--workers`` process, or of another gateway host on the same database,
-  waits for the one under way and then replays on its own; the instants a report gives are those of
-  its replay, after the wait, so runs' intervals never overlap.
+  waits for the one under way; then it takes the report of the last run if that one began after it
+  was asked (each run records itself where every process reads it), else it replays. The instants a
+  report gives are those of its replay, after any wait, so runs' intervals never overlap.
 
 When the gateway stops, a run under way is stopped with it.
 """
@@ -88,7 +89,15 @@ class VerifyRuns:
             why = answer.get("error") or err.decode(errors="replace").strip().splitlines()[-1:] or ["no report"]
             raise VerifyUnavailable(why if isinstance(why, str) else why[0])
         started, finished = (datetime.fromisoformat(answer[at]) for at in ("started_at", "finished_at"))
-        log.info("ledger verify run: replayed from %s to %s", started.isoformat(), finished.isoformat())
+        if answer["shared"]:
+            log.info("ledger verify: took run %d's report (another gateway process ran it)", answer["run"])
+        else:
+            log.info(
+                "ledger verify run %d: replayed from %s to %s",
+                answer["run"],
+                answer["started_at"],
+                answer["finished_at"],
+            )
         return VerifyRun(answer["report"], started, finished)
 
     async def aclose(self) -> None:
