@@ -19,7 +19,9 @@ a head, or any error a route's own handling let through — is answered here in 
 error shape (with the ``x-request-id`` every answer carries), never uvicorn's plain-text 500.
 
 ``HEAD`` is served wherever ``GET`` is: the routes see a ``GET``, and the answer goes out without
-its body (its ``content-length`` kept, as RFC 9110 asks).
+its body (its ``content-length`` kept, as RFC 9110 asks). So every ``Allow`` that lists ``GET`` lists
+``HEAD`` too (:func:`with_head`): a 405's (``app/http/server.py``), and the answer to an ``OPTIONS``
+request, which the router writes without knowing that this guard serves ``HEAD``.
 
 A client that stops reading an answer is cut off below, by the HTTP protocol
 (``app/http/protocol.py``); its :class:`ClientTooSlow` ends the request here, quietly: the
@@ -44,6 +46,18 @@ log = logging.getLogger("tollgate")
 _CLOSE = (b"connection", b"close")
 
 
+def with_head(methods: str) -> str:
+    """An ``Allow`` value as the router lists it, with ``HEAD`` beside ``GET`` (this guard serves it)."""
+    allowed = [m.strip() for m in methods.split(",") if m.strip()]
+    if "GET" in allowed and "HEAD" not in allowed:
+        allowed.insert(allowed.index("GET") + 1, "HEAD")
+    return ", ".join(allowed)
+
+
+def _allow_with_head(headers: Any) -> list[tuple[bytes, bytes]]:
+    return [(n, with_head(v.decode("latin-1")).encode("latin-1") if n.lower() == b"allow" else v) for n, v in headers]
+
+
 def _has_body(scope: dict[str, Any]) -> bool:
     for name, value in scope["headers"]:
         if name == b"content-length":
@@ -66,6 +80,7 @@ class RequestGuard:
             return
         head = scope["method"] == "HEAD"
         exchange = _Exchange(receive, send, self.body_timeout, _has_body(scope), head)
+        exchange.options = scope["method"] == "OPTIONS"
         try:
             try:
                 await self.app({**scope, "method": "GET"} if head else scope, exchange.receive, exchange.send)
@@ -97,6 +112,7 @@ class _Exchange:
         self._deadline = asyncio.get_running_loop().time() + timeout
         self._body_done = not has_body
         self._head = head
+        self.options = False  # an OPTIONS request: its answer's ``Allow`` gains ``HEAD`` beside ``GET``
         self.started = False  # the answer's head was handed to the server
 
     async def receive(self) -> Any:
@@ -117,6 +133,8 @@ class _Exchange:
         kind = message["type"]
         if kind == "http.response.start":
             headers = message.get("headers", ())
+            if self.options:
+                headers = message["headers"] = _allow_with_head(headers)
             check(headers)  # before the server sees it: a head it would refuse is still ours to answer
             if not self._body_done and not any(name.lower() == b"connection" for name, _ in headers):
                 message["headers"] = [*headers, _CLOSE]

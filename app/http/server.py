@@ -15,7 +15,7 @@ from app.http.dashboard import dashboard_router
 from app.http.hot_paths import HotPaths
 from app.http.interpreter import settle_interpreter
 from app.http.openapi import openapi_config
-from app.http.request_guard import RequestGuard
+from app.http.request_guard import RequestGuard, with_head
 from app.http.routes.admin import admin_router
 from app.http.routes.audio import create_speech, create_transcription, create_translation
 from app.http.routes.batches import cancel_batch, create_batch, list_batches, retrieve_batch
@@ -95,19 +95,10 @@ def _http_exception(request: Request[Any, Any, Any], exc: HTTPException) -> Resp
         )
     headers = None
     if status == 405 and exc.headers and "allow" in exc.headers:
-        headers = {"allow": _allowed(exc.headers["allow"])}
+        headers = {"allow": with_head(exc.headers["allow"])}
         message = f"{request.method} is not allowed on {request.url.path}: it takes {headers['allow']}."
     kind = NotFound if status == 404 else InvalidRequest if status < 500 else GatewayError
     return _gateway_error(request, kind(message, param=param, status=status, headers=headers))
-
-
-def _allowed(methods: str) -> str:
-    """A 405's ``Allow``: the route's methods as the router lists them, and HEAD wherever GET is (the
-    request guard serves it, ``app/http/request_guard.py``)."""
-    allowed = [m.strip() for m in methods.split(",") if m.strip()]
-    if "GET" in allowed and "HEAD" not in allowed:
-        allowed.insert(allowed.index("GET") + 1, "HEAD")
-    return ", ".join(allowed)
 
 
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:

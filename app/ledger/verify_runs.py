@@ -1,5 +1,5 @@
-"""``ledger verify`` for the admin API (``GET /admin/ledger/verify``): one run at a time per gateway
-process, each in a process of its own.
+"""``ledger verify`` for the admin API (``GET /admin/ledger/verify``): one run at a time on the
+ledger, each in a process of its own.
 
 A verify replays the whole ledger: seconds to minutes of Python, growing with the history. Run in a
 thread of the gateway, it took the interpreter lock from the request path (four auditors asking at
@@ -8,9 +8,14 @@ once took chat p50 from 12.8 to 44 ms), and four asking at once ran four replays
 - a run is a child process (``python -m app.ledger.verify_child``), which has an interpreter of its
   own: the gateway only waits on a pipe. The database URL, password included, goes to it on its
   standard input, never on its command line;
-- one run at a time: a caller that asks while a run is under way waits for that run and gets its
-  report (with when it started and finished), never a second replay. Each ``--workers`` process
-  has its own.
+- one run at a time in a gateway process: a caller that asks while this process's run is under way
+  waits for that run and gets its report (with when it started and finished), never a second replay;
+- one run at a time on the ledger: the child replays only while it holds the ledger's verify lock
+  (``app/store/verify_lock.py``: an advisory lock on PostgreSQL, a ``flock`` beside a SQLite file).
+  A run asked of another ``--workers`` process, or of another gateway host on the same database,
+  waits for the one under way; then it takes the report of the last run if that one began after it
+  was asked (each run records itself where every process reads it), else it replays. The instants a
+  report gives are those of its replay, after any wait, so runs' intervals never overlap.
 
 When the gateway stops, a run under way is stopped with it.
 """
@@ -20,13 +25,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from app.ledger.refusals import VerifyUnavailable
+
+log = logging.getLogger("tollgate.ledger")
 
 #: The child's module, run with this interpreter.
 CHILD = "app.ledger.verify_child"
@@ -57,7 +65,6 @@ class VerifyRuns:
         return await asyncio.shield(self._running)
 
     async def _run(self) -> VerifyRun:
-        started = datetime.now(UTC)
         child = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
@@ -81,7 +88,17 @@ class VerifyRuns:
         if "report" not in answer:
             why = answer.get("error") or err.decode(errors="replace").strip().splitlines()[-1:] or ["no report"]
             raise VerifyUnavailable(why if isinstance(why, str) else why[0])
-        return VerifyRun(answer["report"], started, datetime.now(UTC))
+        started, finished = (datetime.fromisoformat(answer[at]) for at in ("started_at", "finished_at"))
+        if answer["shared"]:
+            log.info("ledger verify: took run %d's report (another gateway process ran it)", answer["run"])
+        else:
+            log.info(
+                "ledger verify run %d: replayed from %s to %s",
+                answer["run"],
+                answer["started_at"],
+                answer["finished_at"],
+            )
+        return VerifyRun(answer["report"], started, finished)
 
     async def aclose(self) -> None:
         """Stop a run under way (the gateway is stopping)."""

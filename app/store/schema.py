@@ -10,7 +10,19 @@ from typing import Any
 
 import msgspec
 from msgspec.structs import fields
-from sqlalchemy import BigInteger, CheckConstraint, Column, Float, Index, Integer, LargeBinary, MetaData, String, Table
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    Float,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
 
 from app.store.alert_rows import AlertRow
 from app.store.entry_rows import EntryRow
@@ -333,6 +345,20 @@ projection_quarantine = Table(
     Column("topic", String, nullable=False),
     Column("error", String, nullable=False),
     Column("quarantined_at", String, nullable=False),
+)
+
+
+#: The last ``GET /admin/ledger/verify`` run on this ledger, one row (``app/store/verify_lock.py``): a
+#: caller of any gateway process that waited for a run begun after it asked takes that run's report.
+ledger_verify_runs = Table(
+    "ledger_verify_runs",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("run", BigInteger, nullable=False),  # how many runs have finished on this ledger
+    Column("position", BigInteger, nullable=False),  # the last event in the ledger when the run began
+    Column("started_at", String, nullable=False),
+    Column("finished_at", String, nullable=False),
+    Column("report", Text, nullable=False),  # the report, JSON
 )
 
 

@@ -62,6 +62,23 @@ def test_a_method_not_allowed_says_which_are(gateway: Gateway, method: str, path
     assert answer.headers["x-request-id"].startswith("req_")
 
 
+@pytest.mark.parametrize(
+    ("path", "allowed"),
+    [
+        ("/v1/models", {"GET", "HEAD", "OPTIONS"}),
+        ("/v1/credits", {"GET", "HEAD", "OPTIONS"}),
+        ("/v1/chat/completions", {"POST", "OPTIONS"}),
+    ],
+)
+def test_an_options_answer_lists_head_wherever_get_is(gateway: Gateway, path: str, allowed: set[str]):
+    """Issue #27, finding 13: the router's own answer to OPTIONS listed GET but not the HEAD served
+    beside it (a 405's ``Allow`` did)."""
+    answer = httpx.options(gateway.root_url + path)
+    assert answer.status_code in (200, 204), answer.text
+    assert {m.strip() for m in answer.headers["allow"].split(",")} == allowed
+    assert httpx.head(gateway.root_url + "/v1/models").status_code == 200  # what it says is served
+
+
 def test_head_is_served_wherever_get_is(gateway: Gateway, team: Team):
     for path, headers in (("/v1/models", {}), ("/v1/credits", {"authorization": f"Bearer {team.key}"})):
         got = httpx.get(gateway.root_url + path, headers=headers)

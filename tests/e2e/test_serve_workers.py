@@ -4,7 +4,9 @@ sharing the ledger (and, through Redis, the rate limits); SIGTERM stops them all
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
+import re
 import signal
 import subprocess
 import time
@@ -146,3 +148,41 @@ def test_several_workers_without_redis_url_are_refused_at_once(tmp_path, fake_up
     assert "--workers 2" in result.stderr
     assert "redis_url" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_verify_runs_one_replay_at_a_time_across_workers(tmp_path, fake_upstream: FakeUpstream):
+    """Issue #27, finding 11: ``GET /admin/ledger/verify`` shared one run among the callers of one
+    gateway process, but each ``--workers`` process ran its own, at the same time. Now a run replays
+    only while it holds the ledger's verify lock: callers reaching both workers get runs (each report
+    saying when its replay started and finished) that never overlap."""
+    import threading
+
+    config = write_config(tmp_path, fake_upstream.base_url, redis=True)
+    run_cli(config, "team", "create", "acme", "--credits", "50")
+    port = free_port()
+    process = _serve(config, port, "--workers", "2")
+    answers: list[dict[str, object]] = []
+
+    def ask() -> None:
+        for _ in range(3):  # a new connection each time, to whichever worker takes it: both are asked
+            with httpx.Client(headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=120) as own:
+                answers.append(own.get(f"http://127.0.0.1:{port}/admin/ledger/verify").json())
+
+    try:
+        _wait_ready(process, port)
+        callers = [threading.Thread(target=ask) for _ in range(8)]
+        for caller in callers:
+            caller.start()
+        for caller in callers:
+            caller.join()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=30)
+    forget_server(process)
+    assert len(answers) == 24, output
+    assert all(a["ok"] for a in answers), answers
+    runs = sorted({(str(a["started_at"]), str(a["finished_at"])) for a in answers})
+    assert len(runs) >= 2, (runs, output)  # both workers were asked, each ran (callers of one share its run)
+    for (_, finished), (started, _) in itertools.pairwise(runs):
+        assert started >= finished, runs  # the next replay began after the one before it had ended
+    assert len(re.findall(r"ledger verify run \d+: replayed from", output)) == len(runs), output
