@@ -32,6 +32,7 @@ from app.http.routes.served import served_model
 from app.keys import Principal
 from app.runtime import Runtime
 from domain import endpoints
+from domain.client_text import ClientTextError, checked_text
 from domain.pricing import worst_case_in_micros
 from domain.settings import Model
 
@@ -41,6 +42,8 @@ BATCH_ENDPOINTS = ("/v1/chat/completions", EMBEDDINGS_PATH)
 SPOOL_BYTES = 4 * 1024 * 1024
 #: The most lines one batch may have (OpenAI's limit).
 MAX_LINES = 50_000
+#: The longest ``custom_id`` a line may have (it names the line's charge: ``BATCH_ID:CUSTOM_ID``).
+MAX_CUSTOM_ID = 512
 
 
 class BadLine(InvalidRequest):
@@ -124,6 +127,10 @@ class LineChecker:
     def _unique(self, custom_id: str) -> None:
         if not custom_id:
             raise InvalidRequest("'custom_id' must be a non-empty string.")
+        try:  # it names the line's charge in the ledger: the rule for text the ledger records
+            checked_text(custom_id, "custom_id", MAX_CUSTOM_ID)
+        except ClientTextError as exc:
+            raise InvalidRequest(str(exc)) from None
         if custom_id in self._seen:
             raise InvalidRequest(f"the custom_id '{custom_id}' is used by an earlier request; each must be unique.")
         self._seen.add(custom_id)

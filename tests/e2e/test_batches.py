@@ -179,6 +179,9 @@ def test_a_bad_line_refuses_the_batch_naming_it(gateway: Gateway, team: Team):
     unknown = upload(client, [line("a", 1), line("b", 1, model="no-such-model")])
     with pytest.raises(openai.BadRequestError, match="Line 2"):
         client.batches.create(input_file_id=unknown, endpoint="/v1/chat/completions", completion_window="24h")
+    named_badly = upload(client, [line("a", 1), line("b\x00c", 1)])  # a custom_id names the line's charge
+    with pytest.raises(openai.BadRequestError, match=r"Line 2.*'custom_id' must not contain U\+0000"):
+        client.batches.create(input_file_id=named_badly, endpoint="/v1/chat/completions", completion_window="24h")
     assert gateway.charges(team.name) == []
     gateway.wait_until_nothing_held(team.name)
 
@@ -341,3 +344,52 @@ def test_a_gateway_killed_while_charging_a_batch_leaves_every_line_charged_once(
     assert sum(-r["amount"] for r in rows) == sum(hand_cost(n) for n in words.values())
     gateway.wait_until_nothing_held(team.name)
     assert gateway.cli("ledger", "verify").returncode == 0
+
+
+def _multipart(*parts: tuple[str, str | None, bytes]) -> tuple[bytes, str]:
+    """A multipart body of ``(name, filename, content)`` parts, framed by hand: what the SDK would
+    never send (a second ``file`` part, a file name holding NUL)."""
+    body = b""
+    for name, filename, content in parts:
+        named = f'; filename="{filename}"' if filename is not None else ""
+        body += f'--b0\r\nContent-Disposition: form-data; name="{name}"{named}\r\n\r\n'.encode() + content + b"\r\n"
+    return body + b"--b0--\r\n", "multipart/form-data; boundary=b0"
+
+
+@pytest.mark.parametrize(
+    ("parts", "says"),
+    [
+        pytest.param(
+            [("purpose", None, b"batch"), ("file", "in\x00put.jsonl", b"{}\n")], "NUL", id="nul-in-the-file-name"
+        ),
+        pytest.param(
+            [("purpose", None, b"batch"), ("file", "in\u202eput.jsonl", b"{}\n")],
+            "bidirectional",
+            id="bidi-control-in-the-file-name",
+        ),
+        pytest.param(
+            [("purpose", None, b"batch"), ("file", "a.jsonl", b"{}\n"), ("file", "a.jsonl", b"{}\n")],
+            "more than one 'file' part",
+            id="two-file-parts",
+        ),
+    ],
+)
+def test_an_upload_the_files_table_could_not_keep_is_a_400_and_stores_nothing(
+    gateway: Gateway, team: Team, parts: list[tuple[str, str | None, bytes]], says: str
+):
+    """Found by the long fuzzing run on PostgreSQL: a NUL in the file name (PostgreSQL's text cannot
+    hold it) and a second ``file`` part (stored under the upload's one id twice) were 500s."""
+    body, content_type = _multipart(*parts)
+    with httpx.Client(timeout=30) as http:
+        answer = http.post(
+            f"{gateway.base_url}/files",
+            content=body,
+            headers={"authorization": f"Bearer {team.key}", "content-type": content_type},
+        )
+        assert answer.status_code == 400, answer.text
+        error = answer.json()["error"]
+        assert error["type"] == "invalid_request_error"
+        assert error["param"] == "file"
+        assert says in error["message"]
+        listed = http.get(f"{gateway.base_url}/files", headers={"authorization": f"Bearer {team.key}"})
+        assert listed.json()["data"] == []

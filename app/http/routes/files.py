@@ -27,10 +27,13 @@ from app.http.routes.auth import authenticate
 from app.http.routes.batch_common import body_hash, keep, key_of, page, page_limit, relay, replayed
 from app.runtime import Runtime
 from app.store.batch_store import CHUNK_BYTES, PROCESSED, StoredFile
+from domain.client_text import ClientTextError, checked_text
 
 #: The largest upload (OpenAI's limit for a batch's input file).
 MAX_FILE_BYTES = 200 * 1024 * 1024
 UPLOADING = "uploading"
+#: The longest file name an upload may carry (it is stored, listed and shown as sent).
+MAX_FILE_NAME = 255
 
 
 def _no_file(file_id: str) -> NotFound:
@@ -119,8 +122,9 @@ async def _receive(request: Request[Any, Any, Any], upload: _Upload) -> None:
         for event in parser.parse(chunk):
             if isinstance(event, multipart.MultipartSegment):
                 part = event.name
+                field.clear()
                 if part == "file":
-                    await upload.start(event.filename or "")
+                    await upload.start(_file_name(event.filename or "", upload))
                 elif part != "purpose":
                     raise InvalidRequest(f"Unexpected field '{part}': a file upload takes 'purpose' and 'file'.")
             elif event is None:
@@ -134,6 +138,18 @@ async def _receive(request: Request[Any, Any, Any], upload: _Upload) -> None:
                 if len(field) > 64:
                     raise InvalidRequest("Invalid 'purpose'.", param="purpose")
     parser.close()
+
+
+def _file_name(name: str, upload: _Upload) -> str:
+    """The ``file`` part's name, stored and shown as sent: so it follows the rule for client text
+    (``domain/client_text.py``: no NUL, control or bidirectional character, which a database or a
+    listing would not keep as it is), and an upload has one ``file`` part."""
+    if upload.filename:
+        raise InvalidRequest("The upload has more than one 'file' part: send one file per upload.", param="file")
+    try:
+        return checked_text(name, "filename", MAX_FILE_NAME)
+    except ClientTextError as exc:
+        raise InvalidRequest(f"Invalid file name: {exc}.", param="file") from None
 
 
 @post("/v1/files", status_code=200, request_max_body_size=MAX_FILE_BYTES)
