@@ -236,3 +236,25 @@ def test_a_wrong_key_is_an_anthropic_error_to_a_messages_client(
     assert failed.value.body["type"] == "error"
     assert failed.value.body["error"]["message"] == "The upstream provider rejected the gateway's credentials."
     assert charged(gateway, team) == []
+
+
+def test_a_streamed_message_with_a_tool_use_is_translated_and_charged_what_it_reports(
+    gateway: Gateway, team: Team, claude: anthropic.Anthropic, fake_upstream: FakeUpstream
+):
+    tool = {"name": "lookup", "input_schema": {"type": "object", "properties": {}}}
+    with claude.messages.stream(
+        model="azure-gpt",
+        max_tokens=100,
+        messages=[{"role": "user", "content": "find it [[tool:lookup]]"}],
+        tools=[tool],  # type: ignore[list-item]
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_message()
+    assert final.stop_reason == "tool_use"
+    assert final.content[0].type == "tool_use"
+    assert final.content[0].input == {"echo": "find it"}
+    assert azure_call(fake_upstream).body["stream_options"] == {"include_usage": True}
+    (delta,) = [e for e in events if e.type == "message_delta"]
+    # as the chat stream's tool call: 6 prompt and 5 output tokens, (6 × 2.5 + 5 × 10) × 100
+    assert reported(delta.usage) == 6500
+    assert charged(gateway, team) == [6500]
