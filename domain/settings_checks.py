@@ -327,5 +327,7 @@ def _check_azure(where: str, upstream: Upstream, fail: Fail) -> None:
             fail(f"{where}.{name}", f"{value!r} is not one of {', '.join(allowed)}")
     if azure and not upstream.api_version:
         fail(f"{where}.api_version", "required for kind 'azure-openai' (the api-version query, e.g. \"2024-10-21\")")
+    if azure and not upstream.api_key_env:
+        fail(f"{where}.api_key_env", "required for kind 'azure-openai' (Azure refuses a request without a credential)")
     if azure and upstream.base_url and upstream.base_url.rstrip("/").endswith("/openai"):
         fail(f"{where}.base_url", "the resource's endpoint without /openai (https://NAME.openai.azure.com)")

@@ -258,3 +258,22 @@ def test_a_streamed_message_with_a_tool_use_is_translated_and_charged_what_it_re
     # as the chat stream's tool call: 6 prompt and 5 output tokens, (6 × 2.5 + 5 × 10) × 100
     assert reported(delta.usage) == 6500
     assert charged(gateway, team) == [6500]
+
+
+def test_chat_and_messages_are_translated_for_a_responses_deployment(
+    gateway: Gateway, team: Team, client: openai.OpenAI, claude: anthropic.Anthropic, fake_upstream: FakeUpstream
+):
+    completion = client.chat.completions.create(model="azure-codex", messages=HELLO)
+    assert completion.choices[0].message.content == "Echo: hello there gateway"
+    assert (azure_call(fake_upstream).path, fake_upstream.requests[0].body["model"]) == (
+        "/openai/responses",
+        "codex-prod",
+    )
+    fake_upstream.clear()
+    message = claude.messages.create(model="azure-codex", max_tokens=100, messages=HELLO)  # type: ignore[arg-type]
+    assert message.content[0].type == "text"
+    assert message.content[0].text == "Echo: hello there gateway"
+    assert azure_call(fake_upstream).path == "/openai/responses"
+    # each: the input message 3 + 3 = 6 tokens in, 4 out, at azure-codex's price
+    assert [reported(completion.usage), reported(message.usage)] == [4750, 4750]
+    assert charged(gateway, team) == [4750, 4750]

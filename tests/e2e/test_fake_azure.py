@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionToolParam
@@ -111,9 +112,28 @@ def test_a_wrong_key_or_token_is_azures_401(fake: FakeUpstream, auth: dict[str, 
         assert error["message"] == BAD_KEY
 
 
-def test_an_unknown_path_or_a_missing_version_is_azures_404(fake: FakeUpstream):
-    endpoint = f"http://{fake.host}:{fake.port}/openai"
-    with openai.OpenAI(base_url=endpoint, api_key="unused", max_retries=0, default_headers={"api-key": KEY}) as plain:
-        with pytest.raises(openai.NotFoundError) as missing_version:  # OpenAI's client sends no api-version
-            plain.chat.completions.create(model=DEPLOYMENT, messages=[{"role": "user", "content": "hi"}])
-        assert missing_version.value.body == {"code": "404", "message": "Resource not found"}
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"/openai/deployments/{DEPLOYMENT}/chat/completions",  # no api-version
+        f"/openai/chat/completions?api-version={VERSION}",  # OpenAI's path, not a deployment's
+        f"/v1/deployments/{DEPLOYMENT}/chat/completions?api-version={VERSION}",
+    ],
+)
+def test_a_missing_version_or_an_unknown_path_is_azures_404(fake: FakeUpstream, url: str):
+    body = {"model": DEPLOYMENT, "messages": [{"role": "user", "content": "hi"}]}
+    answer = httpx.post(f"http://{fake.host}:{fake.port}{url}", json=body, headers={"api-key": KEY})
+    assert answer.status_code == 404
+    if url.startswith("/openai/"):
+        assert answer.json() == {"error": {"code": "404", "message": "Resource not found"}}
+
+
+def test_an_unsupported_version_is_a_400(fake: FakeUpstream):
+    with (
+        openai.AzureOpenAI(
+            azure_endpoint=f"http://{fake.host}:{fake.port}", api_version="latest", api_key=KEY, max_retries=0
+        ) as c,
+        pytest.raises(openai.BadRequestError) as refused,
+    ):
+        c.chat.completions.create(model=DEPLOYMENT, messages=[{"role": "user", "content": "hi"}])
+    assert refused.value.body == {"code": "BadRequest", "message": "API version not supported"}

@@ -52,6 +52,7 @@ def test_an_azure_deployment_may_serve_embeddings_but_not_audio():
         (('model = "gpt-4o-prod"', 'model = "x", api = "messages"'), "models[0].upstream.api", "not one of"),
         (('model = "gpt-4o-prod"', 'model = "x", auth = "oauth"'), "models[0].upstream.auth", "not one of"),
         (("azure.com", "azure.com/openai/"), "models[0].upstream.base_url", "without /openai"),
+        ((' api_key_env = "AZURE_OPENAI_KEY",', ""), "models[0].upstream.api_key_env", "required for kind"),
         (('"azure-openai"', '"openai"'), "models[0].upstream.api_version", "only an azure-openai deployment"),
     ],
 )
