@@ -44,6 +44,7 @@ from app.store.instances import InstanceRegistry
 from app.store.probe import LedgerProbe
 from app.store.writer_lock import WriterLock
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIResponsesUpstream, OpenAIUpstream, Upstream
+from app.upstream.azure import API_KEY, AzureOpenAIResponsesUpstream, AzureOpenAIUpstream, AzureResource
 from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.fallback import Deployment, FallbackUpstream
 from domain.settings import Settings
@@ -202,8 +203,12 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
         "anthropic": AnthropicUpstream,
         "openai-responses": OpenAIResponsesUpstream,
     }
-    kind = kinds.get(up.kind, OpenAIUpstream)
     timeout = Timeouts(connect=float(up.connect_timeout), read=float(up.timeout))
+    if up.kind == "azure-openai":
+        resource = AzureResource(up.base_url or "", up.api_version or "", up.auth or API_KEY)
+        azure = AzureOpenAIResponsesUpstream if up.wire == "responses" else AzureOpenAIUpstream
+        return azure(resource, api_key, timeout=timeout, client=http)
+    kind = kinds.get(up.kind, OpenAIUpstream)
     return kind(up.base_url or "", api_key, timeout=timeout, client=http)
 
 

@@ -66,7 +66,7 @@ BILLING: Mapping[str, Billing] = {
     # Anthropic messages: as chat.
     endpoints.MESSAGES: Billing(_TOKENS),
     # Embeddings: input tokens only.
-    endpoints.EMBEDDINGS: Billing(each("input"), OPENAI_KINDS),
+    endpoints.EMBEDDINGS: Billing(each("input"), OPENAI_KINDS | {"azure-openai"}),
     # Images, generations: each image by its SIZE/QUALITY price (also what a token-priced model is held at).
     endpoints.IMAGES_GENERATIONS: Billing((("images",),), OPENAI_KINDS),
     # Images, edits: as generations.

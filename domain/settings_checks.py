@@ -33,7 +33,13 @@ if TYPE_CHECKING:  # the schema imports this module to check what it parsed
 #: Reports a broken rule: the key (``models[0].pricing.input``) and what is wrong; it raises.
 Fail = Callable[[str, str], None]
 
-UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "demo")
+UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "azure-openai", "demo")
+#: The settings only an `azure-openai` deployment takes, with the values each may have (None: any text).
+_AZURE_ONLY: dict[str, tuple[str, ...] | None] = {
+    "api_version": None,
+    "api": ("chat", "responses"),
+    "auth": ("api-key", "entra"),
+}
 #: What happens to a built-in tool (a provider-run tool such as web search) in a request: `pass` it
 #: to the upstream, `drop` it (the request is served without it) or `refuse` the request.
 BUILTIN_TOOL_POLICIES = ("pass", "drop", "refuse")
@@ -285,7 +291,7 @@ def _check_deployments(model: Model, index: int, fail: Fail) -> None:
                 f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
                 f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
                 f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
-                f"anthropic: messages)",
+                f"anthropic: messages; azure-openai: its api, chat unless set)",
             )
     check_endpoint_kinds(model.endpoints, [(where, up.kind) for where, up in deployment_keys(model, index)], key, fail)
     count = len(model.deployments)
@@ -302,8 +308,26 @@ def _check_deployment(where: str, upstream: Upstream, fail: Fail) -> None:
             fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
         elif not re.match(r"^https?://[^/\s]+", upstream.base_url):
             fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")
+    _check_azure(where, upstream, fail)
     for name in ("timeout", "connect_timeout"):
         if getattr(upstream, name) <= 0:
             fail(f"{where}.{name}", "must be greater than 0")
     if upstream.weight < 1:
         fail(f"{where}.weight", "must be at least 1")
+
+
+def _check_azure(where: str, upstream: Upstream, fail: Fail) -> None:
+    """The Azure-only settings: given exactly where they mean something, with a value they may have."""
+    azure = upstream.kind == "azure-openai"
+    for name, allowed in _AZURE_ONLY.items():
+        value = getattr(upstream, name)
+        if value is not None and not azure:
+            fail(f"{where}.{name}", f"only an azure-openai deployment takes {name}, not kind {upstream.kind!r}")
+        if value is not None and allowed is not None and value not in allowed:
+            fail(f"{where}.{name}", f"{value!r} is not one of {', '.join(allowed)}")
+    if azure and not upstream.api_version:
+        fail(f"{where}.api_version", "required for kind 'azure-openai' (the api-version query, e.g. \"2024-10-21\")")
+    if azure and not upstream.api_key_env:
+        fail(f"{where}.api_key_env", "required for kind 'azure-openai' (Azure refuses a request without a credential)")
+    if azure and upstream.base_url and upstream.base_url.rstrip("/").endswith("/openai"):
+        fail(f"{where}.base_url", "the resource's endpoint without /openai (https://NAME.openai.azure.com)")

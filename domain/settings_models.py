@@ -177,15 +177,29 @@ class Upstream(_Strict, frozen=True):
 
     #: `openai` (any OpenAI-compatible chat-completions server), `openai-responses` (a server of the
     #: OpenAI Responses API, such as OpenAI's own: its Codex models are served only there),
-    #: `anthropic` (the Anthropic Messages API) or `demo` (built in: answers locally, no network, no key).
+    #: `anthropic` (the Anthropic Messages API), `azure-openai` (an Azure OpenAI resource: its
+    #: deployments' chat completions or Responses API, and embeddings) or `demo` (built in: answers
+    #: locally, no network, no key).
     kind: str
     #: The provider's URL, required unless `kind` is `demo`: ending in `/v1` for `openai` and
-    #: `openai-responses`, without `/v1` for `anthropic` (e.g. `https://api.anthropic.com`).
+    #: `openai-responses`, without `/v1` for `anthropic` (e.g. `https://api.anthropic.com`), the
+    #: resource's endpoint for `azure-openai` (e.g. `https://NAME.openai.azure.com`, without `/openai`).
     base_url: str | None = None
     #: The environment variable holding the provider key (sent as `Authorization: Bearer` to
-    #: OpenAI upstreams, `x-api-key` to Anthropic); `tollgate serve` refuses to start while it is unset.
+    #: OpenAI upstreams, `x-api-key` to Anthropic, `api-key` to Azure OpenAI, or for `azure-openai`
+    #: with `auth = "entra"` a Microsoft Entra access token sent as `Authorization: Bearer`);
+    #: `tollgate serve` refuses to start while it is unset.
     api_key_env: str | None = None
-    #: The name this deployment knows the model by (unset: the model's `id`).
+    #: For `azure-openai` (required there, refused elsewhere): the `api-version` query every request carries,
+    #: e.g. `2024-10-21`.
+    api_version: str | None = None
+    #: For `azure-openai`: the generation API Tollgate calls, `chat` (Chat Completions at the
+    #: deployment; the default) or `responses` (the Responses API); it sets the wire the model speaks.
+    api: str | None = None
+    #: For `azure-openai`: how the credential in `api_key_env` is sent, `api-key` (the resource's key
+    #: in the `api-key` header; the default) or `entra` (a Microsoft Entra access token, as a bearer).
+    auth: str | None = None
+    #: The name this deployment knows the model by (unset: the model's `id`); for `azure-openai`, the deployment's name.
     model: str | None = None
     #: The longest wait for each read from the upstream, in seconds (a stream may run longer in all); exceeded: 504.
     timeout: Decimal = Decimal(600)
@@ -196,6 +210,8 @@ class Upstream(_Strict, frozen=True):
 
     @property
     def wire(self) -> str:
+        if self.kind == "azure-openai":
+            return self.api or "chat"
         return UPSTREAM_WIRES.get(self.kind, "chat")
 
 

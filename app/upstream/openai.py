@@ -46,14 +46,18 @@ class OpenAIUpstream(HttpUpstream):
         self._base = base_url.rstrip("/")
         self._url = self._base + self._path
 
+    def _generation_url(self, body: dict[str, Any]) -> str:
+        """Where a generation request goes (Azure's deployments put the model's name in it)."""
+        return self._url
+
     async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
-        answer = await self._post_json(self._url, body, headers)
+        answer = await self._post_json(self._generation_url(body), body, headers)
         if not answer.starts_with("choices", b"["):
             raise UpstreamFailure("The upstream provider sent an answer without choices.")
         return answer
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEStream:
-        response = await self._post_stream(self._url, body, headers)
+        response = await self._post_stream(self._generation_url(body), body, headers)
         return self._sse(response, suspect=(b'"error"',), is_last=lambda event: False, error_of=_chat_error)
 
 
@@ -64,11 +68,11 @@ class OpenAIResponsesUpstream(OpenAIUpstream):
     _path = "/responses"
 
     async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
-        answer = await self._post_json(self._url, body, headers)
+        answer = await self._post_json(self._generation_url(body), body, headers)
         if not answer.starts_with("output", b"["):
             raise UpstreamFailure("The upstream provider sent a response without output.")
         return answer
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEStream:
-        response = await self._post_stream(self._url, body, headers)
+        response = await self._post_stream(self._generation_url(body), body, headers)
         return self._sse(response, suspect=_RESPONSES_SUSPECT, is_last=_responses_last, error_of=_responses_error)

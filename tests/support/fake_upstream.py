@@ -139,6 +139,8 @@ class RecordedRequest:
     completed: bool = False
     dropped: bool = False
     aborted: bool = False
+    #: The query string as sent (Azure's ``api-version``).
+    query: str = ""
 
 
 class _TrackedSend:
@@ -354,15 +356,26 @@ class FakeUpstream:
             from tests.support.fake_images import read_form  # lazy: it imports this module
 
             body = read_form(raw, headers["content-type"])
-        record = RecordedRequest(method, path, headers, body)
+        record = RecordedRequest(method, path, headers, body, query=scope["query_string"].decode("latin-1"))
         with self._lock:  # record before responding, failures included
             self.requests.append(record)
         send = _TrackedSend(send, record)
         watcher = asyncio.ensure_future(_watch_for_hang_up(receive, record))
         try:
-            await self._respond(method, path, raw, headers, receive, send)
+            if path.startswith("/openai/"):  # Azure OpenAI's paths, answered by this fake's OpenAI endpoints
+                from tests.support.fake_azure import serve_azure  # lazy: it imports this module
+
+                await serve_azure(self, record, raw, receive, send)
+            else:
+                await self._respond(method, path, raw, headers, receive, send)
         finally:
             watcher.cancel()
+
+    async def answer_openai(
+        self, path: str, raw: bytes, headers: dict[str, str], receive: Receive, send: Send
+    ) -> None:  # fmt: skip
+        """A POST to one of this fake's OpenAI endpoints (``tests/support/fake_azure.py``: Azure's URLs in front)."""
+        await self._respond("POST", path, raw, headers, receive, send)
 
     async def _respond(
         self, method: str, path: str, raw: bytes, headers: dict[str, str], receive: Receive, send: Send
