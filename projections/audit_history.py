@@ -4,8 +4,8 @@ The projections are read inside one consistent read snapshot of the database (pr
 writing while a verify runs): the position they had reached, then ``ledger_entries`` in keyset pages
 in notification order, merge-joined with the events as the replay reaches them (the replay reads the
 events in notification order too). Only a page of rows is held at a time, never the history; the
-expected usage is summed in dictionaries bounded by team × key × model × day and by team × dimension ×
-value × day (usage by attribution).
+expected usage is summed in dictionaries bounded by team × key × model × day, by team × dimension ×
+value × day (usage by attribution) and by team × endpoint × day (usage by endpoint).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from app.store.entry_rows import NOTIFICATION_ID, EntryRow
 from app.store.usage_rows import AttributionRow, UsageRow, add_into
 from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
-from projections import attribution, quarantine
+from projections import attribution, endpoint_usage, quarantine
 from projections.history import HistoryProjection
 from projections.history_rows import entry_row, usage_row
 
@@ -41,6 +41,7 @@ class HistoryCheck:
         self._missing: list[int] = []
         self._usage: dict[tuple[str, ...], UsageRow] = {}  # team × key × model × day
         self._attributed: dict[tuple[str, ...], AttributionRow] = {}  # team × dimension × value × day
+        self._by_endpoint: dict[tuple[Any, ...], list[int]] = {}  # team × endpoint × day
         self._admission = Admission()  # its bounds, counted as the replay reaches each charge
         self._quarantined: set[int] = set()  # events the projection set aside: they have no rows
         self._unprojectable: str | None = None  # the first event whose rows cannot be made, not set aside
@@ -81,6 +82,7 @@ class HistoryCheck:
             expected = entry_row(notification_id, team_name, event, balance)
             used = usage_row(team_name, event)
             attributed = attribution.attribution_rows(team_name, event)
+            by_endpoint = endpoint_usage.endpoint_row(team_name, event)
         except Exception as exc:  # noqa: BLE001 - rows that cannot be made are the check's finding
             self._unprojectable = self._unprojectable or (
                 f"event #{notification_id} cannot be projected ({quarantine.why(exc)}), yet the audit history "
@@ -93,6 +95,8 @@ class HistoryCheck:
             add_into(self._usage, [used])
         if attributed:
             add_into(self._attributed, self._admission.admit(attributed))
+        if by_endpoint is not None:
+            endpoint_usage.add_rows(self._by_endpoint, [by_endpoint])
 
     def _match(self, notification_id: int, expected: EntryRow) -> None:
         if self._row is not None and self._row_id < notification_id:
@@ -112,7 +116,7 @@ class HistoryCheck:
 
     def finish(self) -> list[str]:
         """The first problem found, if any: events set aside, then a wrong row, then missing rows,
-        then usage."""
+        then usage (by key, model and day; by attribution; by endpoint)."""
         if self._quarantined:
             return [self._quarantine_problem()]
         if self._unprojectable is not None:
@@ -129,7 +133,7 @@ class HistoryCheck:
                 return [f"usage for {row.key()} is {_counts(row)}, the events say {_counts(expected)}"]
         if self._usage:
             return [f"usage is missing {sorted(self._usage)[:3]}"]
-        return self._attribution_problems()
+        return self._attribution_problems() or self._endpoint_problems()
 
     def _quarantine_problem(self) -> str:
         shown = self._history.quarantined(_MISSING_SHOWN)
@@ -150,6 +154,18 @@ class HistoryCheck:
                 return [f"usage by attribution for {row.key()} is {_counts(row)}, the events say {_counts(expected)}"]
         if self._attributed:
             return [f"usage by attribution is missing {sorted(self._attributed)[:3]}"]
+        return []
+
+    def _endpoint_problems(self) -> list[str]:
+        """``usage_by_endpoint`` against the sums of the replayed charges."""
+        width = len(endpoint_usage.KEY)
+        for row in self._history.endpoint_rows():
+            key, counted = tuple(row[:width]), [int(v) for v in row[width:]]
+            expected = self._by_endpoint.pop(key, None)
+            if expected != counted:
+                return [f"usage by endpoint for {key} is {counted}, the events say {expected}"]
+        if self._by_endpoint:
+            return [f"usage by endpoint is missing {sorted(self._by_endpoint)[:3]}"]
         return []
 
 

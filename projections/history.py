@@ -2,8 +2,9 @@
 
 Each batch of events becomes rows in ``ledger_entries`` (one per top-up, adjustment or charge, and one
 per operator's action that moves no money: ``projections/operator_rows.py``) and increments in
-``usage_daily`` (team × key × model × day) and ``usage_by_attribution`` (team × tag or end user × day,
-``projections/attribution.py``), written in ONE transaction together with the position
+``usage_daily`` (team × key × model × day), ``usage_by_attribution`` (team × tag or end user × day,
+``projections/attribution.py``) and ``usage_by_endpoint`` (team × endpoint × day,
+``projections/endpoint_usage.py``), written in ONE transaction together with the position
 reached in ``projection_tracking``. The position is advanced with an optimistic check, so two
 projectors racing (two gateway processes, or a gateway and the CLI) never apply an event twice:
 exactly once, whatever the delivery.
@@ -30,7 +31,7 @@ from app.store.usage_rows import KEY_WIDTH, SUMMED, USAGE_COLUMNS, AttributionRo
 from domain.aggregates import NON_TEAM_IDS
 from domain.attribution_bounds import Admission
 from domain.ledger import TeamLedger
-from projections import attribution, quarantine
+from projections import attribution, endpoint_usage, quarantine
 from projections.alerts import AlertOutbox, write_alerts
 from projections.history_rows import ENTRY_COLUMNS, EntryRow, Slice
 from projections.operator_rows import OPERATOR_KINDS
@@ -42,7 +43,7 @@ NAME = "history"
 #: How many ledger entries a page of a whole-history read holds (export, verify).
 ENTRY_PAGE = 1000
 #: The read models a rebuild makes again, each in a staging table swapped in at its end.
-_REBUILT = ("ledger_entries", "usage_daily", attribution.TABLE, "team_balances", "api_keys")
+_REBUILT = ("ledger_entries", "usage_daily", attribution.TABLE, endpoint_usage.TABLE, "team_balances", "api_keys")
 _INSERT_ENTRIES = f"INSERT INTO ledger_entries ({', '.join(ENTRY_COLUMNS)})"
 _ADD_USAGE = f"INSERT INTO usage_daily ({', '.join(USAGE_COLUMNS)})"
 _ON_USAGE_CONFLICT = f"ON CONFLICT ({', '.join(USAGE_COLUMNS[:KEY_WIDTH])}) DO UPDATE SET " + ", ".join(
@@ -185,6 +186,7 @@ class HistoryProjection:
             _write(tx, rows.entries, rows.usage)
             write_alerts(tx, rows.alerts)
             attribution.write(tx, rows.attributed)
+            endpoint_usage.write(tx, rows.by_endpoint)
             quarantine.add(tx, NAME, rows.quarantined)
         for nid, topic, error in rows.quarantined:
             log.error(
@@ -205,7 +207,7 @@ class HistoryProjection:
         the team snapshots: all dropped first, then one of each team at every multiple of
         ``snapshot_every`` (None: none) taken from the same replay. One pass over the events, a page
         at a time; what is kept meanwhile is bounded by the number of teams (their state and usage
-        by team × key × model × day), not by the history. Returns how many events were read."""
+        by team × key × model × day, and by endpoint × day), not by the history. Returns how many events were read."""
         with self._sql.transaction() as tx:
             for table in _REBUILT:
                 tx.execute(f"DROP TABLE IF EXISTS {table}_rebuild")
@@ -216,6 +218,7 @@ class HistoryProjection:
         done, last = 0, 0
         usage: dict[tuple[str, ...], UsageRow] = {}  # bounded by team × key × model × day
         attributed: dict[tuple[str, ...], AttributionRow] = {}
+        by_endpoint: dict[tuple[Any, ...], list[int]] = {}
         quarantined: list[tuple[int, str, str]] = []
         while page := self._store.recorder.select_notifications(last, 1000, inclusive_of_start=False):
             rows = Slice()
@@ -233,6 +236,7 @@ class HistoryProjection:
                 write_alerts(tx, rows.alerts)  # completed, never replaced: what was delivered stays delivered
             add_into(usage, rows.usage)
             add_into(attributed, admission.admit(rows.attributed))
+            endpoint_usage.add_rows(by_endpoint, rows.by_endpoint)
             quarantined += rows.quarantined
             replay.store_snapshots()
             done, last = done + len(page), page[-1].id
@@ -247,6 +251,9 @@ class HistoryProjection:
             )
             tx.insert_rows(
                 f"{attribution.TABLE}_rebuild", attribution.COLUMNS, [row.values() for row in attributed.values()]
+            )
+            tx.insert_rows(
+                f"{endpoint_usage.TABLE}_rebuild", endpoint_usage.COLUMNS, [(*k, *v) for k, v in by_endpoint.items()]
             )
             tx.executemany(
                 "INSERT INTO team_balances_rebuild (team_id, team_name, balance, held, version) VALUES (?, ?, ?, ?, ?)",
@@ -284,7 +291,7 @@ class HistoryProjection:
     @staticmethod
     def _swap(tx: Transaction, last: int) -> None:
         # The history is replaced whole, at the position the rebuild reached; projectors carry on from there.
-        for table in ("ledger_entries", "usage_daily", attribution.TABLE):
+        for table in ("ledger_entries", "usage_daily", attribution.TABLE, endpoint_usage.TABLE):
             tx.execute(f"DELETE FROM {table}")
             tx.execute(f"INSERT INTO {table} SELECT * FROM {table}_rebuild")
         tx.execute("UPDATE projection_tracking SET notification_id = ? WHERE name = ?", (last, NAME))
@@ -357,15 +364,13 @@ class HistoryProjection:
         return attribution.everything(self._sql)
 
     def endpoint_usage(self, team: str) -> list[dict[str, Any]]:
-        """The team's charges summed by endpoint, the largest cost first: read from its ledger entries
-        (the usage tables are kept by key, model and day, or by attribution, never by endpoint)."""
-        sums = ", ".join(f"SUM({c}) AS {c}" for c in ("input_tokens", "output_tokens", "cache_write_tokens"))
-        return self._sql.query(
-            f"SELECT endpoint, COUNT(*) AS requests, {sums}, SUM(cache_hit_tokens) AS cache_hit_tokens, "
-            "SUM(-amount) AS cost FROM ledger_entries WHERE team_name = ? AND kind = 'charge' "
-            "GROUP BY endpoint ORDER BY cost DESC, endpoint",
-            [team],
-        )
+        """The team's charges summed by endpoint, the largest cost first: read from ``usage_by_endpoint``
+        (days × endpoints rows, however many charges the team has)."""
+        return endpoint_usage.by_endpoint(self._sql, team)
+
+    def endpoint_rows(self) -> list[tuple[Any, ...]]:
+        """Every ``usage_by_endpoint`` row, its ``COLUMNS`` in order."""
+        return endpoint_usage.everything(self._sql)
 
     def usage(self, team: str | None = None) -> list[UsageRow]:
         """Usage by team × key × model × day (one team's, or every team's), by team, day, model and key."""

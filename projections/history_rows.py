@@ -1,6 +1,7 @@
-"""The rows the history projection makes of events: the audit history's, the usage's, the
-attribution's and the alerts' (each as it is stored: ``app/store/storable.py``), for the live
-projection, ``ledger rebuild`` and ``ledger verify`` alike, so the three make the very same rows.
+"""The rows the history projection makes of events: the audit history's, the usage's (by key,
+model and day; by endpoint), the attribution's and the alerts' (each as it is stored:
+``app/store/storable.py``), for the live projection, ``ledger rebuild`` and ``ledger verify`` alike,
+so the three make the very same rows.
 
 A :class:`Slice` gathers a run of events' rows: an event's rows are all kept, or, if one of them
 cannot be made, none, and the event is quarantined (``projections/quarantine.py``).
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import Any
 
 from eventsourcing.persistence import Notification
 
@@ -20,7 +22,7 @@ from domain.attribution import tags_text
 from domain.ledger import TeamLedger
 from domain.money import usd_from_micros
 from domain.usage import UsageRecord
-from projections import attribution, quarantine
+from projections import attribution, endpoint_usage, quarantine
 from projections.alerts import alert_row
 from projections.operator_rows import operator_row
 
@@ -155,6 +157,7 @@ class Slice:
     usage: list[UsageRow] = field(default_factory=list)
     alerts: list[AlertRow] = field(default_factory=list)
     attributed: list[AttributionRow] = field(default_factory=list)
+    by_endpoint: list[tuple[Any, ...]] = field(default_factory=list)
     quarantined: list[tuple[int, str, str]] = field(default_factory=list)
 
     def add(self, notification_id: int, team_name: str, event: object, balance: int) -> EntryRow | None:
@@ -165,6 +168,7 @@ class Slice:
         used = usage_row(team_name, event)
         alert = alert_row(notification_id, team_name, event)
         attributed = attribution.attribution_rows(team_name, event)
+        by_endpoint = endpoint_usage.endpoint_row(team_name, event)
         if entry is not None:
             self.entries.append(entry)
         if used is not None:
@@ -172,6 +176,8 @@ class Slice:
         if alert is not None:
             self.alerts.append(alert)
         self.attributed += attributed
+        if by_endpoint is not None:
+            self.by_endpoint.append(by_endpoint)
         return entry
 
     def quarantine(self, notification: Notification, exc: BaseException) -> None:

@@ -123,6 +123,22 @@ usage_by_attribution = Table(
     Index("usage_by_attribution_day", "team_name", "day", "dimension"),
 )
 
+#: Charges by team × endpoint × day (``projections/endpoint_usage.py``): the dashboard's usage by
+#: endpoint reads days × endpoints rows of it, never the team's charges one by one.
+usage_by_endpoint = Table(
+    "usage_by_endpoint",
+    metadata,
+    Column("team_name", String, primary_key=True),
+    Column("endpoint", String, primary_key=True),
+    Column("day", String, primary_key=True),
+    Column("requests", BigInteger, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("cache_write_tokens", BigInteger, nullable=False),
+    Column("cache_hit_tokens", BigInteger, nullable=False),
+    Column("cost", BigInteger, nullable=False),
+)
+
 projection_tracking = Table(
     "projection_tracking",
     metadata,

@@ -4,8 +4,8 @@
   and moved back afterwards — a run stopped in between moves them back on its next start. Loading
   the team is then a full replay.
 - A projection backlog: the audit history loses its last N events' rows (``ledger_entries`` after
-  the new position, and ``usage_daily`` and ``usage_by_attribution`` recomputed from the entries
-  that stay, which is exactly
+  the new position, and ``usage_daily``, ``usage_by_attribution`` and ``usage_by_endpoint``
+  recomputed from the entries that stay, which is exactly
   what the projection had written for them) and its position in ``projection_tracking`` goes back
   N events. The gateway's projector then catches up, as after an outage; ``ledger verify`` checks
   afterwards that the history it wrote matches the events.
@@ -19,7 +19,7 @@ from app.store.database import Sql
 from app.store.event_store import open_ledger_store
 from app.store.usage_rows import SUMMED, USAGE_COLUMNS, AttributionRow
 from domain.attribution import dimensions, parse_tags
-from projections import attribution
+from projections import attribution, endpoint_usage
 from projections.history import NAME, HistoryProjection
 from scripts.ledger_scale.ledger import Ledger
 
@@ -144,6 +144,8 @@ def set_history_back(ledger: Ledger, events: int) -> tuple[int, int]:
             tx.execute(_USAGE_FROM_ENTRIES)
             tx.execute(f"DELETE FROM {attribution.TABLE}")
             attribution.write(tx, attributed)
+            tx.execute(f"DELETE FROM {endpoint_usage.TABLE}")
+            tx.execute(*endpoint_usage.rows_from_entries(position))
             tx.execute("UPDATE projection_tracking SET notification_id = ? WHERE name = ?", (position, NAME))
         return position, top
     finally:

@@ -199,3 +199,52 @@ def test_an_upgrade_to_0015_projects_again_a_history_the_new_rules_would_not_mak
         run_cli(config, "ledger", "history", "--team", "acme")
         assert raw.execute("SELECT DISTINCT end_user FROM ledger_entries WHERE kind = 'charge'") == [("someone",)]
         assert run_cli(config, "ledger", "verify").returncode == 0
+
+
+def test_an_upgrade_to_0018_fills_usage_by_endpoint_from_the_audit_history_and_verifies(tmp_path):
+    """0018 makes ``usage_by_endpoint`` and fills it with the charges the audit history already holds,
+    summed by team, endpoint and day: what the projection would have written, so ``ledger verify``
+    agrees at once, and the charges after the upgrade are added to it."""
+    from decimal import Decimal
+
+    from app.ledger.writer import LedgerWriter
+    from app.store.event_store import open_ledger_store
+    from domain.ledger import team_id
+    from domain.pricing import Price
+    from domain.settings import parse_settings
+    from domain.usage import TokenUsage
+
+    config = write_config(tmp_path, "http://127.0.0.1:9/v1")
+    run_cli(config, "team", "create", "acme", "--credits", "10")
+    settings = parse_settings(config.read_text(), str(config))
+    price = Price(Decimal(1), Decimal(1), Decimal(1), Decimal(1))
+
+    def charge(requests: list[tuple[str, str]]) -> None:
+        store = open_ledger_store(settings.database_url, config.parent)
+        with LedgerWriter(store) as writer:
+            for rid, endpoint in requests:
+                request = RequestOnLedger(rid, "k", "m", endpoint)
+                writer.on_team(team_id("acme"), "acme", lambda t, r=request: t.place_hold(r, 10)).result()
+                writer.on_team(
+                    team_id("acme"),
+                    "acme",
+                    lambda t, r=request: t.charge(r, TokenUsage(1, 1), price, Decimal(100)),
+                ).result()
+        store.close()
+
+    charge([("r1", "chat.completions"), ("r2", "embeddings"), ("r3", "chat.completions")])
+    run_cli(config, "ledger", "history", "--team", "acme")  # the audit history, projected
+    raw = RawDatabase.of_config(config)
+    projected = raw.execute("SELECT * FROM usage_by_endpoint ORDER BY endpoint")
+    assert [r[1] for r in projected] == ["chat.completions", "embeddings"]
+    down = alembic(config, "downgrade", "0017")
+    assert down.returncode == 0, down.stderr
+    assert "usage_by_endpoint" not in raw.tables()
+    assert "Database ready" in run_cli(config, "db", "upgrade").stdout
+    assert raw.execute("SELECT * FROM usage_by_endpoint ORDER BY endpoint") == projected
+    assert [r[3:] for r in projected] == [(2, 2, 2, 0, 0, 400), (1, 1, 1, 0, 0, 200)]
+    assert run_cli(config, "ledger", "verify").returncode == 0
+    charge([("r4", "embeddings")])
+    run_cli(config, "ledger", "history", "--team", "acme")
+    assert raw.execute("SELECT requests, cost FROM usage_by_endpoint ORDER BY endpoint") == [(2, 400), (2, 400)]
+    assert run_cli(config, "ledger", "verify").returncode == 0

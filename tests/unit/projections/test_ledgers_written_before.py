@@ -4,7 +4,8 @@
 kind of event, under its topic then; snapshots of the state as it was then, version 4, when holds and
 keys were plain dictionaries; the read models and the audit history as that code projected them),
 and what that code's state said of each team. The rows are written as they are into a database of the
-backend under test; today's code must read them as the truth they are.
+backend under test, and the migrations since are run over them as over a database upgraded in place
+(0018 fills usage by endpoint from the audit history); today's code must read them as the truth they are.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pytest
 from eventsourcing.persistence import StoredEvent
 
 from app.store.event_store import LedgerStore, open_ledger_store
+from app.store.schema import upgrade_read_models
 from app.store.snapshots import SnapshotRow, same_state
 from domain.budgets import Budget
 from domain.ledger import TeamLedger, team_id
@@ -45,7 +47,8 @@ def _value(value: Any) -> Any:
 
 @pytest.fixture
 def old_ledger(tmp_path: Path) -> Iterator[tuple[LedgerStore, RawDatabase]]:
-    """A database of the backend under test holding exactly the rows the old code stored."""
+    """A database of the backend under test holding exactly the rows the old code stored, upgraded
+    by the migrations that came after it (the tables they made are made again, from those rows)."""
     url = new_database_url()
     store = open_ledger_store(url, tmp_path)
     raw = RawDatabase(url, tmp_path)
@@ -61,6 +64,9 @@ def old_ledger(tmp_path: Path) -> Iterator[tuple[LedgerStore, RawDatabase]]:
                 f"INSERT INTO {name} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", tuple(values)
             )
     assert store.recorder.max_notification_id() == len(ROWS["stored_events"]["rows"])  # ids as they were
+    raw.execute("DROP TABLE usage_by_endpoint")  # came with 0018, after the old code
+    raw.execute("UPDATE alembic_version SET version_num = '0017'")
+    upgrade_read_models(store.database.sqlalchemy_url())
     yield store, raw
     store.close()
 
@@ -148,17 +154,30 @@ def test_each_team_loads_from_its_old_snapshots_as_its_events_make_it(old_ledger
 
 def test_the_audit_history_rebuilt_today_is_the_history_projected_then(old_ledger):
     store, raw = old_ledger
-    tables = ("ledger_entries", "usage_daily", "usage_by_attribution", "team_balances", "api_keys", "charged_requests")
+    tables = (
+        "ledger_entries",
+        "usage_daily",
+        "usage_by_attribution",
+        "usage_by_endpoint",
+        "team_balances",
+        "api_keys",
+        "charged_requests",
+    )
     order = {
         "ledger_entries": "notification_id",
         "usage_daily": "team_name, key_id, model, day",
         "usage_by_attribution": "team_name, dimension, value, day",
+        "usage_by_endpoint": "team_name, endpoint, day",
         "team_balances": "team_id",
         "api_keys": "key_hash",
         "charged_requests": "team_id, request_id",
     }
     before = {t: raw.execute(f"SELECT * FROM {t} ORDER BY {order[t]}") for t in tables}
     assert len(before["ledger_entries"]) == 28
+    assert [r[:4] for r in before["usage_by_endpoint"]] == [
+        ("acme", "chat.completions", "2026-11-27", 4),
+        ("acme", "messages", "2026-11-27", 1),
+    ]  # as 0018 filled it from the audit history, and as the rebuild makes it of the events
     history = HistoryProjection(store, store.database)
     try:
         assert history.rebuild(snapshot_every=None) == 48
