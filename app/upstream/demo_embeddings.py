@@ -16,9 +16,15 @@ import random
 import struct
 from typing import Any
 
+import msgspec
+
 from app.upstream.demo_words import demo_tokens
+from app.upstream.errors import error_from_status
 
 DEFAULT_DIMENSIONS = 1536
+#: The longest vector the demo makes (text-embedding-3-large's, the longest OpenAI offers): like
+#: OpenAI, it refuses more (a vector is made whole in memory; 10**9 dimensions would be gigabytes).
+MAX_DIMENSIONS = 3072
 
 
 def _inputs(value: Any) -> list[str | list[int]]:
@@ -41,6 +47,16 @@ def _vector(item: str | list[int], dimensions: int) -> list[float]:
 def embeddings_answer(body: dict[str, Any]) -> dict[str, Any]:
     """The answer to an embeddings request (already checked by the gateway's route)."""
     dimensions = body.get("dimensions") or DEFAULT_DIMENSIONS
+    if dimensions > MAX_DIMENSIONS:
+        refusal = {
+            "error": {
+                "message": f"Invalid value for 'dimensions' = {dimensions}. Must be at most {MAX_DIMENSIONS}.",
+                "type": "invalid_request_error",
+                "param": "dimensions",
+                "code": None,
+            }
+        }
+        raise error_from_status(400, msgspec.json.encode(refusal), None)
     as_base64 = body.get("encoding_format") == "base64"
     data = []
     tokens = 0

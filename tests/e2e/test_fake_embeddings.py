@@ -47,6 +47,8 @@ def test_floats_base64_and_the_sdk_default(client: openai.OpenAI):
 def test_errors_come_in_openai_s_shape(client: openai.OpenAI):
     with pytest.raises(openai.BadRequestError):
         client.embeddings.create(model="text-embedding-x", input=[])
+    with pytest.raises(openai.BadRequestError, match="Must be at most 3072"):  # never made: gigabytes
+        client.embeddings.create(model="text-embedding-x", input="x", dimensions=2**31)
     with pytest.raises(openai.InternalServerError):
         client.embeddings.create(model="text-embedding-x", input="x [[fail:503]]")
     with pytest.raises(openai.RateLimitError):

@@ -24,6 +24,8 @@ from typing import Any
 from tests.support.fake_upstream import Send, _bad, _send_json, openai_failure, openai_request, tokens
 
 DEFAULT_DIMENSIONS = 1536
+#: The longest vector the fake makes (text-embedding-3-large's); more is refused, as OpenAI does.
+MAX_DIMENSIONS = 3072
 _FAIL = re.compile(r"\[\[fail:(\d{3})\]\]")
 _LATENCY = re.compile(r"\[\[latency:(\d+)\]\]")
 
@@ -71,6 +73,8 @@ async def handle_embeddings(api_key: str | None, raw: bytes, headers: dict[str, 
     dimensions = req.get("dimensions", DEFAULT_DIMENSIONS)
     if not isinstance(dimensions, int) or dimensions < 1:
         raise _bad(f"Invalid value for 'dimensions' = {dimensions}. Must be greater than 0.", "dimensions")
+    if dimensions > MAX_DIMENSIONS:  # as OpenAI refuses it (a fuzzed 2**31 once took this process's memory)
+        raise _bad(f"Invalid value for 'dimensions' = {dimensions}. Must be at most {MAX_DIMENSIONS}.", "dimensions")
     encoding = req.get("encoding_format", "float")
     if encoding not in ("float", "base64"):
         raise _bad(f"Invalid value for 'encoding_format' = {encoding}.", "encoding_format")
