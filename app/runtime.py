@@ -44,6 +44,7 @@ from app.store.instances import InstanceRegistry
 from app.store.probe import LedgerProbe
 from app.store.writer_lock import WriterLock
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIResponsesUpstream, OpenAIUpstream, Upstream
+from app.upstream.bedrock import BedrockUpstream, default_endpoint
 from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.fallback import Deployment, FallbackUpstream
 from domain.settings import Settings
@@ -202,8 +203,11 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
         "anthropic": AnthropicUpstream,
         "openai-responses": OpenAIResponsesUpstream,
     }
-    kind = kinds.get(up.kind, OpenAIUpstream)
     timeout = Timeouts(connect=float(up.connect_timeout), read=float(up.timeout))
+    if up.kind == "bedrock":
+        region = up.region or ""
+        return BedrockUpstream(up.base_url or default_endpoint(region), region, timeout=timeout, client=http)
+    kind = kinds.get(up.kind, OpenAIUpstream)
     return kind(up.base_url or "", api_key, timeout=timeout, client=http)
 
 

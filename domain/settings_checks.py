@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the schema imports this module to check what it parsed
 #: Reports a broken rule: the key (``models[0].pricing.input``) and what is wrong; it raises.
 Fail = Callable[[str, str], None]
 
-UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "demo")
+UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "bedrock", "demo")
 #: What happens to a built-in tool (a provider-run tool such as web search) in a request: `pass` it
 #: to the upstream, `drop` it (the request is served without it) or `refuse` the request.
 BUILTIN_TOOL_POLICIES = ("pass", "drop", "refuse")
@@ -285,7 +285,7 @@ def _check_deployments(model: Model, index: int, fail: Fail) -> None:
                 f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
                 f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
                 f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
-                f"anthropic: messages)",
+                f"anthropic and bedrock: messages)",
             )
     check_endpoint_kinds(model.endpoints, [(where, up.kind) for where, up in deployment_keys(model, index)], key, fail)
     count = len(model.deployments)
@@ -298,12 +298,32 @@ def _check_deployment(where: str, upstream: Upstream, fail: Fail) -> None:
     if upstream.kind not in UPSTREAM_KINDS:
         fail(f"{where}.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
     if upstream.kind != "demo":
-        if not upstream.base_url:
+        if not upstream.base_url and upstream.kind != "bedrock":
             fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
-        elif not re.match(r"^https?://[^/\s]+", upstream.base_url):
+        elif upstream.base_url and not re.match(r"^https?://[^/\s]+", upstream.base_url):
             fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")
+    _check_bedrock(where, upstream, fail)
     for name in ("timeout", "connect_timeout"):
         if getattr(upstream, name) <= 0:
             fail(f"{where}.{name}", "must be greater than 0")
     if upstream.weight < 1:
         fail(f"{where}.weight", "must be at least 1")
+
+
+def _check_bedrock(where: str, upstream: Upstream, fail: Fail) -> None:
+    """A `bedrock` deployment names its region (SigV4 signs for it) and takes no key: AWS's own chain
+    provides the credentials; no other kind takes a region."""
+    if upstream.kind != "bedrock":
+        if upstream.region is not None:
+            fail(f"{where}.region", f"only a bedrock deployment takes region, not kind {upstream.kind!r}")
+        return
+    if not upstream.region or not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d+", upstream.region):
+        fail(
+            f"{where}.region", f"required for kind 'bedrock': an AWS region such as us-east-1, not {upstream.region!r}"
+        )
+    if upstream.api_key_env is not None:
+        fail(
+            f"{where}.api_key_env",
+            "a bedrock deployment signs with AWS credentials from the environment, a profile or a role; "
+            "it takes no key",
+        )
