@@ -242,3 +242,21 @@ def test_a_wrong_secret_is_refused_and_charges_nothing(tmp_path: Path, teams: Te
             assert charged(wrong, holder) == []
         finally:
             team.close()
+
+
+def test_a_mid_stream_exception_reaches_the_client_as_an_error_event(claude: anthropic.Anthropic):
+    """The fake sends the stream's failure as Bedrock does, an exception message, not a chunk."""
+    ask = [{"role": "user", "content": "one two three [[stream-error]]"}]
+    with (
+        pytest.raises(anthropic.APIStatusError) as error,
+        claude.messages.stream(model="bedrock-claude", max_tokens=100, messages=ask) as stream,
+    ):
+        list(stream)
+    assert "modelStreamErrorException" in str(error.value)
+
+
+def test_bedrocks_throttling_is_a_429_and_charges_nothing(gateway: Gateway, team: Team, client: openai.OpenAI):
+    with pytest.raises(openai.RateLimitError) as throttled:
+        client.chat.completions.create(model="bedrock-claude", messages=[{"role": "user", "content": "x [[fail:429]]"}])
+    assert "rate limiting" in throttled.value.body["message"]
+    assert charged(gateway, team) == []
