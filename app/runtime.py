@@ -45,6 +45,7 @@ from app.store.probe import LedgerProbe
 from app.store.writer_lock import WriterLock
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIResponsesUpstream, OpenAIUpstream, Upstream
 from app.upstream.azure import API_KEY, AzureOpenAIResponsesUpstream, AzureOpenAIUpstream, AzureResource
+from app.upstream.bedrock import BedrockUpstream, default_endpoint
 from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.fallback import Deployment, FallbackUpstream
 from domain.settings import Settings
@@ -208,6 +209,9 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
         resource = AzureResource(up.base_url or "", up.api_version or "", up.auth or API_KEY)
         azure = AzureOpenAIResponsesUpstream if up.wire == "responses" else AzureOpenAIUpstream
         return azure(resource, api_key, timeout=timeout, client=http)
+    if up.kind == "bedrock":
+        region = up.region or ""
+        return BedrockUpstream(up.base_url or default_endpoint(region), region, timeout=timeout, client=http)
     kind = kinds.get(up.kind, OpenAIUpstream)
     return kind(up.base_url or "", api_key, timeout=timeout, client=http)
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the schema imports this module to check what it parsed
 #: Reports a broken rule: the key (``models[0].pricing.input``) and what is wrong; it raises.
 Fail = Callable[[str, str], None]
 
-UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "azure-openai", "demo")
+UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "azure-openai", "bedrock", "demo")
 #: The settings only an `azure-openai` deployment takes, with the values each may have (None: any text).
 _AZURE_ONLY: dict[str, tuple[str, ...] | None] = {
     "api_version": None,
@@ -291,7 +291,7 @@ def _check_deployments(model: Model, index: int, fail: Fail) -> None:
                 f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
                 f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
                 f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
-                f"anthropic: messages; azure-openai: its api, chat unless set)",
+                f"anthropic and bedrock: messages; azure-openai: its api, chat unless set)",
             )
     check_endpoint_kinds(model.endpoints, [(where, up.kind) for where, up in deployment_keys(model, index)], key, fail)
     count = len(model.deployments)
@@ -304,11 +304,12 @@ def _check_deployment(where: str, upstream: Upstream, fail: Fail) -> None:
     if upstream.kind not in UPSTREAM_KINDS:
         fail(f"{where}.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
     if upstream.kind != "demo":
-        if not upstream.base_url:
+        if not upstream.base_url and upstream.kind != "bedrock":
             fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
-        elif not re.match(r"^https?://[^/\s]+", upstream.base_url):
+        elif upstream.base_url and not re.match(r"^https?://[^/\s]+", upstream.base_url):
             fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")
     _check_azure(where, upstream, fail)
+    _check_bedrock(where, upstream, fail)
     for name in ("timeout", "connect_timeout"):
         if getattr(upstream, name) <= 0:
             fail(f"{where}.{name}", "must be greater than 0")
@@ -331,3 +332,22 @@ def _check_azure(where: str, upstream: Upstream, fail: Fail) -> None:
         fail(f"{where}.api_key_env", "required for kind 'azure-openai' (Azure refuses a request without a credential)")
     if azure and upstream.base_url and upstream.base_url.rstrip("/").endswith("/openai"):
         fail(f"{where}.base_url", "the resource's endpoint without /openai (https://NAME.openai.azure.com)")
+
+
+def _check_bedrock(where: str, upstream: Upstream, fail: Fail) -> None:
+    """A `bedrock` deployment names its region (SigV4 signs for it) and takes no key: AWS's own chain
+    provides the credentials; no other kind takes a region."""
+    if upstream.kind != "bedrock":
+        if upstream.region is not None:
+            fail(f"{where}.region", f"only a bedrock deployment takes region, not kind {upstream.kind!r}")
+        return
+    if not upstream.region or not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d+", upstream.region):
+        fail(
+            f"{where}.region", f"required for kind 'bedrock': an AWS region such as us-east-1, not {upstream.region!r}"
+        )
+    if upstream.api_key_env is not None:
+        fail(
+            f"{where}.api_key_env",
+            "a bedrock deployment signs with AWS credentials from the environment, a profile or a role; "
+            "it takes no key",
+        )

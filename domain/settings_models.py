@@ -18,7 +18,13 @@ from domain.pricing import CHAT_RATES, LongContext, Price
 
 #: The wire protocol each kind speaks. Routes choose pass-through or translation by it, so the
 #: deployments of one model must all speak the same one.
-UPSTREAM_WIRES = {"openai": "chat", "demo": "chat", "openai-responses": "responses", "anthropic": "messages"}
+UPSTREAM_WIRES = {
+    "openai": "chat",
+    "demo": "chat",
+    "openai-responses": "responses",
+    "anthropic": "messages",
+    "bedrock": "messages",
+}
 
 
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -178,13 +184,18 @@ class Upstream(_Strict, frozen=True):
     #: `openai` (any OpenAI-compatible chat-completions server), `openai-responses` (a server of the
     #: OpenAI Responses API, such as OpenAI's own: its Codex models are served only there),
     #: `anthropic` (the Anthropic Messages API), `azure-openai` (an Azure OpenAI resource: its
-    #: deployments' chat completions or Responses API, and embeddings) or `demo` (built in: answers
-    #: locally, no network, no key).
+    #: deployments' chat completions or Responses API, and embeddings), `bedrock` (Anthropic models on
+    #: AWS Bedrock, signed with SigV4) or `demo` (built in: answers locally, no network, no key).
     kind: str
-    #: The provider's URL, required unless `kind` is `demo`: ending in `/v1` for `openai` and
+    #: The provider's URL, required unless `kind` is `demo` or `bedrock`: ending in `/v1` for `openai` and
     #: `openai-responses`, without `/v1` for `anthropic` (e.g. `https://api.anthropic.com`), the
-    #: resource's endpoint for `azure-openai` (e.g. `https://NAME.openai.azure.com`, without `/openai`).
+    #: resource's endpoint for `azure-openai` (e.g. `https://NAME.openai.azure.com`, without `/openai`);
+    #: for `bedrock` the runtime endpoint (unset: `https://bedrock-runtime.{region}.amazonaws.com`).
     base_url: str | None = None
+    #: For `bedrock` (required there, refused elsewhere): the AWS region requests are signed for and,
+    #: unless `base_url` is set, sent to (e.g. `us-east-1`). The credentials come from the usual AWS
+    #: chain (environment, `AWS_PROFILE` and the shared files, or a role), not from `api_key_env`.
+    region: str | None = None
     #: The environment variable holding the provider key (sent as `Authorization: Bearer` to
     #: OpenAI upstreams, `x-api-key` to Anthropic, `api-key` to Azure OpenAI, or for `azure-openai`
     #: with `auth = "entra"` a Microsoft Entra access token sent as `Authorization: Bearer`);
@@ -199,7 +210,9 @@ class Upstream(_Strict, frozen=True):
     #: For `azure-openai`: how the credential in `api_key_env` is sent, `api-key` (the resource's key
     #: in the `api-key` header; the default) or `entra` (a Microsoft Entra access token, as a bearer).
     auth: str | None = None
-    #: The name this deployment knows the model by (unset: the model's `id`); for `azure-openai`, the deployment's name.
+    #: The name this deployment knows the model by (unset: the model's `id`); for `azure-openai`, the
+    #: deployment's name; for `bedrock` the model id or cross-region inference profile in the URL (e.g.
+    #: `us.anthropic.claude-sonnet-4-20250514-v1:0`).
     model: str | None = None
     #: The longest wait for each read from the upstream, in seconds (a stream may run longer in all); exceeded: 504.
     timeout: Decimal = Decimal(600)

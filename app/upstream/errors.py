@@ -14,7 +14,9 @@ from app.upstream.client import TransportFailure
 
 def upstream_message(content: bytes) -> str:
     try:
-        message = msgspec.json.decode(content)["error"]["message"]
+        value = msgspec.json.decode(content)
+        # AWS services (Bedrock) put it at the top level: {"message": "..."}
+        message = value["message"] if "message" in value and "error" not in value else value["error"]["message"]
         return str(message)
     except Exception:  # noqa: BLE001 - an error body of any shape falls back to its first bytes
         return content[:300].decode("utf-8", "replace")

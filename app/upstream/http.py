@@ -39,7 +39,7 @@ class HttpUpstream:
         under an OpenAI ``base_url``), its whole answer read as it came (raises ``GatewayError``)."""
         return await self._post_json(self._base + path, body, headers)
 
-    async def _post_json(self, url: str, body: dict[str, Any], headers: dict[str, str] | None) -> Answer:
+    async def _post_json(self, url: str, body: dict[str, Any] | bytes, headers: dict[str, str] | None) -> Answer:
         response = await self._send(url, body, self._with(headers))
         try:
             content = await read_body(response)
@@ -73,11 +73,12 @@ class HttpUpstream:
         return ResponseBytes(await self._send(self._base + path, upload.chunks, sent))
 
     async def _send(
-        self, url: str, body: dict[str, Any] | Callable[[], AsyncIterator[bytes]], headers: dict[str, str]
+        self, url: str, body: dict[str, Any] | bytes | Callable[[], AsyncIterator[bytes]], headers: dict[str, str]
     ) -> aiohttp.ClientResponse:
-        """POST and wait for the status only, so that a failure before the upstream began answering
-        (which another deployment may retry) is told apart from one while it answered (never retried).
-        An error status is raised, its body read for the upstream's message; else the body is unread."""
+        """POST (``body``: JSON to encode, bytes as they are, or an upload) and wait for the status only,
+        so that a failure before the upstream began answering (which another deployment may retry) is
+        told apart from one while it answered (never retried). An error status is raised, its body read
+        for the upstream's message; else the body is unread."""
         try:
             content = _encode(body) if isinstance(body, dict) else body
             response = await self._client.post(url, content, headers, self._timeout)
