@@ -10,7 +10,6 @@ $0.135/M input, so 7 tokens cost 7 × 13.5 = 94.5, rounded up once to 95."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionToolParam
 
-from tests.support.charges import HELLO
+from tests.support.charges import HELLO, charged, reported
 from tests.support.fake_azure import ENTRA_TOKEN
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import UPSTREAM_KEY, Gateway, write_config
@@ -98,17 +97,6 @@ def client(gateway: Gateway, team: Team) -> Iterator[openai.OpenAI]:
 def claude(gateway: Gateway, team: Team) -> Iterator[anthropic.Anthropic]:
     with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as c:
         yield c
-
-
-def reported(usage: Any) -> int:
-    """The cost an answer reports, in micro-credits (exact: a whole number of them)."""
-    micros = Decimal(str(usage.model_extra["cost"]["credits"])) * 1_000_000
-    assert micros == micros.to_integral_value()
-    return int(micros)
-
-
-def charged(gateway: Gateway, team: Team) -> list[int]:
-    return [-charge["amount"] for charge in gateway.charges(team.name)]
 
 
 def azure_call(fake: FakeUpstream) -> Any:

@@ -11,7 +11,6 @@ Completions the prompt is the same 6 tokens: 8,580 too."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import anthropic
 import openai
 import pytest
 
+from tests.support.charges import charged, reported
 from tests.support.fake_bedrock import ACCESS_KEY, REGION, SECRET_KEY
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
@@ -96,21 +96,10 @@ def client(gateway: Gateway, team: Team) -> Iterator[openai.OpenAI]:
         yield c
 
 
-def reported(usage: Any) -> int:
-    """The cost an answer reports, in micro-credits (exact: a whole number of them)."""
-    micros = Decimal(str(usage.model_extra["cost"]["credits"])) * 1_000_000
-    assert micros == micros.to_integral_value()
-    return int(micros)
-
-
 def billed(events: list[Any]) -> Any:
     """A passed-through stream's usage with Tollgate's cost: its message_delta's."""
     (delta,) = [event for event in events if event.type == "message_delta"]
     return delta.usage
-
-
-def charged(gateway: Gateway, team: Team) -> list[int]:
-    return [-charge["amount"] for charge in gateway.charges(team.name)]
 
 
 def bedrock_call(fake: FakeUpstream, action: str = "invoke") -> Any:
