@@ -34,6 +34,10 @@ class HttpUpstream:
     def _with(self, headers: dict[str, str] | None) -> dict[str, str]:
         return {**self._headers, **headers} if headers else self._headers
 
+    def _upload_headers(self, upload: Upload, headers: dict[str, str] | None) -> dict[str, str]:
+        """An upload's headers: its multipart type and exact length over the provider's own."""
+        return {**self._with(headers), "content-type": upload.content_type, "content-length": str(upload.length)}
+
     async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         """A JSON POST to one of the provider's endpoints other than generation (``/embeddings``
         under an OpenAI ``base_url``), its whole answer read as it came (raises ``GatewayError``)."""
@@ -58,8 +62,7 @@ class HttpUpstream:
     async def post_upload(self, path: str, upload: Upload, headers: dict[str, str] | None = None) -> RawAnswer:
         """A multipart upload to one of the provider's endpoints (``/audio/transcriptions``), sent as
         it is read; its whole answer as bytes, whatever its type (JSON, text, subtitles)."""
-        sent = {**self._with(headers), "content-type": upload.content_type, "content-length": str(upload.length)}
-        return await read_raw(await self._send(self._base + path, upload.chunks, sent))
+        return await read_raw(await self._send(self._base + path, upload.chunks, self._upload_headers(upload, headers)))
 
     async def open_bytes(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> ByteStream:
         """A JSON POST whose answer is relayed as bytes as they come (``/audio/speech``); an error
@@ -69,8 +72,7 @@ class HttpUpstream:
     async def open_upload(self, path: str, upload: Upload, headers: dict[str, str] | None = None) -> ByteStream:
         """A multipart upload whose answer is relayed as bytes as they come (a streamed transcription's
         events); an error status is raised before any of it is read."""
-        sent = {**self._with(headers), "content-type": upload.content_type, "content-length": str(upload.length)}
-        return ResponseBytes(await self._send(self._base + path, upload.chunks, sent))
+        return ResponseBytes(await self._send(self._base + path, upload.chunks, self._upload_headers(upload, headers)))
 
     async def _send(
         self, url: str, body: dict[str, Any] | bytes | Callable[[], AsyncIterator[bytes]], headers: dict[str, str]
