@@ -4,6 +4,7 @@ connections it writes them on."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Sequence
 from typing import Any
 from uuid import UUID
@@ -95,6 +96,23 @@ CACHED_STATEMENTS = 256
 LEDGER_AUTOCHECKPOINT = 20_000
 
 
+def _switch_to_wal(c: sqlite3.Connection, *, deadline: float) -> None:
+    """Turn a new database file to WAL, waiting out another connection's write transaction.
+
+    The switch needs the file to itself. When another connection holds a write lock (say the
+    request records' writer beginning a transaction on a database whose tables are not made yet),
+    SQLite refuses at once with "database is locked" rather than call the busy handler, because
+    waiting could deadlock; so the wait is done here, until the connection's lock timeout."""
+    while True:
+        try:
+            c.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.005)
+
+
 class LedgerConnectionPool(SQLiteConnectionPool):
     """The library's connections, with a statement cache and the checkpoint left to the projector."""
 
@@ -112,7 +130,7 @@ class LedgerConnectionPool(SQLiteConnectionPool):
             raise InterfaceError(e) from e
         if not self.is_sqlite_memory_mode and not self.is_journal_mode_wal:
             if c.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                c.execute("PRAGMA journal_mode=WAL")
+                _switch_to_wal(c, deadline=time.monotonic() + (self.lock_timeout or 5))
                 self.journal_mode_was_changed_to_wal = True
             self.is_journal_mode_wal = True
         c.execute(f"PRAGMA wal_autocheckpoint={LEDGER_AUTOCHECKPOINT}")

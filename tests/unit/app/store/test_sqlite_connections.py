@@ -3,6 +3,10 @@ are left to the projector; unflushed commits for the rebuildable audit history."
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
+
 import pytest
 
 from app.store.database import Database, Sql
@@ -40,3 +44,26 @@ def test_other_connections_keep_flushing(tmp_path):
     assert list(sql.query("PRAGMA synchronous")[0].values()) == [2]
     sql.close()
     assert CACHED_STATEMENTS > 1
+
+
+def test_a_new_database_turns_to_wal_once_another_connections_write_transaction_ends(tmp_path):
+    """SQLite refuses the switch to WAL at once while another connection holds a write lock (it
+    does not wait, for fear of a deadlock); the ledger waits it out instead of failing to open.
+    The request records' writer, retrying on a database whose tables are not made yet, held one."""
+    other = sqlite3.connect(tmp_path / "ledger.db", isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    released = threading.Timer(0.2, lambda: other.execute("ROLLBACK"))
+    released.start()
+    started = time.monotonic()
+    try:
+        store = open_ledger_store("sqlite:///ledger.db", tmp_path, pool_size=1)
+        try:
+            with store.recorder.datastore.transaction(commit=False) as cursor:  # type: ignore[attr-defined]
+                cursor.execute("PRAGMA journal_mode")
+                assert cursor.fetchone()[0] == "wal"
+        finally:
+            store.close()
+    finally:
+        released.join()
+        other.close()
+    assert time.monotonic() - started >= 0.2  # it waited for the other's transaction to end
