@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 
 GPT, CLAUDE, EMBEDDING = "bench-gpt", "bench-claude", "bench-embedding"
+#: Claude on AWS Bedrock: every request SigV4-signed by botocore, a stream read from AWS's event-stream framing.
+BEDROCK = "bench-bedrock"
 #: The embeddings case's answer: this many inputs, each a vector of this many floats (OpenAI's
 #: text-embedding-3-small): 1,536 × 100 floats, about 2 MB of JSON the gateway must pass through.
 EMBEDDING_INPUTS, EMBEDDING_DIMENSIONS = 100, 1536
@@ -48,6 +50,16 @@ def _chat(model: str, **extra: object) -> dict[str, object]:
     }
 
 
+def _messages(model: str, **extra: object) -> dict[str, object]:
+    return {
+        "model": model,
+        "max_tokens": 64,
+        "system": SYSTEM,
+        "messages": [{"role": "user", "content": QUESTION}],
+        **extra,
+    }
+
+
 CASES = {
     case.name: case
     for case in (
@@ -63,7 +75,24 @@ CASES = {
             "messages",
             "messages → anthropic",
             "/v1/messages",
-            {"model": CLAUDE, "max_tokens": 64, "system": SYSTEM, "messages": [{"role": "user", "content": QUESTION}]},
+            _messages(CLAUDE),
+            anthropic=True,
+        ),
+        Case(
+            "messages_stream",
+            "messages, 20-event stream → anthropic",
+            "/v1/messages",
+            _messages(CLAUDE, stream=True),
+            stream=True,
+            anthropic=True,
+        ),
+        Case("bedrock", "messages → bedrock (SigV4-signed)", "/v1/messages", _messages(BEDROCK), anthropic=True),
+        Case(
+            "bedrock_stream",
+            "messages, 20-event stream → bedrock (SigV4, event-stream frames)",
+            "/v1/messages",
+            _messages(BEDROCK, stream=True),
+            stream=True,
             anthropic=True,
         ),
         Case("cross", "chat completions → anthropic (translated)", "/v1/chat/completions", _chat(CLAUDE)),

@@ -3,7 +3,8 @@
 Every answer is rendered once, at start, to the exact bytes sent: an OpenAI chat completion (with
 ``usage``), a 20-chunk OpenAI stream (final usage chunk and ``[DONE]``: the gateway always asks for
 ``stream_options.include_usage``), an Anthropic message and its stream (``message_start`` …
-``message_stop``, with usage), an embeddings answer of 100 vectors × 1,536 floats, and
+``message_stop``, with usage), the same message and stream as Bedrock's InvokeModel answers them
+(the stream in AWS's event-stream frames), an embeddings answer of 100 vectors × 1,536 floats, and
 ``/v1/models``. Serving a request is parsing it with httptools
 and one ``transport.write``: a raw ``asyncio.Protocol`` on uvloop, no framework, so that one core
 answers well over 10,000 requests/s (the benchmark measures and prints that rate on every run).
@@ -19,11 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
+import binascii
 import json
 import random
 import re
 import signal
 import socket
+import struct
 from typing import cast
 
 import httptools
@@ -138,43 +142,64 @@ def anthropic_message() -> bytes:
     )
 
 
-def anthropic_stream() -> bytes:
-    def event(body: dict[str, object]) -> bytes:
-        return b"event: " + str(body["type"]).encode() + b"\ndata: " + _json(body) + b"\n\n"
+def anthropic_events() -> list[dict[str, object]]:
+    """The Messages stream's events, ``message_start`` to ``message_stop``, with usage."""
+    start: dict[str, object] = {
+        "id": "msg_bench",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-x",
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1},
+    }
+    return [
+        {"type": "message_start", "message": start},
+        {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+        *({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}} for w in WORDS),
+        {"type": "content_block_stop", "index": 0},
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": COMPLETION_TOKENS},
+        },
+        {"type": "message_stop"},
+    ]
 
-    events = [
-        event(
-            {
-                "type": "message_start",
-                "message": {
-                    "id": "msg_bench",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": "claude-x",
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1},
-                },
-            }
-        ),
-        event({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-    ]
-    events += [
-        event({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": w}}) for w in WORDS
-    ]
-    events += [
-        event({"type": "content_block_stop", "index": 0}),
-        event(
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {"output_tokens": COMPLETION_TOKENS},
-            }
-        ),
-        event({"type": "message_stop"}),
-    ]
-    return _sse_response(events)
+
+def anthropic_stream() -> bytes:
+    return _sse_response(
+        [b"event: " + str(e["type"]).encode() + b"\ndata: " + _json(e) + b"\n\n" for e in anthropic_events()]
+    )
+
+
+def _event_stream_frame(payload: bytes) -> bytes:
+    """One AWS event-stream message of a Bedrock response stream: its string headers (type 7), the
+    payload, and the prelude's and the message's CRC32s."""
+    headers = b"".join(
+        struct.pack("B", len(name)) + name + b"\x07" + struct.pack(">H", len(value)) + value
+        for name, value in (
+            (b":event-type", b"chunk"),
+            (b":content-type", b"application/json"),
+            (b":message-type", b"event"),
+        )
+    )
+    prelude = struct.pack(">II", 16 + len(headers) + len(payload), len(headers))
+    prelude += struct.pack(">I", binascii.crc32(prelude))
+    message = prelude + headers + payload
+    return message + struct.pack(">I", binascii.crc32(message))
+
+
+def bedrock_stream() -> bytes:
+    """InvokeModelWithResponseStream's answer: each Messages event base64-encoded in a ``chunk``
+    frame, one HTTP chunk per frame, as Bedrock sends them."""
+    frames = [_event_stream_frame(_json({"bytes": base64.b64encode(_json(e)).decode()})) for e in anthropic_events()]
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/vnd.amazon.eventstream\r\n"
+        b"transfer-encoding: chunked\r\nconnection: keep-alive\r\n\r\n"
+    )
+    return head + b"".join(b"%x\r\n%s\r\n" % (len(f), f) for f in frames) + b"0\r\n\r\n"
 
 
 def embeddings() -> bytes:
@@ -221,6 +246,8 @@ ANSWERS: dict[bytes, tuple[bytes, bytes]] = {
     b"/v1/models": (models(), models()),
     b"/v1/embeddings": (embeddings(), embeddings()),
 }
+#: Bedrock's InvokeModel paths (``/model/{id}/invoke``, ``…/invoke-with-response-stream``), by their last segment.
+BEDROCK_ANSWERS: dict[bytes, bytes] = {b"invoke": anthropic_message(), b"invoke-with-response-stream": bedrock_stream()}
 NOT_FOUND = _response("404 Not Found", "application/json", b'{"error":{"message":"not found","type":"not_found"}}')
 
 
@@ -259,6 +286,9 @@ class FastUpstream(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         path = self.url.split(b"?", 1)[0]
+        if path.startswith(b"/model/"):
+            self.transport.write(BEDROCK_ANSWERS.get(path.rsplit(b"/", 1)[-1], NOT_FOUND))
+            return
         answers = ANSWERS.get(path)
         if answers is None:
             self.transport.write(NOT_FOUND)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from scripts.bench.cases import CLAUDE, EMBEDDING, GPT
+from scripts.bench.cases import BEDROCK, CLAUDE, EMBEDDING, GPT
 from scripts.bench.procstat import process_tree
 
 UPSTREAM_KEY_ENV = "BENCH_UPSTREAM_KEY"
@@ -36,9 +36,19 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: The AWS credential chain's environment for the Bedrock cases, and nothing else it could look for.
+_AWS_ENV = {
+    "AWS_ACCESS_KEY_ID": "AKIDBENCHEXAMPLE",
+    "AWS_SECRET_ACCESS_KEY": "bench-secret-access-key",
+    "AWS_CONFIG_FILE": "/nonexistent/aws-config",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/aws-credentials",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
 def child_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _OVERRIDES}
-    return {**env, UPSTREAM_KEY_ENV: "bench-upstream-key", **extra}
+    return {**env, UPSTREAM_KEY_ENV: "bench-upstream-key", **_AWS_ENV, **extra}
 
 
 def tollgate_command() -> list[str]:
@@ -147,12 +157,26 @@ upstream = {{kind = "{kind}", base_url = "{base}", api_key_env = "{env}", model 
         (
             model.format(id=GPT, kind="openai", base=upstream.url + "/v1", env=UPSTREAM_KEY_ENV, name="gpt-x"),
             model.format(id=CLAUDE, kind="anthropic", base=upstream.url, env=UPSTREAM_KEY_ENV, name="claude-x"),
+            _BEDROCK_MODEL.format(id=BEDROCK, base=upstream.url),
             _EMBEDDING_MODEL.format(
                 id=EMBEDDING, base=upstream.url + "/v1", env=UPSTREAM_KEY_ENV, name="text-embedding-x"
             ),
         )
     )
 
+
+#: The Bedrock cases' model: Claude on the fast upstream's InvokeModel paths, signed with the
+#: benchmark's AWS credentials (``child_env``), which the fast upstream does not check.
+_BEDROCK_MODEL = """
+[[models]]
+id = "{id}"
+display_name = "{id}"
+owned_by = "bench"
+context_window = 200000
+max_output_tokens = 4096
+pricing = {{input = 2.5, output = 10.0, cache_create = 3.125, cache_hit = 1.25}}
+upstream = {{kind = "bedrock", region = "us-east-1", base_url = "{base}", model = "anthropic.claude-x-v1:0"}}
+"""
 
 #: The embeddings case's model: it serves embeddings only, priced per input token.
 _EMBEDDING_MODEL = """
