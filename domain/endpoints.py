@@ -12,10 +12,12 @@ AUDIO_TRANSCRIPTIONS = "audio.transcriptions"
 AUDIO_TRANSLATIONS = "audio.translations"
 AUDIO_SPEECH = "audio.speech"
 BATCHES = "batches"
+#: Google's Gemini API: generateContent and streamGenerateContent (countTokens belongs to it).
+GENERATE_CONTENT = "generate_content"
 
-#: The endpoints that generate text (chat completions, Responses, Anthropic messages): what a model
-#: serves when its configuration does not say (``Model.endpoints``), as every model did before others.
-GENERATION = (CHAT, RESPONSES, MESSAGES)
+#: The endpoints that generate text (chat completions, Responses, Anthropic messages, Gemini's
+#: generateContent): what a model serves when its configuration does not say (``Model.endpoints``).
+GENERATION = (CHAT, RESPONSES, MESSAGES, GENERATE_CONTENT)
 
 #: Name → the path a client calls (``/v1/messages/count_tokens`` belongs to ``messages``).
 ENDPOINT_PATHS = {
@@ -29,6 +31,7 @@ ENDPOINT_PATHS = {
     AUDIO_TRANSLATIONS: "/v1/audio/translations",
     AUDIO_SPEECH: "/v1/audio/speech",
     BATCHES: "/v1/batches",
+    GENERATE_CONTENT: "/v1beta/models/{model}:generateContent",
 }
 
 #: Name → its label for people (the dashboard's usage by endpoint).
@@ -43,6 +46,7 @@ ENDPOINT_LABELS = {
     AUDIO_TRANSLATIONS: "Audio translations",
     AUDIO_SPEECH: "Speech",
     BATCHES: "Batches",
+    GENERATE_CONTENT: "Gemini generateContent",
 }
 
 

@@ -43,7 +43,12 @@ DROPPED_HEADER = "x-tollgate-dropped-tools"
 #: own (the new limit).
 CLAMPED_HEADER = "x-tollgate-output-clamped"
 #: Each protocol's name for a request's output limit, as a refusal for credits names it.
-OUTPUT_FIELDS: dict[str, str] = {"chat": "max_tokens", "responses": "max_output_tokens", "messages": "max_tokens"}
+OUTPUT_FIELDS: dict[str, str] = {
+    "chat": "max_tokens",
+    "responses": "max_output_tokens",
+    "messages": "max_tokens",
+    "gemini": "generationConfig.maxOutputTokens",
+}
 
 
 async def serve(runtime: Runtime, request: Request[Any, Any, Any], asked: Generation) -> Response[bytes] | EventStream:
