@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from litestar import Request, Response, get
+from litestar.params import FromPath
 
 from app.errors import InvalidRequest, ModelNotFound
 from app.json import encode
@@ -58,7 +59,7 @@ def gemini_list_models(request: Request[Any, Any, Any]) -> Response[bytes]:
 
 
 @get("/v1beta/models/{name:path}", sync_to_thread=False)
-def gemini_read_model(request: Request[Any, Any, Any], name: str) -> Response[bytes]:
+def gemini_read_model(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     return gemini_model(request, name)
 
 
