@@ -50,6 +50,23 @@ ENDPOINT_LABELS = {
 }
 
 
+#: The paths a Gemini client calls a model's methods under (``/v1beta/models/ID:generateContent``;
+#: Google serves ``/v1/`` too), and those methods.
+GEMINI_PREFIXES = ("/v1beta/models/", "/v1/models/")
+GEMINI_METHODS = ("generateContent", "streamGenerateContent", "countTokens")
+
+
+def gemini_call(path: str) -> tuple[str, str] | None:
+    """The model and method a Gemini path names, or None. The method follows the model's last colon
+    (an id may hold colons: ``…-v1:0``); ``models/`` before the id is Google's resource name."""
+    for prefix in GEMINI_PREFIXES:
+        if path.startswith(prefix):
+            model, colon, method = path[len(prefix) :].rpartition(":")
+            if colon and model and method in GEMINI_METHODS:
+                return model.removeprefix("models/"), method
+    return None
+
+
 def parse_endpoints(text: str) -> list[str]:
     """A comma-separated list of endpoint names ('' for any); paths are accepted too."""
     by_path = {path: name for name, path in ENDPOINT_PATHS.items()}

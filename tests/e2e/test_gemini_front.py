@@ -17,6 +17,7 @@ import pytest
 from google import genai
 from google.genai import errors, types
 
+from tests.e2e.test_request_lookup import lookup
 from tests.support.charges import charged
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
@@ -279,6 +280,10 @@ def test_the_key_in_each_place_google_clients_put_it(gateway: Gateway, team: Tea
     v1 = post(gateway, "/v1/models/demo-gpt:generateContent", body, **where)
     assert v1.status_code == 200, v1.text
     assert len(charged(gateway, team)) == 2
+    if place == "header":  # the request is kept, under its endpoint, for GET /v1/requests/{id}
+        found = lookup(gateway, team, v1.headers["x-request-id"])
+        assert (found["endpoint"], found["model"]) == ("generate_content", "demo-gpt")
+        assert Decimal(str(found["total_cost"])) == Decimal(str(v1.json()["usageMetadata"]["cost"]["credits"]))
 
 
 def _refused(call: Any) -> errors.APIError:
@@ -310,6 +315,31 @@ def test_refusals_in_googles_shape(gateway: Gateway, teams: Teams, team: Team) -
     assert error["code"] == 402
     assert "affordable_max_tokens" in error
     assert charged(gateway, team) == charged(gateway, poor) == []
+
+
+def test_a_key_kept_to_other_endpoints_a_rate_limit_and_an_output_limit_over_the_models(
+    gateway: Gateway, teams: Teams
+) -> None:
+    body = {"contents": [{"parts": [{"text": HELLO}]}]}
+    url = "/v1beta/models/fake-gpt:generateContent"
+    gateway.cli("team", "create", "gemini-messages-only", "--credits", "5")
+    kept = gateway.cli("key", "create", "--team", "gemini-messages-only", "--endpoints", "messages").stdout
+    denied = post(gateway, url, body, headers={"x-goog-api-key": kept.splitlines()[-1]})
+    assert (denied.status_code, denied.json()["error"]["status"]) == (403, "PERMISSION_DENIED")
+    assert "/v1beta/models/{model}:generateContent" in denied.json()["error"]["message"]
+    assert denied.headers["x-should-retry"] == "false"
+    limited = teams.open("100", key_rpm=1)
+    assert post(gateway, url, body, headers={"x-goog-api-key": limited.key}).status_code == 200
+    over = post(gateway, url, body, headers={"x-goog-api-key": limited.key})
+    assert (over.status_code, over.json()["error"]["status"]) == (429, "RESOURCE_EXHAUSTED")
+    team = teams.open("100")
+    big = post(
+        gateway, url, {**body, "generationConfig": {"maxOutputTokens": 5000}}, headers={"x-goog-api-key": team.key}
+    )
+    assert (big.status_code, big.json()["error"]["status"]) == (400, "INVALID_ARGUMENT")
+    assert "generationConfig.maxOutputTokens" in big.json()["error"]["message"]
+    assert charged(gateway, team) == []
+    assert len(charged(gateway, limited)) == 1
 
 
 def test_the_sdk_reads_refusals_as_api_errors(gateway: Gateway, teams: Teams, team: Team) -> None:

@@ -34,20 +34,9 @@ from app.translate.gemini.names import camel_body
 from domain import endpoints
 
 ENDPOINT = endpoints.GENERATE_CONTENT
-#: The paths a Gemini client calls its models under (Google serves both).
-PREFIXES = ("/v1beta/models/", "/v1/models/")
-GENERATE, STREAM, COUNT = "generateContent", "streamGenerateContent", "countTokens"
-METHODS = (GENERATE, STREAM, COUNT)
-
-
-def gemini_target(path: str) -> tuple[str, str] | None:
-    """The model and method a Gemini path names (``/v1beta/models/ID:generateContent``), or None."""
-    for prefix in PREFIXES:
-        if path.startswith(prefix):
-            model, colon, method = path[len(prefix) :].rpartition(":")
-            if colon and model and method in METHODS:
-                return model.removeprefix("models/"), method
-    return None
+GEMINI_METHODS = endpoints.GEMINI_METHODS
+GENERATE, STREAM, COUNT = GEMINI_METHODS
+gemini_target = endpoints.gemini_call
 
 
 def speaks_gemini(path: str) -> bool:
@@ -61,7 +50,9 @@ async def gemini_models_post(request: Request[Any, Any, Any]) -> Response[bytes]
     which sets no path parameters: the path is read here."""
     target = gemini_target(request.scope["path"])
     if target is None:
-        raise NotFound(f"Unknown request URL {request.scope['path']}: expected models/MODEL:{' or :'.join(METHODS)}.")
+        raise NotFound(
+            f"Unknown request URL {request.scope['path']}: expected models/MODEL:{' or :'.join(GEMINI_METHODS)}."
+        )
     model_id, method = target
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime, google_key(request))
