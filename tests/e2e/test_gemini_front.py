@@ -110,6 +110,19 @@ def test_the_chat_upstream_gets_the_translated_request(
     assert "safetySettings" not in json.dumps(sent.body)
 
 
+def test_geminis_own_tools_are_dropped_and_named_and_the_query_key_is_not_logged(
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream
+) -> None:
+    body = {"contents": [{"parts": [{"text": HELLO}]}], "tools": [{"googleSearch": {}}]}
+    response = post(gateway, "/v1beta/models/fake-gpt:generateContent", body, params={"key": team.key})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-tollgate-dropped-tools"] == "googleSearch"
+    (sent,) = fake_upstream.requests
+    assert "tools" not in sent.body
+    assert gateway.log_path is not None
+    assert team.key not in gateway.log_path.read_text()
+
+
 @pytest.mark.parametrize("model", ["fake-gpt", "fake-claude", "fake-codex"])
 def test_a_stream_over_sse_reports_the_cost_it_is_charged(gateway: Gateway, team: Team, model: str) -> None:
     response = post(
