@@ -202,6 +202,28 @@ def test_a_function_call_round_trip(gateway: Gateway, team: Team, gemini: genai.
     assert len(charged(gateway, team)) == 2
 
 
+@pytest.mark.parametrize("model", ["fake-gpt", "fake-claude", "fake-codex"])
+def test_a_streamed_function_call_comes_whole_in_one_chunk(gateway: Gateway, team: Team, model: str) -> None:
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": 'find it [[tool:lookup {"word": "gate"}]]'}]}],
+        "tools": [{"functionDeclarations": [{"name": "lookup", "parameters": {"type": "OBJECT"}}]}],
+    }
+    response = post(
+        gateway,
+        f"/v1beta/models/{model}:streamGenerateContent",
+        body,
+        params={"alt": "sse"},
+        headers={"x-goog-api-key": team.key},
+    )
+    assert response.status_code == 200, response.text
+    chunks = sse_chunks(response.text)
+    parts = [p for ch in chunks for p in ch["candidates"][0].get("content", {}).get("parts", [])]
+    (call,) = [p["functionCall"] for p in parts if "functionCall" in p]
+    assert (call["name"], call["args"]) == ("lookup", {"word": "gate"})
+    assert call["id"]
+    assert cost_of(chunks[-1]["usageMetadata"]) == charged(gateway, team)[0]
+
+
 def test_function_calls_without_ids_are_matched_by_name_and_order(
     gateway: Gateway, team: Team, fake_upstream: FakeUpstream
 ) -> None:
