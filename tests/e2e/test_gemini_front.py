@@ -412,3 +412,34 @@ def test_json_output_and_thinking_settings_are_translated(
     (sent,) = fake_upstream.requests
     assert sent.body["response_format"]["json_schema"]["schema"] == schema
     assert sent.body["reasoning_effort"] == "high"
+
+
+def test_anthropic_thinking_comes_back_to_anthropic_through_the_thought_signature(
+    gemini: genai.Client, fake_upstream: FakeUpstream
+) -> None:
+    config = types.GenerateContentConfig(
+        max_output_tokens=4000, thinking_config=types.ThinkingConfig(include_thoughts=True, thinking_budget=2048)
+    )
+    ask = types.Content(role="user", parts=[types.Part(text="think first [[think]]")])
+    first = gemini.models.generate_content(model="fake-claude", contents=[ask], config=config)
+    assert first.candidates
+    assert first.candidates[0].content
+    assert first.candidates[0].content.parts
+    thought = first.candidates[0].content.parts[0]
+    assert thought.thought is True
+    assert thought.text
+    assert thought.thought_signature
+    (sent,) = fake_upstream.requests
+    assert sent.body["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    fake_upstream.clear()
+    gemini.models.generate_content(
+        model="fake-claude",
+        contents=[ask, first.candidates[0].content, types.Content(role="user", parts=[types.Part(text="and now?")])],
+        config=config,
+    )
+    (again,) = fake_upstream.requests
+    block = again.body["messages"][1]["content"][0]
+    assert block["type"] == "thinking"
+    assert block["thinking"] == thought.text
+    state = json.loads(thought.thought_signature.removeprefix(b"tollgate:"))  # Anthropic's, carried in Gemini's slot
+    assert block["signature"] == state["signature"]
