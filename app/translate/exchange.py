@@ -49,6 +49,8 @@ VERSION_HEADERS: dict[str, tuple[str, ...]] = {
     "responses": ("openai-beta",),
     "messages": ("anthropic-version", "anthropic-beta"),
 }
+#: What a stream's answer is: events, for every wire but Gemini's stream without ``alt=sse``.
+EVENT_STREAM = "text/event-stream"
 
 
 @dataclass
@@ -65,6 +67,8 @@ class Exchange:
     #: A new stream's relay: the upstream's events → the client's frames.
     relay: Callable[[], StreamRelay]
     dropped_tools: list[str] = field(default_factory=list)
+    #: A stream's media type (Gemini's stream without ``alt=sse`` is one JSON array).
+    stream_type: str = EVENT_STREAM
 
 
 _DECODERS: dict[str, Callable[[dict[str, Any]], c.Response]] = {
@@ -204,4 +208,5 @@ def _translated(
         render=render,
         relay=lambda: CanonicalRelay(_NamedReader(reader(), names), writer()),
         dropped_tools=req.dropped_tools,
+        stream_type="application/json" if body.get("alt") == "json" else EVENT_STREAM,
     )

@@ -152,19 +152,28 @@ def test_the_sdk_reads_a_stream(gateway: Gateway, team: Team, gemini: genai.Clie
     assert len(charged(gateway, team)) == 1
 
 
-def test_a_stream_without_alt_sse_is_one_json_array(gateway: Gateway, team: Team) -> None:
-    response = post(
-        gateway,
-        "/v1beta/models/fake-gpt:streamGenerateContent",
-        {"contents": [{"parts": [{"text": HELLO}]}]},
-        params={"key": team.key},
-    )
+def test_a_stream_without_alt_sse_is_one_json_array_and_its_retry_the_same_array(gateway: Gateway, team: Team) -> None:
+    def streamed() -> httpx.Response:
+        return post(
+            gateway,
+            "/v1beta/models/fake-gpt:streamGenerateContent",
+            {"contents": [{"parts": [{"text": HELLO}]}]},
+            params={"key": team.key},
+            headers={"idempotency-key": "gemini-array-1"},
+        )
+
+    response = streamed()
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("application/json")
     chunks = response.json()
     assert isinstance(chunks, list)
     assert len(chunks) > 1
     assert cost_of(chunks[-1]["usageMetadata"]) == charged(gateway, team)[0]
+    retried = streamed()
+    assert retried.headers["idempotent-replayed"] == "true"
+    assert retried.headers["content-type"].startswith("application/json")
+    assert retried.json() == chunks
+    assert len(charged(gateway, team)) == 1
 
 
 @pytest.mark.parametrize("model", ["fake-gpt", "fake-claude"])

@@ -19,7 +19,6 @@ from litestar.response import Stream
 
 from app.errors import InvalidRequest, NotFound
 from app.http.billed_request import Generation, OutputAsk
-from app.http.event_stream import EventStream
 from app.http.prompt_size import count_prompt
 from app.http.relay import serve
 from app.http.routes.auth import authenticate, authorize, google_key
@@ -90,7 +89,4 @@ async def gemini_models_post(request: Request[Any, Any, Any]) -> Response[bytes]
         "model": model.id,
         **({"stream": True, "alt": "sse" if sse else "json"} if method == STREAM else {}),
     }
-    answer = await serve(runtime, request, Generation(principal, model, "gemini", body, raw, output))
-    if isinstance(answer, EventStream) and not sse:
-        answer.headers["content-type"] = "application/json; charset=UTF-8"  # Google's stream without alt=sse
-    return answer
+    return await serve(runtime, request, Generation(principal, model, "gemini", body, raw, output))
