@@ -14,11 +14,13 @@ from app.tokens.counting import Rules
 from app.tokens.image_size import size_of_base64
 from app.tokens.prompt import Tally
 
-#: The top-level fields that carry no prompt text of their own (or that the counter reads itself).
+#: The top-level fields that carry no prompt text of their own (or that the counter reads itself);
+#: ``model``, ``stream`` and ``alt`` are the URL's, set in the body by the route.
 _FIELDS = frozenset(
     {
         "model",
         "stream",
+        "alt",
         "contents",
         "systemInstruction",
         "system_instruction",

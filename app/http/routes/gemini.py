@@ -83,10 +83,8 @@ async def gemini_models_post(request: Request[Any, Any, Any]) -> Response[bytes]
         requested=limit or 0,
         model_limit=limit if limit != asked else None,
     )
-    sse = request.query_params.get("alt") == "sse"
-    body = {
-        **body,
-        "model": model.id,
-        **({"stream": True, "alt": "sse" if sse else "json"} if method == STREAM else {}),
-    }
+    # What the URL says goes in the body, as the billed path reads every wire's (a client's own
+    # ``model``, ``stream`` or ``alt`` fields are not Gemini's, and are replaced).
+    alt = "sse" if request.query_params.get("alt") == "sse" else "json"
+    body = {**body, "model": model.id, "stream": method == STREAM, "alt": alt}
     return await serve(runtime, request, Generation(principal, model, "gemini", body, raw, output))

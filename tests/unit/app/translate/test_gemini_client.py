@@ -16,6 +16,7 @@ from app.translate.gemini.answer import GeminiStreamWriter, canonical_to_gemini
 from app.translate.gemini.client import gemini_request_to_canonical, json_schema
 from app.translate.gemini.names import camel_body
 from app.translate.gemini.thoughts import signature_of, thinking_from_signature
+from domain.endpoints import gemini_call
 from domain.usage import TokenUsage
 
 
@@ -307,3 +308,15 @@ def test_the_prompt_is_counted_like_the_other_wires():
     assert 0 < small < larger
     signed = prompt_tokens({"contents": [user({"text": "hello", "thoughtSignature": "A" * 4000})]}, "gemini", rules)
     assert signed == small
+
+
+def test_the_model_and_method_of_a_gemini_path():
+    assert gemini_call("/v1beta/models/gemini-x:generateContent") == ("gemini-x", "generateContent")
+    assert gemini_call("/v1/models/models/us.anthropic.claude-v1:0:streamGenerateContent") == (
+        "us.anthropic.claude-v1:0",
+        "streamGenerateContent",
+    )
+    assert gemini_call("/v1beta/models/org/model:countTokens") == ("org/model", "countTokens")
+    assert gemini_call("/v1/models/us.anthropic.claude-v1:0") is None  # OpenAI's model route
+    assert gemini_call("/v1beta/models/:generateContent") is None
+    assert gemini_call("/v1/chat/completions") is None
