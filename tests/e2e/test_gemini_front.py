@@ -345,6 +345,7 @@ def test_refusals_in_googles_shape(gateway: Gateway, teams: Teams, team: Team) -
     assert wrong.json()["error"]["code"] == 401
     none = post(gateway, url, body)
     assert (none.status_code, none.json()["error"]["status"]) == (401, "UNAUTHENTICATED")
+    assert "x-goog-api-key" in none.json()["error"]["message"]
     unknown = post(gateway, "/v1beta/models/nope:generateContent", body, headers={"x-goog-api-key": team.key})
     assert (unknown.status_code, unknown.json()["error"]["status"]) == (404, "NOT_FOUND")
     bad = post(gateway, url, {"contents": "nope"}, headers={"x-goog-api-key": team.key})

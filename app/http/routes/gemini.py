@@ -17,7 +17,7 @@ from typing import Any
 from litestar import Request, Response, post
 from litestar.response import Stream
 
-from app.errors import InvalidRequest, NotFound
+from app.errors import AuthenticationFailed, InvalidRequest, NotFound
 from app.http.billed_request import Generation, OutputAsk
 from app.http.prompt_size import count_prompt
 from app.http.relay import serve
@@ -54,7 +54,12 @@ async def gemini_models_post(request: Request[Any, Any, Any]) -> Response[bytes]
         )
     model_id, method = target
     runtime: Runtime = request.app.state.runtime
-    principal = await authenticate(request, runtime, google_key(request))
+    key = google_key(request)
+    if key is None:
+        raise AuthenticationFailed(
+            "You didn't provide an API key. Send it in the x-goog-api-key header, as ?key=, or as 'Bearer YOUR_KEY'."
+        )
+    principal = await authenticate(request, runtime, key)
     raw = await request.body()
     body = camel_body(read_json_object(raw, runtime.settings.max_json_depth))
     record = current_record()
