@@ -16,6 +16,34 @@ from app.error_types import retyped
 #: far shorter than this, so only a quotation is ever cut.
 MAX_MESSAGE = 1000
 MAX_PARAM = 200
+#: Google's status names (``google.rpc.Code``) for the HTTP statuses Tollgate answers, as the Gemini
+#: API's error shape carries them (docs/api.md, "Gemini"). Google has no 402: a refusal for credits
+#: keeps its 402 and says FAILED_PRECONDITION, what Google answers when billing must be set up first
+#: (RESOURCE_EXHAUSTED is its 429, which clients retry).
+GOOGLE_STATUS = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    402: "FAILED_PRECONDITION",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "INVALID_ARGUMENT",
+    408: "DEADLINE_EXCEEDED",
+    409: "ABORTED",
+    413: "INVALID_ARGUMENT",
+    429: "RESOURCE_EXHAUSTED",
+    431: "INVALID_ARGUMENT",
+    499: "CANCELLED",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+    502: "UNAVAILABLE",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+
+
+def google_status(status: int) -> str:
+    """Google's status name for an HTTP status (one it has no name for: by its class)."""
+    return GOOGLE_STATUS.get(status) or ("INTERNAL" if status >= 500 else "INVALID_ARGUMENT")
 
 
 def bounded(text: str, limit: int = MAX_MESSAGE) -> str:
@@ -88,6 +116,10 @@ class GatewayError(Exception):
 
     def anthropic_body(self) -> dict[str, object]:
         return {"type": "error", "error": {"type": self.anthropic_type, "message": self.message}}
+
+    def gemini_body(self) -> dict[str, object]:
+        """Google's error shape (``google.rpc.Status`` as JSON), as the Gemini API answers."""
+        return {"error": {"code": self.status, "message": self.message, "status": google_status(self.status)}}
 
 
 class InvalidRequest(GatewayError):
@@ -177,6 +209,9 @@ class InsufficientCreditsError(GatewayError):
 
     def anthropic_body(self) -> dict[str, object]:
         return self._extended(super().anthropic_body())
+
+    def gemini_body(self) -> dict[str, object]:
+        return self._extended(super().gemini_body())
 
 
 class PermissionDenied(GatewayError):

@@ -65,6 +65,8 @@ BILLING: Mapping[str, Billing] = {
     endpoints.RESPONSES: Billing(_TOKENS),
     # Anthropic messages: as chat.
     endpoints.MESSAGES: Billing(_TOKENS),
+    # Gemini's generateContent: as chat.
+    endpoints.GENERATE_CONTENT: Billing(_TOKENS),
     # Embeddings: input tokens only.
     endpoints.EMBEDDINGS: Billing(each("input"), OPENAI_KINDS | {"azure-openai"}),
     # Images, generations: each image by its SIZE/QUALITY price (also what a token-priced model is held at).

@@ -291,8 +291,8 @@ class Model(_Strict, frozen=True):
     image_defaults: ImageDefaults | None = None
     #: The endpoints the model serves, by name (`chat.completions`, `responses`, `messages`,
     #: `embeddings`, ...; see the API reference): a request to another is 404. Its `pricing` must price
-    #: every quantity these endpoints bill, or the file is refused. Unset: the three generation
-    #: endpoints (`chat.completions`, `responses`, `messages`).
+    #: every quantity these endpoints bill, or the file is refused. Unset: the four generation
+    #: endpoints (`chat.completions`, `responses`, `messages`, `generate_content`).
     endpoints: list[str] = msgspec.field(default_factory=lambda: list(GENERATION))
     #: For a transcription model priced per token (`pricing.audio_input`): the most audio tokens it
     #: counts for a second of audio, what a transcription's hold reserves per second of the uploaded

@@ -209,10 +209,16 @@ class BilledCall(Generic[P]):
             timeline.mark("charged", self.bill.record)
         return body
 
-    async def charge_stream(self, usage: TokenUsage, final: Callable[[dict[str, Any]], list[bytes]]) -> bytes:
+    async def charge_stream(
+        self,
+        usage: TokenUsage,
+        final: Callable[[dict[str, Any]], list[bytes]],
+        content_type: str = "text/event-stream",
+    ) -> bytes:
         """Charge a finished stream and return its final frames, which report the charge (so it is
         durable before they go out). ``final`` may run more than once (if the ledger must decide
-        again), so it must not change what it reads."""
+        again), so it must not change what it reads. ``content_type``: the stream's, as an
+        Idempotency-Key's stored answer is served again (Gemini's JSON array is not events)."""
         self.phase = Phase.SETTLED
         with service_refusals_answered():
             _, body = await self._services.billing.charge(
@@ -220,7 +226,7 @@ class BilledCall(Generic[P]):
                 usage,
                 lambda charge: b"".join(final(charge.usage_fields())),
                 prefix=b"".join(self.transcript or ()),
-                content_type="text/event-stream",
+                content_type=content_type,
                 delivered=True,
             )
         if timeline.on:

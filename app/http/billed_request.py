@@ -32,7 +32,12 @@ from domain.settings import Model
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 MAX_IDEMPOTENCY_KEY = 255
 #: Each protocol's endpoint, as the ledger records it.
-ENDPOINTS: dict[str, str] = {"chat": endpoints.CHAT, "responses": endpoints.RESPONSES, "messages": endpoints.MESSAGES}
+ENDPOINTS: dict[str, str] = {
+    "chat": endpoints.CHAT,
+    "responses": endpoints.RESPONSES,
+    "messages": endpoints.MESSAGES,
+    "gemini": endpoints.GENERATE_CONTENT,
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,14 +31,20 @@ class HotPaths:
         app: Litestar,
         handlers: list[HTTPRouteHandler],
         exception_handlers: Mapping[type[BaseException], ExceptionHandler],
+        by_path: tuple[Callable[[str], bool], HTTPRouteHandler] | None = None,
     ) -> None:
         self.app = app
         self._handlers = {path: handler for handler in handlers for path in handler.paths}
+        #: A handler of paths that hold a parameter (Gemini's ``/v1beta/models/ID:generateContent``),
+        #: and the test of a path it takes; it reads the path itself.
+        self._by_path = by_path
         self._exception_handlers = list(exception_handlers.items())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         is_post = scope["type"] == ScopeType.HTTP and scope["method"] == "POST"
         handler = self._handlers.get(scope["path"]) if is_post else None
+        if handler is None and is_post and self._by_path is not None and self._by_path[0](scope["path"]):
+            handler = self._by_path[1]
         if handler is None:
             await self.app(scope, receive, send)
             return

@@ -66,8 +66,27 @@ _ERROR_SCHEMAS = {
             },
         },
     },
+    "GoogleError": {
+        "type": "object",
+        "required": ["error"],
+        "description": "An error, in Google's shape: the Gemini API (/v1beta/models, its generateContent, "
+        "streamGenerateContent and countTokens also under /v1/models), and the model routes for a request that "
+        "carries x-goog-api-key or x-goog-api-client.",
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message", "status"],
+                "properties": {
+                    "code": {"type": "integer"},
+                    "message": {"type": "string"},
+                    "status": {"type": "string"},
+                },
+            }
+        },
+    },
 }
 _OPENAI_ERROR = {"$ref": "#/components/schemas/OpenAIError"}
+_GOOGLE_ERROR = {"$ref": "#/components/schemas/GoogleError"}
 _ANTHROPIC_ERROR = {"$ref": "#/components/schemas/AnthropicError"}
 _ERRORS = {
     "400": "invalid request",
@@ -320,12 +339,14 @@ def _route_errors(path: str, method: str, operation: dict[str, Any]) -> dict[str
 
 
 def _error_schema(path: str) -> dict[str, Any]:
-    """The error body of a route: Anthropic's on the Messages endpoints, either on the model routes
-    (Anthropic's for a request that carries anthropic-version), OpenAI's everywhere else."""
+    """The error body of a route: Anthropic's on the Messages endpoints, Google's on the Gemini API's,
+    any of the three on the model routes (by the client's headers), OpenAI's everywhere else."""
     if path.startswith("/v1/messages"):
         return _ANTHROPIC_ERROR
+    if path.startswith("/v1beta/"):
+        return _GOOGLE_ERROR
     if path.startswith("/v1/models"):
-        return {"anyOf": [_OPENAI_ERROR, _ANTHROPIC_ERROR]}
+        return {"anyOf": [_OPENAI_ERROR, _ANTHROPIC_ERROR, _GOOGLE_ERROR]}
     return _OPENAI_ERROR
 
 

@@ -20,7 +20,7 @@ from domain.settings import Model
 #: Bodies larger than this are counted in a worker thread (the tokenizer releases the GIL), so one
 #: huge prompt does not stall every other request on the event loop.
 THREAD_ABOVE_BYTES = 256 * 1024
-_PARAM: dict[Protocol, str] = {"chat": "messages", "responses": "input", "messages": "messages"}
+_PARAM: dict[Protocol, str] = {"chat": "messages", "responses": "input", "messages": "messages", "gemini": "contents"}
 
 
 def model_rules(model: Model, wire: str) -> Rules:

@@ -29,7 +29,7 @@ from app.observability.record import current_record
 from app.runtime import BillingServices, Runtime
 from app.tokens.delivered import Delivered
 from app.translate import canonical as c
-from app.translate.exchange import Exchange, plan
+from app.translate.exchange import EVENT_STREAM, Exchange, plan
 from app.translate.exposure import exposure_of
 from app.translate.output_limit import MIN_CLAMPED_OUTPUT, clamp_output
 from domain.usage import TokenUsage
@@ -43,7 +43,12 @@ DROPPED_HEADER = "x-tollgate-dropped-tools"
 #: own (the new limit).
 CLAMPED_HEADER = "x-tollgate-output-clamped"
 #: Each protocol's name for a request's output limit, as a refusal for credits names it.
-OUTPUT_FIELDS: dict[str, str] = {"chat": "max_tokens", "responses": "max_output_tokens", "messages": "max_tokens"}
+OUTPUT_FIELDS: dict[str, str] = {
+    "chat": "max_tokens",
+    "responses": "max_output_tokens",
+    "messages": "max_tokens",
+    "gemini": "generationConfig.maxOutputTokens",
+}
 
 
 async def serve(runtime: Runtime, request: Request[Any, Any, Any], asked: Generation) -> Response[bytes] | EventStream:
@@ -155,6 +160,8 @@ async def _streamed(call: GenerationCall) -> EventStream:
     if call.transcript is not None:
         relay = _recorded(relay, call.transcript)
     first = await relay.__anext__()
+    if call.exchange.stream_type != EVENT_STREAM:  # Gemini's stream without alt=sse: one JSON array
+        call.headers["content-type"] = f"{call.exchange.stream_type}; charset=utf-8"
     return EventStream(first, relay, headers=call.headers)
 
 
@@ -191,7 +198,9 @@ async def _relay(call: GenerationCall) -> AsyncGenerator[bytes, None]:
             return
         charged, reasoning = reported.usage or delivered.usage(), reported.reasoning
         try:
-            final = await call.charge_stream(charged, lambda extra: relay.finish(charged, reasoning, extra))
+            final = await call.charge_stream(
+                charged, lambda extra: relay.finish(charged, reasoning, extra), call.exchange.stream_type
+            )
         except GatewayError as exc:  # the hold stays open and visible; the client is told nothing was billed
             yield await call.last_frames(b"".join(relay.error(exc)))
             return

@@ -23,6 +23,8 @@ from app.http.routes.chat import chat_completions
 from app.http.routes.credits import read_credits, read_key
 from app.http.routes.embeddings import create_embeddings
 from app.http.routes.files import delete_file, file_content, list_files, retrieve_file, upload_file
+from app.http.routes.gemini import gemini_models_post, gemini_target, speaks_gemini
+from app.http.routes.gemini_models import gemini_list_models, gemini_read_model, speaks_google
 from app.http.routes.health import live, ready
 from app.http.routes.image_edits import edit_image
 from app.http.routes.images import create_image
@@ -67,7 +69,11 @@ def _gateway_error(request: Request[Any, Any, Any], exc: GatewayError) -> Respon
     relayed = exc.relayed_answer()
     if relayed is not None:  # passed through: the upstream's own words (coding agents match on them)
         return Response(relayed[1], status_code=relayed[0], media_type="application/json", headers=headers)
-    body = exc.anthropic_body() if _speaks_messages(request) else exc.openai_body()
+    path = request.url.path
+    if speaks_gemini(path) or (path.startswith("/v1/models") and speaks_google(request)):
+        body = exc.gemini_body()
+    else:
+        body = exc.anthropic_body() if _speaks_messages(request) else exc.openai_body()
     return _error_response(exc.status, body, headers)
 
 
@@ -133,6 +139,7 @@ def create_asgi_app(runtime: Runtime) -> Observed:
         create_app(runtime),
         [chat_completions, create_response, create_message, create_embeddings, *AUDIO_ROUTES],
         dict(_EXCEPTION_HANDLERS),
+        by_path=(lambda path: gemini_target(path) is not None, gemini_models_post),
     )
     keep = runtime.records.keep if runtime.records is not None else None
     return Observed(RequestGuard(hot, float(runtime.settings.body_timeout)), keep)
@@ -156,6 +163,9 @@ def create_app(runtime: Runtime) -> Litestar:
             create_response,
             create_message,
             count_tokens,
+            gemini_models_post,
+            gemini_list_models,
+            gemini_read_model,
             upload_file,
             list_files,
             retrieve_file,

@@ -14,7 +14,7 @@ from typing import Any
 
 from app.observability import metrics, timeline
 from app.observability.record import RequestRecord
-from domain.endpoints import ENDPOINT_PATHS
+from domain.endpoints import ENDPOINT_PATHS, GENERATE_CONTENT, gemini_call
 from domain.money import format_credits
 
 access_log = logging.getLogger("tollgate.access")
@@ -35,7 +35,10 @@ _PREFIXES = (
     ("/health", "health"),
     ("/schema", "schema"),
     ("/v1/models/", "models"),
+    ("/v1beta/models", "models"),
 )
+#: A Gemini method's label (its model is in the path).
+GEMINI_COUNT_TOKENS = f"{GENERATE_CONTENT}.count_tokens"
 #: Probes and scrapes come every few seconds: counted, but logged only at debug level.
 _QUIET = {"health", "metrics"}
 
@@ -44,6 +47,9 @@ def endpoint_of(path: str) -> str:
     endpoint = _ENDPOINTS.get(path)
     if endpoint is not None:
         return endpoint
+    gemini = gemini_call(path) if "models/" in path else None
+    if gemini is not None:
+        return GEMINI_COUNT_TOKENS if gemini[1] == "countTokens" else GENERATE_CONTENT
     for prefix, name in _PREFIXES:
         if path.startswith(prefix):
             return name

@@ -25,12 +25,12 @@ from app.observability import metrics
 from app.observability.record import RequestRecord
 from app.store.database import Database, Sql
 from app.store.request_records import write_records
-from domain.endpoints import ENDPOINT_PATHS
+from domain.endpoints import ENDPOINT_PATHS, GENERATE_CONTENT
 
 log = logging.getLogger("tollgate.records")
 
 #: The endpoints whose requests are kept (``app/observability/access.py`` names them): every billed one.
-KEPT_ENDPOINTS = frozenset({*ENDPOINT_PATHS, "messages.count_tokens"})
+KEPT_ENDPOINTS = frozenset({*ENDPOINT_PATHS, "messages.count_tokens", f"{GENERATE_CONTENT}.count_tokens"})
 #: Seconds between two writes of what is waiting.
 FLUSH_SECONDS = 0.25
 #: Records written in one transaction at most.

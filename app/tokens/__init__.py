@@ -11,14 +11,16 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from app.tokens.counting import RULES, Rules, TokenizerName
+from app.tokens.gemini_prompt import gemini_prompt
 from app.tokens.prompt import Tally, chat_prompt, messages_prompt, responses_prompt
 
-Protocol = Literal["chat", "responses", "messages"]
+Protocol = Literal["chat", "responses", "messages", "gemini"]
 
 PROMPT_COUNTERS: dict[Protocol, Callable[[dict[str, Any], Rules], Tally]] = {
     "chat": chat_prompt,
     "responses": responses_prompt,
     "messages": messages_prompt,
+    "gemini": gemini_prompt,
 }
 
 

@@ -29,6 +29,8 @@ from app.translate import tools
 from app.translate.chat import passthrough as chat_pass
 from app.translate.chat.client import ChatStreamWriter, canonical_to_chat_response, chat_request_to_canonical
 from app.translate.chat.upstream import ChatChunkReader, canonical_to_chat_body, chat_response_to_canonical
+from app.translate.gemini.answer import GeminiStreamWriter, canonical_to_gemini
+from app.translate.gemini.client import gemini_request_to_canonical
 from app.translate.messages import passthrough as messages_pass
 from app.translate.messages.client import MessagesStreamWriter, canonical_to_message, messages_request_to_canonical
 from app.translate.messages.upstream import MessagesEventReader, canonical_to_messages_body, message_to_canonical
@@ -47,6 +49,8 @@ VERSION_HEADERS: dict[str, tuple[str, ...]] = {
     "responses": ("openai-beta",),
     "messages": ("anthropic-version", "anthropic-beta"),
 }
+#: What a stream's answer is: events, for every wire but Gemini's stream without ``alt=sse``.
+EVENT_STREAM = "text/event-stream"
 
 
 @dataclass
@@ -63,6 +67,8 @@ class Exchange:
     #: A new stream's relay: the upstream's events → the client's frames.
     relay: Callable[[], StreamRelay]
     dropped_tools: list[str] = field(default_factory=list)
+    #: A stream's media type (Gemini's stream without ``alt=sse`` is one JSON array).
+    stream_type: str = EVENT_STREAM
 
 
 _DECODERS: dict[str, Callable[[dict[str, Any]], c.Response]] = {
@@ -79,6 +85,7 @@ _TO_CANONICAL: dict[str, Callable[[dict[str, Any]], c.Request]] = {
     "chat": chat_request_to_canonical,
     "messages": messages_request_to_canonical,
     "responses": responses_request_to_canonical,
+    "gemini": gemini_request_to_canonical,
 }
 
 
@@ -184,6 +191,10 @@ def _translated(
     elif protocol == "messages":
         render = lambda answer, resp, extra: encode(canonical_to_message(resp, model.id, extra))  # noqa: E731
         writer = lambda: MessagesStreamWriter(model.id, prompt_tokens)  # noqa: E731
+    elif protocol == "gemini":
+        thoughts, sse = req.reasoning_summary is not None, body.get("alt") != "json"
+        render = lambda answer, resp, extra: encode(canonical_to_gemini(resp, model.id, thoughts, extra))  # noqa: E731
+        writer = lambda: GeminiStreamWriter(model.id, thoughts, sse=sse)  # noqa: E731
     else:
         shell = ResponseShell(body, model.id)
         render = lambda answer, resp, extra: encode(canonical_to_response(resp, shell, extra))  # noqa: E731
@@ -197,4 +208,5 @@ def _translated(
         render=render,
         relay=lambda: CanonicalRelay(_NamedReader(reader(), names), writer()),
         dropped_tools=req.dropped_tools,
+        stream_type="application/json" if body.get("alt") == "json" else EVENT_STREAM,
     )

@@ -68,7 +68,7 @@ def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):
         "reasoning",
         "pricing",
     }
-    assert fake["endpoints"] == ["chat.completions", "responses", "messages"]  # unset: the generation endpoints
+    assert fake["endpoints"] == ["chat.completions", "responses", "messages", "generate_content"]  # unset: generation
     assert fake["object"] == "model"
     assert isinstance(fake["created"], int)
     assert fake["created"] > 1_600_000_000

@@ -23,6 +23,11 @@ def presented_key(request: Request[Any, Any, Any]) -> str | None:
     return request.headers.get("x-api-key") or None
 
 
+def google_key(request: Request[Any, Any, Any]) -> str | None:
+    """The key as Google's clients send it: ``x-goog-api-key``, ``?key=``, or a Bearer token."""
+    return request.headers.get("x-goog-api-key") or request.query_params.get("key") or presented_key(request)
+
+
 def client_address(request: Request[Any, Any, Any]) -> str:
     """Whose failed key attempts a request's are (``app/ratelimit/key_guesses.py``)."""
     client = request.client
@@ -47,8 +52,10 @@ async def wrong_key(request: Request[Any, Any, Any], runtime: Runtime, message: 
     return AuthenticationFailed(message)
 
 
-async def authenticate(request: Request[Any, Any, Any], runtime: Runtime) -> Principal:
-    key = presented_key(request)
+async def authenticate(request: Request[Any, Any, Any], runtime: Runtime, key: str | None = None) -> Principal:
+    """The team the request's key bills to (``key``: as the endpoint read it; else as
+    :func:`presented_key` reads it); 401 without one or for one that is none."""
+    key = key or presented_key(request)
     if key is None:
         raise AuthenticationFailed(
             "You didn't provide an API key. Send it in the Authorization header as 'Bearer YOUR_KEY'."

@@ -9,7 +9,8 @@ shown as 0. ``endpoints`` names the endpoints the model serves (``Model.endpoint
 encoded once and again only when the price list changes (or a scheduled price takes effect).
 
 A request that carries ``anthropic-version`` (Anthropic's SDK always sends it) is answered in
-Anthropic's shapes instead (``app/http/routes/anthropic_models.py``), its errors too."""
+Anthropic's shapes instead (``app/http/routes/anthropic_models.py``), its errors too; one that carries
+Google's headers, in Google's (``app/http/routes/gemini_models.py``)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from litestar.params import FromPath, FromQuery
 from app.errors import ModelNotFound
 from app.http.routes.answers import ModelAnswer, ModelPage, answers
 from app.http.routes.anthropic_models import anthropic_card, anthropic_page
+from app.http.routes.gemini_models import gemini_model, gemini_page, speaks_google
 from app.json import encode
 from app.ledger.prices import PriceBook
 from domain.pricing import Price
@@ -113,6 +115,8 @@ def list_models(
     before_id: FromQuery[str | None] = None,
 ) -> Response[bytes]:
     """``limit``, ``after_id`` and ``before_id`` page the list in Anthropic's shape (OpenAI's has no pages)."""
+    if speaks_google(request):
+        return gemini_page(request)
     models: ModelListCache = request.app.state.model_list
     body = models.anthropic_page(limit, after_id, before_id) if speaks_anthropic(request) else models.body()
     return Response(body, media_type="application/json")
@@ -125,5 +129,7 @@ def list_models(
 )
 def read_model(request: Request[Any, Any, Any], model_id: FromPath[str]) -> Response[bytes]:
     """A model by its id (which may hold slashes: ``org/model``)."""
+    if speaks_google(request):
+        return gemini_model(request, model_id)
     models: ModelListCache = request.app.state.model_list
     return Response(models.card(model_id.removeprefix("/"), speaks_anthropic(request)), media_type="application/json")

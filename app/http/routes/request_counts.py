@@ -17,7 +17,9 @@ from app.tokens import Protocol
 from domain.settings import Settings
 
 #: Where each protocol keeps its conversation.
-_ITEMS: dict[Protocol, str] = {"chat": "messages", "responses": "input", "messages": "messages"}
+_ITEMS: dict[Protocol, str] = {"chat": "messages", "responses": "input", "messages": "messages", "gemini": "contents"}
+#: Where an item keeps its parts (Gemini's contents: ``parts``).
+_PARTS: dict[str, str] = {"contents": "parts"}
 
 
 def check_counts(body: dict[str, Any], protocol: Protocol, settings: Settings) -> None:
@@ -47,11 +49,11 @@ def _check_parts(body: dict[str, Any], field: str, items: Any, limit: int) -> No
     if not isinstance(items, list):
         return
     for i, item in enumerate(items):
-        content = item.get("content") if isinstance(item, dict) else None
+        content = item.get(_PARTS.get(field, "content")) if isinstance(item, dict) else None
         if isinstance(content, list):
             parts += len(content)
             if parts > limit:
-                _too_many_parts(limit, f"{field}[{i}].content")
+                _too_many_parts(limit, f"{field}[{i}].{_PARTS.get(field, 'content')}")
 
 
 def _too_many_parts(limit: int, where: str) -> None:

@@ -19,7 +19,7 @@ EMBEDDINGS_ONLY = GOOD.replace(CHAT_PRICING, 'pricing = {input = 0.02}\nendpoint
 
 def test_a_model_without_endpoints_serves_the_generation_endpoints_as_before():
     model = parse_settings(GOOD, "t.toml").models[0]
-    assert model.endpoints == ["chat.completions", "responses", "messages"]
+    assert model.endpoints == ["chat.completions", "responses", "messages", "generate_content"]
     assert model.serves(endpoints.CHAT)
     assert not model.serves(endpoints.EMBEDDINGS)
 
