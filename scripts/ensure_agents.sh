@@ -1,6 +1,6 @@
 #!/bin/sh
 # The coding-agent tests (tests/e2e/test_coding_agents.py) run the real clients our users run, at the
-# versions they are pinned to here: Claude Code and Codex CLI, from npm. Each is installed once into
+# versions they are pinned to here: Claude Code, Codex CLI and the Gemini CLI, from npm. Each is installed once into
 # its own folder of a cache (TOLLGATE_AGENTS_DIR, default ~/.cache/tollgate/agents; tests/support/agents.py
 # looks there too) and reused while it answers --version with its version. Node and npm come from
 # Debian's packages when they are missing (as root); the tests fail, not skip, when an agent cannot
@@ -45,3 +45,4 @@ install_agent() {
 
 install_agent claude-code @anthropic-ai/claude-code 2.1.330 claude
 install_agent codex @openai/codex 0.169.0 codex
+install_agent gemini-cli @google/gemini-cli 0.61.0 gemini

@@ -1,4 +1,4 @@
-"""Running the coding agents our users run — Claude Code and Codex CLI — against a gateway, as they do.
+"""Running the coding agents our users run — Claude Code, Codex CLI and the Gemini CLI — against a gateway, as they do.
 
 Each agent runs non-interactively (``claude -p``, ``codex exec``) in a temporary home, configured by
 the documentation's own recipe (docs/clients.md, ``Coding agents``), through a :class:`RecordingProxy` that keeps every
@@ -34,6 +34,7 @@ AGENTS_DIR = Path(
 )
 CLAUDE_CODE = ("claude-code", "2.1.330", "claude")
 CODEX = ("codex", "0.169.0", "codex")
+GEMINI_CLI = ("gemini-cli", "0.61.0", "gemini")
 #: Headers that belong to one hop, not to the exchange.
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host", "upgrade", "te", "trailer"}
 
@@ -120,6 +121,38 @@ def run_codex(
     (codex_home / "config.toml").write_text(codex_config(root_url, model))
     env = {"CODEX_HOME": str(codex_home), "TOLLGATE_API_KEY": key}
     return _run([str(binary(CODEX)), "exec", "--skip-git-repo-check", "--ephemeral", prompt], env, workdir, timeout)
+
+
+def gemini_cli_environment(root_url: str, key: str) -> dict[str, str]:
+    """The documented ``export`` lines for the Gemini CLI, with this gateway and key filled in."""
+    env = {}
+    for line in readme_block("gemini-cli").splitlines():
+        found = re.match(r"export (\w+)=(\S+)", line.strip())
+        if found:
+            value = found.group(2).strip('"').replace("$TOLLGATE_API_KEY", key)
+            env[found.group(1)] = value.replace("http://127.0.0.1:8080", root_url)
+    return env
+
+
+def run_gemini_cli(
+    root_url: str, key: str, *, model: str, prompt: str, workdir: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """``gemini -p PROMPT -m MODEL`` with the documented environment and settings file in a fresh home.
+    The folder it works in is trusted (``GEMINI_CLI_TRUST_WORKSPACE``: headless runs refuse an
+    untrusted one), and its read-only tools (``read_file``, ``list_directory``) run without asking."""
+    home = Path(tempfile.mkdtemp(prefix="agent-home-"))
+    (home / ".gemini").mkdir()
+    (home / ".gemini" / "settings.json").write_text(readme_block("gemini-cli-settings"))
+    env = {**gemini_cli_environment(root_url, key), "GEMINI_CLI_TRUST_WORKSPACE": "true"}
+    return subprocess.run(
+        [str(binary(GEMINI_CLI)), "-p", prompt, "-m", model],
+        cwd=workdir,
+        env={"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", **env},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 # -- what passed between them ----------------------------------------------------------------------
@@ -216,10 +249,11 @@ class RecordingProxy:
 def reported_credits(exchange: Exchange) -> Decimal | None:
     """What the gateway reported as this answer's ``usage.cost.credits``: in a JSON body, or on the
     stream's final usage (a chat usage chunk, Responses' ``response.completed``/``.incomplete``,
-    Messages' ``message_delta``)."""
+    Messages' ``message_delta``, the last Gemini chunk's ``usageMetadata``)."""
     text = exchange.response_body.decode()
     if exchange.response_headers.get("content-type", "").startswith("application/json"):
-        return _cost(json.loads(text, parse_float=Decimal).get("usage"))
+        answer = json.loads(text, parse_float=Decimal)
+        return _cost(answer.get("usage") or answer.get("usageMetadata"))
     found = None
     for line in text.splitlines():
         if not line.startswith("data:") or line[5:].strip() == "[DONE]":
@@ -228,19 +262,21 @@ def reported_credits(exchange: Exchange) -> Decimal | None:
         usage = (
             (event.get("response") or {}).get("usage")
             if event.get("type") in ("response.completed", "response.incomplete")
-            else event.get("usage")
+            else event.get("usage") or event.get("usageMetadata")
         )
         found = _cost(usage) if _cost(usage) is not None else found
     return found
 
 
 def streamed_text(body: bytes) -> str:
-    """The text a Messages or Responses stream delivered, its deltas joined."""
+    """The text a Messages, Responses or Gemini stream delivered, its deltas joined."""
     text = []
     for line in body.decode().splitlines():
         if line.startswith("data:") and line[5:].strip() != "[DONE]":
             event = json.loads(line[5:])
             delta = event.get("delta")
+            for candidate in event.get("candidates") or []:
+                text += [p["text"] for p in candidate.get("content", {}).get("parts", []) if "text" in p]
             if event.get("type") == "response.output_text.delta":
                 text.append(delta)
             elif isinstance(delta, dict) and delta.get("type") == "text_delta":
