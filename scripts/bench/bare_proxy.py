@@ -25,7 +25,14 @@ from typing import Any
 from app.upstream.client import Timeouts, UpstreamClient, close
 
 UPSTREAM_ENV = "BENCH_UPSTREAM_URL"
-FORWARDED = (b"content-type", b"authorization", b"x-api-key", b"anthropic-version", b"anthropic-beta")
+FORWARDED = (
+    b"content-type",
+    b"authorization",
+    b"x-api-key",
+    b"anthropic-version",
+    b"anthropic-beta",
+    b"x-goog-api-key",
+)
 
 _client: UpstreamClient | None = None
 _TIMEOUTS = Timeouts(connect=10, read=600)

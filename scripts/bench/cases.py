@@ -31,6 +31,7 @@ class Case:
     body: dict[str, object]
     stream: bool = False
     anthropic: bool = False  # sent with Anthropic's headers (x-api-key, anthropic-version)
+    gemini: bool = False  # sent with Google's key header (x-goog-api-key)
 
     def body_bytes(self) -> bytes:
         return json.dumps(self.body, separators=(",", ":")).encode()
@@ -38,6 +39,8 @@ class Case:
     def headers(self, key: str) -> dict[str, str]:
         if self.anthropic:
             return {"x-api-key": key, "anthropic-version": "2023-06-01"}
+        if self.gemini:
+            return {"x-goog-api-key": key}
         return {"authorization": f"Bearer {key}"}
 
 
@@ -96,6 +99,17 @@ CASES = {
             anthropic=True,
         ),
         Case("cross", "chat completions → anthropic (translated)", "/v1/chat/completions", _chat(CLAUDE)),
+        Case(
+            "gemini_cross",
+            "gemini generateContent → anthropic (translated)",
+            f"/v1beta/models/{CLAUDE}:generateContent",
+            {
+                "systemInstruction": {"parts": [{"text": SYSTEM}]},
+                "contents": [{"role": "user", "parts": [{"text": QUESTION}]}],
+                "generationConfig": {"maxOutputTokens": 64},
+            },
+            gemini=True,
+        ),
         Case(
             "embeddings",
             f"embeddings, {EMBEDDING_INPUTS} inputs × {EMBEDDING_DIMENSIONS} floats → openai",

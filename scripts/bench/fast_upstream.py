@@ -4,7 +4,8 @@ Every answer is rendered once, at start, to the exact bytes sent: an OpenAI chat
 ``usage``), a 20-chunk OpenAI stream (final usage chunk and ``[DONE]``: the gateway always asks for
 ``stream_options.include_usage``), an Anthropic message and its stream (``message_start`` …
 ``message_stop``, with usage), the same message and stream as Bedrock's InvokeModel answers them
-(the stream in AWS's event-stream frames), an embeddings answer of 100 vectors × 1,536 floats, and
+(the stream in AWS's event-stream frames), a Gemini ``generateContent`` answer, an embeddings answer
+of 100 vectors × 1,536 floats, and
 ``/v1/models``. Serving a request is parsing it with httptools
 and one ``transport.write``: a raw ``asyncio.Protocol`` on uvloop, no framework, so that one core
 answers well over 10,000 requests/s (the benchmark measures and prints that rate on every run).
@@ -246,8 +247,23 @@ ANSWERS: dict[bytes, tuple[bytes, bytes]] = {
     b"/v1/models": (models(), models()),
     b"/v1/embeddings": (embeddings(), embeddings()),
 }
+
+
+def gemini_answer() -> bytes:
+    """A Gemini ``generateContent`` answer, with ``usageMetadata``."""
+    usage = {
+        "promptTokenCount": PROMPT_TOKENS,
+        "candidatesTokenCount": COMPLETION_TOKENS,
+        "totalTokenCount": PROMPT_TOKENS + COMPLETION_TOKENS,
+    }
+    candidate = {"content": {"role": "model", "parts": [{"text": TEXT}]}, "finishReason": "STOP", "index": 0}
+    body = {"candidates": [candidate], "usageMetadata": usage, "modelVersion": "gemini-x", "responseId": "bench"}
+    return _response("200 OK", "application/json", _json(body))
+
+
 #: Bedrock's InvokeModel paths (``/model/{id}/invoke``, ``…/invoke-with-response-stream``), by their last segment.
 BEDROCK_ANSWERS: dict[bytes, bytes] = {b"invoke": anthropic_message(), b"invoke-with-response-stream": bedrock_stream()}
+GEMINI = gemini_answer()
 NOT_FOUND = _response("404 Not Found", "application/json", b'{"error":{"message":"not found","type":"not_found"}}')
 
 
@@ -286,6 +302,9 @@ class FastUpstream(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         path = self.url.split(b"?", 1)[0]
+        if path.startswith(b"/v1beta/models/"):
+            self.transport.write(GEMINI if path.endswith(b":generateContent") else NOT_FOUND)
+            return
         if path.startswith(b"/model/"):
             self.transport.write(BEDROCK_ANSWERS.get(path.rsplit(b"/", 1)[-1], NOT_FOUND))
             return

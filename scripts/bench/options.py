@@ -7,7 +7,17 @@ import os
 
 DEFAULT_POSTGRES = os.environ.get("TOLLGATE_BENCH_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 DEFAULT_REDIS = os.environ.get("TOLLGATE_BENCH_REDIS_URL", "redis://127.0.0.1:6379/0")
-CASE_NAMES = ("chat", "chat_stream", "messages", "messages_stream", "bedrock", "bedrock_stream", "cross", "embeddings")
+CASE_NAMES = (
+    "chat",
+    "chat_stream",
+    "messages",
+    "messages_stream",
+    "bedrock",
+    "bedrock_stream",
+    "cross",
+    "gemini_cross",
+    "embeddings",
+)
 
 
 def _ints(text: str) -> list[int]:
