@@ -48,6 +48,7 @@ from app.upstream.azure import API_KEY, AzureOpenAIResponsesUpstream, AzureOpenA
 from app.upstream.bedrock import BedrockUpstream, default_endpoint
 from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.fallback import Deployment, FallbackUpstream
+from app.upstream.gemini import GeminiUpstream
 from domain.settings import Settings
 from domain.settings import Upstream as UpstreamSettings
 
@@ -209,6 +210,8 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
         resource = AzureResource(up.base_url or "", up.api_version or "", up.auth or API_KEY)
         azure = AzureOpenAIResponsesUpstream if up.wire == "responses" else AzureOpenAIUpstream
         return azure(resource, api_key, timeout=timeout, client=http)
+    if up.kind == "gemini":
+        return GeminiUpstream(up.base_url or "", api_key, timeout=timeout, client=http)
     if up.kind == "bedrock":
         region = up.region or ""
         return BedrockUpstream(up.base_url or default_endpoint(region), region, timeout=timeout, client=http)

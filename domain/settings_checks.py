@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # the schema imports this module to check what it parsed
 #: Reports a broken rule: the key (``models[0].pricing.input``) and what is wrong; it raises.
 Fail = Callable[[str, str], None]
 
-UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "azure-openai", "bedrock", "demo")
+UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "azure-openai", "bedrock", "gemini", "demo")
 #: The settings only an `azure-openai` deployment takes, with the values each may have (None: any text).
 _AZURE_ONLY: dict[str, tuple[str, ...] | None] = {
     "api_version": None,
@@ -291,7 +291,7 @@ def _check_deployments(model: Model, index: int, fail: Fail) -> None:
                 f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
                 f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
                 f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
-                f"anthropic and bedrock: messages; azure-openai: its api, chat unless set)",
+                f"anthropic and bedrock: messages; azure-openai: its api, chat unless set; gemini: gemini)",
             )
     check_endpoint_kinds(model.endpoints, [(where, up.kind) for where, up in deployment_keys(model, index)], key, fail)
     count = len(model.deployments)
@@ -304,7 +304,7 @@ def _check_deployment(where: str, upstream: Upstream, fail: Fail) -> None:
     if upstream.kind not in UPSTREAM_KINDS:
         fail(f"{where}.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
     if upstream.kind != "demo":
-        if not upstream.base_url and upstream.kind != "bedrock":
+        if not upstream.base_url and upstream.kind not in ("bedrock", "gemini"):
             fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
         elif upstream.base_url and not re.match(r"^https?://[^/\s]+", upstream.base_url):
             fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")

@@ -24,6 +24,7 @@ UPSTREAM_WIRES = {
     "openai-responses": "responses",
     "anthropic": "messages",
     "bedrock": "messages",
+    "gemini": "gemini",
 }
 
 
@@ -185,20 +186,23 @@ class Upstream(_Strict, frozen=True):
     #: OpenAI Responses API, such as OpenAI's own: its Codex models are served only there),
     #: `anthropic` (the Anthropic Messages API), `azure-openai` (an Azure OpenAI resource: its
     #: deployments' chat completions or Responses API, and embeddings), `bedrock` (Anthropic models on
-    #: AWS Bedrock, signed with SigV4) or `demo` (built in: answers locally, no network, no key).
+    #: AWS Bedrock, signed with SigV4), `gemini` (Google's Gemini API, with an API key) or `demo`
+    #: (built in: answers locally, no network, no key).
     kind: str
-    #: The provider's URL, required unless `kind` is `demo` or `bedrock`: ending in `/v1` for `openai` and
-    #: `openai-responses`, without `/v1` for `anthropic` (e.g. `https://api.anthropic.com`), the
+    #: The provider's URL, required unless `kind` is `demo`, `bedrock` or `gemini`: ending in `/v1` for
+    #: `openai` and `openai-responses`, without `/v1` for `anthropic` (e.g. `https://api.anthropic.com`), the
     #: resource's endpoint for `azure-openai` (e.g. `https://NAME.openai.azure.com`, without `/openai`);
-    #: for `bedrock` the runtime endpoint (unset: `https://bedrock-runtime.{region}.amazonaws.com`).
+    #: for `bedrock` the runtime endpoint (unset: `https://bedrock-runtime.{region}.amazonaws.com`); for
+    #: `gemini` the API's root, without `/v1beta` (unset: `https://generativelanguage.googleapis.com`).
     base_url: str | None = None
     #: For `bedrock` (required there, refused elsewhere): the AWS region requests are signed for and,
     #: unless `base_url` is set, sent to (e.g. `us-east-1`). The credentials come from the usual AWS
     #: chain (environment, `AWS_PROFILE` and the shared files, or a role), not from `api_key_env`.
     region: str | None = None
     #: The environment variable holding the provider key (sent as `Authorization: Bearer` to
-    #: OpenAI upstreams, `x-api-key` to Anthropic, `api-key` to Azure OpenAI, or for `azure-openai`
-    #: with `auth = "entra"` a Microsoft Entra access token sent as `Authorization: Bearer`);
+    #: OpenAI upstreams, `x-api-key` to Anthropic, `x-goog-api-key` to Gemini, `api-key` to Azure
+    #: OpenAI, or for `azure-openai` with `auth = "entra"` a Microsoft Entra access token sent as
+    #: `Authorization: Bearer`);
     #: `tollgate serve` refuses to start while it is unset.
     api_key_env: str | None = None
     #: For `azure-openai` (required there, refused elsewhere): the `api-version` query every request carries,

@@ -29,8 +29,10 @@ from app.translate import tools
 from app.translate.chat import passthrough as chat_pass
 from app.translate.chat.client import ChatStreamWriter, canonical_to_chat_response, chat_request_to_canonical
 from app.translate.chat.upstream import ChatChunkReader, canonical_to_chat_body, chat_response_to_canonical
+from app.translate.gemini import passthrough as gemini_pass
 from app.translate.gemini.answer import GeminiStreamWriter, canonical_to_gemini
 from app.translate.gemini.client import gemini_request_to_canonical
+from app.translate.gemini.upstream import GeminiChunkReader, canonical_to_gemini_body, gemini_response_to_canonical
 from app.translate.messages import passthrough as messages_pass
 from app.translate.messages.client import MessagesStreamWriter, canonical_to_message, messages_request_to_canonical
 from app.translate.messages.upstream import MessagesEventReader, canonical_to_messages_body, message_to_canonical
@@ -48,6 +50,7 @@ VERSION_HEADERS: dict[str, tuple[str, ...]] = {
     "chat": ("openai-beta",),
     "responses": ("openai-beta",),
     "messages": ("anthropic-version", "anthropic-beta"),
+    "gemini": (),
 }
 #: What a stream's answer is: events, for every wire but Gemini's stream without ``alt=sse``.
 EVENT_STREAM = "text/event-stream"
@@ -75,11 +78,13 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], c.Response]] = {
     "chat": chat_response_to_canonical,
     "messages": message_to_canonical,
     "responses": response_to_canonical,
+    "gemini": gemini_response_to_canonical,
 }
 _READERS: dict[str, Callable[[], EventReader]] = {
     "chat": ChatChunkReader,
     "messages": MessagesEventReader,
     "responses": ResponsesEventReader,
+    "gemini": GeminiChunkReader,
 }
 _TO_CANONICAL: dict[str, Callable[[dict[str, Any]], c.Request]] = {
     "chat": chat_request_to_canonical,
@@ -128,11 +133,13 @@ def _passthrough(model: Model, wire: Wire, body: dict[str, Any], client_headers:
         "chat": chat_pass.read_answer,
         "messages": messages_pass.read_answer,
         "responses": responses_pass.read_answer,
+        "gemini": gemini_pass.read_answer,
     }[wire]
     render = {
         "chat": chat_pass.render_answer,
         "messages": messages_pass.render_answer,
         "responses": responses_pass.render_answer,
+        "gemini": gemini_pass.render_answer,
     }[wire]
     relays: dict[str, Callable[[], StreamRelay]] = {
         "chat": lambda: chat_pass.ChatPassThrough(model.id, include_usage),
@@ -140,6 +147,7 @@ def _passthrough(model: Model, wire: Wire, body: dict[str, Any], client_headers:
         "responses": lambda: CanonicalRelay(
             ResponsesEventReader(), responses_pass.ResponsesPassThrough(model.id), pure_finish=True
         ),
+        "gemini": lambda: gemini_pass.GeminiPassThrough(sse=body.get("alt") != "json"),
     }
     return Exchange(
         body=forward,
@@ -152,6 +160,7 @@ def _passthrough(model: Model, wire: Wire, body: dict[str, Any], client_headers:
         ),
         relay=relays[wire],
         dropped_tools=dropped,
+        stream_type="application/json" if wire == "gemini" and body.get("alt") == "json" else EVENT_STREAM,
     )
 
 
@@ -173,6 +182,8 @@ def _upstream_body(req: c.Request, wire: str, model: Model, names: tools.ToolNam
         return canonical_to_messages_body(req, model.id, model.max_output_tokens, names)
     if wire == "responses":
         return canonical_to_responses_body(req, model.id)
+    if wire == "gemini":
+        return canonical_to_gemini_body(req, model.id, names)
     return canonical_to_chat_body(req, model.id, names)
 
 

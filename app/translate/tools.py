@@ -141,10 +141,16 @@ _CLIENT_TOOLS: dict[str, tuple[str | None, ...]] = {
 }
 
 
+#: The members of a Gemini ``Tool`` that declare the client's own functions (the rest are Google's tools).
+GEMINI_FUNCTIONS = frozenset({"functionDeclarations", "function_declarations"})
+
+
 def builtin_name(tool: Any, protocol: str) -> str | None:
     """The name of a built-in tool (its type), or None for a tool the client runs itself."""
     if not isinstance(tool, dict):
         return None
+    if protocol == "gemini":  # a Tool object: its built-ins are its members but the functions
+        return next((str(k) for k in tool if k not in GEMINI_FUNCTIONS), None)
     kind = tool.get("type", _CLIENT_TOOLS[protocol][0])
     if kind in _CLIENT_TOOLS[protocol]:
         return None
@@ -166,6 +172,10 @@ def without_builtins(body: dict[str, Any], protocol: str) -> dict[str, Any]:
     """The body with its built-in tools taken out (and a tool choice that named one)."""
     out = dict(body)
     tools = body.get("tools")
+    if protocol == "gemini" and isinstance(tools, list):
+        tools = [{k: v for k, v in t.items() if k in GEMINI_FUNCTIONS} if isinstance(t, dict) else t for t in tools]
+        tools = [t for t in tools if t]
+        body = {**body, "tools": tools}
     if isinstance(tools, list):
         kept = [t for t in tools if builtin_name(t, protocol) is None]
         dropped = {str(t.get("name") or t.get("type")) for t in tools if builtin_name(t, protocol) is not None}

@@ -1,0 +1,181 @@
+"""Every client wire against a `gemini` deployment on the fake Gemini API, through real sockets with
+the official SDKs: a Gemini client passed through (its body as it wrote it, the model in the URL, the
+key as ``x-goog-api-key``), Chat Completions, Messages and Responses clients translated, plain and
+streamed, a function call round trip, and each answer's reported cost equal to its ledger charge.
+
+Prices (100 credits per USD): gemini-pro at $1.25/M input and $10/M output (Gemini 2.5 Pro's)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import httpx
+import openai
+import pytest
+from google import genai
+from google.genai import types
+
+from tests.support.charges import charged, reported
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.gateway import Gateway, write_config
+from tests.support.teams import Team, Teams
+
+HI = [{"role": "user", "content": "hello there gateway"}]
+LOOKUP_FN = {"name": "lookup", "description": "Look a word up", "parameters": {"type": "object", "properties": {}}}
+
+
+def config_with_gemini(directory: Path, upstream_base_url: str) -> Path:
+    config = write_config(directory, upstream_base_url)
+    root = upstream_base_url.removesuffix("/v1")
+    upstream = f'{{kind = "gemini", base_url = "{root}", api_key_env = "UPSTREAM_KEY", model = "gemini-2.5-pro"}}'
+    config.write_text(
+        config.read_text()
+        + f"""
+[[models]]
+id = "gemini-pro"
+display_name = "Gemini 2.5 Pro"
+owned_by = "google"
+context_window = 1000000
+max_output_tokens = 8192
+pricing = {{input = 1.25, output = 10, cache_create = 1.25, cache_hit = 0.31}}
+upstream = {upstream}
+"""
+    )
+    return config
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
+    gw = Gateway(config_with_gemini(tmp_path_factory.mktemp("gemini"), fake_upstream.base_url)).start()
+    yield gw
+    result = gw.cli("ledger", "verify", check=False)
+    gw.stop()
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.fixture(scope="module")
+def teams(gateway: Gateway) -> Iterator[Teams]:
+    t = Teams(gateway.config)
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def team(teams: Teams) -> Team:
+    return teams.open("100")
+
+
+def cost_of(usage: dict[str, Any]) -> int:
+    return round(float(usage["cost"]["credits"]) * 1_000_000)
+
+
+def gemini_call(fake: FakeUpstream, method: str = "generateContent") -> Any:
+    (sent,) = [r for r in fake.requests if r.path.startswith("/v1beta/")]
+    assert sent.path == f"/v1beta/models/gemini-2.5-pro:{method}"
+    assert sent.headers["x-goog-api-key"] == "upstream-secret"
+    assert not {"model", "stream", "alt"} & set(sent.body)
+    return sent
+
+
+def test_a_gemini_client_is_passed_through_and_charged_what_it_reports(
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream
+):
+    body = {"contents": [{"role": "user", "parts": [{"text": "hello there gateway"}]}], "labels": {"team": "x"}}
+    answer = httpx.post(
+        f"{gateway.root_url}/v1beta/models/gemini-pro:generateContent",
+        json=body,
+        headers={"x-goog-api-key": team.key},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    raw = answer.json()
+    assert raw["candidates"][0]["content"]["parts"] == [{"text": "Echo: hello there gateway"}]
+    assert raw["modelVersion"] == "gemini-2.5-pro"  # Google's answer, as Google wrote it
+    assert gemini_call(fake_upstream).body == body  # as the client wrote it
+    usage = raw["usageMetadata"]
+    assert (usage["promptTokenCount"], usage["candidatesTokenCount"]) == (3, 4)
+    assert cost_of(usage) == charged(gateway, team)[0] == round((3 * 1.25 + 4 * 10) * 100)
+
+
+def test_the_genai_sdk_streams_through_and_the_last_chunk_carries_the_cost(
+    gateway: Gateway, team: Team, fake_upstream: FakeUpstream
+):
+    client = genai.Client(api_key=team.key, http_options=types.HttpOptions(base_url=gateway.root_url))
+    chunks = list(client.models.generate_content_stream(model="gemini-pro", contents="hello there gateway"))
+    assert "".join(c.text or "" for c in chunks) == "Echo: hello there gateway"
+    gemini_call(fake_upstream, "streamGenerateContent")
+    raw = httpx.post(
+        f"{gateway.root_url}/v1beta/models/gemini-pro:streamGenerateContent?alt=sse",
+        json={"contents": [{"parts": [{"text": "hello there gateway"}]}]},
+        headers={"x-goog-api-key": team.key},
+        timeout=30,
+    )
+    frames = [json.loads(line[6:]) for line in raw.text.splitlines() if line.startswith("data: ")]
+    assert frames[-1]["candidates"][0]["finishReason"] == "STOP"
+    first, second = charged(gateway, team)
+    assert cost_of(frames[-1]["usageMetadata"]) == second == first
+
+
+def test_a_chat_client_is_translated_with_a_function_call_round_trip(gateway: Gateway, team: Team):
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        tools: Any = [{"type": "function", "function": LOOKUP_FN}]
+        ask = [{"role": "user", "content": 'find it [[tool:lookup {"word": "toll"}]]'}]
+        first = client.chat.completions.create(model="gemini-pro", messages=ask, tools=tools)  # type: ignore[arg-type]
+        (call,) = first.choices[0].message.tool_calls or []
+        assert call.function.name == "lookup"  # type: ignore[union-attr]
+        assert json.loads(call.function.arguments) == {"word": "toll"}  # type: ignore[union-attr]
+        assert first.choices[0].finish_reason == "tool_calls"
+        history: Any = [
+            *ask,
+            first.choices[0].message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": "a fee for passing"},
+        ]
+        second = client.chat.completions.create(model="gemini-pro", messages=history, tools=tools)
+        assert second.choices[0].message.content == "Echo: tool result: a fee for passing"
+        costs = [reported(first.usage), reported(second.usage)]
+    assert costs == charged(gateway, team)
+
+
+def test_a_messages_client_streams_translated(gateway: Gateway, team: Team, fake_upstream: FakeUpstream):
+    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
+    with claude, claude.messages.stream(model="gemini-pro", max_tokens=100, messages=HI) as stream:
+        events = list(stream)
+        final = stream.get_final_message()
+    assert final.content[0].text == "Echo: hello there gateway"  # type: ignore[union-attr]
+    sent = gemini_call(fake_upstream, "streamGenerateContent")
+    assert sent.body["generationConfig"]["maxOutputTokens"] == 100
+    (delta,) = [e for e in events if e.type == "message_delta"]
+    assert [reported(delta.usage)] == charged(gateway, team)
+
+
+def test_a_responses_client_is_translated(gateway: Gateway, team: Team):
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        answer = client.responses.create(model="gemini-pro", input="hello there gateway", instructions="Be brief.")
+    assert answer.output_text == "Echo: hello there gateway"
+    assert [reported(answer.usage)] == charged(gateway, team)
+
+
+@pytest.mark.parametrize(("directive", "status"), [("[[fail:400]]", 400), ("[[fail:429]]", 429)])
+def test_a_refusal_reaches_each_client_in_its_own_shape_and_charges_nothing(
+    gateway: Gateway, team: Team, directive: str, status: int
+):
+    gemini = httpx.post(
+        f"{gateway.root_url}/v1beta/models/gemini-pro:generateContent",
+        json={"contents": [{"parts": [{"text": f"hello {directive}"}]}]},
+        headers={"x-goog-api-key": team.key},
+        timeout=30,
+    )
+    assert gemini.status_code == status
+    assert gemini.json()["error"]["code"] == status  # Google's word for word: passed through
+    assert "The fake was told to fail" in gemini.json()["error"]["message"]
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    with client, pytest.raises(openai.APIStatusError) as raised:
+        client.chat.completions.create(model="gemini-pro", messages=[{"role": "user", "content": directive}])
+    assert raised.value.status_code == status
+    assert "The fake was told to fail" in raised.value.message
+    gateway.wait_until_nothing_held(team.name)
+    assert charged(gateway, team) == []
