@@ -21,7 +21,12 @@ from tests.support.teams import Teams
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
 FIXTURES = sorted((Path(__file__).resolve().parent.parent / "fixtures" / "agents").glob("*.json"))
-UPSTREAM_PATHS = {"anthropic": "/v1/messages", "openai": "/v1/chat/completions", "openai-responses": "/v1/responses"}
+UPSTREAM_PATHS = {
+    "anthropic": "/v1/messages",
+    "openai": "/v1/chat/completions",
+    "openai-responses": "/v1/responses",
+    "gemini": "/v1beta/models/agent-gemini-upstream:streamGenerateContent",
+}
 #: The event after which the answer is complete, in each agent's protocol.
 LAST_EVENT = {
     "/v1/messages": "event: message_stop",
@@ -67,6 +72,8 @@ def test_an_agent_s_request_on_every_upstream_wire(
     (sent,) = [r for r in fake_upstream.requests if r.path == UPSTREAM_PATHS[AGENT_MODELS[model]]]
     if record["path"] == UPSTREAM_PATHS[AGENT_MODELS[model]]:  # passed through: as the agent sent it
         assert sent.body == {**record["body"], "model": f"{model}-upstream"}
+    if ":streamGenerateContent" in record["path"] and AGENT_MODELS[model] == "gemini":
+        assert sent.body == record["body"]  # passed through: as the Gemini CLI sent it
     if any(f'"{kind}"' in fixture.read_text() for kind in ("tool_result", "function_call_output", "functionResponse")):
         assert "Echo: tool result:" in streamed_text(answer.content)
         assert "tollgate-marker-" in streamed_text(answer.content)

@@ -1,9 +1,11 @@
-"""The Gemini CLI, unmodified, through Tollgate: it completes a task with a tool call against models
-behind other providers' wires, and the team is charged exactly what the gateway reported.
+"""The Gemini CLI, unmodified, through Tollgate: it completes a task with a tool call against a Gemini
+model (passed through) and models behind other providers' wires (translated), and the team is
+charged exactly what the gateway reported.
 
 The CLI runs as our users run it (``gemini -p``, the recipe in docs/clients.md, a temporary home),
 through a recording proxy, against the session gateway and the fake upstream. Its first turn goes to
-the Gemini wire (``streamGenerateContent?alt=sse``) and is translated for the model's upstream; the
+the Gemini wire (``streamGenerateContent?alt=sse``) and is passed through to the Gemini upstream or
+translated for the model's; the
 prompt asks the fake model to call the CLI's ``read_file`` tool on a file whose text only reading it
 gives; the CLI reads it, sends it back as a ``functionResponse``, and the fake model's answer —
 echoing it — must be what the CLI prints. Set ``TOLLGATE_SAVE_AGENT_FIXTURES=1`` to save the bodies it
@@ -41,7 +43,7 @@ def proxy(gateway: Gateway) -> Iterator[RecordingProxy]:
         yield recording
 
 
-@pytest.mark.parametrize("model", ["agent-claude", "agent-gpt"])
+@pytest.mark.parametrize("model", ["agent-gemini", "agent-claude", "agent-gpt"])
 def test_the_gemini_cli_reads_a_file_through_tollgate(
     gateway: Gateway, teams: Teams, proxy: RecordingProxy, tmp_path: Path, model: str
 ):

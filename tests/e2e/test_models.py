@@ -25,6 +25,7 @@ MODEL_IDS = [
     "agent-claude",
     "agent-gpt",
     "agent-codex",
+    "agent-gemini",
     "passing-gpt",
     "refusing-claude",
     "dropping-claude",

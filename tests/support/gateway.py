@@ -160,7 +160,12 @@ upstream = {_deployment("openai-responses", upstream_base_url, "gpt-codex-x", ap
 
 #: Models for the coding agents (tests/e2e/test_coding_agents.py), one per upstream wire: large enough
 #: for their prompts (a long system prompt, a dozen tools) and their output limits (32,000 tokens).
-AGENT_MODELS = {"agent-claude": "anthropic", "agent-gpt": "openai", "agent-codex": "openai-responses"}
+AGENT_MODELS = {
+    "agent-claude": "anthropic",
+    "agent-gpt": "openai",
+    "agent-codex": "openai-responses",
+    "agent-gemini": "gemini",
+}
 
 
 #: Prices (USD per million tokens) the extra models below are charged at.
@@ -199,7 +204,7 @@ def _agent_models(upstream_base_url: str) -> str:
             [
                 _deployment(
                     kind,
-                    root if kind == "anthropic" else upstream_base_url,
+                    root if kind in ("anthropic", "gemini") else upstream_base_url,
                     f"{model_id}-upstream",
                     api_key_env="UPSTREAM_KEY",
                 )
@@ -278,7 +283,7 @@ def _clamping_models(upstream_base_url: str) -> str:
             [
                 _deployment(
                     kind,
-                    root if kind == "anthropic" else upstream_base_url,
+                    root if kind in ("anthropic", "gemini") else upstream_base_url,
                     f"{model_id}-upstream",
                     api_key_env="UPSTREAM_KEY",
                 )
