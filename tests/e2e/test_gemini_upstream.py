@@ -19,6 +19,7 @@ import pytest
 from google import genai
 from google.genai import types
 
+from tests.support.agents import docs_block
 from tests.support.charges import charged, reported
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
@@ -29,28 +30,20 @@ LOOKUP_FN = {"name": "lookup", "description": "Look a word up", "parameters": {"
 
 
 def config_with_gemini(directory: Path, upstream_base_url: str) -> Path:
+    """The gateway's test configuration and the recipe in docs/gemini.md, as written, pointed at the
+    fake (its ``base_url``) with the fake's key in the variable the recipe names."""
     config = write_config(directory, upstream_base_url)
     root = upstream_base_url.removesuffix("/v1")
-    upstream = f'{{kind = "gemini", base_url = "{root}", api_key_env = "UPSTREAM_KEY", model = "gemini-2.5-pro"}}'
-    config.write_text(
-        config.read_text()
-        + f"""
-[[models]]
-id = "gemini-pro"
-display_name = "Gemini 2.5 Pro"
-owned_by = "google"
-context_window = 1000000
-max_output_tokens = 8192
-pricing = {{input = 1.25, output = 10, cache_create = 1.25, cache_hit = 0.31}}
-upstream = {upstream}
-"""
-    )
+    recipe = docs_block("gemini.md", "gemini-config")
+    recipe = recipe.replace('kind = "gemini",', f'kind = "gemini", base_url = "{root}",')
+    config.write_text(config.read_text() + "\n" + recipe)
     return config
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
-    gw = Gateway(config_with_gemini(tmp_path_factory.mktemp("gemini"), fake_upstream.base_url)).start()
+    config = config_with_gemini(tmp_path_factory.mktemp("gemini"), fake_upstream.base_url)
+    gw = Gateway(config, env={"GEMINI_API_KEY": "upstream-secret"}).start()
     yield gw
     result = gw.cli("ledger", "verify", check=False)
     gw.stop()

@@ -49,12 +49,17 @@ def binary(agent: tuple[str, str, str]) -> Path:
 # -- the documentation's recipes (docs/clients.md) -------------------------------------------------
 
 
+def docs_block(page: str, marker: str) -> str:
+    """The code block that follows ``<!-- recipe:MARKER -->`` in ``docs/PAGE``."""
+    text = (ROOT / "docs" / page).read_text()
+    found = re.search(rf"<!-- recipe:{marker} -->\s*```\w*\n(.*?)```", text, re.DOTALL)
+    assert found, f"docs/{page} has no recipe:{marker} block"
+    return found.group(1)
+
+
 def readme_block(marker: str) -> str:
     """The code block that follows ``<!-- recipe:MARKER -->`` in docs/clients.md."""
-    text = (ROOT / "docs" / "clients.md").read_text()
-    found = re.search(rf"<!-- recipe:{marker} -->\s*```\w*\n(.*?)```", text, re.DOTALL)
-    assert found, f"docs/clients.md has no recipe:{marker} block"
-    return found.group(1)
+    return docs_block("clients.md", marker)
 
 
 def claude_code_environment(root_url: str, key: str, model: str) -> dict[str, str]:
