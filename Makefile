@@ -89,7 +89,7 @@ test-chaos: install
 # make test's PostgreSQL half, the lighter of the two.
 DATABASE_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/test_fake_responses.py \
 	--ignore=tests/e2e/test_fake_azure.py --ignore=tests/e2e/test_fake_embeddings.py --ignore=tests/e2e/test_fake_bedrock.py \
-	--ignore=tests/e2e/test_fake_gemini.py \
+	--ignore=tests/e2e/test_fake_gemini.py --ignore=tests/e2e/test_fake_vertex.py \
 	--ignore=tests/e2e/scripts/test_bench.py --ignore=tests/e2e/test_killed_test_runs.py \
 	--ignore=tests/e2e/ratelimit/test_redis_store.py
 

@@ -49,6 +49,9 @@ from app.upstream.bedrock import BedrockUpstream, default_endpoint
 from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.fallback import Deployment, FallbackUpstream
 from app.upstream.gemini import GeminiUpstream
+from app.upstream.google_token import GoogleToken, load_credentials
+from app.upstream.vertex import VertexAnthropicUpstream, VertexGeminiUpstream, VertexPlace
+from app.upstream.vertex import default_endpoint as vertex_endpoint
 from domain.settings import Settings
 from domain.settings import Upstream as UpstreamSettings
 
@@ -210,6 +213,11 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
         resource = AzureResource(up.base_url or "", up.api_version or "", up.auth or API_KEY)
         azure = AzureOpenAIResponsesUpstream if up.wire == "responses" else AzureOpenAIUpstream
         return azure(resource, api_key, timeout=timeout, client=http)
+    if up.kind == "vertex":
+        place = VertexPlace(up.base_url or vertex_endpoint(up.region or ""), up.project or "", up.region or "")
+        token = GoogleToken(load_credentials(up.credentials_file))
+        vertex = VertexAnthropicUpstream if up.wire == "messages" else VertexGeminiUpstream
+        return vertex(place, token, timeout=timeout, client=http)
     if up.kind == "gemini":
         return GeminiUpstream(up.base_url or "", api_key, timeout=timeout, client=http)
     if up.kind == "bedrock":

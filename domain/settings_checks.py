@@ -33,7 +33,9 @@ if TYPE_CHECKING:  # the schema imports this module to check what it parsed
 #: Reports a broken rule: the key (``models[0].pricing.input``) and what is wrong; it raises.
 Fail = Callable[[str, str], None]
 
-UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "azure-openai", "bedrock", "gemini", "demo")
+#: The wires a `vertex` deployment may speak, by `api`: Anthropic's models or Gemini.
+VERTEX_APIS = ("messages", "gemini")
+UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "azure-openai", "bedrock", "gemini", "vertex", "demo")
 #: The settings only an `azure-openai` deployment takes, with the values each may have (None: any text).
 _AZURE_ONLY: dict[str, tuple[str, ...] | None] = {
     "api_version": None,
@@ -291,7 +293,7 @@ def _check_deployments(model: Model, index: int, fail: Fail) -> None:
                 f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
                 f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
                 f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
-                f"anthropic and bedrock: messages; azure-openai: its api, chat unless set; gemini: gemini)",
+                f"anthropic and bedrock: messages; azure-openai and vertex: their api; gemini: gemini)",
             )
     check_endpoint_kinds(model.endpoints, [(where, up.kind) for where, up in deployment_keys(model, index)], key, fail)
     count = len(model.deployments)
@@ -304,12 +306,13 @@ def _check_deployment(where: str, upstream: Upstream, fail: Fail) -> None:
     if upstream.kind not in UPSTREAM_KINDS:
         fail(f"{where}.kind", f"unknown kind {upstream.kind!r}; expected one of {', '.join(UPSTREAM_KINDS)}")
     if upstream.kind != "demo":
-        if not upstream.base_url and upstream.kind not in ("bedrock", "gemini"):
+        if not upstream.base_url and upstream.kind not in ("bedrock", "gemini", "vertex"):
             fail(f"{where}.base_url", f"required for kind {upstream.kind!r}")
         elif upstream.base_url and not re.match(r"^https?://[^/\s]+", upstream.base_url):
             fail(f"{where}.base_url", f"not an http(s) URL: {upstream.base_url!r}")
     _check_azure(where, upstream, fail)
     _check_bedrock(where, upstream, fail)
+    _check_vertex(where, upstream, fail)
     for name in ("timeout", "connect_timeout"):
         if getattr(upstream, name) <= 0:
             fail(f"{where}.{name}", "must be greater than 0")
@@ -322,6 +325,8 @@ def _check_azure(where: str, upstream: Upstream, fail: Fail) -> None:
     azure = upstream.kind == "azure-openai"
     for name, allowed in _AZURE_ONLY.items():
         value = getattr(upstream, name)
+        if name == "api" and upstream.kind == "vertex":
+            continue  # a vertex deployment's api is checked with its other settings
         if value is not None and not azure:
             fail(f"{where}.{name}", f"only an azure-openai deployment takes {name}, not kind {upstream.kind!r}")
         if value is not None and allowed is not None and value not in allowed:
@@ -338,8 +343,8 @@ def _check_bedrock(where: str, upstream: Upstream, fail: Fail) -> None:
     """A `bedrock` deployment names its region (SigV4 signs for it) and takes no key: AWS's own chain
     provides the credentials; no other kind takes a region."""
     if upstream.kind != "bedrock":
-        if upstream.region is not None:
-            fail(f"{where}.region", f"only a bedrock deployment takes region, not kind {upstream.kind!r}")
+        if upstream.region is not None and upstream.kind != "vertex":
+            fail(f"{where}.region", f"only bedrock and vertex deployments take region, not kind {upstream.kind!r}")
         return
     if not upstream.region or not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d+", upstream.region):
         fail(
@@ -350,4 +355,27 @@ def _check_bedrock(where: str, upstream: Upstream, fail: Fail) -> None:
             f"{where}.api_key_env",
             "a bedrock deployment signs with AWS credentials from the environment, a profile or a role; "
             "it takes no key",
+        )
+
+
+def _check_vertex(where: str, upstream: Upstream, fail: Fail) -> None:
+    """A `vertex` deployment names its project, its location and its publisher's wire, and takes no
+    key (a service account's tokens authenticate it); no other kind takes a project or a credentials file."""
+    if upstream.kind != "vertex":
+        for name in ("project", "credentials_file"):
+            if getattr(upstream, name) is not None:
+                fail(f"{where}.{name}", f"only a vertex deployment takes {name}, not kind {upstream.kind!r}")
+        return
+    if not upstream.project:
+        fail(f"{where}.project", "required for kind 'vertex': the Google Cloud project")
+    if not upstream.region or not re.fullmatch(r"[a-z]+(-[a-z]+\d*)*", upstream.region):
+        fail(
+            f"{where}.region",
+            f"required for kind 'vertex': a location such as us-east5 or global, not {upstream.region!r}",
+        )
+    if upstream.api not in VERTEX_APIS:
+        fail(f"{where}.api", f"required for kind 'vertex': one of {', '.join(VERTEX_APIS)}, not {upstream.api!r}")
+    if upstream.api_key_env is not None:
+        fail(
+            f"{where}.api_key_env", "a vertex deployment authenticates with a service account's tokens; it takes no key"
         )

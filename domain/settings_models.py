@@ -186,19 +186,28 @@ class Upstream(_Strict, frozen=True):
     #: OpenAI Responses API, such as OpenAI's own: its Codex models are served only there),
     #: `anthropic` (the Anthropic Messages API), `azure-openai` (an Azure OpenAI resource: its
     #: deployments' chat completions or Responses API, and embeddings), `bedrock` (Anthropic models on
-    #: AWS Bedrock, signed with SigV4), `gemini` (Google's Gemini API, with an API key) or `demo`
-    #: (built in: answers locally, no network, no key).
+    #: AWS Bedrock, signed with SigV4), `gemini` (Google's Gemini API, with an API key), `vertex`
+    #: (Google Vertex AI: Anthropic or Gemini models, with a service account) or `demo` (built in:
+    #: answers locally, no network, no key).
     kind: str
-    #: The provider's URL, required unless `kind` is `demo`, `bedrock` or `gemini`: ending in `/v1` for
+    #: The provider's URL, required unless `kind` is `demo`, `bedrock`, `gemini` or `vertex`: ending in `/v1` for
     #: `openai` and `openai-responses`, without `/v1` for `anthropic` (e.g. `https://api.anthropic.com`), the
     #: resource's endpoint for `azure-openai` (e.g. `https://NAME.openai.azure.com`, without `/openai`);
     #: for `bedrock` the runtime endpoint (unset: `https://bedrock-runtime.{region}.amazonaws.com`); for
-    #: `gemini` the API's root, without `/v1beta` (unset: `https://generativelanguage.googleapis.com`).
+    #: `gemini` the API's root, without `/v1beta` (unset: `https://generativelanguage.googleapis.com`);
+    #: for `vertex` the endpoint, without `/v1` (unset: `https://{region}-aiplatform.googleapis.com`).
     base_url: str | None = None
-    #: For `bedrock` (required there, refused elsewhere): the AWS region requests are signed for and,
-    #: unless `base_url` is set, sent to (e.g. `us-east-1`). The credentials come from the usual AWS
-    #: chain (environment, `AWS_PROFILE` and the shared files, or a role), not from `api_key_env`.
+    #: For `bedrock` (required there): the AWS region requests are signed for and, unless `base_url` is
+    #: set, sent to (e.g. `us-east-1`); the credentials come from the usual AWS chain (environment,
+    #: `AWS_PROFILE` and the shared files, or a role), not from `api_key_env`. For `vertex` (required
+    #: there): the Vertex AI location (e.g. `us-east5`, `europe-west1`, `global`). Refused elsewhere.
     region: str | None = None
+    #: For `vertex` (required there, refused elsewhere): the Google Cloud project the model is served in.
+    project: str | None = None
+    #: For `vertex`: a service account's JSON key file (its `token_uri` is where tokens are fetched);
+    #: unset, Application Default Credentials (`GOOGLE_APPLICATION_CREDENTIALS`, gcloud's, or the
+    #: metadata server's). `tollgate serve` refuses to start without usable credentials.
+    credentials_file: str | None = None
     #: The environment variable holding the provider key (sent as `Authorization: Bearer` to
     #: OpenAI upstreams, `x-api-key` to Anthropic, `x-goog-api-key` to Gemini, `api-key` to Azure
     #: OpenAI, or for `azure-openai` with `auth = "entra"` a Microsoft Entra access token sent as
@@ -209,7 +218,9 @@ class Upstream(_Strict, frozen=True):
     #: e.g. `2024-10-21`.
     api_version: str | None = None
     #: For `azure-openai`: the generation API Tollgate calls, `chat` (Chat Completions at the
-    #: deployment; the default) or `responses` (the Responses API); it sets the wire the model speaks.
+    #: deployment; the default) or `responses` (the Responses API). For `vertex` (required there):
+    #: `messages` (an Anthropic model, through `rawPredict`) or `gemini` (a Gemini model, through
+    #: `generateContent`). It sets the wire the model speaks.
     api: str | None = None
     #: For `azure-openai`: how the credential in `api_key_env` is sent, `api-key` (the resource's key
     #: in the `api-key` header; the default) or `entra` (a Microsoft Entra access token, as a bearer).
@@ -229,6 +240,8 @@ class Upstream(_Strict, frozen=True):
     def wire(self) -> str:
         if self.kind == "azure-openai":
             return self.api or "chat"
+        if self.kind == "vertex":
+            return self.api or "gemini"
         return UPSTREAM_WIRES.get(self.kind, "chat")
 
 

@@ -40,6 +40,7 @@ from app.http.serving import serve
 from app.ledger.refusals import REFUSALS
 from app.ratelimit.choice import StartupRefused
 from app.settings_file import CONFIG_ENV, load_settings
+from app.upstream.google_token import require_google_credentials
 from domain.money import AmountError, format_credits, micros_from_credits
 from domain.settings import ConfigError, require_strong_admin_key, require_upstream_secrets, require_webhook_secrets
 
@@ -213,6 +214,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     settings, base = load_settings(args.config)
     config_path = str(args.config or os.environ.get(CONFIG_ENV))
     require_upstream_secrets(settings, config_path, os.environ)
+    require_google_credentials(settings, config_path)
     require_webhook_secrets(settings, config_path, os.environ)
     require_strong_admin_key(settings, config_path, os.environ)
     serve(settings, base, args.host, args.port, args.workers, config_path)

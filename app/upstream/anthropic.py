@@ -42,13 +42,17 @@ class AnthropicUpstream(HttpUpstream):
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEStream:
         response = await self._post_stream(self._url, body, headers)
-        return self._sse(response, suspect=(b'"error"', b"message_stop"), is_last=_is_last, error_of=_error_of)
+        return self._sse(response, suspect=MESSAGES_SUSPECTS, is_last=is_message_stop, error_of=messages_error)
 
 
-def _is_last(event: StreamEvent) -> bool:
+#: What a Messages stream's end or error is written with: only events holding one are decoded to look.
+MESSAGES_SUSPECTS = (b'"error"', b"message_stop")
+
+
+def is_message_stop(event: StreamEvent) -> bool:
     return (event.object() or {}).get("type") == "message_stop"
 
 
-def _error_of(event: StreamEvent) -> object | None:
+def messages_error(event: StreamEvent) -> object | None:
     value = event.object() or {}
     return value.get("error") if value.get("type") == "error" else None

@@ -146,10 +146,7 @@ class _Answer:
         return [*out, self.chunk(tail, len(self.words), True)]
 
 
-def _request(raw: bytes, headers: dict[str, str], query: str, api_key: str | None) -> dict[str, Any]:
-    given = headers.get("x-goog-api-key") or dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("key")
-    if api_key is not None and given != api_key:
-        raise GeminiRefusal(400 if not given else 403, "API key not valid. Please pass a valid API key.")
+def _request(raw: bytes) -> dict[str, Any]:
     try:
         body = msgspec.json.decode(raw) if raw else {}
     except msgspec.DecodeError:
@@ -167,33 +164,38 @@ def _request(raw: bytes, headers: dict[str, str], query: str, api_key: str | Non
 async def handle_gemini(
     api_key: str | None, scope: dict[str, Any], raw: bytes, headers: dict[str, str], send: Send, receive: Receive
 ) -> None:
-    """Serve one request to the Gemini API's paths."""
+    """Serve one request to the Gemini API's paths (the key checked first)."""
     route = _PATH.match(scope["path"])
     query = scope["query_string"].decode("latin-1")
+    given = headers.get("x-goog-api-key") or dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("key")
+    if scope["method"] == "GET" and scope["path"] == "/v1beta/models":
+        return await _send_json(send, 200, {"models": [{"name": "models/gemini-x", "displayName": "Gemini X"}]})
+    if api_key is not None and given != api_key:
+        refusal = GeminiRefusal(400 if not given else 403, "API key not valid. Please pass a valid API key.")
+        return await _send_json(send, refusal.code, refusal.body())
+    if scope["method"] != "POST" or route is None:
+        return await _send_json(send, 404, GeminiRefusal(404, f"Method not found: {scope['path']}").body())
+    await answer_gemini(route["model"], route["method"], raw, query, send)
+
+
+async def answer_gemini(model: str, method: str, raw: bytes, query: str, send: Send) -> None:
+    """Answer one authenticated ``generateContent``, ``streamGenerateContent`` or ``countTokens``
+    (also Vertex AI's, ``tests/support/fake_vertex.py``)."""
     try:
-        if scope["method"] == "GET" and scope["path"] == "/v1beta/models":
-            return await _send_json(send, 200, {"models": [{"name": "models/gemini-x", "displayName": "Gemini X"}]})
-        if scope["method"] != "POST" or route is None:
-            raise GeminiRefusal(404, f"Method not found: {scope['path']}")
-        body = _request(raw, headers, query, api_key)
-        if route["method"] == "countTokens":
+        body = _request(raw)
+        if method == "countTokens":
             return await _send_json(send, 200, {"totalTokens": _prompt_tokens(body)})
-        answer = _Answer(route["model"], body)
+        answer = _Answer(model, body)
         if answer.d.fail:
             raise GeminiRefusal(answer.d.fail, f"The fake was told to fail with {answer.d.fail}.")
     except GeminiRefusal as refusal:
         return await _send_json(send, refusal.code, refusal.body())
-    if route["method"] == "generateContent":
+    if method == "generateContent":
         return await _send_json(send, 200, answer.whole())
     if "alt=sse" not in query:
         return await _send_json(send, 200, answer.chunks())
     await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
     for chunk in answer.chunks():
-        await send(
-            {
-                "type": "http.response.body",
-                "body": b"data: " + msgspec.json.encode(chunk) + b"\r\n\r\n",
-                "more_body": True,
-            }
-        )
+        frame = b"data: " + msgspec.json.encode(chunk) + b"\r\n\r\n"
+        await send({"type": "http.response.body", "body": frame, "more_body": True})
     await send({"type": "http.response.body", "body": b""})

@@ -25,7 +25,9 @@ point Anthropic clients at ``anthropic_base_url``) and of the OpenAI Responses
 API (``POST /v1/responses``, see ``tests/support/fake_responses.py``), embeddings (``POST /v1/embeddings``, see
 ``tests/support/fake_embeddings.py``), image generation and edits (``tests/support/fake_images.py``),
 of AWS Bedrock's InvokeModel for Anthropic models, SigV4 checked (``/model/...``, see
-``tests/support/fake_bedrock.py``), of Google's Gemini API (``/v1beta/...``, ``tests/support/fake_gemini.py``),
+``tests/support/fake_bedrock.py``), of Google's Gemini API (``/v1beta/...``,
+``tests/support/fake_gemini.py``), of Google Vertex AI and its token endpoint (``/v1/projects/...``,
+``/token``: ``tests/support/fake_vertex.py``),
 and of OpenAI's audio endpoints
 (``/v1/audio/transcriptions``, ``/translations``, ``/speech``: ``tests/support/fake_audio.py``).
 
@@ -368,6 +370,10 @@ class FakeUpstream:
                 from tests.support.fake_azure import serve_azure  # lazy: it imports this module
 
                 await serve_azure(self, record, raw, receive, send)
+            elif path.startswith("/v1/projects/") or path == "/token":  # Google Vertex AI, its token endpoint
+                from tests.support.fake_vertex import handle_vertex  # lazy: it imports this module
+
+                await handle_vertex(scope, raw, headers, send, receive)
             elif path.startswith("/v1beta/"):  # Google's Gemini API
                 from tests.support.fake_gemini import handle_gemini  # lazy: it imports this module
 

@@ -38,7 +38,7 @@ def test_a_bedrock_deployment_speaks_messages_without_a_base_url_or_key():
         (
             'upstream = {kind = "anthropic", base_url = "https://api.anthropic.com", region = "us-east-1"}',
             "region",
-            "only a bedrock deployment takes region",
+            "only bedrock and vertex deployments take region",
         ),
     ],
 )
