@@ -52,8 +52,9 @@ from app.upstream.gemini import GeminiUpstream
 from app.upstream.google_token import GoogleToken, load_credentials
 from app.upstream.vertex import VertexAnthropicUpstream, VertexGeminiUpstream, VertexPlace
 from app.upstream.vertex import default_endpoint as vertex_endpoint
-from domain.settings import Settings
+from domain.settings import Model, Settings
 from domain.settings import Upstream as UpstreamSettings
+from domain.settings_models import price_key
 
 log = logging.getLogger("tollgate")
 
@@ -227,6 +228,11 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
     return kind(up.base_url or "", api_key, timeout=timeout, client=http)
 
 
+def price_key_of(model: Model, up: UpstreamSettings) -> str:
+    """A deployment's key in the price list when it has a price of its own; "" for the model's."""
+    return price_key(model.id, up.name) if up.pricing is not None else ""
+
+
 def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     timeline.start_from_environment()  # off unless TOLLGATE_TIMELINE names a file (scripts/bench --stalls)
     if shifted := shift_clock_from_environment():  # the wall clock unless a drill's TOLLGATE_CLOCK_OFFSET says so
@@ -293,7 +299,10 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     upstreams = {
         model.id: FallbackUpstream(
             model.id,
-            [Deployment(_adapter(up, http), model.name_at(up), up.weight) for up in model.deployments],
+            [
+                Deployment(_adapter(up, http), model.name_at(up), up.weight, price_key_of(model, up))
+                for up in model.deployments
+            ],
             max_attempts=model.attempts,
         )
         for model in settings.models

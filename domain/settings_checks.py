@@ -296,6 +296,7 @@ def _check_deployments(model: Model, index: int, fail: Fail) -> None:
                 f"anthropic and bedrock: messages; azure-openai and vertex: their api; gemini: gemini)",
             )
     check_endpoint_kinds(model.endpoints, [(where, up.kind) for where, up in deployment_keys(model, index)], key, fail)
+    _check_deployment_prices(model, index, fail)
     count = len(model.deployments)
     if model.max_attempts is not None and not 1 <= model.max_attempts <= count:
         fail(f"{key}.max_attempts", f"must be between 1 and the number of deployments ({count})")
@@ -379,3 +380,21 @@ def _check_vertex(where: str, upstream: Upstream, fail: Fail) -> None:
         fail(
             f"{where}.api_key_env", "a vertex deployment authenticates with a service account's tokens; it takes no key"
         )
+
+
+def _check_deployment_prices(model: Model, index: int, fail: Fail) -> None:
+    """A deployment with a price of its own has a name, unique in the model, and prices everything
+    the model's endpoints bill."""
+    seen: set[str] = set()
+    for where, upstream in deployment_keys(model, index):
+        if upstream.name is not None:
+            if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", upstream.name):
+                fail(f"{where}.name", f"letters, digits, '.', '_' and '-' (at most 64), not {upstream.name!r}")
+            if upstream.name in seen:
+                fail(f"{where}.name", f"{upstream.name!r} names another deployment of this model")
+            seen.add(upstream.name)
+        if upstream.pricing is not None:
+            if upstream.name is None:
+                fail(f"{where}.name", "required with pricing: the price list keeps the price as MODEL/NAME")
+            check_pricing(upstream.pricing, f"{where}.pricing", fail)
+            check_endpoint_prices(model.endpoints, upstream.pricing, where, fail)

@@ -28,6 +28,11 @@ UPSTREAM_WIRES = {
 }
 
 
+def price_key(model_id: str, deployment: str | None) -> str:
+    """A price's key in the price list: the model's id, or ``MODEL/NAME`` for a deployment's own."""
+    return f"{model_id}/{deployment}" if deployment else model_id
+
+
 class _Strict(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
     """Every field carries a ``#:`` comment: ``scripts/config_reference.py`` builds the
     configuration reference (docs/configuration-reference.md) from them, and its test fails for a field without one."""
@@ -235,6 +240,12 @@ class Upstream(_Strict, frozen=True):
     connect_timeout: Decimal = Decimal(10)
     #: This deployment's share of first attempts among a model's `upstreams`.
     weight: int = 1
+    #: A name for this deployment, unique within the model (e.g. `bedrock-eu`); required with `pricing`.
+    name: str | None = None
+    #: This deployment's own price, when it differs from the model's (a region, an inference profile,
+    #: a data zone): a request it serves is charged at it, recorded in the price list as `MODEL/NAME`.
+    #: Unset: the model's `pricing`. A hold reserves at the dearest price a request may be served at.
+    pricing: Pricing | None = None
 
     @property
     def wire(self) -> str:
@@ -338,6 +349,14 @@ class Model(_Strict, frozen=True):
     def attempts(self) -> int:
         """How many deployments one request may try (each at most once)."""
         return self.max_attempts or len(self.deployments)
+
+    def priced_keys(self) -> list[tuple[str, Price]]:
+        """Every price this model is charged at, by its key in the price list: the model's own (its
+        id), then each deployment's that has one (``MODEL/NAME``)."""
+        own = [
+            (price_key(self.id, up.name), up.pricing.to_price()) for up in self.deployments if up.pricing and up.name
+        ]
+        return [(self.id, self.price), *own]
 
     def name_at(self, deployment: Upstream) -> str:
         """The model name sent to ``deployment`` (each may know the model by its own name; defaults to the id

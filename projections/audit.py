@@ -233,9 +233,10 @@ def _check_price(team: TeamLedger, event: object, prices: PriceList | None) -> s
     if not isinstance(event, TeamLedger.Charged) or not event.price_ref:
         return None  # charges recorded before the price list (and tools' charges at a bare price) name none
     entry = prices.entry(event.price_ref) if prices is not None else None
-    if entry is None or entry.model != event.model:
+    # the model's own price (its id), or one of its deployments' (``MODEL/NAME``)
+    if entry is None or not (entry.model == event.model or entry.model.startswith(event.model + "/")):
         return f"priced by {event.price_ref}, which the price list does not have for model {event.model!r}"
-    in_force = prices.in_force(event.model, event.timestamp) if prices is not None else None
+    in_force = prices.in_force(entry.model, event.timestamp) if prices is not None else None
     if in_force is None or in_force.ref != event.price_ref:
         return (
             f"priced by {event.price_ref}, but {in_force.ref if in_force else 'no price'} was in force at "

@@ -82,8 +82,12 @@ def sections(
 
     def visit(info: mi.StructType, path: str) -> None:
         section = found.get(info.cls)
-        if section is not None:
+        if section is not None:  # met again at another path: its tables are found there too
             section.paths.append(path)
+            for f in info.fields:
+                inner, suffix = _struct_inside(f.type)
+                if inner is not None:
+                    visit(inner, _join(path, f.encode_name) + suffix)
             return
         section = found[info.cls] = Section(info.cls, [path])
         nested: list[tuple[mi.StructType, str]] = []

@@ -75,14 +75,14 @@ def cmd_prices_apply(args: argparse.Namespace) -> int:
             now = datetime.now(UTC)
             effective = _instant(args.effective_from, now)
             planned = []
-            for model in settings.models:
-                latest = prices.history(model.id)[-1].price if prices.history(model.id) else None
-                if latest != model.price:
-                    planned.append((model.id, changes(latest, model.price)))
+            for key, price in (priced for model in settings.models for priced in model.priced_keys()):
+                latest = prices.history(key)[-1].price if prices.history(key) else None
+                if latest != price:
+                    planned.append((key, changes(latest, price)))
                     if not args.dry_run:
                         prices.set_price(
-                            model.id,
-                            model.price,
+                            key,
+                            price,
                             effective,
                             now,
                             args.reason or "tollgate prices apply",

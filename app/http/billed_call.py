@@ -47,7 +47,7 @@ from app.ratelimit.streams import StreamSlot
 from app.runtime import BillingServices
 from app.tokens.delivered import Delivered
 from app.upstream import Answer, RawStream
-from app.upstream.fallback import FallbackUpstream
+from app.upstream.fallback import FallbackUpstream, served_price_key
 from domain.usage import TokenUsage
 
 #: What goes upstream: a generation's :class:`~app.translate.exchange.Exchange`, or another
@@ -151,6 +151,7 @@ class BilledCall(Generic[P]):
         except GatewayError as exc:
             self._verbatim(exc)
             raise
+        self.bill.price_key = served_price_key()  # charged at the price of the deployment that answered
         if timeline.on:
             timeline.mark("upstream", self.bill.record)
         return answer
@@ -165,6 +166,7 @@ class BilledCall(Generic[P]):
         except GatewayError as exc:
             self._verbatim(exc)
             raise
+        self.bill.price_key = served_price_key()
         if timeline.on:
             timeline.mark("upstream", self.bill.record)
         self.phase = Phase.DELIVERING

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from app.keys import Principal
 from app.ledger.leases import Lease, Leases
-from app.ledger.prices import PriceBook
+from app.ledger.prices import DeploymentPrices, PriceBook
 from app.ledger.receipts import Charge
 from app.ledger.refusals import ChargeNotRecorded, ChargeOwed, IdempotencyKeyReused, LedgerNotWritable
 from app.ledger.results import AnswerToStore, Charged, Held, Released
@@ -63,6 +63,8 @@ class RequestBill:
     record: RequestRecord | None = None  # what its log line and metrics will say
     open: bool = False  # held, and not yet charged or released
     attribution: Attribution = field(default_factory=Attribution)  # its tags and end user
+    #: The price list key of the deployment that answered, when it has a price of its own ("": the model's).
+    price_key: str = ""
 
     @property
     def on_ledger(self) -> TeamRequest:
@@ -133,13 +135,10 @@ class Billing:
     ) -> int:
         """What a hold reserves: the dearest the request could cost at the price in force now and
         the team's price adjustment."""
-        return worst_case_in_micros(
-            prompt_bound,
-            max_output_tokens,
-            self._prices.current(model.id),
-            self._credits_per_usd,
-            exposure,
-            principal.adjustment_for(model.id),
+        adjustment = principal.adjustment_for(model.id)
+        return max(
+            worst_case_in_micros(prompt_bound, max_output_tokens, price, self._credits_per_usd, exposure, adjustment)
+            for price in self._prices.prices_for(model)  # whichever deployment serves it
         )
 
     def quote(self, principal: Principal, model: Model) -> Quote:
@@ -151,12 +150,13 @@ class Billing:
         self, principal: Principal, model: Model, prompt_bound: int, ceiling: int, exposure: Exposure, available: int
     ) -> int:
         """The largest output allowance (up to ``ceiling``) whose worst case ``available`` covers."""
-        price, adjustment = self._prices.current(model.id), principal.adjustment_for(model.id)
+        prices, adjustment = self._prices.prices_for(model), principal.adjustment_for(model.id)
         return affordable_output_tokens(
             available,
             ceiling,
-            lambda output: worst_case_in_micros(
-                prompt_bound, output, price, self._credits_per_usd, exposure, adjustment
+            lambda output: max(
+                worst_case_in_micros(prompt_bound, output, price, self._credits_per_usd, exposure, adjustment)
+                for price in prices
             ),
         )
 
@@ -250,7 +250,8 @@ class Billing:
                 self._idempotency_ttl,
                 lambda event, cost: render(Charge.of(event, credits_per_usd, cost)),
             )
-        return self._ledger.charge(bill.on_ledger, usage, self._prices, credits_per_usd, lease=lease_id, answer=answer)
+        prices = DeploymentPrices(self._prices, bill.price_key) if bill.price_key else self._prices
+        return self._ledger.charge(bill.on_ledger, usage, prices, credits_per_usd, lease=lease_id, answer=answer)
 
     async def charge(
         self,

@@ -18,7 +18,7 @@ from app.store.event_store import LedgerStore
 from app.store.store_errors import VersionConflict
 from domain.prices import PriceEntry, PriceList
 from domain.pricing import Price
-from domain.settings import Settings
+from domain.settings import Model, Settings
 
 log = logging.getLogger("tollgate.prices")
 
@@ -42,9 +42,9 @@ class PriceBook:
         for _ in range(10):
             prices = self._store.load_prices() or PriceList.start()
             now = datetime.now(UTC)
-            for model in self._settings.models:
-                if prices.in_force(model.id, now) is None:
-                    prices.set_price(model.id, model.price, now, now, FIRST_PRICE)
+            for key, price in self._priced_keys():
+                if prices.in_force(key, now) is None:
+                    prices.set_price(key, price, now, now, FIRST_PRICE)
             if not prices.pending_events:
                 break
             try:
@@ -65,11 +65,20 @@ class PriceBook:
         """The models whose file price is not the price the list has in force now."""
         now = datetime.now(UTC)
         out = []
-        for model in self._settings.models:
-            entry = self._list.in_force(model.id, now)
-            if entry is None or entry.price != model.price:
-                out.append(model.id)
+        for key, price in self._priced_keys():
+            entry = self._list.in_force(key, now)
+            if entry is None or entry.price != price:
+                out.append(key)
         return out
+
+    def _priced_keys(self) -> list[tuple[str, Price]]:
+        """Every price the file gives, by its key: each model's, and each deployment's of its own."""
+        return [priced for model in self._settings.models for priced in model.priced_keys()]
+
+    def prices_for(self, model: Model) -> list[Price]:
+        """The prices in force now that ``model``'s requests may be charged at: its own and its
+        deployments' (a hold reserves the dearest of them)."""
+        return [self.current(key) for key, _ in model.priced_keys()]
 
     def reload(self) -> None:
         """Read the list again (a price was recorded somewhere)."""
@@ -86,11 +95,24 @@ class PriceBook:
         entry = self._list.in_force(model, datetime.now(UTC))
         if entry is not None:
             return entry.price
-        configured = self._settings.model(model)
-        if configured is None:
-            raise KeyError(model)
-        return configured.price
+        for configured in self._settings.models:
+            for key, price in configured.priced_keys():
+                if key == model:
+                    return price
+        raise KeyError(model)
 
     @property
     def price_list(self) -> PriceList:
         return self._list
+
+
+class DeploymentPrices:
+    """The price list as one deployment's charges read it: the entry in force under its key
+    (``MODEL/NAME``) rather than the model's, so the charge names that entry (``price_ref``)."""
+
+    def __init__(self, book: PriceBook, key: str) -> None:
+        self._book = book
+        self._key = key
+
+    def in_force(self, model: str, at: datetime) -> PriceEntry | None:
+        return self._book.in_force(self._key, at)

@@ -19,6 +19,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -43,6 +44,18 @@ class Deployment:
     adapter: Upstream
     model: str
     weight: int = 1
+    #: Its price's key in the price list when it has a price of its own (``MODEL/NAME``; "": the model's).
+    price_key: str = ""
+
+
+#: The price key of the deployment that answered the current request's last upstream call (set in the
+#: request's own task, read by the billed call right after the call returns: ``served_price_key``).
+_SERVED_PRICE_KEY: ContextVar[str] = ContextVar("served_price_key", default="")
+
+
+def served_price_key() -> str:
+    """The price key of the deployment that answered this task's last call ("": the model's price)."""
+    return _SERVED_PRICE_KEY.get()
 
 
 def weighted_order(weights: Sequence[int], rng: random.Random) -> list[int]:
@@ -125,7 +138,7 @@ class FallbackUpstream:
             if record is not None:
                 record.upstream_attempts, record.deployment = attempt + 1, index
             try:
-                return await call(self.deployments[index])
+                answer = await call(self.deployments[index])
             except GatewayError as exc:
                 if record is not None:
                     record.upstream_failed(exc.upstream_kind)
@@ -145,4 +158,7 @@ class FallbackUpstream:
                     len(order),
                 )
                 await asyncio.sleep(delay)
+                continue
+            _SERVED_PRICE_KEY.set(self.deployments[index].price_key)
+            return answer
         raise AssertionError("unreachable: the last attempt returns or raises")
