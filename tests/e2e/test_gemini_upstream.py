@@ -1,7 +1,9 @@
 """Every client wire against a `gemini` deployment on the fake Gemini API, through real sockets with
 the official SDKs: a Gemini client passed through (its body as it wrote it, the model in the URL, the
 key as ``x-goog-api-key``), Chat Completions, Messages and Responses clients translated, plain and
-streamed, a function call round trip, and each answer's reported cost equal to its ledger charge.
+streamed, a function call round trip, and each answer's reported cost equal to its ledger charge;
+a deployment answering Google's 429 failed over to the next, a 400 reaching each client in its own
+wire's error shape with nothing charged.
 
 Prices (100 credits per USD): gemini-pro at $1.25/M input and $10/M output (Gemini 2.5 Pro's)."""
 
@@ -22,7 +24,7 @@ from google.genai import types
 from tests.support.agents import docs_block
 from tests.support.charges import charged, reported
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import Gateway, write_config
+from tests.support.gateway import FIRST, Gateway, write_config
 from tests.support.teams import Team, Teams
 
 HI = [{"role": "user", "content": "hello there gateway"}]
@@ -36,8 +38,25 @@ def config_with_gemini(directory: Path, upstream_base_url: str) -> Path:
     root = upstream_base_url.removesuffix("/v1")
     recipe = docs_block("gemini.md", "gemini-config")
     recipe = recipe.replace('kind = "gemini",', f'kind = "gemini", base_url = "{root}",')
-    config.write_text(config.read_text() + "\n" + recipe)
+    config.write_text(config.read_text() + "\n" + recipe + _twin(root))
     return config
+
+
+def _twin(root: str) -> str:
+    """gemini-twin: a deployment answering 429 (Google's RESOURCE_EXHAUSTED) tried first, then one that works."""
+    key = 'api_key_env = "GEMINI_API_KEY"'
+    busy = f'{{kind = "gemini", base_url = "{root}/status/429", {key}, model = "gemini-busy", weight = {FIRST}}}'
+    free = f'{{kind = "gemini", base_url = "{root}", {key}, model = "gemini-free"}}'
+    return f"""
+[[models]]
+id = "gemini-twin"
+display_name = "Gemini twin"
+owned_by = "google"
+context_window = 1000000
+max_output_tokens = 8192
+pricing = {{input = 1.25, output = 10, cache_create = 1.25, cache_hit = 0.31}}
+upstreams = [{busy}, {free}]
+"""
 
 
 @pytest.fixture(scope="module")
@@ -169,6 +188,31 @@ def test_a_refusal_reaches_each_client_in_its_own_shape_and_charges_nothing(
     with client, pytest.raises(openai.APIStatusError) as raised:
         client.chat.completions.create(model="gemini-pro", messages=[{"role": "user", "content": directive}])
     assert raised.value.status_code == status
+    assert "The fake was told to fail" in raised.value.message
+    gateway.wait_until_nothing_held(team.name)
+    assert charged(gateway, team) == []
+
+
+def test_a_busy_gemini_deployment_fails_over_to_the_next(gateway: Gateway, team: Team, fake_upstream: FakeUpstream):
+    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
+    with claude:
+        message = claude.messages.create(model="gemini-twin", max_tokens=50, messages=HI)
+    assert message.content[0].text == "Echo: hello there gateway"  # type: ignore[union-attr]
+    assert [r.path for r in fake_upstream.requests] == [
+        "/status/429/v1beta/models/gemini-busy:generateContent",
+        "/v1beta/models/gemini-free:generateContent",
+    ]
+    assert [reported(message.usage)] == charged(gateway, team)  # charged once, by the deployment that answered
+
+
+def test_a_messages_client_is_refused_in_anthropics_shape_and_charged_nothing(gateway: Gateway, team: Team):
+    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
+    with claude, pytest.raises(anthropic.BadRequestError) as raised:
+        claude.messages.create(
+            model="gemini-pro", max_tokens=50, messages=[{"role": "user", "content": "x [[fail:400]]"}]
+        )
+    assert raised.value.body["type"] == "error"  # type: ignore[index]
+    assert raised.value.body["error"]["type"] == "invalid_request_error"  # type: ignore[index]
     assert "The fake was told to fail" in raised.value.message
     gateway.wait_until_nothing_held(team.name)
     assert charged(gateway, team) == []

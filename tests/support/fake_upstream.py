@@ -689,8 +689,8 @@ def _check_chat_messages(messages: list[dict[str, Any]]) -> None:
 
 
 async def _fault(faulty: re.Match[str], send: Send, receive: Receive) -> None:
-    """A faulty base URL's answer: its status in the error shape of the protocol asked for, none at all,
-    or a 200 that breaks off."""
+    """A faulty base URL's answer: its status in the error shape of the protocol asked for (OpenAI's,
+    Anthropic's or Google's), none at all, or a 200 that breaks off."""
     if faulty.group("hang"):
         while (await receive())["type"] != "http.disconnect":  # the caller gives up and hangs up
             pass
@@ -712,6 +712,10 @@ async def _fault(faulty: re.Match[str], send: Send, receive: Receive) -> None:
         from tests.support.fake_anthropic import anthropic_error, error_type  # lazy: fake_anthropic imports this module
 
         return await _send_json(send, status, anthropic_error(error_type(status), message), extra)
+    if faulty.group("rest").startswith("/v1beta/"):
+        from tests.support.fake_gemini import GeminiRefusal  # lazy: fake_gemini imports this module
+
+        return await _send_json(send, status, GeminiRefusal(status, message).body(), extra)
     failure = openai_failure(status, message)
     await _send_json(send, status, failure.body, failure.headers)
 
