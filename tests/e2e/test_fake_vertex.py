@@ -60,6 +60,16 @@ def test_anthropic_vertex_streams(claude: anthropic.AnthropicVertex):
     assert final.usage.output_tokens > 0
 
 
+def test_anthropic_vertex_reads_vertexs_quota_refusal_as_a_rate_limit(claude: anthropic.AnthropicVertex):
+    with pytest.raises(anthropic.RateLimitError) as refused:
+        claude.messages.create(
+            model="claude-sonnet-4@20250514", max_tokens=50, messages=[{"role": "user", "content": "hi [[fail:429]]"}]
+        )
+    error: Any = refused.value.body
+    assert error["error"]["status"] == "RESOURCE_EXHAUSTED"
+    assert "Quota exceeded" in error["error"]["message"]
+
+
 def test_genai_in_vertex_mode_generates_and_streams(fake_upstream: FakeUpstream, credentials: Any):
     client = genai.Client(
         vertexai=True,

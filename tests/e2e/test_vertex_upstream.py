@@ -166,3 +166,36 @@ def test_serve_refuses_to_start_without_usable_credentials(tmp_path: Path, fake_
     assert result.returncode == 2
     assert ".upstream.credentials_file: no usable Google credentials" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("directive", "status", "told"),
+    [("[[fail:429]]", 429, "Quota exceeded for aiplatform"), ("[[fail:503]]", 503, "fake upstream failure 503")],
+)
+def test_a_vertex_refusal_reaches_each_client_in_its_own_shape_and_charges_nothing(
+    gateway: Gateway, team: Team, directive: str, status: int, told: str
+):
+    """rawPredict's 429 (Vertex's quota, in Google's shape) and 5xx (Anthropic's) are handled as every kind's
+    are: the status kept, the message told, nothing charged."""
+    ask: Any = [{"role": "user", "content": f"hello {directive}"}]
+    claude = anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0)
+    with claude, pytest.raises(anthropic.APIStatusError) as refused:
+        claude.messages.create(model="claude-sonnet-vertex", max_tokens=50, messages=ask)
+    assert refused.value.status_code == status
+    assert told in refused.value.message
+    client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
+    with client, pytest.raises(openai.APIStatusError) as failed:
+        client.chat.completions.create(model="claude-sonnet-vertex", messages=ask, stream=True)
+    assert failed.value.status_code == status
+    assert told in failed.value.message
+    gateway.wait_until_nothing_held(team.name)
+    assert charged(gateway, team) == []
+
+
+def test_a_responses_client_streams_from_claude_on_vertex(gateway: Gateway, team: Team, fake_upstream: FakeUpstream):
+    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        events = list(client.responses.create(model="claude-sonnet-vertex", input="hello there gateway", stream=True))
+    (done,) = [e for e in events if e.type == "response.completed"]
+    assert done.response.output_text == "Echo: hello there gateway"
+    assert [r.path for r in vertex_calls(fake_upstream)] == [CLAUDE_PATH + ":streamRawPredict"]
+    assert [reported(done.response.usage)] == charged(gateway, team)

@@ -130,6 +130,8 @@ async def handle_vertex(
         TOKENS.check(headers.get("authorization", ""))
         if route["publisher"] == "google":
             return await answer_gemini(route["model"], route["method"], raw, scope["query_string"].decode(), send)
+        if b"[[fail:429]]" in raw:  # Vertex's own quota, not Anthropic's: refused in Google's shape
+            raise GeminiRefusal(429, f"{QUOTA} with base model: anthropic-{route['model'].split('@')[0]}.")
         body = _anthropic_body(raw, route["model"], route["method"] == "streamRawPredict")
     except GeminiRefusal as refusal:
         return await _send_json(send, refusal.code, refusal.body())
@@ -138,6 +140,10 @@ async def handle_vertex(
     beta = {"anthropic-beta": headers["anthropic-beta"]} if "anthropic-beta" in headers else {}
     anthropic_headers = {"anthropic-version": "2023-06-01", **beta}
     await handle_anthropic(None, "POST", "/v1/messages", msgspec.json.encode(body), anthropic_headers, receive, send)
+
+
+#: What Vertex AI says when a project's per-model quota for a partner model is spent.
+QUOTA = "Quota exceeded for aiplatform.googleapis.com/online_prediction_requests_per_base_model"
 
 
 def _anthropic_body(raw: bytes, model: str, stream: bool) -> dict[str, Any]:
