@@ -54,7 +54,7 @@ def type_for(wire: str, status: int) -> str:
 def retyped(body: bytes, wire: str, status: int) -> bytes | None:
     """An upstream's error ``body`` (of ``status``, in ``wire``'s shape) with the type the
     specification gives its status, everything else as the upstream wrote it (the same bytes when
-    its type was that already); None when the body is not an error in that shape (no JSON object
+    its type was that already; a Gemini error, which has a ``status`` name and no type, as it is); None when the body is not an error in that shape (no JSON object
     with an ``error`` object that has a ``message``), which the gateway then answers in its own words."""
     try:
         decoded = msgspec.json.decode(body)
@@ -65,6 +65,8 @@ def retyped(body: bytes, wire: str, status: int) -> bytes | None:
         return None
     if wire == "messages" and decoded.get("type") != "error":
         return None
+    if wire == "gemini":  # Google's errors have no type: the status name is theirs to give
+        return body if isinstance(error.get("status"), str) else None
     kind = type_for(wire, status)
     if error.get("type") == kind:
         return body

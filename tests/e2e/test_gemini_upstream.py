@@ -183,6 +183,7 @@ def test_a_refusal_reaches_each_client_in_its_own_shape_and_charges_nothing(
     )
     assert gemini.status_code == status
     assert gemini.json()["error"]["code"] == status  # Google's word for word: passed through
+    assert set(gemini.json()["error"]) == {"code", "message", "status"}  # no OpenAI type added to it
     assert "The fake was told to fail" in gemini.json()["error"]["message"]
     client = openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0)
     with client, pytest.raises(openai.APIStatusError) as raised:

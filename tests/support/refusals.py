@@ -36,7 +36,15 @@ def error_of(response: httpx.Response, status: int | None = None) -> dict:
     extra = {"affordable_max_tokens"} if response.status_code == 402 else set()
     if response.status_code == 402:
         assert body["error"]["affordable_max_tokens"] == int(response.headers["x-tollgate-affordable-max-tokens"])
-    if speaks_messages(response.request.url.path):
+    if response.request.url.path.startswith("/v1beta/"):  # Google's shape: google.rpc.Status
+        assert set(body) == {"error"}, body
+        assert (
+            {"code", "message", "status"} <= set(body["error"]) <= {"code", "message", "status"} | extra | {"budget"}
+        ), body
+        assert body["error"]["code"] == response.status_code, body
+        assert isinstance(body["error"]["message"], str)
+        assert body["error"]["message"]
+    elif speaks_messages(response.request.url.path):
         assert body["type"] == "error", body
         assert set(body["error"]) == {"type", "message"} | extra, body
         assert isinstance(body["error"]["message"], str)

@@ -1,8 +1,10 @@
-"""Generated bodies for the endpoints beyond text generation: image generation and speech (JSON),
-and the uploads (multipart: audio to transcribe or translate, an image to edit, a batch input file).
-The rules are the other fuzzers' (tests/support/fuzz/harness.py): never a 5xx of the gateway's own,
-never a traceback, no money moved by an error answer, every refusal in OpenAI's error shape, the
-audit history projection keeping up; and a served one charged exactly once (a file upload: never).
+"""Generated bodies for the endpoints beyond the OpenAI and Anthropic text wires: image generation and
+speech (JSON), the Gemini API's generateContent (JSON, translated to an Anthropic model and passed
+through to a Gemini one), and the uploads (multipart: audio to transcribe or translate, an image to
+edit, a batch input file). The rules are the other fuzzers' (tests/support/fuzz/harness.py): never a
+5xx of the gateway's own, never a traceback, no money moved by an error answer, every refusal in its
+endpoint's error shape (Google's on the Gemini API), the audit history projection keeping up; and a
+served one charged exactly once (a file upload: never).
 """
 
 from __future__ import annotations
@@ -32,6 +34,23 @@ JSON_ROUTES: dict[str, tuple[dict[str, Any], list[str], list[Any]]] = {
         ["mp3", "wav", "pcm", "sse", 0.25, 4.0, 100, "", "x" * 5_000, "网络", "\u0000"],
     ),
 }
+
+_GEMINI: tuple[dict[str, Any], list[str], list[Any]] = (
+    {"contents": [{"role": "user", "parts": [{"text": "hello"}]}], "generationConfig": {"maxOutputTokens": 64}},
+    ["contents", "systemInstruction", "tools", "toolConfig", "generationConfig", "safetySettings", "cachedContent"],
+    [
+        [{"role": "model", "parts": [{"functionCall": {"name": "x", "args": {}}}]}],
+        [{"parts": [{"inlineData": {"mimeType": "image/png", "data": "!!"}}]}],
+        [{"functionDeclarations": [{"name": "\u0000", "parameters": {"type": "object"}}]}],
+        {"maxOutputTokens": -1, "candidateCount": 2, "thinkingConfig": {"thinkingBudget": 10**12}},
+        {"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["网络"]}},
+        {"parts": [{"text": "evil\u0000user"}]},
+        "",
+        "x" * 40_000,
+    ],
+)
+JSON_ROUTES["/v1beta/models/fake-claude:generateContent"] = _GEMINI
+JSON_ROUTES["/v1beta/models/agent-gemini:streamGenerateContent"] = _GEMINI
 
 #: path → the valid form
 FORM_ROUTES: dict[str, list[Part]] = {
