@@ -23,7 +23,7 @@ from tests.e2e.test_bedrock_upstream import AWS_ENV
 from tests.support.charges import charged, reported
 from tests.support.fake_bedrock import ACCESS_KEY, REGION
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import Gateway, write_config
+from tests.support.gateway import FIRST, Gateway, write_config
 from tests.support.teams import Team, Teams
 
 PROFILE = "us.meta.llama3-3-70b-instruct-v1:0"
@@ -46,7 +46,11 @@ max_output_tokens = 4096
 pricing = {{input = 0.72, output = 0.72, cache_create = 0.72, cache_hit = 0.72}}
 upstream = {{kind = "bedrock", api = "converse", region = "{REGION}", base_url = "{root}", model = "{PROFILE}"}}
 """
-    config.write_text(config.read_text() + model)
+    converse = f'kind = "bedrock", api = "converse", region = "{REGION}", model = "{PROFILE}"'
+    busy = f'{{{converse}, base_url = "{root}/status/429", weight = {FIRST}}}'
+    free = f'{{{converse}, base_url = "{root}"}}'
+    twin = model.replace('id = "bedrock-llama"', 'id = "bedrock-twin"').split("upstream =")[0]
+    config.write_text(config.read_text() + model + twin + f"upstreams = [{busy}, {free}]\n")
     return config
 
 
@@ -225,3 +229,16 @@ def test_converse_throttling_is_a_429_that_charges_nothing_and_a_stream_exceptio
     ):
         list(stream)
     assert "modelStreamErrorException" in str(error.value)
+
+
+def test_a_throttled_converse_deployment_fails_over_to_the_next(
+    gateway: Gateway, team: Team, client: openai.OpenAI, fake_upstream: FakeUpstream
+):
+    """bedrock-twin: a deployment answering Bedrock's 429 ThrottlingException tried first, then one that works."""
+    completion = client.chat.completions.create(model="bedrock-twin", messages=HI, max_tokens=100)
+    assert completion.choices[0].message.content == "Echo: hello there gateway"
+    assert [r.path for r in fake_upstream.requests] == [
+        f"/status/429/model/{PROFILE}/converse",
+        f"/model/{PROFILE}/converse",
+    ]
+    assert charged(gateway, team) == [reported(completion.usage)]  # charged once, by the deployment that answered
