@@ -49,6 +49,7 @@ class BedrockConverseUpstream(BedrockUpstream):
 
     def _converse(self, body: dict[str, Any], action: str) -> tuple[str, bytes]:
         sent = {key: value for key, value in body.items() if key not in ("model", "stream")}
+        # ``:`` stays as it is, as for InvokeModel: aiohttp would send botocore's %3A as ``:``, unsigned
         model = quote(str(body.get("model", "")), safe=":")
         return f"{self._base}/model/{model}/{action}", msgspec.json.encode(sent)
 
