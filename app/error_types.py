@@ -54,8 +54,9 @@ def type_for(wire: str, status: int) -> str:
 def retyped(body: bytes, wire: str, status: int) -> bytes | None:
     """An upstream's error ``body`` (of ``status``, in ``wire``'s shape) with the type the
     specification gives its status, everything else as the upstream wrote it (the same bytes when
-    its type was that already; a Gemini error, which has a ``status`` name and no type, as it is); None when the body is not an error in that shape (no JSON object
-    with an ``error`` object that has a ``message``), which the gateway then answers in its own words."""
+    its type was that already; a Gemini error, which has a ``status`` name and no type, as it is);
+    None when the body is not an error in that shape (no JSON object with an ``error`` object that
+    has a ``message``), which the gateway then answers in its own words."""
     try:
         decoded = msgspec.json.decode(body)
     except msgspec.DecodeError:

@@ -46,6 +46,7 @@ from app.store.writer_lock import WriterLock
 from app.upstream import AnthropicUpstream, DemoUpstream, OpenAIResponsesUpstream, OpenAIUpstream, Upstream
 from app.upstream.azure import API_KEY, AzureOpenAIResponsesUpstream, AzureOpenAIUpstream, AzureResource
 from app.upstream.bedrock import BedrockUpstream, default_endpoint
+from app.upstream.bedrock_converse import BedrockConverseUpstream
 from app.upstream.client import Timeouts, UpstreamClient
 from app.upstream.fallback import Deployment, FallbackUpstream
 from app.upstream.gemini import GeminiUpstream
@@ -223,7 +224,8 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
         return GeminiUpstream(up.base_url or "", api_key, timeout=timeout, client=http)
     if up.kind == "bedrock":
         region = up.region or ""
-        return BedrockUpstream(up.base_url or default_endpoint(region), region, timeout=timeout, client=http)
+        bedrock = BedrockConverseUpstream if up.wire == "converse" else BedrockUpstream
+        return bedrock(up.base_url or default_endpoint(region), region, timeout=timeout, client=http)
     kind = kinds.get(up.kind, OpenAIUpstream)
     return kind(up.base_url or "", api_key, timeout=timeout, client=http)
 

@@ -35,6 +35,8 @@ Fail = Callable[[str, str], None]
 
 #: The wires a `vertex` deployment may speak, by `api`: Anthropic's models or Gemini.
 VERTEX_APIS = ("messages", "gemini")
+#: The wires a `bedrock` deployment may speak, by `api`: Anthropic's models (InvokeModel) or Converse.
+BEDROCK_APIS = ("messages", "converse")
 UPSTREAM_KINDS = ("openai", "openai-responses", "anthropic", "azure-openai", "bedrock", "gemini", "vertex", "demo")
 #: The settings only an `azure-openai` deployment takes, with the values each may have (None: any text).
 _AZURE_ONLY: dict[str, tuple[str, ...] | None] = {
@@ -293,7 +295,7 @@ def _check_deployments(model: Model, index: int, fail: Fail) -> None:
                 f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
                 f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
                 f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
-                f"anthropic and bedrock: messages; azure-openai and vertex: their api; gemini: gemini)",
+                f"anthropic: messages; azure-openai, bedrock and vertex: their api; gemini: gemini)",
             )
     check_endpoint_kinds(model.endpoints, [(where, up.kind) for where, up in deployment_keys(model, index)], key, fail)
     _check_deployment_prices(model, index, fail)
@@ -326,8 +328,8 @@ def _check_azure(where: str, upstream: Upstream, fail: Fail) -> None:
     azure = upstream.kind == "azure-openai"
     for name, allowed in _AZURE_ONLY.items():
         value = getattr(upstream, name)
-        if name == "api" and upstream.kind == "vertex":
-            continue  # a vertex deployment's api is checked with its other settings
+        if name == "api" and upstream.kind in ("vertex", "bedrock"):
+            continue  # a vertex or bedrock deployment's api is checked with its other settings
         if value is not None and not azure:
             fail(f"{where}.{name}", f"only an azure-openai deployment takes {name}, not kind {upstream.kind!r}")
         if value is not None and allowed is not None and value not in allowed:
@@ -351,6 +353,8 @@ def _check_bedrock(where: str, upstream: Upstream, fail: Fail) -> None:
         fail(
             f"{where}.region", f"required for kind 'bedrock': an AWS region such as us-east-1, not {upstream.region!r}"
         )
+    if upstream.api is not None and upstream.api not in BEDROCK_APIS:
+        fail(f"{where}.api", f"for kind 'bedrock': one of {', '.join(BEDROCK_APIS)}, not {upstream.api!r}")
     if upstream.api_key_env is not None:
         fail(
             f"{where}.api_key_env",

@@ -190,8 +190,9 @@ class Upstream(_Strict, frozen=True):
     #: `openai` (any OpenAI-compatible chat-completions server), `openai-responses` (a server of the
     #: OpenAI Responses API, such as OpenAI's own: its Codex models are served only there),
     #: `anthropic` (the Anthropic Messages API), `azure-openai` (an Azure OpenAI resource: its
-    #: deployments' chat completions or Responses API, and embeddings), `bedrock` (Anthropic models on
-    #: AWS Bedrock, signed with SigV4), `gemini` (Google's Gemini API, with an API key), `vertex`
+    #: deployments' chat completions or Responses API, and embeddings), `bedrock` (models on AWS
+    #: Bedrock, signed with SigV4: Anthropic's through InvokeModel, others through Converse),
+    #: `gemini` (Google's Gemini API, with an API key), `vertex`
     #: (Google Vertex AI: Anthropic or Gemini models, with a service account) or `demo` (built in:
     #: answers locally, no network, no key).
     kind: str
@@ -225,7 +226,9 @@ class Upstream(_Strict, frozen=True):
     #: For `azure-openai`: the generation API Tollgate calls, `chat` (Chat Completions at the
     #: deployment; the default) or `responses` (the Responses API). For `vertex` (required there):
     #: `messages` (an Anthropic model, through `rawPredict`) or `gemini` (a Gemini model, through
-    #: `generateContent`). It sets the wire the model speaks.
+    #: `generateContent`). For `bedrock`: `messages` (an Anthropic model, through `InvokeModel`; the
+    #: default) or `converse` (any other model Bedrock serves, Llama, Mistral or Amazon Nova, through
+    #: `Converse`). It sets the wire the model speaks.
     api: str | None = None
     #: For `azure-openai`: how the credential in `api_key_env` is sent, `api-key` (the resource's key
     #: in the `api-key` header; the default) or `entra` (a Microsoft Entra access token, as a bearer).
@@ -253,6 +256,8 @@ class Upstream(_Strict, frozen=True):
             return self.api or "chat"
         if self.kind == "vertex":
             return self.api or "gemini"
+        if self.kind == "bedrock":
+            return self.api or "messages"
         return UPSTREAM_WIRES.get(self.kind, "chat")
 
 

@@ -29,6 +29,7 @@ from app.translate import tools
 from app.translate.chat import passthrough as chat_pass
 from app.translate.chat.client import ChatStreamWriter, canonical_to_chat_response, chat_request_to_canonical
 from app.translate.chat.upstream import ChatChunkReader, canonical_to_chat_body, chat_response_to_canonical
+from app.translate.converse.upstream import ConverseEventReader, canonical_to_converse_body, converse_to_canonical
 from app.translate.gemini import passthrough as gemini_pass
 from app.translate.gemini.answer import GeminiStreamWriter, canonical_to_gemini
 from app.translate.gemini.client import gemini_request_to_canonical
@@ -79,12 +80,14 @@ _DECODERS: dict[str, Callable[[dict[str, Any]], c.Response]] = {
     "messages": message_to_canonical,
     "responses": response_to_canonical,
     "gemini": gemini_response_to_canonical,
+    "converse": converse_to_canonical,
 }
 _READERS: dict[str, Callable[[], EventReader]] = {
     "chat": ChatChunkReader,
     "messages": MessagesEventReader,
     "responses": ResponsesEventReader,
     "gemini": GeminiChunkReader,
+    "converse": ConverseEventReader,
 }
 _TO_CANONICAL: dict[str, Callable[[dict[str, Any]], c.Request]] = {
     "chat": chat_request_to_canonical,
@@ -184,6 +187,8 @@ def _upstream_body(req: c.Request, wire: str, model: Model, names: tools.ToolNam
         return canonical_to_responses_body(req, model.id)
     if wire == "gemini":
         return canonical_to_gemini_body(req, model.id, names)
+    if wire == "converse":
+        return canonical_to_converse_body(req, model.max_output_tokens, names)
     return canonical_to_chat_body(req, model.id, names)
 
 

@@ -38,6 +38,9 @@ def clamp_output(body: dict[str, Any], wire: str, tokens: int) -> dict[str, Any]
     elif wire == "gemini":
         config = body.get("generationConfig")
         out["generationConfig"] = {**(config if isinstance(config, dict) else {}), "maxOutputTokens": tokens}
+    elif wire == "converse":
+        config = body.get("inferenceConfig")
+        out["inferenceConfig"] = {**(config if isinstance(config, dict) else {}), "maxTokens": tokens}
     else:  # each limit the request gives is lowered (one below ``tokens`` stays: the upstream keeps the least)
         present = [name for name in ("max_completion_tokens", "max_tokens") if name in body]
         for name in present or ["max_completion_tokens"]:

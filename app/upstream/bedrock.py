@@ -15,7 +15,7 @@ AWS's formats are botocore's, not written here: ``SigV4Auth`` signs, the usual c
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -125,22 +125,26 @@ class _Chunk(msgspec.Struct):
 
 
 _read_chunk = msgspec.json.Decoder(_Chunk).decode
+#: The events of the frames read so far, and whether the stream ended (or how it failed).
+FrameReader = Callable[[EventStreamBuffer], tuple[list[StreamEvent], "bool | GatewayError"]]
 
 
 class EventStream:
-    """A Bedrock stream as batches of Anthropic events (those each read completed), until
-    ``message_stop``. An exception message, a frame botocore cannot read, or a broken connection
-    raises, after the events before it were handed on."""
+    """A Bedrock stream as batches of events (those each read completed), until its end: by default
+    Anthropic's, until ``message_stop`` (``read``: another reading of the frames, Converse's). An
+    exception message, a frame botocore cannot read, or a broken connection raises, after the events
+    before it were handed on."""
 
-    def __init__(self, response: aiohttp.ClientResponse) -> None:
+    def __init__(self, response: aiohttp.ClientResponse, read: FrameReader | None = None) -> None:
         self._response = response
+        self._read = read or _events
 
     async def __aiter__(self) -> AsyncIterator[list[StreamEvent]]:
         frames = EventStreamBuffer()
         try:
             async for data in Chunks(self._response):
                 frames.add_data(data)
-                batch, end = _events(frames)
+                batch, end = self._read(frames)
                 if batch:
                     yield batch
                 if isinstance(end, GatewayError):

@@ -2,7 +2,8 @@
 straight at the fake — ``anthropic.AnthropicBedrock`` (the test credentials, region, ``base_url``) and
 boto3's ``bedrock-runtime`` client (``endpoint_url``) — sign their requests with SigV4, get plain and
 streamed answers in Bedrock's framing, and read a request signed with the wrong secret as Bedrock's
-``InvalidSignatureException``."""
+``InvalidSignatureException``; boto3's ``converse`` and ``converse_stream`` get a Llama model's answers,
+its tool calls and a mid-stream exception in Converse's shapes."""
 
 from __future__ import annotations
 
@@ -143,3 +144,82 @@ def test_boto3_with_a_wrong_secret_or_a_model_in_the_body_is_refused(fake: FakeU
     finally:
         client.close()
         good.close()
+
+
+LLAMA = "us.meta.llama3-3-70b-instruct-v1:0"
+ASK = [{"role": "user", "content": [{"text": "hello there bedrock"}]}]
+LOOKUP = {"toolSpec": {"name": "lookup", "inputSchema": {"json": {"type": "object", "properties": {}}}}}
+
+
+def test_boto3_converses_with_a_cross_region_profile(fake: FakeUpstream):
+    fake.clear()
+    client = runtime(fake)
+    try:
+        answer = client.converse(modelId=LLAMA, messages=ASK, inferenceConfig={"maxTokens": 50})
+    finally:
+        client.close()
+    assert answer["output"]["message"]["content"] == [{"text": "Echo: hello there bedrock"}]
+    assert answer["stopReason"] == "end_turn"
+    assert answer["usage"] == {"inputTokens": 6, "outputTokens": 4, "totalTokens": 10}
+    (sent,) = fake.requests
+    assert sent.path in (f"/model/{LLAMA}/converse", "/model/us.meta.llama3-3-70b-instruct-v1%3A0/converse")
+    assert sent.body["inferenceConfig"] == {"maxTokens": 50}
+
+
+def test_boto3_converses_with_a_tool(fake: FakeUpstream):
+    ask = [{"role": "user", "content": [{"text": "find it [[tool:lookup]]"}]}]
+    client = runtime(fake)
+    try:
+        answer = client.converse(modelId=LLAMA, messages=ask, toolConfig={"tools": [LOOKUP]})
+    finally:
+        client.close()
+    assert answer["stopReason"] == "tool_use"
+    use = answer["output"]["message"]["content"][-1]["toolUse"]
+    assert use["name"] == "lookup"
+    assert isinstance(use["input"], dict)
+
+
+def test_boto3_reads_the_converse_stream_with_a_tool_call(fake: FakeUpstream):
+    ask = [{"role": "user", "content": [{"text": "find it [[tool:lookup]]"}]}]
+    client = runtime(fake)
+    try:
+        answer = client.converse_stream(modelId=LLAMA, messages=ask, toolConfig={"tools": [LOOKUP]})
+        events = list(answer["stream"])
+    finally:
+        client.close()
+    kinds = [next(iter(event)) for event in events]
+    assert kinds[0] == "messageStart"
+    assert kinds[-2:] == ["messageStop", "metadata"]
+    starts = [e["contentBlockStart"]["start"]["toolUse"] for e in events if "contentBlockStart" in e]
+    assert [start["name"] for start in starts] == ["lookup"]
+    arguments = "".join(
+        e["contentBlockDelta"]["delta"].get("toolUse", {}).get("input", "") for e in events if "contentBlockDelta" in e
+    )
+    assert isinstance(json.loads(arguments), dict)
+    assert events[-2]["messageStop"]["stopReason"] == "tool_use"
+    usage = events[-1]["metadata"]["usage"]
+    assert usage["outputTokens"] > 0
+    assert usage["totalTokens"] == usage["inputTokens"] + usage["outputTokens"]
+
+
+def test_boto3_reads_a_converse_stream_error_as_an_exception_event(fake: FakeUpstream):
+    ask = [{"role": "user", "content": [{"text": "hello [[stream-error]]"}]}]
+    client = runtime(fake)
+    try:
+        answer = client.converse_stream(modelId=LLAMA, messages=ask)
+        with pytest.raises(botocore.exceptions.EventStreamError) as raised:
+            list(answer["stream"])
+        answer["stream"].close()
+    finally:
+        client.close()
+    assert raised.value.response["Error"]["Code"] == "modelStreamErrorException"
+
+
+def test_a_converse_request_with_a_wrong_secret_is_refused(fake: FakeUpstream):
+    client = runtime(fake, secret="not-the-secret")
+    try:
+        with pytest.raises(botocore.exceptions.ClientError) as raised:
+            client.converse(modelId=LLAMA, messages=ASK)
+    finally:
+        client.close()
+    assert raised.value.response["Error"]["Code"] == "InvalidSignatureException"

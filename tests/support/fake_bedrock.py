@@ -1,6 +1,7 @@
 """The AWS Bedrock side of the fake upstream: Anthropic models at ``InvokeModel`` and
 ``InvokeModelWithResponseStream`` (``POST /model/{modelId}/invoke`` and
-``/model/{modelId}/invoke-with-response-stream`` on ``FakeUpstream.anthropic_base_url``).
+``/model/{modelId}/invoke-with-response-stream`` on ``FakeUpstream.anthropic_base_url``), and any model
+at ``Converse`` and ``ConverseStream`` (``/converse``, ``/converse-stream``: tests/support/fake_converse.py).
 
 Every request's SigV4 signature is checked as Bedrock checks it: botocore's own signer recomputes it
 from the request as it arrived (its raw path, the headers it names as signed, its body) with the test
@@ -40,7 +41,7 @@ ACCESS_KEY = "AKIATOLLGATEFAKE0001"
 SECRET_KEY = "fake/Bedrock+secret/key/for/the/tests000"
 REGION = "us-east-1"
 VERSION = "bedrock-2023-05-31"
-_PATH = re.compile(r"^/model/(?P<model>[^/]+)/(?P<action>invoke|invoke-with-response-stream)$")
+_PATH = re.compile(r"^/model/(?P<model>[^/]+)/(?P<action>invoke|invoke-with-response-stream|converse|converse-stream)$")
 _AUTH = re.compile(
     r"^AWS4-HMAC-SHA256 Credential=(?P<key>[^/]+)/(?P<date>\d{8})/(?P<region>[^/]+)/(?P<service>[^/]+)/aws4_request,"
     r"\s*SignedHeaders=(?P<signed>[^,]+),\s*Signature=(?P<signature>[0-9a-f]{64})$"
@@ -121,6 +122,8 @@ async def handle_bedrock(
         if scope["method"] != "POST" or route is None:
             raise BedrockRefusal(404, "UnknownOperationException", "Unknown operation")
         check_signature("POST", f"http://{headers['host']}{raw_path}", headers, raw)
+        if route["action"].startswith("converse"):
+            return await _converse(route["action"] == "converse-stream", unquote(route["model"]), raw, receive, send)
         body = bedrock_body(raw)
     except BedrockRefusal as refusal:
         return await refuse(send, refusal)
@@ -133,6 +136,16 @@ async def handle_bedrock(
         sent_headers["anthropic-beta"] = ",".join(body["anthropic_beta"])
     reframe = _Reframed(send, stream)
     await handle_anthropic(None, "POST", "/v1/messages", msgspec.json.encode(anthropic), sent_headers, receive, reframe)
+
+
+async def _converse(stream: bool, model: str, raw: bytes, receive: Receive, send: Send) -> None:
+    """A Converse request (``tests/support/fake_converse.py``), served by the fake Anthropic."""
+    from tests.support.fake_anthropic import handle_anthropic
+    from tests.support.fake_converse import Conversed, anthropic_body
+
+    body = msgspec.json.encode(anthropic_body(raw, model, stream))
+    headers = {"anthropic-version": "2023-06-01"}
+    await handle_anthropic(None, "POST", "/v1/messages", body, headers, receive, Conversed(send, stream))
 
 
 async def refuse(send: Send, refusal: BedrockRefusal) -> None:

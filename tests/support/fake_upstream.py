@@ -690,7 +690,7 @@ def _check_chat_messages(messages: list[dict[str, Any]]) -> None:
 
 async def _fault(faulty: re.Match[str], send: Send, receive: Receive) -> None:
     """A faulty base URL's answer: its status in the error shape of the protocol asked for (OpenAI's,
-    Anthropic's or Google's), none at all, or a 200 that breaks off."""
+    Anthropic's, Google's or Bedrock's), none at all, or a 200 that breaks off."""
     if faulty.group("hang"):
         while (await receive())["type"] != "http.disconnect":  # the caller gives up and hangs up
             pass
@@ -716,6 +716,11 @@ async def _fault(faulty: re.Match[str], send: Send, receive: Receive) -> None:
         from tests.support.fake_gemini import GeminiRefusal  # lazy: fake_gemini imports this module
 
         return await _send_json(send, status, GeminiRefusal(status, message).body(), extra)
+    if faulty.group("rest").startswith("/model/"):
+        from tests.support.fake_bedrock import BedrockRefusal, refuse  # lazy: fake_bedrock imports this module
+
+        kinds = {400: "ValidationException", 429: "ThrottlingException", 503: "ServiceUnavailableException"}
+        return await refuse(send, BedrockRefusal(status, kinds.get(status, "InternalServerException"), message))
     failure = openai_failure(status, message)
     await _send_json(send, status, failure.body, failure.headers)
 

@@ -47,3 +47,17 @@ def test_a_bedrock_setting_out_of_place_is_refused_with_its_key(upstream: str, k
         parse(upstream)
     assert refused.value.key.endswith(f".{key}")
     assert problem in refused.value.problem
+
+
+@pytest.mark.parametrize(("api", "wire"), [(None, "messages"), ("messages", "messages"), ("converse", "converse")])
+def test_a_bedrock_deployments_api_chooses_invoke_model_or_converse(api: str | None, wire: str):
+    upstream = BEDROCK if api is None else BEDROCK.replace("region =", f'api = "{api}", region =')
+    (deployment,) = parse_settings(FILE + upstream + "\n", "t.toml").models[0].deployments
+    assert deployment.wire == wire
+
+
+def test_a_bedrock_api_it_does_not_have_is_refused_with_its_key():
+    with pytest.raises(ConfigError) as refused:
+        parse(BEDROCK.replace("region =", 'api = "chat", region ='))
+    assert refused.value.key == "models[0].upstream.api"
+    assert "one of messages, converse" in refused.value.problem

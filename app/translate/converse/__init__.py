@@ -1,0 +1,1 @@
+"""AWS Bedrock's Converse API: an upstream's side only (``upstream.py``), since no client speaks it."""
