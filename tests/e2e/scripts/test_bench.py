@@ -23,7 +23,7 @@ def test_the_quick_benchmark_reports_every_case_and_concurrency(tmp_path):
         [sys.executable, "-m", "scripts.bench", "--quick", "--backend", "sqlite", "--json", str(out)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=240,  # nine cases at two concurrencies, on a loaded 2-core machine
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     report = json.loads(out.read_text())
