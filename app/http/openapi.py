@@ -263,7 +263,7 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
         if answer is not None:
             answer["content"] = copy.deepcopy(_STATEMENT_CONTENT)
     document_audio(document, _OPENAI_ERROR)
-    _document_batch_answers(document)
+    _document_json_answers(document)
     for path, item in document.get("paths", {}).items():
         for method, operation in item.items():
             if isinstance(operation, dict):
@@ -271,20 +271,20 @@ def complete(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
-#: The Files and Batch APIs' routes (OpenAI's and Anthropic's), whose answers are JSON objects of the
-#: providers' shapes; but the two that stream a file as it is (JSON Lines).
-_BATCH_PREFIXES = ("/v1/files", "/v1/batches", "/v1/messages/batches")
+#: The routes whose answers are JSON objects of a provider's shape: the Files and Batch APIs (OpenAI's
+#: and Anthropic's; but the two that stream a file as it is, JSON Lines) and the Gemini API's model list.
+_JSON_OBJECT_PREFIXES = ("/v1/files", "/v1/batches", "/v1/messages/batches", "/v1beta/models")
 _FILE_STREAMS = {
     "/v1/files/{file_id}/content": "application/octet-stream",
     "/v1/messages/batches/{batch_id}/results": "application/binary",  # what Anthropic's API and SDK say
 }
 
 
-def _document_batch_answers(document: dict[str, Any]) -> None:
+def _document_json_answers(document: dict[str, Any]) -> None:
     """What Litestar says of a handler answering ``Response[bytes]`` (a string) replaced by what these
     routes send: a JSON object, or the file's lines."""
     for path, item in document.get("paths", {}).items():
-        if not path.startswith(_BATCH_PREFIXES):
+        if not path.startswith(_JSON_OBJECT_PREFIXES):
             continue
         for operation in item.values():
             answer = operation.get("responses", {}).get("200") if isinstance(operation, dict) else None
