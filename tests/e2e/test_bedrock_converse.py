@@ -23,8 +23,8 @@ from tests.e2e.test_bedrock_upstream import AWS_ENV
 from tests.support.charges import charged, reported
 from tests.support.fake_bedrock import ACCESS_KEY, REGION
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import FIRST, Gateway, write_config
-from tests.support.teams import Team, Teams
+from tests.support.gateway import FIRST, Gateway, verified_gateway, write_config
+from tests.support.teams import Team, Teams, teams_of
 
 PROFILE = "us.meta.llama3-3-70b-instruct-v1:0"
 HI = [{"role": "user", "content": "hello there gateway"}]
@@ -56,35 +56,19 @@ upstream = {{kind = "bedrock", api = "converse", region = "{REGION}", base_url =
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
-    gw = Gateway(config_with_converse(tmp_path_factory.mktemp("converse"), fake_upstream.base_url), env=AWS_ENV)
-    gw.start()
-    yield gw
-    result = gw.cli("ledger", "verify", check=False)
-    gw.stop()
-    assert result.returncode == 0, result.stdout + result.stderr
+    yield from verified_gateway(
+        config_with_converse(tmp_path_factory.mktemp("converse"), fake_upstream.base_url), AWS_ENV
+    )
 
 
 @pytest.fixture(scope="module")
 def teams(gateway: Gateway) -> Iterator[Teams]:
-    t = Teams(gateway.config)
-    yield t
-    t.close()
-
-
-@pytest.fixture
-def team(teams: Teams) -> Team:
-    return teams.open("100")
+    yield from teams_of(gateway.config)
 
 
 @pytest.fixture
 def claude(gateway: Gateway, team: Team) -> Iterator[anthropic.Anthropic]:
     with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as c:
-        yield c
-
-
-@pytest.fixture
-def client(gateway: Gateway, team: Team) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as c:
         yield c
 
 

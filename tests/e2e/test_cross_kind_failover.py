@@ -20,8 +20,8 @@ from tests.e2e.test_bedrock_upstream import AWS_ENV, HELLO_MICROS, HI, MODEL_ID
 from tests.support.charges import charged, reported
 from tests.support.fake_bedrock import ACCESS_KEY, REGION
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import FIRST, Gateway, write_config
-from tests.support.teams import Team, Teams
+from tests.support.gateway import FIRST, Gateway, verified_gateway, write_config
+from tests.support.teams import Team, Teams, teams_of
 
 
 def config_with_claude_twice(directory: Path, upstream_base_url: str) -> Path:
@@ -46,24 +46,14 @@ upstreams = [
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
-    gw = Gateway(config_with_claude_twice(tmp_path_factory.mktemp("cross"), fake_upstream.base_url), env=AWS_ENV)
-    gw.start()
-    yield gw
-    result = gw.cli("ledger", "verify", check=False)
-    gw.stop()
-    assert result.returncode == 0, result.stdout + result.stderr
+    yield from verified_gateway(
+        config_with_claude_twice(tmp_path_factory.mktemp("cross"), fake_upstream.base_url), AWS_ENV
+    )
 
 
 @pytest.fixture(scope="module")
 def teams(gateway: Gateway) -> Iterator[Teams]:
-    t = Teams(gateway.config)
-    yield t
-    t.close()
-
-
-@pytest.fixture
-def team(teams: Teams) -> Team:
-    return teams.open("100")
+    yield from teams_of(gateway.config)
 
 
 @pytest.fixture

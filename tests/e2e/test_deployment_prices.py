@@ -19,8 +19,8 @@ import pytest
 
 from tests.support.charges import charged, reported
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import Gateway, write_config
-from tests.support.teams import Team, Teams
+from tests.support.gateway import Gateway, verified_gateway, write_config
+from tests.support.teams import Team, Teams, teams_of
 
 HI = [{"role": "user", "content": "hello there gateway"}]
 PRICE = "{input = 1, output = 1, cache_create = 1.25, cache_hit = 0.1}"
@@ -63,18 +63,12 @@ def config_with_regions(directory: Path, base: str) -> Path:
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
-    gw = Gateway(config_with_regions(tmp_path_factory.mktemp("regions"), fake_upstream.base_url)).start()
-    yield gw
-    result = gw.cli("ledger", "verify", check=False)
-    gw.stop()
-    assert result.returncode == 0, result.stdout + result.stderr
+    yield from verified_gateway(config_with_regions(tmp_path_factory.mktemp("regions"), fake_upstream.base_url))
 
 
 @pytest.fixture(scope="module")
 def teams(gateway: Gateway) -> Iterator[Teams]:
-    t = Teams(gateway.config)
-    yield t
-    t.close()
+    yield from teams_of(gateway.config)
 
 
 def ask(gateway: Gateway, team: Team, model: str, **extra: object) -> openai.types.chat.ChatCompletion:

@@ -24,8 +24,8 @@ from google.genai import types
 from tests.support.agents import docs_block
 from tests.support.charges import charged, reported
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import FIRST, Gateway, write_config
-from tests.support.teams import Team, Teams
+from tests.support.gateway import FIRST, Gateway, verified_gateway, write_config
+from tests.support.teams import Team, Teams, teams_of
 
 HI = [{"role": "user", "content": "hello there gateway"}]
 LOOKUP_FN = {"name": "lookup", "description": "Look a word up", "parameters": {"type": "object", "properties": {}}}
@@ -62,23 +62,12 @@ upstreams = [{busy}, {free}]
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
     config = config_with_gemini(tmp_path_factory.mktemp("gemini"), fake_upstream.base_url)
-    gw = Gateway(config, env={"GEMINI_API_KEY": "upstream-secret"}).start()
-    yield gw
-    result = gw.cli("ledger", "verify", check=False)
-    gw.stop()
-    assert result.returncode == 0, result.stdout + result.stderr
+    yield from verified_gateway(config, {"GEMINI_API_KEY": "upstream-secret"})
 
 
 @pytest.fixture(scope="module")
 def teams(gateway: Gateway) -> Iterator[Teams]:
-    t = Teams(gateway.config)
-    yield t
-    t.close()
-
-
-@pytest.fixture
-def team(teams: Teams) -> Team:
-    return teams.open("100")
+    yield from teams_of(gateway.config)
 
 
 def cost_of(usage: dict[str, Any]) -> int:

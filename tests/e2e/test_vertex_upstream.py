@@ -23,8 +23,8 @@ from tests.support.agents import docs_block
 from tests.support.charges import charged, reported
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.fake_vertex import PROJECT, REGION, TOKENS, service_account_file
-from tests.support.gateway import GATEWAY_ENV, Gateway, tollgate_command, write_config
-from tests.support.teams import Team, Teams
+from tests.support.gateway import GATEWAY_ENV, Gateway, tollgate_command, verified_gateway, write_config
+from tests.support.teams import Team, Teams, teams_of
 
 HI = [{"role": "user", "content": "hello there gateway"}]
 CLAUDE_PATH = f"/v1/projects/{PROJECT}/locations/{REGION}/publishers/anthropic/models/claude-sonnet-4@20250514"
@@ -43,23 +43,12 @@ def config_with_vertex(directory: Path, fake: FakeUpstream) -> Path:
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
-    gw = Gateway(config_with_vertex(tmp_path_factory.mktemp("vertex"), fake_upstream)).start()
-    yield gw
-    result = gw.cli("ledger", "verify", check=False)
-    gw.stop()
-    assert result.returncode == 0, result.stdout + result.stderr
+    yield from verified_gateway(config_with_vertex(tmp_path_factory.mktemp("vertex"), fake_upstream))
 
 
 @pytest.fixture(scope="module")
 def teams(gateway: Gateway) -> Iterator[Teams]:
-    t = Teams(gateway.config)
-    yield t
-    t.close()
-
-
-@pytest.fixture
-def team(teams: Teams) -> Team:
-    return teams.open("100")
+    yield from teams_of(gateway.config)
 
 
 def vertex_calls(fake: FakeUpstream) -> list[Any]:

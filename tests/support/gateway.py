@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -448,3 +449,13 @@ class Gateway:
             assert time.monotonic() < deadline, f"still holding after {within} s: {shown}"
             time.sleep(0.1)
         return shown
+
+
+def verified_gateway(config: Path, env: dict[str, str] | None = None) -> Iterator[Gateway]:
+    """A module's own gateway on ``config`` (a fixture yields from it): started, and after the
+    module its ledger must replay clean (``tollgate ledger verify``) before it is stopped."""
+    gw = Gateway(config, env=env or {}).start()
+    yield gw
+    result = gw.cli("ledger", "verify", check=False)
+    gw.stop()
+    assert result.returncode == 0, result.stdout + result.stderr

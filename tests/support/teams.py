@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,3 +40,10 @@ class Teams:
     def close(self) -> None:
         self._writer.stop()
         self._store.close()
+
+
+def teams_of(config: Path) -> Iterator[Teams]:
+    """Teams on the ledger of the gateway configured by ``config``, closed after (a fixture yields from it)."""
+    teams = Teams(config)
+    yield teams
+    teams.close()
