@@ -21,8 +21,8 @@ from openai.types.chat import ChatCompletionToolParam
 from tests.support.charges import HELLO, charged, reported
 from tests.support.fake_azure import ENTRA_TOKEN
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import UPSTREAM_KEY, Gateway, write_config
-from tests.support.teams import Team, Teams
+from tests.support.gateway import UPSTREAM_KEY, Gateway, verified_gateway, write_config
+from tests.support.teams import Team, Teams, teams_of
 
 VERSION = "2024-10-21"
 LOOKUP: ChatCompletionToolParam = {
@@ -68,29 +68,12 @@ def config_with_azure(directory: Path, upstream_base_url: str) -> Path:
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
     config = config_with_azure(tmp_path_factory.mktemp("azure"), fake_upstream.base_url)
-    gw = Gateway(config, env={"AZURE_ENTRA_TOKEN": ENTRA_TOKEN, "AZURE_WRONG_KEY": "not-the-resource-key"}).start()
-    yield gw
-    result = gw.cli("ledger", "verify", check=False)
-    gw.stop()
-    assert result.returncode == 0, result.stdout + result.stderr
+    yield from verified_gateway(config, {"AZURE_ENTRA_TOKEN": ENTRA_TOKEN, "AZURE_WRONG_KEY": "not-the-resource-key"})
 
 
 @pytest.fixture(scope="module")
 def teams(gateway: Gateway) -> Iterator[Teams]:
-    t = Teams(gateway.config)
-    yield t
-    t.close()
-
-
-@pytest.fixture
-def team(teams: Teams) -> Team:
-    return teams.open("100")
-
-
-@pytest.fixture
-def client(gateway: Gateway, team: Team) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as c:
-        yield c
+    yield from teams_of(gateway.config)
 
 
 @pytest.fixture

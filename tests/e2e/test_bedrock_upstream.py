@@ -21,8 +21,8 @@ import pytest
 from tests.support.charges import charged, reported
 from tests.support.fake_bedrock import ACCESS_KEY, REGION, SECRET_KEY
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import Gateway, write_config
-from tests.support.teams import Team, Teams
+from tests.support.gateway import Gateway, verified_gateway, write_config
+from tests.support.teams import Team, Teams, teams_of
 
 MODEL_ID = "us.anthropic.claude-sonnet-4-20250514-v1:0"
 HI = [{"role": "user", "content": "hello there gateway"}]
@@ -60,11 +60,7 @@ def config_with_bedrock(directory: Path, upstream_base_url: str) -> Path:
 
 
 def started(directory: Path, fake: FakeUpstream, env: dict[str, str]) -> Iterator[Gateway]:
-    gw = Gateway(config_with_bedrock(directory, fake.base_url), env=env).start()
-    yield gw
-    result = gw.cli("ledger", "verify", check=False)
-    gw.stop()
-    assert result.returncode == 0, result.stdout + result.stderr
+    yield from verified_gateway(config_with_bedrock(directory, fake.base_url), env)
 
 
 @pytest.fixture(scope="module")
@@ -74,25 +70,12 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstrea
 
 @pytest.fixture(scope="module")
 def teams(gateway: Gateway) -> Iterator[Teams]:
-    t = Teams(gateway.config)
-    yield t
-    t.close()
-
-
-@pytest.fixture
-def team(teams: Teams) -> Team:
-    return teams.open("100")
+    yield from teams_of(gateway.config)
 
 
 @pytest.fixture
 def claude(gateway: Gateway, team: Team) -> Iterator[anthropic.Anthropic]:
     with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as c:
-        yield c
-
-
-@pytest.fixture
-def client(gateway: Gateway, team: Team) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as c:
         yield c
 
 
