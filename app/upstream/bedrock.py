@@ -160,22 +160,36 @@ class EventStream:
         close(self._response)
 
 
-def _events(frames: EventStreamBuffer) -> tuple[list[StreamEvent], bool | GatewayError]:
-    """The events of the frames read so far, and whether the stream ended (or how it failed)."""
+def read_frames(
+    frames: EventStreamBuffer,
+    event_of: Callable[[EventStreamMessage], StreamEvent | GatewayError | None],
+    is_last: Callable[[StreamEvent], bool],
+) -> tuple[list[StreamEvent], bool | GatewayError]:
+    """The events of the frames read so far (each frame read by ``event_of``: an event, the failure
+    it reports, or None for a frame to skip), and whether the stream ended (``is_last``) or how it failed."""
     batch: list[StreamEvent] = []
     try:
         for message in frames:
-            event = _event(message)
+            event = event_of(message)
             if isinstance(event, GatewayError):
                 return batch, event
             if event is None:
                 continue
             batch.append(event)
-            if b"message_stop" in event.data and (event.object() or {}).get("type") == "message_stop":
+            if is_last(event):
                 return batch, True
     except ParserError:
         return batch, UpstreamFailure("The upstream provider sent an invalid stream frame.")
     return batch, False
+
+
+def _is_message_stop(event: StreamEvent) -> bool:
+    return b"message_stop" in event.data and (event.object() or {}).get("type") == "message_stop"
+
+
+def _events(frames: EventStreamBuffer) -> tuple[list[StreamEvent], bool | GatewayError]:
+    """An InvokeModel stream's Anthropic events, until ``message_stop``."""
+    return read_frames(frames, _event, _is_message_stop)
 
 
 def _event(message: EventStreamMessage) -> StreamEvent | GatewayError | None:

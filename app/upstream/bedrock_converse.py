@@ -15,11 +15,11 @@ from typing import Any
 from urllib.parse import quote
 
 import msgspec
-from botocore.eventstream import EventStreamBuffer, EventStreamMessage, ParserError
+from botocore.eventstream import EventStreamBuffer, EventStreamMessage
 
 from app.errors import GatewayError, UpstreamFailure
 from app.upstream.base import Answer, StreamEvent
-from app.upstream.bedrock import _EXCEPTION_TYPES, EVENT_STREAM, BedrockUpstream, EventStream
+from app.upstream.bedrock import _EXCEPTION_TYPES, EVENT_STREAM, BedrockUpstream, EventStream, read_frames
 from app.upstream.errors import error_from_stream_event
 
 #: The events of a Converse stream (its exceptions come as ``exception`` messages).
@@ -56,20 +56,7 @@ class BedrockConverseUpstream(BedrockUpstream):
 
 def _converse_events(frames: EventStreamBuffer) -> tuple[list[StreamEvent], bool | GatewayError]:
     """The Converse events of the frames read so far; the stream ends with ``metadata``."""
-    batch: list[StreamEvent] = []
-    try:
-        for message in frames:
-            event = _event(message)
-            if isinstance(event, GatewayError):
-                return batch, event
-            if event is None:
-                continue
-            batch.append(event)
-            if "metadata" in (event.object() or {}):
-                return batch, True
-    except ParserError:
-        return batch, UpstreamFailure("The upstream provider sent an invalid stream frame.")
-    return batch, False
+    return read_frames(frames, _event, lambda event: "metadata" in (event.object() or {}))
 
 
 def _event(message: EventStreamMessage) -> StreamEvent | GatewayError | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import anthropic
 import openai
 import pytest
 
@@ -37,6 +38,12 @@ def team(teams: Teams) -> Team:
 @pytest.fixture
 def client(gateway: Gateway, team: Team) -> Iterator[openai.OpenAI]:
     with openai.OpenAI(base_url=gateway.base_url, api_key=team.key, max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture
+def claude(gateway: Gateway, team: Team) -> Iterator[anthropic.Anthropic]:
+    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as client:
         yield client
 
 

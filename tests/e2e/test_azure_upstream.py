@@ -76,12 +76,6 @@ def teams(gateway: Gateway) -> Iterator[Teams]:
     yield from teams_of(gateway.config)
 
 
-@pytest.fixture
-def claude(gateway: Gateway, team: Team) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as c:
-        yield c
-
-
 def azure_call(fake: FakeUpstream) -> Any:
     (sent,) = fake.requests
     assert sent.query == f"api-version={VERSION}"

@@ -66,12 +66,6 @@ def teams(gateway: Gateway) -> Iterator[Teams]:
     yield from teams_of(gateway.config)
 
 
-@pytest.fixture
-def claude(gateway: Gateway, team: Team) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as c:
-        yield c
-
-
 def converse_call(fake: FakeUpstream, action: str = "converse") -> Any:
     (sent,) = fake.requests
     assert sent.path == f"/model/{PROFILE}/{action}"

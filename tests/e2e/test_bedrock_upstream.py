@@ -73,12 +73,6 @@ def teams(gateway: Gateway) -> Iterator[Teams]:
     yield from teams_of(gateway.config)
 
 
-@pytest.fixture
-def claude(gateway: Gateway, team: Team) -> Iterator[anthropic.Anthropic]:
-    with anthropic.Anthropic(base_url=gateway.root_url, api_key=team.key, max_retries=0) as c:
-        yield c
-
-
 def billed(events: list[Any]) -> Any:
     """A passed-through stream's usage with Tollgate's cost: its message_delta's."""
     (delta,) = [event for event in events if event.type == "message_delta"]
