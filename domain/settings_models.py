@@ -355,6 +355,11 @@ class Model(_Strict, frozen=True):
         """How many deployments one request may try (each at most once)."""
         return self.max_attempts or len(self.deployments)
 
+    def price_keys(self) -> list[str]:
+        """The keys of every price this model is charged at, without building the prices (the hold
+        reads them on every request)."""
+        return [self.id, *(price_key(self.id, up.name) for up in self.deployments if up.pricing and up.name)]
+
     def priced_keys(self) -> list[tuple[str, Price]]:
         """Every price this model is charged at, by its key in the price list: the model's own (its
         id), then each deployment's that has one (``MODEL/NAME``)."""

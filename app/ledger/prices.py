@@ -78,7 +78,7 @@ class PriceBook:
     def prices_for(self, model: Model) -> list[Price]:
         """The prices in force now that ``model``'s requests may be charged at: its own and its
         deployments' (a hold reserves the dearest of them)."""
-        return [self.current(key) for key, _ in model.priced_keys()]
+        return [self.current(key) for key in model.price_keys()]
 
     def reload(self) -> None:
         """Read the list again (a price was recorded somewhere)."""

@@ -33,4 +33,5 @@ def test_the_deployment_price_example_prices_its_eu_region_under_its_own_key():
     (model,) = parse_settings(TOP + block, "docs/prices.md").models
     keys = dict(model.priced_keys())
     assert set(keys) == {"claude-sonnet", "claude-sonnet/eu"}
+    assert model.price_keys() == list(keys)  # what the hold reads, in the same order
     assert keys["claude-sonnet/eu"].input == keys["claude-sonnet"].input * 11 / 10
