@@ -370,6 +370,15 @@ class Exposure:
     tiers: frozenset[str] | None = None
     tool_calls: Mapping[str, int] = field(default_factory=dict)
 
+    def widest(self, other: Exposure) -> Exposure:
+        """What a request exposed as either this or ``other`` could trigger (one request planned for
+        deployments of two wires): every tier either may be served at, the most calls of each tool."""
+        tiers = None if self.tiers is None or other.tiers is None else self.tiers | other.tiers
+        calls = dict(self.tool_calls)
+        for tool, most in other.tool_calls.items():
+            calls[tool] = max(most, calls.get(tool, 0))
+        return Exposure(tiers, calls)
+
 
 _ANYTHING = Exposure()
 

@@ -284,19 +284,8 @@ def _check_deployments(model: Model, index: int, fail: Fail) -> None:
         fail(f"{key}.upstreams", "give either `upstream` or `upstreams`, not both")
     if model.upstreams is not None and not model.upstreams:
         fail(f"{key}.upstreams", "must list at least one deployment")
-    first: tuple[str, Upstream] | None = None
     for where, upstream in deployment_keys(model, index):
         _check_deployment(where, upstream, fail)
-        if first is None:
-            first = (where, upstream)
-        elif upstream.wire != first[1].wire:
-            fail(
-                f"{where}.kind",
-                f"kind {upstream.kind!r} speaks the {upstream.wire} wire but {first[0]} "
-                f"({first[1].kind!r}) speaks the {first[1].wire} wire: the deployments of one "
-                f"model must speak the same wire (openai and demo: chat; openai-responses: responses; "
-                f"anthropic: messages; azure-openai, bedrock and vertex: their api; gemini: gemini)",
-            )
     check_endpoint_kinds(model.endpoints, [(where, up.kind) for where, up in deployment_keys(model, index)], key, fail)
     _check_deployment_prices(model, index, fail)
     count = len(model.deployments)

@@ -47,7 +47,7 @@ from app.ratelimit.streams import StreamSlot
 from app.runtime import BillingServices
 from app.tokens.delivered import Delivered
 from app.upstream import Answer, RawStream
-from app.upstream.fallback import FallbackUpstream, served_price_key
+from app.upstream.fallback import FallbackUpstream, Outgoing, served
 from domain.usage import TokenUsage
 
 #: What goes upstream: a generation's :class:`~app.translate.exchange.Exchange`, or another
@@ -80,6 +80,7 @@ class BilledCall(Generic[P]):
         "exchange",
         "headers",
         "phase",
+        "served_wire",
         "transcript",
     )
 
@@ -101,6 +102,8 @@ class BilledCall(Generic[P]):
         #: Where an idempotent stream's frames are kept, to be stored with its charge.
         self.transcript: list[bytes] | None = [] if bill.idempotency is not None else None
         self.phase = Phase.HELD
+        #: The wire of the deployment that answered (until one has: the one the request was sized for).
+        self.served_wire = billed.upstream_wire
         self._services = services
         self._slot = slot
         self._stream: RawStream | None = None
@@ -112,7 +115,7 @@ class BilledCall(Generic[P]):
         early, and of an answer whose upstream reported no usage (made when first asked for: most
         plain answers never need it)."""
         if self._delivered is None:
-            rules = model_rules(self.billed.model, self.billed.upstream_wire)
+            rules = model_rules(self.billed.model, self.served_wire)
             self._delivered = Delivered(rules, self.billed.prompt_tokens)
         return self._delivered
 
@@ -135,9 +138,10 @@ class BilledCall(Generic[P]):
             if self._stream is not None:
                 self._stream.close()
 
-    async def complete(self) -> Answer:
-        """The upstream's whole answer (a plain generation request)."""
-        return await self.call_upstream(lambda upstream: upstream.complete(self.exchange.body, self.exchange.headers))
+    async def complete(self, planned: Mapping[str, Outgoing]) -> Answer:
+        """The upstream's whole answer to a generation request planned for each wire in ``planned``
+        (``served_wire`` says which answered)."""
+        return await self.call_upstream(lambda upstream: upstream.complete_planned(planned))
 
     async def call_upstream(self, send: Callable[[FallbackUpstream], Awaitable[T]]) -> T:
         """What ``send`` gets from the model's upstream (its deployments, with failover): any call
@@ -151,22 +155,23 @@ class BilledCall(Generic[P]):
         except GatewayError as exc:
             self._verbatim(exc)
             raise
-        self.bill.price_key = served_price_key()  # charged at the price of the deployment that answered
+        self._answered_by_served()
         if timeline.on:
             timeline.mark("upstream", self.bill.record)
         return answer
 
-    async def open_stream(self) -> RawStream:
-        """The upstream's stream, open: from here on the client may be sent part of the answer, which
-        is what an early end is billed for, and what a dead process is billed for by another
-        (the streams in flight, reported with the heartbeat)."""
+    async def open_stream(self, planned: Mapping[str, Outgoing]) -> RawStream:
+        """The upstream's stream for a request planned for each wire in ``planned``, open: from here
+        on the client may be sent part of the answer, which is what an early end is billed for, and
+        what a dead process is billed for by another (the streams in flight, reported with the
+        heartbeat)."""
         upstream = self._services.upstreams[self.billed.model.id]
         try:
-            self._stream = await upstream.open_stream(self.exchange.body, self.exchange.headers)
+            self._stream = await upstream.open_stream_planned(planned)
         except GatewayError as exc:
             self._verbatim(exc)
             raise
-        self.bill.price_key = served_price_key()
+        self._answered_by_served()
         if timeline.on:
             timeline.mark("upstream", self.bill.record)
         self.phase = Phase.DELIVERING
@@ -174,6 +179,13 @@ class BilledCall(Generic[P]):
             self.bill.record.stream_opened = True
         self._services.in_flight.track(self.bill, self.delivered)
         return self._stream
+
+    def _answered_by_served(self) -> None:
+        """Note the deployment that just answered: the charge is at its price, and what it sent is
+        counted with its wire's rules."""
+        answered = served()
+        if answered is not None:
+            self.bill.price_key, self.served_wire = answered.price_key, answered.wire
 
     async def last_frames(self, frames: bytes) -> LastChunk:
         """A stream's last frames, about to go out with the end of its body: its slot is given back

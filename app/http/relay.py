@@ -24,13 +24,12 @@ from app.http.attribution import attribution_of
 from app.http.billed_call import BilledCall, hold
 from app.http.billed_request import ENDPOINTS, BilledRequest, Generation, HoldSize, idempotency_of, request_id_of
 from app.http.event_stream import EventStream
-from app.http.prompt_size import measure_prompt
+from app.http.wire_plans import plan_for_each_wire, widest_exposure
 from app.observability.record import current_record
 from app.runtime import BillingServices, Runtime
 from app.tokens.delivered import Delivered
 from app.translate import canonical as c
-from app.translate.exchange import EVENT_STREAM, Exchange, plan
-from app.translate.exposure import exposure_of
+from app.translate.exchange import EVENT_STREAM, Exchange
 from app.translate.output_limit import MIN_CLAMPED_OUTPUT, clamp_output
 from domain.usage import TokenUsage
 
@@ -60,15 +59,15 @@ async def serve(runtime: Runtime, request: Request[Any, Any, Any], asked: Genera
     services, protocol, model_limit = runtime.billing_services, asked.protocol, asked.output.model_limit
     body = asked.body if model_limit is None else clamp_output(asked.body, protocol, model_limit)
     attribution = attribution_of(request, protocol, body)
-    wire = services.upstreams[asked.model.id].wire
-    prompt_tokens = await measure_prompt(asked.model, wire, body, protocol, len(asked.raw_body))
-    exchange = plan(asked.model, wire, protocol, body, request.headers, prompt_tokens)
+    wires = services.upstreams[asked.model.id].wires
+    planned = await plan_for_each_wire(asked.model, wires, protocol, body, request.headers, len(asked.raw_body))
+    exchange, prompt_tokens = planned.exchange, planned.prompt_tokens
     record = current_record()
     billed = BilledRequest(
         principal=asked.principal,
         model=asked.model,
         protocol=protocol,
-        upstream_wire=wire,
+        upstream_wire=exchange.wire,
         endpoint=ENDPOINTS[protocol],
         stream=exchange.stream,
         request_id=request_id_of(record),
@@ -100,7 +99,7 @@ async def _held_within_balance(
     with its output limit lowered to that, which the answer's ``x-tollgate-output-clamped`` says."""
     billing, principal, model = services.billing, billed.principal, billed.model
     prompt_tokens, output = billed.prompt_tokens, billed.output
-    exposure = exposure_of(exchange.body, billed.upstream_wire)
+    exposure = widest_exposure(exchange)
 
     async def held_for(most: int) -> GenerationCall | Response[bytes]:
         size = HoldSize(
@@ -118,7 +117,8 @@ async def _held_within_balance(
         )
         if not principal.clamp_output or per_choice < MIN_CLAMPED_OUTPUT:
             raise short.affording(per_choice, OUTPUT_FIELDS[billed.protocol]) from None
-    exchange.body = clamp_output(exchange.body, billed.upstream_wire, per_choice)
+    for planned in (exchange, *exchange.alternatives.values()):
+        planned.body = clamp_output(planned.body, planned.wire, per_choice)
     try:
         call = await held_for(per_choice * output.choices)
     except InsufficientCreditsError as short:  # spent meanwhile by the team's other requests
@@ -137,10 +137,10 @@ async def answer(call: GenerationCall) -> Response[bytes] | EventStream:
 
 async def _answered(call: GenerationCall) -> Response[bytes]:
     """A plain request: the upstream's whole answer, decoded, charged, and rendered with its cost."""
-    exchange = call.exchange
     async with call:
         call.seal()
-        raw = await call.complete()
+        raw = await call.complete(call.exchange.planned())
+        exchange = call.exchange = call.exchange.answered_on(call.served_wire)
         resp = exchange.decode(raw)
         usage = resp.usage
         if usage is None:  # the upstream did not say: bill what it answered, counted here
@@ -174,8 +174,9 @@ async def _relay(call: GenerationCall) -> AsyncGenerator[bytes, None]:
     billed for exactly that."""
     async with call:
         call.seal(SSE_HEADERS)
+        stream = await call.open_stream(call.exchange.planned())
+        call.exchange = call.exchange.answered_on(call.served_wire)
         relay = call.exchange.relay()
-        stream = await call.open_stream()
         start = relay.start()
         if start:
             yield b"".join(start)

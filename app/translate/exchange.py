@@ -13,7 +13,8 @@ built-in tool the model refuses) leaves the team's money as it was:
 Either way the relay (``app/http/relay.py``) sees one :class:`Exchange`: a body to send, a
 decoder for a whole answer, and a stream relay (``app/translate/stream_relay.py``) for the client's
 frames: the upstream's bytes passed on as they came (chat and messages passed through), or its events
-read as canonical ones and written again.
+read as canonical ones and written again. A model whose deployments speak several wires gets one
+exchange per wire (``Exchange.alternatives``); the one whose wire answered decodes and relays.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from app.translate.responses.stream import ResponsesStreamWriter
 from app.translate.responses.upstream import ResponsesEventReader, canonical_to_responses_body, response_to_canonical
 from app.translate.stream_relay import CanonicalRelay, EventReader, StreamRelay, StreamWriter
 from app.upstream.base import Answer
+from app.upstream.fallback import Outgoing
 from domain.settings import Model
 from domain.usage import TokenUsage
 
@@ -59,10 +61,13 @@ EVENT_STREAM = "text/event-stream"
 
 @dataclass
 class Exchange:
+    #: The upstream wire the body is written in.
+    wire: str
     body: dict[str, Any]
     headers: dict[str, str]
     stream: bool
-    #: Whose errors reach the client word for word: the upstream's wire when passed through.
+    #: Whose errors reach the client word for word: the wire of the deployments that get the body as
+    #: the client wrote it (None: none do, every one of them is sent a translation).
     passthrough_wire: str | None
     #: A whole answer, read for its bill (a passed-through one only as far as the bill needs).
     decode: Callable[[Answer], c.Response]
@@ -73,6 +78,20 @@ class Exchange:
     dropped_tools: list[str] = field(default_factory=list)
     #: A stream's media type (Gemini's stream without ``alt=sse`` is one JSON array).
     stream_type: str = EVENT_STREAM
+    #: The same request planned for the model's deployments of other wires, by wire: failover across
+    #: providers sends each deployment its own wire's body.
+    alternatives: dict[str, Exchange] = field(default_factory=dict)
+
+    def planned(self) -> dict[str, Outgoing]:
+        """What goes to the deployments of each wire the request was planned for."""
+        outgoing = {self.wire: Outgoing(self.body, self.headers)}
+        for wire, other in self.alternatives.items():
+            outgoing[wire] = Outgoing(other.body, other.headers)
+        return outgoing
+
+    def answered_on(self, wire: str) -> Exchange:
+        """The exchange that reads an answer from a deployment of ``wire``."""
+        return self.alternatives.get(wire, self)
 
 
 _DECODERS: dict[str, Callable[[dict[str, Any]], c.Response]] = {
@@ -153,6 +172,7 @@ def _passthrough(model: Model, wire: Wire, body: dict[str, Any], client_headers:
         "gemini": lambda: gemini_pass.GeminiPassThrough(sse=body.get("alt") != "json"),
     }
     return Exchange(
+        wire=wire,
         body=forward,
         headers=headers,
         stream=stream,
@@ -216,6 +236,7 @@ def _translated(
         render = lambda answer, resp, extra: encode(canonical_to_response(resp, shell, extra))  # noqa: E731
         writer = lambda: ResponsesStreamWriter(shell)  # noqa: E731
     return Exchange(
+        wire=wire,
         body=_upstream_body(req, wire, model, names),
         headers={},
         stream=req.stream,

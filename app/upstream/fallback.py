@@ -8,6 +8,13 @@ model's ``max_attempts``. Once a deployment answers (a 2xx status), it is the on
 that is the client's to see, because part of the answer may have been relayed already, and the
 deployment has done (and been paid for) the work.
 
+A model's deployments may speak different wires (Claude on ``anthropic`` and on ``bedrock`` with
+``api = "converse"``, say): a generation request is then planned once per wire before anything is
+held (``app/http/relay.py``), and each attempt sends the plan of its deployment's wire
+(:meth:`FallbackUpstream.complete_planned`); deployments whose wire the request could not be planned
+for are not tried. The wire that answered is the caller's to read (``served_wire``), to decode the
+answer with that wire's plan.
+
 This sits below the routes on purpose. They hold the worst case once, call one upstream and then
 charge or release once; failed attempts here move no money, so the ledger only ever charges the
 attempt that answered. The client gets the last attempt's error if every attempt failed.
@@ -18,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -48,14 +55,38 @@ class Deployment:
     price_key: str = ""
 
 
-#: The price key of the deployment that answered the current request's last upstream call (set in the
-#: request's own task, read by the billed call right after the call returns: ``served_price_key``).
-_SERVED_PRICE_KEY: ContextVar[str] = ContextVar("served_price_key", default="")
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A request as the deployments of one wire take it: its body (whose ``model`` each deployment
+    replaces with its own name for the model) and the client's headers forwarded with it."""
+
+    body: dict[str, Any]
+    headers: dict[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Served:
+    """The deployment that answered a call: its price key in the price list ("": the model's price)
+    and the wire it speaks."""
+
+    price_key: str
+    wire: str
+
+
+#: Who answered the current request's last upstream call (set in the request's own task, read by the
+#: billed call right after the call returns: ``served``).
+_SERVED: ContextVar[Served | None] = ContextVar("served", default=None)
+
+
+def served() -> Served | None:
+    """The deployment that answered this task's last call (None: no call answered in this task)."""
+    return _SERVED.get()
 
 
 def served_price_key() -> str:
     """The price key of the deployment that answered this task's last call ("": the model's price)."""
-    return _SERVED_PRICE_KEY.get()
+    answered = _SERVED.get()
+    return answered.price_key if answered is not None else ""
 
 
 def weighted_order(weights: Sequence[int], rng: random.Random) -> list[int]:
@@ -74,7 +105,9 @@ class FallbackUpstream:
     """An :class:`~app.upstream.base.Upstream` over the deployments of one model.
 
     Every call puts the called deployment's own model name into the body, so callers may send any
-    name. All deployments speak the same wire (the configuration refuses a mix).
+    name. ``wire`` is the first deployment's: the wire of a body given to :meth:`complete` or
+    :meth:`open_stream`, which go to the deployments of that wire only; ``wires`` are all of them,
+    in the order of the deployments, for a request planned per wire (:meth:`complete_planned`).
     """
 
     def __init__(
@@ -87,22 +120,36 @@ class FallbackUpstream:
     ) -> None:
         if not deployments:
             raise ValueError(f"model {model_id!r} has no deployments")
-        wires = {d.adapter.wire for d in deployments}
-        if len(wires) != 1:
-            raise ValueError(f"model {model_id!r} mixes wires {sorted(wires)}")
         self.model_id = model_id
         self.deployments = list(deployments)
         self.wire: str = deployments[0].adapter.wire
+        self.wires: tuple[str, ...] = tuple(dict.fromkeys(d.adapter.wire for d in deployments))
         self.max_attempts = min(max_attempts or len(deployments), len(deployments))
         self._rng = rng or random.Random()
 
     async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
-        """A non-streaming answer; nothing reached the client yet, so a failed attempt is retried whole."""
-        return await self._first_answer(lambda d: d.adapter.complete({**body, "model": d.model}, headers))
+        """A non-streaming answer from a deployment of the first wire (``wire``)."""
+        return await self.complete_planned({self.wire: Outgoing(body, headers)})
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> RawStream:
-        """A stream, retried only until a deployment answers with its status; never once it is open."""
-        return await self._first_answer(lambda d: d.adapter.open_stream({**body, "model": d.model}, headers))
+        """A stream from a deployment of the first wire (``wire``)."""
+        return await self.open_stream_planned({self.wire: Outgoing(body, headers)})
+
+    async def complete_planned(self, planned: Mapping[str, Outgoing]) -> Answer:
+        """A non-streaming answer from a deployment of a wire the request was planned for (``planned``:
+        by wire); nothing reached the client yet, so a failed attempt is retried whole."""
+        return await self._first_answer(
+            lambda d: d.adapter.complete(_named(planned[d.adapter.wire], d), planned[d.adapter.wire].headers),
+            lambda d: d.adapter.wire in planned,
+        )
+
+    async def open_stream_planned(self, planned: Mapping[str, Outgoing]) -> RawStream:
+        """A stream from a deployment of a wire the request was planned for, retried only until a
+        deployment answers with its status; never once it is open."""
+        return await self._first_answer(
+            lambda d: d.adapter.open_stream(_named(planned[d.adapter.wire], d), planned[d.adapter.wire].headers),
+            lambda d: d.adapter.wire in planned,
+        )
 
     async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         """A JSON answer from another endpoint (``/embeddings``), retried whole like ``complete``."""
@@ -131,8 +178,16 @@ class FallbackUpstream:
         for deployment in self.deployments:
             await deployment.adapter.aclose()
 
-    async def _first_answer(self, call: Callable[[Deployment], Awaitable[T]]) -> T:
-        order = weighted_order([d.weight for d in self.deployments], self._rng)[: self.max_attempts]
+    async def _first_answer(
+        self, call: Callable[[Deployment], Awaitable[T]], eligible: Callable[[Deployment], bool] = lambda d: True
+    ) -> T:
+        """``call``'s answer from the first deployment (of those ``eligible``) that answers, in a
+        weighted random order, at most ``max_attempts`` of them."""
+        candidates = [i for i, d in enumerate(self.deployments) if eligible(d)]
+        if not candidates:
+            raise ValueError(f"model {self.model_id!r}: no deployment speaks a wire the request was planned for")
+        weights = [self.deployments[i].weight for i in candidates]
+        order = [candidates[i] for i in weighted_order(weights, self._rng)][: self.max_attempts]
         record = current_record()
         for attempt, index in enumerate(order):
             if record is not None:
@@ -159,6 +214,12 @@ class FallbackUpstream:
                 )
                 await asyncio.sleep(delay)
                 continue
-            _SERVED_PRICE_KEY.set(self.deployments[index].price_key)
+            chosen = self.deployments[index]
+            _SERVED.set(Served(chosen.price_key, chosen.adapter.wire))
             return answer
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def _named(outgoing: Outgoing, deployment: Deployment) -> dict[str, Any]:
+    """``outgoing``'s body with the deployment's own name for the model."""
+    return {**outgoing.body, "model": deployment.model}

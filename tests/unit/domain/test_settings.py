@@ -161,15 +161,16 @@ def test_a_model_may_list_several_deployments_each_with_its_weight_and_model_nam
     assert parse_settings(MANY.replace("[[models]]", "[[models]]\nmax_attempts = 2"), "t.toml").models[0].attempts == 2
 
 
+def test_a_model_may_have_deployments_of_different_wires_each_sent_its_own():
+    mixed = MANY.replace('{kind = "demo"}', '{kind = "anthropic", base_url = "https://api.anthropic.com"}')
+    model = parse_settings(mixed, "t.toml").models[0]
+    assert [up.wire for up in model.deployments] == ["chat", "chat", "messages"]
+
+
 @pytest.mark.parametrize(
     ("change", "key", "problem"),
     [
         (("weight = 3", "weight = 0"), "models[0].upstreams[0].weight", "at least 1"),
-        (
-            ('{kind = "demo"}', '{kind = "anthropic", base_url = "https://api.anthropic.com"}'),
-            "models[0].upstreams[2].kind",
-            "must speak the same wire",
-        ),
         (('{kind = "demo"}', '{kind = "openai"}'), "models[0].upstreams[2].base_url", "required"),
         (
             ("[[models]]", "[[models]]\nmax_attempts = 4"),

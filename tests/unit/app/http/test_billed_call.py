@@ -29,6 +29,7 @@ from app.ledger.receipts import Charge
 from app.ledger.streams_in_flight import StreamsInFlight
 from app.translate.exchange import plan
 from app.upstream.base import Answer, StreamEvent
+from app.upstream.fallback import Deployment, FallbackUpstream
 from domain.attribution import Attribution
 from domain.settings import parse_settings
 from domain.usage import TokenUsage
@@ -113,7 +114,9 @@ def chunk(text: str) -> dict[str, Any]:
 
 def held_call(ledger: Ledger, upstream: Upstream, stream: bool, slot: Any = None) -> BilledCall:
     """A call as ``app.http.billed_call.hold`` hands it over: held, with its exchange (passed through)."""
-    services: Any = SimpleNamespace(billing=ledger, upstreams={MODEL.id: upstream}, in_flight=StreamsInFlight())
+    adapter: Any = upstream  # an adapter as the deployments' upstream calls it
+    deployments = FallbackUpstream(MODEL.id, [Deployment(adapter, MODEL.id)])
+    services: Any = SimpleNamespace(billing=ledger, upstreams={MODEL.id: deployments}, in_flight=StreamsInFlight())
     body = {"model": MODEL.id, "messages": [{"role": "user", "content": "hi"}], "stream": stream}
     exchange = plan(MODEL, "chat", "chat", body, {}, PROMPT_TOKENS)
     principal = Principal(uuid.uuid4(), "acme", "key-1")
