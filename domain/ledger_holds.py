@@ -29,7 +29,7 @@ from domain.ledger_errors import (
 )
 from domain.ledger_policies import TeamPolicies
 from domain.ledger_state import ABANDONED, EXPIRED, Hold, check_positive
-from domain.prices import PriceSource
+from domain.prices import PriceEntry, PriceSource
 from domain.pricing import Cost, Price, price_usage
 from domain.pricing import batch_basis as batch_line_basis
 from domain.usage import TokenUsage
@@ -49,15 +49,30 @@ class Delivery:
     lease: str = ""  # the lease it was held against ("": a hold of its own)
     tags: Mapping[str, str] = field(default_factory=dict)  # its attribution, recorded with its charge
     end_user: str = ""
+    #: The price key of the deployment that served it (``MODEL/NAME``; "": the model's price).
+    price_key: str = ""
 
 
-def _price_of(prices: Mapping[str, Price] | PriceSource | None, model: str) -> Price | PriceSource | None:
-    """What prices ``model``'s charges: its price in a mapping, or the price list if it has one for it."""
+def _price_of(prices: Mapping[str, Price] | PriceSource | None, key: str) -> Price | PriceSource | None:
+    """What prices the charges under price key ``key`` (a model's id, or ``MODEL/NAME`` for one of
+    its deployments): its price in a mapping, or the price list read under that key if it has one."""
     if prices is None:
         return None
     if isinstance(prices, Mapping):
-        return prices.get(model)
-    return prices if prices.in_force(model, datetime.now(UTC)) is not None else None
+        return prices.get(key)
+    return _PricesUnder(prices, key) if prices.in_force(key, datetime.now(UTC)) is not None else None
+
+
+@dataclass(frozen=True, slots=True)
+class _PricesUnder:
+    """A price list read under one key, whatever model a charge names: a deployment's own price
+    (``MODEL/NAME``), which the charge's ``price_ref`` then names."""
+
+    prices: PriceSource
+    key: str
+
+    def in_force(self, model: str, at: datetime) -> PriceEntry | None:
+        return self.prices.in_force(self.key, at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,13 +348,14 @@ class TeamHolds(TeamPolicies):
         credits_per_usd: Decimal = Decimal(0),
     ) -> list[str]:
         """The gateway processes ``owners`` stopped answering: charge what their streams had
-        ``delivered`` as they last reported it (at ``prices``, by model), then release every hold and
+        ``delivered`` as they last reported it (at ``prices``: the serving deployment's price, or
+        the model's if that has none in force), then release every hold and
         lease they still have. Returns the ids released. A stream already charged, or whose hold is
         gone, is left alone; one charged later by its process after all is refused by the store's
         once-only charge."""
         dead = set(owners)
         for d in delivered:
-            price = _price_of(prices, d.model)
+            price = (d.price_key and _price_of(prices, d.price_key)) or _price_of(prices, d.model)
             held_by = d.lease or d.request_id
             hold = self.holds.get(held_by)
             if (

@@ -53,6 +53,7 @@ class StreamsInFlight:
                     usage.cache_hit_tokens,
                     tags_text(bill.attribution.tags),
                     bill.attribution.end_user,
+                    bill.price_key,
                 )
             )
         return reports

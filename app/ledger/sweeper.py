@@ -196,4 +196,5 @@ def _delivery(report: StreamReport) -> Delivery:
         report.lease,
         tags_of_text(report.tags),
         report.end_user,
+        report.price_key,
     )

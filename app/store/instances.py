@@ -57,6 +57,7 @@ class StreamReport:
     cache_hit_tokens: int
     tags: str = ""  # its attribution tags, canonical text (``domain/attribution.py``: ``tags_text``)
     end_user: str = ""
+    price_key: str = ""  # the price key of the deployment serving it ("": the model's price)
 
 
 _STREAM_COLUMNS = (
@@ -73,6 +74,7 @@ _STREAM_COLUMNS = (
     "cache_hit_tokens",
     "tags",
     "end_user",
+    "price_key",
 )
 
 

@@ -199,6 +199,8 @@ inflight_streams = Table(
     Column("updated_at", Float, nullable=False),
     Column("tags", String, nullable=False, server_default=""),
     Column("end_user", String, nullable=False, server_default=""),
+    # the serving deployment's price key ("": the model's price), which a dead process's stream is charged at
+    Column("price_key", String, nullable=False, server_default=""),
 )
 
 

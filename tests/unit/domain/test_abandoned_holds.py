@@ -1,5 +1,8 @@
 """What the ledger does with the holds of a gateway process that died, and with idempotency keys."""
 
+from datetime import UTC, datetime
+from decimal import Decimal
+
 import pytest
 
 from domain.bounds import AMOUNT
@@ -13,7 +16,8 @@ from domain.ledger import (
     TeamLedger,
 )
 from domain.ledger_holds import RequestOnLedger
-from domain.pricing import cost_in_micros
+from domain.prices import PriceEntry
+from domain.pricing import Price, cost_in_micros
 from domain.usage import TokenUsage
 from tests.support.ledgers import CPU, PRICE, funded, replay
 
@@ -100,3 +104,37 @@ def test_a_balance_never_grows_past_what_the_ledger_can_hold():
 def test_a_team_name_is_matched_whole(name):
     with pytest.raises(InvalidTeamName):
         TeamLedger.open(name)
+
+
+DEARER = Price(input=Decimal("2.75"), output=Decimal(11), cache_create=Decimal("3.4375"), cache_hit=Decimal("1.375"))
+
+
+class PricesByKey:
+    """A price list of the model and one deployment of its own (``m/eu``), as the gateway's."""
+
+    def __init__(self) -> None:
+        at = datetime(2026, 1, 1, tzinfo=UTC)
+        self.entries = {key: PriceEntry(key, price, at, 1, at, "") for key, price in (("m", PRICE), ("m/eu", DEARER))}
+
+    def in_force(self, model: str, at: datetime) -> PriceEntry | None:
+        return self.entries.get(model)
+
+
+def test_a_dead_process_s_stream_is_charged_at_the_price_of_the_deployment_that_served_it():
+    team = funded(TEN)
+    for request_id in ("eu", "gone", "plain"):
+        team.place_hold(RequestOnLedger(request_id, "k", "m", "chat"), 1_000_000, owner="dead")
+    delivered = [
+        Delivery("eu", "k", "m", "chat", TokenUsage(100, 40), price_key="m/eu"),
+        Delivery("gone", "k", "m", "chat", TokenUsage(100, 40), price_key="m/removed"),  # no price now: the model's
+        Delivery("plain", "k", "m", "chat", TokenUsage(100, 40)),
+    ]
+    team.release_abandoned(["dead"], delivered, PricesByKey(), CPU)
+    charged = {e.request_id: e for e in team.pending_events if isinstance(e, TeamLedger.Charged)}
+    usage = TokenUsage(100, 40)
+    assert {r: (c.charged, c.price_ref) for r, c in charged.items()} == {
+        "eu": (cost_in_micros(usage, DEARER, CPU), "m/eu@1"),
+        "gone": (cost_in_micros(usage, PRICE, CPU), "m@1"),
+        "plain": (cost_in_micros(usage, PRICE, CPU), "m@1"),
+    }
+    assert {c.model for c in charged.values()} == {"m"}

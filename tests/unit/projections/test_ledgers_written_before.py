@@ -65,6 +65,7 @@ def old_ledger(tmp_path: Path) -> Iterator[tuple[LedgerStore, RawDatabase]]:
             )
     assert store.recorder.max_notification_id() == len(ROWS["stored_events"]["rows"])  # ids as they were
     raw.execute("DROP TABLE usage_by_endpoint")  # came with 0018, after the old code
+    raw.execute("ALTER TABLE inflight_streams DROP COLUMN price_key")  # and this with 0019
     raw.execute("UPDATE alembic_version SET version_num = '0017'")
     upgrade_read_models(store.database.sqlalchemy_url())
     yield store, raw

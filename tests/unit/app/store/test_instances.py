@@ -8,7 +8,7 @@ import pytest
 
 from app.store.database import Database
 from app.store.event_store import open_ledger_store
-from app.store.instances import InstanceRegistry
+from app.store.instances import InstanceRegistry, StreamReport
 from tests.support.backend import BACKEND, new_database_url
 
 
@@ -56,4 +56,18 @@ def test_a_silent_process_is_dead_only_to_a_process_heard_from_as_long(database)
     assert silent.instance_id != first_id
     assert watcher.dead_instances(15) == []
     silent.stop()
+    watcher.stop()
+
+
+def test_a_stream_s_report_is_read_back_whole_once_its_process_is_dead(database):
+    """What a dead process's streams had delivered, and the deployment price each is charged at."""
+    dying, watcher = (InstanceRegistry(database, shared_limits=True) for _ in range(2))
+    dying._insert()
+    report = StreamReport(
+        "req-1", "ab" * 16, "acme", "key-1", "gpt", "chat", "", 120, 40, 0, 8, "project=alpha", "alice", "gpt/eu"
+    )
+    dying.stream_reports = lambda: [report]
+    dying.beat()
+    assert watcher.abandoned_streams([dying.instance_id]) == [report]
+    dying.stop()
     watcher.stop()
