@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeAlias
 from uuid import NAMESPACE_URL, UUID, uuid5
@@ -30,6 +30,7 @@ from uuid import NAMESPACE_URL, UUID, uuid5
 from eventsourcing.domain import Aggregate
 
 from domain import clock, ledger_upcasts, rerates
+from domain import credit_lots as lots
 from domain import ledger_events as events
 from domain.alerts import BALANCE_BELOW, Threshold, alert_id, budget_line, crossed_down, crossed_up
 from domain.bounds import AMOUNT
@@ -109,6 +110,7 @@ class TeamLedger(TeamHolds, Aggregate):
         RequestFailed: TypeAlias = events.RequestFailed
         HoldReleased: TypeAlias = events.HoldReleased
         CreditsAdjusted: TypeAlias = events.CreditsAdjusted
+        CreditsExpired: TypeAlias = events.CreditsExpired
         Rerated: TypeAlias = events.Rerated
         PricesAdjusted: TypeAlias = events.PricesAdjusted
         OutputClampSet: TypeAlias = events.OutputClampSet
@@ -132,6 +134,7 @@ class TeamLedger(TeamHolds, Aggregate):
         RequestFailed = events.RequestFailed
         HoldReleased = events.HoldReleased
         CreditsAdjusted = events.CreditsAdjusted
+        CreditsExpired = events.CreditsExpired
         Rerated = events.Rerated
         PricesAdjusted = events.PricesAdjusted
         OutputClampSet = events.OutputClampSet
@@ -145,6 +148,7 @@ class TeamLedger(TeamHolds, Aggregate):
     upcast_v2_v3 = staticmethod(ledger_upcasts.upcast_v2_v3)
     upcast_v3_v4 = staticmethod(ledger_upcasts.upcast_v3_v4)
     upcast_v4_v5 = staticmethod(ledger_upcasts.upcast_v4_v5)
+    upcast_v5_v6 = staticmethod(ledger_upcasts.upcast_v5_v6)
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -191,12 +195,50 @@ class TeamLedger(TeamHolds, Aggregate):
         name (``TeamLedger.KeyIssued``), whose topic the stored events are read by."""
         if kwargs.get("timestamp") is None:
             kwargs["timestamp"] = self.now()
+        if event_class is not events.CreditsExpired:
+            self.expire_lots(kwargs["timestamp"])
         super().trigger_event(getattr(TeamLedger, event_class.__name__), **kwargs)
 
-    def add_credits(self, amount: int, reference: str = "", *, actor: str = "", reason: str = "") -> int:
-        """Top up the balance; returns the balance after."""
+    def expire_lots(self, at: datetime) -> None:
+        """Write off what is left of each lot expired by ``at``, at its expiry instant (never before
+        the team's latest event), as far as open holds do not count on it: the rest once they close.
+        Every command's events are recorded after this, so no event ever follows a due expiry."""
+        if self.next_expiry is None or self.next_expiry > at.timestamp():
+            return
+        due = sorted(
+            (lot.expires, lot_id)
+            for lot_id, lot in self.lots.items()
+            if lot.expires is not None and lot.expired_at(at.timestamp()) and lot.remaining
+        )
+        for expires, lot_id in due:
+            amount = min(self.lots[lot_id].remaining, self.balance - self.held)
+            if amount > 0:
+                instant = max(datetime.fromtimestamp(expires, UTC), self.modified_on)
+                self.trigger_event(
+                    events.CreditsExpired,
+                    timestamp=instant,
+                    lot=lot_id,
+                    amount=amount,
+                    balance_after=self.balance - amount,
+                )
+
+    def add_credits(
+        self,
+        amount: int,
+        reference: str = "",
+        *,
+        actor: str = "",
+        reason: str = "",
+        terms: lots.LotTerms = lots.PAID_FOREVER,
+    ) -> int:
+        """Top up the balance with a lot of credit on ``terms`` (``domain/credit_lots.py``: its
+        kind, expiry and priority); returns the balance after."""
         check_positive(amount, "a top-up")
         AMOUNT.check(amount)
+        at = self.now()
+        terms.check(at)
+        expires = terms.expires
+        self.expire_lots(at)
         if amount > MAX_BALANCE - self.balance:
             raise InvalidAmount(
                 f"a top-up of {amount} micro-credits would take team {self.name!r}'s balance past "
@@ -204,11 +246,16 @@ class TeamLedger(TeamHolds, Aggregate):
             )
         self.trigger_event(
             self.CreditsAdded,
+            timestamp=at,
             amount=amount,
             reference=reference,
             balance_after=self.balance + amount,
             actor=actor,
             reason=reason,
+            lot=f"lot-{self.version + 1}",
+            kind=terms.kind,
+            expires=expires.astimezone(UTC).isoformat() if expires is not None else "",
+            priority=terms.priority,
         )
         return self.balance
 
@@ -220,6 +267,8 @@ class TeamLedger(TeamHolds, Aggregate):
         AMOUNT.check(abs(amount))
         if not reason.strip():
             raise LedgerError("an adjustment must say why (a reason)")
+        at = self.now()
+        self.expire_lots(at)
         if amount > MAX_BALANCE - self.balance:
             raise InvalidAmount(
                 f"an adjustment of {amount} micro-credits would take team {self.name!r}'s balance "
@@ -234,11 +283,14 @@ class TeamLedger(TeamHolds, Aggregate):
             raise LedgerError(f"team {self.name!r} already has an adjustment under the reference {reference!r}")
         self.trigger_event(
             self.CreditsAdjusted,
+            timestamp=at,
             amount=amount,
             reason=reason,
             reference=reference,
             balance_after=self.balance + amount,
             actor=actor,
+            lot=f"lot-{self.version + 1}" if amount > 0 else "",
+            drawn=lots.draw(self.lots, -amount) if amount < 0 else None,
         )
         if self.alert_thresholds and amount < 0:
             self._raise_alerts(0, self.balance - amount, self.now(), "", "")

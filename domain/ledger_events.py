@@ -23,6 +23,7 @@ from eventsourcing.domain import Aggregate
 from msgspec.structs import replace
 
 from domain import clock, rerates
+from domain import credit_lots as lots
 from domain.alerts import Threshold
 from domain.budgets import Budget, counted, period_names
 from domain.ledger_state import ABANDONED, EXPIRED, MAX_REMEMBERED_EXPIRIES, Hold, KeyPolicy, LedgerState
@@ -44,14 +45,39 @@ class Opened(Aggregate.Created):
 
 
 class CreditsAdded(Aggregate.Event):
+    """Credit came in as a lot of its own (``domain/credit_lots.py``): its id, kind, expiry (ISO
+    8601, ``""``: never) and priority. Events recorded before lots lack them: their credit is the
+    legacy lot's."""
+
     amount: int
     reference: str
     balance_after: int
     actor: str = ""
     reason: str = ""
+    lot: str = ""
+    kind: str = ""
+    expires: str = ""
+    priority: int = lots.DEFAULT_PRIORITY
 
     def apply(self, team: LedgerState) -> None:
         team.balance += self.amount
+        if self.lot:
+            expires = datetime.fromisoformat(self.expires).timestamp() if self.expires else None
+            lot = lots.Lot(
+                self.kind,
+                self.amount,
+                self.amount,
+                self.timestamp.timestamp(),
+                expires,
+                self.priority,
+                self.originator_version,
+                self.reference,
+            )
+            team.debt = lots.credited(team.lots, self.lot, lot, team.debt)
+            if expires is not None:
+                team.next_expiry = lots.next_expiry(team.lots)
+        else:
+            team.debt = lots.credited(team.lots, lots.LEGACY, lots.legacy_lot(self.amount), team.debt)
 
 
 class KeyIssued(Aggregate.Event):
@@ -215,6 +241,9 @@ class Charged(Aggregate.Event):
     #: A batch line's charge: the batch (whose hold ``lease`` is) and the line's ``custom_id``.
     batch_id: str = ""
     custom_id: str = ""
+    #: The credit lots ``charged`` was taken from (lot id → micro-credits), in the drawing order of
+    #: ``domain/credit_lots.py``; charges recorded before lots lack it (the legacy lot paid them).
+    drawn: dict[str, int] | None = None
 
     def apply(self, team: LedgerState) -> None:
         if self.lease:
@@ -238,9 +267,30 @@ class Charged(Aggregate.Event):
         team.held -= self.hold
         team.balance -= self.charged
         if self.charged:
+            _take(team, self.charged, self.drawn or lots.draw(team.lots, self.charged))
             names = period_names(self.timestamp)
             for scope in (self.key_id, ""):  # the key's spend, and the team's
                 team.spend[scope] = counted(team.spend.get(scope), self.charged, names)
+
+
+class CreditsExpired(Aggregate.Event):
+    """What was left of a credit lot was written off at its expiry (or, for the part open holds
+    still counted on, once they closed): recorded before any later event of the team."""
+
+    lot: str
+    amount: int
+    balance_after: int
+
+    def apply(self, team: LedgerState) -> None:
+        team.balance -= self.amount
+        _take(team, self.amount, {self.lot: self.amount})
+
+
+def _take(team: LedgerState, amount: int, drawn: dict[str, int]) -> None:
+    """Take ``amount`` from the team's lots, ``drawn`` from each; what they did not cover is debt."""
+    team.debt += amount - lots.taken(team.lots, drawn)
+    if team.next_expiry is not None:
+        team.next_expiry = lots.next_expiry(team.lots)
 
 
 class CreditsLeased(Aggregate.Event):
@@ -302,9 +352,32 @@ class CreditsAdjusted(Aggregate.Event):
     reference: str
     balance_after: int
     actor: str = ""
+    #: Credit given back is a lot of its own (an adjustment, never expiring); credit taken is drawn
+    #: from the lots as a charge is (lot id → micro-credits). Events from before lots lack both.
+    lot: str = ""
+    drawn: dict[str, int] | None = None
 
     def apply(self, team: LedgerState) -> None:
         team.balance += self.amount
+        if self.amount > 0:
+            lot_id = self.lot or lots.LEGACY
+            lot = (
+                lots.Lot(
+                    lots.ADJUSTMENT,
+                    self.amount,
+                    self.amount,
+                    self.timestamp.timestamp(),
+                    None,
+                    lots.DEFAULT_PRIORITY,
+                    self.originator_version,
+                    self.reference,
+                )
+                if self.lot
+                else lots.legacy_lot(self.amount)
+            )
+            team.debt = lots.credited(team.lots, lot_id, lot, team.debt)
+        else:
+            _take(team, -self.amount, self.drawn or lots.draw(team.lots, -self.amount))
         if self.reference:
             team.adjustment_references[self.reference] = None
             if self.reference.startswith(rerates.PREFIX):

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, cast
 
+from domain import credit_lots
 from domain import ledger_events as events
 from domain.attribution import Attribution
 from domain.ledger_errors import (
@@ -113,6 +114,9 @@ class TeamHolds(TeamPolicies):
         def _raise_alerts(self, charged: int, balance_before: int, at: datetime, key_id: str, request_id: str) -> None:
             """The aggregate's: an alert for each threshold the money just moved crossed."""
 
+        def expire_lots(self, at: datetime) -> None:
+            """The aggregate's: write off the credit lots expired by ``at``."""
+
     def place_hold(
         self, request: RequestOnLedger, amount: int, *, owner: str = "", idem_key: str = "", batch: bool = False
     ) -> int:
@@ -133,9 +137,13 @@ class TeamHolds(TeamPolicies):
             raise RequestInProgress(self.name, self.idem_holds[idem_key])
         if amount < 0:
             raise InvalidAmount(f"a hold cannot be negative: {amount}")
-        self._check_budgets(amount, key_id, self.now())
-        if amount > self.available:
-            raise InsufficientCredits(self.name, amount, self.available)
+        at = self.now()
+        self.expire_lots(at)
+        self._check_budgets(amount, key_id, at)
+        window = credit_lots.BATCH_SETTLES_WITHIN if batch else credit_lots.SETTLES_WITHIN
+        room = self.hold_room(at.timestamp() + window)
+        if amount > room:
+            raise InsufficientCredits(self.name, amount, max(0, room))
         self.trigger_event(
             events.HoldPlaced,
             request_id=request_id,
@@ -217,6 +225,7 @@ class TeamHolds(TeamPolicies):
         """
         request_id, key_id, model = request.request_id, request.key_id, request.model
         at = self.now()
+        self.expire_lots(at)
         if isinstance(price, Price):
             table, price_ref = price, ""
         else:
@@ -269,6 +278,7 @@ class TeamHolds(TeamPolicies):
             key_budget_left=self.key_budget_left(key_id, at, charged, 0 if lease and line is None else hold),
             batch_id=lease if line is not None else "",
             custom_id=line.custom_id if line is not None else "",
+            drawn=credit_lots.draw(self.lots, charged) if charged else None,
         )
         event = cast(events.Charged, self.pending_events[-1])  # the event just triggered
         if self.alert_thresholds and charged:
@@ -299,9 +309,11 @@ class TeamHolds(TeamPolicies):
             raise TeamSuspended(self.name)
         check_positive(needed, "a lease")
         at = self.now()
+        self.expire_lots(at)
         self._check_budgets(needed, "", at)  # a team's budget bounds its leases as it does its holds
         tightest = self.budget_left("", at)
-        available = self.available if tightest is None else min(self.available, max(0, tightest[0]))
+        room = max(0, self.hold_room(at.timestamp() + credit_lots.SETTLES_WITHIN))
+        available = room if tightest is None else min(room, max(0, tightest[0]))
         if needed > available:
             raise InsufficientCredits(self.name, needed, available)
         # Beyond what is needed, a lease takes at most a quarter of what is available, so the

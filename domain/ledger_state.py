@@ -18,10 +18,11 @@ from typing import Any
 import msgspec
 
 from domain.budgets import Budget, spent_in
+from domain.credit_lots import Lot, spendable
 from domain.ledger_errors import InvalidAmount, KeyNotFound
 
 #: The state's version (the aggregate's ``class_version``): a snapshot of an older one is upcast.
-STATE_VERSION = 5
+STATE_VERSION = 6
 #: Why a hold whose request's process looked dead was released (``release_expired``).
 EXPIRED = "expired"
 #: The release of a hold whose gateway process stopped answering (``release_abandoned``).
@@ -94,10 +95,20 @@ class LedgerState:
         self.key_held: dict[str, int] = {}  # key id → what its requests' holds hold now
         self.alert_thresholds: dict[str, dict[str, Any]] = {}  # Threshold.name → the threshold (domain/alerts.py)
         self.rerates: dict[str, dict[str, Any]] = {}  # re-rate reference → its period and models (domain/rerates.py)
+        self.lots: dict[str, Lot] = {}  # lot id → a lot of credit with something left (domain/credit_lots.py)
+        self.debt = 0  # what was taken beyond the lots (a refund of spent credit): the next credit pays it
+        self.next_expiry: float | None = None  # the soonest expiry of a lot with credit left (Unix time)
 
     @property
     def available(self) -> int:
         return self.balance - self.held
+
+    def hold_room(self, until: float) -> int:
+        """What a new hold or lease may take: the available balance, less the credit that will have
+        expired by ``until`` (Unix time: when the request could settle at the latest)."""
+        if self.next_expiry is None or self.next_expiry > until:
+            return self.available
+        return min(self.available, spendable(self.lots, self.debt, until) - self.held)
 
     def held_for(self, held_for: str) -> int:
         """What the hold or lease ``held_for`` holds now (0: none is open)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from domain import rerates
 from domain.budgets import Budget
+from domain.credit_lots import LEGACY, legacy_lot
 from domain.ledger_state import Hold, KeyPolicy
 
 
@@ -65,6 +66,15 @@ def upcast_v4_v5(state: dict[str, Any]) -> None:
     }
     if isinstance(state["budget"], dict):
         state["budget"] = Budget.from_record(state["budget"])
+
+
+def upcast_v5_v6(state: dict[str, Any]) -> None:
+    """A snapshot taken before credit lots: all the team's credit was one pool, which is the legacy
+    lot (what replaying the events from before lots makes of it too); nothing expired or was owed."""
+    balance = int(state["balance"])
+    state.setdefault("lots", {LEGACY: legacy_lot(balance)} if balance > 0 else {})
+    state.setdefault("debt", 0)
+    state.setdefault("next_expiry", None)
 
 
 def _key_policy(key: dict[str, Any]) -> KeyPolicy:

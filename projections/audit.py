@@ -201,12 +201,26 @@ def _replay_one(
         return f"{where}: cannot be applied: {exc}"
     assert isinstance(team, TeamLedger)
     teams[team.id] = team
-    problem = _check_event(team, event) or _check_price(team, event, prices)
+    problem = _check_event(team, event) or _check_price(team, event, prices) or _check_lots(team, event)
     if problem is None and not 0 <= team.held <= team.balance:
         problem = f"balance {team.balance} and holds {team.held} break 0 <= held <= balance"
     if problem:
         return f"team {team.name!r}, {where}: {problem}"
     return team, event
+
+
+def _check_lots(team: TeamLedger, event: object) -> str | None:
+    """The credit lots add up to the balance (less any debt), and what an event took from them is
+    what it moved."""
+    lots_total = sum(lot.remaining for lot in team.lots.values())
+    if lots_total - team.debt != team.balance:
+        return f"the credit lots hold {lots_total} less a debt of {team.debt}, but the balance is {team.balance}"
+    drawn = getattr(event, "drawn", None)
+    if drawn:
+        moved = event.charged if isinstance(event, TeamLedger.Charged) else -getattr(event, "amount", 0)
+        if sum(drawn.values()) != moved:
+            return f"it took {sum(drawn.values())} from its credit lots but moved {moved}"
+    return None
 
 
 def _check_event(team: TeamLedger, event: object) -> str | None:

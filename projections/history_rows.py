@@ -69,6 +69,15 @@ def _entry_row(notification_id: int, team_name: str, event: TeamLedger.Event, ba
             actor=event.actor,
             reason=event.reason,
         )
+    if isinstance(event, TeamLedger.CreditsExpired):
+        return EntryRow(
+            **common,
+            kind="expiry",
+            amount=-event.amount,
+            balance_after=event.balance_after,
+            reference=event.lot,
+            reason="the credit lot expired",
+        )
     if not isinstance(event, TeamLedger.Charged):
         return operator_row(common, event, balance)
     u = event.usage

@@ -53,10 +53,11 @@ SUMMARY_SECTIONS = (
     "charges_by_key",
     "charges",
     "adjustments",
+    "expirations",  # a row only in a month in which credit lots expired
     "closing_balance",
     "reconciliation",
 )
-ENTRY_KINDS = ("top_up", "charge", "adjustment")
+ENTRY_KINDS = ("top_up", "charge", "adjustment", "expiry")
 _TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens")
 
 
@@ -120,6 +121,8 @@ class Figures:
     top_ups: int = 0
     top_up_count: int = 0
     adjustments: int = 0
+    expired: int = 0
+    expiry_count: int = 0
     adjustment_count: int = 0
     charges: Usage = field(default_factory=Usage)
     by_model: dict[str, Usage] = field(default_factory=dict)
@@ -130,9 +133,13 @@ class Figures:
     history_entries: int = 0  # the audit history's entries of the month
     problems: list[str] = field(default_factory=list)
 
+    def expiry_text(self) -> str:
+        """The expired credit in the reconciliation's sum (nothing in a month none expired)."""
+        return f" - expired {format_credits(self.expired)}" if self.expiry_count else ""
+
     @property
     def computed_closing(self) -> int:
-        return self.opening + self.top_ups - self.charges.charged + self.adjustments
+        return self.opening + self.top_ups - self.charges.charged + self.adjustments - self.expired
 
     @property
     def reconciled(self) -> bool:
@@ -273,6 +280,17 @@ class Statement:
                 reason=event.reason,
                 reference=event.reference,
             )
+        if isinstance(event, TeamLedger.CreditsExpired):
+            figures.expired += event.amount
+            figures.expiry_count += 1
+            return self._row(
+                "entry",
+                **common,
+                kind="expiry",
+                **_money("amount", -event.amount),
+                **_money("balance_after", event.balance_after),
+                reference=event.lot,
+            )
         if not isinstance(event, TeamLedger.Charged):
             return None
         tokens = _tokens(event.usage)
@@ -304,8 +322,8 @@ class Statement:
         if figures.computed_closing != figures.closing:
             figures.problems.append(
                 f"opening {format_credits(figures.opening)} + top-ups {format_credits(figures.top_ups)} - charges "
-                f"{format_credits(figures.charges.charged)} + adjustments {format_credits(figures.adjustments)} = "
-                f"{format_credits(figures.computed_closing)}, but the replay closes at "
+                f"{format_credits(figures.charges.charged)} + adjustments {format_credits(figures.adjustments)}"
+                f"{figures.expiry_text()} = {format_credits(figures.computed_closing)}, but the replay closes at "
                 f"{format_credits(figures.closing)}"
             )
         self._check_ledger()
@@ -345,6 +363,7 @@ class Statement:
             "top_up": (figures.top_up_count, figures.top_ups),
             "charge": (figures.charges.requests, -figures.charges.charged),
             "adjustment": (figures.adjustment_count, figures.adjustments),
+            "expiry": (figures.expiry_count, -figures.expired),
         }
         for kind in sorted(set(kinds) | set(replayed)):
             (have, have_amount), (want, want_amount) = kinds.get(kind, (0, 0)), replayed.get(kind, (0, 0))
@@ -409,6 +428,8 @@ class Statement:
             yield self._row("charges_by_key", key_id=key_id, **_usage_cells(usage))
         yield self._row("charges", **_usage_cells(figures.charges))
         yield self._row("adjustments", count=figures.adjustment_count, **_money("amount", figures.adjustments))
+        if figures.expiry_count:
+            yield self._row("expirations", count=figures.expiry_count, **_money("amount", -figures.expired))
         yield self._row("closing_balance", version=figures.closing_version, **_money("amount", figures.closing))
         yield self._row(
             "reconciliation",
@@ -424,8 +445,8 @@ class Statement:
         f = self.figures
         sums = (
             f"opening {format_credits(f.opening)} + top-ups {format_credits(f.top_ups)} - charges "
-            f"{format_credits(f.charges.charged)} + adjustments {format_credits(f.adjustments)} = "
-            f"{format_credits(f.computed_closing)}"
+            f"{format_credits(f.charges.charged)} + adjustments {format_credits(f.adjustments)}"
+            f"{f.expiry_text()} = {format_credits(f.computed_closing)}"
         )
         if f.problems:
             return f"NOT RECONCILED: {sums}; " + "; ".join(f.problems)

@@ -36,7 +36,7 @@ from projections.statements import SUMMARY_SECTIONS, Month
 
 #: Every section in the order its rows come; and those a JSON statement writes as a list.
 ORDER = ("entry", *SUMMARY_SECTIONS)
-LISTED = ("entry", "charges_by_model", "charges_by_key")
+LISTED = ("entry", "charges_by_model", "charges_by_key", "expirations")
 IMPLIED = ("team", "month", "section")  # a JSON row leaves these to the object it is in
 
 Credits = Annotated[str, msgspec.Meta(pattern=r"^-?[0-9]+(\.[0-9]+)?$")]
@@ -99,6 +99,9 @@ class _Document(msgspec.Struct, forbid_unknown_fields=True):
     closing_balance: _Cells
     reconciliation: _Cells
     reconciled: bool
+    #: The credit expired in the month (one row; empty in a month none expired, absent from
+    #: statements written before credit lots).
+    expirations: list[_Cells] = msgspec.field(default_factory=list)
     genesis: Hash | None = None
     final_hash: Hash | None = None
 
@@ -192,7 +195,7 @@ def _read_json(text: str) -> StatementFile:
     where: list[str] = []
     for section in ORDER:
         member = "entries" if section == "entry" else section
-        value = loaded[member]
+        value = loaded.get(member, [])  # expirations: absent from statements written before credit lots
         items = value if section in LISTED else [value]
         for index, item in enumerate(items):
             rows.append(item | {"team": team, "month": month, "section": section})

@@ -37,6 +37,7 @@ from eventsourcing.persistence import JSONTranscoder, StoredEvent, Transcoding
 from msgspec.structs import asdict
 
 from domain.budgets import Budget
+from domain.credit_lots import Lot
 from domain.ledger import TeamLedger
 from domain.ledger_state import Hold, KeyPolicy
 
@@ -105,6 +106,17 @@ class _KeyPolicyAsDict(Transcoding):
         return KeyPolicy(**{**data, "models": tuple(data["models"]), "endpoints": tuple(data["endpoints"])})
 
 
+class _LotAsDict(Transcoding):
+    type = Lot
+    name = "credit_lot"
+
+    def encode(self, obj: Lot) -> dict[str, object]:
+        return asdict(obj)
+
+    def decode(self, data: dict[str, Any]) -> Lot:
+        return Lot(**data)
+
+
 class _BudgetAsDict(Transcoding):
     type = Budget
     name = "budget"
@@ -119,7 +131,7 @@ class _BudgetAsDict(Transcoding):
 def register_state_transcodings(transcoder: JSONTranscoder) -> None:
     """How the team state's records are written in a snapshot (and read back): each as the
     dictionary of its fields, under a name that, once stored, never changes."""
-    for transcoding in (_HoldAsDict(), _KeyPolicyAsDict(), _BudgetAsDict()):
+    for transcoding in (_HoldAsDict(), _KeyPolicyAsDict(), _LotAsDict(), _BudgetAsDict()):
         transcoder.register(transcoding)
 
 

@@ -36,6 +36,7 @@ TOPICS = [
         "RequestFailed",
         "HoldReleased",
         "CreditsAdjusted",
+        "CreditsExpired",
         "Rerated",
         "PricesAdjusted",
         "OutputClampSet",

@@ -26,6 +26,7 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.schema import upgrade_read_models
 from app.store.snapshots import SnapshotRow, same_state
 from domain.budgets import Budget
+from domain.credit_lots import LEGACY, legacy_lot
 from domain.ledger import TeamLedger, team_id
 from domain.ledger_holds import RequestOnLedger
 from domain.ledger_state import STATE_VERSION, Hold, KeyPolicy
@@ -219,7 +220,8 @@ def _snapshot_state(store: LedgerStore, row: SnapshotRow) -> dict[str, Any]:
 
 def test_the_old_snapshots_hold_the_old_state_and_new_ones_today_s_records(old_ledger):
     """The fixture's snapshots are of the state as it was (version 4: holds in parallel dictionaries);
-    one taken today is of version 5 and holds the records, read back as records."""
+    one taken today is of version 6 and holds the records, read back as records: its credit, from
+    before lots, is all the legacy lot's."""
     store, _ = old_ledger
     old = _snapshot_state(store, store.team_snapshots.latest(team_id("acme")))
     assert old["class_version"] == 4
@@ -227,7 +229,9 @@ def test_the_old_snapshots_hold_the_old_state_and_new_ones_today_s_records(old_l
     assert old["keys"]["k1"]["hash"] == "hash-k1"
     team, _ = store.load_team(team_id("acme"))
     new = _snapshot_state(store, store.team_snapshots.take(team))
-    assert new["class_version"] == STATE_VERSION == 5
+    assert new["class_version"] == STATE_VERSION == 6
+    assert new["lots"] == team.lots == {LEGACY: legacy_lot(team.balance)}
+    assert team.debt == 0
     assert not {"hold_times", "hold_owners", "hold_keys"} & new.keys()
     assert new["holds"] == team.holds
     assert new["holds"]["r7"] == Hold(400_000, EXPECTED["acme"]["holds"]["r7"][1], "k1", "p1", "K7")
