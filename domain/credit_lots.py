@@ -82,6 +82,24 @@ class LotTerms:
     expires: datetime | None = None
     priority: int = DEFAULT_PRIORITY
 
+    @classmethod
+    def parse(cls, kind: str = PAID, expires: str = "", priority: object = DEFAULT_PRIORITY) -> LotTerms:
+        """Terms as an operator or a client writes them: ``expires`` in ISO 8601 with its time zone
+        (``2026-12-31T23:59:59Z``; ``""``: never). Raises ``InvalidAmount`` saying what is wrong."""
+        when = None
+        if expires:
+            try:
+                when = datetime.fromisoformat(expires)
+            except ValueError:
+                raise InvalidAmount(f"a credit lot's expiry must be an ISO 8601 instant, got {expires!r}") from None
+            if when.tzinfo is None:
+                raise InvalidAmount(f"a credit lot's expiry must say its time zone (Z or +HH:MM), got {expires!r}")
+        if isinstance(priority, str) and priority.strip().lstrip("-").isdigit():
+            priority = int(priority)
+        if not isinstance(priority, int) or isinstance(priority, bool):
+            raise InvalidAmount(f"a credit lot's priority must be a whole number from 0 to 100, got {priority!r}")
+        return cls(kind, when, priority)
+
     def check(self, at: datetime) -> None:
         """Refuse (``InvalidAmount``) an unknown kind, an unusable priority, or an expiry that is
         not after ``at`` (when the lot would be added)."""

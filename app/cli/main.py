@@ -19,19 +19,18 @@ from typing import TYPE_CHECKING
 from app.cli.admin_keys import add_admin_key_commands
 from app.cli.alerts import add_alert_commands
 from app.cli.balance import add_balance_command
+from app.cli.credits import add_credits_commands
 from app.cli.keys import add_key_commands, add_team_commands
 from app.cli.prices import add_prices_commands
 from app.cli.rerate import add_rerate_command
 from app.cli.statement import add_statement_commands
 from app.cli.support import (
     CommandError,
-    add_reason_option,
     cli_actor,
     credits_amount,
     ledger_service,
     ledger_store,
     out_of_bounds,
-    recorded_text,
 )
 from app.cli.usage import add_usage_command
 from app.clock_shift import ClockOffsetError, shift_clock_from_environment
@@ -41,43 +40,12 @@ from app.ledger.refusals import REFUSALS
 from app.ratelimit.choice import StartupRefused
 from app.settings_file import CONFIG_ENV, load_settings
 from app.upstream.google_token import require_google_credentials
-from domain.money import AmountError, format_credits, micros_from_credits
+from domain.money import format_credits
 from domain.settings import ConfigError, require_strong_admin_key, require_upstream_secrets, require_webhook_secrets
 
 if TYPE_CHECKING:
     from app.store.event_store import LedgerStore
     from projections.history import HistoryProjection
-
-
-def cmd_credits_add(args: argparse.Namespace) -> None:
-    amount = credits_amount(args.amount)
-    if amount == 0:
-        raise CommandError("invalid credit amount: must be greater than 0")
-    settings, base = load_settings(args.config)
-    with ledger_service(settings, base) as ledger:
-        team = ledger.top_up(args.team, amount, args.reference or "", actor=cli_actor(), reason=args.reason)
-    print(f"Added {format_credits(amount)} credits to team {args.team}; balance {format_credits(team.balance)}.")
-
-
-def cmd_credits_adjust(args: argparse.Namespace) -> None:
-    """A correction of the balance, never an edit of history: credits given back (a refund) or
-    taken, with the reason and the operator's reference kept in the ledger."""
-    try:
-        amount = micros_from_credits(args.amount)
-    except AmountError as exc:
-        raise CommandError(f"invalid credit amount: {exc}") from None
-    if amount == 0:
-        raise CommandError("invalid credit amount: an adjustment moves credits one way or the other (not 0)")
-    if not args.reason.strip():
-        raise CommandError("--reason: say why (it is kept in the ledger)")
-    settings, base = load_settings(args.config)
-    with ledger_service(settings, base) as ledger:
-        team = ledger.adjust_credits(args.team, amount, args.reason, args.reference or "", actor=cli_actor())
-    moved = "Gave back" if amount > 0 else "Took"
-    print(
-        f"{moved} {format_credits(abs(amount))} credits {'to' if amount > 0 else 'from'} team {args.team} "
-        f"({args.reason}); balance {format_credits(team.balance)}."
-    )
 
 
 def _total_events(store: LedgerStore) -> int:
@@ -310,25 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_usage_command(commands, common)
     add_admin_key_commands(commands, common)
 
-    credit = commands.add_parser("credits", help="credits").add_subparsers(
-        dest="action", required=True, metavar="ACTION"
-    )
-    add = credit.add_parser("add", parents=[common], help="top up a team")
-    add.add_argument("--team", required=True)
-    add.add_argument("amount", help="credits to add (e.g. 50 or 0.25)")
-    add.add_argument("--reference", type=recorded_text, help="a note kept with the top-up (invoice number, …)")
-    add_reason_option(add)
-    add.set_defaults(func=cmd_credits_add)
-    adjust = credit.add_parser(
-        "adjust", parents=[common], help="correct a team's balance (a refund, or credits taken back), with a reason"
-    )
-    adjust.add_argument("--team", required=True)
-    adjust.add_argument("amount", help="credits to give back, or to take when negative (e.g. -- -5)")
-    adjust.add_argument("--reason", required=True, type=recorded_text, help="why; kept in the ledger")
-    adjust.add_argument(
-        "--reference", type=recorded_text, help="the operator's reference (a ticket); one adjustment per reference"
-    )
-    adjust.set_defaults(func=cmd_credits_adjust)
+    add_credits_commands(commands, common)
 
     ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(
         dest="action", required=True, metavar="ACTION"

@@ -14,6 +14,7 @@ from decimal import Decimal
 
 from app.store.read_models import IdempotentResponse
 from domain.budgets import spent_in
+from domain.credit_lots import order_key
 from domain.ledger import TeamLedger
 from domain.pricing import Cost
 
@@ -160,6 +161,29 @@ class OpenHold:
 
 
 @dataclass(frozen=True, slots=True)
+class CreditLot:
+    """A lot of the team's credit with something left (``domain/credit_lots.py``), in the order
+    charges draw them."""
+
+    lot_id: str
+    kind: str
+    amount: int  # what it brought (0: the legacy lot, from before lots)
+    remaining: int
+    added: float  # Unix time (0: the legacy lot)
+    expires: float | None
+    priority: int
+    reference: str
+
+    @classmethod
+    def all_of(cls, team: TeamLedger) -> tuple[CreditLot, ...]:
+        ordered = sorted(team.lots.items(), key=lambda item: order_key(*item))
+        return tuple(
+            cls(lot_id, lot.kind, lot.amount, lot.remaining, lot.added, lot.expires, lot.priority, lot.reference)
+            for lot_id, lot in ordered
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Funds:
     """A team's money as a client asks for it (``GET /v1/credits``): the balance, what is held,
     hold by hold, and what was ever charged (``spent``, from the once-only charge index up to the
@@ -171,6 +195,8 @@ class Funds:
     held: int
     holds: tuple[OpenHold, ...]
     spent: int = 0
+    lots: tuple[CreditLot, ...] = ()
+    debt: int = 0
 
     @property
     def credited(self) -> int:
@@ -182,7 +208,7 @@ class Funds:
             OpenHold(held_for, hold.amount, hold.placed, held_for.startswith(LEASE_PREFIX))
             for held_for, hold in team.holds.items()
         )
-        return cls(team.name, team.version, team.balance, team.held, holds)
+        return cls(team.name, team.version, team.balance, team.held, holds, lots=CreditLot.all_of(team), debt=team.debt)
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,6 +55,7 @@ from app.store.event_store import LedgerStore
 from app.store.read_models import ChargeRecord, IdempotentResponse
 from domain.alerts import Threshold
 from domain.attribution import Attribution
+from domain.credit_lots import PAID_FOREVER, LotTerms
 from domain.ledger import (
     TEAM_NAME,
     Delivery,
@@ -293,11 +294,20 @@ class LedgerService:
 
         return self._writer.submit(team_id(name), command).result()
 
-    def top_up(self, team: str, amount: int, reference: str = "", *, actor: str = "", reason: str = "") -> TeamSummary:
-        """Add ``amount`` micro-credits to a team."""
+    def top_up(
+        self,
+        team: str,
+        amount: int,
+        reference: str = "",
+        *,
+        actor: str = "",
+        reason: str = "",
+        terms: LotTerms = PAID_FOREVER,
+    ) -> TeamSummary:
+        """Add ``amount`` micro-credits to a team, as a lot on ``terms`` (its kind, expiry, priority)."""
 
         def top_up(ledger: TeamLedger) -> TeamSummary:
-            ledger.add_credits(amount, reference, actor=actor, reason=reason)
+            ledger.add_credits(amount, reference, actor=actor, reason=reason, terms=terms)
             return TeamSummary.of(ledger)
 
         return self._on(team, top_up)

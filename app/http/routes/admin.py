@@ -57,6 +57,8 @@ from app.ledger.results import KeyTerms, TeamSummary
 from app.paging import MAX_HISTORY_PER_PAGE, check_page, check_since
 from app.runtime import Runtime
 from domain.attribution import AttributionError, dimension_of
+from domain.credit_lots import DEFAULT_PRIORITY, PAID, LotTerms
+from domain.ledger_errors import InvalidAmount
 from domain.money import AmountError, credits_from_micros, micros_from_credits
 
 
@@ -78,6 +80,11 @@ class NewCredits(msgspec.Struct):
     amount: Any
     reference: str = ""
     reason: str = ""
+    #: The lot the credit comes in as (``domain/credit_lots.py``): its kind, expiry (ISO 8601 with a
+    #: time zone; "": never) and priority (0-100, lower used first).
+    kind: str = PAID
+    expires_at: str = ""
+    priority: Any = DEFAULT_PRIORITY
 
 
 class Adjustment(msgspec.Struct):
@@ -138,6 +145,10 @@ async def add_credits(request: Request[Any, Any, Any], name: FromPath[str]) -> R
     amount = credits_param(new.amount, "amount")
     if amount == 0:
         raise InvalidRequest("Invalid 'amount': must be greater than 0.", param="amount")
+    try:
+        terms = LotTerms.parse(new.kind, new.expires_at, new.priority)
+    except InvalidAmount as exc:
+        raise InvalidRequest(f"Invalid credit lot: {exc}.", param="kind") from None
     return json_response(
         team_fields(
             await ledger_call(
@@ -147,6 +158,7 @@ async def add_credits(request: Request[Any, Any, Any], name: FromPath[str]) -> R
                 text_param(new.reference, "reference"),
                 actor=actor_of(request),
                 reason=reason_of(request, new.reason),
+                terms=terms,
             )
         )
     )

@@ -22,6 +22,7 @@ from app.http.routes.admin_common import budget_fields, json_response
 from app.http.routes.answers import DataAnswer, answers
 from app.http.routes.auth import authenticate
 from app.ledger.queries import key_spend
+from app.ledger.results import CreditLot
 from app.runtime import Runtime
 from domain.budgets import RESET_NAMES
 from domain.money import credits_from_micros
@@ -59,11 +60,27 @@ async def read_credits(request: Request[Any, Any, Any]) -> Response[bytes]:
                 "held": credits_from_micros(funds.held),
                 "available": credits_from_micros(funds.balance - funds.held),
                 "holds": holds,
+                "lots": [_lot(lot) for lot in funds.lots],
+                "owed": credits_from_micros(funds.debt),
                 "unit": "credits",
                 "credits_per_usd": runtime.settings.credits_per_usd,
             }
         }
     )
+
+
+def _lot(lot: CreditLot) -> dict[str, Any]:
+    """A credit lot as the team sees it, in the order charges use them."""
+    return {
+        "id": lot.lot_id,
+        "kind": lot.kind,
+        "credits": credits_from_micros(lot.amount) if lot.amount else None,  # None: from before lots
+        "remaining": credits_from_micros(lot.remaining),
+        "priority": lot.priority,
+        "added_at": datetime.fromtimestamp(lot.added, UTC).isoformat() if lot.added else None,
+        "expires_at": datetime.fromtimestamp(lot.expires, UTC).isoformat() if lot.expires is not None else None,
+        "reference": lot.reference,
+    }
 
 
 @get(
