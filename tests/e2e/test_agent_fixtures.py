@@ -1,5 +1,6 @@
-"""The requests Claude Code, Codex CLI and the Gemini CLI really sent (``tests/fixtures/agents``, saved
-by ``test_coding_agents.py`` and ``test_gemini_cli.py``), replayed through every upstream wire: passed
+"""The requests Claude Code, Codex CLI, the Gemini CLI and the official SDKs (google-genai, openai,
+anthropic) really sent (``tests/fixtures/agents``, saved by ``test_coding_agents.py``,
+``test_gemini_cli.py`` and ``test_sdk_fixtures.py``), replayed through every upstream wire: passed
 through to an upstream of their own protocol, translated for the others, each accepted by the
 protocol-faithful fake upstream, answered in the agent's protocol, and charged what the answer
 reported — without npm."""
@@ -13,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.translate.gemini.names import camel_body
 from tests.support.agents import Exchange, check_charged_as_reported, streamed_text
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import AGENT_MODELS, Gateway
@@ -29,6 +31,7 @@ UPSTREAM_PATHS = {
 }
 #: The event after which the answer is complete, in each agent's protocol.
 LAST_EVENT = {
+    "/v1/chat/completions": "data: [DONE]",
     "/v1/messages": "event: message_stop",
     "/v1/responses": "event: response.completed",
     ":streamGenerateContent": '"finishReason"',
@@ -49,7 +52,8 @@ def _last_event(path: str) -> str:
 
 def test_there_are_fixtures_of_every_agent_and_of_a_tool_round_trip():
     agents = {json.loads(f.read_text())["agent"] for f in FIXTURES}
-    assert agents == {"claude-code 2.1.330", "codex 0.169.0", "gemini-cli 0.61.0"}
+    assert {"claude-code 2.1.330", "codex 0.169.0", "gemini-cli 0.61.0"} <= agents
+    assert {agent.split()[0] for agent in agents} >= {"google-genai", "openai", "anthropic"}  # the SDKs' too
     bodies = [f.read_text() for f in FIXTURES]
     assert any('"tool_result"' in b for b in bodies)
     assert any('"function_call_output"' in b for b in bodies)
@@ -73,7 +77,7 @@ def test_an_agent_s_request_on_every_upstream_wire(
     if record["path"] == UPSTREAM_PATHS[AGENT_MODELS[model]]:  # passed through: as the agent sent it
         assert sent.body == {**record["body"], "model": f"{model}-upstream"}
     if ":streamGenerateContent" in record["path"] and AGENT_MODELS[model] == "gemini":
-        assert sent.body == record["body"]  # passed through: as the Gemini CLI sent it
+        assert sent.body == camel_body(record["body"])  # passed through: as the client sent it, names in camelCase
     if any(f'"{kind}"' in fixture.read_text() for kind in ("tool_result", "function_call_output", "functionResponse")):
         assert "Echo: tool result:" in streamed_text(answer.content)
         assert "tollgate-marker-" in streamed_text(answer.content)
