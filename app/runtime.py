@@ -48,6 +48,7 @@ from app.upstream.azure import API_KEY, AzureOpenAIResponsesUpstream, AzureOpenA
 from app.upstream.bedrock import BedrockUpstream, default_endpoint
 from app.upstream.bedrock_converse import BedrockConverseUpstream
 from app.upstream.client import Timeouts, UpstreamClient
+from app.upstream.entra_token import PUBLIC_AUTHORITY, EntraToken
 from app.upstream.fallback import Deployment, FallbackUpstream
 from app.upstream.gemini import GeminiUpstream
 from app.upstream.google_token import GoogleToken, load_credentials
@@ -212,9 +213,7 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
     }
     timeout = Timeouts(connect=float(up.connect_timeout), read=float(up.timeout))
     if up.kind == "azure-openai":
-        resource = AzureResource(up.base_url or "", up.api_version or "", up.auth or API_KEY)
-        azure = AzureOpenAIResponsesUpstream if up.wire == "responses" else AzureOpenAIUpstream
-        return azure(resource, api_key, timeout=timeout, client=http)
+        return _azure_adapter(up, api_key, timeout, http)
     if up.kind == "vertex":
         place = VertexPlace(up.base_url or vertex_endpoint(up.region or ""), up.project or "", up.region or "")
         token = GoogleToken(load_credentials(up.credentials_file))
@@ -228,6 +227,18 @@ def _adapter(up: UpstreamSettings, http: UpstreamClient) -> Upstream:
         return bedrock(up.base_url or default_endpoint(region), region, timeout=timeout, client=http)
     kind = kinds.get(up.kind, OpenAIUpstream)
     return kind(up.base_url or "", api_key, timeout=timeout, client=http)
+
+
+def _azure_adapter(up: UpstreamSettings, api_key: str | None, timeout: Timeouts, http: UpstreamClient) -> Upstream:
+    """An Azure OpenAI deployment's client: its key, a token read from the environment, or its
+    service principal's token, which the client gets and refreshes itself."""
+    resource = AzureResource(up.base_url or "", up.api_version or "", up.auth or API_KEY)
+    azure = AzureOpenAIResponsesUpstream if up.wire == "responses" else AzureOpenAIUpstream
+    if not up.tenant_id:
+        return azure(resource, api_key, timeout=timeout, client=http)
+    secret = os.environ.get(up.client_secret_env or "", "")
+    entra = EntraToken(up.authority_host or PUBLIC_AUTHORITY, up.tenant_id, up.client_id or "", secret)
+    return azure(resource, None, timeout=timeout, client=http, token=entra)
 
 
 def price_key_of(model: Model, up: UpstreamSettings) -> str:

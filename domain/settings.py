@@ -266,9 +266,10 @@ def require_upstream_secrets(settings: Settings, origin: str, environ: Mapping[s
     """Check, before serving, that every upstream key named in the file is set in the environment."""
     for i, model in enumerate(settings.models):
         for where, upstream in deployment_keys(model, i):
-            env_name = upstream.api_key_env
-            if env_name and not environ.get(env_name):
-                raise ConfigError(origin, f"{where}.api_key_env", f"environment variable {env_name} is not set")
+            for name in ("api_key_env", "client_secret_env"):
+                env_name = getattr(upstream, name)
+                if env_name and not environ.get(env_name):
+                    raise ConfigError(origin, f"{where}.{name}", f"environment variable {env_name} is not set")
 
 
 #: The shortest configured admin key (``admin_key_env``) a gateway serves with. That key opens every

@@ -43,6 +43,10 @@ _AZURE_ONLY: dict[str, tuple[str, ...] | None] = {
     "api_version": None,
     "api": ("chat", "responses"),
     "auth": ("api-key", "entra"),
+    "tenant_id": None,
+    "client_id": None,
+    "client_secret_env": None,
+    "authority_host": None,
 }
 #: What happens to a built-in tool (a provider-run tool such as web search) in a request: `pass` it
 #: to the upstream, `drop` it (the request is served without it) or `refuse` the request.
@@ -312,6 +316,18 @@ def _check_deployment(where: str, upstream: Upstream, fail: Fail) -> None:
         fail(f"{where}.weight", "must be at least 1")
 
 
+def _check_service_principal(where: str, upstream: Upstream, fail: Fail) -> None:
+    """An Azure deployment whose Entra token Tollgate gets for its service principal."""
+    if upstream.auth != "entra":
+        fail(f"{where}.auth", 'must be "entra" for a service principal (tenant_id)')
+    for name in ("tenant_id", "client_id", "client_secret_env"):
+        if not getattr(upstream, name):
+            fail(f"{where}.{name}", "required for a service principal (tenant_id, client_id, client_secret_env)")
+    host = upstream.authority_host
+    if host is not None and not host.startswith(("https://", "http://")):
+        fail(f"{where}.authority_host", f"must be a URL (https://login.microsoftonline.com), got {host!r}")
+
+
 def _check_azure(where: str, upstream: Upstream, fail: Fail) -> None:
     """The Azure-only settings: given exactly where they mean something, with a value they may have."""
     azure = upstream.kind == "azure-openai"
@@ -325,8 +341,14 @@ def _check_azure(where: str, upstream: Upstream, fail: Fail) -> None:
             fail(f"{where}.{name}", f"{value!r} is not one of {', '.join(allowed)}")
     if azure and not upstream.api_version:
         fail(f"{where}.api_version", "required for kind 'azure-openai' (the api-version query, e.g. \"2024-10-21\")")
-    if azure and not upstream.api_key_env:
+    if azure and upstream.tenant_id is not None:
+        _check_service_principal(where, upstream, fail)
+    elif azure and not upstream.api_key_env:
         fail(f"{where}.api_key_env", "required for kind 'azure-openai' (Azure refuses a request without a credential)")
+    elif (
+        upstream.client_id is not None or upstream.client_secret_env is not None or upstream.authority_host is not None
+    ):
+        fail(f"{where}.tenant_id", "required with client_id, client_secret_env or authority_host (a service principal)")
     if azure and upstream.base_url and upstream.base_url.rstrip("/").endswith("/openai"):
         fail(f"{where}.base_url", "the resource's endpoint without /openai (https://NAME.openai.azure.com)")
 

@@ -231,8 +231,22 @@ class Upstream(_Strict, frozen=True):
     #: `Converse`). It sets the wire the model speaks.
     api: str | None = None
     #: For `azure-openai`: how the credential in `api_key_env` is sent, `api-key` (the resource's key
-    #: in the `api-key` header; the default) or `entra` (a Microsoft Entra access token, as a bearer).
+    #: in the `api-key` header; the default) or `entra` (a Microsoft Entra access token, as a bearer:
+    #: the service principal's below, or without `tenant_id` one read from `api_key_env`).
     auth: str | None = None
+    #: For `azure-openai` with `auth = "entra"`: the service principal's tenant (directory) id. With
+    #: it Tollgate gets the Microsoft Entra token itself and refreshes it before it expires (OAuth 2.0
+    #: client credentials at `{authority_host}/{tenant_id}/oauth2/v2.0/token`, scope
+    #: `https://cognitiveservices.azure.com/.default`); `client_id` and `client_secret_env` are then required.
+    tenant_id: str | None = None
+    #: For `azure-openai` with `tenant_id`: the service principal's application (client) id.
+    client_id: str | None = None
+    #: For `azure-openai` with `tenant_id`: the environment variable holding the service principal's
+    #: client secret; `tollgate serve` refuses to start while it is unset.
+    client_secret_env: str | None = None
+    #: For `azure-openai` with `tenant_id`: the Microsoft identity platform's host (unset:
+    #: `https://login.microsoftonline.com`; a sovereign cloud's own, e.g. `https://login.microsoftonline.us`).
+    authority_host: str | None = None
     #: The name this deployment knows the model by (unset: the model's `id`); for `azure-openai`, the
     #: deployment's name; for `bedrock` the model id or cross-region inference profile in the URL (e.g.
     #: `us.anthropic.claude-sonnet-4-20250514-v1:0`).

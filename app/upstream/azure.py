@@ -15,7 +15,8 @@ from urllib.parse import quote
 
 from app.upstream.base import Answer
 from app.upstream.client import Timeouts, UpstreamClient
-from app.upstream.http import HttpUpstream
+from app.upstream.entra_token import EntraToken
+from app.upstream.http import HttpUpstream, SSEStream
 from app.upstream.openai import OpenAIResponsesUpstream, OpenAIUpstream
 
 #: The endpoints Azure serves under a deployment's URL; every other one under ``{endpoint}/openai``.
@@ -44,11 +45,30 @@ def azure_headers(credential: str | None, auth: str) -> dict[str, str]:
 
 
 class _AzureRouting(HttpUpstream):
-    """The URLs of one Azure OpenAI resource; mixed into the OpenAI adapters in front of them."""
+    """The URLs of one Azure OpenAI resource, and its service principal's token when it has one;
+    mixed into the OpenAI adapters in front of them."""
 
     _path: str
     _root = ""
     _query = ""
+    _token: EntraToken | None = None
+
+    async def _signed(self, headers: dict[str, str] | None) -> dict[str, str] | None:
+        """``headers`` with the service principal's bearer token (as they are without one)."""
+        if self._token is None:
+            return headers
+        return {**(headers or {}), **await self._token.header()}
+
+    async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
+        return await super().complete(body, await self._signed(headers))  # type: ignore[misc,no-any-return]
+
+    async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> SSEStream:
+        return await super().open_stream(body, await self._signed(headers))  # type: ignore[misc,no-any-return]
+
+    async def aclose(self) -> None:
+        if self._token is not None:
+            await self._token.aclose()
+        await super().aclose()
 
     def _route(self, resource: AzureResource) -> None:
         self._root = resource.endpoint.rstrip("/") + "/openai"
@@ -67,20 +87,38 @@ class _AzureRouting(HttpUpstream):
 
     async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         """Embeddings, at the deployment's URL."""
-        return await self._post_json(self.url_for(path, body), body, headers)
+        return await self._post_json(self.url_for(path, body), body, await self._signed(headers))
 
 
 class AzureOpenAIUpstream(_AzureRouting, OpenAIUpstream):
     """The chat wire on an Azure OpenAI resource (``endpoint``: ``https://NAME.openai.azure.com``)."""
 
-    def __init__(self, resource: AzureResource, credential: str | None, *, timeout: Timeouts, client: UpstreamClient):
+    def __init__(
+        self,
+        resource: AzureResource,
+        credential: str | None,
+        *,
+        timeout: Timeouts,
+        client: UpstreamClient,
+        token: EntraToken | None = None,
+    ):
         HttpUpstream.__init__(self, azure_headers(credential, resource.auth), timeout=timeout, client=client)
         self._route(resource)
+        self._token = token
 
 
 class AzureOpenAIResponsesUpstream(_AzureRouting, OpenAIResponsesUpstream):
     """The responses wire on an Azure OpenAI resource."""
 
-    def __init__(self, resource: AzureResource, credential: str | None, *, timeout: Timeouts, client: UpstreamClient):
+    def __init__(
+        self,
+        resource: AzureResource,
+        credential: str | None,
+        *,
+        timeout: Timeouts,
+        client: UpstreamClient,
+        token: EntraToken | None = None,
+    ):
         HttpUpstream.__init__(self, azure_headers(credential, resource.auth), timeout=timeout, client=client)
         self._route(resource)
+        self._token = token

@@ -366,26 +366,40 @@ class FakeUpstream:
         send = _TrackedSend(send, record)
         watcher = asyncio.ensure_future(_watch_for_hang_up(receive, record))
         try:
-            if path.startswith("/openai/"):  # Azure OpenAI's paths, answered by this fake's OpenAI endpoints
-                from tests.support.fake_azure import serve_azure  # lazy: it imports this module
-
-                await serve_azure(self, record, raw, receive, send)
-            elif path.startswith("/v1/projects/") or path == "/token":  # Google Vertex AI, its token endpoint
-                from tests.support.fake_vertex import handle_vertex  # lazy: it imports this module
-
-                await handle_vertex(scope, raw, headers, send, receive)
-            elif path.startswith("/v1beta/"):  # Google's Gemini API
-                from tests.support.fake_gemini import handle_gemini  # lazy: it imports this module
-
-                await handle_gemini(self.api_key, scope, raw, headers, send, receive)
-            elif path.startswith("/model/"):
-                from tests.support.fake_bedrock import handle_bedrock  # lazy: it imports this module
-
-                await handle_bedrock(scope, raw, headers, receive, send)
-            else:
+            if not await self._serve_cloud(record, scope, raw, receive, send):
                 await self._respond(method, path, raw, headers, receive, send)
         finally:
             watcher.cancel()
+
+    async def _serve_cloud(
+        self, record: RecordedRequest, scope: Scope, raw: bytes, receive: Receive, send: Send
+    ) -> bool:  # fmt: skip
+        """Answer a cloud provider's request (Azure, Entra ID, Vertex, Gemini, Bedrock) by its path;
+        False for one of OpenAI's or Anthropic's own paths."""
+        path, headers = record.path, record.headers
+        if path.startswith("/openai/"):  # Azure OpenAI's paths, answered by this fake's OpenAI endpoints
+            from tests.support.fake_azure import serve_azure  # lazy: it imports this module
+
+            await serve_azure(self, record, raw, receive, send)
+        elif path.startswith("/entra/"):  # Microsoft Entra ID's token endpoint, for Azure's service principals
+            from tests.support.fake_entra import serve_entra  # lazy: it imports this module
+
+            await serve_entra(path, raw, send)
+        elif path.startswith("/v1/projects/") or path == "/token":  # Google Vertex AI, its token endpoint
+            from tests.support.fake_vertex import handle_vertex  # lazy: it imports this module
+
+            await handle_vertex(scope, raw, headers, send, receive)
+        elif path.startswith("/v1beta/"):  # Google's Gemini API
+            from tests.support.fake_gemini import handle_gemini  # lazy: it imports this module
+
+            await handle_gemini(self.api_key, scope, raw, headers, send, receive)
+        elif path.startswith("/model/"):
+            from tests.support.fake_bedrock import handle_bedrock  # lazy: it imports this module
+
+            await handle_bedrock(scope, raw, headers, receive, send)
+        else:
+            return False
+        return True
 
     async def answer_openai(
         self, path: str, raw: bytes, headers: dict[str, str], receive: Receive, send: Send

@@ -3,7 +3,7 @@ keys refused where they would mean nothing."""
 
 import pytest
 
-from domain.settings import ConfigError, parse_settings
+from domain.settings import ConfigError, parse_settings, require_upstream_secrets
 
 AZURE = (
     'upstream = {kind = "azure-openai", base_url = "https://acme.openai.azure.com", api_version = "2024-10-21", '
@@ -61,3 +61,38 @@ def test_a_wrong_azure_deployment_is_refused_naming_the_key(change, key, problem
         parse(AZURE.replace(*change))
     assert refused.value.key == key
     assert problem in refused.value.problem
+
+
+PRINCIPAL = AZURE.replace(
+    'api_key_env = "AZURE_OPENAI_KEY",',
+    'auth = "entra", tenant_id = "t-1", client_id = "c-1", client_secret_env = "ENTRA_SECRET",',
+)
+
+
+def test_a_service_principal_needs_no_key_and_its_secret_must_be_set_to_serve():
+    (deployment,) = parse(PRINCIPAL).models[0].deployments  # type: ignore[attr-defined]
+    assert (deployment.tenant_id, deployment.client_id, deployment.authority_host) == ("t-1", "c-1", None)
+    settings = parse(PRINCIPAL)
+    with pytest.raises(ConfigError) as refused:
+        require_upstream_secrets(settings, "t.toml", {})  # type: ignore[arg-type]
+    assert refused.value.key == "models[0].upstream.client_secret_env"
+    require_upstream_secrets(settings, "t.toml", {"ENTRA_SECRET": "s"})  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        (('auth = "entra", ', ""), "models[0].upstream.auth"),
+        ((' client_id = "c-1",', ""), "models[0].upstream.client_id"),
+        ((' client_secret_env = "ENTRA_SECRET",', ""), "models[0].upstream.client_secret_env"),
+        (
+            ('tenant_id = "t-1",', 'tenant_id = "t-1", authority_host = "login.example",'),
+            "models[0].upstream.authority_host",
+        ),
+        ((' tenant_id = "t-1",', ' api_key_env = "K",'), "models[0].upstream.tenant_id"),
+    ],
+)
+def test_an_incomplete_service_principal_is_refused_naming_the_key(change, key):
+    with pytest.raises(ConfigError) as refused:
+        parse(PRINCIPAL.replace(*change))
+    assert refused.value.key == key
