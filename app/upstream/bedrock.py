@@ -26,6 +26,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import ReadOnlyCredentials
 from botocore.eventstream import EventStreamBuffer, EventStreamMessage, ParserError
 from botocore.session import get_session
+from yarl import URL
 
 from app.errors import GatewayError, UpstreamFailure
 from app.upstream.base import Answer, StreamEvent
@@ -90,14 +91,14 @@ class BedrockUpstream(HttpUpstream):
 
     async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         url, content = self._request(body, headers, "invoke")
-        answer = await self._post_json(url, content, await self._signed(url, content, "application/json"))
+        answer = await self._post_json(as_sent(url), content, await self._signed(url, content, "application/json"))
         if not answer.starts_with("content", b"["):
             raise UpstreamFailure("The upstream provider sent a message without content.")
         return answer
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> EventStream:
         url, content = self._request(body, headers, "invoke-with-response-stream")
-        return EventStream(await self._send(url, content, await self._signed(url, content, EVENT_STREAM)))
+        return EventStream(await self._send(as_sent(url), content, await self._signed(url, content, EVENT_STREAM)))
 
     async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         raise UpstreamFailure("A Bedrock deployment serves only messages.", status=400)
@@ -109,14 +110,27 @@ class BedrockUpstream(HttpUpstream):
         betas = (headers or {}).get("anthropic-beta")
         if betas:
             sent.setdefault("anthropic_beta", [beta.strip() for beta in betas.split(",") if beta.strip()])
-        model = quote(str(body.get("model", "")), safe=":")
-        return f"{self._base}/model/{model}/{action}", msgspec.json.encode(sent)
+        return model_url(self._base, body, action), msgspec.json.encode(sent)
 
     async def _signed(self, url: str, content: bytes, accept: str) -> dict[str, str]:
         """The request's headers with SigV4's (``Authorization``, ``X-Amz-Date``, and a session's token)."""
         request = AWSRequest("POST", url, {"content-type": "application/json", "accept": accept}, content)
         SigV4Auth(await self._credentials.current(), "bedrock", self._region).add_auth(request)
         return dict(request.headers.items())
+
+
+def model_url(base: str, body: dict[str, Any], action: str) -> str:
+    """``action``'s URL for the body's model, the model id percent-encoded whole, as botocore
+    serialises it (``us.anthropic.claude-sonnet-4-v1:0`` as ``…v1%3A0``): it is signed so, and
+    :func:`as_sent` keeps it so on the wire, byte for byte what AWS's own SDKs send."""
+    model = quote(str(body.get("model", "")), safe="")
+    return f"{base}/model/{model}/{action}"
+
+
+def as_sent(url: str) -> URL:
+    """``url`` as the HTTP client must send it: already encoded (aiohttp would otherwise turn the
+    model id's ``%3A`` back into ``:``, and the path would no longer be the one signed)."""
+    return URL(url, encoded=True)
 
 
 class _Chunk(msgspec.Struct):

@@ -12,14 +12,21 @@ handed on as ``{event_type: payload}``, the shape boto3 gives it. A failure mid-
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 import msgspec
 from botocore.eventstream import EventStreamBuffer, EventStreamMessage
 
 from app.errors import GatewayError, UpstreamFailure
 from app.upstream.base import Answer, StreamEvent
-from app.upstream.bedrock import _EXCEPTION_TYPES, EVENT_STREAM, BedrockUpstream, EventStream, read_frames
+from app.upstream.bedrock import (
+    _EXCEPTION_TYPES,
+    EVENT_STREAM,
+    BedrockUpstream,
+    EventStream,
+    as_sent,
+    model_url,
+    read_frames,
+)
 from app.upstream.errors import error_from_stream_event
 
 #: The events of a Converse stream (its exceptions come as ``exception`` messages).
@@ -34,14 +41,14 @@ class BedrockConverseUpstream(BedrockUpstream):
 
     async def complete(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
         url, content = self._converse(body, "converse")
-        answer = await self._post_json(url, content, await self._signed(url, content, "application/json"))
+        answer = await self._post_json(as_sent(url), content, await self._signed(url, content, "application/json"))
         if not answer.starts_with("output", b"{"):
             raise UpstreamFailure("The upstream provider sent an answer without output.")
         return answer
 
     async def open_stream(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> EventStream:
         url, content = self._converse(body, "converse-stream")
-        response = await self._send(url, content, await self._signed(url, content, EVENT_STREAM))
+        response = await self._send(as_sent(url), content, await self._signed(url, content, EVENT_STREAM))
         return EventStream(response, _converse_events)
 
     async def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> Answer:
@@ -49,9 +56,7 @@ class BedrockConverseUpstream(BedrockUpstream):
 
     def _converse(self, body: dict[str, Any], action: str) -> tuple[str, bytes]:
         sent = {key: value for key, value in body.items() if key not in ("model", "stream")}
-        # ``:`` stays as it is, as for InvokeModel: aiohttp would send botocore's %3A as ``:``, unsigned
-        model = quote(str(body.get("model", "")), safe=":")
-        return f"{self._base}/model/{model}/{action}", msgspec.json.encode(sent)
+        return model_url(self._base, body, action), msgspec.json.encode(sent)
 
 
 def _converse_events(frames: EventStreamBuffer) -> tuple[list[StreamEvent], bool | GatewayError]:

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import aiohttp
+from yarl import URL
 
 from app.upstream.connections import Attempt, WatchedConnector, unwatched, watched
 
@@ -86,7 +87,11 @@ class UpstreamClient:
         return session, fresh
 
     async def post(
-        self, url: str, content: bytes | Callable[[], AsyncIterator[bytes]], headers: dict[str, str], timeouts: Timeouts
+        self,
+        url: str | URL,
+        content: bytes | Callable[[], AsyncIterator[bytes]],
+        headers: dict[str, str],
+        timeouts: Timeouts,
     ) -> aiohttp.ClientResponse:
         """POST and return once the status and headers came; the body is left to read. Sent once more,
         on a fresh connection, if it never reached the upstream or its pooled connection died before

@@ -8,6 +8,7 @@ from typing import Any
 
 import aiohttp
 import msgspec
+from yarl import URL
 
 from app.errors import GatewayError
 from app.upstream.base import Answer, StreamEvent
@@ -43,7 +44,7 @@ class HttpUpstream:
         under an OpenAI ``base_url``), its whole answer read as it came (raises ``GatewayError``)."""
         return await self._post_json(self._base + path, body, headers)
 
-    async def _post_json(self, url: str, body: dict[str, Any] | bytes, headers: dict[str, str] | None) -> Answer:
+    async def _post_json(self, url: str | URL, body: dict[str, Any] | bytes, headers: dict[str, str] | None) -> Answer:
         response = await self._send(url, body, self._with(headers))
         try:
             content = await read_body(response)
@@ -75,7 +76,10 @@ class HttpUpstream:
         return ResponseBytes(await self._send(self._base + path, upload.chunks, self._upload_headers(upload, headers)))
 
     async def _send(
-        self, url: str, body: dict[str, Any] | bytes | Callable[[], AsyncIterator[bytes]], headers: dict[str, str]
+        self,
+        url: str | URL,
+        body: dict[str, Any] | bytes | Callable[[], AsyncIterator[bytes]],
+        headers: dict[str, str],
     ) -> aiohttp.ClientResponse:
         """POST (``body``: JSON to encode, bytes as they are, or an upload) and wait for the status only,
         so that a failure before the upstream began answering (which another deployment may retry) is

@@ -10,11 +10,13 @@ Completions the prompt is the same 6 tokens: 8,580 too."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anthropic
+import boto3
 import openai
 import pytest
 
@@ -54,7 +56,14 @@ upstream = {{kind = "bedrock", region = "{region}", base_url = "{root}", model =
 def config_with_bedrock(directory: Path, upstream_base_url: str) -> Path:
     config = write_config(directory, upstream_base_url)
     root = upstream_base_url.removesuffix("/v1")
-    models = [_bedrock_model("bedrock-claude", root, REGION), _bedrock_model("bedrock-elsewhere", root, "eu-west-3")]
+    converse = _bedrock_model("bedrock-converse", root, REGION).replace(
+        'kind = "bedrock",', 'kind = "bedrock", api = "converse",'
+    )
+    models = [
+        _bedrock_model("bedrock-claude", root, REGION),
+        _bedrock_model("bedrock-elsewhere", root, "eu-west-3"),
+        converse,
+    ]
     config.write_text(config.read_text() + "".join(models))
     return config
 
@@ -226,3 +235,36 @@ def test_bedrocks_throttling_is_a_429_and_charges_nothing(gateway: Gateway, team
         client.chat.completions.create(model="bedrock-claude", messages=[{"role": "user", "content": "x [[fail:429]]"}])
     assert "rate limiting" in throttled.value.body["message"]
     assert charged(gateway, team) == []
+
+
+@pytest.mark.parametrize("action", ["invoke", "converse"])
+def test_the_request_is_the_one_aws_s_own_sdk_sends(
+    gateway: Gateway, team: Team, claude: anthropic.Anthropic, fake_upstream: FakeUpstream, action: str
+):
+    """The model id percent-encoded in the path byte for byte as botocore sends it (``:`` as ``%3A``),
+    signed over that path, with the headers AWS's SDKs sign."""
+    sdk = boto3.client(
+        "bedrock-runtime",
+        endpoint_url=fake_upstream.anthropic_base_url,
+        region_name=REGION,
+        aws_access_key_id=ACCESS_KEY,
+        aws_secret_access_key=SECRET_KEY,
+    )
+    if action == "invoke":
+        body = {"anthropic_version": "bedrock-2023-05-31", "max_tokens": 100, "messages": HI}
+        sdk.invoke_model(
+            modelId=MODEL_ID, body=json.dumps(body), contentType="application/json", accept="application/json"
+        )
+    else:
+        sdk.converse(modelId=MODEL_ID, messages=[{"role": "user", "content": [{"text": "hello there gateway"}]}])
+    (by_sdk,) = fake_upstream.requests
+    fake_upstream.clear()
+    if action == "invoke":
+        claude.messages.create(model="bedrock-claude", max_tokens=100, messages=HI)
+    else:
+        claude.messages.create(model="bedrock-converse", max_tokens=100, messages=HI)
+    (by_gateway,) = fake_upstream.requests
+    assert by_gateway.raw_path == by_sdk.raw_path == f"/model/{MODEL_ID.replace(':', '%3A')}/{action}"
+    signed = by_gateway.headers["authorization"].split("SignedHeaders=")[1].split(",")[0].split(";")
+    assert {"host", "x-amz-date"} <= set(signed)
+    assert by_sdk.headers["authorization"].split(" ")[0] == by_gateway.headers["authorization"].split(" ")[0]

@@ -145,6 +145,8 @@ class RecordedRequest:
     aborted: bool = False
     #: The query string as sent (Azure's ``api-version``).
     query: str = ""
+    #: The path as it came on the wire, percent-encoding and all (``path`` is decoded).
+    raw_path: str = ""
 
 
 class _TrackedSend:
@@ -360,7 +362,10 @@ class FakeUpstream:
             from tests.support.fake_images import read_form  # lazy: it imports this module
 
             body = read_form(raw, headers["content-type"])
-        record = RecordedRequest(method, path, headers, body, query=scope["query_string"].decode("latin-1"))
+        raw_path = scope.get("raw_path", path.encode()).decode("latin-1")
+        record = RecordedRequest(
+            method, path, headers, body, query=scope["query_string"].decode("latin-1"), raw_path=raw_path
+        )
         with self._lock:  # record before responding, failures included
             self.requests.append(record)
         send = _TrackedSend(send, record)
