@@ -1,7 +1,7 @@
 """Every client wire against every cloud provider's kind, through one gateway and real sockets: the
 Chat Completions, Responses, Messages and Gemini clients (the openai, anthropic and google-genai SDKs;
 raw HTTP where an SDK hides Tollgate's fields) against `gemini`, `vertex` (Claude and Gemini),
-`bedrock` (InvokeModel and Converse) deployments on the fakes, each plain, streamed and with a tool
+`bedrock` (InvokeModel and Converse), `azure-openai` (chat and Responses) deployments on the fakes, each plain, streamed and with a tool
 round trip, each answer's reported cost equal to its ledger charge, and the ledger verifying after.
 The provider-specific behaviour (URLs, signatures, tokens, refusals) is in each kind's own suite."""
 
@@ -27,7 +27,15 @@ from tests.support.fake_vertex import PROJECT, service_account_file
 from tests.support.gateway import Gateway, verified_gateway, write_config
 from tests.support.teams import Team, Teams, teams_of
 
-KINDS = ["gemini-pro", "claude-sonnet-vertex", "gemini-pro-vertex", "matrix-bedrock-claude", "matrix-bedrock-llama"]
+KINDS = [
+    "gemini-pro",
+    "claude-sonnet-vertex",
+    "gemini-pro-vertex",
+    "matrix-bedrock-claude",
+    "matrix-bedrock-llama",
+    "matrix-azure-chat",
+    "matrix-azure-responses",
+]
 WIRES = ["chat", "responses", "messages", "gemini"]
 HELLO = "hello there gateway"
 ASK = 'find it [[tool:lookup {"word": "toll"}]]'
@@ -48,9 +56,23 @@ upstream = {{kind = "bedrock", api = "{api}", region = "{REGION}", base_url = "{
 """
 
 
+def _azure(model_id: str, api: str, deployment: str, root: str) -> str:
+    return f"""
+[[models]]
+id = "{model_id}"
+display_name = "{model_id}"
+owned_by = "openai"
+context_window = 128000
+max_output_tokens = 4096
+pricing = {{input = 2.5, output = 10, cache_create = 2.5, cache_hit = 1.25}}
+upstream = {{kind = "azure-openai", api = "{api}", base_url = "{root}", api_version = "2024-10-21", \
+api_key_env = "UPSTREAM_KEY", model = "{deployment}"}}
+"""
+
+
 def config_with_every_provider(directory: Path, fake: FakeUpstream) -> Path:
     """The base configuration, the Gemini and Vertex recipes as docs/ gives them (pointed at the
-    fake), and Claude and Llama on Bedrock."""
+    fake), Claude and Llama on Bedrock, and GPT on Azure OpenAI (a chat and a Responses deployment)."""
     config = write_config(directory, fake.base_url)
     root = fake.anthropic_base_url
     gemini = docs_block("gemini.md", "gemini-config").replace(
@@ -61,7 +83,9 @@ def config_with_every_provider(directory: Path, fake: FakeUpstream) -> Path:
     vertex = vertex.replace('project = "my-project"', f'project = "{PROJECT}", base_url = "{root}"')
     bedrock = _bedrock("matrix-bedrock-claude", "messages", "us.anthropic.claude-sonnet-4-20250514-v1:0", root)
     converse = _bedrock("matrix-bedrock-llama", "converse", "us.meta.llama3-3-70b-instruct-v1:0", root)
-    config.write_text(config.read_text() + "\n" + gemini + "\n" + vertex + bedrock + converse)
+    azure = _azure("matrix-azure-chat", "chat", "gpt-4o-prod", root)
+    azure += _azure("matrix-azure-responses", "responses", "codex-prod", root)
+    config.write_text(config.read_text() + "\n" + gemini + "\n" + vertex + bedrock + converse + azure)
     return config
 
 
