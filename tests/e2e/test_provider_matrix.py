@@ -1,8 +1,9 @@
 """Every client wire against every cloud provider's kind, through one gateway and real sockets: the
 Chat Completions, Responses, Messages and Gemini clients (the openai, anthropic and google-genai SDKs;
 raw HTTP where an SDK hides Tollgate's fields) against `gemini`, `vertex` (Claude and Gemini),
-`bedrock` (InvokeModel and Converse), `azure-openai` (chat and Responses) deployments on the fakes, each plain, streamed and with a tool
-round trip, each answer's reported cost equal to its ledger charge, and the ledger verifying after.
+`bedrock` (InvokeModel and Converse), `azure-openai` (chat and Responses) deployments on the fakes,
+each plain, streamed and with a tool round trip, each answer's reported cost equal to its ledger
+charge, and the ledger verifying after.
 The provider-specific behaviour (URLs, signatures, tokens, refusals) is in each kind's own suite."""
 
 from __future__ import annotations
