@@ -2,8 +2,9 @@
 
 Billing platforms keep credit in lots (Lago's wallets, Orb's credit blocks, Metronome's grants):
 paid credit apart from promotional credit (only paid credit is money owed back), each lot with an
-optional expiry. A team's balance is the sum of what its lots have left, less any debt (a refund of
-credit already spent takes the balance below zero; the next credit pays the debt first).
+optional expiry. A team's balance is the sum of what its lots have left. What a team owes beyond it (a
+refund of credit already spent) is kept apart (``owed``): the next credit pays it first, and no hold
+is placed while anything is owed.
 
 **The order charges draw lots down** (:func:`draw`), written down once here:
 
@@ -124,7 +125,7 @@ def order_key(lot_id: str, lot: Lot) -> tuple[int, float, int, int, str]:
 
 def draw(lots: Mapping[str, Lot], amount: int) -> dict[str, int]:
     """Which lots ``amount`` is taken from, and how much of each, in the drawing order; what the
-    lots cannot cover is not in the split (it becomes debt)."""
+    lots cannot cover is not in the split."""
     drawn: dict[str, int] = {}
     left = amount
     for lot_id, lot in sorted(lots.items(), key=lambda item: order_key(*item)):
@@ -137,9 +138,9 @@ def draw(lots: Mapping[str, Lot], amount: int) -> dict[str, int]:
     return drawn
 
 
-def spendable(lots: Mapping[str, Lot], debt: int, until: float) -> int:
+def spendable(lots: Mapping[str, Lot], until: float) -> int:
     """The credit that is still there at ``until`` (Unix time): what new holds may count on."""
-    return sum(lot.remaining for lot in lots.values() if not lot.expired_at(until)) - debt
+    return sum(lot.remaining for lot in lots.values() if not lot.expired_at(until))
 
 
 def next_expiry(lots: Mapping[str, Lot]) -> float | None:
@@ -164,16 +165,12 @@ def taken(lots: dict[str, Lot], drawn: Mapping[str, int]) -> int:
     return total
 
 
-def credited(lots: dict[str, Lot], lot_id: str, lot: Lot, debt: int) -> int:
-    """Add ``lot`` (an event's apply), paying ``debt`` from it first; returns the debt left. The
-    legacy lot grows instead of being replaced."""
-    paid = min(debt, lot.remaining)
-    remaining = lot.remaining - paid
-    if lot_id in lots and lot_id == LEGACY:
-        remaining += lots[lot_id].remaining
+def credited(lots: dict[str, Lot], lot_id: str, lot: Lot) -> None:
+    """Add ``lot`` (an event's apply); the legacy lot grows instead of being replaced. A lot with
+    nothing left (all of it paid what was owed) is not kept."""
+    remaining = lot.remaining + (lots[lot_id].remaining if lot_id == LEGACY and lot_id in lots else 0)
     if remaining > 0:
         lots[lot_id] = msgspec.structs.replace(lot, remaining=remaining)
-    return debt - paid
 
 
 def legacy_lot(remaining: int) -> Lot:

@@ -50,6 +50,7 @@ from domain.ledger_errors import (
     TeamSuspended,
 )
 from domain.ledger_holds import Delivery, RequestOnLedger, TeamHolds
+from domain.ledger_payments import PaymentFacts, TeamPayments
 from domain.ledger_state import ABANDONED, EXPIRED, STATE_VERSION, check_positive
 from domain.money import format_credits
 
@@ -87,7 +88,7 @@ def team_id(name: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"tollgate:team/{name}")
 
 
-class TeamLedger(TeamHolds, Aggregate):
+class TeamLedger(TeamPayments, TeamHolds, Aggregate):
     """A team's prepaid credit account (amounts in integer micro-credits)."""
 
     # The events (``domain/ledger_events.py``), recorded and read as this class's: the aggregate's
@@ -111,6 +112,9 @@ class TeamLedger(TeamHolds, Aggregate):
         HoldReleased: TypeAlias = events.HoldReleased
         CreditsAdjusted: TypeAlias = events.CreditsAdjusted
         CreditsExpired: TypeAlias = events.CreditsExpired
+        PaymentRefunded: TypeAlias = events.PaymentRefunded
+        DisputeOpened: TypeAlias = events.DisputeOpened
+        DisputeClosed: TypeAlias = events.DisputeClosed
         Rerated: TypeAlias = events.Rerated
         PricesAdjusted: TypeAlias = events.PricesAdjusted
         OutputClampSet: TypeAlias = events.OutputClampSet
@@ -135,6 +139,9 @@ class TeamLedger(TeamHolds, Aggregate):
         HoldReleased = events.HoldReleased
         CreditsAdjusted = events.CreditsAdjusted
         CreditsExpired = events.CreditsExpired
+        PaymentRefunded = events.PaymentRefunded
+        DisputeOpened = events.DisputeOpened
+        DisputeClosed = events.DisputeClosed
         Rerated = events.Rerated
         PricesAdjusted = events.PricesAdjusted
         OutputClampSet = events.OutputClampSet
@@ -230,6 +237,7 @@ class TeamLedger(TeamHolds, Aggregate):
         actor: str = "",
         reason: str = "",
         terms: lots.LotTerms = lots.PAID_FOREVER,
+        payment: PaymentFacts | None = None,
     ) -> int:
         """Top up the balance with a lot of credit on ``terms`` (``domain/credit_lots.py``: its
         kind, expiry and priority); returns the balance after."""
@@ -244,18 +252,22 @@ class TeamLedger(TeamHolds, Aggregate):
                 f"a top-up of {amount} micro-credits would take team {self.name!r}'s balance past "
                 f"the most a ledger can hold ({MAX_BALANCE} micro-credits)"
             )
+        owed_paid = min(self.owed, amount)
         self.trigger_event(
             self.CreditsAdded,
             timestamp=at,
             amount=amount,
             reference=reference,
-            balance_after=self.balance + amount,
+            balance_after=self.balance + amount - owed_paid,
             actor=actor,
             reason=reason,
             lot=f"lot-{self.version + 1}",
             kind=terms.kind,
             expires=expires.astimezone(UTC).isoformat() if expires is not None else "",
             priority=terms.priority,
+            owed_paid=owed_paid,
+            payment_intent=payment.payment_intent if payment is not None else "",
+            payment=payment.record() if payment is not None else None,
         )
         return self.balance
 
@@ -281,16 +293,18 @@ class TeamLedger(TeamHolds, Aggregate):
             )
         if reference and reference in self.adjustment_references:
             raise LedgerError(f"team {self.name!r} already has an adjustment under the reference {reference!r}")
+        owed_paid = min(self.owed, amount) if amount > 0 else 0
         self.trigger_event(
             self.CreditsAdjusted,
             timestamp=at,
             amount=amount,
             reason=reason,
             reference=reference,
-            balance_after=self.balance + amount,
+            balance_after=self.balance + amount - owed_paid,
             actor=actor,
             lot=f"lot-{self.version + 1}" if amount > 0 else "",
             drawn=lots.draw(self.lots, -amount) if amount < 0 else None,
+            owed_paid=owed_paid,
         )
         if self.alert_thresholds and amount < 0:
             self._raise_alerts(0, self.balance - amount, self.now(), "", "")

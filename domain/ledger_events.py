@@ -26,7 +26,7 @@ from domain import clock, rerates
 from domain import credit_lots as lots
 from domain.alerts import Threshold
 from domain.budgets import Budget, counted, period_names
-from domain.ledger_state import ABANDONED, EXPIRED, MAX_REMEMBERED_EXPIRIES, Hold, KeyPolicy, LedgerState
+from domain.ledger_state import ABANDONED, EXPIRED, MAX_REMEMBERED_EXPIRIES, Hold, KeyPolicy, LedgerState, Payment
 from domain.pricing import PriceRecord
 from domain.usage import UsageRecord
 
@@ -47,7 +47,8 @@ class Opened(Aggregate.Created):
 class CreditsAdded(Aggregate.Event):
     """Credit came in as a lot of its own (``domain/credit_lots.py``): its id, kind, expiry (ISO
     8601, ``""``: never) and priority. Events recorded before lots lack them: their credit is the
-    legacy lot's."""
+    legacy lot's. ``owed_paid`` of it paid first what the team owed (the balance grows by the rest).
+    A payment's credit names it (``payment_intent``, and the provider's other ids in ``payment``)."""
 
     amount: int
     reference: str
@@ -58,26 +59,32 @@ class CreditsAdded(Aggregate.Event):
     kind: str = ""
     expires: str = ""
     priority: int = lots.DEFAULT_PRIORITY
+    owed_paid: int = 0
+    payment_intent: str = ""
+    payment: dict[str, str] | None = None
 
     def apply(self, team: LedgerState) -> None:
-        team.balance += self.amount
+        team.balance += self.amount - self.owed_paid
+        team.owed -= self.owed_paid
+        if self.payment_intent:
+            team.payments[self.payment_intent] = Payment(self.lot, self.amount)
         if self.lot:
             expires = datetime.fromisoformat(self.expires).timestamp() if self.expires else None
             lot = lots.Lot(
                 self.kind,
                 self.amount,
-                self.amount,
+                self.amount - self.owed_paid,
                 self.timestamp.timestamp(),
                 expires,
                 self.priority,
                 self.originator_version,
                 self.reference,
             )
-            team.debt = lots.credited(team.lots, self.lot, lot, team.debt)
+            lots.credited(team.lots, self.lot, lot)
             if expires is not None:
                 team.next_expiry = lots.next_expiry(team.lots)
         else:
-            team.debt = lots.credited(team.lots, lots.LEGACY, lots.legacy_lot(self.amount), team.debt)
+            lots.credited(team.lots, lots.LEGACY, lots.legacy_lot(self.amount))
 
 
 class KeyIssued(Aggregate.Event):
@@ -286,9 +293,76 @@ class CreditsExpired(Aggregate.Event):
         _take(team, self.amount, {self.lot: self.amount})
 
 
+class _Reversed(Aggregate.Event):
+    """A payment's credit taken back (``domain/ledger_payments.py``): ``amount`` of it, of which the
+    balance gave ``taken`` (from the lots in ``drawn``) and the team owes the rest (``owed_added``)."""
+
+    payment_intent: str
+    reversal_id: str
+    amount: int
+    taken: int
+    drawn: dict[str, int]
+    owed_added: int
+    balance_after: int
+    actor: str = ""
+
+    def apply(self, team: LedgerState) -> None:
+        team.balance -= self.taken
+        _take(team, self.taken, self.drawn)
+        team.owed += self.owed_added
+        team.payments[self.payment_intent] = self.reversed(team.payments[self.payment_intent])
+
+    def reversed(self, payment: Payment) -> Payment:
+        raise NotImplementedError
+
+
+class PaymentRefunded(_Reversed):
+    """A refund of the payment (``reversal_id``: the provider's refund id) took its credit back."""
+
+    def reversed(self, payment: Payment) -> Payment:
+        return replace(
+            payment, refunded=payment.refunded + self.amount, reversals=(*payment.reversals, self.reversal_id)
+        )
+
+
+class DisputeOpened(_Reversed):
+    """A dispute of the payment (``reversal_id``: the provider's dispute id) holds its credit."""
+
+    def reversed(self, payment: Payment) -> Payment:
+        return replace(
+            payment, disputed=payment.disputed + self.amount, reversals=(*payment.reversals, self.reversal_id)
+        )
+
+
+class DisputeClosed(Aggregate.Event):
+    """The dispute ended: ``won``, its credit (``amount``) came back as a paid lot (``lot``; what the
+    team owed paid first, ``owed_paid``); lost, nothing came back."""
+
+    payment_intent: str
+    dispute_id: str
+    won: bool
+    amount: int
+    lot: str
+    owed_paid: int
+    balance_after: int
+    actor: str = ""
+
+    def apply(self, team: LedgerState) -> None:
+        team.balance += self.amount - self.owed_paid
+        team.owed -= self.owed_paid
+        payment = team.payments[self.payment_intent]
+        closed = (*payment.reversals, f"{self.dispute_id}:closed")
+        team.payments[self.payment_intent] = replace(payment, disputed=payment.disputed - self.amount, reversals=closed)
+        if self.lot:
+            at = self.timestamp.timestamp()
+            lot = lots.Lot(lots.PAID, self.amount, self.amount - self.owed_paid, at, seq=self.originator_version)
+            lots.credited(team.lots, self.lot, lot)
+
+
 def _take(team: LedgerState, amount: int, drawn: dict[str, int]) -> None:
-    """Take ``amount`` from the team's lots, ``drawn`` from each; what they did not cover is debt."""
-    team.debt += amount - lots.taken(team.lots, drawn)
+    """Take ``drawn`` from the team's lots (``amount`` in all: what the balance lost, which the lots
+    always cover; ``ledger verify`` checks they add up)."""
+    lots.taken(team.lots, drawn)
     if team.next_expiry is not None:
         team.next_expiry = lots.next_expiry(team.lots)
 
@@ -356,16 +430,18 @@ class CreditsAdjusted(Aggregate.Event):
     #: from the lots as a charge is (lot id → micro-credits). Events from before lots lack both.
     lot: str = ""
     drawn: dict[str, int] | None = None
+    owed_paid: int = 0
 
     def apply(self, team: LedgerState) -> None:
-        team.balance += self.amount
+        team.balance += self.amount - self.owed_paid
+        team.owed -= self.owed_paid
         if self.amount > 0:
             lot_id = self.lot or lots.LEGACY
             lot = (
                 lots.Lot(
                     lots.ADJUSTMENT,
                     self.amount,
-                    self.amount,
+                    self.amount - self.owed_paid,
                     self.timestamp.timestamp(),
                     None,
                     lots.DEFAULT_PRIORITY,
@@ -375,7 +451,7 @@ class CreditsAdjusted(Aggregate.Event):
                 if self.lot
                 else lots.legacy_lot(self.amount)
             )
-            team.debt = lots.credited(team.lots, lot_id, lot, team.debt)
+            lots.credited(team.lots, lot_id, lot)
         else:
             _take(team, -self.amount, self.drawn or lots.draw(team.lots, -self.amount))
         if self.reference:

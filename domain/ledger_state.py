@@ -71,6 +71,18 @@ class KeyPolicy(msgspec.Struct, frozen=True, gc=False):
     budget: Budget | None = None  # its own budget (``domain/budgets.py``)
 
 
+class Payment(msgspec.Struct, frozen=True, gc=False):
+    """A payment the team's credit came from (its provider's id is the key it is kept under): the lot
+    it became, what it credited, and what refunds and disputes took back of it since."""
+
+    lot: str
+    amount: int
+    refunded: int = 0
+    disputed: int = 0
+    #: The refunds and disputes recorded against it, by the provider's id: none is recorded twice.
+    reversals: tuple[str, ...] = ()
+
+
 class LedgerState:
     """The state of a team's ledger, and what can be read from it without recording anything."""
 
@@ -96,7 +108,8 @@ class LedgerState:
         self.alert_thresholds: dict[str, dict[str, Any]] = {}  # Threshold.name → the threshold (domain/alerts.py)
         self.rerates: dict[str, dict[str, Any]] = {}  # re-rate reference → its period and models (domain/rerates.py)
         self.lots: dict[str, Lot] = {}  # lot id → a lot of credit with something left (domain/credit_lots.py)
-        self.debt = 0  # what was taken beyond the lots (a refund of spent credit): the next credit pays it
+        self.owed = 0  # what a refund or dispute took beyond the balance: the next credit pays it first
+        self.payments: dict[str, Payment] = {}  # payment id → the credit it bought (domain/ledger_payments.py)
         self.next_expiry: float | None = None  # the soonest expiry of a lot with credit left (Unix time)
 
     @property
@@ -105,10 +118,11 @@ class LedgerState:
 
     def hold_room(self, until: float) -> int:
         """What a new hold or lease may take: the available balance, less the credit that will have
-        expired by ``until`` (Unix time: when the request could settle at the latest)."""
+        expired by ``until`` (Unix time: when the request could settle at the latest), less what the
+        team owes (negative while it owes more than it has: refused until topped up)."""
         if self.next_expiry is None or self.next_expiry > until:
-            return self.available
-        return min(self.available, spendable(self.lots, self.debt, until) - self.held)
+            return self.available - self.owed
+        return min(self.available, spendable(self.lots, until) - self.held) - self.owed
 
     def held_for(self, held_for: str) -> int:
         """What the hold or lease ``held_for`` holds now (0: none is open)."""

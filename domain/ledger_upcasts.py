@@ -73,7 +73,8 @@ def upcast_v5_v6(state: dict[str, Any]) -> None:
     lot (what replaying the events from before lots makes of it too); nothing expired or was owed."""
     balance = int(state["balance"])
     state.setdefault("lots", {LEGACY: legacy_lot(balance)} if balance > 0 else {})
-    state.setdefault("debt", 0)
+    state.setdefault("owed", 0)
+    state.setdefault("payments", {})
     state.setdefault("next_expiry", None)
 
 

@@ -210,11 +210,11 @@ def _replay_one(
 
 
 def _check_lots(team: TeamLedger, event: object) -> str | None:
-    """The credit lots add up to the balance (less any debt), and what an event took from them is
-    what it moved."""
+    """The credit lots add up to the balance, what is owed is never negative, and what an event took
+    from the lots is what it moved."""
     lots_total = sum(lot.remaining for lot in team.lots.values())
-    if lots_total - team.debt != team.balance:
-        return f"the credit lots hold {lots_total} less a debt of {team.debt}, but the balance is {team.balance}"
+    if lots_total != team.balance or team.owed < 0:
+        return f"the credit lots hold {lots_total} (owed {team.owed}), but the balance is {team.balance}"
     drawn = getattr(event, "drawn", None)
     if drawn:
         moved = event.charged if isinstance(event, TeamLedger.Charged) else -getattr(event, "amount", 0)

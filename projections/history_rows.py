@@ -52,7 +52,7 @@ def _entry_row(notification_id: int, team_name: str, event: TeamLedger.Event, ba
         return EntryRow(
             **common,
             kind="top_up",
-            amount=event.amount,
+            amount=event.amount - event.owed_paid,
             balance_after=event.balance_after,
             reference=event.reference,
             actor=event.actor,
@@ -63,11 +63,32 @@ def _entry_row(notification_id: int, team_name: str, event: TeamLedger.Event, ba
         return EntryRow(
             **common,
             kind="adjustment",
-            amount=event.amount,
+            amount=event.amount - event.owed_paid,
             balance_after=event.balance_after,
             reference=reference,
             actor=event.actor,
             reason=event.reason,
+        )
+    if isinstance(event, TeamLedger.PaymentRefunded | TeamLedger.DisputeOpened):
+        owed = f"; {event.owed_added} micro-credits owed" if event.owed_added else ""
+        return EntryRow(
+            **common,
+            kind="refund" if isinstance(event, TeamLedger.PaymentRefunded) else "dispute",
+            amount=-event.taken,
+            balance_after=event.balance_after,
+            reference=f"{event.payment_intent} {event.reversal_id}",
+            actor=event.actor,
+            reason=f"{event.amount} micro-credits taken back{owed}",
+        )
+    if isinstance(event, TeamLedger.DisputeClosed):
+        return EntryRow(
+            **common,
+            kind="dispute_closed",
+            amount=event.amount - event.owed_paid,
+            balance_after=event.balance_after,
+            reference=f"{event.payment_intent} {event.dispute_id}",
+            actor=event.actor,
+            reason="won: the credit came back" if event.won else "lost: the credit stays taken",
         )
     if isinstance(event, TeamLedger.CreditsExpired):
         return EntryRow(

@@ -54,10 +54,11 @@ SUMMARY_SECTIONS = (
     "charges",
     "adjustments",
     "expirations",  # a row only in a month in which credit lots expired
+    "reversals",  # a row only in a month with refunds or disputes
     "closing_balance",
     "reconciliation",
 )
-ENTRY_KINDS = ("top_up", "charge", "adjustment", "expiry")
+ENTRY_KINDS = ("top_up", "charge", "adjustment", "expiry", "refund", "dispute", "dispute_closed")
 _TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens")
 
 
@@ -123,6 +124,9 @@ class Figures:
     adjustments: int = 0
     expired: int = 0
     expiry_count: int = 0
+    reversed: int = 0  # what refunds and disputes moved (taken back: negative; a dispute won: positive)
+    reversal_count: int = 0
+    reversal_kinds: dict[str, tuple[int, int]] = field(default_factory=dict)  # kind → (count, amount)
     adjustment_count: int = 0
     charges: Usage = field(default_factory=Usage)
     by_model: dict[str, Usage] = field(default_factory=dict)
@@ -134,16 +138,30 @@ class Figures:
     problems: list[str] = field(default_factory=list)
 
     def expiry_text(self) -> str:
-        """The expired credit in the reconciliation's sum (nothing in a month none expired)."""
-        return f" - expired {format_credits(self.expired)}" if self.expiry_count else ""
+        """The expired credit, and what refunds and disputes moved, in the reconciliation's sum
+        (nothing in a month with none)."""
+        expired = f" - expired {format_credits(self.expired)}" if self.expiry_count else ""
+        sign = "+" if self.reversed >= 0 else "-"
+        reversed_ = f" {sign} refunds and disputes {format_credits(abs(self.reversed))}" if self.reversal_count else ""
+        return expired + reversed_
 
     @property
     def computed_closing(self) -> int:
-        return self.opening + self.top_ups - self.charges.charged + self.adjustments - self.expired
+        return self.opening + self.top_ups - self.charges.charged + self.adjustments - self.expired + self.reversed
 
     @property
     def reconciled(self) -> bool:
         return not self.problems
+
+
+def _reversal(event: object) -> tuple[str, int, str] | None:
+    """A refund's, a dispute's or a dispute's end: its entry kind, what it moved, its reference."""
+    if isinstance(event, TeamLedger.PaymentRefunded | TeamLedger.DisputeOpened):
+        kind = "refund" if isinstance(event, TeamLedger.PaymentRefunded) else "dispute"
+        return kind, -event.taken, f"{event.payment_intent} {event.reversal_id}"
+    if isinstance(event, TeamLedger.DisputeClosed):
+        return "dispute_closed", event.amount - event.owed_paid, f"{event.payment_intent} {event.dispute_id}"
+    return None
 
 
 def _tokens(usage: UsageRecord) -> tuple[int, int, int, int]:
@@ -258,27 +276,42 @@ class Statement:
         figures = self.figures
         common = {"occurred_at": event.timestamp.isoformat(), "version": event.originator_version}
         if isinstance(event, TeamLedger.CreditsAdded):
-            figures.top_ups += event.amount
+            figures.top_ups += event.amount - event.owed_paid
             figures.top_up_count += 1
             return self._row(
                 "entry",
                 **common,
                 kind="top_up",
-                **_money("amount", event.amount),
+                **_money("amount", event.amount - event.owed_paid),
                 **_money("balance_after", event.balance_after),
                 reference=event.reference,
             )
         if isinstance(event, TeamLedger.CreditsAdjusted):
-            figures.adjustments += event.amount
+            figures.adjustments += event.amount - event.owed_paid
             figures.adjustment_count += 1
             return self._row(
                 "entry",
                 **common,
                 kind="adjustment",
-                **_money("amount", event.amount),
+                **_money("amount", event.amount - event.owed_paid),
                 **_money("balance_after", event.balance_after),
                 reason=event.reason,
                 reference=event.reference,
+            )
+        reversal = _reversal(event)
+        if reversal is not None:
+            kind, moved, reference = reversal
+            figures.reversed += moved
+            figures.reversal_count += 1
+            count, amount = figures.reversal_kinds.get(kind, (0, 0))
+            figures.reversal_kinds[kind] = (count + 1, amount + moved)
+            return self._row(
+                "entry",
+                **common,
+                kind=kind,
+                **_money("amount", moved),
+                **_money("balance_after", event.balance_after),  # type: ignore[attr-defined]
+                reference=reference,
             )
         if isinstance(event, TeamLedger.CreditsExpired):
             figures.expired += event.amount
@@ -365,6 +398,7 @@ class Statement:
             "adjustment": (figures.adjustment_count, figures.adjustments),
             "expiry": (figures.expiry_count, -figures.expired),
         }
+        replayed.update(figures.reversal_kinds)
         for kind in sorted(set(kinds) | set(replayed)):
             (have, have_amount), (want, want_amount) = kinds.get(kind, (0, 0)), replayed.get(kind, (0, 0))
             if (have, have_amount) != (want, want_amount):
@@ -398,7 +432,7 @@ class Statement:
             "SELECT kind, model, key_id, COUNT(*) AS n, SUM(amount) AS amount, SUM(input_tokens) AS i, "
             "SUM(output_tokens) AS o, SUM(cache_write_tokens) AS w, SUM(cache_hit_tokens) AS h "
             "FROM ledger_entries WHERE team_name = {p} AND version > {p} AND version <= {p} "
-            "AND kind IN ('top_up', 'charge', 'adjustment') "  # an operator's rows move no money
+            f"AND kind IN ({', '.join(repr(kind) for kind in ENTRY_KINDS)}) "  # an operator's rows move no money
             "GROUP BY kind, model, key_id",
             (self.team, self.figures.opening_version, self.figures.closing_version),
         )
@@ -430,6 +464,8 @@ class Statement:
         yield self._row("adjustments", count=figures.adjustment_count, **_money("amount", figures.adjustments))
         if figures.expiry_count:
             yield self._row("expirations", count=figures.expiry_count, **_money("amount", -figures.expired))
+        if figures.reversal_count:
+            yield self._row("reversals", count=figures.reversal_count, **_money("amount", figures.reversed))
         yield self._row("closing_balance", version=figures.closing_version, **_money("amount", figures.closing))
         yield self._row(
             "reconciliation",

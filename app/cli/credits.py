@@ -41,7 +41,7 @@ def cmd_credits_lots(args: argparse.Namespace) -> None:
         amount = format_credits(lot.amount) if lot.amount else "-"
         line = f"{lot.lot_id:<12} {lot.kind:<12} {lot.priority:>8} {amount:>14} {format_credits(lot.remaining):>14}"
         print(f"{line}  {expires}")
-    owed = f"; owed {format_credits(funds.debt)}" if funds.debt else ""
+    owed = f"; owed {format_credits(funds.owed)}" if funds.owed else ""
     print(f"balance {format_credits(funds.balance)}{owed}")
 
 

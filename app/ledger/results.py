@@ -196,7 +196,7 @@ class Funds:
     holds: tuple[OpenHold, ...]
     spent: int = 0
     lots: tuple[CreditLot, ...] = ()
-    debt: int = 0
+    owed: int = 0
 
     @property
     def credited(self) -> int:
@@ -208,7 +208,7 @@ class Funds:
             OpenHold(held_for, hold.amount, hold.placed, held_for.startswith(LEASE_PREFIX))
             for held_for, hold in team.holds.items()
         )
-        return cls(team.name, team.version, team.balance, team.held, holds, lots=CreditLot.all_of(team), debt=team.debt)
+        return cls(team.name, team.version, team.balance, team.held, holds, lots=CreditLot.all_of(team), owed=team.owed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ from projections.statements import SUMMARY_SECTIONS, Month
 
 #: Every section in the order its rows come; and those a JSON statement writes as a list.
 ORDER = ("entry", *SUMMARY_SECTIONS)
-LISTED = ("entry", "charges_by_model", "charges_by_key", "expirations")
+LISTED = ("entry", "charges_by_model", "charges_by_key", "expirations", "reversals")
 IMPLIED = ("team", "month", "section")  # a JSON row leaves these to the object it is in
 
 Credits = Annotated[str, msgspec.Meta(pattern=r"^-?[0-9]+(\.[0-9]+)?$")]
@@ -49,7 +49,7 @@ class _Cells(msgspec.Struct, forbid_unknown_fields=True):
 
     occurred_at: str | None = None
     version: int | None = None
-    kind: Literal["top_up", "charge", "adjustment"] | None = None
+    kind: Literal["top_up", "charge", "adjustment", "expiry", "refund", "dispute", "dispute_closed"] | None = None
     key_id: str | None = None
     model: str | None = None
     endpoint: str | None = None
@@ -102,6 +102,8 @@ class _Document(msgspec.Struct, forbid_unknown_fields=True):
     #: The credit expired in the month (one row; empty in a month none expired, absent from
     #: statements written before credit lots).
     expirations: list[_Cells] = msgspec.field(default_factory=list)
+    #: What refunds and disputes moved in the month (one row; empty in a month with none).
+    reversals: list[_Cells] = msgspec.field(default_factory=list)
     genesis: Hash | None = None
     final_hash: Hash | None = None
 

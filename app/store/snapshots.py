@@ -39,7 +39,7 @@ from msgspec.structs import asdict
 from domain.budgets import Budget
 from domain.credit_lots import Lot
 from domain.ledger import TeamLedger
-from domain.ledger_state import Hold, KeyPolicy
+from domain.ledger_state import Hold, KeyPolicy, Payment
 
 if TYPE_CHECKING:
     from eventsourcing.persistence import Mapper
@@ -117,6 +117,17 @@ class _LotAsDict(Transcoding):
         return Lot(**data)
 
 
+class _PaymentAsDict(Transcoding):
+    type = Payment
+    name = "ledger_payment"
+
+    def encode(self, obj: Payment) -> dict[str, object]:
+        return asdict(obj)
+
+    def decode(self, data: dict[str, Any]) -> Payment:
+        return Payment(**{**data, "reversals": tuple(data["reversals"])})
+
+
 class _BudgetAsDict(Transcoding):
     type = Budget
     name = "budget"
@@ -131,7 +142,7 @@ class _BudgetAsDict(Transcoding):
 def register_state_transcodings(transcoder: JSONTranscoder) -> None:
     """How the team state's records are written in a snapshot (and read back): each as the
     dictionary of its fields, under a name that, once stored, never changes."""
-    for transcoding in (_HoldAsDict(), _KeyPolicyAsDict(), _LotAsDict(), _BudgetAsDict()):
+    for transcoding in (_HoldAsDict(), _KeyPolicyAsDict(), _LotAsDict(), _PaymentAsDict(), _BudgetAsDict()):
         transcoder.register(transcoding)
 
 

@@ -61,7 +61,7 @@ async def read_credits(request: Request[Any, Any, Any]) -> Response[bytes]:
                 "available": credits_from_micros(funds.balance - funds.held),
                 "holds": holds,
                 "lots": [_lot(lot) for lot in funds.lots],
-                "owed": credits_from_micros(funds.debt),
+                "owed": credits_from_micros(funds.owed),
                 "unit": "credits",
                 "credits_per_usd": runtime.settings.credits_per_usd,
             }

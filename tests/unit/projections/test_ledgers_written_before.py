@@ -231,7 +231,7 @@ def test_the_old_snapshots_hold_the_old_state_and_new_ones_today_s_records(old_l
     new = _snapshot_state(store, store.team_snapshots.take(team))
     assert new["class_version"] == STATE_VERSION == 6
     assert new["lots"] == team.lots == {LEGACY: legacy_lot(team.balance)}
-    assert team.debt == 0
+    assert team.owed == 0
     assert not {"hold_times", "hold_owners", "hold_keys"} & new.keys()
     assert new["holds"] == team.holds
     assert new["holds"]["r7"] == Hold(400_000, EXPECTED["acme"]["holds"]["r7"][1], "k1", "p1", "K7")

@@ -18,8 +18,10 @@ from app.ledger.statement_reading import read_statement
 from app.ledger.statements import statement_chunks, verify_statement
 from app.ledger.writer import LedgerWriter
 from app.store.event_store import LedgerStore, open_ledger_store
+from domain.credit_lots import PROMOTIONAL, LotTerms
 from domain.ledger import team_id
 from domain.ledger_holds import RequestOnLedger
+from domain.ledger_payments import PaymentFacts, Reversal
 from domain.pricing import Price
 from domain.usage import TokenUsage
 from projections.statement_chain import COLUMNS, PREV_HASH, chained
@@ -379,3 +381,37 @@ def test_text_that_looks_like_a_formula_is_marked_in_csv_and_still_verifies(stor
 
     unmarked = text.replace("'@SUM(A1:A9)", "@SUM(A1:A9)", 1)
     assert "its reason '@SUM(A1:A9)' is not a cell Tollgate writes" in _refused(unmarked)
+
+
+def test_payments_refunds_disputes_and_expired_credit_are_entries_that_reconcile(tmp_path, monkeypatch):
+    """A month with a payment, a refund taking more than was left (owed, then paid by a top-up), a
+    dispute won, and a lot expiring: each an entry of its own, the sums reconciling with the replay,
+    the audit history agreeing, and the statement verifying against the ledger."""
+    today = [datetime(2026, 11, 2, tzinfo=UTC)]
+    monkeypatch.setattr("eventsourcing.domain.datetime_now_with_tzinfo", lambda: today[0])
+    monkeypatch.setattr("domain.clock.now", lambda: today[0])
+    opened = open_ledger_store(new_database_url(), tmp_path)
+    try:
+        with LedgerWriter(opened) as writer:
+            service = LedgerService(writer)
+            service.create_team("acme", 1_000_000)
+            tid = team_id("acme")
+            expiring = LotTerms(PROMOTIONAL, datetime(2026, 11, 10, tzinfo=UTC), priority=90)  # used last
+            writer.on_team(tid, "acme", lambda t: t.add_credits(300_000, "trial", terms=expiring)).result()
+            writer.on_team(tid, "acme", lambda t: t.credit_payment(PaymentFacts("pi_1", 5_000_000))).result()
+            writer.on_team(tid, "acme", lambda t: t.adjust_credits(-5_500_000, "moved away")).result()
+            today[0] = datetime(2026, 11, 12, tzinfo=UTC)  # the trial lot expired on the 10th
+            writer.on_team(tid, "acme", lambda t: t.refund_payment(Reversal("re_1", "pi_1", 2_000_000))).result()
+            writer.on_team(tid, "acme", lambda t: t.open_dispute(Reversal("dp_1", "pi_1", 1_000_000))).result()
+            writer.on_team(tid, "acme", lambda t: t.close_dispute("dp_1", "pi_1", won=True)).result()
+            service.top_up("acme", 4_000_000, "INV-2")
+        text = "".join(statement_chunks(Statement(opened, "acme", MONTH), "csv", True))
+        rows = read_statement(text).rows
+        kinds = [row.get("kind") for row in rows if row["section"] == "entry"]
+        assert {"refund", "dispute", "dispute_closed", "expiry"} <= set(kinds)
+        (reconciliation,) = [row for row in rows if row["section"] == "reconciliation"]
+        assert reconciliation["reconciled"] in (True, "true"), reconciliation["note"]
+        assert "refunds and disputes" in reconciliation["note"]
+        assert verify_statement(text, opened).ok
+    finally:
+        opened.close()
