@@ -51,6 +51,7 @@ from domain.ledger_errors import (
 )
 from domain.ledger_holds import Delivery, RequestOnLedger, TeamHolds
 from domain.ledger_payments import PaymentFacts, TeamPayments
+from domain.ledger_recharge import TeamRecharge
 from domain.ledger_state import ABANDONED, EXPIRED, STATE_VERSION, check_positive
 from domain.money import format_credits
 
@@ -88,7 +89,7 @@ def team_id(name: str) -> UUID:
     return uuid5(NAMESPACE_URL, f"tollgate:team/{name}")
 
 
-class TeamLedger(TeamPayments, TeamHolds, Aggregate):
+class TeamLedger(TeamRecharge, TeamPayments, TeamHolds, Aggregate):
     """A team's prepaid credit account (amounts in integer micro-credits)."""
 
     # The events (``domain/ledger_events.py``), recorded and read as this class's: the aggregate's
@@ -115,6 +116,9 @@ class TeamLedger(TeamPayments, TeamHolds, Aggregate):
         PaymentRefunded: TypeAlias = events.PaymentRefunded
         DisputeOpened: TypeAlias = events.DisputeOpened
         DisputeClosed: TypeAlias = events.DisputeClosed
+        AutoRechargeSet: TypeAlias = events.AutoRechargeSet
+        RechargeStarted: TypeAlias = events.RechargeStarted
+        RechargeFailed: TypeAlias = events.RechargeFailed
         Rerated: TypeAlias = events.Rerated
         PricesAdjusted: TypeAlias = events.PricesAdjusted
         OutputClampSet: TypeAlias = events.OutputClampSet
@@ -142,6 +146,9 @@ class TeamLedger(TeamPayments, TeamHolds, Aggregate):
         PaymentRefunded = events.PaymentRefunded
         DisputeOpened = events.DisputeOpened
         DisputeClosed = events.DisputeClosed
+        AutoRechargeSet = events.AutoRechargeSet
+        RechargeStarted = events.RechargeStarted
+        RechargeFailed = events.RechargeFailed
         Rerated = events.Rerated
         PricesAdjusted = events.PricesAdjusted
         OutputClampSet = events.OutputClampSet
@@ -156,6 +163,7 @@ class TeamLedger(TeamPayments, TeamHolds, Aggregate):
     upcast_v3_v4 = staticmethod(ledger_upcasts.upcast_v3_v4)
     upcast_v4_v5 = staticmethod(ledger_upcasts.upcast_v4_v5)
     upcast_v5_v6 = staticmethod(ledger_upcasts.upcast_v5_v6)
+    upcast_v6_v7 = staticmethod(ledger_upcasts.upcast_v6_v7)
 
     @staticmethod
     def create_id(name: str) -> UUID:
@@ -268,6 +276,7 @@ class TeamLedger(TeamPayments, TeamHolds, Aggregate):
             owed_paid=owed_paid,
             payment_intent=payment.payment_intent if payment is not None else "",
             payment=payment.record() if payment is not None else None,
+            recharge=payment.recharge if payment is not None else "",
         )
         return self.balance
 

@@ -25,6 +25,7 @@ from msgspec.structs import replace
 from domain import clock, rerates
 from domain import credit_lots as lots
 from domain.alerts import Threshold
+from domain.auto_recharge import Recharge, month_of
 from domain.budgets import Budget, counted, period_names
 from domain.ledger_state import ABANDONED, EXPIRED, MAX_REMEMBERED_EXPIRIES, Hold, KeyPolicy, LedgerState, Payment
 from domain.pricing import PriceRecord
@@ -62,12 +63,16 @@ class CreditsAdded(Aggregate.Event):
     owed_paid: int = 0
     payment_intent: str = ""
     payment: dict[str, str] | None = None
+    #: The auto-recharge attempt this payment settles (``""``: none).
+    recharge: str = ""
 
     def apply(self, team: LedgerState) -> None:
         team.balance += self.amount - self.owed_paid
         team.owed -= self.owed_paid
         if self.payment_intent:
             team.payments[self.payment_intent] = Payment(self.lot, self.amount)
+        if self.recharge and team.recharge is not None and team.recharge.pending == self.recharge:
+            team.recharge = replace(team.recharge, pending="", pending_amount=0, failures=0)
         if self.lot:
             expires = datetime.fromisoformat(self.expires).timestamp() if self.expires else None
             lot = lots.Lot(
@@ -357,6 +362,66 @@ class DisputeClosed(Aggregate.Event):
             at = self.timestamp.timestamp()
             lot = lots.Lot(lots.PAID, self.amount, self.amount - self.owed_paid, at, seq=self.originator_version)
             lots.credited(team.lots, self.lot, lot)
+
+
+class AutoRechargeSet(Aggregate.Event):
+    """Auto-recharge set (``domain/auto_recharge.py``) or, ``enabled`` False, turned off."""
+
+    threshold: int
+    target: int
+    monthly_cap: int
+    enabled: bool
+    actor: str = ""
+    reason: str = ""
+
+    def apply(self, team: LedgerState) -> None:
+        team.policy_version = self.originator_version
+        before = team.recharge
+        team.recharge = Recharge(
+            self.threshold,
+            self.target,
+            self.monthly_cap,
+            self.enabled,
+            pending=before.pending if before is not None else "",
+            pending_amount=before.pending_amount if before is not None else 0,
+            month=before.month if before is not None else "",
+            month_total=before.month_total if before is not None else 0,
+        )
+
+
+class RechargeStarted(Aggregate.Event):
+    """An auto-recharge attempt began: the gateway creates its payment (``attempt`` its idempotency key)."""
+
+    attempt: str
+    amount: int
+
+    def apply(self, team: LedgerState) -> None:
+        recharge = team.recharge
+        assert recharge is not None
+        month = month_of(self.timestamp)
+        total = (recharge.month_total if recharge.month == month else 0) + self.amount
+        team.recharge = replace(
+            recharge, pending=self.attempt, pending_amount=self.amount, month=month, month_total=total
+        )
+
+
+class RechargeFailed(Aggregate.Event):
+    """The attempt's payment failed; at the third in a row auto-recharge turned itself off."""
+
+    attempt: str
+    reason: str
+    turned_off: bool
+
+    def apply(self, team: LedgerState) -> None:
+        recharge = team.recharge
+        assert recharge is not None
+        team.recharge = replace(
+            recharge,
+            pending="",
+            pending_amount=0,
+            failures=recharge.failures + 1,
+            enabled=recharge.enabled and not self.turned_off,
+        )
 
 
 def _take(team: LedgerState, amount: int, drawn: dict[str, int]) -> None:

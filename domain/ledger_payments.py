@@ -40,6 +40,8 @@ class PaymentFacts:
     customer: str = ""
     currency: str = ""
     amount_minor: int = 0
+    #: The auto-recharge attempt the payment settles (its metadata says so; ``""``: a top-up).
+    recharge: str = ""
 
     def record(self) -> dict[str, str]:
         return {

@@ -17,12 +17,13 @@ from typing import Any
 
 import msgspec
 
+from domain.auto_recharge import Recharge
 from domain.budgets import Budget, spent_in
 from domain.credit_lots import Lot, spendable
 from domain.ledger_errors import InvalidAmount, KeyNotFound
 
 #: The state's version (the aggregate's ``class_version``): a snapshot of an older one is upcast.
-STATE_VERSION = 6
+STATE_VERSION = 7
 #: Why a hold whose request's process looked dead was released (``release_expired``).
 EXPIRED = "expired"
 #: The release of a hold whose gateway process stopped answering (``release_abandoned``).
@@ -110,6 +111,7 @@ class LedgerState:
         self.lots: dict[str, Lot] = {}  # lot id → a lot of credit with something left (domain/credit_lots.py)
         self.owed = 0  # what a refund or dispute took beyond the balance: the next credit pays it first
         self.payments: dict[str, Payment] = {}  # payment id → the credit it bought (domain/ledger_payments.py)
+        self.recharge: Recharge | None = None  # auto-recharge's settings and state (domain/auto_recharge.py)
         self.next_expiry: float | None = None  # the soonest expiry of a lot with credit left (Unix time)
 
     @property

@@ -73,9 +73,16 @@ def upcast_v5_v6(state: dict[str, Any]) -> None:
     lot (what replaying the events from before lots makes of it too); nothing expired or was owed."""
     balance = int(state["balance"])
     state.setdefault("lots", {LEGACY: legacy_lot(balance)} if balance > 0 else {})
+    state.setdefault("next_expiry", None)
+
+
+def upcast_v6_v7(state: dict[str, Any]) -> None:
+    """A snapshot taken before payments and auto-recharge: the team had none, and owed nothing (the
+    first state with lots kept a ``debt`` that was always 0 then)."""
+    state.pop("debt", None)
     state.setdefault("owed", 0)
     state.setdefault("payments", {})
-    state.setdefault("next_expiry", None)
+    state.setdefault("recharge", None)
 
 
 def _key_policy(key: dict[str, Any]) -> KeyPolicy:

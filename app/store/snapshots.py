@@ -36,6 +36,7 @@ from eventsourcing.domain import Snapshot
 from eventsourcing.persistence import JSONTranscoder, StoredEvent, Transcoding
 from msgspec.structs import asdict
 
+from domain.auto_recharge import Recharge
 from domain.budgets import Budget
 from domain.credit_lots import Lot
 from domain.ledger import TeamLedger
@@ -128,6 +129,17 @@ class _PaymentAsDict(Transcoding):
         return Payment(**{**data, "reversals": tuple(data["reversals"])})
 
 
+class _RechargeAsDict(Transcoding):
+    type = Recharge
+    name = "auto_recharge"
+
+    def encode(self, obj: Recharge) -> dict[str, object]:
+        return asdict(obj)
+
+    def decode(self, data: dict[str, Any]) -> Recharge:
+        return Recharge(**data)
+
+
 class _BudgetAsDict(Transcoding):
     type = Budget
     name = "budget"
@@ -142,7 +154,14 @@ class _BudgetAsDict(Transcoding):
 def register_state_transcodings(transcoder: JSONTranscoder) -> None:
     """How the team state's records are written in a snapshot (and read back): each as the
     dictionary of its fields, under a name that, once stored, never changes."""
-    for transcoding in (_HoldAsDict(), _KeyPolicyAsDict(), _LotAsDict(), _PaymentAsDict(), _BudgetAsDict()):
+    for transcoding in (
+        _HoldAsDict(),
+        _KeyPolicyAsDict(),
+        _LotAsDict(),
+        _PaymentAsDict(),
+        _RechargeAsDict(),
+        _BudgetAsDict(),
+    ):
         transcoder.register(transcoding)
 
 

@@ -220,8 +220,8 @@ def _snapshot_state(store: LedgerStore, row: SnapshotRow) -> dict[str, Any]:
 
 def test_the_old_snapshots_hold_the_old_state_and_new_ones_today_s_records(old_ledger):
     """The fixture's snapshots are of the state as it was (version 4: holds in parallel dictionaries);
-    one taken today is of version 6 and holds the records, read back as records: its credit, from
-    before lots, is all the legacy lot's."""
+    one taken today is of version 7 and holds the records, read back as records: its credit, from
+    before lots, is all the legacy lot's; it has no payments and no auto-recharge."""
     store, _ = old_ledger
     old = _snapshot_state(store, store.team_snapshots.latest(team_id("acme")))
     assert old["class_version"] == 4
@@ -229,9 +229,9 @@ def test_the_old_snapshots_hold_the_old_state_and_new_ones_today_s_records(old_l
     assert old["keys"]["k1"]["hash"] == "hash-k1"
     team, _ = store.load_team(team_id("acme"))
     new = _snapshot_state(store, store.team_snapshots.take(team))
-    assert new["class_version"] == STATE_VERSION == 6
+    assert new["class_version"] == STATE_VERSION == 7
     assert new["lots"] == team.lots == {LEGACY: legacy_lot(team.balance)}
-    assert team.owed == 0
+    assert (team.owed, team.payments, team.recharge) == (0, {}, None)
     assert not {"hold_times", "hold_owners", "hold_keys"} & new.keys()
     assert new["holds"] == team.holds
     assert new["holds"]["r7"] == Hold(400_000, EXPECTED["acme"]["holds"]["r7"][1], "k1", "p1", "K7")

@@ -21,8 +21,10 @@ from hypothesis import strategies as st
 
 from app.store.event_store import LedgerStore, open_ledger_store
 from app.store.snapshots import same_state
+from domain.credit_lots import PROMOTIONAL, LotTerms
 from domain.ledger import LedgerError, TeamLedger, team_id
 from domain.ledger_holds import RequestOnLedger
+from domain.ledger_payments import PaymentFacts, Reversal
 from domain.pricing import Price
 from domain.usage import TokenUsage
 from tests.support.backend import RawDatabase, new_database_url
@@ -45,6 +47,11 @@ OPS = st.one_of(
     st.tuples(st.just("reinstate")),
     st.tuples(st.just("expire")),
     st.tuples(st.just("snapshot")),
+    st.tuples(st.just("lot"), st.integers(1, 5_000), st.integers(0, 100), st.integers(1, 3)),
+    st.tuples(st.just("pay"), st.integers(0, 2), st.integers(1, 5_000)),
+    st.tuples(st.just("refund"), st.integers(0, 2), st.integers(1, 8_000)),
+    st.tuples(st.just("dispute"), st.integers(0, 2), st.integers(1, 8_000), st.booleans()),
+    st.tuples(st.just("recharge"), st.integers(0, 1)),
 )
 
 
@@ -82,7 +89,25 @@ _COMMANDS = {
     "suspend": lambda t, op, step: t.suspend("why"),
     "reinstate": lambda t, op, step: t.reinstate(),
     "expire": lambda t, op, step: t.release_expired(now=t.modified_on.timestamp() + 10, timeout=0),
+    "lot": lambda t, op, step: t.add_credits(
+        op[1], "lot", terms=LotTerms(PROMOTIONAL, t.now() + timedelta(days=op[3]), op[2])
+    ),
+    "pay": lambda t, op, step: t.credit_payment(PaymentFacts(f"pi_{op[1]}", op[2], recharge=_pending(t))),
+    "refund": lambda t, op, step: t.refund_payment(Reversal(f"re_{step}", f"pi_{op[1]}", op[2])),
+    "dispute": lambda t, op, step: (
+        t.open_dispute(Reversal(f"dp_{step}", f"pi_{op[1]}", op[2]))
+        and t.close_dispute(f"dp_{step}", f"pi_{op[1]}", won=op[3])
+    ),
+    "recharge": lambda t, op, step: (
+        t.set_auto_recharge(1_000, 6_000, 20_000)
+        if op[1]
+        else t.begin_recharge() and t.recharge_failed(_pending(t), "card_declined")
+    ),
 }
+
+
+def _pending(team: TeamLedger) -> str:
+    return team.recharge.pending if team.recharge is not None else ""
 
 
 def _apply(team: TeamLedger, op: tuple[Any, ...], step: int) -> None:
