@@ -16,7 +16,13 @@ from domain.transparency.checkpoint import (
     sign_checkpoint,
 )
 from domain.transparency.hashing import EMPTY_ROOT, leaf_hash
-from domain.transparency.keys import InvalidSignature, UnverifiedNote, signer_from_seed
+from domain.transparency.keys import (
+    InvalidSignature,
+    UnverifiedNote,
+    parse_signer_key,
+    parse_verifier_key,
+    signer_from_seed,
+)
 from domain.transparency.note import MalformedNote
 
 GO_SUM_TREE = "go.sum database tree\n123456789012\nTszzRgjTG6xce+z2AG31kAXYKBgQVtCSCE40HmuwBb0=\n"
@@ -41,6 +47,23 @@ def test_the_specs_example_parses_and_its_unknown_signature_is_not_trusted():
     assert base64.b64encode(checkpoint.root_hash).decode() == "CsUYapGGPo4dkMgIAUqom/Xajj7h2fB2MPA3j2jxq2I="
     with pytest.raises(UnverifiedNote):
         open_checkpoint((SPEC_EXAMPLE + "\n" + SPEC_SIGNATURE).encode(), "example.com/behind-the-sofa", [LOG.verifier])
+
+
+def test_the_documented_signed_checkpoint_is_exactly_these_bytes():
+    """docs/transparency.md's example: the 8-leaf tree of the RFC 6962 vectors, signed by the example key."""
+    signer = parse_signer_key(
+        "PRIVATE+KEY+tollgate.example/ledger+30f5dc62+AQABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f"
+    )
+    assert signer.verifier.key_string == "tollgate.example/ledger+30f5dc62+AQOhB7/zzhC+HXDdGOdLwJln5NYwm6UNXx3chmQSVTG4"
+    root = bytes.fromhex("5dc9da79a70659a9ad559cb701ded9a2ab9d823aad2f4960cfe370eff4604328")
+    signed = sign_checkpoint(Checkpoint("tollgate.example/ledger", 8, root), signer)
+    assert signed.decode() == (
+        "tollgate.example/ledger\n8\nXcnaeacGWamtVZy3Ad7ZoqudgjqtL0lgz+Nw7/RgQyg=\n\n"
+        "\u2014 tollgate.example/ledger "
+        "MPXcYnDjtyQzGXTQGyN1puCHDcq9e3xqh/E9DOY+xyr58KtXvDH9BImZK8vPR6QIGA1wI0nlhgKCGnlk4ZcfCpkjzwA=\n"
+    )
+    verifier = parse_verifier_key("tollgate.example/ledger+30f5dc62+AQOhB7/zzhC+HXDdGOdLwJln5NYwm6UNXx3chmQSVTG4")
+    assert open_checkpoint(signed, "tollgate.example/ledger", [verifier]).root_hash == root
 
 
 def test_extension_lines_follow_the_root_and_the_empty_tree_is_size_zero():
