@@ -32,7 +32,9 @@ class RightEdgeError(ValueError):
 class RightEdge:
     """What appending to the tree of ``size`` leaves needs: ``subtrees``, the roots of its complete
     subtrees left to right (largest first, one per binary digit 1 of ``size``), and ``partial_tiles``,
-    the bytes of the partial tile of each tile level from level 0 (``b""`` where it is full)."""
+    the bytes of the partial tile of each tile level from level 0 (``b""`` where it is full). Only
+    their shapes are checked here, not that the roots are the tiles' (that would cost the hashing
+    :func:`right_edge_from_tiles` does): an edge comes from that function or from an append."""
 
     size: int
     subtrees: tuple[bytes, ...]

@@ -40,7 +40,7 @@ class TileReader(Protocol):
 
 
 def _subtree_hash(span: TileSpan, data: bytes) -> bytes:
-    """The root of ``span.count`` consecutive hashes of a tile (a power of two, at most 256)."""
+    """The root of ``span.count`` consecutive hashes of a tile (a power of two, at most 128)."""
     row = [
         data[offset : offset + HASH_SIZE]
         for offset in range(span.first * HASH_SIZE, (span.first + span.count) * HASH_SIZE, HASH_SIZE)
