@@ -7,6 +7,7 @@ this fake, so they are only as right as it is."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import typing
@@ -70,8 +71,27 @@ def receiver(fake: FakeStripe) -> Iterator[Receiver]:
 
 
 @pytest.fixture
-def client(fake: FakeStripe) -> stripe.StripeClient:
-    return stripe.StripeClient(API_KEY, base_addresses={"api": fake.base_url}, max_network_retries=0)
+def stack() -> Iterator[contextlib.ExitStack]:
+    with contextlib.ExitStack() as opened:
+        yield opened
+
+
+@contextlib.contextmanager
+def stripe_client(fake: FakeStripe, key: str = API_KEY, retries: int = 0) -> Iterator[stripe.StripeClient]:
+    """The library's client on the fake; its HTTP client (which the library never closes) closed after."""
+    http = stripe.RequestsClient()
+    try:
+        yield stripe.StripeClient(
+            key, base_addresses={"api": fake.base_url}, max_network_retries=retries, http_client=http
+        )
+    finally:
+        http.close()
+
+
+@pytest.fixture
+def client(fake: FakeStripe) -> Iterator[stripe.StripeClient]:
+    with stripe_client(fake) as made:
+        yield made
 
 
 def top_up(client: stripe.StripeClient, customer: str, amount: int = 2000, team: str = "acme") -> Any:
@@ -246,8 +266,8 @@ def test_an_idempotency_key_replays_the_first_answer_and_refuses_other_parameter
     assert len(fake.account.objects["charge"]) == 1
 
 
-def test_an_answer_lost_on_the_way_is_retried_by_the_library_and_executes_once(fake):
-    retrying = stripe.StripeClient(API_KEY, base_addresses={"api": fake.base_url}, max_network_retries=1)
+def test_an_answer_lost_on_the_way_is_retried_by_the_library_and_executes_once(fake, stack):
+    retrying = stack.enter_context(stripe_client(fake, retries=1))
     fake.drop_next()
     made = retrying.v1.payment_intents.create(
         params={"amount": 700, "currency": "usd", "payment_method": "pm_card_visa", "confirm": True}
@@ -370,10 +390,8 @@ def test_deliveries_are_held_reordered_duplicated_and_retried_as_the_test_says(f
     assert client.v1.events.retrieve(retried.event_id).pending_webhooks == 0
 
 
-def test_errors_arrive_in_stripes_shape_and_as_the_librarys_exceptions(fake, client):
-    wrong = stripe.StripeClient(
-        "sk_test_" + "x" * 20 + "abcd", base_addresses={"api": fake.base_url}, max_network_retries=0
-    )
+def test_errors_arrive_in_stripes_shape_and_as_the_librarys_exceptions(fake, client, stack):
+    wrong = stack.enter_context(stripe_client(fake, key="sk_test_" + "x" * 20 + "abcd"))
     with pytest.raises(stripe.AuthenticationError, match=r"Invalid API Key provided: sk_test_\*{20}abcd"):
         wrong.v1.customers.list()
     with pytest.raises(stripe.InvalidRequestError) as unknown:
