@@ -84,12 +84,12 @@ docs: install
 test-chaos: install
 	$(BIN)/python -m scripts.chaos
 
-# End-to-end tests that never touch the ledger's database (the fake upstream, the gateway
+# End-to-end tests that never touch the ledger's database (the fake upstream and the fake Stripe, the gateway
 # benchmark's quick run, the test harness's own cleanup, the Redis rate-limit store) run once, in
 # make test's PostgreSQL half, the lighter of the two.
 DATABASE_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/test_fake_responses.py \
 	--ignore=tests/e2e/test_fake_azure.py --ignore=tests/e2e/test_fake_embeddings.py --ignore=tests/e2e/test_fake_bedrock.py \
-	--ignore=tests/e2e/test_fake_gemini.py --ignore=tests/e2e/test_fake_vertex.py \
+	--ignore=tests/e2e/test_fake_gemini.py --ignore=tests/e2e/test_fake_vertex.py --ignore=tests/e2e/test_fake_stripe.py \
 	--ignore=tests/e2e/scripts/test_bench.py --ignore=tests/e2e/test_killed_test_runs.py \
 	--ignore=tests/e2e/ratelimit/test_redis_store.py
 
