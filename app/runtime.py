@@ -34,6 +34,7 @@ from app.ledger.verify_runs import VerifyRuns
 from app.ledger.writer import LedgerWriter
 from app.observability import metrics, timeline
 from app.observability.record_writer import RecordWriter
+from app.payments.stripe_account import StripeAccount
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
 from app.ratelimit.key_guesses import KeyGuesses
@@ -112,6 +113,8 @@ class Runtime:
     verify_runs: VerifyRuns
     #: Writes each answered request's record for the request lookup (None: ``request_record_days = 0``).
     records: RecordWriter | None = None
+    #: Stripe, when teams may buy credit themselves (``[payments]``).
+    stripe: StripeAccount | None = None
     #: A team's files and batches (``/v1/files``, ``/v1/batches``), and the poller that settles batches.
     batches: BatchStore = field(default=None)  # type: ignore[assignment]
     batch_poller: BatchPoller | None = None
@@ -166,6 +169,8 @@ class Runtime:
         """After uvicorn let the requests in flight finish (``shutdown_timeout``): settle what is
         held, give the leases back, flush the writer, and close everything."""
         self.health.draining = True
+        if self.stripe is not None:
+            self.stripe.close()
         for task in self._tasks:
             task.cancel()
         self.billing.pay_owed()  # a last try for charges the ledger could not record earlier
@@ -335,6 +340,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         RecordWriter(store.database, deployment_name=deployment_name).start() if settings.request_record_days else None
     )
     return Runtime(
+        stripe=StripeAccount(settings.payments, settings.credits_per_usd) if settings.payments is not None else None,
         records=records,
         settings=settings,
         store=store,

@@ -101,6 +101,18 @@ class TeamPayments(LedgerState):
         balance lost (the rest is owed)."""
         return self._reverse(events.PaymentRefunded, refund, actor)
 
+    def refund_to_total(self, payment_intent: str, charge_id: str, total_refunded: int, *, actor: str = "") -> int:
+        """A provider's running total refunded of the payment's charge (micro-credits): what it adds to
+        what the ledger took back before is taken now. A repeated or late event, whose total the ledger
+        has reached already, takes nothing."""
+        payment = self._payment(payment_intent)
+        more = total_refunded - payment.refunded
+        if more <= 0:
+            return 0
+        return self.refund_payment(
+            Reversal(f"{charge_id}:refunded:{total_refunded}", payment_intent, more), actor=actor
+        )
+
     def open_dispute(self, dispute: Reversal, *, actor: str = "") -> int:
         """Take back the credit a dispute of the payment holds (once per dispute); returns what the
         balance lost (the rest is owed)."""

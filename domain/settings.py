@@ -32,6 +32,7 @@ from domain.settings_models import (
     Upstream,
     _Strict,
 )
+from domain.settings_payments import Payments
 
 __all__ = [
     "DATABASE_URL_ENV",
@@ -193,6 +194,8 @@ class Settings(_Strict, frozen=True):
     #: Receivers of alerts (budget thresholds, low balances), one `[[webhooks]]` table each; an
     #: alert is retried with backoff from a durable outbox until each receiver accepts it (2xx).
     webhooks: list[Webhook] = msgspec.field(default_factory=list)
+    #: Credit teams buy themselves through Stripe Checkout (unset: none; see Payments).
+    payments: Payments | None = None
     #: The longest wait, in seconds, between two deliveries of an alert a receiver refused or did
     #: not answer (the wait doubles from half a second up to this).
     webhook_retry_max_seconds: Decimal = Decimal(300)

@@ -217,7 +217,11 @@ def _check_lots(team: TeamLedger, event: object) -> str | None:
         return f"the credit lots hold {lots_total} (owed {team.owed}), but the balance is {team.balance}"
     drawn = getattr(event, "drawn", None)
     if drawn:
-        moved = event.charged if isinstance(event, TeamLedger.Charged) else -getattr(event, "amount", 0)
+        moved = (
+            event.charged
+            if isinstance(event, TeamLedger.Charged)
+            else getattr(event, "taken", None) or -getattr(event, "amount", 0)  # a refund's or dispute's: taken
+        )
         if sum(drawn.values()) != moved:
             return f"it took {sum(drawn.values())} from its credit lots but moved {moved}"
     return None

@@ -42,6 +42,7 @@ from app.settings_file import CONFIG_ENV, load_settings
 from app.upstream.google_token import require_google_credentials
 from domain.money import format_credits
 from domain.settings import ConfigError, require_strong_admin_key, require_upstream_secrets, require_webhook_secrets
+from domain.settings_payments import require_payment_secrets
 
 if TYPE_CHECKING:
     from app.store.event_store import LedgerStore
@@ -184,6 +185,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     require_upstream_secrets(settings, config_path, os.environ)
     require_google_credentials(settings, config_path)
     require_webhook_secrets(settings, config_path, os.environ)
+    require_payment_secrets(settings.payments, config_path, os.environ)
     require_strong_admin_key(settings, config_path, os.environ)
     serve(settings, base, args.host, args.port, args.workers, config_path)
 

@@ -38,6 +38,7 @@ from app.http.routes.message_batches import (
 from app.http.routes.messages import count_tokens, create_message
 from app.http.routes.metrics import metrics
 from app.http.routes.models import ModelListCache, list_models, read_model, speaks_anthropic
+from app.http.routes.payments import create_checkout, stripe_webhook
 from app.http.routes.requests import read_request
 from app.http.routes.responses import create_response
 from app.json import encode
@@ -155,6 +156,8 @@ def create_app(runtime: Runtime) -> Litestar:
             list_models,
             read_model,
             read_credits,
+            create_checkout,
+            stripe_webhook,
             read_key,
             read_request,
             chat_completions,

@@ -476,6 +476,10 @@ class LedgerService:
         """The team's keys, as committed by every process."""
         return self._on(team, self._caught_up(lambda ledger: [KeySummary.of(ledger, k) for k in ledger.keys]))
 
+    def command(self, team: str, action: Callable[[TeamLedger], R]) -> R:
+        """Run ``action`` on the team in the writer (its events saved with the batch); the team must exist."""
+        return self._on(team, action)
+
     def _on(self, team: str, action: Callable[[TeamLedger], R]) -> R:
         return self._writer.on_team(team_id(team), team, action).result()
 

@@ -1,0 +1,1 @@
+"""Credit a team buys itself: Stripe Checkout and Stripe's webhooks, on the team's ledger."""

@@ -1,0 +1,190 @@
+"""Credit a team buys itself, through Stripe, against the fake Stripe (proven with the official library)
+and a real gateway: a team key starts a Checkout Session, the payer pays, Stripe's webhooks credit the
+team once however often and however concurrently they are delivered, a delivery Stripe did not sign
+changes nothing, and refunds and disputes take the credit back as entries of their own.
+
+Prices: 100 credits per USD (the suite's configuration), so $20.00 buys 2,000 credits."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.fake_stripe import API_KEY, WEBHOOK_SECRET, FakeStripe
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.gateway import Gateway, verified_gateway, write_config
+from tests.support.teams import Team, Teams, teams_of
+
+
+@pytest.fixture(scope="module")
+def stripe_fake() -> Iterator[FakeStripe]:
+    with FakeStripe() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream, stripe_fake: FakeStripe
+) -> Iterator[Gateway]:
+    payments = f"""
+[payments]
+api_base = "{stripe_fake.base_url}"
+min_amount = 5
+max_amount = 500
+success_url = "https://gateway.example/credits?paid={{CHECKOUT_SESSION_ID}}"
+cancel_url = "https://gateway.example/credits"
+"""
+    config: Path = write_config(tmp_path_factory.mktemp("stripe"), fake_upstream.base_url)
+    config.write_text(config.read_text() + payments)
+    env = {"STRIPE_SECRET_KEY": API_KEY, "STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET}
+    for gw in verified_gateway(config, env):
+        stripe_fake.webhooks.url = f"{gw.root_url}/webhooks/stripe"
+        yield gw
+
+
+@pytest.fixture(scope="module")
+def teams(gateway: Gateway) -> Iterator[Teams]:
+    yield from teams_of(gateway.config)
+
+
+def checkout(gateway: Gateway, team: Team, amount: object) -> httpx.Response:
+    return httpx.post(
+        f"{gateway.base_url}/credits/checkout",
+        json={"amount": amount},
+        headers={"Authorization": f"Bearer {team.key}"},
+        timeout=30,
+    )
+
+
+def balance(gateway: Gateway, team: Team) -> Decimal:
+    answer = httpx.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {team.key}"}, timeout=10)
+    return Decimal(str(answer.json()["data"]["balance"]))
+
+
+def credits_of(gateway: Gateway, team: Team) -> dict[str, Any]:
+    answer = httpx.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {team.key}"}, timeout=10)
+    data: dict[str, Any] = answer.json()["data"]
+    return data
+
+
+def paid_top_up(gateway: Gateway, team: Team, stripe_fake: FakeStripe, amount: str = "20") -> str:
+    """A top-up paid: its PaymentIntent's id, once every webhook was answered."""
+    started = checkout(gateway, team, amount)
+    assert started.status_code == 200, started.text
+    session = stripe_fake.complete_checkout(started.json()["data"]["id"])
+    stripe_fake.webhooks.wait_idle()
+    return str(session["payment_intent"])
+
+
+def history(gateway: Gateway, team: Team) -> list[dict[str, Any]]:
+    import json
+
+    lines = gateway.cli("ledger", "export", "--team", team.name, "--format", "jsonl").stdout.splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def test_a_paid_checkout_credits_the_team_once(gateway: Gateway, team: Team, stripe_fake: FakeStripe):
+    before = balance(gateway, team)
+    started = checkout(gateway, team, "20.00")
+    assert started.status_code == 200, started.text
+    data = started.json()["data"]
+    assert (data["amount"], data["currency"], Decimal(str(data["credits"]))) == ("20.00", "usd", Decimal(2000))
+    assert data["url"].startswith(stripe_fake.base_url)
+    assert balance(gateway, team) == before  # nothing before the payment succeeded
+    session = stripe_fake.complete_checkout(data["id"])
+    stripe_fake.webhooks.wait_idle()
+    assert balance(gateway, team) == before + 2000
+    sent = [d for d in stripe_fake.webhooks.deliveries if d.url.endswith("/webhooks/stripe")]
+    assert {d.type for d in sent} >= {"checkout.session.completed", "payment_intent.succeeded"}
+    assert all(d.ok for d in sent)
+    top_ups = [row for row in history(gateway, team) if row["kind"] == "top_up" and row["reference"].startswith("pi_")]
+    assert [row["reference"] for row in top_ups] == [session["payment_intent"]]
+    (lot,) = [lot for lot in credits_of(gateway, team)["lots"] if lot["reference"] == session["payment_intent"]]
+    assert lot["kind"] == "paid"
+
+
+def test_every_redelivery_even_concurrent_changes_nothing(gateway: Gateway, team: Team, stripe_fake: FakeStripe):
+    paid_top_up(gateway, team, stripe_fake)
+    after = balance(gateway, team)
+    for delivery in [d for d in stripe_fake.webhooks.deliveries if d.url.endswith("/webhooks/stripe")][-2:]:
+        copies = stripe_fake.webhooks.redeliver(delivery.event_id, copies=5, concurrently=True)
+        stripe_fake.webhooks.wait_idle()
+        assert all(copy.ok for copy in copies)
+    assert balance(gateway, team) == after
+
+
+def test_a_delivery_stripe_did_not_sign_is_refused_and_stripes_own_in_any_order_credit_once(
+    gateway: Gateway, team: Team, stripe_fake: FakeStripe
+):
+    stripe_fake.webhooks.hold()
+    started = checkout(gateway, team, "10").json()["data"]
+    stripe_fake.complete_checkout(started["id"])
+    event = next(e for e in stripe_fake.webhooks.pending if e["type"] == "checkout.session.completed")
+    payload = stripe_fake.webhooks.payload(event)
+    before = balance(gateway, team)
+    for signature in (
+        stripe_fake.webhooks.header(payload, secret="whsec_someone_else"),
+        stripe_fake.webhooks.header(payload, timestamp=stripe_fake.now() - 3600),
+        "",
+    ):
+        refused = httpx.post(
+            f"{gateway.root_url}/webhooks/stripe",
+            content=payload,
+            headers={"stripe-signature": signature, "content-type": "application/json"},
+            timeout=10,
+        )
+        assert refused.status_code == 400
+        assert "Stripe-Signature" in refused.json()["error"]["message"]
+    forged = re.sub(rb'"amount_total": ?\d+', b'"amount_total": 100000', payload)
+    assert forged != payload
+    refused = httpx.post(
+        f"{gateway.root_url}/webhooks/stripe",
+        content=forged,
+        headers={"stripe-signature": stripe_fake.webhooks.header(payload)},
+        timeout=10,
+    )
+    assert refused.status_code == 400
+    assert balance(gateway, team) == before
+    # Stripe's own deliveries of the same checkout, newest first and each twice: credited once.
+    stripe_fake.webhooks.release("reversed", copies=2)
+    stripe_fake.webhooks.wait_idle()
+    assert balance(gateway, team) == before + 1000
+
+
+def test_a_refund_and_a_dispute_take_the_credit_back_as_entries_of_their_own(
+    gateway: Gateway, team: Team, stripe_fake: FakeStripe
+):
+    payment = paid_top_up(gateway, team, stripe_fake, "30")
+    before = balance(gateway, team)
+    stripe_fake.refund(payment, amount=1000)  # $10 of $30
+    stripe_fake.webhooks.wait_idle()
+    assert balance(gateway, team) == before - 1000
+    stripe_fake.refund(payment, amount=500)
+    stripe_fake.webhooks.wait_idle()
+    assert balance(gateway, team) == before - 1500
+    for delivery in [d for d in stripe_fake.webhooks.deliveries if d.type == "charge.refunded"]:
+        stripe_fake.webhooks.redeliver(delivery.event_id, copies=2)  # late and repeated: nothing more
+    stripe_fake.webhooks.wait_idle()
+    assert balance(gateway, team) == before - 1500
+    dispute = stripe_fake.dispute(payment, amount=1500)
+    stripe_fake.webhooks.wait_idle()
+    assert balance(gateway, team) == before - 3000
+    stripe_fake.close_dispute(str(dispute["id"]), won=True)
+    stripe_fake.webhooks.wait_idle()
+    assert balance(gateway, team) == before - 1500
+    kinds = [row["kind"] for row in history(gateway, team) if row["kind"] in ("refund", "dispute", "dispute_closed")]
+    assert kinds == ["refund", "refund", "dispute", "dispute_closed"]
+
+
+def test_an_amount_outside_the_bounds_or_not_a_number_is_refused_in_the_chat_error_shape(gateway: Gateway, team: Team):
+    for amount in ("4.99", "501", "lots", "1e400", "20.001"):
+        refused = checkout(gateway, team, amount)
+        assert refused.status_code == 400, amount
+        assert refused.json()["error"]["param"] == "amount"
+    assert checkout(gateway, Team(team.name, "tg-not-a-key"), "20").status_code == 401
