@@ -75,17 +75,7 @@ class CreditsAdded(Aggregate.Event):
             team.recharge = replace(team.recharge, pending="", pending_amount=0, failures=0)
         if self.lot:
             expires = datetime.fromisoformat(self.expires).timestamp() if self.expires else None
-            lot = lots.Lot(
-                self.kind,
-                self.amount,
-                self.amount - self.owed_paid,
-                self.timestamp.timestamp(),
-                expires,
-                self.priority,
-                self.originator_version,
-                self.reference,
-            )
-            lots.credited(team.lots, self.lot, lot)
+            lots.credited(team.lots, self.lot, _new_lot(self, self.kind, expires, self.priority))
             if expires is not None:
                 team.next_expiry = lots.next_expiry(team.lots)
         else:
@@ -424,6 +414,25 @@ class RechargeFailed(Aggregate.Event):
         )
 
 
+def _new_lot(
+    event: CreditsAdded | CreditsAdjusted,
+    kind: str,
+    expires: float | None = None,
+    priority: int = lots.DEFAULT_PRIORITY,
+) -> lots.Lot:
+    """The lot a credit event adds: its amount, less what it paid of what was owed."""
+    return lots.Lot(
+        kind,
+        event.amount,
+        event.amount - event.owed_paid,
+        event.timestamp.timestamp(),
+        expires,
+        priority,
+        event.originator_version,
+        event.reference,
+    )
+
+
 def _take(team: LedgerState, amount: int, drawn: dict[str, int]) -> None:
     """Take ``drawn`` from the team's lots (``amount`` in all: what the balance lost, which the lots
     always cover; ``ledger verify`` checks they add up)."""
@@ -502,20 +511,7 @@ class CreditsAdjusted(Aggregate.Event):
         team.owed -= self.owed_paid
         if self.amount > 0:
             lot_id = self.lot or lots.LEGACY
-            lot = (
-                lots.Lot(
-                    lots.ADJUSTMENT,
-                    self.amount,
-                    self.amount - self.owed_paid,
-                    self.timestamp.timestamp(),
-                    None,
-                    lots.DEFAULT_PRIORITY,
-                    self.originator_version,
-                    self.reference,
-                )
-                if self.lot
-                else lots.legacy_lot(self.amount)
-            )
+            lot = _new_lot(self, lots.ADJUSTMENT) if self.lot else lots.legacy_lot(self.amount)
             lots.credited(team.lots, lot_id, lot)
         else:
             _take(team, -self.amount, self.drawn or lots.draw(team.lots, -self.amount))

@@ -53,6 +53,19 @@ class _AzureRouting(HttpUpstream):
     _query = ""
     _token: EntraToken | None = None
 
+    def __init__(  # the resource's key or token, or its service principal's (``token``)
+        self,
+        resource: AzureResource,
+        credential: str | None,
+        *,
+        timeout: Timeouts,
+        client: UpstreamClient,
+        token: EntraToken | None = None,
+    ):
+        HttpUpstream.__init__(self, azure_headers(credential, resource.auth), timeout=timeout, client=client)
+        self._route(resource)
+        self._token = token
+
     async def _signed(self, headers: dict[str, str] | None) -> dict[str, str] | None:
         """``headers`` with the service principal's bearer token (as they are without one)."""
         if self._token is None:
@@ -93,32 +106,6 @@ class _AzureRouting(HttpUpstream):
 class AzureOpenAIUpstream(_AzureRouting, OpenAIUpstream):
     """The chat wire on an Azure OpenAI resource (``endpoint``: ``https://NAME.openai.azure.com``)."""
 
-    def __init__(
-        self,
-        resource: AzureResource,
-        credential: str | None,
-        *,
-        timeout: Timeouts,
-        client: UpstreamClient,
-        token: EntraToken | None = None,
-    ):
-        HttpUpstream.__init__(self, azure_headers(credential, resource.auth), timeout=timeout, client=client)
-        self._route(resource)
-        self._token = token
-
 
 class AzureOpenAIResponsesUpstream(_AzureRouting, OpenAIResponsesUpstream):
     """The responses wire on an Azure OpenAI resource."""
-
-    def __init__(
-        self,
-        resource: AzureResource,
-        credential: str | None,
-        *,
-        timeout: Timeouts,
-        client: UpstreamClient,
-        token: EntraToken | None = None,
-    ):
-        HttpUpstream.__init__(self, azure_headers(credential, resource.auth), timeout=timeout, client=client)
-        self._route(resource)
-        self._token = token
