@@ -21,6 +21,7 @@ from app.cli.alerts import add_alert_commands
 from app.cli.balance import add_balance_command
 from app.cli.credits import add_credits_commands
 from app.cli.keys import add_key_commands, add_team_commands
+from app.cli.payments import add_payments_commands
 from app.cli.prices import add_prices_commands
 from app.cli.rerate import add_rerate_command
 from app.cli.statement import add_statement_commands
@@ -281,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_admin_key_commands(commands, common)
 
     add_credits_commands(commands, common)
+    add_payments_commands(commands, common)
 
     ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(
         dest="action", required=True, metavar="ACTION"

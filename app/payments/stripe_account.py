@@ -41,7 +41,7 @@ class StripeAccount:
         self.rates = CreditRates.of(**{payments.currency: credits_per_unit(payments, credits_per_usd)})
         self._http = stripe.RequestsClient()
         base: Any = {"api": payments.api_base} if payments.api_base else None  # the library's BaseAddresses
-        self._client = stripe.StripeClient(
+        self.client = stripe.StripeClient(
             os.environ.get(payments.secret_key_env, ""), base_addresses=base, http_client=self._http
         )
         self._webhook_secret = os.environ.get(payments.webhook_secret_env, "")
@@ -72,7 +72,7 @@ class StripeAccount:
             "success_url": self.payments.success_url,
             "cancel_url": self.payments.cancel_url,
         }
-        create = self._client.v1.checkout.sessions.create
+        create = self.client.v1.checkout.sessions.create
         session = await asyncio.to_thread(create, params=params)  # type: ignore[arg-type]  # the typed dict's shape
         return Checkout(session.id, session.url or "", minor, currency, self.rates.micros(minor, currency))
 
@@ -85,7 +85,7 @@ class StripeAccount:
 
     async def team_of_payment(self, payment_intent: str) -> str | None:
         """The team a PaymentIntent's metadata names (a dispute names only the PaymentIntent)."""
-        intent = await asyncio.to_thread(self._client.v1.payment_intents.retrieve, payment_intent)
+        intent = await asyncio.to_thread(self.client.v1.payment_intents.retrieve, payment_intent)
         metadata: Any = intent.to_dict().get("metadata") or {}
         team = metadata.get(TEAM_KEY)
         return str(team) if team else None

@@ -7,8 +7,10 @@ Prices: 100 credits per USD (the suite's configuration), so $20.00 buys 2,000 cr
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -188,3 +190,39 @@ def test_an_amount_outside_the_bounds_or_not_a_number_is_refused_in_the_chat_err
         assert refused.status_code == 400, amount
         assert refused.json()["error"]["param"] == "amount"
     assert checkout(gateway, Team(team.name, "tg-not-a-key"), "20").status_code == 401
+
+
+def reconcile(gateway: Gateway, *args: str) -> Any:
+    from tests.support.cli_fork import run_tollgate
+    from tests.support.gateway import GATEWAY_ENV
+
+    env = {**os.environ, **GATEWAY_ENV, "STRIPE_SECRET_KEY": API_KEY, "STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET}
+    today = datetime.now(UTC).date().isoformat()
+    return run_tollgate(
+        ["payments", "reconcile", "--since", today, *args, "--config", str(gateway.config)], env, timeout=60
+    )
+
+
+def test_reconcile_finds_a_payment_and_a_refund_whose_webhooks_never_came_and_records_them_once(
+    gateway: Gateway, team: Team, stripe_fake: FakeStripe
+):
+    assert reconcile(gateway).returncode == 0  # what came before this test agrees
+    stripe_fake.webhooks.hold()
+    started = checkout(gateway, team, "12").json()["data"]
+    session = stripe_fake.complete_checkout(started["id"])
+    stripe_fake.refund(str(session["payment_intent"]), amount=200)
+    stripe_fake.webhooks.pending.clear()  # lost for good
+    stripe_fake.webhooks.release()
+    before = balance(gateway, team)
+    found = reconcile(gateway)
+    assert found.returncode == 1
+    assert f"differs: team {team.name}: payment not credited: {session['payment_intent']}" in found.stdout
+    assert "1200 credits" in found.stdout
+    applied = reconcile(gateway, "--apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "recorded:" in applied.stdout
+    assert balance(gateway, team) == before + 1000  # the payment's 1,200, less the 200 refunded since
+    kinds = [row["kind"] for row in history(gateway, team)][-2:]
+    assert kinds == ["top_up", "refund"]
+    assert reconcile(gateway).returncode == 0
+    assert "0 difference(s)" in reconcile(gateway).stdout
