@@ -104,7 +104,8 @@ ANY_BACKEND := $(foreach name,wrong_types openapi vision tool_translation transl
 	  agent_fixtures context_window messages responses chat_completions streaming_relay passthrough \
 	  anthropic_upstream fallbacks upstream_connections unsendable_headers log_lines models demo \
 	  dashboard stream_limits rate_limits key_guesses hot_paths operator_files refusals_change_nothing \
-	  partial_streams limits affordable pricing permissions observability,--ignore=tests/e2e/test_$(name).py) \
+	  partial_streams limits affordable pricing permissions observability dashboard_buy_credits sdk_fixtures \
+	  sdk_parity,--ignore=tests/e2e/test_$(name).py) \
 	--ignore=tests/e2e/fuzz/test_schema.py --ignore=tests/e2e/fuzz/test_builtin_tools.py
 
 # The unit tests that write the ledger's database (the writer, billing, the relay, the audit, the

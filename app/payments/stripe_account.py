@@ -28,6 +28,7 @@ class Checkout:
 
     session_id: str
     url: str
+    amount: Decimal
     amount_minor: int
     currency: str
     micros: int
@@ -74,7 +75,7 @@ class StripeAccount:
         }
         create = self.client.v1.checkout.sessions.create
         session = await asyncio.to_thread(create, params=params)  # type: ignore[arg-type]  # the typed dict's shape
-        return Checkout(session.id, session.url or "", minor, currency, self.rates.micros(minor, currency))
+        return Checkout(session.id, session.url or "", amount, minor, currency, self.rates.micros(minor, currency))
 
     def verified_event(self, payload: bytes, signature: str) -> dict[str, Any]:
         """The delivery's event, once its signature is checked (``stripe.SignatureVerificationError``

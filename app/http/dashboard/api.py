@@ -13,7 +13,8 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
-from litestar import Request, Response, Router, get
+import msgspec
+from litestar import Request, Response, Router, get, post
 from litestar.datastructures import CacheControlHeader
 from litestar.openapi import ResponseSpec
 from litestar.params import FromPath, FromQuery, QueryParameter
@@ -24,6 +25,8 @@ from app.http.dashboard.access import identify, readable_team, viewer_of
 from app.http.dashboard.views import (
     AlertsView,
     AttributionView,
+    BuyView,
+    CheckoutView,
     HistoryView,
     RequestsView,
     SessionView,
@@ -43,6 +46,7 @@ from app.http.routes.admin_statements import (
     STATEMENT_ANSWER,
     statement_stream,
 )
+from app.http.routes.payments import checkout_for
 from app.ledger import queries
 from app.paging import check_limit, check_page
 from app.runtime import Runtime
@@ -72,7 +76,28 @@ async def read_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Res
     summary = await readable_team(request, name)
     runtime: Runtime = request.app.state.runtime
     keys = await ledger_call(runtime.ledger.list_keys, name)
-    return json_response(team_view(summary, keys))
+    funds = await ledger_call(runtime.ledger.funds, name)
+    payments = runtime.settings.payments
+    buy = BuyView(payments.currency, str(payments.min_amount), str(payments.max_amount)) if payments else None
+    return json_response(team_view(summary, keys, funds, buy))
+
+
+class BuyAsk(msgspec.Struct):
+    #: The amount to pay, in units of the configured currency.
+    amount: str
+
+
+@post("/teams/{name:str}/checkout", status_code=200, responses=_answers(CheckoutView, "where to pay for the top-up"))
+async def start_checkout(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
+    """A Stripe Checkout Session for the team's top-up ("Buy credits"), for its own key or the admin."""
+    await readable_team(request, name)
+    runtime: Runtime = request.app.state.runtime
+    try:
+        ask = msgspec.json.decode(await request.body(), type=BuyAsk)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        raise InvalidRequest('Send {"amount": "25"}.', param="amount") from None
+    checkout = await checkout_for(runtime, name, ask.amount)
+    return json_response(CheckoutView(checkout.session_id, checkout.url))
 
 
 @get("/teams/{name:str}/history", responses=_answers(HistoryView, "one page of ledger entries, newest first"))
@@ -199,6 +224,7 @@ dashboard_api = Router(
     route_handlers=[
         read_session,
         read_team,
+        start_checkout,
         read_history,
         read_usage,
         read_attribution,

@@ -10,6 +10,7 @@ The export keeps the ledger's own rows (micro-credits), the same as ``tollgate l
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Annotated, Any, Literal
 
@@ -17,7 +18,7 @@ import msgspec
 from litestar.openapi.spec import OpenAPIType
 from litestar.params import KwargDefinition
 
-from app.ledger.results import KeySummary, TeamSummary
+from app.ledger.results import Funds, KeySummary, TeamSummary
 from domain.money import credits_from_micros
 
 #: Decimals go out as JSON numbers (``app.json.encode``); Litestar would document them as strings.
@@ -55,6 +56,31 @@ class KeyView(msgspec.Struct):
     endpoints: list[str]
 
 
+class LotView(msgspec.Struct):
+    """A lot of the team's credit with something left, in the order charges use them."""
+
+    id: str
+    kind: str
+    remaining: Credits
+    expires_at: str | None
+    priority: int
+
+
+class CheckoutView(msgspec.Struct):
+    """A Checkout Session made for a top-up: the page goes to ``url`` to pay."""
+
+    id: str
+    url: str
+
+
+class BuyView(msgspec.Struct):
+    """What a top-up may be, when the gateway takes payments: its currency and bounds."""
+
+    currency: str
+    min_amount: str
+    max_amount: str
+
+
 class TeamView(msgspec.Struct):
     name: str
     balance: Credits
@@ -64,6 +90,9 @@ class TeamView(msgspec.Struct):
     rpm: int | None
     tpm: int | None
     keys: list[KeyView]
+    lots: list[LotView] = msgspec.field(default_factory=list)
+    owed: Credits = Decimal(0)
+    buy: BuyView | None = None
 
 
 class EntryView(msgspec.Struct):
@@ -224,7 +253,17 @@ def attribution_view(answer: dict[str, Any]) -> AttributionView:
     )
 
 
-def team_view(summary: TeamSummary, keys: list[KeySummary]) -> TeamView:
+def team_view(summary: TeamSummary, keys: list[KeySummary], funds: Funds, buy: BuyView | None) -> TeamView:
+    lots = [
+        LotView(
+            lot.lot_id,
+            lot.kind,
+            credits_from_micros(lot.remaining),
+            datetime.fromtimestamp(lot.expires, UTC).isoformat() if lot.expires is not None else None,
+            lot.priority,
+        )
+        for lot in funds.lots
+    ]
     return TeamView(
         summary.name,
         credits_from_micros(summary.balance),
@@ -234,6 +273,9 @@ def team_view(summary: TeamSummary, keys: list[KeySummary]) -> TeamView:
         summary.rpm,
         summary.tpm,
         [KeyView(k.key_id, k.label, k.revoked, list(k.models), list(k.endpoints)) for k in keys],
+        lots,
+        credits_from_micros(funds.owed),
+        buy,
     )
 
 

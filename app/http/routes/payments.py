@@ -23,6 +23,7 @@ from app.errors import InvalidRequest, NotFound
 from app.http.routes.admin_common import json_response
 from app.http.routes.answers import DataAnswer, answers
 from app.http.routes.auth import authenticate
+from app.payments.stripe_account import Checkout, StripeAccount
 from app.payments.webhook import apply_event
 from app.runtime import Runtime
 from domain.money import credits_from_micros
@@ -37,7 +38,7 @@ class CheckoutAsk(msgspec.Struct):
     amount: Any
 
 
-def _stripe(runtime: Runtime) -> Any:
+def _stripe(runtime: Runtime) -> StripeAccount:
     if runtime.stripe is None:
         raise NotFound("This gateway takes no payments: credit is added by its operator.")
     return runtime.stripe
@@ -51,33 +52,42 @@ def _stripe(runtime: Runtime) -> Any:
 async def create_checkout(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
-    account = _stripe(runtime)
+    _stripe(runtime)
     try:
         ask = msgspec.json.decode(await request.body(), type=CheckoutAsk)
-        amount = Decimal(str(ask.amount))
-    except (msgspec.DecodeError, msgspec.ValidationError, InvalidOperation):
+    except (msgspec.DecodeError, msgspec.ValidationError):
         raise InvalidRequest('Send {"amount": ...}: the amount to pay, e.g. "25.00".', param="amount") from None
-    bounds = account.payments
-    if not amount.is_finite() or not bounds.min_amount <= amount <= bounds.max_amount:
-        raise InvalidRequest(
-            f"A top-up is from {bounds.min_amount} to {bounds.max_amount} {bounds.currency}.", param="amount"
-        )
-    try:
-        checkout = await account.checkout(principal.team_name, amount)
-    except ValueError as exc:
-        raise InvalidRequest(str(exc), param="amount") from None
+    checkout = await checkout_for(runtime, principal.team_name, ask.amount)
     return json_response(
         {
             "data": {
                 "id": checkout.session_id,
                 "url": checkout.url,
-                "amount": str(amount),
+                "amount": str(checkout.amount),
                 "currency": checkout.currency,
                 "credits": credits_from_micros(checkout.micros),
                 "team": principal.team_name,
             }
         }
     )
+
+
+async def checkout_for(runtime: Runtime, team: str, asked: object) -> Checkout:
+    """A Checkout Session for ``team``'s top-up of ``asked`` (units of the currency), within the bounds."""
+    account = _stripe(runtime)
+    try:
+        amount = Decimal(str(asked))
+    except InvalidOperation:
+        raise InvalidRequest('The amount to pay must be a number, e.g. "25.00".', param="amount") from None
+    bounds = account.payments
+    if not amount.is_finite() or not bounds.min_amount <= amount <= bounds.max_amount:
+        raise InvalidRequest(
+            f"A top-up is from {bounds.min_amount} to {bounds.max_amount} {bounds.currency}.", param="amount"
+        )
+    try:
+        return await account.checkout(team, amount)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), param="amount") from None
 
 
 @post("/webhooks/stripe", status_code=200, include_in_schema=False)

@@ -10,7 +10,7 @@
 (() => {
   const KEY = "tollgate.dashboard.key";
   const MONEY = new Set(["balance", "held", "available", "amount", "balance_after", "cost", "cost_usd", "total_cost",
-                         "value", "budget_limit"]);
+                         "value", "budget_limit", "remaining", "owed"]);
   const PER_PAGE = 20;
   const $ = (id) => document.getElementById(id);
   const state = { session: null, team: null, page: 1, ticket: 0, by: "user" };
@@ -100,6 +100,34 @@
     const live = team.keys.filter((k) => !k.revoked).length;
     $("limits").textContent = `${live} active key${live === 1 ? "" : "s"} · team limits: ` +
       (limits.filter(Boolean).join(", ") || "none");
+    const owes = team.owed && team.owed !== "0";
+    $("owed").hidden = !owes;
+    $("owed").textContent = owes ? `The team owes ${credits(team.owed)} credits (a refund or dispute of spent ` +
+      "credit): requests are refused until a top-up pays it." : "";
+    fill($("lots").tBodies[0], team.lots, 5, (lot) => [
+      cell(lot.id, "mono"), cell(lot.kind), cell(credits(lot.remaining), "num"),
+      cell(lot.expires_at ? when(lot.expires_at) : "never"), cell(String(lot.priority), "num"),
+    ]);
+    $("buy-form").hidden = !team.buy;
+    if (team.buy) {
+      $("buy-currency").textContent = `${team.buy.currency.toUpperCase()} (${team.buy.min_amount}–${team.buy.max_amount})`;
+    }
+  }
+
+  /** "Buy credits": a Stripe Checkout Session for the amount, then to Stripe's page to pay. */
+  async function buy(amount) {
+    const answer = await fetch("/dashboard/api" + teamPath("/checkout"), {
+      method: "POST", cache: "no-store",
+      headers: { Authorization: "Bearer " + sessionStorage.getItem(KEY), "Content-Type": "application/json" },
+      body: JSON.stringify({ amount }),
+    });
+    const text = await answer.text();
+    if (!answer.ok) {
+      let message = answer.statusText;
+      try { message = JSON.parse(text).error.message; } catch (_) { /* not our JSON */ }
+      throw new ApiError(answer.status, message);
+    }
+    window.location.assign(JSON.parse(text).url);
   }
 
   function renderUsage(usage) {
@@ -286,6 +314,14 @@
     start();
   });
   $("sign-out").addEventListener("click", () => signOut(""));
+  $("buy-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    $("buy-error").hidden = true;
+    buy($("buy-amount").value.trim()).catch((error) => {
+      $("buy-error").textContent = error.message;
+      $("buy-error").hidden = false;
+    });
+  });
   $("refresh").addEventListener("click", () => loadTeam());
   $("team-picker").addEventListener("change", (event) => chooseTeam(event.target.value));
   $("newer").addEventListener("click", () => { state.page -= 1; loadHistory().catch(failed); });

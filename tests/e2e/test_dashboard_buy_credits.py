@@ -1,0 +1,86 @@
+"""The dashboard's "Buy credits", in Chromium: a team signed in with its key sees its credit lots, asks
+for a top-up, is sent to (the fake) Stripe's Checkout page, pays, comes back, and sees the credit
+Stripe's webhook brought — a paid lot, once. Prices: 100 credits per USD, so $20 buys 2,000."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.support.fake_stripe import API_KEY, WEBHOOK_SECRET, FakeStripe
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.gateway import Gateway, verified_gateway, write_config
+from tests.support.teams import Team, Teams, teams_of
+
+
+@pytest.fixture(scope="module")
+def stripe_fake() -> Iterator[FakeStripe]:
+    with FakeStripe() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream, stripe_fake: FakeStripe
+) -> Iterator[Gateway]:
+    payments = f"""
+[payments]
+api_base = "{stripe_fake.base_url}"
+success_url = "{stripe_fake.base_url}/back?paid={{CHECKOUT_SESSION_ID}}"
+cancel_url = "{stripe_fake.base_url}/back"
+"""
+    config: Path = write_config(tmp_path_factory.mktemp("buy"), fake_upstream.base_url)
+    config.write_text(config.read_text() + payments)
+    for gw in verified_gateway(config, {"STRIPE_SECRET_KEY": API_KEY, "STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET}):
+        stripe_fake.webhooks.url = f"{gw.root_url}/webhooks/stripe"
+        yield gw
+
+
+@pytest.fixture(scope="module")
+def teams(gateway: Gateway) -> Iterator[Teams]:
+    yield from teams_of(gateway.config)
+
+
+@pytest.fixture
+def page(browser: Browser, gateway: Gateway) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    tab = context.new_page()
+    tab.goto(f"{gateway.root_url}/dashboard")
+    yield tab
+    context.close()
+
+
+def test_a_team_buys_credits_from_its_dashboard_and_sees_the_paid_lot(
+    page: Page, gateway: Gateway, team: Team, stripe_fake: FakeStripe
+):
+    page.fill("#key", team.key)
+    page.click("#sign-in-button")
+    expect(page.locator("#balance-value")).to_have_text("100")
+    expect(page.locator("#lots tbody tr")).to_have_count(1)
+    expect(page.locator("#buy-currency")).to_contain_text("USD")
+    page.fill("#buy-amount", "20")
+    page.click("#buy-button")
+    page.wait_for_url(re.compile(re.escape(stripe_fake.base_url) + r"/c/pay/cs_"))
+    page.click("button:has-text('Pay')")
+    page.wait_for_url(re.compile(re.escape(stripe_fake.base_url) + r"/back\?paid=cs_"))
+    stripe_fake.webhooks.wait_idle()
+    page.goto(f"{gateway.root_url}/dashboard")
+    expect(page.locator("#balance-value")).to_have_text("2,100")
+    kinds = page.locator("#lots tbody tr td:nth-child(2)")
+    expect(kinds).to_have_text(["paid", "paid"])
+    answer = httpx.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {team.key}"}, timeout=10)
+    assert Decimal(str(answer.json()["data"]["balance"])) == 2100
+
+
+def test_an_amount_outside_the_bounds_is_said_on_the_page(page: Page, team: Team):
+    page.fill("#key", team.key)
+    page.click("#sign-in-button")
+    page.fill("#buy-amount", "1")
+    page.click("#buy-button")
+    expect(page.locator("#buy-error")).to_contain_text("A top-up is from 5 to 10000 usd")
