@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from app.store.event_store import LedgerStore
+from domain.credit_lots import PAID
 from domain.ledger import TeamLedger, TeamNotFound, team_id
 from domain.money import format_credits
 from domain.usage import UsageRecord
@@ -49,6 +50,7 @@ _ONE_MICROSECOND = timedelta(microseconds=1)
 SUMMARY_SECTIONS = (
     "opening_balance",
     "top_ups",
+    "top_ups_by_kind",  # rows only in a month with credit other than paid (promotional, adjustment lots)
     "charges_by_model",
     "charges_by_key",
     "charges",
@@ -121,6 +123,7 @@ class Figures:
     opening_version: int = 0
     top_ups: int = 0
     top_up_count: int = 0
+    top_ups_by_kind: dict[str, tuple[int, int]] = field(default_factory=dict)  # lot kind → (count, amount)
     adjustments: int = 0
     expired: int = 0
     expiry_count: int = 0
@@ -278,6 +281,9 @@ class Statement:
         if isinstance(event, TeamLedger.CreditsAdded):
             figures.top_ups += event.amount - event.owed_paid
             figures.top_up_count += 1
+            kind = event.kind or PAID  # credit from before lots was paid
+            count, amount = figures.top_ups_by_kind.get(kind, (0, 0))
+            figures.top_ups_by_kind[kind] = (count + 1, amount + event.amount - event.owed_paid)
             return self._row(
                 "entry",
                 **common,
@@ -456,6 +462,9 @@ class Statement:
         figures = self.figures
         yield self._row("opening_balance", version=figures.opening_version, **_money("amount", figures.opening))
         yield self._row("top_ups", count=figures.top_up_count, **_money("amount", figures.top_ups))
+        if set(figures.top_ups_by_kind) - {PAID}:  # paid and promotional credit apart, when there is both
+            for kind, (count, amount) in sorted(figures.top_ups_by_kind.items()):
+                yield self._row("top_ups_by_kind", kind=kind, count=count, **_money("amount", amount))
         for model, usage in sorted(figures.by_model.items()):
             yield self._row("charges_by_model", model=model, **_usage_cells(usage))
         for key_id, usage in sorted(figures.by_key.items()):

@@ -36,7 +36,7 @@ from projections.statements import SUMMARY_SECTIONS, Month
 
 #: Every section in the order its rows come; and those a JSON statement writes as a list.
 ORDER = ("entry", *SUMMARY_SECTIONS)
-LISTED = ("entry", "charges_by_model", "charges_by_key", "expirations", "reversals")
+LISTED = ("entry", "top_ups_by_kind", "charges_by_model", "charges_by_key", "expirations", "reversals")
 IMPLIED = ("team", "month", "section")  # a JSON row leaves these to the object it is in
 
 Credits = Annotated[str, msgspec.Meta(pattern=r"^-?[0-9]+(\.[0-9]+)?$")]
@@ -49,7 +49,11 @@ class _Cells(msgspec.Struct, forbid_unknown_fields=True):
 
     occurred_at: str | None = None
     version: int | None = None
-    kind: Literal["top_up", "charge", "adjustment", "expiry", "refund", "dispute", "dispute_closed"] | None = None
+    kind: (
+        Literal["top_up", "charge", "adjustment", "expiry", "refund", "dispute", "dispute_closed"]
+        | Literal["paid", "promotional"]  # a top_ups_by_kind row's lot kind ("adjustment" is above)
+        | None
+    ) = None
     key_id: str | None = None
     model: str | None = None
     endpoint: str | None = None
@@ -104,6 +108,8 @@ class _Document(msgspec.Struct, forbid_unknown_fields=True):
     expirations: list[_Cells] = msgspec.field(default_factory=list)
     #: What refunds and disputes moved in the month (one row; empty in a month with none).
     reversals: list[_Cells] = msgspec.field(default_factory=list)
+    #: The top-ups by the kind of credit they brought (empty unless some was not paid).
+    top_ups_by_kind: list[_Cells] = msgspec.field(default_factory=list)
     genesis: Hash | None = None
     final_hash: Hash | None = None
 

@@ -62,6 +62,8 @@ def test_promotional_credit_is_used_before_paid_and_each_lot_shows_what_it_has_l
     lots = [(lot["kind"], micros(lot["remaining"]), lot["expires_at"]) for lot in data["lots"]]
     assert lots == [("promotional", 500_000 - cost, expires.isoformat()), ("paid", 1_000_000, None)]
     assert micros(data["balance"]) == 1_500_000 - cost
+    by_kind = {kind: micros(left) for kind, left in data["by_kind"].items()}
+    assert by_kind == {"promotional": 500_000 - cost, "adjustment": 0, "paid": 1_000_000}
     listed = gateway.cli("credits", "lots", "--team", "promo").stdout.splitlines()
     assert [line.split()[1] for line in listed[1:3]] == ["promotional", "paid"]
     assert listed[-1] == f"balance {Decimal(1_500_000 - cost) / 1_000_000}".rstrip("0").rstrip(".")

@@ -25,6 +25,7 @@ from app.ledger.queries import key_spend
 from app.ledger.results import CreditLot
 from app.runtime import Runtime
 from domain.budgets import RESET_NAMES
+from domain.credit_lots import KINDS
 from domain.money import credits_from_micros
 
 
@@ -61,6 +62,11 @@ async def read_credits(request: Request[Any, Any, Any]) -> Response[bytes]:
                 "available": credits_from_micros(funds.balance - funds.held),
                 "holds": holds,
                 "lots": [_lot(lot) for lot in funds.lots],
+                # what is left of each kind of credit: paid (money owed back) apart from promotional
+                "by_kind": {
+                    kind: credits_from_micros(sum(lot.remaining for lot in funds.lots if lot.kind == kind))
+                    for kind in KINDS
+                },
                 "owed": credits_from_micros(funds.owed),
                 "unit": "credits",
                 "credits_per_usd": runtime.settings.credits_per_usd,

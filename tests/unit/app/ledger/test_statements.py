@@ -412,6 +412,11 @@ def test_payments_refunds_disputes_and_expired_credit_are_entries_that_reconcile
         (reconciliation,) = [row for row in rows if row["section"] == "reconciliation"]
         assert reconciliation["reconciled"] in (True, "true"), reconciliation["note"]
         assert "refunds and disputes" in reconciliation["note"]
+        by_kind = {row["kind"]: int(row["amount_micros"]) for row in rows if row["section"] == "top_ups_by_kind"}
+        assert by_kind == {"paid": 8_500_000, "promotional": 300_000}  # paid and promotional credit apart
         assert verify_statement(text, opened).ok
+        as_json = "".join(statement_chunks(Statement(opened, "acme", MONTH), "json", True))
+        assert len(json.loads(as_json)["top_ups_by_kind"]) == 2
+        assert verify_statement(as_json, opened).ok
     finally:
         opened.close()
