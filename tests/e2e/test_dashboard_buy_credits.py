@@ -15,7 +15,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from tests.support.fake_stripe import API_KEY, WEBHOOK_SECRET, FakeStripe
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import Gateway, verified_gateway, write_config
+from tests.support.gateway import ADMIN_KEY, Gateway, verified_gateway, write_config
 from tests.support.teams import Team, Teams, teams_of
 
 
@@ -76,6 +76,17 @@ def test_a_team_buys_credits_from_its_dashboard_and_sees_the_paid_lot(
     expect(kinds).to_have_text(["paid", "paid"])
     answer = httpx.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {team.key}"}, timeout=10)
     assert Decimal(str(answer.json()["data"]["balance"])) == 2100
+
+
+def test_an_operator_starts_a_teams_top_up_and_an_auditor_cannot(gateway: Gateway, team: Team):
+    auditor = gateway.cli("admin-key", "issue", "--name", "ann", "--role", "auditor").stdout.strip().splitlines()[-1]
+    url = f"{gateway.root_url}/dashboard/api/teams/{team.name}/checkout"
+    done = httpx.post(url, json={"amount": "20"}, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
+    assert done.status_code == 200, done.text
+    assert done.json()["url"].startswith("http")
+    refused = httpx.post(url, json={"amount": "20"}, headers={"Authorization": f"Bearer {auditor}"}, timeout=30)
+    assert refused.status_code == 403
+    assert "'auditor'" in refused.json()["error"]["message"]
 
 
 def test_an_amount_outside_the_bounds_is_said_on_the_page(page: Page, team: Team):

@@ -15,11 +15,13 @@ from typing import Any, Literal
 
 from litestar import Request
 
+from app.admin_keys import AdminIdentity
 from app.errors import AuthenticationFailed, PermissionDenied
 from app.http.routes.admin_common import admin_identity, ledger_call
 from app.http.routes.auth import client_address, presented_key, wrong_key
 from app.ledger.results import TeamSummary
 from app.runtime import Runtime
+from domain.admin_keys import OPERATOR
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,7 @@ class Viewer:
     role: Literal["team", "admin"]
     team: str | None = None  # a team key's team; None for the admin
     key_id: str | None = None
+    admin: AdminIdentity | None = None  # an admin key's holder and role
 
 
 async def identify(request: Request[Any, Any, Any]) -> None:
@@ -38,8 +41,9 @@ async def identify(request: Request[Any, Any, Any]) -> None:
     principal = runtime.keys.known(key)  # a team key this process has served: neither checked nor throttled
     if principal is None:
         runtime.key_guesses.check(client_address(request))
-        if await admin_identity(runtime, key) is not None:
-            request.state.viewer = Viewer("admin")
+        identity = await admin_identity(runtime, key)
+        if identity is not None:
+            request.state.viewer = Viewer("admin", admin=identity)
             return
         principal = await runtime.keys.principal_for(key)  # None for an unknown or revoked key
     if principal is None:
@@ -50,6 +54,19 @@ async def identify(request: Request[Any, Any, Any]) -> None:
 def viewer_of(request: Request[Any, Any, Any]) -> Viewer:
     viewer: Viewer = request.state.viewer  # set by ``identify``, which runs before every route
     return viewer
+
+
+async def changeable_team(request: Request[Any, Any, Any], name: str) -> TeamSummary:
+    """The team ``name``, if the viewer may act for it (start a top-up): its own team key, or an
+    operator's admin key; an auditor's key reads but changes nothing (403, as on the admin API)."""
+    viewer = viewer_of(request)
+    identity = viewer.admin
+    if identity is not None and identity.role != OPERATOR:
+        raise PermissionDenied(
+            f"This admin key ({identity.key_id}, '{identity.name}') has the role '{identity.role}', which "
+            f"reads but changes nothing: {request.method} {request.url.path} needs a key with the role '{OPERATOR}'."
+        )
+    return await readable_team(request, name)
 
 
 async def readable_team(request: Request[Any, Any, Any], name: str) -> TeamSummary:

@@ -21,7 +21,7 @@ from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Stream
 
 from app.errors import InvalidRequest
-from app.http.dashboard.access import identify, readable_team, viewer_of
+from app.http.dashboard.access import changeable_team, identify, readable_team, viewer_of
 from app.http.dashboard.views import (
     AlertsView,
     AttributionView,
@@ -89,8 +89,8 @@ class BuyAsk(msgspec.Struct):
 
 @post("/teams/{name:str}/checkout", status_code=200, responses=_answers(CheckoutView, "where to pay for the top-up"))
 async def start_checkout(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
-    """A Stripe Checkout Session for the team's top-up ("Buy credits"), for its own key or the admin."""
-    await readable_team(request, name)
+    """A Stripe Checkout Session for the team's top-up ("Buy credits"), for its own key or an operator."""
+    await changeable_team(request, name)
     runtime: Runtime = request.app.state.runtime
     try:
         ask = msgspec.json.decode(await request.body(), type=BuyAsk)
