@@ -29,6 +29,7 @@ could settle (:func:`spendable`).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -89,6 +90,10 @@ class LotTerms:
         (``2026-12-31T23:59:59Z``; ``""``: never). Raises ``InvalidAmount`` saying what is wrong."""
         when = None
         if expires:
+            if not isinstance(expires, str) or not _INSTANT.fullmatch(expires):
+                raise InvalidAmount(
+                    f"a credit lot's expiry must be an ISO 8601 instant with its time zone, got {expires!r:.80}"
+                )
             try:
                 when = datetime.fromisoformat(expires)
             except ValueError:
@@ -112,6 +117,9 @@ class LotTerms:
         if self.expires is not None and (self.expires.tzinfo is None or self.expires <= at):
             raise InvalidAmount(f"a credit lot must expire after it is added, with a time zone: {self.expires!r}")
 
+
+#: An instant as a lot's expiry is written: a date, a time, and its zone (``Z`` or ``±HH:MM``).
+_INSTANT = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})")
 
 #: Paid credit that never expires: what an operator's top-up is unless it says otherwise.
 PAID_FOREVER = LotTerms()

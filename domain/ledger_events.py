@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import field
 from datetime import datetime
 from decimal import Decimal
+from typing import ClassVar
 
 from eventsourcing.domain import Aggregate
 from msgspec.structs import replace
@@ -290,7 +291,10 @@ class CreditsExpired(Aggregate.Event):
 
 class _Reversed(Aggregate.Event):
     """A payment's credit taken back (``domain/ledger_payments.py``): ``amount`` of it, of which the
-    balance gave ``taken`` (from the lots in ``drawn``) and the team owes the rest (``owed_added``)."""
+    balance gave ``taken`` (from the lots in ``drawn``) and the team owes the rest (``owed_added``).
+    ``counted_as``: the payment's total it adds to (``refunded``, ``disputed``)."""
+
+    counted_as: ClassVar[str]
 
     payment_intent: str
     reversal_id: str
@@ -305,28 +309,22 @@ class _Reversed(Aggregate.Event):
         team.balance -= self.taken
         _take(team, self.taken, self.drawn)
         team.owed += self.owed_added
-        team.payments[self.payment_intent] = self.reversed(team.payments[self.payment_intent])
-
-    def reversed(self, payment: Payment) -> Payment:
-        raise NotImplementedError
+        payment = team.payments[self.payment_intent]
+        total = getattr(payment, self.counted_as) + self.amount
+        reversals = (*payment.reversals, self.reversal_id)
+        team.payments[self.payment_intent] = replace(payment, reversals=reversals, **{self.counted_as: total})
 
 
 class PaymentRefunded(_Reversed):
     """A refund of the payment (``reversal_id``: the provider's refund id) took its credit back."""
 
-    def reversed(self, payment: Payment) -> Payment:
-        return replace(
-            payment, refunded=payment.refunded + self.amount, reversals=(*payment.reversals, self.reversal_id)
-        )
+    counted_as: ClassVar[str] = "refunded"
 
 
 class DisputeOpened(_Reversed):
     """A dispute of the payment (``reversal_id``: the provider's dispute id) holds its credit."""
 
-    def reversed(self, payment: Payment) -> Payment:
-        return replace(
-            payment, disputed=payment.disputed + self.amount, reversals=(*payment.reversals, self.reversal_id)
-        )
+    counted_as: ClassVar[str] = "disputed"
 
 
 class DisputeClosed(Aggregate.Event):

@@ -10,6 +10,7 @@ import openai
 import pytest
 
 from tests.support.browser import browser  # noqa: F401  (a fixture, for the dashboard and schema page tests)
+from tests.support.fake_stripe import FakeStripe
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.teams import Team, Teams
@@ -54,3 +55,10 @@ def ledger_verified_after(gateway: Gateway) -> Iterator[None]:
     yield
     result = gateway.cli("ledger", "verify", check=False)
     assert result.returncode == 0, f"ledger verify failed after the module's faults:\n{result.stdout}{result.stderr}"
+
+
+@pytest.fixture(scope="module")
+def stripe_fake() -> Iterator[FakeStripe]:
+    """A fake Stripe for the module (tests/support/fake_stripe.py), proven with the official library."""
+    with FakeStripe() as fake:
+        yield fake

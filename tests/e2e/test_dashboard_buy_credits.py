@@ -7,39 +7,25 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.support.fake_stripe import API_KEY, WEBHOOK_SECRET, FakeStripe
+from tests.support.fake_stripe import FakeStripe
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import ADMIN_KEY, Gateway, verified_gateway, write_config
+from tests.support.gateway import ADMIN_KEY, Gateway
+from tests.support.payments import paying_gateway
 from tests.support.teams import Team, Teams, teams_of
-
-
-@pytest.fixture(scope="module")
-def stripe_fake() -> Iterator[FakeStripe]:
-    with FakeStripe() as fake:
-        yield fake
 
 
 @pytest.fixture(scope="module")
 def gateway(
     tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream, stripe_fake: FakeStripe
 ) -> Iterator[Gateway]:
-    payments = f"""
-[payments]
-api_base = "{stripe_fake.base_url}"
-success_url = "{stripe_fake.base_url}/back?paid={{CHECKOUT_SESSION_ID}}"
-cancel_url = "{stripe_fake.base_url}/back"
-"""
-    config: Path = write_config(tmp_path_factory.mktemp("buy"), fake_upstream.base_url)
-    config.write_text(config.read_text() + payments)
-    for gw in verified_gateway(config, {"STRIPE_SECRET_KEY": API_KEY, "STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET}):
-        stripe_fake.webhooks.url = f"{gw.root_url}/webhooks/stripe"
-        yield gw
+    back = f"{stripe_fake.base_url}/back"
+    table = f'success_url = "{back}?paid={{CHECKOUT_SESSION_ID}}"\ncancel_url = "{back}"'
+    yield from paying_gateway(tmp_path_factory.mktemp("buy"), fake_upstream.base_url, stripe_fake, table)
 
 
 @pytest.fixture(scope="module")

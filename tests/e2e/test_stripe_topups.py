@@ -12,42 +12,28 @@ import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.support.fake_stripe import API_KEY, WEBHOOK_SECRET, FakeStripe
+from tests.support.fake_stripe import FakeStripe
 from tests.support.fake_upstream import FakeUpstream
-from tests.support.gateway import Gateway, verified_gateway, write_config
+from tests.support.gateway import Gateway
+from tests.support.payments import STRIPE_ENV, paying_gateway
 from tests.support.teams import Team, Teams, teams_of
-
-
-@pytest.fixture(scope="module")
-def stripe_fake() -> Iterator[FakeStripe]:
-    with FakeStripe() as fake:
-        yield fake
 
 
 @pytest.fixture(scope="module")
 def gateway(
     tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream, stripe_fake: FakeStripe
 ) -> Iterator[Gateway]:
-    payments = f"""
-[payments]
-api_base = "{stripe_fake.base_url}"
-min_amount = 5
+    table = """min_amount = 5
 max_amount = 500
-success_url = "https://gateway.example/credits?paid={{CHECKOUT_SESSION_ID}}"
+success_url = "https://gateway.example/credits?paid={CHECKOUT_SESSION_ID}"
 cancel_url = "https://gateway.example/credits"
 """
-    config: Path = write_config(tmp_path_factory.mktemp("stripe"), fake_upstream.base_url)
-    config.write_text(config.read_text() + payments)
-    env = {"STRIPE_SECRET_KEY": API_KEY, "STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET}
-    for gw in verified_gateway(config, env):
-        stripe_fake.webhooks.url = f"{gw.root_url}/webhooks/stripe"
-        yield gw
+    yield from paying_gateway(tmp_path_factory.mktemp("stripe"), fake_upstream.base_url, stripe_fake, table)
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +182,7 @@ def reconcile(gateway: Gateway, *args: str) -> Any:
     from tests.support.cli_fork import run_tollgate
     from tests.support.gateway import GATEWAY_ENV
 
-    env = {**os.environ, **GATEWAY_ENV, "STRIPE_SECRET_KEY": API_KEY, "STRIPE_WEBHOOK_SECRET": WEBHOOK_SECRET}
+    env = {**os.environ, **GATEWAY_ENV, **STRIPE_ENV}
     today = datetime.now(UTC).date().isoformat()
     return run_tollgate(
         ["payments", "reconcile", "--since", today, *args, "--config", str(gateway.config)], env, timeout=60

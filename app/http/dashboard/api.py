@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Annotated, Any
 
-import msgspec
 from litestar import Request, Response, Router, get, post
 from litestar.datastructures import CacheControlHeader
 from litestar.openapi import ResponseSpec
@@ -47,6 +46,7 @@ from app.http.routes.admin_statements import (
     statement_stream,
 )
 from app.http.routes.payments import checkout_for
+from app.http.routes.request_body import read_json_object
 from app.ledger import queries
 from app.paging import check_limit, check_page
 from app.runtime import Runtime
@@ -82,21 +82,13 @@ async def read_team(request: Request[Any, Any, Any], name: FromPath[str]) -> Res
     return json_response(team_view(summary, keys, funds, buy))
 
 
-class BuyAsk(msgspec.Struct):
-    #: The amount to pay, in units of the configured currency.
-    amount: str
-
-
 @post("/teams/{name:str}/checkout", status_code=200, responses=_answers(CheckoutView, "where to pay for the top-up"))
 async def start_checkout(request: Request[Any, Any, Any], name: FromPath[str]) -> Response[bytes]:
     """A Stripe Checkout Session for the team's top-up ("Buy credits"), for its own key or an operator."""
     await changeable_team(request, name)
     runtime: Runtime = request.app.state.runtime
-    try:
-        ask = msgspec.json.decode(await request.body(), type=BuyAsk)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        raise InvalidRequest('Send {"amount": "25"}.', param="amount") from None
-    checkout = await checkout_for(runtime, name, ask.amount)
+    body = read_json_object(await request.body(), runtime.settings.max_json_depth)
+    checkout = await checkout_for(runtime, name, body.get("amount"))
     return json_response(CheckoutView(checkout.session_id, checkout.url))
 
 

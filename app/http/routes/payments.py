@@ -23,6 +23,7 @@ from app.errors import InvalidRequest, NotFound
 from app.http.routes.admin_common import json_response
 from app.http.routes.answers import DataAnswer, answers
 from app.http.routes.auth import authenticate
+from app.http.routes.request_body import read_json_object
 from app.payments.stripe_account import Checkout, StripeAccount
 from app.payments.webhook import apply_event
 from app.runtime import Runtime
@@ -31,11 +32,6 @@ from domain.money import credits_from_micros
 log = logging.getLogger("tollgate.payments")
 #: The most a webhook delivery may be (Stripe's events are a few kilobytes).
 MAX_EVENT_BYTES = 1 << 20
-
-
-class CheckoutAsk(msgspec.Struct):
-    #: The amount to pay, in units of the configured currency (a decimal string or a number).
-    amount: Any
 
 
 def _stripe(runtime: Runtime) -> StripeAccount:
@@ -53,11 +49,8 @@ async def create_checkout(request: Request[Any, Any, Any]) -> Response[bytes]:
     runtime: Runtime = request.app.state.runtime
     principal = await authenticate(request, runtime)
     _stripe(runtime)
-    try:
-        ask = msgspec.json.decode(await request.body(), type=CheckoutAsk)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        raise InvalidRequest('Send {"amount": ...}: the amount to pay, e.g. "25.00".', param="amount") from None
-    checkout = await checkout_for(runtime, principal.team_name, ask.amount)
+    body = read_json_object(await request.body(), runtime.settings.max_json_depth)
+    checkout = await checkout_for(runtime, principal.team_name, body.get("amount"))
     return json_response(
         {
             "data": {
@@ -75,6 +68,8 @@ async def create_checkout(request: Request[Any, Any, Any]) -> Response[bytes]:
 async def checkout_for(runtime: Runtime, team: str, asked: object) -> Checkout:
     """A Checkout Session for ``team``'s top-up of ``asked`` (units of the currency), within the bounds."""
     account = _stripe(runtime)
+    if isinstance(asked, bool) or not isinstance(asked, str | int | float):
+        raise InvalidRequest('Send {"amount": ...}: the amount to pay, e.g. "25.00".', param="amount")
     try:
         amount = Decimal(str(asked))
     except InvalidOperation:
