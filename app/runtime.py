@@ -34,6 +34,7 @@ from app.ledger.verify_runs import VerifyRuns
 from app.ledger.writer import LedgerWriter
 from app.observability import metrics, timeline
 from app.observability.record_writer import RecordWriter
+from app.payments.recharger import Recharger
 from app.payments.stripe_account import StripeAccount
 from app.ratelimit import RateLimiter
 from app.ratelimit.choice import limiter_store
@@ -115,6 +116,8 @@ class Runtime:
     records: RecordWriter | None = None
     #: Stripe, when teams may buy credit themselves (``[payments]``).
     stripe: StripeAccount | None = None
+    #: Pays the auto-recharge attempts the charges began, on the teams' saved cards (with ``stripe``).
+    recharger: Recharger | None = None
     #: A team's files and batches (``/v1/files``, ``/v1/batches``), and the poller that settles batches.
     batches: BatchStore = field(default=None)  # type: ignore[assignment]
     batch_poller: BatchPoller | None = None
@@ -169,8 +172,6 @@ class Runtime:
         """After uvicorn let the requests in flight finish (``shutdown_timeout``): settle what is
         held, give the leases back, flush the writer, and close everything."""
         self.health.draining = True
-        if self.stripe is not None:
-            self.stripe.close()
         for task in self._tasks:
             task.cancel()
         self.billing.pay_owed()  # a last try for charges the ledger could not record earlier
@@ -193,6 +194,10 @@ class Runtime:
         self.sweeper.stop()
         await self.verify_runs.aclose()
         self.webhooks.stop()
+        if self.recharger is not None:
+            self.recharger.stop()  # an attempt being paid is finished first
+        if self.stripe is not None:
+            self.stripe.close()
         self.writer.stop()  # every queued command is committed first
         if self.records is not None:
             self.records.stop()  # what is waiting is written first
@@ -339,8 +344,10 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     records = (
         RecordWriter(store.database, deployment_name=deployment_name).start() if settings.request_record_days else None
     )
+    account = StripeAccount(settings.payments, settings.credits_per_usd) if settings.payments is not None else None
     return Runtime(
-        stripe=StripeAccount(settings.payments, settings.credits_per_usd) if settings.payments is not None else None,
+        stripe=account,
+        recharger=Recharger(store.database, ledger, account).start() if account is not None else None,
         records=records,
         settings=settings,
         store=store,

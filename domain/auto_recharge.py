@@ -18,6 +18,9 @@ from domain.ledger_errors import InvalidAmount
 
 #: Failed payments in a row after which auto-recharge turns itself off.
 MAX_FAILURES = 3
+#: Seconds after a failed attempt before the next may begin: a declined card is not asked again at
+#: once (a burst of traffic would otherwise spend the three attempts within a second).
+RETRY_SECONDS = 600
 
 
 class Recharge(msgspec.Struct, frozen=True, gc=False):
@@ -32,6 +35,7 @@ class Recharge(msgspec.Struct, frozen=True, gc=False):
     pending_amount: int = 0
     month: str = ""  # the UTC month ``month_total`` counts (YYYY-MM)
     month_total: int = 0  # what attempts begun this month asked for
+    failed_at: float = 0.0  # when the last attempt failed (POSIX seconds; 0: none since the last success)
 
 
 def check_settings(threshold: int, target: int, monthly_cap: int) -> None:
@@ -53,9 +57,11 @@ def month_of(at: datetime) -> str:
 
 def amount_due(recharge: Recharge | None, available: int, at: datetime) -> int:
     """What an attempt begun now would ask for (0: none is due): the difference up to the target,
-    when the available balance is under the threshold, nothing is pending, and as far as this month's
-    cap goes."""
+    when the available balance is under the threshold, nothing is pending, the last failure is
+    :data:`RETRY_SECONDS` old, and as far as this month's cap goes."""
     if recharge is None or not recharge.enabled or recharge.pending or available >= recharge.threshold:
+        return 0
+    if recharge.failures and at.timestamp() < recharge.failed_at + RETRY_SECONDS:
         return 0
     spent = recharge.month_total if recharge.month == month_of(at) else 0
     return max(0, min(recharge.target - available, recharge.monthly_cap - spent))

@@ -73,7 +73,7 @@ class CreditsAdded(Aggregate.Event):
         if self.payment_intent:
             team.payments[self.payment_intent] = Payment(self.lot, self.amount)
         if self.recharge and team.recharge is not None and team.recharge.pending == self.recharge:
-            team.recharge = replace(team.recharge, pending="", pending_amount=0, failures=0)
+            team.recharge = replace(team.recharge, pending="", pending_amount=0, failures=0, failed_at=0.0)
         if self.lot:
             expires = datetime.fromisoformat(self.expires).timestamp() if self.expires else None
             lots.credited(team.lots, self.lot, _new_lot(self, self.kind, expires, self.priority))
@@ -409,6 +409,7 @@ class RechargeFailed(Aggregate.Event):
             pending_amount=0,
             failures=recharge.failures + 1,
             enabled=recharge.enabled and not self.turned_off,
+            failed_at=self.timestamp.timestamp(),
         )
 
 

@@ -114,6 +114,9 @@ class TeamHolds(TeamPolicies):
         def _raise_alerts(self, charged: int, balance_before: int, at: datetime, key_id: str, request_id: str) -> None:
             """The aggregate's: an alert for each threshold the money just moved crossed."""
 
+        def begin_recharge_if_due(self) -> None:
+            """The aggregate's: begin an auto-recharge attempt if one is due."""
+
         def expire_lots(self, at: datetime) -> None:
             """The aggregate's: write off the credit lots expired by ``at``."""
 
@@ -283,6 +286,8 @@ class TeamHolds(TeamPolicies):
         event = cast(events.Charged, self.pending_events[-1])  # the event just triggered
         if self.alert_thresholds and charged:
             self._raise_alerts(charged, self.balance + charged, at, key_id, request_id)
+        if self.recharge is not None:
+            self.begin_recharge_if_due()
         return event, priced
 
     def _check_budgets(self, amount: int, key_id: str, at: datetime) -> None:
@@ -320,6 +325,8 @@ class TeamHolds(TeamPolicies):
         # team's other gateway processes can still lease theirs.
         extra = min(wanted - needed, (available - needed) // LEASE_SHARE) if wanted > needed else 0
         self.trigger_event(events.CreditsLeased, lease=lease, amount=needed + max(0, extra), owner=owner)
+        if self.recharge is not None:
+            self.begin_recharge_if_due()
         return self.holds[lease].amount
 
     def return_lease(self, lease: str) -> None:

@@ -73,6 +73,14 @@ class TeamRecharge(LedgerState):
         self.trigger_event(events.RechargeStarted, attempt=attempt, amount=amount)
         return attempt, amount
 
+    def begin_recharge_if_due(self) -> None:
+        """Begin an attempt if one is due (a charge or a lease just took the available balance under
+        the threshold): called by the commands that take credit, so the attempt is recorded with
+        the charge that made it due, in the same commit, on whichever process charged."""
+        recharge = self.recharge
+        if recharge is not None and recharge.enabled and not recharge.pending and self.recharge_due():
+            self.begin_recharge()
+
     def recharge_failed(self, attempt: str, why: str) -> bool:
         """Record that the attempt's payment failed (once); returns whether auto-recharge is still on."""
         recharge = self.recharge

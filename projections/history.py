@@ -35,6 +35,7 @@ from projections import attribution, endpoint_usage, quarantine
 from projections.alerts import AlertOutbox, write_alerts
 from projections.history_rows import ENTRY_COLUMNS, EntryRow, Slice
 from projections.operator_rows import OPERATOR_KINDS
+from projections.recharges import write_recharges
 from projections.replay import Replay
 
 log = logging.getLogger("tollgate.projector")
@@ -185,6 +186,7 @@ class HistoryProjection:
                 return False
             _write(tx, rows.entries, rows.usage)
             write_alerts(tx, rows.alerts)
+            write_recharges(tx, rows.recharges)
             attribution.write(tx, rows.attributed)
             endpoint_usage.write(tx, rows.by_endpoint)
             quarantine.add(tx, NAME, rows.quarantined)
@@ -234,6 +236,7 @@ class HistoryProjection:
             with self._sql.transaction() as tx:
                 tx.insert_rows("ledger_entries_rebuild", ENTRY_COLUMNS, [e.values() for e in rows.entries])
                 write_alerts(tx, rows.alerts)  # completed, never replaced: what was delivered stays delivered
+                write_recharges(tx, rows.recharges)  # likewise: no attempt is paid again
             add_into(usage, rows.usage)
             add_into(attributed, admission.admit(rows.attributed))
             endpoint_usage.add_rows(by_endpoint, rows.by_endpoint)

@@ -1,5 +1,5 @@
 """The rows the history projection makes of events: the audit history's, the usage's (by key,
-model and day; by endpoint), the attribution's and the alerts' (each as it is stored:
+model and day; by endpoint), the attribution's, the alerts' and the recharge attempts' (each as it is stored:
 ``app/store/storable.py``), for the live projection, ``ledger rebuild`` and ``ledger verify`` alike,
 so the three make the very same rows.
 
@@ -25,6 +25,7 @@ from domain.usage import UsageRecord
 from projections import attribution, endpoint_usage, quarantine
 from projections.alerts import alert_row
 from projections.operator_rows import operator_row
+from projections.recharges import RechargeRow, recharge_row
 
 __all__ = ["ENTRY_COLUMNS", "EntryRow", "Slice", "entry_row", "price_text", "usage_row"]
 
@@ -186,6 +187,7 @@ class Slice:
     entries: list[EntryRow] = field(default_factory=list)
     usage: list[UsageRow] = field(default_factory=list)
     alerts: list[AlertRow] = field(default_factory=list)
+    recharges: list[RechargeRow] = field(default_factory=list)
     attributed: list[AttributionRow] = field(default_factory=list)
     by_endpoint: list[tuple[Any, ...]] = field(default_factory=list)
     quarantined: list[tuple[int, str, str]] = field(default_factory=list)
@@ -197,6 +199,7 @@ class Slice:
         entry = entry_row(notification_id, team_name, event, balance)
         used = usage_row(team_name, event)
         alert = alert_row(notification_id, team_name, event)
+        recharge = recharge_row(notification_id, team_name, event)
         attributed = attribution.attribution_rows(team_name, event)
         by_endpoint = endpoint_usage.endpoint_row(team_name, event)
         if entry is not None:
@@ -205,6 +208,8 @@ class Slice:
             self.usage.append(used)
         if alert is not None:
             self.alerts.append(alert)
+        if recharge is not None:
+            self.recharges.append(recharge)
         self.attributed += attributed
         if by_endpoint is not None:
             self.by_endpoint.append(by_endpoint)

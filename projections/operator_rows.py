@@ -1,6 +1,8 @@
 """The audit history's rows of an operator's actions that move no money.
 
-A key issued or revoked, a restriction, a limit, a suspension, a price adjustment, a team opened:
+A key issued or revoked, a restriction, a limit, a suspension, a price adjustment, a team opened,
+auto-recharge set and each of its attempts begun or failed (the credit a succeeded one bought is a
+top-up of its own):
 each is a row of ``ledger_entries`` of its own kind, with amount 0 and the team's balance as it
 stood (unchanged by it), saying what changed (in ``reference``), who did it (``actor``) and why
 (``reason``). Kept in the same table as the money, in ledger order, so the history, the export and
@@ -30,6 +32,9 @@ OPERATOR_KINDS: dict[type[TeamLedger.Event], str] = {
     TeamLedger.OutputClampSet: "output_clamp",
     TeamLedger.BudgetSet: "budget",
     TeamLedger.AlertThresholdSet: "alert_threshold",
+    TeamLedger.AutoRechargeSet: "auto_recharge",
+    TeamLedger.RechargeStarted: "recharge_started",
+    TeamLedger.RechargeFailed: "recharge_failed",
 }
 
 
@@ -65,6 +70,19 @@ def change_of(event: TeamLedger.Event) -> str:
         return f"limit={event.limit} period={event.period}" if event.limit is not None else "limit=none"
     if isinstance(event, TeamLedger.AlertThresholdSet):
         return f"{event.kind}={event.value}" + ("" if event.enabled else " removed")
+    return _recharge_change(event)
+
+
+def _recharge_change(event: TeamLedger.Event) -> str:
+    """What auto-recharge's events set or did."""
+    if isinstance(event, TeamLedger.AutoRechargeSet):
+        if not event.enabled:
+            return "off"
+        return f"threshold={event.threshold} target={event.target} monthly_cap={event.monthly_cap}"
+    if isinstance(event, TeamLedger.RechargeStarted):
+        return f"{event.attempt} amount={event.amount}"
+    if isinstance(event, TeamLedger.RechargeFailed):
+        return event.attempt + (" turned_off" if event.turned_off else "")
     return ""
 
 
@@ -74,7 +92,8 @@ def operator_row(head: EntryHead, event: TeamLedger.Event, balance: int) -> Entr
     kind = OPERATOR_KINDS.get(type(event))
     if kind is None:
         return None
-    said = cast(_Said, event)  # every event of OPERATOR_KINDS says who and why
+    said = cast(_Said, event)  # every event of OPERATOR_KINDS says who and why, but an attempt's start
+    actor = getattr(said, "actor", "auto_recharge")
     model = event.model if isinstance(event, TeamLedger.PricesAdjusted) else ""
     return EntryRow(
         **head,
@@ -84,6 +103,6 @@ def operator_row(head: EntryHead, event: TeamLedger.Event, balance: int) -> Entr
         amount=0,
         balance_after=balance,
         reference=change_of(event),
-        actor=said.actor,
-        reason=said.reason,
+        actor=actor,
+        reason=getattr(said, "reason", ""),
     )

@@ -476,6 +476,22 @@ class LedgerService:
         """The team's keys, as committed by every process."""
         return self._on(team, self._caught_up(lambda ledger: [KeySummary.of(ledger, k) for k in ledger.keys]))
 
+    def recharge_facts(self, team: str) -> tuple[str, list[str]]:
+        """The team's pending auto-recharge attempt (``""``: none) and its payments' ids, newest first
+        and not disputed (where a saved card may be found), as committed by every process."""
+
+        def facts(ledger: TeamLedger) -> tuple[str, list[str]]:
+            pending = ledger.recharge.pending if ledger.recharge is not None else ""
+            paid = [pi for pi, payment in reversed(ledger.payments.items()) if not payment.disputed]
+            return pending, paid
+
+        return self._on(team, self._caught_up(facts))
+
+    def recharge_failed(self, team: str, attempt: str, why: str) -> bool:
+        """Record that the attempt's payment failed (once; on the team as every process committed it,
+        so an attempt begun elsewhere is found pending); whether auto-recharge is still on."""
+        return self._on(team, self._caught_up(lambda ledger: ledger.recharge_failed(attempt, why)))
+
     def command(self, team: str, action: Callable[[TeamLedger], R]) -> R:
         """Run ``action`` on the team in the writer (its events saved with the batch); the team must exist."""
         return self._on(team, action)

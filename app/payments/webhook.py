@@ -55,6 +55,7 @@ def _record(ledger: LedgerService, account: StripeAccount, team: str, record: An
             record.customer_id or "",
             record.currency,
             record.amount_minor,
+            recharge=record.recharge or "",
         )
         credited = ledger.command(team, lambda t: t.credit_payment(facts, actor="stripe"))
         return "credited" if credited else "credited before"
@@ -77,4 +78,8 @@ def _record(ledger: LedgerService, account: StripeAccount, team: str, record: An
             return t.close_dispute(record.dispute_id, pi, won=record.won, actor="stripe")
 
         return f"dispute closed, {ledger.command(team, close)} back"
+    if isinstance(record, se.PaymentFailed) and record.recharge:
+        attempt, why = record.recharge, f"card declined: {record.decline_code or record.code or 'no reason given'}"
+        still_on = ledger.recharge_failed(team, attempt, why)
+        return "auto-recharge attempt failed" + ("" if still_on else ": auto-recharge off")
     return f"ignored: {type(record).__name__}"

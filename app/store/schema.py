@@ -353,6 +353,27 @@ alert_deliveries = Table(
 )
 
 
+#: The auto-recharge outbox (``projections/recharges.py``): each attempt the events began, and
+#: what became of its payment.
+recharge_attempts = Table(
+    "recharge_attempts",
+    metadata,
+    Column("attempt", String, primary_key=True),
+    Column("notification_id", BigInteger, nullable=False),
+    Column("team_name", String, nullable=False),
+    Column("amount", BigInteger, nullable=False),
+    Column("occurred_at", String, nullable=False),
+    Column("tries", Integer, nullable=False, server_default="0"),
+    Column("next_try_at", Float, nullable=False, server_default="0"),
+    Column("settled_at", String, nullable=True),
+    Column("outcome", String, nullable=False, server_default=""),
+    Column("payment_intent", String, nullable=False, server_default=""),
+    Column("last_error", String, nullable=False, server_default=""),
+    Index("recharge_attempts_team", "team_name", "notification_id"),
+    Index("recharge_attempts_order", "notification_id"),
+)
+
+
 #: Events a projection could not project, skipped so that the events after them are
 #: (``projections/quarantine.py``): reported by health, metrics and ``ledger verify``.
 projection_quarantine = Table(

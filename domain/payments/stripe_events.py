@@ -35,6 +35,8 @@ from typing import Any
 
 #: The metadata key naming the team a payment is for.
 TEAM_KEY = "tollgate_team"
+#: The metadata key naming the auto-recharge attempt an off-session payment pays.
+RECHARGE_KEY = "tollgate_recharge"
 
 
 class MalformedEvent(ValueError):
@@ -54,6 +56,8 @@ class PaymentSucceeded:
     customer_id: str | None
     event_id: str
     created: int
+    #: The auto-recharge attempt it pays (``metadata.tollgate_recharge``; None: a top-up).
+    recharge: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +73,8 @@ class PaymentFailed:
     decline_code: str | None
     event_id: str
     created: int
+    #: The auto-recharge attempt it was to pay (None: a Checkout payment).
+    recharge: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,9 +177,13 @@ def _ref(obj: Mapping[str, Any], key: str) -> str | None:
 
 
 def _team(obj: Mapping[str, Any]) -> str | None:
+    return _metadata(obj, TEAM_KEY)
+
+
+def _metadata(obj: Mapping[str, Any], key: str) -> str | None:
     metadata = obj.get("metadata")
-    team = metadata.get(TEAM_KEY) if isinstance(metadata, Mapping) else None
-    return team if isinstance(team, str) and team else None
+    value = metadata.get(key) if isinstance(metadata, Mapping) else None
+    return value if isinstance(value, str) and value else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +241,15 @@ def _intent_succeeded(event: _Event) -> PaymentRecord:
         return event.ignored(_NOT_OURS)
     amount, currency = _int(intent, "amount_received"), _str(intent, "currency")
     return PaymentSucceeded(
-        team, _str(intent, "id"), amount, currency, None, _ref(intent, "customer"), event.id, event.created
+        team,
+        _str(intent, "id"),
+        amount,
+        currency,
+        None,
+        _ref(intent, "customer"),
+        event.id,
+        event.created,
+        _metadata(intent, RECHARGE_KEY),
     )
 
 
@@ -250,6 +268,7 @@ def _intent_failed(event: _Event) -> PaymentRecord:
         _optional_str(error, "decline_code"),
         event.id,
         event.created,
+        _metadata(intent, RECHARGE_KEY),
     )
 
 
