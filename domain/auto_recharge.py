@@ -38,6 +38,15 @@ class Recharge(msgspec.Struct, frozen=True, gc=False):
     failed_at: float = 0.0  # when the last attempt failed (POSIX seconds; 0: none since the last success)
 
 
+class RechargeSetting(msgspec.Struct, frozen=True, gc=False):
+    """What an operator or the team sets (micro-credits); ``enabled`` False turns it off."""
+
+    threshold: int = 0
+    target: int = 0
+    monthly_cap: int = 0
+    enabled: bool = True
+
+
 def check_settings(threshold: int, target: int, monthly_cap: int) -> None:
     """Refuse settings that could never recharge or would recharge in a loop."""
     for name, value in (("threshold", threshold), ("target", target), ("monthly_cap", monthly_cap)):

@@ -45,7 +45,11 @@ class TeamRecharge(LedgerState):
     def set_auto_recharge(
         self, threshold: int, target: int, monthly_cap: int, *, enabled: bool = True, actor: str = "", reason: str = ""
     ) -> None:
-        """Set (or, ``enabled`` False, turn off) auto-recharge; a failure count starts again."""
+        """Set (or, ``enabled`` False, turn off) auto-recharge; a failure count starts again.
+        Turned off with no figures given, it keeps the ones it had (to turn it on again as it was)."""
+        before = self.recharge
+        if not enabled and before is not None and not (threshold or target or monthly_cap):
+            threshold, target, monthly_cap = before.threshold, before.target, before.monthly_cap
         if enabled:
             auto_recharge.check_settings(threshold, target, monthly_cap)
         self.trigger_event(

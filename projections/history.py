@@ -35,7 +35,7 @@ from projections import attribution, endpoint_usage, quarantine
 from projections.alerts import AlertOutbox, write_alerts
 from projections.history_rows import ENTRY_COLUMNS, EntryRow, Slice
 from projections.operator_rows import OPERATOR_KINDS
-from projections.recharges import write_recharges
+from projections.recharges import RechargeOutbox, write_recharges
 from projections.replay import Replay
 
 log = logging.getLogger("tollgate.projector")
@@ -343,6 +343,10 @@ class HistoryProjection:
     def outbox(self) -> AlertOutbox:
         """The alert outbox this projection fills."""
         return AlertOutbox(self._sql)
+
+    def recharges(self) -> RechargeOutbox:
+        """The auto-recharge outbox this projection fills."""
+        return RechargeOutbox(self._sql)
 
     def key_usage(self, team: str, key_id: str) -> list[dict[str, Any]]:
         """A key's spend per day (all models), oldest first."""

@@ -7,6 +7,7 @@ import argparse
 from datetime import UTC, datetime
 from typing import Any
 
+from app.cli.auto_recharge import add_auto_recharge_command
 from app.cli.support import CommandError, add_reason_option, cli_actor, credits_amount, ledger_service, recorded_text
 from app.settings_file import load_settings
 from domain.credit_lots import DEFAULT_PRIORITY, KINDS, PAID, LotTerms
@@ -93,3 +94,4 @@ def add_credits_commands(commands: Any, common: argparse.ArgumentParser) -> None
         "--reference", type=recorded_text, help="the operator's reference (a ticket); one adjustment per reference"
     )
     adjust.set_defaults(func=cmd_credits_adjust)
+    add_auto_recharge_command(credit, common)

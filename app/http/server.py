@@ -18,6 +18,7 @@ from app.http.openapi import openapi_config
 from app.http.request_guard import RequestGuard, with_head
 from app.http.routes.admin import admin_router
 from app.http.routes.audio import create_speech, create_transcription, create_translation
+from app.http.routes.auto_recharge import team_recharge_handlers
 from app.http.routes.batches import cancel_batch, create_batch, list_batches, retrieve_batch
 from app.http.routes.chat import chat_completions
 from app.http.routes.credits import read_credits, read_key
@@ -157,6 +158,7 @@ def create_app(runtime: Runtime) -> Litestar:
             read_model,
             read_credits,
             create_checkout,
+            *team_recharge_handlers,
             stripe_webhook,
             read_key,
             read_request,

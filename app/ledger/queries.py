@@ -201,3 +201,9 @@ def recent_alerts(store: LedgerStore, team: str, limit: int = 50) -> list[dict[s
     """The team's latest alerts, newest first, each with its deliveries (amounts in micro-credits)."""
     with caught_up(store) as history:
         return history.outbox().recent(team, limit)
+
+
+def recent_recharges(store: LedgerStore, team: str, limit: int = 10) -> list[dict[str, Any]]:
+    """The team's latest auto-recharge attempts, newest first, with what became of each payment."""
+    with caught_up(store) as history:
+        return history.recharges().of_team(team, limit)

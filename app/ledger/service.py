@@ -55,6 +55,7 @@ from app.store.event_store import LedgerStore
 from app.store.read_models import ChargeRecord, IdempotentResponse
 from domain.alerts import Threshold
 from domain.attribution import Attribution
+from domain.auto_recharge import Recharge, RechargeSetting
 from domain.credit_lots import PAID_FOREVER, LotTerms
 from domain.ledger import (
     TEAM_NAME,
@@ -475,6 +476,27 @@ class LedgerService:
     def list_keys(self, team: str) -> list[KeySummary]:
         """The team's keys, as committed by every process."""
         return self._on(team, self._caught_up(lambda ledger: [KeySummary.of(ledger, k) for k in ledger.keys]))
+
+    def auto_recharge(self, team: str) -> Recharge | None:
+        """The team's auto-recharge settings and where they stand (None: never set)."""
+        return self._on(team, self._caught_up(lambda ledger: ledger.recharge))
+
+    def set_auto_recharge(self, team: str, setting: RechargeSetting, *, actor: str = "", reason: str = "") -> Recharge:
+        """Set the team's auto-recharge (or turn it off); returns it as it stands now."""
+
+        def command(ledger: TeamLedger) -> Recharge:
+            ledger.set_auto_recharge(
+                setting.threshold,
+                setting.target,
+                setting.monthly_cap,
+                enabled=setting.enabled,
+                actor=actor,
+                reason=reason,
+            )
+            assert ledger.recharge is not None
+            return ledger.recharge
+
+        return self._on(team, command)
 
     def recharge_facts(self, team: str) -> tuple[str, list[str]]:
         """The team's pending auto-recharge attempt (``""``: none) and its payments' ids, newest first

@@ -41,6 +41,7 @@ WRITES: list[tuple[str, str, dict[str, Any]]] = [
     ("put", "/admin/teams/{name}/keys/{key_id}/budget", {"credits": "50", "period": "day", "reason": "ci cap"}),
     ("put", "/admin/teams/{name}/budget", {"credits": "500", "period": "month", "reason": "monthly cap"}),
     ("put", "/admin/teams/{name}/alerts", {"kind": "budget_percent", "value": 80, "reason": "warn early"}),
+    ("put", "/admin/teams/{name}/auto-recharge", {"threshold": "5", "target": "50", "monthly_cap": "100"}),
     ("post", "/admin/teams/{name}/keys/{key_id}/revoke", {"reason": "leaked"}),
     # the dashboard's "Buy credits": an operator's or the team's own (this gateway takes no payments,
     # so an operator gets 404 there; tests/e2e/test_dashboard_buy_credits.py buys with one)

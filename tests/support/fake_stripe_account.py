@@ -160,7 +160,14 @@ class Account:
             if session["status"] != "open":
                 raise ValueError(f"{sid} is {session['status']}, not open")
             data = self._async[sid]
-            pm = self._card(session["customer"], save=data.get("setup_future_usage") is not None)
+            saving = data.get("setup_future_usage") is not None
+            if session["customer"] is None and (session.get("customer_creation") == "always" or saving):
+                # Stripe makes the payer a Customer on completion: always when asked, and whenever the
+                # card is saved for later (a saved PaymentMethod belongs to a Customer).
+                details = shapes.customer_details(session["customer_email"])
+                made = self.create_customer(details["email"], None, None, {})
+                session["customer"] = made["id"]
+            pm = self._card(session["customer"], save=saving)
             intent = self._keep(
                 "payment_intent",
                 shapes.payment_intent(

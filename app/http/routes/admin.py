@@ -49,6 +49,7 @@ from app.http.routes.answers import (
     UsageAnswer,
     answers,
 )
+from app.http.routes.auto_recharge import admin_recharge_handlers
 from app.http.routes.request_body import request_json, validate
 from app.http.routes.requests import admin_read_request
 from app.ledger.balance_at import balance_at, parse_instant
@@ -341,6 +342,7 @@ admin_router = Router(
         *policy_handlers,
         *budget_handlers,
         *alert_handlers,
+        *admin_recharge_handlers,
         *statement_handlers,
         *verify_handlers,
     ],
