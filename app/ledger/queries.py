@@ -207,3 +207,10 @@ def recent_recharges(store: LedgerStore, team: str, limit: int = 10) -> list[dic
     """The team's latest auto-recharge attempts, newest first, with what became of each payment."""
     with caught_up(store) as history:
         return history.recharges().of_team(team, limit)
+
+
+def credited_payments(store: LedgerStore, since: str) -> list[dict[str, Any]]:
+    """Every team's top-ups since ``since`` (ISO 8601) that a payment credited (their reference a
+    Stripe PaymentIntent), oldest first."""
+    with caught_up(store) as history:
+        return [row for row in history.entries(since=since, kind="top_up") if str(row["reference"]).startswith("pi_")]

@@ -212,3 +212,52 @@ def test_reconcile_finds_a_payment_and_a_refund_whose_webhooks_never_came_and_re
     assert kinds == ["top_up", "refund"]
     assert reconcile(gateway).returncode == 0
     assert "0 difference(s)" in reconcile(gateway).stdout
+
+
+def test_reconcile_finds_a_credit_stripe_never_took_the_money_for_and_takes_it_back_once(
+    gateway: Gateway, team: Team, stripe_fake: FakeStripe
+):
+    """A payment_intent.succeeded signed with the webhook secret (leaked, say) for a PaymentIntent
+    Stripe never had: the webhook credits it, reconciliation finds Stripe has no such payment."""
+    import json
+
+    assert reconcile(gateway).returncode == 0
+    before = balance(gateway, team)
+    intent = {
+        "id": "pi_3NeverPaidAtStripe0001",
+        "object": "payment_intent",
+        "amount": 900,
+        "amount_received": 900,
+        "currency": "usd",
+        "customer": None,
+        "status": "succeeded",
+        "metadata": {"tollgate_team": team.name},
+    }
+    event = {
+        "id": "evt_3NeverPaidAtStripe0001",
+        "object": "event",
+        "type": "payment_intent.succeeded",
+        "created": stripe_fake.now(),
+        "livemode": False,
+        "data": {"object": intent},
+    }
+    payload = json.dumps(event).encode()
+    forged = httpx.post(
+        f"{gateway.root_url}/webhooks/stripe",
+        content=payload,
+        headers={"stripe-signature": stripe_fake.webhooks.header(payload), "content-type": "application/json"},
+        timeout=10,
+    )
+    assert forged.status_code == 200, forged.text
+    assert balance(gateway, team) == before + 900
+    found = reconcile(gateway)
+    assert found.returncode == 1
+    line = f"differs: team {team.name}: credited but not paid (Stripe: missing): pi_3NeverPaidAtStripe0001"
+    assert line in found.stdout, found.stdout
+    assert "900 credits" in found.stdout
+    applied = reconcile(gateway, "--apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert balance(gateway, team) == before
+    (taken,) = [row for row in history(gateway, team) if row["kind"] == "refund" and row["actor"] == "reconcile"]
+    assert taken["reference"].startswith("pi_3NeverPaidAtStripe0001")
+    assert "0 difference(s)" in reconcile(gateway).stdout
