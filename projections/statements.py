@@ -51,6 +51,7 @@ SUMMARY_SECTIONS = (
     "opening_balance",
     "top_ups",
     "top_ups_by_kind",  # rows only in a month with credit other than paid (promotional, adjustment lots)
+    "auto_recharges",  # rows only in a month with auto-recharge attempts: started, credited, failed
     "charges_by_model",
     "charges_by_key",
     "charges",
@@ -131,6 +132,7 @@ class Figures:
     reversal_count: int = 0
     reversal_kinds: dict[str, tuple[int, int]] = field(default_factory=dict)  # kind → (count, amount)
     adjustment_count: int = 0
+    recharges: dict[str, tuple[int, int]] = field(default_factory=dict)  # started/credited/failed → (count, amount)
     charges: Usage = field(default_factory=Usage)
     by_model: dict[str, Usage] = field(default_factory=dict)
     by_key: dict[str, Usage] = field(default_factory=dict)
@@ -165,6 +167,25 @@ def _reversal(event: object) -> tuple[str, int, str] | None:
     if isinstance(event, TeamLedger.DisputeClosed):
         return "dispute_closed", event.amount - event.owed_paid, f"{event.payment_intent} {event.dispute_id}"
     return None
+
+
+#: The auto-recharge rows of a statement, in order: attempts begun (what they asked), their payments
+#: credited (what they bought, counted in the top-ups too), and attempts failed.
+RECHARGE_KINDS = ("started", "credited", "failed")
+
+
+def _count_recharge(figures: Figures, event: TeamLedger.Event) -> None:
+    """Count an auto-recharge attempt begun, credited or failed."""
+    found: tuple[str, int] | None = None
+    if isinstance(event, TeamLedger.RechargeStarted):
+        found = "started", event.amount
+    elif isinstance(event, TeamLedger.RechargeFailed):
+        found = "failed", 0
+    elif isinstance(event, TeamLedger.CreditsAdded) and event.recharge:
+        found = "credited", event.amount - event.owed_paid
+    if found is not None:
+        count, amount = figures.recharges.get(found[0], (0, 0))
+        figures.recharges[found[0]] = (count + 1, amount + found[1])
 
 
 def _tokens(usage: UsageRecord) -> tuple[int, int, int, int]:
@@ -278,6 +299,7 @@ class Statement:
         """The row of a top-up, charge or adjustment (None for any other event), counted in the totals."""
         figures = self.figures
         common = {"occurred_at": event.timestamp.isoformat(), "version": event.originator_version}
+        _count_recharge(figures, event)
         if isinstance(event, TeamLedger.CreditsAdded):
             figures.top_ups += event.amount - event.owed_paid
             figures.top_up_count += 1
@@ -465,6 +487,10 @@ class Statement:
         if set(figures.top_ups_by_kind) - {PAID}:  # paid and promotional credit apart, when there is both
             for kind, (count, amount) in sorted(figures.top_ups_by_kind.items()):
                 yield self._row("top_ups_by_kind", kind=kind, count=count, **_money("amount", amount))
+        for kind in RECHARGE_KINDS:
+            if kind in figures.recharges:
+                count, amount = figures.recharges[kind]
+                yield self._row("auto_recharges", kind=kind, count=count, **_money("amount", amount))
         for model, usage in sorted(figures.by_model.items()):
             yield self._row("charges_by_model", model=model, **_usage_cells(usage))
         for key_id, usage in sorted(figures.by_key.items()):

@@ -36,7 +36,15 @@ from projections.statements import SUMMARY_SECTIONS, Month
 
 #: Every section in the order its rows come; and those a JSON statement writes as a list.
 ORDER = ("entry", *SUMMARY_SECTIONS)
-LISTED = ("entry", "top_ups_by_kind", "charges_by_model", "charges_by_key", "expirations", "reversals")
+LISTED = (
+    "entry",
+    "top_ups_by_kind",
+    "auto_recharges",
+    "charges_by_model",
+    "charges_by_key",
+    "expirations",
+    "reversals",
+)
 IMPLIED = ("team", "month", "section")  # a JSON row leaves these to the object it is in
 
 Credits = Annotated[str, msgspec.Meta(pattern=r"^-?[0-9]+(\.[0-9]+)?$")]
@@ -52,6 +60,7 @@ class _Cells(msgspec.Struct, forbid_unknown_fields=True):
     kind: (
         Literal["top_up", "charge", "adjustment", "expiry", "refund", "dispute", "dispute_closed"]
         | Literal["paid", "promotional"]  # a top_ups_by_kind row's lot kind ("adjustment" is above)
+        | Literal["started", "credited", "failed"]  # an auto_recharges row's
         | None
     ) = None
     key_id: str | None = None
@@ -110,6 +119,8 @@ class _Document(msgspec.Struct, forbid_unknown_fields=True):
     reversals: list[_Cells] = msgspec.field(default_factory=list)
     #: The top-ups by the kind of credit they brought (empty unless some was not paid).
     top_ups_by_kind: list[_Cells] = msgspec.field(default_factory=list)
+    #: Auto-recharge's attempts begun, credited and failed (empty in a month with none).
+    auto_recharges: list[_Cells] = msgspec.field(default_factory=list)
     genesis: Hash | None = None
     final_hash: Hash | None = None
 

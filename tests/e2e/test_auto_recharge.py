@@ -141,6 +141,22 @@ def test_requests_crossing_the_threshold_at_once_make_exactly_one_payment_credit
     history = [r for r in gateway_history(gateway, team) if r["kind"] in ("recharge_started", "top_up")]
     assert [r["kind"] for r in history] == ["top_up", "recharge_started", "top_up"]
     assert [r["reference"] for r in history if r["kind"] == "top_up"] == [first, intent["id"]]
+    recharges = statement_section(gateway, team, "auto_recharges")
+    assert [(r["kind"], r["count"]) for r in recharges] == [("started", 1), ("credited", 1)]
+    assert recharges[1]["amount_micros"] == int(intent["amount"]) * 1_000_000  # a cent buys a credit
+
+
+def statement_section(gateway: Gateway, team: Team, section: str) -> list[dict[str, Any]]:
+    """The rows of a section of the team's statement for this month (chained, and verified)."""
+    import json
+
+    path = gateway.config.parent / f"statement-{team.name}.json"
+    gateway.cli("ledger", "statement", "--team", team.name, "--chained", "--output", str(path))
+    gateway.cli("ledger", "verify", "--statement", str(path))
+    document = json.loads(path.read_text())
+    assert document["reconciled"] is True
+    rows: list[dict[str, Any]] = document[section]
+    return rows
 
 
 def admin(gateway: Gateway, method: str, path: str, **kwargs: Any) -> httpx.Response:
@@ -188,6 +204,8 @@ def test_three_declined_attempts_turn_auto_recharge_off_and_raise_an_alert(
     assert [(a["kind"], a["request_id"]) for a in alerts] == [("auto_recharge_off", state["attempts"][0]["id"])]
     kinds = [r["kind"] for r in gateway_history(gateway, team) if r["kind"].startswith(("recharge", "auto_"))]
     assert kinds == ["auto_recharge"] + ["recharge_started", "recharge_failed"] * 3
+    recharges = statement_section(gateway, team, "auto_recharges")
+    assert [(r["kind"], r["count"]) for r in recharges] == [("started", 3), ("failed", 3)]
     assert chat(gateway, team).status_code == 200  # still under the threshold, but off: no fourth
     time.sleep(1)
     assert len(attempts(gateway, team)) == 3
