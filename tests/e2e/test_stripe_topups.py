@@ -261,3 +261,26 @@ def test_reconcile_finds_a_credit_stripe_never_took_the_money_for_and_takes_it_b
     (taken,) = [row for row in history(gateway, team) if row["kind"] == "refund" and row["actor"] == "reconcile"]
     assert taken["reference"].startswith("pi_3NeverPaidAtStripe0001")
     assert "0 difference(s)" in reconcile(gateway).stdout
+
+
+def test_a_refund_of_credit_already_spent_is_owed_and_the_team_is_refused_until_a_top_up_pays_it(
+    gateway: Gateway, teams: Teams, stripe_fake: FakeStripe
+):
+    team = teams.open("0")
+    payment = paid_top_up(gateway, team, stripe_fake, "5")  # 500 credits
+    gateway.cli("credits", "adjust", "--team", team.name, "--reason", "spent elsewhere", "--", "-499.9")
+    stripe_fake.refund(payment)  # all $5 back: 0.1 credits left to take, 499.9 owed
+    stripe_fake.webhooks.wait_idle()
+    data = credits_of(gateway, team)
+    assert (Decimal(str(data["balance"])), Decimal(str(data["owed"]))) == (Decimal(0), Decimal("499.9"))
+    body = {"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
+    headers = {"Authorization": f"Bearer {team.key}"}
+    refused = httpx.post(f"{gateway.base_url}/chat/completions", json=body, headers=headers, timeout=30)
+    assert refused.status_code == 402, refused.text
+    assert refused.json()["error"]["type"] == "billing_error"
+    assert "owe" in refused.json()["error"]["message"]
+    paid_top_up(gateway, team, stripe_fake, "10")  # 1,000 credits: what is owed is paid first
+    data = credits_of(gateway, team)
+    assert (Decimal(str(data["balance"])), Decimal(str(data["owed"]))) == (Decimal("500.1"), Decimal(0))
+    served = httpx.post(f"{gateway.base_url}/chat/completions", json=body, headers=headers, timeout=30)
+    assert served.status_code == 200, served.text
