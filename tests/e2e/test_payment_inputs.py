@@ -124,3 +124,34 @@ def test_hostile_lot_terms_are_refused_by_the_admin_api(gateway: Gateway, team: 
             assert answer.status_code == 400, (str(terms)[:80], answer.status_code, answer.text[:200])
             assert answer.json()["error"]["type"] == "invalid_request_error"
     assert balance(gateway, team) == before
+
+
+@pytest.mark.parametrize("where", ["team", "admin"])
+def test_hostile_auto_recharge_settings_are_refused_and_set_nothing(gateway: Gateway, team: Team, where: str):
+    url, key = (
+        (f"{gateway.base_url}/credits/auto-recharge", team.key)
+        if where == "team"
+        else (f"{gateway.root_url}/admin/teams/{team.name}/auto-recharge", ADMIN_KEY)
+    )
+    headers = {"Authorization": f"Bearer {key}", "content-type": "application/json"}
+    good = {"threshold": "1", "target": "10", "monthly_cap": "100"}
+    for name in good:
+        for value in HOSTILE_VALUES:
+            if value is None:
+                continue  # a figure left out: refused too, but tested in tests/e2e/test_auto_recharge.py
+            answer = httpx.put(url, content=json.dumps({**good, name: value}), headers=headers, timeout=30)
+            assert answer.status_code == 400, (name, str(value)[:80], answer.text[:200])
+            assert answer.json()["error"]["type"] == "invalid_request_error"
+    for reason in ("why\x00", "\x1b[31m", "9" * 100_000):
+        answer = httpx.put(url, content=json.dumps({**good, "reason": reason}), headers=headers, timeout=30)
+        assert answer.status_code == 400, (reason[:40], answer.text[:200])
+    for enabled in ("yes", 1, None, [True]):
+        answer = httpx.put(url, content=json.dumps({**good, "enabled": enabled}), headers=headers, timeout=30)
+        assert answer.status_code == 400, (enabled, answer.text[:200])
+    for body in HOSTILE_BODIES:
+        answer = httpx.put(url, content=body, headers=headers, timeout=30)
+        assert 400 <= answer.status_code < 500, (body[:40], answer.status_code, answer.text[:200])
+        assert "error" in answer.json()
+    shown = httpx.get(url, headers=headers, timeout=30).json()
+    state = shown["data"]["auto_recharge"] if where == "team" else shown["auto_recharge"]
+    assert (state["enabled"], state["threshold"]) == (False, None)  # nothing was ever set
