@@ -303,7 +303,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     def owner() -> str:  # the id every hold and lease of this process is recorded under
         return instances.instance_id
 
-    ledger = LedgerService(writer)
+    ledger = LedgerService(writer, float(settings.hold_timeout))
     leases = Leases(ledger, idle_seconds=float(settings.lease_idle_seconds), owner=owner)
     health = LedgerHealth(writer, LedgerProbe(store.database))
     billing = Billing(

@@ -47,8 +47,8 @@ DEFAULT_PRIORITY = 50
 PRIORITIES = range(101)
 #: The lot holding the credit of events recorded before lots (and of a snapshot taken before them).
 LEGACY = "legacy"
-#: How long a request's hold may stay open (the default ``hold_timeout``): a hold never counts on
-#: credit that expires sooner.
+#: How long a request's hold may stay open, by default (``hold_timeout``'s default; the gateway
+#: passes its own): a hold never counts on credit that expires sooner.
 SETTLES_WITHIN = 900.0
 #: How long a batch's hold may stay open (its 24-hour completion window, and time to collect it).
 BATCH_SETTLES_WITHIN = 26 * 3600.0

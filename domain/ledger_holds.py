@@ -121,7 +121,14 @@ class TeamHolds(TeamPolicies):
             """The aggregate's: write off the credit lots expired by ``at``."""
 
     def place_hold(
-        self, request: RequestOnLedger, amount: int, *, owner: str = "", idem_key: str = "", batch: bool = False
+        self,
+        request: RequestOnLedger,
+        amount: int,
+        *,
+        owner: str = "",
+        idem_key: str = "",
+        batch: bool = False,
+        settles_within: float = credit_lots.SETTLES_WITHIN,
     ) -> int:
         """Reserve ``amount`` for a request about to go upstream, on behalf of gateway process
         ``owner``; returns what is still available.
@@ -129,7 +136,9 @@ class TeamHolds(TeamPolicies):
         Placing the same request's hold again is a no-op, so a command replayed after a write
         conflict never reserves twice. A request under an Idempotency-Key (``idem_key``) another
         request of the team still holds is refused (``RequestInProgress``): a client retrying while
-        its first attempt runs.
+        its first attempt runs. The hold counts on no credit that expires within ``settles_within``
+        seconds (the gateway's ``hold_timeout``; a batch's, a day and two hours), when it could
+        still be settling.
         """
         request_id, key_id = request.request_id, request.key_id
         if request_id in self.holds:
@@ -143,7 +152,7 @@ class TeamHolds(TeamPolicies):
         at = self.now()
         self.expire_lots(at)
         self._check_budgets(amount, key_id, at)
-        window = credit_lots.BATCH_SETTLES_WITHIN if batch else credit_lots.SETTLES_WITHIN
+        window = credit_lots.BATCH_SETTLES_WITHIN if batch else settles_within
         room = self.hold_room(at.timestamp() + window)
         if amount > room:
             raise InsufficientCredits(self.name, amount, max(0, room))
@@ -306,7 +315,9 @@ class TeamHolds(TeamPolicies):
                 RefusingBudget(scope, budget.limit, budget.period, resets.isoformat() if resets else ""),
             )
 
-    def lease_credits(self, lease: str, needed: int, wanted: int, owner: str = "") -> int:
+    def lease_credits(
+        self, lease: str, needed: int, wanted: int, owner: str = "", settles_within: float = credit_lots.SETTLES_WITHIN
+    ) -> int:
         """Add to a process's lease at least ``needed`` and up to ``wanted`` of the available balance
         (the part beyond ``needed`` at most a quarter of what else is available); returns what the
         lease holds now. ``InsufficientCredits`` if not even ``needed`` is there."""
@@ -317,7 +328,7 @@ class TeamHolds(TeamPolicies):
         self.expire_lots(at)
         self._check_budgets(needed, "", at)  # a team's budget bounds its leases as it does its holds
         tightest = self.budget_left("", at)
-        room = max(0, self.hold_room(at.timestamp() + credit_lots.SETTLES_WITHIN))
+        room = max(0, self.hold_room(at.timestamp() + settles_within))
         available = room if tightest is None else min(room, max(0, tightest[0]))
         if needed > available:
             raise InsufficientCredits(self.name, needed, available)

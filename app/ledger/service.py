@@ -56,7 +56,7 @@ from app.store.read_models import ChargeRecord, IdempotentResponse
 from domain.alerts import Threshold
 from domain.attribution import Attribution
 from domain.auto_recharge import Recharge, RechargeSetting
-from domain.credit_lots import PAID_FOREVER, LotTerms
+from domain.credit_lots import PAID_FOREVER, SETTLES_WITHIN, LotTerms
 from domain.ledger import (
     TEAM_NAME,
     Delivery,
@@ -111,8 +111,11 @@ def thresholds_of(ledger: TeamLedger) -> list[Threshold]:
 class LedgerService:
     """The team ledgers' commands and reads, over one process's ledger writer."""
 
-    def __init__(self, writer: LedgerWriter) -> None:
+    def __init__(self, writer: LedgerWriter, settles_within: float = SETTLES_WITHIN) -> None:
         self._writer = writer
+        #: How long a request held now could take to settle at the latest (``hold_timeout``): a hold
+        #: or lease never counts on credit that expires sooner.
+        self.settles_within = settles_within
 
     @property
     def store(self) -> LedgerStore:
@@ -134,7 +137,11 @@ class LedgerService:
                 answer = self.store.find_idempotent(team.id, idem_key)
                 if answer is not None:
                     return Held(team.available, answer)
-            return Held(team.place_hold(request.on_team, amount, owner=owner, idem_key=idem_key))
+            return Held(
+                team.place_hold(
+                    request.on_team, amount, owner=owner, idem_key=idem_key, settles_within=self.settles_within
+                )
+            )
 
         return self._writer.on_team(request.team_id, request.team_name, place)
 
@@ -193,7 +200,9 @@ class LedgerService:
     def lease(self, team: UUID, team_name: str, lease: str, needed: int, wanted: int, owner: str) -> Future[Leased]:
         """Grow gateway process ``owner``'s credit lease by at least ``needed``, up to ``wanted``."""
         return self._writer.on_team(
-            team, team_name, lambda ledger: Leased(ledger.lease_credits(lease, needed, wanted, owner))
+            team,
+            team_name,
+            lambda ledger: Leased(ledger.lease_credits(lease, needed, wanted, owner, self.settles_within)),
         )
 
     def return_lease(self, team: UUID, team_name: str, lease: str) -> Future[None]:

@@ -98,6 +98,17 @@ def test_a_hold_never_counts_on_credit_that_expires_before_it_could_settle():
     team.place_hold(RequestOnLedger("r1", "k", "m", "chat"), 500)
 
 
+def test_the_window_a_hold_must_outlast_is_the_gateways_hold_timeout():
+    team = TeamLedger.open("acme")
+    team.add_credits(1_000, "trial", terms=LotTerms(PROMOTIONAL, clock.now() + timedelta(seconds=120)))
+    with pytest.raises(InsufficientCredits):
+        team.place_hold(RequestOnLedger("r1", "k", "m", "chat"), 500, settles_within=300)
+    with pytest.raises(InsufficientCredits):
+        team.lease_credits("lease-1", 500, 500, settles_within=300)
+    team.place_hold(RequestOnLedger("r1", "k", "m", "chat"), 500, settles_within=60)  # settled before it expires
+    assert team.lease_credits("lease-1", 400, 400, settles_within=60) == 400
+
+
 def test_what_open_holds_count_on_is_written_off_once_they_close():
     team = TeamLedger.open("acme")
     team.add_credits(1_000, "trial", terms=LotTerms(PROMOTIONAL, clock.now() + 2 * timedelta(seconds=SETTLES_WITHIN)))
