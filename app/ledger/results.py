@@ -13,6 +13,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from app.store.read_models import IdempotentResponse
+from domain.auto_recharge import Recharge
 from domain.budgets import spent_in
 from domain.credit_lots import order_key
 from domain.ledger import TeamLedger
@@ -197,6 +198,7 @@ class Funds:
     spent: int = 0
     lots: tuple[CreditLot, ...] = ()
     owed: int = 0
+    recharge: Recharge | None = None  # auto-recharge's settings and where they stand (None: never set)
 
     @property
     def credited(self) -> int:
@@ -208,7 +210,16 @@ class Funds:
             OpenHold(held_for, hold.amount, hold.placed, held_for.startswith(LEASE_PREFIX))
             for held_for, hold in team.holds.items()
         )
-        return cls(team.name, team.version, team.balance, team.held, holds, lots=CreditLot.all_of(team), owed=team.owed)
+        return cls(
+            team.name,
+            team.version,
+            team.balance,
+            team.held,
+            holds,
+            lots=CreditLot.all_of(team),
+            owed=team.owed,
+            recharge=team.recharge,
+        )
 
 
 @dataclass(frozen=True, slots=True)

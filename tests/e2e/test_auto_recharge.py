@@ -229,6 +229,8 @@ def test_settings_the_team_and_the_operator_set_and_read_and_what_is_refused(gat
     assert on.status_code == 200, on.text
     shown = on.json()["data"]["auto_recharge"]
     assert (dec(shown["threshold"]), dec(shown["target"]), dec(shown["monthly_cap"])) == (1, Decimal("50.5"), 100)
+    summary = credits_of(gateway, team)["auto_recharge"]
+    assert (summary["enabled"], dec(summary["target"]), summary["pending"]) == (True, Decimal("50.5"), None)
     off = set_auto_recharge(gateway, team, enabled=False).json()["data"]["auto_recharge"]
     assert (off["enabled"], dec(off["target"])) == (False, Decimal("50.5"))  # its figures kept
     cli = gateway.cli("credits", "auto-recharge", "--team", team.name, "--threshold", "2", "--target", "20",

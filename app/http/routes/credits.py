@@ -24,6 +24,7 @@ from app.http.routes.auth import authenticate
 from app.ledger.queries import key_spend
 from app.ledger.results import CreditLot
 from app.runtime import Runtime
+from domain.auto_recharge import Recharge
 from domain.budgets import RESET_NAMES
 from domain.credit_lots import KINDS
 from domain.money import credits_from_micros
@@ -68,11 +69,25 @@ async def read_credits(request: Request[Any, Any, Any]) -> Response[bytes]:
                     for kind in KINDS
                 },
                 "owed": credits_from_micros(funds.owed),
+                # auto-recharge's figures (null: never set); GET /v1/credits/auto-recharge has its attempts
+                "auto_recharge": _recharge(funds.recharge),
                 "unit": "credits",
                 "credits_per_usd": runtime.settings.credits_per_usd,
             }
         }
     )
+
+
+def _recharge(recharge: Recharge | None) -> dict[str, Any] | None:
+    if recharge is None:
+        return None
+    return {
+        "enabled": recharge.enabled,
+        "threshold": credits_from_micros(recharge.threshold),
+        "target": credits_from_micros(recharge.target),
+        "monthly_cap": credits_from_micros(recharge.monthly_cap),
+        "pending": recharge.pending or None,
+    }
 
 
 def _lot(lot: CreditLot) -> dict[str, Any]:
