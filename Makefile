@@ -91,7 +91,7 @@ DATABASE_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/tes
 	--ignore=tests/e2e/test_fake_azure.py --ignore=tests/e2e/test_fake_embeddings.py --ignore=tests/e2e/test_fake_bedrock.py \
 	--ignore=tests/e2e/test_fake_gemini.py --ignore=tests/e2e/test_fake_vertex.py --ignore=tests/e2e/test_fake_stripe.py \
 	--ignore=tests/e2e/scripts/test_bench.py --ignore=tests/e2e/test_killed_test_runs.py \
-	--ignore=tests/e2e/ratelimit/test_redis_store.py
+	--ignore=tests/e2e/ratelimit/test_redis_store.py --ignore=tests/e2e/test_log_offline.py
 
 # End-to-end tests whose subject is what the gateway answers and computes, not how the ledger's
 # database keeps it, run once, in the SQLite half: the wires and their translation, the HTTP edges,

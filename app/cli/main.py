@@ -21,6 +21,7 @@ from app.cli.alerts import add_alert_commands
 from app.cli.balance import add_balance_command
 from app.cli.credits import add_credits_commands
 from app.cli.keys import add_key_commands, add_team_commands
+from app.cli.log_offline import add_offline_commands
 from app.cli.payments import add_payments_commands
 from app.cli.prices import add_prices_commands
 from app.cli.rerate import add_rerate_command
@@ -283,6 +284,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_credits_commands(commands, common)
     add_payments_commands(commands, common)
+    log = commands.add_parser("log", help="the transparency log: checkpoints, proofs, receipts").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    add_offline_commands(log)
 
     ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(
         dest="action", required=True, metavar="ACTION"
