@@ -33,7 +33,7 @@ from domain.transparency.verify import ProofError, verify_consistency
 NOT_VERIFIED = (MalformedReceipt, MalformedCheckpoint, MalformedNote, InvalidSignature, UnverifiedNote, ProofError)
 
 
-def _file_or_value(text: str) -> str:
+def file_or_value(text: str) -> str:
     """What a file named ``text`` holds, or ``text`` itself when no such file is there (a key or a
     receipt may be given either way; a long value is not a file name)."""
     try:
@@ -47,7 +47,7 @@ def _file_or_value(text: str) -> str:
 
 def log_key(text: str) -> NoteVerifier:
     """The log's verifier key: the key string, or a file holding it."""
-    value = _file_or_value(text)
+    value = file_or_value(text)
     try:
         return parse_verifier_key(value)
     except KeyFormatError as exc:
@@ -83,7 +83,7 @@ def read_proof(path: str) -> list[bytes]:
 
 def cmd_verify_receipt(args: argparse.Namespace) -> int:
     key = log_key(args.key)
-    header = _file_or_value(args.receipt)
+    header = file_or_value(args.receipt)
     try:
         verified = verify_receipt(header, _read(args.checkpoint, "--checkpoint"), read_proof(args.proof), key)
     except NOT_VERIFIED as exc:

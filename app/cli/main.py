@@ -22,6 +22,7 @@ from app.cli.balance import add_balance_command
 from app.cli.credits import add_credits_commands
 from app.cli.keys import add_key_commands, add_team_commands
 from app.cli.log_offline import add_offline_commands
+from app.cli.log_watch import add_watch_commands
 from app.cli.payments import add_payments_commands
 from app.cli.prices import add_prices_commands
 from app.cli.rerate import add_rerate_command
@@ -288,6 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="action", required=True, metavar="ACTION"
     )
     add_offline_commands(log)
+    add_watch_commands(log)
 
     ledger = commands.add_parser("ledger", help="the ledger").add_subparsers(
         dest="action", required=True, metavar="ACTION"
