@@ -115,6 +115,13 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "requests slower than p99 (scripts/bench/stalls.py)",
     )
     parser.add_argument(
+        "--server",
+        choices=("uvicorn", "granian"),
+        default="uvicorn",
+        help="the HTTP server under the floor and Tollgate alike (granian: the Rust ASGI server, if installed; "
+        "Tollgate's own limits on headers and slow clients are uvicorn's protocol's, so granian runs without them)",
+    )
+    parser.add_argument(
         "--keep", action="store_true", help="keep the servers' logs, configs and ledgers (printed where)"
     )
     parser.add_argument("--json", metavar="PATH", help="also write every number as JSON to PATH")

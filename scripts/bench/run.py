@@ -213,9 +213,9 @@ def bench_config(plan: Plan, configuration: servers.Configuration, rig: Rig, soa
     upstream, loadgens, workdir = rig.upstream, rig.loadgens, rig.workdir
     print(f"\n== {backend}, --workers {workers} ==", flush=True)
     ledger = servers.new_ledger(workdir, upstream, configuration, plan.services, teams=plan.args.teams)
-    floor = servers.bare_proxy(workdir, upstream, workers)
+    floor = servers.bare_proxy(workdir, upstream, workers, plan.args.server)
     stalls = StallFinder(workdir / f"timeline-{backend}-w{workers}.jsonl") if plan.args.stalls else None
-    gateway = servers.tollgate(workdir, ledger, workers, stalls.env() if stalls else None)
+    gateway = servers.tollgate(workdir, ledger, workers, stalls.env() if stalls else None, plan.args.server)
     targets = {"direct": upstream, "floor": floor, "tollgate": gateway}
     answered = 0  # requests Tollgate answered with a 200: each must be exactly one charge in the ledger
     result: dict[str, Any] = {"backend": backend, "workers": workers, "teams": plan.args.teams, "cases": {}}

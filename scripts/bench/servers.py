@@ -121,8 +121,31 @@ def fast_upstream(workdir: Path) -> Server:
     )
 
 
-def bare_proxy(workdir: Path, upstream: Server, workers: int) -> Server:
+def granian(app: str, port: int, workers: int, *, factory: bool = False) -> list[str]:
+    """The command serving the ASGI ``app`` (an import string) with Granian, as uvicorn serves it:
+    uvloop, no access log, ``workers`` processes."""
+    command = [str(Path(sys.executable).parent / "granian"), "--interface", "asgi", "--loop", "uvloop"]
+    command += [
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+        "--no-ws",
+        "--log-level",
+        "warning",
+    ]
+    return [*command, *(["--factory"] if factory else []), app]
+
+
+def bare_proxy(workdir: Path, upstream: Server, workers: int, server: str = "uvicorn") -> Server:
     port = free_port()
+    if server == "granian":
+        env = child_env(BENCH_UPSTREAM_URL=upstream.url)
+        return Server(
+            "bare proxy", granian("scripts.bench.bare_proxy:app", port, workers), port, workdir / "floor.log", env
+        )
     return Server(
         "bare proxy",
         [
@@ -295,9 +318,16 @@ def new_ledger(
     return ledger
 
 
-def tollgate(workdir: Path, ledger: Ledger, workers: int, env: dict[str, str] | None = None) -> Server:
-    """``env``: variables of its own (``--stalls``: the timeline's file)."""
+def tollgate(
+    workdir: Path, ledger: Ledger, workers: int, env: dict[str, str] | None = None, server: str = "uvicorn"
+) -> Server:
+    """``env``: variables of its own (``--stalls``: the timeline's file); ``server``: ``granian`` serves
+    each worker's application (``app_from_environment``) with Granian instead of ``tollgate serve``'s uvicorn."""
     port = free_port()
+    if server == "granian":
+        command = granian("app.http.serving:app_from_environment", port, workers, factory=True)
+        extra = {"TOLLGATE_CONFIG": str(ledger.config), **(env or {})}
+        return Server("tollgate", command, port, workdir / "tollgate.log", child_env(**extra))
     return Server(
         "tollgate",
         [*tollgate_command(), "serve", "--config", str(ledger.config), "--port", str(port), "--workers", str(workers)],
