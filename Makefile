@@ -12,7 +12,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 
 .PHONY: demo check test test-unit test-unit-postgresql test-e2e-sqlite test-e2e-postgresql test-sqlite test-postgresql \
-	test-chaos install browser agents
+	test-chaos test-simulate install browser agents
 .PHONY: lock help
 
 # The venv gets the versions requirements.lock pins (constraints: pyproject.toml still says what is
@@ -60,7 +60,7 @@ demo: install
 # the cores to itself). The build fails if any of them fails; the chaos suite runs even if a half failed.
 ## The whole suite: the gate, the unit layer, both backends' e2e halves, the chaos suite
 test: install browser agents
-	@$(MAKE) --no-print-directory -j3 --output-sync=target check docs test-unit || exit $$?; \
+	@$(MAKE) --no-print-directory -j4 --output-sync=target check docs test-unit test-simulate || exit $$?; \
 	status=0; \
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e-sqlite test-postgresql || status=$$?; \
 	$(MAKE) --no-print-directory test-chaos || status=$$?; \
@@ -77,6 +77,13 @@ check: install
 .PHONY: docs
 docs: install
 	$(BIN)/mkdocs build --strict --site-dir site  # not --quiet: it silences the warnings that --strict counts
+
+# The deterministic simulator of the ledger core (scripts/simulate, docs/simulation.md): fresh seeds for
+# about a minute, beside the gate and the unit layer; its summary line gives the steps per second and
+# the faults injected. A violation prints its trace and the seed that replays it, and fails the build.
+## The simulator's CI run: fresh seeds for a minute, every invariant checked after every step
+test-simulate: install
+	$(BIN)/python -m scripts.simulate --seconds 60
 
 # The chaos suite (scripts/chaos, README "Chaos suite"): its own PostgreSQL cluster and Redis, three
 # gateways, a burst of traffic and faults; non-zero exit on any violation.

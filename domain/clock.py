@@ -8,14 +8,23 @@ start-up): a drill, or a test that must cross midnight without waiting for it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 _offset = timedelta()
+_source: Callable[[], datetime] | None = None
 
 
 def now() -> datetime:
     """The current instant, in UTC (shifted if the process was told to be)."""
-    return datetime.now(UTC) + _offset
+    return (datetime.now(UTC) if _source is None else _source()) + _offset
+
+
+def run_on(source: Callable[[], datetime] | None) -> None:
+    """Read the instant from ``source`` instead of the wall clock (None: the wall clock again): the
+    deterministic simulator's simulated time (``scripts/simulate``), never a gateway's."""
+    global _source  # the simulator runs one world at a time, on one thread
+    _source = source
 
 
 def shift(by: timedelta) -> None:

@@ -73,7 +73,10 @@ class TeamCache(Generic[T]):
         self._parked: dict[UUID, list[T]] = {}
         self._absent: set[UUID] = set()  # loaded and found not to exist, not looked for again just yet
         self._snapshot_at: dict[UUID, int] = {}  # the version of each team's latest snapshot we know of
-        self._loaders = ThreadPoolExecutor(max_workers=loaders, thread_name_prefix="tollgate-ledger-loader")
+        #: None: teams are loaded on the writer's thread when first needed (the simulator's one thread).
+        self._loaders = (
+            ThreadPoolExecutor(max_workers=loaders, thread_name_prefix="tollgate-ledger-loader") if loaders else None
+        )
         self._snapshots: queue.SimpleQueue[TeamLedger | None] = queue.SimpleQueue()
         self._snapshotter = threading.Thread(target=self._take_snapshots, name="tollgate-ledger-snapshots", daemon=True)
         if snapshot_every is not None:
@@ -87,6 +90,9 @@ class TeamCache(Generic[T]):
         self._used[team_id] = time.monotonic()
         if team_id in self.teams:
             return True
+        if self._loaders is None:
+            self.load_now(team_id)  # here now, or found absent: the command that opens it makes it
+            return True
         parked = self._parked.get(team_id)
         if parked is None:
             self._parked[team_id] = [item]
@@ -98,6 +104,8 @@ class TeamCache(Generic[T]):
     def warm(self, team_ids: Iterable[UUID]) -> None:
         """Load these teams in the background now (commands for them park until they are here)."""
         for team_id in team_ids:
+            if self._loaders is None:
+                return
             if team_id not in self.teams and team_id not in self._parked:
                 self._parked[team_id] = []
                 self._loaders.submit(self._load, team_id)
@@ -181,7 +189,8 @@ class TeamCache(Generic[T]):
 
     def close(self) -> None:
         """Stop loading, and store the snapshots already taken."""
-        self._loaders.shutdown(wait=True)
+        if self._loaders is not None:
+            self._loaders.shutdown(wait=True)
         if self._snapshotter.is_alive():
             self._snapshots.put(None)
             self._snapshotter.join()

@@ -100,6 +100,29 @@ class _Between:
 _Outcome: TypeAlias = tuple["_Queued[Any]", object, LedgerError | None]
 
 
+#: Commands decided and committed in one transaction at most.
+MAX_BATCH = 64
+#: Times a batch is decided again after losing a version race, before its callers are told to retry.
+MAX_ATTEMPTS = 20
+
+
+def _random_backoff(attempt: int) -> None:
+    """A random wait that doubles with each lost race (up to 128 ms at most), so racing writers spread out."""
+    time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
+
+
+@dataclass(frozen=True, slots=True)
+class Scheduling:
+    """How a writer waits and loads teams: a gateway's (threads that load, a random sleep after a lost
+    race), or the deterministic simulator's (``loaders=0``: loaded on the one thread; a backoff that
+    only advances simulated time)."""
+
+    #: Waits before the ``n``-th attempt after a lost version race.
+    backoff: Callable[[int], None] = _random_backoff
+    #: Threads loading teams (0: loaded on the writer's own thread when first needed).
+    loaders: int = 2
+
+
 class LedgerWriter:
     """Owns the in-memory team aggregates of this process and writes them in group commits."""
 
@@ -107,27 +130,33 @@ class LedgerWriter:
         self,
         store: LedgerStore,
         *,
-        max_batch: int = 64,
-        max_attempts: int = 20,
         on_commit: Callable[[], None] | None = None,
         lock: WriterLock | None = None,
         snapshot_every: int | None = SNAPSHOT_EVERY,
+        scheduling: Scheduling | None = None,
     ) -> None:
         """``lock``: taken around each batch when other gateway processes write the same ledger
         (app/store/writer_lock.py); the batch's teams first catch up with what they wrote.
-        ``snapshot_every``: a snapshot of a team every this many of its events (None: none)."""
+        ``snapshot_every``: a snapshot of a team every this many of its events (None: none).
+        ``scheduling``: how it waits and loads (a gateway's threads by default; the simulator's one thread)."""
+        scheduling = scheduling or Scheduling()
         self.store = store
         self._on_commit = on_commit
-        self.max_batch = max_batch
-        self.max_attempts = max_attempts
+        self.max_batch = MAX_BATCH
+        self.max_attempts = MAX_ATTEMPTS
         #: Commands to decide, loaded teams (``app/ledger/team_cache.py``); ``None`` tells the
         #: thread to stop once it has decided what came before.
         self._queue: queue.SimpleQueue[_Queued[Any] | Loaded | _Between | None] = queue.SimpleQueue()
         # With other processes writing the same teams, a copy left idle for long would have much to
         # catch up on the writer thread: dropped after a minute, it is loaded from its snapshot instead.
         self._cache: TeamCache[_Queued[Any]] = TeamCache(
-            store, self._queue.put, snapshot_every=snapshot_every, idle_seconds=60 if lock is not None else 600
+            store,
+            self._queue.put,
+            snapshot_every=snapshot_every,
+            idle_seconds=60 if lock is not None else 600,
+            loaders=scheduling.loaders,
         )
+        self._backoff = scheduling.backoff
         #: Answers stored under an Idempotency-Key by the commands of the batch being decided.
         self._pending_answers: dict[tuple[UUID, str], IdempotentResponse] = {}
         #: With the lock: the turns (``app/ledger/turns.py``), and the commands of teams another process
@@ -135,6 +164,7 @@ class LedgerWriter:
         self._turns = Turns(lock, store, self._copies, self._catch_up, self._commit) if lock is not None else None
         self._deferred: list[_Queued[Any]] = []
         self._thread: threading.Thread | None = None
+        self._driven = False  # decided by ``drain`` on the caller's thread (the simulator), not a thread
         #: Told (on the writer thread) why a batch could not be saved: ``app/ledger/health.py``.
         self.on_failure: Callable[[str], None] | None = None
 
@@ -144,6 +174,11 @@ class LedgerWriter:
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="tollgate-ledger-writer", daemon=True)
             self._thread.start()
+        return self
+
+    def driven(self) -> LedgerWriter:
+        """Take commands without a thread of its own: the caller decides them with :meth:`drain`."""
+        self._driven = True
         return self
 
     def stop(self) -> None:
@@ -170,7 +205,7 @@ class LedgerWriter:
 
     def submit(self, team_id: UUID, command: Command[R]) -> Future[R]:
         """Queue a command; the future completes after its events are durable (or it was refused)."""
-        if self._thread is None:
+        if self._thread is None and not self._driven:
             raise RuntimeError("the ledger writer is not running")
         item = _Queued(team_id, command)
         self._queue.put(item)
@@ -208,25 +243,41 @@ class LedgerWriter:
         while not stopping or self._cache.loading or self._deferred:
             # Commands held back for another process's turn go first, in order (and no waiting for more).
             items: list[_Queued[Any] | Loaded | _Between | None] = [] if self._deferred else [self._queue.get()]
-            while len(items) < self.max_batch:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            ready, self._deferred = self._deferred, []
-            for item in items:
-                if item is None:
-                    stopping = True
-                elif isinstance(item, Loaded):
-                    ready.extend(self._arrived(item))
-                elif isinstance(item, _Between):
-                    item.action()
-                elif self._cache.admit(item.team_id, item):
-                    ready.append(item)
-            for at in range(0, len(ready), self.max_batch):
-                with timeline.span("writer.batch", min(self.max_batch, len(ready) - at)):
-                    self._write(ready[at : at + self.max_batch])
-            self._cache.drop_idle()
+            stopping = self._decide_queued(items) or stopping
+
+    def drain(self) -> bool:
+        """Decide and commit every command queued now, on the calling thread, without waiting for
+        more (the deterministic simulator's writer, which has no thread of its own); whether any was."""
+        decided = False
+        while not self._queue.empty() or self._deferred:
+            self._decide_queued([])
+            decided = True
+        return decided
+
+    def _decide_queued(self, items: list[_Queued[Any] | Loaded | _Between | None]) -> bool:
+        """Take what is queued (up to a batch, after ``items``) and decide it in batches; whether
+        the queue said to stop."""
+        stopping = False
+        while len(items) < self.max_batch:
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        ready, self._deferred = self._deferred, []
+        for item in items:
+            if item is None:
+                stopping = True
+            elif isinstance(item, Loaded):
+                ready.extend(self._arrived(item))
+            elif isinstance(item, _Between):
+                item.action()
+            elif self._cache.admit(item.team_id, item):
+                ready.append(item)
+        for at in range(0, len(ready), self.max_batch):
+            with timeline.span("writer.batch", min(self.max_batch, len(ready) - at)):
+                self._write(ready[at : at + self.max_batch])
+        self._cache.drop_idle()
+        return stopping
 
     def _arrived(self, loaded: Loaded) -> list[_Queued[Any]]:
         """The commands that waited for a team to load, to decide now (or failed, if it could not)."""
@@ -260,7 +311,7 @@ class LedgerWriter:
         last_conflict = ""
         for attempt in range(self.max_attempts):
             if attempt:  # another writer won the last round: let it finish before trying again
-                time.sleep(random.uniform(0, 0.002 * 2 ** min(attempt, 6)))
+                self._backoff(attempt)
             touched, outcomes, idempotent = self._decide(batch)
             written = {tid: team for tid, team in touched.items() if team is not None}
             # Saving drains the teams' pending events: keep what a refusal of a lone command must name
@@ -361,6 +412,11 @@ class LedgerWriter:
                 self._pending_answers[(answer.team_id, answer.idem_key)] = answer
             outcomes.append((item, decided.value, None))
         return touched, outcomes, idempotent
+
+    def copy_of(self, team_id: UUID) -> TeamLedger | None:
+        """This writer's committed copy of the team, if it holds one (read it, never change it: the
+        simulator compares it with a replay of the stored events)."""
+        return self._cache.teams.get(team_id)
 
     def answer_pending(self, team_id: UUID, idem_key: str) -> bool:
         """Whether a command decided earlier in the batch being decided stores an answer under this

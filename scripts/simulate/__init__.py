@@ -1,0 +1,1 @@
+"""The deterministic simulator of the ledger core (``python -m scripts.simulate``): see world.py."""
