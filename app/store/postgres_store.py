@@ -1,7 +1,8 @@
 """The PostgreSQL recorder: events, plus the read models written in the same transaction.
 
 The library's insert transaction runs this hook first, then locks the events table and appends; a
-version conflict rolls the read-model rows back with the events.
+version conflict rolls the read-model rows back with the events. The events' leaves are appended to
+the transparency log last, under that lock (``app/store/log_append.py``).
 
 A connection whose insert transaction failed is closed, never handed back to the pool. The insert
 runs in psycopg's pipeline mode, where statements after the one that failed are skipped by the
@@ -25,11 +26,14 @@ from eventsourcing.utils import retry
 from psycopg import Cursor, sql
 from psycopg.rows import DictRow, dict_row
 
+from app.store.log_append import LogWriter
 from app.store.read_models import ReadModelQueries, ReadModelWriter
 
 
 class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
     read_models = ReadModelWriter("%s")
+    #: Its size row locked until the transaction ends: every process's appends in turn, no fork.
+    log = LogWriter("%s", lock_rows=True)
 
     @retry((InterfaceError, OperationalError), max_attempts=10, wait=0.2)
     def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
@@ -48,6 +52,7 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
                                 self._insert_stored_events(curs, stored_events, **kwargs)
                                 pipeline.sync()  # a constraint violation is raised here, not at commit
                                 notification_ids = self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
+                                self._append_to_log(curs, stored_events, kwargs.get("logged"))
                             except Exception as exc:  # noqa: BLE001 - re-raised once the pipeline has ended
                                 failure = exc
             except BaseException:
@@ -70,6 +75,13 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
             kwargs.get("charges", ()),
             kwargs.get("admin_keys", ()),
         )
+
+    def _append_to_log(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], sink: Any) -> None:
+        """The events' leaves, appended after the events themselves: a save that loses a version race
+        fails on the events' own key (a conflict the writer decides again) before the log is touched."""
+        logged = self.log.append(curs, stored_events)
+        if sink is not None:
+            sink.extend(logged)
 
     def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         with self.datastore.transaction(commit=True) as curs:

@@ -374,6 +374,52 @@ recharge_attempts = Table(
 )
 
 
+#: The transparency log (``app/store/log_append.py``): its size and root (one row), its tiles, which
+#: event each leaf is, and the checkpoints signed and their witnesses' cosignatures (``app/store/log_reads.py``).
+log_state = Table(
+    "log_state",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("size", BigInteger, nullable=False),
+    Column("root", LargeBinary, nullable=False),
+)
+
+log_tiles = Table(
+    "log_tiles",
+    metadata,
+    Column("level", Integer, primary_key=True),
+    Column("tile_index", BigInteger, primary_key=True),
+    Column("hashes", LargeBinary, nullable=False),
+)
+
+log_leaves = Table(
+    "log_leaves",
+    metadata,
+    Column("leaf_index", BigInteger, primary_key=True),
+    Column("originator_id", String, nullable=False),
+    Column("originator_version", BigInteger, nullable=False),
+    Index("log_leaves_event", "originator_id", "originator_version", unique=True),
+)
+
+log_checkpoints = Table(
+    "log_checkpoints",
+    metadata,
+    Column("size", BigInteger, primary_key=True),
+    Column("root", LargeBinary, nullable=False),
+    Column("note", Text, nullable=False),
+    Column("signed_at", String, nullable=False),
+)
+
+log_cosignatures = Table(
+    "log_cosignatures",
+    metadata,
+    Column("size", BigInteger, primary_key=True),
+    Column("witness", String, primary_key=True),
+    Column("line", Text, nullable=False),
+    Column("cosigned_at", BigInteger, nullable=False),
+)
+
+
 #: Events a projection could not project, skipped so that the events after them are
 #: (``projections/quarantine.py``): reported by health, metrics and ``ledger verify``.
 projection_quarantine = Table(

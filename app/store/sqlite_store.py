@@ -18,6 +18,7 @@ from eventsourcing.sqlite import (
     SQLiteFactory,
 )
 
+from app.store.log_append import LogWriter
 from app.store.many_rows import insert_rows
 from app.store.read_models import ReadModelQueries, ReadModelWriter
 
@@ -26,6 +27,7 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
     """The library creates the events table; the read-model tables are alembic's."""
 
     read_models = ReadModelWriter("?")
+    log = LogWriter("?", lock_rows=False)  # SQLite lets one writer in at a time
 
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
@@ -41,6 +43,9 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
             kwargs.get("charges", ()),
             kwargs.get("admin_keys", ()),
         )
+        logged = self.log.append(c, stored_events)
+        if (sink := kwargs.get("logged")) is not None:
+            sink.extend(logged)
         return None
 
     def _write_many(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:

@@ -1,0 +1,131 @@
+"""The transparency log in the ledger's database: every stored event appended as a leaf, in the same
+transaction as the event (``domain/transparency/``, docs/transparency.md).
+
+Three tables, all alembic's (migration 0021):
+
+- ``log_state``: one row, the tree's size and root. An append reads it first and, on PostgreSQL,
+  locks it (``FOR UPDATE``) until the transaction ends: appends from every gateway process are
+  serialised there, so the log never forks and never skips a size; SQLite has one writer at a time;
+- ``log_tiles``: the C2SP tiles, keyed by (level, index), each at its widest (a partial tile is
+  rewritten as it grows; a full one never changes). An append reads the right edge's partial tiles
+  (at most one a level), so its cost does not grow with the log;
+- ``log_leaves``: which event each leaf is (its originator and version), for receipts, proofs of a
+  request's charge and ``ledger verify``.
+
+The leaf of a stored event is :func:`stored_leaf`: ``event_leaf`` of its originator id, version,
+topic, instant and the rest of its stored state. A leaf whose state canonical JSON cannot carry
+(never a ledger event's: a defence, not a case) is the state's bytes in hex instead, so that a log
+can never refuse an event the store takes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from eventsourcing.persistence import StoredEvent
+
+from app.store.many_rows import insert_rows
+from domain.transparency.appender import Appended, append_leaves, right_edge_from_tiles
+from domain.transparency.event_leaf import LeafEncodingError, event_leaf
+from domain.transparency.hashing import EMPTY_ROOT, HASH_SIZE, leaf_hash
+from domain.transparency.tiles import right_edge_tiles
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedLeaf:
+    """Where an event went in the log: its leaf index and hash."""
+
+    originator_id: UUID
+    version: int
+    index: int
+    leaf_hash: bytes
+
+
+def stored_leaf(stored: StoredEvent) -> bytes:
+    """The leaf bytes of a stored event (its state as the store keeps it, numbers with a fraction
+    carried as their text)."""
+    raw = bytes(stored.state)
+    state = json.loads(raw, parse_float=str)
+    stamp = state.pop("timestamp", None)
+    instant = datetime.fromisoformat(stamp["_data_"]) if isinstance(stamp, dict) else None
+    if instant is None:
+        raise LeafEncodingError(f"event {stored.originator_id} v{stored.originator_version} has no timestamp")
+    team = str(stored.originator_id)
+    try:
+        return event_leaf(team, stored.originator_version, stored.topic, instant, state)
+    except LeafEncodingError:
+        return event_leaf(team, stored.originator_version, stored.topic, instant, {"state_hex": raw.hex()})
+
+
+def _uuid(value: UUID | str) -> UUID:
+    return value if isinstance(value, UUID) else UUID(value)
+
+
+def _value(row: Any, name: str, at: int) -> Any:
+    return row[name] if isinstance(row, dict) else row[at]
+
+
+class LogWriter:
+    """Appends a batch's events to the log with a DB-API cursor, in the caller's transaction."""
+
+    def __init__(self, marker: str, *, lock_rows: bool) -> None:
+        self.marker = marker
+        self._lock = " FOR UPDATE" if lock_rows else ""
+
+    def append(self, cursor: Any, stored_events: Sequence[StoredEvent]) -> list[LoggedLeaf]:
+        """Append the events, in order; returns each one's leaf."""
+        if not stored_events:
+            return []
+        hashes = [leaf_hash(stored_leaf(s)) for s in stored_events]  # before the lock: pure CPU
+        p = self.marker
+        cursor.execute(f"SELECT size FROM log_state WHERE id = 1{self._lock}")
+        row = cursor.fetchone()
+        if row is None:  # the log's first append (migration 0021 makes its tables; its row, the first append)
+            cursor.execute(
+                f"INSERT INTO log_state (id, size, root) VALUES (1, 0, {p}) ON CONFLICT (id) DO NOTHING", (EMPTY_ROOT,)
+            )
+            cursor.execute(f"SELECT size FROM log_state WHERE id = 1{self._lock}")
+            row = cursor.fetchone()
+        size = int(_value(row, "size", 0))
+        appended = append_leaves(right_edge_from_tiles(size, self._edge_tiles(cursor, size)), hashes)
+        self._write(cursor, size, appended, stored_events)
+        return [
+            LoggedLeaf(_uuid(s.originator_id), s.originator_version, size + i, h)
+            for i, (s, h) in enumerate(zip(stored_events, hashes, strict=True))
+        ]
+
+    def _edge_tiles(self, cursor: Any, size: int) -> list[bytes | None]:
+        wanted = right_edge_tiles(size)
+        keys = [(t.level, t.index) for t in wanted if t is not None]
+        found: dict[tuple[int, int], bytes] = {}
+        if keys:
+            p = self.marker
+            where = " OR ".join(f"(level = {p} AND tile_index = {p})" for _ in keys)
+            cursor.execute(
+                f"SELECT level, tile_index, hashes FROM log_tiles WHERE {where}", [v for k in keys for v in k]
+            )
+            for row in cursor.fetchall():
+                key = (int(_value(row, "level", 0)), int(_value(row, "tile_index", 1)))
+                found[key] = bytes(_value(row, "hashes", 2))
+        return [None if t is None else found.get((t.level, t.index), b"")[: t.width * HASH_SIZE] for t in wanted]
+
+    def _write(self, cursor: Any, size: int, appended: Appended, stored_events: Sequence[StoredEvent]) -> None:
+        p = self.marker
+        for update in appended.tiles:
+            cursor.execute(
+                f"INSERT INTO log_tiles (level, tile_index, hashes) VALUES ({p}, {p}, {p}) "
+                "ON CONFLICT (level, tile_index) DO UPDATE SET hashes = excluded.hashes",
+                (update.tile.level, update.tile.index, update.data),
+            )
+        insert_rows(
+            cursor,
+            "INSERT INTO log_leaves (leaf_index, originator_id, originator_version)",
+            [(size + i, _uuid(s.originator_id).hex, s.originator_version) for i, s in enumerate(stored_events)],
+            marker=p,
+        )
+        cursor.execute(f"UPDATE log_state SET size = {p}, root = {p} WHERE id = 1", (appended.edge.size, appended.root))
