@@ -25,6 +25,7 @@ from app.keys import KeyDirectory
 from app.ledger.billing import Billing, ThisProcess
 from app.ledger.health import LedgerHealth
 from app.ledger.leases import Leases
+from app.ledger.log_checkpoints import CheckpointSigner
 from app.ledger.prices import PriceBook
 from app.ledger.projector import Projector
 from app.ledger.service import LedgerService
@@ -32,6 +33,7 @@ from app.ledger.streams_in_flight import StreamsInFlight
 from app.ledger.sweeper import HoldSweeper, SweepTimes
 from app.ledger.verify_runs import VerifyRuns
 from app.ledger.writer import LedgerWriter
+from app.log_key import log_signer
 from app.observability import metrics, timeline
 from app.observability.record_writer import RecordWriter
 from app.payments.recharger import Recharger
@@ -118,6 +120,8 @@ class Runtime:
     stripe: StripeAccount | None = None
     #: Pays the auto-recharge attempts the charges began, on the teams' saved cards (with ``stripe``).
     recharger: Recharger | None = None
+    #: Signs the transparency log's checkpoints (``[transparency]``), with the key receipts are signed with.
+    checkpoints: CheckpointSigner | None = None
     #: A team's files and batches (``/v1/files``, ``/v1/batches``), and the poller that settles batches.
     batches: BatchStore = field(default=None)  # type: ignore[assignment]
     batch_poller: BatchPoller | None = None
@@ -196,9 +200,12 @@ class Runtime:
         self.webhooks.stop()
         if self.recharger is not None:
             self.recharger.stop()  # an attempt being paid is finished first
+
         if self.stripe is not None:
             self.stripe.close()
         self.writer.stop()  # every queued command is committed first
+        if self.checkpoints is not None:
+            self.checkpoints.stop()  # its last checkpoint holds the writer's last events
         if self.records is not None:
             self.records.stop()  # what is waiting is written first
         self.projector.stop()
@@ -310,6 +317,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         ledger, settings, prices, limiter, leases, ThisProcess(owner=owner, writable=lambda: health.writable)
     )
     health.when_writable = billing.pay_owed
+    billing.receipts = log_signer(settings.transparency, base_dir, os.environ)  # each charge's receipt, signed
     times = SweepTimes(
         float(settings.hold_timeout),
         dead_after=float(settings.instance_dead_after),
@@ -345,7 +353,10 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
         RecordWriter(store.database, deployment_name=deployment_name).start() if settings.request_record_days else None
     )
     account = StripeAccount(settings.payments, settings.credits_per_usd) if settings.payments is not None else None
+    signer = billing.receipts
+    every = float(settings.transparency.checkpoint_seconds) if settings.transparency is not None else 0.0
     return Runtime(
+        checkpoints=CheckpointSigner(store.database, signer, every).start() if signer is not None else None,
         stripe=account,
         recharger=Recharger(store.database, ledger, account).start() if account is not None else None,
         records=records,

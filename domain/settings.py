@@ -19,6 +19,7 @@ from decimal import Decimal
 import msgspec
 
 from domain.settings_checks import check_semantics, deployment_keys
+from domain.settings_log import Transparency
 from domain.settings_models import (
     UPSTREAM_WIRES,
     EffortLevel,
@@ -196,6 +197,8 @@ class Settings(_Strict, frozen=True):
     webhooks: list[Webhook] = msgspec.field(default_factory=list)
     #: Credit teams buy themselves through Stripe Checkout (unset: none; see Payments).
     payments: Payments | None = None
+    #: The transparency log's signed checkpoints and receipts (unset: the log is kept, nothing is signed).
+    transparency: Transparency | None = None
     #: The longest wait, in seconds, between two deliveries of an alert a receiver refused or did
     #: not answer (the wait doubles from half a second up to this).
     webhook_retry_max_seconds: Decimal = Decimal(300)

@@ -26,6 +26,7 @@ from domain.bounds import (
 )
 from domain.endpoint_prices import check_endpoint_kinds, check_endpoint_prices
 from domain.pricing import BASE_TIERS
+from domain.settings_log import check_transparency
 from domain.settings_payments import check_payments
 
 if TYPE_CHECKING:  # the schema imports this module to check what it parsed
@@ -88,6 +89,8 @@ def check_semantics(settings: Settings, fail: Fail) -> None:
         fail("webhook_retry_max_seconds", "must be at least 1 second")
     if settings.payments is not None:
         check_payments(settings.payments, fail)
+    if settings.transparency is not None:
+        check_transparency(settings.transparency, fail)
 
 
 def _check_ledger_and_stores(settings: Settings, fail: Fail) -> None:

@@ -21,6 +21,7 @@ from app.cli.alerts import add_alert_commands
 from app.cli.balance import add_balance_command
 from app.cli.credits import add_credits_commands
 from app.cli.keys import add_key_commands, add_team_commands
+from app.cli.log_commands import add_log_commands
 from app.cli.log_offline import add_offline_commands
 from app.cli.log_watch import add_watch_commands
 from app.cli.payments import add_payments_commands
@@ -40,6 +41,7 @@ from app.clock_shift import ClockOffsetError, shift_clock_from_environment
 from app.errors import bounded
 from app.http.serving import serve
 from app.ledger.refusals import REFUSALS
+from app.log_key import log_signer
 from app.ratelimit.choice import StartupRefused
 from app.settings_file import CONFIG_ENV, load_settings
 from app.upstream.google_token import require_google_credentials
@@ -189,6 +191,7 @@ def cmd_serve(args: argparse.Namespace) -> None:
     require_google_credentials(settings, config_path)
     require_webhook_secrets(settings, config_path, os.environ)
     require_payment_secrets(settings.payments, config_path, os.environ)
+    log_signer(settings.transparency, base, os.environ, config_path)  # refuses to serve without its key
     require_strong_admin_key(settings, config_path, os.environ)
     serve(settings, base, args.host, args.port, args.workers, config_path)
 
@@ -288,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     log = commands.add_parser("log", help="the transparency log: checkpoints, proofs, receipts").add_subparsers(
         dest="action", required=True, metavar="ACTION"
     )
+    add_log_commands(log, common)
     add_offline_commands(log)
     add_watch_commands(log)
 

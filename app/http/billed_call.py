@@ -54,6 +54,8 @@ from domain.usage import TokenUsage
 #: endpoint's :class:`~app.http.billed_request.Direct` request.
 P = TypeVar("P", bound=Outbound)
 T = TypeVar("T")
+#: The charge's signed receipt (``docs/transparency.md``), on a whole answer; a stream's is in its usage.
+RECEIPT_HEADER = "x-tollgate-receipt"
 
 
 class Phase(enum.Enum):
@@ -216,9 +218,11 @@ class BilledCall(Generic[P]):
         fields (and which is stored under the request's Idempotency-Key, as ``content_type``)."""
         self.phase = Phase.SETTLED
         with service_refusals_answered():
-            _, body = await self._services.billing.charge(
+            charge, body = await self._services.billing.charge(
                 self.bill, usage, lambda charge: render(charge.usage_fields()), content_type=content_type
             )
+        if charge.receipt:  # a whole answer's head goes out after its charge: it can carry the receipt
+            self.headers[RECEIPT_HEADER] = charge.receipt
         if timeline.on:
             timeline.mark("charged", self.bill.record)
         return body

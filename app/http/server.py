@@ -29,6 +29,7 @@ from app.http.routes.gemini_models import gemini_list_models, gemini_read_model,
 from app.http.routes.health import live, ready
 from app.http.routes.image_edits import edit_image
 from app.http.routes.images import create_image
+from app.http.routes.ledger_log import log_handlers
 from app.http.routes.message_batches import (
     cancel_message_batch,
     create_message_batch,
@@ -159,6 +160,7 @@ def create_app(runtime: Runtime) -> Litestar:
             read_credits,
             create_checkout,
             *team_recharge_handlers,
+            *log_handlers,
             stripe_webhook,
             read_key,
             read_request,

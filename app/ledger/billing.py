@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from app.keys import Principal
 from app.ledger.leases import Lease, Leases
 from app.ledger.prices import DeploymentPrices, PriceBook
-from app.ledger.receipts import Charge
+from app.ledger.receipts import Charge, signed_receipt
 from app.ledger.refusals import ChargeNotRecorded, ChargeOwed, IdempotencyKeyReused, LedgerNotWritable
 from app.ledger.results import AnswerToStore, Charged, Held, Released
 from app.ledger.service import LedgerService, TeamRequest
@@ -35,6 +36,7 @@ from domain.ledger import (
 )
 from domain.pricing import Exposure, Quote, affordable_output_tokens, worst_case_in_micros
 from domain.settings import Model, Settings
+from domain.transparency.keys import NoteSigner
 from domain.usage import TokenUsage
 
 log = logging.getLogger("tollgate.billing")
@@ -124,6 +126,8 @@ class Billing:
         self._credits_per_usd = settings.credits_per_usd
         self._limiter = limiter
         self._leases = leases
+        #: The transparency log's key, when the gateway signs each charge's receipt (``[transparency]``).
+        self.receipts: NoteSigner | None = None
 
     def _used(self, bill: RequestBill, tokens: int) -> None:
         """The request is settled: its rate-limit token estimate becomes what it really used."""
@@ -288,6 +292,9 @@ class Billing:
         self._closed(bill, charged.event, usage)
         self._used(bill, usage.prompt_tokens + usage.output_tokens)
         charge = Charge.of(charged.event, self._credits_per_usd, charged.cost)
+        if self.receipts is not None and charged.leaf is not None:
+            receipt = signed_receipt(self.receipts, bill.principal.team_name, charged.event, charged.leaf)
+            charge = dataclasses.replace(charge, receipt=receipt)
         if charged.answer is not None:  # rendered once, on the writer thread, and stored as sent
             return charge, charged.answer
         return charge, render(charge) if render is not None else b""

@@ -14,10 +14,13 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from app.store.log_append import LoggedLeaf
 from app.store.read_models import ChargeRecord
 from domain.ledger import TeamLedger
 from domain.money import credits_from_exact, credits_from_micros, usd_from_micros
 from domain.pricing import TOKEN_KINDS, Cost, Price, price_usage
+from domain.transparency.keys import NoteSigner
+from domain.transparency.receipt import Receipt, sign_receipt
 from domain.usage import TokenUsage
 
 #: A breakdown's token dimension → the usage field that counts it.
@@ -42,6 +45,8 @@ class Charge:
     price_ref: str = ""  # the price list entry they come from
     #: What the key's budget has left this period (None: the key has no budget).
     key_budget_credits: Decimal | None = None
+    #: The charge's signed receipt (``domain/transparency/receipt.py``; "": the gateway signs none).
+    receipt: str = ""
 
     @classmethod
     def of(cls, event: TeamLedger.Charged | ChargeRecord, credits_per_usd: Decimal, cost: Cost | None = None) -> Charge:
@@ -74,7 +79,25 @@ class Charge:
         remaining: dict[str, Any] = {"credits": self.remaining_credits}
         if self.key_budget_credits is not None:
             remaining["key_budget_credits"] = self.key_budget_credits
-        return {"cost": cost, "remaining": remaining}
+        fields: dict[str, Any] = {"cost": cost, "remaining": remaining}
+        if self.receipt:
+            fields["receipt"] = self.receipt
+        return fields
+
+
+def signed_receipt(signer: NoteSigner, team: str, event: TeamLedger.Charged, leaf: LoggedLeaf) -> str:
+    """The receipt of a charge whose event is ``leaf`` of the transparency log, signed with the log's key."""
+    receipt = Receipt(
+        signer.name,
+        event.request_id,
+        team,
+        event.originator_version,
+        event.charged,
+        event.balance_after,
+        leaf.index,
+        leaf.leaf_hash,
+    )
+    return sign_receipt(receipt, signer)
 
 
 def cost_breakdown(event: TeamLedger.Charged, credits_per_usd: Decimal, cost: Cost | None = None) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from app.store.log_append import LoggedLeaf
 from app.store.read_models import IdempotentResponse
 from domain.auto_recharge import Recharge
 from domain.budgets import spent_in
@@ -53,6 +54,7 @@ class Charged:
     lease_left: int | None = None
     answer: bytes | None = None
     cost: Cost | None = None  # what the cost is made of, as the command computed it
+    leaf: LoggedLeaf | None = None  # the event's leaf in the transparency log (for the receipt)
 
 
 @dataclass(frozen=True, slots=True)

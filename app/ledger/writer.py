@@ -23,6 +23,7 @@ never cost other teams their requests.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import queue
 import random
@@ -35,10 +36,12 @@ from typing import Any, Generic, TypeAlias, TypeVar
 from uuid import UUID
 
 from app.ledger.refusals import ServiceRefusal
+from app.ledger.results import Charged
 from app.ledger.team_cache import Loaded, TeamCache
 from app.ledger.turns import Turns
 from app.observability import metrics, timeline
 from app.store.event_store import LedgerStore
+from app.store.log_append import LoggedLeaf
 from app.store.read_models import IdempotentResponse
 from app.store.snapshots import SNAPSHOT_EVERY
 from app.store.store_errors import DuplicateRecord, RecordRejected, StaleConnection, StoreRefused, VersionConflict
@@ -328,7 +331,7 @@ class LedgerWriter:
             )
             try:
                 with timeline.span("writer.save", len(written)):
-                    self.store.save_teams(written.values(), idempotent)
+                    logged = self.store.save_teams(written.values(), idempotent)
             except VersionConflict as exc:
                 # Another process appended to one of these teams (or opened the same team): bring
                 # the committed copies up to date and decide the whole batch again.
@@ -367,7 +370,7 @@ class LedgerWriter:
                 self._failed(str(exc))
                 self._fail(batch, LedgerUnavailable(f"the ledger could not be written: {exc}"))
                 return
-            self._committed(written, outcomes)
+            self._committed(written, outcomes, logged)
             return
         log.error(
             "ledger batch of %d command(s) could still not be saved after %d attempts (last: %s)",
@@ -377,12 +380,19 @@ class LedgerWriter:
         )
         self._fail(batch, LedgerUnavailable("the ledger kept conflicting with another writer; try again"))
 
-    def _committed(self, written: dict[UUID, TeamLedger], outcomes: list[_Outcome]) -> None:
-        """The batch is durable: keep its teams, and only now tell each caller what it decided."""
+    def _committed(
+        self, written: dict[UUID, TeamLedger], outcomes: list[_Outcome], logged: Sequence[LoggedLeaf] = ()
+    ) -> None:
+        """The batch is durable: keep its teams, and only now tell each caller what it decided (a
+        charge with its leaf in the transparency log, for its receipt)."""
         self._cache.committed(written)
         if self._on_commit is not None:
             self._on_commit()
+        leaves = {(leaf.originator_id, leaf.version): leaf for leaf in logged}
         for item, value, refusal in outcomes:
+            if isinstance(value, Charged) and leaves:
+                event = value.event
+                value = dataclasses.replace(value, leaf=leaves.get((event.originator_id, event.originator_version)))
             _answer(item.future, value, refusal)
 
     def _decide(

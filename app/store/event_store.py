@@ -22,6 +22,7 @@ from eventsourcing.persistence import JSONTranscoder, Notification, StoredEvent
 
 from app.store.admin_key_directory import AdminKeyRecord
 from app.store.database import Database
+from app.store.log_append import LoggedLeaf
 from app.store.read_models import (
     BalanceRecord,
     ChargeRecord,
@@ -81,15 +82,18 @@ class LedgerStore(Application[UUID]):
         super().register_transcodings(transcoder)
         register_state_transcodings(transcoder)
 
-    def save_teams(self, teams: Iterable[TeamLedger], idempotent: Sequence[IdempotentResponse] = ()) -> None:
-        """Append the teams' pending events and update the read models, in one transaction.
+    def save_teams(
+        self, teams: Iterable[TeamLedger], idempotent: Sequence[IdempotentResponse] = ()
+    ) -> list[LoggedLeaf]:
+        """Append the teams' pending events and update the read models, in one transaction; returns
+        each event's leaf in the transparency log, appended in the same transaction.
 
         Every charge also gets its row in ``charged_requests``, whose key refuses a second charge
         of the same request. Raises a :class:`~app.store.store_errors.StoreRefused` saying why
         the transaction was refused (nothing of it is then written)."""
         teams = [t for t in teams if t.pending_events]
         if not teams:
-            return
+            return []
         keys = [k for t in teams if any(isinstance(e, POLICY_EVENTS) for e in t.pending_events) for k in key_records(t)]
         balances = [BalanceRecord(t.id, t.name, t.balance, t.held, t.version) for t in teams]
         charges = [
@@ -98,10 +102,12 @@ class LedgerStore(Application[UUID]):
             for e in t.pending_events
             if isinstance(e, TeamLedger.Charged)
         ]
+        logged: list[LoggedLeaf] = []
         try:
-            self.save(*teams, keys=keys, balances=balances, idempotent=idempotent, charges=charges)
+            self.save(*teams, keys=keys, balances=balances, idempotent=idempotent, charges=charges, logged=logged)
         except Exception as exc:
             raise classify(exc, getattr(self.recorder, "events_table_name", "stored_events")) from exc
+        return logged
 
     def load_prices(self) -> PriceList | None:
         """The price list, replayed (None: no price was ever recorded). It changes a few times a

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.store.event_store import LedgerStore
+from app.store.log_append import LoggedLeaf
 from app.store.read_models import IdempotentResponse
 from app.store.store_errors import StoreUnreachable
 from domain.ledger import TeamLedger
@@ -58,16 +59,18 @@ class FaultyStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def save_teams(self, teams: Iterable[TeamLedger], idempotent: Sequence[IdempotentResponse] = ()) -> None:
+    def save_teams(
+        self, teams: Iterable[TeamLedger], idempotent: Sequence[IdempotentResponse] = ()
+    ) -> list[LoggedLeaf]:
         teams = list(teams)
         if not self.enabled or not any(t.pending_events for t in teams):
-            self._store.save_teams(teams, idempotent)
-            return
+            return self._store.save_teams(teams, idempotent)
         roll = self._rng.random()
         if roll < self.rates.commit_fails:
             self.counts.add("commit failed")
             raise StoreUnreachable("simulated: the database did not answer; nothing was written")
-        self._store.save_teams(teams, idempotent)
+        logged = self._store.save_teams(teams, idempotent)
         if roll < self.rates.commit_fails + self.rates.ack_lost:
             self.counts.add("acknowledgement lost")
             raise StoreUnreachable("simulated: the commit's answer was lost on the way back")
+        return logged
