@@ -132,3 +132,27 @@ def test_for_text_within_the_bmp_it_is_what_pythons_json_writes_sorted_and_compa
     expected = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     assert canonical_json(value) == expected
     assert json.loads(canonical_json(value)) == value
+
+
+_any_text = st.text(st.characters(exclude_categories=("Cs",)))
+_any_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(1 << 64), 1 << 64) | _any_text | st.floats(allow_nan=False),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(_any_text, children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(value=_any_json)
+def test_the_fast_path_writes_or_refuses_exactly_what_the_exact_encoder_does(value):
+    """The C encoder's fast path and the exact encoder agree on every value: the same bytes, or both
+    refuse (floats, integers beyond 64 bits, keys beyond the BMP sorted by UTF-16)."""
+    from domain.transparency.event_leaf import _encode
+
+    try:
+        exact = _encode(value, 0).encode("utf-8")
+    except LeafEncodingError:
+        with pytest.raises(LeafEncodingError):
+            canonical_json(value)
+        return
+    assert canonical_json(value) == exact
