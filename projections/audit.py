@@ -32,6 +32,7 @@ from domain.usage import TokenUsage
 from projections.audit_history import HistoryCheck
 from projections.audit_snapshots import SnapshotCheck
 from projections.history import HistoryProjection
+from projections.log_check import LogCheck
 
 #: The most events the audit history projection may be behind the ledger when ``verify`` begins. A
 #: running gateway's projector catches up every two seconds, so under the heaviest load measured
@@ -50,6 +51,8 @@ class VerifyReport:
     projected: int = 0  # the event the audit history projection had reached (its rows were checked up to it)
     behind: int = 0  # how many events it had not reached yet
     quarantined: int = 0  # events it set aside, unable to project them (each a problem)
+    log_leaves: int = 0  # the transparency log's leaves recomputed from the events
+    log_checkpoints: int = 0  # its kept checkpoints checked against the recomputed tree
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -67,12 +70,14 @@ def verify_ledger(
     prices = _Prices()
     history = HistoryCheck(HistoryProjection(store, database)) if database is not None else None
     snapshots = SnapshotCheck(store)
+    log = LogCheck(store)
     charged: dict[UUID, list[int]] = defaultdict(lambda: [0, 0])  # team → [charges, micro-credits]
     try:
         if history:
             history.start()
         for notification in store.notifications():
             report.events += 1
+            log.expect(notification)
             if progress and report.events % 10_000 == 0:
                 progress(report.events)
             replayed = _replay_one(store, notification, teams, prices)
@@ -100,6 +105,8 @@ def verify_ledger(
     finally:
         if history:
             history.close()
+        report.problems.extend(log.finish())
+        report.log_leaves, report.log_checkpoints = log.leaves, log.checkpoints
     report.problems.extend(snapshots.finish(teams))
     report.snapshots, report.outdated_snapshots = snapshots.checked, snapshots.outdated
     return report

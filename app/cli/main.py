@@ -84,6 +84,10 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
         print(f"Team snapshots checked against the replay: {report.snapshots}, all equal to it{outdated}.")
         lag = f" (the projections are {report.behind} events behind; they catch up)" if report.behind else ""
         print(f"Audit history and usage match the events up to event #{report.projected}{lag}.")
+        print(
+            f"Transparency log recomputed from the events: {report.log_leaves} leaves, "
+            f"{report.log_checkpoints} checkpoints, all equal to it."
+        )
         return 0
     print(f"Ledger verification FAILED after {report.events} events: {report.problems[0]}", file=sys.stderr)
     for problem in report.problems[1:]:

@@ -1,0 +1,128 @@
+"""``ledger verify``'s check of the transparency log: the whole log recomputed from the events.
+
+The events are read once, in the order they were stored (``verify_ledger``'s pass); the log appends
+them in that very order (in the event's transaction: ``app/store/log_append.py``), so event ``i`` must
+be leaf ``i``. For each, the check recomputes its leaf hash from the stored event and compares it with
+the hash the log's tiles hold, and rebuilds the tree as it goes: every kept checkpoint must state the
+root of the tree of its size, and the log's stored size and root must be the whole tree's. So an event
+whose data was changed in the database after it was logged, an event missing from the log or logged
+twice, a rewritten tile, a checkpoint that no tree of its size has: each is a problem, named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from eventsourcing.persistence import Notification, StoredEvent
+
+from app.store.database import Sql
+from app.store.event_store import LedgerStore
+from app.store.log_append import stored_leaf
+from app.store.log_reads import KeptCheckpoint, LogReads
+from domain.transparency.appender import EMPTY_EDGE, append_leaves
+from domain.transparency.checkpoint import MalformedCheckpoint, parse_checkpoint
+from domain.transparency.hashing import HASH_SIZE, leaf_hash
+from domain.transparency.note import MalformedNote, parse_note
+from domain.transparency.tiles import TILE_WIDTH, TileCoordinate
+
+PAGE = 1024
+#: Problems reported at most (a rewritten month would otherwise list every event of it).
+MAX_PROBLEMS = 10
+
+
+@dataclass
+class LogCheck:
+    """Fed every stored event in order (:meth:`expect`), then :meth:`finish`: the problems found."""
+
+    store: LedgerStore
+    problems: list[str] = field(default_factory=list)
+    leaves: int = 0
+    checkpoints: int = 0
+
+    def __post_init__(self) -> None:
+        self._sql = Sql(self.store.database)
+        self._reads = LogReads(self._sql)
+        self._head = self._reads.head()
+        self._kept = sorted(self._reads.all_checkpoints(), key=lambda k: k.size)
+        self._edge = EMPTY_EDGE
+        self._batch: list[tuple[Notification, bytes]] = []
+
+    def expect(self, notification: Notification) -> None:
+        stored = StoredEvent(
+            notification.originator_id, notification.originator_version, notification.topic, notification.state
+        )
+        self._batch.append((notification, leaf_hash(stored_leaf(stored))))
+        if len(self._batch) >= PAGE:
+            self._flush()
+
+    def _problem(self, text: str) -> None:
+        if len(self.problems) < MAX_PROBLEMS:
+            self.problems.append(f"transparency log: {text}")
+
+    def _flush(self) -> None:
+        batch, self._batch = self._batch, []
+        if not batch:
+            return
+        start, end = self._edge.size, self._edge.size + len(batch)
+        logged = {index: (originator, version) for index, originator, version in self._reads.events(start, end)}
+        stored = self._level_zero(start, min(end, self._head.size))
+        for offset, (notification, computed) in enumerate(batch):
+            index = start + offset
+            named = (notification.originator_id, notification.originator_version)
+            if logged.get(index) != named:
+                self._problem(
+                    f"leaf {index} should be event {named[1]} of {named[0]}; the log names {logged.get(index)}"
+                )
+            elif stored.get(index) != computed:
+                what = f"leaf {index} (event {named[1]} of {named[0]})"
+                self._problem(f"{what} is not the stored event: changed after it was logged")
+        hashes = [computed for _, computed in batch]
+        while hashes:  # up to each kept checkpoint's size in turn, checking the root there
+            due = next((k for k in self._kept if self._edge.size < k.size <= self._edge.size + len(hashes)), None)
+            take = len(hashes) if due is None else due.size - self._edge.size
+            self._edge = append_leaves(self._edge, hashes[:take]).edge
+            hashes = hashes[take:]
+            if due is not None:
+                self._check_checkpoint(due)
+
+    def _level_zero(self, start: int, end: int) -> dict[int, bytes]:
+        """The leaf hashes the log's tiles hold for leaves ``start`` to ``end``."""
+        if end <= start:
+            return {}
+        tiles = [
+            TileCoordinate(0, t, min(TILE_WIDTH, self._head.size - t * TILE_WIDTH))
+            for t in range(start // TILE_WIDTH, (end - 1) // TILE_WIDTH + 1)
+        ]
+        found: dict[int, bytes] = {}
+        for tile, data in zip(tiles, self._reads.read_tiles(tiles), strict=True):
+            for at in range(len(data) // HASH_SIZE):
+                found[tile.index * TILE_WIDTH + at] = data[at * HASH_SIZE : (at + 1) * HASH_SIZE]
+        return found
+
+    def _check_checkpoint(self, kept: KeptCheckpoint) -> None:
+        self.checkpoints += 1
+        try:
+            stated = parse_checkpoint(parse_note(kept.note.encode()).text)
+        except (MalformedNote, MalformedCheckpoint) as exc:
+            self._problem(f"the checkpoint kept at {kept.size} leaves is not a checkpoint: {exc}")
+            return
+        if (stated.size, stated.root_hash) != (kept.size, kept.root) or stated.root_hash != self._edge.root:
+            self._problem(
+                f"the checkpoint of {kept.size} leaves states root {stated.root_hash.hex()[:16]}…; "
+                f"the events give {self._edge.root.hex()[:16]}…"
+            )
+
+    def finish(self) -> list[str]:
+        try:
+            self._flush()
+            self.leaves = self._edge.size
+            if self._head.size != self._edge.size:
+                self._problem(f"the log has {self._head.size} leaves; there are {self._edge.size} events")
+            elif self._head.root != self._edge.root:
+                self._problem("the log's stored root is not the root of its events")
+            for kept in self._kept:
+                if kept.size > self._edge.size:
+                    self._problem(f"a checkpoint of {kept.size} leaves, beyond the {self._edge.size} events")
+        finally:
+            self._sql.close()
+        return self.problems

@@ -1,0 +1,235 @@
+"""The transparency log through a real gateway, as a customer, an auditor and a witness use it: a
+charge's receipt verifies offline against a later checkpoint and its inclusion proof (and one changed
+digit does not); checkpoints stay consistent and ``tollgate log audit`` says so; a witness cosigns and
+the gateway serves the cosignature; bad proof requests are refused in the JSON error shape; and an
+event changed in the database is caught by ``ledger verify``."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+
+from domain.transparency.checkpoint import open_checkpoint
+from domain.transparency.cosignature import Cosigner, cosignatures_of
+from domain.transparency.keys import signer_from_seed
+from domain.transparency.note import decode_base64
+from domain.transparency.receipt import open_receipt, verify_receipt
+from domain.transparency.verify import verify_consistency
+from tests.support.cli_fork import run_tollgate
+from tests.support.fake_upstream import FakeUpstream
+from tests.support.gateway import GATEWAY_ENV, Gateway, verified_gateway, write_config
+from tests.support.teams import Team, Teams, teams_of
+
+LOG = signer_from_seed("gateway.example.com/ledger", bytes(range(32)))
+WITNESS = Cosigner("witness.example.com/w1", secrets.token_bytes(32))
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream) -> Iterator[Gateway]:
+    directory = tmp_path_factory.mktemp("tlog")
+    config = write_config(directory, fake_upstream.base_url)
+    config.write_text(
+        config.read_text()
+        + f'\n[transparency]\ncheckpoint_seconds = 0.2\nwitnesses = ["{WITNESS.verifier.key_string}"]\n'
+    )
+    yield from verified_gateway(config, {"TOLLGATE_LOG_KEY": LOG.key_string})
+
+
+@pytest.fixture(scope="module")
+def teams(gateway: Gateway) -> Iterator[Teams]:
+    yield from teams_of(gateway.config)
+
+
+def chat(gateway: Gateway, team: Team) -> httpx.Response:
+    body = {"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16}
+    answer = httpx.post(
+        f"{gateway.base_url}/chat/completions", json=body, headers={"Authorization": f"Bearer {team.key}"}, timeout=30
+    )
+    assert answer.status_code == 200, answer.text
+    return answer
+
+
+def checkpoint_reaching(gateway: Gateway, size: int, within: float = 10.0) -> bytes:
+    """The latest checkpoint, once it has at least ``size`` leaves."""
+    deadline = time.monotonic() + within
+    while True:
+        answer = httpx.get(f"{gateway.root_url}/ledger/checkpoint", timeout=10)
+        if answer.status_code == 200 and open_checkpoint(answer.content, LOG.name, [LOG.verifier]).size >= size:
+            return answer.content
+        assert time.monotonic() < deadline, f"no checkpoint of {size} leaves within {within} s: {answer.text}"
+        time.sleep(0.1)
+
+
+def proof(gateway: Gateway, path: str, **params: int) -> dict[str, Any]:
+    answer = httpx.get(f"{gateway.root_url}/ledger/proof/{path}", params=params, timeout=10)
+    assert answer.status_code == 200, answer.text
+    found: dict[str, Any] = answer.json()
+    return found
+
+
+def tollgate(*args: str) -> tuple[int, str]:
+    result = run_tollgate(list(args), {**os.environ, **GATEWAY_ENV}, timeout=60)
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_a_charges_receipt_verifies_offline_with_a_later_checkpoint_and_a_changed_digit_does_not(
+    gateway: Gateway, teams: Teams, tmp_path: Path
+):
+    team = teams.open("50")
+    answer = chat(gateway, team)
+    header = answer.headers["x-tollgate-receipt"]
+    assert answer.json()["usage"]["receipt"] == header
+    receipt = open_receipt(header, LOG.verifier)
+    assert (receipt.team, receipt.request_id) == (team.name, answer.headers["x-request-id"])
+    assert receipt.cost == round(float(answer.json()["usage"]["cost"]["credits"]) * 1_000_000)
+    note = checkpoint_reaching(gateway, receipt.leaf_index + 1)
+    size = open_checkpoint(note, LOG.name, [LOG.verifier]).size
+    found = proof(gateway, "inclusion", leaf=receipt.leaf_index, size=size)
+    assert decode_base64(found["leaf_hash"]) == receipt.leaf_hash
+    hashes = [decode_base64(h) for h in found["proof"]]
+    assert verify_receipt(header, note, hashes, LOG.verifier).receipt == receipt
+    (tmp_path / "receipt").write_text(header)
+    (tmp_path / "checkpoint").write_bytes(note)
+    (tmp_path / "proof.json").write_text(json.dumps(found))
+    key = httpx.get(f"{gateway.root_url}/ledger/key", timeout=10).text.strip()
+    assert key == LOG.verifier.key_string
+    args = ["--checkpoint", str(tmp_path / "checkpoint"), "--proof", str(tmp_path / "proof.json"), "--key", key]
+    code, out = tollgate("log", "verify-receipt", str(tmp_path / "receipt"), *args)
+    assert code == 0, out
+    raw = base64.b64decode(header)
+    changed = base64.b64encode(raw.replace(f"cost {receipt.cost}".encode(), f"cost {receipt.cost + 1}".encode()))
+    code, out = tollgate("log", "verify-receipt", changed.decode(), *args)
+    assert code == 1
+    assert "NOT VERIFIED" in out
+
+
+def test_checkpoints_stay_consistent_an_audit_passes_and_a_witness_cosigns(
+    gateway: Gateway, teams: Teams, tmp_path: Path
+):
+    team = teams.open("50")
+    receipts = [chat(gateway, team).headers["x-tollgate-receipt"] for _ in range(3)]
+    first = open_checkpoint(checkpoint_reaching(gateway, 1), LOG.name, [LOG.verifier])
+    later_receipts = [chat(gateway, team).headers["x-tollgate-receipt"] for _ in range(3)]
+    last_leaf = open_receipt(later_receipts[-1], LOG.verifier).leaf_index
+    second = open_checkpoint(checkpoint_reaching(gateway, last_leaf + 1), LOG.name, [LOG.verifier])
+    hashes = [
+        decode_base64(h) for h in proof(gateway, "consistency", **{"from": first.size, "to": second.size})["proof"]
+    ]
+    verify_consistency(first.size, second.size, first.root_hash, second.root_hash, hashes)
+    kept = httpx.get(f"{gateway.root_url}/ledger/checkpoints", params={"after": 0}, timeout=10).json()["checkpoints"]
+    assert [open_checkpoint(n.encode(), LOG.name, [LOG.verifier]).size for n in kept] == sorted(
+        {open_checkpoint(n.encode(), LOG.name, [LOG.verifier]).size for n in kept}
+    )
+    (tmp_path / "receipts").write_text("\n".join(receipts + later_receipts) + "\n")
+    state = str(tmp_path / "audit.json")
+    for _ in range(2):  # the first run saves what it saw; the second proves the log extends it
+        code, out = tollgate("log", "audit", "--url", gateway.root_url, "--key", LOG.verifier.key_string,
+                             "--state", state, "--receipts", str(tmp_path / "receipts"))  # fmt: skip
+        assert code == 0, out
+        assert "6 receipt(s) proven" in out
+        chat(gateway, team)
+        checkpoint_reaching(gateway, second.size + 1)
+    (tmp_path / "witness.key").write_text(WITNESS.key_string)
+    code, out = tollgate("log", "witness", "--url", gateway.root_url, "--log-key", LOG.verifier.key_string,
+                         "--key", str(tmp_path / "witness.key"), "--state", str(tmp_path / "w.json"))  # fmt: skip
+    assert code == 0, out
+    served = httpx.get(f"{gateway.root_url}/ledger/checkpoint", timeout=10).content
+    cosigned = cosignatures_of(served, [WITNESS.verifier])
+    if not cosigned:  # a newer checkpoint was signed meanwhile: the cosigned one is kept all the same
+        witnessed = open_checkpoint(served, LOG.name, [LOG.verifier])
+        assert witnessed.size > second.size
+    else:
+        assert cosigned[0].name == WITNESS.name
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "status"),
+    [
+        ("inclusion", {"leaf": "-1", "size": "3"}, 400),
+        ("inclusion", {"leaf": "a", "size": "3"}, 400),
+        ("inclusion", {"leaf": "3", "size": "3"}, 400),
+        ("inclusion", {"leaf": "0", "size": "99999999999"}, 404),
+        ("inclusion", {"leaf": "0", "size": "9" * 40}, 400),
+        ("inclusion", {"size": "3"}, 400),
+        ("consistency", {"from": "5", "to": "3"}, 400),
+        ("consistency", {"from": "0", "to": "99999999999"}, 404),
+        ("consistency", {"from": "\x00", "to": "3"}, 400),
+    ],
+)
+def test_bad_proof_requests_are_refused_in_the_json_error_shape(
+    gateway: Gateway, path: str, params: dict[str, str], status: int
+):
+    answer = httpx.get(f"{gateway.root_url}/ledger/proof/{path}", params=params, timeout=10)
+    assert answer.status_code == status, answer.text
+    assert answer.json()["error"]["message"]
+
+
+def test_a_cosignature_not_by_a_configured_witness_or_not_of_a_kept_checkpoint_is_refused(gateway: Gateway):
+    note = checkpoint_reaching(gateway, 1)
+    text = note.decode().split("\n\n")[0] + "\n"
+    stranger = Cosigner("stranger.example/w9", bytes(32))
+    for body, status in (
+        (note + stranger.cosign(text, int(time.time())).line.encode(), 400),
+        (b"not a note", 400),
+        (b"x" * 20_000, 400),
+        (note.replace(b"\n", b"\n", 1).replace(text.split("\n")[1].encode(), b"1", 1), 400),
+    ):
+        answer = httpx.post(f"{gateway.root_url}/ledger/cosignatures", content=body, timeout=10)
+        assert answer.status_code in (status, 404), (body[:60], answer.status_code, answer.text)
+        assert answer.json()["error"]["message"]
+
+
+def test_an_event_changed_in_the_database_is_caught_by_ledger_verify(
+    tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream
+):
+    directory = tmp_path_factory.mktemp("tampered")
+    config = write_config(directory, fake_upstream.base_url)
+    gateway = Gateway(config).start()
+    try:
+        with contextmanager(teams_of)(config) as teams:
+            team = teams.open("50")
+            chat(gateway, team)
+    finally:
+        gateway.stop()
+    assert gateway.cli("ledger", "verify").returncode == 0
+    _change_a_charge(config)
+    verify = gateway.cli("ledger", "verify", check=False)
+    assert verify.returncode == 1
+    assert "changed after it was logged" in verify.stderr
+
+
+def _change_a_charge(config: Path) -> None:
+    """A charge's cost lowered in the events table, as whoever can write the database could."""
+    url = next(line.split('"')[1] for line in config.read_text().splitlines() if line.startswith("database_url"))
+    if url.startswith("sqlite:///"):
+        path = Path(url.removeprefix("sqlite:///"))
+        path = path if path.is_absolute() else config.parent / path
+        with sqlite3.connect(path) as db:
+            rowid, state = db.execute(
+                "SELECT rowid, state FROM stored_events WHERE topic LIKE '%Charged' LIMIT 1"
+            ).fetchone()
+            db.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (_cheaper(bytes(state)), rowid))
+        return
+    with psycopg.connect(url) as db:
+        nid, state = db.execute(
+            "SELECT notification_id, state FROM ledger_events WHERE topic LIKE '%Charged' LIMIT 1"
+        ).fetchone()
+        db.execute("UPDATE ledger_events SET state = %s WHERE notification_id = %s", (_cheaper(bytes(state)), nid))
+
+
+def _cheaper(state: bytes) -> bytes:
+    record = json.loads(state)
+    record["charged"] = max(0, record["charged"] - 1)
+    return json.dumps(record, separators=(",", ":")).encode()
