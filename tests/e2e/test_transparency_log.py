@@ -100,6 +100,12 @@ def test_a_charges_receipt_verifies_offline_with_a_later_checkpoint_and_a_change
     assert decode_base64(found["leaf_hash"]) == receipt.leaf_hash
     hashes = [decode_base64(h) for h in found["proof"]]
     assert verify_receipt(header, note, hashes, LOG.verifier).receipt == receipt
+    looked_up = httpx.get(
+        f"{gateway.base_url}/requests/{receipt.request_id}", headers={"Authorization": f"Bearer {team.key}"}, timeout=10
+    ).json()["data"]["log"]
+    assert looked_up["leaf_index"] == receipt.leaf_index
+    in_log = [decode_base64(h) for h in looked_up["proof"]]
+    verify_receipt(header, looked_up["checkpoint"].encode(), in_log, LOG.verifier)
     (tmp_path / "receipt").write_text(header)
     (tmp_path / "checkpoint").write_bytes(note)
     (tmp_path / "proof.json").write_text(json.dumps(found))

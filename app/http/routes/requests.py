@@ -18,6 +18,7 @@ second of the answer; ``charge``: a charge the gateway made but the ledger has n
 from __future__ import annotations
 
 import asyncio
+import base64
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -33,6 +34,8 @@ from app.http.routes.auth import authenticate
 from app.ledger.lookup import FoundRequest, find_request
 from app.ledger.receipts import Charge
 from app.runtime import Runtime
+from app.store.database import Sql
+from app.store.log_reads import LogReads
 from domain.ledger import TeamLedger
 from domain.money import credits_from_micros
 
@@ -73,6 +76,9 @@ class RequestFacts(msgspec.Struct):
     upstream: dict[str, Any] | None
     pending: list[str]
     unit: str
+    #: The charge's leaf in the transparency log and its inclusion proof against the latest checkpoint
+    #: (``leaf_index``, ``leaf_hash``, ``checkpoint``, ``proof``; null: not charged, or no checkpoint yet).
+    log: dict[str, Any] | None = None
 
 
 class RequestAnswer(msgspec.Struct):
@@ -111,7 +117,29 @@ async def _answer(runtime: Runtime, request_id: str, team_name: str | None) -> R
         raise NotFound(
             f"No request with id '{request_id[:_MAX_ID]}' was found.", param="request_id", code="request_not_found"
         )
-    return json_response({"data": request_facts(found)})
+    facts = request_facts(found)
+    facts["log"] = None if found.charge is None else await asyncio.to_thread(_in_the_log, runtime, found.charge)
+    return json_response({"data": facts})
+
+
+def _in_the_log(runtime: Runtime, charge: TeamLedger.Charged) -> dict[str, Any] | None:
+    """The charge's leaf and its inclusion proof against the latest checkpoint kept (None: the
+    gateway keeps none yet, or the charge came after it)."""
+    sql = Sql(runtime.store.database)
+    try:
+        reads = LogReads(sql)
+        index = reads.leaf_of(charge.originator_id, charge.originator_version)
+        kept = reads.latest_checkpoint()
+        if index is None or kept is None or index >= kept.size:
+            return None
+        return {
+            "leaf_index": index,
+            "leaf_hash": base64.b64encode(reads.leaf_hash(index, kept.size)).decode("ascii"),
+            "checkpoint": kept.note,
+            "proof": [base64.b64encode(h).decode("ascii") for h in reads.inclusion(index, kept.size)],
+        }
+    finally:
+        sql.close()
 
 
 def request_facts(found: FoundRequest) -> dict[str, Any]:
