@@ -216,8 +216,10 @@ def test_an_event_changed_in_the_database_is_caught_by_ledger_verify(
     assert "changed after it was logged" in verify.stderr
 
 
-def _change_a_charge(config: Path) -> None:
-    """A charge's cost lowered in the events table, as whoever can write the database could."""
+def _change_a_charge(config: Path, change: Any = None) -> None:
+    """A charge rewritten in the events table (its cost lowered, unless ``change`` says otherwise), as
+    whoever can write the database could."""
+    change = change or _cheaper
     url = next(line.split('"')[1] for line in config.read_text().splitlines() if line.startswith("database_url"))
     if url.startswith("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
@@ -226,16 +228,63 @@ def _change_a_charge(config: Path) -> None:
             rowid, state = db.execute(
                 "SELECT rowid, state FROM stored_events WHERE topic LIKE '%Charged' LIMIT 1"
             ).fetchone()
-            db.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (_cheaper(bytes(state)), rowid))
+            db.execute("UPDATE stored_events SET state = ? WHERE rowid = ?", (change(bytes(state)), rowid))
         return
     with psycopg.connect(url) as db:
         nid, state = db.execute(
             "SELECT notification_id, state FROM ledger_events WHERE topic LIKE '%Charged' LIMIT 1"
         ).fetchone()
-        db.execute("UPDATE ledger_events SET state = %s WHERE notification_id = %s", (_cheaper(bytes(state)), nid))
+        db.execute("UPDATE ledger_events SET state = %s WHERE notification_id = %s", (change(bytes(state)), nid))
 
 
 def _cheaper(state: bytes) -> bytes:
     record = json.loads(state)
     record["charged"] = max(0, record["charged"] - 1)
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+def test_history_rewritten_with_the_log_rebuilt_and_resigned_fails_the_auditors_next_audit(
+    tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstream, tmp_path: Path
+):
+    """Whoever can write the database rewrites a charge, rebuilds the log from the rewritten events
+    and lets the gateway sign new checkpoints: every check inside the ledger passes again, but the
+    auditor's saved checkpoint is not in the new log, and its next audit says so."""
+    from tests.support.backend import RawDatabase
+
+    directory = tmp_path_factory.mktemp("rewritten")
+    config = write_config(directory, fake_upstream.base_url)
+    config.write_text(config.read_text() + "\n[transparency]\ncheckpoint_seconds = 0.2\n")
+    env = {"TOLLGATE_LOG_KEY": LOG.key_string}
+    audit = ["log", "audit", "--key", LOG.verifier.key_string, "--state", str(tmp_path / "audit.json")]
+    gateway = Gateway(config, env=env).start()
+    try:
+        with contextmanager(teams_of)(config) as teams:
+            team = teams.open("50")
+            for _ in range(4):
+                chat(gateway, team)
+        checkpoint_reaching(gateway, 10)
+        code, out = tollgate(*audit, "--url", gateway.root_url)
+        assert code == 0, out
+    finally:
+        gateway.stop()
+    _change_a_charge(config, _other_end_user)  # whom a charge is attributed to: nothing derived disagrees
+    raw = RawDatabase.of_config(config)
+    raw.relog()  # the log rebuilt from the rewritten events, every kept checkpoint dropped
+    gateway.cli("ledger", "rebuild")  # and every projection and snapshot made again from them
+    verified = gateway.cli("ledger", "verify", check=False)
+    assert verified.returncode == 0, verified.stderr  # the ledger is consistent with itself again
+    gateway = Gateway(config, env=env).start()  # signs the rewritten log's checkpoints
+    try:
+        checkpoint_reaching(gateway, 10)
+        code, out = tollgate(*audit, "--url", gateway.root_url)
+        assert code == 1
+        assert "AUDIT FAILED" in out
+        assert "is not consistent with the checkpoint of" in out or "a fork" in out
+    finally:
+        gateway.stop()
+
+
+def _other_end_user(state: bytes) -> bytes:
+    record = json.loads(state)
+    record["end_user"] = "someone-else"
     return json.dumps(record, separators=(",", ":")).encode()
