@@ -8,6 +8,7 @@ size make the same note, and the table keeps one (``ON CONFLICT DO NOTHING``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from datetime import UTC, datetime
@@ -53,18 +54,28 @@ class CheckpointSigner:
             self._thread.join(timeout=10)
 
     def _run(self) -> None:
-        sql = Sql(self._database)
-        reads = LogReads(sql)
+        sql: Sql | None = None
         try:
             while True:
-                try:
-                    sign_now(reads, self.signer)
-                except Exception:
-                    log.warning("no checkpoint signed this time: the log could not be read", exc_info=True)
+                sql = self._sign(sql)
                 if self._stop.wait(self._every):
                     break
-            sign_now(reads, self.signer)  # the last events this process wrote, in a checkpoint before it goes
-        except Exception:
-            log.warning("the last checkpoint could not be signed", exc_info=True)
+            sql = self._sign(sql)  # the last events this process wrote, in a checkpoint before it goes
         finally:
-            sql.close()
+            if sql is not None:
+                with contextlib.suppress(Exception):
+                    sql.close()
+
+    def _sign(self, sql: Sql | None) -> Sql | None:
+        """One turn on the connection ``sql`` (made if None); the connection to use next (None: it
+        broke, a database restarted, say, and the next turn connects again)."""
+        try:
+            sql = sql or Sql(self._database)
+            sign_now(LogReads(sql), self.signer)
+            return sql
+        except Exception:
+            log.warning("no checkpoint signed this time: the log could not be read", exc_info=True)
+            if sql is not None:
+                with contextlib.suppress(Exception):
+                    sql.close()
+            return None

@@ -10,6 +10,7 @@ generator's interpreter; faults are asked of it per request, with directives in 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from domain.transparency.keys import signer_from_seed
 from scripts.chaos.clusters import free_port
 
 UPSTREAM_KEY = "chaos-upstream-secret"
@@ -63,6 +65,9 @@ pricing = {{{prices}}}
 upstream = {{kind = "{kind}", base_url = "{base}", api_key_env = "{UPSTREAM_KEY_ENV}", model = "{model_id}-upstream", timeout = {UPSTREAM_TIMEOUT}, connect_timeout = {UPSTREAM_TIMEOUT}}}
 """)  # noqa: E501 (a TOML inline table is one line)
     config = folder / "tollgate.toml"
+    # the transparency log signed as it grows: ledger verify then checks every checkpoint signed under
+    # the faults against the tree of the events (no fork, no lost leaf, each consistent with the next)
+    (folder / "log.key").write_text(signer_from_seed("chaos.tollgate.test/ledger", secrets.token_bytes(32)).key_string)
     config.write_text(f"""database_url = "{database_url}"
 redis_url = "{redis_url}"
 credits_per_usd = {CREDITS_PER_USD}
@@ -70,7 +75,11 @@ lease_idle_seconds = 0.5
 shutdown_timeout = 5
 database_pool_size = 4
 log_format = "json"
-{"".join(models)}""")
+{"".join(models)}
+[transparency]
+key_file = "log.key"
+checkpoint_seconds = 0.5
+""")
     return config
 
 

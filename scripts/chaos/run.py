@@ -118,6 +118,9 @@ def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
         say(f"settled in {time.monotonic() - started:.1f} s{f'; still held: {held}' if held else ''}")
         snapshot = read_snapshot(database_url, folder)
         verify = run_cli(config, "ledger", "verify", timeout=300)
+        for line in verify.stdout.splitlines():
+            if line.startswith("Transparency log"):  # its checkpoints, signed under the faults, checked
+                say(line)
         exits = {g.index: g.stop() for g in gateways}
 
         record = RunRecord(plans, load.attempts, injector.faults, teams, operator.actions)
