@@ -4,9 +4,11 @@ The events are read once, in the order they were stored (``verify_ledger``'s pas
 them in that very order (in the event's transaction: ``app/store/log_append.py``), so event ``i`` must
 be leaf ``i``. For each, the check recomputes its leaf hash from the stored event and compares it with
 the hash the log's tiles hold, and rebuilds the tree as it goes: every kept checkpoint must state the
-root of the tree of its size, and the log's stored size and root must be the whole tree's. So an event
-whose data was changed in the database after it was logged, an event missing from the log or logged
-twice, a rewritten tile, a checkpoint that no tree of its size has: each is a problem, named.
+root of the tree of its size, and the log's stored size and root (read before the events) must be the
+tree's at that size. So an event whose data was changed in the database after it was logged, an event
+missing from the log or logged twice, the newest events deleted, a rewritten tile, a checkpoint that
+no tree of its size has: each is a problem, named. Events written while the check reads are checked
+as leaves too, beyond the size it read first.
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ class LogCheck:
     def __post_init__(self) -> None:
         self._sql = Sql(self.store.database)
         self._reads = LogReads(self._sql)
-        self._head = self._reads.head()
+        # checkpoints first: each is then at most the head's size, however the log grows meanwhile
         self._kept = sorted(self._reads.all_checkpoints(), key=lambda k: k.size)
+        self._head = self._reads.head()
         self._edge = EMPTY_EDGE
         self._batch: list[tuple[Notification, bytes]] = []
 
@@ -73,17 +76,23 @@ class LogCheck:
                 self._problem(
                     f"leaf {index} should be event {named[1]} of {named[0]}; the log names {logged.get(index)}"
                 )
-            elif stored.get(index) != computed:
+            elif index < self._head.size and stored.get(index) != computed:
                 what = f"leaf {index} (event {named[1]} of {named[0]})"
                 self._problem(f"{what} is not the stored event: changed after it was logged")
         hashes = [computed for _, computed in batch]
-        while hashes:  # up to each kept checkpoint's size in turn, checking the root there
-            due = next((k for k in self._kept if self._edge.size < k.size <= self._edge.size + len(hashes)), None)
-            take = len(hashes) if due is None else due.size - self._edge.size
+        while hashes:  # up to each kept checkpoint's size, and the log's, in turn, checking the root there
+            reach = self._edge.size + len(hashes)
+            due = next((k for k in self._kept if self._edge.size < k.size <= reach), None)
+            stop = due.size if due is not None else reach
+            if self._edge.size < self._head.size < stop:
+                due, stop = None, self._head.size
+            take = stop - self._edge.size
             self._edge = append_leaves(self._edge, hashes[:take]).edge
             hashes = hashes[take:]
             if due is not None:
                 self._check_checkpoint(due)
+            if self._edge.size == self._head.size and self._edge.root != self._head.root:
+                self._problem(f"the log's stored root at {self._head.size} leaves is not the root of its events")
 
     def _level_zero(self, start: int, end: int) -> dict[int, bytes]:
         """The leaf hashes the log's tiles hold for leaves ``start`` to ``end``."""
@@ -112,17 +121,30 @@ class LogCheck:
                 f"the events give {self._edge.root.hex()[:16]}…"
             )
 
+    def _short_of_the_log(self) -> None:
+        """The events read stop short of the log's size (read before them): the replay stopped at a
+        bad event, or the newest events were deleted. The log's tree of as many leaves must be the
+        events' tree, and the next leaf must name an event still stored: a truncated ledger is named."""
+        size = self._edge.size
+        if self._reads.root_at(size) != self._edge.root:
+            self._problem(f"the log's tree of {size} leaves is not the tree of the events")
+        following = self._reads.events(size, size + 1)
+        if not following:
+            self._problem(f"the log has {self._head.size} leaves; leaf {size} names no event")
+            return
+        _, originator, version = following[0]
+        if not self.store.recorder.select_events(originator, gt=version - 1, lte=version):
+            self._problem(
+                f"the log has {self._head.size} leaves, the events stop at {size}: leaf {size} "
+                f"(event {version} of {originator}) is no longer stored"
+            )
+
     def finish(self) -> list[str]:
         try:
             self._flush()
             self.leaves = self._edge.size
-            if self._head.size != self._edge.size:
-                self._problem(f"the log has {self._head.size} leaves; there are {self._edge.size} events")
-            elif self._head.root != self._edge.root:
-                self._problem("the log's stored root is not the root of its events")
-            for kept in self._kept:
-                if kept.size > self._edge.size:
-                    self._problem(f"a checkpoint of {kept.size} leaves, beyond the {self._edge.size} events")
+            if self._edge.size < self._head.size:
+                self._short_of_the_log()
         finally:
             self._sql.close()
         return self.problems

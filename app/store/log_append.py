@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
@@ -46,20 +46,25 @@ class LoggedLeaf:
     leaf_hash: bytes
 
 
+#: The instant of a leaf whose stored state says none it can be read at (a defence: never a ledger event).
+UNREADABLE_INSTANT = datetime(1970, 1, 1, tzinfo=UTC)
+
+
 def stored_leaf(stored: StoredEvent) -> bytes:
     """The leaf bytes of a stored event (its state as the store keeps it, numbers with a fraction
-    carried as their text)."""
+    carried as their text). A state that is not a JSON object with a timestamp, or that canonical
+    JSON cannot carry, is logged as its bytes in hex at the Unix epoch: the log never refuses what
+    the store takes, and still binds the exact bytes."""
     raw = bytes(stored.state)
-    state = json.loads(raw, parse_float=str)
-    stamp = state.pop("timestamp", None)
-    instant = datetime.fromisoformat(stamp["_data_"]) if isinstance(stamp, dict) else None
-    if instant is None:
-        raise LeafEncodingError(f"event {stored.originator_id} v{stored.originator_version} has no timestamp")
     team = str(stored.originator_id)
     try:
+        state = json.loads(raw, parse_float=str)
+        stamp = state.pop("timestamp")
+        instant = datetime.fromisoformat(stamp["_data_"])
         return event_leaf(team, stored.originator_version, stored.topic, instant, state)
-    except LeafEncodingError:
-        return event_leaf(team, stored.originator_version, stored.topic, instant, {"state_hex": raw.hex()})
+    except (ValueError, KeyError, TypeError, AttributeError, LeafEncodingError):
+        data = {"state_hex": raw.hex()}
+        return event_leaf(team, stored.originator_version, stored.topic, UNREADABLE_INSTANT, data)
 
 
 def _uuid(value: UUID | str) -> UUID:
