@@ -4,9 +4,11 @@ The events are read once, in the order they were stored (``verify_ledger``'s pas
 them in that very order (in the event's transaction: ``app/store/log_append.py``), so event ``i`` must
 be leaf ``i``. For each, the check recomputes its leaf hash from the stored event and compares it with
 the hash the log's tiles hold, and rebuilds the tree as it goes: every kept checkpoint must state the
-root of the tree of its size, and the log's stored size and root must be the whole tree's. So an event
-whose data was changed in the database after it was logged, an event missing from the log or logged
-twice, a rewritten tile, a checkpoint that no tree of its size has: each is a problem, named.
+root of the tree of its size, and the log's stored size and root (read before the events) must be the
+tree's at that size. So an event whose data was changed in the database after it was logged, an event
+missing from the log or logged twice, the newest events deleted, a rewritten tile, a checkpoint that
+no tree of its size has: each is a problem, named. Events written while the check reads are checked
+as leaves too, beyond the size it read first.
 """
 
 from __future__ import annotations
@@ -119,14 +121,30 @@ class LogCheck:
                 f"the events give {self._edge.root.hex()[:16]}…"
             )
 
+    def _short_of_the_log(self) -> None:
+        """The events read stop short of the log's size (read before them): the replay stopped at a
+        bad event, or the newest events were deleted. The log's tree of as many leaves must be the
+        events' tree, and the next leaf must name an event still stored: a truncated ledger is named."""
+        size = self._edge.size
+        if self._reads.root_at(size) != self._edge.root:
+            self._problem(f"the log's tree of {size} leaves is not the tree of the events")
+        following = self._reads.events(size, size + 1)
+        if not following:
+            self._problem(f"the log has {self._head.size} leaves; leaf {size} names no event")
+            return
+        _, originator, version = following[0]
+        if not self.store.recorder.select_events(originator, gt=version - 1, lte=version):
+            self._problem(
+                f"the log has {self._head.size} leaves, the events stop at {size}: leaf {size} "
+                f"(event {version} of {originator}) is no longer stored"
+            )
+
     def finish(self) -> list[str]:
         try:
             self._flush()
             self.leaves = self._edge.size
-            # the events read may stop short of the log (written meanwhile): its tree of as many leaves then
-            short = self._edge.size < self._head.size
-            if short and self._reads.root_at(self._edge.size) != self._edge.root:
-                self._problem(f"the log's tree of {self._edge.size} leaves is not the tree of the events")
+            if self._edge.size < self._head.size:
+                self._short_of_the_log()
         finally:
             self._sql.close()
         return self.problems

@@ -4,7 +4,7 @@ and the checkpoints signed with their witnesses' cosignatures."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from uuid import UUID
@@ -13,6 +13,9 @@ from app.store.database import Sql
 from domain.transparency.hashing import EMPTY_ROOT, HASH_SIZE
 from domain.transparency.tile_proofs import leaf_plan, prove_consistency, prove_inclusion, tree_root
 from domain.transparency.tiles import TileCoordinate
+
+#: The one-key advisory lock of signing a checkpoint ("TollChkp"; the verify run's is "TollVeri").
+CHECKPOINT_LOCK = int.from_bytes(b"TollChkp", "big")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +94,27 @@ class LogReads:
 
     # -- checkpoints and cosignatures ------------------------------------------------------------
 
-    def keep_checkpoint(self, checkpoint: KeptCheckpoint) -> None:
-        """Keep a signed checkpoint (the same size signed again is the same note: kept once)."""
+    def sign_in_turn(
+        self, sign: Callable[[LogHead, KeptCheckpoint | None], KeptCheckpoint | None]
+    ) -> KeptCheckpoint | None:
+        """One process at a time, ``sign`` decides from the log's head and its latest kept checkpoint
+        whether to sign a new one, which is then kept in the same transaction; returns it (None:
+        nothing signed). The turn is PostgreSQL's transaction advisory lock :data:`CHECKPOINT_LOCK`,
+        tried, not waited for (a process that finds it taken signs nothing this time: another is
+        signing), or SQLite's write lock. Each process then sees the checkpoint the one before it kept."""
         with self._sql.transaction() as tx:
-            tx.execute(
-                "INSERT INTO log_checkpoints (size, root, note, signed_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (size) DO NOTHING",
-                (checkpoint.size, checkpoint.root, checkpoint.note, checkpoint.signed_at),
-            )
+            if self._sql.kind != "sqlite":
+                (turn,) = self._sql.query("SELECT pg_try_advisory_xact_lock(?) AS got", [CHECKPOINT_LOCK])
+                if not turn["got"]:
+                    return None
+            kept = sign(self.head(), self.latest_checkpoint())
+            if kept is not None:  # the same size signed again is the same note (Ed25519 is deterministic)
+                tx.execute(
+                    "INSERT INTO log_checkpoints (size, root, note, signed_at) VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (size) DO NOTHING",
+                    (kept.size, kept.root, kept.note, kept.signed_at),
+                )
+            return kept
 
     def latest_checkpoint(self) -> KeptCheckpoint | None:
         rows = self._sql.query("SELECT * FROM log_checkpoints ORDER BY size DESC LIMIT 1")

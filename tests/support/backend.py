@@ -158,6 +158,9 @@ class RawDatabase:
         with psycopg.connect(self.db.conninfo()) as conn:
             return catch_up_log(conn, "postgresql", 1000)
 
+    def delete_event(self, event_id: int) -> None:
+        self.execute(f"DELETE FROM {{events}} WHERE {self._id} = ?", (event_id,))
+
     def delete_events(self, topic_suffix: str) -> None:
         self.execute("DELETE FROM {events} WHERE topic LIKE ?", (f"%{topic_suffix}",))
 
