@@ -291,3 +291,24 @@ def _other_end_user(state: bytes) -> bytes:
     record = json.loads(state)
     record["end_user"] = "someone-else"
     return json.dumps(record, separators=(",", ":")).encode()
+
+
+def test_keygen_writes_a_secret_key_once_serve_refuses_to_start_without_it_and_log_checkpoint_prints_it(
+    gateway: Gateway, tmp_path: Path, fake_upstream: FakeUpstream
+):
+    out = tmp_path / "log.key"
+    code, said = tollgate("log", "keygen", "gateway.example.com/other", "--out", str(out))
+    assert code == 0, said
+    assert out.stat().st_mode & 0o777 == 0o600
+    assert out.read_text().startswith("PRIVATE+KEY+gateway.example.com/other+")
+    assert said.strip().splitlines()[-1].startswith("gateway.example.com/other+")  # the verifier key to publish
+    code, said = tollgate("log", "keygen", "gateway.example.com/other", "--out", str(out))
+    assert code != 0
+    assert "never overwritten" in said
+    config = write_config(tmp_path, fake_upstream.base_url)
+    config.write_text(config.read_text() + '\n[transparency]\nkey_env = "NO_SUCH_LOG_KEY"\n')
+    code, said = tollgate("serve", "--config", str(config), "--port", "1")
+    assert code == 2
+    assert "environment variable NO_SUCH_LOG_KEY is not set" in said
+    printed = gateway.cli("log", "checkpoint").stdout
+    assert open_checkpoint(printed.encode(), LOG.name, [LOG.verifier]).size >= 1
