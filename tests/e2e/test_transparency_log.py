@@ -312,3 +312,31 @@ def test_keygen_writes_a_secret_key_once_serve_refuses_to_start_without_it_and_l
     assert "environment variable NO_SUCH_LOG_KEY is not set" in said
     printed = gateway.cli("log", "checkpoint").stdout
     assert open_checkpoint(printed.encode(), LOG.name, [LOG.verifier]).size >= 1
+
+
+def test_a_streamed_answers_receipt_is_in_its_final_usage_and_verifies(gateway: Gateway, teams: Teams):
+    team = teams.open("50")
+    body = {
+        "model": "fake-gpt",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 16,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    with httpx.stream(
+        "POST",
+        f"{gateway.base_url}/chat/completions",
+        json=body,
+        headers={"Authorization": f"Bearer {team.key}"},
+        timeout=30,
+    ) as answer:
+        assert answer.status_code == 200
+        assert "x-tollgate-receipt" not in answer.headers  # the head went out before the charge
+        chunks = [json.loads(line[6:]) for line in answer.iter_lines() if line.startswith("data: {")]
+    usage = next(chunk["usage"] for chunk in reversed(chunks) if chunk.get("usage"))
+    receipt = open_receipt(usage["receipt"], LOG.verifier)
+    assert receipt.team == team.name
+    note = checkpoint_reaching(gateway, receipt.leaf_index + 1)
+    size = open_checkpoint(note, LOG.name, [LOG.verifier]).size
+    hashes = [decode_base64(h) for h in proof(gateway, "inclusion", leaf=receipt.leaf_index, size=size)["proof"]]
+    assert verify_receipt(usage["receipt"], note, hashes, LOG.verifier).receipt == receipt
