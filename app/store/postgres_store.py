@@ -41,6 +41,7 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
         that a connection it failed on is discarded."""
         failure: BaseException | None = None
         notification_ids: Sequence[int] | None = None
+        hashes = self.log.leaf_hashes(stored_events)  # before the transaction and its table lock
         with self.datastore.get_connection() as conn:
             try:
                 with conn.pipeline() as pipeline, conn.transaction():
@@ -52,7 +53,7 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
                                 self._insert_stored_events(curs, stored_events, **kwargs)
                                 pipeline.sync()  # a constraint violation is raised here, not at commit
                                 notification_ids = self._fetch_ids_after_insert_events(curs, stored_events, **kwargs)
-                                self._append_to_log(curs, stored_events, kwargs.get("logged"))
+                                self._append_to_log(curs, stored_events, hashes, kwargs.get("logged"))
                             except Exception as exc:  # noqa: BLE001 - re-raised once the pipeline has ended
                                 failure = exc
             except BaseException:
@@ -76,10 +77,12 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
             kwargs.get("admin_keys", ()),
         )
 
-    def _append_to_log(self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], sink: Any) -> None:
+    def _append_to_log(
+        self, curs: Cursor[DictRow], stored_events: Sequence[StoredEvent], hashes: Sequence[bytes], sink: Any
+    ) -> None:
         """The events' leaves, appended after the events themselves: a save that loses a version race
         fails on the events' own key (a conflict the writer decides again) before the log is touched."""
-        logged = self.log.append(curs, stored_events)
+        logged = self.log.append(curs, stored_events, hashes)
         if sink is not None:
             sink.extend(logged)
 

@@ -29,6 +29,10 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
     read_models = ReadModelWriter("?")
     log = LogWriter("?", lock_rows=False)  # SQLite lets one writer in at a time
 
+    def insert_events(self, stored_events: Sequence[StoredEvent], **kwargs: Any) -> Sequence[int] | None:
+        """The library's insert, the events' leaf hashes computed first, outside the write lock."""
+        return super().insert_events(stored_events, leaf_hashes=self.log.leaf_hashes(stored_events), **kwargs)
+
     def _insert_events(
         self, c: SQLiteCursor, stored_events: Sequence[StoredEvent], **kwargs: Any
     ) -> Sequence[int] | None:
@@ -43,7 +47,7 @@ class SQLiteLedgerRecorder(ReadModelQueries, SQLiteApplicationRecorder):
             kwargs.get("charges", ()),
             kwargs.get("admin_keys", ()),
         )
-        logged = self.log.append(c, stored_events)
+        logged = self.log.append(c, stored_events, kwargs.get("leaf_hashes"))
         if (sink := kwargs.get("logged")) is not None:
             sink.extend(logged)
         return None
