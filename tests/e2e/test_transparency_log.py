@@ -168,6 +168,7 @@ def test_checkpoints_stay_consistent_an_audit_passes_and_a_witness_cosigns(
         ("inclusion", {"leaf": "3", "size": "3"}, 400),
         ("inclusion", {"leaf": "0", "size": "99999999999"}, 404),
         ("inclusion", {"leaf": "0", "size": "9" * 40}, 400),
+        ("inclusion", {"leaf": "0", "size": "9" * 19}, 400),  # beyond 2^63 - 1
         ("inclusion", {"size": "3"}, 400),
         ("consistency", {"from": "5", "to": "3"}, 400),
         ("consistency", {"from": "0", "to": "99999999999"}, 404),
@@ -180,6 +181,15 @@ def test_bad_proof_requests_are_refused_in_the_json_error_shape(
     answer = httpx.get(f"{gateway.root_url}/ledger/proof/{path}", params=params, timeout=10)
     assert answer.status_code == status, answer.text
     assert answer.json()["error"]["message"]
+
+
+def test_checkpoints_after_a_size_no_log_can_have_is_refused_in_the_json_error_shape(gateway: Gateway):
+    answer = httpx.get(f"{gateway.root_url}/ledger/checkpoints", params={"after": "9" * 19}, timeout=10)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["param"] == "after"
+    assert httpx.get(f"{gateway.root_url}/ledger/checkpoints", params={"after": str((1 << 63) - 1)}).json() == {
+        "checkpoints": []
+    }
 
 
 def test_a_cosignature_not_by_a_configured_witness_or_not_of_a_kept_checkpoint_is_refused(gateway: Gateway):

@@ -40,6 +40,8 @@ R = TypeVar("R")
 #: The largest cosigned note taken (a checkpoint and a few signature lines).
 MAX_NOTE_BYTES = 16 * 1024
 _NOTE = "text/plain; charset=utf-8"
+#: The largest tree size a checkpoint may state (C2SP tlog-checkpoint), and a database integer holds.
+MAX_SIZE = (1 << 63) - 1
 
 
 @contextmanager
@@ -67,8 +69,8 @@ def _signer(runtime: Runtime) -> NoteSigner:
 
 def _int_param(request: Request[Any, Any, Any], name: str) -> int:
     text = request.query_params.get(name)
-    if text is None or not text.isascii() or not text.isdigit() or len(text) > 19:
-        raise InvalidRequest(f"'{name}' must be a whole number of leaves (0 or more).", param=name)
+    if text is None or not text.isascii() or not text.isdigit() or len(text) > 19 or int(text) > MAX_SIZE:
+        raise InvalidRequest(f"'{name}' must be a whole number of leaves (0 to 2^63 - 1).", param=name)
     return int(text)
 
 
