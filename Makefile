@@ -107,7 +107,7 @@ DATABASE_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/tes
 # budgets, leases, idempotency, many processes, statements, projections, the fuzzers of bodies,
 # attribution and statements). Running them twice cost about a third of make test.
 ANY_BACKEND := $(foreach name,wrong_types openapi vision tool_translation translation_fields protocol_matrix \
-	  reasoning_round_trip request_bodies http_edges request_limits schema_page coding_agents gemini_cli gemini_front \
+	  transparency_log_processes reasoning_round_trip request_bodies http_edges request_limits schema_page coding_agents gemini_cli gemini_front \
 	  agent_fixtures context_window messages responses chat_completions streaming_relay passthrough \
 	  anthropic_upstream fallbacks upstream_connections unsendable_headers log_lines models demo \
 	  dashboard stream_limits rate_limits key_guesses hot_paths operator_files refusals_change_nothing \
