@@ -27,13 +27,12 @@ from cryptography.exceptions import InvalidSignature as _BadSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-from domain.transparency.keys import InvalidSignature, KeyFormatError
+from domain.transparency.keys import InvalidSignature, KeyFormatError, typed_key
 from domain.transparency.note import (
     MalformedNote,
     Note,
     NoteSignature,
     check_text,
-    decode_base64,
     format_note,
     parse_note,
     valid_key_name,
@@ -138,23 +137,11 @@ class Cosigner:
         return NoteSignature(self.name, self.verifier.key_id, timestamp.to_bytes(8, "big") + signature)
 
 
-def _typed(name: str, hex_id: str, encoded: str) -> bytes:
-    if not valid_key_name(name) or not _KEY_ID.fullmatch(hex_id):
-        raise KeyFormatError("malformed key: a name, then 8 lowercase hex digits")
-    try:
-        typed = decode_base64(encoded)
-    except MalformedNote:
-        raise KeyFormatError("malformed key: its key data is not base64") from None
-    if len(typed) != 33 or typed[0] != COSIGNATURE_V1:
-        raise KeyFormatError("not an Ed25519 cosignature key (type byte 0x04 and 32 bytes)")
-    return typed[1:]
-
-
 def parse_cosigner_verifier(text: str) -> CosignerVerifier:
     """A witness's public key from ``<name>+<hex ID>+<base64(0x04 || public key)>``."""
     name, _, rest = text.partition("+")
     hex_id, _, encoded = rest.partition("+")
-    verifier = CosignerVerifier(name, _typed(name, hex_id, encoded))
+    verifier = CosignerVerifier(name, typed_key(name, hex_id, encoded, COSIGNATURE_V1))
     if f"{verifier.key_id:08x}" != hex_id:
         raise KeyFormatError("the key's ID does not match its name and public key")
     return verifier
@@ -166,7 +153,7 @@ def parse_cosigner(text: str) -> Cosigner:
         raise KeyFormatError("a signer key starts with PRIVATE+KEY+")
     name, _, rest = text[len("PRIVATE+KEY+") :].partition("+")
     hex_id, _, encoded = rest.partition("+")
-    cosigner = Cosigner(name, _typed(name, hex_id, encoded))
+    cosigner = Cosigner(name, typed_key(name, hex_id, encoded, COSIGNATURE_V1))
     if f"{cosigner.verifier.key_id:08x}" != hex_id:
         raise KeyFormatError("the key's ID does not match its name and the public key of its seed")
     return cosigner

@@ -138,16 +138,17 @@ def signer_from_seed(name: str, seed: bytes) -> NoteSigner:
     return NoteSigner(name, seed)
 
 
-def _typed_key(name: str, hex_id: str, encoded: str) -> bytes:
-    """The 32 key bytes after the Ed25519 type byte, once the name and the ID's spelling are checked."""
+def typed_key(name: str, hex_id: str, encoded: str, type_byte: int = ED25519) -> bytes:
+    """The 32 key bytes after ``type_byte`` (0x01: a note key; 0x04: a cosignature key), once the name
+    and the ID's spelling are checked."""
     if not valid_key_name(name) or not _KEY_ID.fullmatch(hex_id):
         raise KeyFormatError("malformed key: a name, then 8 lowercase hex digits")
     try:
         typed = decode_base64(encoded)
     except MalformedNote:
         raise KeyFormatError("malformed key: its key data is not base64") from None
-    if len(typed) != 33 or typed[0] != ED25519:
-        raise KeyFormatError("not an Ed25519 key (type byte 0x01 and 32 bytes)")
+    if len(typed) != 33 or typed[0] != type_byte:
+        raise KeyFormatError(f"not an Ed25519 key of this kind (type byte {type_byte:#04x} and 32 bytes)")
     return typed[1:]
 
 
@@ -155,7 +156,7 @@ def parse_verifier_key(text: str) -> NoteVerifier:
     """The verifier of a key string ``<name>+<hex ID>+<base64(0x01 || public key)>``."""
     name, _, rest = text.partition("+")
     hex_id, _, encoded = rest.partition("+")
-    verifier = NoteVerifier(name, _typed_key(name, hex_id, encoded))
+    verifier = NoteVerifier(name, typed_key(name, hex_id, encoded))
     if f"{verifier.key_id:08x}" != hex_id:
         raise KeyFormatError("the key's ID does not match its name and public key")
     return verifier
@@ -167,7 +168,7 @@ def parse_signer_key(text: str) -> NoteSigner:
         raise KeyFormatError("a signer key starts with PRIVATE+KEY+")
     name, _, rest = text[len("PRIVATE+KEY+") :].partition("+")
     hex_id, _, encoded = rest.partition("+")
-    signer = NoteSigner(name, _typed_key(name, hex_id, encoded))
+    signer = NoteSigner(name, typed_key(name, hex_id, encoded))
     if f"{signer.key_id:08x}" != hex_id:
         raise KeyFormatError("the key's ID does not match its name and the public key of its seed")
     return signer
