@@ -395,20 +395,22 @@ def _write(tx: Transaction, entries: Sequence[EntryRow], usage: Sequence[UsageRo
     tx.insert_many(_ADD_USAGE, [row.values() for row in summed(usage)], _ON_USAGE_CONFLICT)
 
 
-def entry_page_sql(
+def entry_page_sql(  # noqa: PLR0913 - the page, its filters, and what it selects from where
     after: int,
     upto: int | None = None,
     team: str | None = None,
     since: str | None = None,
     limit: int = ENTRY_PAGE,
     columns: str = "*",
+    source: str = "ledger_entries",
 ) -> tuple[str, list[Any]]:
     """The query (``?`` markers) of a keyset page of ledger entries: those after notification
     ``after`` and up to ``upto``, in ledger order, at most ``limit``. Each page starts where the last
     one ended, through the index on (``team_name``,) ``notification_id``, so reading a whole history
-    page by page costs the same per page at its end as at its start (``OFFSET`` would not)."""
+    page by page costs the same per page at its end as at its start (``OFFSET`` would not).
+    ``source``: the entries, or a join of them (the filters name the entries' columns alone)."""
     where, params = _filters(team, since, after=after, upto=upto)
-    return f"SELECT {columns} FROM ledger_entries{where} ORDER BY notification_id LIMIT {int(limit)}", params
+    return f"SELECT {columns} FROM {source}{where} ORDER BY notification_id LIMIT {int(limit)}", params
 
 
 def _filters(

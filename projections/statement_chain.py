@@ -14,7 +14,13 @@ holds (:func:`cell`: an absent value is ``""``, a whole number its digits, a fla
 So a statement exported as CSV and the same statement exported as JSON have the same final hash.
 
 A chain recomputed after tampering is consistent with itself; only the ledger can tell it is not the
-statement the ledger gives (``tollgate ledger verify --statement FILE`` regenerates it and compares).
+statement the ledger gives (``tollgate ledger verify --statement FILE`` regenerates it and compares),
+and only the transparency log that it is the ledger that was (form 2: each entry names its event's
+leaf, and the statement ends with the log checkpoint it was made from: ``app/ledger/statement_proof.py``).
+
+Forms: 1 (before the log) has the columns of :data:`COLUMNS_V1`; 2 adds ``leaf`` and the
+``log_checkpoint`` row. The form is part of the genesis, so a statement of one form cannot pass for
+the other; statements of form 1 still verify, compared with the ledger over form 1's columns.
 """
 
 from __future__ import annotations
@@ -25,8 +31,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: Every column of a statement row, in order (``prev_hash`` follows them in the chained form).
-COLUMNS = (
+#: Every column of a statement row of form 1, in order (``prev_hash`` follows them in the chained form).
+COLUMNS_V1 = (
     "team",
     "month",
     "section",
@@ -53,9 +59,14 @@ COLUMNS = (
     "reconciled",
     "note",
 )
+#: Every column of a statement row, in order: form 1's and, after ``version``, the event's ``leaf``
+#: index in the transparency log.
+COLUMNS = (*COLUMNS_V1[:5], "leaf", *COLUMNS_V1[5:])
 PREV_HASH = "prev_hash"
 #: The version of the canonical form, part of every genesis: a later form cannot pass for this one.
-CHAIN_VERSION = 1
+CHAIN_VERSION = 2
+#: Each form's columns.
+FORM_COLUMNS = {1: COLUMNS_V1, 2: COLUMNS}
 
 Row = Mapping[str, Any]
 
@@ -73,35 +84,37 @@ def cell(value: Any) -> str:
     raise TypeError(f"a statement cell holds text, a whole number or a flag, not {type(value).__name__}")
 
 
-def canonical(row: Row) -> bytes:
+def canonical(row: Row, form: int = CHAIN_VERSION) -> bytes:
     """The bytes a row's hash is taken of: its cells in column order, then its ``prev_hash``."""
     return json.dumps(
-        [cell(row.get(c)) for c in (*COLUMNS, PREV_HASH)], ensure_ascii=False, separators=(",", ":")
+        [cell(row.get(c)) for c in (*FORM_COLUMNS[form], PREV_HASH)], ensure_ascii=False, separators=(",", ":")
     ).encode()
 
 
-def row_hash(row: Row) -> str:
-    return hashlib.sha256(canonical(row)).hexdigest()
+def row_hash(row: Row, form: int = CHAIN_VERSION) -> str:
+    return hashlib.sha256(canonical(row, form)).hexdigest()
 
 
-def genesis(team: str, month: str) -> str:
-    """The first row's ``prev_hash``: fixed for a team and month, so a chain cannot be moved to another."""
-    seed = json.dumps(["tollgate statement", CHAIN_VERSION, team, month], separators=(",", ":"))
+def genesis(team: str, month: str, form: int = CHAIN_VERSION) -> str:
+    """The first row's ``prev_hash``: fixed for a team, a month and a form, so a chain cannot be moved
+    to another."""
+    seed = json.dumps(["tollgate statement", form, team, month], separators=(",", ":"))
     return hashlib.sha256(seed.encode()).hexdigest()
 
 
 class Chain:
     """Rows given their ``prev_hash`` as they pass (a stream: nothing is kept but the last hash)."""
 
-    def __init__(self, team: str, month: str) -> None:
-        self.genesis = genesis(team, month)
+    def __init__(self, team: str, month: str, form: int = CHAIN_VERSION) -> None:
+        self.form = form
+        self.genesis = genesis(team, month, form)
         self.last = self.genesis  # after the last row: the final hash
         self.rows = 0
 
     def link(self, row: Row) -> dict[str, Any]:
         """The row with its ``prev_hash``."""
         linked = {**row, PREV_HASH: self.last}
-        self.last = row_hash(linked)
+        self.last = row_hash(linked, self.form)
         self.rows += 1
         return linked
 
@@ -145,7 +158,12 @@ def describe(row: Row) -> str:
 
 
 def check_chain(
-    team: str, month: str, rows: Sequence[Row], final_hash: str, where: Sequence[str] | None = None
+    team: str,
+    month: str,
+    rows: Sequence[Row],
+    final_hash: str,
+    where: Sequence[str] | None = None,
+    form: int = CHAIN_VERSION,
 ) -> ChainCheck:
     """Whether ``rows`` are the chain they say they are: each ``prev_hash`` the hash of the row before
     (the genesis of ``team`` and ``month`` for the first) and ``final_hash`` the hash of the last.
@@ -155,13 +173,13 @@ def check_chain(
         place = f" ({where[index]})" if where is not None and index < len(where) else ""
         return f"row {index + 1}{place}, {describe(rows[index])}"
 
-    hashes = [row_hash(row) for row in rows]
+    hashes = [row_hash(row, form) for row in rows]
     position = {digest: index for index, digest in reversed(list(enumerate(hashes)))}  # hash → first row with it
-    expected = genesis(team, month)
+    expected = genesis(team, month, form)
     for index, row in enumerate(rows):
         carried = cell(row.get(PREV_HASH))
         if carried != expected:
-            bad, problem = _break(index, position.get(carried), genesis(team, month) == carried)
+            bad, problem = _break(index, position.get(carried), genesis(team, month, form) == carried)
             return ChainCheck(len(rows), final_hash, f"{named(bad)}: {problem}", bad)
         expected = hashes[index]
     if final_hash != expected:

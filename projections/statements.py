@@ -40,6 +40,8 @@ from domain.ledger import TeamLedger, TeamNotFound, team_id
 from domain.money import format_credits
 from domain.usage import UsageRecord
 from projections.history import HistoryProjection
+from projections.statement_anchor import SECTION as ANCHOR_SECTION
+from projections.statement_anchor import LeafIndex, anchor
 
 _MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")
 #: The years a statement's month may be in: from the Unix epoch (no ledger is older) to the last
@@ -60,6 +62,7 @@ SUMMARY_SECTIONS = (
     "reversals",  # a row only in a month with refunds or disputes
     "closing_balance",
     "reconciliation",
+    "log_checkpoint",  # the checkpoint of the transparency log the statement is anchored to (form 2)
 )
 ENTRY_KINDS = ("top_up", "charge", "adjustment", "expiry", "refund", "dispute", "dispute_closed")
 _TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens")
@@ -188,6 +191,18 @@ def _count_recharge(figures: Figures, event: TeamLedger.Event) -> None:
         figures.recharges[found[0]] = (count + 1, amount + found[1])
 
 
+#: The events a statement has an entry row for.
+_ENTRY_EVENTS = (
+    TeamLedger.CreditsAdded,
+    TeamLedger.CreditsAdjusted,
+    TeamLedger.PaymentRefunded,
+    TeamLedger.DisputeOpened,
+    TeamLedger.DisputeClosed,
+    TeamLedger.CreditsExpired,
+    TeamLedger.Charged,
+)
+
+
 def _tokens(usage: UsageRecord) -> tuple[int, int, int, int]:
     """A charge's tokens as the audit history counts them (every cache write, of whichever lifetime)."""
     return (
@@ -256,6 +271,7 @@ class Statement:
         self._id = team_id(team)
         if store.find_team(self._id, version=1) is None:
             raise TeamNotFound(team)
+        self._leaves = LeafIndex(store, self._id)
 
     def _row(self, section: str, **cells: Any) -> dict[str, Any]:
         return {"team": self.team, "month": self.month.text, "section": section, **cells}
@@ -298,8 +314,11 @@ class Statement:
     def _entry(self, event: TeamLedger.Event) -> dict[str, Any] | None:
         """The row of a top-up, charge or adjustment (None for any other event), counted in the totals."""
         figures = self.figures
-        common = {"occurred_at": event.timestamp.isoformat(), "version": event.originator_version}
         _count_recharge(figures, event)
+        if not isinstance(event, _ENTRY_EVENTS):
+            return None
+        version = event.originator_version
+        common = {"occurred_at": event.timestamp.isoformat(), "version": version, "leaf": self._leaves.leaf(version)}
         if isinstance(event, TeamLedger.CreditsAdded):
             figures.top_ups += event.amount - event.owed_paid
             figures.top_up_count += 1
@@ -338,7 +357,7 @@ class Statement:
                 **common,
                 kind=kind,
                 **_money("amount", moved),
-                **_money("balance_after", event.balance_after),  # type: ignore[attr-defined]
+                **_money("balance_after", event.balance_after),
                 reference=reference,
             )
         if isinstance(event, TeamLedger.CreditsExpired):
@@ -510,6 +529,7 @@ class Statement:
             count=figures.history_entries,
             note=self.note(),
         )
+        yield self._row(ANCHOR_SECTION, **anchor(self._leaves, figures.closing_version).cells())
 
     def note(self) -> str:
         """The reconciliation in words: the sum, the ledger's balance, the audit history; or what differs."""

@@ -21,6 +21,7 @@ from app.settings_file import CONFIG_ENV, NotText, UnreadableFile, read_text_fil
 from domain.money import format_credits
 
 if TYPE_CHECKING:  # imported when the command runs: ``tollgate --help`` stays quick
+    from domain.transparency.keys import NoteVerifier
     from projections.statements import Month
 
 
@@ -98,10 +99,14 @@ def cmd_verify_statement(args: argparse.Namespace) -> int:
         return FAILED
     except UnreadableFile as exc:
         raise CommandError(f"cannot read {path}: {exc}") from None
+    trusted = _read_checkpoint(args.checkpoint) if args.checkpoint else None
     if args.config or os.environ.get(CONFIG_ENV):
+        key = _log_key(args)
         with ledger_store(args.config) as store:
-            check = verify_statement(text, store)
+            check = verify_statement(text, store, log_key=key, trusted=trusted)
     else:
+        if args.checkpoint:
+            raise CommandError("--checkpoint needs the ledger: pass --config (or set TOLLGATE_CONFIG)")
         check = verify_statement(text, None)
     found = check.file
     if not check.ok:
@@ -132,7 +137,42 @@ def cmd_verify_statement(args: argparse.Namespace) -> int:
             f"{found.month} goes on: the statement is the month so far, up to version {check.ledger_version} "
             "(once the month is over, only its whole statement verifies)."
         )
+    proof = check.proof
+    if proof is not None:
+        print(
+            f"Its {proof.rows_proven} entries, and its last event, are in the transparency log: each event as the "
+            f"ledger holds it is the leaf the statement names in the tree of checkpoint {proof.checkpoint_size}, "
+            "signed by the log's key."
+        )
+        if proof.trusted_size is not None:
+            print(f"That checkpoint is consistent with yours ({proof.trusted_size} leaves): one log, only appended to.")
+    else:
+        print(f"Its rows were NOT proven in the transparency log: {check.unproven}.")
     return VERIFIED
+
+
+def _read_checkpoint(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise CommandError(f"--checkpoint: cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _log_key(args: argparse.Namespace) -> NoteVerifier | None:
+    """The log key the statement's checkpoint must be signed with: ``--key``, else the configured log's."""
+    from app.cli.log_offline import log_key
+    from app.log_key import log_signer
+    from app.settings_file import load_settings
+    from domain.settings import ConfigError
+
+    if args.key:
+        return log_key(args.key)
+    settings, base = load_settings(args.config)
+    try:
+        signer = log_signer(settings.transparency, base, os.environ)
+    except ConfigError:
+        return None
+    return None if signer is None else signer.verifier
 
 
 def add_statement_commands(ledger: Any, common: argparse.ArgumentParser, verify: argparse.ArgumentParser) -> None:
@@ -162,6 +202,18 @@ def add_statement_commands(ledger: Any, common: argparse.ArgumentParser, verify:
         "configuration, that the ledger gives the same statement (exit 0: it does; 1: it "
         "does not, or the file is not a statement; 3: the chain holds but no ledger was "
         "compared, without a configuration)",
+    )
+    verify.add_argument(
+        "--key",
+        metavar="KEY",
+        help="with --statement: the transparency log's verifier key (or a file holding it) its checkpoint "
+        "must be signed with (default: the configured log's own)",
+    )
+    verify.add_argument(
+        "--checkpoint",
+        metavar="FILE",
+        help="with --statement: a checkpoint of the log you kept (an auditor's, a witness's); the "
+        "statement's checkpoint must be consistent with it",
     )
     whole: Callable[[argparse.Namespace], int] = verify.get_default("func")
     verify.set_defaults(func=lambda args: cmd_verify_statement(args) if args.statement else whole(args))

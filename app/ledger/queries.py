@@ -5,10 +5,12 @@ of seconds, so every read here catches it up first: a charge answered a moment a
 Racing the projector is safe, the projection applies each event exactly once. These functions block
 (they query the database); request handlers run them with ``asyncio.to_thread``.
 
-The export (CSV or JSON Lines of every entry, the ``ENTRY_COLUMNS`` in order, amounts in
-micro-credits as the ledger stores them) is written by :func:`write_export` for both
-``tollgate ledger export`` and the dashboard's download, so the two can never disagree; both read it
-a page at a time (:func:`export_chunks`), so its memory does not grow with the history.
+The export (CSV or JSON Lines of every entry: the ``ENTRY_COLUMNS`` in order, amounts in
+micro-credits as the ledger stores them, then ``leaf``, the index of the entry's event in the
+transparency log, so each line can be proven in it: ``GET /ledger/proof/inclusion``) is written by
+:func:`write_export` for both ``tollgate ledger export`` and the dashboard's download, so the two can
+never disagree; both read it a page at a time (:func:`export_chunks`), so its memory does not grow
+with the history.
 """
 
 from __future__ import annotations
@@ -172,7 +174,7 @@ def export_chunks(store: LedgerStore, team: str, fmt: str, upto: int, since: str
     export is still its header line."""
     after, first = 0, True
     while True:
-        sql, params = entry_page_sql(after, upto, team=team, since=since)
+        sql, params = entry_page_sql(after, upto, team=team, since=since, columns=_EXPORTED, source=_WITH_LEAVES)
         rows = store.read_models.read_rows(sql.replace("?", "{p}"), tuple(params))
         if rows or first:
             out = io.StringIO()
@@ -184,17 +186,27 @@ def export_chunks(store: LedgerStore, team: str, fmt: str, upto: int, since: str
         after = int(rows[-1]["notification_id"])
 
 
+#: The export's columns: every entry's, then its event's leaf in the transparency log.
+EXPORT_COLUMNS = (*ENTRY_COLUMNS, "leaf")
+#: The entries with their events' leaves (an index on the leaves' events: one lookup a row).
+_WITH_LEAVES = (
+    "ledger_entries LEFT JOIN log_leaves ON log_leaves.originator_id = ledger_entries.team_id "
+    "AND log_leaves.originator_version = ledger_entries.version"
+)
+_EXPORTED = "ledger_entries.*, log_leaves.leaf_index AS leaf"
+
+
 def write_export(rows: Iterable[Mapping[str, Any]], fmt: str, out: TextIO, *, header: bool = True) -> None:
     """``rows`` as CSV (the header line, unless ``header`` is false, then one line per entry; text a
     spreadsheet would take for a formula marked as text: ``app/spreadsheet_csv.py``) or JSON Lines,
-    ``ENTRY_COLUMNS`` in order."""
+    ``EXPORT_COLUMNS`` in order (an entry whose event has no leaf: an empty cell, a JSON null)."""
     if fmt == "jsonl":
-        out.writelines(json.dumps({c: row[c] for c in ENTRY_COLUMNS}) + "\n" for row in rows)
+        out.writelines(json.dumps({c: row[c] for c in EXPORT_COLUMNS}) + "\n" for row in rows)
         return
     writer = CsvWriter(out)
     if header:
-        writer.row(ENTRY_COLUMNS)
-    writer.rows([row[c] for c in ENTRY_COLUMNS] for row in rows)
+        writer.row(EXPORT_COLUMNS)
+    writer.rows([row[c] for c in EXPORT_COLUMNS] for row in rows)
 
 
 def recent_alerts(store: LedgerStore, team: str, limit: int = 50) -> list[dict[str, Any]]:

@@ -31,11 +31,14 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from app.spreadsheet_csv import read_lines, restore, written_as_tollgate_writes
-from projections.statement_chain import COLUMNS, PREV_HASH, genesis
+from projections.statement_anchor import SECTION as ANCHOR_SECTION
+from projections.statement_chain import CHAIN_VERSION, FORM_COLUMNS, PREV_HASH, genesis
 from projections.statements import SUMMARY_SECTIONS, Month
 
 #: Every section in the order its rows come; and those a JSON statement writes as a list.
 ORDER = ("entry", *SUMMARY_SECTIONS)
+#: The sections of each form of statement: form 1 (before the log) has no checkpoint row.
+FORM_ORDER = {1: tuple(s for s in ORDER if s != ANCHOR_SECTION), 2: ORDER}
 LISTED = (
     "entry",
     "top_ups_by_kind",
@@ -53,10 +56,11 @@ Hash = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
 
 class _Cells(msgspec.Struct, forbid_unknown_fields=True):
     """A row's cells and the types the writer gives them (``projections/statements.py``); a test holds
-    them to :data:`COLUMNS`."""
+    them to ``projections.statement_chain.COLUMNS``."""
 
     occurred_at: str | None = None
     version: int | None = None
+    leaf: int | None = None
     kind: (
         Literal["top_up", "charge", "adjustment", "expiry", "refund", "dispute", "dispute_closed"]
         | Literal["paid", "promotional"]  # a top_ups_by_kind row's lot kind ("adjustment" is above)
@@ -121,6 +125,8 @@ class _Document(msgspec.Struct, forbid_unknown_fields=True):
     top_ups_by_kind: list[_Cells] = msgspec.field(default_factory=list)
     #: Auto-recharge's attempts begun, credited and failed (empty in a month with none).
     auto_recharges: list[_Cells] = msgspec.field(default_factory=list)
+    #: The log checkpoint the statement is anchored to (absent from statements of form 1).
+    log_checkpoint: _Cells | None = None
     genesis: Hash | None = None
     final_hash: Hash | None = None
 
@@ -140,6 +146,7 @@ class StatementFile:
     where: list[str]
     chained: bool
     final_hash: str = ""
+    form: int = CHAIN_VERSION  # the statement's form (projections/statement_chain.py)
 
 
 def read_statement(text: str) -> StatementFile:
@@ -210,22 +217,52 @@ def _read_json(text: str) -> StatementFile:
     parsed = _month(month)
     if (document.start, document.to) != (parsed.start.isoformat(), parsed.end.isoformat()):
         raise StatementFileError(f"'from' and 'to' are not the bounds of {month}")
+    form = _json_form(document)
     rows: list[dict[str, Any]] = []
     where: list[str] = []
-    for section in ORDER:
+    for section in FORM_ORDER[form]:
         member = "entries" if section == "entry" else section
         value = loaded.get(member, [])  # expirations: absent from statements written before credit lots
         items = value if section in LISTED else [value]
         for index, item in enumerate(items):
             rows.append(item | {"team": team, "month": month, "section": section})
             where.append(f"{member}[{index}]" if section in LISTED else member)
-    if document.chained and document.genesis != genesis(team, month):
-        raise StatementFileError(f"'genesis' is not the genesis of team {team!r} and {month}")
+    _columns_of_form(rows, where, form)
     if not document.chained and (document.genesis or document.final_hash):
         raise StatementFileError("the statement says it is not chained, yet carries hashes")
-    if document.reconciled != rows[-1].get("reconciled"):
+    if document.reconciled != next(r for r in rows if r["section"] == "reconciliation").get("reconciled"):
         raise StatementFileError("'reconciled' is not what the reconciliation row says")
-    return StatementFile("json", team, month, rows, where, document.chained, document.final_hash or "")
+    return StatementFile("json", team, month, rows, where, document.chained, document.final_hash or "", form)
+
+
+def _json_form(document: _Document) -> int:
+    """A JSON statement's form: a chained one's genesis says it; an unchained one of form 2 has its
+    checkpoint row, form 1 none."""
+    team, month = document.team, document.month
+    if document.chained:
+        form = next((f for f in FORM_COLUMNS if document.genesis == genesis(team, month, f)), None)
+        if form is None:
+            raise StatementFileError(f"'genesis' is not the genesis of team {team!r} and {month}")
+    else:
+        form = CHAIN_VERSION if document.log_checkpoint is not None else 1
+    if form >= 2 and document.log_checkpoint is None:
+        raise StatementFileError(f"the statement has no '{ANCHOR_SECTION}'")
+    if form < 2 and document.log_checkpoint is not None:
+        raise StatementFileError(f"'{ANCHOR_SECTION}' is not a member a statement of form {form} writes")
+    return form
+
+
+def _columns_of_form(rows: Sequence[dict[str, Any]], where: Sequence[str], form: int) -> None:
+    """Every cell a row has is a column of its statement's form (a form 1 row has no ``leaf``: its
+    chain would not cover it)."""
+    columns = set(FORM_COLUMNS[form]) | {PREV_HASH}
+    for row, place in zip(rows, where, strict=True):
+        extra = sorted(set(row) - columns)
+        if extra:
+            raise StatementFileError(
+                f"{place}: '{extra[0]}' is not a member a statement of form {form} writes (the hash chain would not "
+                "cover it)"
+            )
 
 
 def _month(text: str) -> Month:
@@ -259,11 +296,16 @@ def _read_csv(text: str) -> StatementFile:
     header = tuple(next(lines, ()))
     if not header:
         raise StatementFileError("the file is empty")
-    chained = header == (*COLUMNS, PREV_HASH)
-    if not chained and header != COLUMNS:
+    headers = {
+        (*columns, *chain): (form, bool(chain))
+        for form, columns in FORM_COLUMNS.items()
+        for chain in ((), (PREV_HASH,))
+    }
+    if header not in headers:
         raise StatementFileError(
             "its first line is not a statement's header line (the columns were changed, or it is not a statement)"
         )
+    form, chained = headers[header]
     rows, where = [], []
     for number, written in enumerate(lines, start=2):
         rows.append(_csv_row(header, written, number))
@@ -292,8 +334,8 @@ def _read_csv(text: str) -> StatementFile:
                 "month, 'end' and the final hash only)"
             )
         final = end[PREV_HASH]
-    _sections_in_order([row["section"] for row in rows], where)
-    return StatementFile("csv", team, month, rows, where, chained, final)
+    _sections_in_order([row["section"] for row in rows], where, FORM_ORDER[form])
+    return StatementFile("csv", team, month, rows, where, chained, final, form)
 
 
 def _csv_row(header: Sequence[str], written: Sequence[str], number: int) -> dict[str, str]:
@@ -314,22 +356,22 @@ def _csv_row(header: Sequence[str], written: Sequence[str], number: int) -> dict
     return row
 
 
-def _sections_in_order(sections: Iterable[str], where: Sequence[str]) -> None:
+def _sections_in_order(sections: Iterable[str], where: Sequence[str], order: Sequence[str] = ORDER) -> None:
     """The rows' sections as a statement has them: the entries, then each summary section once (the
-    charges by model and by key: as many as there are), in :data:`ORDER`."""
+    charges by model and by key: as many as there are), in ``order`` (its form's)."""
     last, previous, seen = -1, "", set()
     for index, section in enumerate(sections):
         if section == previous and section in LISTED:
             continue
-        step = ORDER.index(section) if section in ORDER else -1
+        step = order.index(section) if section in order else -1
         if step <= last:  # not a section, out of order, or a summary row given twice
             raise StatementFileError(
                 f"{where[index]}: a row of section {section!r} cannot come here (a statement's "
                 f"rows are the entries, then one row of each summary section, in the order "
-                f"{', '.join(ORDER[1:])})"
+                f"{', '.join(order[1:])})"
             )
         last, previous = step, section
         seen.add(section)
-    missing = [section for section in ORDER if section not in LISTED and section not in seen]
+    missing = [section for section in order if section not in LISTED and section not in seen]
     if missing:
         raise StatementFileError(f"the statement has no row of section {missing[0]!r}")

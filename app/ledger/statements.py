@@ -34,12 +34,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from app.ledger.statement_proof import StatementProof, prove_statement
 from app.ledger.statement_reading import IMPLIED, LISTED, ORDER, StatementFile, StatementFileError, read_statement
 from app.spreadsheet_csv import CsvWriter
 from app.store.event_store import LedgerStore
 from domain import clock
 from domain.ledger import TeamLedger, team_id
-from projections.statement_chain import COLUMNS, PREV_HASH, Chain, cell, check_chain, describe
+from domain.transparency.keys import NoteVerifier
+from projections.statement_anchor import SECTION as ANCHOR_SECTION
+from projections.statement_chain import COLUMNS, FORM_COLUMNS, PREV_HASH, Chain, cell, check_chain, describe
 from projections.statements import Month, Statement, month_closed_at
 
 FORMATS = ("json", "csv")
@@ -147,16 +150,26 @@ class StatementCheck:
     against_ledger: bool = False  # whether it was regenerated from the ledger and compared
     ledger_version: int = 0  # the team's version the statement reaches (its closing row's)
     month_over: bool = False  # its month had ended (so the statement reaches the month's last event)
+    proof: StatementProof | None = None  # its rows proven in the transparency log (form 2, with a log key)
+    unproven: str = ""  # why its rows were not proven in the log, when they were not
 
     @property
     def ok(self) -> bool:
         return self.problem is None
 
 
-def verify_statement(text: str, store: LedgerStore | None, now: datetime | None = None) -> StatementCheck:
+def verify_statement(
+    text: str,
+    store: LedgerStore | None,
+    now: datetime | None = None,
+    log_key: NoteVerifier | None = None,
+    trusted: bytes | None = None,
+) -> StatementCheck:
     """Read a chained statement strictly and check its chain; then, given the ledger's ``store``,
-    check that a month that is over (by ``now``, the ledger's clock) is there to its last event, and
-    regenerate the statement from the events and compare it row by row and by its final hash."""
+    check that a month that is over (by ``now``, the ledger's clock) is there to its last event,
+    regenerate the statement from the events and compare it row by row and by its final hash, and
+    prove its rows are in the transparency log at the checkpoint it names (``statement_proof.py``:
+    signed by ``log_key``; consistent with the caller's own ``trusted`` checkpoint, given one)."""
     try:
         found = read_statement(text)
     except StatementFileError as exc:
@@ -165,7 +178,7 @@ def verify_statement(text: str, store: LedgerStore | None, now: datetime | None 
         return StatementCheck(
             found, "the statement has no hash chain: export it with --chained (chained=true) to verify it"
         )
-    chain = check_chain(found.team, found.month, found.rows, found.final_hash, found.where)
+    chain = check_chain(found.team, found.month, found.rows, found.final_hash, found.where, found.form)
     if not chain.ok:
         return StatementCheck(found, f"the hash chain is broken at {chain.problem}")
     closing = [row for row in found.rows if row.get("section") == "closing_balance"]
@@ -182,7 +195,30 @@ def verify_statement(text: str, store: LedgerStore | None, now: datetime | None 
         check.problem = _cut_short(found, store, version, ended_at) or _compare_with_ledger(
             found, store, month, version
         )
+        if check.problem is None:
+            _prove_in_log(check, store, log_key, trusted)
     return check
+
+
+def _prove_in_log(
+    check: StatementCheck, store: LedgerStore, log_key: NoteVerifier | None, trusted: bytes | None
+) -> None:
+    """The rows proven in the log, or why they were not; a statement that cannot be held to the
+    caller's own checkpoint when one is given fails."""
+    found = check.file
+    anchor = next((row for row in found.rows if row.get("section") == ANCHOR_SECTION), None)
+    if found.form < 2:
+        check.unproven = "it is of form 1, written before statements named their leaves in the transparency log"
+    elif anchor is None or cell(anchor.get("count")) == "":
+        check.unproven = cell(anchor.get("note")) if anchor is not None else "it names no checkpoint"
+    elif log_key is None:
+        check.unproven = "no log key to check its checkpoint's signature with (--key, or [transparency] configured)"
+    else:
+        check.proof = prove_statement(found.rows, found.where, found.team, store, log_key, trusted)
+        check.problem = check.proof.problem
+        return
+    if trusted is not None:
+        check.problem = f"it cannot be proven consistent with your checkpoint: {check.unproven}"
 
 
 def _cut_short(found: StatementFile, store: LedgerStore, version: int, ended_at: int | None) -> str | None:
@@ -206,27 +242,38 @@ def _cut_short(found: StatementFile, store: LedgerStore, version: int, ended_at:
 
 def _compare_with_ledger(found: StatementFile, store: LedgerStore, month: Month, version: int) -> str | None:
     """The first way the file differs from the statement the ledger gives now (None: it is that statement)."""
-    chain = Chain(found.team, month.text)
+    chain = Chain(found.team, month.text, found.form)
+    columns = FORM_COLUMNS[found.form]
+    rows = Statement(store, found.team, month, upto=version).rows()
+    if found.form < 2:  # a statement from before the log: compared as it was written
+        rows = (row for row in rows if row["section"] != ANCHOR_SECTION)
     index = 0
-    for index, row in enumerate(chain.links(Statement(store, found.team, month, upto=version).rows())):
+    for index, row in enumerate(chain.links(rows)):
         if index >= len(found.rows):
             return (
                 f"the ledger gives this statement more rows than the file has ({len(found.rows)}): from "
                 f"{describe(row)} on, they are missing"
             )
         mine = found.rows[index]
-        differing = [c for c in COLUMNS if cell(mine.get(c)) != cell(row.get(c))]
+        if mine.get("section") == ANCHOR_SECTION and cell(mine.get("count")) != cell(row.get("count")):
+            return (
+                f"row {index + 1} ({found.where[index]}), its log checkpoint, is not the one the ledger anchors the "
+                f"statement to now (size {cell(row.get('count')) or 'none'}; the file's: "
+                f"{cell(mine.get('count')) or 'none, it was read before a checkpoint held its last event'}): "
+                "export the statement again"
+            )
+        differing = [c for c in columns if cell(mine.get(c)) != cell(row.get(c))]
         if differing:
             column = differing[0]
             return (
                 f"row {index + 1} ({found.where[index]}), {describe(mine)}, is not what the ledger gives: its "
                 f"{column} is {cell(mine.get(column))!r} in the file, {cell(row.get(column))!r} in the ledger"
             )
-    rows = chain.rows
-    if rows != len(found.rows):
+    count = chain.rows
+    if count != len(found.rows):
         return (
-            f"the file has {len(found.rows)} rows, the statement the ledger gives {rows}: from row {rows + 1} "
-            f"({found.where[rows]}) on, they are not the ledger's"
+            f"the file has {len(found.rows)} rows, the statement the ledger gives {count}: from row {count + 1} "
+            f"({found.where[count]}) on, they are not the ledger's"
         )
     if chain.last != found.final_hash:
         return f"its final hash {found.final_hash[:16]}… is not the final hash the ledger gives ({chain.last[:16]}…)"

@@ -6,6 +6,7 @@ admin API and the CLI; a malformed tags header is refused in each endpoint's sha
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Iterator
 from decimal import Decimal
@@ -145,8 +146,8 @@ def test_usage_by_tag_and_end_user_adds_up_to_the_teams_charges(
     assert set(plain) == {"team", "by_model", "by_endpoint", "daily"}
 
     exported = gateway.cli("ledger", "export", "--team", team.name).stdout.splitlines()
-    assert exported[0].endswith(",tags,end_user,actor,reason")
-    assert any(line.endswith(',"env=ci,project=alpha",alice,,') for line in exported)
+    assert exported[0].endswith(",tags,end_user,actor,reason,leaf")
+    assert any(re.search(r',"env=ci,project=alpha",alice,,,[0-9]+$', line) for line in exported)  # then its leaf
     history = admin.get(f"/teams/{team.name}/history", params={"per_page": 100}).json()["data"]
     assert {(r["tags"], r["end_user"]) for r in history if r["kind"] == "charge"} == {
         (c["tags"], c["end_user"]) for c in charges

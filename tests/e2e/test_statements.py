@@ -490,6 +490,7 @@ def _rows(text: str, fmt: str) -> list[dict]:
         "adjustments",
         "closing_balance",
         "reconciliation",
+        "log_checkpoint",
     ):
         value = document[section]
         for row in value if isinstance(value, list) else [value]:
@@ -534,6 +535,7 @@ def _as_json(original: str, rows: list[dict], final: str) -> str:
         "adjustments",
         "closing_balance",
         "reconciliation",
+        "log_checkpoint",
     ):
         value = document[section]
         strip = ("team", "month", "section")

@@ -7,6 +7,8 @@ event changed in the database is caught by ``ledger verify``."""
 from __future__ import annotations
 
 import base64
+import csv
+import io
 import json
 import os
 import secrets
@@ -14,6 +16,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +85,31 @@ def proof(gateway: Gateway, path: str, **params: int) -> dict[str, Any]:
 def tollgate(*args: str) -> tuple[int, str]:
     result = run_tollgate(list(args), {**os.environ, **GATEWAY_ENV}, timeout=60)
     return result.returncode, result.stdout + result.stderr
+
+
+MONTH = datetime.now(UTC).strftime("%Y-%m")
+
+
+def anchored_statement(gateway: Gateway, team: str, path: Path, within: float = 10.0) -> list[dict[str, str]]:
+    """The team's chained CSV statement written to ``path`` by the CLI, once a checkpoint holds its
+    last event (the gateway signs one every 0.2 s here); its rows."""
+    deadline = time.monotonic() + within
+    while True:
+        gateway.cli("ledger", "statement", "--team", team, "--month", MONTH, "--format", "csv", "--chained",
+                    "--output", str(path))  # fmt: skip
+        rows = list(csv.DictReader(io.StringIO(path.read_text())))
+        anchor = next(row for row in rows if row["section"] == "log_checkpoint")
+        if anchor["count"]:
+            return rows
+        assert time.monotonic() < deadline, f"no checkpoint held the statement's last event: {anchor['note']}"
+        time.sleep(0.2)
+
+
+def verify_statement(gateway: Gateway, path: Path, *more: str) -> tuple[int, str]:
+    done = gateway.cli(
+        "ledger", "verify", "--statement", str(path), "--key", LOG.verifier.key_string, *more, check=False
+    )
+    return done.returncode, done.stdout + done.stderr
 
 
 def test_a_charges_receipt_verifies_offline_with_a_later_checkpoint_and_a_changed_digit_does_not(
@@ -278,6 +306,8 @@ def test_history_rewritten_with_the_log_rebuilt_and_resigned_fails_the_auditors_
         checkpoint_reaching(gateway, 10)
         code, out = tollgate(*audit, "--url", gateway.root_url)
         assert code == 0, out
+        anchored_statement(gateway, team.name, tmp_path / "before.csv")  # what the customer keeps
+        (tmp_path / "kept").write_text(gateway.cli("log", "checkpoint").stdout)  # and an auditor
     finally:
         gateway.stop()
     _change_a_charge(config, _other_end_user)  # whom a charge is attributed to: nothing derived disagrees
@@ -293,8 +323,16 @@ def test_history_rewritten_with_the_log_rebuilt_and_resigned_fails_the_auditors_
         assert code == 1
         assert "AUDIT FAILED" in out
         assert "is not consistent with the checkpoint of" in out or "a fork" in out
+        anchored_statement(gateway, team.name, tmp_path / "after.csv")  # regenerated from the rewritten history
     finally:
         gateway.stop()
+    code, out = verify_statement(gateway, tmp_path / "before.csv")
+    assert code == 1, out  # the statement the customer holds names a tree the log no longer has
+    code, out = verify_statement(gateway, tmp_path / "after.csv")
+    assert code == 0, out  # consistent with itself: every check inside the ledger passes
+    code, out = verify_statement(gateway, tmp_path / "after.csv", "--checkpoint", str(tmp_path / "kept"))
+    assert code == 1, out
+    assert "is not consistent with your checkpoint" in out
 
 
 def _other_end_user(state: bytes) -> bytes:

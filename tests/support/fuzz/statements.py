@@ -34,6 +34,7 @@ SECTIONS = (
     "adjustments",
     "closing_balance",
     "reconciliation",
+    "log_checkpoint",
 )
 FORMULAS = [
     '=HYPERLINK("http://x","y")',

@@ -133,6 +133,7 @@ def test_a_month_has_its_entries_in_ledger_order_and_reconciles(ledger, history)
         "adjustments",
         "closing_balance",
         "reconciliation",
+        "log_checkpoint",
     ]
     assert (summary["opening_balance"]["amount_micros"], summary["closing_balance"]["amount_micros"]) == (
         opening,

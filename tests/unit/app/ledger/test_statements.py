@@ -36,6 +36,7 @@ MONTH = Month.parse("2026-11")
 def store(tmp_path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LedgerStore]:
     """A team opened in November 2026 with 10 credits, charged twice, topped up and adjusted."""
     monkeypatch.setattr("eventsourcing.domain.datetime_now_with_tzinfo", lambda: datetime(2026, 11, 15, tzinfo=UTC))
+    monkeypatch.setattr("domain.clock.now", lambda: datetime(2026, 11, 15, tzinfo=UTC))  # what charges are dated by
     opened = open_ledger_store(new_database_url(), tmp_path)
     with LedgerWriter(opened) as writer:
         service = LedgerService(writer)
@@ -77,6 +78,7 @@ def test_csv_is_a_header_line_rows_and_the_final_hash(store):
         "adjustments",
         "closing_balance",
         "reconciliation",
+        "log_checkpoint",
         "end",
     ]
     assert all(len(line) == len(lines[0]) for line in lines)
@@ -172,7 +174,7 @@ def test_inserted_removed_and_reordered_rows_fail(store):
         assert not found.ok
         assert "the hash chain is broken at row" in (found.problem or "")
     without_last = verify_statement("".join([header, *rows[:-1], end]), None).problem or ""
-    assert "the statement has no row of section 'reconciliation'" in without_last
+    assert "the statement has no row of section 'log_checkpoint'" in without_last
     assert "does not end with the final hash" in (verify_statement("".join([header, *rows]), None).problem or "")
 
 
@@ -299,7 +301,7 @@ def test_a_csv_statement_is_its_rows_in_order_and_the_final_hash_alone(store):
 
     found = read_statement(_text(store, "csv"))
     unlinked = [{k: v for k, v in row.items() if k != PREV_HASH} for row in found.rows]
-    twice = [*unlinked[:-1], unlinked[-2], unlinked[-1]]  # the closing balance twice, the chain recomputed
+    twice = [*unlinked[:-2], unlinked[-3], *unlinked[-2:]]  # the closing balance twice, the chain recomputed
     assert "a row of section 'closing_balance' cannot come here" in _refused(
         _as_csv(*chained("acme", MONTH.text, twice))
     )
