@@ -24,6 +24,20 @@ EVENTS_TABLE = {"sqlite": "stored_events", "postgresql": "ledger_events"}
 _SCHEMA_LOCK = 0x746F6C6C  # the advisory lock that serialises schema creation across processes
 
 
+#: Every PostgreSQL connection's guard against a server it can no longer reach (a network partition
+#: drops packets silently: without these, a query in flight waits for TCP's own retries, about 15
+#: minutes). Data sent and not acknowledged within ``tcp_user_timeout`` ms, or an idle connection
+#: whose keepalives go unanswered (5 s, then 3 probes 2 s apart), fails the connection: the ledger is
+#: then away (503), a delivered stream's charge owed, and the pools reconnect once the server answers.
+LIVENESS: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
+}
+
+
 @dataclass(frozen=True)
 class Database:
     kind: str  # "sqlite" or "postgresql"
@@ -59,7 +73,12 @@ class Database:
         from psycopg.conninfo import make_conninfo
 
         return make_conninfo(
-            host=self.host, port=self.port, user=self.user or None, password=self.password or None, dbname=self.dbname
+            host=self.host,
+            port=self.port,
+            user=self.user or None,
+            password=self.password or None,
+            dbname=self.dbname,
+            **LIVENESS,
         )
 
     def sqlalchemy_url(self) -> str:
@@ -87,7 +106,7 @@ class Database:
                 "CREATE_TABLE": "y" if create_tables else "n",
             }
         return {
-            "PERSISTENCE_MODULE": "eventsourcing.postgres",
+            "PERSISTENCE_MODULE": "app.store.postgres_store:LedgerPostgresFactory",
             "POSTGRES_DBNAME": self.dbname,
             "POSTGRES_HOST": self.host,
             "POSTGRES_PORT": str(self.port),

@@ -21,11 +21,12 @@ from typing import Any
 from uuid import UUID
 
 from eventsourcing.persistence import InterfaceError, OperationalError, StoredEvent
-from eventsourcing.postgres import PostgresApplicationRecorder
+from eventsourcing.postgres import PostgresApplicationRecorder, PostgresFactory
 from eventsourcing.utils import retry
 from psycopg import Cursor, sql
 from psycopg.rows import DictRow, dict_row
 
+from app.store.database import LIVENESS
 from app.store.log_append import LogWriter
 from app.store.read_models import ReadModelQueries, ReadModelWriter
 
@@ -128,3 +129,14 @@ class PostgresLedgerRecorder(ReadModelQueries, PostgresApplicationRecorder):
                 )
                 for row in curs.fetchall()
             ]
+
+
+class LedgerPostgresFactory(PostgresFactory):
+    """The library's PostgreSQL persistence (``PERSISTENCE_MODULE`` names this class), its pool's
+    connections guarded against a server that stops answering (``app/store/database.py``: ``LIVENESS``)."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        kwargs = self.datastore.pool.kwargs
+        assert isinstance(kwargs, dict)  # the library gives its pool a dict of connection parameters
+        kwargs.update(LIVENESS)  # the pool opens later: every connection gets them
