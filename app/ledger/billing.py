@@ -295,10 +295,10 @@ class Billing:
         if self.receipts is not None and charged.leaf is not None:
             receipt = signed_receipt(self.receipts, bill.principal.team_name, charged.event, charged.leaf)
             charge = dataclasses.replace(charge, receipt=receipt)
-        if charged.answer is not None and not charge.receipt:  # rendered on the writer thread, stored as sent
+        if charged.answer is not None:  # rendered once, on the writer thread, and stored as sent
+            # (a replay is this very answer, byte for byte: the receipt, which needs the leaf the
+            # charge's own transaction gives, is in the head, x-tollgate-receipt, not in this body)
             return charge, charged.answer
-        # signed: the answer sent carries its receipt, which the one stored under the Idempotency-Key
-        # cannot (it is stored in the transaction that gives the charge its leaf); a replay is the stored one
         return charge, render(charge) if render is not None else b""
 
     async def _charged_before(
