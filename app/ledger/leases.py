@@ -167,9 +167,20 @@ class Leases:
 
     def forget_all(self) -> None:
         """This process was taken for dead and its leases released by another: lease afresh. Requests
-        held against the old leases still settle (their charges come out of the available balance)."""
+        held against the old leases still settle (their charges come out of the available balance).
+
+        The old leases are given back all the same: a process cut off from the database, taken for
+        dead, then reconnected, may have taken a lease between the others' sweep and its own finding
+        out, under the owner they swept — no one else would ever release it, and its credit stayed
+        held until the holds' timeout (the multi-host chaos suite found it). Giving back a lease
+        already released changes nothing (``return_lease`` is a no-op then)."""
+        orphans = list(self._by_team.values())
         self._by_team.clear()
         self._settling.set()
+        if orphans:
+            task = asyncio.get_running_loop().create_task(self.give_back(orphans))
+            self._ahead.add(task)  # kept until done, as the growths are, and awaited at stop
+            task.add_done_callback(self._ahead.discard)
 
     def all_idle(self) -> list[Lease]:
         return self.idle(now=float("inf"))

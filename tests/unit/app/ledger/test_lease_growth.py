@@ -80,3 +80,22 @@ def test_a_burst_after_a_quiet_spell_is_served_by_two_growths_at_most(ledger: Le
 
     asyncio.run(burst())
     assert _growths(ledger, "bursty") <= 3  # the first, the one for everyone waiting, and one ahead at most
+
+
+def test_a_process_taken_for_dead_gives_back_the_leases_it_took_after_the_others_swept_it(ledger: LedgerService):
+    """Cut off from the database, taken for dead and swept, a process that reconnects may take a
+    lease under its old owner before it finds out (its heartbeat tells it later): no one else would
+    ever release that lease. Finding out, it gives back every lease in its book, then leases afresh."""
+    ledger.create_team("cut-off", 10**9)
+    leases = Leases(ledger, owner=lambda: "swept-owner")
+
+    async def taken_after_the_sweep_then_found_out() -> None:
+        lease = await leases.reserve(team_id("cut-off"), "cut-off", WORST_CASE)
+        leases.settle(lease, WORST_CASE, None)  # its request is done; the lease stays in the book
+        leases.forget_all()  # the heartbeat found this process taken for dead
+        await leases.grown()  # what it gives back is written
+
+    asyncio.run(taken_after_the_sweep_then_found_out())
+    team = ledger.store.find_team(team_id("cut-off"))
+    assert team is not None
+    assert (team.balance, team.held) == (10**9, 0)
