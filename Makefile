@@ -85,11 +85,14 @@ docs: install
 test-simulate: install
 	$(BIN)/python -m scripts.simulate --seconds 60
 
-# The chaos suite (scripts/chaos, README "Chaos suite"): its own PostgreSQL cluster and Redis, three
-# gateways, a burst of traffic and faults; non-zero exit on any violation.
-## The chaos suite's CI mode: its own PostgreSQL and Redis, three gateways, faults
+# The chaos suite (scripts/chaos, docs/chaos.md): its own PostgreSQL cluster and Redis, three
+# gateways each on a host of its own (a Linux network namespace: root and iptables; without them it
+# says so and runs on one host), a burst of traffic and faults, the single host's and those between
+# hosts (partitions, a lossy link, a frozen host, clocks apart); non-zero exit on any violation.
+## The chaos suite's CI mode: three gateway hosts, its own PostgreSQL and Redis, faults
 test-chaos: install
-	$(BIN)/python -m scripts.chaos
+	sh scripts/ensure_iptables.sh
+	$(BIN)/python -m scripts.chaos --hosts 3
 
 # End-to-end tests that never touch the ledger's database (the fake upstream and the fake Stripe, the gateway
 # benchmark's quick run, the test harness's own cleanup, the Redis rate-limit store) run once, in

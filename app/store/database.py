@@ -24,17 +24,26 @@ EVENTS_TABLE = {"sqlite": "stored_events", "postgresql": "ledger_events"}
 _SCHEMA_LOCK = 0x746F6C6C  # the advisory lock that serialises schema creation across processes
 
 
-#: Every PostgreSQL connection's guard against a server it can no longer reach (a network partition
-#: drops packets silently: without these, a query in flight waits for TCP's own retries, about 15
-#: minutes). Data sent and not acknowledged within ``tcp_user_timeout`` ms, or an idle connection
-#: whose keepalives go unanswered (5 s, then 3 probes 2 s apart), fails the connection: the ledger is
-#: then away (503), a delivered stream's charge owed, and the pools reconnect once the server answers.
+#: Every PostgreSQL connection's guard against a peer it can no longer reach, on both ends (a network
+#: partition drops packets silently, so neither end hears of it).
+#:
+#: - This end: data sent and not acknowledged within ``tcp_user_timeout`` ms, or an idle connection
+#:   whose keepalives go unanswered (5 s, then 3 probes 2 s apart), fails the connection. Without it,
+#:   a query in flight waited for TCP's own retries, about 15 minutes; with it, the ledger is away
+#:   (503), a delivered stream's charge owed, and the pools reconnect once the server answers.
+#: - The server's end (``options``: the same limits for the server's socket of this session): a
+#:   session whose gateway was cut off while it held locks — the events table's during an insert,
+#:   the log's size row, a team's advisory lock — is ended within seconds, and its locks with it.
+#:   Without it, one partitioned host stalled every other host's writes until the server's TCP gave
+#:   up (the multi-host chaos suite: every request on the other hosts timed out for a minute).
 LIVENESS: dict[str, Any] = {
     "keepalives": 1,
     "keepalives_idle": 5,
     "keepalives_interval": 2,
     "keepalives_count": 3,
     "tcp_user_timeout": 10_000,
+    "options": "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3 "
+    "-c tcp_user_timeout=10000",
 }
 
 
@@ -117,6 +126,9 @@ class Database:
             "POSTGRES_LOCK_TIMEOUT": "5",
             "POSTGRES_CONNECT_TIMEOUT": "5",  # also the pool's wait for a connection; the library retries 10 times
             "POSTGRES_PRE_PING": "y",
+            # a session its gateway stopped talking to mid-transaction (cut off) gives its locks up:
+            # the recorder's transactions never wait on Python for more than milliseconds
+            "POSTGRES_IDLE_IN_TRANSACTION_SESSION_TIMEOUT": "5",
             "APPLICATION_RECORDER_TOPIC": "app.store.postgres_store:PostgresLedgerRecorder",
             "CREATE_TABLE": "y" if create_tables else "n",
         }

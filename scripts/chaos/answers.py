@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from scripts.chaos.client import ANSWERED, BROKEN, NO_ANSWER, Attempt
 from scripts.chaos.faults import KILL, POSTGRES_REFUSING, POSTGRES_RESTART, REDIS_RESTART, Fault
+from scripts.chaos.host_faults import DATABASE_CUT, FREEZE, HOST_FAULTS, REDIS_CUT
 from scripts.chaos.record import RunRecord
 from scripts.chaos.traffic import Plan
 from scripts.chaos.verdict import Verdict
@@ -45,13 +46,25 @@ def _gateway_down(attempt: Attempt, faults: list[Fault]) -> bool:
     )
 
 
+def _on_host_during(attempt: Attempt, faults: list[Fault], kinds: tuple[str, ...]) -> bool:
+    """Whether the attempt's host was cut off, on a lossy link or frozen (one of ``kinds``) while it
+    ran, or a moment before (its connections recover within :data:`GRACE`)."""
+    return any(
+        f.kind in kinds
+        and f.victim == attempt.gateway
+        and attempt.started <= f.ended + GRACE
+        and attempt.ended >= f.started - 1
+        for f in faults
+    )
+
+
 def _refused_from(revocation: tuple[float, float], faults: list[Fault]) -> float:
     """When every gateway must refuse a key revoked between these times: within the grace, unless the
     database was away meanwhile (the gateways learn of it from the events), then after it is back."""
     deadline = revocation[1] + REVOCATION_GRACE
     for fault in faults:
         if (
-            fault.kind in (POSTGRES_RESTART, POSTGRES_REFUSING)
+            fault.kind in (POSTGRES_RESTART, POSTGRES_REFUSING, *DATABASE_CUT, FREEZE)
             and fault.started <= deadline
             and fault.ended >= revocation[0]
         ):
@@ -85,11 +98,17 @@ def classify_5xx(attempt: Attempt, plan: Plan, faults: list[Fault], verdict: Ver
         if _during(attempt, faults, (POSTGRES_RESTART, POSTGRES_REFUSING)):
             verdict.causes["503 database away (outage)"] += 1
             return
+        if _on_host_during(attempt, faults, (*DATABASE_CUT, FREEZE)):
+            verdict.causes["503 database away (its host cut off)"] += 1
+            return
         verdict.fail("503 outside the database outage", _describe(attempt, plan))
         return
     if status == 503 and _says(attempt, LIMITS_AWAY):
         if _during(attempt, faults, (REDIS_RESTART,)):
             verdict.causes["503 rate limits away (Redis restart)"] += 1
+            return
+        if _on_host_during(attempt, faults, (*REDIS_CUT, FREEZE)):
+            verdict.causes["503 rate limits away (its host cut off from Redis)"] += 1
             return
         verdict.fail("503 rate limits away outside the Redis restart", _describe(attempt, plan))
         return
@@ -147,7 +166,9 @@ def check_answers(record: RunRecord, verdict: Verdict) -> None:
         verdict.statuses[str(attempt.status) if attempt.status else attempt.outcome] += 1
         for problem in attempt.problems:
             verdict.fail("malformed answer", f"{problem}: {_describe(attempt, plan)}; body {attempt.body[:300]!r}")
-        if attempt.outcome in (NO_ANSWER, BROKEN) and not _gateway_down(attempt, faults):
+        if attempt.outcome in (NO_ANSWER, BROKEN) and _on_host_during(attempt, faults, HOST_FAULTS):
+            verdict.causes[f"{attempt.outcome} (its host cut off or frozen)"] += 1
+        elif attempt.outcome in (NO_ANSWER, BROKEN) and not _gateway_down(attempt, faults):
             verdict.fail("no whole answer from a live gateway", f"{_describe(attempt, plan)}; {attempt.outcome}")
         status = attempt.status
         if status is None:

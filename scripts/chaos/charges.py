@@ -14,6 +14,9 @@ it. What must hold, and how exactly:
   database is back, exactly once — unless its process died first; checked exactly, but for that;
 * a stream cut off by the death of its gateway: at most one charge, at most its hold — only
   bounded, since the dead process may or may not have recorded it before dying;
+* a stream of a host frozen or cut off from the database (the multi-host suite) that the others
+  took for dead: charged by them for what it had delivered at its last heartbeat, so at most the
+  tokens the client received, never more — bounded, and each such shortfall reported;
 * any other answer (4xx, 5xx): no charge;
 * an Idempotency-Key's attempts and replays share one request id and one charge, and a replay
   reports the very cost of the original;
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, cast
 
 from scripts.chaos.client import ANSWERED, BROKEN, COMPLETE, ERROR_EVENT, NO_ANSWER, Attempt
 from scripts.chaos.faults import KILL
+from scripts.chaos.host_faults import DATABASE_CUT, FREEZE
 
 if TYPE_CHECKING:  # the gateway's own modules load only when prices are asked for
     from app.tokens import Protocol
@@ -109,6 +113,7 @@ class ChargeChecks:
         self.released = _index(snapshot, "HoldReleased")
         self.under_key = _attempts_under_keys(snapshot)
         self.kills = [f for f in record.faults if f.kind == KILL]
+        self.taken_for_dead = [f for f in record.faults if f.kind in (FREEZE, *DATABASE_CUT)]
         self.by_plan: dict[int, list[Attempt]] = defaultdict(list)
         for attempt in record.attempts:
             self.by_plan[attempt.plan].append(attempt)
@@ -157,21 +162,58 @@ class ChargeChecks:
             problems.append(f"charged {charge['charged']} of a cost of {charge['cost']}")
         if attempt.remaining_micros is not None and attempt.remaining_micros != charge["balance_after"]:
             problems.append(f"reported remaining {attempt.remaining} but the charge left {charge['balance_after']}")
+        money_agrees = not problems
         if attempt.output_tokens is not None and attempt.output_tokens != charge["usage"]["output_tokens"]:
             problems.append(
                 f"reported {attempt.output_tokens} output tokens, charged {charge['usage']['output_tokens']}"
             )
         if attempt.input_tokens is not None and attempt.input_tokens != _input_tokens(charge):
             problems.append(f"reported {attempt.input_tokens} input tokens, charged {_input_tokens(charge)}")
-        if problems:
+        if problems and money_agrees and self._charged_by_the_others(plan, attempt, charge):
+            self.verdict.note(
+                f"a stream of a host taken for dead, charged by the others for the text it delivered, by the "
+                f"gateway's own count (documented): request #{plan.index} id {attempt.request_id}: "
+                + "; ".join(problems)
+            )
+        elif problems:
             self._fail("charge differs from the answer", plan, attempt, "; ".join(problems))
 
+    def _charged_by_the_others(self, plan: Plan, attempt: Attempt, charge: LedgerEvent) -> bool:
+        """Whether a stream's charge is the one the other processes make for a process they took for
+        dead: its host frozen or cut off meanwhile, the text delivered counted as the gateway counts
+        it (not the upstream's own report), at most the hold — and the answer reported that charge's
+        cost (checked by the caller)."""
+        return (
+            plan.stream
+            and self._taken_for_dead(attempt)
+            and charge["usage"]["output_tokens"] <= self.prices.output_tokens(plan, attempt.text)
+            and charge["charged"] <= self.prices.hold(plan)
+        )
+
+    def _taken_for_dead(self, attempt: Attempt) -> bool:
+        """Whether the attempt's host was frozen, or cut off from the database, while it ran: the
+        others may have taken its process for dead and charged its streams for what they had
+        delivered at its last heartbeat."""
+        return any(
+            f.victim == attempt.gateway and f.started <= attempt.ended and attempt.started <= f.ended
+            for f in self.taken_for_dead
+        )
+
     def _partial(self, plan: Plan, attempt: Attempt, charge: LedgerEvent) -> None:
-        """A stream charged for what it delivered: exactly the tokens of the text received, at most the hold."""
+        """A stream charged for what it delivered: exactly the tokens of the text received, at most the
+        hold. Its host taken for dead meanwhile: at most those tokens (the bound of the guarantees:
+        what it delivered after its last heartbeat is not charged), never more."""
         self.verdict.charges_checked += 1
         expected = self.prices.output_tokens(plan, attempt.text)
         hold = self.prices.hold(plan)
-        if charge["usage"]["output_tokens"] != expected:
+        charged_tokens = charge["usage"]["output_tokens"]
+        if charged_tokens < expected and self._taken_for_dead(attempt):
+            self.verdict.note(
+                f"a stream of a host taken for dead charged for what it had delivered at its last heartbeat "
+                f"(documented bound): request #{plan.index} id {attempt.request_id}, {charged_tokens} of "
+                f"{expected} tokens"
+            )
+        elif charged_tokens != expected:
             self._fail(
                 "cut stream charged for other than what it delivered",
                 plan,

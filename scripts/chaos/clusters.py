@@ -62,8 +62,12 @@ class PostgresCluster:
     """A throwaway PostgreSQL cluster in ``folder``: trust authentication, loopback only, fsync on
     (the suite tests crashes, so the database must be as durable as a real one)."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, address: str = "127.0.0.1", prefix: tuple[str, ...] = ()) -> None:
+        """``address``: where it listens; ``prefix``: what runs its commands elsewhere (a network
+        namespace's ``ip netns exec NS``, for the multi-host suite)."""
         self.folder = folder
+        self.address = address
+        self.prefix = prefix
         self.data = folder / "data"
         self.socket_dir = folder / "socket"
         self.log = folder / "postgres.log"
@@ -73,12 +77,13 @@ class PostgresCluster:
         self.started = False
 
     def database_url(self, name: str) -> str:
-        return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
+        return f"postgresql://postgres@{self.address}:{self.port}/{name}"
 
     def _run(self, *command: str, timeout: float = 120) -> str:
         argv = [str(self.bindir / command[0]), *command[1:]]
         if self._as_root:
             argv = ["runuser", "-u", POSTGRES_USER, "--", *argv]
+        argv = [*self.prefix, *argv]
         result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd="/")
         if result.returncode != 0:
             raise RuntimeError(
@@ -103,10 +108,13 @@ class PostgresCluster:
         )
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.write(
-                f"\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
+                f"\nlisten_addresses = '{self.address}'\nport = {self.port}\n"
                 f"unix_socket_directories = '{self.socket_dir}'\nmax_connections = 200\n"
                 "fsync = on\nshared_buffers = 32MB\n"
             )
+        if self.address != "127.0.0.1":  # the multi-host suite's hosts connect from its private subnet
+            with (self.data / "pg_hba.conf").open("a") as hba:
+                hba.write("host all all samenet trust\n")
         return self
 
     def start(self) -> None:
@@ -149,15 +157,17 @@ class PostgresCluster:
 class RedisServer:
     """``redis-server`` on a free loopback port, as a child process, keeping nothing on disk."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, address: str = "127.0.0.1", prefix: tuple[str, ...] = ()) -> None:
         self.folder = folder
+        self.address = address
+        self.prefix = prefix  # as PostgresCluster's
         self.port = free_port()
         self.log = folder / "redis.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://{self.address}:{self.port}/0"
 
     def start(self) -> None:
         binary = shutil.which("redis-server")
@@ -166,11 +176,14 @@ class RedisServer:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
                 [
+                    *self.prefix,
                     binary,
                     "--port",
                     str(self.port),
                     "--bind",
-                    "127.0.0.1",
+                    self.address,
+                    "--protected-mode",  # no password: its own private subnet is all that reaches it
+                    "no" if self.address != "127.0.0.1" else "yes",
                     "--save",
                     "",
                     "--appendonly",
@@ -188,7 +201,7 @@ class RedisServer:
             if self.process.poll() is not None:
                 raise RuntimeError(f"redis-server exited: {self.log.read_text(errors='replace')[-1000:]}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as conn:
+                with socket.create_connection((self.address, self.port), timeout=1) as conn:
                     conn.sendall(b"PING\r\n")
                     if conn.recv(16).startswith(b"+PONG"):
                         return

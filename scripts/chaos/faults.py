@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from scripts.chaos.clusters import PostgresCluster, RedisServer
 from scripts.chaos.gateways import GatewayProcess
+from scripts.chaos.host_faults import CUT_BOTH, CUT_POSTGRES, CUT_REDIS, FREEZE, HOST_FAULTS, LOSSY, HostFaults
 from scripts.chaos.load import Load
 from scripts.chaos.teams import Operator, Team
 
@@ -69,6 +70,9 @@ class Injector:
     rng: random.Random
     faults: list[Fault] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # a fault that could not be injected fails the run
+    hosts: HostFaults | None = None  # the multi-host suite's faults between hosts
+    #: Faults between hosts last seconds; each runs beside the schedule, which goes on meanwhile.
+    _lasting: list[asyncio.Task[None]] = field(default_factory=list)
     _revocable: list[Team] = field(default_factory=list)
 
     async def run(self, schedule: list[Step]) -> None:
@@ -84,6 +88,8 @@ class Injector:
                 self.errors.append(f"{step.kind} at {step.at:.0f} s could not be injected: {type(exc).__name__}: {exc}")
                 if self.faults and not self.faults[-1].ended:
                     self.faults[-1].ended = time.time()
+        for lasting in self._lasting:
+            await lasting
 
     async def _inject(self, step: Step) -> None:
         if step.kind == KILL:
@@ -111,12 +117,26 @@ class Injector:
             fault = self._begin(step.kind, "redis-server stopped (SIGTERM) and started again, empty")
             await asyncio.to_thread(self.redis.restart)
             fault.ended = time.time()
+        elif step.kind in HOST_FAULTS and self.hosts is not None:
+            host = int(step.option or 0)
+            fault = self._begin(step.kind, self.hosts.describe(step.kind, host))
+            fault.victim = host
+            fault.pid = self.gateways[host].pid
+            self._lasting.append(asyncio.get_running_loop().create_task(self._between_hosts(step, fault)))
         elif step.kind == TOP_UPS:
             await self._operate(step.kind, int(step.option or 3))
         elif step.kind == REVOCATIONS:
             await self._operate(step.kind, int(step.option or 2))
         else:
             raise ValueError(f"unknown fault {step.kind!r}")
+
+    async def _between_hosts(self, step: Step, fault: Fault) -> None:
+        assert self.hosts is not None
+        try:
+            await self.hosts.inject(step.kind, fault.victim)
+        except Exception as exc:  # noqa: BLE001 - reported as the run's failure, with its reason
+            self.errors.append(f"{step.kind} at {step.at:.0f} s could not be injected: {type(exc).__name__}: {exc}")
+        fault.ended = time.time()
 
     def _begin(self, kind: str, detail: str) -> Fault:
         fault = Fault(kind, time.time(), detail=detail)
@@ -164,6 +184,32 @@ class Injector:
             done.append(f"{action.team} {action.argument}{'' if action.ok else ' (FAILED)'}")
         fault.ended = time.time()
         fault.detail = ", ".join(done)
+
+
+def schedule_for_hosts(long: bool) -> list[Step]:
+    """The multi-host suite's faults: the single host's (a kill, the database restarted and refusing
+    connections, Redis restarted, operators' top-ups and revocations) and, beside them, each fault
+    between hosts once, on different hosts (the long mode: three cycles, the victims moving on)."""
+    steps = []
+    for cycle in range(3 if long else 1):
+        base = cycle * 95.0
+        victim = [str((cycle + n) % 3) for n in range(3)]
+        steps += [
+            Step(base + 3, CUT_POSTGRES, victim[1]),
+            Step(base + 8, KILL, victim[2]),
+            Step(base + 13, TOP_UPS, "3"),
+            Step(base + 14, REVOCATIONS, "2"),
+            Step(base + 17, CUT_REDIS, victim[0]),
+            Step(base + 22, POSTGRES_RESTART, "immediate" if cycle == 1 else "fast"),
+            Step(base + 27, LOSSY, victim[2]),
+            Step(base + 30, REDIS_RESTART),
+            Step(base + 34, FREEZE, victim[1]),
+            Step(base + 36, POSTGRES_REFUSING),
+            Step(base + 44, CUT_BOTH, victim[0]),
+            Step(base + 46, TOP_UPS, "3"),
+            Step(base + 47, REVOCATIONS, "2"),
+        ]
+    return steps
 
 
 def schedule_for(long: bool) -> list[Step]:

@@ -48,8 +48,9 @@ def tollgate_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
 
 
-def write_config(folder: Path, database_url: str, redis_url: str, upstream_url: str) -> Path:
-    """The gateways' configuration: the suite's ledger and Redis, the three models on the fake."""
+def write_config(folder: Path, database_url: str, redis_url: str, upstream_url: str, extra: str = "") -> Path:
+    """The gateways' configuration: the suite's ledger and Redis, the three models on the fake
+    (``extra``: top-level settings of a mode's own)."""
     prices = ", ".join(f"{kind} = {value}" for kind, value in PRICES.items())
     models = []
     for model_id, kind in MODELS.items():
@@ -75,7 +76,7 @@ lease_idle_seconds = 0.5
 shutdown_timeout = 5
 database_pool_size = 4
 log_format = "json"
-{"".join(models)}
+{extra}{"".join(models)}
 [transparency]
 key_file = "log.key"
 checkpoint_seconds = 0.5
@@ -105,10 +106,11 @@ class FakeUpstreamProcess:
     folder: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    address: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.address}:{self.port}"
 
     def start(self) -> FakeUpstreamProcess:
         log = self.folder / "upstream.log"
@@ -118,6 +120,8 @@ class FakeUpstreamProcess:
                     sys.executable,
                     "-m",
                     "tests.support.fake_upstream",
+                    "--host",
+                    self.address,
                     "--port",
                     str(self.port),
                     "--api-key",
@@ -146,10 +150,16 @@ class GatewayProcess:
     process: subprocess.Popen[bytes] | None = None
     #: The pids this gateway ran as, in order (a restart is a new process).
     pids: list[int] = field(default_factory=list)
+    #: Where it listens, what runs it on its host (a network namespace: ``ip netns exec NS``, which
+    #: execs the gateway itself, so the pid is the gateway's), and its host's own environment (its
+    #: ledger clock's offset).
+    address: str = "127.0.0.1"
+    prefix: tuple[str, ...] = ()
+    env: dict[str, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.address}:{self.port}"
 
     @property
     def log(self) -> Path:
@@ -159,10 +169,20 @@ class GatewayProcess:
         """Start the process without waiting for it (several start side by side)."""
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                [*tollgate_command(), "serve", "--config", str(self.config), "--port", str(self.port)],
+                [
+                    *self.prefix,
+                    *tollgate_command(),
+                    "serve",
+                    "--config",
+                    str(self.config),
+                    "--host",
+                    self.address,
+                    "--port",
+                    str(self.port),
+                ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=child_env(),
+                env={**child_env(), **self.env},
                 start_new_session=True,
             )
         self.pids.append(self.process.pid)

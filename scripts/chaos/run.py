@@ -23,12 +23,14 @@ from pathlib import Path
 from scripts.chaos.answers import check_answers
 from scripts.chaos.charges import ChargeChecks, Prices
 from scripts.chaos.clusters import PostgresCluster, RedisServer
-from scripts.chaos.faults import KILL, Injector, schedule_for
+from scripts.chaos.faults import KILL, Fault, Injector, Step, schedule_for, schedule_for_hosts
 from scripts.chaos.gateways import FakeUpstreamProcess, GatewayProcess, run_cli, write_config
+from scripts.chaos.host_faults import CLOCK, DEAD_AFTER, HostFaults, host_clock, offsets_note
 from scripts.chaos.invariants import DEAD_RELEASE_SECONDS, check_dead_holds, check_nothing_held, check_sums, replay
 from scripts.chaos.ledger import Snapshot, read_snapshot, wait_until_nothing_held
 from scripts.chaos.load import Load
 from scripts.chaos.logs import log_problems
+from scripts.chaos.netns import Topology
 from scripts.chaos.record import RunRecord
 from scripts.chaos.teams import Operator, open_teams
 from scripts.chaos.traffic import Plan, plan_traffic
@@ -60,29 +62,30 @@ def say(text: str) -> None:
     print(f"  {text}", flush=True)
 
 
-def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
+def run(seed: int | None, long: bool, keep: bool, faults: bool = True, hosts: int = 0) -> int:
+    """One run; ``hosts``: that many gateway hosts, each in a network namespace of its own, with the
+    faults between hosts (``netns.py``, ``host_faults.py``); 0: the single-host suite."""
     profile = LONG if long else CI
     seed = seed if seed is not None else (random.randrange(1, 1_000_000) if long else CI_SEED)
-    print(
-        f"chaos: {profile.name} mode, seed {seed} (again: python -m scripts.chaos --seed {seed}"
-        f"{' --long' if long else ''}{'' if faults else ' --no-faults'})",
-        flush=True,
-    )
+    _announce(profile, seed, faults, hosts)
     folder = Path(tempfile.mkdtemp(prefix="tollgate-chaos-"))
     folder.chmod(0o755)  # the postgres user reaches its cluster inside
     signal.signal(signal.SIGTERM, _stop_by_exception)
     started = time.monotonic()
-    postgres, redis, upstream = PostgresCluster(folder / "postgres"), RedisServer(folder), FakeUpstreamProcess(folder)
+    topology = Topology(hosts) if hosts else None
+    count = hosts or GATEWAYS
     gateways: list[GatewayProcess] = []
+    postgres, redis, upstream = _servers(folder, topology)
     failed = True
     try:
+        _build(topology)
         postgres.init().start()
         database_url = postgres.create_database(DATABASE)
         redis.start()
         upstream.start()
-        config = write_config(folder, database_url, redis.url, upstream.url)
+        config = write_config(folder, database_url, redis.url, upstream.url, _mode_settings(topology))
         teams = open_teams(database_url, folder, profile.teams, profile.poor_every)
-        gateways = [GatewayProcess(i, config) for i in range(GATEWAYS)]
+        gateways = [_gateway(i, config, topology) for i in range(count)]
         for gateway in gateways:
             gateway.launch()
         for gateway in gateways:
@@ -93,18 +96,18 @@ def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
             f"{len(teams)} teams ({sum(t.poor for t in teams)} poor); work folder {folder}"
         )
 
-        plans = plan_traffic(seed, profile.requests, len(teams), GATEWAYS, profile.duration)
+        plans = plan_traffic(seed, profile.requests, len(teams), count, profile.duration)
         load = Load(
             plans,
             lambda g: gateways[g].url,
             lambda g: gateways[g].pid,
             [t.secrets for t in teams],
-            GATEWAYS,
+            count,
             profile.concurrency,
         )
         operator = Operator(config)
         injector = Injector(postgres, DATABASE, redis, gateways, operator, teams, load, random.Random(seed))
-        schedule = schedule_for(long) if faults else []
+        schedule = _schedule(injector, topology, long) if faults else []
 
         async def together() -> None:
             await asyncio.gather(load.run(), injector.run(schedule))
@@ -146,10 +149,73 @@ def run(seed: int | None, long: bool, keep: bool, faults: bool = True) -> int:
         upstream.stop()
         redis.stop()
         postgres.stop()
+        _remove(topology)
         if failed or keep:
             print(f"chaos: kept {folder} (gateway logs, attempts.jsonl, events.jsonl, faults.json)", flush=True)
         else:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _announce(profile: Profile, seed: int, faults: bool, hosts: int) -> None:
+    again = f"--seed {seed}{' --long' if profile.long else ''}{'' if faults else ' --no-faults'}"
+    again += f" --hosts {hosts}" if hosts else ""
+    print(f"chaos: {profile.name} mode, seed {seed} (again: python -m scripts.chaos {again})", flush=True)
+
+
+def _mode_settings(topology: Topology | None) -> str:
+    """The configuration's settings of the multi-host mode: a frozen host is taken for dead sooner."""
+    return f"instance_dead_after = {DEAD_AFTER:g}\n" if topology is not None else ""
+
+
+def _build(topology: Topology | None) -> None:
+    if topology is not None:
+        topology.build()
+
+
+def _remove(topology: Topology | None) -> None:
+    if topology is not None:
+        topology.remove()
+
+
+def _schedule(injector: Injector, topology: Topology | None, long: bool) -> list[Step]:
+    """The faults of the run: the single host's, or, with hosts, the faults between them made
+    injectable and the hosts' clock offsets recorded as faults of the whole run."""
+    if topology is None:
+        return schedule_for(long)
+    injector.hosts = HostFaults(topology, injector.gateways)
+    say(f"hosts' ledger clocks: {offsets_note(topology.hosts)}")
+    for host in range(topology.hosts):
+        if host_clock(host):
+            at = time.time()
+            injector.faults.append(Fault(CLOCK, at, at, f"host {host} {host_clock(host):+.1f} s"))
+    return schedule_for_hosts(long)
+
+
+def _servers(folder: Path, topology: Topology | None) -> tuple[PostgresCluster, RedisServer, FakeUpstreamProcess]:
+    """PostgreSQL, Redis and the fake upstream: on loopback, or, with hosts, the database and Redis in
+    their namespace and the upstream on the root namespace's address on the bridge."""
+    if topology is None:
+        return PostgresCluster(folder / "postgres"), RedisServer(folder), FakeUpstreamProcess(folder)
+    inside = tuple(topology.prefix(topology.database_namespace))
+    return (
+        PostgresCluster(folder / "postgres", topology.database_address, inside),
+        RedisServer(folder, topology.redis_address, inside),
+        FakeUpstreamProcess(folder, address=topology.gateway_address),
+    )
+
+
+def _gateway(index: int, config: Path, topology: Topology | None) -> GatewayProcess:
+    """Gateway ``index``: on loopback, or on its own host — its network namespace, its own host name
+    (a UTS namespace: the others cannot tell its processes are gone by their pids), its ledger clock."""
+    if topology is None:
+        return GatewayProcess(index, config)
+    name = f"chaos-host-{index}"
+    prefix = (
+        *topology.prefix(topology.host_namespace(index)),
+        "unshare", "--uts", "--", "sh", "-c", 'hostname "$0" && exec "$@"', name,
+    )  # fmt: skip
+    offset = {"TOLLGATE_CLOCK_OFFSET": str(host_clock(index)), "TOLLGATE_CLOCK_DRILL": "1"} if host_clock(index) else {}
+    return GatewayProcess(index, config, address=topology.host_address(index), prefix=prefix, env=offset)
 
 
 def _stop_by_exception(signum: int, frame: object) -> None:

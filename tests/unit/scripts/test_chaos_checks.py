@@ -12,6 +12,7 @@ from scripts.chaos.charges import ChargeChecks, Prices
 from scripts.chaos.client import ANSWERED, COMPLETE, ERROR_EVENT, NO_ANSWER, Attempt
 from scripts.chaos.faults import KILL, POSTGRES_RESTART, Fault
 from scripts.chaos.gateways import write_config
+from scripts.chaos.host_faults import CUT_POSTGRES, FREEZE
 from scripts.chaos.invariants import check_dead_holds, check_nothing_held, replay
 from scripts.chaos.ledger import LedgerEvent, Snapshot
 from scripts.chaos.record import RunRecord
@@ -261,3 +262,42 @@ def test_a_revoked_key_must_be_refused_soon_after_the_revocation_or_after_an_out
     verdict = Verdict()
     check_answers(RunRecord([plan()], [refused], [], [TEAM], [revoked]), verdict)
     assert [v.check for v in verdict.violations] == ["valid key refused"]
+
+
+def test_a_host_cut_off_may_answer_the_ledgers_503_and_no_other_host_may() -> None:
+    """The multi-host suite: a 503 saying the ledger is away is documented for the host whose packets
+    to PostgreSQL were dropped, while they were and for a moment after; another host's is a violation."""
+    cut = Fault(CUT_POSTGRES, started=10.0, ended=22.0, victim=1)
+    on_victim = attempt(status=503, cost=None, remaining=None, error="The billing ledger cannot be written", gateway=1)
+    elsewhere = attempt(status=503, cost=None, remaining=None, error="The billing ledger cannot be written", gateway=0)
+    verdict = Verdict()
+    check_answers(RunRecord([plan()], [on_victim], [cut], [TEAM], []), verdict)
+    assert verdict.violations == []
+    assert verdict.causes["503 database away (its host cut off)"] == 1
+    verdict = Verdict()
+    check_answers(RunRecord([plan()], [elsewhere], [cut], [TEAM], []), verdict)
+    assert [v.check for v in verdict.violations] == ["503 outside the database outage"]
+    late = attempt(status=503, cost=None, remaining=None, error="The billing ledger", gateway=1, started=60, ended=61)
+    verdict = Verdict()
+    check_answers(RunRecord([plan()], [late], [cut], [TEAM], []), verdict)
+    assert [v.check for v in verdict.violations] == ["503 outside the database outage"]
+
+
+def test_a_stream_of_a_host_taken_for_dead_may_be_charged_less_than_it_delivered_never_more(prices: Prices) -> None:
+    """The others charge a stream of a host they took for dead for what it had delivered at its last
+    heartbeat: less than the client got is the documented bound; more is a violation, as is less on
+    a host nothing happened to."""
+    frozen = Fault(FREEZE, started=9.0, ended=21.0, victim=0)
+    cut = attempt(outcome=ERROR_EVENT, cost=None, remaining=None, text="Echo: hello there", error="timed out")
+    delivered = prices.output_tokens(plan(stream=True), "Echo: hello there")
+    less = [*opened(), charged(3, "req_1", 2000, 998000, usage={**USAGE, "output_tokens": delivered - 2})]
+    verdict = charge_verdict([plan(stream=True)], [cut], less, prices, [frozen])
+    assert verdict.violations == []
+    assert any("taken for dead" in note for note in verdict.notes)
+    assert [v.check for v in charge_verdict([plan(stream=True)], [cut], less, prices).violations] == [
+        "cut stream charged for other than what it delivered"
+    ]
+    more = [*opened(), charged(3, "req_1", 9000, 991000, usage={**USAGE, "output_tokens": delivered + 2})]
+    assert [v.check for v in charge_verdict([plan(stream=True)], [cut], more, prices, [frozen]).violations] == [
+        "cut stream charged for other than what it delivered"
+    ]

@@ -23,6 +23,10 @@ def test_every_connection_fails_within_seconds_when_the_server_stops_answering(t
     try:
         with store.recorder.datastore.get_connection() as pooled:  # type: ignore[attr-defined]
             options = _options(pooled)
+            server_side = {
+                name: pooled.execute(f"SHOW {name}").fetchone()[name]
+                for name in ("tcp_user_timeout", "tcp_keepalives_idle", "idle_in_transaction_session_timeout")
+            }
         sql = Sql(store.database)
         try:
             plain = _options(sql._conn)
@@ -33,3 +37,9 @@ def test_every_connection_fails_within_seconds_when_the_server_stops_answering(t
     for found in (options, plain):
         assert {name: found[name] for name in LIVENESS} == {name: str(value) for name, value in LIVENESS.items()}
     assert int(options["tcp_user_timeout"]) <= 10_000  # unacknowledged data: the connection fails after 10 s
+    # the server's end of the session too: a gateway cut off while holding locks loses them within seconds
+    assert server_side == {
+        "tcp_user_timeout": "10000",  # ms
+        "tcp_keepalives_idle": "5",  # s
+        "idle_in_transaction_session_timeout": "5s",
+    }
