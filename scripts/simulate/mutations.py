@@ -46,6 +46,14 @@ MUTATIONS = {
         "hold = self.holds[request_id]",
         "a charged or released hold is never forgotten (its credit stays held)",
     ),
+    "dead-stream-charged-again": Mutation(
+        "domain.ledger_holds",
+        "TeamHolds",
+        "release_abandoned",
+        "or d.request_id in self.lease_charges",
+        "or False",
+        "a process taken for dead has its leased stream charged again by the others, though its own charge was made",
+    ),
     "answered-before-durable": Mutation(
         "app.ledger.writer",
         "LedgerWriter",

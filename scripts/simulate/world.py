@@ -33,9 +33,24 @@ from app.store.event_store import LedgerStore
 from app.store.writer_lock import WriterLock
 from domain import clock
 from domain.ledger import AlreadyCharged, HoldNotFound, InsufficientCredits, TeamLedger, team_id
+from domain.ledger_holds import Delivery
 from domain.pricing import Price
 from domain.usage import TokenUsage
 from scripts.simulate.faulty_store import FaultCounts, FaultRates, FaultyStore
+from scripts.simulate.lifecycle import (
+    MODEL,
+    Lease,
+    charge_again_refused,
+    check_snapshot,
+    fail_leased,
+    freeze,
+    heartbeat,
+    return_idle,
+    settle_leased,
+    start_leased,
+    take_for_dead,
+    wake,
+)
 
 R = TypeVar("R")
 PRICE = Price(input=Decimal(0), output=Decimal(10), cache_create=Decimal(0), cache_hit=Decimal(0))
@@ -55,6 +70,7 @@ class Request:
     team: str
     process: int
     held: int
+    lease: str = ""  # held in the process's memory against this lease ("": a hold of its own)
 
 
 @dataclass
@@ -66,6 +82,9 @@ class Process:
     service: LedgerService
     in_flight: list[Request] = field(default_factory=list)
     owed: list[tuple[Request, TokenUsage]] = field(default_factory=list)
+    leases: dict[str, Lease] = field(default_factory=dict)  # team → its lease, as the book keeps it
+    frozen: bool = False
+    report: list[Delivery] = field(default_factory=list)  # what its streams had delivered at its last heartbeat
 
 
 class World:
@@ -91,7 +110,14 @@ class World:
             self.real_store.save_teams([team])
         self.credited: dict[str, int] = dict.fromkeys(self.teams, 0)  # from the stored events, as checked
         self.spent: dict[str, int] = dict.fromkeys(self.teams, 0)
-        self._serial = 0
+        self.serial = 0
+        self.price, self.credits_per_usd, self.micros_per_token = PRICE, CREDITS_PER_USD, MICROS_PER_TOKEN
+        #: Processes crashed or frozen that no live one took for dead yet: what their streams had
+        #: delivered at their last report. Then the ones taken for dead, and leases nobody gave back.
+        self.silent: dict[str, list[Delivery]] = {}
+        self.taken_for_dead: set[str] = set()
+        self.orphans: set[str] = set()
+        self.team_of: dict[str, str] = {}  # request id → its team
         self.processes: list[Process | None] = []
         for _ in range(processes):
             self.processes.append(self._new_process())
@@ -107,12 +133,13 @@ class World:
         """A gateway process: as several on one ledger run (``redis_url`` set), it takes its turns
         under the writer lock, each team caught up first (``app/ledger/turns.py``). ``gateway``
         False: a writer of its own without the lock, as ``tollgate credits add`` writes."""
-        self._serial += 1
+        self.serial += 1
         scheduling = Scheduling(backoff=self._backoff, loaders=0)
         lock = WriterLock(self.real_store.database) if gateway else None
         store = cast(LedgerStore, self.store)
-        writer = LedgerWriter(store, lock=lock, snapshot_every=None, scheduling=scheduling).driven()
-        return Process(f"p{self._serial}", writer, LedgerService(writer, HOLD_TIMEOUT))
+        snapshot_every = self.rng.choice([None, 3, 7])  # some processes snapshot the teams they write
+        writer = LedgerWriter(store, lock=lock, snapshot_every=snapshot_every, scheduling=scheduling).driven()
+        return Process(f"p{self.serial}", writer, LedgerService(writer, HOLD_TIMEOUT))
 
     def _backoff(self, attempt: int) -> None:
         """A lost version race waits in simulated time only."""
@@ -121,7 +148,7 @@ class World:
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
 
-    def _run(self, process: Process, submitted: Future[R]) -> R:
+    def run(self, process: Process, submitted: Future[R]) -> R:
         """The process's writer decides and commits what was submitted (on this one thread)."""
         process.writer.drain()
         if not submitted.done():
@@ -131,11 +158,14 @@ class World:
         except RefusedByStore as exc:  # the database's own checks refused what the ledger decided
             raise Violation(f"the store refused what {process.owner}'s ledger decided: {exc}") from None
 
-    def _request(self, process: Process, request: Request) -> TeamRequest:
-        return TeamRequest(team_id(request.team), request.team, request.request_id, "key", "sim-model", "chat")
+    def team_request(self, request: Request) -> TeamRequest:
+        return TeamRequest(team_id(request.team), request.team, request.request_id, "key", MODEL, "chat")
 
-    def _live(self) -> list[tuple[int, Process]]:
+    def live(self) -> list[tuple[int, Process]]:
         return [(i, p) for i, p in enumerate(self.processes) if p is not None]
+
+    def awake(self) -> list[tuple[int, Process]]:
+        return [(i, p) for i, p in self.live() if not p.frozen]
 
     # -- the steps -----------------------------------------------------------------------------
 
@@ -149,6 +179,11 @@ class World:
             (4, self._pay_owed),
             (3, self._sweep),
             (2, self._top_up),
+            (4, lambda: return_idle(self)),
+            (6, lambda: heartbeat(self)),
+            (2, lambda: take_for_dead(self)),
+            (1, lambda: freeze(self)),
+            (2, lambda: wake(self)),
             (1, self._crash),
             (1, self._jump),
         ]
@@ -157,11 +192,14 @@ class World:
         self.check()
 
     def _start_request(self) -> str:
-        index, process = self.rng.choice(self._live())
+        index, process = self.rng.choice(self.awake())
         name = self.rng.choice(self.teams)
         request = Request(f"req-{self.seed}-{self.steps}", name, index, self.rng.randrange(1_000, 60_000))
+        self.team_of[request.request_id] = name
+        if self.rng.random() < 0.5:
+            return start_leased(self, process, request)
         try:
-            self._run(process, process.service.hold(self._request(process, request), request.held, owner=process.owner))
+            self.run(process, process.service.hold(self.team_request(request), request.held, owner=process.owner))
         except InsufficientCredits:
             return f"{process.owner} refused {request.request_id} on {name}: insufficient credits"
         except LedgerUnavailable as exc:
@@ -170,41 +208,45 @@ class World:
         return f"{process.owner} held {request.held} for {request.request_id} on {name}"
 
     def _finish_request(self) -> str:
-        busy = [(i, p) for i, p in self._live() if p.in_flight]
+        busy = [(i, p) for i, p in self.awake() if p.in_flight]
         if not busy:
             return "nothing in flight"
         _, process = self.rng.choice(busy)
         request = process.in_flight.pop(self.rng.randrange(len(process.in_flight)))
         if self.rng.random() < 0.15:
-            return self._release(process, request)
+            return fail_leased(self, process, request) if request.lease else self._release(process, request)
         most = request.held // MICROS_PER_TOKEN + 1  # what the hold covers; a fifth of answers use more
         tokens = self.rng.randrange(0, most) if self.rng.random() < 0.8 else self.rng.randrange(most, 3 * most + 1)
         return self._charge(process, request, TokenUsage(0, tokens))
 
     def _charge(self, process: Process, request: Request, usage: TokenUsage) -> str:
-        submitted = process.service.charge(self._request(process, request), usage, PRICE, CREDITS_PER_USD)
+        submitted = process.service.charge(
+            self.team_request(request), usage, PRICE, CREDITS_PER_USD, lease=request.lease
+        )
         try:
-            charged = self._run(process, submitted)
-        except AlreadyCharged:
-            return f"{process.owner} charged {request.request_id} again: refused, charged before"
+            charged = self.run(process, submitted)
+        except (AlreadyCharged, HoldNotFound) as exc:
+            settle_leased(process, request, None)
+            return charge_again_refused(process, request, exc)
         except LedgerUnavailable as exc:
+            settle_leased(process, request, None)  # its part of the lease ends in memory; the charge is owed
+            request.held = 0
             process.owed.append((request, usage))
             return f"{process.owner} owes the charge of {request.request_id} ({exc})"
-        except HoldNotFound:
-            return f"{process.owner} charged {request.request_id}: its hold was swept first"
         assert isinstance(charged, Charged)
+        settle_leased(process, request, charged)
         self.answered[request.request_id] = charged.event.charged
         return f"{process.owner} charged {request.request_id} {charged.event.charged}"
 
     def _release(self, process: Process, request: Request) -> str:
         try:
-            self._run(process, process.service.release(self._request(process, request), "upstream failed"))
+            self.run(process, process.service.release(self.team_request(request), "upstream failed"))
         except (LedgerUnavailable, HoldNotFound) as exc:
             return f"{process.owner} could not release {request.request_id}: {type(exc).__name__}"
         return f"{process.owner} released {request.request_id}"
 
     def _pay_owed(self) -> str:
-        owing = [p for _, p in self._live() if p.owed]
+        owing = [p for _, p in self.awake() if p.owed]
         if not owing:
             return "nothing owed"
         process = self.rng.choice(owing)
@@ -213,12 +255,12 @@ class World:
         return f"{process.owner} paid what it owed: " + "; ".join(said)
 
     def _sweep(self) -> str:
-        _, process = self.rng.choice(self._live())
+        _, process = self.rng.choice(self.awake())
         released: list[str] = []
         for name in self.teams:
             submitted = process.service.release_expired(team_id(name), name, self.now.timestamp(), HOLD_TIMEOUT)
             with contextlib.suppress(LedgerUnavailable):
-                released += self._run(process, submitted).held_by
+                released += self.run(process, submitted).held_by
         return f"{process.owner} swept: released {', '.join(released) or 'nothing'}"
 
     def _top_up(self) -> str:
@@ -227,7 +269,7 @@ class World:
         other = self._new_process(gateway=False)  # `tollgate credits add`: a writer of its own, briefly
         submitted = other.writer.submit(team_id(name), _adding(amount))
         try:
-            self._run(other, submitted)
+            self.run(other, submitted)
         except LedgerUnavailable:
             return f"top-up of {amount} on {name} failed"
         finally:
@@ -235,8 +277,10 @@ class World:
         return f"top-up of {amount} on {name}"
 
     def _crash(self) -> str:
-        index, process = self.rng.choice(self._live())
+        index, process = self.rng.choice(self.awake())
         lost = [r.request_id for r in process.in_flight] + [r.request_id for r, _ in process.owed]
+        self.silent[process.owner] = process.report  # what it said at its last heartbeat, maybe stale
+        self.faults.add("process crashed")
         process.writer.stop()  # its memory is gone: only its lock's file is closed
         self.processes[index] = self._new_process()
         return f"{process.owner} crashed, losing {', '.join(lost) or 'nothing'}; {self.processes[index].owner} started"  # type: ignore[union-attr]
@@ -244,6 +288,7 @@ class World:
     def _jump(self) -> str:
         seconds = self.rng.choice([30.0, 300.0, HOLD_TIMEOUT + 1])
         self.advance(seconds)
+        self.faults.add("clock jump")
         return f"the clock jumped {seconds:.0f} s"
 
     # -- the invariants ------------------------------------------------------------------------
@@ -253,7 +298,9 @@ class World:
             replayed, _ = self.real_store.load_team(team_id(name))
             assert replayed is not None
             self._check_events(name, replayed)
-            for _, process in self._live():
+            if self.steps % 10 == 0:
+                check_snapshot(self, name, replayed)
+            for _, process in self.live():
                 self._check_copy(process, name, replayed)
         for request_id, told in self.answered.items():
             found = self._charged.get(request_id)
@@ -293,11 +340,17 @@ class World:
         """Traffic stops: what is owed is paid without faults, every hold outlives its timeout and is
         swept; then nothing may be held, and every answered request is charged as its client was told."""
         self.store.enabled = False
-        for _, process in self._live():
+        for _, process in self.live():
+            if process.frozen:
+                wake(self)
+        for _, process in self.live():
             owed, process.owed = process.owed, []
             for request, usage in owed:
                 self._charge(process, request, usage)
             process.in_flight.clear()  # their clients gave up: the sweeper releases their holds
+            for name, lease in list(process.leases.items()):  # at stop, the leases go back
+                process.leases.pop(name)
+                self.run(process, process.service.return_lease(team_id(name), name, lease.lease_id))
         self.advance(HOLD_TIMEOUT + 1)
         self._sweep()
         self.check()
@@ -308,7 +361,7 @@ class World:
                 raise Violation(f"{name}: {replayed.held} still held by {sorted(replayed.holds)} after traffic stopped")
 
     def close(self) -> None:
-        for _, process in self._live():
+        for _, process in self.live():
             process.writer.stop()
         clock.run_on(None)
         self.real_store.close()
