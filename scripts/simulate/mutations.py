@@ -54,6 +54,14 @@ MUTATIONS = {
         "or False",
         "a process taken for dead has its leased stream charged again by the others, though its own charge was made",
     ),
+    "budget-overspent": Mutation(
+        "domain.ledger_holds",
+        "TeamHolds",
+        "charge_priced",
+        "room = self.available if tightest is None else min(self.available, max(0, tightest[0]))",
+        "room = self.available",
+        "a charge beyond its hold takes what the balance has, whatever its budget has left",
+    ),
     "answered-before-durable": Mutation(
         "app.ledger.writer",
         "LedgerWriter",

@@ -36,6 +36,7 @@ from domain.ledger import AlreadyCharged, HoldNotFound, InsufficientCredits, Tea
 from domain.ledger_holds import Delivery
 from domain.pricing import Price
 from domain.usage import TokenUsage
+from scripts.simulate.budgets import DailyBudgets
 from scripts.simulate.faulty_store import FaultCounts, FaultRates, FaultyStore
 from scripts.simulate.lifecycle import (
     MODEL,
@@ -103,10 +104,12 @@ class World:
         self.faults = FaultCounts()
         self.store = FaultyStore(self.real_store, self.rng, rates or FaultRates(), self.faults)
         self.teams = [f"team-{i}" for i in range(teams)]
+        self.budgets = DailyBudgets()
         for name in self.teams:
             team = TeamLedger.open(name)
             low, high = self.rng.choice([(5_000, 100_000), (100_000, 2_000_000)])  # some teams run short
             team.add_credits(self.rng.randrange(low, high), "opening")
+            self.budgets.maybe_set(team, self.rng)
             self.real_store.save_teams([team])
         self.credited: dict[str, int] = dict.fromkeys(self.teams, 0)  # from the stored events, as checked
         self.spent: dict[str, int] = dict.fromkeys(self.teams, 0)
@@ -314,6 +317,8 @@ class World:
                     raise Violation(f"{event.request_id} was charged twice (version {event.originator_version})")
                 self._charged[event.request_id] = event.charged
                 self.spent[name] += event.charged
+                if (past := self.budgets.count(name, event)) is not None:
+                    raise Violation(past)
             elif isinstance(event, TeamLedger.CreditsAdded):
                 self.credited[name] += event.amount - event.owed_paid
             self._seen[name] = event.originator_version
