@@ -8,7 +8,8 @@ wrapped, so that a commit may:
   sees ``StoreUnreachable`` and nothing of the batch is stored;
 - **succeed with its acknowledgement lost**: everything is stored, and the writer sees the same
   ``StoreUnreachable`` it would see had the network dropped the answer;
-- succeed.
+- succeed, **slowly**: the simulated clock moves on while it commits (a database under load);
+- fail while the database is **read-only** (a failover, a full disk): every commit for some steps.
 
 Reads are left alone: a read that fails makes the writer forget a copy, which it loads again, and
 the simulator's invariants compare every copy with a replay anyway.
@@ -17,7 +18,7 @@ the simulator's invariants compare every copy with a replay anyway.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ class FaultRates:
 
     commit_fails: float = 0.03
     ack_lost: float = 0.03
+    slow: float = 0.03  # a commit that takes 1-20 s of simulated time
 
 
 @dataclass
@@ -49,12 +51,29 @@ class FaultCounts:
 class FaultyStore:
     """A ``LedgerStore`` whose commits fail, or lose their acknowledgement, as the seed says."""
 
-    def __init__(self, store: LedgerStore, rng: random.Random, rates: FaultRates, counts: FaultCounts) -> None:
+    def __init__(
+        self,
+        store: LedgerStore,
+        rng: random.Random,
+        rates: FaultRates,
+        counts: FaultCounts,
+        wait: Callable[[float], None] = lambda _: None,
+    ) -> None:
+        """``wait``: moves the simulated clock on (a slow commit takes time)."""
         self._store = store
         self._rng = rng
         self.rates = rates
         self.counts = counts
         self.enabled = True
+        self._wait = wait
+        self._read_only_steps = 0
+
+    def read_only_for(self, steps: int) -> None:
+        self._read_only_steps = steps
+        self.counts.add("store read-only")
+
+    def next_step(self) -> None:
+        self._read_only_steps = max(0, self._read_only_steps - 1)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
@@ -65,7 +84,12 @@ class FaultyStore:
         teams = list(teams)
         if not self.enabled or not any(t.pending_events for t in teams):
             return self._store.save_teams(teams, idempotent)
+        if self._read_only_steps:
+            raise StoreUnreachable("simulated: the database is read-only; nothing was written")
         roll = self._rng.random()
+        if self._rng.random() < self.rates.slow:
+            self.counts.add("commit slow")
+            self._wait(self._rng.uniform(1, 20))
         if roll < self.rates.commit_fails:
             self.counts.add("commit failed")
             raise StoreUnreachable("simulated: the database did not answer; nothing was written")

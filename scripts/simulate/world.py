@@ -32,6 +32,7 @@ from app.ledger.writer import LedgerUnavailable, LedgerWriter, RefusedByStore, S
 from app.store.event_store import LedgerStore
 from app.store.writer_lock import WriterLock
 from domain import clock
+from domain.credit_lots import PAID_FOREVER, PROMOTIONAL, LotTerms
 from domain.ledger import AlreadyCharged, HoldNotFound, InsufficientCredits, TeamLedger, team_id
 from domain.ledger_holds import Delivery
 from domain.pricing import Price
@@ -58,6 +59,7 @@ PRICE = Price(input=Decimal(0), output=Decimal(10), cache_create=Decimal(0), cac
 CREDITS_PER_USD = Decimal(100)
 MICROS_PER_TOKEN = 1_000  # at PRICE: $10 per million output tokens, 100 credits a dollar
 HOLD_TIMEOUT = 900.0
+MAX_CLOCK_OFFSET = 2.0  # seconds a process's ledger clock may run ahead of the world's
 START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
@@ -86,6 +88,7 @@ class Process:
     leases: dict[str, Lease] = field(default_factory=dict)  # team → its lease, as the book keeps it
     frozen: bool = False
     report: list[Delivery] = field(default_factory=list)  # what its streams had delivered at its last heartbeat
+    clock_offset: float = 0.0  # seconds its host's ledger clock runs ahead of the world's
 
 
 class World:
@@ -97,12 +100,13 @@ class World:
         self.seed = seed
         self.rng = random.Random(seed)
         self.now = START
-        clock.run_on(lambda: self.now)
+        self.offset = timedelta()  # the acting process's clock offset (its host's clock runs ahead)
+        clock.run_on(lambda: self.now + self.offset)
         from app.store.event_store import open_ledger_store
 
         self.real_store = open_ledger_store(f"sqlite:///{database}", database.parent, pool_size=1)
         self.faults = FaultCounts()
-        self.store = FaultyStore(self.real_store, self.rng, rates or FaultRates(), self.faults)
+        self.store = FaultyStore(self.real_store, self.rng, rates or FaultRates(), self.faults, self.advance)
         self.teams = [f"team-{i}" for i in range(teams)]
         self.budgets = DailyBudgets()
         for name in self.teams:
@@ -142,7 +146,8 @@ class World:
         store = cast(LedgerStore, self.store)
         snapshot_every = self.rng.choice([None, 3, 7])  # some processes snapshot the teams they write
         writer = LedgerWriter(store, lock=lock, snapshot_every=snapshot_every, scheduling=scheduling).driven()
-        return Process(f"p{self.serial}", writer, LedgerService(writer, HOLD_TIMEOUT))
+        offset = self.rng.choice([0.0, 0.0, 1.0, MAX_CLOCK_OFFSET])  # hosts' clocks apart, never behind
+        return Process(f"p{self.serial}", writer, LedgerService(writer, HOLD_TIMEOUT), clock_offset=offset)
 
     def _backoff(self, attempt: int) -> None:
         """A lost version race waits in simulated time only."""
@@ -153,7 +158,11 @@ class World:
 
     def run(self, process: Process, submitted: Future[R]) -> R:
         """The process's writer decides and commits what was submitted (on this one thread)."""
-        process.writer.drain()
+        self.offset = timedelta(seconds=process.clock_offset)
+        try:
+            process.writer.drain()
+        finally:
+            self.offset = timedelta()
         if not submitted.done():
             raise Violation("a command was not decided when its writer drained its queue")
         try:
@@ -175,6 +184,7 @@ class World:
     def step(self) -> None:
         """One step: time passes, then one thing happens, then the invariants are checked."""
         self.steps += 1
+        self.store.next_step()
         self.advance(self.rng.uniform(0.001, 0.2))
         actions: list[tuple[float, Callable[[], str]]] = [
             (40, self._start_request),
@@ -189,6 +199,7 @@ class World:
             (2, lambda: wake(self)),
             (1, self._crash),
             (1, self._jump),
+            (1, self._read_only),
         ]
         action = self.rng.choices([a for _, a in actions], weights=[w for w, _ in actions])[0]
         self.trace.append(f"{self.steps}: {action()}")
@@ -239,7 +250,23 @@ class World:
         assert isinstance(charged, Charged)
         settle_leased(process, request, charged)
         self.answered[request.request_id] = charged.event.charged
+        if self.rng.random() < 0.05:  # the same charge delivered to the ledger again (a retry, a duplicate)
+            return self._charge_again(process, request, usage, charged.event.charged)
         return f"{process.owner} charged {request.request_id} {charged.event.charged}"
+
+    def _charge_again(self, process: Process, request: Request, usage: TokenUsage, first: int) -> str:
+        self.faults.add("message duplicated")
+        again = process.service.charge(self.team_request(request), usage, PRICE, CREDITS_PER_USD, lease=request.lease)
+        try:
+            self.run(process, again)
+        except (AlreadyCharged, HoldNotFound, LedgerUnavailable) as exc:
+            return f"{process.owner} charged {request.request_id} {first}; its duplicate: {type(exc).__name__}"
+        raise Violation(f"{request.request_id}: its charge, delivered twice, was taken twice")
+
+    def _read_only(self) -> str:
+        steps = self.rng.randrange(2, 12)
+        self.store.read_only_for(steps)
+        return f"the database turned read-only for {steps} steps"
 
     def _release(self, process: Process, request: Request) -> str:
         try:
@@ -269,8 +296,12 @@ class World:
     def _top_up(self) -> str:
         name = self.rng.choice(self.teams)
         amount = self.rng.randrange(10_000, 500_000)
+        terms = PAID_FOREVER
+        if self.rng.random() < 0.4:  # a promotional lot that expires soon, used before the paid credit
+            expires = self.now + timedelta(seconds=self.rng.uniform(5, 600))
+            terms = LotTerms(PROMOTIONAL, expires.replace(microsecond=0), priority=1)
         other = self._new_process(gateway=False)  # `tollgate credits add`: a writer of its own, briefly
-        submitted = other.writer.submit(team_id(name), _adding(amount))
+        submitted = other.writer.submit(team_id(name), _adding(amount, terms))
         try:
             self.run(other, submitted)
         except LedgerUnavailable:
@@ -321,6 +352,8 @@ class World:
                     raise Violation(past)
             elif isinstance(event, TeamLedger.CreditsAdded):
                 self.credited[name] += event.amount - event.owed_paid
+            elif isinstance(event, TeamLedger.CreditsExpired):
+                self.credited[name] -= event.amount  # written off at its lot's expiry
             self._seen[name] = event.originator_version
         if replayed.balance < 0 or replayed.held < 0 or replayed.held > replayed.balance:
             raise Violation(f"{name}: balance {replayed.balance}, held {replayed.held}: spent past its balance")
@@ -356,7 +389,7 @@ class World:
             for name, lease in list(process.leases.items()):  # at stop, the leases go back
                 process.leases.pop(name)
                 self.run(process, process.service.return_lease(team_id(name), name, lease.lease_id))
-        self.advance(HOLD_TIMEOUT + 1)
+        self.advance(HOLD_TIMEOUT + 1 + MAX_CLOCK_OFFSET)  # past the timeout on every host's clock
         self._sweep()
         self.check()
         for name in self.teams:
@@ -372,12 +405,12 @@ class World:
         self.real_store.close()
 
 
-def _adding(amount: int) -> Any:
+def _adding(amount: int, terms: LotTerms) -> Any:
     def command(team: TeamLedger | None) -> tuple[TeamLedger, Any]:
         from app.ledger.writer import Recorded
 
         assert team is not None
-        team.add_credits(amount, "top-up")
+        team.add_credits(amount, "top-up", terms=terms)
         return team, Recorded(None)
 
     return command
