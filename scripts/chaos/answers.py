@@ -4,10 +4,10 @@ The suite's requests are all valid, so each status has exactly one legitimate re
 plan and the fault record say whether it applied: a 503 that says the ledger is away only while
 the database was restarting or refusing connections (and a few seconds after, while pools
 reconnect), a 503 about rate limits only around the Redis restart, an upstream's 502/503/504 only
-for a failure the fake was asked for or the upstream's own words, a 402 only for a poor team, a
-401 only for a key revoked before the request began, a 409 only for an Idempotency-Key whose
-first attempt was still running, a 429 only where the fake was told to rate-limit. Anything else —
-a 500, a traceback, a 200 that is not JSON — is a violation.
+for a failure the fake was asked for or the upstream's own words, a 402 only for a poor team (or,
+saying so, a team at its budget), a 401 only for a key revoked before the request began, a 409 only
+for an Idempotency-Key whose first attempt was still running, a 429 only where the fake was told
+to rate-limit. Anything else — a 500, a traceback, a 200 that is not JSON — is a violation.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from scripts.chaos.client import ANSWERED, BROKEN, NO_ANSWER, Attempt
 from scripts.chaos.faults import KILL, POSTGRES_REFUSING, POSTGRES_RESTART, REDIS_RESTART, Fault
 from scripts.chaos.host_faults import DATABASE_CUT, FREEZE, HOST_FAULTS, REDIS_CUT
 from scripts.chaos.record import RunRecord
+from scripts.chaos.teams import Team
 from scripts.chaos.traffic import Plan
 from scripts.chaos.verdict import Verdict
 
@@ -146,8 +147,7 @@ def _judge_status(
         if revocation is None or attempt.ended < revocation[0]:
             verdict.fail("valid key refused", _describe(attempt, plan))
     elif status == 402:
-        if not team.poor:
-            verdict.fail("402 for a team with plenty of credit", _describe(attempt, plan))
+        _judge_402(attempt, plan, team, verdict)
     elif status == 409:
         if not plan.idempotency_key or "still in progress" not in attempt.error:
             verdict.fail("undocumented 409", _describe(attempt, plan))
@@ -156,6 +156,16 @@ def _judge_status(
             verdict.fail("429 without a rate limit that binds", _describe(attempt, plan))
     else:
         verdict.fail(f"undocumented {status}", _describe(attempt, plan))
+
+
+def _judge_402(attempt: Attempt, plan: Plan, team: Team, verdict: Verdict) -> None:
+    """A 402 is documented for a poor team, and for a team at its budget when it says so."""
+    if team.poor:
+        return
+    if not team.budget:
+        verdict.fail("402 for a team with plenty of credit", _describe(attempt, plan))
+    elif "budget" not in attempt.error:
+        verdict.fail("402 for a team with plenty of credit, not about its budget", _describe(attempt, plan))
 
 
 def check_answers(record: RunRecord, verdict: Verdict) -> None:

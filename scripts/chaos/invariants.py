@@ -257,3 +257,28 @@ def check_nothing_held(
                 "still held at the end",
                 f"team {team}: {left} (every request settled and idle leases returned long before)",
             )
+
+
+def check_budgets(snapshot: Snapshot, teams: list[Team], verdict: Verdict) -> None:
+    """No team with a daily budget was charged more than it in any UTC day (each charge's own ledger
+    instant), however many gateways held its requests at once: the bound is 0. Reports how close
+    each came."""
+    import datetime as dt
+
+    budgets = {team.name: team.budget for team in teams if team.budget}
+    spent: dict[tuple[str, str], int] = defaultdict(int)
+    for event in snapshot.of_kind("Charged"):
+        if event.team in budgets:
+            day = dt.datetime.fromtimestamp(event.at, dt.UTC).date().isoformat()
+            spent[event.team, day] += int(event["charged"])
+    for (name, day), total in sorted(spent.items()):
+        if total > budgets[name]:
+            verdict.fail(
+                "budget overspent", f"team {name} was charged {total} on {day}, its daily budget {budgets[name]}"
+            )
+    if budgets:
+        closest = max((total / budgets[name] for (name, _), total in spent.items()), default=0.0)
+        verdict.note(
+            f"budgets: {len(budgets)} teams with a daily budget, the fullest day at {closest:.0%} of it "
+            "(the bound: 100 %, never more)"
+        )

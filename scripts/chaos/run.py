@@ -26,7 +26,14 @@ from scripts.chaos.clusters import PostgresCluster, RedisServer
 from scripts.chaos.faults import KILL, Fault, Injector, Step, schedule_for, schedule_for_hosts
 from scripts.chaos.gateways import FakeUpstreamProcess, GatewayProcess, run_cli, write_config
 from scripts.chaos.host_faults import CLOCK, DEAD_AFTER, HostFaults, host_clock, offsets_note
-from scripts.chaos.invariants import DEAD_RELEASE_SECONDS, check_dead_holds, check_nothing_held, check_sums, replay
+from scripts.chaos.invariants import (
+    DEAD_RELEASE_SECONDS,
+    check_budgets,
+    check_dead_holds,
+    check_nothing_held,
+    check_sums,
+    replay,
+)
 from scripts.chaos.ledger import Snapshot, read_snapshot, wait_until_nothing_held
 from scripts.chaos.load import Load
 from scripts.chaos.logs import log_problems
@@ -231,6 +238,7 @@ def judge(record: RunRecord, snapshot: Snapshot, config: Path) -> Verdict:
     ChargeChecks(record, snapshot, prices, verdict).run()
     replayed = replay(snapshot, verdict)
     check_sums(snapshot, replayed, record.teams, record.actions, verdict)
+    check_budgets(snapshot, record.teams, verdict)
     dead = check_dead_holds(snapshot, record.attempts, record.faults, verdict)
     check_nothing_held(snapshot, replayed, dead, verdict)
     return verdict

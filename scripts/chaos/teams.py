@@ -23,6 +23,9 @@ POOR = "0.15"
 TOP_UP = "0.25"
 #: Per-minute limits on the limited keys: every request consults Redis; none is ever refused.
 HIGH_RPM, HIGH_TPM = 1_000_000, 1_000_000_000
+#: Every fifth team (from the third) has credit enough but a daily budget its traffic runs into:
+#: the gateways, all of them at once, must refuse past it and never let it be overspent.
+BUDGET = "0.3"
 
 
 @dataclass
@@ -33,6 +36,7 @@ class Team:
     secrets: tuple[str, str]
     key_ids: tuple[str, str]
     limited: bool  # its first key has rate limits
+    budget: int = 0  # its daily budget, micro-credits (0: none)
 
 
 @dataclass
@@ -70,17 +74,20 @@ def open_teams(database_url: str, base_dir: Path, count: int, poor_every: int) -
                 opening = micros_from_credits(POOR if poor else RICH)
                 limited = i % 2 == 0
                 ledger.create_team(name, opening)
+                budget = micros_from_credits(BUDGET) if i % 5 == 2 and not poor else 0
+                if budget:
+                    ledger.set_budget(name, budget, "day", actor="chaos")
                 terms = KeyTerms(limits=Limits(HIGH_RPM, HIGH_TPM) if limited else Limits())
                 first = ledger.issue_key(name, "first", terms)
                 secrets = (first.secret, ledger.issue_key(name, "second").secret)
-                teams.append((name, opening, poor, secrets, limited))
+                teams.append((name, opening, poor, secrets, limited, budget))
         result = []
-        for name, opening, poor, secrets, limited in teams:
+        for name, opening, poor, secrets, limited, budget in teams:
             team = store.find_team(team_id(name))
             assert team is not None
             by_hash = {key.key_hash: key_id for key_id, key in team.keys.items()}
             key_ids = (by_hash[hash_key(secrets[0])], by_hash[hash_key(secrets[1])])
-            result.append(Team(name, opening, poor, secrets, key_ids, limited))
+            result.append(Team(name, opening, poor, secrets, key_ids, limited, budget))
         return result
     finally:
         store.close()

@@ -4,6 +4,8 @@ would prove nothing."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from domain.settings import parse_settings
@@ -13,7 +15,7 @@ from scripts.chaos.client import ANSWERED, COMPLETE, ERROR_EVENT, NO_ANSWER, Att
 from scripts.chaos.faults import KILL, POSTGRES_RESTART, Fault
 from scripts.chaos.gateways import write_config
 from scripts.chaos.host_faults import CUT_POSTGRES, FREEZE
-from scripts.chaos.invariants import check_dead_holds, check_nothing_held, replay
+from scripts.chaos.invariants import check_budgets, check_dead_holds, check_nothing_held, replay
 from scripts.chaos.ledger import LedgerEvent, Snapshot
 from scripts.chaos.record import RunRecord
 from scripts.chaos.teams import Team
@@ -301,3 +303,25 @@ def test_a_stream_of_a_host_taken_for_dead_may_be_charged_less_than_it_delivered
     assert [v.check for v in charge_verdict([plan(stream=True)], [cut], more, prices, [frozen]).violations] == [
         "cut stream charged for other than what it delivered"
     ]
+
+
+def test_a_team_with_a_daily_budget_is_never_charged_past_it_and_its_402_says_why() -> None:
+    budgeted = Team("chaos-team-02", 50_000_000, False, ("tg-c", "tg-d"), ("key_c", "key_d"), False, budget=100_000)
+    day = 1_795_900_000.0  # one instant; charges within a minute of it, the same UTC day
+    charges = [
+        dataclasses.replace(charged(3, "req_1", 60_000, 0, at=day), team=budgeted.name),
+        dataclasses.replace(charged(4, "req_2", 40_000, 0, at=day + 60), team=budgeted.name),
+    ]
+    verdict = Verdict()
+    check_budgets(Snapshot(charges, {}), [budgeted], verdict)
+    assert verdict.violations == []
+    past = Snapshot([*charges, dataclasses.replace(charged(5, "req_3", 1, 0, at=day + 120), team=budgeted.name)], {})
+    verdict = Verdict()
+    check_budgets(past, [budgeted], verdict)
+    assert [v.check for v in verdict.violations] == ["budget overspent"]
+    refused = attempt(status=402, cost=None, remaining=None, error="The team's day budget has 0.01 credits left")
+    unexplained = attempt(status=402, cost=None, remaining=None, error="Insufficient credits")
+    for answer, found in ((refused, []), (unexplained, ["402 for a team with plenty of credit, not about its budget"])):
+        verdict = Verdict()
+        check_answers(RunRecord([plan()], [answer], [], [budgeted], []), verdict)
+        assert [v.check for v in verdict.violations] == found
