@@ -39,6 +39,7 @@ from domain.pricing import Price
 from domain.usage import TokenUsage
 from scripts.simulate.budgets import DailyBudgets
 from scripts.simulate.faulty_store import FaultCounts, FaultRates, FaultyStore
+from scripts.simulate.holds import HoldBook
 from scripts.simulate.lifecycle import (
     MODEL,
     Lease,
@@ -109,6 +110,7 @@ class World:
         self.store = FaultyStore(self.real_store, self.rng, rates or FaultRates(), self.faults, self.advance)
         self.teams = [f"team-{i}" for i in range(teams)]
         self.budgets = DailyBudgets()
+        self.holds = HoldBook()
         for name in self.teams:
             team = TeamLedger.open(name)
             low, high = self.rng.choice([(5_000, 100_000), (100_000, 2_000_000)])  # some teams run short
@@ -343,6 +345,8 @@ class World:
 
     def _check_events(self, name: str, replayed: TeamLedger) -> None:
         for event in self.real_store.events_after(team_id(name), self._seen[name]):
+            if (wrong := self.holds.see(name, event)) is not None:
+                raise Violation(wrong)
             if isinstance(event, TeamLedger.Charged):
                 if event.request_id in self._charged:
                     raise Violation(f"{event.request_id} was charged twice (version {event.originator_version})")
