@@ -120,6 +120,10 @@ class Leases:
         )
         with timeline.span("lease.grow", [needed, wanted], cpu=False):
             lease.remaining = (await durable(growing)).remaining
+        if self._by_team.get(lease.team_id) is not lease:
+            # the book forgot it while a request waited to grow it (this process was found taken for
+            # dead meanwhile): nobody else would give back what this growth just set aside
+            await self.give_back([lease])
 
     async def _grow_ahead(self, lease: Lease, amount: int) -> None:
         """Grow a lease running low while its requests go on; a refusal (the team cannot afford

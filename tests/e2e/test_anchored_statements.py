@@ -40,6 +40,7 @@ def test_a_statement_names_its_checkpoint_and_leaves_and_its_rows_are_proven_in_
 ):
     team = teams.open("50")
     receipts = [open_receipt(chat(gateway, team).headers["x-tollgate-receipt"], LOG.verifier) for _ in range(3)]
+    gateway.wait_until_nothing_held(team.name)  # its idle lease given back: the team's history is still
     rows = anchored_statement(gateway, team.name, tmp_path / "statement.csv")
     charges = [row for row in rows if row["kind"] == "charge" and row["section"] == "entry"]
     assert [(row["request_id"], int(row["leaf"])) for row in charges] == [

@@ -99,3 +99,29 @@ def test_a_process_taken_for_dead_gives_back_the_leases_it_took_after_the_others
     team = ledger.store.find_team(team_id("cut-off"))
     assert team is not None
     assert (team.balance, team.held) == (10**9, 0)
+
+
+def test_a_growth_made_after_the_book_forgot_its_lease_is_given_back(ledger: LedgerService):
+    """A request waiting to grow a lease when its process finds it was taken for dead grows the
+    forgotten lease after the book gave its leases back: that growth is given back too (the
+    multi-host chaos suite found one held to the end of its run)."""
+    ledger.create_team("late", 10**9)
+    leases = Leases(ledger, owner=lambda: "reborn-owner")
+
+    async def grown_after_forgetting() -> None:
+        lease = await leases.reserve(team_id("late"), "late", WORST_CASE)
+        async with lease.growing:  # a growth ahead holds the lock; the next request waits for it
+            waiting = asyncio.get_running_loop().create_task(
+                leases.reserve(team_id("late"), "late", 10 * lease.remaining)
+            )
+            await asyncio.sleep(0.01)
+            leases.forget_all()  # the heartbeat found this process taken for dead
+        settled = await waiting  # it grew the forgotten lease
+        leases.settle(settled, 10 * lease.remaining, None)
+        leases.settle(lease, WORST_CASE, None)
+        await leases.grown()
+
+    asyncio.run(grown_after_forgetting())
+    team = ledger.store.find_team(team_id("late"))
+    assert team is not None
+    assert (team.balance, team.held) == (10**9, 0)
