@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from domain.transparency.checkpoint import open_checkpoint
+from domain.transparency.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
+from domain.transparency.keys import signer_from_seed
 from domain.transparency.receipt import open_receipt
 from tests.e2e.test_transparency_log import LOG, MONTH, _change_a_charge, _other_end_user, anchored_statement, chat
 from tests.e2e.test_transparency_log import verify_statement as verify
@@ -101,3 +102,35 @@ def test_an_event_changed_in_the_database_fails_the_statements_proof_naming_its_
     assert "charge at version" in out
     assert f"({first.request_id})" in out
     assert "it was changed after it was logged" in out
+
+
+def test_bad_keys_and_checkpoints_given_to_verify_are_refused_saying_why(
+    gateway: Gateway, teams: Teams, tmp_path: Path
+):
+    team = teams.open("50")
+    chat(gateway, team)
+    gateway.wait_until_nothing_held(team.name)
+    anchored_statement(gateway, team.name, tmp_path / "statement.csv")
+    statement = ["ledger", "verify", "--statement", str(tmp_path / "statement.csv")]
+
+    not_a_key = gateway.cli(*statement, "--key", "not-a-key", check=False)
+    assert not_a_key.returncode == 2
+    assert "--key: not a log verifier key" in not_a_key.stderr
+
+    (tmp_path / "garbage").write_bytes(b"\x00\xffnot a checkpoint\n" * 3)
+    missing = tmp_path / "no-such-file"
+    another_log = signer_from_seed("other.example.com/log", bytes(32))
+    (tmp_path / "other").write_bytes(sign_checkpoint(Checkpoint(another_log.name, 1, bytes(32)), another_log))
+    for kept, said in (
+        (tmp_path / "garbage", "--checkpoint is not a checkpoint of gateway.example.com/ledger"),
+        (tmp_path / "other", "--checkpoint is not a checkpoint of gateway.example.com/ledger"),
+    ):
+        refused = gateway.cli(*statement, "--key", LOG.verifier.key_string, "--checkpoint", str(kept), check=False)
+        assert refused.returncode == 1, refused.stdout
+        assert said in refused.stderr
+    absent = gateway.cli(*statement, "--key", LOG.verifier.key_string, "--checkpoint", str(missing), check=False)
+    assert absent.returncode == 2
+    assert "--checkpoint: cannot read" in absent.stderr
+    signed_by_another = gateway.cli(*statement, "--key", another_log.verifier.key_string, check=False)
+    assert signed_by_another.returncode == 1
+    assert "is not one of other.example.com/log's, signed by its key" in signed_by_another.stderr
