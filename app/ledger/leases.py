@@ -75,6 +75,9 @@ class Leases:
         self._ahead: set[asyncio.Task[None]] = set()
         #: Set whenever what is held against the leases may have dropped to nothing (``settled``).
         self._settling = asyncio.Event()
+        #: Leases taken out of the book whose return the ledger could not take yet (tried again).
+        self._unreturned: list[Lease] = []
+        self._failed_once: set[str] = set()
 
     def free(self, team_id: UUID) -> int:
         """What the team's lease in this process has that no request in flight holds."""
@@ -187,19 +190,38 @@ class Leases:
             task.add_done_callback(self._ahead.discard)
 
     def all_idle(self) -> list[Lease]:
-        return self.idle(now=float("inf"))
+        """Every lease in the book, taken out of it, and those not yet given back after a failure."""
+        return [*self.idle(now=float("inf")), *self._take_unreturned()]
+
+    def _take_unreturned(self) -> list[Lease]:
+        unreturned, self._unreturned = self._unreturned, []
+        return unreturned
 
     async def give_back(self, leases: list[Lease]) -> None:
-        """Return what is left of ``leases`` to their teams (one durable write per team)."""
+        """Return what is left of ``leases`` to their teams (one durable write per team). A lease the
+        ledger could not take back now (the database away) is tried again at the next tick, and at
+        stop: left alone, its credit stayed held until the holds' timeout (the multi-host chaos suite
+        found one given back while PostgreSQL refused connections). Giving back a lease twice changes
+        nothing."""
         for lease in leases:
             try:
                 await durable(self._ledger.return_lease(lease.team_id, lease.team_name, lease.lease_id))
-            except Exception as exc:  # noqa: BLE001 - a lease not given back expires like an abandoned hold
-                log.warning("could not return lease %s of team %s: %s", lease.lease_id, lease.team_name, exc)
+            except Exception as exc:  # noqa: BLE001 - tried again at the next tick
+                if lease.lease_id not in self._failed_once:
+                    log.warning(
+                        "could not return lease %s of team %s (will try again): %s",
+                        lease.lease_id,
+                        lease.team_name,
+                        exc,
+                    )
+                self._failed_once.add(lease.lease_id)
+                self._unreturned.append(lease)
+            else:
+                self._failed_once.discard(lease.lease_id)
 
     async def run(self) -> None:
-        """Give idle leases back, until cancelled."""
+        """Give idle leases back, and those a failure kept, until cancelled."""
         while True:
             await asyncio.sleep(min(1.0, self._idle / 2))
             with timeline.span("leases.give_back", cpu=False):
-                await self.give_back(self.idle())
+                await self.give_back([*self.idle(), *self._take_unreturned()])

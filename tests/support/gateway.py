@@ -43,6 +43,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: Sockets bound and never listened on, held while the test process lives (``refusing_port``).
+_HELD: list[socket.socket] = []
+
+
+def refusing_port() -> int:
+    """A port that refuses every connection for as long as this test process lives: bound here and
+    never listened on, so no other process can take it meanwhile. (A port found free and let go, as
+    ``free_port`` gives, was sometimes taken by a fake upstream of the other half of the suite before
+    the request that needed it refused: the "dead" upstream then answered 401.)"""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    _HELD.append(held)
+    return int(held.getsockname()[1])
+
+
 def write_config(
     directory: Path,
     upstream_base_url: str,
@@ -121,7 +136,7 @@ owned_by = "nobody"
 context_window = 4096
 max_output_tokens = 256
 pricing = {{input = 1, output = 2, cache_create = 1.25, cache_hit = 0.1}}
-upstream = {{kind = "openai", base_url = "http://127.0.0.1:{free_port()}/v1", timeout = 5}}
+upstream = {{kind = "openai", base_url = "http://127.0.0.1:{refusing_port()}/v1", timeout = 5}}
 
 [[models]]
 id = "small-claude"

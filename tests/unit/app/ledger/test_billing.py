@@ -5,10 +5,14 @@ team) before the upstream is called. Every test ends on the ledger itself, repla
 from __future__ import annotations
 
 import json
+import threading
+import time
 from decimal import Decimal
 
+import httpx
 import pytest
 
+from domain.ledger import team_id
 from domain.pricing import cost_in_micros
 from domain.usage import TokenUsage
 from tests.support.fake_upstream import FakeUpstream
@@ -97,5 +101,31 @@ def test_an_upstream_that_fails_releases_the_hold_and_charges_nothing(gateway: I
     assert answer.status_code >= 500
     with ledger_of(gateway) as ledger:
         assert charge_of(ledger, "acme", answer.headers["x-request-id"]) is None
+        after = team_state(ledger, "acme")
+        assert (after.balance, after.held) == (100_000_000, 0)
+
+
+def test_a_failed_upstream_whose_hold_was_released_meanwhile_gets_its_error_not_a_500(
+    gateway: InProcessGateway, fake_upstream: FakeUpstream
+):
+    """Its process was taken for dead while the upstream worked (cut off from the database, or frozen),
+    and its hold released by another: when the upstream then fails, there is nothing left to release,
+    and the client gets the upstream's failure (the multi-host chaos suite found a 500 here)."""
+    team = gateway.open_team("acme", "100")
+    body = {"model": "fake-gpt", "messages": [{"role": "user", "content": "hi [[gate:taken]] [[fail:503]]"}]}
+    answers: list[httpx.Response] = []
+    key = {"idempotency-key": "k-1"}  # a hold of its own on the ledger, not the lease's in memory
+    asking = threading.Thread(target=lambda: answers.append(gateway.post(team, "/v1/chat/completions", body, **key)))
+    asking.start()
+    deadline = time.monotonic() + 10
+    while team_state(gateway.runtime.store, "acme").held == 0:
+        assert time.monotonic() < deadline, "the request was never held"
+        time.sleep(0.02)
+    owner = gateway.runtime.instances.instance_id
+    gateway.runtime.ledger.release_abandoned(team_id("acme"), "acme", [owner], [], None, Decimal(0)).result(10)
+    fake_upstream.open_gate("taken")
+    asking.join(30)
+    assert answers[0].status_code == 503, answers[0].text
+    with ledger_of(gateway) as ledger:
         after = team_state(ledger, "acme")
         assert (after.balance, after.held) == (100_000_000, 0)

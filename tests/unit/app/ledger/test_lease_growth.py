@@ -4,14 +4,17 @@ queue behind one durable growth after another (what made chat's p99 at c=64 seve
 from __future__ import annotations
 
 import asyncio
+import random
+from typing import cast
 
 import pytest
 
 from app.ledger.leases import Leases
 from app.ledger.service import LedgerService
 from app.ledger.writer import LedgerWriter
-from app.store.event_store import open_ledger_store
+from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import InsufficientCredits, TeamLedger, team_id
+from scripts.simulate.faulty_store import FaultCounts, FaultRates, FaultyStore
 from tests.support.backend import new_database_url
 
 WORST_CASE = 10_000
@@ -125,3 +128,34 @@ def test_a_growth_made_after_the_book_forgot_its_lease_is_given_back(ledger: Led
     team = ledger.store.find_team(team_id("late"))
     assert team is not None
     assert (team.balance, team.held) == (10**9, 0)
+
+
+def test_a_lease_the_ledger_could_not_take_back_is_given_back_once_it_can(tmp_path):
+    """The database refused the return of an idle lease (restarting, refusing connections): the
+    lease is kept and given back at the next tick, or at stop — not left held until the holds'
+    timeout (the multi-host chaos suite found one so)."""
+    store = open_ledger_store(new_database_url(), tmp_path, pool_size=4)
+    away = FaultyStore(store, random.Random(0), FaultRates(commit_fails=0, ack_lost=0, slow=0), FaultCounts())
+    try:
+        with LedgerWriter(cast(LedgerStore, away), snapshot_every=None) as writer:
+            ledger = LedgerService(writer)
+            ledger.create_team("refused", 10**9)
+            leases = Leases(ledger)
+
+            async def returned_once_the_database_is_back() -> None:
+                lease = await leases.reserve(team_id("refused"), "refused", WORST_CASE)
+                leases.settle(lease, WORST_CASE, None)
+                away.read_only_for(10**6)  # every commit refused from now on
+                await leases.give_back(leases.idle(now=float("inf")))
+                held = store.find_team(team_id("refused"))
+                assert held is not None
+                assert held.held > 0  # not given back: the database refused
+                away.read_only_for(0)
+                await leases.give_back(leases.all_idle())  # the next tick, or the stop
+
+            asyncio.run(returned_once_the_database_is_back())
+            team = store.find_team(team_id("refused"))
+            assert team is not None
+            assert (team.balance, team.held) == (10**9, 0)
+    finally:
+        store.close()
