@@ -5,6 +5,7 @@ test_team_loading.py has the rest of the writer's loading)."""
 
 from __future__ import annotations
 
+import statistics
 import time
 from decimal import Decimal
 
@@ -67,6 +68,9 @@ def test_a_team_with_a_long_history_loading_does_not_delay_another_team(store):
         available = [first.result(), *(f.result() for f in then)]
     assert big_wait > 0.3, "the history is too short to measure anything"
     assert len(waits) >= 5
-    assert max(waits) < big_wait / 3, (max(waits), big_wait)  # served while the big team loaded
+    # served while the big team loaded: most top-ups at once, none behind the whole load (on a shared
+    # 2-core machine one may wait for the CPU a while; queued behind the load, every one would)
+    assert statistics.median(waits) < big_wait / 10, (statistics.median(waits), big_wait)
+    assert max(waits) < big_wait / 2, (max(waits), big_wait)
     assert available == sorted(available, reverse=True)  # its own commands waited for it, in order
     assert available[0] - available[2] == 2
