@@ -24,14 +24,16 @@ charges is never held in memory; the summary rows come once the month's events a
 A statement read while its month goes on covers the events up to the team's version then: its
 closing row names that version (``version``), and the statement regenerated up to it
 (``upto``) is the same statement whenever it is regenerated, as long as the ledger is unchanged.
+
+What it adds up is ``projections/statement_figures.py``'s; its reconciliation,
+``projections/statement_reconciliation.py``; its anchor in the transparency log,
+``projections/statement_anchor.py``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from app.store.event_store import LedgerStore
@@ -39,15 +41,13 @@ from domain.credit_lots import PAID
 from domain.ledger import TeamLedger, TeamNotFound, team_id
 from domain.money import format_credits
 from domain.usage import UsageRecord
-from projections.history import HistoryProjection
 from projections.statement_anchor import SECTION as ANCHOR_SECTION
 from projections.statement_anchor import LeafIndex, anchor
+from projections.statement_figures import ONE_MICROSECOND, Figures, Month, Usage
+from projections.statement_reconciliation import MonthOfTeam, reconcile
 
-_MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")
-#: The years a statement's month may be in: from the Unix epoch (no ledger is older) to the last
-#: whose next month a date can still hold.
-FIRST_YEAR, LAST_YEAR = 1970, 9998
-_ONE_MICROSECOND = timedelta(microseconds=1)
+__all__ = ["SUMMARY_SECTIONS", "Month", "Statement", "month_closed_at"]
+
 #: The summary rows' sections, in the order they follow the entries.
 SUMMARY_SECTIONS = (
     "opening_balance",
@@ -64,102 +64,7 @@ SUMMARY_SECTIONS = (
     "reconciliation",
     "log_checkpoint",  # the checkpoint of the transparency log the statement is anchored to (form 2)
 )
-ENTRY_KINDS = ("top_up", "charge", "adjustment", "expiry", "refund", "dispute", "dispute_closed")
 _TOKENS = ("input_tokens", "output_tokens", "cache_write_tokens", "cache_hit_tokens")
-
-
-@dataclass(frozen=True, slots=True)
-class Month:
-    """A UTC calendar month: ``start`` included, ``end`` (the next month's start) not."""
-
-    text: str
-    start: datetime
-    end: datetime
-
-    @classmethod
-    def parse(cls, text: str) -> Month:
-        """``2026-11``; ``ValueError`` saying what is wrong for anything else."""
-        found = _MONTH.fullmatch(text.strip()) if isinstance(text, str) else None
-        if found is None or not 1 <= int(found.group(2)) <= 12:
-            raise ValueError(f"a month is written YYYY-MM (e.g. 2026-11), not {text!r}")
-        year, month = int(found.group(1)), int(found.group(2))
-        if not FIRST_YEAR <= year <= LAST_YEAR:
-            raise ValueError(f"a month is from {FIRST_YEAR}-01 to {LAST_YEAR}-12, not {text!r}")
-        start = datetime(year, month, 1, tzinfo=UTC)
-        end = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
-        return cls(f"{year:04d}-{month:02d}", start, end)
-
-
-@dataclass
-class Usage:
-    """The charges of a model, a key, or all of them."""
-
-    requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_write_tokens: int = 0
-    cache_hit_tokens: int = 0
-    charged: int = 0  # micro-credits taken from the balance
-    uncollected: int = 0  # micro-credits the charges cost beyond what the balance could pay
-
-    def add(self, other: Usage) -> None:
-        """Count ``other``'s charges in too."""
-        for name in (
-            "requests",
-            "input_tokens",
-            "output_tokens",
-            "cache_write_tokens",
-            "cache_hit_tokens",
-            "charged",
-            "uncollected",
-        ):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-
-    def tokens(self) -> tuple[int, int, int, int]:
-        return self.input_tokens, self.output_tokens, self.cache_write_tokens, self.cache_hit_tokens
-
-
-@dataclass
-class Figures:
-    """What a statement adds up (micro-credits), and how the reconciliation went."""
-
-    opening: int = 0
-    opening_version: int = 0
-    top_ups: int = 0
-    top_up_count: int = 0
-    top_ups_by_kind: dict[str, tuple[int, int]] = field(default_factory=dict)  # lot kind → (count, amount)
-    adjustments: int = 0
-    expired: int = 0
-    expiry_count: int = 0
-    reversed: int = 0  # what refunds and disputes moved (taken back: negative; a dispute won: positive)
-    reversal_count: int = 0
-    reversal_kinds: dict[str, tuple[int, int]] = field(default_factory=dict)  # kind → (count, amount)
-    adjustment_count: int = 0
-    recharges: dict[str, tuple[int, int]] = field(default_factory=dict)  # started/credited/failed → (count, amount)
-    charges: Usage = field(default_factory=Usage)
-    by_model: dict[str, Usage] = field(default_factory=dict)
-    by_key: dict[str, Usage] = field(default_factory=dict)
-    closing: int = 0
-    closing_version: int = 0
-    ledger_balance: int = 0  # the ledger's balance at the month's end, loaded apart
-    history_entries: int = 0  # the audit history's entries of the month
-    problems: list[str] = field(default_factory=list)
-
-    def expiry_text(self) -> str:
-        """The expired credit, and what refunds and disputes moved, in the reconciliation's sum
-        (nothing in a month with none)."""
-        expired = f" - expired {format_credits(self.expired)}" if self.expiry_count else ""
-        sign = "+" if self.reversed >= 0 else "-"
-        reversed_ = f" {sign} refunds and disputes {format_credits(abs(self.reversed))}" if self.reversal_count else ""
-        return expired + reversed_
-
-    @property
-    def computed_closing(self) -> int:
-        return self.opening + self.top_ups - self.charges.charged + self.adjustments - self.expired + self.reversed
-
-    @property
-    def reconciled(self) -> bool:
-        return not self.problems
 
 
 def _reversal(event: object) -> tuple[str, int, str] | None:
@@ -213,20 +118,6 @@ def _tokens(usage: UsageRecord) -> tuple[int, int, int, int]:
     )
 
 
-def _usage_differs(what: str, found: Usage | None, replayed: Usage | None) -> list[str]:
-    """What differs between the audit history's charges of a model or key and the replay's."""
-    found, replayed = found or Usage(), replayed or Usage()
-    if (found.requests, found.charged, found.tokens()) == (replayed.requests, replayed.charged, replayed.tokens()):
-        return []
-    return [
-        (
-            f"the audit history's charges of {what} are {found.requests} requests, {sum(found.tokens())} tokens, "
-            f"{format_credits(found.charged)} credits; the ledger's are {replayed.requests}, "
-            f"{sum(replayed.tokens())}, {format_credits(replayed.charged)}"
-        )
-    ]
-
-
 def _money(prefix: str, micros: int) -> dict[str, Any]:
     """An amount as a row carries it: exact credits, and micro-credits."""
     return {prefix: format_credits(micros), f"{prefix}_micros": micros}
@@ -248,7 +139,7 @@ def month_closed_at(store: LedgerStore, team: str, month: Month, now: datetime) 
     first instant: the version a statement of the whole month closes at), once the month is over —
     ``now`` is past its end, or the team has an event after it; None while the month goes on."""
     tid = team_id(team)
-    at_end, _ = store.load_team(tid, at=month.end - _ONE_MICROSECOND)
+    at_end, _ = store.load_team(tid, at=month.end - ONE_MICROSECOND)
     version = at_end.version if at_end is not None else 0
     if now < month.end and next(store.events_after(tid, version, page=1), None) is None:
         return None
@@ -279,14 +170,14 @@ class Statement:
     def rows(self) -> Iterator[dict[str, Any]]:
         """Every row: the month's entries in ledger order, then the summary rows."""
         yield from self._entries()
-        self._reconcile()
+        reconcile(MonthOfTeam(self.store, self.team, self._id, self.month), self.figures)
         yield from self._summary()
 
     # -- the month's events, replayed --------------------------------------------------------------
 
     def _entries(self) -> Iterator[dict[str, Any]]:
         figures = self.figures
-        team, _ = self.store.load_team(self._id, self.upto, at=self.month.start - _ONE_MICROSECOND)
+        team, _ = self.store.load_team(self._id, self.upto, at=self.month.start - ONE_MICROSECOND)
         if team is not None:
             figures.opening, figures.opening_version = team.balance, team.version
         for event in self.store.events_after(self._id, figures.opening_version, upto=self.upto):
@@ -394,108 +285,6 @@ class Statement:
             **uncollected,
             **_money("balance_after", event.balance_after),
         )
-
-    # -- the reconciliation ------------------------------------------------------------------------
-
-    def _reconcile(self) -> None:
-        figures = self.figures
-        if figures.computed_closing != figures.closing:
-            figures.problems.append(
-                f"opening {format_credits(figures.opening)} + top-ups {format_credits(figures.top_ups)} - charges "
-                f"{format_credits(figures.charges.charged)} + adjustments {format_credits(figures.adjustments)}"
-                f"{figures.expiry_text()} = {format_credits(figures.computed_closing)}, but the replay closes at "
-                f"{format_credits(figures.closing)}"
-            )
-        self._check_ledger()
-        self._check_history()
-
-    def _check_ledger(self) -> None:
-        """The closing balance against the ledger's balance at the month's end, loaded on its own."""
-        figures = self.figures
-        if figures.closing_version:
-            team, _ = self.store.load_team(self._id, figures.closing_version, at=self.month.end - _ONE_MICROSECOND)
-            figures.ledger_balance = team.balance if team is not None else 0
-            at_version = team.version if team is not None else 0
-            if at_version != figures.closing_version:
-                figures.problems.append(
-                    f"the ledger at the month's end is at version {at_version}, the statement's "
-                    f"replay at {figures.closing_version}"
-                )
-        if figures.ledger_balance != figures.closing:
-            figures.problems.append(
-                f"the ledger's balance at the month's end is "
-                f"{format_credits(figures.ledger_balance)}, the statement closes at "
-                f"{format_credits(figures.closing)}"
-            )
-
-    def _check_history(self) -> None:
-        """The audit history's entries of the month against the replay's: counts and amounts by kind,
-        by model and by key, and the balances before and after the month."""
-        figures = self.figures
-        history = HistoryProjection(self.store, self.store.database)
-        try:
-            history.catch_up()  # every event read above is stored: the history reaches it
-        finally:
-            history.close()
-        kinds, by_model, by_key = self._history_figures()
-        figures.history_entries = sum(count for count, _ in kinds.values())
-        replayed = {
-            "top_up": (figures.top_up_count, figures.top_ups),
-            "charge": (figures.charges.requests, -figures.charges.charged),
-            "adjustment": (figures.adjustment_count, figures.adjustments),
-            "expiry": (figures.expiry_count, -figures.expired),
-        }
-        replayed.update(figures.reversal_kinds)
-        for kind in sorted(set(kinds) | set(replayed)):
-            (have, have_amount), (want, want_amount) = kinds.get(kind, (0, 0)), replayed.get(kind, (0, 0))
-            if (have, have_amount) != (want, want_amount):
-                figures.problems.append(
-                    f"the audit history has {have} {kind} entries of {format_credits(have_amount)} "
-                    f"credits in the month; the ledger has {want} of {format_credits(want_amount)}"
-                )
-        for what, found, replayed_usage in (("model", by_model, figures.by_model), ("key", by_key, figures.by_key)):
-            for name in sorted(set(found) | set(replayed_usage)):
-                figures.problems.extend(_usage_differs(f"{what} {name!r}", found.get(name), replayed_usage.get(name)))
-        for label, version, balance in (
-            ("before", figures.opening_version, figures.opening),
-            ("after", figures.closing_version, figures.closing),
-        ):
-            last = self.store.read_models.read_rows(
-                "SELECT balance_after FROM ledger_entries WHERE team_name = {p} AND version <= {p} "
-                "ORDER BY notification_id DESC LIMIT 1",
-                (self.team, version),
-            )
-            recorded = int(last[0]["balance_after"]) if last else 0
-            if recorded != balance:
-                figures.problems.append(
-                    f"the audit history's balance {label} the month is {format_credits(recorded)}"
-                    f", the ledger's {format_credits(balance)}"
-                )
-
-    def _history_figures(self) -> tuple[dict[str, tuple[int, int]], dict[str, Usage], dict[str, Usage]]:
-        """The audit history's entries of the month (the versions the replay read): count and amount of
-        each kind, and the charges by model and by key."""
-        rows = self.store.read_models.read_rows(
-            "SELECT kind, model, key_id, COUNT(*) AS n, SUM(amount) AS amount, SUM(input_tokens) AS i, "
-            "SUM(output_tokens) AS o, SUM(cache_write_tokens) AS w, SUM(cache_hit_tokens) AS h "
-            "FROM ledger_entries WHERE team_name = {p} AND version > {p} AND version <= {p} "
-            f"AND kind IN ({', '.join(repr(kind) for kind in ENTRY_KINDS)}) "  # an operator's rows move no money
-            "GROUP BY kind, model, key_id",
-            (self.team, self.figures.opening_version, self.figures.closing_version),
-        )
-        kinds: dict[str, tuple[int, int]] = {}
-        by_model: dict[str, Usage] = {}
-        by_key: dict[str, Usage] = {}
-        for row in rows:
-            count, amount = int(row["n"]), int(row["amount"])
-            before = kinds.get(str(row["kind"]), (0, 0))
-            kinds[str(row["kind"])] = (before[0] + count, before[1] + amount)
-            if row["kind"] != "charge":
-                continue
-            tokens = (int(row["i"]), int(row["o"]), int(row["w"]), int(row["h"]))
-            for usage in (by_model.setdefault(row["model"], Usage()), by_key.setdefault(row["key_id"], Usage())):
-                usage.add(Usage(count, *tokens, charged=-amount))
-        return kinds, by_model, by_key
 
     # -- the summary ------------------------------------------------------------------------------
 
