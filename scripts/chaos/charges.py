@@ -158,7 +158,7 @@ class ChargeChecks:
         problems = []
         if attempt.cost_micros != charge["charged"]:
             problems.append(f"reported cost {attempt.cost} credits but charged {charge['charged']} micro-credits")
-        if charge["charged"] != charge["cost"]:
+        if charge["charged"] != charge["cost"] and not self._uncollected_after_release(attempt, charge):
             problems.append(f"charged {charge['charged']} of a cost of {charge['cost']}")
         if attempt.remaining_micros is not None and attempt.remaining_micros != charge["balance_after"]:
             problems.append(f"reported remaining {attempt.remaining} but the charge left {charge['balance_after']}")
@@ -177,6 +177,21 @@ class ChargeChecks:
             )
         elif problems:
             self._fail("charge differs from the answer", plan, attempt, "; ".join(problems))
+
+    def _uncollected_after_release(self, attempt: Attempt, charge: LedgerEvent) -> bool:
+        """Whether a charge took less than its cost because its hold was gone: its host was taken for
+        dead meanwhile and its holds released, so the charge came out of what the team had available,
+        and the rest is recorded as uncollected (never an overspend; the answer reports what was taken)."""
+        if not self._taken_for_dead(attempt) or charge["charged"] > charge["cost"]:
+            return False
+        if charge["uncollected"] != charge["cost"] - charge["charged"]:
+            return False
+        self.verdict.note(
+            f"a charge of a host taken for dead, its hold released first, took what the team had: "
+            f"{charge['charged']} of {charge['cost']}, {charge['uncollected']} uncollected (documented): "
+            f"id {attempt.request_id}"
+        )
+        return True
 
     def _charged_by_the_others(self, plan: Plan, attempt: Attempt, charge: LedgerEvent) -> bool:
         """Whether a stream's charge is the one the other processes make for a process they took for

@@ -325,3 +325,27 @@ def test_a_team_with_a_daily_budget_is_never_charged_past_it_and_its_402_says_wh
         verdict = Verdict()
         check_answers(RunRecord([plan()], [answer], [], [budgeted], []), verdict)
         assert [v.check for v in verdict.violations] == found
+
+
+def test_a_charge_short_of_its_cost_is_documented_only_for_a_host_taken_for_dead(prices: Prices) -> None:
+    """Its hold released by the others while it was cut off, a charge comes out of what the team has:
+    less than the cost, the rest uncollected, and the answer says what was taken."""
+    answered = attempt(outcome=COMPLETE, cost="0.0019", remaining="0", gateway=1)
+    short = event(
+        3,
+        "Charged",
+        request_id="req_1",
+        charged=1900,
+        cost=2500,
+        uncollected=600,
+        hold=0,
+        balance_after=0,
+        lease="",
+        usage=USAGE,
+    )
+    cut = Fault(CUT_POSTGRES, started=9.0, ended=21.0, victim=1)
+    events = [*opened(1900), short]
+    assert charge_verdict([plan(stream=True)], [answered], events, prices, [cut]).violations == []
+    assert [v.check for v in charge_verdict([plan(stream=True)], [answered], events, prices).violations] == [
+        "charge differs from the answer"
+    ]
