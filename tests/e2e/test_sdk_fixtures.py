@@ -47,6 +47,7 @@ def recorded(proxy: RecordingProxy, run: Callable[[], str], marker: str, path_pa
     assert "Echo: tool result:" in text
     assert marker in text
     exchanges = [e for e in proxy.exchanges[seen:] if path_part in e.path]
+    assert all(e.finished.wait(10) for e in exchanges), "the proxy did not finish recording an answer"
     assert [e.status for e in exchanges] == [200, 200]
     return exchanges
 

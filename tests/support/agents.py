@@ -172,6 +172,9 @@ class Exchange:
     status: int = 0
     response_headers: dict[str, str] = field(default_factory=dict)
     response_body: bytes = b""
+    #: Set once the whole answer is recorded: a client may have read its last chunk a moment before
+    #: the proxy finished writing it down.
+    finished: threading.Event = field(default_factory=threading.Event)
 
     def json(self) -> Any:
         return json.loads(self.request_body)
@@ -247,6 +250,7 @@ class RecordingProxy:
                 chunks.append(chunk)
                 await response.write(chunk)
             exchange.response_body = b"".join(chunks)
+            exchange.finished.set()
             await response.write_eof()
             return response
 
