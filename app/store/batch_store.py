@@ -215,6 +215,16 @@ class BatchStore:
         assignments = ", ".join(f"{name} = ?" for name in fields)
         self._execute(f"UPDATE gateway_batches SET {assignments} WHERE batch_id = ?", (*fields.values(), batch_id))
 
+    def note_cancelling(self, batch_id: str, status: str, upstream: str) -> bool:
+        """Record the upstream's answer to a cancellation, unless the batch has settled meanwhile (its
+        poller may settle it while the cancellation is on its way): False then, the row untouched."""
+        return bool(
+            self._execute(
+                "UPDATE gateway_batches SET status = ?, upstream = ? WHERE batch_id = ? AND settled = 0",
+                (status, upstream, batch_id),
+            )
+        )
+
     def find_batch(self, batch_id: str, team_name: str | None = None) -> StoredBatch | None:
         """The batch (only if it is ``team_name``'s, when given)."""
         sql = f"SELECT {', '.join(BATCH_COLUMNS)} FROM gateway_batches WHERE batch_id = ?"

@@ -19,7 +19,8 @@
 
 Directives, in ``prompt`` (transcriptions) or ``input`` (speech), as chat's: ``[[fail:CODE]]``,
 ``[[latency:MS]]``, ``[[drop-after:N]]`` (speech: the connection breaks after N chunks; a streamed
-transcription: after N events), ``[[chunk-delay:MS]]`` (a streamed transcription: before each event).
+transcription: after N events), ``[[chunk-delay:MS]]`` (a streamed transcription: before each
+event; speech: after each chunk, as a voice made as it is spoken).
 """
 
 from __future__ import annotations
@@ -230,7 +231,7 @@ async def handle_speech(api_key: str | None, raw: bytes, headers: dict[str, str]
             await _drop(send, receive)
             return
         await send({"type": "http.response.body", "body": audio[offset : offset + SPEECH_CHUNK], "more_body": True})
-        await asyncio.sleep(0)
+        await asyncio.sleep(d.chunk_delay_ms / 1000)
     await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 

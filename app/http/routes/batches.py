@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -176,6 +177,8 @@ async def cancel_batch(request: Request[Any, Any, Any], batch_id: FromPath[str])
         status = str(upstream.get("status") or "cancelling")
         shown = "cancelling" if status in ("cancelled", "cancelling") else status
         encoded = msgspec.json.encode(upstream).decode()
-        await asyncio.to_thread(runtime.batches.update_batch, batch.batch_id, status=shown, upstream=encoded)
-        batch = await asyncio.to_thread(runtime.batches.find_batch, batch_id) or batch
+        if await asyncio.to_thread(runtime.batches.note_cancelling, batch.batch_id, shown, encoded):
+            batch = replace(batch, status=shown, upstream=encoded)  # as the upstream answered the cancel
+        else:  # settled while the cancellation was on its way: as it settled
+            batch = await asyncio.to_thread(runtime.batches.find_batch, batch_id) or batch
     return json_response(await _shown(runtime, batch))

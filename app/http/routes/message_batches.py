@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import msgspec
@@ -145,8 +146,10 @@ async def cancel_message_batch(request: Request[Any, Any, Any], batch_id: FromPa
         except BatchUpstreamError as exc:
             raise GatewayError(f"The upstream did not take the cancellation: {exc}", status=502) from None
         encoded = msgspec.json.encode(upstream).decode()
-        await asyncio.to_thread(runtime.batches.update_batch, batch.batch_id, status="canceling", upstream=encoded)
-        batch = await _find(request, runtime, batch_id)
+        if await asyncio.to_thread(runtime.batches.note_cancelling, batch.batch_id, "canceling", encoded):
+            batch = replace(batch, status="canceling", upstream=encoded)  # as the upstream answered the cancel
+        else:  # settled while the cancellation was on its way: as it settled
+            batch = await _find(request, runtime, batch_id)
     return json_response(_shown(request, batch))
 
 
