@@ -12,18 +12,33 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 
 .PHONY: demo check test test-unit test-unit-postgresql test-e2e-sqlite test-e2e-postgresql test-sqlite test-postgresql \
-	test-chaos test-simulate install browser agents
+	test-chaos test-simulate install compile browser agents
 .PHONY: lock help
 
 # The venv gets the versions requirements.lock pins (constraints: pyproject.toml still says what is
 # installed, the lock which version of it and of everything beneath), so a fresh clone, CI and every
 # worktree test the same packages. `make lock` moves them.
-## Create .venv with the project and its test tools, at the versions requirements.lock pins
-install: $(VENV)/.installed
+## Create .venv with the project and its test tools, at the versions requirements.lock pins, and compile
+install: $(VENV)/.installed $(VENV)/.compiled
 
-$(VENV)/.installed: pyproject.toml requirements.lock
+# The editable install is pure Python (TOLLGATE_PURE=1: its isolated build would compile with a mypy of
+# its own); the compiled modules are then built in place, beside their source, with the venv's pinned
+# mypy (setup.py, domain/compiled.py), and built again when one of them changes. Until then, or with
+# TOLLGATE_PURE=1 at run time, their source runs.
+$(VENV)/.installed: pyproject.toml requirements.lock setup.py
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -c requirements.lock -e '.[test]'
+	TOLLGATE_PURE=1 $(BIN)/pip install --quiet -c requirements.lock -e '.[test]'
+	touch $@
+
+COMPILED_SOURCES := $(shell $(PYTHON) -c "import runpy; d = runpy.run_path('domain/compiled.py'); \
+	print(' '.join(str(d['source_path'](m).relative_to(d['_ROOT'])) for m in d['COMPILED']))")
+## Compile the request path's modules (mypyc) in place; `make install` does
+compile: $(VENV)/.compiled
+
+$(VENV)/.compiled: $(VENV)/.installed setup.py domain/compiled.py $(COMPILED_SOURCES)
+	@echo "compiling $(words $(COMPILED_SOURCES)) modules with mypyc (build/compile.log)"
+	@mkdir -p build
+	@$(BIN)/python setup.py build_ext --inplace -j 2 > build/compile.log 2>&1 || { tail -40 build/compile.log; exit 1; }
 	touch $@
 
 # The newest versions pyproject.toml allows, resolved in a venv of their own and written down
@@ -150,9 +165,11 @@ PARALLEL := -n 2 --dist loadfile
 # The end-to-end halves print their 30 slowest tests: where the next minute of make test must come from.
 SLOWEST := --durations=30
 
-## The in-process layer (tests/unit), on SQLite
+## The in-process layer (tests/unit), on SQLite, from the source of the compiled modules
+# (TOLLGATE_PURE=1: some tests replace a function of a module, which a compiled module does not
+# allow); the end-to-end halves, the simulator and the chaos suite run the compiled build.
 test-unit: install
-	TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest $(PARALLEL) tests/unit
+	TOLLGATE_PURE=1 TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest $(PARALLEL) tests/unit
 
 ## The unit tests that write the ledger, on PostgreSQL
 test-unit-postgresql: install
@@ -170,7 +187,7 @@ test-e2e-postgresql: install browser agents
 # its ledger tests on PostgreSQL) and that backend's end-to-end half.
 ## The unit layer and the SQLite e2e half
 test-sqlite: install browser agents
-	TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest $(PARALLEL) tests/unit tests/e2e tests/scale $(POSTGRES_ONLY)
+	TOLLGATE_PURE=1 TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest $(PARALLEL) tests/unit tests/e2e tests/scale $(POSTGRES_ONLY)
 
 ## The ledger unit tests and the e2e half, on PostgreSQL
 test-postgresql: install browser agents

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeAlias, TypeVar
 from uuid import UUID
 
+from mypy_extensions import mypyc_attr
+
 from app.ledger.refusals import ServiceRefusal
 from app.ledger.results import Charged
 from app.ledger.team_cache import Loaded, TeamCache
@@ -53,6 +55,7 @@ log = logging.getLogger("tollgate.ledger")
 R = TypeVar("R")
 
 
+@mypyc_attr(native_class=False)  # compiled, a generic dataclass fails to be made at import
 @dataclass(frozen=True, slots=True)
 class Recorded(Generic[R]):
     """What a command decided: its caller's result (``value``), and the read-model rows to write in
@@ -65,7 +68,8 @@ class Recorded(Generic[R]):
 
 #: A command gets the team's aggregate (``None`` if the team does not exist yet) and returns the
 #: aggregate to keep (a new one when it opens the team) and what it decided.
-Command: TypeAlias = Callable[[TeamLedger | None], tuple[TeamLedger, Recorded[R]]]
+# Quoted: compiled, ``Recorded`` is a plain class at run time, not subscriptable.
+Command: TypeAlias = "Callable[[TeamLedger | None], tuple[TeamLedger, Recorded[R]]]"
 
 
 class LedgerUnavailable(ServiceRefusal):
@@ -85,6 +89,7 @@ class RefusedByStore(LedgerError):
         self.constraint = constraint
 
 
+@mypyc_attr(native_class=False)
 @dataclass(slots=True)
 class _Queued(Generic[R]):
     team_id: UUID
@@ -166,7 +171,9 @@ class LedgerWriter:
         #: was writing, held back (in order) for the next batch.
         self._turns = Turns(lock, store, self._copies, self._catch_up, self._commit) if lock is not None else None
         self._deferred: list[_Queued[Any]] = []
-        self._thread: threading.Thread | None = None
+        # Not ``_thread``: compiled, an attribute is a C struct field of its name with ``_`` before it,
+        # and ``__thread`` is a keyword of GCC's.
+        self._worker: threading.Thread | None = None
         self._driven = False  # decided by ``drain`` on the caller's thread (the simulator), not a thread
         #: Told (on the writer thread) why a batch could not be saved: ``app/ledger/health.py``.
         self.on_failure: Callable[[str], None] | None = None
@@ -174,9 +181,9 @@ class LedgerWriter:
     # -- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> LedgerWriter:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="tollgate-ledger-writer", daemon=True)
-            self._thread.start()
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._run, name="tollgate-ledger-writer", daemon=True)
+            self._worker.start()
         return self
 
     def driven(self) -> LedgerWriter:
@@ -186,17 +193,17 @@ class LedgerWriter:
 
     def stop(self) -> None:
         """Finish every queued command, then stop the thread."""
-        if self._thread is not None:
+        if self._worker is not None:
             self._queue.put(None)
-            self._thread.join()
-            self._thread = None
+            self._worker.join()
+            self._worker = None
         self._cache.close()
         if self._turns is not None:
             self._turns.close()
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return self._worker is not None and self._worker.is_alive()
 
     def __enter__(self) -> LedgerWriter:
         return self.start()
@@ -208,7 +215,7 @@ class LedgerWriter:
 
     def submit(self, team_id: UUID, command: Command[R]) -> Future[R]:
         """Queue a command; the future completes after its events are durable (or it was refused)."""
-        if self._thread is None and not self._driven:
+        if self._worker is None and not self._driven:
             raise RuntimeError("the ledger writer is not running")
         item = _Queued(team_id, command)
         self._queue.put(item)

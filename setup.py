@@ -1,0 +1,30 @@
+"""The build's compiled part: the request path's modules (``domain/compiled.py``) compiled by mypyc
+into C extensions beside their source, in the wheel ``pip install .`` builds and, with ``make
+install``, in place in the checkout. Everything else is in ``pyproject.toml``.
+
+``TOLLGATE_PURE=1`` at build time builds without them (a pure-Python install, as an editable
+install's first step is: ``make install`` compiles afterwards, with the project's own pinned mypy).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+from pathlib import Path
+
+from setuptools import setup
+
+
+def _compiled_extensions() -> list:  # type: ignore[type-arg]
+    if os.environ.get("TOLLGATE_PURE") == "1":
+        return []
+    from mypyc.build import mypycify
+
+    root = Path(__file__).resolve().parent
+    listed = runpy.run_path(str(root / "domain" / "compiled.py"))
+    paths = [str(listed["source_path"](name).relative_to(root)) for name in listed["COMPILED"]]
+    # One C file a module (multi_file), so that `build_ext -j` compiles them side by side.
+    return mypycify(paths, opt_level="3", multi_file=True)
+
+
+setup(ext_modules=_compiled_extensions())
