@@ -23,8 +23,11 @@ def _compiled_extensions() -> list:  # type: ignore[type-arg]
     root = Path(__file__).resolve().parent
     listed = runpy.run_path(str(root / "domain" / "compiled.py"))
     paths = [str(listed["source_path"](name).relative_to(root)) for name in listed["COMPILED"]]
-    # One C file a module (multi_file), so that `build_ext -j` compiles them side by side.
-    return mypycify(paths, opt_level="3", multi_file=True)
+    # Their shared library is `domain.compiled__mypyc`: inside a package, so that an installed command
+    # run from any directory finds it (by default it is a top-level `<hash>__mypyc`, found only from
+    # the checkout). One C file for all (with a package's group name, mypyc's one file a module cannot
+    # find the group's header).
+    return mypycify(paths, opt_level="3", group_name="domain.compiled")
 
 
 setup(ext_modules=_compiled_extensions())
