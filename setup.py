@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import runpy
+import sys
 from pathlib import Path
 
 from setuptools import setup
@@ -18,7 +19,13 @@ from setuptools import setup
 def _compiled_extensions() -> list:  # type: ignore[type-arg]
     if os.environ.get("TOLLGATE_PURE") == "1":
         return []
-    from mypyc.build import mypycify
+    try:
+        from mypyc.build import mypycify
+    except ImportError:
+        # The build backend runs this file once to ask what the build needs, before mypy is there
+        # (scripts/build_backend.py asks for it then); a build without it at all is pure Python.
+        print("setup.py: mypy is not installed: building without compiled modules", file=sys.stderr)
+        return []
 
     root = Path(__file__).resolve().parent
     listed = runpy.run_path(str(root / "domain" / "compiled.py"))

@@ -8,8 +8,8 @@ a compiled build runs them without anything else to switch on.
 Their source is imported instead when
 
 - ``TOLLGATE_PURE=1`` is set (a profile by function, a debugger, a test that patches a module), or
-- an extension is older than its source: a module edited since the last build runs as edited, never
-  as it was compiled (``make install`` compiles it again).
+- in a checkout, an extension is older than its source: a module edited since the last build runs
+  as edited, never as it was compiled (``make install`` compiles it again).
 
 Not compiled, and why: the ledger's aggregate and its events (the event-sourcing library makes their
 classes, which a compiled class cannot be); the request path's coroutines (billing, leases, the
@@ -91,12 +91,13 @@ def _extension(source: Path) -> Path | None:
     return None
 
 
-def source_instead(source: Path, extension: Path | None, pure: bool) -> bool:
-    """Whether to import ``source`` rather than its compiled ``extension``: asked to (``pure``), or
-    the extension was built before the source last changed."""
+def source_instead(source: Path, extension: Path | None, pure: bool, checkout: bool) -> bool:
+    """Whether to import ``source`` rather than its compiled ``extension``: asked to (``pure``), or,
+    in a checkout, the extension was built before the source last changed. (Installed from a wheel,
+    the two files' dates say only the order pip wrote them in.)"""
     if extension is None or not source.exists():
         return False
-    return pure or extension.stat().st_mtime < source.stat().st_mtime
+    return pure or (checkout and extension.stat().st_mtime < source.stat().st_mtime)
 
 
 class _SourceFirst(importlib.abc.MetaPathFinder):
@@ -105,6 +106,7 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
 
     def __init__(self, pure: bool) -> None:
         self._pure = pure
+        self._checkout = (_ROOT / ".git").exists()  # built in place (make install), not installed from a wheel
         self._compiled = frozenset(COMPILED)
 
     def find_spec(
@@ -113,7 +115,7 @@ class _SourceFirst(importlib.abc.MetaPathFinder):
         if fullname not in self._compiled:
             return None
         source = source_path(fullname)
-        if not source_instead(source, _extension(source), self._pure):
+        if not source_instead(source, _extension(source), self._pure, self._checkout):
             return None  # the usual finders find what there is: the extension, or (a pure install) the source
         is_package = source.name == "__init__.py"
         return importlib.util.spec_from_file_location(
