@@ -24,7 +24,7 @@ def _compiled_extensions() -> list:  # type: ignore[type-arg]
     except ImportError:
         # The build backend runs this file once to ask what the build needs, before mypy is there
         # (scripts/build_backend.py asks for it then); a build without it at all is pure Python.
-        print("setup.py: mypy is not installed: building without compiled modules", file=sys.stderr)
+        sys.stderr.write("setup.py: mypy is not installed: building without compiled modules\n")
         return []
 
     root = Path(__file__).resolve().parent
