@@ -67,15 +67,15 @@ help:
 demo: install
 	$(BIN)/tollgate demo --config examples/demo.toml
 
-# The gate, the docs build and the in-process layer first, side by side (the gate's mypy is the
-# longest of them): a failure in any stops the run before the end-to-end layer. Then the two backends' halves run side by side (their output kept apart,
+# The gate, the docs build, the in-process layer (from source) and the compile (mypyc) first, side by
+# side, then the simulator on the compiled build: a failure in any stops the run before the end-to-end layer. Then the two backends' halves run side by side (their output kept apart,
 # each printed whole when it ends): they wait on sockets, subprocesses and timeouts more than they
 # compute. The PostgreSQL half also runs the unit tests that write the ledger. Then the chaos suite's
 # CI mode runs alone (about a minute and a half; it judges answers by when faults happened, so it gets
 # the cores to itself). The build fails if any of them fails; the chaos suite runs even if a half failed.
 ## The whole suite: the gate, the unit layer, both backends' e2e halves, the chaos suite
-test: install browser agents
-	@$(MAKE) --no-print-directory -j4 --output-sync=target check docs test-unit test-simulate || exit $$?; \
+test: $(VENV)/.installed browser agents
+	@$(MAKE) --no-print-directory -j4 --output-sync=target check docs test-unit compile test-simulate || exit $$?; \
 	status=0; \
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e-sqlite test-postgresql || status=$$?; \
 	$(MAKE) --no-print-directory test-chaos || status=$$?; \
@@ -84,13 +84,13 @@ test: install browser agents
 # The gate (scripts/check): ruff's lint, with the layering's banned imports, and mypy, strict. `make
 # test` runs it first and stops there if it fails.
 ## The gate: ruff's lint and mypy, strict
-check: install
+check: $(VENV)/.installed
 	VENV=$(VENV) sh scripts/check
 
 # The documentation site (mkdocs.yml, docs/) built into site/, strict: a broken link or anchor, or a page
 # left out of the nav, fails the build. A few seconds; `make test` runs it after the gate.
 .PHONY: docs
-docs: install
+docs: $(VENV)/.installed
 	$(BIN)/mkdocs build --strict --site-dir site  # not --quiet: it silences the warnings that --strict counts
 
 # The deterministic simulator of the ledger core (scripts/simulate, docs/simulation.md): fresh seeds for
@@ -168,7 +168,7 @@ SLOWEST := --durations=30
 ## The in-process layer (tests/unit), on SQLite, from the source of the compiled modules
 # (TOLLGATE_PURE=1: some tests replace a function of a module, which a compiled module does not
 # allow); the end-to-end halves, the simulator and the chaos suite run the compiled build.
-test-unit: install
+test-unit: $(VENV)/.installed
 	TOLLGATE_PURE=1 TOLLGATE_TEST_BACKEND=sqlite $(BIN)/python -m pytest $(PARALLEL) tests/unit
 
 ## The unit tests that write the ledger, on PostgreSQL
