@@ -13,14 +13,15 @@ Their source is imported instead when
 
 Not compiled, and why: the ledger's aggregate and its events (the event-sourcing library makes their
 classes, which a compiled class cannot be); the request path's coroutines (billing, leases, the
-billed call, authentication, rate limits, the upstream call: compiled, a refusal raised in one was
-not caught where the source catches it — the unit tests' 402s became 500s — and async generators and
-``except*`` are not compiled at all); the route handlers (the web framework reads their signatures);
+billed call, authentication, rate limits, the upstream call: compiled, a refusal raised below them
+reached the client as a 500 where the source answers 402 — in the unit tests; a small reproduction
+compiled alone behaved, and the cause was not found — and async generators and ``except*`` are not
+compiled at all); the route handlers (the web framework reads their signatures);
 ``domain.usage`` (compiled, a float count is a ``TypeError`` at the call instead of its own
 ``ValueError``). The ledger writer is compiled: its thread's work is synchronous, its one coroutine
 a hand-off. Compiled, an argument is converted to its annotated type at the call (a ``bool`` given
-as an ``int`` is an ``int``): the tests run the source (``TOLLGATE_PURE=1``), the end-to-end and
-chaos suites the compiled build.
+as an ``int`` is an ``int``): the unit tests run the source (``TOLLGATE_PURE=1``); the end-to-end
+halves, the simulator and the chaos suite the compiled build.
 
 Only the standard library is imported here: ``setup.py`` reads :data:`COMPILED` before anything the
 project depends on is installed.

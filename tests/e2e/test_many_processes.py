@@ -27,7 +27,11 @@ async def test_concurrent_requests_across_gateway_processes_never_overspend(tmp_
         teams = Teams(config)
         team = teams.open("0.5")  # ~40 worst-case holds at max_tokens=10; the real cost is far lower
         teams.close()
-        clients = [openai.AsyncOpenAI(base_url=g.base_url, api_key=team.key, max_retries=0) for g in gateways]
+        # 300 connections opened at once from one event loop: on a loaded machine the SDK's default 5 s
+        # to connect ran out once in the full suite (the test's loop starved, not the gateways)
+        clients = [
+            openai.AsyncOpenAI(base_url=g.base_url, api_key=team.key, max_retries=0, timeout=60) for g in gateways
+        ]
 
         async def one(i: int):
             client = clients[i % len(clients)]
