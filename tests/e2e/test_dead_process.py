@@ -16,6 +16,7 @@ import pytest
 
 from app.store.instances import HEARTBEAT_SECONDS
 from app.tokens.counting import o200k_text
+from tests.support.backend import BACKEND
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 
@@ -126,6 +127,11 @@ def test_a_gateway_killed_mid_stream_frees_its_credit_for_the_next_process(crash
                 gateway.stop()
 
 
+@pytest.mark.skipif(
+    BACKEND == "sqlite",
+    reason="a process stopped while it writes keeps SQLite's write lock, and every other process waits for it "
+    "(docs/known-limits.md): a silent process is survived on PostgreSQL",
+)
 def test_a_silent_process_is_taken_for_dead_and_recovers_when_it_wakes(crash_config):
     """A process that stops answering (its host froze: SIGSTOP here) but whose pid lives on is taken
     for dead after ``instance_dead_after`` seconds of silence, and its lease is released. When it
