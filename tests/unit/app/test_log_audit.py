@@ -83,6 +83,41 @@ def test_consistent_checkpoints_pass_and_the_latest_is_saved(tmp_path: Path):
     assert json.loads((tmp_path / "audit.json").read_text())["size"] == 21
 
 
+class GrowingLog(ServedLog):
+    """A log that signs another checkpoint just after each request for its latest, or just before:
+    an auditor always runs beside a log that keeps growing."""
+
+    def __init__(self, entries: list[bytes], *, after: bool) -> None:
+        super().__init__(entries)
+        self.after = after
+
+    def handle(self, request: httpx.Request) -> httpx.Response:
+        grows = request.url.path == ("/ledger/checkpoint" if self.after else "/ledger/checkpoints")
+        if grows and not self.after:
+            self._grow()
+        answer = super().handle(request)
+        if grows and self.after:
+            self._grow()
+        return answer
+
+    def _grow(self) -> None:
+        self.entries = entries(len(self.entries) + 3)
+        self.checkpoint()
+
+
+@pytest.mark.parametrize("after", [True, False])
+def test_a_checkpoint_signed_while_the_audit_runs_is_no_truncation(tmp_path: Path, after: bool):
+    log, state = GrowingLog(entries(5), after=after), SavedCheckpoint(tmp_path / "audit.json")
+    log.checkpoint()
+    audit(log.client(), state, [], 20)
+    log._grow()
+    for _ in range(3):  # each audit proves every checkpoint up to the latest it read, in order
+        finding = audit(log.client(), state, [], 20)
+        sizes = [c.size for c in finding.accepted]
+        assert sizes == sorted(sizes)
+        assert json.loads((tmp_path / "audit.json").read_text())["size"] == sizes[-1]
+
+
 def test_a_month_rewritten_is_caught_at_the_first_bad_checkpoint_and_the_saved_one_kept(tmp_path: Path):
     log, state = ServedLog(entries(8)), SavedCheckpoint(tmp_path / "audit.json")
     log.checkpoint()
