@@ -8,12 +8,13 @@ import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.gateway import ADMIN_KEY, Gateway
 
 
 @pytest.fixture
 def admin(gateway: Gateway) -> httpx.Client:
-    with httpx.Client(
+    with plain_http.Client(
         base_url=gateway.base_url.removesuffix("/v1") + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
     ) as client:
         yield client
@@ -27,12 +28,12 @@ def exact(response: httpx.Response):
 
 def test_only_the_admin_key_opens_the_admin_api(gateway: Gateway, team):
     url = gateway.base_url.removesuffix("/v1") + "/admin/teams"
-    anonymous = httpx.get(url)
+    anonymous = plain_http.get(url)
     assert anonymous.status_code == 401
     assert anonymous.json()["error"]["type"] == "authentication_error"
-    wrong = httpx.get(url, headers={"Authorization": "Bearer not-the-admin-key"})
+    wrong = plain_http.get(url, headers={"Authorization": "Bearer not-the-admin-key"})
     assert wrong.status_code == 401
-    team_key = httpx.get(url, headers={"Authorization": f"Bearer {team.key}"})
+    team_key = plain_http.get(url, headers={"Authorization": f"Bearer {team.key}"})
     assert team_key.status_code == 403
     assert team_key.json()["error"]["type"] == "permission_error"
 
@@ -197,7 +198,7 @@ def test_verify_callers_share_one_run_which_runs_outside_the_gateway_process(adm
     answers: list[dict] = []
 
     def ask() -> None:
-        with httpx.Client(base_url=str(admin.base_url), headers=dict(admin.headers), timeout=120) as own:
+        with plain_http.Client(base_url=str(admin.base_url), headers=dict(admin.headers), timeout=120) as own:
             answers.append(own.get("/ledger/verify").json())
 
     assert gateway.process is not None

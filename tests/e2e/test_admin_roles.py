@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, write_config
 
@@ -71,7 +72,7 @@ def issue(gateway: Gateway, name: str, role: str) -> tuple[str, str]:
 def keys(gateway: Gateway) -> dict[str, tuple[str, str]]:
     gateway.cli("team", "create", TEAM, "--credits", "10")
     secret = gateway.cli("key", "create", "--team", TEAM, "--name", "app").stdout.strip().splitlines()[-1]
-    answer = httpx.post(
+    answer = plain_http.post(
         f"{gateway.base_url}/chat/completions",
         headers={"Authorization": f"Bearer {secret}"},
         json={"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}]},
@@ -84,7 +85,7 @@ def keys(gateway: Gateway) -> dict[str, tuple[str, str]]:
 
 
 def client(gateway: Gateway, secret: str) -> httpx.Client:
-    return httpx.Client(base_url=gateway.root_url, headers={"Authorization": f"Bearer {secret}"}, timeout=10)
+    return plain_http.Client(base_url=gateway.root_url, headers={"Authorization": f"Bearer {secret}"}, timeout=10)
 
 
 def team_key_id(gateway: Gateway) -> str:
@@ -101,7 +102,7 @@ def event_count(gateway: Gateway) -> int:
 def admin_routes(gateway: Gateway) -> dict[str, list[str]]:
     """Every admin-guarded path of the OpenAPI document (under /admin, /metrics, and the dashboard's
     API, which admin keys read), with its methods."""
-    document = httpx.get(gateway.root_url + "/schema/openapi.json").json()
+    document = plain_http.get(gateway.root_url + "/schema/openapi.json").json()
     return {
         path: [m for m in operations if m in ("get", *WRITE_METHODS)]
         for path, operations in document["paths"].items()

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.agents import RecordingProxy, run_claude_code
 from tests.support.gateway import Gateway
 from tests.support.teams import Teams
@@ -141,7 +141,7 @@ def test_a_team_key_reads_its_credits_and_its_holds(gateway: Gateway, teams: Tea
             str(client.chat.completions.create(model="fake-gpt", messages=ASK).usage.model_extra["cost"]["credits"])
         )
         for header in ({"Authorization": f"Bearer {team.key}"}, {"x-api-key": team.key}):
-            data = httpx.get(gateway.base_url + "/credits", headers=header).json()["data"]
+            data = plain_http.get(gateway.base_url + "/credits", headers=header).json()["data"]
             assert Decimal(str(data["total_credits"])) == Decimal("12.5")
             assert Decimal(str(data["total_usage"])) == cost
             assert Decimal(str(data["balance"])) == Decimal("12.5") - cost
@@ -149,7 +149,7 @@ def test_a_team_key_reads_its_credits_and_its_holds(gateway: Gateway, teams: Tea
             held = sum(Decimal(str(h["credits"])) for h in data["holds"])
             assert held == Decimal(str(data["held"]))
             assert all(h["age_seconds"] >= 0 and h["kind"] in ("hold", "lease") for h in data["holds"])
-        refused = httpx.get(gateway.base_url + "/credits", headers={"Authorization": "Bearer tg-nope"})
+        refused = plain_http.get(gateway.base_url + "/credits", headers={"Authorization": "Bearer tg-nope"})
         assert refused.status_code == 401
         assert refused.json()["error"]["type"] == "authentication_error"
 
@@ -163,7 +163,7 @@ def test_a_team_key_reads_its_own_usage_in_openrouter_s_shape(gateway: Gateway, 
             )
             for _ in range(3)
         ]
-        data = httpx.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
+        data = plain_http.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
         for field in ("usage", "usage_daily", "usage_weekly", "usage_monthly"):
             assert Decimal(str(data[field])) == sum(costs), field
         assert data["limit"] is None

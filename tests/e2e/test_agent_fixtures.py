@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from app.translate.gemini.names import camel_body
+from tests.support import plain_http
 from tests.support.agents import Exchange, check_charged_as_reported, streamed_text
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import AGENT_MODELS, Gateway
@@ -70,7 +70,7 @@ def test_an_agent_s_request_on_every_upstream_wire(
     headers = {**record["headers"], "authorization": f"Bearer {team.key}"}
     path = _path(record, model)
     body = record["body"] if path != record["path"] else {**record["body"], "model": model}
-    answer = httpx.post(gateway.root_url + path, json=body, headers=headers, timeout=60)
+    answer = plain_http.post(gateway.root_url + path, json=body, headers=headers, timeout=60)
     assert answer.status_code == 200, answer.text
     assert _last_event(path) in answer.text
     (sent,) = [r for r in fake_upstream.requests if r.path == UPSTREAM_PATHS[AGENT_MODELS[model]]]

@@ -22,11 +22,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
 from playwright.sync_api import Browser
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, GATEWAY_ENV, Gateway, free_port, tollgate_command, write_config
 from tests.support.teams import Team
@@ -155,7 +155,7 @@ def replays_are_refused(receiver: Receiver, alert_id: str, body: bytes, signatur
         {**headers, "x-tollgate-alert-id": "alert_" + "f" * 32},
         {**headers, "x-tollgate-signature": signature.replace(f"t={fields['t']}", f"t={int(fields['t']) + 7}")},
     ):
-        answer = httpx.post(receiver.url, content=body, headers={"content-type": "application/json", **forged})
+        answer = plain_http.post(receiver.url, content=body, headers={"content-type": "application/json", **forged})
         assert answer.status_code == 401
     assert receiver.refused == ["alert_" + "f" * 32, alert_id]
 
@@ -175,12 +175,12 @@ def test_every_alert_arrives_exactly_once_through_a_receiver_outage_and_a_gatewa
         gateway.cli("team", "create", "watched", "--credits", "1")
         secret = gateway.cli("key", "create", "--team", "watched").stdout.strip().splitlines()[-1]
         team = Team("watched", secret)
-        key_id = httpx.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {secret}"}).json()["data"][
-            "key_id"
-        ]
+        key_id = plain_http.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {secret}"}).json()[
+            "data"
+        ]["key_id"]
         gateway.cli("key", "budget", "--team", "watched", key_id, "--credits", "0.2", "--period", "day")
         gateway.cli("alert", "set", "--team", "watched", "--key", key_id, "--budget-percent", "50")
-        with httpx.Client(
+        with plain_http.Client(
             base_url=f"{gateway.root_url}/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
         ) as api:
             answer = api.put("/teams/watched/alerts", json={"kind": "budget_percent", "value": 80, "key_id": key_id})

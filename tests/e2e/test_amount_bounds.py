@@ -3,9 +3,9 @@ the largest one amount may be is a 400 naming the field, and the team's money is
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.gateway import Gateway
 from tests.support.refusals import admin_headers, error_of, money_of
 
@@ -27,7 +27,7 @@ TOO_MUCH_OR_NOT_A_NUMBER = [
 
 @pytest.mark.parametrize("amount", TOO_MUCH_OR_NOT_A_NUMBER)
 def test_a_top_up_out_of_range_or_not_a_number_is_a_400(gateway: Gateway, team, amount):
-    response = httpx.post(
+    response = plain_http.post(
         f"{gateway.root_url}/admin/teams/{team.name}/credits",
         json={"amount": amount},
         headers=admin_headers(),
@@ -40,15 +40,15 @@ def test_a_top_up_out_of_range_or_not_a_number_is_a_400(gateway: Gateway, team, 
 @pytest.mark.parametrize("amount", ["1e20", "NaN", 10**30])
 def test_a_new_team_s_credits_out_of_range_are_a_400_and_no_team_is_made(gateway: Gateway, amount):
     name = f"too-rich-{abs(hash(str(amount))) % 10**6}"
-    response = httpx.post(
+    response = plain_http.post(
         f"{gateway.root_url}/admin/teams", json={"name": name, "credits": amount}, headers=admin_headers(), timeout=30
     )
     assert error_of(response, 400)["param"] == "credits"
-    assert httpx.get(f"{gateway.root_url}/admin/teams/{name}", headers=admin_headers()).status_code == 404
+    assert plain_http.get(f"{gateway.root_url}/admin/teams/{name}", headers=admin_headers()).status_code == 404
 
 
 def test_the_largest_top_up_is_added(gateway: Gateway, team):
-    response = httpx.post(
+    response = plain_http.post(
         f"{gateway.root_url}/admin/teams/{team.name}/credits",
         json={"amount": "10000000000"},
         headers=admin_headers(),

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
 
 from domain.transparency.checkpoint import Checkpoint, open_checkpoint, sign_checkpoint
@@ -18,6 +17,7 @@ from domain.transparency.keys import signer_from_seed
 from domain.transparency.receipt import open_receipt
 from tests.e2e.test_transparency_log import LOG, MONTH, _change_a_charge, _other_end_user, anchored_statement, chat
 from tests.e2e.test_transparency_log import verify_statement as verify
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, verified_gateway, write_config
 from tests.support.teams import Teams, teams_of
@@ -56,7 +56,9 @@ def test_a_statement_names_its_checkpoint_and_leaves_and_its_rows_are_proven_in_
     assert "Statement verified" in out
     assert f"Its {len(charges) + 1} entries, and its last event, are in the transparency log" in out  # + the top-up
 
-    with httpx.Client(base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as admin:
+    with plain_http.Client(
+        base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
+    ) as admin:
         answer = admin.get(f"/teams/{team.name}/statements/{MONTH}", params={"format": "json", "chained": "true"})
     assert answer.status_code == 200, answer.text
     document = answer.json()

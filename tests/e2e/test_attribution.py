@@ -16,6 +16,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.backend import RawDatabase
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway
@@ -27,7 +28,7 @@ HI = [{"role": "user", "content": "hello attribution"}]
 
 @pytest.fixture
 def admin(gateway: Gateway) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
+    with plain_http.Client(base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as c:
         yield c
 
 
@@ -121,7 +122,7 @@ def test_usage_by_tag_and_end_user_adds_up_to_the_teams_charges(
         ("chat.completions", "", ""),
     }
     total = sum(-c["amount"] for c in charges)
-    spent = httpx.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
+    spent = plain_http.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
     assert Decimal(str(spent["usage"])) * 1_000_000 == total
     assert not any(TAGS in r.headers for r in fake_upstream.requests)  # Tollgate's own header stays here
 
@@ -242,7 +243,7 @@ def test_a_client_cannot_grow_usage_by_attribution_without_bound(gateway: Gatewa
     (``domain/attribution_bounds.py``); answers come a page at a time; every value still adds up."""
     body = {"model": "fake-gpt", "messages": HI}
     headers = {"Authorization": f"Bearer {team.key}"}
-    with httpx.Client(base_url=gateway.base_url, headers=headers) as http:
+    with plain_http.Client(base_url=gateway.base_url, headers=headers) as http:
         for i in range(200):
             tags = ",".join(f"n{i}x{j}=v{i}" for j in range(10))
             answer = http.post("/chat/completions", json={**body, "user": f"user-{i}"}, headers={TAGS: tags})

@@ -17,11 +17,11 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-import httpx
 import httpx2
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_audio import SECONDS_PER_CHARACTER, speech_audio
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, UPSTREAM_KEY, Gateway
@@ -279,7 +279,7 @@ def test_bad_uploads_are_refused_and_nothing_is_charged(gateway: Gateway, teams:
             extra_body={f"x{i}": "y" for i in range(20)},
         )
     assert "too many parts" in parts.value.message
-    posted = httpx.post(
+    posted = plain_http.post(
         f"{gateway.base_url}/audio/transcriptions",
         headers={"authorization": f"Bearer {team.key}"},
         data={"model": "whisper"},
@@ -323,7 +323,7 @@ def test_an_idempotent_transcription_is_charged_once(gateway: Gateway, teams: Te
     assert again.text == first.text
     assert charged(gateway, team) == [20_000]
     assert len([r for r in fake_upstream.requests if r.path == "/v1/audio/transcriptions"]) == 1
-    lookup = httpx.get(
+    lookup = plain_http.get(
         f"{gateway.base_url}/requests/{first.headers['x-request-id']}",
         headers={"authorization": f"Bearer {team.key}"},
     ).json()["data"]
@@ -374,7 +374,7 @@ def test_a_key_restricted_to_speech_may_not_transcribe(gateway: Gateway, fake_up
         sdk.audio.transcriptions.create(model="whisper", file=("a.wav", wav(1), "audio/wav"))
     assert "/v1/audio/transcriptions" in refused.value.message
     assert [r.path for r in fake_upstream.requests] == ["/v1/audio/speech"]
-    metrics = httpx.get(gateway.root_url + "/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}).text
+    metrics = plain_http.get(gateway.root_url + "/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}).text
     assert 'endpoint="audio.speech"' in metrics
     assert 'endpoint="audio.transcriptions"' in metrics
 
@@ -406,7 +406,7 @@ HOSTILE_FORMS = [
 def test_hostile_bodies_get_a_clear_4xx_never_a_5xx(gateway: Gateway, teams: Teams, path: str):
     """Truncated, oversized, malformed and mistyped bodies: each a 4xx in OpenAI's shape, nothing held."""
     team = teams.open("1")
-    with httpx.Client(base_url=gateway.base_url, headers={"authorization": f"Bearer {team.key}"}) as http:
+    with plain_http.Client(base_url=gateway.base_url, headers={"authorization": f"Bearer {team.key}"}) as http:
         for content_type, body in HOSTILE_FORMS:
             answer = http.post(path, content=body, headers={"content-type": content_type.decode("latin-1")})
             assert 400 <= answer.status_code < 500, (content_type, body[:60], answer.status_code, answer.text)
@@ -424,7 +424,7 @@ def test_speech_the_client_leaves_is_not_charged(gateway: Gateway, teams: Teams)
     pace = "[[chunk-delay:10]]"
     request = {"model": "tts", "voice": "alloy", "input": pace + "x" * (4000 - len(pace)), "response_format": "wav"}
     with (
-        httpx.Client(base_url=gateway.base_url, headers={"authorization": f"Bearer {team.key}"}) as http,
+        plain_http.Client(base_url=gateway.base_url, headers={"authorization": f"Bearer {team.key}"}) as http,
         http.stream("POST", "/audio/speech", json=request) as answer,
     ):
         assert answer.status_code == 200

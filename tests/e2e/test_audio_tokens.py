@@ -17,13 +17,13 @@ from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
-import httpx
 import httpx2
 import openai
 import pytest
 from openai.types.audio import TranscriptionTextDeltaEvent, TranscriptionTextDoneEvent
 from openai.types.audio.transcription import UsageTokens
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import UPSTREAM_KEY, Gateway
 from tests.support.teams import Team, Teams
@@ -267,7 +267,7 @@ def test_a_stream_the_client_leaves_is_not_charged(gateway: Gateway, teams: Team
     """The upstream sends an event every 200 ms; the client reads the first delta and hangs up: the
     hold is released, nothing charged (the transcript it asked for was never delivered)."""
     team = teams.open("10")
-    with httpx.Client(base_url=gateway.base_url, headers={"authorization": f"Bearer {team.key}"}) as http:
+    with plain_http.Client(base_url=gateway.base_url, headers={"authorization": f"Bearer {team.key}"}) as http:
         form = {"model": "transcribe-tokens", "stream": "true", "prompt": "[[chunk-delay:200]]"}
         with http.stream("POST", "/audio/transcriptions", data=form, files={"file": ("l.wav", wav(2))}) as answer:
             assert answer.status_code == 200

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from domain.auto_recharge import RETRY_SECONDS
+from tests.support import plain_http
 from tests.support.fake_stripe import FakeStripe
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway
@@ -49,13 +50,13 @@ def auth(team: Team) -> dict[str, str]:
 
 
 def credits_of(gateway: Gateway, team: Team) -> dict[str, Any]:
-    data: dict[str, Any] = httpx.get(f"{gateway.base_url}/credits", headers=auth(team), timeout=10).json()["data"]
+    data: dict[str, Any] = plain_http.get(f"{gateway.base_url}/credits", headers=auth(team), timeout=10).json()["data"]
     return data
 
 
 def pay_once_through_checkout(gateway: Gateway, team: Team, stripe_fake: FakeStripe, amount: str = "10") -> str:
     """The team's first top-up, by card (saved for later): its PaymentIntent."""
-    started = httpx.post(
+    started = plain_http.post(
         f"{gateway.base_url}/credits/checkout", json={"amount": amount}, headers=auth(team), timeout=30
     )
     assert started.status_code == 200, started.text
@@ -65,7 +66,7 @@ def pay_once_through_checkout(gateway: Gateway, team: Team, stripe_fake: FakeStr
 
 
 def set_auto_recharge(gateway: Gateway, team: Team, **figures: object) -> httpx.Response:
-    return httpx.put(f"{gateway.base_url}/credits/auto-recharge", json=figures, headers=auth(team), timeout=30)
+    return plain_http.put(f"{gateway.base_url}/credits/auto-recharge", json=figures, headers=auth(team), timeout=30)
 
 
 def chat(gateway: Gateway, team: Team, client: httpx.Client | None = None) -> httpx.Response:
@@ -82,7 +83,7 @@ def recharge_intents(stripe_fake: FakeStripe, team: Team) -> list[dict[str, Any]
 
 
 def attempts(gateway: Gateway, team: Team) -> list[dict[str, Any]]:
-    answer = httpx.get(f"{gateway.base_url}/credits/auto-recharge", headers=auth(team), timeout=10)
+    answer = plain_http.get(f"{gateway.base_url}/credits/auto-recharge", headers=auth(team), timeout=10)
     assert answer.status_code == 200, answer.text
     found: list[dict[str, Any]] = answer.json()["data"]["auto_recharge"]["attempts"]
     return found
@@ -113,7 +114,7 @@ def test_requests_crossing_the_threshold_at_once_make_exactly_one_payment_credit
     assert answer.status_code == 200, answer.text
     assert answer.json()["data"]["auto_recharge"]["enabled"] is True
 
-    with httpx.Client(limits=httpx.Limits(max_connections=CONCURRENT)) as client, ThreadPoolExecutor(64) as pool:
+    with plain_http.Client(limits=httpx.Limits(max_connections=CONCURRENT)) as client, ThreadPoolExecutor(64) as pool:
         answers = list(pool.map(lambda _: chat(gateway, team, client), range(CONCURRENT)))
     assert [a.status_code for a in answers] == [200] * CONCURRENT
 
@@ -160,7 +161,7 @@ def statement_section(gateway: Gateway, team: Team, section: str) -> list[dict[s
 
 
 def admin(gateway: Gateway, method: str, path: str, **kwargs: Any) -> httpx.Response:
-    return httpx.request(
+    return plain_http.request(
         method,
         f"{gateway.root_url}/admin{path}",
         headers={"Authorization": f"Bearer {ADMIN_KEY}"},

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anthropic
-import httpx
 import openai
 import pytest
 
@@ -29,6 +28,7 @@ from tests.e2e.test_batches import (
     upload,
     wait_for,
 )
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.teams import Team, Teams
@@ -78,7 +78,9 @@ def until(done: Callable[[], bool], within: float = 30.0) -> None:
 
 
 def holds(gateway: Gateway, team: Team) -> dict[str, float]:
-    funds = httpx.get(gateway.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
+    funds = plain_http.get(gateway.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"}).json()[
+        "data"
+    ]
     return {h["id"]: h["credits"] for h in funds["holds"]}
 
 

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.teams import Team, Teams
@@ -139,7 +139,9 @@ def test_a_batch_is_held_then_each_line_charged_at_the_batch_price(
         extra_headers={"x-tollgate-tags": "project=offline"},
     )
     assert batch.status in ("validating", "in_progress")
-    funds = httpx.get(gateway.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
+    funds = plain_http.get(gateway.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"}).json()[
+        "data"
+    ]
     held = [h for h in funds["holds"] if h["id"] == batch.id]
     assert held, funds
     assert funds["held"] >= held[0]["credits"] > 0
@@ -158,12 +160,14 @@ def test_a_batch_is_held_then_each_line_charged_at_the_batch_price(
     assert json.loads(output[0])["response"]["body"]["model"] == "gpt-x"
     rows = [r for r in gateway.charges(team.name) if r["request_id"].startswith(batch.id)]
     assert {(r["endpoint"], r["tags"], r["end_user"]) for r in rows} == {("batches", "project=offline", "alice")}
-    found = httpx.get(
+    found = plain_http.get(
         f"{gateway.base_url}/requests/{batch.id}:second", headers={"Authorization": f"Bearer {team.key}"}
     ).json()
     assert found["data"]["cost_micros"] == hand_cost(4), found  # the request lookup finds a line
     gateway.wait_until_nothing_held(team.name)
-    spent = httpx.get(gateway.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
+    spent = plain_http.get(gateway.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"}).json()[
+        "data"
+    ]
     assert round(spent["total_usage"] * 1_000_000) == sum(charged.values())
 
 
@@ -319,9 +323,9 @@ def test_a_gateway_killed_while_charging_a_batch_leaves_every_line_charged_once(
         ).id
         holds = lambda: {  # noqa: E731 - the batch's hold as the killed process's /v1/credits shows it
             h["id"]: h["credits"]
-            for h in httpx.get(second.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"}).json()[
-                "data"
-            ]["holds"]
+            for h in plain_http.get(
+                second.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"}
+            ).json()["data"]["holds"]
         }
         time.sleep(1)  # the second process holds the batch's polling turn
         first_hold = holds()[batch_id]
@@ -380,7 +384,7 @@ def test_an_upload_the_files_table_could_not_keep_is_a_400_and_stores_nothing(
     """Found by the long fuzzing run on PostgreSQL: a NUL in the file name (PostgreSQL's text cannot
     hold it) and a second ``file`` part (stored under the upload's one id twice) were 500s."""
     body, content_type = _multipart(*parts)
-    with httpx.Client(timeout=30) as http:
+    with plain_http.Client(timeout=30) as http:
         answer = http.post(
             f"{gateway.base_url}/files",
             content=body,

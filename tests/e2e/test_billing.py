@@ -9,6 +9,7 @@ import openai
 import pytest
 
 from app.tokens.encoding import count_o200k
+from tests.support import plain_http
 from tests.support.charges import HELLO, balance_of, micros
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
@@ -204,10 +205,8 @@ def test_a_restarted_gateway_reports_the_same_balance(tmp_path, fake_upstream: F
 def test_a_client_that_disconnects_mid_stream_leaves_no_open_hold(gateway: Gateway, team):
     import time
 
-    import httpx
-
     words = " ".join(f"w{i}" for i in range(300))
-    with httpx.stream(
+    with plain_http.stream(
         "POST",
         gateway.base_url + "/chat/completions",
         headers={"Authorization": f"Bearer {team.key}"},
@@ -232,7 +231,7 @@ def test_a_client_that_gives_up_before_the_upstream_answers_leaves_no_open_hold(
     import httpx
 
     with pytest.raises(httpx.ReadTimeout):
-        httpx.post(
+        plain_http.post(
             gateway.base_url + "/chat/completions",
             headers={"Authorization": f"Bearer {team.key}"},
             json={

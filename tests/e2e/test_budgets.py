@@ -22,6 +22,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, write_config
 from tests.support.teams import Team, Teams
@@ -33,7 +34,9 @@ ASK = [{"role": "user", "content": "Say something short."}]
 
 def key_id_of(gateway: Gateway, team: Team) -> str:
     return str(
-        httpx.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]["key_id"]
+        plain_http.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"][
+            "key_id"
+        ]
     )
 
 
@@ -44,7 +47,7 @@ def second_key(gateway: Gateway, team: Team) -> tuple[str, str]:
 
 
 def admin(gateway: Gateway) -> httpx.Client:
-    return httpx.Client(base_url=f"{gateway.root_url}/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    return plain_http.Client(base_url=f"{gateway.root_url}/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
 
 
 def spent_by_key(gateway: Gateway, team: str) -> Counter[str]:
@@ -146,7 +149,9 @@ def test_the_refusal_names_the_budget_and_its_reset_in_each_endpoint_s_shape(gat
             usage = answer.usage.model_extra  # type: ignore[union-attr]
             left = Decimal(str(usage["remaining"]["key_budget_credits"]))
             assert left == Decimal("0.05") - Decimal(spent_by_key(gateway, team.name)[key_id]) / 1_000_000
-            shown = httpx.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
+            shown = plain_http.get(f"{gateway.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()[
+                "data"
+            ]
             assert (Decimal(str(shown["limit"])), Decimal(str(shown["limit_remaining"])), shown["limit_reset"]) == (
                 Decimal("0.05"),
                 left,

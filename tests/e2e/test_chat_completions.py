@@ -9,6 +9,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.charges import HELLO, micros
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import UPSTREAM_KEY, Gateway
@@ -103,7 +104,7 @@ def test_streaming_relays_the_chunks_and_ends_with_a_billed_usage_chunk(client: 
 
 
 def test_the_raw_stream_is_sse_data_frames_ending_with_done(gateway: Gateway, team):
-    with httpx.stream(
+    with plain_http.stream(
         "POST",
         gateway.base_url + "/chat/completions",
         headers={"Authorization": f"Bearer {team.key}"},
@@ -157,7 +158,7 @@ def error_of(exc: openai.APIStatusError) -> dict:
 
 
 def test_invalid_json_is_a_400(gateway: Gateway, team):
-    response = httpx.post(
+    response = plain_http.post(
         gateway.base_url + "/chat/completions",
         headers={"Authorization": f"Bearer {team.key}", "Content-Type": "application/json"},
         content=b'{"model": "fake-gpt", "messages": [',
@@ -192,7 +193,7 @@ def test_a_wrongly_typed_field_is_a_400_naming_it(client: openai.OpenAI):
 
 
 def test_a_missing_key_is_a_401(gateway: Gateway):
-    response = httpx.post(gateway.base_url + "/chat/completions", json={"model": "fake-gpt", "messages": HELLO})
+    response = plain_http.post(gateway.base_url + "/chat/completions", json={"model": "fake-gpt", "messages": HELLO})
     assert response.status_code == 401
     assert response.json()["error"]["type"] == "authentication_error"
 
@@ -213,6 +214,6 @@ def test_an_unknown_model_is_a_404(client: openai.OpenAI):
 
 
 def test_an_unknown_route_is_a_404_in_the_same_shape(gateway: Gateway):
-    response = httpx.get(gateway.base_url + "/nothing-here")
+    response = plain_http.get(gateway.base_url + "/nothing-here")
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "invalid_request_error"

@@ -17,6 +17,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, write_config
 from tests.support.teams import Team, Teams
@@ -42,7 +43,7 @@ def two_teams(own_gateway: Gateway) -> tuple[Team, Team]:
 
 
 def _admin(gateway: Gateway) -> httpx.Client:
-    return httpx.Client(base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    return plain_http.Client(base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
 
 
 def _balance_line(gateway: Gateway, team: Team) -> str:
@@ -86,7 +87,7 @@ def test_a_nul_in_the_end_user_is_refused_and_every_team_reads_on(
         # The other team: served, its key, history and usage read, the projection current, verify clean.
         with openai.OpenAI(base_url=gateway.base_url, api_key=other.key, max_retries=0) as sdk:
             sdk.chat.completions.create(model="fake-gpt", messages=HI, user="alice")
-            key = httpx.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {other.key}"})
+            key = plain_http.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {other.key}"})
             assert key.status_code == 200
             assert key.json()["data"]["usage"] > 0
             with _admin(gateway) as admin:
@@ -96,7 +97,7 @@ def test_a_nul_in_the_end_user_is_refused_and_every_team_reads_on(
                 usage = admin.get(f"/teams/{other.name}/usage", params={"by": "user"})
                 assert usage.status_code == 200
                 assert [r["value"] for r in usage.json()["data"]] == ["alice"]
-            dashboard = httpx.get(
+            dashboard = plain_http.get(
                 gateway.root_url + f"/dashboard/api/teams/{other.name}/history",
                 headers={"Authorization": f"Bearer {other.key}"},
             )
@@ -112,7 +113,7 @@ def test_tags_are_utf8_and_a_control_or_bidi_character_in_them_is_refused(
     team = two_teams[1]
     headers = {"Authorization": f"Bearer {team.key}", "content-type": "application/json"}
     body = b'{"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}]}'
-    with httpx.Client(base_url=gateway.base_url) as http:
+    with plain_http.Client(base_url=gateway.base_url) as http:
         ok = http.post(
             "/chat/completions", content=body, headers=[*headers.items(), (TAGS, "project=caf\u00e9".encode())]
         )
@@ -140,7 +141,7 @@ def test_an_idempotency_key_and_an_operators_reason_follow_the_same_rule(
     team = two_teams[1]
     before = gateway.wait_until_nothing_held(team.name)
     body = b'{"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}]}'
-    refused = httpx.post(
+    refused = plain_http.post(
         gateway.base_url + "/chat/completions",
         content=body,
         headers=[

@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 
 from tests.e2e.test_budgets import ASK, admin, ask, key_id_of, until_budgeted
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.teams import Team
@@ -105,7 +105,9 @@ def test_a_clock_run_a_day_ahead_cannot_make_a_day_s_budget_spendable_twice(
             # The charges are in time order, whichever process recorded them.
             instants = [datetime.fromisoformat(row["occurred_at"]) for row in charges]
             assert instants == sorted(instants)
-            key = httpx.get(f"{again.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()["data"]
+            key = plain_http.get(f"{again.base_url}/key", headers={"Authorization": f"Bearer {team.key}"}).json()[
+                "data"
+            ]
             assert Decimal(str(key["budget"]["spent"])) == tomorrow
             assert again.cli("ledger", "verify").returncode == 0
     finally:

@@ -15,13 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import httpx
 import openai
 import pytest
 
 from app.tokens import prompt_tokens
 from app.tokens.counting import RULES
-from tests.support import images
+from tests.support import images, plain_http
 from tests.support.charges import balance_of
 from tests.support.fake_anthropic import prompt_tokens as fake_anthropic_prompt_tokens
 from tests.support.fake_upstream import FakeUpstream, chat_prompt_tokens
@@ -230,7 +229,7 @@ def test_the_gateway_never_counts_fewer_prompt_tokens_than_the_upstream(
 def test_a_prompt_of_megabytes_is_counted_and_refused_in_seconds(gateway: Gateway, team):
     big = "lorem ipsum dolor sit amet " * 150_000  # 4 MB, ~750k tokens: over every window here
     started = time.monotonic()
-    with httpx.Client(timeout=30) as http:
+    with plain_http.Client(timeout=30) as http:
         refused = http.post(
             gateway.base_url + "/chat/completions",
             headers={"Authorization": f"Bearer {team.key}"},
@@ -323,7 +322,7 @@ def test_litellm_s_request_for_a_model_it_does_not_know(
     one that does not refuses it, as the providers do."""
     record = json.loads(LITELLM.read_text())
     assert record["body"]["max_tokens"] == 128_000
-    answer = httpx.post(
+    answer = plain_http.post(
         gateway.root_url + record["path"],
         json={**record["body"], "model": model},
         timeout=30,

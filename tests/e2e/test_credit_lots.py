@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.charges import reported
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, verified_gateway, write_config
@@ -34,7 +34,7 @@ def team_with_key(gateway: Gateway, name: str, opening: str) -> str:
 
 
 def credits_of(gateway: Gateway, key: str) -> dict[str, Any]:
-    answer = httpx.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    answer = plain_http.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {key}"}, timeout=10)
     assert answer.status_code == 200, answer.text
     data: dict[str, Any] = answer.json()["data"]
     return data
@@ -86,7 +86,7 @@ def test_a_lot_expiring_while_the_gateway_serves_is_written_off_before_the_next_
 
 def test_the_admin_api_adds_a_lot_on_its_terms_and_refuses_unknown_ones(gateway: Gateway):
     key = team_with_key(gateway, "granted", "1")
-    admin = httpx.Client(base_url=f"{gateway.root_url}/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    admin = plain_http.Client(base_url=f"{gateway.root_url}/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"})
     with admin:
         added = admin.post(
             "/teams/granted/credits", json={"amount": "2", "kind": "promotional", "priority": 10, "reference": "launch"}

@@ -21,6 +21,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.gateway import ADMIN_KEY, Gateway
 from tests.support.teams import Team, Teams
 
@@ -111,14 +112,14 @@ def hostile(gateway: Gateway, teams: Teams) -> Hostile:
 
 @pytest.fixture
 def admin(gateway: Gateway) -> Iterator[httpx.Client]:
-    with httpx.Client(
+    with plain_http.Client(
         base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30
     ) as client:
         yield client
 
 
 def _dashboard(gateway: Gateway, team: Team, path: str) -> httpx.Response:
-    answer = httpx.get(
+    answer = plain_http.get(
         f"{gateway.root_url}/dashboard/api/teams/{team.name}{path}",
         headers={"Authorization": f"Bearer {team.key}"},
         timeout=30,

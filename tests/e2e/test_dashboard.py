@@ -26,6 +26,7 @@ from playwright.sync_api import Browser, Page
 
 from app.store.event_store import open_ledger_store
 from domain.settings import parse_settings
+from tests.support import plain_http
 from tests.support.gateway import ADMIN_KEY, Gateway
 from tests.support.long_history import build_history
 from tests.support.screenshots import keep
@@ -47,7 +48,7 @@ def _root(gateway: Gateway) -> str:
 @pytest.fixture(scope="module")
 def admin(gateway: Gateway) -> Iterator[httpx.Client]:
     """The admin API, one client for the module's tests, closed (its connections with it) after them."""
-    with httpx.Client(base_url=_root(gateway) + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as api:
+    with plain_http.Client(base_url=_root(gateway) + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as api:
         yield api
 
 
@@ -264,7 +265,7 @@ def test_a_refused_key_stays_signed_out(page: Page):
 
 def _api(gateway: Gateway, path: str, key: str | None) -> httpx.Response:
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    return httpx.get(_root(gateway) + "/dashboard/api" + path, headers=headers)
+    return plain_http.get(_root(gateway) + "/dashboard/api" + path, headers=headers)
 
 
 def _error_type(answer: httpx.Response, status: int) -> str:
@@ -275,7 +276,7 @@ def _error_type(answer: httpx.Response, status: int) -> str:
 
 def test_the_page_is_one_self_contained_document(gateway: Gateway):
     for path in ("/dashboard", "/dashboard/"):
-        answer = httpx.get(_root(gateway) + path)
+        answer = plain_http.get(_root(gateway) + path)
         assert answer.status_code == 200
         assert answer.headers["content-type"].startswith("text/html")
         assert "default-src 'none'" in answer.headers["content-security-policy"]

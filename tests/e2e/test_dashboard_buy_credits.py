@@ -8,10 +8,10 @@ import re
 from collections.abc import Iterator
 from decimal import Decimal
 
-import httpx
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
+from tests.support import plain_http
 from tests.support.fake_stripe import FakeStripe
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway
@@ -60,17 +60,17 @@ def test_a_team_buys_credits_from_its_dashboard_and_sees_the_paid_lot(
     expect(page.locator("#balance-value")).to_have_text("2,100")
     kinds = page.locator("#lots tbody tr td:nth-child(2)")
     expect(kinds).to_have_text(["paid", "paid"])
-    answer = httpx.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {team.key}"}, timeout=10)
+    answer = plain_http.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {team.key}"}, timeout=10)
     assert Decimal(str(answer.json()["data"]["balance"])) == 2100
 
 
 def test_an_operator_starts_a_teams_top_up_and_an_auditor_cannot(gateway: Gateway, team: Team):
     auditor = gateway.cli("admin-key", "issue", "--name", "ann", "--role", "auditor").stdout.strip().splitlines()[-1]
     url = f"{gateway.root_url}/dashboard/api/teams/{team.name}/checkout"
-    done = httpx.post(url, json={"amount": "20"}, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
+    done = plain_http.post(url, json={"amount": "20"}, headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
     assert done.status_code == 200, done.text
     assert done.json()["url"].startswith("http")
-    refused = httpx.post(url, json={"amount": "20"}, headers={"Authorization": f"Bearer {auditor}"}, timeout=30)
+    refused = plain_http.post(url, json={"amount": "20"}, headers={"Authorization": f"Bearer {auditor}"}, timeout=30)
     assert refused.status_code == 403
     assert "'auditor'" in refused.json()["error"]["message"]
 

@@ -14,10 +14,10 @@ import wave
 from collections.abc import Iterator
 from decimal import Decimal
 
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.embeddings_models import embeddings_model
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, write_config
@@ -110,7 +110,7 @@ def _spend_everywhere(gateway: Gateway, team: Team) -> None:
 
 def _usage(gateway: Gateway, team: Team, key: str) -> dict:
     root = gateway.base_url.removesuffix("/v1")
-    answer = httpx.get(f"{root}/dashboard/api/teams/{team.name}/usage", headers={"authorization": f"Bearer {key}"})
+    answer = plain_http.get(f"{root}/dashboard/api/teams/{team.name}/usage", headers={"authorization": f"Bearer {key}"})
     assert answer.status_code == 200, answer.text
     return json.loads(answer.text, parse_float=Decimal)
 

@@ -16,6 +16,7 @@ import pytest
 
 from app.store.instances import HEARTBEAT_SECONDS
 from app.tokens.counting import o200k_text
+from tests.support import plain_http
 from tests.support.backend import BACKEND
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
@@ -26,7 +27,7 @@ SLOW_STREAM = " ".join(f"w{i}" for i in range(400)) + " [[chunk-delay:50]]"
 
 
 def ask(gateway: Gateway, key: str, content: str = "hello", max_tokens: int = 1024) -> httpx.Response:
-    return httpx.post(
+    return plain_http.post(
         gateway.base_url + "/chat/completions",
         timeout=30,
         headers={"Authorization": f"Bearer {key}"},
@@ -46,7 +47,7 @@ def start_stream(gateway: Gateway, key: str, delivered: list[str], started: thre
             "messages": [{"role": "user", "content": SLOW_STREAM}],
         }
         try:
-            with httpx.stream(
+            with plain_http.stream(
                 "POST",
                 gateway.base_url + "/chat/completions",
                 json=body,

@@ -18,11 +18,11 @@ from decimal import ROUND_CEILING, Decimal
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
 
 from app.tokens.counting import o200k_text
+from tests.support import plain_http
 from tests.support.embeddings_models import embeddings_model
 from tests.support.fake_embeddings import vector
 from tests.support.fake_upstream import FakeUpstream
@@ -208,7 +208,9 @@ def test_the_request_lookup_finds_the_charge(gateway: Gateway, team: Team, clien
     request_id = raw.headers["x-request-id"]
     deadline = time.monotonic() + 10
     while True:
-        found = httpx.get(f"{gateway.base_url}/requests/{request_id}", headers={"authorization": f"Bearer {team.key}"})
+        found = plain_http.get(
+            f"{gateway.base_url}/requests/{request_id}", headers={"authorization": f"Bearer {team.key}"}
+        )
         data = json.loads(found.content, parse_float=Decimal).get("data") if found.status_code == 200 else None
         if data is not None and not data["pending"]:
             break
@@ -218,7 +220,7 @@ def test_the_request_lookup_finds_the_charge(gateway: Gateway, team: Team, clien
 
 
 def test_the_model_list_shows_its_endpoints_and_only_the_prices_it_has(gateway: Gateway):
-    card = httpx.get(gateway.base_url + "/models/fake-embedding").json()
+    card = plain_http.get(gateway.base_url + "/models/fake-embedding").json()
     assert card["endpoints"] == ["embeddings"]
     assert card["pricing"] == {"input": 0.135}
 
@@ -247,7 +249,7 @@ def test_an_answer_without_usage_is_charged_the_gateway_s_own_count(
 
 
 def test_the_openapi_document_describes_the_endpoint(gateway: Gateway):
-    document = httpx.get(gateway.root_url + "/schema/openapi.json").json()
+    document = plain_http.get(gateway.root_url + "/schema/openapi.json").json()
     operation = document["paths"]["/v1/embeddings"]["post"]
     schema = operation["requestBody"]["content"]["application/json"]["schema"]
     body = document["components"]["schemas"][schema["$ref"].rsplit("/", 1)[-1]]

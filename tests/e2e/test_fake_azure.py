@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-import httpx
 import openai
 import pytest
 from openai.types.chat import ChatCompletionToolParam
 
+from tests.support import plain_http
 from tests.support.fake_azure import BAD_KEY, ENTRA_TOKEN
 from tests.support.fake_upstream import FakeUpstream
 
@@ -122,7 +122,7 @@ def test_a_wrong_key_or_token_is_azures_401(fake: FakeUpstream, auth: dict[str, 
 )
 def test_a_missing_version_or_an_unknown_path_is_azures_404(fake: FakeUpstream, url: str):
     body = {"model": DEPLOYMENT, "messages": [{"role": "user", "content": "hi"}]}
-    answer = httpx.post(f"http://{fake.host}:{fake.port}{url}", json=body, headers={"api-key": KEY})
+    answer = plain_http.post(f"http://{fake.host}:{fake.port}{url}", json=body, headers={"api-key": KEY})
     assert answer.status_code == 404
     if url.startswith("/openai/"):
         assert answer.json() == {"error": {"code": "404", "message": "Resource not found"}}

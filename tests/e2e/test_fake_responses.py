@@ -8,11 +8,11 @@ import json
 from collections.abc import Iterator
 from typing import cast
 
-import httpx
 import openai
 import pytest
 from openai.types.responses import ToolParam
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 
 MODEL = "gpt-codex-x"
@@ -192,7 +192,7 @@ def test_a_stored_response_can_be_continued(client: openai.OpenAI) -> None:
 )
 def test_openai_s_400s(fake: FakeUpstream, patch: dict[str, object], param: str) -> None:
     body = {k: v for k, v in {"model": MODEL, "input": "hi", **patch}.items() if v is not None}
-    r = httpx.post(f"{fake.base_url}/responses", json=body, headers={"Authorization": "Bearer upstream-secret"})
+    r = plain_http.post(f"{fake.base_url}/responses", json=body, headers={"Authorization": "Bearer upstream-secret"})
     assert r.status_code == 400, r.text
     assert r.json()["error"]["param"] == param, r.text
 

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-import httpx
 import pytest
 import stripe
 from stripe._api_version import _ApiVersion
 
+from tests.support import plain_http
 from tests.support.fake_stripe import API_KEY, WEBHOOK_SECRET, FakeStripe
 from tests.support.fake_stripe_objects import API_VERSION
 
@@ -163,10 +163,10 @@ def test_a_paid_checkout_is_delivered_signed_and_the_library_verifies_it(fake, c
 
 def test_the_payment_page_pays_and_returns_to_the_success_url(fake, client, receiver):
     session = top_up(client, client.v1.customers.create().id)
-    page = httpx.get(session.url)
+    page = plain_http.get(session.url)
     assert page.status_code == 200
     assert "Pay 20.00 USD" in page.text
-    paid = httpx.post(session.url)
+    paid = plain_http.post(session.url)
     assert paid.status_code == 303
     assert paid.headers["location"] == f"https://gateway.example/credits?session={session.id}"
     fake.webhooks.wait_idle()
@@ -405,7 +405,7 @@ def test_errors_arrive_in_stripes_shape_and_as_the_librarys_exceptions(fake, cli
     assert small.value.code == "amount_too_small"
     assert "$0.50" in str(small.value.user_message)
 
-    raw = httpx.post(
+    raw = plain_http.post(
         f"{fake.base_url}/v1/refunds",
         headers={"authorization": f"Bearer {API_KEY}"},
         data={"charge": "ch_1", "amount": "x"},
@@ -416,10 +416,10 @@ def test_errors_arrive_in_stripes_shape_and_as_the_librarys_exceptions(fake, cli
     assert error["param"] == "amount"
     assert error["code"] == "parameter_invalid_integer"
     assert error["request_log_url"].endswith(raw.headers["request-id"])
-    nowhere = httpx.get(f"{fake.base_url}/v1/nowhere", headers={"authorization": f"Bearer {API_KEY}"})
+    nowhere = plain_http.get(f"{fake.base_url}/v1/nowhere", headers={"authorization": f"Bearer {API_KEY}"})
     assert nowhere.status_code == 404
     assert nowhere.json()["error"]["message"].startswith("Unrecognized request URL")
-    anonymous = httpx.get(f"{fake.base_url}/v1/customers")
+    anonymous = plain_http.get(f"{fake.base_url}/v1/customers")
     assert anonymous.status_code == 401
     assert "did not provide an API key" in anonymous.json()["error"]["message"]
 

@@ -18,6 +18,7 @@ import openai
 import pytest
 from openai.types.chat import ChatCompletionMessageParam
 
+from tests.support import plain_http
 from tests.support.children import end_server, start_server
 from tests.support.fake_upstream import FakeUpstream
 
@@ -175,7 +176,7 @@ def test_fail_429(client: openai.OpenAI) -> None:
 def test_fail_400_and_missing_model(client: openai.OpenAI, fake: FakeUpstream) -> None:
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=MODEL, messages=user("[[fail:400]]"))
-    r = httpx.post(
+    r = plain_http.post(
         f"{fake.base_url}/chat/completions", json={"messages": []}, headers={"Authorization": "Bearer upstream-secret"}
     )
     assert r.status_code == 400
@@ -206,7 +207,7 @@ def test_drop_non_streaming(client: openai.OpenAI) -> None:
 
 
 def test_unknown_path(fake: FakeUpstream) -> None:
-    r = httpx.get(f"{fake.base_url}/nope")
+    r = plain_http.get(f"{fake.base_url}/nope")
     assert r.status_code == 404
     assert r.json()["error"]["message"] == "Unknown path"
 
@@ -305,7 +306,7 @@ def _tool_turn(**overrides: object) -> list[dict[str, object]]:
 )
 def test_openai_validation(fake: FakeUpstream, body: dict[str, object], param: str) -> None:
     fake.clear()
-    r = httpx.post(
+    r = plain_http.post(
         f"{fake.base_url}/chat/completions",
         json={"model": MODEL, **body},
         headers={"Authorization": "Bearer upstream-secret"},
@@ -490,13 +491,15 @@ def test_anthropic_auth_and_version(fake: FakeUpstream) -> None:
         }
         bad.close()
         url, body = f"{fake.anthropic_base_url}/v1/messages", {"model": CLAUDE, "max_tokens": 10, "messages": say("hi")}
-        ok = httpx.post(url, json=body, headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"})
+        ok = plain_http.post(
+            url, json=body, headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"}
+        )
         assert ok.status_code == 200
         assert ok.json()["content"][0]["text"] == "Echo: hi"
-        no_version = httpx.post(url, json=body, headers={"x-api-key": "upstream-secret"})
+        no_version = plain_http.post(url, json=body, headers={"x-api-key": "upstream-secret"})
         assert no_version.status_code == 400
         assert no_version.json()["error"]["type"] == "invalid_request_error"
-        assert httpx.post(url, json=body, headers={"anthropic-version": "2023-06-01"}).status_code == 401
+        assert plain_http.post(url, json=body, headers={"anthropic-version": "2023-06-01"}).status_code == 401
 
 
 def test_anthropic_stream_error_event(claude: anthropic.Anthropic) -> None:
@@ -595,7 +598,7 @@ GOOD_IMAGE: Any = {"type": "image", "source": {"type": "base64", "media_type": "
 def test_anthropic_validation(fake: FakeUpstream, patch: dict[str, object]) -> None:
     body = {"model": CLAUDE, "max_tokens": 10, "messages": say("hi"), **patch}
     body = {k: v for k, v in body.items() if v is not None}
-    r = httpx.post(
+    r = plain_http.post(
         f"{fake.anthropic_base_url}/v1/messages",
         json=body,
         headers={"x-api-key": "upstream-secret", "anthropic-version": "2023-06-01"},
@@ -635,7 +638,7 @@ def test_anthropic_raw_sse_frames(fake: FakeUpstream) -> None:
         "tools": [LOOKUP],
         "thinking": THINKING,
     }
-    with httpx.stream(
+    with plain_http.stream(
         "POST",
         f"{fake.anthropic_base_url}/v1/messages?beta=true",
         json=body,
@@ -686,7 +689,7 @@ def test_anthropic_raw_sse_frames(fake: FakeUpstream) -> None:
 def test_anthropic_unknown_route_and_recording(claude: anthropic.Anthropic, fake: FakeUpstream) -> None:
     with pytest.raises(anthropic.RateLimitError):
         claude.messages.create(model=CLAUDE, max_tokens=10, messages=say("[[fail:429]]"))
-    r = httpx.get(f"{fake.anthropic_base_url}/v1/messages/nope")
+    r = plain_http.get(f"{fake.anthropic_base_url}/v1/messages/nope")
     assert r.status_code == 404
     assert r.json()["error"]["type"] == "not_found_error"
     assert [(q.method, q.path) for q in fake.requests] == [("POST", "/v1/messages"), ("GET", "/v1/messages/nope")]
@@ -731,7 +734,9 @@ def test_a_hang_base_url_never_answers(fake: FakeUpstream) -> None:
 
 
 def test_a_cut_base_url_breaks_off_a_200(fake: FakeUpstream) -> None:
-    with httpx.stream("POST", f"{fake.anthropic_base_url}/cut/v1/chat/completions", json={"model": MODEL}) as response:
+    with plain_http.stream(
+        "POST", f"{fake.anthropic_base_url}/cut/v1/chat/completions", json={"model": MODEL}
+    ) as response:
         assert response.status_code == 200
         with pytest.raises(httpx.RemoteProtocolError):
             response.read()
@@ -812,7 +817,7 @@ def test_run_on_its_own_it_answers_every_protocol_s_failure_directive() -> None:
         deadline = time.monotonic() + 30
         while True:
             try:
-                httpx.get(root + "/v1/models", timeout=1)
+                plain_http.get(root + "/v1/models", timeout=1)
                 break
             except httpx.HTTPError:
                 assert time.monotonic() < deadline, "the fake upstream did not start"
@@ -822,11 +827,13 @@ def test_run_on_its_own_it_answers_every_protocol_s_failure_directive() -> None:
             "x-api-key": "upstream-secret",
             "anthropic-version": "2023-06-01",
         }
-        chat = httpx.post(
+        chat = plain_http.post(
             root + "/v1/chat/completions", headers=auth, json={"model": MODEL, "messages": user("hi [[fail:503]]")}
         )
-        responses = httpx.post(root + "/v1/responses", headers=auth, json={"model": MODEL, "input": "hi [[fail:503]]"})
-        messages = httpx.post(
+        responses = plain_http.post(
+            root + "/v1/responses", headers=auth, json={"model": MODEL, "input": "hi [[fail:503]]"}
+        )
+        messages = plain_http.post(
             root + "/v1/messages",
             headers=auth,
             json={"model": CLAUDE, "max_tokens": 10, "messages": say("hi [[fail:503]]")},

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import httpx
 import pytest
 from google import genai
 from google.genai import types
 from google.oauth2 import service_account
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.fake_vertex import PROJECT, REGION, TOKENS, service_account_file
 
@@ -100,6 +100,6 @@ def test_an_expired_or_unknown_token_is_refused(fake_upstream: FakeUpstream, cre
     url = f"{fake_upstream.anthropic_base_url}/v1/{where}/publishers/google/models/g:generateContent"
     body = {"contents": [{"parts": [{"text": "hi"}]}]}
     for token in (credentials.token, "ya29.made-up"):
-        answer = httpx.post(url, json=body, headers={"authorization": f"Bearer {token}"})
+        answer = plain_http.post(url, json=body, headers={"authorization": f"Bearer {token}"})
         assert answer.status_code == 401
         assert answer.json()["error"]["status"] == "UNAUTHENTICATED"

@@ -18,6 +18,7 @@ from google import genai
 from google.genai import errors, types
 
 from tests.e2e.test_request_lookup import lookup
+from tests.support import plain_http
 from tests.support.charges import charged
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
@@ -44,7 +45,7 @@ def cost_of(usage: dict[str, Any]) -> int:
 
 
 def post(gateway: Gateway, path: str, body: dict[str, Any], **kwargs: Any) -> httpx.Response:
-    return httpx.post(gateway.root_url + path, json=body, timeout=30, **kwargs)
+    return plain_http.post(gateway.root_url + path, json=body, timeout=30, **kwargs)
 
 
 def sse_chunks(text: str) -> list[dict[str, Any]]:
@@ -302,9 +303,9 @@ def test_the_model_list_and_a_model_in_googles_shape(gateway: Gateway, gemini: g
     assert (model.display_name, model.input_token_limit, model.output_token_limit) == ("Fake GPT", 8192, 1024)
     assert model.supported_actions is not None
     assert "generateContent" in model.supported_actions
-    page = httpx.get(gateway.root_url + "/v1beta/models", params={"pageSize": 2}).json()
+    page = plain_http.get(gateway.root_url + "/v1beta/models", params={"pageSize": 2}).json()
     assert len(page["models"]) == 2
-    rest = httpx.get(gateway.root_url + "/v1beta/models", params={"pageToken": page["nextPageToken"]}).json()
+    rest = plain_http.get(gateway.root_url + "/v1beta/models", params={"pageToken": page["nextPageToken"]}).json()
     assert [m["name"] for m in page["models"] + rest["models"]] == names
     missing = _refused(lambda: gemini.models.get(model="no-such-model"))
     assert (missing.code, missing.status) == (404, "NOT_FOUND")

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import httpx
 import openai
 import pytest
 from google import genai
 from google.genai import types
 
+from tests.support import plain_http
 from tests.support.agents import docs_block
 from tests.support.charges import charged, reported
 from tests.support.fake_upstream import FakeUpstream
@@ -86,7 +86,7 @@ def test_a_gemini_client_is_passed_through_and_charged_what_it_reports(
     gateway: Gateway, team: Team, fake_upstream: FakeUpstream
 ):
     body = {"contents": [{"role": "user", "parts": [{"text": "hello there gateway"}]}], "labels": {"team": "x"}}
-    answer = httpx.post(
+    answer = plain_http.post(
         f"{gateway.root_url}/v1beta/models/gemini-pro:generateContent",
         json=body,
         headers={"x-goog-api-key": team.key},
@@ -109,7 +109,7 @@ def test_the_genai_sdk_streams_through_and_the_last_chunk_carries_the_cost(
     chunks = list(client.models.generate_content_stream(model="gemini-pro", contents="hello there gateway"))
     assert "".join(c.text or "" for c in chunks) == "Echo: hello there gateway"
     gemini_call(fake_upstream, "streamGenerateContent")
-    raw = httpx.post(
+    raw = plain_http.post(
         f"{gateway.root_url}/v1beta/models/gemini-pro:streamGenerateContent?alt=sse",
         json={"contents": [{"parts": [{"text": "hello there gateway"}]}]},
         headers={"x-goog-api-key": team.key},
@@ -164,7 +164,7 @@ def test_a_responses_client_is_translated(gateway: Gateway, team: Team):
 def test_a_refusal_reaches_each_client_in_its_own_shape_and_charges_nothing(
     gateway: Gateway, team: Team, directive: str, status: int
 ):
-    gemini = httpx.post(
+    gemini = plain_http.post(
         f"{gateway.root_url}/v1beta/models/gemini-pro:generateContent",
         json={"contents": [{"parts": [{"text": f"hello {directive}"}]}]},
         headers={"x-goog-api-key": team.key},

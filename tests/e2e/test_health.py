@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import anthropic
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.outages import database_stopped, wait_for
@@ -26,8 +26,8 @@ def own_gateway(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUps
 
 
 def test_live_and_ready_when_all_is_well(own_gateway: Gateway):
-    live = httpx.get(own_gateway.root_url + "/health/live")
-    ready = httpx.get(own_gateway.root_url + "/health/ready")
+    live = plain_http.get(own_gateway.root_url + "/health/live")
+    ready = plain_http.get(own_gateway.root_url + "/health/ready")
     assert live.status_code == 200
     assert live.json() == {"status": "live"}
     assert ready.status_code == 200
@@ -58,8 +58,8 @@ def test_an_unwritable_ledger_turns_readiness_and_generation_to_503_and_back(
         ready_url = own_gateway.root_url + "/health/ready"
 
         with database_stopped(own_gateway):
-            wait_for(lambda: httpx.get(ready_url).status_code == 503)
-            ready = httpx.get(ready_url).json()
+            wait_for(lambda: plain_http.get(ready_url).status_code == 503)
+            ready = plain_http.get(ready_url).json()
             assert ready["status"] == "unavailable"
             assert ready["checks"]["event_store"] != "ok"
             fake_upstream.clear()
@@ -72,9 +72,9 @@ def test_an_unwritable_ledger_turns_readiness_and_generation_to_503_and_back(
             assert messages.value.status_code == 503
             assert messages.value.body["type"] == "error"  # the Messages endpoint's own shape
             assert fake_upstream.requests == []  # nothing was served that could not be billed
-            assert httpx.get(own_gateway.root_url + "/health/live").status_code == 200
+            assert plain_http.get(own_gateway.root_url + "/health/live").status_code == 200
 
-        wait_for(lambda: httpx.get(ready_url).status_code == 200)
+        wait_for(lambda: plain_http.get(ready_url).status_code == 200)
         answer = client.chat.completions.create(model="fake-gpt", messages=ask)
         assert answer.usage.model_extra["cost"]["credits"] > 0
         own_gateway.wait_until_nothing_held(team.name)

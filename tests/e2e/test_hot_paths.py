@@ -4,9 +4,8 @@ error shape — must still hold, through a real gateway process."""
 
 from __future__ import annotations
 
-import httpx
-
 from domain.settings import Settings
+from tests.support import plain_http
 from tests.support.gateway import Gateway
 from tests.support.raw_http import exchange, head
 from tests.support.teams import Team
@@ -34,9 +33,9 @@ def test_a_body_over_the_size_limit_is_refused_in_each_endpoints_own_shape(gatew
 def test_other_methods_on_a_generation_path_get_405_and_unknown_paths_404(gateway: Gateway, team: Team):
     root = gateway.base_url.removesuffix("/v1")
     headers = {"authorization": f"Bearer {team.key}"}
-    wrong_method = httpx.get(root + "/v1/chat/completions", headers=headers)
+    wrong_method = plain_http.get(root + "/v1/chat/completions", headers=headers)
     assert wrong_method.status_code == 405
     assert wrong_method.json()["error"]["type"] == "invalid_request_error"
-    unknown = httpx.post(root + "/v1/chat/completion", headers=headers, json={})
+    unknown = plain_http.post(root + "/v1/chat/completion", headers=headers, json={})
     assert unknown.status_code == 404
     assert unknown.json()["error"]["type"] == "invalid_request_error"

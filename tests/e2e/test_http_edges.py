@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.gateway import Gateway
 from tests.support.raw_http import exchange, head
 from tests.support.teams import Team
@@ -22,7 +23,9 @@ def found(gateway: Gateway, team: Team, request_id: str) -> dict[str, Any]:
     """The team's lookup of the request, once its record is written (in batches, within a second)."""
     deadline = time.monotonic() + 10
     while True:
-        answer = httpx.get(f"{gateway.base_url}/requests/{request_id}", headers={"authorization": f"Bearer {team.key}"})
+        answer = plain_http.get(
+            f"{gateway.base_url}/requests/{request_id}", headers={"authorization": f"Bearer {team.key}"}
+        )
         assert answer.status_code == 200, answer.text
         data: dict[str, Any] = answer.json()["data"]
         if not data["pending"]:
@@ -55,7 +58,7 @@ def test_a_generation_path_with_extra_slashes_is_that_endpoint_everywhere(gatewa
     ],
 )
 def test_a_method_not_allowed_says_which_are(gateway: Gateway, method: str, path: str, allowed: str):
-    answer = httpx.request(method, gateway.root_url + path)
+    answer = plain_http.request(method, gateway.root_url + path)
     assert answer.status_code == 405
     assert answer.headers["allow"] == allowed
     assert allowed in answer.json()["error"]["message"]
@@ -73,29 +76,29 @@ def test_a_method_not_allowed_says_which_are(gateway: Gateway, method: str, path
 def test_an_options_answer_lists_head_wherever_get_is(gateway: Gateway, path: str, allowed: set[str]):
     """Issue #27, finding 13: the router's own answer to OPTIONS listed GET but not the HEAD served
     beside it (a 405's ``Allow`` did)."""
-    answer = httpx.options(gateway.root_url + path)
+    answer = plain_http.options(gateway.root_url + path)
     assert answer.status_code in (200, 204), answer.text
     assert {m.strip() for m in answer.headers["allow"].split(",")} == allowed
-    assert httpx.head(gateway.root_url + "/v1/models").status_code == 200  # what it says is served
+    assert plain_http.head(gateway.root_url + "/v1/models").status_code == 200  # what it says is served
 
 
 def test_head_is_served_wherever_get_is(gateway: Gateway, team: Team):
     for path, headers in (("/v1/models", {}), ("/v1/credits", {"authorization": f"Bearer {team.key}"})):
-        got = httpx.get(gateway.root_url + path, headers=headers)
-        headed = httpx.head(gateway.root_url + path, headers=headers)
+        got = plain_http.get(gateway.root_url + path, headers=headers)
+        headed = plain_http.head(gateway.root_url + path, headers=headers)
         assert (headed.status_code, headed.content) == (200, b"")
         assert headed.headers["content-type"] == got.headers["content-type"]
     assert (
-        httpx.head(gateway.root_url + "/v1/models").headers["content-length"]
-        == httpx.get(gateway.root_url + "/v1/models").headers["content-length"]
+        plain_http.head(gateway.root_url + "/v1/models").headers["content-length"]
+        == plain_http.get(gateway.root_url + "/v1/models").headers["content-length"]
     )
-    assert httpx.head(gateway.base_url + "/credits").status_code == 401  # a HEAD is authorised as its GET
+    assert plain_http.head(gateway.base_url + "/credits").status_code == 401  # a HEAD is authorised as its GET
 
 
 @pytest.mark.parametrize("endpoint", ["chat/completions", "messages"])
 def test_an_error_quotes_a_bounded_part_of_a_huge_input(gateway: Gateway, team: Team, endpoint: str):
     model = "m" * 100_000
-    answer = httpx.post(
+    answer = plain_http.post(
         f"{gateway.base_url}/{endpoint}",
         headers={"authorization": f"Bearer {team.key}"},
         json={"model": model, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},

@@ -14,6 +14,7 @@ import openai
 import pytest
 
 from app.store.housekeeping import purge_expired_answers
+from tests.support import plain_http
 from tests.support.backend import BACKEND, RawDatabase
 from tests.support.charges import balance_of
 from tests.support.fake_upstream import FakeUpstream
@@ -24,7 +25,7 @@ HI = [{"role": "user", "content": "hello idempotent world"}]
 
 def post(gateway: Gateway, team, body: dict, key: str | None, path: str = "/chat/completions") -> httpx.Response:
     headers = {"Authorization": f"Bearer {team.key}"} | ({"Idempotency-Key": key} if key else {})
-    return httpx.post(gateway.base_url + path, headers=headers, json=body, timeout=30)
+    return plain_http.post(gateway.base_url + path, headers=headers, json=body, timeout=30)
 
 
 def test_a_retry_gets_the_same_answer_and_is_not_charged_again(gateway: Gateway, team, fake_upstream: FakeUpstream):
@@ -111,7 +112,7 @@ async def test_concurrent_retries_across_processes_are_charged_once(tmp_path, fa
         gateways[0].cli("team", "create", "acme", "--credits", "10")
         key = gateways[0].cli("key", "create", "--team", "acme").stdout.splitlines()[-1]
         body = {"model": "fake-gpt", "messages": [{"role": "user", "content": "once [[latency:300]]"}]}
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with plain_http.AsyncClient(timeout=30) as http:
             responses = await asyncio.gather(
                 *(
                     http.post(

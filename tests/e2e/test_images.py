@@ -15,11 +15,11 @@ from collections.abc import Iterator
 from decimal import Decimal
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 
 from app.upstream.demo_images import demo_png
+from tests.support import plain_http
 from tests.support.fake_images import fake_image
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import UPSTREAM_KEY, Gateway
@@ -351,7 +351,7 @@ def test_an_idempotency_key_is_charged_once_and_replayed(imaging: Gateway, image
     assert charged(imaging, team) == [4_000_000]
     # The request lookup finds the charge under the answer's id.
     request_id = first.headers["x-request-id"]
-    found = httpx.get(
+    found = plain_http.get(
         f"{imaging.base_url}/requests/{request_id}", headers={"authorization": f"Bearer {team.key}"}
     ).json()["data"]
     assert (found["endpoint"], found["outcome"], found["charged_micros"]) == (

@@ -10,8 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import httpx
-
+from tests.support import plain_http
 from tests.support.backend import new_postgres_database_url
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
@@ -30,7 +29,7 @@ async def test_a_key_not_yet_seen_while_the_database_refuses_connections_gets_50
         ask = [{"role": "user", "content": "hello"}]
         chat = {"model": "fake-gpt", "messages": ask}
         messages = {"model": "fake-claude", "max_tokens": 20, "messages": ask}
-        async with httpx.AsyncClient(timeout=60) as http:
+        async with plain_http.AsyncClient(timeout=60) as http:
             with database_stopped(gateway):
                 answers = await asyncio.gather(
                     http.post(
@@ -53,7 +52,7 @@ async def test_a_key_not_yet_seen_while_the_database_refuses_connections_gets_50
             assert messages_answer.json()["type"] == "error"  # the Messages endpoint's own shape
             assert fake_upstream.requests == []
 
-            wait_for(lambda: httpx.get(gateway.root_url + "/health/ready").status_code == 200)
+            wait_for(lambda: plain_http.get(gateway.root_url + "/health/ready").status_code == 200)
             served = await http.post(
                 gateway.base_url + "/chat/completions", json=chat, headers={"authorization": f"Bearer {team.key}"}
             )

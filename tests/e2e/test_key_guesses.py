@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, write_config
 from tests.support.teams import Teams
@@ -34,7 +35,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory, fake_upstream: FakeUpstrea
 
 
 def chat(gateway: Gateway, key: str, address: str) -> httpx.Response:
-    return httpx.post(
+    return plain_http.post(
         f"{gateway.base_url}/chat/completions",
         json=CHAT,
         headers={"authorization": f"Bearer {key}", "x-forwarded-for": address},
@@ -62,7 +63,7 @@ def test_an_address_that_spent_its_failed_attempts_gets_429_and_valid_keys_alrea
         with pytest.raises(anthropic.RateLimitError) as refused:
             messages.messages.create(model="fake-gpt", max_tokens=5, messages=[{"role": "user", "content": "hi"}])
         assert refused.value.body["type"] == "error"
-        admin = httpx.get(
+        admin = plain_http.get(
             f"{guarded.root_url}/admin/teams",
             headers={"authorization": f"Bearer {ADMIN_KEY}", "x-forwarded-for": guesser},
         )
@@ -77,7 +78,7 @@ def test_an_address_that_spent_its_failed_attempts_gets_429_and_valid_keys_alrea
 def test_the_sdk_does_not_retry_a_throttled_wrong_key(guarded: Gateway):
     sent: list[httpx.Request] = []
     with (
-        httpx.Client(event_hooks={"request": [sent.append]}) as http,  # the SDK leaves a client it was given open
+        plain_http.Client(event_hooks={"request": [sent.append]}) as http,  # the SDK leaves a client it was given open
         openai.OpenAI(
             base_url=guarded.base_url,
             api_key="tg-guess",

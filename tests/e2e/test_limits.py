@@ -6,6 +6,7 @@ import anthropic
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
 
@@ -50,10 +51,9 @@ def test_an_upstream_that_does_not_answer_in_time_is_a_504_that_charges_nothing(
 
 
 def test_should_retry_is_said_deliberately(gateway: Gateway, team, client: openai.OpenAI):
-    import httpx
 
     def retry_header(body: dict) -> tuple[int, str]:
-        r = httpx.post(
+        r = plain_http.post(
             gateway.base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {team.key}"}
         )
         return r.status_code, r.headers["x-should-retry"]

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 
@@ -22,8 +22,10 @@ def _forge(gateway: Gateway, key: str) -> list[str]:
     """Requests that carry a forged line in their path and model name; their request ids."""
     headers = {"authorization": f"Bearer {key}"}
     answers = [
-        httpx.post(f"{gateway.root_url}/v1/chat/completions%0A{FORGED.replace(' ', '%20')}", headers=headers, json={}),
-        httpx.post(
+        plain_http.post(
+            f"{gateway.root_url}/v1/chat/completions%0A{FORGED.replace(' ', '%20')}", headers=headers, json={}
+        ),
+        plain_http.post(
             f"{gateway.base_url}/chat/completions",
             headers=headers,
             json={
@@ -31,7 +33,7 @@ def _forge(gateway: Gateway, key: str) -> list[str]:
                 "messages": [{"role": "user", "content": "hi"}],
             },
         ),
-        httpx.post(
+        plain_http.post(
             f"{gateway.root_url}/v1/messages",
             headers={"x-api-key": key},
             json={"model": f'x status=200 team="other"\n{FORGED}', "max_tokens": 5, "messages": []},
@@ -90,12 +92,12 @@ TOO_LONG = {
 def test_a_refused_request_is_logged_streaming_as_its_client_asked(gateway: Gateway, team, path: str):
     headers = {"authorization": f"Bearer {team.key}", "anthropic-version": "2023-06-01"}
     for stream in (True, False):
-        answer = httpx.post(gateway.base_url + path, headers=headers, json={**TOO_LONG[path], "stream": stream})
+        answer = plain_http.post(gateway.base_url + path, headers=headers, json={**TOO_LONG[path], "stream": stream})
         assert answer.status_code == 400, answer.text
         line = gateway.access_line(answer.headers["x-request-id"])
         assert (line["status"], line["stream"]) == (400, stream)
         assert line["ttft_ms"] is None  # no stream opened: no first token to time
-    unknown = httpx.post(
+    unknown = plain_http.post(
         gateway.base_url + path, headers=headers, json={**TOO_LONG[path], "model": "nope", "stream": True}
     )
     assert unknown.status_code == 404

@@ -10,6 +10,7 @@ import anthropic
 import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.charges import micros
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
@@ -63,7 +64,7 @@ def test_the_stream_helper_and_the_final_delta_carry_the_cost(claude: anthropic.
 
 
 def test_every_raw_frame_has_its_event_line(gateway: Gateway, team):
-    with httpx.stream(
+    with plain_http.stream(
         "POST",
         gateway.base_url + "/messages",
         headers={"x-api-key": team.key, "anthropic-version": "2023-06-01"},
@@ -126,7 +127,7 @@ def test_either_credential_header_and_any_version_are_accepted(gateway: Gateway,
         {"X-Api-Key": team.key, "compat-version": "2026-10-21"},
         {"Authorization": f"Bearer {team.key}"},
     ):
-        response = httpx.post(url, headers=headers, json=body)
+        response = plain_http.post(url, headers=headers, json=body)
         assert response.status_code == 200, response.text
 
 
@@ -146,7 +147,7 @@ def error_of(response: httpx.Response) -> dict:
     ],
 )
 def test_a_missing_field_is_a_400_in_the_messages_shape(gateway: Gateway, team, body, missing):
-    response = httpx.post(gateway.base_url + "/messages", headers={"x-api-key": team.key}, json=body)
+    response = plain_http.post(gateway.base_url + "/messages", headers={"x-api-key": team.key}, json=body)
     assert response.status_code == 400
     error = error_of(response)
     assert error["type"] == "invalid_request_error"
@@ -154,10 +155,12 @@ def test_a_missing_field_is_a_400_in_the_messages_shape(gateway: Gateway, team, 
 
 
 def test_invalid_json_and_missing_keys_use_the_messages_shape(gateway: Gateway, team):
-    bad = httpx.post(gateway.base_url + "/messages", headers={"x-api-key": team.key}, content=b"{nope")
+    bad = plain_http.post(gateway.base_url + "/messages", headers={"x-api-key": team.key}, content=b"{nope")
     assert bad.status_code == 400
     assert error_of(bad)["type"] == "invalid_request_error"
-    anonymous = httpx.post(gateway.base_url + "/messages", json={"model": "fake-gpt", "max_tokens": 5, "messages": HI})
+    anonymous = plain_http.post(
+        gateway.base_url + "/messages", json={"model": "fake-gpt", "max_tokens": 5, "messages": HI}
+    )
     assert anonymous.status_code == 401
     assert error_of(anonymous)["type"] == "authentication_error"
 

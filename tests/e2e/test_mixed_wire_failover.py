@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anthropic
-import httpx
 import openai
 import pytest
 
 from tests.e2e.test_bedrock_upstream import AWS_ENV
+from tests.support import plain_http
 from tests.support.charges import charged, reported
 from tests.support.fake_bedrock import REGION
 from tests.support.fake_upstream import FakeUpstream
@@ -182,7 +182,7 @@ def test_a_tool_round_trip_of_a_chat_client_is_served_through_converse(
 def test_a_gemini_client_is_answered_through_converse_after_anthropic_refused(
     gateway: Gateway, team: Team, fake_upstream: FakeUpstream
 ) -> None:
-    answer = httpx.post(
+    answer = plain_http.post(
         f"{gateway.root_url}/v1beta/models/claude-anywhere:generateContent",
         headers={"x-goog-api-key": team.key},
         json={"contents": [{"role": "user", "parts": [{"text": "hello there gateway"}]}]},

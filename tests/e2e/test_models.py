@@ -7,10 +7,10 @@ from datetime import datetime
 from decimal import Decimal
 
 import anthropic
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.gateway import Gateway
 
 MODEL_IDS = [
@@ -48,7 +48,7 @@ MODEL_IDS = [
 
 
 def test_the_model_list_has_every_field_and_needs_no_key(gateway: Gateway):
-    response = httpx.get(gateway.base_url + "/models")  # no Authorization header
+    response = plain_http.get(gateway.base_url + "/models")  # no Authorization header
     assert response.status_code == 200
     assert response.headers["content-type"].startswith("application/json")
     body = json.loads(response.content, parse_float=Decimal)
@@ -106,8 +106,8 @@ def test_the_openai_sdk_retrieves_a_model_as_the_list_has_it(gateway: Gateway):
         model = client.models.retrieve("fake-gpt")
         assert (model.id, model.object, model.owned_by) == ("fake-gpt", "model", "acme")
         assert model.model_extra["max_output_tokens"] == 1024
-        listed = json.loads(httpx.get(gateway.base_url + "/models").content, parse_float=Decimal)["data"][0]
-        alone = httpx.get(gateway.base_url + "/models/fake-gpt")  # no key
+        listed = json.loads(plain_http.get(gateway.base_url + "/models").content, parse_float=Decimal)["data"][0]
+        alone = plain_http.get(gateway.base_url + "/models/fake-gpt")  # no key
         assert alone.status_code == 200
         assert json.loads(alone.content, parse_float=Decimal) == listed
 
@@ -122,7 +122,7 @@ def test_an_unknown_model_is_a_404_in_openai_s_shape(gateway: Gateway):
             "param": "model",
             "code": None,
         }
-        slashed = httpx.get(gateway.base_url + "/models/org%2Fno-such-model")  # an id may hold a slash
+        slashed = plain_http.get(gateway.base_url + "/models/org%2Fno-such-model")  # an id may hold a slash
         assert slashed.status_code == 404
         assert "`org/no-such-model`" in slashed.json()["error"]["message"]
 
@@ -131,10 +131,12 @@ def test_the_anthropic_sdk_retrieves_a_model_in_anthropic_s_shape(gateway: Gatew
     with anthropic.Anthropic(base_url=gateway.root_url, api_key="unused", max_retries=0) as claude:
         model = claude.models.retrieve("fake-claude")
         assert (model.type, model.id, model.display_name) == ("model", "fake-claude", "Fake Claude")
-        listed = httpx.get(gateway.base_url + "/models/fake-claude").json()  # OpenAI's shape: Unix time
+        listed = plain_http.get(gateway.base_url + "/models/fake-claude").json()  # OpenAI's shape: Unix time
         assert model.created_at.timestamp() == listed["created"]
         assert (model.max_input_tokens, model.max_tokens) == (200000, 4096)
-        raw = httpx.get(gateway.base_url + "/models/fake-claude", headers={"anthropic-version": "2023-06-01"}).json()
+        raw = plain_http.get(
+            gateway.base_url + "/models/fake-claude", headers={"anthropic-version": "2023-06-01"}
+        ).json()
         assert set(raw) == {"type", "id", "display_name", "created_at", "lifecycle", "max_input_tokens", "max_tokens"}
         assert raw["created_at"].endswith("Z")
         assert datetime.fromisoformat(raw["created_at"]) == model.created_at

@@ -9,11 +9,11 @@ from decimal import Decimal
 from typing import Any
 
 import anthropic
-import httpx
 import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, free_port, write_config
 from tests.support.teams import Team, Teams
@@ -24,7 +24,7 @@ class Observed:
         self.gateway, self.teams, self.metrics_url = gateway, teams, metrics_url
 
     def samples(self) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-        answer = httpx.get(self.metrics_url)
+        answer = plain_http.get(self.metrics_url)
         content_type = answer.headers["content-type"]
         assert answer.status_code == 200
         assert content_type.startswith("text/plain")
@@ -220,11 +220,11 @@ def test_the_log_never_contains_a_key(observed: Observed, traffic: dict[str, Any
 def test_every_response_carries_a_request_id(observed: Observed, traffic: dict[str, Any]):
     root = observed.gateway.root_url
     answers = [
-        httpx.get(root + "/v1/models"),
-        httpx.get(root + "/nowhere"),
-        httpx.get(root + "/health/live"),
-        httpx.post(root + "/v1/chat/completions", json={"model": "fake-gpt"}),  # 401: no key
-        httpx.get(root + "/admin/teams", headers={"authorization": f"Bearer {ADMIN_KEY}"}),
+        plain_http.get(root + "/v1/models"),
+        plain_http.get(root + "/nowhere"),
+        plain_http.get(root + "/health/live"),
+        plain_http.post(root + "/v1/chat/completions", json={"model": "fake-gpt"}),  # 401: no key
+        plain_http.get(root + "/admin/teams", headers={"authorization": f"Bearer {ADMIN_KEY}"}),
     ]
     ids = [answer.headers.get("x-request-id", "") for answer in answers]
     assert [answer.status_code for answer in answers] == [200, 404, 200, 401, 200]
@@ -237,16 +237,18 @@ def test_every_response_carries_a_request_id(observed: Observed, traffic: dict[s
 
 def test_metrics_on_a_separate_port_are_not_on_the_public_one(observed: Observed):
     assert (
-        httpx.get(observed.gateway.root_url + "/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}).status_code
+        plain_http.get(
+            observed.gateway.root_url + "/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}
+        ).status_code
         == 404
     )
 
 
 def test_metrics_on_the_public_port_need_the_admin_key(gateway: Gateway, team: Team):
     url = gateway.root_url + "/metrics"
-    assert httpx.get(url).status_code == 401
-    assert httpx.get(url, headers={"authorization": f"Bearer {team.key}"}).status_code == 403
-    answer = httpx.get(url, headers={"authorization": f"Bearer {ADMIN_KEY}"})
+    assert plain_http.get(url).status_code == 401
+    assert plain_http.get(url, headers={"authorization": f"Bearer {team.key}"}).status_code == 403
+    answer = plain_http.get(url, headers={"authorization": f"Bearer {ADMIN_KEY}"})
     assert answer.status_code == 200
     assert "tollgate_requests_total" in answer.text
     content_type = answer.headers["content-type"]

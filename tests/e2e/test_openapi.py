@@ -6,12 +6,13 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.gateway import Gateway
 
 
 @pytest.fixture(scope="module")
 def document(gateway: Gateway) -> dict:
-    answer = httpx.get(gateway.base_url.removesuffix("/v1") + "/schema/openapi.json")
+    answer = plain_http.get(gateway.base_url.removesuffix("/v1") + "/schema/openapi.json")
     assert answer.status_code == 200
     return answer.json()
 
@@ -83,7 +84,7 @@ def test_errors_are_documented_in_each_protocols_own_shape(document: dict):
 
 
 def test_the_schema_page_is_served(gateway: Gateway):
-    page = httpx.get(gateway.base_url.removesuffix("/v1") + "/schema")
+    page = plain_http.get(gateway.base_url.removesuffix("/v1") + "/schema")
     assert page.status_code == 200
     assert "text/html" in page.headers["content-type"]
 
@@ -180,7 +181,7 @@ def test_every_route_s_errors_match_its_documented_error_body(gateway: Gateway, 
             batch_id="batch_nope",
         )
         for attempt in _refused_attempts(root, path, method, team):
-            answer = httpx.request(
+            answer = plain_http.request(
                 method.upper(),
                 attempt.get("url", url),
                 headers=attempt.get("headers"),
@@ -237,13 +238,13 @@ def test_litestar_s_own_refusals_on_admin_routes_are_in_the_openai_shape_naming_
 ):
     from tests.support.refusals import admin_headers, error_of
 
-    answer = httpx.get(
+    answer = plain_http.get(
         f"{gateway.root_url}/admin/teams/{team.name}/history", params={"page": "abc"}, headers=admin_headers()
     )
     error = error_of(answer, 400)
     assert error["param"] == "page"
     assert "Invalid 'page' in the query" in error["message"]
     _conforms(document, "/admin/teams/{name}/history", "get", answer)
-    wrong_method = httpx.delete(f"{gateway.root_url}/admin/teams", headers=admin_headers())
+    wrong_method = plain_http.delete(f"{gateway.root_url}/admin/teams", headers=admin_headers())
     assert error_of(wrong_method, 405)["type"] == "invalid_request_error"
     _conforms(document, "/admin/teams", "get", wrong_method)

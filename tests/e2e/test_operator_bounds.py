@@ -7,6 +7,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.gateway import Gateway
 from tests.support.refusals import admin_headers, error_of
 
@@ -14,7 +15,7 @@ HUGE = 2**70
 
 
 def admin(gateway: Gateway) -> httpx.Client:
-    return httpx.Client(base_url=f"{gateway.root_url}/admin", headers=admin_headers(), timeout=30)
+    return plain_http.Client(base_url=f"{gateway.root_url}/admin", headers=admin_headers(), timeout=30)
 
 
 def policy(api: httpx.Client, team: str) -> tuple[object, ...]:

@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.backend import RawDatabase, _admin, new_postgres_database_url
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
@@ -75,7 +75,7 @@ def test_a_stream_delivered_while_the_ledger_was_down_is_charged_once_it_is_back
                 assert "charged once it can be written again" in str(told.value)
             assert "".join(received) == f"Echo: {WORDS}"  # the whole answer reached the client
 
-            wait_for(lambda: httpx.get(gateway.root_url + "/health/ready").status_code == 200)
+            wait_for(lambda: plain_http.get(gateway.root_url + "/health/ready").status_code == 200)
             deadline = time.monotonic() + 15
             while not (
                 charges := [

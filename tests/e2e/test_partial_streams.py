@@ -14,7 +14,6 @@ from decimal import Decimal
 from typing import Any
 
 import anthropic
-import httpx
 import openai
 import pytest
 
@@ -22,6 +21,7 @@ from app.tokens import prompt_tokens
 from app.tokens.counting import RULES
 from domain.pricing import Price, cost_in_micros
 from domain.usage import TokenUsage
+from tests.support import plain_http
 from tests.support.charges import balance_of
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
@@ -207,7 +207,7 @@ def test_a_client_that_hangs_up_on_raw_http_is_charged_for_the_frames_sent(
 ):
     team = teams.open("100")
     text = ""
-    with httpx.stream(
+    with plain_http.stream(
         "POST",
         gateway.base_url + "/chat/completions",
         headers={"Authorization": f"Bearer {team.key}"},

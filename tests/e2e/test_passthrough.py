@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 
 import anthropic
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
 
@@ -117,7 +117,7 @@ def test_the_body_and_the_version_headers_reach_the_upstream_as_the_client_wrote
 ):
     path, model, upstream_model, version_headers, fields = CASES[protocol]
     body = {"model": model, **fields, **({"stream": True} if stream else {})}
-    answer = httpx.post(
+    answer = plain_http.post(
         f"{gateway.base_url}{path}",
         json=body,
         timeout=30,
@@ -151,7 +151,7 @@ def test_what_tollgate_does_not_understand_is_counted_erring_high(gateway: Gatew
     field = {**plain, "future_instructions": words}
 
     def count(body: dict) -> int:
-        answer = httpx.post(f"{gateway.base_url}/messages/count_tokens", json=body, headers=claude)
+        answer = plain_http.post(f"{gateway.base_url}/messages/count_tokens", json=body, headers=claude)
         assert answer.status_code == 200, answer.text
         return answer.json()["input_tokens"]
 

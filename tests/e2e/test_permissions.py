@@ -9,6 +9,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.gateway import ADMIN_KEY, Gateway
 
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
@@ -22,7 +23,7 @@ def key_id_of(gateway: Gateway, team: str) -> str:
 
 @pytest.fixture
 def admin(gateway: Gateway):
-    with httpx.Client(
+    with plain_http.Client(
         base_url=gateway.base_url.removesuffix("/v1") + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
     ) as client:
         yield client
@@ -127,13 +128,15 @@ def test_missing_invalid_and_revoked_keys_get_401_in_each_protocol(gateway: Gate
         ):
             sdk.messages.create(model="fake-claude", max_tokens=20, messages=HI)
         assert refused.value.body["error"]["type"] == "authentication_error"  # type: ignore[index]
-    missing = httpx.post(gateway.base_url + "/messages", json={"model": "fake-claude", "max_tokens": 5, "messages": HI})
+    missing = plain_http.post(
+        gateway.base_url + "/messages", json={"model": "fake-claude", "max_tokens": 5, "messages": HI}
+    )
     assert missing.status_code == 401
     assert missing.json()["type"] == "error"
 
 
 def test_the_admin_api_refuses_a_team_key_with_403(gateway: Gateway, team):
     url = gateway.base_url.removesuffix("/v1") + "/admin/teams/x/suspend"
-    refused = httpx.post(url, headers={"Authorization": f"Bearer {team.key}"})
+    refused = plain_http.post(url, headers={"Authorization": f"Bearer {team.key}"})
     assert refused.status_code == 403
     assert refused.json()["error"]["type"] == "permission_error"

@@ -7,7 +7,6 @@ import json
 from datetime import timedelta
 from decimal import Decimal
 
-import httpx
 import openai
 import pytest
 
@@ -15,6 +14,7 @@ from app.store.event_store import LedgerStore, open_ledger_store
 from domain.ledger import team_id
 from domain.money import credits_from_micros, format_credits
 from domain.settings import parse_settings
+from tests.support import plain_http
 from tests.support.gateway import ADMIN_KEY, Gateway
 from tests.support.teams import Team
 
@@ -43,7 +43,7 @@ def test_the_balance_at_every_event_is_the_replay_up_to_it(gateway: Gateway, tea
         gateway.wait_until_nothing_held(team.name)
         events = list(store.events_after(team_id(team.name), 0))
         assert len(events) >= 8
-        admin = httpx.Client(
+        admin = plain_http.Client(
             base_url=gateway.base_url.removesuffix("/v1") + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
         )
         with admin:

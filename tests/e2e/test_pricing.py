@@ -18,10 +18,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import anthropic
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.canned_upstream import CannedUpstream
 from tests.support.gateway import Gateway
 from tests.support.teams import Team, Teams
@@ -460,7 +460,7 @@ def test_bifrost_3451_streamed_cache_writes_are_billed_once(priced: Gateway, pri
 
 
 def test_the_model_list_shows_the_whole_price(priced: Gateway):
-    opus = next(m for m in httpx.get(priced.base_url + "/models").json()["data"] if m["id"] == "opus")
+    opus = next(m for m in plain_http.get(priced.base_url + "/models").json()["data"] if m["id"] == "opus")
     assert opus["pricing"]["input"] == 5
     assert opus["pricing"]["cache_write_1h"] == 10
     assert opus["pricing"]["long_context"]["threshold"] == 200000

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import anthropic
-import httpx
 import openai
 import pytest
 
 from tests.e2e.test_bedrock_upstream import AWS_ENV
+from tests.support import plain_http
 from tests.support.agents import docs_block
 from tests.support.charges import charged
 from tests.support.fake_bedrock import REGION
@@ -159,7 +159,7 @@ def messages(gw: Gateway, team: Team, model: str, stream: bool) -> tuple[str, in
 
 def gemini(gw: Gateway, team: Team, model: str, stream: bool) -> tuple[str, int]:
     method = "streamGenerateContent?alt=sse" if stream else "generateContent"
-    answer = httpx.post(
+    answer = plain_http.post(
         f"{gw.root_url}/v1beta/models/{model}:{method}",
         json={"contents": [{"role": "user", "parts": [{"text": HELLO}]}]},
         headers={"x-goog-api-key": team.key},
@@ -238,13 +238,13 @@ def gemini_tools(gw: Gateway, team: Team, model: str) -> tuple[str, list[int]]:
     url, headers = f"{gw.root_url}/v1beta/models/{model}:generateContent", {"x-goog-api-key": team.key}
     tools = [{"functionDeclarations": [{"name": "lookup", "parametersJsonSchema": SCHEMA}]}]
     ask = [{"role": "user", "parts": [{"text": ASK}]}]
-    first = httpx.post(url, json={"contents": ask, "tools": tools}, headers=headers, timeout=30).json()
+    first = plain_http.post(url, json={"contents": ask, "tools": tools}, headers=headers, timeout=30).json()
     said = first["candidates"][0]["content"]
     (call,) = [p["functionCall"] for p in said["parts"] if "functionCall" in p]
     assert call["args"] == {"word": "toll"}
     result = {"functionResponse": {"id": call.get("id"), "name": "lookup", "response": {"output": ANSWER}}}
     contents = [*ask, said, {"role": "user", "parts": [result]}]
-    second = httpx.post(url, json={"contents": contents, "tools": tools}, headers=headers, timeout=30).json()
+    second = plain_http.post(url, json={"contents": contents, "tools": tools}, headers=headers, timeout=30).json()
     text = "".join(p.get("text", "") for p in second["candidates"][0]["content"]["parts"])
     return text, [_micros(a["usageMetadata"]["cost"]["credits"]) for a in (first, second)]
 

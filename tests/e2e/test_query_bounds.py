@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.gateway import Gateway
 from tests.support.refusals import admin_headers, error_of
 
@@ -14,7 +15,7 @@ HUGE = str(10**30)
 
 def _get(gateway: Gateway, path: str, key: str | None = None) -> httpx.Response:
     headers = {"authorization": f"Bearer {key}"} if key else admin_headers()
-    return httpx.get(gateway.root_url + path, headers=headers, timeout=30)
+    return plain_http.get(gateway.root_url + path, headers=headers, timeout=30)
 
 
 @pytest.mark.parametrize(

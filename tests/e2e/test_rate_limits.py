@@ -11,10 +11,10 @@ import time
 from contextlib import ExitStack
 
 import anthropic
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, GATEWAY_ENV, Gateway, free_port, tollgate_command, write_config
 
@@ -90,7 +90,7 @@ def test_the_messages_endpoint_refuses_in_its_own_shape(gateway: Gateway):
 
 
 def test_a_team_limit_is_shared_by_all_its_keys_and_set_through_the_admin_api(gateway: Gateway):
-    with httpx.Client(
+    with plain_http.Client(
         base_url=gateway.base_url.removesuffix("/v1") + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}
     ) as admin:
         assert admin.post("/teams", json={"name": "team-rpm", "credits": "20", "rpm": 2}).json()["rpm"] == 2
@@ -143,7 +143,7 @@ def test_a_refused_request_is_not_charged_and_streams_carry_the_headers(gateway:
     key = new_key(gateway, "rpm-stream", "--rpm", "1", balance="5")
     before = gateway.wait_until_nothing_held("rpm-stream")
     body = {"model": "fake-gpt", "messages": HI, "stream": True}
-    with httpx.Client(timeout=30) as http:
+    with plain_http.Client(timeout=30) as http:
         with http.stream(
             "POST", gateway.base_url + "/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}
         ) as streamed:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import STRICT_MODELS, Gateway
 from tests.support.refusals import error_of, key_headers, money_of
@@ -120,7 +120,7 @@ def test_a_refused_request_leaves_the_balance_and_holds_as_they_were(
     elif kind == "insufficient credits":
         status = 402
     elif kind == "rate limit":  # the key's one request a minute, taken by counting a prompt (which costs nothing)
-        counted = httpx.post(
+        counted = plain_http.post(
             gateway.root_url + "/v1/messages/count_tokens",
             headers=headers,
             timeout=30,
@@ -130,7 +130,7 @@ def test_a_refused_request_leaves_the_balance_and_holds_as_they_were(
         status = 429
     before = money_of(gateway, team.name)
     assert before == (Decimal(balance), 0)
-    answer = httpx.post(gateway.root_url + path, json=body, headers=headers, timeout=60)
+    answer = plain_http.post(gateway.root_url + path, json=body, headers=headers, timeout=60)
     error_of(answer, status)
     if status == 429:
         assert int(answer.headers["retry-after"]) >= 1

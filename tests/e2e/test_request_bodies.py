@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from app.http.routes.request_body import json_depth
+from tests.support import plain_http
 from tests.support.gateway import Gateway
 from tests.support.refusals import admin_headers, error_of, key_headers, money_of
 
@@ -37,7 +38,7 @@ def _nested(depth: int) -> bytes:
 
 def _send(gateway: Gateway, team, method: str, path: str, body: bytes) -> httpx.Response:
     headers = admin_headers() if path.startswith("/admin") else key_headers(team.key)
-    return httpx.request(
+    return plain_http.request(
         method, gateway.root_url + path.format(team=team.name), content=body, headers=headers, timeout=60
     )
 

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from functools import partial
 
 import anthropic
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.raw_http import closed_by_peer, connect, exchange, head, read_reply
@@ -165,9 +165,11 @@ def test_a_body_at_the_limit_is_read_and_one_byte_more_is_not(limited: Gateway, 
         body = b'{"model": "nope", "messages": [{"role": "user", "content": "'
         return body + b"x" * (size - len(body) - 4) + b'"}]}'
 
-    read = httpx.post(limited.base_url + "/chat/completions", content=body_of(100_000), headers=openai_headers(payer))
+    read = plain_http.post(
+        limited.base_url + "/chat/completions", content=body_of(100_000), headers=openai_headers(payer)
+    )
     assert read.status_code == 404  # read and parsed, as far as its model
-    refused = httpx.post(
+    refused = plain_http.post(
         limited.base_url + "/chat/completions", content=body_of(100_001), headers=openai_headers(payer)
     )
     assert refused.status_code == 413

@@ -15,6 +15,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, write_config
 from tests.support.teams import Team, Teams
@@ -25,7 +26,7 @@ MESSAGES = [{"role": "user", "content": "what does a lookup say"}]
 
 
 def _get(gateway: Gateway, path: str, key: str) -> httpx.Response:
-    return httpx.get(gateway.root_url + path, headers={"authorization": f"Bearer {key}"}, timeout=10)
+    return plain_http.get(gateway.root_url + path, headers={"authorization": f"Bearer {key}"}, timeout=10)
 
 
 def _decoded(answer: httpx.Response) -> Any:
@@ -161,7 +162,7 @@ def test_another_teams_request_is_not_found_exactly_as_an_unknown_one(gateway: G
         assert theirs.json()["error"]["code"] == "request_not_found"
         assert theirs.json()["error"]["type"] == "invalid_request_error"
         assert _get(gateway, f"/v1/requests/{request_id}", "sk-not-a-key").status_code == 401
-        assert httpx.get(f"{gateway.root_url}/v1/requests/{request_id}").status_code == 401
+        assert plain_http.get(f"{gateway.root_url}/v1/requests/{request_id}").status_code == 401
 
 
 def test_the_admin_finds_any_teams_request_and_a_team_key_may_not_use_its_route(gateway: Gateway, team: Team):
@@ -226,7 +227,7 @@ def test_a_failover_shows_the_deployment_that_answered_and_the_attempts(gateway:
 
 
 def test_both_routes_are_in_the_openapi_document(gateway: Gateway):
-    paths = httpx.get(gateway.root_url + "/schema/openapi.json").json()["paths"]
+    paths = plain_http.get(gateway.root_url + "/schema/openapi.json").json()["paths"]
     own = paths["/v1/requests/{request_id}"]["get"]
     assert {"401", "404"} <= set(own["responses"])
     assert "404" in paths["/admin/requests/{request_id}"]["get"]["responses"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from decimal import Decimal
 
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.charges import micros
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
@@ -78,7 +78,7 @@ def test_the_stream_helper_gets_the_full_event_sequence(client: openai.OpenAI):
 
 
 def test_the_raw_stream_frames_have_event_lines_and_increasing_sequence_numbers(gateway: Gateway, team):
-    with httpx.stream(
+    with plain_http.stream(
         "POST",
         gateway.base_url + "/responses",
         headers={"Authorization": f"Bearer {team.key}"},

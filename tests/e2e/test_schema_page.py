@@ -7,10 +7,10 @@ from __future__ import annotations
 import hashlib
 import re
 
-import httpx
 from playwright.sync_api import Browser
 
 from app.http.schema_page import REDOC_SHA256, redoc_script
+from tests.support import plain_http
 from tests.support.gateway import Gateway
 
 
@@ -23,7 +23,7 @@ def test_the_vendored_viewer_is_the_file_its_hash_names():
 
 
 def test_the_schema_page_loads_its_viewer_from_the_gateway_under_a_policy_that_forbids_other_origins(gateway: Gateway):
-    page = httpx.get(gateway.root_url + "/schema")
+    page = plain_http.get(gateway.root_url + "/schema")
     assert page.status_code == 200
     assert "text/html" in page.headers["content-type"]
     assert re.findall(r"<script[^>]*>", page.text) == ['<script src="/schema/redoc.standalone.js">']
@@ -34,14 +34,14 @@ def test_the_schema_page_loads_its_viewer_from_the_gateway_under_a_policy_that_f
     assert policy["script-src"] == ["'self'"]
     assert policy["connect-src"] == ["'self'"]
     assert policy["frame-ancestors"] == ["'none'"]
-    script = httpx.get(gateway.root_url + "/schema/redoc.standalone.js")
+    script = plain_http.get(gateway.root_url + "/schema/redoc.standalone.js")
     assert script.status_code == 200
     assert script.headers["content-type"].startswith("text/javascript")
     assert hashlib.sha256(script.content).hexdigest() == REDOC_SHA256
 
 
 def test_the_dashboard_runs_only_its_own_inline_script(gateway: Gateway):
-    policy = _directives(httpx.get(gateway.root_url + "/dashboard").headers["content-security-policy"])
+    policy = _directives(plain_http.get(gateway.root_url + "/dashboard").headers["content-security-policy"])
     assert policy["default-src"] == ["'none'"]
     assert policy["connect-src"] == ["'self'"]
     assert all(value.startswith("'sha256-") for value in policy["script-src"])

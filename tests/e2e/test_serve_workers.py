@@ -17,6 +17,7 @@ import httpx
 import openai
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.support import plain_http
 from tests.support.backend import RawDatabase
 from tests.support.children import forget_server, start_server
 from tests.support.fake_upstream import FakeUpstream
@@ -60,7 +61,7 @@ def _wait_ready(process: subprocess.Popen[str], port: int) -> None:
     while time.monotonic() < deadline:
         assert process.poll() is None, process.stdout.read() if process.stdout else ""
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
+            if plain_http.get(f"http://127.0.0.1:{port}/v1/models", timeout=1).status_code == 200:
                 return
         except httpx.HTTPError:
             time.sleep(0.1)
@@ -100,7 +101,7 @@ async def test_two_workers_serve_one_port_and_charge_every_request_once(tmp_path
             charged = sum(Decimal(str(a.usage.model_extra["cost"]["credits"])) for a in answers)
             # Whichever worker answers the scrape, it counts both workers' requests and tokens.
             for _ in range(4):
-                async with httpx.AsyncClient() as http:  # a new connection each time, to whichever worker takes it
+                async with plain_http.AsyncClient() as http:  # a new connection each time, to whichever worker takes it
                     scraped = await http.get(
                         f"http://127.0.0.1:{port}/metrics", headers={"authorization": f"Bearer {ADMIN_KEY}"}
                     )
@@ -165,7 +166,7 @@ def test_verify_runs_one_replay_at_a_time_across_workers(tmp_path, fake_upstream
 
     def ask() -> None:
         for _ in range(3):  # a new connection each time, to whichever worker takes it: both are asked
-            with httpx.Client(headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=120) as own:
+            with plain_http.Client(headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=120) as own:
                 answers.append(own.get(f"http://127.0.0.1:{port}/admin/ledger/verify").json())
 
     try:

@@ -19,6 +19,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.teams import Teams
@@ -64,7 +65,7 @@ def test_sigterm_during_a_stream_lets_it_finish_and_settles_its_charge(tmp_path:
                 process.send_signal(signal.SIGTERM)
                 time.sleep(0.3)
                 try:
-                    httpx.get(gateway.base_url + "/models", timeout=2)
+                    plain_http.get(gateway.base_url + "/models", timeout=2)
                     refused_meanwhile = False
                 except httpx.ConnectError:
                     refused_meanwhile = True

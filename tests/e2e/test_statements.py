@@ -27,6 +27,7 @@ from domain.ledger import TeamLedger, team_id
 from domain.ledger_holds import RequestOnLedger
 from domain.settings import parse_settings
 from projections.statement_chain import COLUMNS, PREV_HASH, chained
+from tests.support import plain_http
 from tests.support.backend import RawDatabase
 from tests.support.cli_fork import run_tollgate
 from tests.support.gateway import ADMIN_KEY, GATEWAY_ENV, Gateway
@@ -61,7 +62,7 @@ class Month:
 
 
 def _admin(gateway: Gateway) -> httpx.Client:
-    return httpx.Client(
+    return plain_http.Client(
         base_url=gateway.root_url + "/admin", headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=30
     )
 
@@ -122,7 +123,7 @@ def month(gateway: Gateway, teams: Teams) -> Month:
         assert given.status_code == 200, given.text
     _anthropic_traffic(gateway, team, spent)
     gateway.wait_until_nothing_held(team.name)
-    answer = httpx.get(gateway.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"})
+    answer = plain_http.get(gateway.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"})
     balance = json.loads(answer.content, parse_float=Decimal)["data"]["balance"]
     return Month(team, datetime.now(UTC).strftime("%Y-%m"), spent, balance)
 
@@ -462,7 +463,7 @@ def test_a_bad_month_an_unknown_team_and_a_team_key_are_refused(gateway: Gateway
         unknown = admin.get(f"/teams/no-such-team/statements/{month.month}")
         assert unknown.status_code == 404
         assert "does not exist" in unknown.json()["error"]["message"]
-    team_key = httpx.get(
+    team_key = plain_http.get(
         f"{gateway.root_url}/admin/teams/{month.team.name}/statements/{month.month}",
         headers={"Authorization": f"Bearer {month.team.key}"},
     )

@@ -18,6 +18,7 @@ from app.errors import RateLimited
 from app.ratelimit import streams as stream_slots
 from app.ratelimit.streams import StreamSlots
 from app.tokens.encoding import count_o200k
+from tests.support import plain_http
 from tests.support.backend import REDIS_URL
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
@@ -120,7 +121,7 @@ async def test_a_key_with_its_streams_open_gets_429_until_one_ends(
     streaming: Gateway, stream_teams: Teams, fake_upstream: FakeUpstream
 ):
     team = stream_teams.open("100")
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with plain_http.AsyncClient(timeout=30) as http:
         gate = new_gate("key-streams")
         running = await open_slowly(
             http, fake_upstream, [chat(streaming, team, held_at(gate)), messages(streaming, team, held_at(gate))]
@@ -149,7 +150,7 @@ async def test_a_process_serving_its_limit_of_streams_refuses_any_key(
     streaming: Gateway, stream_teams: Teams, fake_upstream: FakeUpstream
 ):
     first, second = stream_teams.open("100"), stream_teams.open("100")
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with plain_http.AsyncClient(timeout=30) as http:
         gate = new_gate("process-streams")
         running = await open_slowly(
             http,
@@ -178,7 +179,7 @@ async def test_a_key_s_limit_holds_across_processes_sharing_redis(shared: list[G
         team = teams.open("100")
     finally:
         teams.close()
-    async with httpx.AsyncClient(timeout=30) as http:
+    async with plain_http.AsyncClient(timeout=30) as http:
         gate = new_gate("shared-streams")
         running = await open_slowly(
             http, fake_upstream, [chat(one, team, held_at(gate)), chat(one, team, held_at(gate))]

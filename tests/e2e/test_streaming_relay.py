@@ -7,10 +7,10 @@ import time
 from decimal import Decimal
 
 import anthropic
-import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.gateway import Gateway
 
 pytestmark = pytest.mark.usefixtures("ledger_verified_after")
@@ -37,7 +37,7 @@ def first_text_and_total(lines) -> tuple[float, float]:
     ],
 )
 def test_the_first_text_reaches_the_client_long_before_the_stream_ends(gateway: Gateway, team, model, path, body):
-    with httpx.stream(
+    with plain_http.stream(
         "POST",
         gateway.base_url + path,
         headers={"Authorization": f"Bearer {team.key}"},
@@ -82,7 +82,7 @@ def test_translated_usage_keeps_cache_reads_and_writes(gateway: Gateway, team):
 
 
 def test_compat_version_is_forwarded_as_the_anthropic_version(gateway: Gateway, team, fake_upstream):
-    response = httpx.post(
+    response = plain_http.post(
         gateway.base_url + "/messages",
         headers={"x-api-key": team.key, "compat-version": "2025-01-01"},
         json={"model": "fake-claude", "max_tokens": 20, "messages": [{"role": "user", "content": "hi"}]},

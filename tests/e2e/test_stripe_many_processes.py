@@ -10,9 +10,9 @@ import json
 from collections.abc import Iterator
 from decimal import Decimal
 
-import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_stripe import FakeStripe
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
@@ -46,7 +46,7 @@ def test_each_webhook_five_times_at_once_to_three_processes_credits_and_refunds_
 ):
     team = teams.open(balance="1")
     first = gateways[0]
-    started = httpx.post(
+    started = plain_http.post(
         f"{first.base_url}/credits/checkout",
         json={"amount": "25"},
         headers={"Authorization": f"Bearer {team.key}"},
@@ -73,5 +73,5 @@ def test_each_webhook_five_times_at_once_to_three_processes_credits_and_refunds_
 
 
 def balance(gateway: Gateway, key: str) -> Decimal:
-    answer = httpx.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {key}"}, timeout=10)
+    answer = plain_http.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {key}"}, timeout=10)
     return Decimal(str(answer.json()["data"]["balance"]))

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_stripe import FakeStripe
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
@@ -42,7 +43,7 @@ def teams(gateway: Gateway) -> Iterator[Teams]:
 
 
 def checkout(gateway: Gateway, team: Team, amount: object) -> httpx.Response:
-    return httpx.post(
+    return plain_http.post(
         f"{gateway.base_url}/credits/checkout",
         json={"amount": amount},
         headers={"Authorization": f"Bearer {team.key}"},
@@ -51,12 +52,12 @@ def checkout(gateway: Gateway, team: Team, amount: object) -> httpx.Response:
 
 
 def balance(gateway: Gateway, team: Team) -> Decimal:
-    answer = httpx.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {team.key}"}, timeout=10)
+    answer = plain_http.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {team.key}"}, timeout=10)
     return Decimal(str(answer.json()["data"]["balance"]))
 
 
 def credits_of(gateway: Gateway, team: Team) -> dict[str, Any]:
-    answer = httpx.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {team.key}"}, timeout=10)
+    answer = plain_http.get(f"{gateway.base_url}/credits", headers={"Authorization": f"Bearer {team.key}"}, timeout=10)
     data: dict[str, Any] = answer.json()["data"]
     return data
 
@@ -121,7 +122,7 @@ def test_a_delivery_stripe_did_not_sign_is_refused_and_stripes_own_in_any_order_
         stripe_fake.webhooks.header(payload, timestamp=stripe_fake.now() - 3600),
         "",
     ):
-        refused = httpx.post(
+        refused = plain_http.post(
             f"{gateway.root_url}/webhooks/stripe",
             content=payload,
             headers={"stripe-signature": signature, "content-type": "application/json"},
@@ -131,7 +132,7 @@ def test_a_delivery_stripe_did_not_sign_is_refused_and_stripes_own_in_any_order_
         assert "Stripe-Signature" in refused.json()["error"]["message"]
     forged = re.sub(rb'"amount_total": ?\d+', b'"amount_total": 100000', payload)
     assert forged != payload
-    refused = httpx.post(
+    refused = plain_http.post(
         f"{gateway.root_url}/webhooks/stripe",
         content=forged,
         headers={"stripe-signature": stripe_fake.webhooks.header(payload)},
@@ -242,7 +243,7 @@ def test_reconcile_finds_a_credit_stripe_never_took_the_money_for_and_takes_it_b
         "data": {"object": intent},
     }
     payload = json.dumps(event).encode()
-    forged = httpx.post(
+    forged = plain_http.post(
         f"{gateway.root_url}/webhooks/stripe",
         content=payload,
         headers={"stripe-signature": stripe_fake.webhooks.header(payload), "content-type": "application/json"},
@@ -275,12 +276,12 @@ def test_a_refund_of_credit_already_spent_is_owed_and_the_team_is_refused_until_
     assert (Decimal(str(data["balance"])), Decimal(str(data["owed"]))) == (Decimal(0), Decimal("499.9"))
     body = {"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8}
     headers = {"Authorization": f"Bearer {team.key}"}
-    refused = httpx.post(f"{gateway.base_url}/chat/completions", json=body, headers=headers, timeout=30)
+    refused = plain_http.post(f"{gateway.base_url}/chat/completions", json=body, headers=headers, timeout=30)
     assert refused.status_code == 402, refused.text
     assert refused.json()["error"]["type"] == "billing_error"
     assert "owe" in refused.json()["error"]["message"]
     paid_top_up(gateway, team, stripe_fake, "10")  # 1,000 credits: what is owed is paid first
     data = credits_of(gateway, team)
     assert (Decimal(str(data["balance"])), Decimal(str(data["owed"]))) == (Decimal("500.1"), Decimal(0))
-    served = httpx.post(f"{gateway.base_url}/chat/completions", json=body, headers=headers, timeout=30)
+    served = plain_http.post(f"{gateway.base_url}/chat/completions", json=body, headers=headers, timeout=30)
     assert served.status_code == 200, served.text

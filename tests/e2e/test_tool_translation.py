@@ -8,12 +8,12 @@ import json
 from typing import cast
 
 import anthropic
-import httpx
 import openai
 import pytest
 from anthropic.types import ToolUnionParam
 from openai.types.responses import ToolParam
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
 
@@ -147,7 +147,7 @@ def called_with(sent: dict) -> dict:
 def test_a_built_in_tool_is_dropped_and_named_where_the_request_is_translated(
     gateway: Gateway, team, fake_upstream: FakeUpstream, model: str
 ):
-    answer = httpx.post(
+    answer = plain_http.post(
         f"{gateway.base_url}/responses",
         headers={"Authorization": f"Bearer {team.key}"},
         json={"model": model, "input": "search for it", "tools": TOOLS, "tool_choice": "auto"},

@@ -9,6 +9,7 @@ import json
 import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
 def post(gateway: Gateway, key: str, path: str, body: dict) -> httpx.Response:
     headers = {"Authorization": f"Bearer {key}", "anthropic-version": "2023-06-01"}
-    return httpx.post(f"{gateway.base_url}{path}", json=body, headers=headers, timeout=30)
+    return plain_http.post(f"{gateway.base_url}{path}", json=body, headers=headers, timeout=30)
 
 
 # -- Messages, as Claude Code sends it -------------------------------------------------------------

@@ -30,6 +30,7 @@ from domain.transparency.keys import signer_from_seed
 from domain.transparency.note import decode_base64
 from domain.transparency.receipt import open_receipt, verify_receipt
 from domain.transparency.verify import verify_consistency
+from tests.support import plain_http
 from tests.support.cli_fork import run_tollgate
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import GATEWAY_ENV, Gateway, verified_gateway, write_config
@@ -57,7 +58,7 @@ def teams(gateway: Gateway) -> Iterator[Teams]:
 
 def chat(gateway: Gateway, team: Team) -> httpx.Response:
     body = {"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16}
-    answer = httpx.post(
+    answer = plain_http.post(
         f"{gateway.base_url}/chat/completions", json=body, headers={"Authorization": f"Bearer {team.key}"}, timeout=30
     )
     assert answer.status_code == 200, answer.text
@@ -68,7 +69,7 @@ def checkpoint_reaching(gateway: Gateway, size: int, within: float = 10.0) -> by
     """The latest checkpoint, once it has at least ``size`` leaves."""
     deadline = time.monotonic() + within
     while True:
-        answer = httpx.get(f"{gateway.root_url}/ledger/checkpoint", timeout=10)
+        answer = plain_http.get(f"{gateway.root_url}/ledger/checkpoint", timeout=10)
         if answer.status_code == 200 and open_checkpoint(answer.content, LOG.name, [LOG.verifier]).size >= size:
             return answer.content
         assert time.monotonic() < deadline, f"no checkpoint of {size} leaves within {within} s: {answer.text}"
@@ -76,7 +77,7 @@ def checkpoint_reaching(gateway: Gateway, size: int, within: float = 10.0) -> by
 
 
 def proof(gateway: Gateway, path: str, **params: int) -> dict[str, Any]:
-    answer = httpx.get(f"{gateway.root_url}/ledger/proof/{path}", params=params, timeout=10)
+    answer = plain_http.get(f"{gateway.root_url}/ledger/proof/{path}", params=params, timeout=10)
     assert answer.status_code == 200, answer.text
     found: dict[str, Any] = answer.json()
     return found
@@ -128,7 +129,7 @@ def test_a_charges_receipt_verifies_offline_with_a_later_checkpoint_and_a_change
     assert decode_base64(found["leaf_hash"]) == receipt.leaf_hash
     hashes = [decode_base64(h) for h in found["proof"]]
     assert verify_receipt(header, note, hashes, LOG.verifier).receipt == receipt
-    looked_up = httpx.get(
+    looked_up = plain_http.get(
         f"{gateway.base_url}/requests/{receipt.request_id}", headers={"Authorization": f"Bearer {team.key}"}, timeout=10
     ).json()["data"]["log"]
     assert looked_up["leaf_index"] == receipt.leaf_index
@@ -137,7 +138,7 @@ def test_a_charges_receipt_verifies_offline_with_a_later_checkpoint_and_a_change
     (tmp_path / "receipt").write_text(header)
     (tmp_path / "checkpoint").write_bytes(note)
     (tmp_path / "proof.json").write_text(json.dumps(found))
-    key = httpx.get(f"{gateway.root_url}/ledger/key", timeout=10).text.strip()
+    key = plain_http.get(f"{gateway.root_url}/ledger/key", timeout=10).text.strip()
     assert key == LOG.verifier.key_string
     args = ["--checkpoint", str(tmp_path / "checkpoint"), "--proof", str(tmp_path / "proof.json"), "--key", key]
     code, out = tollgate("log", "verify-receipt", str(tmp_path / "receipt"), *args)
@@ -157,10 +158,10 @@ def test_an_answer_under_an_idempotency_key_carries_its_receipt_in_its_head_and_
     team = teams.open("50")
     body = {"model": "fake-gpt", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 16}
     headers = {"Authorization": f"Bearer {team.key}", "Idempotency-Key": secrets.token_hex(8)}
-    first = httpx.post(f"{gateway.base_url}/chat/completions", json=body, headers=headers, timeout=30)
+    first = plain_http.post(f"{gateway.base_url}/chat/completions", json=body, headers=headers, timeout=30)
     assert first.status_code == 200, first.text
     assert open_receipt(first.headers["x-tollgate-receipt"], LOG.verifier).request_id == first.headers["x-request-id"]
-    again = httpx.post(f"{gateway.base_url}/chat/completions", json=body, headers=headers, timeout=30)
+    again = plain_http.post(f"{gateway.base_url}/chat/completions", json=body, headers=headers, timeout=30)
     assert again.headers["idempotent-replayed"] == "true"
     assert again.headers["x-request-id"] == first.headers["x-request-id"]
     assert again.content == first.content
@@ -179,7 +180,9 @@ def test_checkpoints_stay_consistent_an_audit_passes_and_a_witness_cosigns(
         decode_base64(h) for h in proof(gateway, "consistency", **{"from": first.size, "to": second.size})["proof"]
     ]
     verify_consistency(first.size, second.size, first.root_hash, second.root_hash, hashes)
-    kept = httpx.get(f"{gateway.root_url}/ledger/checkpoints", params={"after": 0}, timeout=10).json()["checkpoints"]
+    kept = plain_http.get(f"{gateway.root_url}/ledger/checkpoints", params={"after": 0}, timeout=10).json()[
+        "checkpoints"
+    ]
     assert [open_checkpoint(n.encode(), LOG.name, [LOG.verifier]).size for n in kept] == sorted(
         {open_checkpoint(n.encode(), LOG.name, [LOG.verifier]).size for n in kept}
     )
@@ -196,7 +199,7 @@ def test_checkpoints_stay_consistent_an_audit_passes_and_a_witness_cosigns(
     code, out = tollgate("log", "witness", "--url", gateway.root_url, "--log-key", LOG.verifier.key_string,
                          "--key", str(tmp_path / "witness.key"), "--state", str(tmp_path / "w.json"))  # fmt: skip
     assert code == 0, out
-    served = httpx.get(f"{gateway.root_url}/ledger/checkpoint", timeout=10).content
+    served = plain_http.get(f"{gateway.root_url}/ledger/checkpoint", timeout=10).content
     cosigned = cosignatures_of(served, [WITNESS.verifier])
     if not cosigned:  # a newer checkpoint was signed meanwhile: the cosigned one is kept all the same
         witnessed = open_checkpoint(served, LOG.name, [LOG.verifier])
@@ -223,16 +226,16 @@ def test_checkpoints_stay_consistent_an_audit_passes_and_a_witness_cosigns(
 def test_bad_proof_requests_are_refused_in_the_json_error_shape(
     gateway: Gateway, path: str, params: dict[str, str], status: int
 ):
-    answer = httpx.get(f"{gateway.root_url}/ledger/proof/{path}", params=params, timeout=10)
+    answer = plain_http.get(f"{gateway.root_url}/ledger/proof/{path}", params=params, timeout=10)
     assert answer.status_code == status, answer.text
     assert answer.json()["error"]["message"]
 
 
 def test_checkpoints_after_a_size_no_log_can_have_is_refused_in_the_json_error_shape(gateway: Gateway):
-    answer = httpx.get(f"{gateway.root_url}/ledger/checkpoints", params={"after": "9" * 19}, timeout=10)
+    answer = plain_http.get(f"{gateway.root_url}/ledger/checkpoints", params={"after": "9" * 19}, timeout=10)
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["param"] == "after"
-    assert httpx.get(f"{gateway.root_url}/ledger/checkpoints", params={"after": str((1 << 63) - 1)}).json() == {
+    assert plain_http.get(f"{gateway.root_url}/ledger/checkpoints", params={"after": str((1 << 63) - 1)}).json() == {
         "checkpoints": []
     }
 
@@ -250,7 +253,7 @@ def test_a_cosignature_not_by_a_configured_witness_or_not_of_a_kept_checkpoint_i
         (b"x" * 20_000, 400),
         (note.replace(b"\n", b"\n", 1).replace(text.split("\n")[1].encode(), b"1", 1), 400),
     ):
-        answer = httpx.post(f"{gateway.root_url}/ledger/cosignatures", content=body, timeout=10)
+        answer = plain_http.post(f"{gateway.root_url}/ledger/cosignatures", content=body, timeout=10)
         assert answer.status_code in (status, 404), (body[:60], answer.status_code, answer.text)
         assert answer.json()["error"]["message"]
 
@@ -388,7 +391,7 @@ def test_a_streamed_answers_receipt_is_in_its_final_usage_and_verifies(gateway: 
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    with httpx.stream(
+    with plain_http.stream(
         "POST",
         f"{gateway.base_url}/chat/completions",
         json=body,

@@ -12,7 +12,6 @@ import base64
 import json
 from itertools import pairwise
 
-import httpx
 from eventsourcing.persistence import StoredEvent
 
 from app.settings_file import load_settings
@@ -24,6 +23,7 @@ from domain.transparency.checkpoint import open_checkpoint
 from domain.transparency.keys import signer_from_seed
 from domain.transparency.receipt import open_receipt, verify_receipt
 from domain.transparency.verify import verify_consistency
+from tests.support import plain_http
 from tests.support.backend import BACKEND
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
@@ -41,7 +41,7 @@ def receipt_leaf(header: str) -> int:
 
 
 def proof(gateway: Gateway, path: str, **params: int) -> list[bytes]:
-    answer = httpx.get(f"{gateway.root_url}/ledger/proof/{path}", params=params, timeout=10)
+    answer = plain_http.get(f"{gateway.root_url}/ledger/proof/{path}", params=params, timeout=10)
     assert answer.status_code == 200, answer.text
     return [base64.b64decode(h) for h in answer.json()["proof"]]
 
@@ -49,7 +49,7 @@ def proof(gateway: Gateway, path: str, **params: int) -> list[bytes]:
 async def load(gateways: list[Gateway], keys: list[str]) -> list[str]:
     """Concurrent requests, each team's through every gateway; returns each charge's receipt."""
     body = {"model": "fake-gpt", "max_tokens": 10}
-    async with httpx.AsyncClient(timeout=60) as client:
+    async with plain_http.AsyncClient(timeout=60) as client:
 
         async def one(i: int) -> str:
             gateway, key = gateways[i % len(gateways)], keys[i % len(keys)]
@@ -75,7 +75,7 @@ def test_gateway_processes_under_load_never_fork_the_log(tmp_path, fake_upstream
         keys = [teams.open("100").key for _ in range(3)]
         teams.close()
         receipts = asyncio.run(load(gateways, keys))
-        served = httpx.get(f"{gateways[-1].root_url}/ledger/checkpoints", params={"after": 0}, timeout=10)
+        served = plain_http.get(f"{gateways[-1].root_url}/ledger/checkpoints", params={"after": 0}, timeout=10)
         kept = [open_checkpoint(n.encode(), LOG.name, [LOG.verifier]) for n in served.json()["checkpoints"]]
         assert len(kept) >= 2
         for old, new in pairwise(kept):  # each consistent with the next, by the proofs a gateway serves

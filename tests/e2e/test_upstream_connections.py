@@ -14,6 +14,7 @@ import httpx
 import openai
 import pytest
 
+from tests.support import plain_http
 from tests.support.gateway import Gateway, write_config
 from tests.support.keepalive_upstream import COMPLETION_TEXT, KeepAliveUpstream, Seen
 from tests.support.teams import Team, Teams
@@ -62,7 +63,7 @@ def pooled_then(
             client.chat.completions.create(model="fake-gpt", messages=HELLO).choices[0].message.content
             == COMPLETION_TEXT
         )
-        return httpx.post(
+        return plain_http.post(
             f"{gateway.base_url}/chat/completions",
             timeout=30,
             headers={"authorization": f"Bearer {team.key}"},

@@ -4,9 +4,9 @@ upstream is called or anything is held."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import STRICT_MODELS, Gateway
 from tests.support.refusals import error_of, key_headers, money_of
@@ -89,7 +89,7 @@ def test_an_image_for_a_model_without_vision_is_a_400_and_nothing_is_held_or_cal
     gateway: Gateway, teams, fake_upstream: FakeUpstream, path, where, body, model, stream
 ):
     team = teams.open("10")
-    answer = httpx.post(
+    answer = plain_http.post(
         gateway.root_url + path,
         json={**body, "model": model, "stream": stream},
         headers={**key_headers(team.key), "anthropic-version": "2023-06-01"},

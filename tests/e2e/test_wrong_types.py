@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support import plain_http
 from tests.support.full_bodies import MODELS, PATHS, field_paths, full_body, with_value
 from tests.support.gateway import Gateway
 from tests.support.refusals import error_of, key_headers, money_of
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.usefixtures("ledger_verified_after")
 
 def _post(gateway: Gateway, key: str, path: str, body: dict) -> httpx.Response:
     headers = {**key_headers(key), "anthropic-version": "2023-06-01"}
-    return httpx.post(gateway.root_url + path, json=body, headers=headers, timeout=60)
+    return plain_http.post(gateway.root_url + path, json=body, headers=headers, timeout=60)
 
 
 # -- the inputs the review found crashing ---------------------------------------------------------

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from tests.support import plain_http
 from tests.support.fake_stripe_objects import Obj, encode
 
 #: The key of the ``v0`` signature test-mode deliveries also carry (not the endpoint's secret).
@@ -78,7 +79,7 @@ class Webhooks:
         self._busy = 0
         self._idle = threading.Condition(self._lock)
         #: One client for every delivery (building one, and its TLS context, costs tens of milliseconds).
-        self._http = httpx.Client(timeout=30.0)
+        self._http = plain_http.Client(timeout=30.0)
         self._worker = threading.Thread(target=self._work, daemon=True, name="fake-stripe-webhooks")
         self._worker.start()
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 
+from tests.support import plain_http
 from tests.support.backend import REDIS_URL, new_database_url
 from tests.support.children import end_server, start_server, watch_server
 from tests.support.cli_fork import ForkedServer, run_tollgate, spawn_tollgate
@@ -404,7 +405,7 @@ class Gateway:
             if self.process.poll() is not None:
                 raise RuntimeError(f"tollgate serve exited: {self.output()}")
             try:
-                if httpx.get(self.base_url + "/models", timeout=1).status_code == 200:
+                if plain_http.get(self.base_url + "/models", timeout=1).status_code == 200:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.05)

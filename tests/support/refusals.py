@@ -12,6 +12,7 @@ from decimal import Decimal
 
 import httpx
 
+from tests.support import plain_http
 from tests.support.gateway import ADMIN_KEY, Gateway
 
 #: The generation endpoints and count_tokens, by the path a client posts to.
@@ -69,7 +70,7 @@ def admin_headers() -> dict[str, str]:
 def money_of(gateway: Gateway, team_name: str) -> tuple[Decimal, Decimal]:
     """The team's balance and held credits, as the ledger has them now (the admin API reads the
     team's aggregate, not a read model that may lag)."""
-    response = httpx.get(f"{gateway.root_url}/admin/teams/{team_name}", headers=admin_headers(), timeout=30)
+    response = plain_http.get(f"{gateway.root_url}/admin/teams/{team_name}", headers=admin_headers(), timeout=30)
     assert response.status_code == 200, response.text
     team = json.loads(response.content, parse_float=Decimal)
     return Decimal(team["balance"]), Decimal(team["held"])

@@ -22,6 +22,7 @@ import httpx
 import pytest
 from hypothesis import strategies as st
 
+from tests.support import plain_http
 from tests.support.fuzz.attribution import (
     EndUserCase,
     end_user_cases,
@@ -76,7 +77,7 @@ def test_no_tags_header_breaks_the_gateway_or_is_recorded_other_than_sent(
 
         def send() -> httpx.Response:
             if not raw:  # httpx sends bytes values as they are, each value on a line of its own
-                return httpx.post(url, content=body, headers=headers, timeout=60)
+                return plain_http.post(url, content=body, headers=headers, timeout=60)
             reply = post_raw(fuzz_gateway.port, PATHS[endpoint], headers, body)
             return httpx.Response(
                 reply.status, headers=reply.headers, content=reply.body, request=httpx.Request("POST", url)

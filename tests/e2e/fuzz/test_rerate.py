@@ -20,10 +20,10 @@ from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 
-import httpx
 import pytest
 from hypothesis import strategies as st
 
+from tests.support import plain_http
 from tests.support.fuzz.harness import Ledger, Run, fuzz
 from tests.support.fuzz.rerates import REASONS, Moments, bound, price_files, respelled
 from tests.support.fuzz.served import headers_for
@@ -45,7 +45,7 @@ class Charged:
 
 def _requests(gateway: Gateway, key: str, count: int) -> None:
     for i in range(count):
-        answer = httpx.post(
+        answer = plain_http.post(
             gateway.root_url + "/v1/chat/completions",
             headers=headers_for("chat", key),
             json={"model": "fake-gpt", "messages": [{"role": "user", "content": f"price me {i}"}]},

@@ -12,11 +12,11 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-import httpx
 import pytest
 from hypothesis import strategies as st
 
 from app.settings_file import CONFIG_ENV
+from tests.support import plain_http
 from tests.support.cli_fork import run_tollgate
 from tests.support.fuzz.harness import Run, fuzz
 from tests.support.fuzz.served import headers_for
@@ -47,7 +47,7 @@ def genuine(fuzz_gateway: Gateway, tmp_path_factory: pytest.TempPathFactory) -> 
         ),
     ):
         path = "/v1/chat/completions" if endpoint == "chat" else "/v1/messages"
-        answer = httpx.post(fuzz_gateway.root_url + path, json=body, headers=headers_for(endpoint, team.key))
+        answer = plain_http.post(fuzz_gateway.root_url + path, json=body, headers=headers_for(endpoint, team.key))
         assert answer.status_code == 200, answer.text
     fuzz_gateway.wait_until_nothing_held(team.name)
     fuzz_gateway.cli("credits", "add", "--team", team.name, "25", "--reference", "=HYPERLINK(1)")

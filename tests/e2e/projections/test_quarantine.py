@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Decimal
 
-import httpx
 import openai
 import pytest
 
@@ -29,6 +28,7 @@ from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price
 from domain.settings import parse_settings
 from domain.usage import TokenUsage
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import ADMIN_KEY, Gateway, write_config
 from tests.support.teams import Team, Teams
@@ -100,7 +100,7 @@ def _ready_checks(gateway: Gateway, within: float = 10.0) -> dict[str, str]:
     """``/health/ready``'s checks, once the projector has looked at the projection since the poison."""
     deadline = time.monotonic() + within
     while True:
-        checks = httpx.get(gateway.root_url + "/health/ready").json()["checks"]
+        checks = plain_http.get(gateway.root_url + "/health/ready").json()["checks"]
         if checks["quarantined_events"] != "0" or time.monotonic() > deadline:
             return checks
         time.sleep(0.2)
@@ -108,7 +108,7 @@ def _ready_checks(gateway: Gateway, within: float = 10.0) -> dict[str, str]:
 
 def test_other_teams_read_on_past_events_no_database_can_store(poisoned: Poisoned):
     gateway, other = poisoned.gateway, poisoned.other
-    key = httpx.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {other.key}"})
+    key = plain_http.get(gateway.base_url + "/key", headers={"Authorization": f"Bearer {other.key}"})
     assert key.status_code == 200, key.text
     assert key.json()["data"]["usage"] > 0
     admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -117,10 +117,10 @@ def test_other_teams_read_on_past_events_no_database_can_store(poisoned: Poisone
         f"/admin/teams/{other.name}/usage",
         f"/admin/teams/{other.name}/usage?by=user",
     ):
-        assert httpx.get(gateway.root_url + path, headers=admin).status_code == 200, path
+        assert plain_http.get(gateway.root_url + path, headers=admin).status_code == 200, path
     team = {"Authorization": f"Bearer {other.key}"}
     for view in ("history", "usage", "attribution", "requests", "alerts", "export"):
-        answer = httpx.get(gateway.root_url + f"/dashboard/api/teams/{other.name}/{view}", headers=team)
+        answer = plain_http.get(gateway.root_url + f"/dashboard/api/teams/{other.name}/{view}", headers=team)
         assert answer.status_code == 200, (view, answer.text)
     assert [r["end_user"] for r in _exported(gateway, other.name) if r["kind"] == "charge"] == ["alice"]
     history = gateway.cli("ledger", "history", "--team", other.name)
@@ -128,7 +128,7 @@ def test_other_teams_read_on_past_events_no_database_can_store(poisoned: Poisone
     usage = gateway.cli("usage", "--team", other.name, "--by", "user")
     assert "alice" in usage.stdout
     month = time.strftime("%Y-%m", time.gmtime())
-    statement = httpx.get(gateway.root_url + f"/admin/teams/{other.name}/statements/{month}", headers=admin)
+    statement = plain_http.get(gateway.root_url + f"/admin/teams/{other.name}/statements/{month}", headers=admin)
     assert statement.status_code == 200
     assert statement.content  # once, an empty 200: the statement read a projection that had stopped
     assert gateway.cli("ledger", "statement", "--team", other.name, "--month", month).returncode == 0
@@ -141,7 +141,7 @@ def test_text_no_database_can_store_is_stored_as_the_replacement_character(poiso
         ("old-1", "evil\ufffduser", "project=a\ufffdb"),
         ("old-3", "after", ""),
     ]  # old-2 is set aside
-    by_user = httpx.get(
+    by_user = plain_http.get(
         gateway.root_url + f"/admin/teams/{old.name}/usage",
         params={"by": "user"},
         headers={"Authorization": f"Bearer {ADMIN_KEY}"},
@@ -154,8 +154,8 @@ def test_an_event_that_cannot_be_projected_is_set_aside_and_reported_everywhere(
     checks = _ready_checks(gateway)
     assert checks["quarantined_events"].startswith("1 ")
     assert checks["history_projection"] == "current" or checks["history_projection"].endswith("events behind")
-    assert httpx.get(gateway.root_url + "/health/ready").status_code == 200  # serving is not at stake
-    scrape = httpx.get(gateway.root_url + "/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).text
+    assert plain_http.get(gateway.root_url + "/health/ready").status_code == 200  # serving is not at stake
+    scrape = plain_http.get(gateway.root_url + "/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}).text
     assert "tollgate_projection_quarantined_events 1.0" in scrape
     assert "tollgate_projection_lag_events " in scrape
 
@@ -168,7 +168,7 @@ def test_an_event_that_cannot_be_projected_is_set_aside_and_reported_everywhere(
     assert "set aside 1 event(s)" in verify.stderr
     assert f"#{poisoned.huge_event} (TeamLedger.Charged)" in verify.stderr
     assert "64-bit" in verify.stderr
-    over_api = httpx.get(
+    over_api = plain_http.get(
         gateway.root_url + "/admin/ledger/verify", headers={"Authorization": f"Bearer {ADMIN_KEY}"}, timeout=60
     ).json()
     assert over_api["ok"] is False

@@ -9,12 +9,12 @@ import json
 from collections.abc import Iterator
 from decimal import Decimal
 
-import httpx
 import openai
 import pytest
 
 from tests.e2e.projections.test_quarantine import _old_gateway_charges, _ready_checks
 from tests.e2e.test_alerts import SECRET, Receiver, until
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.teams import Teams
@@ -50,7 +50,7 @@ def test_alerts_after_an_event_set_aside_still_reach_the_webhook(
         assert _ready_checks(gateway)["quarantined_events"].startswith("1 ")
         thresholds = {}
         for team in (other, old):  # a threshold just under the balance: the next request crosses it
-            answer = httpx.get(gateway.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"})
+            answer = plain_http.get(gateway.base_url + "/credits", headers={"Authorization": f"Bearer {team.key}"})
             thresholds[team.name] = Decimal(str(answer.json()["data"]["balance"])) - Decimal("0.001")
             gateway.cli("alert", "set", "--team", team.name, "--balance-below", str(thresholds[team.name]))
         for team in (other, old):

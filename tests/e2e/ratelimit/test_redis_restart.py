@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 
 from scripts.chaos.clusters import RedisServer
+from tests.support import plain_http
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
 from tests.support.teams import Teams
@@ -41,7 +42,7 @@ async def test_after_a_redis_restart_a_limited_key_is_served_on_fresh_connection
             )
             return [a.status_code for a in answers]
 
-        async with httpx.AsyncClient(timeout=30) as http:
+        async with plain_http.AsyncClient(timeout=30) as http:
             assert await burst(http) == [200] * PARALLEL  # the pool now holds a connection per request
             redis.restart()
             assert await burst(http) == [200] * PARALLEL

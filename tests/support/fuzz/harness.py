@@ -30,6 +30,7 @@ import httpx
 from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis.strategies import SearchStrategy
 
+from tests.support import plain_http
 from tests.support.fuzz.projection import ProjectionWatch, Stall
 from tests.support.gateway import ADMIN_KEY, Gateway
 
@@ -151,7 +152,7 @@ class Ledger:
 
     def __init__(self, gateway: Gateway, team: str, key: str = "") -> None:
         self._url = f"{gateway.root_url}/admin/teams/{team}"
-        self._http = httpx.Client(headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
+        self._http = plain_http.Client(headers={"authorization": f"Bearer {ADMIN_KEY}"}, timeout=30)
         self._requests = f"{gateway.root_url}/v1/requests"
         self._key = key
 
@@ -299,7 +300,7 @@ def exercise(
         return None
     run.case()
     try:
-        response = send() if send is not None else httpx.post(url, content=body, headers=headers, timeout=60)
+        response = send() if send is not None else plain_http.post(url, content=body, headers=headers, timeout=60)
     except (httpx.HTTPError, OSError) as exc:
         run.tally.fail("hang", route, None, f"no answer: {exc!r}", shown)
         return None

@@ -18,6 +18,7 @@ from domain.transparency.cosignature import Cosigner, cosignatures_of
 from domain.transparency.hashing import leaf_hash
 from domain.transparency.keys import NoteSigner, signer_from_seed
 from domain.transparency.receipt import Receipt, sign_receipt
+from tests.support import plain_http
 from tests.unit.domain.transparency.rfc6962_reference import Reference
 
 LOG = signer_from_seed("tollgate.example/ledger", bytes(range(32)))
@@ -64,7 +65,7 @@ class ServedLog:
         return httpx.Response(404)
 
     def client(self) -> LogClient:
-        return LogClient("http://gateway", LOG.verifier, httpx.Client(transport=httpx.MockTransport(self.handle)))
+        return LogClient("http://gateway", LOG.verifier, plain_http.Client(transport=httpx.MockTransport(self.handle)))
 
 
 def entries(n: int, prefix: bytes = b"event") -> list[bytes]:
