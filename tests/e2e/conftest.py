@@ -13,16 +13,7 @@ from tests.support.browser import browser  # noqa: F401  (a fixture, for the das
 from tests.support.fake_stripe import FakeStripe
 from tests.support.fake_upstream import FakeUpstream
 from tests.support.gateway import Gateway, write_config
-from tests.support.schema_template import ledgers_from_a_template
 from tests.support.teams import Team, Teams
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _ledgers_from_a_template(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """New ledgers are copies of one made once per test process (``tests/support/schema_template.py``),
-    but in ``tests/e2e/store``, whose subject is their making."""
-    with ledgers_from_a_template(tmp_path_factory.mktemp("template")):
-        yield
 
 
 @pytest.fixture(scope="session")

@@ -65,10 +65,6 @@ def new_database_url(name: str = "tollgate.db", *, empty: bool = False) -> str:
     return new_postgres_database_url(empty=empty)
 
 
-#: A migrated, empty SQLite ledger that new ones are copied from, when
-#: tests/support/schema_template.py has made one; else new ledgers are made by their processes.
-sqlite_template: Path | None = None
-
 #: A migrated, empty ledger database that new ones are copied from (``CREATE DATABASE ... TEMPLATE``),
 #: when tests/support/schema_template.py has made one; else new databases are empty.
 postgres_template: str | None = None

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import httpx
 
-from tests.support import backend, plain_http
+from tests.support import plain_http
 from tests.support.backend import REDIS_URL, new_database_url
 from tests.support.children import end_server, start_server, watch_server
 from tests.support.cli_fork import ForkedServer, run_tollgate, spawn_tollgate
-from tests.support.schema_template import copy_sqlite_template
 
 UPSTREAM_KEY = "upstream-secret"
 ADMIN_KEY = "admin-secret-for-tests-0123456789ab"  # at least 32 characters, or the gateway refuses to start
@@ -79,8 +78,6 @@ def write_config(
     two halves of the suite share the server with others, and the tests send a few requests at once."""
     config = directory / "tollgate.toml"
     root = upstream_base_url.removesuffix("/v1")
-    if database is None and backend.BACKEND == "sqlite" and backend.sqlite_template is not None:
-        copy_sqlite_template(backend.sqlite_template, directory / "tollgate.db")  # new_database_url's file
     config.write_text(f"""
 database_url = "{database or new_database_url()}"
 database_pool_size = 2

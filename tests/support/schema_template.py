@@ -10,10 +10,8 @@ on PostgreSQL, every database ``new_database_url`` makes is a copy of a template
 through ``create_schema`` itself. A copy holds the bytes the real creation wrote but one value: the
 ledger's identity (a random id a migration draws, which namespaces its rate limits in Redis) is
 drawn anew for each copy. What a test reads is what a ledger made from nothing holds; the creation
-itself stays tested by the template's making and by ``tests/e2e/store``, whose CLI and gateway
-processes create their schemas from nothing. The end-to-end layer's other ledgers are copies too
-(``write_config`` puts one where a gateway will find it): each gateway process migrating its own
-new ledger cost it about half a second of CPU, some 250 times a half.
+itself stays tested by the template's making and by the end-to-end layer (whose gateway and CLI
+processes create their schemas themselves, tests/e2e/store).
 """
 
 from __future__ import annotations
@@ -57,38 +55,24 @@ def sqlite_ledgers_from_a_template(directory: Path) -> Iterator[Path]:
     original = Database.create_schema
 
     def create_schema(self: Database, create_event_store: Callable[[], object]) -> None:
-        if (
-            self.kind != "sqlite"
-            or self.path is None
-            or backend.sqlite_template is None
-            or not copy_sqlite_template(backend.sqlite_template, self.path)
-        ):
+        if self.kind != "sqlite" or self.path is None or self.path.exists():
             original(self, create_event_store)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        copy = self.path.with_name(f"{self.path.name}.{uuid.uuid4().hex}")
+        shutil.copyfile(template, copy)
+        with closing(sqlite3.connect(copy)) as db, db:  # the one value a migration draws: its own identity
+            db.execute("UPDATE ledger_identity SET id = ?", (uuid.uuid4().hex,))
+        assert not Path(f"{copy}-wal").exists(), "the copy's write-ahead log was not folded back into it"
+        try:  # a link, not a rename: a ledger another thread created meanwhile is never replaced
+            os.link(copy, self.path)
+        except FileExistsError:
+            original(self, create_event_store)
+        finally:
+            copy.unlink()
 
     Database.create_schema = create_schema  # type: ignore[method-assign]
-    backend.sqlite_template = template
     try:
         yield template
     finally:
         Database.create_schema = original  # type: ignore[method-assign]
-        backend.sqlite_template = None
-
-
-def copy_sqlite_template(template: Path, path: Path) -> bool:
-    """Make the ledger at ``path`` a copy of ``template`` with an identity of its own; False if a
-    ledger is there already (made meanwhile by another thread, or by an earlier run)."""
-    if path.exists():
-        return False
-    path.parent.mkdir(parents=True, exist_ok=True)
-    copy = path.with_name(f"{path.name}.{uuid.uuid4().hex}")
-    shutil.copyfile(template, copy)
-    with closing(sqlite3.connect(copy)) as db, db:  # the one value a migration draws: its own identity
-        db.execute("UPDATE ledger_identity SET id = ?", (uuid.uuid4().hex,))
-    assert not Path(f"{copy}-wal").exists(), "the copy's write-ahead log was not folded back into it"
-    try:  # a link, not a rename: a ledger another thread created meanwhile is never replaced
-        os.link(copy, path)
-    except FileExistsError:
-        return False
-    finally:
-        copy.unlink()
-    return True
