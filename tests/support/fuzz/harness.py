@@ -45,9 +45,13 @@ BOUNDED = 12
 
 
 def fuzz(
-    test: Callable[..., None], explicit: list[dict[str, Any]] | None = None, **strategies: SearchStrategy[Any]
+    test: Callable[..., None],
+    explicit: list[dict[str, Any]] | None = None,
+    *,
+    bounded: int = BOUNDED,
+    **strategies: SearchStrategy[Any],
 ) -> None:
-    """Run ``test`` on generated arguments: ``BOUNDED`` examples, the same ones every run, unless the
+    """Run ``test`` on generated arguments: ``bounded`` examples, the same ones every run, unless the
     environment asks for more (and a seed); and first on each of the ``explicit`` arguments (the
     inputs of findings, which every run must try). Failures are tallied by the test itself, so
     nothing is shrunk: every example is new."""
@@ -57,7 +61,7 @@ def fuzz(
     if SEED is not None:
         runner = seed(int(SEED))(runner)
     settings(
-        max_examples=EXAMPLES or BOUNDED,
+        max_examples=EXAMPLES or bounded,
         deadline=None,
         database=None,
         derandomize=SEED is None,
