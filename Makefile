@@ -129,10 +129,10 @@ DATABASE_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/tes
 
 # End-to-end tests whose subject is what the gateway answers and computes, not how the ledger's
 # database keeps it, run once, in the SQLite half: the wires and their translation, the HTTP edges,
-# the clients, the prices, rate limits (Redis), the dashboard's pages. They write charges, but
-# through the same hold-and-charge path the PostgreSQL half exercises on its own tests (billing,
-# budgets, leases, idempotency, many processes, statements, projections, the fuzzers of bodies,
-# attribution and statements). Running them twice cost about a third of make test.
+# the clients, the prices, rate limits (Redis), the dashboard's pages, the provider matrix, the
+# fuzzers of request bodies. They write charges, but through the same hold-and-charge path the
+# PostgreSQL half exercises on its own tests (billing, budgets, leases, idempotency, many processes,
+# statements, projections, attribution). Running them twice cost about a third of make test.
 ANY_BACKEND := $(foreach name,wrong_types openapi vision tool_translation translation_fields protocol_matrix \
 	  transparency_log_processes reasoning_round_trip request_bodies http_edges request_limits schema_page coding_agents gemini_cli gemini_front \
 	  agent_fixtures context_window messages responses chat_completions streaming_relay passthrough \
@@ -143,18 +143,21 @@ ANY_BACKEND := $(foreach name,wrong_types openapi vision tool_translation transl
 	  --ignore=tests/e2e/test_$(name).py) \
 	--ignore=tests/e2e/fuzz/test_schema.py --ignore=tests/e2e/fuzz/test_builtin_tools.py \
 	--ignore=tests/e2e/fuzz/test_rerate.py --ignore=tests/e2e/fuzz/test_embeddings_bodies.py \
+	--ignore=tests/e2e/fuzz/test_bodies.py --ignore=tests/e2e/fuzz/test_spend_bodies.py \
 	--ignore=tests/e2e/scripts/test_ledger_scale.py --ignore=tests/e2e/scripts/test_ledger_bench.py
 
 # The same kind of tests, run once in the PostgreSQL half instead (the two lists keep the halves about
 # even): the providers' wires (Vertex, Gemini, Bedrock, Azure), embeddings, images, audio, the batch
 # endpoints' endings and keys, prices, the dashboard's endpoints, the compiled build against the
-# source, a Redis restart. And the tests whose subject is the history's size, not its backend:
+# source, a Redis restart, keys and roles, the request lookup, the health endpoints, CSV exports and
+# the admin API's shapes. And the tests whose subject is the history's size, not its backend:
 # the tools holding a page at a time (about three minutes under tracemalloc) and a long team
 # loading beside a short one. The ledger-scale and ledger benchmarks' quick runs (whose subject is
 # the script) run in the SQLite half; each benchmark measures both backends when run for real.
 ONCE_ON_POSTGRES := $(foreach name,vertex_upstream payment_inputs audio compiled_build images \
 	  gemini_upstream batch_keys batch_endings price_changes bedrock_upstream azure_upstream batch_output_memory \
-	  embeddings batch_embeddings audio_tokens deployment_prices dashboard_endpoints upload_memory,\
+	  embeddings batch_embeddings audio_tokens deployment_prices dashboard_endpoints upload_memory \
+	  keys request_lookup admin_roles health csv_exports admin_api,\
 	  --ignore=tests/e2e/test_$(name).py) \
 	--ignore=tests/e2e/fuzz/test_attribution.py --ignore=tests/e2e/ratelimit/test_redis_restart.py \
 	--ignore=tests/scale/test_bounded_memory.py --ignore=tests/scale/test_long_team_loading.py
