@@ -118,19 +118,19 @@ test-chaos: install
 	sh scripts/ensure_iptables.sh
 	$(BIN)/python -m scripts.chaos --hosts 3
 
-# End-to-end tests that never touch the ledger's database (the fake upstream and the fake Stripe, the gateway
-# benchmark's quick run, the test harness's own cleanup, the Redis rate-limit store) run once, in
-# make test's PostgreSQL half, the lighter of the two.
+# End-to-end tests that never touch the ledger's database (the fakes, the test harness's own cleanup,
+# the Redis rate-limit store) run once, in make test's PostgreSQL half.
 DATABASE_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/test_fake_responses.py \
 	--ignore=tests/e2e/test_fake_azure.py --ignore=tests/e2e/test_fake_embeddings.py --ignore=tests/e2e/test_fake_bedrock.py \
 	--ignore=tests/e2e/test_fake_gemini.py --ignore=tests/e2e/test_fake_vertex.py --ignore=tests/e2e/test_fake_stripe.py \
-	--ignore=tests/e2e/scripts/test_bench.py --ignore=tests/e2e/test_killed_test_runs.py \
+	--ignore=tests/e2e/test_killed_test_runs.py \
 	--ignore=tests/e2e/ratelimit/test_redis_store.py --ignore=tests/e2e/test_log_offline.py
 
 # End-to-end tests whose subject is what the gateway answers and computes, not how the ledger's
 # database keeps it, run once, in the SQLite half: the wires and their translation, the HTTP edges,
 # the clients, the prices, rate limits (Redis), the dashboard's pages, the provider matrix, the
-# fuzzers of request bodies. They write charges, but through the same hold-and-charge path the
+# fuzzers of request bodies, keys and roles, the request lookup, the health endpoints, CSV exports,
+# the admin API's shapes, and the gateway benchmark's quick runs (which need no ledger database). They write charges, but through the same hold-and-charge path the
 # PostgreSQL half exercises on its own tests (billing, budgets, leases, idempotency, many processes,
 # statements, projections, attribution). Running them twice cost about a third of make test.
 ANY_BACKEND := $(foreach name,wrong_types openapi vision tool_translation translation_fields protocol_matrix \
@@ -139,25 +139,25 @@ ANY_BACKEND := $(foreach name,wrong_types openapi vision tool_translation transl
 	  anthropic_upstream fallbacks upstream_connections unsendable_headers log_lines models demo \
 	  dashboard stream_limits rate_limits key_guesses hot_paths operator_files refusals_change_nothing \
 	  partial_streams limits affordable pricing permissions observability dashboard_buy_credits sdk_fixtures \
-	  sdk_parity provider_matrix azure_entra client_text bedrock_converse mixed_wire_failover cross_kind_failover operator_bounds,\
+	  sdk_parity provider_matrix azure_entra client_text bedrock_converse mixed_wire_failover cross_kind_failover operator_bounds \
+	  keys request_lookup admin_roles health csv_exports admin_api,\
 	  --ignore=tests/e2e/test_$(name).py) \
 	--ignore=tests/e2e/fuzz/test_schema.py --ignore=tests/e2e/fuzz/test_builtin_tools.py \
 	--ignore=tests/e2e/fuzz/test_rerate.py --ignore=tests/e2e/fuzz/test_embeddings_bodies.py \
 	--ignore=tests/e2e/fuzz/test_bodies.py --ignore=tests/e2e/fuzz/test_spend_bodies.py \
-	--ignore=tests/e2e/scripts/test_ledger_scale.py --ignore=tests/e2e/scripts/test_ledger_bench.py
+	--ignore=tests/e2e/scripts/test_ledger_scale.py --ignore=tests/e2e/scripts/test_ledger_bench.py \
+	--ignore=tests/e2e/scripts/test_bench.py
 
 # The same kind of tests, run once in the PostgreSQL half instead (the two lists keep the halves about
 # even): the providers' wires (Vertex, Gemini, Bedrock, Azure), embeddings, images, audio, the batch
 # endpoints' endings and keys, prices, the dashboard's endpoints, the compiled build against the
-# source, a Redis restart, keys and roles, the request lookup, the health endpoints, CSV exports and
-# the admin API's shapes. And the tests whose subject is the history's size, not its backend:
+# source, a Redis restart. And the tests whose subject is the history's size, not its backend:
 # the tools holding a page at a time (about three minutes under tracemalloc) and a long team
 # loading beside a short one. The ledger-scale and ledger benchmarks' quick runs (whose subject is
 # the script) run in the SQLite half; each benchmark measures both backends when run for real.
 ONCE_ON_POSTGRES := $(foreach name,vertex_upstream payment_inputs audio compiled_build images \
 	  gemini_upstream batch_keys batch_endings price_changes bedrock_upstream azure_upstream batch_output_memory \
-	  embeddings batch_embeddings audio_tokens deployment_prices dashboard_endpoints upload_memory \
-	  keys request_lookup admin_roles health csv_exports admin_api,\
+	  embeddings batch_embeddings audio_tokens deployment_prices dashboard_endpoints upload_memory,\
 	  --ignore=tests/e2e/test_$(name).py) \
 	--ignore=tests/e2e/fuzz/test_attribution.py --ignore=tests/e2e/ratelimit/test_redis_restart.py \
 	--ignore=tests/scale/test_bounded_memory.py --ignore=tests/scale/test_long_team_loading.py
