@@ -10,6 +10,7 @@ their users; these functions are for the tests' own requests, and take what http
 
 from __future__ import annotations
 
+import functools
 import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,32 +28,13 @@ def request(method: str, url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
     return httpx.request(method, url, **kwargs)
 
 
-def get(url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-    return request("GET", url, **kwargs)
-
-
-def options(url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-    return request("OPTIONS", url, **kwargs)
-
-
-def head(url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-    return request("HEAD", url, **kwargs)
-
-
-def post(url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-    return request("POST", url, **kwargs)
-
-
-def put(url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-    return request("PUT", url, **kwargs)
-
-
-def patch(url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-    return request("PATCH", url, **kwargs)
-
-
-def delete(url: str | httpx.URL, **kwargs: Any) -> httpx.Response:
-    return request("DELETE", url, **kwargs)
+get = functools.partial(request, "GET")
+options = functools.partial(request, "OPTIONS")
+head = functools.partial(request, "HEAD")
+post = functools.partial(request, "POST")
+put = functools.partial(request, "PUT")
+patch = functools.partial(request, "PATCH")
+delete = functools.partial(request, "DELETE")
 
 
 @contextmanager
