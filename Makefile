@@ -46,6 +46,9 @@ $(VENV)/.compiled: $(VENV)/.installed setup.py domain/compiled.py $(COMPILED_SOU
 	@echo "compiling $(words $(COMPILED_SOURCES)) modules with mypyc (build/compile.log)"
 	@mkdir -p build
 	@$(BIN)/python setup.py build_ext --inplace -j 2 > build/compile.log 2>&1 || { tail -40 build/compile.log; exit 1; }
+	@# Copied in place with their build dates, a module's small extension (unchanged when only the
+	@# shared library changed) would stay older than its edited source, which is then imported instead.
+	@touch $(wildcard $(COMPILED_SOURCES:.py=.cpython-*.so)) $(wildcard domain/compiled__mypyc.cpython-*.so)
 	touch $@
 
 # The newest versions pyproject.toml allows, resolved in a venv of their own and written down

@@ -36,14 +36,13 @@ from datetime import datetime
 
 import msgspec
 
+from domain.credit_lot import DEFAULT_PRIORITY, Lot
 from domain.ledger_errors import InvalidAmount
 
 #: The kinds of credit, and the order in which each is drawn at equal priority and expiry.
 PROMOTIONAL, ADJUSTMENT, PAID = "promotional", "adjustment", "paid"
 KINDS = (PROMOTIONAL, ADJUSTMENT, PAID)
 _KIND_RANK = {kind: rank for rank, kind in enumerate(KINDS)}
-#: A lot's priority unless it says otherwise; lower is drawn first.
-DEFAULT_PRIORITY = 50
 PRIORITIES = range(101)
 #: The lot holding the credit of events recorded before lots (and of a snapshot taken before them).
 LEGACY = "legacy"
@@ -52,28 +51,6 @@ LEGACY = "legacy"
 SETTLES_WITHIN = 900.0
 #: How long a batch's hold may stay open (its 24-hour completion window, and time to collect it).
 BATCH_SETTLES_WITHIN = 26 * 3600.0
-
-
-class Lot(msgspec.Struct, frozen=True, gc=False):
-    """One lot of credit, as the team's state keeps it while anything of it is left."""
-
-    kind: str
-    #: What it brought (0 for the legacy lot: its history is not split).
-    amount: int
-    #: What is left of it.
-    remaining: int
-    #: Unix time it was added (0 for the legacy lot).
-    added: float
-    #: Unix time it expires (None: never).
-    expires: float | None = None
-    priority: int = DEFAULT_PRIORITY
-    #: The team version of the event that added it: the last tie-break of the order.
-    seq: int = 0
-    #: What the credit was for (a payment's id, an operator's reference).
-    reference: str = ""
-
-    def expired_at(self, at: float) -> bool:
-        return self.expires is not None and self.expires <= at
 
 
 @dataclass(frozen=True, slots=True)

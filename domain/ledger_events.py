@@ -23,7 +23,7 @@ from typing import ClassVar
 from eventsourcing.domain import Aggregate
 from msgspec.structs import replace
 
-from domain import clock, rerates
+from domain import clock, credit_lot, rerates
 from domain import credit_lots as lots
 from domain.alerts import Threshold
 from domain.auto_recharge import Recharge, month_of
@@ -60,7 +60,7 @@ class CreditsAdded(Aggregate.Event):
     lot: str = ""
     kind: str = ""
     expires: str = ""
-    priority: int = lots.DEFAULT_PRIORITY
+    priority: int = credit_lot.DEFAULT_PRIORITY
     owed_paid: int = 0
     payment_intent: str = ""
     payment: dict[str, str] | None = None
@@ -348,7 +348,7 @@ class DisputeClosed(Aggregate.Event):
         team.payments[self.payment_intent] = replace(payment, disputed=payment.disputed - self.amount, reversals=closed)
         if self.lot:
             at = self.timestamp.timestamp()
-            lot = lots.Lot(lots.PAID, self.amount, self.amount - self.owed_paid, at, seq=self.originator_version)
+            lot = credit_lot.Lot(lots.PAID, self.amount, self.amount - self.owed_paid, at, seq=self.originator_version)
             lots.credited(team.lots, self.lot, lot)
 
 
@@ -417,10 +417,10 @@ def _new_lot(
     event: CreditsAdded | CreditsAdjusted,
     kind: str,
     expires: float | None = None,
-    priority: int = lots.DEFAULT_PRIORITY,
-) -> lots.Lot:
+    priority: int = credit_lot.DEFAULT_PRIORITY,
+) -> credit_lot.Lot:
     """The lot a credit event adds: its amount, less what it paid of what was owed."""
-    return lots.Lot(
+    return credit_lot.Lot(
         kind,
         event.amount,
         event.amount - event.owed_paid,

@@ -19,7 +19,8 @@ import msgspec
 
 from domain.auto_recharge import Recharge
 from domain.budgets import Budget, spent_in
-from domain.credit_lots import Lot, spendable
+from domain.credit_lot import Lot
+from domain.credit_lots import spendable
 from domain.ledger_errors import InvalidAmount, KeyNotFound
 
 #: The state's version (the aggregate's ``class_version``): a snapshot of an older one is upcast.

@@ -10,7 +10,8 @@ from typing import Any
 from app.cli.auto_recharge import add_auto_recharge_command
 from app.cli.support import CommandError, add_reason_option, cli_actor, credits_amount, ledger_service, recorded_text
 from app.settings_file import load_settings
-from domain.credit_lots import DEFAULT_PRIORITY, KINDS, PAID, LotTerms
+from domain.credit_lot import DEFAULT_PRIORITY
+from domain.credit_lots import KINDS, PAID, LotTerms
 from domain.ledger_errors import InvalidAmount
 from domain.money import AmountError, format_credits, micros_from_credits
 

@@ -38,7 +38,7 @@ from msgspec.structs import asdict
 
 from domain.auto_recharge import Recharge
 from domain.budgets import Budget
-from domain.credit_lots import Lot
+from domain.credit_lot import Lot
 from domain.ledger import TeamLedger
 from domain.ledger_state import Hold, KeyPolicy, Payment
 

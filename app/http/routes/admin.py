@@ -58,7 +58,8 @@ from app.ledger.results import KeyTerms, TeamSummary
 from app.paging import MAX_HISTORY_PER_PAGE, check_page, check_since
 from app.runtime import Runtime
 from domain.attribution import AttributionError, dimension_of
-from domain.credit_lots import DEFAULT_PRIORITY, PAID, LotTerms
+from domain.credit_lot import DEFAULT_PRIORITY
+from domain.credit_lots import PAID, LotTerms
 from domain.ledger_errors import InvalidAmount
 from domain.money import AmountError, credits_from_micros, micros_from_credits
 

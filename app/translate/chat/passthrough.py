@@ -17,12 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-from msgspec import UnsetType
 
 from app.errors import GatewayError
 from app.json import encode
 from app.translate import canonical as c
 from app.translate.answers import read_passed, render_passed
+from app.translate.chat.chunk_shape import Delta, read_chunk
 from app.translate.chat.client import usage_dict
 from app.translate.chat.upstream import (
     ChatChunkReader,
@@ -59,33 +59,7 @@ def render_answer(
     return render_passed(answer, model_id, usage_dict(usage, reasoning), extra_usage)
 
 
-class _Delta(msgspec.Struct):
-    content: Any = None
-    reasoning_content: Any = None
-    reasoning: Any = None
-    tool_calls: Any = None
-
-
-class _Choice(msgspec.Struct):
-    delta: _Delta | None = None
-
-
-class _Chunk(msgspec.Struct):
-    """What the relay reads of a chunk: the rest of it is skipped by the decoder, unread."""
-
-    id: Any = None
-    created: Any = None
-    model: Any = UNSET
-    system_fingerprint: Any = UNSET
-    choices: list[_Choice] | UnsetType = UNSET
-    usage: Any = UNSET
-    service_tier: Any = None
-
-
-_read_chunk = msgspec.json.Decoder(_Chunk).decode
-
-
-def _read_deltas(deltas: list[_Delta], events: list[c.Event]) -> None:
+def _read_deltas(deltas: list[Delta], events: list[c.Event]) -> None:
     """The deltas' reasoning and text (read as ``text_events`` reads one delta), as one event of
     each kind: what was delivered is counted per kind, whole, so the pieces' boundaries do not count."""
     thoughts = [r for d in deltas for r in (d.reasoning_content or d.reasoning,) if r and type(r) is str]
@@ -99,9 +73,9 @@ def _read_deltas(deltas: list[_Delta], events: list[c.Event]) -> None:
 class ChatPassThrough:
     """A chat stream relayed to a chat client (a :class:`~app.translate.stream_relay.StreamRelay`).
 
-    A chunk is decoded once, into :class:`_Chunk`; one that does not fit it (a tool call's delta,
-    whose ids the reader keeps track of; anything of an unexpected shape) is read whole, as a dict,
-    by the chat reader."""
+    A chunk is decoded once, into :class:`~app.translate.chat.chunk_shape.Chunk`; one that does not
+    fit it (a tool call's delta, whose ids the reader keeps track of; anything of an unexpected
+    shape) is read whole, as a dict, by the chat reader."""
 
     __slots__ = ("_include_usage", "_last", "_model_id", "_reader", "_reported", "_splicer")
 
@@ -132,7 +106,7 @@ class ChatPassThrough:
         name's text occurs once per chunk; None otherwise (and nothing is changed)."""
         datas = [event.data for event in batch]
         try:
-            chunks = [_read_chunk(data) for data in datas]
+            chunks = [read_chunk(data) for data in datas]
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             return None
         deltas = [
@@ -190,7 +164,7 @@ class ChatPassThrough:
 
     def _relay_one(self, event: StreamEvent) -> tuple[list[bytes], list[c.Event]]:
         try:
-            chunk = _read_chunk(event.data)
+            chunk = read_chunk(event.data)
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             return self._relay_whole(event)
         choices = chunk.choices

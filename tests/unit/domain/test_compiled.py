@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import runpy
 from pathlib import Path
@@ -60,3 +61,27 @@ def test_the_build_compiles_with_the_mypy_the_project_pins():
     pinned = next(line for line in (root / "requirements.lock").read_text().splitlines() if line.startswith("mypy=="))
     backend = runpy.run_path(str(root / "scripts" / "build_backend.py"))
     assert backend["MYPY"] == pinned
+
+
+def _struct_classes(module: str) -> list[str]:
+    """The classes the module's source defines on ``msgspec.Struct`` (or ``Struct`` imported from it)."""
+    tree = ast.parse(source_path(module).read_text())
+    return [
+        node.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(base) in ("msgspec.Struct", "Struct") for base in node.bases)
+    ]
+
+
+def test_no_compiled_module_defines_a_msgspec_struct():
+    """Compiled, a Struct's every field reads as ``type`` (mypyc rewrites the class's annotations), so
+    its decoder refuses every value: the chat relay's chunk decoder did, and every streamed chunk
+    took the slow path. A Struct lives in a module that is not compiled."""
+    assert {module: _struct_classes(module) for module in COMPILED if _struct_classes(module)} == {}
+
+
+def test_the_struct_check_finds_a_struct():
+    """The check above reads class bases as they are written (else it could pass on anything)."""
+    assert _struct_classes("app.translate.chat.chunk_shape") == ["Delta", "Choice", "Chunk"]
+    assert _struct_classes("domain.credit_lot") == ["Lot"]

@@ -12,7 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from domain import clock
-from domain.credit_lots import ADJUSTMENT, PAID, PROMOTIONAL, SETTLES_WITHIN, Lot, LotTerms, draw
+from domain.credit_lot import Lot
+from domain.credit_lots import ADJUSTMENT, PAID, PROMOTIONAL, SETTLES_WITHIN, LotTerms, draw
 from domain.ledger import InsufficientCredits, InvalidAmount, TeamLedger
 from domain.ledger_holds import RequestOnLedger
 from domain.pricing import Price
