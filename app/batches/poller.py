@@ -24,7 +24,7 @@ import msgspec
 from app.batches.deployments import anthropic_client, openai_client
 from app.batches.objects import status_while_open
 from app.batches.settle import ANTHROPIC, SettleWith, batch_request, final_status, settle
-from app.ledger.service import durable
+from app.ledger.durable import durable
 from app.store.batch_store import StoredBatch
 from app.upstream.batch_errors import BatchUpstreamError
 

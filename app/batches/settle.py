@@ -26,8 +26,9 @@ import msgspec
 
 from app.batches.deployments import anthropic_client, openai_client
 from app.batches.objects import FINAL
+from app.ledger.durable import durable
 from app.ledger.results import Charged
-from app.ledger.service import LedgerService, TeamRequest, durable
+from app.ledger.service import LedgerService, TeamRequest
 from app.store.batch_store import PROCESSED, BatchStore, StoredBatch, StoredFile
 from app.translate.chat.upstream import usage_from_openai
 from app.translate.messages.upstream import usage_from_anthropic

@@ -15,6 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from app.keys import Principal
+from app.ledger.durable import durable
 from app.ledger.leases import Lease, Leases
 from app.ledger.prices import DeploymentPrices, PriceBook
 from app.ledger.receipts import Charge, signed_receipt
@@ -196,7 +197,7 @@ class Billing:
             bill.on_ledger, amount, owner=self._owner(), idem_key=idem.key if idem is not None else ""
         )
         try:
-            held = await asyncio.shield(asyncio.wrap_future(placing))
+            held = await durable(placing)
         except asyncio.CancelledError:  # the request was cut off while its hold was being placed
             placing.add_done_callback(lambda done: self._release_if_placed(bill, done))
             raise
@@ -272,7 +273,7 @@ class Billing:
         for (a stream), so a charge the ledger cannot record now is owed, not forgotten."""
         charging = self._submit_charge(bill, usage, render, prefix, content_type)
         try:
-            charged = await asyncio.shield(asyncio.wrap_future(charging))
+            charged = await durable(charging)
         except asyncio.CancelledError:  # the request was cut off: the charge is made all the same
             self._used(bill, usage.prompt_tokens + usage.output_tokens)
             self._when_charged(bill, usage, charging)
@@ -385,7 +386,7 @@ class Billing:
             self.charge_soon(bill, usage, again=True)
 
     def release_soon(self, bill: RequestBill, reason: str) -> Future[Released]:
-        """Queue the hold's release (nothing was delivered); awaitable via ``asyncio.wrap_future``."""
+        """Queue the hold's release (nothing was delivered); awaitable with ``durable``."""
         self._used(bill, 0)
         if bill.lease is not None:  # the hold was in memory: end it, and record the request's failure
             lease_id = bill.lease.lease_id
@@ -413,4 +414,4 @@ class Billing:
         # frozen), or the hold outlived its timeout — and there is nothing left to release (it was a
         # 500 for a request whose upstream had failed; the multi-host chaos suite found it).
         with contextlib.suppress(LedgerUnavailable, HoldNotFound):
-            await asyncio.shield(asyncio.wrap_future(self.release_soon(bill, reason)))
+            await durable(self.release_soon(bill, reason))

@@ -25,8 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from uuid import UUID
 
+from app.ledger.durable import durable
 from app.ledger.results import LEASE_PREFIX
-from app.ledger.service import LedgerService, durable
+from app.ledger.service import LedgerService
 from app.observability import timeline
 
 log = logging.getLogger("tollgate.leases")

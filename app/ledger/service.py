@@ -21,7 +21,6 @@ Two kinds of methods, because their callers differ:
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
@@ -73,12 +72,6 @@ from domain.rerates import RerateScope
 from domain.usage import TokenUsage
 
 R = TypeVar("R")
-
-
-async def durable(answer: Future[R]) -> R:
-    """A request-path answer, awaited on the event loop. Shielded: a caller that is cancelled stops
-    waiting, but its command is applied all the same (its events are facts once decided)."""
-    return await asyncio.shield(asyncio.wrap_future(answer))
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,6 @@ never cost other teams their requests.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 import queue
@@ -37,6 +36,7 @@ from uuid import UUID
 
 from mypy_extensions import mypyc_attr
 
+from app.ledger.durable import durable
 from app.ledger.refusals import ServiceRefusal
 from app.ledger.results import Charged
 from app.ledger.team_cache import Loaded, TeamCache
@@ -238,8 +238,8 @@ class LedgerWriter:
 
     async def run_on_team(self, team_id: UUID, name: str, action: Callable[[TeamLedger], R]) -> R:
         """``on_team``, awaited; a caller that is cancelled stops waiting, but the command is applied
-        (shielded: the writer never finds a cancelled future in its batch)."""
-        return await asyncio.shield(asyncio.wrap_future(self.on_team(team_id, name, action)))
+        (``app/ledger/durable.py``: the writer never finds a cancelled future in its batch)."""
+        return await durable(self.on_team(team_id, name, action))
 
     # -- the writer thread ----------------------------------------------------------------------
 

@@ -33,8 +33,8 @@ from app.http.refusals import answered_over_http
 from app.json import encode
 from app.keys import Principal
 from app.ledger.billing import Idempotency
+from app.ledger.durable import durable
 from app.ledger.refusals import IdempotencyKeyReused
-from app.ledger.service import durable
 from app.runtime import Runtime
 from app.store.batch_store import StoredBatch
 from app.store.read_models import IdempotentResponse
