@@ -27,11 +27,12 @@ instant without a time zone is refused.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+import msgspec
 
 #: The format tag every leaf carries: a later encoding gets a new tag, and old leaves keep theirs.
 LEAF_FORMAT = "tollgate-event/1"
@@ -40,7 +41,11 @@ _MAX_DEPTH = 32
 _ESCAPE = re.compile(r'["\\\x00-\x1f]')
 _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
-_ASTRAL = re.compile(r"[\U00010000-\U0010ffff]")
+#: A character beyond the Basic Multilingual Plane, in UTF-8: the lead byte of a four-byte sequence.
+_ASTRAL_UTF8 = re.compile(rb"[\xf0-\xf4]")
+#: Sorted keys, no whitespace, UTF-8 unescaped, the short escapes and ``\u00xx`` (lowercase) for the
+#: other control characters: what the rules above say, for keys within the Basic Multilingual Plane.
+_SORTED = msgspec.json.Encoder(order="sorted")
 
 
 class LeafEncodingError(ValueError):
@@ -85,9 +90,10 @@ def _encode(value: Any, depth: int) -> str:
 
 
 def _plain(value: Any, depth: int) -> bool:
-    """Whether ``value`` is made only of what the standard library's encoder writes exactly as the
-    rules above say: ``str`` keys, strings, integers in range, booleans, ``None``, lists and tuples,
-    nested at most 32 deep. Anything else goes to the exact encoder, which writes or refuses it."""
+    """Whether ``value`` is made only of what the fast encoder writes exactly as the rules above say:
+    ``str`` keys, strings, integers in range, booleans, ``None``, lists and tuples, nested at most 32
+    deep. Anything else goes to the exact encoder, which writes or refuses it. (Written as loops that
+    look at a scalar member where it is: a call a member was most of a leaf's cost.)"""
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return True
@@ -96,26 +102,43 @@ def _plain(value: Any, depth: int) -> bool:
     if depth >= _MAX_DEPTH:
         return False
     if kind is dict:
-        return all(type(key) is str and _plain(item, depth + 1) for key, item in value.items())
+        for key, item in value.items():  # noqa: SIM110 - a loop, not all() of a generator: half the cost
+            if type(key) is not str or not _plain_member(item, depth):
+                return False
+        return True
     if kind is list or kind is tuple:
-        return all(_plain(item, depth + 1) for item in value)
+        for item in value:  # noqa: SIM110 - as above
+            if not _plain_member(item, depth):
+                return False
+        return True
     return False
+
+
+def _plain_member(item: Any, depth: int) -> bool:
+    """``_plain`` of a container's member (the container at ``depth``), scalars decided here."""
+    kind = type(item)
+    if kind is str or kind is bool or item is None:
+        return True
+    if kind is int:
+        return bool(_INT64[0] <= item <= _INT64[1])
+    return _plain(item, depth + 1)
 
 
 def canonical_json(value: Any) -> bytes:
     """``value`` as canonical JSON bytes (the rules above), or :class:`LeafEncodingError`.
 
-    The usual case is the standard library's C encoder, which writes strings, numbers and escapes as
-    the rules do; its keys are sorted by code point, which is UTF-16 order unless a character beyond
-    the Basic Multilingual Plane is present. When one is (or a value is not plain), the exact encoder
-    writes it. Both give the same bytes: the tests hold them to it."""
+    The usual case is msgspec's encoder with sorted keys (a tenth of the standard library's cost,
+    the same bytes), which writes strings, numbers and escapes as the rules do; its keys are sorted by
+    code point, which is UTF-16 order unless a character beyond the Basic Multilingual Plane is
+    present. When one is (or a value is not plain), the exact encoder writes it. Both give the same
+    bytes: the tests hold them to it, and to the standard library's ``json.dumps``."""
     if _plain(value, 0):
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-        if not _ASTRAL.search(text):
-            try:
-                return text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise LeafEncodingError("a string holds a lone surrogate") from None
+        try:
+            encoded = _SORTED.encode(value)
+        except UnicodeEncodeError:
+            raise LeafEncodingError("a string holds a lone surrogate") from None
+        if encoded.isascii() or not _ASTRAL_UTF8.search(encoded):
+            return encoded
     return _encode(value, 0).encode("utf-8")
 
 
