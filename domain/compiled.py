@@ -18,10 +18,13 @@ reached the client as a 500 where the source answers 402 — in the unit tests; 
 compiled alone behaved, and the cause was not found — and async generators and ``except*`` are not
 compiled at all); the route handlers (the web framework reads their signatures);
 ``domain.usage`` (compiled, a float count is a ``TypeError`` at the call instead of its own
-``ValueError``). The ledger writer is compiled: its thread's work is synchronous, its one coroutine
-a hand-off. Compiled, an argument is converted to its annotated type at the call (a ``bool`` given
-as an ``int`` is an ``int``): the unit tests run the source (``TOLLGATE_PURE=1``); the end-to-end
-halves, the simulator and the chaos suite the compiled build.
+``ValueError``); a msgspec ``Struct`` (compiled, its fields' annotations all read ``type`` and its
+decoder refuses every value: a compiled module's Struct lives in a module of its own, as
+``app.translate.chat.chunk_shape`` and ``domain.credit_lot``; a unit test keeps it so). The ledger
+writer is compiled: its thread's work is synchronous, its one coroutine a hand-off. Compiled, an
+argument is converted to its annotated type at the call (a ``bool`` given as an ``int`` is an
+``int``): the unit tests run the source (``TOLLGATE_PURE=1``); the end-to-end halves, the simulator
+and the chaos suite the compiled build.
 
 Only the standard library is imported here: ``setup.py`` reads :data:`COMPILED` before anything the
 project depends on is installed.
