@@ -48,7 +48,8 @@ $(VENV)/.compiled: $(VENV)/.installed setup.py domain/compiled.py $(COMPILED_SOU
 	@$(BIN)/python setup.py build_ext --inplace -j 2 > build/compile.log 2>&1 || { tail -40 build/compile.log; exit 1; }
 	@# Copied in place with their build dates, a module's small extension (unchanged when only the
 	@# shared library changed) would stay older than its edited source, which is then imported instead.
-	@touch $(wildcard $(COMPILED_SOURCES:.py=.cpython-*.so)) $(wildcard domain/compiled__mypyc.cpython-*.so)
+	@# (find, not make's wildcard: make expands a recipe before its first line has built anything.)
+	@find app domain -name '*.cpython-*.so' -exec touch {} +
 	touch $@
 
 # The newest versions pyproject.toml allows, resolved in a venv of their own and written down

@@ -18,9 +18,19 @@ from scripts.relay_cost.driver import Driver, setup
 from scripts.relay_cost.relay_only import relay_once
 
 
-async def measure(driver: Driver, case: str, requests: int, concurrency: int, part: str) -> tuple[float, float]:
+def _context_switches(status: Path) -> int:
+    """Voluntary and involuntary context switches of a thread (``/proc/…/status``; 0 where there is
+    none): every time the event loop's thread sleeps and is woken, or waits for the interpreter lock."""
+    try:
+        text = status.read_text()
+    except OSError:
+        return 0
+    return sum(int(line.split()[1]) for line in text.splitlines() if "ctxt_switches:" in line)
+
+
+async def measure(driver: Driver, case: str, requests: int, concurrency: int, part: str) -> tuple[float, float, float]:
     """CPU seconds per request of ``requests`` requests of ``case``, ``concurrency`` at a time: the
-    process's, and the event loop's thread's alone."""
+    process's, and the event loop's thread's alone; and the loop thread's context switches per request."""
     driver.case = CASES[case]
     once = driver.request if part == "request" else partial(relay_once, driver)
     left = requests
@@ -35,11 +45,12 @@ async def measure(driver: Driver, case: str, requests: int, concurrency: int, pa
 
     await asyncio.gather(*(loop() for _ in range(2)))  # warm
     left = requests
-    start, loop_start = time.process_time(), time.thread_time()
+    status = Path("/proc/thread-self/status")
+    start, loop_start, switches = time.process_time(), time.thread_time(), _context_switches(status)
     await asyncio.gather(*(loop() for _ in range(concurrency)))
-    loop_cpu = time.thread_time() - loop_start
+    loop_cpu, switched = time.thread_time() - loop_start, _context_switches(status) - switches
     await asyncio.sleep(0.3)  # the writer's last commits
-    return (time.process_time() - start) / requests, loop_cpu / requests
+    return (time.process_time() - start) / requests, loop_cpu / requests, switched / requests
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -51,7 +62,7 @@ async def run(args: argparse.Namespace) -> None:
         gc.collect()
         gc.freeze()  # what start-up built is never collected: each round's collections walk what requests make
         try:
-            results: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
+            results: dict[str, list[tuple[float, float, float]]] = {case: [] for case in cases}
             for _ in range(args.rounds):
                 for case in cases:
                     results[case].append(await measure(driver, case, args.requests, args.concurrency, args.part))
@@ -72,6 +83,9 @@ async def run(args: argparse.Namespace) -> None:
                 f"  {name:10} {case:22} median {median * 1e3:6.3f} ms ({median / base:4.2f}×)   "
                 f"least {min(values) * 1e3:6.3f} ms ({min(values) / least:4.2f}×)"
             )
+    print("the event loop's thread's context switches (it slept and was woken, or waited for the lock) per request:")
+    for case in cases:
+        print(f"  {case:22} median {statistics.median(r[2] for r in results[case]):6.2f}")
 
 
 def main() -> None:
