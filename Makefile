@@ -140,7 +140,7 @@ DATABASE_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/tes
 ANY_BACKEND := $(foreach name,wrong_types openapi vision tool_translation translation_fields protocol_matrix \
 	  transparency_log_processes reasoning_round_trip request_bodies http_edges request_limits schema_page coding_agents gemini_cli gemini_front \
 	  agent_fixtures context_window messages responses chat_completions streaming_relay passthrough \
-	  anthropic_upstream fallbacks upstream_connections unsendable_headers log_lines models demo \
+	  anthropic_upstream upstream_connections unsendable_headers log_lines models demo \
 	  dashboard stream_limits rate_limits key_guesses hot_paths operator_files refusals_change_nothing \
 	  partial_streams limits affordable pricing permissions observability dashboard_buy_credits sdk_fixtures \
 	  sdk_parity provider_matrix azure_entra client_text bedrock_converse mixed_wire_failover cross_kind_failover operator_bounds \
@@ -154,14 +154,14 @@ ANY_BACKEND := $(foreach name,wrong_types openapi vision tool_translation transl
 
 # The same kind of tests, run once in the PostgreSQL half instead (the two lists keep the halves about
 # even): the providers' wires (Vertex, Gemini, Bedrock, Azure), embeddings, images, audio, the batch
-# endpoints' endings and keys, prices, the dashboard's endpoints, the compiled build against the
-# source, a Redis restart. And the tests whose subject is the history's size, not its backend:
+# endpoints' endings and keys, prices, the fallbacks' weighted routing, the dashboard's endpoints,
+# the compiled build against the source, a Redis restart. And the tests whose subject is the history's size, not its backend:
 # the tools holding a page at a time (about three minutes under tracemalloc) and a long team
 # loading beside a short one. The ledger-scale and ledger benchmarks' quick runs (whose subject is
 # the script) run in the SQLite half; each benchmark measures both backends when run for real.
 ONCE_ON_POSTGRES := $(foreach name,vertex_upstream payment_inputs audio compiled_build images \
 	  gemini_upstream batch_keys batch_endings price_changes bedrock_upstream azure_upstream batch_output_memory \
-	  embeddings batch_embeddings audio_tokens deployment_prices dashboard_endpoints upload_memory,\
+	  embeddings batch_embeddings audio_tokens deployment_prices dashboard_endpoints upload_memory fallbacks,\
 	  --ignore=tests/e2e/test_$(name).py) \
 	--ignore=tests/e2e/fuzz/test_attribution.py --ignore=tests/e2e/ratelimit/test_redis_restart.py \
 	--ignore=tests/scale/test_bounded_memory.py --ignore=tests/scale/test_long_team_loading.py

@@ -61,7 +61,7 @@ class QuickOptions(TypedDict):
     idle: float
 
 
-QUICK: QuickOptions = {"duration": 0.3, "rounds": 1, "settle": 0.2, "concurrency": [1, 4], "warmup": 0.1, "idle": 0.5}
+QUICK: QuickOptions = {"duration": 0.2, "rounds": 1, "settle": 0.1, "concurrency": [1, 4], "warmup": 0.1, "idle": 0.5}
 
 
 class Plan:
