@@ -83,46 +83,11 @@ def test_tollgate_bench_takes_the_benchmark_options():
         assert option in result.stdout
 
 
-def test_the_stall_finder_explains_each_point_from_tollgates_timeline(tmp_path):
-    out = tmp_path / "bench.json"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "scripts.bench",
-            "--quick",
-            "--backend",
-            "sqlite",
-            "--cases",
-            "chat",
-            "--stalls",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    (config,) = json.loads(out.read_text())["configs"]
-    for concurrency, point in config["cases"]["chat"].items():
-        stalls = point["stalls"]
-        assert stalls["requests"] == point["tollgate"]["requests"], concurrency
-        assert stalls["timeline"]["complete"], concurrency
-        assert stalls["timeline"]["processes"] == 1
-        # Every request went through the ledger writer: its batches are on the timeline, with their CPU time.
-        assert stalls["kinds"]["writer.batch"]["per_s"] > 0, stalls["kinds"]
-        assert stalls["kinds"]["writer.save"]["cpu_ms_per_s"] > 0
-        assert stalls["explained"] + stalls["loop_late_only"] + stalls["unexplained"] <= stalls["outliers"]
-        # Each request found on the gateway's side by its connection, and split at the steps it reached.
-        assert set(stalls["steps"]["all"]) == {"app", "admitted", "held", "upstream", "charged", "done", "client"}
-        assert 0 < stalls["steps"]["all"]["upstream"] < 1000
-        assert f"stalls, chat c={concurrency}:" in result.stdout
-
-
-def test_the_benchmark_spreads_its_load_over_many_teams(tmp_path):
-    """``--teams N``: N teams, each with its key; connection i uses team i mod N, and every answered
-    request is still exactly one charge, whichever team it went to."""
+def test_the_stall_finder_explains_each_point_and_the_load_spreads_over_many_teams(tmp_path):
+    """``--stalls``: each point explained from Tollgate's timeline. ``--teams N``: N teams, each with its
+    key; connection i uses team i mod N, and every answered request is still exactly one charge,
+    whichever team it went to. (One run for both: each quick benchmark costs half a minute of a make
+    test half in starting its servers.)"""
     out = tmp_path / "bench.json"
     result = subprocess.run(
         [
@@ -135,9 +100,10 @@ def test_the_benchmark_spreads_its_load_over_many_teams(tmp_path):
             "--cases",
             "chat",
             "--concurrency",
-            "6",
+            "1,6",
             "--teams",
             "3",
+            "--stalls",
             "--keep",
             "--json",
             str(out),
@@ -161,3 +127,18 @@ def test_the_benchmark_spreads_its_load_over_many_teams(tmp_path):
     assert sorted(names.values()) == ["bench", "bench-1", "bench-2"]
     assert set(charged) == set(names)  # each team's key carried requests
     assert sum(charged.values()) == config["ledger"]["charges"]
+
+    assert set(config["cases"]["chat"]) == {"1", "6"}
+    for concurrency, point in config["cases"]["chat"].items():
+        stalls = point["stalls"]
+        assert stalls["requests"] == point["tollgate"]["requests"], concurrency
+        assert stalls["timeline"]["complete"], concurrency
+        assert stalls["timeline"]["processes"] == 1
+        # Every request went through the ledger writer: its batches are on the timeline, with their CPU time.
+        assert stalls["kinds"]["writer.batch"]["per_s"] > 0, stalls["kinds"]
+        assert stalls["kinds"]["writer.save"]["cpu_ms_per_s"] > 0
+        assert stalls["explained"] + stalls["loop_late_only"] + stalls["unexplained"] <= stalls["outliers"]
+        # Each request found on the gateway's side by its connection, and split at the steps it reached.
+        assert set(stalls["steps"]["all"]) == {"app", "admitted", "held", "upstream", "charged", "done", "client"}
+        assert 0 < stalls["steps"]["all"]["upstream"] < 1000
+        assert f"stalls, chat c={concurrency}:" in result.stdout
