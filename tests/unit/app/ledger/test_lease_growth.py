@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import random
-from typing import cast
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any, cast
+from uuid import UUID
 
 import pytest
 
@@ -165,6 +168,60 @@ def test_a_growth_made_after_the_book_forgot_its_lease_is_given_back(ledger: Led
     team = ledger.store.find_team(team_id("late"))
     assert team is not None
     assert (team.balance, team.held) == (10**9, 0)
+
+
+class StingyLedger:
+    """Grants each growth exactly what is needed, and knows what each lease holds: the ledger of a
+    team near the end of its balance, as the chaos suite's teams are."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, int] = {}
+        self.growths = 0
+
+    def lease(self, team: UUID, name: str, lease_id: str, needed: int, wanted: int, owner: str) -> Future[Any]:
+        self.growths += 1
+        self.held[lease_id] = self.held.get(lease_id, 0) + needed
+        return _done(SimpleNamespace(remaining=self.held[lease_id]))
+
+    def return_lease(self, team: UUID, name: str, lease_id: str) -> Future[Any]:
+        self.held[lease_id] = 0
+        return _done(None)
+
+
+def _done(value: object) -> Future[Any]:
+    answer: Future[Any] = Future()
+    answer.set_result(value)
+    return answer
+
+
+def test_a_request_grows_a_lease_the_book_forgot_once_not_until_it_fits():
+    """A request waiting for a growth when its process finds it was taken for dead grows the
+    forgotten lease, which is given back at once; with a ledger that grants only what is needed,
+    what the lease has free never covers the request. It grows it once, as under the old lock: a
+    request that grew it until it fitted grew and returned it every 20 ms to the end of the
+    multi-host chaos suite's run (thousands of events on two teams)."""
+    stingy = StingyLedger()
+    team = team_id("near-the-end")
+
+    async def forgotten_while_waiting() -> None:
+        leases = Leases(cast(LedgerService, stingy))
+        lease = await leases.reserve(team, "near-the-end", WORST_CASE)
+        await leases.grown()  # the growth ahead it started: the lease holds two worst cases, one free
+        assert (lease.remaining, lease.free) == (2 * WORST_CASE, WORST_CASE)
+        ahead = lease.growth = asyncio.Event()  # another growth ahead is in flight
+        waiting = asyncio.get_running_loop().create_task(leases.reserve(team, "near-the-end", 2 * WORST_CASE))
+        await asyncio.sleep(0.01)
+        leases.forget_all()  # taken for dead: the book gives its leases back
+        await leases.grown()
+        lease.growth = None
+        ahead.set()
+        held = await asyncio.wait_for(waiting, timeout=5)
+        assert held is lease  # held against the lease it waited for, as before
+        await leases.grown()
+
+    asyncio.run(forgotten_while_waiting())
+    assert stingy.growths == 3  # the first, the one ahead, and the waiting request's one
+    assert set(stingy.held.values()) == {0}  # and every lease given back
 
 
 def test_a_lease_the_ledger_could_not_take_back_is_given_back_once_it_can(tmp_path):
