@@ -127,7 +127,7 @@ test-chaos: install
 DATABASE_FREE := --ignore=tests/e2e/test_fake_upstream.py --ignore=tests/e2e/test_fake_responses.py \
 	--ignore=tests/e2e/test_fake_azure.py --ignore=tests/e2e/test_fake_embeddings.py --ignore=tests/e2e/test_fake_bedrock.py \
 	--ignore=tests/e2e/test_fake_gemini.py --ignore=tests/e2e/test_fake_vertex.py --ignore=tests/e2e/test_fake_stripe.py \
-	--ignore=tests/e2e/test_killed_test_runs.py \
+	--ignore=tests/e2e/test_killed_test_runs.py --ignore=tests/e2e/test_taken_port.py \
 	--ignore=tests/e2e/ratelimit/test_redis_store.py --ignore=tests/e2e/test_log_offline.py
 
 # End-to-end tests whose subject is what the gateway answers and computes, not how the ledger's

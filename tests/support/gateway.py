@@ -366,6 +366,10 @@ def run_cli(config: Path, *args: str, check: bool = True) -> subprocess.Complete
     return result
 
 
+class _PortTaken(RuntimeError):
+    """The gateway exited at once: another process held its port."""
+
+
 @dataclass
 class Gateway:
     """A ``tollgate serve`` process on a free loopback port; what it prints goes to ``log_path``."""
@@ -376,6 +380,7 @@ class Gateway:
     log_path: Path | None = None
     env: dict[str, str] = field(default_factory=dict)  # more environment (TOLLGATE_CLOCK_OFFSET, …)
     serve_args: tuple[str, ...] = ()  # more arguments to ``tollgate serve`` (``--workers``, …)
+    _ever_ready: bool = field(default=False, repr=False)
 
     @property
     def base_url(self) -> str:
@@ -386,6 +391,24 @@ class Gateway:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> Gateway:
+        """Start the gateway and wait until it answers. A port found free and let go (``free_port``)
+        can be taken before the gateway binds it — most often as the local end of another process's
+        outgoing connection, which draws from the same range — so a gateway that could not bind is
+        started again: on a new port the first time it starts, on its own port (once the other end
+        has let go) when it is started again after ``stop``, since its clients know that address."""
+        deadline = time.monotonic() + READY_WITHIN
+        while True:
+            try:
+                return self._start_once()
+            except _PortTaken:
+                if time.monotonic() > deadline:
+                    raise
+                if self._ever_ready:
+                    time.sleep(0.5)
+                else:
+                    self.port = free_port()
+
+    def _start_once(self) -> Gateway:
         self.log_path = self.config.parent / f"gateway-{self.port}.log"
         args = ["serve", "--config", str(self.config), "--port", str(self.port), *self.serve_args]
         env = {**os.environ, **GATEWAY_ENV, **self.env}
@@ -403,9 +426,14 @@ class Gateway:
         deadline = time.monotonic() + READY_WITHIN
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"tollgate serve exited: {self.output()}")
+                output = self.output()
+                if "address already in use" in output:
+                    self.process = None
+                    raise _PortTaken(output)
+                raise RuntimeError(f"tollgate serve exited: {output}")
             try:
                 if plain_http.get(self.base_url + "/models", timeout=1).status_code == 200:
+                    self._ever_ready = True
                     return self
             except httpx.HTTPError:
                 time.sleep(0.05)
