@@ -12,7 +12,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 
 .PHONY: demo check test test-unit test-unit-postgresql test-e2e-sqlite test-e2e-postgresql test-sqlite test-postgresql \
-	test-chaos test-simulate install compile browser agents
+	test-chaos test-simulate install compile browser agents iptables
 .PHONY: lock help
 
 # The venv gets exactly the packages requirements.lock pins (pyproject.toml says what is needed, the
@@ -79,14 +79,17 @@ demo: install
 	$(BIN)/tollgate demo --config examples/demo.toml
 
 # The gate, the docs build, the in-process layer and the simulator (from source) and the compile (mypyc)
-# first, side by side: a failure in any stops the run before the end-to-end layer. Then the two backends' halves run side by side (their output kept apart,
+# first, side by side, and beside them what the later tests need installed on a fresh machine
+# (Chromium, the coding agents, iptables: half a minute of downloads and unpacking, which ran alone
+# before them): a failure in any stops the run before the end-to-end layer. Then the two backends' halves run side by side (their output kept apart,
 # each printed whole when it ends): they wait on sockets, subprocesses and timeouts more than they
 # compute. The PostgreSQL half also runs the unit tests that write the ledger. Then the chaos suite's
 # CI mode runs alone (about a minute and a half; it judges answers by when faults happened, so it gets
 # the cores to itself). The build fails if any of them fails; the chaos suite runs even if a half failed.
 ## The whole suite: the gate, the unit layer, both backends' e2e halves, the chaos suite
-test: $(VENV)/.installed browser agents
-	@$(MAKE) --no-print-directory -j5 --output-sync=target check docs test-unit compile test-simulate || exit $$?; \
+test: $(VENV)/.installed
+	@$(MAKE) --no-print-directory -j5 --output-sync=target check docs test-unit compile test-simulate \
+	  browser agents iptables || exit $$?; \
 	status=0; \
 	$(MAKE) --no-print-directory -j2 --output-sync=target test-e2e-sqlite test-postgresql || status=$$?; \
 	$(MAKE) --no-print-directory test-chaos || status=$$?; \
@@ -118,9 +121,14 @@ test-simulate: $(VENV)/.installed
 # says so and runs on one host), a burst of traffic and faults, the single host's and those between
 # hosts (partitions, a lossy link, a frozen host, clocks apart); non-zero exit on any violation.
 ## The chaos suite's CI mode: three gateway hosts, its own PostgreSQL and Redis, faults
-test-chaos: install
-	sh scripts/ensure_iptables.sh
+test-chaos: install iptables
 	$(BIN)/python -m scripts.chaos --hosts 3
+
+# The chaos suite's hosts are network namespaces joined by iptables rules (installed here when
+# missing and root; without it the suite runs on one host).
+## Install iptables for the chaos suite's hosts, when missing
+iptables:
+	sh scripts/ensure_iptables.sh
 
 # End-to-end tests that never touch the ledger's database (the fakes, the test harness's own cleanup,
 # the Redis rate-limit store) run once, in make test's PostgreSQL half.
