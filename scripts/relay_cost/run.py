@@ -8,9 +8,12 @@ import asyncio
 import gc
 import statistics
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import scripts.relay_cost
 from scripts.relay_cost.canned import CASES
@@ -28,7 +31,33 @@ def _context_switches(status: Path) -> int:
     return sum(int(line.split()[1]) for line in text.splitlines() if "ctxt_switches:" in line)
 
 
-async def measure(driver: Driver, case: str, requests: int, concurrency: int, part: str) -> tuple[float, float, float]:
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds each of the process's threads has used so far, by thread name (threads of one name
+    summed; a thread that ends between two readings is missed, which none of the gateway's do)."""
+    used: dict[str, float] = {}
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            seconds = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except OSError:  # it ended meanwhile
+            continue
+        name = "event loop" if thread is threading.main_thread() else thread.name
+        used[name] = used.get(name, 0.0) + seconds
+    return used
+
+
+class Measured(NamedTuple):
+    """One round of one case, per request: the process's CPU seconds, the event loop thread's, the loop
+    thread's context switches, and each thread's CPU seconds by name."""
+
+    process: float
+    loop: float
+    switches: float
+    threads: dict[str, float]
+
+
+async def measure(driver: Driver, case: str, requests: int, concurrency: int, part: str) -> Measured:
     """CPU seconds per request of ``requests`` requests of ``case``, ``concurrency`` at a time: the
     process's, and the event loop's thread's alone; and the loop thread's context switches per request."""
     driver.case = CASES[case]
@@ -46,11 +75,13 @@ async def measure(driver: Driver, case: str, requests: int, concurrency: int, pa
     await asyncio.gather(*(loop() for _ in range(2)))  # warm
     left = requests
     status = Path("/proc/thread-self/status")
+    threads_before = _thread_cpu()
     start, loop_start, switches = time.process_time(), time.thread_time(), _context_switches(status)
     await asyncio.gather(*(loop() for _ in range(concurrency)))
     loop_cpu, switched = time.thread_time() - loop_start, _context_switches(status) - switches
     await asyncio.sleep(0.3)  # the writer's last commits
-    return (time.process_time() - start) / requests, loop_cpu / requests, switched / requests
+    threads = {name: (cpu - threads_before.get(name, 0.0)) / requests for name, cpu in _thread_cpu().items()}
+    return Measured((time.process_time() - start) / requests, loop_cpu / requests, switched / requests, threads)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -62,7 +93,7 @@ async def run(args: argparse.Namespace) -> None:
         gc.collect()
         gc.freeze()  # what start-up built is never collected: each round's collections walk what requests make
         try:
-            results: dict[str, list[tuple[float, float, float]]] = {case: [] for case in cases}
+            results: dict[str, list[Measured]] = {case: [] for case in cases}
             for _ in range(args.rounds):
                 for case in cases:
                     results[case].append(await measure(driver, case, args.requests, args.concurrency, args.part))
@@ -73,11 +104,15 @@ async def run(args: argparse.Namespace) -> None:
         f"{args.rounds} rounds: the median and the least of the rounds (the least is the one the machine's "
         f"other work disturbed least), each against {cases[0]}'s; the process's, and the event loop's thread's"
     )
-    for which, name in ((0, "process"), (1, "event loop")):
-        base = statistics.median(r[which] for r in results[cases[0]])
-        least = min(r[which] for r in results[cases[0]])
+    figures: tuple[tuple[str, Callable[[Measured], float]], ...] = (
+        ("process", lambda r: r.process),
+        ("event loop", lambda r: r.loop),
+    )
+    for name, of in figures:
+        base = statistics.median(of(r) for r in results[cases[0]])
+        least = min(of(r) for r in results[cases[0]])
         for case in cases:
-            values = [r[which] for r in results[case]]
+            values = [of(r) for r in results[case]]
             median = statistics.median(values)
             print(
                 f"  {name:10} {case:22} median {median * 1e3:6.3f} ms ({median / base:4.2f}×)   "
@@ -85,7 +120,17 @@ async def run(args: argparse.Namespace) -> None:
             )
     print("the event loop's thread's context switches (it slept and was woken, or waited for the lock) per request:")
     for case in cases:
-        print(f"  {case:22} median {statistics.median(r[2] for r in results[case]):6.2f}")
+        print(f"  {case:22} median {statistics.median(r.switches for r in results[case]):6.2f}")
+    print(
+        "CPU per request by thread, medians (the event loop's here includes the 0.3 s after each round; "
+        "what the threads other than the loop use is what a ledger process of its own would take off it):"
+    )
+    for case in cases:
+        names = sorted({n for r in results[case] for n in r.threads}, key=lambda n: -results[case][0].threads.get(n, 0))
+        shares = {n: statistics.median(r.threads.get(n, 0.0) for r in results[case]) for n in names}
+        total = sum(shares.values()) or 1.0
+        listed = ", ".join(f"{n} {v * 1e3:.3f} ms ({v / total:.0%})" for n, v in shares.items() if v * 1e3 >= 0.001)
+        print(f"  {case:22} {listed}")
 
 
 def main() -> None:
