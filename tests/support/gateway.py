@@ -333,7 +333,7 @@ def _fallback_models(upstream_base_url: str) -> str:
     claude_b = _deployment("anthropic", root, "claude-b", **key)
     overloaded_first = _deployment("openai", f"{root}/status/503/v1", "gpt-a", weight=FIRST)
     models = {
-        "refused-gpt": [_deployment("openai", f"http://127.0.0.1:{free_port()}/v1", "gpt-a", weight=FIRST), gpt_b],
+        "refused-gpt": [_deployment("openai", f"http://127.0.0.1:{refusing_port()}/v1", "gpt-a", weight=FIRST), gpt_b],
         "overloaded-gpt": [overloaded_first, gpt_b],
         "hung-gpt": [_deployment("openai", f"{root}/hang/v1", "gpt-a", weight=FIRST, timeout=1), gpt_b],
         "twin-gpt": [
