@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -38,10 +39,37 @@ def tollgate_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "app.cli"]
 
 
+#: Ports below the kernel's ephemeral range are never handed out by it, neither to an outgoing
+#: connection's local end nor to a socket bound to port 0 (every fake upstream's): a port found free
+#: there stays free until the server it was found for binds it, but for another ``free_port``'s
+#: random pick of the same one meanwhile.
+_LOWEST_PORT = 10_000
+
+
+def _ephemeral_ports_start() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def free_port() -> int:
+    """A loopback port free now, for a server started next. Drawn at random below the ephemeral
+    range where it can be (see ``_LOWEST_PORT``); a port the kernel picked, as before, where not.
+    (One picked by the kernel and let go was taken by another process's outgoing connection before a
+    gateway could bind it: "address already in use", and a module's tests lost their gateway.)"""
+    ceiling = _ephemeral_ports_start()
+    for _ in range(50 if ceiling > _LOWEST_PORT + 1_000 else 0):
+        port = random.randrange(_LOWEST_PORT, ceiling)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # a server listens there, or a connection of one lingers
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 #: Sockets bound and never listened on, held while the test process lives (``refusing_port``).
