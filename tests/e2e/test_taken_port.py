@@ -1,10 +1,10 @@
 """A gateway the suite starts on a port another process took meanwhile starts anyway.
 
 ``free_port`` finds a port free and lets it go; before the gateway binds it, another process can
-take it — most often as the local end of an outgoing connection, which draws from the same range.
-A CI run once lost three tests' module gateway to that ("address already in use"). The harness
-starts such a gateway again on another port the first time, and on its own port when it is
-started again after a stop (its clients know that address).
+take it. A CI run once lost three tests' module gateway to that ("address already in use"), when
+free ports were the kernel's picks, which outgoing connections draw from too; they are now drawn
+below that range, and the harness also starts such a gateway again: on another port the first
+time, on its own port when it is started again after a stop (its clients know that address).
 """
 
 from __future__ import annotations

@@ -420,10 +420,10 @@ class Gateway:
 
     def start(self) -> Gateway:
         """Start the gateway and wait until it answers. A port found free and let go (``free_port``)
-        can be taken before the gateway binds it — most often as the local end of another process's
-        outgoing connection, which draws from the same range — so a gateway that could not bind is
-        started again: on a new port the first time it starts, on its own port (once the other end
-        has let go) when it is started again after ``stop``, since its clients know that address."""
+        can still be taken before the gateway binds it (by another test process's server that drew
+        the same one), so a gateway that could not bind is started again: on a new port the first
+        time it starts, on its own port (once the other has let go) when it is started again after
+        ``stop``, since its clients know that address."""
         deadline = time.monotonic() + READY_WITHIN
         while True:
             try:
