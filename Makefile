@@ -164,7 +164,7 @@ ANY_BACKEND := $(foreach name,wrong_types openapi vision tool_translation transl
 	--ignore=tests/e2e/fuzz/test_rerate.py --ignore=tests/e2e/fuzz/test_embeddings_bodies.py \
 	--ignore=tests/e2e/fuzz/test_bodies.py --ignore=tests/e2e/fuzz/test_spend_bodies.py \
 	--ignore=tests/e2e/scripts/test_ledger_scale.py --ignore=tests/e2e/scripts/test_ledger_bench.py \
-	--ignore=tests/e2e/scripts/test_bench.py
+	--ignore=tests/e2e/scripts/test_bench.py --ignore=tests/e2e/scripts/test_relay_cost.py
 
 # The same kind of tests, run once in the PostgreSQL half instead (the two lists keep the halves about
 # even): the providers' wires (Vertex, Gemini, Bedrock, Azure), embeddings, images, audio, the batch
