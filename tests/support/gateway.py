@@ -44,6 +44,9 @@ def tollgate_command() -> list[str]:
 #: there stays free until the server it was found for binds it, but for another ``free_port``'s
 #: random pick of the same one meanwhile.
 _LOWEST_PORT = 10_000
+#: Drawn from the system's randomness, not the random module's state, which tests (and Hypothesis)
+#: seed: two processes seeded alike would draw the same ports one after the other.
+_PORT_DRAW = random.SystemRandom()
 
 
 def _ephemeral_ports_start() -> int:
@@ -60,7 +63,7 @@ def free_port() -> int:
     gateway could bind it: "address already in use", and a module's tests lost their gateway.)"""
     ceiling = _ephemeral_ports_start()
     for _ in range(50 if ceiling > _LOWEST_PORT + 1_000 else 0):
-        port = random.randrange(_LOWEST_PORT, ceiling)
+        port = _PORT_DRAW.randrange(_LOWEST_PORT, ceiling)
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
