@@ -14,9 +14,12 @@ from pathlib import Path
 TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _stat_fields(pid: int) -> list[str] | None:
+def _stat_fields(pid: int, thread: int | None = None) -> list[str] | None:
+    """The fields of a process's ``stat`` after its command name, or of one of its threads' (a
+    process's main thread has the process's id)."""
+    path = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
+        text = Path(path).read_text()
     except (FileNotFoundError, ProcessLookupError):
         return None
     return text.rsplit(")", 1)[1].split()  # the command name may contain spaces and parentheses
@@ -45,6 +48,18 @@ def cpu_seconds(pids: list[int]) -> float:
         fields = _stat_fields(pid)
         if fields is not None:
             total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of proc(5))
+    return total / TICK
+
+
+def main_thread_cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU time of each process's main thread, in seconds: a server's event loop,
+    without the threads beside it (Tollgate's ledger writer, projector, record writer). What one
+    loop spends a request bounds what one process can serve, whatever its other threads do."""
+    total = 0
+    for pid in pids:
+        fields = _stat_fields(pid, thread=pid)
+        if fields is not None:
+            total += int(fields[11]) + int(fields[12])
     return total / TICK
 
 

@@ -49,6 +49,8 @@ def summarise(rounds: list[dict[str, dict[str, Any]]]) -> dict[str, Any]:
             key: _median(rounds, target, key)
             for key in ("rps", "p50_ms", "p99_ms", "ttfc_p50_ms", "ttfc_p99_ms", "cpu_ms_per_request")
         }
+        # The main threads' (the event loops') share of it, during the run itself.
+        point[target]["loop_cpu_ms_per_request"] = _median(rounds, target, "loop_cpu_ms_per_request")
         point[target]["requests"] = sum(r[target]["requests"] for r in rounds)
         point[target]["errors"] = sum(r[target]["errors"] for r in rounds)
         statuses: dict[str, int] = {}
@@ -154,8 +156,30 @@ def config_table(config: dict[str, Any], streams: dict[str, bool]) -> str:
             f"Tollgate idle: {config['tollgate_idle_cpu_ms_per_s']:.1f} ms CPU per second. "
             f"Ledger: {config['ledger']['summary']}."
         ),
+        "",
+        _loop_line(config),
     ]
     return "\n".join(lines)
+
+
+def _loop_line(config: dict[str, Any]) -> str:
+    """What Tollgate's event loops (each process's main thread) spent a request during the runs, at
+    each case's highest concurrency, and the rate a loop at one full core would then serve at most:
+    the bound that taking the other threads' work out of the process cannot lift."""
+    parts = []
+    for case, by_concurrency in config["cases"].items():
+        concurrency = max(by_concurrency, key=int)
+        t = by_concurrency[concurrency]["tollgate"]
+        loop, whole = t.get("loop_cpu_ms_per_request", 0.0), t["cpu_ms_per_request"]
+        if loop > 0 and whole > 0:
+            loops = max(1, config["workers"])
+            cores = "one loop at a full core" if loops == 1 else f"{loops} loops at a full core each"
+            parts.append(
+                f"{case} c={concurrency} {loop:.3f} ms ({loop / whole:.0%} of its CPU; at most "
+                f"{loops * 1000 / loop:,.0f} req/s with {cores})"
+            )
+    measured = "; ".join(parts) or "not measured"
+    return f"Tollgate's event loop (the main thread) per request, during the runs: {measured}."
 
 
 def _check(name: str, limit: str, measured: float | None, ok: bool | None, unit: str, note: str = "") -> dict[str, Any]:

@@ -7,8 +7,9 @@ targets one after the other — direct, floor, Tollgate — and repeat that roun
 that whatever else the machine does hits all three alike. Each run is a closed loop of C
 connections for ``duration`` seconds, driven from separate processes. Reported per point: the
 medians over rounds of requests/s, latency p50/p99, what floor and Tollgate add over direct (p50,
-p99, time to first chunk), CPU time per request of the server's processes, and Tollgate/floor;
-per configuration, peak RSS and a ``ledger verify`` that must find exactly one charge per answered
+p99, time to first chunk), CPU time per request of the server's processes (and of their main
+threads, the event loops, alone), and Tollgate/floor; per configuration, peak RSS, what Tollgate's
+loop spent a request, and a ``ledger verify`` that must find exactly one charge per answered
 request. Then the issue's targets, each PASS or MISS.
 
     python -m scripts.bench [--backend sqlite|postgresql|both] [--workers 1,2] [--json out.json]
@@ -36,7 +37,7 @@ from typing import Any, TypedDict
 from scripts.bench import servers
 from scripts.bench.cases import CASES, Case
 from scripts.bench.loadgen import Load, LoadGenerators, Target, render_request
-from scripts.bench.procstat import cpu_seconds, peak_rss_mb
+from scripts.bench.procstat import cpu_seconds, main_thread_cpu_seconds, peak_rss_mb
 from scripts.bench.report import (
     check_targets,
     config_table,
@@ -131,8 +132,9 @@ def measure(
     requests that caused it — less what the server spends idle over those settle seconds
     (``settling.idle_cpu``, CPU seconds per second: its timers), which no request caused."""
     pids = server.pids()
-    before = cpu_seconds(pids)
+    before, loop_before = cpu_seconds(pids), main_thread_cpu_seconds(pids)
     result = loadgens.run(Target("127.0.0.1", server.port), load)
+    loop_used = main_thread_cpu_seconds(pids) - loop_before  # during the run: deferred work is the threads'
     if settling.stalls is not None:
         settling.stalls.add(result)
     if settling.seconds:
@@ -141,6 +143,7 @@ def measure(
     metrics = run_metrics(
         result.ok, result.errors, result.seconds, list(result.latencies), list(result.first_chunk), max(used, 0.0)
     )
+    metrics["loop_cpu_ms_per_request"] = loop_used * 1e3 / result.ok if result.ok else 0.0
     metrics["statuses"] = {str(k): v for k, v in result.statuses.items() if k != 200}  # what the errors were
     return metrics
 

@@ -56,6 +56,13 @@ def test_the_quick_benchmark_reports_every_case_and_concurrency(tmp_path):
             }
             assert point["ratios"]["rps"] > 0
             assert point["ratios"]["cpu_ms_per_request"] > 0
+    # The event loop's own CPU (each process's main thread, during the runs): a part of the whole,
+    # summed over the points (one point's few requests are a handful of 10 ms clock ticks).
+    points = [point["tollgate"] for by_concurrency in config["cases"].values() for point in by_concurrency.values()]
+    loop = sum(m["loop_cpu_ms_per_request"] * m["requests"] for m in points)
+    whole = sum(m["cpu_ms_per_request"] * m["requests"] for m in points)
+    assert 0 < loop < whole, (loop, whole)
+    assert "Tollgate's event loop (the main thread) per request" in result.stdout
     assert config["peak_rss_mb"]["tollgate"]["max"] > 0
     assert config["peak_rss_mb"]["floor"]["max"] > 0
     # Every request Tollgate answered is exactly one charge in a ledger that verifies.
