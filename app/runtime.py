@@ -67,6 +67,13 @@ log = logging.getLogger("tollgate")
 #: Seconds the shutdown waits for requests cut off by ``shutdown_timeout`` to settle their holds
 #: (their charges are queued to the writer) before giving the credit leases back.
 SETTLE_WAIT = 5.0
+#: Seconds short of ``instance_dead_after`` after which a process that has not heard its heartbeat
+#: go through holds no request: the others may take it for dead from then on (a beat's own time and
+#: the hosts' clocks apart), and release its leases.
+VOUCH_MARGIN = 1.0
+#: Seconds the heartbeat waits for the event loop to forget the lease book, once it found this
+#: process was taken for dead, before it vouches for the process again.
+LEASE_AFRESH_WAIT = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,9 +149,17 @@ class Runtime:
             self._tasks.append(loop.create_task(self.batch_poller.run()))
         self.instances.stream_reports = lambda: self.in_flight.reports_from(loop)
 
-        # Taken for dead while stuck, this process's leases were released: its book must lease afresh.
+        # Taken for dead while stuck, this process's leases were released: its book must lease afresh,
+        # before the heartbeat vouches for this process again (``InstanceRegistry.heard_within``).
         def lease_afresh() -> None:
-            loop.call_soon_threadsafe(self.leases.forget_all)
+            forgotten = threading.Event()
+
+            def forget() -> None:
+                self.leases.forget_all()
+                forgotten.set()
+
+            loop.call_soon_threadsafe(forget)
+            forgotten.wait(timeout=LEASE_AFRESH_WAIT)
 
         self.instances.on_reregistered = lease_afresh
         port = self.settings.metrics_port
@@ -313,9 +328,14 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     ledger = LedgerService(writer, float(settings.hold_timeout))
     leases = Leases(ledger, idle_seconds=float(settings.lease_idle_seconds), owner=owner)
     health = LedgerHealth(writer, LedgerProbe(store.database))
-    billing = Billing(
-        ledger, settings, prices, limiter, leases, ThisProcess(owner=owner, writable=lambda: health.writable)
-    )
+    # A process silent for nearly the dead-process limit may have been taken for dead, its leases
+    # released: it holds nothing until a heartbeat gets through and says whether it was.
+    vouched_within = float(settings.instance_dead_after) - VOUCH_MARGIN
+
+    def writable() -> bool:
+        return health.writable and instances.heard_within(vouched_within)
+
+    billing = Billing(ledger, settings, prices, limiter, leases, ThisProcess(owner=owner, writable=writable))
     health.when_writable = billing.pay_owed
     billing.receipts = log_signer(settings.transparency, base_dir, os.environ)  # each charge's receipt, signed
     times = SweepTimes(

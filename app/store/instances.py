@@ -99,6 +99,9 @@ class InstanceRegistry:
         self._thread = threading.Thread(target=self._beat, name="tollgate-instances", daemon=True)
         self._lock = threading.Lock()  # the connection is used by the heartbeat thread and by others
         self._heard_since: float | None = None  # since when every beat got through
+        #: When the last beat that got through ended (monotonic), or the registration: the others
+        #: take this process for dead only after ``instance_dead_after`` seconds without one.
+        self._last_heard = time.monotonic()
         #: What this process's streams have delivered, asked for at every beat (None: nothing to report).
         self.stream_reports: Callable[[], Sequence[StreamReport] | None] | None = None
         #: Called (on the heartbeat thread) when this process finds it was taken for dead.
@@ -130,6 +133,7 @@ class InstanceRegistry:
     def register(self) -> list[Peer]:
         """Announce this process; returns the other live gateways on the database."""
         self._insert()
+        self._last_heard = time.monotonic()
         self._thread.start()
         return self.peers()
 
@@ -167,6 +171,13 @@ class InstanceRegistry:
                 self._heard_since = None
                 log.debug("heartbeat failed: %s", exc)
 
+    def heard_within(self, seconds: float) -> bool:
+        """Whether a heartbeat of this process got through within ``seconds``. Silent for
+        ``instance_dead_after``, it may have been taken for dead and its leases released by the
+        others; until a beat gets through and says so (re-registering it, its lease book forgotten
+        first), what the book holds cannot be vouched for, and no request is held against it."""
+        return time.monotonic() - self._last_heard < seconds
+
     def beat(self) -> None:
         streams = self.stream_reports() if self.stream_reports is not None else None
         with self._connection() as sql, sql.transaction() as tx:
@@ -190,9 +201,10 @@ class InstanceRegistry:
             )
             self._insert()
             if self.on_reregistered is not None:
-                self.on_reregistered()
+                self.on_reregistered()  # returns once the lease book is forgotten
         elif self._heard_since is None:
             self._heard_since = time.time()
+        self._last_heard = time.monotonic()
 
     # -- the dead ----------------------------------------------------------------------------------
 

@@ -71,3 +71,28 @@ def test_a_stream_s_report_is_read_back_whole_once_its_process_is_dead(database)
     assert watcher.abandoned_streams([dying.instance_id]) == [report]
     dying.stop()
     watcher.stop()
+
+
+def test_a_process_silent_too_long_is_not_vouched_for_until_a_beat_says_whether_it_was_taken_for_dead(database):
+    """The chaos suite found a process cut off from the database past the dead-process limit serving
+    a request, once it could reach the database again, against a lease the others had released: its
+    next heartbeat, which would have told it, had not come yet. Silent that long, it holds nothing
+    until a beat gets through; a beat that finds it was taken for dead has the lease book forgotten
+    (``on_reregistered``) before it vouches for the process again."""
+    silent, watcher = (InstanceRegistry(database, shared_limits=True) for _ in range(2))
+    silent.register()
+    watcher._insert()
+    assert silent.heard_within(5)
+    silent._last_heard = time.monotonic() - 8  # its beats failed for 8 s (the database out of reach)
+    assert not silent.heard_within(5)
+    watcher.forget([silent.instance_id])  # the others took it for dead meanwhile
+    vouched_while_forgetting: list[bool] = []
+    silent.on_reregistered = lambda: vouched_while_forgetting.append(silent.heard_within(5))
+    silent.beat()  # back in reach: it finds out, registers again, and forgets its leases first
+    assert vouched_while_forgetting == [False]
+    assert silent.heard_within(5)
+    silent._last_heard = time.monotonic() - 8
+    silent.beat()  # a beat that finds it alive vouches for it again too
+    assert silent.heard_within(5)
+    silent.stop()
+    watcher.stop()
