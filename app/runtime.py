@@ -327,13 +327,17 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
 
     ledger = LedgerService(writer, float(settings.hold_timeout))
     leases = Leases(ledger, idle_seconds=float(settings.lease_idle_seconds), owner=owner)
-    health = LedgerHealth(writer, LedgerProbe(store.database))
     # A process silent for nearly the dead-process limit may have been taken for dead, its leases
     # released: it holds nothing until a heartbeat gets through and says whether it was.
     vouched_within = float(settings.instance_dead_after) - VOUCH_MARGIN
 
+    def vouched() -> bool:
+        return instances.heard_within(vouched_within)
+
+    health = LedgerHealth(writer, LedgerProbe(store.database), vouched=vouched)
+
     def writable() -> bool:
-        return health.writable and instances.heard_within(vouched_within)
+        return health.writable
 
     billing = Billing(ledger, settings, prices, limiter, leases, ThisProcess(owner=owner, writable=writable))
     health.when_writable = billing.pay_owed

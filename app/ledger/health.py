@@ -1,10 +1,14 @@
-"""Whether this process may serve billed requests: the ledger can be written and its writer runs.
+"""Whether this process may serve billed requests: the ledger can be written, its writer runs, and
+its heartbeat vouches for what it holds.
 
-Two sources say so. The writer reports a commit that failed (at once, on the writer thread), and
+Three sources say so. The writer reports a commit that failed (at once, on the writer thread), and
 a probe (``app/store/probe.py``) asks the database every second. While either says no, billing
 refuses new requests with 503 before anything goes upstream — a gateway that cannot record a charge
 must not serve — and ``/health/ready`` answers 503, so a load balancer sends traffic elsewhere. The
-probe's next success clears both: the writer's next commit is the proof.
+probe's next success clears both: the writer's next commit is the proof. The third is the process's
+heartbeat (``vouched``): silent for nearly the dead-process limit, the process may have been taken
+for dead and its credit leases released by the others, so it serves nothing billed — and says it
+is not ready — until a beat gets through (``InstanceRegistry.heard_within``).
 """
 
 from __future__ import annotations
@@ -25,9 +29,17 @@ PROBE_INTERVAL = 1.0
 
 
 class LedgerHealth:
-    def __init__(self, writer: LedgerWriter, probe: LedgerProbe, interval: float = PROBE_INTERVAL) -> None:
+    def __init__(
+        self,
+        writer: LedgerWriter,
+        probe: LedgerProbe,
+        interval: float = PROBE_INTERVAL,
+        vouched: Callable[[], bool] = lambda: True,
+    ) -> None:
         self._writer = writer
         self._probe = probe
+        #: Whether this process's heartbeat got through recently enough to vouch for its leases.
+        self._vouched = vouched
         self._interval = interval
         self.problem: str | None = None  # the probe's or the writer's last word; None: writable
         self.draining = False  # the process was told to stop: it finishes what it has, takes nothing new
@@ -39,7 +51,7 @@ class LedgerHealth:
 
     @property
     def writable(self) -> bool:
-        return self.problem is None and self._writer.running
+        return self.problem is None and self._writer.running and self._vouched()
 
     def commit_failed(self, reason: str) -> None:
         """Called by the writer thread when a batch could not be saved."""
@@ -75,6 +87,7 @@ class LedgerHealth:
         checks = {
             "event_store": "ok" if self.problem is None else self.problem,
             "writer": "running" if self._writer.running else "stopped",
+            "heartbeat": "ok" if self._vouched() else "silent: possibly taken for dead, waiting for a beat",
             "accepting": "draining: shutting down" if self.draining else "yes",
         }
         return self.writable and not self.draining, checks

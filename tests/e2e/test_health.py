@@ -36,6 +36,7 @@ def test_live_and_ready_when_all_is_well(own_gateway: Gateway):
         "checks": {
             "event_store": "ok",
             "writer": "running",
+            "heartbeat": "ok",
             "accepting": "yes",
             "history_projection": "current",
             "quarantined_events": "0",
