@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import scripts.relay_cost
+from app.observability import metrics
 from scripts.relay_cost.canned import CASES
 from scripts.relay_cost.driver import Driver, setup
 from scripts.relay_cost.relay_only import relay_once
@@ -47,13 +48,19 @@ def _thread_cpu() -> dict[str, float]:
     return used
 
 
+def _writer_batches() -> float:
+    """Batches the ledger writer has committed so far in this process (its batch-size histogram's count)."""
+    return sum(s.value for m in metrics.BATCH_SIZE.collect() for s in m.samples if s.name.endswith("_count"))
+
+
 class Measured(NamedTuple):
     """One round of one case, per request: the process's CPU seconds, the event loop thread's, the loop
-    thread's context switches, and each thread's CPU seconds by name."""
+    thread's context switches, the writer's committed batches, and each thread's CPU seconds by name."""
 
     process: float
     loop: float
     switches: float
+    batches: float
     threads: dict[str, float]
 
 
@@ -75,13 +82,15 @@ async def measure(driver: Driver, case: str, requests: int, concurrency: int, pa
     await asyncio.gather(*(loop() for _ in range(2)))  # warm
     left = requests
     status = Path("/proc/thread-self/status")
-    threads_before = _thread_cpu()
+    threads_before, batches_before = _thread_cpu(), _writer_batches()
     start, loop_start, switches = time.process_time(), time.thread_time(), _context_switches(status)
     await asyncio.gather(*(loop() for _ in range(concurrency)))
     loop_cpu, switched = time.thread_time() - loop_start, _context_switches(status) - switches
+    batches = _writer_batches() - batches_before  # every request's charge was committed: the loop waited for it
     await asyncio.sleep(0.3)  # the writer's last commits
     threads = {name: (cpu - threads_before.get(name, 0.0)) / requests for name, cpu in _thread_cpu().items()}
-    return Measured((time.process_time() - start) / requests, loop_cpu / requests, switched / requests, threads)
+    process = (time.process_time() - start) / requests
+    return Measured(process, loop_cpu / requests, switched / requests, batches / requests, threads)
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -118,9 +127,15 @@ async def run(args: argparse.Namespace) -> None:
                 f"  {name:10} {case:22} median {median * 1e3:6.3f} ms ({median / base:4.2f}×)   "
                 f"least {min(values) * 1e3:6.3f} ms ({min(values) / least:4.2f}×)"
             )
-    print("the event loop's thread's context switches (it slept and was woken, or waited for the lock) per request:")
+    print(
+        "the event loop's thread's context switches (it slept and was woken, or waited for the lock) per "
+        "request, and per batch the ledger writer committed:"
+    )
     for case in cases:
-        print(f"  {case:22} median {statistics.median(r.switches for r in results[case]):6.2f}")
+        switches = statistics.median(r.switches for r in results[case])
+        batches = statistics.median(r.batches for r in results[case])
+        per_batch = f"{switches / batches:6.2f} a batch ({1 / batches:5.1f} requests a batch)" if batches else ""
+        print(f"  {case:22} median {switches:6.2f}   {per_batch}")
     print(
         "CPU per request by thread, medians (the event loop's here includes the 0.3 s after each round; "
         "what the threads other than the loop use is what a ledger process of its own would take off it):"

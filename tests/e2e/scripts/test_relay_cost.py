@@ -1,6 +1,6 @@
-"""The in-process cost tool runs end to end and splits a request's CPU by thread (tiny sizes;
-numbers not judged, but the split must account for the process's CPU: it is what says how much a
-ledger process of its own would take off the event loop)."""
+"""The in-process cost tool runs end to end, splits a request's CPU by thread and counts the
+writer's batches (tiny sizes; numbers not judged, but the split must account for the process's CPU:
+it is what says how much a ledger process of its own would take off the event loop)."""
 
 from __future__ import annotations
 
@@ -34,3 +34,6 @@ def test_each_thread_s_share_adds_up_to_the_process_s_cpu():
     assert threads["event loop"] > 0
     assert threads["tollgate-ledger-writer"] > 0  # every charge is written on the writer's thread
     assert 0.8 * process <= sum(threads.values()) <= 1.2 * process, (process, threads)
+    # every request's charge was committed by the writer, in batches of at most MAX_BATCH (64) commands
+    per_batch = _ms(out, r"chat\s+median\s+[\d.]+\s+[\d.]+ a batch \(\s*([\d.]+) requests a batch\)")
+    assert 1 <= per_batch <= 64, per_batch
