@@ -334,7 +334,7 @@ def build_runtime(settings: Settings, base_dir: Path) -> Runtime:
     def vouched() -> bool:
         return instances.heard_within(vouched_within)
 
-    health = LedgerHealth(writer, LedgerProbe(store.database), vouched=vouched)
+    health = LedgerHealth(writer, LedgerProbe(store.database), vouched=vouched, hurry=instances.beat_soon)
 
     def writable() -> bool:
         return health.writable

@@ -35,11 +35,14 @@ class LedgerHealth:
         probe: LedgerProbe,
         interval: float = PROBE_INTERVAL,
         vouched: Callable[[], bool] = lambda: True,
+        hurry: Callable[[], None] = lambda: None,
     ) -> None:
         self._writer = writer
         self._probe = probe
         #: Whether this process's heartbeat got through recently enough to vouch for its leases.
         self._vouched = vouched
+        #: Asks for a heartbeat now: called when the database answers again but no beat has yet.
+        self._hurry = hurry
         self._interval = interval
         self.problem: str | None = None  # the probe's or the writer's last word; None: writable
         self.draining = False  # the process was told to stop: it finishes what it has, takes nothing new
@@ -68,6 +71,8 @@ class LedgerHealth:
 
     async def check(self) -> None:
         self._set(await asyncio.to_thread(self._probe.problem))
+        if self.problem is None and not self._vouched():
+            self._hurry()  # the database is back: serve again as soon as a beat says whether we were taken for dead
 
     async def run(self) -> None:
         """Probe the database every ``interval`` seconds, until cancelled."""

@@ -96,6 +96,7 @@ class InstanceRegistry:
         self._host = socket.gethostname()
         self._shared = shared_limits
         self._stop = threading.Event()
+        self._wake = threading.Event()  # set to beat now (``beat_soon``), or to stop
         self._thread = threading.Thread(target=self._beat, name="tollgate-instances", daemon=True)
         self._lock = threading.Lock()  # the connection is used by the heartbeat thread and by others
         self._heard_since: float | None = None  # since when every beat got through
@@ -164,12 +165,22 @@ class InstanceRegistry:
     # -- the heartbeat ---------------------------------------------------------------------------
 
     def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_SECONDS):
+        while True:
+            self._wake.wait(HEARTBEAT_SECONDS)
+            self._wake.clear()
+            if self._stop.is_set():
+                return
             try:
                 self.beat()
             except Exception as exc:  # noqa: BLE001 - the database is briefly unreachable: the next beat tries again
                 self._heard_since = None
                 log.debug("heartbeat failed: %s", exc)
+
+    def beat_soon(self) -> None:
+        """Beat now rather than at the next period: the database is back after a silence, and until a
+        beat gets through the process serves nothing billed (``heard_within``). A beat under way, or
+        one stuck reaching the database, is not hurried."""
+        self._wake.set()
 
     def heard_within(self, seconds: float) -> bool:
         """Whether a heartbeat of this process got through within ``seconds``. Silent for
@@ -246,6 +257,7 @@ class InstanceRegistry:
         so that whatever it still holds (a charge the ledger could not record) is settled by the next
         process to look; a stream it did charge is not charged again (the store refuses)."""
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
         try:
